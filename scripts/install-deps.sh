@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every system package Tandem needs to build, run and test, from Debian 12.
+# Idempotent: packages already present are skipped, so a second run is quick.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config clang-format
+  qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev
+  qt6-httpserver-dev qt6-websockets-dev libqt6sql6-sqlite qt6-qpa-plugins
+  libhwloc-dev libdnnl-dev ocl-icd-opencl-dev
+  libcurl4-openssl-dev nlohmann-json3-dev libpcre2-dev
+  libfmt-dev libspdlog-dev libcli11-dev
+  libgl-dev libxkbcommon-dev fonts-dejavu-core
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
