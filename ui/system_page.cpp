@@ -1,11 +1,14 @@
 #include "ui/system_page.h"
 
+#include <QDateTime>
 #include <QFrame>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLocale>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QTextDocument>
 #include <QVBoxLayout>
 
 #include "ui/theme.h"
@@ -23,13 +26,19 @@ QString row(const QString& key, const QString& value) {
       .arg(theme::kMutedText, key.toHtmlEscaped(), value);
 }
 
+// "avx512_vnni" -> "AVX512-VNNI", "sse4_2" -> "SSE4.2": the spelling vendors use.
+QString displayName(std::string_view name) {
+  if (name == "sse4_2") return QStringLiteral("SSE4.2");
+  return q(name).toUpper().replace(QLatin1Char('_'), QLatin1Char('-'));
+}
+
 QString featureChips(const kernels::IsaFeatures& usable) {
   QString html;
   for (const auto& info : kernels::kIsaFeatureTable) {
     const bool on = usable.*(info.member);
     html += QStringLiteral("<span style='background-color:%1; color:%2'>&nbsp;%3&nbsp;</span> ")
                 .arg(on ? theme::kChipOn : theme::kChipOff, on ? theme::kChipOnText : theme::kMutedText,
-                     q(info.name).toUpper().replace('_', '-'));
+                     displayName(info.name));
   }
   return html;
 }

@@ -83,7 +83,8 @@ Recommendation recommend(const kernels::IsaReport& isa, const Topology& topo) {
   for (const NumaNode& n : topo.numa_nodes) nodes_with_cores += n.physical_cores > 0 ? 1 : 0;
   nodes_with_cores = std::max(1, nodes_with_cores);
   if (nodes_with_cores == 1) {
-    r.thread_pools = {1, "1 NUMA node: one thread pool, all memory is equally close"};
+    r.thread_pools = {1, "all memory is equally close to every core, so a single pool of workers "
+                          "shares it"};
   } else {
     r.thread_pools = {nodes_with_cores,
                       fmt::format("{} NUMA nodes: one thread pool per node, each working on "
@@ -187,6 +188,12 @@ HardwareReport probe_hardware(const ProbeOptions& options) {
   r.topology = probe_topology();
   if (!r.topology.error.empty()) log::warn("hardware probe: {}", r.topology.error);
   r.memory = probe_memory();
+  // hwloc reads node memory from firmware tables, which some virtual machines fill in wrong;
+  // with a single node all of the RAM that Linux reports is that node's.
+  if (r.topology.numa_nodes.size() == 1 && r.memory.error.empty() &&
+      r.topology.numa_nodes[0].memory_bytes < r.memory.total_bytes) {
+    r.topology.numa_nodes[0].memory_bytes = r.memory.total_bytes;
+  }
   if (options.query_gpus) {
     r.gpus = kernels::cuda::query_devices();
   } else {

@@ -1,0 +1,65 @@
+#include "app/desktop_launch.h"
+
+#include <QApplication>
+#include <QIcon>
+#include <QTimer>
+#include <cstdio>
+
+#include "ui/log_bridge.h"
+#include "ui/main_window.h"
+#include "ui/theme.h"
+
+// The icons are compiled into the static tandem_ui library; register them at start-up.
+static void init_resources() { Q_INIT_RESOURCE(resources); }
+
+namespace tandem::app {
+
+bool display_available() {
+  return !qEnvironmentVariableIsEmpty("DISPLAY") || !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") ||
+         !qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM");
+}
+
+int run_desktop(int argc, char** argv, const DesktopOptions& options) {
+  const bool screenshot = !options.screenshot_path.isEmpty();
+  if (screenshot && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+  }
+  QApplication app(argc, argv);
+  init_resources();
+  app.setWindowIcon(QIcon(QStringLiteral(":/tandem/icons/tandem.svg")));
+  ui::theme::apply(app);
+  ui::install_log_bridge();
+
+  ui::MainWindow window;
+  if (options.page == QLatin1String("system")) window.showPage(ui::MainWindow::Page::System);
+  if (options.page == QLatin1String("chat")) window.showPage(ui::MainWindow::Page::Chat);
+
+  int status = 0;
+  if (screenshot) {
+    window.resize(options.size);
+    window.show();
+    // The screenshot waits for the hardware probe so the System page shows real findings.
+    auto save = [&] {
+      QApplication::processEvents();
+      const QPixmap pixmap = window.grab();
+      if (!pixmap.save(options.screenshot_path, "PNG")) {
+        std::fprintf(stderr, "tandem: could not write the screenshot to %s; check that the folder exists and is writable.\n",
+                     qPrintable(options.screenshot_path));
+        status = 1;
+      }
+      app.quit();
+    };
+    QObject::connect(&window, &ui::MainWindow::hardwareDetected, &app, [&] { QTimer::singleShot(50, &app, save); });
+    QTimer::singleShot(30000, &app, [&] {
+      std::fprintf(stderr, "tandem: the hardware probe took over 30 s; saving the screenshot without it.\n");
+      save();
+    });
+  } else {
+    window.show();
+  }
+  const int code = app.exec();
+  ui::remove_log_bridge();
+  return status != 0 ? status : code;
+}
+
+}  // namespace tandem::app

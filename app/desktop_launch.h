@@ -1,0 +1,19 @@
+#pragma once
+
+#include <QSize>
+#include <QString>
+
+namespace tandem::app {
+
+struct DesktopOptions {
+  QString screenshot_path;  // non-empty: render the main window offscreen to this PNG and exit
+  QString page;             // "chat" or "system"
+  QSize size{1280, 800};
+};
+
+// True when a window can be shown: a display, or a Qt platform chosen explicitly.
+bool display_available();
+
+int run_desktop(int argc, char** argv, const DesktopOptions& options);
+
+}  // namespace tandem::app

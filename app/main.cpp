@@ -1,0 +1,93 @@
+// The tandem executable: the desktop app by default, sub-commands for headless use.
+// It parses arguments and wires the libraries together; all logic lives in them.
+#include <CLI/CLI.hpp>
+#include <QCoreApplication>
+#include <QStandardPaths>
+#include <cstdio>
+#include <regex>
+
+#include "app/desktop_launch.h"
+#include "app/detect_command.h"
+#include "engine/log/log.h"
+#include "engine/version.h"
+#include "ui/main_window.h"
+
+namespace {
+
+void setup_logging(bool verbose, bool console) {
+  tandem::log::Options options;
+  options.verbose = verbose;
+  options.console = console;
+  if (qEnvironmentVariable("TANDEM_LOG_TO_FILE") != QLatin1String("0")) {
+    options.file_path = (QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+                         QStringLiteral("/logs/tandem.log"))
+                            .toStdString();
+  }
+  tandem::log::init(options);
+}
+
+constexpr const char* kHeadlessHelp =
+    "Tandem found no display, so the desktop window cannot open.\n"
+    "Everything is also available from the command line:\n"
+    "  tandem detect           what this machine has and what Tandem recommends\n"
+    "  tandem detect --json    the same as JSON (schema: docs/detect.schema.json)\n"
+    "  tandem --screenshot out.png   render the window offscreen to a PNG\n"
+    "  tandem --help           every command and option\n"
+    "To open the window, run Tandem in a desktop session (or set DISPLAY).\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QCoreApplication::setOrganizationName(QStringLiteral("Tandem"));
+  QCoreApplication::setApplicationName(QStringLiteral("Tandem"));
+  QCoreApplication::setApplicationVersion(QString::fromUtf8(tandem::kTandemVersion));
+
+  CLI::App cli{"Tandem runs large mixture-of-experts language models on one workstation, with the GPU "
+               "and the CPU working in tandem. Without a command it opens the desktop app.",
+               "tandem"};
+  cli.set_version_flag("--version", std::string(tandem::kTandemVersion));
+  bool verbose = false;
+  cli.add_flag("-v,--verbose", verbose, "Log debug detail to the console as well as the log file");
+
+  tandem::app::DesktopOptions desktop;
+  std::string screenshot, page = "chat", size = "1280x800";
+  cli.add_option("--screenshot", screenshot, "Render the main window offscreen to this PNG file and exit");
+  cli.add_option("--page", page, "The page to show first")->check(CLI::IsMember({"chat", "system"}));
+  cli.add_option("--size", size, "Window size for --screenshot, WIDTHxHEIGHT")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return std::regex_match(s, std::regex("[1-9][0-9]{2,4}x[1-9][0-9]{2,4}"))
+                       ? std::string()
+                       : std::string("use WIDTHxHEIGHT, for example 1280x800");
+          },
+          "WIDTHxHEIGHT"));
+
+  tandem::app::DetectOptions detect;
+  CLI::App* detect_cmd = cli.add_subcommand("detect", "Show what this machine has and what Tandem recommends");
+  detect_cmd->add_flag("--json", detect.json, "Print JSON (schema: docs/detect.schema.json)");
+  detect_cmd->add_option("--path", detect.disk_path, "Folder whose free disk space to measure (default: the models folder)");
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e);
+  }
+
+  if (detect_cmd->parsed()) {
+    setup_logging(verbose, true);
+    if (detect.disk_path.empty()) detect.disk_path = tandem::ui::MainWindow::modelsFolder().toStdString();
+    return tandem::app::run_detect(detect);
+  }
+
+  desktop.screenshot_path = QString::fromStdString(screenshot);
+  desktop.page = QString::fromStdString(page);
+  const auto x = size.find('x');
+  desktop.size = QSize(std::stoi(size.substr(0, x)), std::stoi(size.substr(x + 1)));
+  if (desktop.screenshot_path.isEmpty() && !tandem::app::display_available()) {
+    std::fputs(kHeadlessHelp, stdout);
+    return 0;
+  }
+  // The window has its own log view through Qt's logging; the console gets what Qt prints.
+  setup_logging(verbose, false);
+  return tandem::app::run_desktop(argc, argv, desktop);
+}

@@ -1,0 +1,120 @@
+// The tandem executable as a user runs it: detect, the screenshot, the no-display answer,
+// logging to the application data folder, and argument errors.
+#include <QImage>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+  int code = -1;
+  QString out;
+  QString err;
+};
+
+Run runTandem(const QStringList& args, const QProcessEnvironment& env) {
+  QProcess p;
+  p.setProcessEnvironment(env);
+  p.start(QStringLiteral(TANDEM_EXECUTABLE), args);
+  Run r;
+  if (!p.waitForFinished(60000)) {
+    p.kill();
+    return r;
+  }
+  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+}  // namespace
+
+class TestCli : public QObject {
+  Q_OBJECT
+  QTemporaryDir home_;
+
+  QProcessEnvironment env() const {
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    // Keep the user's real settings and logs out of it.
+    e.insert(QStringLiteral("HOME"), home_.path());
+    e.insert(QStringLiteral("XDG_DATA_HOME"), home_.path() + "/data");
+    e.insert(QStringLiteral("XDG_CONFIG_HOME"), home_.path() + "/config");
+    e.remove(QStringLiteral("TANDEM_LOG_TO_FILE"));
+    return e;
+  }
+
+ private slots:
+  void detectJson() {
+    const Run r = runTandem({"detect", "--json"}, env());
+    QCOMPARE(r.code, 0);
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    QCOMPARE(doc["schema"].get<std::string>(), std::string("tandem.detect"));
+    QCOMPARE(doc["schema_version"].get<int>(), 1);
+    QVERIFY(doc["topology"]["physical_cores"].get<int>() >= 1);
+    // Without --path the disk is measured where models will be stored.
+    QVERIFY(QString::fromStdString(doc["disk"]["measured_path"].get<std::string>()).startsWith(home_.path()));
+  }
+
+  void detectTableAndLogFile() {
+    const Run r = runTandem({"detect"}, env());
+    QCOMPARE(r.code, 0);
+    QVERIFY(r.out.contains(QLatin1String("What this means")));
+    QVERIFY(!r.err.contains(QLatin1String("hardware probe")));  // info stays out of the console
+    QFile log(home_.path() + "/data/Tandem/Tandem/logs/tandem.log");
+    QVERIFY2(log.open(QIODevice::ReadOnly), qPrintable(log.fileName()));
+    QVERIFY(QString::fromUtf8(log.readAll()).contains(QLatin1String("hardware probe")));
+  }
+
+  void verboseLogsToConsole() {
+    const Run r = runTandem({"--verbose", "detect"}, env());
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.err.contains(QLatin1String("hardware probe")), qPrintable(r.err));
+  }
+
+  void screenshotIsAPngOfTheRequestedSize() {
+    const QString file = home_.path() + "/shot.png";
+    const Run r = runTandem({"--screenshot", file, "--size", "1024x700", "--page", "system"}, env());
+    QCOMPARE(r.code, 0);
+    QFile f(file);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.read(8), QByteArray("\x89PNG\r\n\x1a\n", 8));
+    f.close();
+    QImage image(file);
+    QVERIFY(!image.isNull());
+    QCOMPARE(image.size(), QSize(1024, 700));
+    // Not a blank canvas: a real window has many distinct colours.
+    QSet<QRgb> colours;
+    for (int y = 0; y < image.height(); y += 7) {
+      for (int x = 0; x < image.width(); x += 7) colours.insert(image.pixel(x, y));
+    }
+    QVERIFY2(colours.size() > 20, qPrintable(QString::number(colours.size())));
+  }
+
+  void screenshotToUnwritablePathFails() {
+    const Run r = runTandem({"--screenshot", "/proc/nowhere/shot.png"}, env());
+    QCOMPARE(r.code, 1);
+    QVERIFY(r.err.contains(QLatin1String("could not write the screenshot")));
+  }
+
+  void noDisplayExplainsHeadlessUse() {
+    QProcessEnvironment e = env();
+    for (const char* v : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) e.remove(QString::fromLatin1(v));
+    const Run r = runTandem({}, e);
+    QCOMPARE(r.code, 0);
+    QVERIFY(r.out.contains(QLatin1String("found no display")));
+    QVERIFY(r.out.contains(QLatin1String("tandem detect")));
+  }
+
+  void badArgumentsAreRejected() {
+    const Run size = runTandem({"--screenshot", home_.path() + "/x.png", "--size", "big"}, env());
+    QVERIFY(size.code != 0);
+    QVERIFY(size.err.contains(QLatin1String("WIDTHxHEIGHT")));
+    const Run unknown = runTandem({"detect", "--frobnicate"}, env());
+    QVERIFY(unknown.code != 0);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"

@@ -1,0 +1,78 @@
+// The main window: it shows the probe's findings without blocking, persists its layout,
+// and its live chart follows the samples it is fed.
+#include <QDockWidget>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QtTest>
+
+#include "ui/main_window.h"
+#include "ui/system_page.h"
+#include "ui/throughput_chart.h"
+
+using tandem::ui::MainWindow;
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName(QStringLiteral("TandemTest"));
+    QCoreApplication::setApplicationName(QStringLiteral("TandemTest"));
+    QSettings().clear();
+  }
+
+  void showsProbeFindings() {
+    MainWindow window;
+    QSignalSpy detected(&window, &MainWindow::hardwareDetected);
+    window.show();
+    // The probe runs on a worker thread: the window is up before it finishes.
+    QVERIFY(window.isVisible());
+    QVERIFY(detected.wait(20000));
+    const auto report = window.systemPage()->report();
+    QVERIFY(report);
+    const QString text = window.systemPage()->findingsText();
+    QVERIFY2(text.contains(QString::fromStdString(report->isa.identity.brand)), qPrintable(text));
+    QVERIFY(text.contains(QLatin1String("NUMA node")));
+    QVERIFY(text.contains(QLatin1String("CPU threads recommended")));
+    QVERIFY(text.contains(QString::fromUtf8(tandem::hw::backend_label(report->recommendation.cpu_backend.value).data())));
+    QVERIFY(window.statusSummary().contains(QLatin1String("CPU: ")));
+    if (report->gpus.devices.empty()) {
+      QVERIFY(text.contains(QLatin1String("No GPU: everything runs on the CPU")));
+      QVERIFY(window.statusSummary().contains(QLatin1String("No GPU")));
+    }
+  }
+
+  void settingsPersist() {
+    {
+      MainWindow window;
+      window.show();
+      window.resize(1100, 700);
+      window.showPage(MainWindow::Page::System);
+      window.livePanel()->hide();
+      window.close();
+    }
+    MainWindow again;
+    again.show();
+    QCOMPARE(again.currentPage(), MainWindow::Page::System);
+    QCOMPARE(again.size(), QSize(1100, 700));
+    QVERIFY(!again.livePanel()->isVisible());
+    QSettings().clear();
+  }
+
+  void throughputChartFollowsSamples() {
+    tandem::ui::ThroughputChart chart;
+    chart.setWindowSeconds(10);
+    QCOMPARE(chart.sampleCount(), 0);
+    for (int t = 0; t < 30; ++t) chart.addSample(t, t < 3 ? 120.0 : -1.0, t >= 3 ? 20.0 + t : -1.0);
+    // Samples older than the 10-second window are dropped.
+    QCOMPARE(chart.sampleCount(), 11);
+    QCOMPARE(chart.maxTokensPerSecond(), 49.0);
+    chart.clear();
+    QCOMPARE(chart.sampleCount(), 0);
+    QCOMPARE(chart.maxTokensPerSecond(), 0.0);
+  }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_main_window.moc"

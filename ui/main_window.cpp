@@ -1,0 +1,195 @@
+#include "ui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDesktopServices>
+#include <QDir>
+#include <QDockWidget>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QStyle>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include "engine/log/log.h"
+#include "engine/version.h"
+#include "ui/chat_page.h"
+#include "ui/system_page.h"
+#include "ui/throughput_chart.h"
+
+namespace tandem::ui {
+namespace {
+
+constexpr auto kGeometryKey = "mainWindow/geometry";
+constexpr auto kStateKey = "mainWindow/state";
+constexpr auto kPageKey = "mainWindow/page";
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(QStringLiteral("Tandem"));
+  setObjectName(QStringLiteral("mainWindow"));
+  resize(1280, 800);
+
+  probe_ = new ProbeRunner(this);
+  connect(probe_, &ProbeRunner::finished, this, &MainWindow::onReport);
+
+  auto* central = new QWidget(this);
+  auto* row = new QHBoxLayout(central);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->setSpacing(0);
+  navigation_ = new QListWidget(central);
+  navigation_->setObjectName(QStringLiteral("navigation"));
+  navigation_->setFixedWidth(168);
+  navigation_->setFocusPolicy(Qt::NoFocus);
+  navigation_->setIconSize(QSize(18, 18));
+  navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_FileDialogDetailedView),
+                                           tr("Chat")));
+  navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ComputerIcon), tr("System")));
+  pages_ = new QStackedWidget(central);
+  chat_ = new ChatPage(pages_);
+  system_ = new SystemPage(pages_);
+  pages_->addWidget(chat_);
+  pages_->addWidget(system_);
+  row->addWidget(navigation_);
+  row->addWidget(pages_, 1);
+  setCentralWidget(central);
+  connect(navigation_, &QListWidget::currentRowChanged, pages_, &QStackedWidget::setCurrentIndex);
+  connect(chat_, &ChatPage::showSystemRequested, this, [this] { showPage(Page::System); });
+  connect(system_, &SystemPage::refreshRequested, this, &MainWindow::detectHardware);
+
+  live_dock_ = new QDockWidget(tr("Live"), this);
+  live_dock_->setObjectName(QStringLiteral("liveDock"));
+  live_dock_->setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea | Qt::BottomDockWidgetArea);
+  auto* live = new QWidget(live_dock_);
+  auto* live_layout = new QVBoxLayout(live);
+  live_layout->setContentsMargins(6, 6, 6, 6);
+  throughput_ = new ThroughputChart(live);
+  live_layout->addWidget(throughput_);
+  live_layout->addStretch(1);
+  live->setMinimumWidth(320);
+  live_dock_->setWidget(live);
+  addDockWidget(Qt::RightDockWidgetArea, live_dock_);
+
+  buildMenus();
+  buildStatusBar();
+  showPage(Page::Chat);
+  restoreSettings();
+  detectHardware();
+}
+
+MainWindow::~MainWindow() = default;
+
+QString MainWindow::modelsFolder() {
+  return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/models");
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
+  quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  QAction* chat = view->addAction(tr("&Chat"), this, [this] { showPage(Page::Chat); });
+  chat->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
+  QAction* system = view->addAction(tr("&System"), this, [this] { showPage(Page::System); });
+  system->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
+  view->addSeparator();
+  QAction* live = live_dock_->toggleViewAction();
+  live->setText(tr("&Live Panel"));
+  live->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+  view->addAction(live);
+
+  QMenu* tools = menuBar()->addMenu(tr("&Tools"));
+  tools->addAction(tr("&Detect Hardware Again"), this, &MainWindow::detectHardware);
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("Open &Log Folder"), this, [] {
+    const QString file = QString::fromStdString(log::file_path());
+    const QString folder = file.isEmpty()
+                               ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)
+                               : QFileInfo(file).absolutePath();
+    QDesktopServices::openUrl(QUrl::fromLocalFile(folder));
+  });
+  help->addSeparator();
+  help->addAction(tr("&About Tandem"), this, &MainWindow::showAbout);
+}
+
+void MainWindow::buildStatusBar() {
+  model_status_ = new QLabel(tr("No model loaded"), this);
+  cpu_status_ = new QLabel(tr("Detecting hardware…"), this);
+  gpu_status_ = new QLabel(this);
+  statusBar()->addWidget(model_status_, 1);
+  statusBar()->addPermanentWidget(cpu_status_);
+  statusBar()->addPermanentWidget(gpu_status_);
+}
+
+void MainWindow::detectHardware() {
+  system_->showProbing();
+  cpu_status_->setText(tr("Detecting hardware…"));
+  probe_->start(modelsFolder());
+}
+
+void MainWindow::onReport(const HardwareReportPtr& report) {
+  system_->setReport(report);
+  if (report) {
+    const auto& rec = report->recommendation;
+    cpu_status_->setText(tr("CPU: %1 · %2 threads")
+                             .arg(QString::fromUtf8(hw::backend_label(rec.cpu_backend.value).data()))
+                             .arg(rec.cpu_threads.value));
+    const auto& gpus = report->gpus.devices;
+    const auto usable = std::find_if(gpus.begin(), gpus.end(), [](const hw::GpuDevice& d) { return d.usable; });
+    gpu_status_->setText(usable == gpus.end()
+                             ? tr("No GPU: all on CPU")
+                             : tr("GPU: %1").arg(QString::fromStdString(usable->name)));
+  }
+  emit hardwareDetected(report);
+}
+
+void MainWindow::showPage(Page page) { navigation_->setCurrentRow(static_cast<int>(page)); }
+
+MainWindow::Page MainWindow::currentPage() const { return static_cast<Page>(pages_->currentIndex()); }
+
+QString MainWindow::statusSummary() const {
+  return QStringList{model_status_->text(), cpu_status_->text(), gpu_status_->text()}.join(QStringLiteral(" | "));
+}
+
+void MainWindow::showAbout() {
+  QMessageBox::about(this, tr("About Tandem"),
+                     tr("<h3>Tandem %1</h3><p>Runs large mixture-of-experts language models on one "
+                        "workstation, with the GPU and the CPU working in tandem.</p>"
+                        "<p>Log file: %2</p>")
+                         .arg(QString::fromUtf8(kTandemVersion),
+                              QString::fromStdString(log::file_path()).toHtmlEscaped()));
+}
+
+void MainWindow::restoreSettings() {
+  QSettings settings;
+  restoreGeometry(settings.value(kGeometryKey).toByteArray());
+  restoreState(settings.value(kStateKey).toByteArray());
+  const int page = settings.value(kPageKey, 0).toInt();
+  if (page >= 0 && page < pages_->count()) showPage(static_cast<Page>(page));
+}
+
+void MainWindow::saveSettings() const {
+  QSettings settings;
+  settings.setValue(kGeometryKey, saveGeometry());
+  settings.setValue(kStateKey, saveState());
+  settings.setValue(kPageKey, pages_->currentIndex());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  saveSettings();
+  QMainWindow::closeEvent(event);
+}
+
+}  // namespace tandem::ui
