@@ -1,0 +1,56 @@
+// The weights of a Hugging Face model folder: one model.safetensors, or shards listed in
+// model.safetensors.index.json. Pickle checkpoints are refused.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/model/safetensors_file.h"
+#include "kernels/cpu/dense_matmul.h"
+
+namespace tandem::model {
+
+struct TensorRef {
+  const SafetensorsFile* file = nullptr;
+  const TensorInfo* info = nullptr;
+  const void* data() const { return file->data(*info); }
+};
+
+class Checkpoint {
+ public:
+  // Throws ModelError with a sentence for a folder without safetensors, a pickle
+  // checkpoint, a broken index, a missing shard, or a malformed file.
+  explicit Checkpoint(const std::string& folder);
+
+  const std::string& folder() const { return folder_; }
+  const TensorRef* find(const std::string& name) const;
+  // The tensor, which must exist and have `shape`; otherwise a ModelError naming the file
+  // and the tensor.
+  TensorRef require(const std::string& name, const std::vector<std::int64_t>& shape) const;
+  // A 2-D weight as a matrix, with its fp8 block scales (`<name>_scale_inv`) when stored so.
+  kernels::WeightMatrix matrix(const std::string& name, std::int64_t rows, std::int64_t cols) const;
+  // A 1-D or small tensor converted to fp32 (norm weights, biases, scales).
+  std::vector<float> vector_f32(const std::string& name, const std::vector<std::int64_t>& shape) const;
+
+  // The block size of FP8 weights (quantization_config.weight_block_size); 128x128 by default.
+  void set_fp8_block(std::int64_t rows, std::int64_t cols) {
+    fp8_block_rows_ = rows;
+    fp8_block_cols_ = cols;
+  }
+
+  std::size_t tensor_count() const { return index_.size(); }
+  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+
+ private:
+  std::string folder_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::unordered_map<std::string, TensorRef> index_;
+  std::int64_t fp8_block_rows_ = 128;
+  std::int64_t fp8_block_cols_ = 128;
+  // fp32 copies of fp8 block scales, kept for the matrices that use them.
+  mutable std::unordered_map<std::string, std::vector<float>> scales_;
+};
+
+}  // namespace tandem::model

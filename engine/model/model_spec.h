@@ -1,0 +1,94 @@
+// One description of every supported architecture, read from config.json. Per-family code
+// in the runtime only handles what differs (MLA attention, routing functions, q/k norms).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tandem::model {
+
+enum class Family { Llama, Qwen3, Qwen3Moe, Mixtral, DeepseekV3 };
+std::string_view family_name(Family f);
+// The Hugging Face architecture names Tandem runs, for messages.
+std::string supported_architectures();
+
+enum class RopeType { Default, Linear, Yarn, Llama3 };
+
+struct RopeSpec {
+  RopeType type = RopeType::Default;
+  double theta = 10000.0;
+  double factor = 1.0;
+  std::int64_t original_max_position = 0;
+  double beta_fast = 32.0;  // YaRN
+  double beta_slow = 1.0;
+  double mscale = 0.0;
+  double mscale_all_dim = 0.0;
+  double attention_factor = 1.0;  // YaRN: multiplies cos and sin
+  bool truncate = true;
+  double low_freq_factor = 1.0;  // Llama 3
+  double high_freq_factor = 4.0;
+  bool interleaved = false;  // rotate (2i, 2i+1) pairs instead of the two halves
+};
+
+enum class RouterScoring { Softmax, Sigmoid };
+
+struct ModelSpec {
+  Family family = Family::Llama;
+  std::string architecture;  // "Qwen3MoeForCausalLM"
+  std::int64_t vocab_size = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t num_layers = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;
+  std::int64_t head_dim = 0;          // standard attention
+  std::int64_t intermediate_size = 0;  // dense MLP layers
+  double rms_norm_eps = 1e-6;
+  std::int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  bool qk_norm = false;  // Qwen3: RMSNorm over each head's q and k before RoPE
+  RopeSpec rope;
+
+  // Multi-head latent attention (DeepSeek-V3, Kimi-K2).
+  bool mla = false;
+  std::int64_t q_lora_rank = 0;  // 0: q_proj directly
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  double attention_scale = 0.0;  // softmax scale; 0 means 1/sqrt(q·k dimension)
+
+  // Mixture of experts.
+  std::int64_t num_experts = 0;
+  std::int64_t experts_per_token = 0;
+  std::int64_t moe_intermediate_size = 0;
+  std::int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
+  bool norm_topk_prob = true;
+  RouterScoring scoring = RouterScoring::Softmax;
+  std::int64_t n_group = 1;
+  std::int64_t topk_group = 1;
+  double routed_scaling_factor = 1.0;
+  bool score_correction_bias = false;
+  std::vector<bool> layer_is_moe;  // one entry per layer
+
+  // FP8 checkpoints (quantization_config.weight_block_size).
+  std::int64_t fp8_block_rows = 128;
+  std::int64_t fp8_block_cols = 128;
+
+  std::vector<std::int32_t> eos_token_ids;
+  std::int32_t bos_token_id = -1;
+
+  std::int64_t qk_head_dim() const { return mla ? qk_nope_head_dim + qk_rope_head_dim : head_dim; }
+  std::int64_t rope_dim() const { return mla ? qk_rope_head_dim : head_dim; }
+  bool is_moe() const { return num_experts > 0; }
+};
+
+// Throws ModelError naming `source` for invalid values, unsupported architectures (listing
+// the supported ones) and unsupported features.
+ModelSpec parse_model_spec(const nlohmann::json& config, const std::string& source);
+// Reads `folder`/config.json (and generation_config.json for the stop tokens).
+ModelSpec load_model_spec(const std::string& folder);
+
+}  // namespace tandem::model

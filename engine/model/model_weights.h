@@ -1,0 +1,56 @@
+// The tensors of a checkpoint bound to their roles, with every shape checked against the
+// ModelSpec. Large matrices stay memory-mapped; norms and biases are copied to fp32.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "engine/model/checkpoint.h"
+#include "engine/model/model_spec.h"
+
+namespace tandem::model {
+
+using kernels::WeightMatrix;
+
+struct AttentionWeights {
+  WeightMatrix q, k, v, o;
+  std::vector<float> q_norm, k_norm;  // Qwen3: per-head RMSNorm weights
+  // Multi-head latent attention.
+  WeightMatrix q_a, q_b;  // with q_lora_rank; otherwise `q` is the full projection
+  std::vector<float> q_a_norm;
+  WeightMatrix kv_a;  // [kv_lora_rank + rope dim, hidden]
+  std::vector<float> kv_a_norm;
+  WeightMatrix kv_b;  // [heads * (nope + v), kv_lora_rank]
+};
+
+struct FeedForwardWeights {
+  WeightMatrix gate, up, down;
+};
+
+struct MoeWeights {
+  WeightMatrix router;             // [experts, hidden]
+  std::vector<float> score_bias;   // DeepSeek-V3 e_score_correction_bias
+  std::vector<FeedForwardWeights> experts;
+  std::optional<FeedForwardWeights> shared;
+};
+
+struct LayerWeights {
+  std::vector<float> attention_norm;
+  std::vector<float> ffn_norm;
+  AttentionWeights attention;
+  bool moe = false;
+  FeedForwardWeights dense;  // when !moe
+  MoeWeights experts;        // when moe
+};
+
+struct ModelWeights {
+  WeightMatrix embedding;  // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;
+  WeightMatrix output;  // [vocab, hidden]; the embedding when tied
+};
+
+// Throws ModelError naming the file and tensor when one is missing or has the wrong shape.
+ModelWeights bind_weights(const ModelSpec& spec, const Checkpoint& checkpoint);
+
+}  // namespace tandem::model

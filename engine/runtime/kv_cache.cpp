@@ -1,0 +1,30 @@
+#include "engine/runtime/kv_cache.h"
+
+#include <algorithm>
+
+namespace tandem::runtime {
+
+KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens) : capacity_(capacity_tokens) {
+  if (spec.mla) {
+    key_row_ = spec.kv_lora_rank;
+    value_row_ = spec.qk_rope_head_dim;
+  } else {
+    key_row_ = spec.num_kv_heads * spec.head_dim;
+    value_row_ = key_row_;
+  }
+  keys_.resize(static_cast<std::size_t>(spec.num_layers));
+  values_.resize(static_cast<std::size_t>(spec.num_layers));
+  for (std::size_t i = 0; i < keys_.size(); ++i) {
+    keys_[i].assign(static_cast<std::size_t>(capacity_ * key_row_), 0.0f);
+    values_[i].assign(static_cast<std::size_t>(capacity_ * value_row_), 0.0f);
+  }
+}
+
+void KvCache::truncate(std::int64_t tokens) { size_ = std::clamp<std::int64_t>(tokens, 0, size_); }
+
+std::uint64_t KvCache::bytes() const {
+  return static_cast<std::uint64_t>(keys_.size()) * static_cast<std::uint64_t>(capacity_) *
+         static_cast<std::uint64_t>(key_row_ + value_row_) * sizeof(float);
+}
+
+}  // namespace tandem::runtime

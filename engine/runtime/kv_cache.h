@@ -1,0 +1,42 @@
+// Keys and values of the tokens seen so far, per layer, in fp32. For multi-head latent
+// attention only the compressed latent and the shared rotary key are kept (MLA-aware).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/model_spec.h"
+
+namespace tandem::runtime {
+
+class KvCache {
+ public:
+  KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens);
+
+  std::int64_t capacity() const { return capacity_; }
+  std::int64_t size() const { return size_; }
+  // Forgets every token from `tokens` on (a new turn that diverges, an edited message).
+  void truncate(std::int64_t tokens);
+  void set_size(std::int64_t tokens) { size_ = tokens; }
+  std::uint64_t bytes() const;
+
+  // Standard attention: [kv_heads * head_dim] per position.
+  float* key(std::int64_t layer, std::int64_t pos) { return &keys_[l(layer)][off(pos, key_row_)]; }
+  float* value(std::int64_t layer, std::int64_t pos) { return &values_[l(layer)][off(pos, value_row_)]; }
+  // MLA: keys_ hold the normalised latent [kv_lora_rank], values_ the rotary key [rope dim].
+  float* latent(std::int64_t layer, std::int64_t pos) { return key(layer, pos); }
+  float* rope_key(std::int64_t layer, std::int64_t pos) { return value(layer, pos); }
+
+ private:
+  static std::size_t l(std::int64_t layer) { return static_cast<std::size_t>(layer); }
+  std::size_t off(std::int64_t pos, std::int64_t row) const { return static_cast<std::size_t>(pos * row); }
+
+  std::int64_t capacity_;
+  std::int64_t size_ = 0;
+  std::int64_t key_row_;
+  std::int64_t value_row_;
+  std::vector<std::vector<float>> keys_;
+  std::vector<std::vector<float>> values_;
+};
+
+}  // namespace tandem::runtime

@@ -1,0 +1,365 @@
+#include "engine/runtime/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+namespace tandem::runtime {
+namespace {
+
+// DeepSeek-V3's low-rank norms use the library default, not config.rms_norm_eps.
+constexpr double kLatentNormEps = 1e-6;
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+void softmax_inplace(float* x, std::int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+// Indices of the k largest values, largest first; ties go to the lower index.
+std::vector<std::int32_t> top_k(const float* v, std::int64_t n, std::int64_t k) {
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [v](std::int32_t a, std::int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+  idx.resize(static_cast<std::size_t>(k));
+  return idx;
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, std::int64_t n, double eps, float* y) {
+  double ss = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t experts, std::int64_t k, bool normalize) {
+  Routing r;
+  r.experts.resize(static_cast<std::size_t>(tokens * k));
+  r.weights.resize(static_cast<std::size_t>(tokens * k));
+  std::vector<float> p(static_cast<std::size_t>(experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::copy(logits + t * experts, logits + (t + 1) * experts, p.begin());
+    softmax_inplace(p.data(), experts);
+    const auto chosen = top_k(p.data(), experts, k);
+    float sum = 0.0f;
+    for (std::int64_t j = 0; j < k; ++j) sum += p[static_cast<std::size_t>(chosen[j])];
+    for (std::int64_t j = 0; j < k; ++j) {
+      const float w = p[static_cast<std::size_t>(chosen[j])];
+      r.experts[static_cast<std::size_t>(t * k + j)] = chosen[static_cast<std::size_t>(j)];
+      r.weights[static_cast<std::size_t>(t * k + j)] = normalize ? w / sum : w;
+    }
+  }
+  return r;
+}
+
+Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64_t tokens, std::int64_t experts,
+                              std::int64_t k, std::int64_t groups, std::int64_t top_groups, bool normalize,
+                              float scaling) {
+  Routing r;
+  r.experts.resize(static_cast<std::size_t>(tokens * k));
+  r.weights.resize(static_cast<std::size_t>(tokens * k));
+  const std::int64_t per_group = experts / groups;
+  std::vector<float> scores(static_cast<std::size_t>(experts));
+  std::vector<float> choice(static_cast<std::size_t>(experts));
+  std::vector<float> group_score(static_cast<std::size_t>(groups));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t e = 0; e < experts; ++e) {
+      scores[static_cast<std::size_t>(e)] = 1.0f / (1.0f + std::exp(-logits[t * experts + e]));
+      choice[static_cast<std::size_t>(e)] = scores[static_cast<std::size_t>(e)] + (bias ? bias[e] : 0.0f);
+    }
+    // A group's score is the sum of its two best experts; only the best groups stay eligible.
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const float* gs = choice.data() + g * per_group;
+      const auto best = top_k(gs, per_group, std::min<std::int64_t>(2, per_group));
+      float s = 0.0f;
+      for (std::int32_t b : best) s += gs[b];
+      group_score[static_cast<std::size_t>(g)] = s;
+    }
+    const auto kept = top_k(group_score.data(), groups, top_groups);
+    std::vector<bool> eligible(static_cast<std::size_t>(groups), false);
+    for (std::int32_t g : kept) eligible[static_cast<std::size_t>(g)] = true;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      if (!eligible[static_cast<std::size_t>(e / per_group)]) choice[static_cast<std::size_t>(e)] = 0.0f;
+    }
+    const auto chosen = top_k(choice.data(), experts, k);
+    float sum = 0.0f;
+    for (std::int32_t e : chosen) sum += scores[static_cast<std::size_t>(e)];
+    for (std::int64_t j = 0; j < k; ++j) {
+      const std::int32_t e = chosen[static_cast<std::size_t>(j)];
+      float w = scores[static_cast<std::size_t>(e)];
+      if (normalize) w /= (sum + 1e-20f);
+      r.experts[static_cast<std::size_t>(t * k + j)] = e;
+      r.weights[static_cast<std::size_t>(t * k + j)] = w * scaling;
+    }
+  }
+  return r;
+}
+
+Transformer::Transformer(const model::ModelSpec& spec, const model::ModelWeights& weights, ThreadPool& pool)
+    : spec_(spec), weights_(weights), pool_(pool), parallel_(pool.as_parallel_for()), rope_(spec.rope, spec.rope_dim()) {}
+
+void Transformer::matmul(const float* x, std::int64_t n, const kernels::WeightMatrix& w, float* y) {
+  kernels::matmul_xwt(x, n, w, y, w.rows, parallel_);
+}
+
+void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, std::vector<float>& logits,
+                          bool all_logits) {
+  const std::int64_t n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t h = spec_.hidden_size;
+  const std::int64_t pos0 = cache.size();
+  if (n == 0) return;
+  if (pos0 + n > cache.capacity()) {
+    throw std::length_error("the context is full: " + std::to_string(pos0 + n) + " tokens do not fit in " +
+                            std::to_string(cache.capacity()));
+  }
+  std::vector<float> x(static_cast<std::size_t>(n * h));
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::int32_t id = tokens[static_cast<std::size_t>(t)];
+    if (id < 0 || id >= spec_.vocab_size) {
+      throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                              std::to_string(spec_.vocab_size));
+    }
+    weights_.embedding.row_f32(id, x.data() + t * h);
+  }
+
+  std::vector<float> normed(x.size());
+  std::vector<float> branch(x.size());
+  for (std::int64_t l = 0; l < spec_.num_layers; ++l) {
+    const model::LayerWeights& lw = weights_.layers[static_cast<std::size_t>(l)];
+    for (std::int64_t t = 0; t < n; ++t) {
+      rms_norm(x.data() + t * h, lw.attention_norm.data(), h, spec_.rms_norm_eps, normed.data() + t * h);
+    }
+    if (spec_.mla) {
+      latent_attention(l, normed.data(), n, pos0, cache, branch.data());
+    } else {
+      attention(l, normed.data(), n, pos0, cache, branch.data());
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += branch[i];
+
+    for (std::int64_t t = 0; t < n; ++t) {
+      rms_norm(x.data() + t * h, lw.ffn_norm.data(), h, spec_.rms_norm_eps, normed.data() + t * h);
+    }
+    if (lw.moe) {
+      mixture_of_experts(lw.experts, normed.data(), n, branch.data());
+    } else {
+      feed_forward(lw.dense, normed.data(), n, branch.data());
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += branch[i];
+  }
+  cache.set_size(pos0 + n);
+
+  const std::int64_t first = all_logits ? 0 : n - 1;
+  const std::int64_t rows = n - first;
+  for (std::int64_t t = first; t < n; ++t) {
+    rms_norm(x.data() + t * h, weights_.final_norm.data(), h, spec_.rms_norm_eps, normed.data() + (t - first) * h);
+  }
+  logits.resize(static_cast<std::size_t>(rows * spec_.vocab_size));
+  matmul(normed.data(), rows, weights_.output, logits.data());
+}
+
+void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0, KvCache& cache,
+                            float* out) {
+  const model::AttentionWeights& w = weights_.layers[static_cast<std::size_t>(layer)].attention;
+  const std::int64_t hd = spec_.head_dim;
+  const std::int64_t nh = spec_.num_heads;
+  const std::int64_t nkv = spec_.num_kv_heads;
+  std::vector<float> q(static_cast<std::size_t>(n * nh * hd));
+  std::vector<float> k(static_cast<std::size_t>(n * nkv * hd));
+  std::vector<float> v(static_cast<std::size_t>(n * nkv * hd));
+  matmul(x, n, w.q, q.data());
+  matmul(x, n, w.k, k.data());
+  matmul(x, n, w.v, v.data());
+  for (std::int64_t t = 0; t < n; ++t) {
+    for (std::int64_t head = 0; head < nh; ++head) {
+      float* qh = q.data() + (t * nh + head) * hd;
+      if (spec_.qk_norm) rms_norm(qh, w.q_norm.data(), hd, spec_.rms_norm_eps, qh);
+      rope_.apply(qh, pos0 + t);
+    }
+    for (std::int64_t head = 0; head < nkv; ++head) {
+      float* kh = k.data() + (t * nkv + head) * hd;
+      if (spec_.qk_norm) rms_norm(kh, w.k_norm.data(), hd, spec_.rms_norm_eps, kh);
+      rope_.apply(kh, pos0 + t);
+    }
+    std::copy_n(k.data() + t * nkv * hd, nkv * hd, cache.key(layer, pos0 + t));
+    std::copy_n(v.data() + t * nkv * hd, nkv * hd, cache.value(layer, pos0 + t));
+  }
+
+  const std::int64_t group = nh / nkv;
+  const float scale = static_cast<float>(spec_.attention_scale);
+  std::vector<float> attended(static_cast<std::size_t>(n * nh * hd));
+  pool_.parallel_for(n * nh, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> scores(static_cast<std::size_t>(pos0 + n));
+    for (std::int64_t job = begin; job < end; ++job) {
+      const std::int64_t t = job / nh;
+      const std::int64_t head = job % nh;
+      const std::int64_t kvh = head / group;
+      const std::int64_t len = pos0 + t + 1;  // causal: this token and everything before it
+      const float* qh = q.data() + (t * nh + head) * hd;
+      for (std::int64_t s = 0; s < len; ++s) {
+        scores[static_cast<std::size_t>(s)] = kernels::dot_f32(qh, cache.key(layer, s) + kvh * hd, hd) * scale;
+      }
+      softmax_inplace(scores.data(), len);
+      float* o = attended.data() + (t * nh + head) * hd;
+      std::fill(o, o + hd, 0.0f);
+      for (std::int64_t s = 0; s < len; ++s) {
+        const float p = scores[static_cast<std::size_t>(s)];
+        const float* vs = cache.value(layer, s) + kvh * hd;
+        for (std::int64_t d = 0; d < hd; ++d) o[d] += p * vs[d];
+      }
+    }
+  });
+  matmul(attended.data(), n, w.o, out);
+}
+
+// Multi-head latent attention with the up-projections absorbed: the cache holds only the
+// normalised latent and the shared rotary key, and each head's query is mapped into the
+// latent space (q_nope · W_UK) instead of expanding every cached key.
+void Transformer::latent_attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0,
+                                   KvCache& cache, float* out) {
+  const model::AttentionWeights& w = weights_.layers[static_cast<std::size_t>(layer)].attention;
+  const std::int64_t nh = spec_.num_heads;
+  const std::int64_t nope = spec_.qk_nope_head_dim;
+  const std::int64_t rope = spec_.qk_rope_head_dim;
+  const std::int64_t vd = spec_.v_head_dim;
+  const std::int64_t lora = spec_.kv_lora_rank;
+  const std::int64_t qk = nope + rope;
+
+  std::vector<float> q(static_cast<std::size_t>(n * nh * qk));
+  if (spec_.q_lora_rank > 0) {
+    std::vector<float> qa(static_cast<std::size_t>(n * spec_.q_lora_rank));
+    matmul(x, n, w.q_a, qa.data());
+    for (std::int64_t t = 0; t < n; ++t) {
+      float* row = qa.data() + t * spec_.q_lora_rank;
+      rms_norm(row, w.q_a_norm.data(), spec_.q_lora_rank, kLatentNormEps, row);
+    }
+    matmul(qa.data(), n, w.q_b, q.data());
+  } else {
+    matmul(x, n, w.q, q.data());
+  }
+  std::vector<float> kv(static_cast<std::size_t>(n * (lora + rope)));
+  matmul(x, n, w.kv_a, kv.data());
+  for (std::int64_t t = 0; t < n; ++t) {
+    const float* row = kv.data() + t * (lora + rope);
+    rms_norm(row, w.kv_a_norm.data(), lora, kLatentNormEps, cache.latent(layer, pos0 + t));
+    float* kr = cache.rope_key(layer, pos0 + t);
+    std::copy_n(row + lora, rope, kr);
+    rope_.apply(kr, pos0 + t);
+    for (std::int64_t head = 0; head < nh; ++head) rope_.apply(q.data() + (t * nh + head) * qk + nope, pos0 + t);
+  }
+
+  const float scale = static_cast<float>(spec_.attention_scale);
+  std::vector<float> attended(static_cast<std::size_t>(n * nh * vd));
+  std::vector<float> q_nope(static_cast<std::size_t>(n * nope));
+  std::vector<float> q_latent(static_cast<std::size_t>(n * lora));
+  std::vector<float> o_latent(static_cast<std::size_t>(n * lora));
+  std::vector<float> v_head(static_cast<std::size_t>(n * vd));
+  for (std::int64_t head = 0; head < nh; ++head) {
+    const kernels::WeightMatrix w_uk = w.kv_b.slice_rows(head * (nope + vd), nope);
+    const kernels::WeightMatrix w_uv = w.kv_b.slice_rows(head * (nope + vd) + nope, vd);
+    for (std::int64_t t = 0; t < n; ++t) std::copy_n(q.data() + (t * nh + head) * qk, nope, q_nope.data() + t * nope);
+    kernels::matmul_xw(q_nope.data(), n, w_uk, q_latent.data(), parallel_);
+    pool_.parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
+      std::vector<float> scores(static_cast<std::size_t>(pos0 + n));
+      for (std::int64_t t = begin; t < end; ++t) {
+        const std::int64_t len = pos0 + t + 1;
+        const float* ql = q_latent.data() + t * lora;
+        const float* qr = q.data() + (t * nh + head) * qk + nope;
+        for (std::int64_t s = 0; s < len; ++s) {
+          scores[static_cast<std::size_t>(s)] =
+              (kernels::dot_f32(ql, cache.latent(layer, s), lora) + kernels::dot_f32(qr, cache.rope_key(layer, s), rope)) *
+              scale;
+        }
+        softmax_inplace(scores.data(), len);
+        float* ol = o_latent.data() + t * lora;
+        std::fill(ol, ol + lora, 0.0f);
+        for (std::int64_t s = 0; s < len; ++s) {
+          const float p = scores[static_cast<std::size_t>(s)];
+          const float* c = cache.latent(layer, s);
+          for (std::int64_t d = 0; d < lora; ++d) ol[d] += p * c[d];
+        }
+      }
+    });
+    kernels::matmul_xwt(o_latent.data(), n, w_uv, v_head.data(), vd, parallel_);
+    for (std::int64_t t = 0; t < n; ++t) std::copy_n(v_head.data() + t * vd, vd, attended.data() + (t * nh + head) * vd);
+  }
+  matmul(attended.data(), n, w.o, out);
+}
+
+void Transformer::feed_forward(const model::FeedForwardWeights& w, const float* x, std::int64_t n, float* out) {
+  const std::int64_t inner = w.gate.rows;
+  std::vector<float> gate(static_cast<std::size_t>(n * inner));
+  std::vector<float> up(static_cast<std::size_t>(n * inner));
+  matmul(x, n, w.gate, gate.data());
+  matmul(x, n, w.up, up.data());
+  for (std::size_t i = 0; i < gate.size(); ++i) gate[i] = silu(gate[i]) * up[i];
+  matmul(gate.data(), n, w.down, out);
+}
+
+void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x, std::int64_t n, float* out) {
+  const std::int64_t h = spec_.hidden_size;
+  const std::int64_t experts = spec_.num_experts;
+  const std::int64_t k = spec_.experts_per_token;
+  std::vector<float> logits(static_cast<std::size_t>(n * experts));
+  matmul(x, n, w.router, logits.data());
+  const Routing routing =
+      spec_.scoring == model::RouterScoring::Sigmoid
+          ? route_grouped_sigmoid(logits.data(), w.score_bias.empty() ? nullptr : w.score_bias.data(), n, experts, k,
+                                  spec_.n_group, spec_.topk_group, spec_.norm_topk_prob,
+                                  static_cast<float>(spec_.routed_scaling_factor))
+          : route_softmax(logits.data(), n, experts, k, spec_.norm_topk_prob);
+
+  // Bucket the (token, weight) pairs per expert: O(tokens x k + experts).
+  std::vector<std::int64_t> count(static_cast<std::size_t>(experts + 1), 0);
+  for (std::int32_t e : routing.experts) ++count[static_cast<std::size_t>(e) + 1];
+  for (std::int64_t e = 0; e < experts; ++e) count[static_cast<std::size_t>(e + 1)] += count[static_cast<std::size_t>(e)];
+  std::vector<std::int64_t> slot_token(routing.experts.size());
+  std::vector<float> slot_weight(routing.experts.size());
+  std::vector<std::int64_t> fill(count.begin(), count.end() - 1);
+  for (std::size_t i = 0; i < routing.experts.size(); ++i) {
+    const auto e = static_cast<std::size_t>(routing.experts[i]);
+    const std::int64_t s = fill[e]++;
+    slot_token[static_cast<std::size_t>(s)] = static_cast<std::int64_t>(i) / k;
+    slot_weight[static_cast<std::size_t>(s)] = routing.weights[i];
+  }
+
+  std::fill(out, out + n * h, 0.0f);
+  std::vector<float> gathered;
+  std::vector<float> result;
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t begin = count[static_cast<std::size_t>(e)];
+    const std::int64_t rows = count[static_cast<std::size_t>(e + 1)] - begin;
+    if (rows == 0) continue;
+    gathered.resize(static_cast<std::size_t>(rows * h));
+    result.resize(static_cast<std::size_t>(rows * h));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::copy_n(x + slot_token[static_cast<std::size_t>(begin + r)] * h, h, gathered.data() + r * h);
+    }
+    feed_forward(w.experts[static_cast<std::size_t>(e)], gathered.data(), rows, result.data());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float wgt = slot_weight[static_cast<std::size_t>(begin + r)];
+      float* o = out + slot_token[static_cast<std::size_t>(begin + r)] * h;
+      const float* y = result.data() + r * h;
+      for (std::int64_t d = 0; d < h; ++d) o[d] += wgt * y[d];
+    }
+  }
+  if (w.shared) {
+    result.resize(static_cast<std::size_t>(n * h));
+    feed_forward(*w.shared, x, n, result.data());
+    for (std::int64_t i = 0; i < n * h; ++i) out[i] += result[static_cast<std::size_t>(i)];
+  }
+}
+
+}  // namespace tandem::runtime

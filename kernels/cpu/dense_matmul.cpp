@@ -1,0 +1,86 @@
+#include "kernels/cpu/dense_matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tandem::kernels {
+
+WeightMatrix WeightMatrix::slice_rows(std::int64_t begin, std::int64_t count) const {
+  WeightMatrix s = *this;
+  s.data = static_cast<const char*>(data) + begin * cols * static_cast<std::int64_t>(dtype_size(dtype));
+  s.rows = count;
+  s.first_row = first_row + begin;
+  return s;
+}
+
+void WeightMatrix::row_f32(std::int64_t r, float* out) const {
+  const auto* src = static_cast<const char*>(data) + r * cols * static_cast<std::int64_t>(dtype_size(dtype));
+  convert_to_f32(dtype, src, out, static_cast<std::size_t>(cols));
+  if (block_scale != nullptr) {
+    const std::int64_t scale_cols = (cols + block_cols - 1) / block_cols;
+    const float* scales = block_scale + ((first_row + r) / block_rows) * scale_cols;
+    for (std::int64_t c = 0; c < cols; ++c) out[c] *= scales[c / block_cols];
+  }
+}
+
+void serial_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+  if (n > 0) body(0, n);
+}
+
+float dot_f32(const float* a, const float* b, std::int64_t n) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  float sum = 0.0f;
+  for (int l = 0; l < kLanes; ++l) sum += acc[l];
+  return sum + tail;
+}
+
+void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y, std::int64_t y_stride,
+                const ParallelFor& parallel) {
+  const std::int64_t k = w.cols;
+  const bool direct = w.dtype == DType::F32 && w.block_scale == nullptr;
+  parallel(w.rows, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> row(direct ? 0 : static_cast<std::size_t>(k));
+    for (std::int64_t n = begin; n < end; ++n) {
+      const float* wr;
+      if (direct) {
+        wr = static_cast<const float*>(w.data) + n * k;
+      } else {
+        w.row_f32(n, row.data());
+        wr = row.data();
+      }
+      for (std::int64_t i = 0; i < m; ++i) y[i * y_stride + n] = dot_f32(x + i * k, wr, k);
+    }
+  });
+}
+
+void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y, const ParallelFor& parallel) {
+  const std::int64_t rows = w.rows;
+  const std::int64_t cols = w.cols;
+  // Split the output columns so threads never write the same element; each converts the
+  // rows it needs.
+  constexpr std::int64_t kColumnBlock = 64;
+  const std::int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock;
+  parallel(blocks, [&](std::int64_t b0, std::int64_t b1) {
+    const std::int64_t c0 = b0 * kColumnBlock;
+    const std::int64_t c1 = std::min(cols, b1 * kColumnBlock);
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (std::int64_t i = 0; i < m; ++i) std::fill(y + i * cols + c0, y + i * cols + c1, 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      w.row_f32(r, row.data());
+      for (std::int64_t i = 0; i < m; ++i) {
+        const float xr = x[i * rows + r];
+        float* yi = y + i * cols;
+        for (std::int64_t c = c0; c < c1; ++c) yi[c] += xr * row[c];
+      }
+    }
+  });
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,48 @@
+// Dense matrix products of fp32 activations with stored weights of any supported type.
+// This is the reference path: weights are converted row by row to fp32 (fp8 with its block
+// scales applied) and every product accumulates in fp32.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "kernels/cpu/dtype.h"
+
+namespace tandem::kernels {
+
+// A row-major weight matrix [rows x cols] in place (usually memory-mapped), optionally with
+// DeepSeek-V3-style block scales: value = stored * scale[row / block_rows][col / block_cols].
+struct WeightMatrix {
+  DType dtype = DType::F32;
+  const void* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  const float* block_scale = nullptr;  // [ceil(total_rows / block_rows), ceil(cols / block_cols)]
+  std::int64_t block_rows = 128;
+  std::int64_t block_cols = 128;
+  std::int64_t first_row = 0;  // offset of row 0 within the stored tensor (for block scales)
+
+  // Rows [begin, begin + count) as a matrix of their own.
+  WeightMatrix slice_rows(std::int64_t begin, std::int64_t count) const;
+  // Writes row `r` (0 <= r < rows) as fp32 into `out` (cols elements).
+  void row_f32(std::int64_t r, float* out) const;
+};
+
+// Runs body(begin, end) over [0, n) split into chunks, possibly on several threads.
+using ParallelFor = std::function<void(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body)>;
+
+// Runs everything on the calling thread.
+void serial_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body);
+
+// y[m, n] = sum_k x[m, k] * W[n, k]   (x: [M x W.cols], y: [M x W.rows], both row-major;
+// y rows are `y_stride` floats apart).
+void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y, std::int64_t y_stride,
+                const ParallelFor& parallel);
+
+// y[m, c] = sum_r x[m, r] * W[r, c]   (x: [M x W.rows], y: [M x W.cols]).
+void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y, const ParallelFor& parallel);
+
+// The fp32 dot product every path uses (several accumulators, so it vectorises).
+float dot_f32(const float* a, const float* b, std::int64_t n);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,134 @@
+#include "kernels/cpu/dtype.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+namespace tandem::kernels {
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::F8E4M3: return 1;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+    case DType::U8: return 1;
+    case DType::I8: return 1;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::F8E4M3: return "F8_E4M3";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
+    case DType::I8: return "I8";
+  }
+  return "?";
+}
+
+bool parse_safetensors_dtype(std::string_view name, DType& out) {
+  static constexpr std::array<std::pair<std::string_view, DType>, 8> kNames = {{
+      {"F32", DType::F32},
+      {"F16", DType::F16},
+      {"BF16", DType::BF16},
+      {"F8_E4M3", DType::F8E4M3},
+      {"I32", DType::I32},
+      {"I64", DType::I64},
+      {"U8", DType::U8},
+      {"I8", DType::I8},
+  }};
+  for (const auto& [n, t] : kNames) {
+    if (n == name) {
+      out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = (h >> 15) & 1u;
+  const std::uint32_t exp = (h >> 10) & 0x1fu;
+  const std::uint32_t mant = h & 0x3ffu;
+  float value;
+  if (exp == 0) {
+    value = std::ldexp(static_cast<float>(mant), -24);  // subnormal
+  } else if (exp == 31) {
+    value = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    value = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  }
+  return sign ? -value : value;
+}
+
+float f8e4m3_to_f32(std::uint8_t v) {
+  const std::uint32_t sign = (v >> 7) & 1u;
+  const std::uint32_t exp = (v >> 3) & 0xfu;
+  const std::uint32_t mant = v & 0x7u;
+  float value;
+  if (exp == 0xf && mant == 0x7) {
+    value = std::numeric_limits<float>::quiet_NaN();
+  } else if (exp == 0) {
+    value = std::ldexp(static_cast<float>(mant), -9);  // subnormal: mant/8 * 2^-6
+  } else {
+    value = std::ldexp(static_cast<float>(mant | 0x8u), static_cast<int>(exp) - 10);
+  }
+  return sign ? -value : value;
+}
+
+void convert_to_f32(DType t, const void* src, float* dst, std::size_t n) {
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::BF16: {
+      const auto* s = static_cast<const std::uint16_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::F16: {
+      const auto* s = static_cast<const std::uint16_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    case DType::F8E4M3: {
+      // A 256-entry table: every fp8 value decoded once.
+      static const std::array<float, 256> table = [] {
+        std::array<float, 256> t{};
+        for (int i = 0; i < 256; ++i) t[i] = f8e4m3_to_f32(static_cast<std::uint8_t>(i));
+        return t;
+      }();
+      const auto* s = static_cast<const std::uint8_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = table[s[i]];
+      return;
+    }
+    case DType::I32: {
+      const auto* s = static_cast<const std::int32_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      return;
+    }
+    case DType::I64: {
+      const auto* s = static_cast<const std::int64_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      return;
+    }
+    case DType::U8: {
+      const auto* s = static_cast<const std::uint8_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = s[i];
+      return;
+    }
+    case DType::I8: {
+      const auto* s = static_cast<const std::int8_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = s[i];
+      return;
+    }
+  }
+}
+
+}  // namespace tandem::kernels

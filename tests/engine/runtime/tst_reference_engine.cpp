@@ -1,0 +1,134 @@
+// Every supported family against the independent oracle (Hugging Face transformers, see
+// tests/tools/make_model_fixtures.py): last-position logits within 1e-3 of the logit range,
+// and the same 16 greedy tokens.
+#include <QtTest>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/runtime/generator.h"
+#include "engine/runtime/loaded_model.h"
+
+using namespace tandem;
+
+class TestReferenceEngine : public QObject {
+  Q_OBJECT
+ private slots:
+  void matchesOracle_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<int>("threads");
+    for (const char* f : {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
+                          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama"}) {
+      QTest::newRow(f) << QString::fromLatin1(f) << 1;
+    }
+    // The same numbers with the work split across threads.
+    QTest::newRow("qwen3-moe, 3 threads") << QStringLiteral("qwen3-moe") << 3;
+    QTest::newRow("deepseek-v3, 3 threads") << QStringLiteral("deepseek-v3") << 3;
+  }
+
+  void matchesOracle() {
+    QFETCH(QString, fixture);
+    QFETCH(int, threads);
+    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
+    std::ifstream in(folder + "/expected.json");
+    QVERIFY2(in.good(), "expected.json missing: run tests/tools/make_model_fixtures.py");
+    const auto expected = nlohmann::json::parse(in);
+
+    auto model = runtime::LoadedModel::load(folder);
+    runtime::ThreadPool pool(threads);
+    runtime::Generator generator(*model, pool, 128);
+    for (const auto& case_ : expected["prompts"]) {
+      const auto ids = case_["ids"].get<std::vector<std::int32_t>>();
+      const auto want = case_["logits"].get<std::vector<float>>();
+      const std::vector<float>& got = generator.evaluate(ids);
+      QCOMPARE(got.size(), want.size());
+      const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+      float worst = 0.0f;
+      for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+      const float relative = worst / (*hi - *lo);
+      QVERIFY2(relative <= 1e-3f, qPrintable(QStringLiteral("max |diff| %1 over range %2 = %3")
+                                                 .arg(worst).arg(*hi - *lo).arg(relative)));
+
+      runtime::GenerationOptions options;
+      options.sampling = runtime::SamplingParams::greedy();
+      options.max_tokens = 16;
+      options.stop_at_eos = false;
+      std::vector<std::int32_t> tokens;
+      generator.reset();
+      const auto stats = generator.generate(ids, options, [&](std::int32_t t) {
+        tokens.push_back(t);
+        return true;
+      });
+      QCOMPARE(tokens, case_["greedy"].get<std::vector<std::int32_t>>());
+      QCOMPARE(stats.prompt_tokens, static_cast<std::int64_t>(ids.size()));
+      QCOMPARE(stats.generated_tokens, std::int64_t{16});
+    }
+  }
+
+  // Prefill in one batch, in chunks, or token by token: the same logits.
+  void prefillChunkingDoesNotChangeResults() {
+    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/deepseek-v3";
+    auto model = runtime::LoadedModel::load(folder);
+    runtime::ThreadPool pool(2);
+    const std::vector<std::int32_t> ids = {5, 17, 42, 99, 3, 250, 77, 8, 11};
+    std::vector<std::vector<float>> results;
+    for (std::int64_t chunk : {64, 4, 1}) {
+      runtime::Generator g(*model, pool, 64);
+      runtime::GenerationOptions o;
+      o.sampling = runtime::SamplingParams::greedy();
+      o.max_tokens = 1;
+      o.prefill_chunk = chunk;
+      g.generate(ids, o, [](std::int32_t) { return true; });
+      results.push_back(g.last_logits());
+    }
+    for (std::size_t r = 1; r < results.size(); ++r) {
+      for (std::size_t i = 0; i < results[0].size(); ++i) QVERIFY(std::abs(results[r][i] - results[0][i]) < 1e-4f);
+    }
+  }
+
+  // A second call that extends the first only prefills the new tokens.
+  void reusesTheCommonPrefix() {
+    auto model = runtime::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe");
+    runtime::ThreadPool pool(1);
+    runtime::Generator g(*model, pool, 64);
+    runtime::GenerationOptions o;
+    o.sampling = runtime::SamplingParams::greedy();
+    o.max_tokens = 3;
+    std::vector<std::int32_t> prompt = {1, 2, 3, 4, 5};
+    std::vector<std::int32_t> produced;
+    auto first = g.generate(prompt, o, [&](std::int32_t t) {
+      produced.push_back(t);
+      return true;
+    });
+    QCOMPARE(first.cached_tokens, std::int64_t{0});
+    QCOMPARE(first.prompt_tokens, std::int64_t{5});
+    std::vector<std::int32_t> next = prompt;
+    next.insert(next.end(), produced.begin(), produced.end() - 1);  // the last token was never fed
+    next.push_back(7);
+    next.push_back(8);
+    auto second = g.generate(next, o, [](std::int32_t) { return true; });
+    QCOMPARE(second.cached_tokens, static_cast<std::int64_t>(prompt.size() + produced.size() - 1));
+    QCOMPARE(second.prompt_tokens, std::int64_t{2});
+    // And the logits equal a fresh run's.
+    runtime::Generator fresh(*model, pool, 64);
+    const auto& want = fresh.evaluate(next);
+    const auto& got = g.evaluate(next);
+    for (std::size_t i = 0; i < want.size(); ++i) QVERIFY(std::abs(want[i] - got[i]) < 1e-4f);
+  }
+
+  void contextOverflowIsReported() {
+    auto model = runtime::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/llama");
+    runtime::ThreadPool pool(1);
+    runtime::Generator g(*model, pool, 8);
+    const std::vector<std::int32_t> ids(9, 1);
+    QVERIFY_THROWS_EXCEPTION(std::length_error, g.evaluate(ids));
+    runtime::GenerationOptions o;
+    o.sampling = runtime::SamplingParams::greedy();
+    o.max_tokens = 100;
+    o.stop_at_eos = false;
+    const auto stats = g.generate(std::vector<std::int32_t>(6, 1), o, [](std::int32_t) { return true; });
+    QCOMPARE(stats.stop, runtime::StopReason::ContextFull);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestReferenceEngine)
+#include "tst_reference_engine.moc"

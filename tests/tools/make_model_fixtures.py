@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Builds the tiny random checkpoints the reference engine is tested on, and records what
+Hugging Face transformers computes for them (the independent oracle).
+
+Run by developers, not by CI:  python3 tests/tools/make_model_fixtures.py
+Needs: torch, transformers==4.57.1, safetensors, tokenizers (pip).
+Writes tests/data/models/<fixture>/ with config.json, tokenizer files, safetensors weights
+and expected.json (prompt ids, last-position logits, 16 greedy tokens).
+"""
+import json
+import math
+import os
+import shutil
+import sys
+
+import torch
+import transformers
+from safetensors.torch import save_file
+import tokenizers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "models")
+PROMPTS = ["The quick brown fox jumps over the lazy dog.", "Hello, world! 1234 tokens"]
+GREEDY_TOKENS = 16
+TOKENIZER_TEXT = """Tandem runs large mixture-of-experts models on one workstation.
+The quick brown fox jumps over the lazy dog. Hello, world! Numbers: 1234 5678.
+Experts that are hot run on the GPU; cold experts run on the CPU with AMX kernels.
+"""
+
+
+def build_tokenizer(vocab_size):
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(
+            pattern=tokenizers.Regex(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
+            behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator([TOKENIZER_TEXT] * 4, trainer)
+    tok.add_special_tokens(["<|endoftext|>"])
+    return tok
+
+
+def randomize(model, seed):
+    """Weights large enough that logits are peaked and routing decisive (no near-ties)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+            else:
+                fan_in = p.shape[-1]
+                scale = 2.0 if ("gate.weight" in name and "proj" not in name) else 1.0
+                p.copy_(torch.randn(p.shape, generator=g) * scale / math.sqrt(fan_in))
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(0.1 * torch.randn(b.shape, generator=g))
+
+
+def record(model, tok, eos_id):
+    out = []
+    for text in PROMPTS:
+        ids = tok.encode(text).ids
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, -1].float()
+            seq = list(ids)
+            greedy = []
+            for _ in range(GREEDY_TOKENS):
+                nxt = int(model(torch.tensor([seq])).logits[0, -1].argmax())
+                greedy.append(nxt)
+                seq.append(nxt)
+        out.append({"text": text, "ids": ids, "logits": [float(x) for x in logits], "greedy": greedy})
+    return out
+
+
+def quantize_fp8_blockwise(w, block):
+    rows, cols = w.shape
+    br, bc = math.ceil(rows / block), math.ceil(cols / block)
+    scale_inv = torch.empty(br, bc, dtype=torch.float32)
+    q = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
+    for i in range(br):
+        for j in range(bc):
+            blk = w[i * block:(i + 1) * block, j * block:(j + 1) * block]
+            s = blk.abs().max().clamp(min=1e-12) / 448.0
+            scale_inv[i, j] = s
+            q[i * block:(i + 1) * block, j * block:(j + 1) * block] = (blk / s).to(torch.float8_e4m3fn)
+    deq = q.float()
+    for i in range(br):
+        for j in range(bc):
+            deq[i * block:(i + 1) * block, j * block:(j + 1) * block] *= scale_inv[i, j]
+    return q, scale_inv, deq
+
+
+def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=None):
+    folder = os.path.join(ROOT, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    tok = build_tokenizer(config.vocab_size)
+    assert tok.get_vocab_size() == config.vocab_size, tok.get_vocab_size()
+    eos_id = tok.token_to_id("<|endoftext|>")
+    config.eos_token_id = eos_id
+    config.bos_token_id = eos_id
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32, attn_implementation="eager")
+    randomize(model, seed)
+    model.eval()
+
+    fp8_tensors = {}
+    if storage == "bfloat16":
+        # The oracle computes with exactly the weights the file holds.
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).float())
+    elif storage == "float16":
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.float16).float())
+    elif storage == "fp8":
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                skip = p.dim() != 2 or "embed_tokens" in pname or "lm_head" in pname or pname.endswith("mlp.gate.weight")
+                if skip:
+                    continue
+                q, s, deq = quantize_fp8_blockwise(p.detach().float(), fp8_block)
+                p.copy_(deq)
+                fp8_tensors[pname] = (q, s)
+
+    expected = record(model, tok, eos_id)
+    if storage in ("float32", "bfloat16", "float16"):
+        dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[storage]
+        model.to(dtype)
+        model.save_pretrained(folder, safe_serialization=True, max_shard_size=shard or "100MB")
+    else:
+        model.config.quantization_config = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                            "weight_block_size": [fp8_block, fp8_block]}
+        model.config.architectures = [type(model).__name__]
+        model.config.save_pretrained(folder)
+        model.generation_config.save_pretrained(folder)
+        state = {}
+        for k, v in model.state_dict().items():
+            if k in fp8_tensors:
+                state[k] = fp8_tensors[k][0].contiguous()
+                state[k + "_scale_inv"] = fp8_tensors[k][1].contiguous()
+            else:
+                state[k] = v.to(torch.bfloat16).contiguous()
+        # The oracle used the non-quantized tensors in fp32; store them exactly.
+        for k, v in model.state_dict().items():
+            if k not in fp8_tensors:
+                state[k] = v.float().contiguous()
+        if "lm_head.weight" in state and config.tie_word_embeddings:
+            del state["lm_head.weight"]
+        save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>",
+                   "bos_token": None, "add_bos_token": False, "model_max_length": 256}, f, indent=2)
+    with open(os.path.join(folder, "expected.json"), "w") as f:
+        json.dump({"fixture": name, "storage": storage, "oracle": f"transformers {transformers.__version__}, torch {torch.__version__}",
+                   "prompts": expected}, f)
+    size = sum(os.path.getsize(os.path.join(folder, x)) for x in os.listdir(folder))
+    print(f"{name}: {size / 1e6:.2f} MB, greedy {expected[0]['greedy'][:8]}...")
+
+
+def main():
+    if transformers.__version__ != "4.57.1":
+        print(f"warning: fixtures were made with transformers 4.57.1, this is {transformers.__version__}", file=sys.stderr)
+    V = 320
+    common = dict(vocab_size=V, max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=10000.0)
+
+    qwen3_moe = transformers.Qwen3MoeConfig(hidden_size=96, num_hidden_layers=3, num_attention_heads=4,
+                                            num_key_value_heads=2, head_dim=32, intermediate_size=80,
+                                            moe_intermediate_size=40, num_experts=6, num_experts_per_tok=2,
+                                            norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
+                                            tie_word_embeddings=False, **common)
+    save_fixture("qwen3-moe", qwen3_moe, seed=1)
+    save_fixture("qwen3-moe-bf16-sharded", transformers.Qwen3MoeConfig(**qwen3_moe.to_dict()), seed=1,
+                 storage="bfloat16", shard="150KB")
+
+    mixtral = transformers.MixtralConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=6,
+                                         num_key_value_heads=2, intermediate_size=48, num_local_experts=6,
+                                         num_experts_per_tok=2, sliding_window=None, tie_word_embeddings=False,
+                                         **common)
+    save_fixture("mixtral", mixtral, seed=2)
+    save_fixture("mixtral-f16", transformers.MixtralConfig(**mixtral.to_dict()), seed=2, storage="float16")
+
+    deepseek = dict(hidden_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                    intermediate_size=112, moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=1,
+                    num_experts_per_tok=2, n_group=4, topk_group=2, first_k_dense_replace=1,
+                    routed_scaling_factor=2.5, norm_topk_prob=True, kv_lora_rank=32, q_lora_rank=48,
+                    qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, rope_interleave=True,
+                    rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                                  "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+                    tie_word_embeddings=False, **common)
+    save_fixture("deepseek-v3", transformers.DeepseekV3Config(**deepseek), seed=3)
+    save_fixture("deepseek-v3-no-q-lora", transformers.DeepseekV3Config(**{**deepseek, "q_lora_rank": None}), seed=4)
+    save_fixture("deepseek-v3-fp8", transformers.DeepseekV3Config(**deepseek), seed=3, storage="fp8", fp8_block=32)
+
+    qwen3 = transformers.Qwen3Config(hidden_size=80, num_hidden_layers=2, num_attention_heads=5,
+                                     num_key_value_heads=1, head_dim=24, intermediate_size=112,
+                                     tie_word_embeddings=True, **common)
+    save_fixture("qwen3", qwen3, seed=5)
+
+    llama = transformers.LlamaConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=4, intermediate_size=160, tie_word_embeddings=False,
+                                     rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
+                                     **{**common, "rope_theta": 500000.0})
+    save_fixture("llama", llama, seed=6)
+
+
+if __name__ == "__main__":
+    main()
