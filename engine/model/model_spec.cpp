@@ -278,6 +278,10 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
 
 ModelSpec load_model_spec(const std::string& folder) {
   namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) {
+    throw ModelError(folder + ": no such model folder; give the folder that holds config.json and the .safetensors files.");
+  }
   const fs::path path = fs::path(folder) / "config.json";
   std::ifstream in(path);
   if (!in) {

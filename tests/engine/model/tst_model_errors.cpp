@@ -1,0 +1,231 @@
+// Every bad input a user can hand the loader gets a sentence that names the file (and the
+// tensor) and says what to do; none crashes.
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <nlohmann/json.hpp>
+
+#include "engine/model/model_error.h"
+#include "engine/runtime/loaded_model.h"
+
+using namespace tandem;
+using nlohmann::json;
+
+namespace {
+
+const QString kFixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+
+QString copyFixture(const QTemporaryDir& dir, const QString& from = kFixture) {
+  const QString to = dir.path() + "/model";
+  QDir().mkpath(to);
+  for (const QString& f : QDir(from).entryList(QDir::Files)) QFile::copy(from + "/" + f, to + "/" + f);
+  for (const QString& f : QDir(to).entryList(QDir::Files)) QFile(to + "/" + f).setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner);
+  return to;
+}
+
+QString loadError(const QString& folder) {
+  try {
+    runtime::LoadedModel::load(folder.toStdString());
+  } catch (const model::ModelError& e) {
+    return QString::fromStdString(e.what());
+  }
+  return {};
+}
+
+// The safetensors header of `file` as JSON, and the byte offset where data begins.
+json readHeader(const QString& file, qint64& dataStart) {
+  QFile f(file);
+  f.open(QIODevice::ReadOnly);
+  const QByteArray all = f.readAll();
+  quint64 n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(all[i]);
+  dataStart = 8 + static_cast<qint64>(n);
+  return json::parse(all.mid(8, static_cast<qsizetype>(n)).toStdString());
+}
+
+// Rewrites the header of `file` (keeping the data bytes) after `edit` changes it.
+void editHeader(const QString& file, const std::function<void(json&)>& edit) {
+  qint64 start = 0;
+  json header = readHeader(file, start);
+  edit(header);
+  QFile f(file);
+  f.open(QIODevice::ReadOnly);
+  const QByteArray data = f.readAll().mid(start);
+  f.close();
+  const std::string text = header.dump();
+  QByteArray out(8, '\0');
+  quint64 n = text.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out += QByteArray::fromStdString(text);
+  out += data;
+  f.open(QIODevice::WriteOnly | QIODevice::Truncate);
+  f.write(out);
+}
+
+void editConfig(const QString& folder, const std::function<void(json&)>& edit) {
+  QFile f(folder + "/config.json");
+  f.open(QIODevice::ReadOnly);
+  json config = json::parse(f.readAll().toStdString());
+  f.close();
+  edit(config);
+  f.open(QIODevice::WriteOnly | QIODevice::Truncate);
+  f.write(QByteArray::fromStdString(config.dump(2)));
+}
+
+void writeFile(const QString& path, const QByteArray& bytes) {
+  QFile f(path);
+  f.open(QIODevice::WriteOnly | QIODevice::Truncate);
+  f.write(bytes);
+}
+
+}  // namespace
+
+class TestModelErrors : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString folder_;
+  QString weights_;
+
+ private slots:
+  void init() {
+    QDir(dir_.path() + "/model").removeRecursively();
+    folder_ = copyFixture(dir_);
+    weights_ = folder_ + "/model.safetensors";
+  }
+
+  void theFixtureLoads() { QCOMPARE(loadError(folder_), QString()); }
+
+  void unsupportedArchitecture() {
+    editConfig(folder_, [](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; });
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("config.json") && e.contains("GPT2LMHeadModel is not supported"), qPrintable(e));
+    QVERIFY(e.contains("Qwen3MoeForCausalLM") && e.contains("DeepseekV3ForCausalLM") && e.contains("MixtralForCausalLM"));
+  }
+
+  void invalidConfigJson() {
+    writeFile(folder_ + "/config.json", "{\"architectures\": [\"Qwen3MoeForCausalLM\"");
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("config.json: not valid JSON"), qPrintable(e));
+  }
+
+  void missingConfig() {
+    QFile::remove(folder_ + "/config.json");
+    QVERIFY2(loadError(folder_).contains("config.json: missing"), qPrintable(loadError(folder_)));
+  }
+
+  void badConfigValue() {
+    editConfig(folder_, [](json& c) { c["num_key_value_heads"] = 3; });
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("multiple of num_key_value_heads"), qPrintable(e));
+  }
+
+  void missingTensor() {
+    editHeader(weights_, [](json& h) { h.erase("model.layers.1.mlp.up_proj.weight"); });
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("tensor model.layers.1.mlp.up_proj.weight is missing"), qPrintable(e));
+  }
+
+  void wrongShape() {
+    editConfig(folder_, [](json& c) { c["moe_intermediate_size"] = 44; });
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("model.safetensors: tensor model.layers.0.mlp.experts.0.gate_proj.weight has shape [40, 96] "
+                        "but config.json implies [44, 96]"),
+             qPrintable(e));
+  }
+
+  void unsupportedDtype() {
+    editHeader(weights_, [](json& h) { h["model.norm.weight"]["dtype"] = "F64"; });
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("model.safetensors: tensor model.norm.weight has dtype F64") && e.contains("BF16"), qPrintable(e));
+  }
+
+  void headerLengthBeyondFile() {
+    QFile f(weights_);
+    f.open(QIODevice::ReadWrite);
+    const quint64 huge = 1ull << 40;
+    QByteArray len(8, '\0');
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((huge >> (8 * i)) & 0xff);
+    f.write(len);
+    f.close();
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("model.safetensors: the header claims") && e.contains("truncated"), qPrintable(e));
+  }
+
+  void invalidHeaderJson() {
+    QFile f(weights_);
+    f.open(QIODevice::ReadWrite);
+    f.seek(8);
+    f.write("#");
+    f.close();
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("model.safetensors: the header is not valid JSON"), qPrintable(e));
+  }
+
+  void offsetsOutOfRange() {
+    editHeader(weights_, [](json& h) {
+      auto& t = h["model.norm.weight"];
+      const std::uint64_t size = t["data_offsets"][1].get<std::uint64_t>() - t["data_offsets"][0].get<std::uint64_t>();
+      t["data_offsets"] = {100000000ull, 100000000ull + size};
+    });
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("tensor model.norm.weight lies at bytes") && e.contains("outside"), qPrintable(e));
+  }
+
+  void overlappingTensors() {
+    editHeader(weights_, [](json& h) {
+      const auto a = h["model.norm.weight"]["data_offsets"];
+      h["model.layers.0.input_layernorm.weight"]["data_offsets"] = a;
+    });
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("overlap"), qPrintable(e));
+  }
+
+  void sizeNotMatchingShape() {
+    editHeader(weights_, [](json& h) { h["model.norm.weight"]["shape"] = {95}; });
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("tensor model.norm.weight has 384 bytes but shape [95]"), qPrintable(e));
+  }
+
+  void truncatedFile() {
+    QFile f(weights_);
+    QVERIFY(f.resize(f.size() - 1000));
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("model.safetensors") && e.contains("truncated"), qPrintable(e));
+  }
+
+  void tinyFile() {
+    writeFile(weights_, "abc");
+    QVERIFY2(loadError(folder_).contains("too short to be a safetensors file"), qPrintable(loadError(folder_)));
+  }
+
+  void pickleCheckpointRefused() {
+    QFile::remove(weights_);
+    writeFile(folder_ + "/pytorch_model.bin", QByteArray("\x80\x02}q\x00.", 6));
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("pytorch_model.bin: this is a PyTorch pickle checkpoint") && e.contains("arbitrary code") &&
+                 e.contains("safetensors"),
+             qPrintable(e));
+  }
+
+  void noWeightsAtAll() {
+    QFile::remove(weights_);
+    QVERIFY2(loadError(folder_).contains("no .safetensors weights in this folder"), qPrintable(loadError(folder_)));
+  }
+
+  void missingShard() {
+    QTemporaryDir other;
+    const QString sharded = copyFixture(other, QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe-bf16-sharded"));
+    QVERIFY(QFile::remove(sharded + "/model-00002-of-00005.safetensors"));
+    const QString e = loadError(sharded);
+    QVERIFY2(e.contains("model-00002-of-00005.safetensors: this shard is listed in model.safetensors.index.json but missing"),
+             qPrintable(e));
+  }
+
+  void notAFolder() {
+    QVERIFY2(loadError(dir_.path() + "/nowhere").contains("no such model folder"), qPrintable(loadError(dir_.path() + "/nowhere")));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestModelErrors)
+#include "tst_model_errors.moc"
