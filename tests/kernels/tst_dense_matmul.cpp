@@ -1,0 +1,155 @@
+// The reference matrix products and type conversions, against straightforward loops.
+#include <QtTest>
+#include <random>
+
+#include "kernels/cpu/dense_matmul.h"
+
+using namespace tandem::kernels;
+
+namespace {
+
+std::vector<float> randomVector(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+struct Stored {
+  std::vector<std::uint8_t> bytes;
+  std::vector<float> scales;
+  std::vector<float> dense;  // the exact values the stored matrix represents
+};
+
+// Stores `values` [rows x cols] as `type`; fp8 gets per-block scales.
+Stored store(const std::vector<float>& values, std::int64_t rows, std::int64_t cols, DType type, std::int64_t block) {
+  Stored s;
+  const std::size_t n = values.size();
+  s.bytes.resize(n * dtype_size(type));
+  s.dense.resize(n);
+  if (type == DType::F32) {
+    std::memcpy(s.bytes.data(), values.data(), n * 4);
+    s.dense = values;
+  } else if (type == DType::BF16) {
+    auto* p = reinterpret_cast<std::uint16_t*>(s.bytes.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      p[i] = f32_to_bf16(values[i]);
+      s.dense[i] = bf16_to_f32(p[i]);
+    }
+  } else if (type == DType::F8E4M3) {
+    // Encode by searching the 256 codes for the nearest value: slow, obviously right.
+    const std::int64_t br = (rows + block - 1) / block, bc = (cols + block - 1) / block;
+    s.scales.assign(static_cast<std::size_t>(br * bc), 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        float& sc = s.scales[static_cast<std::size_t>((r / block) * bc + c / block)];
+        sc = std::max(sc, std::abs(values[static_cast<std::size_t>(r * cols + c)]) / 448.0f);
+      }
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const std::size_t i = static_cast<std::size_t>(r * cols + c);
+        const float sc = s.scales[static_cast<std::size_t>((r / block) * bc + c / block)];
+        int best = 0;
+        for (int code = 0; code < 256; ++code) {
+          const float v = f8e4m3_to_f32(static_cast<std::uint8_t>(code));
+          if (std::isnan(v)) continue;
+          if (std::abs(v - values[i] / sc) < std::abs(f8e4m3_to_f32(static_cast<std::uint8_t>(best)) - values[i] / sc)) best = code;
+        }
+        s.bytes[i] = static_cast<std::uint8_t>(best);
+        s.dense[i] = f8e4m3_to_f32(static_cast<std::uint8_t>(best)) * sc;
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+class TestDenseMatmul : public QObject {
+  Q_OBJECT
+ private slots:
+  void conversions() {
+    QCOMPARE(bf16_to_f32(0x3f80), 1.0f);
+    QCOMPARE(bf16_to_f32(0xc040), -3.0f);
+    QCOMPARE(f32_to_bf16(1.0f), std::uint16_t{0x3f80});
+    QCOMPARE(f32_to_bf16(1.00390625f), std::uint16_t{0x3f80});  // a tie rounds to even
+    QCOMPARE(f16_to_f32(0x3c00), 1.0f);
+    QCOMPARE(f16_to_f32(0xc000), -2.0f);
+    QCOMPARE(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+    QCOMPARE(f16_to_f32(0x7bff), 65504.0f);
+    QVERIFY(std::isinf(f16_to_f32(0x7c00)));
+    QCOMPARE(f8e4m3_to_f32(0x38), 1.0f);
+    QCOMPARE(f8e4m3_to_f32(0x7e), 448.0f);    // the largest finite value
+    QCOMPARE(f8e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
+    QCOMPARE(f8e4m3_to_f32(0xb8), -1.0f);
+    QVERIFY(std::isnan(f8e4m3_to_f32(0x7f)));
+    QVERIFY(std::isnan(f8e4m3_to_f32(0xff)));
+    float out[3];
+    const std::uint16_t h[3] = {0x3c00, 0x4000, 0xbc00};
+    convert_to_f32(DType::F16, h, out, 3);
+    QCOMPARE(out[1], 2.0f);
+  }
+
+  void matmulAgainstLoops_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("cols");
+    for (DType t : {DType::F32, DType::BF16, DType::F8E4M3}) {
+      const std::string name(dtype_name(t));
+      QTest::newRow((name + " 1 token").c_str()) << int(t) << 1 << 37 << 53;
+      QTest::newRow((name + " 7 tokens").c_str()) << int(t) << 7 << 70 << 100;
+      QTest::newRow((name + " odd").c_str()) << int(t) << 3 << 5 << 17;
+    }
+  }
+
+  void matmulAgainstLoops() {
+    QFETCH(int, type);
+    QFETCH(int, m);
+    QFETCH(int, rows);
+    QFETCH(int, cols);
+    const DType t = static_cast<DType>(type);
+    const auto values = randomVector(static_cast<std::size_t>(rows * cols), 1);
+    const Stored s = store(values, rows, cols, t, 16);
+    WeightMatrix w;
+    w.dtype = t;
+    w.data = s.bytes.data();
+    w.rows = rows;
+    w.cols = cols;
+    w.block_rows = w.block_cols = 16;
+    if (!s.scales.empty()) w.block_scale = s.scales.data();
+    const auto x = randomVector(static_cast<std::size_t>(m * cols), 2);
+    std::vector<float> y(static_cast<std::size_t>(m * rows));
+    // Split into uneven chunks the way a thread pool would.
+    const ParallelFor chunked = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+      for (std::int64_t b = 0; b < n; b += 3) body(b, std::min(n, b + 3));
+    };
+    matmul_xwt(x.data(), m, w, y.data(), rows, chunked);
+    for (int i = 0; i < m; ++i) {
+      for (int n = 0; n < rows; ++n) {
+        double want = 0;
+        for (int k = 0; k < cols; ++k) want += double(x[i * cols + k]) * s.dense[n * cols + k];
+        QVERIFY2(std::abs(y[i * rows + n] - want) < 1e-4 * (1 + std::abs(want)), qPrintable(QString::number(want)));
+      }
+    }
+
+    // x·W with a row slice: the block scales must follow the rows' true positions.
+    const int first = rows / 3, count = rows - first;
+    const WeightMatrix part = w.slice_rows(first, count);
+    const auto xr = randomVector(static_cast<std::size_t>(m * count), 3);
+    std::vector<float> z(static_cast<std::size_t>(m * cols));
+    matmul_xw(xr.data(), m, part, z.data(), serial_for);
+    for (int i = 0; i < m; ++i) {
+      for (int c = 0; c < cols; ++c) {
+        double want = 0;
+        for (int r = 0; r < count; ++r) want += double(xr[i * count + r]) * s.dense[(first + r) * cols + c];
+        QVERIFY(std::abs(z[i * cols + c] - want) < 1e-4 * (1 + std::abs(want)));
+      }
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDenseMatmul)
+#include "tst_dense_matmul.moc"
