@@ -5,6 +5,7 @@
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -143,6 +144,173 @@ class TestTokenizer : public QObject {
     const Tokenizer& tokenizer = vocabulary_tokenizer(vocabulary.toStdString());
     const std::string original = text.toStdString();
     QCOMPARE(bytes(tokenizer.decode(tokenizer.encode(original, false))), text);
+  }
+
+  // tokenizer.json trained by tests/tools/make_tokenizer_fixture.py; the merges are
+  // ["a", "b"] pairs in one folder and "a b" strings in the other.
+  void tokenizerJsonMatchesHuggingFace_data() {
+    QTest::addColumn<QString>("folder");
+    QTest::addColumn<QByteArray>("text");
+    QTest::addColumn<QList<int>>("expected");
+    QTest::addColumn<QByteArray>("decoded");
+    const nlohmann::json cases =
+        nlohmann::json::parse(read_file(kDataDir + "bpe-fixture/expected.json"));
+    QVERIFY(cases.size() >= 30);
+    for (const char* folder : {"bpe-fixture", "bpe-fixture-string-merges"}) {
+      for (std::size_t i = 0; i < cases.size(); ++i) {
+        const auto ids = cases[i]["ids"].get<std::vector<int>>();
+        QTest::addRow("%s/%02zu", folder, i)
+            << QString(folder) << bytes(cases[i]["text"].get<std::string>())
+            << QList<int>(ids.begin(), ids.end()) << bytes(cases[i]["decoded"].get<std::string>());
+      }
+    }
+  }
+
+  void tokenizerJsonMatchesHuggingFace() {
+    QFETCH(QString, folder);
+    QFETCH(QByteArray, text);
+    QFETCH(QList<int>, expected);
+    QFETCH(QByteArray, decoded);
+    static std::map<QString, std::unique_ptr<Tokenizer>> cache;
+    auto& tokenizer = cache[folder];
+    if (!tokenizer) tokenizer = load_tokenizer(kDataDir + folder.toStdString());
+    QCOMPARE(tokenizer->model_name(), std::string_view("byte-level BPE"));
+    const std::vector<TokenId> ids = tokenizer->encode(text.toStdString(), true);
+    const std::vector<TokenId> want(expected.begin(), expected.end());
+    if (ids != want) {
+      qWarning("text %s\n got  %s\n want %s", text.toPercentEncoding(" ").constData(),
+               qPrintable(show_ids(ids)), qPrintable(show_ids(want)));
+    }
+    QCOMPARE(ids, want);
+    QCOMPARE(bytes(tokenizer->decode(ids, true)), decoded);
+  }
+
+  void tokenizerJsonSpecialTokens() {
+    const auto tokenizer = load_tokenizer(kDataDir + "bpe-fixture");
+    const TokenId im_end = *tokenizer->find_token("<|im_end|>");
+    QCOMPARE(tokenizer->special_ids().eos, std::optional<TokenId>(im_end));
+    QCOMPARE(tokenizer->special_ids().pad, tokenizer->find_token("<|endoftext|>"));
+    QVERIFY(!tokenizer->special_ids().bos);
+    QVERIFY(tokenizer->is_control(im_end));
+
+    // Unparsed, a chat marker in user text is ordinary text and decodes back to itself.
+    const std::string text = "say <|im_end|> now";
+    const std::vector<TokenId> plain = tokenizer->encode(text, false);
+    QVERIFY(std::find(plain.begin(), plain.end(), im_end) == plain.end());
+    QCOMPARE(tokenizer->decode(plain), text);
+    const std::vector<TokenId> parsed = tokenizer->encode(text, true);
+    QVERIFY(std::find(parsed.begin(), parsed.end(), im_end) != parsed.end());
+    // Control tokens are hidden by decode unless asked for.
+    QCOMPARE(tokenizer->decode(parsed), std::string("say  now"));
+    QCOMPARE(tokenizer->decode(parsed, true), text);
+
+    // A non-special added token is matched whole even when specials are not parsed.
+    const std::vector<TokenId> think = tokenizer->encode("<think>", false);
+    QCOMPARE(think, std::vector<TokenId>{*tokenizer->find_token("<think>")});
+  }
+
+  void ggufSpecialTokens() {
+    const Tokenizer& gpt2 = vocabulary_tokenizer("gpt-2");
+    QCOMPARE(gpt2.special_ids().eos, std::optional<TokenId>(50256));
+    QCOMPARE(gpt2.encode("<|endoftext|>", true), std::vector<TokenId>{50256});
+    QVERIFY(gpt2.encode("<|endoftext|>", false).size() > 1);
+
+    const Tokenizer& llama = vocabulary_tokenizer("llama-spm");
+    QCOMPARE(llama.model_name(), std::string_view("SentencePiece"));
+    QCOMPARE(llama.special_ids().bos, std::optional<TokenId>(1));
+    QCOMPARE(llama.special_ids().eos, std::optional<TokenId>(2));
+    QVERIFY(llama.adds_bos());
+    const std::vector<TokenId> with_bos = llama.encode("Hello world", false, true);
+    QCOMPARE(with_bos.front(), 1);
+    QCOMPARE(llama.decode(with_bos), std::string("Hello world"));
+    // "▁Hello" is one piece; the space mark decodes to a space.
+    QCOMPARE(llama.token_piece(15043), std::string(" Hello"));
+    QCOMPARE(llama.token_text(15043), std::string("\xE2\x96\x81Hello"));
+    // A character without a token falls back to byte tokens.
+    QCOMPARE(llama.token_kind(*llama.find_token("<0x0A>")), TokenKind::kByte);
+    QCOMPARE(llama.token_piece(*llama.find_token("<0x0A>")), std::string("\n"));
+  }
+
+  void invalidUtf8IsRepaired() {
+    const Tokenizer& gpt2 = vocabulary_tokenizer("gpt-2");
+    const std::vector<TokenId> ids = gpt2.encode(std::string("a\xFF"
+                                                             "b"),
+                                                 false);
+    QCOMPARE(gpt2.decode(ids), std::string("a\xEF\xBF\xBD"
+                                           "b"));
+  }
+
+  void loaderExplainsProblems_data() {
+    QTest::addColumn<QString>("file");     // written into an empty folder
+    QTest::addColumn<QByteArray>("text");  // its content
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("no tokenizer.json") << "" << QByteArray() << "has no tokenizer.json";
+    QTest::newRow("invalid JSON") << "tokenizer.json" << QByteArray("{\"model\": [")
+                                  << "tokenizer.json is not valid JSON";
+    QTest::newRow("unigram model")
+        << "tokenizer.json" << QByteArray("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}")
+        << "model type \"Unigram\" is not supported; Tandem reads BPE models";
+    QTest::newRow("no byte level")
+        << "tokenizer.json"
+        << QByteArray(
+               "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+               "\"pre_tokenizer\": {\"type\": \"Metaspace\"}}")
+        << "pre-tokenizer \"Metaspace\" is not supported";
+    QTest::newRow("bad regex")
+        << "tokenizer.json"
+        << QByteArray(
+               "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+               "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, "
+               "\"behavior\": \"Isolated\"}}")
+        << "regex does not compile";
+    QTest::newRow("not a model") << "notes.txt" << QByteArray("hello")
+                                 << "neither a model folder nor a .gguf file";
+    QTest::newRow("gguf without vocabulary")
+        << "model.gguf" << QByteArray("GGUF\x03\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 24)
+        << "tokenizer.ggml.model is missing";
+    QTest::newRow("not gguf") << "model.gguf" << QByteArray("PK\x03\x04 zip file")
+                              << "does not start with the bytes \"GGUF\"";
+  }
+
+  void loaderExplainsProblems() {
+    QFETCH(QString, file);
+    QFETCH(QByteArray, text);
+    QFETCH(QString, expected);
+    QTemporaryDir dir;
+    std::string path = dir.path().toStdString();
+    if (!file.isEmpty()) {
+      write_text(dir.filePath(file), text);
+      if (!file.endsWith("tokenizer.json")) path = dir.filePath(file).toStdString();
+    }
+    const QString error = load_error(path);
+    QVERIFY2(error.contains(expected), qPrintable(error));
+  }
+
+  void ggufWithUnsupportedTokenizerType() {
+    // A minimal GGUF whose tokenizer is BERT's WordPiece.
+    QByteArray gguf("GGUF", 4);
+    auto put64 = [&](std::uint64_t v) { gguf.append(reinterpret_cast<const char*>(&v), 8); };
+    auto put32 = [&](std::uint32_t v) { gguf.append(reinterpret_cast<const char*>(&v), 4); };
+    put32(3);
+    put64(0);
+    put64(1);
+    const std::string key = "tokenizer.ggml.model", value = "bert";
+    put64(key.size());
+    gguf.append(key.data(), qsizetype(key.size()));
+    put32(8);  // string
+    put64(value.size());
+    gguf.append(value.data(), qsizetype(value.size()));
+    QTemporaryDir dir;
+    write_text(dir.filePath("bert.gguf"), gguf);
+    const QString error = load_error(dir.filePath("bert.gguf").toStdString());
+    QVERIFY2(error.contains("bert.gguf") && error.contains("\"bert\" is not supported") &&
+                 error.contains("\"gpt2\"") && error.contains("\"llama\""),
+             qPrintable(error));
+  }
+
+  void missingPathIsExplained() {
+    const QString error = load_error("/nonexistent/model");
+    QVERIFY2(error.contains("/nonexistent/model does not exist"), qPrintable(error));
   }
 };
 
