@@ -26,7 +26,8 @@ RegexSplit::RegexSplit(const std::string& pattern, SplitBehavior behavior, bool 
   PCRE2_SIZE error_offset = 0;
   // UCP makes \s, \d and \w Unicode-aware, as the Rust and Oniguruma engines behind the
   // reference tokenizers are.
-  const std::uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0u);
+  // PCRE2 refuses UCP together with LITERAL; a literal has no classes for UCP to change.
+  const std::uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                   options, &error_code, &error_offset, nullptr);
   if (compiled_->code == nullptr) {
@@ -83,9 +84,10 @@ void RegexSplit::split(std::string_view text, std::vector<std::string>& out) con
   }
   if (gap_begin < text.size()) segments.push_back({gap_begin, text.size(), invert_});
 
-  // Folds the segments into words following the behaviour; `previous_match` follows the
-  // Hugging Face definitions, where two adjacent matches are never merged into one word
-  // except by kContiguous.
+  // Folds the segments into words following the behaviour, with Hugging Face's exact
+  // definitions: merging looks only at whether the neighbouring segment matched, so two
+  // adjacent matches join only under kContiguous (which also joins adjacent gaps, which
+  // arise with `invert`).
   std::vector<std::pair<std::size_t, std::size_t>> words;
   bool previous_match = false;
   switch (behavior_) {
@@ -118,7 +120,7 @@ void RegexSplit::split(std::string_view text, std::vector<std::string>& out) con
       break;
     case SplitBehavior::kContiguous:
       for (std::size_t i = 0; i < segments.size(); ++i) {
-        if (i > 0 && segments[i].is_match && previous_match)
+        if (i > 0 && segments[i].is_match == previous_match)
           words.back().second = segments[i].end;
         else
           words.emplace_back(segments[i].begin, segments[i].end);
