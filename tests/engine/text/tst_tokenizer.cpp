@@ -209,6 +209,31 @@ class TestTokenizer : public QObject {
     QCOMPARE(think, std::vector<TokenId>{*tokenizer->find_token("<think>")});
   }
 
+  // Added tokens with lstrip / rstrip swallow the whitespace beside them; ids from
+  // tokenizers 0.23 with both options set on <|im_end|> in the fixture.
+  void addedTokenStripsWhitespace_data() {
+    QTest::addColumn<QByteArray>("text");
+    QTest::addColumn<QList<int>>("expected");
+    QTest::newRow("spaces") << QByteArray("x <|im_end|> y") << QList<int>{90, 2, 91};
+    QTest::newRow("newlines") << QByteArray("x\n\n<|im_end|>\n\ny") << QList<int>{90, 2, 91};
+    QTest::newRow("trailing") << QByteArray("<|im_end|>  ") << QList<int>{2};
+  }
+
+  void addedTokenStripsWhitespace() {
+    QFETCH(QByteArray, text);
+    QFETCH(QList<int>, expected);
+    nlohmann::json document =
+        nlohmann::json::parse(read_file(kDataDir + "bpe-fixture/tokenizer.json"));
+    for (nlohmann::json& added : document["added_tokens"]) {
+      if (added["content"] == "<|im_end|>") added["lstrip"] = added["rstrip"] = true;
+    }
+    QTemporaryDir dir;
+    write_text(dir.filePath("tokenizer.json"), QByteArray::fromStdString(document.dump()));
+    const auto tokenizer = load_tokenizer(dir.path().toStdString());
+    QCOMPARE(tokenizer->encode(text.toStdString(), true),
+             std::vector<TokenId>(expected.begin(), expected.end()));
+  }
+
   void ggufSpecialTokens() {
     const Tokenizer& gpt2 = vocabulary_tokenizer("gpt-2");
     QCOMPARE(gpt2.special_ids().eos, std::optional<TokenId>(50256));
