@@ -1,5 +1,6 @@
 #include "engine/model/gguf_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <stdexcept>

@@ -42,6 +42,12 @@ class GgufVocabReader {
     return value.as_array();
   }
 
+  const std::string& require_string(const std::string& key) const {
+    const GgufValue& value = require(key);
+    if (value.type() != GgufType::kString) fail(key + " should be a string");
+    return value.as_string();
+  }
+
   std::string string_or(const std::string& key, const std::string& fallback) const {
     const GgufValue* value = find(key);
     if (value == nullptr) return fallback;
@@ -85,7 +91,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& gguf_path) {
   const GgufFile file(gguf_path);
   const GgufVocabReader reader(file);
 
-  const std::string model_type = reader.require("tokenizer.ggml.model").as_string();
+  const std::string model_type = reader.require_string("tokenizer.ggml.model");
   if (model_type != "gpt2" && model_type != "llama") {
     reader.fail("its tokenizer type \"" + model_type +
                 "\" is not supported; Tandem reads \"gpt2\" (byte-level BPE) and \"llama\" "

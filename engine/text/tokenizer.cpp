@@ -1,5 +1,7 @@
 #include "engine/text/tokenizer.h"
 
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 
@@ -49,12 +51,17 @@ std::string Tokenizer::token_piece(TokenId id, bool render_special) const {
       return render_special ? entry.text : std::string();
     case TokenKind::kUserDefined:
       return entry.text;
-    case TokenKind::kByte:
-      // "<0xAB>": the byte itself.
-      if (entry.text.size() == 6 && entry.text.compare(0, 3, "<0x") == 0) {
-        return std::string(1, static_cast<char>(std::stoi(entry.text.substr(3, 2), nullptr, 16)));
-      }
-      return entry.text;
+    case TokenKind::kByte: {
+      // "<0xAB>": the byte itself. A byte token with other text is shown as it is.
+      const std::string& text = entry.text;
+      unsigned value = 0;
+      const bool is_hex_byte = text.size() == 6 && text.compare(0, 3, "<0x") == 0 &&
+                               text[5] == '>' &&
+                               std::sscanf(text.c_str() + 3, "%2x", &value) == 1 &&
+                               std::isxdigit(static_cast<unsigned char>(text[3])) &&
+                               std::isxdigit(static_cast<unsigned char>(text[4]));
+      return is_hex_byte ? std::string(1, static_cast<char>(value)) : text;
+    }
     case TokenKind::kNormal:
     case TokenKind::kUnused:
       return normal_piece(entry);
