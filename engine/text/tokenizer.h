@@ -31,6 +31,7 @@ struct SpecialTokenPolicy {
   bool add_eos = false;  // ... and eos last
 };
 
+// A loaded tokenizer never changes: encode and decode may run on several threads at once.
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;

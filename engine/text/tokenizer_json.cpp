@@ -137,9 +137,25 @@ std::optional<std::string> token_content(const json& config, const char* key) {
   return std::nullopt;  // null: the model has no such token
 }
 
+std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder);
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& folder) {
+  try {
+    return build_tokenizer(folder);
+  } catch (const json::exception& error) {
+    // A field of an unexpected JSON type ("add_bos_token": "yes"), caught here once
+    // instead of at every field.
+    throw std::runtime_error("The tokenizer files in " + folder +
+                             " have an unexpected structure (" + error.what() +
+                             "). Download the model folder again, or give a .gguf file.");
+  }
+}
+
+namespace {
+
+std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
   const fs::path tokenizer_file = fs::path(folder) / "tokenizer.json";
   if (!fs::exists(tokenizer_file)) {
     throw std::runtime_error(folder +
@@ -253,5 +269,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& folder) {
   return std::make_unique<BpeTokenizer>(std::move(vocab), policy, merges, std::move(pre_tokenizer),
                                         Normalizer(std::move(normal_forms)), options);
 }
+
+}  // namespace
 
 }  // namespace tandem::text

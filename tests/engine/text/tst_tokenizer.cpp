@@ -190,6 +190,9 @@ class TestTokenizer : public QObject {
     const TokenId im_end = *tokenizer->find_token("<|im_end|>");
     QCOMPARE(tokenizer->special_ids().eos, std::optional<TokenId>(im_end));
     QCOMPARE(tokenizer->special_ids().pad, tokenizer->find_token("<|endoftext|>"));
+    // The tokenizer.json path itself is accepted too.
+    QCOMPARE(load_tokenizer(kDataDir + "bpe-fixture/tokenizer.json")->vocab_size(),
+             tokenizer->vocab_size());
     QVERIFY(!tokenizer->special_ids().bos);
     QVERIFY(tokenizer->is_control(im_end));
 
@@ -288,6 +291,12 @@ class TestTokenizer : public QObject {
                "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, "
                "\"behavior\": \"Isolated\"}}")
         << "regex does not compile";
+    QTest::newRow("field of the wrong type")
+        << "tokenizer.json"
+        << QByteArray(
+               "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], "
+               "\"ignore_merges\": \"yes\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}")
+        << "have an unexpected structure";
     QTest::newRow("not a model") << "notes.txt" << QByteArray("hello")
                                  << "neither a model folder nor a .gguf file";
     QTest::newRow("gguf without vocabulary")
