@@ -1,29 +1,33 @@
-// A read-only memory map of a whole file. Pages are read on first touch, so a model many
-// times larger than RAM can be opened.
+// A read-only memory mapping of a whole file. Model files are tens to hundreds of GiB, so
+// they are mapped and paged in on demand, never read into memory.
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
+#include <span>
 #include <string>
 
 namespace tandem::model {
 
 class MappedFile {
  public:
-  // Throws ModelError naming the file when it cannot be opened or mapped.
+  // Throws std::runtime_error naming the file when it cannot be opened or mapped.
   explicit MappedFile(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
 
-  const std::uint8_t* data() const { return data_; }
-  std::uint64_t size() const { return size_; }
+  std::span<const std::byte> bytes() const { return {data_, size_bytes_}; }
+  std::size_t size_bytes() const { return size_bytes_; }
   const std::string& path() const { return path_; }
 
  private:
+  void release() noexcept;
+
   std::string path_;
-  const std::uint8_t* data_ = nullptr;
-  std::uint64_t size_ = 0;
+  const std::byte* data_ = nullptr;
+  std::size_t size_bytes_ = 0;
 };
 
 }  // namespace tandem::model

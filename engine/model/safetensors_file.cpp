@@ -27,11 +27,12 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
-  const std::uint64_t size = file_.size();
+  const auto* base = reinterpret_cast<const std::uint8_t*>(file_.bytes().data());
+  const std::uint64_t size = file_.size_bytes();
   const std::string redownload = " The file is damaged or incomplete; download it again.";
   if (size < 8) throw ModelError(path + ": the file is too short to be a safetensors file (" + std::to_string(size) + " bytes)." + redownload);
   std::uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file_.data()[i];
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | base[i];
   if (header_len > size - 8) {
     throw ModelError(path + ": the header claims " + std::to_string(header_len) + " bytes but the file has only " +
                      std::to_string(size) + "; the file is truncated or not a safetensors file." + redownload);
@@ -39,7 +40,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   if (header_len > kMaxHeaderBytes) {
     throw ModelError(path + ": the header is " + std::to_string(header_len) + " bytes, far larger than any real checkpoint's; this is not a safetensors file.");
   }
-  const char* text = reinterpret_cast<const char*>(file_.data() + 8);
+  const char* text = reinterpret_cast<const char*>(base + 8);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text, text + header_len);

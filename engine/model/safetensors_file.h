@@ -32,7 +32,7 @@ class SafetensorsFile {
   const std::string& path() const { return file_.path(); }
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find(const std::string& name) const;
-  const void* data(const TensorInfo& t) const { return file_.data() + t.begin; }
+  const void* data(const TensorInfo& t) const { return file_.bytes().data() + t.begin; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:

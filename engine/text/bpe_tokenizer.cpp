@@ -1,0 +1,147 @@
+#include "engine/text/bpe_tokenizer.h"
+
+#include <cstdio>
+#include <limits>
+#include <queue>
+
+#include "engine/text/byte_level.h"
+#include "engine/text/utf8.h"
+
+namespace tandem::text {
+
+namespace {
+
+std::string pair_key(std::string_view left, std::string_view right) {
+  std::string key;
+  key.reserve(left.size() + right.size() + 1);
+  key.append(left);
+  key += '\0';
+  key.append(right);
+  return key;
+}
+
+}  // namespace
+
+BpeTokenizer::BpeTokenizer(Vocabulary vocab, SpecialTokenPolicy policy,
+                           const std::vector<std::pair<std::string, std::string>>& merges,
+                           PreTokenizer pre_tokenizer, Normalizer normalizer, BpeOptions options)
+    : Tokenizer(std::move(vocab), policy),
+      pre_tokenizer_(std::move(pre_tokenizer)),
+      normalizer_(std::move(normalizer)),
+      options_(options) {
+  rank_by_pair_.reserve(merges.size());
+  for (std::size_t rank = 0; rank < merges.size(); ++rank) {
+    // A later duplicate never wins over the earlier, higher-priority rank.
+    rank_by_pair_.emplace(pair_key(merges[rank].first, merges[rank].second),
+                          static_cast<int>(rank));
+  }
+}
+
+int BpeTokenizer::merge_rank(std::string_view left, std::string_view right) const {
+  const auto it = rank_by_pair_.find(pair_key(left, right));
+  return it == rank_by_pair_.end() ? -1 : it->second;
+}
+
+void BpeTokenizer::encode_fragment(std::string_view text, bool, std::vector<TokenId>& out) const {
+  const std::string normalized = normalizer_.empty() ? std::string(text) : normalizer_.apply(text);
+  for (const std::string& word : pre_tokenizer_.split(normalized)) {
+    encode_word(to_byte_level(word), out);
+  }
+}
+
+void BpeTokenizer::encode_word(const std::string& word, std::vector<TokenId>& out) const {
+  if (options_.ignore_merges) {
+    if (const auto id = vocab_.find(word)) {
+      out.push_back(*id);
+      return;
+    }
+  }
+  // Symbols form a doubly linked list over the word's characters; a merge joins a symbol
+  // with its right neighbour. The queue holds candidate merges ordered by rank, then by
+  // position, and stale entries are recognised by the texts they were made for.
+  struct Symbol {
+    std::size_t begin, length;
+    int previous, next;
+  };
+  std::vector<Symbol> symbols;
+  for (std::size_t at = 0; at < word.size();) {
+    std::size_t length = utf8_sequence_length(static_cast<unsigned char>(word[at]));
+    if (length == 0 || at + length > word.size()) length = 1;
+    const int index = static_cast<int>(symbols.size());
+    symbols.push_back({at, length, index - 1, index + 1});
+    at += length;
+  }
+  if (symbols.empty()) return;
+  symbols.back().next = -1;
+
+  struct Candidate {
+    int rank;
+    int left;
+    std::size_t left_length, right_length;
+    bool operator>(const Candidate& other) const {
+      return rank != other.rank ? rank > other.rank : left > other.left;
+    }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto text_of = [&](int i) {
+    return std::string_view(word).substr(symbols[i].begin, symbols[i].length);
+  };
+  auto consider = [&](int left) {
+    if (left < 0) return;
+    const int right = symbols[left].next;
+    if (right < 0) return;
+    const int rank = merge_rank(text_of(left), text_of(right));
+    if (rank >= 0) queue.push({rank, left, symbols[left].length, symbols[right].length});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) consider(i);
+
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.left];
+    if (left.length == 0 || left.next < 0) continue;
+    Symbol& right = symbols[left.next];
+    if (left.length != top.left_length || right.length != top.right_length) continue;
+    left.length += right.length;
+    right.length = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].previous = top.left;
+    if (left.previous >= 0) consider(left.previous);
+    consider(top.left);
+  }
+
+  for (int i = 0; i >= 0; i = symbols[i].next) {
+    const std::string_view piece = text_of(i);
+    if (const auto id = vocab_.find(piece)) {
+      out.push_back(*id);
+      continue;
+    }
+    // Without a token for the merged text, fall back to its characters one by one.
+    for (std::size_t at = 0; at < piece.size();) {
+      std::size_t length = utf8_sequence_length(static_cast<unsigned char>(piece[at]));
+      if (length == 0 || at + length > piece.size()) length = 1;
+      const std::string_view character = piece.substr(at, length);
+      if (const auto id = vocab_.find(character)) {
+        out.push_back(*id);
+      } else if (options_.byte_fallback) {
+        for (char byte : from_byte_level(character)) {
+          char name[8];
+          std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned char>(byte));
+          if (const auto byte_id = vocab_.find(name))
+            out.push_back(*byte_id);
+          else if (policy_.ids.unknown)
+            out.push_back(*policy_.ids.unknown);
+        }
+      } else if (policy_.ids.unknown) {
+        out.push_back(*policy_.ids.unknown);
+      }
+      at += length;
+    }
+  }
+}
+
+std::string BpeTokenizer::normal_piece(const TokenEntry& entry) const {
+  return from_byte_level(entry.text);
+}
+
+}  // namespace tandem::text
