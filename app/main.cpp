@@ -8,6 +8,8 @@
 
 #include "app/desktop_launch.h"
 #include "app/detect_command.h"
+#include "app/run_command.h"
+#include "app/tokenize_command.h"
 #include "engine/log/log.h"
 #include "engine/version.h"
 #include "ui/main_window.h"
@@ -31,6 +33,8 @@ constexpr const char* kHeadlessHelp =
     "Everything is also available from the command line:\n"
     "  tandem detect           what this machine has and what Tandem recommends\n"
     "  tandem detect --json    the same as JSON (schema: docs/detect.schema.json)\n"
+    "  tandem run -m DIR -p TEXT       generate text with a model\n"
+    "  tandem tokenize -m DIR --text T the token ids of a text\n"
     "  tandem --screenshot out.png   render the window offscreen to a PNG\n"
     "  tandem --help           every command and option\n"
     "To open the window, run Tandem in a desktop session (or set DISPLAY).\n";
@@ -67,8 +71,44 @@ int main(int argc, char** argv) {
   detect_cmd->add_flag("--json", detect.json, "Print JSON (schema: docs/detect.schema.json)");
   detect_cmd->add_option("--path", detect.disk_path, "Folder whose free disk space to measure (default: the models folder)");
 
+  tandem::app::RunOptions run;
+  CLI::App* run_cmd = cli.add_subcommand("run", "Generate text from a prompt and stream it to stdout");
+  run_cmd->add_option("-m,--model", run.model, "Model folder (config.json, tokenizer and .safetensors)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  auto* prompt_opt = run_cmd->add_option("-p,--prompt", run.prompt, "The prompt text");
+  auto* prompt_file_opt = run_cmd->add_option("-f,--prompt-file", run.prompt_file, "Read the prompt from this file");
+  prompt_opt->excludes(prompt_file_opt);
+  run_cmd->add_option("-n,--max-tokens", run.max_tokens, "Tokens to generate at most")->capture_default_str();
+  run_cmd->add_flag("--greedy", run.greedy, "Always take the most likely token");
+  run_cmd->add_option("--seed", run.seed, "Random seed, for reproducible sampling")->each([&](const std::string&) { run.seed_given = true; });
+  run_cmd->add_option("-t,--threads", run.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--temperature", run.temperature, "Sampling temperature")->capture_default_str();
+  run_cmd->add_option("--top-k", run.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
+  run_cmd->add_option("--top-p", run.top_p, "Keep the most likely tokens up to this probability mass")->capture_default_str();
+  run_cmd->add_option("--min-p", run.min_p, "Drop tokens below this fraction of the best one's probability")->capture_default_str();
+  run_cmd->add_option("--repeat-penalty", run.repeat_penalty, "Penalty for tokens already in the context (1: off)")->capture_default_str();
+  run_cmd->add_option("--stop", run.stop, "Stop when this text appears (repeatable)");
+  run_cmd->add_option("-c,--context", run.context, "Context length in tokens (default: the model's, at most 4096)");
+  run_cmd->add_option("--dump-logits", run.dump_logits, "Write the logits of the prompt's last position to this JSON file");
+
+  tandem::app::TokenizeOptions tokenize;
+  CLI::App* tokenize_cmd = cli.add_subcommand("tokenize", "Print the token ids of a text");
+  tokenize_cmd->add_option("-m,--model", tokenize.model, "Model folder, tokenizer.json or .gguf file")->required()->check(CLI::ExistingPath);
+  auto* text_opt = tokenize_cmd->add_option("--text", tokenize.text, "The text");
+  auto* file_opt = tokenize_cmd->add_option("--file", tokenize.file, "Read the text from this file");
+  text_opt->excludes(file_opt);
+  tokenize_cmd->add_flag("--json", tokenize.json, "Print ids and token strings as JSON");
+  tokenize_cmd->add_flag("--no-special", tokenize.no_special, "Treat special-token text as plain text and add no BOS/EOS");
+
   try {
     cli.parse(argc, argv);
+    if (run_cmd->parsed() && run.prompt.empty() && run.prompt_file.empty()) {
+      throw CLI::RequiredError("--prompt or --prompt-file");
+    }
+    if (tokenize_cmd->parsed() && text_opt->count() == 0 && file_opt->count() == 0) {
+      throw CLI::RequiredError("--text or --file");
+    }
   } catch (const CLI::ParseError& e) {
     return cli.exit(e);
   }
@@ -77,6 +117,15 @@ int main(int argc, char** argv) {
     setup_logging(verbose, true);
     if (detect.disk_path.empty()) detect.disk_path = tandem::ui::MainWindow::modelsFolder().toStdString();
     return tandem::app::run_detect(detect);
+  }
+
+  if (run_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_generate(run);
+  }
+  if (tokenize_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_tokenize(tokenize);
   }
 
   desktop.screenshot_path = QString::fromStdString(screenshot);

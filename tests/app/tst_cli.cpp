@@ -107,6 +107,50 @@ class TestCli : public QObject {
     QVERIFY(r.out.contains(QLatin1String("tandem detect")));
   }
 
+  // tandem run on a fixture: the prompt is tokenized as Hugging Face does, the dumped
+  // logits are the oracle's, and greedy decoding prints the oracle's tokens.
+  void runMatchesTheOracle() {
+    const QString fixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    QFile f(fixture + "/expected.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const auto expected = nlohmann::json::parse(f.readAll().toStdString())["prompts"][0];
+    const QString dump = home_.path() + "/logits.json";
+    const Run r = runTandem({"run", "-m", fixture, "-p", QString::fromStdString(expected["text"].get<std::string>()),
+                             "-n", "16", "--greedy", "--dump-logits", dump, "-t", "2"},
+                            env());
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.err.contains(QLatin1String("prompt: ")) && r.err.contains(QLatin1String("tokens/s")), qPrintable(r.err));
+    QFile d(dump);
+    QVERIFY(d.open(QIODevice::ReadOnly));
+    const auto got = nlohmann::json::parse(d.readAll().toStdString());
+    QCOMPARE(got["token_ids"], expected["ids"]);
+    const auto want = expected["logits"].get<std::vector<float>>();
+    const auto have = got["logits"].get<std::vector<float>>();
+    QCOMPARE(have.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) QVERIFY(std::abs(have[i] - want[i]) < 1e-3f);
+    QVERIFY(!r.out.isEmpty());
+  }
+
+  void runExplainsABadModelFolder() {
+    QTemporaryDir empty;
+    const Run r = runTandem({"run", "-m", empty.path(), "-p", "hi"}, env());
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains(QLatin1String("config.json: missing")), qPrintable(r.err));
+    const Run noPrompt = runTandem({"run", "-m", empty.path()}, env());
+    QVERIFY(noPrompt.code != 0);
+    QVERIFY(noPrompt.err.contains(QLatin1String("--prompt")));
+  }
+
+  void tokenizePrintsIds() {
+    const QString fixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    QFile f(fixture + "/expected.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const auto expected = nlohmann::json::parse(f.readAll().toStdString())["prompts"][1];
+    const Run r = runTandem({"tokenize", "-m", fixture, "--text", QString::fromStdString(expected["text"].get<std::string>()), "--json"}, env());
+    QCOMPARE(r.code, 0);
+    QCOMPARE(nlohmann::json::parse(r.out.toStdString())["ids"], expected["ids"]);
+  }
+
   void badArgumentsAreRejected() {
     const Run size = runTandem({"--screenshot", home_.path() + "/x.png", "--size", "big"}, env());
     QVERIFY(size.code != 0);

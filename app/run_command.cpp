@@ -1,0 +1,129 @@
+#include "app/run_command.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "engine/hw/topology.h"
+#include "engine/runtime/generator.h"
+#include "engine/runtime/stop_strings.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/utf8_stream.h"
+
+namespace tandem::app {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+
+}  // namespace
+
+int run_generate(const RunOptions& o) {
+  std::string prompt = o.prompt;
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "tandem: cannot read the prompt file %s; check the path.\n", o.prompt_file.c_str());
+      return 2;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    prompt = text.str();
+  }
+  if (prompt.empty()) {
+    std::fprintf(stderr, "tandem: the prompt is empty; give some text with --prompt or --prompt-file.\n");
+    return 2;
+  }
+
+  std::unique_ptr<runtime::LoadedModel> model;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  try {
+    model = runtime::LoadedModel::load(o.model);
+    tokenizer = text::load_tokenizer(o.model);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 1;
+  }
+  const model::ModelSpec& spec = model->spec();
+  std::vector<std::int32_t> ids = tokenizer->encode(prompt, /*parse_special=*/true, /*add_special=*/true);
+  if (ids.empty()) {
+    std::fprintf(stderr, "tandem: the prompt produced no tokens.\n");
+    return 2;
+  }
+
+  const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
+  std::int64_t context = o.context > 0 ? o.context : std::min<std::int64_t>(spec.max_position_embeddings, 4096);
+  context = std::max<std::int64_t>(context, static_cast<std::int64_t>(ids.size()) + 1);
+  runtime::ThreadPool pool(threads);
+  runtime::Generator generator(*model, pool, context);
+
+  runtime::GenerationOptions options;
+  options.max_tokens = o.max_tokens;
+  options.cancel = &g_interrupted;
+  if (o.greedy) {
+    options.sampling = runtime::SamplingParams::greedy();
+  } else {
+    options.sampling.temperature = o.temperature;
+    options.sampling.top_k = o.top_k;
+    options.sampling.top_p = o.top_p;
+    options.sampling.min_p = o.min_p;
+  }
+  options.sampling.repetition_penalty = o.repeat_penalty;
+  options.sampling.seed = o.seed_given ? o.seed : std::random_device{}();
+
+  bool dumped = o.dump_logits.empty();
+  text::StreamingDetokenizer detokenizer(*tokenizer);
+  runtime::StopStringFilter stops(o.stop);
+  std::signal(SIGINT, on_interrupt);
+  runtime::GenerationStats stats;
+  try {
+    stats = generator.generate(ids, options, [&](std::int32_t token) {
+      if (!dumped) {
+        // The logits that chose the first token: those of the prompt's last position.
+        std::ofstream out(o.dump_logits);
+        out << nlohmann::json{{"model", o.model}, {"token_ids", ids}, {"logits", generator.last_logits()}}.dump();
+        dumped = true;
+      }
+      const std::string shown = stops.push(detokenizer.push(token));
+      std::fwrite(shown.data(), 1, shown.size(), stdout);
+      std::fflush(stdout);
+      return !stops.stopped();
+    });
+  } catch (const std::exception& e) {
+    std::signal(SIGINT, SIG_DFL);
+    std::fprintf(stderr, "\ntandem: generation failed: %s\n", e.what());
+    return 1;
+  }
+  std::signal(SIGINT, SIG_DFL);
+  if (!dumped) {  // nothing was generated (max tokens 0, or the first token was EOS)
+    std::ofstream out(o.dump_logits);
+    out << nlohmann::json{{"model", o.model}, {"token_ids", ids}, {"logits", generator.last_logits()}}.dump();
+  }
+  const std::string rest = stops.push(detokenizer.finish()) + stops.finish();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+
+  const char* why = "";
+  switch (stats.stop) {
+    case runtime::StopReason::EndOfSequence: why = "end of text"; break;
+    case runtime::StopReason::MaxTokens: why = "token limit"; break;
+    case runtime::StopReason::ContextFull: why = "context full"; break;
+    case runtime::StopReason::Cancelled: why = "interrupted"; break;
+    case runtime::StopReason::Caller: why = "stop string"; break;
+  }
+  std::cerr << fmt::format("prompt: {} tokens in {:.3f} s, {:.1f} tokens/s\n", stats.prompt_tokens,
+                           stats.prompt_seconds, stats.prompt_tokens_per_s());
+  std::cerr << fmt::format("decode: {} tokens in {:.3f} s, {:.1f} tokens/s ({}; {} threads)\n",
+                           stats.generated_tokens, stats.decode_seconds, stats.decode_tokens_per_s(), why, threads);
+  return stats.stop == runtime::StopReason::Cancelled ? 130 : 0;
+}
+
+}  // namespace tandem::app
