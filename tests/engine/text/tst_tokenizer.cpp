@@ -278,12 +278,12 @@ class TestTokenizer : public QObject {
     QTest::newRow("unigram model")
         << "tokenizer.json" << QByteArray("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}")
         << "model type \"Unigram\" is not supported; Tandem reads BPE models";
-    QTest::newRow("no byte level")
+    QTest::newRow("unknown pre-tokenizer")
         << "tokenizer.json"
         << QByteArray(
                "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
-               "\"pre_tokenizer\": {\"type\": \"Metaspace\"}}")
-        << "pre-tokenizer \"Metaspace\" is not supported";
+               "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}")
+        << "pre-tokenizer \"BertPreTokenizer\" is not supported";
     QTest::newRow("bad regex")
         << "tokenizer.json"
         << QByteArray(
