@@ -75,8 +75,10 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, bool render_special)
   bool at_start = true;
   for (TokenId id : ids) {
     std::string piece = token_piece(id, render_special);
-    if (at_start && !is_control(id)) {
-      if (strips_leading_space() && !piece.empty() && piece.front() == ' ') piece.erase(0, 1);
+    // Only the very start of the text loses its space; a rendered special token counts
+    // as text, as in the Hugging Face Strip decoder.
+    if (at_start && !piece.empty()) {
+      if (strips_leading_space() && piece.front() == ' ') piece.erase(0, 1);
       at_start = false;
     }
     text += piece;
