@@ -61,7 +61,8 @@ class Tokenizer {
   // True for control tokens (bos, eos, chat markers), which decode() hides.
   bool is_control(TokenId id) const;
 
-  // "byte-level BPE" or "SentencePiece"; for messages and the CLI.
+  // "byte-level BPE", "SentencePiece BPE" (tokenizer.json) or "SentencePiece" (GGUF);
+  // for messages and the CLI.
   virtual std::string_view model_name() const = 0;
   // Whether decode() strips the space that encode() put before the text.
   virtual bool strips_leading_space() const { return false; }
