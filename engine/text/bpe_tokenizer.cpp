@@ -42,11 +42,50 @@ int BpeTokenizer::merge_rank(std::string_view left, std::string_view right) cons
   return it == rank_by_pair_.end() ? -1 : it->second;
 }
 
-void BpeTokenizer::encode_fragment(std::string_view text, bool, std::vector<TokenId>& out) const {
+void BpeTokenizer::encode_fragment(std::string_view text, FragmentPlace place,
+                                   std::vector<TokenId>& out) const {
   const std::string normalized = normalizer_.empty() ? std::string(text) : normalizer_.apply(text);
-  for (const std::string& word : pre_tokenizer_.split(normalized)) {
-    encode_word(to_byte_level(word), out);
+  std::vector<std::string> words = pre_tokenizer_.split(normalized);
+  if (options_.metaspace) words = apply_metaspace(std::move(words), place.at_text_start);
+  for (const std::string& word : words) {
+    encode_word(options_.byte_level ? to_byte_level(word) : word, out);
   }
+}
+
+// Hugging Face's Metaspace pre-tokenizer: spaces become the replacement, which is also
+// put before a word by the prepend scheme ("first": only the word that starts the whole
+// text), and with `split` each replacement starts a new word.
+std::vector<std::string> BpeTokenizer::apply_metaspace(std::vector<std::string> words,
+                                                       bool at_text_start) const {
+  const MetaspaceOptions& metaspace = *options_.metaspace;
+  std::vector<std::string> result;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    std::string word;
+    for (char c : words[i]) {
+      if (c == ' ')
+        word += metaspace.replacement;
+      else
+        word += c;
+    }
+    const bool starts_marked =
+        word.compare(0, metaspace.replacement.size(), metaspace.replacement) == 0;
+    const bool prepend =
+        metaspace.prepend == MetaspaceOptions::Prepend::kAlways ||
+        (metaspace.prepend == MetaspaceOptions::Prepend::kFirst && at_text_start && i == 0);
+    if (prepend && !starts_marked) word.insert(0, metaspace.replacement);
+    if (!metaspace.split) {
+      result.push_back(std::move(word));
+      continue;
+    }
+    std::size_t begin = 0;
+    for (std::size_t at = word.find(metaspace.replacement, 1); at != std::string::npos;
+         at = word.find(metaspace.replacement, at + 1)) {
+      if (at > begin) result.push_back(word.substr(begin, at - begin));
+      begin = at;
+    }
+    result.push_back(word.substr(begin));
+  }
+  return result;
 }
 
 void BpeTokenizer::encode_word(const std::string& word, std::vector<TokenId>& out) const {
@@ -124,7 +163,9 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<TokenId>& ou
       if (const auto id = vocab_.find(character)) {
         out.push_back(*id);
       } else if (options_.byte_fallback) {
-        for (char byte : from_byte_level(character)) {
+        const std::string raw =
+            options_.byte_level ? from_byte_level(character) : std::string(character);
+        for (char byte : raw) {
           char name[8];
           std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned char>(byte));
           if (const auto byte_id = vocab_.find(name))
@@ -141,7 +182,19 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<TokenId>& ou
 }
 
 std::string BpeTokenizer::normal_piece(const TokenEntry& entry) const {
-  return from_byte_level(entry.text);
+  if (options_.byte_level) return from_byte_level(entry.text);
+  if (!options_.decode_space_mark) return entry.text;
+  const std::string_view mark = "\xE2\x96\x81";
+  std::string piece;
+  for (std::size_t at = 0; at < entry.text.size();) {
+    if (entry.text.compare(at, mark.size(), mark) == 0) {
+      piece += ' ';
+      at += mark.size();
+    } else {
+      piece += entry.text[at++];
+    }
+  }
+  return piece;
 }
 
 }  // namespace tandem::text

@@ -41,9 +41,47 @@ std::string normalize(std::string_view text, NormalForm form) {
 
 }  // namespace
 
+Normalizer::Normalizer(const std::vector<NormalForm>& forms) {
+  for (NormalForm form : forms) add_normal_form(form);
+}
+
+void Normalizer::add_normal_form(NormalForm form) {
+  steps_.push_back({Step::Kind::kNormalForm, form, {}, {}});
+}
+
+void Normalizer::add_prepend(std::string prefix) {
+  steps_.push_back({Step::Kind::kPrepend, NormalForm::kNfc, {}, std::move(prefix)});
+}
+
+void Normalizer::add_replace(std::string from, std::string to) {
+  steps_.push_back({Step::Kind::kReplace, NormalForm::kNfc, std::move(from), std::move(to)});
+}
+
 std::string Normalizer::apply(std::string_view text) const {
   std::string current(text);
-  for (NormalForm form : steps_) current = normalize(current, form);
+  for (const Step& step : steps_) {
+    switch (step.kind) {
+      case Step::Kind::kNormalForm:
+        current = normalize(current, step.form);
+        break;
+      case Step::Kind::kPrepend:
+        if (!current.empty()) current.insert(0, step.to);
+        break;
+      case Step::Kind::kReplace: {
+        if (step.from.empty()) break;
+        std::string replaced;
+        std::size_t at = 0;
+        for (std::size_t found; (found = current.find(step.from, at)) != std::string::npos;
+             at = found + step.from.size()) {
+          replaced.append(current, at, found - at);
+          replaced += step.to;
+        }
+        replaced.append(current, at, std::string::npos);
+        current = std::move(replaced);
+        break;
+      }
+    }
+  }
   return current;
 }
 

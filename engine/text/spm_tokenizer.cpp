@@ -32,10 +32,10 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
 SpmTokenizer::SpmTokenizer(Vocabulary vocab, SpecialTokenPolicy policy, bool add_space_prefix)
     : Tokenizer(std::move(vocab), policy), add_space_prefix_(add_space_prefix) {}
 
-void SpmTokenizer::encode_fragment(std::string_view fragment, bool after_special,
+void SpmTokenizer::encode_fragment(std::string_view fragment, FragmentPlace place,
                                    std::vector<TokenId>& out) const {
   std::string raw;
-  if (add_space_prefix_ && after_special) raw = " ";
+  if (add_space_prefix_ && place.after_special) raw = " ";
   raw.append(fragment);
   const std::string text = replace_all(raw, " ", kSpaceMark);
   if (text.empty()) return;

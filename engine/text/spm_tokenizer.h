@@ -17,7 +17,7 @@ class SpmTokenizer final : public Tokenizer {
   bool strips_leading_space() const override { return add_space_prefix_; }
 
  protected:
-  void encode_fragment(std::string_view text, bool after_special,
+  void encode_fragment(std::string_view text, FragmentPlace place,
                        std::vector<TokenId>& out) const override;
   std::string normal_piece(const TokenEntry& entry) const override;
 

@@ -25,15 +25,16 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
   }
   std::vector<TokenId> ids;
   if (add_special && policy_.add_bos && policy_.ids.bos) ids.push_back(*policy_.ids.bos);
-  bool after_special = true;
+  FragmentPlace place{true, true};
   for (const TextFragment& fragment : specials_.partition(text, parse_special)) {
     if (fragment.token != TextFragment::kNoToken) {
       ids.push_back(fragment.token);
-      after_special = true;
+      place.after_special = true;
     } else {
-      encode_fragment(fragment.text, after_special, ids);
-      after_special = false;
+      encode_fragment(fragment.text, place, ids);
+      place.after_special = false;
     }
+    place.at_text_start = false;
   }
   if (add_special && policy_.add_eos && policy_.ids.eos) ids.push_back(*policy_.ids.eos);
   return ids;
@@ -74,8 +75,10 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, bool render_special)
   bool at_start = true;
   for (TokenId id : ids) {
     std::string piece = token_piece(id, render_special);
-    if (at_start && !is_control(id)) {
-      if (strips_leading_space() && !piece.empty() && piece.front() == ' ') piece.erase(0, 1);
+    // Only the very start of the text loses its space; a rendered special token counts
+    // as text, as in the Hugging Face Strip decoder.
+    if (at_start && !piece.empty()) {
+      if (strips_leading_space() && piece.front() == ' ') piece.erase(0, 1);
       at_start = false;
     }
     text += piece;

@@ -61,7 +61,8 @@ class Tokenizer {
   // True for control tokens (bos, eos, chat markers), which decode() hides.
   bool is_control(TokenId id) const;
 
-  // "byte-level BPE" or "SentencePiece"; for messages and the CLI.
+  // "byte-level BPE", "SentencePiece BPE" (tokenizer.json) or "SentencePiece" (GGUF);
+  // for messages and the CLI.
   virtual std::string_view model_name() const = 0;
   // Whether decode() strips the space that encode() put before the text.
   virtual bool strips_leading_space() const { return false; }
@@ -69,9 +70,12 @@ class Tokenizer {
  protected:
   Tokenizer(Vocabulary vocab, SpecialTokenPolicy policy);
 
-  // Tokenizes raw text between special tokens. `after_special` is true for the first
-  // fragment and after each matched special token.
-  virtual void encode_fragment(std::string_view text, bool after_special,
+  // Where a run of raw text between special tokens lies in the whole text.
+  struct FragmentPlace {
+    bool at_text_start;  // it starts the text
+    bool after_special;  // it starts the text or follows a special token
+  };
+  virtual void encode_fragment(std::string_view text, FragmentPlace place,
                                std::vector<TokenId>& out) const = 0;
   // The bytes of a normal token.
   virtual std::string normal_piece(const TokenEntry& entry) const = 0;

@@ -1,4 +1,5 @@
-// Builds a byte-level BPE tokenizer from a Hugging Face model folder: tokenizer.json (the
+// Builds a BPE tokenizer (byte-level, or SentencePiece-style with "▁" and byte fallback)
+// from a Hugging Face model folder: tokenizer.json (the
 // model, normalizer, pre-tokenizer and added tokens) and tokenizer_config.json (which
 // added tokens are bos / eos / pad and whether they are added).
 #include <filesystem>
@@ -16,6 +17,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// A boolean option; absent or null means the default, as in the Hugging Face loaders.
+bool flag(const json& node, const char* key, bool fallback) {
+  if (!node.is_object() || !node.contains(key) || node[key].is_null()) return fallback;
+  return node[key].get<bool>();
+}
 
 json read_json(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
@@ -49,42 +56,97 @@ class TokenizerJsonReader {
     return node["type"].get<std::string>();
   }
 
-  void add_normal_forms(const json& node, std::vector<NormalForm>& steps) const {
+  void add_normalizer(const json& node, Normalizer& normalizer) const {
     if (node.is_null()) return;
     const std::string type = type_of(node, "the normalizer");
-    if (type == "NFC")
-      steps.push_back(NormalForm::kNfc);
-    else if (type == "NFD")
-      steps.push_back(NormalForm::kNfd);
-    else if (type == "NFKC")
-      steps.push_back(NormalForm::kNfkc);
-    else if (type == "NFKD")
-      steps.push_back(NormalForm::kNfkd);
-    else if (type == "Sequence") {
-      for (const json& step : node.value("normalizers", json::array()))
-        add_normal_forms(step, steps);
+    if (type == "NFC") {
+      normalizer.add_normal_form(NormalForm::kNfc);
+    } else if (type == "NFD") {
+      normalizer.add_normal_form(NormalForm::kNfd);
+    } else if (type == "NFKC") {
+      normalizer.add_normal_form(NormalForm::kNfkc);
+    } else if (type == "NFKD") {
+      normalizer.add_normal_form(NormalForm::kNfkd);
+    } else if (type == "Prepend") {
+      normalizer.add_prepend(node.at("prepend").get<std::string>());
+    } else if (type == "Replace") {
+      const json& pattern = node.at("pattern");
+      if (!pattern.contains("String")) {
+        fail("its Replace normalizer uses a regex pattern; Tandem replaces literal strings only");
+      }
+      normalizer.add_replace(pattern["String"].get<std::string>(),
+                             node.at("content").get<std::string>());
+    } else if (type == "Sequence") {
+      for (const json& step : node.value("normalizers", json::array())) {
+        add_normalizer(step, normalizer);
+      }
     } else {
       fail("its normalizer \"" + type +
-           "\" is not supported; Tandem knows NFC, NFD, NFKC, NFKD and Sequence");
+           "\" is not supported; Tandem knows NFC, NFD, NFKC, NFKD, Prepend, Replace and "
+           "Sequence");
     }
   }
 
-  // Returns whether the steps include the byte-level mapping.
-  bool add_pre_tokenizer_steps(const json& node, PreTokenizer& pre) const {
-    if (node.is_null()) return false;
+  static MetaspaceOptions metaspace_options(const json& node) {
+    MetaspaceOptions options;
+    options.replacement = node.value("replacement", options.replacement);
+    // Files written before tokenizers 0.14 say add_prefix_space instead of prepend_scheme.
+    const std::string scheme = node.contains("prepend_scheme")
+                                   ? node["prepend_scheme"].get<std::string>()
+                                   : (flag(node, "add_prefix_space", true) ? "always" : "never");
+    options.prepend = scheme == "first"   ? MetaspaceOptions::Prepend::kFirst
+                      : scheme == "never" ? MetaspaceOptions::Prepend::kNever
+                                          : MetaspaceOptions::Prepend::kAlways;
+    options.split = flag(node, "split", true);
+    return options;
+  }
+
+  void read_decoder(const json& node, BpeOptions& options) const {
+    if (node.is_null()) return;
+    const std::string type = type_of(node, "the decoder");
+    if (type == "Sequence") {
+      for (const json& step : node.value("decoders", json::array())) read_decoder(step, options);
+    } else if (type == "Metaspace") {
+      options.decode_space_mark = true;
+      options.strip_leading_space =
+          metaspace_options(node).prepend != MetaspaceOptions::Prepend::kNever;
+    } else if (type == "Replace") {
+      const json& pattern = node.at("pattern");
+      if (pattern.value("String", std::string()) != "\xE2\x96\x81" ||
+          node.at("content").get<std::string>() != " ") {
+        fail("its Replace decoder does something other than turning \"\xE2\x96\x81\" into spaces");
+      }
+      options.decode_space_mark = true;
+    } else if (type == "Strip") {
+      if (node.value("start", 0) > 0) options.strip_leading_space = true;
+    } else if (type != "ByteLevel" && type != "ByteFallback" && type != "Fuse") {
+      fail("its decoder \"" + type +
+           "\" is not supported; Tandem knows ByteLevel, Metaspace, Replace, ByteFallback, "
+           "Fuse, Strip and Sequence");
+    }
+  }
+
+  // Adds the regex steps to `pre`; records in `options` whether the words are mapped to
+  // the byte-level alphabet or go through Metaspace.
+  void add_pre_tokenizer_steps(const json& node, PreTokenizer& pre, BpeOptions& options) const {
+    if (node.is_null()) return;
     const std::string type = type_of(node, "the pre_tokenizer");
     if (type == "Sequence") {
-      bool byte_level = false;
       for (const json& step : node.value("pretokenizers", json::array())) {
-        byte_level = add_pre_tokenizer_steps(step, pre) || byte_level;
+        add_pre_tokenizer_steps(step, pre, options);
       }
-      return byte_level;
+      return;
     }
     if (type == "ByteLevel") {
-      if (node.value("add_prefix_space", false)) pre.add_prefix_space();
-      if (node.value("use_regex", true))
+      if (flag(node, "add_prefix_space", false)) pre.add_prefix_space();
+      if (flag(node, "use_regex", true))
         pre.add_split(RegexSplit(kGpt2Pattern, SplitBehavior::kIsolated));
-      return true;
+      options.byte_level = true;
+      return;
+    }
+    if (type == "Metaspace") {
+      options.metaspace = metaspace_options(node);
+      return;
     }
     if (type == "Split") {
       const json& pattern = node.value("pattern", json::object());
@@ -113,14 +175,14 @@ class TokenizerJsonReader {
       else
         fail("a Split pre-tokenizer has the unknown behavior \"" + behavior + "\"");
       try {
-        pre.add_split(RegexSplit(text, split_behavior, node.value("invert", false), literal));
+        pre.add_split(RegexSplit(text, split_behavior, flag(node, "invert", false), literal));
       } catch (const std::invalid_argument& error) {
         fail(error.what());
       }
-      return false;
+      return;
     }
     fail("its pre-tokenizer \"" + type +
-         "\" is not supported; Tandem knows Sequence, Split and ByteLevel");
+         "\" is not supported; Tandem knows Sequence, Split, ByteLevel and Metaspace");
   }
 
  private:
@@ -193,9 +255,9 @@ std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
     }
     TokenEntry entry;
     entry.text = added["content"].get<std::string>();
-    entry.kind = added.value("special", false) ? TokenKind::kControl : TokenKind::kUserDefined;
-    entry.strip_left = added.value("lstrip", false);
-    entry.strip_right = added.value("rstrip", false);
+    entry.kind = flag(added, "special", false) ? TokenKind::kControl : TokenKind::kUserDefined;
+    entry.strip_left = flag(added, "lstrip", false);
+    entry.strip_right = flag(added, "rstrip", false);
     const auto id = added["id"].get<std::int64_t>();
     if (id < 0 || id > INT32_MAX)
       reader.fail("the added token \"" + entry.text + "\" has no valid id");
@@ -218,18 +280,23 @@ std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
     }
   }
 
-  std::vector<NormalForm> normal_forms;
-  reader.add_normal_forms(root.value("normalizer", json()), normal_forms);
-  PreTokenizer pre_tokenizer;
-  if (!reader.add_pre_tokenizer_steps(root.value("pre_tokenizer", json()), pre_tokenizer)) {
+  auto non_empty_string = [&](const char* key) {
+    return model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty();
+  };
+  if (non_empty_string("continuing_subword_prefix") || non_empty_string("end_of_word_suffix")) {
     reader.fail(
-        "it has no ByteLevel pre-tokenizer, so it is not a byte-level BPE; use the "
-        "model's .gguf file instead");
+        "its BPE model marks word pieces (continuing_subword_prefix or "
+        "end_of_word_suffix), which Tandem does not support");
   }
-
+  Normalizer normalizer;
+  reader.add_normalizer(root.value("normalizer", json()), normalizer);
   BpeOptions options;
-  options.ignore_merges = model.value("ignore_merges", false);
-  options.byte_fallback = model.value("byte_fallback", false);
+  options.byte_level = false;
+  PreTokenizer pre_tokenizer;
+  reader.add_pre_tokenizer_steps(root.value("pre_tokenizer", json()), pre_tokenizer, options);
+  reader.read_decoder(root.value("decoder", json()), options);
+  options.ignore_merges = flag(model, "ignore_merges", false);
+  options.byte_fallback = flag(model, "byte_fallback", false);
   if (options.byte_fallback) {
     for (TokenId id = 0; id < static_cast<TokenId>(vocab.size()); ++id) {
       TokenEntry& entry = vocab.at(id);
@@ -262,12 +329,12 @@ std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
     policy.ids.eos = resolve("eos_token");
     policy.ids.pad = resolve("pad_token");
     if (!policy.ids.unknown) policy.ids.unknown = resolve("unk_token");
-    policy.add_bos = config.value("add_bos_token", false) && policy.ids.bos.has_value();
-    policy.add_eos = config.value("add_eos_token", false) && policy.ids.eos.has_value();
+    policy.add_bos = flag(config, "add_bos_token", false) && policy.ids.bos.has_value();
+    policy.add_eos = flag(config, "add_eos_token", false) && policy.ids.eos.has_value();
   }
 
   return std::make_unique<BpeTokenizer>(std::move(vocab), policy, merges, std::move(pre_tokenizer),
-                                        Normalizer(std::move(normal_forms)), options);
+                                        std::move(normalizer), options);
 }
 
 }  // namespace

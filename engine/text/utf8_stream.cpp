@@ -42,10 +42,8 @@ StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tokenizer, bool rend
 std::string StreamingDetokenizer::push(TokenId id) {
   std::string piece = tokenizer_.token_piece(id, render_special_);
   // Same rule as Tokenizer::decode: the space encode() put before the text is dropped.
-  if (at_start_ && !tokenizer_.is_control(id)) {
-    if (tokenizer_.strips_leading_space() && !piece.empty() && piece.front() == ' ') {
-      piece.erase(0, 1);
-    }
+  if (at_start_ && !piece.empty()) {
+    if (tokenizer_.strips_leading_space() && piece.front() == ' ') piece.erase(0, 1);
     at_start_ = false;
   }
   return assembler_.push(piece);

@@ -7,9 +7,14 @@ and chat special tokens. The Hugging Face `tokenizers` library is the oracle: th
 gives for a set of awkward strings are written to expected.json, and the C++ tokenizer
 must reproduce them exactly.
 
+It also trains a SentencePiece-style BPE as Llama 2 and Mistral ship it in
+tokenizer.json: spaces written "▁", byte fallback to <0xAB> tokens, in the older form
+(Prepend + Replace normalizers) and the newer one (Metaspace pre-tokenizer).
+
 Usage: pip install tokenizers && python3 tests/tools/make_tokenizer_fixture.py
-Writes tests/data/tokenizer/bpe-fixture/ and bpe-fixture-string-merges/ (the same
-tokenizer with merges written "a b" instead of ["a", "b"]).
+Writes, under tests/data/tokenizer/: bpe-fixture/ and bpe-fixture-string-merges/ (the
+same tokenizer with merges written "a b" instead of ["a", "b"]), spm-bpe-fixture/ and
+spm-bpe-fixture-metaspace/.
 """
 import json
 import pathlib
@@ -103,7 +108,83 @@ def build():
     return tokenizer
 
 
+SPM_CASES = [
+    "Hello world",
+    " Hello world",
+    "  two leading spaces",
+    "trailing ",
+    "a  b",
+    "\n",
+    "tabs\tand\nnewlines",
+    "Crème brûlée",
+    "🦙 unseen emoji",
+    "Ω and 你好 are not in the training text",
+    "<s>Hello</s>",
+    "text</s> after",
+    "",
+    " ",
+]
+
+
+def build_spm_style(metaspace):
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    if metaspace:
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
+            replacement="▁", prepend_scheme="first", split=False
+        )
+        tokenizer.decoder = decoders.Sequence(
+            [
+                decoders.ByteFallback(),
+                decoders.Metaspace(replacement="▁", prepend_scheme="first"),
+                decoders.Fuse(),
+            ]
+        )
+    else:
+        tokenizer.normalizer = normalizers.Sequence(
+            [normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]
+        )
+        tokenizer.decoder = decoders.Sequence(
+            [
+                decoders.Replace("▁", " "),
+                decoders.ByteFallback(),
+                decoders.Fuse(),
+                decoders.Strip(" ", 1, 0),
+            ]
+        )
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False
+    )
+    tokenizer.train_from_iterator([line for line in CORPUS if "<|" not in line], trainer)
+    # SentencePiece vocabularies hold one token per byte for characters they lack.
+    document = json.loads(tokenizer.to_str())
+    vocab = document["model"]["vocab"]
+    for byte in range(256):
+        vocab[f"<0x{byte:02X}>"] = len(vocab)
+    return Tokenizer.from_str(json.dumps(document))
+
+
+def write_spm_style():
+    config = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True}
+    for metaspace, name in ((False, "spm-bpe-fixture"), (True, "spm-bpe-fixture-metaspace")):
+        tokenizer = build_spm_style(metaspace)
+        folder = ROOT / name
+        folder.mkdir(parents=True, exist_ok=True)
+        document = json.loads(tokenizer.to_str())
+        (folder / "tokenizer.json").write_text(json.dumps(document, ensure_ascii=False, indent=1))
+        (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1) + "\n")
+        expected = []
+        for text in SPM_CASES:
+            ids = tokenizer.encode(text, add_special_tokens=False).ids
+            decoded = tokenizer.decode(ids, skip_special_tokens=False)
+            expected.append({"text": text, "ids": ids, "decoded": decoded})
+        (folder / "expected.json").write_text(
+            json.dumps(expected, ensure_ascii=False, indent=1) + "\n"
+        )
+        print(f"{name}: vocab {tokenizer.get_vocab_size()}, {len(expected)} cases")
+
+
 def main():
+    write_spm_style()
     tokenizer = build()
     pair_dir = ROOT / "bpe-fixture"
     string_dir = ROOT / "bpe-fixture-string-merges"

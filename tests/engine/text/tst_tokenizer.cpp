@@ -146,17 +146,24 @@ class TestTokenizer : public QObject {
     QCOMPARE(bytes(tokenizer.decode(tokenizer.encode(original, false))), text);
   }
 
-  // tokenizer.json trained by tests/tools/make_tokenizer_fixture.py; the merges are
-  // ["a", "b"] pairs in one folder and "a b" strings in the other.
+  // tokenizer.json files trained by tests/tools/make_tokenizer_fixture.py: byte-level BPE
+  // with merges as ["a", "b"] pairs and as "a b" strings, and SentencePiece-style BPE in
+  // its older (Prepend + Replace) and newer (Metaspace) forms.
   void tokenizerJsonMatchesHuggingFace_data() {
     QTest::addColumn<QString>("folder");
     QTest::addColumn<QByteArray>("text");
     QTest::addColumn<QList<int>>("expected");
     QTest::addColumn<QByteArray>("decoded");
-    const nlohmann::json cases =
-        nlohmann::json::parse(read_file(kDataDir + "bpe-fixture/expected.json"));
-    QVERIFY(cases.size() >= 30);
-    for (const char* folder : {"bpe-fixture", "bpe-fixture-string-merges"}) {
+    const std::pair<const char*, const char*> fixtures[] = {
+        {"bpe-fixture", "bpe-fixture"},
+        {"bpe-fixture-string-merges", "bpe-fixture"},
+        {"spm-bpe-fixture", "spm-bpe-fixture"},
+        {"spm-bpe-fixture-metaspace", "spm-bpe-fixture-metaspace"},
+    };
+    for (const auto& [folder, expectation] : fixtures) {
+      const nlohmann::json cases =
+          nlohmann::json::parse(read_file(kDataDir + expectation + "/expected.json"));
+      QVERIFY(cases.size() >= 10);
       for (std::size_t i = 0; i < cases.size(); ++i) {
         const auto ids = cases[i]["ids"].get<std::vector<int>>();
         QTest::addRow("%s/%02zu", folder, i)
@@ -174,7 +181,8 @@ class TestTokenizer : public QObject {
     static std::map<QString, std::unique_ptr<Tokenizer>> cache;
     auto& tokenizer = cache[folder];
     if (!tokenizer) tokenizer = load_tokenizer(kDataDir + folder.toStdString());
-    QCOMPARE(tokenizer->model_name(), std::string_view("byte-level BPE"));
+    QCOMPARE(tokenizer->model_name(),
+             std::string_view(folder.startsWith("spm") ? "SentencePiece BPE" : "byte-level BPE"));
     const std::vector<TokenId> ids = tokenizer->encode(text.toStdString(), true);
     const std::vector<TokenId> want(expected.begin(), expected.end());
     if (ids != want) {
@@ -278,12 +286,12 @@ class TestTokenizer : public QObject {
     QTest::newRow("unigram model")
         << "tokenizer.json" << QByteArray("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}")
         << "model type \"Unigram\" is not supported; Tandem reads BPE models";
-    QTest::newRow("no byte level")
+    QTest::newRow("unknown pre-tokenizer")
         << "tokenizer.json"
         << QByteArray(
                "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
-               "\"pre_tokenizer\": {\"type\": \"Metaspace\"}}")
-        << "pre-tokenizer \"Metaspace\" is not supported";
+               "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}")
+        << "pre-tokenizer \"BertPreTokenizer\" is not supported";
     QTest::newRow("bad regex")
         << "tokenizer.json"
         << QByteArray(
