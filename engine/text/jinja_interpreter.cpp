@@ -151,7 +151,12 @@ Value Interpreter::make_loop_object(size_t index, const std::vector<Value>& item
 
 void Interpreter::execute_for(const Stmt& stmt, std::string& out) {
   const Value iterable = evaluate(*stmt.expr);
-  std::vector<Value> items = iterate(iterable);
+  std::vector<Value> items;
+  try {
+    items = iterate(iterable);
+  } catch (const ValueError& error) {
+    throw TemplateError(error.kind(), stmt.expr->pos.line, stmt.expr->pos.column, error.what());
+  }
   auto saved = scope_;
   // Each iteration gets a fresh scope: in jinja2 a name assigned in the loop body reads
   // the outer value again at the start of every iteration, and nothing leaks out.

@@ -82,7 +82,7 @@ Value binary_operation(const std::string& op, const Value& a, const Value& b, si
       items.insert(items.end(), b.as_list().items.begin(), b.as_list().items.end());
       return a.as_list().is_tuple ? Value::tuple(std::move(items)) : Value::list(std::move(items));
     }
-    if (a.is_string() || b.is_string())
+    if (a.is_string())
       throw ValueError("can only concatenate str (not \"" + (a.is_string() ? b : a).type_name() +
                        "\") to str");
     unsupported(op, a, b);

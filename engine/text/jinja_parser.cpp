@@ -542,23 +542,23 @@ class Parser {
   ExprPtr parse_postfix(ExprPtr node) {
     while (true) {
       if (is_op(".")) {
-        const Token& dot = next();
+        next();
         if (peek().kind == TokenKind::Integer) {
-          auto e = make_expr(ExprKind::GetItem, pos_of(dot));
+          auto e = make_expr(ExprKind::GetItem, node->pos);
           auto index = make_expr(ExprKind::Literal, pos_of(peek()));
           index->literal = Value(next().integer);
           e->object = std::move(node);
           e->items.push_back(std::move(index));
           node = std::move(e);
         } else {
-          auto e = make_expr(ExprKind::GetAttr, pos_of(dot));
+          auto e = make_expr(ExprKind::GetAttr, node->pos);
           e->object = std::move(node);
           e->name = expect_name();
           node = std::move(e);
         }
       } else if (is_op("[")) {
-        const Token& open = next();
-        auto e = make_expr(ExprKind::GetItem, pos_of(open));
+        next();
+        auto e = make_expr(ExprKind::GetItem, node->pos);
         e->object = std::move(node);
         e->items.push_back(parse_subscript());
         expect_op("]");
@@ -608,7 +608,7 @@ class Parser {
   }
 
   ExprPtr parse_call(ExprPtr callee) {
-    auto e = make_expr(ExprKind::Call, pos_of(peek()));
+    auto e = make_expr(ExprKind::Call, callee->pos);
     e->object = std::move(callee);
     parse_call_args(*e);
     return e;
