@@ -20,7 +20,7 @@ namespace {
 runtime::ChatSession* g_session = nullptr;
 std::atomic<bool> g_generating{false};
 
-extern "C" void on_interrupt(int) {
+extern "C" void on_chat_interrupt(int) {
   if (g_generating.load() && g_session != nullptr) {
     g_session->request_stop();
   } else {
@@ -62,7 +62,7 @@ int run_chat(const ChatOptions& o) {
   settings.max_tokens = o.max_tokens;
   session.set_settings(settings);
   g_session = &session;
-  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGINT, on_chat_interrupt);
 
   const bool tty = isatty(STDOUT_FILENO);
   const char* dim = tty ? "\033[2m" : "";

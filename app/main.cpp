@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "app/desktop_launch.h"
+#include "app/chat_command.h"
 #include "app/detect_command.h"
 #include "app/run_command.h"
 #include "app/tokenize_command.h"
@@ -35,6 +36,7 @@ constexpr const char* kHeadlessHelp =
     "  tandem detect --json    the same as JSON (schema: docs/detect.schema.json)\n"
     "  tandem run -m DIR -p TEXT       generate text with a model\n"
     "  tandem tokenize -m DIR --text T the token ids of a text\n"
+    "  tandem chat -m DIR              chat in the terminal\n"
     "  tandem --screenshot out.png   render the window offscreen to a PNG\n"
     "  tandem --help           every command and option\n"
     "To open the window, run Tandem in a desktop session (or set DISPLAY).\n";
@@ -101,8 +103,34 @@ int main(int argc, char** argv) {
   tokenize_cmd->add_flag("--json", tokenize.json, "Print ids and token strings as JSON");
   tokenize_cmd->add_flag("--no-special", tokenize.no_special, "Treat special-token text as plain text and add no BOS/EOS");
 
+  tandem::app::ChatOptions chat;
+  CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
+  chat_cmd->add_option("-m,--model", chat.model, "Model folder")->required()->check(CLI::ExistingDirectory);
+  chat_cmd->add_option("-t,--threads", chat.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
+  chat_cmd->add_option("-c,--context", chat.context, "Context length in tokens (default: the model's, at most 4096)");
+  chat_cmd->add_option("--system", chat.system_prompt, "System prompt");
+  chat_cmd->add_option("--temperature", chat.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
+  chat_cmd->add_option("--seed", chat.seed, "Random seed")->each([&](const std::string&) { chat.seed_given = true; });
+  chat_cmd->add_option("-n,--max-tokens", chat.max_tokens, "Longest reply in tokens")->capture_default_str();
+
+  tandem::app::TemplateRenderOptions render;
+  CLI::App* template_cmd = cli.add_subcommand("template", "Work with chat templates");
+  CLI::App* render_cmd = template_cmd->add_subcommand("render", "Print the exact prompt a model receives for a conversation");
+  template_cmd->require_subcommand(1);
+  auto* render_model = render_cmd->add_option("-m,--model", render.model, "Model folder (its tokenizer_config.json or chat_template.jinja)")
+                           ->check(CLI::ExistingDirectory);
+  auto* render_template = render_cmd->add_option("--template", render.template_file, "A Jinja template file")->check(CLI::ExistingFile);
+  render_model->excludes(render_template);
+  render_cmd->add_option("--messages", render.messages_file, "JSON list of {role, content} messages")->required()->check(CLI::ExistingFile);
+  render_cmd->add_option("--tools", render.tools_file, "JSON list of tool definitions")->check(CLI::ExistingFile);
+  bool no_generation_prompt = false;
+  render_cmd->add_flag("--no-generation-prompt", no_generation_prompt, "Leave out the assistant's opening");
+
   try {
     cli.parse(argc, argv);
+    if (render_cmd->parsed() && render.model.empty() && render.template_file.empty()) {
+      throw CLI::RequiredError("--model or --template");
+    }
     if (run_cmd->parsed() && run.prompt.empty() && run.prompt_file.empty()) {
       throw CLI::RequiredError("--prompt or --prompt-file");
     }
@@ -122,6 +150,15 @@ int main(int argc, char** argv) {
   if (run_cmd->parsed()) {
     setup_logging(verbose, true);
     return tandem::app::run_generate(run);
+  }
+  if (chat_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_chat(chat);
+  }
+  if (render_cmd->parsed()) {
+    setup_logging(verbose, true);
+    render.generation_prompt = !no_generation_prompt;
+    return tandem::app::run_template_render(render);
   }
   if (tokenize_cmd->parsed()) {
     setup_logging(verbose, true);

@@ -21,7 +21,7 @@ namespace tandem::app {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+extern "C" void on_run_interrupt(int) { g_interrupted.store(true); }
 
 }  // namespace
 
@@ -81,7 +81,7 @@ int run_generate(const RunOptions& o) {
   bool dumped = o.dump_logits.empty();
   text::StreamingDetokenizer detokenizer(*tokenizer);
   runtime::StopStringFilter stops(o.stop);
-  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGINT, on_run_interrupt);
   runtime::GenerationStats stats;
   try {
     stats = generator.generate(ids, options, [&](std::int32_t token) {

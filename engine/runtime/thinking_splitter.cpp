@@ -30,7 +30,7 @@ ThinkingSplitter::ThinkingSplitter(std::string_view prompt) {
   }
 }
 
-void ThinkingSplitter::emit(std::string text, ThinkingDelta& out) {
+void ThinkingSplitter::append_output(std::string text, ThinkingDelta& out) {
   if (inside_ >= 0) {
     out.thinking += text;
     return;
@@ -67,7 +67,7 @@ ThinkingDelta ThinkingSplitter::push(std::string_view text) {
       }
     }
     if (at == std::string::npos) break;
-    emit(pending_.substr(0, at), out);
+    append_output(pending_.substr(0, at), out);
     pending_.erase(0, at + tag_size);
     if (inside_ >= 0) {
       inside_ = -1;
@@ -88,14 +88,14 @@ ThinkingDelta ThinkingSplitter::push(std::string_view text) {
       }
     }
   }
-  emit(pending_.substr(0, pending_.size() - hold), out);
+  append_output(pending_.substr(0, pending_.size() - hold), out);
   pending_.erase(0, pending_.size() - hold);
   return out;
 }
 
 ThinkingDelta ThinkingSplitter::finish() {
   ThinkingDelta out;
-  emit(std::move(pending_), out);
+  append_output(std::move(pending_), out);
   pending_.clear();
   return out;
 }

@@ -30,11 +30,11 @@ class ThinkingSplitter {
   bool in_thinking() const { return inside_ >= 0; }
 
  private:
-  void emit(std::string text, ThinkingDelta& out);
+  void append_output(std::string text, ThinkingDelta& out);
 
   int inside_ = -1;      // index of the open tag pair, or -1
   std::string pending_;  // text that may be the start of a tag
-  bool strip_leading_ = true;
+  bool strip_leading_ = false;  // set after a closing tag
 };
 
 }  // namespace tandem::runtime
