@@ -4,16 +4,21 @@
 
 #include <QMainWindow>
 
+#include <memory>
+
 #include "ui/probe_runner.h"
 
 class QListWidget;
 class QStackedWidget;
 class QLabel;
 class QDockWidget;
+class QProgressBar;
 
 namespace tandem::ui {
 
 class ChatPage;
+class ConversationStore;
+class EngineHost;
 class SystemPage;
 class ThroughputChart;
 
@@ -22,7 +27,8 @@ class MainWindow : public QMainWindow {
  public:
   enum class Page { Chat = 0, System = 1 };
 
-  explicit MainWindow(QWidget* parent = nullptr);
+  // `conversations_path`: the SQLite file; empty means the default in the data folder.
+  explicit MainWindow(QWidget* parent = nullptr, const QString& conversations_path = {});
   ~MainWindow() override;
 
   void showPage(Page page);
@@ -31,6 +37,8 @@ class MainWindow : public QMainWindow {
   ProbeRunner* probeRunner() const { return probe_; }
   SystemPage* systemPage() const { return system_; }
   ThroughputChart* throughputChart() const { return throughput_; }
+  ChatPage* chatPage() const { return chat_; }
+  EngineHost* engine() const { return engine_; }
   QDockWidget* livePanel() const { return live_dock_; }
   QString statusSummary() const;
 
@@ -39,6 +47,8 @@ class MainWindow : public QMainWindow {
 
  public slots:
   void detectHardware();
+  void openModelFolder();
+  void loadModel(const QString& folder);
 
  signals:
   void hardwareDetected(tandem::ui::HardwareReportPtr report);
@@ -54,6 +64,8 @@ class MainWindow : public QMainWindow {
   void onReport(const HardwareReportPtr& report);
   void showAbout();
 
+  std::unique_ptr<ConversationStore> store_;
+  EngineHost* engine_ = nullptr;
   ProbeRunner* probe_ = nullptr;
   QListWidget* navigation_ = nullptr;
   QStackedWidget* pages_ = nullptr;
@@ -64,6 +76,8 @@ class MainWindow : public QMainWindow {
   QLabel* model_status_ = nullptr;
   QLabel* cpu_status_ = nullptr;
   QLabel* gpu_status_ = nullptr;
+  QLabel* speed_status_ = nullptr;
+  QProgressBar* context_bar_ = nullptr;
 };
 
 }  // namespace tandem::ui
