@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <unordered_map>
@@ -130,7 +131,13 @@ std::string html_escape(const std::string& s) {
 }
 
 double python_round(double x, int64_t digits) {
-  // Python rounds half to even.
+  // Python rounds the exact binary value half to even (round(2.675, 2) == 2.67); glibc's
+  // printf rounds the same way.
+  if (digits >= 0 && digits < 300 && std::isfinite(x)) {
+    char buffer[512];
+    std::snprintf(buffer, sizeof buffer, "%.*f", static_cast<int>(digits), x);
+    return std::strtod(buffer, nullptr);
+  }
   const double scale = std::pow(10.0, static_cast<double>(digits));
   return std::nearbyint(x * scale) / scale;
 }
@@ -271,7 +278,7 @@ const std::unordered_map<std::string, FilterFunction>& filters() {
        [](Interpreter&, const Value& v, const CallArgs& a) {
          bind("items", a, {});
          if (v.is_undefined()) return Value::list();
-         if (!v.is_mapping()) throw ValueError("can only get item pairs from a mapping");
+         if (!v.is_mapping()) throw ValueError("Can only get item pairs from a mapping.");
          std::vector<Value> out;
          for (const auto& [key, value] : v.as_dict().entries())
            out.push_back(Value::tuple({Value(key), value}));

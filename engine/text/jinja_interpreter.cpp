@@ -46,6 +46,37 @@ std::vector<size_t> slice_positions(const Value& start_v, const Value& stop_v, c
   return positions;
 }
 
+bool references(const Expr* expr, const std::string& name);
+
+bool references(const Body& body, const std::string& name) {
+  for (const StmtPtr& stmt : body) {
+    if (references(stmt->expr.get(), name) || references(stmt->target.get(), name) ||
+        references(stmt->filter.get(), name) || references(stmt->body, name) ||
+        references(stmt->else_body, name))
+      return true;
+    for (const ExprPtr& condition : stmt->conditions)
+      if (references(condition.get(), name)) return true;
+    for (const Body& branch : stmt->bodies)
+      if (references(branch, name)) return true;
+    for (const MacroParam& param : stmt->params)
+      if (references(param.default_value.get(), name)) return true;
+  }
+  return false;
+}
+
+// Whether `expr` mentions the variable `name` anywhere (jinja2 decides at compile time
+// whether a macro takes extra arguments by whether it mentions varargs / kwargs).
+bool references(const Expr* expr, const std::string& name) {
+  if (!expr) return false;
+  if (expr->kind == ExprKind::Name && expr->name == name) return true;
+  if (references(expr->object.get(), name)) return true;
+  for (const ExprPtr& item : expr->items)
+    if (references(item.get(), name)) return true;
+  for (const auto& keyword : expr->keywords)
+    if (references(keyword.second.get(), name)) return true;
+  return false;
+}
+
 }  // namespace
 
 Interpreter::Interpreter(const SandboxLimits& limits, const Dict& globals)
@@ -231,8 +262,15 @@ void Interpreter::execute_set(const Stmt& stmt) {
 Value Interpreter::make_macro(const Stmt& macro, const std::string& name,
                               const std::vector<MacroParam>& params, const Body& body) {
   auto closure = scope_;
+  const bool takes_varargs = references(body, "varargs");
+  const bool takes_kwargs = references(body, "kwargs");
   return Value::function(
-      name, [this, &macro, &params, &body, closure, name](const CallArgs& args) -> Value {
+      name,
+      [this, &macro, &params, &body, closure, name, takes_varargs,
+       takes_kwargs](const CallArgs& args) -> Value {
+        if (!takes_varargs && args.positional.size() > params.size())
+          throw ValueError("macro '" + name + "' takes not more than " +
+                           std::to_string(params.size()) + " argument(s)");
         if (call_depth_ >= limits_.max_call_depth)
           throw TemplateError(ErrorKind::Limit, macro.pos.line, macro.pos.column,
                               "macro calls nest deeper than the limit of " +
@@ -252,8 +290,10 @@ Value Interpreter::make_macro(const Stmt& macro, const std::string& name,
           for (const MacroParam& p : params) is_param = is_param || p.name == key;
           if (is_param || key == "caller")
             frame->vars[key] = value;
-          else
+          else if (takes_kwargs)
             extra_keywords.as_dict().set(key, value);
+          else
+            throw ValueError("macro '" + name + "' takes no keyword argument '" + key + "'");
         }
         frame->vars["varargs"] = Value::tuple(std::move(extra_positional));
         frame->vars["kwargs"] = extra_keywords;

@@ -230,7 +230,8 @@ class Lexer {
     const bool plus = q < src_.size() && src_[q] == '+';
     if (strip || plus) ++q;
     if (src_.compare(q, 2, "%}") != 0) fail(q, "expected '%}' after 'raw'");
-    const size_t body_start = after_tag_end(q + 2, strip, plus, true);
+    // jinja2 does not apply trim_blocks after {% raw %}, only after {% endraw %}.
+    const size_t body_start = after_tag_end(q + 2, strip, plus, false);
     size_t search = body_start;
     while (true) {
       const size_t open = src_.find("{%", search);

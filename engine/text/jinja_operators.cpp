@@ -48,6 +48,28 @@ Value repeat(const Value& seq, int64_t times, size_t max_bytes) {
   return l.is_tuple ? Value::tuple(std::move(items)) : Value::list(std::move(items));
 }
 
+// Applies printf-style width, precision and '-' of `spec` ("%-10.3") to a string, by
+// code points as Python does.
+std::string pad_text(const std::string& text, const std::string& spec) {
+  const bool left = spec.find('-') != std::string::npos;
+  size_t i = 1;
+  while (i < spec.size() && std::string("-+ #0").find(spec[i]) != std::string::npos) ++i;
+  size_t width = 0;
+  while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])))
+    width = width * 10 + static_cast<size_t>(spec[i++] - '0');
+  std::u32string chars = utf8_decode(text);
+  if (i < spec.size() && spec[i] == '.') {
+    size_t precision = 0;
+    for (++i; i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])); ++i)
+      precision = precision * 10 + static_cast<size_t>(spec[i] - '0');
+    if (chars.size() > precision) chars.resize(precision);
+  }
+  std::string body = utf8_encode(chars);
+  if (chars.size() >= width) return body;
+  const std::string fill(width - chars.size(), ' ');
+  return left ? body + fill : fill + body;
+}
+
 }  // namespace
 
 Value negate(const Value& v) {
@@ -180,11 +202,23 @@ std::string percent_format(const std::string& format, const Value& args) {
         out += '%';
         break;
       case 's':
-        out += to_str(take());
-        break;
       case 'r':
-        out += to_repr(take());
+      case 'c': {
+        const Value& v = take();
+        std::string text;
+        if (conv == 'c') {
+          if (v.is_int())
+            utf8_append(text, static_cast<char32_t>(v.as_int()));
+          else if (v.is_string() && utf8_length(v.as_string()) == 1)
+            text = v.as_string();
+          else
+            throw ValueError("%c requires an int or a single character");
+        } else {
+          text = conv == 's' ? to_str(v) : to_repr(v);
+        }
+        out += pad_text(text, spec);
         break;
+      }
       case 'd':
       case 'i': {
         const Value& v = take();

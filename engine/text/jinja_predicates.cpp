@@ -81,9 +81,9 @@ bool run_test(Interpreter& interpreter, const std::string& name, const Value& v,
   if (name == "sameas") {
     const Value other = one_arg();
     if (v.identity() || other.identity()) return v.identity() == other.identity();
-    // None, booleans and small values: Python's `is` holds for equal singletons.
-    return (v.is_none() && other.is_none()) ||
-           (v.is_bool() && other.is_bool() && v.as_bool() == other.as_bool());
+    // Scalars: CPython shares None, booleans, small ints and literal strings, so `is`
+    // holds for equal values of one type.
+    return v.type_name() == other.type_name() && equals(v, other);
   }
   throw ValueError("no test named '" + name + "'");
 }

@@ -285,6 +285,27 @@ class TestJinja : public QObject {
     QTest::newRow("filter precedence")
         << QString::fromUtf8("{{ 1 + xs|length }} {{ 'a' ~ xs|join }} {{ not xs|length }}")
         << QString::fromUtf8("4 a312 False");
+    QTest::newRow("percent width and precision")
+        << QString::fromUtf8(
+               "{{ '%05.1f|%x|%5s|%-4d|%.2s|%c' % (3.14159, 255, 'ab', 7, 'xyz', 65) }}")
+        << QString::fromUtf8("003.1|ff|   ab|7   |xy|A");
+    QTest::newRow("split remainder keeps whitespace")
+        << QString::fromUtf8(
+               "{{ '  a b  '.rsplit(None, 1) }} {{ 'a  b  c  '.split(None, 1) }} {{ ' a b "
+               "'.split(None, 0) }} {{ 'a,b,,c'.split(',') }} {{ ''.split() }}")
+        << QString::fromUtf8("['  a', 'b'] ['a', 'b  c  '] ['a b '] ['a', 'b', '', 'c'] []");
+    QTest::newRow("round half even on binary value")
+        << QString::fromUtf8(
+               "{{ 2.675|round(2) }} {{ 0.5|round }} {{ 1.5|round }} {{ -2.5|round }} {{ 7|round "
+               "}}")
+        << QString::fromUtf8("2.67 0.0 2.0 -2.0 7");
+    QTest::newRow("raw keeps newline after raw tag")
+        << QString::fromUtf8("    {% raw %}\n  a\n    {% endraw %}\nb")
+        << QString::fromUtf8("\n  a\nb");
+    QTest::newRow("sameas") << QString::fromUtf8(
+                                   "{{ 1 is sameas 1 }} {{ none is sameas none }} {{ xs is sameas "
+                                   "xs }} {{ [] is sameas [] }}")
+                            << QString::fromUtf8("True True True False");
     QTest::newRow("string compare and truthiness")
         << QString::fromUtf8(
                "{{ '' or 'empty' }} {{ [] or 'nolist' }} {{ {} or 'nodict' }} {{ 0.0 or 'zero' }}")
@@ -349,6 +370,9 @@ class TestJinja : public QObject {
         << "access to attribute 'update' of 'dict' object is unsafe";
     QTest::newRow("set attribute of dict") << "{% set d.a = 1 %}" << ErrorKind::Type << 1 << 4
                                            << "cannot assign attribute on non-namespace object";
+    QTest::newRow("macro given too many arguments")
+        << "{% macro m(x) %}{{ x }}{% endmacro %}{{ m(1, 2) }}" << ErrorKind::Type << 1 << 41
+        << "macro 'm' takes not more than 1 argument(s)";
     QTest::newRow("range too big")
         << "{{ range(200000)|length }}" << ErrorKind::Limit << 1 << 4 << "range too big";
   }
