@@ -136,6 +136,10 @@ Interpreter::Flow Interpreter::execute(const Stmt& stmt, std::string& out) {
       case StmtKind::CallBlock:
         execute_call_block(stmt, out);
         break;
+      case StmtKind::With:
+        return execute_with(stmt, out);
+      case StmtKind::Generation:
+        return execute(stmt.body, out);
       case StmtKind::FilterBlock:
         append(out,
                to_str(evaluate_filter_chain(*stmt.expr, Value(render_body_to_string(stmt.body)))));
@@ -223,6 +227,24 @@ void Interpreter::execute_for(const Stmt& stmt, std::string& out) {
   if (items.empty()) execute(stmt.else_body, out);
 }
 
+Interpreter::Flow Interpreter::execute_with(const Stmt& stmt, std::string& out) {
+  // Values are computed in the enclosing scope, then visible only inside the block.
+  auto inner = std::make_shared<Scope>();
+  for (const MacroParam& assignment : stmt.params)
+    inner->vars[assignment.name] = evaluate(*assignment.default_value);
+  auto saved = scope_;
+  inner->parent = saved;
+  scope_ = inner;
+  try {
+    const Flow flow = execute(stmt.body, out);
+    scope_ = saved;
+    return flow;
+  } catch (...) {
+    scope_ = saved;
+    throw;
+  }
+}
+
 void Interpreter::assign(const Expr& target, const Value& value) {
   if (target.kind == ExprKind::Name) {
     scope_->vars[target.name] = value;
@@ -261,7 +283,10 @@ void Interpreter::execute_set(const Stmt& stmt) {
 
 Value Interpreter::make_macro(const Stmt& macro, const std::string& name,
                               const std::vector<MacroParam>& params, const Body& body) {
-  auto closure = scope_;
+  // The macro lives in the scope it closes over; a weak reference avoids the cycle, and
+  // closures_ keeps the scope alive for the rest of the render.
+  closures_.push_back(scope_);
+  std::weak_ptr<Scope> closure = scope_;
   const bool takes_varargs = references(body, "varargs");
   const bool takes_kwargs = references(body, "kwargs");
   return Value::function(
@@ -276,7 +301,7 @@ Value Interpreter::make_macro(const Stmt& macro, const std::string& name,
                               "macro calls nest deeper than the limit of " +
                                   std::to_string(limits_.max_call_depth));
         auto frame = std::make_shared<Scope>();
-        frame->parent = closure;
+        frame->parent = closure.lock();
         std::vector<Value> extra_positional;
         for (size_t i = 0; i < args.positional.size(); ++i) {
           if (i < params.size())

@@ -312,6 +312,16 @@ class TestJinja : public QObject {
         << QString::fromUtf8("empty nolist nodict zero");
   }
 
+  void rendersScopedBlocks() {
+    // {% with %} as in jinja2; {% generation %} as transformers' AssistantTracker: the
+    // body renders unchanged.
+    QCOMPARE(QString::fromStdString(render(
+                 "{% set a = 5 %}{% with a = a + 1, b = a %}{{ a }}{{ b }}{% endwith %}{{ a }}")),
+             QString("655"));
+    QCOMPARE(QString::fromStdString(render("<a>{% generation %}{{ s }}{% endgeneration %}</a>")),
+             QString("<a>Hello World</a>"));
+  }
+
   void renders() {
     QFETCH(QString, source);
     QFETCH(QString, expected);
