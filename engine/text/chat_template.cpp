@@ -65,6 +65,39 @@ std::string ChatTemplate::read_source_from_model_folder(const std::filesystem::p
   throw std::runtime_error(config_file.string() + ": chat_template must be a string or a list.");
 }
 
+nlohmann::ordered_json read_special_tokens_from_model_folder(const std::filesystem::path& folder) {
+  nlohmann::ordered_json tokens = nlohmann::ordered_json::object();
+  const auto config_file = folder / "tokenizer_config.json";
+  if (!std::filesystem::exists(config_file)) return tokens;
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_file(config_file));
+  } catch (const nlohmann::json::parse_error& error) {
+    throw std::runtime_error(config_file.string() + " is not valid JSON (" + error.what() +
+                             "); download it again.");
+  }
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "pad_token", "sep_token",
+                           "cls_token", "mask_token"}) {
+    const auto it = config.find(name);
+    if (it == config.end()) continue;
+    if (it->is_string())
+      tokens[name] = it->get<std::string>();
+    else if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+      tokens[name] = (*it)["content"].get<std::string>();
+  }
+  return tokens;
+}
+
+std::string render_model_chat_template(const std::filesystem::path& folder,
+                                       const ChatTemplateInputs& inputs) {
+  ChatTemplateInputs with_tokens = inputs;
+  const nlohmann::ordered_json tokens = read_special_tokens_from_model_folder(folder);
+  for (auto it = tokens.begin(); it != tokens.end(); ++it)
+    if (!with_tokens.extra_variables.contains(it.key()))
+      with_tokens.extra_variables[it.key()] = it.value();
+  return ChatTemplate::from_model_folder(folder).render(with_tokens);
+}
+
 ChatTemplate ChatTemplate::from_model_folder(const std::filesystem::path& folder) {
   return ChatTemplate(read_source_from_model_folder(folder));
 }

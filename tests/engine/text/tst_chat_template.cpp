@@ -92,6 +92,27 @@ class TestChatTemplate : public QObject {
     }
   }
 
+  void rendersModelFolderWithItsSpecialTokens() {
+    QTemporaryDir dir;
+    write_file(
+        dir, "tokenizer_config.json",
+        ordered_json{{"chat_template",
+                      "{{ bos_token }}|{{ eos_token }}|{{ unk_token }}|{{ pad_token is defined }}"},
+                     {"bos_token", {{"content", "<s>"}, {"lstrip", false}}},
+                     {"eos_token", "</s>"},
+                     {"unk_token", nullptr}}
+            .dump());
+    QCOMPARE(
+        QString::fromStdString(tandem::read_special_tokens_from_model_folder(folder(dir)).dump()),
+        QString("{\"bos_token\":\"<s>\",\"eos_token\":\"</s>\"}"));
+    ChatTemplateInputs inputs = user_says("x");
+    QCOMPARE(QString::fromStdString(tandem::render_model_chat_template(folder(dir), inputs)),
+             QString("<s>|</s>||False"));
+    inputs.extra_variables = {{"eos_token", "<|end|>"}};
+    QCOMPARE(QString::fromStdString(tandem::render_model_chat_template(folder(dir), inputs)),
+             QString("<s>|<|end|>||False"));
+  }
+
   void strftimeNowUsesInjectedClock() {
     ChatTemplate chat("Today is {{ strftime_now('%d %B %Y, %A') }}.");
     chat.set_clock([] {
