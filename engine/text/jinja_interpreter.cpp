@@ -378,9 +378,10 @@ Value Interpreter::get_attribute(const Value& object, const std::string& name) {
 
 Value Interpreter::get_item(const Value& object, const Value& key) {
   if (object.is_undefined()) fail_undefined(object);
-  if (object.is_dict() && key.is_string()) {
-    if (const Value* v = object.as_dict().find(key.as_string())) return *v;
-    return get_attribute(object, key.as_string());
+  if (object.is_dict()) {
+    if (const Value* v = object.as_dict().find(key)) return *v;
+    if (key.is_string()) return get_attribute(object, key.as_string());
+    return Value::undefined("'" + object_type_repr(object) + "' has no element " + to_repr(key));
   }
   if ((object.is_list_or_tuple() || object.is_string()) && (key.is_int() || key.is_bool())) {
     if (object.is_string()) {
@@ -492,8 +493,7 @@ Value Interpreter::evaluate_unchecked(const Expr& expr) {
       Value dict = Value::dict();
       for (size_t i = 0; i + 1 < expr.items.size(); i += 2) {
         const Value key = evaluate(*expr.items[i]);
-        if (!key.is_string()) throw ValueError("dict keys must be strings, not " + key.type_name());
-        dict.as_dict().set(key.as_string(), evaluate(*expr.items[i + 1]));
+        dict.as_dict().set(key, evaluate(*expr.items[i + 1]));
       }
       return dict;
     }

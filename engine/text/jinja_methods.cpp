@@ -239,8 +239,7 @@ std::optional<Value> dict_method(const Value& self, const std::string& name) {
   if (name == "get") {
     return method([self](const CallArgs& a) {
       auto v = bind_arguments("get", a, {{"key", std::nullopt}, {"default", kNone}});
-      if (v[0].is_string())
-        if (const Value* found = self.as_dict().find(v[0].as_string())) return *found;
+      if (const Value* found = self.as_dict().find(v[0])) return *found;
       return v[1];
     });
   }

@@ -16,8 +16,7 @@ bool contains(const Value& container, const Value& item) {
       throw ValueError("'in <string>' requires string as left operand, not " + item.type_name());
     return container.as_string().find(item.as_string()) != std::string::npos;
   }
-  if (container.is_mapping())
-    return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
+  if (container.is_mapping()) return container.as_dict().find(item) != nullptr;
   if (container.is_undefined()) return false;  // jinja2's Undefined iterates as empty
   const std::vector<Value> items = iterate(container);
   return std::any_of(items.begin(), items.end(), [&](const Value& v) { return equals(v, item); });

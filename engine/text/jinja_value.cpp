@@ -9,18 +9,57 @@
 
 namespace tandem::jinja {
 
-const Value* Dict::find(std::string_view key) const {
-  auto it = index_.find(std::string(key));
+namespace {
+
+// One string per Python-equal key: 1, 1.0 and True share "i1".
+std::string hash_key(const Value& key) {
+  if (key.is_string()) return "s" + key.as_string();
+  if (key.is_int() || key.is_bool()) return "i" + std::to_string(key.as_integer());
+  if (key.is_float()) {
+    const double d = key.as_float();
+    if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.2e18)
+      return "i" + std::to_string(static_cast<int64_t>(d));
+    return "f" + float_repr(d);
+  }
+  if (key.is_none()) return "n";
+  if (key.is_undefined()) return "u";
+  if (key.is_tuple()) {
+    std::string out = "t(";
+    for (const Value& item : key.as_list().items) out += hash_key(item) + ",";
+    return out + ")";
+  }
+  if (key.is_callable()) return "c" + std::to_string(reinterpret_cast<uintptr_t>(key.identity()));
+  throw ValueError("unhashable type: '" + key.type_name() + "'");
+}
+
+}  // namespace
+
+const Value* Dict::find(const std::string& key) const {
+  auto it = index_.find("s" + key);
   return it == index_.end() ? nullptr : &entries_[it->second].second;
 }
 
+const Value* Dict::find(const Value& key) const {
+  auto it = index_.find(hash_key(key));
+  return it == index_.end() ? nullptr : &entries_[it->second].second;
+}
+
+void Dict::set(const char* key, Value value) {
+  set(Value(key), std::move(value));
+}
+
 void Dict::set(const std::string& key, Value value) {
-  auto it = index_.find(key);
+  set(Value(key), std::move(value));
+}
+
+void Dict::set(const Value& key, Value value) {
+  std::string hashed = hash_key(key);
+  auto it = index_.find(hashed);
   if (it != index_.end()) {
     entries_[it->second].second = std::move(value);
     return;
   }
-  index_.emplace(key, entries_.size());
+  index_.emplace(std::move(hashed), entries_.size());
   entries_.emplace_back(key, std::move(value));
 }
 
@@ -190,7 +229,7 @@ std::string to_repr(const Value& v) {
     for (const auto& [key, value] : d.entries()) {
       if (!first) out += ", ";
       first = false;
-      out += string_repr(key) + ": " + to_repr(value);
+      out += to_repr(key) + ": " + to_repr(value);
     }
     out += "}";
     if (d.kind() == DictKind::Namespace) return "<Namespace " + out + ">";
