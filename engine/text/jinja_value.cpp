@@ -11,31 +11,42 @@ namespace tandem::jinja {
 
 namespace {
 
+std::string tagged(char tag, const std::string& body) {
+  std::string out(1, tag);
+  out += body;
+  return out;
+}
+
 // One string per Python-equal key: 1, 1.0 and True share "i1".
 std::string hash_key(const Value& key) {
-  if (key.is_string()) return "s" + key.as_string();
-  if (key.is_int() || key.is_bool()) return "i" + std::to_string(key.as_integer());
+  if (key.is_string()) return tagged('s', key.as_string());
+  if (key.is_int() || key.is_bool()) return tagged('i', std::to_string(key.as_integer()));
   if (key.is_float()) {
     const double d = key.as_float();
     if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.2e18)
-      return "i" + std::to_string(static_cast<int64_t>(d));
-    return "f" + float_repr(d);
+      return tagged('i', std::to_string(static_cast<int64_t>(d)));
+    return tagged('f', float_repr(d));
   }
   if (key.is_none()) return "n";
   if (key.is_undefined()) return "u";
   if (key.is_tuple()) {
     std::string out = "t(";
-    for (const Value& item : key.as_list().items) out += hash_key(item) + ",";
-    return out + ")";
+    for (const Value& item : key.as_list().items) {
+      out += hash_key(item);
+      out += ',';
+    }
+    out += ')';
+    return out;
   }
-  if (key.is_callable()) return "c" + std::to_string(reinterpret_cast<uintptr_t>(key.identity()));
+  if (key.is_callable())
+    return tagged('c', std::to_string(reinterpret_cast<uintptr_t>(key.identity())));
   throw ValueError("unhashable type: '" + key.type_name() + "'");
 }
 
 }  // namespace
 
 const Value* Dict::find(const std::string& key) const {
-  auto it = index_.find("s" + key);
+  auto it = index_.find(tagged('s', key));
   return it == index_.end() ? nullptr : &entries_[it->second].second;
 }
 
@@ -167,11 +178,22 @@ namespace {
 
 // Python prints these code points escaped in repr() because they are not printable.
 bool is_printable(char32_t cp) {
-  if (cp < 0x20 || cp == 0x7F) return false;
-  if (cp >= 0x80 && cp <= 0xA0) return false;
-  if (cp == 0xAD || cp == 0x2028 || cp == 0x2029 || (cp >= 0x200B && cp <= 0x200F)) return false;
-  if (cp >= 0xD800 && cp <= 0xDFFF) return false;
-  if (cp == 0xFEFF) return false;
+  // Python's str.isprintable(): not control (Cc), format (Cf), surrogate, private use or
+  // separator (Zs/Zl/Zp) other than ' '. Unassigned code points are treated as printable.
+  struct Range {
+    char32_t first, last;
+  };
+  static constexpr Range kNonPrintable[] = {
+      {0x0000, 0x001F},   {0x007F, 0x00A0},   {0x00AD, 0x00AD},    {0x0600, 0x0605},
+      {0x061C, 0x061C},   {0x06DD, 0x06DD},   {0x070F, 0x070F},    {0x0890, 0x0891},
+      {0x08E2, 0x08E2},   {0x1680, 0x1680},   {0x180E, 0x180E},    {0x2000, 0x200F},
+      {0x2028, 0x202F},   {0x205F, 0x2064},   {0x2066, 0x206F},    {0x3000, 0x3000},
+      {0xD800, 0xF8FF},   {0xFEFF, 0xFEFF},   {0xFFF9, 0xFFFB},    {0x110BD, 0x110BD},
+      {0x110CD, 0x110CD}, {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3},  {0x1D173, 0x1D17A},
+      {0xE0001, 0xE0001}, {0xE0020, 0xE007F}, {0xF0000, 0x10FFFF},
+  };
+  for (const Range& r : kNonPrintable)
+    if (cp >= r.first && cp <= r.last) return false;
   return true;
 }
 
