@@ -443,7 +443,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& input, con
 }
 
 bool Interpreter::apply_test(const std::string& name, const Value& input, const CallArgs& args) {
-  return run_test(*this, name, input, args);
+  return run_test(name, input, args);
 }
 
 CallArgs Interpreter::evaluate_args(const Expr& call) {
@@ -551,7 +551,7 @@ Value Interpreter::evaluate_unchecked(const Expr& expr) {
         else if (op == ">=")
           ok = !less_than(left, right);
         else
-          ok = run_test(*this, "in", left, CallArgs{{right}, {}}) == (op == "in");
+          ok = run_test("in", left, CallArgs{{right}, {}}) == (op == "in");
         if (!ok) return Value(false);
         left = std::move(right);
       }

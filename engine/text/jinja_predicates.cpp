@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "engine/text/jinja_arguments.h"
-#include "engine/text/jinja_interpreter.h"
 #include "engine/text/jinja_methods.h"
 #include "engine/text/jinja_utf8.h"
 
@@ -35,11 +34,9 @@ int64_t require_integer(const Value& v, const std::string& test) {
 
 }  // namespace
 
-bool run_test(Interpreter& interpreter, const std::string& name, const Value& v,
-              const CallArgs& args) {
+bool run_test(const std::string& name, const Value& v, const CallArgs& args) {
   auto no_args = [&]() { bind_arguments(name, args, {}); };
   auto one_arg = [&]() { return bind_arguments(name, args, {{"other", std::nullopt}})[0]; };
-  (void)interpreter;
   if (name == "defined") return no_args(), !v.is_undefined();
   if (name == "undefined") return no_args(), v.is_undefined();
   if (name == "none") return no_args(), v.is_none();
