@@ -1,5 +1,8 @@
 #include "engine/text/chat_template.h"
 
+#include <locale.h>
+#include <time.h>
+
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -23,6 +26,19 @@ std::string read_file(const std::filesystem::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// strftime as Python's datetime.strftime does it in a process that never set a locale:
+// English month and day names even when the application (Qt does) adopted the user's
+// locale.
+std::string format_time_c_locale(const std::string& format, const std::tm& time) {
+  static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(nullptr));
+  // A trailing marker tells an empty result apart from a buffer that was too small.
+  const std::string marked = format + "\x01";
+  char buffer[1024];
+  const size_t n = strftime_l(buffer, sizeof buffer, marked.c_str(), &time, c_locale);
+  if (n == 0) throw jinja::ValueError("strftime_now: the formatted date is too long");
+  return std::string(buffer, n - 1);
 }
 
 }  // namespace
@@ -125,13 +141,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
       Value::function("strftime_now", [clock](const jinja::CallArgs& args) -> Value {
         const auto bound = jinja::bind_arguments("strftime_now", args, {{"format", std::nullopt}});
         const std::string format = jinja::to_str(bound[0]);
-        const std::tm now = clock();
-        char buffer[512];
-        const size_t n =
-            format.empty() ? 0 : std::strftime(buffer, sizeof buffer, format.c_str(), &now);
-        if (n == 0 && !format.empty())
-          throw jinja::ValueError("strftime_now: format too long or empty result");
-        return Value(std::string(buffer, n));
+        return Value(format_time_c_locale(format, clock()));
       }));
   if (extra_variables.is_object())
     for (auto it = extra_variables.begin(); it != extra_variables.end(); ++it)

@@ -125,6 +125,10 @@ class TestChatTemplate : public QObject {
     });
     QCOMPARE(QString::fromStdString(chat.render(user_says("x"))),
              QString("Today is 26 July 2024, Friday."));
+    // A format that yields nothing is not an error (Python returns '').
+    QCOMPARE(
+        QString::fromStdString(ChatTemplate("[{{ strftime_now('') }}]").render(user_says("x"))),
+        QString("[]"));
   }
 
   void raiseExceptionCarriesTemplateMessage() {
