@@ -5,6 +5,7 @@
 
 #include "engine/text/jinja_error.h"
 #include "engine/text/jinja_utf8.h"
+#include "engine/text/jinja_value.h"
 
 namespace tandem::jinja {
 namespace {
@@ -359,7 +360,7 @@ class Lexer {
     text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
     Token t = make(is_float ? TokenKind::Float : TokenKind::Integer, text, p);
     if (is_float)
-      t.floating = std::strtod(text.c_str(), nullptr);
+      t.floating = parse_float(text).value_or(0.0);
     else
       t.integer = std::strtoll(text.c_str(), nullptr, 10);
     tokens_.push_back(std::move(t));

@@ -1,5 +1,7 @@
 #include "engine/text/jinja_operators.h"
 
+#include <locale.h>
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -68,6 +70,14 @@ std::string pad_text(const std::string& text, const std::string& spec) {
   if (chars.size() >= width) return body;
   const std::string fill(width - chars.size(), ' ');
   return left ? body + fill : fill + body;
+}
+
+// printf of one double with a '.' decimal point whatever locale the process runs in.
+void print_in_c_locale(char* buffer, size_t size, const std::string& format, double value) {
+  static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(nullptr));
+  const locale_t previous = uselocale(c_locale);
+  std::snprintf(buffer, size, format.c_str(), value);
+  uselocale(previous);
 }
 
 }  // namespace
@@ -244,7 +254,7 @@ std::string percent_format(const std::string& format, const Value& args) {
           std::snprintf(buf, sizeof buf, (spec + "ll" + conv).c_str(),
                         static_cast<long long>(v.as_integer()));
         else
-          std::snprintf(buf, sizeof buf, (spec + conv).c_str(), v.as_double());
+          print_in_c_locale(buf, sizeof buf, spec + conv, v.as_double());
         out += buf;
         break;
       }

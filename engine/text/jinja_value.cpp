@@ -1,6 +1,10 @@
 #include "engine/text/jinja_value.h"
 
+#include <locale.h>
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -172,6 +176,45 @@ std::string float_repr(double d) {
     out += exp_buf;
   }
   return negative ? "-" + out : out;
+}
+
+std::optional<double> parse_float(const std::string& text) {
+  size_t begin = 0;
+  size_t end = text.size();
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (begin < end && space(text[begin])) ++begin;
+  while (end > begin && space(text[end - 1])) --end;
+  std::string cleaned;
+  for (size_t i = begin; i < end; ++i) {
+    if (text[i] == '_') {
+      const bool between_digits = i > begin && i + 1 < end &&
+                                  std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+                                  std::isdigit(static_cast<unsigned char>(text[i + 1]));
+      if (!between_digits) return std::nullopt;
+      continue;
+    }
+    cleaned += text[i];
+  }
+  if (cleaned.empty()) return std::nullopt;
+  bool negative = false;
+  size_t start = 0;
+  if (cleaned[0] == '+' || cleaned[0] == '-') {
+    negative = cleaned[0] == '-';
+    start = 1;
+  }
+  double value = 0;
+  const char* first = cleaned.data() + start;
+  const char* last = cleaned.data() + cleaned.size();
+  const auto result = std::from_chars(first, last, value);
+  if (result.ptr != last) return std::nullopt;
+  if (result.ec == std::errc::result_out_of_range) {
+    // from_chars leaves the value alone; Python gives inf, or 0 for a tiny number.
+    static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(nullptr));
+    value = strtod_l(first, nullptr, c_locale);
+  } else if (result.ec != std::errc()) {
+    return std::nullopt;
+  }
+  return negative ? -value : value;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -150,6 +151,9 @@ std::string to_str(const Value& v);
 std::string to_repr(const Value& v);
 // Python's float.__repr__: shortest round-trip digits, '1.0', '1e+16', 'inf'.
 std::string float_repr(double d);
+// Python's float(text): surrounding whitespace, a sign, '_' between digits, inf and nan.
+// Independent of the C locale, which a Qt application sets from the environment.
+std::optional<double> parse_float(const std::string& text);
 // Python's ==.
 bool equals(const Value& a, const Value& b);
 // Python's <; throws ValueError for types Python cannot order.

@@ -317,6 +317,17 @@ class TestJinja : public QObject {
         << QString::fromUtf8(
                "{{ msgs[0] == {'content': 'hi', 'role': 'user'} }} {{ msgs[0] == msgs[1] }}")
         << QString::fromUtf8("True False");
+    QTest::newRow("float and int parsing")
+        << QString::fromUtf8(
+               "{{ 'nan'|float }} {{ '-Infinity'|float }} {{ '1e3'|float }} {{ ' 2.5 '|float }} {{ "
+               "'1_0.5'|float }} {{ '+3'|float }} {{ '1__0'|float }} {{ '.5'|float }} {{ "
+               "'1e400'|float }} {{ '-2.9'|int }} {{ '1e3'|int }} {{ '  -12  '|int }} {{ 1.5e300 "
+               "}} {{ 12345.678|round(-2) }} {{ 0.125|round(2) }}")
+        << QString::fromUtf8(
+               "nan -inf 1000.0 2.5 10.5 3.0 0.0 0.5 inf -2 1000 -12 1.5e+300 12300.0 0.12");
+    QTest::newRow("printf floats")
+        << QString::fromUtf8("{{ '%.3f %e %g %10.2f' % (3.14159, 12345.678, 0.0001, -2.5) }}")
+        << QString::fromUtf8("3.142 1.234568e+04 0.0001      -2.50");
     QTest::newRow("string compare and truthiness")
         << QString::fromUtf8(
                "{{ '' or 'empty' }} {{ [] or 'nolist' }} {{ {} or 'nodict' }} {{ 0.0 or 'zero' }}")
