@@ -160,6 +160,14 @@ class TestChatTemplate : public QObject {
              QString("True True True 1<s><assistant>"));
   }
 
+  void acceptsPlainJsonDocuments() {
+    // Callers holding nlohmann::json (sorted keys) can pass it directly.
+    const nlohmann::json messages = nlohmann::json::parse(R"([{"role": "user", "content": "hi"}])");
+    const ChatTemplate chat("{% for m in messages %}{{ m.role }}:{{ m.content }}{% endfor %}");
+    QCOMPARE(QString::fromStdString(chat.render(messages, nullptr, true, nlohmann::json::object())),
+             QString("user:hi"));
+  }
+
   void rejectsBadTemplateAtConstruction() {
     try {
       ChatTemplate chat("{% for m in messages %}\n{{ m.content }");
