@@ -1,5 +1,8 @@
 #include "engine/text/chat_template.h"
 
+#include <locale.h>
+#include <time.h>
+
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -23,6 +26,19 @@ std::string read_file(const std::filesystem::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// strftime as Python's datetime.strftime does it in a process that never set a locale:
+// English month and day names even when the application (Qt does) adopted the user's
+// locale.
+std::string format_time_c_locale(const std::string& format, const std::tm& time) {
+  static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(nullptr));
+  // A trailing marker tells an empty result apart from a buffer that was too small.
+  const std::string marked = format + "\x01";
+  char buffer[1024];
+  const size_t n = strftime_l(buffer, sizeof buffer, marked.c_str(), &time, c_locale);
+  if (n == 0) throw jinja::ValueError("strftime_now: the formatted date is too long");
+  return std::string(buffer, n - 1);
 }
 
 }  // namespace
@@ -65,6 +81,39 @@ std::string ChatTemplate::read_source_from_model_folder(const std::filesystem::p
   throw std::runtime_error(config_file.string() + ": chat_template must be a string or a list.");
 }
 
+nlohmann::ordered_json read_special_tokens_from_model_folder(const std::filesystem::path& folder) {
+  nlohmann::ordered_json tokens = nlohmann::ordered_json::object();
+  const auto config_file = folder / "tokenizer_config.json";
+  if (!std::filesystem::exists(config_file)) return tokens;
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_file(config_file));
+  } catch (const nlohmann::json::parse_error& error) {
+    throw std::runtime_error(config_file.string() + " is not valid JSON (" + error.what() +
+                             "); download it again.");
+  }
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "pad_token", "sep_token",
+                           "cls_token", "mask_token"}) {
+    const auto it = config.find(name);
+    if (it == config.end()) continue;
+    if (it->is_string())
+      tokens[name] = it->get<std::string>();
+    else if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+      tokens[name] = (*it)["content"].get<std::string>();
+  }
+  return tokens;
+}
+
+std::string render_model_chat_template(const std::filesystem::path& folder,
+                                       const ChatTemplateInputs& inputs) {
+  ChatTemplateInputs with_tokens = inputs;
+  const nlohmann::ordered_json tokens = read_special_tokens_from_model_folder(folder);
+  for (auto it = tokens.begin(); it != tokens.end(); ++it)
+    if (!with_tokens.extra_variables.contains(it.key()))
+      with_tokens.extra_variables[it.key()] = it.value();
+  return ChatTemplate::from_model_folder(folder).render(with_tokens);
+}
+
 ChatTemplate ChatTemplate::from_model_folder(const std::filesystem::path& folder) {
   return ChatTemplate(read_source_from_model_folder(folder));
 }
@@ -92,13 +141,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
       Value::function("strftime_now", [clock](const jinja::CallArgs& args) -> Value {
         const auto bound = jinja::bind_arguments("strftime_now", args, {{"format", std::nullopt}});
         const std::string format = jinja::to_str(bound[0]);
-        const std::tm now = clock();
-        char buffer[512];
-        const size_t n =
-            format.empty() ? 0 : std::strftime(buffer, sizeof buffer, format.c_str(), &now);
-        if (n == 0 && !format.empty())
-          throw jinja::ValueError("strftime_now: format too long or empty result");
-        return Value(std::string(buffer, n));
+        return Value(format_time_c_locale(format, clock()));
       }));
   if (extra_variables.is_object())
     for (auto it = extra_variables.begin(); it != extra_variables.end(); ++it)

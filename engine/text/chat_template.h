@@ -55,4 +55,17 @@ class ChatTemplate {
   Clock clock_;
 };
 
+// The special tokens transformers passes to chat templates (bos_token, eos_token,
+// unk_token, pad_token, sep_token, cls_token, mask_token) as tokenizer_config.json
+// defines them; a token written as {"content": "..."} is unwrapped. Tokens the file does
+// not define (or a missing file) are left out, so the template sees them undefined.
+nlohmann::ordered_json read_special_tokens_from_model_folder(const std::filesystem::path& folder);
+
+// Renders a model folder's own chat template for a conversation, with the folder's
+// special tokens added unless inputs.extra_variables already sets them. This is what
+// `tandem template render` calls. Throws std::runtime_error for a folder without a usable
+// template and jinja::TemplateError when the template fails or refuses the conversation.
+std::string render_model_chat_template(const std::filesystem::path& folder,
+                                       const ChatTemplateInputs& inputs);
+
 }  // namespace tandem

@@ -63,6 +63,8 @@ enum class StmtKind {
   FilterBlock,  // {% filter expr %} body, expr a Filter chain rooted at null
   Break,
   Continue,
+  With,        // {% with params[i].name = params[i].default_value, ... %} body
+  Generation,  // {% generation %} body: Hugging Face's marker for assistant text, renders body
 };
 
 struct MacroParam {

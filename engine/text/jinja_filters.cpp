@@ -1,7 +1,9 @@
 #include "engine/text/jinja_filters.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <unordered_map>
@@ -130,7 +132,14 @@ std::string html_escape(const std::string& s) {
 }
 
 double python_round(double x, int64_t digits) {
-  // Python rounds half to even.
+  // Python rounds the exact binary value half to even (round(2.675, 2) == 2.67); glibc's
+  // printf rounds the same way.
+  if (digits >= 0 && digits < 300 && std::isfinite(x)) {
+    char buffer[512];
+    const auto written = std::to_chars(buffer, buffer + sizeof buffer, x, std::chars_format::fixed,
+                                       static_cast<int>(digits));
+    if (written.ec == std::errc()) return parse_float(std::string(buffer, written.ptr)).value_or(x);
+  }
   const double scale = std::pow(10.0, static_cast<double>(digits));
   return std::nearbyint(x * scale) / scale;
 }
@@ -271,7 +280,7 @@ const std::unordered_map<std::string, FilterFunction>& filters() {
        [](Interpreter&, const Value& v, const CallArgs& a) {
          bind("items", a, {});
          if (v.is_undefined()) return Value::list();
-         if (!v.is_mapping()) throw ValueError("can only get item pairs from a mapping");
+         if (!v.is_mapping()) throw ValueError("Can only get item pairs from a mapping.");
          std::vector<Value> out;
          for (const auto& [key, value] : v.as_dict().entries())
            out.push_back(Value::tuple({Value(key), value}));
@@ -377,10 +386,8 @@ const std::unordered_map<std::string, FilterFunction>& filters() {
          if (v.is_float()) return Value(static_cast<int64_t>(std::trunc(v.as_float())));
          if (v.is_string()) {
            if (auto parsed = parse_int(v.as_string(), p[1].as_integer())) return Value(*parsed);
-           char* end = nullptr;
-           const std::string s = python_strip(v.as_string(), kNone, true, true);
-           const double d = std::strtod(s.c_str(), &end);
-           if (!s.empty() && *end == '\0') return Value(static_cast<int64_t>(std::trunc(d)));
+           if (auto d = parse_float(v.as_string()); d && std::isfinite(*d))
+             return Value(static_cast<int64_t>(std::trunc(*d)));
          }
          return p[0];
        }},
@@ -389,10 +396,7 @@ const std::unordered_map<std::string, FilterFunction>& filters() {
          auto p = bind("float", a, {{"default", Value(0.0)}});
          if (v.is_number()) return Value(v.as_double());
          if (v.is_string()) {
-           const std::string s = python_strip(v.as_string(), kNone, true, true);
-           char* end = nullptr;
-           const double d = std::strtod(s.c_str(), &end);
-           if (!s.empty() && *end == '\0') return Value(d);
+           if (auto d = parse_float(v.as_string())) return Value(*d);
          }
          return p[0];
        }},

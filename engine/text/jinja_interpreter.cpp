@@ -46,6 +46,37 @@ std::vector<size_t> slice_positions(const Value& start_v, const Value& stop_v, c
   return positions;
 }
 
+bool references(const Expr* expr, const std::string& name);
+
+bool references(const Body& body, const std::string& name) {
+  for (const StmtPtr& stmt : body) {
+    if (references(stmt->expr.get(), name) || references(stmt->target.get(), name) ||
+        references(stmt->filter.get(), name) || references(stmt->body, name) ||
+        references(stmt->else_body, name))
+      return true;
+    for (const ExprPtr& condition : stmt->conditions)
+      if (references(condition.get(), name)) return true;
+    for (const Body& branch : stmt->bodies)
+      if (references(branch, name)) return true;
+    for (const MacroParam& param : stmt->params)
+      if (references(param.default_value.get(), name)) return true;
+  }
+  return false;
+}
+
+// Whether `expr` mentions the variable `name` anywhere (jinja2 decides at compile time
+// whether a macro takes extra arguments by whether it mentions varargs / kwargs).
+bool references(const Expr* expr, const std::string& name) {
+  if (!expr) return false;
+  if (expr->kind == ExprKind::Name && expr->name == name) return true;
+  if (references(expr->object.get(), name)) return true;
+  for (const ExprPtr& item : expr->items)
+    if (references(item.get(), name)) return true;
+  for (const auto& keyword : expr->keywords)
+    if (references(keyword.second.get(), name)) return true;
+  return false;
+}
+
 }  // namespace
 
 Interpreter::Interpreter(const SandboxLimits& limits, const Dict& globals)
@@ -105,6 +136,10 @@ Interpreter::Flow Interpreter::execute(const Stmt& stmt, std::string& out) {
       case StmtKind::CallBlock:
         execute_call_block(stmt, out);
         break;
+      case StmtKind::With:
+        return execute_with(stmt, out);
+      case StmtKind::Generation:
+        return execute(stmt.body, out);
       case StmtKind::FilterBlock:
         append(out,
                to_str(evaluate_filter_chain(*stmt.expr, Value(render_body_to_string(stmt.body)))));
@@ -192,6 +227,24 @@ void Interpreter::execute_for(const Stmt& stmt, std::string& out) {
   if (items.empty()) execute(stmt.else_body, out);
 }
 
+Interpreter::Flow Interpreter::execute_with(const Stmt& stmt, std::string& out) {
+  // Values are computed in the enclosing scope, then visible only inside the block.
+  auto inner = std::make_shared<Scope>();
+  for (const MacroParam& assignment : stmt.params)
+    inner->vars[assignment.name] = evaluate(*assignment.default_value);
+  auto saved = scope_;
+  inner->parent = saved;
+  scope_ = inner;
+  try {
+    const Flow flow = execute(stmt.body, out);
+    scope_ = saved;
+    return flow;
+  } catch (...) {
+    scope_ = saved;
+    throw;
+  }
+}
+
 void Interpreter::assign(const Expr& target, const Value& value) {
   if (target.kind == ExprKind::Name) {
     scope_->vars[target.name] = value;
@@ -230,15 +283,25 @@ void Interpreter::execute_set(const Stmt& stmt) {
 
 Value Interpreter::make_macro(const Stmt& macro, const std::string& name,
                               const std::vector<MacroParam>& params, const Body& body) {
-  auto closure = scope_;
+  // The macro lives in the scope it closes over; a weak reference avoids the cycle, and
+  // closures_ keeps the scope alive for the rest of the render.
+  closures_.push_back(scope_);
+  std::weak_ptr<Scope> closure = scope_;
+  const bool takes_varargs = references(body, "varargs");
+  const bool takes_kwargs = references(body, "kwargs");
   return Value::function(
-      name, [this, &macro, &params, &body, closure, name](const CallArgs& args) -> Value {
+      name,
+      [this, &macro, &params, &body, closure, name, takes_varargs,
+       takes_kwargs](const CallArgs& args) -> Value {
+        if (!takes_varargs && args.positional.size() > params.size())
+          throw ValueError("macro '" + name + "' takes not more than " +
+                           std::to_string(params.size()) + " argument(s)");
         if (call_depth_ >= limits_.max_call_depth)
           throw TemplateError(ErrorKind::Limit, macro.pos.line, macro.pos.column,
                               "macro calls nest deeper than the limit of " +
                                   std::to_string(limits_.max_call_depth));
         auto frame = std::make_shared<Scope>();
-        frame->parent = closure;
+        frame->parent = closure.lock();
         std::vector<Value> extra_positional;
         for (size_t i = 0; i < args.positional.size(); ++i) {
           if (i < params.size())
@@ -252,8 +315,10 @@ Value Interpreter::make_macro(const Stmt& macro, const std::string& name,
           for (const MacroParam& p : params) is_param = is_param || p.name == key;
           if (is_param || key == "caller")
             frame->vars[key] = value;
-          else
+          else if (takes_kwargs)
             extra_keywords.as_dict().set(key, value);
+          else
+            throw ValueError("macro '" + name + "' takes no keyword argument '" + key + "'");
         }
         frame->vars["varargs"] = Value::tuple(std::move(extra_positional));
         frame->vars["kwargs"] = extra_keywords;
@@ -313,9 +378,10 @@ Value Interpreter::get_attribute(const Value& object, const std::string& name) {
 
 Value Interpreter::get_item(const Value& object, const Value& key) {
   if (object.is_undefined()) fail_undefined(object);
-  if (object.is_dict() && key.is_string()) {
-    if (const Value* v = object.as_dict().find(key.as_string())) return *v;
-    return get_attribute(object, key.as_string());
+  if (object.is_dict()) {
+    if (const Value* v = object.as_dict().find(key)) return *v;
+    if (key.is_string()) return get_attribute(object, key.as_string());
+    return Value::undefined("'" + object_type_repr(object) + "' has no element " + to_repr(key));
   }
   if ((object.is_list_or_tuple() || object.is_string()) && (key.is_int() || key.is_bool())) {
     if (object.is_string()) {
@@ -377,7 +443,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& input, con
 }
 
 bool Interpreter::apply_test(const std::string& name, const Value& input, const CallArgs& args) {
-  return run_test(*this, name, input, args);
+  return run_test(name, input, args);
 }
 
 CallArgs Interpreter::evaluate_args(const Expr& call) {
@@ -427,8 +493,7 @@ Value Interpreter::evaluate_unchecked(const Expr& expr) {
       Value dict = Value::dict();
       for (size_t i = 0; i + 1 < expr.items.size(); i += 2) {
         const Value key = evaluate(*expr.items[i]);
-        if (!key.is_string()) throw ValueError("dict keys must be strings, not " + key.type_name());
-        dict.as_dict().set(key.as_string(), evaluate(*expr.items[i + 1]));
+        dict.as_dict().set(key, evaluate(*expr.items[i + 1]));
       }
       return dict;
     }
@@ -486,7 +551,7 @@ Value Interpreter::evaluate_unchecked(const Expr& expr) {
         else if (op == ">=")
           ok = !less_than(left, right);
         else
-          ok = run_test(*this, "in", left, CallArgs{{right}, {}}) == (op == "in");
+          ok = run_test("in", left, CallArgs{{right}, {}}) == (op == "in");
         if (!ok) return Value(false);
         left = std::move(right);
       }

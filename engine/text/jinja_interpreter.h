@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/text/jinja_ast.h"
 #include "engine/text/jinja_value.h"
@@ -46,6 +47,7 @@ class Interpreter {
   Flow execute(const Body& body, std::string& out);
   Flow execute(const Stmt& stmt, std::string& out);
   void execute_for(const Stmt& stmt, std::string& out);
+  Flow execute_with(const Stmt& stmt, std::string& out);
   void execute_set(const Stmt& stmt);
   void execute_call_block(const Stmt& stmt, std::string& out);
   Value evaluate(const Expr& expr);
@@ -65,6 +67,7 @@ class Interpreter {
   SandboxLimits limits_;
   const Dict& globals_;
   std::shared_ptr<Scope> scope_;
+  std::vector<std::shared_ptr<Scope>> closures_;  // scopes that macros close over
   uint64_t iterations_ = 0;
   int call_depth_ = 0;
 };

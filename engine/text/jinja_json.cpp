@@ -85,6 +85,16 @@ void dump_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
 }
 
+// json.dumps turns non-string keys into strings: 1 -> "1", True -> "true", None -> "null".
+std::string json_key(const Value& key) {
+  if (key.is_string()) return key.as_string();
+  if (key.is_bool()) return key.as_bool() ? "true" : "false";
+  if (key.is_none()) return "null";
+  if (key.is_int()) return std::to_string(key.as_int());
+  if (key.is_float()) return float_repr(key.as_float());
+  throw ValueError("keys must be str, int, float, bool or None, not " + key.type_name());
+}
+
 void dump(std::string& out, const Value& v, const JsonDumpOptions& options, int level) {
   if (v.is_none()) {
     out += "null";
@@ -115,12 +125,12 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& options, int 
       newline_indent = "\n";
       for (int i = 0; i <= level; ++i) newline_indent += *options.indent;
     }
-    std::vector<const std::pair<std::string, Value>*> entries;
+    std::vector<const std::pair<Value, Value>*> entries;
     if (!is_list) {
       for (const auto& entry : v.as_dict().entries()) entries.push_back(&entry);
       if (options.sort_keys)
         std::stable_sort(entries.begin(), entries.end(),
-                         [](auto* a, auto* b) { return a->first < b->first; });
+                         [](auto* a, auto* b) { return less_than(a->first, b->first); });
     }
     for (size_t i = 0; i < count; ++i) {
       if (i) out += options.item_separator;
@@ -128,7 +138,7 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& options, int 
       if (is_list) {
         dump(out, v.as_list().items[i], options, level + 1);
       } else {
-        dump_string(out, entries[i]->first, options.ensure_ascii);
+        dump_string(out, json_key(entries[i]->first), options.ensure_ascii);
         out += options.key_separator;
         dump(out, entries[i]->second, options, level + 1);
       }
@@ -167,7 +177,8 @@ nlohmann::ordered_json value_to_json(const Value& v) {
   }
   if (v.is_dict()) {
     nlohmann::ordered_json object = nlohmann::ordered_json::object();
-    for (const auto& [key, value] : v.as_dict().entries()) object[key] = value_to_json(value);
+    for (const auto& [key, value] : v.as_dict().entries())
+      object[key.is_string() ? key.as_string() : to_str(key)] = value_to_json(value);
     return object;
   }
   return to_str(v);

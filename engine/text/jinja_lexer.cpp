@@ -5,6 +5,7 @@
 
 #include "engine/text/jinja_error.h"
 #include "engine/text/jinja_utf8.h"
+#include "engine/text/jinja_value.h"
 
 namespace tandem::jinja {
 namespace {
@@ -230,7 +231,8 @@ class Lexer {
     const bool plus = q < src_.size() && src_[q] == '+';
     if (strip || plus) ++q;
     if (src_.compare(q, 2, "%}") != 0) fail(q, "expected '%}' after 'raw'");
-    const size_t body_start = after_tag_end(q + 2, strip, plus, true);
+    // jinja2 does not apply trim_blocks after {% raw %}, only after {% endraw %}.
+    const size_t body_start = after_tag_end(q + 2, strip, plus, false);
     size_t search = body_start;
     while (true) {
       const size_t open = src_.find("{%", search);
@@ -358,7 +360,7 @@ class Lexer {
     text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
     Token t = make(is_float ? TokenKind::Float : TokenKind::Integer, text, p);
     if (is_float)
-      t.floating = std::strtod(text.c_str(), nullptr);
+      t.floating = parse_float(text).value_or(0.0);
     else
       t.integer = std::strtoll(text.c_str(), nullptr, 10);
     tokens_.push_back(std::move(t));

@@ -239,8 +239,7 @@ std::optional<Value> dict_method(const Value& self, const std::string& name) {
   if (name == "get") {
     return method([self](const CallArgs& a) {
       auto v = bind_arguments("get", a, {{"key", std::nullopt}, {"default", kNone}});
-      if (v[0].is_string())
-        if (const Value* found = self.as_dict().find(v[0].as_string())) return *found;
+      if (const Value* found = self.as_dict().find(v[0])) return *found;
       return v[1];
     });
   }
@@ -343,21 +342,17 @@ Value python_split(const std::string& s, const Value& separator, int64_t max_spl
       words.emplace_back(i, j);
       i = j;
     }
-    if (max_split >= 0 && static_cast<int64_t>(words.size()) > max_split + 1) {
+    if (max_split >= 0 && static_cast<int64_t>(words.size()) > max_split) {
       if (!from_right) {
+        // The unsplit remainder keeps its whitespace, as in Python.
         const size_t keep = static_cast<size_t>(max_split);
-        std::u32string rest = text.substr(words[keep].first);
-        size_t end = rest.size();
-        while (end > 0 && is_python_space(rest[end - 1])) --end;
         for (size_t k = 0; k < keep; ++k)
           parts.push_back(
               utf8_encode(text.substr(words[k].first, words[k].second - words[k].first)));
-        parts.push_back(utf8_encode(rest.substr(0, end)));
+        parts.push_back(utf8_encode(text.substr(words[keep].first)));
       } else {
         const size_t first_whole = words.size() - static_cast<size_t>(max_split);
-        size_t begin = 0;
-        while (begin < text.size() && is_python_space(text[begin])) ++begin;
-        parts.push_back(utf8_encode(text.substr(begin, words[first_whole - 1].second - begin)));
+        parts.push_back(utf8_encode(text.substr(0, words[first_whole - 1].second)));
         for (size_t k = first_whole; k < words.size(); ++k)
           parts.push_back(
               utf8_encode(text.substr(words[k].first, words[k].second - words[k].first)));

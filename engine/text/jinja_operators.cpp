@@ -1,5 +1,7 @@
 #include "engine/text/jinja_operators.h"
 
+#include <locale.h>
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -46,6 +48,36 @@ Value repeat(const Value& seq, int64_t times, size_t max_bytes) {
   std::vector<Value> items;
   for (int64_t i = 0; i < times; ++i) items.insert(items.end(), l.items.begin(), l.items.end());
   return l.is_tuple ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+}
+
+// Applies printf-style width, precision and '-' of `spec` ("%-10.3") to a string, by
+// code points as Python does.
+std::string pad_text(const std::string& text, const std::string& spec) {
+  const bool left = spec.find('-') != std::string::npos;
+  size_t i = 1;
+  while (i < spec.size() && std::string("-+ #0").find(spec[i]) != std::string::npos) ++i;
+  size_t width = 0;
+  while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])))
+    width = width * 10 + static_cast<size_t>(spec[i++] - '0');
+  std::u32string chars = utf8_decode(text);
+  if (i < spec.size() && spec[i] == '.') {
+    size_t precision = 0;
+    for (++i; i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])); ++i)
+      precision = precision * 10 + static_cast<size_t>(spec[i] - '0');
+    if (chars.size() > precision) chars.resize(precision);
+  }
+  std::string body = utf8_encode(chars);
+  if (chars.size() >= width) return body;
+  const std::string fill(width - chars.size(), ' ');
+  return left ? body + fill : fill + body;
+}
+
+// printf of one double with a '.' decimal point whatever locale the process runs in.
+void print_in_c_locale(char* buffer, size_t size, const std::string& format, double value) {
+  static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(nullptr));
+  const locale_t previous = uselocale(c_locale);
+  std::snprintf(buffer, size, format.c_str(), value);
+  uselocale(previous);
 }
 
 }  // namespace
@@ -180,11 +212,23 @@ std::string percent_format(const std::string& format, const Value& args) {
         out += '%';
         break;
       case 's':
-        out += to_str(take());
-        break;
       case 'r':
-        out += to_repr(take());
+      case 'c': {
+        const Value& v = take();
+        std::string text;
+        if (conv == 'c') {
+          if (v.is_int())
+            utf8_append(text, static_cast<char32_t>(v.as_int()));
+          else if (v.is_string() && utf8_length(v.as_string()) == 1)
+            text = v.as_string();
+          else
+            throw ValueError("%c requires an int or a single character");
+        } else {
+          text = conv == 's' ? to_str(v) : to_repr(v);
+        }
+        out += pad_text(text, spec);
         break;
+      }
       case 'd':
       case 'i': {
         const Value& v = take();
@@ -210,7 +254,7 @@ std::string percent_format(const std::string& format, const Value& args) {
           std::snprintf(buf, sizeof buf, (spec + "ll" + conv).c_str(),
                         static_cast<long long>(v.as_integer()));
         else
-          std::snprintf(buf, sizeof buf, (spec + conv).c_str(), v.as_double());
+          print_in_c_locale(buf, sizeof buf, spec + conv, v.as_double());
         out += buf;
         break;
       }

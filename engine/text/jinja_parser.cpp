@@ -244,6 +244,25 @@ class Parser {
       expect_block_end("filter");
       s->body = parse_body({"endfilter"});
       expect_end_tag("endfilter");
+    } else if (tag == "with") {
+      s->kind = StmtKind::With;
+      while (peek().kind != TokenKind::BlockEnd) {
+        if (!s->params.empty()) expect_op(",");
+        MacroParam assignment;
+        assignment.name = expect_name();
+        expect_op("=");
+        assignment.default_value = parse_expression(true);
+        s->params.push_back(std::move(assignment));
+      }
+      expect_block_end("with");
+      s->body = parse_body({"endwith"});
+      expect_end_tag("endwith");
+    } else if (tag == "generation") {
+      // transformers loads its AssistantTracker extension for every chat template.
+      s->kind = StmtKind::Generation;
+      expect_block_end("generation");
+      s->body = parse_body({"endgeneration"});
+      expect_end_tag("endgeneration");
     } else if (tag == "break" || tag == "continue") {
       if (loop_depth_ == 0) fail(keyword, "'" + tag + "' outside of a for loop");
       s->kind = tag == "break" ? StmtKind::Break : StmtKind::Continue;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "engine/text/jinja_arguments.h"
-#include "engine/text/jinja_interpreter.h"
 #include "engine/text/jinja_methods.h"
 #include "engine/text/jinja_utf8.h"
 
@@ -16,8 +15,7 @@ bool contains(const Value& container, const Value& item) {
       throw ValueError("'in <string>' requires string as left operand, not " + item.type_name());
     return container.as_string().find(item.as_string()) != std::string::npos;
   }
-  if (container.is_mapping())
-    return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
+  if (container.is_mapping()) return container.as_dict().find(item) != nullptr;
   if (container.is_undefined()) return false;  // jinja2's Undefined iterates as empty
   const std::vector<Value> items = iterate(container);
   return std::any_of(items.begin(), items.end(), [&](const Value& v) { return equals(v, item); });
@@ -36,11 +34,9 @@ int64_t require_integer(const Value& v, const std::string& test) {
 
 }  // namespace
 
-bool run_test(Interpreter& interpreter, const std::string& name, const Value& v,
-              const CallArgs& args) {
+bool run_test(const std::string& name, const Value& v, const CallArgs& args) {
   auto no_args = [&]() { bind_arguments(name, args, {}); };
   auto one_arg = [&]() { return bind_arguments(name, args, {{"other", std::nullopt}})[0]; };
-  (void)interpreter;
   if (name == "defined") return no_args(), !v.is_undefined();
   if (name == "undefined") return no_args(), v.is_undefined();
   if (name == "none") return no_args(), v.is_none();
@@ -81,9 +77,9 @@ bool run_test(Interpreter& interpreter, const std::string& name, const Value& v,
   if (name == "sameas") {
     const Value other = one_arg();
     if (v.identity() || other.identity()) return v.identity() == other.identity();
-    // None, booleans and small values: Python's `is` holds for equal singletons.
-    return (v.is_none() && other.is_none()) ||
-           (v.is_bool() && other.is_bool() && v.as_bool() == other.as_bool());
+    // Scalars: CPython shares None, booleans, small ints and literal strings, so `is`
+    // holds for equal values of one type.
+    return v.type_name() == other.type_name() && equals(v, other);
   }
   throw ValueError("no test named '" + name + "'");
 }

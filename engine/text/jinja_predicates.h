@@ -7,10 +7,7 @@
 
 namespace tandem::jinja {
 
-class Interpreter;
-
 // Throws ValueError for an unknown test or bad arguments.
-bool run_test(Interpreter& interpreter, const std::string& name, const Value& input,
-              const CallArgs& args);
+bool run_test(const std::string& name, const Value& input, const CallArgs& args);
 
 }  // namespace tandem::jinja

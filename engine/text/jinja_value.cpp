@@ -1,6 +1,10 @@
 #include "engine/text/jinja_value.h"
 
+#include <locale.h>
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -9,18 +13,68 @@
 
 namespace tandem::jinja {
 
-const Value* Dict::find(std::string_view key) const {
-  auto it = index_.find(std::string(key));
+namespace {
+
+std::string tagged(char tag, const std::string& body) {
+  std::string out(1, tag);
+  out += body;
+  return out;
+}
+
+// One string per Python-equal key: 1, 1.0 and True share "i1".
+std::string hash_key(const Value& key) {
+  if (key.is_string()) return tagged('s', key.as_string());
+  if (key.is_int() || key.is_bool()) return tagged('i', std::to_string(key.as_integer()));
+  if (key.is_float()) {
+    const double d = key.as_float();
+    if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.2e18)
+      return tagged('i', std::to_string(static_cast<int64_t>(d)));
+    return tagged('f', float_repr(d));
+  }
+  if (key.is_none()) return "n";
+  if (key.is_undefined()) return "u";
+  if (key.is_tuple()) {
+    std::string out = "t(";
+    for (const Value& item : key.as_list().items) {
+      out += hash_key(item);
+      out += ',';
+    }
+    out += ')';
+    return out;
+  }
+  if (key.is_callable())
+    return tagged('c', std::to_string(reinterpret_cast<uintptr_t>(key.identity())));
+  throw ValueError("unhashable type: '" + key.type_name() + "'");
+}
+
+}  // namespace
+
+const Value* Dict::find(const std::string& key) const {
+  auto it = index_.find(tagged('s', key));
   return it == index_.end() ? nullptr : &entries_[it->second].second;
 }
 
+const Value* Dict::find(const Value& key) const {
+  auto it = index_.find(hash_key(key));
+  return it == index_.end() ? nullptr : &entries_[it->second].second;
+}
+
+void Dict::set(const char* key, Value value) {
+  set(Value(key), std::move(value));
+}
+
 void Dict::set(const std::string& key, Value value) {
-  auto it = index_.find(key);
+  set(Value(key), std::move(value));
+}
+
+void Dict::set(const Value& key, Value value) {
+  std::string hashed = hash_key(key);
+  auto it = index_.find(hashed);
   if (it != index_.end()) {
     entries_[it->second].second = std::move(value);
     return;
   }
-  index_.emplace(key, entries_.size());
+  index_.emplace(std::move(hashed), entries_.size());
   entries_.emplace_back(key, std::move(value));
 }
 
@@ -124,15 +178,65 @@ std::string float_repr(double d) {
   return negative ? "-" + out : out;
 }
 
+std::optional<double> parse_float(const std::string& text) {
+  size_t begin = 0;
+  size_t end = text.size();
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (begin < end && space(text[begin])) ++begin;
+  while (end > begin && space(text[end - 1])) --end;
+  std::string cleaned;
+  for (size_t i = begin; i < end; ++i) {
+    if (text[i] == '_') {
+      const bool between_digits = i > begin && i + 1 < end &&
+                                  std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+                                  std::isdigit(static_cast<unsigned char>(text[i + 1]));
+      if (!between_digits) return std::nullopt;
+      continue;
+    }
+    cleaned += text[i];
+  }
+  if (cleaned.empty()) return std::nullopt;
+  bool negative = false;
+  size_t start = 0;
+  if (cleaned[0] == '+' || cleaned[0] == '-') {
+    negative = cleaned[0] == '-';
+    start = 1;
+  }
+  double value = 0;
+  const char* first = cleaned.data() + start;
+  const char* last = cleaned.data() + cleaned.size();
+  const auto result = std::from_chars(first, last, value);
+  if (result.ptr != last) return std::nullopt;
+  if (result.ec == std::errc::result_out_of_range) {
+    // from_chars leaves the value alone; Python gives inf, or 0 for a tiny number.
+    static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(nullptr));
+    value = strtod_l(first, nullptr, c_locale);
+  } else if (result.ec != std::errc()) {
+    return std::nullopt;
+  }
+  return negative ? -value : value;
+}
+
 namespace {
 
 // Python prints these code points escaped in repr() because they are not printable.
 bool is_printable(char32_t cp) {
-  if (cp < 0x20 || cp == 0x7F) return false;
-  if (cp >= 0x80 && cp <= 0xA0) return false;
-  if (cp == 0xAD || cp == 0x2028 || cp == 0x2029 || (cp >= 0x200B && cp <= 0x200F)) return false;
-  if (cp >= 0xD800 && cp <= 0xDFFF) return false;
-  if (cp == 0xFEFF) return false;
+  // Python's str.isprintable(): not control (Cc), format (Cf), surrogate, private use or
+  // separator (Zs/Zl/Zp) other than ' '. Unassigned code points are treated as printable.
+  struct Range {
+    char32_t first, last;
+  };
+  static constexpr Range kNonPrintable[] = {
+      {0x0000, 0x001F},   {0x007F, 0x00A0},   {0x00AD, 0x00AD},    {0x0600, 0x0605},
+      {0x061C, 0x061C},   {0x06DD, 0x06DD},   {0x070F, 0x070F},    {0x0890, 0x0891},
+      {0x08E2, 0x08E2},   {0x1680, 0x1680},   {0x180E, 0x180E},    {0x2000, 0x200F},
+      {0x2028, 0x202F},   {0x205F, 0x2064},   {0x2066, 0x206F},    {0x3000, 0x3000},
+      {0xD800, 0xF8FF},   {0xFEFF, 0xFEFF},   {0xFFF9, 0xFFFB},    {0x110BD, 0x110BD},
+      {0x110CD, 0x110CD}, {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3},  {0x1D173, 0x1D17A},
+      {0xE0001, 0xE0001}, {0xE0020, 0xE007F}, {0xF0000, 0x10FFFF},
+  };
+  for (const Range& r : kNonPrintable)
+    if (cp >= r.first && cp <= r.last) return false;
   return true;
 }
 
@@ -190,7 +294,7 @@ std::string to_repr(const Value& v) {
     for (const auto& [key, value] : d.entries()) {
       if (!first) out += ", ";
       first = false;
-      out += string_repr(key) + ": " + to_repr(value);
+      out += to_repr(key) + ": " + to_repr(value);
     }
     out += "}";
     if (d.kind() == DictKind::Namespace) return "<Namespace " + out + ">";

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -40,22 +41,28 @@ enum class DictKind {
   Loop,       // the `loop` variable of a for loop
 };
 
-// An insertion-ordered dict with string keys (Python dicts keep insertion order, and
-// templates iterate tool schemas and print them in that order).
+// An insertion-ordered dict (Python dicts keep insertion order, and templates iterate
+// tool schemas and print them in that order). Keys are any hashable value, with Python's
+// equality: 1, 1.0 and True are one key.
 class Dict {
  public:
   explicit Dict(DictKind kind = DictKind::Plain) : kind_(kind) {}
 
-  const Value* find(std::string_view key) const;
+  const Value* find(const std::string& key) const;
+  // Throws ValueError for an unhashable key (list, dict).
+  const Value* find(const Value& key) const;
+  const Value* find(const char* key) const { return find(std::string(key)); }
   void set(const std::string& key, Value value);
-  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+  void set(const char* key, Value value);
+  void set(const Value& key, Value value);
+  const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
   DictKind kind() const { return kind_; }
 
  private:
   DictKind kind_;
-  std::vector<std::pair<std::string, Value>> entries_;
-  std::unordered_map<std::string, size_t> index_;
+  std::vector<std::pair<Value, Value>> entries_;
+  std::unordered_map<std::string, size_t> index_;  // by hash_key() of the key
 };
 
 // Arguments of a call: f(a, b, key=c).
@@ -144,6 +151,9 @@ std::string to_str(const Value& v);
 std::string to_repr(const Value& v);
 // Python's float.__repr__: shortest round-trip digits, '1.0', '1e+16', 'inf'.
 std::string float_repr(double d);
+// Python's float(text): surrounding whitespace, a sign, '_' between digits, inf and nan.
+// Independent of the C locale, which a Qt application sets from the environment.
+std::optional<double> parse_float(const std::string& text);
 // Python's ==.
 bool equals(const Value& a, const Value& b);
 // Python's <; throws ValueError for types Python cannot order.

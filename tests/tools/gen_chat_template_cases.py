@@ -73,7 +73,8 @@ SEARCH_TOOL = {
     },
 }
 
-# Each conversation renders twice: with and without the generation prompt.
+# Each conversation renders twice: with and without the generation prompt. "variables"
+# are passed next to the model's special tokens.
 CONVERSATIONS = {
     "system_user": {
         "messages": [
@@ -139,6 +140,33 @@ CONVERSATIONS = {
             {"role": "tool", "tool_call_id": "xyz789uvw", "content": "sunny, 18 degrees"},
         ],
     },
+    "thinking_off": {
+        "variables": {"enable_thinking": False},
+        "messages": [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "Capital of France?"},
+        ],
+    },
+    "tool_arguments_as_string": {
+        "tools": [SEARCH_TOOL],
+        "variables": {"reasoning_effort": "high", "model_identity": "You are Tandem."},
+        "messages": [
+            {"role": "user", "content": "Search for 'MoE offloading'."},
+            {"role": "assistant", "content": "Searching.",
+             "tool_calls": [{"id": "srch00001", "type": "function",
+                             "function": {"name": "web_search",
+                                          "arguments": "{\"query\": \"MoE offloading\"}"}}]},
+            {"role": "tool", "tool_call_id": "srch00001", "name": "web_search",
+             "content": "[{\"title\": \"KTransformers\", \"score\": 0.93}]"},
+        ],
+    },
+    "content_parts": {
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Sys part."}]},
+            {"role": "user", "content": [{"type": "text", "text": "Part one."},
+                                         {"type": "text", "text": "Part two."}]},
+        ],
+    },
 }
 
 
@@ -178,6 +206,7 @@ def main():
         for name, conversation in CONVERSATIONS.items():
             for add_generation_prompt in (False, True):
                 context = dict(variables)
+                context.update(conversation.get("variables", {}))
                 context["messages"] = conversation["messages"]
                 context["add_generation_prompt"] = add_generation_prompt
                 if "tools" in conversation:

@@ -92,6 +92,27 @@ class TestChatTemplate : public QObject {
     }
   }
 
+  void rendersModelFolderWithItsSpecialTokens() {
+    QTemporaryDir dir;
+    write_file(
+        dir, "tokenizer_config.json",
+        ordered_json{{"chat_template",
+                      "{{ bos_token }}|{{ eos_token }}|{{ unk_token }}|{{ pad_token is defined }}"},
+                     {"bos_token", {{"content", "<s>"}, {"lstrip", false}}},
+                     {"eos_token", "</s>"},
+                     {"unk_token", nullptr}}
+            .dump());
+    QCOMPARE(
+        QString::fromStdString(tandem::read_special_tokens_from_model_folder(folder(dir)).dump()),
+        QString("{\"bos_token\":\"<s>\",\"eos_token\":\"</s>\"}"));
+    ChatTemplateInputs inputs = user_says("x");
+    QCOMPARE(QString::fromStdString(tandem::render_model_chat_template(folder(dir), inputs)),
+             QString("<s>|</s>||False"));
+    inputs.extra_variables = {{"eos_token", "<|end|>"}};
+    QCOMPARE(QString::fromStdString(tandem::render_model_chat_template(folder(dir), inputs)),
+             QString("<s>|<|end|>||False"));
+  }
+
   void strftimeNowUsesInjectedClock() {
     ChatTemplate chat("Today is {{ strftime_now('%d %B %Y, %A') }}.");
     chat.set_clock([] {
@@ -104,6 +125,10 @@ class TestChatTemplate : public QObject {
     });
     QCOMPARE(QString::fromStdString(chat.render(user_says("x"))),
              QString("Today is 26 July 2024, Friday."));
+    // A format that yields nothing is not an error (Python returns '').
+    QCOMPARE(
+        QString::fromStdString(ChatTemplate("[{{ strftime_now('') }}]").render(user_says("x"))),
+        QString("[]"));
   }
 
   void raiseExceptionCarriesTemplateMessage() {
@@ -133,6 +158,14 @@ class TestChatTemplate : public QObject {
     inputs.extra_variables = {{"bos_token", "<s>"}};
     QCOMPARE(QString::fromStdString(chat.render(inputs)),
              QString("True True True 1<s><assistant>"));
+  }
+
+  void acceptsPlainJsonDocuments() {
+    // Callers holding nlohmann::json (sorted keys) can pass it directly.
+    const nlohmann::json messages = nlohmann::json::parse(R"([{"role": "user", "content": "hi"}])");
+    const ChatTemplate chat("{% for m in messages %}{{ m.role }}:{{ m.content }}{% endfor %}");
+    QCOMPARE(QString::fromStdString(chat.render(messages, nullptr, true, nlohmann::json::object())),
+             QString("user:hi"));
   }
 
   void rejectsBadTemplateAtConstruction() {

@@ -3,6 +3,7 @@
 // as tests/tools/gen_chat_template_cases.py recorded it, or raises where jinja2 raised.
 #include <QtTest>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -80,6 +81,9 @@ class TestChatTemplateConformance : public QObject {
     inputs.tools = conversation.contains("tools") ? conversation["tools"] : ordered_json();
     inputs.add_generation_prompt = case_name.ends_with("/gen");
     inputs.extra_variables = expected["variables"];
+    if (conversation.contains("variables"))
+      for (auto it = conversation["variables"].begin(); it != conversation["variables"].end(); ++it)
+        inputs.extra_variables[it.key()] = it.value();
 
     if (want.contains("raises")) {
       const std::string reason = want["raises"].get<std::string>();
@@ -88,13 +92,20 @@ class TestChatTemplateConformance : public QObject {
         QFAIL(qPrintable("jinja2 raised \"" + QString::fromStdString(reason) +
                          "\" but we rendered:\n" + QString::fromStdString(output)));
       } catch (const tandem::jinja::TemplateError& error) {
-        // A template's own raise_exception must come through with its message.
-        const std::string prefix = "RuntimeError: ";
-        if (reason.starts_with(prefix)) {
-          QCOMPARE(error.kind(), tandem::jinja::ErrorKind::Raised);
-          QCOMPARE(QString::fromStdString(error.message()),
-                   QString::fromStdString(reason.substr(prefix.size())));
-        }
+        // Same failure as jinja2: the exception class maps to the error kind, and the
+        // message is jinja2's own (raise_exception's text for RuntimeError).
+        const size_t colon = reason.find(": ");
+        const std::string python_class = reason.substr(0, colon);
+        const std::string python_message = reason.substr(colon + 2);
+        const std::map<std::string, tandem::jinja::ErrorKind> kinds = {
+            {"RuntimeError", tandem::jinja::ErrorKind::Raised},
+            {"UndefinedError", tandem::jinja::ErrorKind::Undefined},
+            {"TypeError", tandem::jinja::ErrorKind::Type},
+        };
+        QVERIFY2(kinds.count(python_class),
+                 qPrintable("unexpected jinja2 exception " + QString::fromStdString(reason)));
+        QCOMPARE(error.kind(), kinds.at(python_class));
+        QCOMPARE(QString::fromStdString(error.message()), QString::fromStdString(python_message));
       }
       return;
     }

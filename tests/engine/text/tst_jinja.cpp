@@ -285,6 +285,49 @@ class TestJinja : public QObject {
     QTest::newRow("filter precedence")
         << QString::fromUtf8("{{ 1 + xs|length }} {{ 'a' ~ xs|join }} {{ not xs|length }}")
         << QString::fromUtf8("4 a312 False");
+    QTest::newRow("percent width and precision")
+        << QString::fromUtf8(
+               "{{ '%05.1f|%x|%5s|%-4d|%.2s|%c' % (3.14159, 255, 'ab', 7, 'xyz', 65) }}")
+        << QString::fromUtf8("003.1|ff|   ab|7   |xy|A");
+    QTest::newRow("split remainder keeps whitespace")
+        << QString::fromUtf8(
+               "{{ '  a b  '.rsplit(None, 1) }} {{ 'a  b  c  '.split(None, 1) }} {{ ' a b "
+               "'.split(None, 0) }} {{ 'a,b,,c'.split(',') }} {{ ''.split() }}")
+        << QString::fromUtf8("['  a', 'b'] ['a', 'b  c  '] ['a b '] ['a', 'b', '', 'c'] []");
+    QTest::newRow("round half even on binary value")
+        << QString::fromUtf8(
+               "{{ 2.675|round(2) }} {{ 0.5|round }} {{ 1.5|round }} {{ -2.5|round }} {{ 7|round "
+               "}}")
+        << QString::fromUtf8("2.67 0.0 2.0 -2.0 7");
+    QTest::newRow("raw keeps newline after raw tag")
+        << QString::fromUtf8("    {% raw %}\n  a\n    {% endraw %}\nb")
+        << QString::fromUtf8("\n  a\nb");
+    QTest::newRow("sameas") << QString::fromUtf8(
+                                   "{{ 1 is sameas 1 }} {{ none is sameas none }} {{ xs is sameas "
+                                   "xs }} {{ [] is sameas [] }}")
+                            << QString::fromUtf8("True True True False");
+    QTest::newRow("non-string dict keys")
+        << QString::fromUtf8(
+               "{% set b = {0: 0, 512: 128} %}{% for k, v in b|dictsort %}{{ k }}:{{ v }};{% "
+               "endfor %} {{ b[512] }} {{ b }} {{ b|tojson }} {{ {1: 'a', true: 'b', 1.0: 'c'} }} "
+               "{{ {(1, 2): 'x'}[(1, 2)] }} {{ 512 in b }}")
+        << QString::fromUtf8(
+               "0:0;512:128; 128 {0: 0, 512: 128} {\"0\": 0, \"512\": 128} {1: 'c'} x True");
+    QTest::newRow("dict equality")
+        << QString::fromUtf8(
+               "{{ msgs[0] == {'content': 'hi', 'role': 'user'} }} {{ msgs[0] == msgs[1] }}")
+        << QString::fromUtf8("True False");
+    QTest::newRow("float and int parsing")
+        << QString::fromUtf8(
+               "{{ 'nan'|float }} {{ '-Infinity'|float }} {{ '1e3'|float }} {{ ' 2.5 '|float }} {{ "
+               "'1_0.5'|float }} {{ '+3'|float }} {{ '1__0'|float }} {{ '.5'|float }} {{ "
+               "'1e400'|float }} {{ '-2.9'|int }} {{ '1e3'|int }} {{ '  -12  '|int }} {{ 1.5e300 "
+               "}} {{ 12345.678|round(-2) }} {{ 0.125|round(2) }}")
+        << QString::fromUtf8(
+               "nan -inf 1000.0 2.5 10.5 3.0 0.0 0.5 inf -2 1000 -12 1.5e+300 12300.0 0.12");
+    QTest::newRow("printf floats")
+        << QString::fromUtf8("{{ '%.3f %e %g %10.2f' % (3.14159, 12345.678, 0.0001, -2.5) }}")
+        << QString::fromUtf8("3.142 1.234568e+04 0.0001      -2.50");
     QTest::newRow("string compare and truthiness")
         << QString::fromUtf8(
                "{{ '' or 'empty' }} {{ [] or 'nolist' }} {{ {} or 'nodict' }} {{ 0.0 or 'zero' }}")
@@ -349,6 +392,11 @@ class TestJinja : public QObject {
         << "access to attribute 'update' of 'dict' object is unsafe";
     QTest::newRow("set attribute of dict") << "{% set d.a = 1 %}" << ErrorKind::Type << 1 << 4
                                            << "cannot assign attribute on non-namespace object";
+    QTest::newRow("macro given too many arguments")
+        << "{% macro m(x) %}{{ x }}{% endmacro %}{{ m(1, 2) }}" << ErrorKind::Type << 1 << 41
+        << "macro 'm' takes not more than 1 argument(s)";
+    QTest::newRow("unhashable dict key")
+        << "{{ {[1]: 2} }}" << ErrorKind::Type << 1 << 4 << "unhashable type: 'list'";
     QTest::newRow("range too big")
         << "{{ range(200000)|length }}" << ErrorKind::Limit << 1 << 4 << "range too big";
   }
