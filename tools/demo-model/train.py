@@ -266,6 +266,20 @@ def expert_counts(model, ids, context, layers, experts, top_k):
 
 # ---------------------------------------------------------------- training
 
+def balance_loss(router_logits, top_k):
+    """The load-balancing loss of Switch Transformer, per layer and averaged over layers: 1.0
+    when every expert of every layer gets an even share. transformers' own aux loss pools the
+    router logits of all layers, which lets single layers starve some of their experts."""
+    total = 0.0
+    for logits in router_logits:
+        probs = torch.softmax(logits.float(), dim=-1)
+        experts = probs.shape[-1]
+        chosen = torch.topk(probs, top_k, dim=-1).indices
+        share = torch.nn.functional.one_hot(chosen, experts).float().sum(1).mean(0) / top_k
+        total = total + experts * (share * probs.mean(0)).sum()
+    return total / len(router_logits)
+
+
 def learning_rate(cfg, step, time_fraction):
     """Warm-up, a plateau, then a linear decay over the last part of the time budget."""
     peak = cfg["peak_lr"]
@@ -307,8 +321,11 @@ def train(model, stream_for_epoch, cfg, eval_ids, work):
                 group["lr"] = lr
             x = windows[b:b + batch]
             model.train()
-            out = model(input_ids=x, labels=x)
-            out.loss.backward()
+            out = model(input_ids=x, output_router_logits=True)
+            lm_loss = torch.nn.functional.cross_entropy(
+                out.logits[:, :-1].reshape(-1, out.logits.shape[-1]).float(), x[:, 1:].reshape(-1))
+            aux = balance_loss(out.router_logits, model.config.num_experts_per_tok)
+            (lm_loss + coef * aux).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -316,8 +333,7 @@ def train(model, stream_for_epoch, cfg, eval_ids, work):
             tokens_seen += x.numel()
             if step % 10 == 0:
                 elapsed = time.time() - start
-                lm = out.loss.item() - coef * out.aux_loss.item()
-                print(f"step {step} epoch {epoch} loss {lm:.3f} aux {out.aux_loss.item():.3f} "
+                print(f"step {step} epoch {epoch} loss {lm_loss.item():.3f} balance {aux.item():.3f} "
                       f"lr {lr:.2e} tokens {tokens_seen} {tokens_seen / elapsed:.0f} tok/s "
                       f"{elapsed / 60:.1f} min", flush=True)
             if time.time() - last_checkpoint > cfg["checkpoint_every_min"] * 60:
