@@ -187,6 +187,69 @@ class TestCli : public QObject {
     QCOMPARE(bare.out, QString());
   }
 
+  // Without --model, run and chat use the built-in demo model.
+  void runAndChatDefaultToTheDemoModel() {
+    const QString demo = QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model");
+    const QStringList args = {"-p", "Tell me a fortune.", "-n", "12", "--seed", "3"};
+    const Run implicit = runTandem(QStringList{"run"} + args, env());
+    QCOMPARE(implicit.code, 0);
+    QVERIFY2(implicit.err.contains(QLatin1String("decode: ")), qPrintable(implicit.err));
+    const Run explicit_ = runTandem(QStringList{"run", "-m", demo} + args, env());
+    QCOMPARE(explicit_.code, 0);
+    QCOMPARE(implicit.out, explicit_.out);
+
+    QProcess p;
+    p.setProcessEnvironment(env());
+    p.start(QStringLiteral(TANDEM_EXECUTABLE), {"chat", "-n", "4", "--seed", "1"});
+    QVERIFY(p.waitForStarted());
+    p.write("hello\n/quit\n");
+    p.closeWriteChannel();
+    QVERIFY(p.waitForFinished(30000));
+    QCOMPARE(p.exitCode(), 0);
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    QVERIFY2(out.contains(QLatin1String("Chatting with Qwen3MoeForCausalLM")) && out.contains(QLatin1String("demo-model")),
+             qPrintable(out));
+  }
+
+  void perplexityOfAText() {
+    const QString fixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    const QString text = QStringLiteral(TANDEM_TEST_DATA_DIR "/perplexity/fixture-text.txt");
+    QFile f(QStringLiteral(TANDEM_TEST_DATA_DIR "/perplexity/expected.json"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const auto expected = nlohmann::json::parse(f.readAll().toStdString());
+    const QString context = QString::number(expected["context_tokens"].get<int>());
+
+    const Run json = runTandem({"perplexity", "-m", fixture, "--file", text, "--context", context, "--kl-base",
+                                fixture, "--json", "-t", "1"},
+                               env());
+    QCOMPARE(json.code, 0);
+    const auto doc = nlohmann::json::parse(json.out.toStdString());
+    const auto& want = expected["perplexity"]["qwen3-moe"];
+    QCOMPARE(doc["evaluated_tokens"], want["evaluated_tokens"]);
+    QVERIFY(std::abs(doc["perplexity"].get<double>() - want["perplexity"].get<double>()) <
+            1e-3 * want["perplexity"].get<double>());
+    QCOMPARE(doc["mean_kl"].get<double>(), 0.0);  // the model against itself
+    QVERIFY(doc["seconds"].get<double>() > 0.0);
+
+    const Run table = runTandem({"perplexity", "-m", fixture, "-f", text}, env());
+    QCOMPARE(table.code, 0);
+    for (const char* line : {"tokens evaluated:", "perplexity:", "time:"}) {
+      QVERIFY2(table.out.contains(QLatin1String(line)), qPrintable(table.out));
+    }
+    QVERIFY(!table.out.contains(QLatin1String("KL")));
+
+    const Run otherTokenizer = runTandem({"perplexity", "-m", fixture, "-f", text, "--kl-base",
+                                          QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model")},
+                                         env());
+    QCOMPARE(otherTokenizer.code, 2);
+    QVERIFY2(otherTokenizer.err.contains(QLatin1String("same tokenizer")), qPrintable(otherTokenizer.err));
+    const Run tooLong = runTandem({"perplexity", "-m", fixture, "-f", text, "--context", "100000"}, env());
+    QCOMPARE(tooLong.code, 2);
+    QVERIFY2(tooLong.err.contains(QLatin1String("positions")), qPrintable(tooLong.err));
+    const Run noFile = runTandem({"perplexity", "-m", fixture}, env());
+    QVERIFY(noFile.code != 0);
+  }
+
   void badArgumentsAreRejected() {
     const Run size = runTandem({"--screenshot", home_.path() + "/x.png", "--size", "big"}, env());
     QVERIFY(size.code != 0);
