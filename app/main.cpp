@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "app/desktop_launch.h"
+#include "app/bench_command.h"
 #include "app/chat_command.h"
 #include "app/detect_command.h"
 #include "app/run_command.h"
@@ -92,6 +93,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--repeat-penalty", run.repeat_penalty, "Penalty for tokens already in the context (1: off)")->capture_default_str();
   run_cmd->add_option("--stop", run.stop, "Stop when this text appears (repeatable)");
   run_cmd->add_option("-c,--context", run.context, "Context length in tokens (default: the model's, at most 4096)");
+  run_cmd->add_option("--cpu-format", run.cpu_format, "Weights on the CPU: native (as stored), int8 or bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"native", "int8", "bf16"}));
   run_cmd->add_option("--dump-logits", run.dump_logits, "Write the logits of the prompt's last position to this JSON file");
 
   tandem::app::TokenizeOptions tokenize;
@@ -102,6 +106,25 @@ int main(int argc, char** argv) {
   text_opt->excludes(file_opt);
   tokenize_cmd->add_flag("--json", tokenize.json, "Print ids and token strings as JSON");
   tokenize_cmd->add_flag("--no-special", tokenize.no_special, "Treat special-token text as plain text and add no BOS/EOS");
+
+  tandem::app::BenchCommandOptions bench;
+  CLI::App* bench_cmd = cli.add_subcommand("bench", "Measure prompt and decode speed on random tokens");
+  bench_cmd->add_option("-m,--model", bench.model, "Model folder")->required()->check(CLI::ExistingDirectory);
+  bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")->capture_default_str();
+  bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")->capture_default_str();
+  bench_cmd->add_option("-t,--threads", bench.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
+  bench_cmd->add_option("-r,--repetitions", bench.repetitions, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  bench_cmd->add_option("--cpu-format", bench.cpu_format, "Weights on the CPU: native, int8 or bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"native", "int8", "bf16"}));
+  bench_cmd->add_flag("--json", bench.json, "Print JSON");
+
+  tandem::app::SynthCommandOptions synth;
+  CLI::App* synth_cmd = cli.add_subcommand("synth", "Write a random-weight checkpoint shaped like a real model, for benchmarks");
+  synth_cmd->add_option("--like", synth.like, "qwen3-30b-a3b or deepseek-v3")->required()->check(CLI::IsMember({"qwen3-30b-a3b", "deepseek-v3"}));
+  synth_cmd->add_option("--layers", synth.layers, "Number of layers (default: the real model's)")->check(CLI::Range(1, 200));
+  synth_cmd->add_option("--out", synth.out, "Output folder")->required();
+  synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
 
   tandem::app::ChatOptions chat;
   CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
@@ -150,6 +173,14 @@ int main(int argc, char** argv) {
   if (run_cmd->parsed()) {
     setup_logging(verbose, true);
     return tandem::app::run_generate(run);
+  }
+  if (bench_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_bench(bench);
+  }
+  if (synth_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_synth(synth);
   }
   if (chat_cmd->parsed()) {
     setup_logging(verbose, true);
