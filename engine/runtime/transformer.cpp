@@ -6,6 +6,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "kernels/cpu/attention.h"
+
 namespace tandem::runtime {
 namespace {
 
@@ -183,17 +185,19 @@ void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, 
   matmul(x, n, w.k, k.data());
   matmul(x, n, w.v, v.data());
   for (std::int64_t t = 0; t < n; ++t) {
-    for (std::int64_t head = 0; head < nh; ++head) {
-      float* qh = q.data() + (t * nh + head) * hd;
-      if (spec_.qk_norm) rms_norm(qh, w.q_norm.data(), hd, spec_.rms_norm_eps, qh);
-      rope_.apply(qh, pos0 + t);
+    if (spec_.qk_norm) {
+      for (std::int64_t head = 0; head < nh; ++head) {
+        float* qh = q.data() + (t * nh + head) * hd;
+        rms_norm(qh, w.q_norm.data(), hd, spec_.rms_norm_eps, qh);
+      }
+      for (std::int64_t head = 0; head < nkv; ++head) {
+        float* kh = k.data() + (t * nkv + head) * hd;
+        rms_norm(kh, w.k_norm.data(), hd, spec_.rms_norm_eps, kh);
+      }
     }
-    for (std::int64_t head = 0; head < nkv; ++head) {
-      float* kh = k.data() + (t * nkv + head) * hd;
-      if (spec_.qk_norm) rms_norm(kh, w.k_norm.data(), hd, spec_.rms_norm_eps, kh);
-      rope_.apply(kh, pos0 + t);
-    }
-    std::copy_n(k.data() + t * nkv * hd, nkv * hd, cache.key(layer, pos0 + t));
+    rope_.apply_heads(q.data() + t * nh * hd, nh, hd, pos0 + t);
+    rope_.apply_heads(k.data() + t * nkv * hd, nkv, hd, pos0 + t);
+    cache.store_key(layer, pos0 + t, k.data() + t * nkv * hd);
     std::copy_n(v.data() + t * nkv * hd, nkv * hd, cache.value(layer, pos0 + t));
   }
 
@@ -207,18 +211,9 @@ void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, 
       const std::int64_t head = job % nh;
       const std::int64_t kvh = head / group;
       const std::int64_t len = pos0 + t + 1;  // causal: this token and everything before it
-      const float* qh = q.data() + (t * nh + head) * hd;
-      for (std::int64_t s = 0; s < len; ++s) {
-        scores[static_cast<std::size_t>(s)] = kernels::dot_f32(qh, cache.key(layer, s) + kvh * hd, hd) * scale;
-      }
-      softmax_inplace(scores.data(), len);
-      float* o = attended.data() + (t * nh + head) * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (std::int64_t s = 0; s < len; ++s) {
-        const float p = scores[static_cast<std::size_t>(s)];
-        const float* vs = cache.value(layer, s) + kvh * hd;
-        for (std::int64_t d = 0; d < hd; ++d) o[d] += p * vs[d];
-      }
+      kernels::attend_head(q.data() + (t * nh + head) * hd, cache.keys_transposed(layer, kvh), cache.capacity(),
+                           cache.value(layer, 0) + kvh * hd, nkv * hd, len, hd, scale, scores.data(),
+                           attended.data() + (t * nh + head) * hd);
     }
   });
   matmul(attended.data(), n, w.o, out);
@@ -257,7 +252,7 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
     float* kr = cache.rope_key(layer, pos0 + t);
     std::copy_n(row + lora, rope, kr);
     rope_.apply(kr, pos0 + t);
-    for (std::int64_t head = 0; head < nh; ++head) rope_.apply(q.data() + (t * nh + head) * qk + nope, pos0 + t);
+    rope_.apply_heads(q.data() + t * nh * qk + nope, nh, qk, pos0 + t);
   }
 
   const float scale = static_cast<float>(spec_.attention_scale);
@@ -286,9 +281,7 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
         float* ol = o_latent.data() + t * lora;
         std::fill(ol, ol + lora, 0.0f);
         for (std::int64_t s = 0; s < len; ++s) {
-          const float p = scores[static_cast<std::size_t>(s)];
-          const float* c = cache.latent(layer, s);
-          for (std::int64_t d = 0; d < lora; ++d) ol[d] += p * c[d];
+          kernels::axpy_f32(scores[static_cast<std::size_t>(s)], cache.latent(layer, s), ol, lora);
         }
       }
     });
@@ -433,10 +426,8 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std
     }
   });
   for (std::int64_t s = 0; s < slots; ++s) {
-    const float wgt = slot_weight[static_cast<std::size_t>(s)];
-    float* o = out + slot_token[static_cast<std::size_t>(s)] * h;
-    const float* y = moe_out_.data() + s * h;
-    for (std::int64_t d = 0; d < h; ++d) o[d] += wgt * y[d];
+    kernels::axpy_f32(slot_weight[static_cast<std::size_t>(s)], moe_out_.data() + s * h,
+                      out + slot_token[static_cast<std::size_t>(s)] * h, h);
   }
 }
 

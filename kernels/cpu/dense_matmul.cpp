@@ -30,6 +30,8 @@ void serial_for(std::int64_t n, const std::function<void(std::int64_t, std::int6
   if (n > 0) body(0, n);
 }
 
+// Compiled for AVX-512, AVX2 and baseline x86-64; the loader picks the best the CPU has.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 float dot_f32(const float* a, const float* b, std::int64_t n) {
   constexpr int kLanes = 16;
   float acc[kLanes] = {};
@@ -42,6 +44,11 @@ float dot_f32(const float* a, const float* b, std::int64_t n) {
   float sum = 0.0f;
   for (int l = 0; l < kLanes; ++l) sum += acc[l];
   return sum + tail;
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void axpy_f32(float a, const float* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
 void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y, std::int64_t y_stride,

@@ -51,5 +51,7 @@ void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y, 
 
 // The fp32 dot product every path uses (several accumulators, so it vectorises).
 float dot_f32(const float* a, const float* b, std::int64_t n);
+// y += a * x over n values.
+void axpy_f32(float a, const float* x, float* y, std::int64_t n);
 
 }  // namespace tandem::kernels

@@ -27,6 +27,14 @@ std::size_t PackedMatrix::block_bytes() const {
 
 namespace {
 
+// Round to nearest (ties to even) for |v| < 2^22 without a libm call: adding 1.5 * 2^23
+// pushes the fraction out of the mantissa.
+inline int round_small(float v) {
+  constexpr float kMagic = 12582912.0f;
+  // Without -ffast-math the compiler keeps both operations, so the rounding happens.
+  return static_cast<int>((v + kMagic) - kMagic);
+}
+
 PackedMatrix empty_packed(const WeightMatrix& s, PackedFormat f) {
   PackedMatrix p;
   p.format = f;
@@ -52,10 +60,11 @@ PackedMatrix pack_int8(const WeightMatrix& source) {
     for (float v : row) max_abs = std::max(max_abs, std::abs(v));
     const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
     p.row_scale[static_cast<std::size_t>(r)] = scale;
+    const float inv_scale = 1.0f / scale;
     std::uint8_t* block = p.block(r / kPackRows);
     const std::int64_t lane = r % kPackRows;
     for (std::int64_t c = 0; c < source.cols; ++c) {
-      const int q = static_cast<int>(std::lround(row[static_cast<std::size_t>(c)] / scale));
+      const int q = round_small(row[static_cast<std::size_t>(c)] * inv_scale);
       block[(c / 4) * 64 + lane * 4 + c % 4] = static_cast<std::uint8_t>(std::clamp(q, -127, 127) + 128);
     }
   }
@@ -77,6 +86,7 @@ PackedMatrix pack_bf16(const WeightMatrix& source) {
   return p;
 }
 
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
                       PackedActivations& out) {
   out.format = format;
@@ -96,7 +106,7 @@ void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, Pa
       std::int8_t* q = out.q.data() + t * out.cols_padded;
       std::int32_t sum = 0;
       for (std::int64_t c = 0; c < cols; ++c) {
-        const int v = static_cast<int>(std::nearbyint(xt[c] * inv));
+        const int v = round_small(xt[c] * inv);
         q[c] = static_cast<std::int8_t>(std::clamp(v, -127, 127));
         sum += q[c];
       }
