@@ -11,6 +11,7 @@
 #include "app/desktop_launch.h"
 #include "app/bench_command.h"
 #include "app/chat_command.h"
+#include "app/recommend_command.h"
 #include "app/detect_command.h"
 #include "app/run_command.h"
 #include "app/tokenize_command.h"
@@ -132,6 +133,16 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--out", synth.out, "Output folder")->required();
   synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
 
+  tandem::app::RecommendOptions recommend;
+  bool save_profile = false;
+  CLI::App* recommend_cmd = cli.add_subcommand("recommend", "Plan memory and recommend parameters for a model on this machine");
+  recommend_cmd->add_option("-m,--model", recommend.model, "A model folder or a catalog id (e.g. qwen3-30b-a3b)")->required();
+  recommend_cmd->add_option("-c,--context", recommend.context, "Context length in tokens")->capture_default_str()->check(CLI::Range(256, 10000000));
+  recommend_cmd->add_option("--quality", recommend.quality, "quality, balanced or speed")->capture_default_str()->check(CLI::IsMember({"quality", "balanced", "speed"}));
+  recommend_cmd->add_option("--hardware", recommend.hardware, "Plan for a machine recorded with tandem detect --json")->check(CLI::ExistingFile);
+  recommend_cmd->add_flag("--json", recommend.json, "Print JSON");
+  recommend_cmd->add_flag("--save", save_profile, "Save the plan as the model's profile in the data folder");
+
   tandem::app::ChatOptions chat;
   CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
   chat_cmd->add_option("-m,--model", chat.model, "Model folder")->required()->check(CLI::ExistingDirectory);
@@ -179,6 +190,16 @@ int main(int argc, char** argv) {
   if (run_cmd->parsed()) {
     setup_logging(verbose, true);
     return tandem::app::run_generate(run);
+  }
+  if (recommend_cmd->parsed()) {
+    setup_logging(verbose, true);
+    if (save_profile) {
+      QString name = QString::fromStdString(recommend.model).section(QLatin1Char('/'), -1, -1, QString::SectionSkipEmpty);
+      recommend.save = (QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/profiles/") + name +
+                        QStringLiteral(".json"))
+                           .toStdString();
+    }
+    return tandem::app::run_recommend(recommend);
   }
   if (bench_cmd->parsed()) {
     setup_logging(verbose, true);

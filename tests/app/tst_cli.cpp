@@ -187,6 +187,25 @@ class TestCli : public QObject {
     QCOMPARE(bare.out, QString());
   }
 
+  void recommendForARecordedMachine() {
+    const Run r = runTandem({"recommend", "-m", "qwen3-30b-a3b", "--hardware",
+                             QStringLiteral(TANDEM_TEST_DATA_DIR "/hardware/ryzen-avx512-16gb.json"), "--json", "--save"},
+                            env());
+    QCOMPARE(r.code, 0);
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    QCOMPARE(doc["verdict"].get<std::string>(), std::string("fits"));
+    QVERIFY(doc["memory"]["ram_total_bytes"].get<std::uint64_t>() <= doc["memory"]["ram_budget_bytes"].get<std::uint64_t>());
+    QVERIFY(QFile::exists(home_.path() + "/data/Tandem/Tandem/profiles/qwen3-30b-a3b.json"));
+    const Run missing = runTandem({"recommend", "-m", "no-such-model"}, env());
+    QCOMPARE(missing.code, 1);
+    QVERIFY(missing.err.contains(QLatin1String("Catalog models: ")));
+    const Run tooBig = runTandem({"recommend", "-m", "kimi-k2-instruct", "--hardware",
+                                  QStringLiteral(TANDEM_TEST_DATA_DIR "/hardware/laptop-avx2.json")},
+                                 env());
+    QCOMPARE(tooBig.code, 3);
+    QVERIFY(tooBig.out.contains(QLatin1String("choose a smaller model")));
+  }
+
   void badArgumentsAreRejected() {
     const Run size = runTandem({"--screenshot", home_.path() + "/x.png", "--size", "big"}, env());
     QVERIFY(size.code != 0);
