@@ -60,6 +60,7 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context)
     info.experts = static_cast<int>(model->spec().num_experts);
     info.context = ctx;
     info.threads = n;
+    info.metrics = session_->metrics();
     model_ = std::move(model);
     tokenizer_ = std::move(tokenizer);
     template_ = std::move(chat_template);

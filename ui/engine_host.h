@@ -13,6 +13,7 @@
 
 namespace tandem::runtime {
 class ChatSession;
+class Metrics;
 class LoadedModel;
 class ThreadPool;
 }  // namespace tandem::runtime
@@ -33,6 +34,7 @@ struct ModelInfo {
   int experts = 0;
   qint64 context = 0;
   int threads = 0;
+  std::shared_ptr<const runtime::Metrics> metrics;  // read by the live charts from any thread
 };
 
 struct TurnRequest {

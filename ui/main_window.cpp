@@ -27,6 +27,7 @@
 #include "ui/chat_page.h"
 #include "ui/conversation_store.h"
 #include "ui/engine_host.h"
+#include "ui/live_panel.h"
 #include "ui/system_page.h"
 #include "ui/throughput_chart.h"
 
@@ -87,14 +88,10 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   live_dock_ = new QDockWidget(tr("Live"), this);
   live_dock_->setObjectName(QStringLiteral("liveDock"));
   live_dock_->setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea | Qt::BottomDockWidgetArea);
-  auto* live = new QWidget(live_dock_);
-  auto* live_layout = new QVBoxLayout(live);
-  live_layout->setContentsMargins(6, 6, 6, 6);
-  throughput_ = new ThroughputChart(live);
-  live_layout->addWidget(throughput_);
-  live_layout->addStretch(1);
-  live->setMinimumWidth(250);
-  live_dock_->setWidget(live);
+  live_ = new LivePanel(live_dock_);
+  throughput_ = live_->throughput();
+  live_->setMinimumWidth(250);
+  live_dock_->setWidget(live_);
   addDockWidget(Qt::RightDockWidgetArea, live_dock_);
   connect(engine_, &EngineHost::throughputSample, throughput_, &ThroughputChart::addSample);
   connect(engine_, &EngineHost::modelLoaded, this, [this](const ModelInfo& info) {
@@ -104,6 +101,7 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
                                .arg(info.threads)
                                .arg(info.context));
     QSettings().setValue(kModelKey, info.folder);
+    live_->setMetrics(info.metrics, tr("none"), false);
   });
   connect(engine_, &EngineHost::modelLoadFailed, this, [this](const QString& folder, const QString&) {
     model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));

@@ -20,6 +20,7 @@ class ChatPage;
 class ConversationStore;
 class EngineHost;
 class SystemPage;
+class LivePanel;
 class ThroughputChart;
 
 class MainWindow : public QMainWindow {
@@ -37,6 +38,7 @@ class MainWindow : public QMainWindow {
   ProbeRunner* probeRunner() const { return probe_; }
   SystemPage* systemPage() const { return system_; }
   ThroughputChart* throughputChart() const { return throughput_; }
+  LivePanel* livePanelWidget() const { return live_; }
   ChatPage* chatPage() const { return chat_; }
   EngineHost* engine() const { return engine_; }
   QDockWidget* livePanel() const { return live_dock_; }
@@ -73,6 +75,7 @@ class MainWindow : public QMainWindow {
   SystemPage* system_ = nullptr;
   QDockWidget* live_dock_ = nullptr;
   ThroughputChart* throughput_ = nullptr;
+  LivePanel* live_ = nullptr;
   QLabel* model_status_ = nullptr;
   QLabel* cpu_status_ = nullptr;
   QLabel* gpu_status_ = nullptr;

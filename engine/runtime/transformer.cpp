@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <chrono>
 #include <stdexcept>
 
 #include "kernels/cpu/attention.h"
@@ -139,23 +140,35 @@ void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, 
 
   std::vector<float> normed(x.size());
   std::vector<float> branch(x.size());
+  using Clock = std::chrono::steady_clock;
+  const auto ns_since = [](Clock::time_point t) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count());
+  };
+  const auto forward_start = Clock::now();
+  std::uint64_t attention_ns = 0, expert_ns = 0;
+  current_layer_ = 0;
   for (std::int64_t l = 0; l < spec_.num_layers; ++l) {
+    current_layer_ = l;
     const model::LayerWeights& lw = weights_.layers[static_cast<std::size_t>(l)];
     for (std::int64_t t = 0; t < n; ++t) {
       rms_norm(x.data() + t * h, lw.attention_norm.data(), h, spec_.rms_norm_eps, normed.data() + t * h);
     }
+    const auto attention_start = Clock::now();
     if (spec_.mla) {
       latent_attention(l, normed.data(), n, pos0, cache, branch.data());
     } else {
       attention(l, normed.data(), n, pos0, cache, branch.data());
     }
+    attention_ns += ns_since(attention_start);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += branch[i];
 
     for (std::int64_t t = 0; t < n; ++t) {
       rms_norm(x.data() + t * h, lw.ffn_norm.data(), h, spec_.rms_norm_eps, normed.data() + t * h);
     }
+    const auto ffn_start = Clock::now();
     if (lw.moe) {
       mixture_of_experts(lw.experts, normed.data(), n, branch.data());
+      expert_ns += ns_since(ffn_start);
     } else {
       feed_forward(lw.dense, normed.data(), n, branch.data());
     }
@@ -170,6 +183,13 @@ void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, 
   }
   logits.resize(static_cast<std::size_t>(rows * spec_.vocab_size));
   matmul(normed.data(), rows, weights_.output, logits.data());
+  if (metrics_ != nullptr) {
+    const std::uint64_t total = ns_since(forward_start);
+    metrics_->add_tokens(static_cast<std::uint64_t>(n));
+    metrics_->add_attention_ns(attention_ns);
+    metrics_->add_cpu_expert_ns(expert_ns);
+    metrics_->add_other_ns(total > attention_ns + expert_ns ? total - attention_ns - expert_ns : 0);
+  }
 }
 
 void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0, KvCache& cache,
@@ -314,6 +334,9 @@ void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x,
                                   static_cast<float>(spec_.routed_scaling_factor))
           : route_softmax(logits.data(), n, experts, k, spec_.norm_topk_prob);
 
+  if (metrics_ != nullptr) {
+    for (std::int32_t e : routing.experts) metrics_->add_hit(current_layer_, e);
+  }
   // Bucket the (token, weight) pairs per expert: O(tokens x k + experts).
   std::vector<std::int64_t> count(static_cast<std::size_t>(experts + 1), 0);
   for (std::int32_t e : routing.experts) ++count[static_cast<std::size_t>(e) + 1];

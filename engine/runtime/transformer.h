@@ -9,6 +9,7 @@
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
 #include "engine/runtime/kv_cache.h"
+#include "engine/runtime/metrics.h"
 #include "engine/runtime/rope.h"
 #include "engine/runtime/thread_pool.h"
 #include "kernels/cpu/packed_matmul.h"
@@ -38,6 +39,8 @@ class Transformer {
                bool all_logits = false);
 
   const model::ModelSpec& spec() const { return spec_; }
+  // Records routing hits and time per part into `metrics` (may be null).
+  void set_metrics(Metrics* metrics) { metrics_ = metrics; }
 
  private:
   void attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0, KvCache& cache, float* out);
@@ -54,6 +57,8 @@ class Transformer {
   ThreadPool& pool_;
   kernels::ParallelFor parallel_;
   RotaryEmbedding rope_;
+  Metrics* metrics_ = nullptr;
+  std::int64_t current_layer_ = 0;
   // Scratch of the packed expert path, kept between calls to avoid reallocation.
   std::vector<kernels::PackedActivations> moe_inputs_;
   std::vector<kernels::PackedActivations> moe_hidden_;
