@@ -109,6 +109,15 @@ class TestHub : public QObject {
   std::string weights_, config_, tokenizer_, nested_;
 
  private slots:
+  void initTestCase() {
+    // Only 127.0.0.1 is ever contacted, and never through a proxy from the environment.
+    for (const char* v :
+         {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+      qunsetenv(v);
+    }
+    qputenv("no_proxy", "127.0.0.1");
+  }
+
   void init() {
     server_ = std::make_unique<HubFixtureServer>();
     weights_ = random_bytes(300000, 1);
