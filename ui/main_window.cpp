@@ -23,6 +23,8 @@
 #include "engine/log/log.h"
 #include "engine/version.h"
 #include "ui/chat_page.h"
+#include "ui/download_queue.h"
+#include "ui/downloads_page.h"
 #include "ui/system_page.h"
 #include "ui/throughput_chart.h"
 
@@ -55,11 +57,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_FileDialogDetailedView),
                                            tr("Chat")));
   navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ComputerIcon), tr("System")));
+  navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ArrowDown), tr("Downloads")));
   pages_ = new QStackedWidget(central);
   chat_ = new ChatPage(pages_);
   system_ = new SystemPage(pages_);
   pages_->addWidget(chat_);
   pages_->addWidget(system_);
+  download_queue_ = new DownloadQueue(this);
+  downloads_ = new DownloadsPage(download_queue_, modelsFolder(), pages_);
+  pages_->addWidget(downloads_);
   row->addWidget(navigation_);
   row->addWidget(pages_, 1);
   setCentralWidget(central);
@@ -84,6 +90,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildStatusBar();
   showPage(Page::Chat);
   restoreSettings();
+  // Downloads that were running when Tandem closed carry on where they stopped.
+  download_queue_->restore();
   detectHardware();
 }
 
@@ -103,6 +111,8 @@ void MainWindow::buildMenus() {
   chat->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
   QAction* system = view->addAction(tr("&System"), this, [this] { showPage(Page::System); });
   system->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
+  QAction* downloads = view->addAction(tr("&Downloads"), this, [this] { showPage(Page::Downloads); });
+  downloads->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
   view->addSeparator();
   QAction* live = live_dock_->toggleViewAction();
   live->setText(tr("&Live Panel"));
@@ -110,6 +120,10 @@ void MainWindow::buildMenus() {
   view->addAction(live);
 
   QMenu* tools = menuBar()->addMenu(tr("&Tools"));
+  tools->addAction(tr("Download a &Model…"), this, [this] {
+    showPage(Page::Downloads);
+    downloads_->askForDownload();
+  });
   tools->addAction(tr("&Detect Hardware Again"), this, &MainWindow::detectHardware);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));

@@ -1,4 +1,4 @@
-// Tandem's main window: navigation, the chat and System pages, the live panel and the
+// Tandem's main window: navigation, the chat, System and Downloads pages, the live panel and the
 // status bar. It owns no engine work; probes run off the UI thread.
 #pragma once
 
@@ -14,13 +14,15 @@ class QDockWidget;
 namespace tandem::ui {
 
 class ChatPage;
+class DownloadQueue;
+class DownloadsPage;
 class SystemPage;
 class ThroughputChart;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum class Page { Chat = 0, System = 1 };
+  enum class Page { Chat = 0, System = 1, Downloads = 2 };
 
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -30,6 +32,8 @@ class MainWindow : public QMainWindow {
 
   ProbeRunner* probeRunner() const { return probe_; }
   SystemPage* systemPage() const { return system_; }
+  DownloadsPage* downloadsPage() const { return downloads_; }
+  DownloadQueue* downloadQueue() const { return download_queue_; }
   ThroughputChart* throughputChart() const { return throughput_; }
   QDockWidget* livePanel() const { return live_dock_; }
   QString statusSummary() const;
@@ -59,6 +63,8 @@ class MainWindow : public QMainWindow {
   QStackedWidget* pages_ = nullptr;
   ChatPage* chat_ = nullptr;
   SystemPage* system_ = nullptr;
+  DownloadQueue* download_queue_ = nullptr;
+  DownloadsPage* downloads_ = nullptr;
   QDockWidget* live_dock_ = nullptr;
   ThroughputChart* throughput_ = nullptr;
   QLabel* model_status_ = nullptr;

@@ -384,6 +384,9 @@ DownloadResult Downloader::run() {
     std::lock_guard lock(mutex_);
     workers_left_ = workers;
   }
+  // The first report comes at once, so a view shows the files (and what is already on disk)
+  // before any transfer has moved.
+  if (options_.on_progress) options_.on_progress(snapshot());
   std::vector<std::thread> threads;
   for (int i = 0; i < workers; ++i) threads.emplace_back([this] { work(); });
   for (;;) {
