@@ -30,6 +30,8 @@ struct DownloadQueue::Job {
   hub::Downloader* downloader = nullptr;  // set while the transfer phase runs
   std::atomic<bool> cancelled{false};
   std::atomic<bool> paused{false};
+  std::atomic<bool> finished{
+      false};  // the thread has nothing left to do (it may still need joining)
 };
 
 DownloadQueue::DownloadQueue(QObject* parent)
@@ -82,6 +84,10 @@ void DownloadQueue::run(quint64 id) {
     auto post = [this](auto fn) {
       QMetaObject::invokeMethod(this, std::move(fn), Qt::QueuedConnection);
     };
+    struct MarkFinished {
+      Job* job;
+      ~MarkFinished() { job->finished = true; }
+    } mark_finished{job};
     try {
       const hub::DownloadPlan plan =
           hub::plan_download(hub, request, [job] { return job->cancelled.load(); });
@@ -168,21 +174,19 @@ void DownloadQueue::pause(quint64 id) {
 void DownloadQueue::resume(quint64 id) {
   const auto it = jobs_.find(id);
   const DownloadJobState state = model_->state(id);
-  if (it != jobs_.end() && state == DownloadJobState::Paused) {
-    it->second->paused = false;
-    std::lock_guard lock(it->second->mutex);
-    if (it->second->downloader) {
-      it->second->downloader->resume();
-      model_->setState(id, DownloadJobState::Downloading);
-      save();
-      return;
-    }
-  }
-  // Not running (restored from an earlier session, or its thread has ended): start it.
-  if (state == DownloadJobState::Queued || state == DownloadJobState::Paused) {
+  if (state != DownloadJobState::Queued && state != DownloadJobState::Paused) return;
+  if (it != jobs_.end() && !it->second->finished) {
+    Job& job = *it->second;
+    job.paused = false;
+    std::lock_guard lock(job.mutex);
+    if (job.downloader) job.downloader->resume();
+    model_->setState(id,
+                     job.downloader ? DownloadJobState::Downloading : DownloadJobState::Listing);
+  } else {
+    // Not running (restored from an earlier session): start it, resuming its .part files.
     run(id);
-    save();
   }
+  save();
 }
 
 void DownloadQueue::cancel(quint64 id) {

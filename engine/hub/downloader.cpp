@@ -211,6 +211,7 @@ void Downloader::fetch(Slot& slot) {
     slot.bytes_done = offset;
     set_state(slot, FileState::Downloading);
     if (offset > 0) {
+      set_state(slot, FileState::Verifying);  // reading back what an earlier run left
       std::ifstream in(part, std::ios::binary);
       std::vector<char> buffer(1 << 20);
       std::uint64_t left = offset;
@@ -221,7 +222,12 @@ void Downloader::fetch(Slot& slot) {
         left -= static_cast<std::uint64_t>(in.gcount());
       }
       if (should_stop()) continue;
-      if (left > 0) offset = 0, digest = std::make_unique<ContentDigest>(digest_kind, file.size);
+      if (left > 0) {  // unreadable: start the file again
+        offset = 0;
+        slot.bytes_done = 0;
+        digest = std::make_unique<ContentDigest>(digest_kind, file.size);
+      }
+      set_state(slot, FileState::Downloading);
     }
     std::unique_ptr<PartFileWriter> writer = options_.open_part_file(part, offset);
 
