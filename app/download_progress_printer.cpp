@@ -93,37 +93,39 @@ void DownloadProgressPrinter::draw_terminal(const hub::DownloadProgress& progres
       std::fprintf(out_, "  FAILED   %s: %s\n", f.path.c_str(), f.error.c_str());
     }
   }
-  const int name_width = std::clamp(width / 3, 12, 40);
-  const int bar_width = std::clamp(width - name_width - 50, 10, 40);
-  for (const auto& f : progress.files) {
-    if (!is_active(f.state)) continue;
-    std::string tail;
-    if (f.state == hub::FileState::Downloading) {
-      tail = speed_text(f.bytes_per_s);
-    } else {
-      tail = hub::file_state_name(f.state);
-    }
-    const std::string line = fmt::format(
-        "  {} {} {:>3.0f}% {:>10} {}", shorten(f.path, static_cast<std::size_t>(name_width)),
-        bar(fraction_of(f.bytes_done, f.size), bar_width), 100 * fraction_of(f.bytes_done, f.size),
-        hw::format_bytes(f.bytes_done), tail);
-    std::fprintf(out_, "%s\n", line.substr(0, static_cast<std::size_t>(width - 1)).c_str());
-    ++live_lines_;
-  }
   const std::size_t done_files =
       std::count_if(progress.files.begin(), progress.files.end(),
                     [](const auto& f) { return f.state == hub::FileState::Done; });
-  const std::string total = fmt::format(
-      "  {} {} {:>3.0f}% {} of {}  {}  ETA {}{}",
-      shorten(fmt::format("total ({}/{} files)", done_files, progress.files.size()),
-              static_cast<std::size_t>(name_width)),
-      bar(fraction_of(progress.bytes_done, progress.bytes_total), bar_width),
-      100 * fraction_of(progress.bytes_done, progress.bytes_total),
+  const double total_fraction = fraction_of(progress.bytes_done, progress.bytes_total);
+  const std::string total_tail = fmt::format(
+      "{:>3.0f}% {} of {}  {}  ETA {}{}", 100 * total_fraction,
       hw::format_bytes(progress.bytes_done), hw::format_bytes(progress.bytes_total),
       speed_text(progress.bytes_per_s), progress.eta_s ? format_duration(*progress.eta_s) : "-",
       progress.paused ? "  (paused)" : "");
-  std::fprintf(out_, "%s\n", total.substr(0, static_cast<std::size_t>(width - 1)).c_str());
-  ++live_lines_;
+  // The total line has the longest tail; the bars are as wide as it leaves room for, and
+  // names give way before the bars shrink below a readable width.
+  const int room = width - 1 - 2 - 1 - 2 - 1 - static_cast<int>(total_tail.size());
+  int name_width = std::clamp(width / 3, 12, 40);
+  const int bar_width = std::clamp(room - name_width, 10, 40);
+  if (room - name_width < 10) name_width = std::max(12, room - bar_width);
+  auto line = [&](const std::string& name, double fraction, const std::string& tail) {
+    const std::string text =
+        fmt::format("  {} {} {}", shorten(name, static_cast<std::size_t>(name_width)),
+                    bar(fraction, bar_width), tail);
+    std::fprintf(out_, "%s\n", text.substr(0, static_cast<std::size_t>(width - 1)).c_str());
+    ++live_lines_;
+  };
+  for (const auto& f : progress.files) {
+    if (!is_active(f.state)) continue;
+    const double fraction = fraction_of(f.bytes_done, f.size);
+    line(f.path, fraction,
+         fmt::format("{:>3.0f}% {:>10} {}", 100 * fraction, hw::format_bytes(f.bytes_done),
+                     f.state == hub::FileState::Downloading
+                         ? speed_text(f.bytes_per_s)
+                         : std::string(hub::file_state_name(f.state))));
+  }
+  line(fmt::format("total ({}/{} files)", done_files, progress.files.size()), total_fraction,
+       total_tail);
   std::fflush(out_);
 }
 
