@@ -42,6 +42,12 @@ DownloadDialog::DownloadDialog(const QString& modelsFolder, QWidget* parent)
   token_ = new QLineEdit(this);
   token_->setEchoMode(QLineEdit::Password);
   token_->setPlaceholderText(tr("only for gated models (hf_…); kept in Tandem's settings"));
+  endpoint_ = new QLineEdit(this);
+  const QByteArray environment_endpoint = qgetenv("HF_ENDPOINT");
+  endpoint_->setPlaceholderText(
+      environment_endpoint.isEmpty()
+          ? tr("%1 (or a mirror)").arg(QString::fromUtf8(hub::kDefaultEndpoint))
+          : tr("%1 (from HF_ENDPOINT)").arg(QString::fromUtf8(environment_endpoint)));
   destination_ = new QLabel(this);
   destination_->setWordWrap(true);
   destination_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -50,6 +56,7 @@ DownloadDialog::DownloadDialog(const QString& modelsFolder, QWidget* parent)
   form->addRow(tr("Only files"), include_);
   form->addRow(tr("Skip files"), exclude_);
   form->addRow(tr("Access token"), token_);
+  form->addRow(tr("Hub or mirror"), endpoint_);
   form->addRow(tr("Saved to"), destination_);
   layout->addLayout(form);
 
@@ -99,6 +106,14 @@ DownloadJobSpec DownloadDialog::spec() const {
 
 QString DownloadDialog::token() const {
   return token_->text().trimmed();
+}
+
+void DownloadDialog::setEndpoint(const QString& endpoint) {
+  endpoint_->setText(endpoint);
+}
+
+QString DownloadDialog::endpoint() const {
+  return endpoint_->text().trimmed();
 }
 
 }  // namespace tandem::ui

@@ -1,5 +1,5 @@
 // Asks what to download: the repository, optionally a revision, include/exclude patterns
-// and a token for gated models. Accepts only a repository name the Hub could have.
+// a token for gated models and a mirror. Accepts only a repository name the Hub could have.
 #pragma once
 
 #include <QDialog>
@@ -20,6 +20,9 @@ class DownloadDialog : public QDialog {
 
   DownloadJobSpec spec() const;
   QString token() const;  // empty: keep the saved one
+  // The mirror to download from; empty: HF_ENDPOINT, else huggingface.co.
+  void setEndpoint(const QString& endpoint);
+  QString endpoint() const;
 
   QLineEdit* repoEdit() const { return repo_; }
   QLineEdit* includeEdit() const { return include_; }
@@ -34,6 +37,7 @@ class DownloadDialog : public QDialog {
   QLineEdit* include_ = nullptr;
   QLineEdit* exclude_ = nullptr;
   QLineEdit* token_ = nullptr;
+  QLineEdit* endpoint_ = nullptr;
   QLabel* destination_ = nullptr;
   QLabel* problem_ = nullptr;
   QPushButton* start_ = nullptr;

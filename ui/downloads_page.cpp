@@ -151,9 +151,16 @@ void DownloadsPage::showDetails() {
 }
 
 void DownloadsPage::askForDownload() {
+  QSettings settings;
   DownloadDialog dialog(models_folder_, this);
+  dialog.setEndpoint(settings.value(DownloadQueue::kEndpointKey).toString());
   if (dialog.exec() != QDialog::Accepted) return;
-  if (!dialog.token().isEmpty()) QSettings().setValue(DownloadQueue::kTokenKey, dialog.token());
+  if (!dialog.token().isEmpty()) settings.setValue(DownloadQueue::kTokenKey, dialog.token());
+  if (dialog.endpoint().isEmpty()) {
+    settings.remove(DownloadQueue::kEndpointKey);
+  } else {
+    settings.setValue(DownloadQueue::kEndpointKey, dialog.endpoint());
+  }
   queue_->start(dialog.spec());
 }
 
