@@ -167,6 +167,27 @@ class TestDownloads : public QObject {
     QCOMPARE(queue.model()->state(id), DownloadJobState::Done);
   }
 
+  void memoryVerdictIsShownAsAWarning() {
+    DownloadQueue queue;
+    std::uint64_t asked_about = 0;
+    queue.setMemoryVerdictSource([&](const tandem::hub::DownloadPlan& plan) {
+      asked_about = plan.total_bytes();
+      return std::optional<tandem::hub::MemoryVerdict>(tandem::hub::MemoryVerdict{
+          false, "needs 24 GiB of RAM and VRAM together; this machine has 16 GiB"});
+    });
+    QSignalSpy finished(&queue, &DownloadQueue::finished);
+    const quint64 id = queue.start(spec());
+    QVERIFY(finished.wait(20000));
+    // The download still happens (the user may want it for another machine), with the warning kept.
+    QCOMPARE(queue.model()->state(id), DownloadJobState::Done);
+    QCOMPARE(asked_about, std::uint64_t(weights_.size() + 27));
+    QVERIFY(queue.model()
+                ->indexOf(id)
+                .data(Qt::ToolTipRole)
+                .toString()
+                .contains(QLatin1String("needs 24 GiB")));
+  }
+
   void delegateButtonsPauseAndResume() {
     server_->set_throttle(150000);  // about 2.7 s for the weights
     DownloadQueue queue;
@@ -260,6 +281,8 @@ class TestDownloads : public QObject {
     QCOMPARE(s.revision, QStringLiteral("main"));
     QCOMPARE(s.include, (QStringList{"*.safetensors", "*.json", "tokenizer*"}));
     QCOMPARE(s.destination, QStringLiteral("/models/Qwen/Qwen3-30B-A3B"));
+    dialog.setEndpoint(QStringLiteral(" https://hf-mirror.example "));
+    QCOMPARE(dialog.endpoint(), QStringLiteral("https://hf-mirror.example"));
   }
 
   void mainWindowHasADownloadsPage() {
