@@ -304,9 +304,12 @@ QVariant DownloadListModel::downloadData(const DownloadRow& d, int column, int r
       if (d.state != DownloadJobState::Downloading || d.speed <= 0) return QString();
       return d.eta_s ? tr("%1 · %2 left").arg(speedText(d.speed), etaText(*d.eta_s))
                      : speedText(d.speed);
-    case StateColumn:
-      return d.message.isEmpty() ? jobStateText(d.state)
-                                 : QStringLiteral("%1: %2").arg(jobStateText(d.state), d.message);
+    case StateColumn:  // the message itself is ErrorRole, the tooltip and the page's detail line
+      // A message next to a download that goes on is a warning (the memory verdict).
+      return !d.message.isEmpty() &&
+                     (d.state == DownloadJobState::Downloading || d.state == DownloadJobState::Done)
+                 ? jobStateText(d.state) + QStringLiteral(" ⚠")
+                 : jobStateText(d.state);
     default:
       return {};
   }
@@ -350,9 +353,7 @@ QVariant DownloadListModel::fileData(const DownloadRow& d, const FileRow& f, int
     case SpeedColumn:
       return f.state == hub::FileState::Downloading ? speedText(f.speed) : QString();
     case StateColumn:
-      return f.error.isEmpty() || f.state == hub::FileState::Done
-                 ? fileStateText(f.state)
-                 : QStringLiteral("%1: %2").arg(fileStateText(f.state), f.error);
+      return fileStateText(f.state);
     default:
       return {};
   }

@@ -133,7 +133,8 @@ class TestDownloads : public QObject {
     const QString error = model.indexOf(id).data(Model::ErrorRole).toString();
     QVERIFY2(error.contains(QLatin1String("model.safetensors was not accepted")),
              qPrintable(error));
-    QVERIFY(stateText(model, id).startsWith(QLatin1String("Failed: ")));
+    QCOMPARE(stateText(model, id), QStringLiteral("Failed"));
+    QCOMPARE(model.indexOf(id).data(Qt::ToolTipRole).toString(), error);
     QCOMPARE(model.indexOf(id).data(Model::ActionsRole).toStringList(),
              (QStringList{"retry", "remove"}));
     // The file's own row carries the error too; the other file is unaffected.
