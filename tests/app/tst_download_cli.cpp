@@ -130,6 +130,8 @@ class TestDownloadCli : public QObject {
     QVERIFY2(part_a > 0 && part_a < qint64(shard1_.size()), qPrintable(QString::number(part_a)));
     QVERIFY2(part_b > 0 && part_b < qint64(shard2_.size()), qPrintable(QString::number(part_b)));
 
+    // The dead process's connections are still counted until the server notices.
+    QTRY_COMPARE_WITH_TIMEOUT(server_->open_connections(), 0, 5000);
     server_->reset_counters();
     server_->set_throttle(0);
     QString out, err;

@@ -241,6 +241,7 @@ class TestDownloads : public QObject {
     QVERIFY(!QFile::exists(dir_->path() + "/model/model.safetensors"));
     const qint64 part = QFileInfo(dir_->path() + "/model/model.safetensors.part").size();
     QVERIFY(part > 0);
+    QTRY_COMPARE_WITH_TIMEOUT(server_->open_connections(), 0, 5000);
     server_->reset_counters();
     server_->set_throttle(0);
 

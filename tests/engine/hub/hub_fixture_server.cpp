@@ -165,6 +165,11 @@ int HubFixtureServer::tree_requests() const {
   return tree_requests_;
 }
 
+int HubFixtureServer::open_connections() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(open_fds_.size());
+}
+
 void HubFixtureServer::reset_counters() {
   std::lock_guard lock(mutex_);
   bytes_served_.clear();

@@ -63,6 +63,8 @@ class HubFixtureServer {
   std::uint64_t bytes_served(const std::string& repo, const std::string& path) const;
   std::vector<ServedRequest> file_requests(const std::string& repo, const std::string& path) const;
   int tree_requests() const;
+  // Connections still being served; a client that went away leaves one until the next write fails.
+  int open_connections() const;
   void reset_counters();
 
  private:
