@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,6 +62,20 @@ std::unique_ptr<PartFileWriter> open_part_file(const std::filesystem::path& part
                                                std::uint64_t keep_bytes) {
   const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw_write_error(part, errno);
+  // Two downloads writing one .part would interleave their bytes; the lock (released when
+  // the file is closed, or the process dies) keeps a second one out before it truncates.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error_number = errno;
+    ::close(fd);
+    if (error_number == EWOULDBLOCK) {
+      throw HubError(
+          HubErrorKind::WriteFailed,
+          fmt::format("{} is being downloaded by another Tandem window or tandem download "
+                      "command; let that one finish or stop it, then try again.",
+                      part.string()));
+    }
+    throw_write_error(part, error_number);
+  }
   if (::ftruncate(fd, static_cast<off_t>(keep_bytes)) != 0 ||
       ::lseek(fd, static_cast<off_t>(keep_bytes), SEEK_SET) < 0) {
     const int error_number = errno;

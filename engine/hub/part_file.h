@@ -19,8 +19,9 @@ class PartFileWriter {
   virtual void finish() = 0;
 };
 
-// Opens `part`, creating it, keeps its first `keep_bytes` bytes (dropping anything after,
-// which a crash may have left half-written) and positions at the end.
+// Opens `part`, creating it, locks it against a second writer (HubError WriteFailed when
+// another holds it), keeps its first `keep_bytes` bytes (dropping anything after, which a
+// crash may have left half-written) and positions at the end.
 using PartFileOpener = std::function<std::unique_ptr<PartFileWriter>(
     const std::filesystem::path& part, std::uint64_t keep_bytes)>;
 
