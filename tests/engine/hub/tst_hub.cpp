@@ -490,6 +490,26 @@ class TestHub : public QObject {
     QCOMPARE(read_file(model / "model.safetensors"), weights_);
   }
 
+  void aPartFileHasOneWriterAtATime() {
+    QTemporaryDir dir;
+    const fs::path part = dir.path().toStdString() + "/x.safetensors.part";
+    write_file(part, "0123456789");
+    auto first = open_part_file(part, 4);
+    try {
+      open_part_file(part, 0);
+      QFAIL("a second writer opened a locked .part file");
+    } catch (const HubError& e) {
+      QCOMPARE(e.kind(), HubErrorKind::WriteFailed);
+      QVERIFY2(std::string(e.what()).find("being downloaded by another") != std::string::npos,
+               e.what());
+    }
+    QCOMPARE(read_file(part), std::string("0123"));  // the second did not truncate it
+    first->write("ab");
+    first->finish();
+    QCOMPARE(read_file(part), std::string("0123ab"));
+    open_part_file(part, 6)->finish();  // free again once the first is closed
+  }
+
   void refusesWhenTheDiskIsTooSmall() {
     server_->set_listed_size(kRepo, "model.safetensors", std::uint64_t(1) << 60);  // an exbibyte
     QTemporaryDir dir;
