@@ -113,8 +113,10 @@ int main(int argc, char** argv) {
   download_cmd->add_option("repo", download.repo, "The repository, ORG/MODEL")->required();
   download_cmd->add_option("--revision", download.revision, "Branch, tag or commit")->capture_default_str();
   download_cmd->add_option("--include", download.include,
-                           "Only files matching this glob, e.g. \"*.safetensors\" (repeatable)");
-  download_cmd->add_option("--exclude", download.exclude, "Skip files matching this glob (repeatable)");
+                           "Only files matching this glob, e.g. \"*.safetensors\" (repeatable)")
+      ->allow_extra_args(false);  // one pattern per --include, so the repository is never taken for one
+  download_cmd->add_option("--exclude", download.exclude, "Skip files matching this glob (repeatable)")
+      ->allow_extra_args(false);
   download_cmd->add_option("--dir", download.dir, "Folder for the files (default: the models folder's ORG/MODEL)");
   download_cmd->add_option("--parallel", download.parallel, "Files downloaded at once")
       ->check(CLI::Range(1, 16))

@@ -14,7 +14,7 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& c) {
     return HubError(
         HubErrorKind::Stalled,
         fmt::format("The transfer of {} stalled: no data arrived for {} s. Check the network "
-                    "connection; the download resumes where it stopped.",
+                    "connection. Tandem retries, and a download resumes where it stopped.",
                     c.what, hub.stall_timeout_s));
   }
   if (answer.failure == Failure::Network) {
@@ -22,7 +22,7 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& c) {
         HubErrorKind::Network,
         fmt::format("The connection to {} failed while fetching {} ({}). Check the network "
                     "connection and proxy settings (https_proxy), or use a mirror "
-                    "(HF_ENDPOINT); the download resumes where it stopped.",
+                    "(HF_ENDPOINT). Tandem retries, and a download resumes where it stopped.",
                     hub.endpoint, c.what, answer.network_error));
   }
   const std::string code = answer.header("x-error-code");
