@@ -7,6 +7,8 @@
 #include <regex>
 
 #include "app/desktop_launch.h"
+#include "app/bench_command.h"
+#include "app/chat_command.h"
 #include "app/detect_command.h"
 #include "app/download_command.h"
 #include "app/run_command.h"
@@ -37,6 +39,7 @@ constexpr const char* kHeadlessHelp =
     "  tandem run -m DIR -p TEXT       generate text with a model\n"
     "  tandem tokenize -m DIR --text T the token ids of a text\n"
     "  tandem download ORG/MODEL       download a model from Hugging Face\n"
+    "  tandem chat -m DIR              chat in the terminal\n"
     "  tandem --screenshot out.png   render the window offscreen to a PNG\n"
     "  tandem --help           every command and option\n"
     "To open the window, run Tandem in a desktop session (or set DISPLAY).\n";
@@ -92,6 +95,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--repeat-penalty", run.repeat_penalty, "Penalty for tokens already in the context (1: off)")->capture_default_str();
   run_cmd->add_option("--stop", run.stop, "Stop when this text appears (repeatable)");
   run_cmd->add_option("-c,--context", run.context, "Context length in tokens (default: the model's, at most 4096)");
+  run_cmd->add_option("--cpu-format", run.cpu_format, "Weights on the CPU: native (as stored), int8 or bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"native", "int8", "bf16"}));
   run_cmd->add_option("--dump-logits", run.dump_logits, "Write the logits of the prompt's last position to this JSON file");
 
   tandem::app::TokenizeOptions tokenize;
@@ -121,9 +127,53 @@ int main(int argc, char** argv) {
   download_cmd->add_option("--parallel", download.parallel, "Files downloaded at once")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  tandem::app::BenchCommandOptions bench;
+  CLI::App* bench_cmd = cli.add_subcommand("bench", "Measure prompt and decode speed on random tokens");
+  bench_cmd->add_option("-m,--model", bench.model, "Model folder")->required()->check(CLI::ExistingDirectory);
+  bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")->capture_default_str();
+  bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")->capture_default_str();
+  bench_cmd->add_option("-t,--threads", bench.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
+  bench_cmd->add_option("-r,--repetitions", bench.repetitions, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  bench_cmd->add_option("--cpu-format", bench.cpu_format, "Weights on the CPU: native, int8 or bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"native", "int8", "bf16"}));
+  bench_cmd->add_flag("--json", bench.json, "Print JSON");
+
+  tandem::app::SynthCommandOptions synth;
+  CLI::App* synth_cmd = cli.add_subcommand("synth", "Write a random-weight checkpoint shaped like a real model, for benchmarks");
+  synth_cmd->add_option("--like", synth.like, "qwen3-30b-a3b or deepseek-v3")->required()->check(CLI::IsMember({"qwen3-30b-a3b", "deepseek-v3"}));
+  synth_cmd->add_option("--layers", synth.layers, "Number of layers (default: the real model's)")->check(CLI::Range(1, 200));
+  synth_cmd->add_option("--out", synth.out, "Output folder")->required();
+  synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
+
+  tandem::app::ChatOptions chat;
+  CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
+  chat_cmd->add_option("-m,--model", chat.model, "Model folder")->required()->check(CLI::ExistingDirectory);
+  chat_cmd->add_option("-t,--threads", chat.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
+  chat_cmd->add_option("-c,--context", chat.context, "Context length in tokens (default: the model's, at most 4096)");
+  chat_cmd->add_option("--system", chat.system_prompt, "System prompt");
+  chat_cmd->add_option("--temperature", chat.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
+  chat_cmd->add_option("--seed", chat.seed, "Random seed")->each([&](const std::string&) { chat.seed_given = true; });
+  chat_cmd->add_option("-n,--max-tokens", chat.max_tokens, "Longest reply in tokens")->capture_default_str();
+
+  tandem::app::TemplateRenderOptions render;
+  CLI::App* template_cmd = cli.add_subcommand("template", "Work with chat templates");
+  CLI::App* render_cmd = template_cmd->add_subcommand("render", "Print the exact prompt a model receives for a conversation");
+  template_cmd->require_subcommand(1);
+  auto* render_model = render_cmd->add_option("-m,--model", render.model, "Model folder (its tokenizer_config.json or chat_template.jinja)")
+                           ->check(CLI::ExistingDirectory);
+  auto* render_template = render_cmd->add_option("--template", render.template_file, "A Jinja template file")->check(CLI::ExistingFile);
+  render_model->excludes(render_template);
+  render_cmd->add_option("--messages", render.messages_file, "JSON list of {role, content} messages")->required()->check(CLI::ExistingFile);
+  render_cmd->add_option("--tools", render.tools_file, "JSON list of tool definitions")->check(CLI::ExistingFile);
+  bool no_generation_prompt = false;
+  render_cmd->add_flag("--no-generation-prompt", no_generation_prompt, "Leave out the assistant's opening");
 
   try {
     cli.parse(argc, argv);
+    if (render_cmd->parsed() && render.model.empty() && render.template_file.empty()) {
+      throw CLI::RequiredError("--model or --template");
+    }
     if (run_cmd->parsed() && run.prompt.empty() && run.prompt_file.empty()) {
       throw CLI::RequiredError("--prompt or --prompt-file");
     }
@@ -151,6 +201,23 @@ int main(int argc, char** argv) {
                          .toStdString();
     }
     return tandem::app::run_download(download);
+  }
+  if (bench_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_bench(bench);
+  }
+  if (synth_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_synth(synth);
+  }
+  if (chat_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_chat(chat);
+  }
+  if (render_cmd->parsed()) {
+    setup_logging(verbose, true);
+    render.generation_prompt = !no_generation_prompt;
+    return tandem::app::run_template_render(render);
   }
   if (tokenize_cmd->parsed()) {
     setup_logging(verbose, true);

@@ -21,7 +21,7 @@ namespace tandem::app {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+extern "C" void on_run_interrupt(int) { g_interrupted.store(true); }
 
 }  // namespace
 
@@ -45,7 +45,9 @@ int run_generate(const RunOptions& o) {
   std::unique_ptr<runtime::LoadedModel> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   try {
-    model = runtime::LoadedModel::load(o.model);
+    runtime::LoadOptions load;
+    runtime::parse_cpu_format(o.cpu_format, load.cpu_format);
+    model = runtime::LoadedModel::load(o.model, load);
     tokenizer = text::load_tokenizer(o.model);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
@@ -81,7 +83,7 @@ int run_generate(const RunOptions& o) {
   bool dumped = o.dump_logits.empty();
   text::StreamingDetokenizer detokenizer(*tokenizer);
   runtime::StopStringFilter stops(o.stop);
-  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGINT, on_run_interrupt);
   runtime::GenerationStats stats;
   try {
     stats = generator.generate(ids, options, [&](std::int32_t token) {

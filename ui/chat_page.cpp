@@ -1,35 +1,505 @@
 #include "ui/chat_page.h"
 
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QInputDialog>
+#include <QKeyEvent>
 #include <QLabel>
+#include <QLineEdit>
+#include <QListView>
+#include <QMenu>
+#include <QMessageBox>
+#include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QStackedWidget>
+#include <QTimer>
+#include <QToolButton>
 #include <QVBoxLayout>
+#include <QWidgetAction>
+
+#include "ui/message_widget.h"
+#include "ui/theme.h"
 
 namespace tandem::ui {
+namespace {
 
-ChatPage::ChatPage(QWidget* parent) : QWidget(parent) {
+enum StackPage { kNoModel = 0, kConversation = 1 };
+
+QString titleFrom(const QString& text) {
+  QString t = text.simplified();
+  if (t.size() > 48) t = t.left(47) + QStringLiteral("…");
+  return t.isEmpty() ? QObject::tr("New chat") : t;
+}
+
+}  // namespace
+
+ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent)
+    : QWidget(parent), engine_(engine), store_(store) {
   setObjectName(QStringLiteral("chatPage"));
   setAttribute(Qt::WA_StyledBackground);
-  auto* layout = new QVBoxLayout(this);
+  list_model_ = new ConversationListModel(store_, this);
+  filter_ = new QSortFilterProxyModel(this);
+  filter_->setSourceModel(list_model_);
+  filter_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+
+  auto* row = new QHBoxLayout(this);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->setSpacing(0);
+  row->addWidget(buildConversationList());
+  stack_ = new QStackedWidget(this);
+  stack_->addWidget(buildNoModelPage());
+  stack_->addWidget(buildChatArea());
+  row->addWidget(stack_, 1);
+
+  connect(&engine_, &EngineHost::turnDelta, this, &ChatPage::onDelta);
+  connect(&engine_, &EngineHost::turnFinished, this, &ChatPage::onFinished);
+  connect(&engine_, &EngineHost::modelLoaded, this, [this] { updateState(); });
+  connect(&engine_, &EngineHost::modelLoadFailed, this, [this](const QString& folder, const QString& message) {
+    no_model_detail_->setText(tr("Tandem could not load %1:\n%2").arg(folder, message));
+    updateState();
+  });
+  connect(&engine_, &EngineHost::busyChanged, this, [this] { updateState(); });
+  connect(&engine_, &EngineHost::loadingChanged, this, [this] { updateState(); });
+
+  if (list_model_->rowCount() > 0) openConversation(list_model_->idAt(0));
+  updateState();
+}
+
+QWidget* ChatPage::buildConversationList() {
+  auto* panel = new QFrame(this);
+  panel->setObjectName(QStringLiteral("conversationPanel"));
+  panel->setStyleSheet(QStringLiteral("QFrame#conversationPanel { background: #eef1f5; border-right: 1px solid #dde2e8; }"));
+  panel->setFixedWidth(200);
+  auto* v = new QVBoxLayout(panel);
+  v->setContentsMargins(10, 12, 10, 10);
+  auto* fresh = new QPushButton(tr("New chat"), panel);
+  fresh->setObjectName(QStringLiteral("primary"));
+  connect(fresh, &QPushButton::clicked, this, &ChatPage::newConversation);
+  v->addWidget(fresh);
+  search_ = new QLineEdit(panel);
+  search_->setPlaceholderText(tr("Search conversations"));
+  search_->setClearButtonEnabled(true);
+  connect(search_, &QLineEdit::textChanged, filter_, &QSortFilterProxyModel::setFilterFixedString);
+  v->addWidget(search_);
+  list_view_ = new QListView(panel);
+  list_view_->setModel(filter_);
+  list_view_->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::SelectedClicked);
+  list_view_->setContextMenuPolicy(Qt::CustomContextMenu);
+  list_view_->setStyleSheet(QStringLiteral("QListView { background: transparent; border: none; } "
+                                           "QListView::item { padding: 7px 6px; border-radius: 6px; } "
+                                           "QListView::item:selected { background: #ffffff; color: #1d2430; }"));
+  connect(list_view_, &QListView::clicked, this, [this](const QModelIndex& index) {
+    openConversation(index.data(ConversationListModel::IdRole).toLongLong());
+  });
+  connect(list_view_, &QListView::customContextMenuRequested, this, [this](const QPoint& pos) {
+    const QModelIndex index = list_view_->indexAt(pos);
+    if (!index.isValid()) return;
+    QMenu menu(this);
+    menu.addAction(tr("Rename"), this, [this, index] { list_view_->edit(index); });
+    menu.addAction(tr("Delete"), this, [this, index] {
+      if (QMessageBox::question(this, tr("Delete conversation"),
+                                tr("Delete “%1”? This cannot be undone.").arg(index.data().toString())) ==
+          QMessageBox::Yes) {
+        deleteConversationAt(filter_->mapToSource(index).row());
+      }
+    });
+    menu.exec(list_view_->viewport()->mapToGlobal(pos));
+  });
+  v->addWidget(list_view_, 1);
+  return panel;
+}
+
+QWidget* ChatPage::buildNoModelPage() {
+  auto* page = new QWidget(this);
+  auto* layout = new QVBoxLayout(page);
   layout->addStretch(2);
-  auto* title = new QLabel(tr("No model loaded"), this);
+  auto* title = new QLabel(tr("No model loaded"), page);
   title->setObjectName(QStringLiteral("emptyTitle"));
   title->setAlignment(Qt::AlignCenter);
-  auto* text = new QLabel(tr("Tandem runs mixture-of-experts models with your GPU and CPU working "
-                             "together.\nNo model is set up on this computer yet, so there is "
-                             "nobody to chat with."),
-                          this);
-  text->setObjectName(QStringLiteral("emptyText"));
-  text->setAlignment(Qt::AlignCenter);
-  text->setWordWrap(true);
-  auto* button = new QPushButton(tr("See what this computer can run"), this);
-  button->setObjectName(QStringLiteral("primary"));
-  connect(button, &QPushButton::clicked, this, &ChatPage::showSystemRequested);
+  no_model_detail_ = new QLabel(tr("Tandem runs mixture-of-experts models with your GPU and CPU working together.\n"
+                                   "Open a model folder (config.json, tokenizer and .safetensors files) to start chatting."),
+                                page);
+  no_model_detail_->setObjectName(QStringLiteral("emptyText"));
+  no_model_detail_->setAlignment(Qt::AlignCenter);
+  no_model_detail_->setWordWrap(true);
+  auto* buttons = new QHBoxLayout;
+  auto* open = new QPushButton(tr("Open Model Folder…"), page);
+  open->setObjectName(QStringLiteral("primary"));
+  connect(open, &QPushButton::clicked, this, &ChatPage::openModelRequested);
+  auto* system = new QPushButton(tr("See what this computer can run"), page);
+  connect(system, &QPushButton::clicked, this, &ChatPage::showSystemRequested);
+  buttons->addStretch(1);
+  buttons->addWidget(open);
+  buttons->addWidget(system);
+  buttons->addStretch(1);
   layout->addWidget(title);
   layout->addSpacing(6);
-  layout->addWidget(text);
+  layout->addWidget(no_model_detail_);
   layout->addSpacing(14);
-  layout->addWidget(button, 0, Qt::AlignHCenter);
+  layout->addLayout(buttons);
   layout->addStretch(3);
+  return page;
+}
+
+QWidget* ChatPage::buildChatArea() {
+  auto* area = new QWidget(this);
+  auto* v = new QVBoxLayout(area);
+  v->setContentsMargins(18, 12, 18, 12);
+  v->setSpacing(8);
+
+  auto* header = new QHBoxLayout;
+  title_ = new QLabel(area);
+  title_->setObjectName(QStringLiteral("cardTitle"));
+  header->addWidget(title_, 1);
+  sampling_ = new QToolButton(area);
+  sampling_->setText(tr("Sampling"));
+  sampling_->setPopupMode(QToolButton::InstantPopup);
+  auto* menu = new QMenu(sampling_);
+  auto* form_host = new QWidget(menu);
+  auto* form = new QFormLayout(form_host);
+  temperature_ = new QDoubleSpinBox(form_host);
+  temperature_->setRange(0.0, 2.0);
+  temperature_->setSingleStep(0.05);
+  temperature_->setToolTip(tr("0 always picks the most likely token; higher values are more varied"));
+  top_p_ = new QDoubleSpinBox(form_host);
+  top_p_->setRange(0.05, 1.0);
+  top_p_->setSingleStep(0.05);
+  top_k_ = new QSpinBox(form_host);
+  top_k_->setRange(0, 1000);
+  top_k_->setSpecialValueText(tr("off"));
+  min_p_ = new QDoubleSpinBox(form_host);
+  min_p_->setRange(0.0, 1.0);
+  min_p_->setSingleStep(0.01);
+  max_tokens_ = new QSpinBox(form_host);
+  max_tokens_->setRange(16, 32768);
+  max_tokens_->setSingleStep(256);
+  form->addRow(tr("Temperature"), temperature_);
+  form->addRow(tr("Top-p"), top_p_);
+  form->addRow(tr("Top-k"), top_k_);
+  form->addRow(tr("Min-p"), min_p_);
+  form->addRow(tr("Longest reply (tokens)"), max_tokens_);
+  auto* action = new QWidgetAction(menu);
+  action->setDefaultWidget(form_host);
+  menu->addAction(action);
+  sampling_->setMenu(menu);
+  connect(menu, &QMenu::aboutToHide, this, &ChatPage::saveSettings);
+  header->addWidget(sampling_);
+  v->addLayout(header);
+
+  system_prompt_ = new QLineEdit(area);
+  system_prompt_->setPlaceholderText(tr("System prompt (optional): how the model should behave in this conversation"));
+  connect(system_prompt_, &QLineEdit::editingFinished, this, &ChatPage::saveSettings);
+  v->addWidget(system_prompt_);
+
+  scroll_ = new QScrollArea(area);
+  scroll_->setWidgetResizable(true);
+  scroll_->setFrameShape(QFrame::NoFrame);
+  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  messages_widget_ = new QWidget(scroll_);
+  messages_widget_->setObjectName(QStringLiteral("chatPage"));
+  messages_layout_ = new QVBoxLayout(messages_widget_);
+  messages_layout_->setContentsMargins(0, 6, 6, 6);
+  messages_layout_->setSpacing(10);
+  empty_conversation_ = new QLabel(tr("Ask anything. Replies stream in as the model writes them."), messages_widget_);
+  empty_conversation_->setObjectName(QStringLiteral("emptyText"));
+  empty_conversation_->setAlignment(Qt::AlignCenter);
+  messages_layout_->addWidget(empty_conversation_);
+  messages_layout_->addStretch(1);
+  scroll_->setWidget(messages_widget_);
+  v->addWidget(scroll_, 1);
+
+  auto* error_row = new QHBoxLayout;
+  error_ = new QLabel(area);
+  error_->setWordWrap(true);
+  error_->setStyleSheet(QStringLiteral("color: #9a3412; background: #fff7ed; border: 1px solid #fed7aa; border-radius: 6px; padding: 6px;"));
+  error_->setVisible(false);
+  drop_and_retry_ = new QPushButton(tr("Drop oldest turns and retry"), area);
+  drop_and_retry_->setVisible(false);
+  connect(drop_and_retry_, &QPushButton::clicked, this, [this] {
+    TurnRequest r = last_request_;
+    r.drop_oldest = true;
+    startTurn(r);
+  });
+  error_row->addWidget(error_, 1);
+  error_row->addWidget(drop_and_retry_);
+  v->addLayout(error_row);
+
+  model_notice_ = new QFrame(area);
+  model_notice_->setObjectName(QStringLiteral("modelNotice"));
+  model_notice_->setStyleSheet(QStringLiteral("QFrame#modelNotice { background: #eef2ff; border: 1px solid #c7d2fe; border-radius: 6px; }"));
+  auto* notice_row = new QHBoxLayout(model_notice_);
+  notice_row->setContentsMargins(10, 4, 6, 4);
+  model_notice_text_ = new QLabel(model_notice_);
+  model_notice_text_->setWordWrap(true);
+  auto* notice_open = new QPushButton(tr("Open Model Folder…"), model_notice_);
+  connect(notice_open, &QPushButton::clicked, this, &ChatPage::openModelRequested);
+  notice_row->addWidget(model_notice_text_, 1);
+  notice_row->addWidget(notice_open);
+  v->addWidget(model_notice_);
+
+  auto* composer_row = new QHBoxLayout;
+  composer_ = new QPlainTextEdit(area);
+  composer_->setPlaceholderText(tr("Write a message. Enter sends, Shift+Enter starts a new line."));
+  composer_->setFixedHeight(76);
+  composer_->installEventFilter(this);
+  send_ = new QPushButton(tr("Send"), area);
+  send_->setObjectName(QStringLiteral("primary"));
+  stop_ = new QPushButton(tr("Stop"), area);
+  connect(send_, &QPushButton::clicked, this, &ChatPage::send);
+  connect(stop_, &QPushButton::clicked, this, &ChatPage::stop);
+  auto* buttons = new QVBoxLayout;
+  buttons->addWidget(send_);
+  buttons->addWidget(stop_);
+  composer_row->addWidget(composer_, 1);
+  composer_row->addLayout(buttons);
+  v->addLayout(composer_row);
+  return area;
+}
+
+bool ChatPage::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == composer_ && event->type() == QEvent::KeyPress) {
+    auto* key = static_cast<QKeyEvent*>(event);
+    if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) && !(key->modifiers() & Qt::ShiftModifier)) {
+      send();
+      return true;
+    }
+  }
+  return QWidget::eventFilter(watched, event);
+}
+
+int ChatPage::messageCount() const { return widgets_.size(); }
+MessageWidget* ChatPage::messageAt(int i) const { return i >= 0 && i < widgets_.size() ? widgets_[i] : nullptr; }
+QString ChatPage::errorText() const { return error_->isVisible() ? error_->text() : QString(); }
+
+ConversationSettings ChatPage::currentSettings() const {
+  ConversationSettings s;
+  s.system_prompt = system_prompt_->text();
+  s.temperature = temperature_->value();
+  s.top_p = top_p_->value();
+  s.top_k = top_k_->value();
+  s.min_p = min_p_->value();
+  s.max_tokens = max_tokens_->value();
+  return s;
+}
+
+void ChatPage::saveSettings() {
+  if (current_ != 0) store_.setSettings(current_, currentSettings());
+}
+
+void ChatPage::newConversation() {
+  if (engine_.isBusy()) return;
+  const QModelIndex index = list_model_->create(tr("New chat"));
+  if (!index.isValid()) {
+    showError(store_.error().isEmpty() ? tr("The conversation could not be saved.") : store_.error(), false);
+    return;
+  }
+  openConversation(index.data(ConversationListModel::IdRole).toLongLong());
+  composer_->setFocus();
+}
+
+void ChatPage::openConversation(qint64 id) {
+  if (engine_.isBusy() && id != current_) return;
+  current_ = id;
+  messages_ = store_.messages(id);
+  const ConversationSettings s = store_.settings(id);
+  system_prompt_->setText(s.system_prompt);
+  temperature_->setValue(s.temperature);
+  top_p_->setValue(s.top_p);
+  top_k_->setValue(s.top_k);
+  min_p_->setValue(s.min_p);
+  max_tokens_->setValue(s.max_tokens);
+  const int row = list_model_->rowOf(id);
+  title_->setText(row >= 0 ? list_model_->index(row).data().toString() : QString());
+  if (row >= 0) list_view_->setCurrentIndex(filter_->mapFromSource(list_model_->index(row)));
+  error_->setVisible(false);
+  drop_and_retry_->setVisible(false);
+  rebuildMessages();
+  updateState();
+}
+
+void ChatPage::deleteConversationAt(int row) {
+  const qint64 id = list_model_->idAt(row);
+  if (id == 0 || (engine_.isBusy() && id == current_)) return;
+  list_model_->remove(row);
+  if (id == current_) {
+    current_ = 0;
+    messages_.clear();
+    if (list_model_->rowCount() > 0) openConversation(list_model_->idAt(0));
+    else rebuildMessages();
+  }
+  updateState();
+}
+
+MessageWidget* ChatPage::appendMessage(int index, const StoredMessage& message) {
+  const QString speaker = message.role == QLatin1String("user") ? tr("You")
+                                                                 : (engine_.hasModel() ? engine_.model().name : tr("Assistant"));
+  auto* w = new MessageWidget(index, message.role, speaker, messages_widget_);
+  w->setContent(message.content, message.thinking, false);
+  connect(w, &MessageWidget::editRequested, this, &ChatPage::editRequested);
+  connect(w, &MessageWidget::regenerateRequested, this, &ChatPage::regenerate);
+  messages_layout_->insertWidget(messages_layout_->count() - 1, w);
+  widgets_.push_back(w);
+  return w;
+}
+
+void ChatPage::rebuildMessages() {
+  for (MessageWidget* w : widgets_) w->deleteLater();
+  widgets_.clear();
+  streaming_ = nullptr;
+  for (int i = 0; i < messages_.size(); ++i) appendMessage(i, messages_[i]);
+  if (!widgets_.isEmpty() && widgets_.back()->role() == QLatin1String("assistant")) widgets_.back()->setRegenerateVisible(true);
+  empty_conversation_->setVisible(messages_.isEmpty());
+  scrollToBottom();
+}
+
+void ChatPage::scrollToBottom() {
+  QTimer::singleShot(0, this, [this] { scroll_->verticalScrollBar()->setValue(scroll_->verticalScrollBar()->maximum()); });
+}
+
+void ChatPage::updateState() {
+  // Saved conversations stay readable without a model; only replies need one.
+  stack_->setCurrentIndex(engine_.hasModel() || engine_.isBusy() || current_ != 0 ? kConversation : kNoModel);
+  model_notice_->setVisible(!engine_.hasModel());
+  model_notice_text_->setText(engine_.isLoading() ? tr("Loading the model…")
+                                                  : tr("No model is loaded, so the model cannot reply yet."));
+  const bool busy = engine_.isBusy();
+  send_->setEnabled(!busy && engine_.hasModel());
+  stop_->setEnabled(busy);
+  composer_->setReadOnly(false);
+  sampling_->setEnabled(!busy);
+  for (MessageWidget* w : widgets_) w->setEnabled(!busy || w == streaming_);
+}
+
+void ChatPage::showError(const QString& message, bool offer_drop) {
+  error_->setText(message);
+  error_->setVisible(!message.isEmpty());
+  drop_and_retry_->setVisible(offer_drop);
+}
+
+void ChatPage::startTurn(TurnRequest request) {
+  request.settings = currentSettings();
+  last_request_ = request;
+  showError({}, false);
+  streamed_answer_.clear();
+  streamed_thinking_.clear();
+  // Show the conversation as it will be: the user's message, and the reply streaming in.
+  QVector<StoredMessage> shown = request.history;
+  switch (request.kind) {
+    case TurnRequest::Kind::Send: shown.push_back({QStringLiteral("user"), request.text, {}}); break;
+    case TurnRequest::Kind::Regenerate:
+      if (!shown.isEmpty() && shown.back().role == QLatin1String("assistant")) shown.pop_back();
+      break;
+    case TurnRequest::Kind::Edit:
+      shown.resize(request.edit_index + 1);
+      shown[request.edit_index].content = request.text;
+      break;
+  }
+  messages_ = shown;
+  rebuildMessages();
+  empty_conversation_->setVisible(false);
+  streaming_ = appendMessage(messages_.size(), {QStringLiteral("assistant"), {}, {}});
+  streaming_->setContent({}, {}, true);
+  turn_ = engine_.startTurn(request);
+  updateState();
+  scrollToBottom();
+}
+
+void ChatPage::send() {
+  const QString text = composer_->toPlainText().trimmed();
+  if (text.isEmpty() || engine_.isBusy() || !engine_.hasModel()) return;
+  if (current_ == 0) {
+    const QModelIndex index = list_model_->create(titleFrom(text));
+    if (!index.isValid()) {
+      showError(store_.error().isEmpty() ? tr("The conversation could not be saved.") : store_.error(), false);
+      return;
+    }
+    current_ = index.data(ConversationListModel::IdRole).toLongLong();
+    list_view_->setCurrentIndex(filter_->mapFromSource(index));
+    saveSettings();
+  } else if (messages_.isEmpty()) {
+    const int row = list_model_->rowOf(current_);
+    if (row >= 0 && list_model_->index(row).data().toString() == tr("New chat")) {
+      list_model_->setData(list_model_->index(row), titleFrom(text), Qt::EditRole);
+    }
+  }
+  title_->setText(list_model_->index(list_model_->rowOf(current_)).data().toString());
+  composer_->clear();
+  TurnRequest request;
+  request.kind = TurnRequest::Kind::Send;
+  request.history = messages_;
+  request.text = text;
+  startTurn(request);
+}
+
+void ChatPage::stop() { engine_.stop(); }
+
+void ChatPage::regenerate() {
+  if (engine_.isBusy() || messages_.isEmpty()) return;
+  TurnRequest request;
+  request.kind = TurnRequest::Kind::Regenerate;
+  request.history = messages_;
+  startTurn(request);
+}
+
+void ChatPage::editRequested(int index) {
+  if (engine_.isBusy() || index < 0 || index >= messages_.size()) return;
+  bool ok = false;
+  const QString text = QInputDialog::getMultiLineText(this, tr("Edit message"),
+                                                      tr("The conversation continues from the edited message; "
+                                                         "everything after it is replaced."),
+                                                      messages_[index].content, &ok);
+  if (ok && !text.trimmed().isEmpty()) editMessage(index, text.trimmed());
+}
+
+void ChatPage::editMessage(int index, const QString& text) {
+  if (engine_.isBusy() || index < 0 || index >= messages_.size() || messages_[index].role != QLatin1String("user")) return;
+  TurnRequest request;
+  request.kind = TurnRequest::Kind::Edit;
+  request.history = messages_;
+  request.edit_index = index;
+  request.text = text;
+  startTurn(request);
+}
+
+void ChatPage::onDelta(quint64 id, const QString& answer, const QString& thinking) {
+  if (id != turn_ || streaming_ == nullptr) return;
+  streamed_answer_ += answer;
+  streamed_thinking_ += thinking;
+  streaming_->setContent(streamed_answer_, streamed_thinking_, true);
+  const QScrollBar* bar = scroll_->verticalScrollBar();
+  if (bar->value() >= bar->maximum() - 40) scrollToBottom();
+}
+
+void ChatPage::onFinished(const TurnOutcome& outcome) {
+  if (outcome.id != turn_) return;
+  streaming_ = nullptr;
+  if (!outcome.error.isEmpty() && outcome.generated_tokens == 0) {
+    // Nothing was generated: show the conversation as it was, and why.
+    messages_ = last_request_.history;
+    rebuildMessages();
+    if (last_request_.kind == TurnRequest::Kind::Send) composer_->setPlainText(last_request_.text);
+    showError(outcome.error, outcome.overflow);
+    updateState();
+    return;
+  }
+  messages_ = outcome.messages;
+  if (current_ != 0) {
+    if (!store_.setMessages(current_, messages_)) showError(tr("The conversation could not be saved to %1.").arg(store_.path()), false);
+    list_model_->touch(current_);
+  }
+  rebuildMessages();
+  if (outcome.dropped_turns > 0) {
+    showError(tr("The oldest %n turn(s) were left out so the conversation fits in the context.", nullptr,
+                 outcome.dropped_turns),
+              false);
+  }
+  updateState();
+  emit turnStats(outcome.decode_tokens_per_s, outcome.first_token_seconds, outcome.context_used, outcome.context_capacity);
 }
 
 }  // namespace tandem::ui

@@ -1,20 +1,120 @@
-// The central chat area. Until a model is loaded it explains what to do next.
+// The chat: conversation list (new, rename, delete, search), the messages with streaming
+// markdown, the composer with send / stop / regenerate, system prompt and sampling settings.
+// Talks to the engine only through EngineHost, so the UI never waits for a reply.
 #pragma once
 
 #include <QWidget>
 
+#include "ui/conversation_list_model.h"
+#include "ui/engine_host.h"
+
 class QLabel;
+class QLineEdit;
+class QListView;
+class QPlainTextEdit;
 class QPushButton;
+class QScrollArea;
+class QSortFilterProxyModel;
+class QStackedWidget;
+class QVBoxLayout;
+class QDoubleSpinBox;
+class QSpinBox;
+class QToolButton;
 
 namespace tandem::ui {
+
+class MessageWidget;
 
 class ChatPage : public QWidget {
   Q_OBJECT
  public:
-  explicit ChatPage(QWidget* parent = nullptr);
+  ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent = nullptr);
+
+  ConversationListModel* conversations() const { return list_model_; }
+  QSortFilterProxyModel* filteredConversations() const { return filter_; }
+  qint64 currentConversation() const { return current_; }
+  void openConversation(qint64 id);
+
+  // For tests and accessibility.
+  QPlainTextEdit* composer() const { return composer_; }
+  QPushButton* sendButton() const { return send_; }
+  QPushButton* stopButton() const { return stop_; }
+  QLineEdit* searchField() const { return search_; }
+  QLineEdit* systemPromptField() const { return system_prompt_; }
+  int messageCount() const;
+  MessageWidget* messageAt(int i) const;
+  QString errorText() const;
+  const QVector<StoredMessage>& messages() const { return messages_; }
+
+ public slots:
+  void newConversation();
+  void send();
+  void stop();
+  void regenerate();
+  void editMessage(int index, const QString& text);
+  void deleteConversationAt(int row);
 
  signals:
   void showSystemRequested();
+  void openModelRequested();
+  // After each turn: for the status bar.
+  void turnStats(double decode_tokens_per_s, double first_token_seconds, qint64 context_used, qint64 context_capacity);
+
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
+ private:
+  QWidget* buildConversationList();
+  QWidget* buildChatArea();
+  QWidget* buildNoModelPage();
+  void startTurn(TurnRequest request);
+  void rebuildMessages();
+  MessageWidget* appendMessage(int index, const StoredMessage& message);
+  void onDelta(quint64 id, const QString& answer, const QString& thinking);
+  void onFinished(const TurnOutcome& outcome);
+  void updateState();
+  void showError(const QString& message, bool offer_drop);
+  ConversationSettings currentSettings() const;
+  void saveSettings();
+  void scrollToBottom();
+  void editRequested(int index);
+
+  EngineHost& engine_;
+  ConversationStore& store_;
+  ConversationListModel* list_model_;
+  QSortFilterProxyModel* filter_;
+  QListView* list_view_ = nullptr;
+  QLineEdit* search_ = nullptr;
+  QStackedWidget* stack_ = nullptr;
+  QLabel* title_ = nullptr;
+  QLineEdit* system_prompt_ = nullptr;
+  QToolButton* sampling_ = nullptr;
+  QDoubleSpinBox* temperature_ = nullptr;
+  QDoubleSpinBox* top_p_ = nullptr;
+  QSpinBox* top_k_ = nullptr;
+  QDoubleSpinBox* min_p_ = nullptr;
+  QSpinBox* max_tokens_ = nullptr;
+  QScrollArea* scroll_ = nullptr;
+  QWidget* messages_widget_ = nullptr;
+  QVBoxLayout* messages_layout_ = nullptr;
+  QLabel* empty_conversation_ = nullptr;
+  QLabel* error_ = nullptr;
+  QPushButton* drop_and_retry_ = nullptr;
+  QPlainTextEdit* composer_ = nullptr;
+  QPushButton* send_ = nullptr;
+  QPushButton* stop_ = nullptr;
+  QLabel* no_model_detail_ = nullptr;
+  QWidget* model_notice_ = nullptr;
+  QLabel* model_notice_text_ = nullptr;
+
+  qint64 current_ = 0;
+  QVector<StoredMessage> messages_;
+  QVector<MessageWidget*> widgets_;
+  quint64 turn_ = 0;
+  TurnRequest last_request_;
+  QString streamed_answer_;
+  QString streamed_thinking_;
+  MessageWidget* streaming_ = nullptr;
 };
 
 }  // namespace tandem::ui

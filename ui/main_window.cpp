@@ -6,6 +6,8 @@
 #include <QDesktopServices>
 #include <QDir>
 #include <QDockWidget>
+#include <QFileDialog>
+#include <QProgressBar>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -23,8 +25,10 @@
 #include "engine/log/log.h"
 #include "engine/version.h"
 #include "ui/chat_page.h"
+#include "ui/conversation_store.h"
 #include "ui/download_queue.h"
 #include "ui/downloads_page.h"
+#include "ui/engine_host.h"
 #include "ui/system_page.h"
 #include "ui/throughput_chart.h"
 
@@ -34,11 +38,14 @@ namespace {
 constexpr auto kGeometryKey = "mainWindow/geometry";
 constexpr auto kStateKey = "mainWindow/state";
 constexpr auto kPageKey = "mainWindow/page";
+constexpr auto kModelKey = "model/folder";
 
 }  // namespace
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
+    : QMainWindow(parent), store_(std::make_unique<ConversationStore>(conversations_path)) {
   setWindowTitle(QStringLiteral("Tandem"));
+  engine_ = new EngineHost(this);
   setObjectName(QStringLiteral("mainWindow"));
   resize(1280, 800);
 
@@ -51,7 +58,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   row->setSpacing(0);
   navigation_ = new QListWidget(central);
   navigation_->setObjectName(QStringLiteral("navigation"));
-  navigation_->setFixedWidth(168);
+  navigation_->setFixedWidth(150);
   navigation_->setFocusPolicy(Qt::NoFocus);
   navigation_->setIconSize(QSize(18, 18));
   navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_FileDialogDetailedView),
@@ -59,7 +66,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ComputerIcon), tr("System")));
   navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ArrowDown), tr("Downloads")));
   pages_ = new QStackedWidget(central);
-  chat_ = new ChatPage(pages_);
+  chat_ = new ChatPage(*engine_, *store_, pages_);
   system_ = new SystemPage(pages_);
   pages_->addWidget(chat_);
   pages_->addWidget(system_);
@@ -72,6 +79,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(navigation_, &QListWidget::currentRowChanged, pages_, &QStackedWidget::setCurrentIndex);
   connect(chat_, &ChatPage::showSystemRequested, this, [this] { showPage(Page::System); });
   connect(system_, &SystemPage::refreshRequested, this, &MainWindow::detectHardware);
+  connect(chat_, &ChatPage::openModelRequested, this, &MainWindow::openModelFolder);
+  connect(chat_, &ChatPage::turnStats, this, [this](double tps, double ttft, qint64 used, qint64 capacity) {
+    const QString first = ttft < 1.0 ? tr("%1 ms").arg(qRound(ttft * 1000)) : tr("%1 s").arg(ttft, 0, 'f', 1);
+    speed_status_->setText(tr("%1 tokens/s · first token in %2").arg(tps, 0, 'f', 1).arg(first));
+    context_bar_->setRange(0, static_cast<int>(capacity));
+    context_bar_->setValue(static_cast<int>(used));
+    context_bar_->setFormat(tr("%1 / %2").arg(used).arg(capacity));
+    context_bar_->setToolTip(tr("Context used: %1 of %2 tokens").arg(used).arg(capacity));
+    context_bar_->setVisible(true);
+  });
 
   live_dock_ = new QDockWidget(tr("Live"), this);
   live_dock_->setObjectName(QStringLiteral("liveDock"));
@@ -82,9 +99,21 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   throughput_ = new ThroughputChart(live);
   live_layout->addWidget(throughput_);
   live_layout->addStretch(1);
-  live->setMinimumWidth(320);
+  live->setMinimumWidth(250);
   live_dock_->setWidget(live);
   addDockWidget(Qt::RightDockWidgetArea, live_dock_);
+  connect(engine_, &EngineHost::throughputSample, throughput_, &ThroughputChart::addSample);
+  connect(engine_, &EngineHost::modelLoaded, this, [this](const ModelInfo& info) {
+    model_status_->setText(tr("%1 · %2 · %3 layers · %4 threads · context %5")
+                               .arg(info.name, info.architecture)
+                               .arg(info.layers)
+                               .arg(info.threads)
+                               .arg(info.context));
+    QSettings().setValue(kModelKey, info.folder);
+  });
+  connect(engine_, &EngineHost::modelLoadFailed, this, [this](const QString& folder, const QString&) {
+    model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
+  });
 
   buildMenus();
   buildStatusBar();
@@ -93,6 +122,20 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   // Downloads that were running when Tandem closed carry on where they stopped.
   download_queue_->restore();
   detectHardware();
+  const QString last = QSettings().value(kModelKey).toString();
+  if (!last.isEmpty() && QFileInfo(last).isDir()) loadModel(last);
+}
+
+void MainWindow::openModelFolder() {
+  const QString start = QSettings().value(kModelKey, modelsFolder()).toString();
+  const QString folder = QFileDialog::getExistingDirectory(this, tr("Open Model Folder"), start);
+  if (!folder.isEmpty()) loadModel(folder);
+}
+
+void MainWindow::loadModel(const QString& folder) {
+  if (engine_->isBusy()) return;
+  model_status_->setText(tr("Loading %1…").arg(QFileInfo(folder).fileName()));
+  engine_->loadModel(folder);
 }
 
 MainWindow::~MainWindow() = default;
@@ -103,6 +146,13 @@ QString MainWindow::modelsFolder() {
 
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* open = file->addAction(tr("&Open Model Folder…"), this, &MainWindow::openModelFolder);
+  open->setShortcut(QKeySequence::Open);
+  file->addAction(tr("&New Chat"), this, [this] {
+    showPage(Page::Chat);
+    chat_->newConversation();
+  })->setShortcut(QKeySequence::New);
+  file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
   quit->setShortcut(QKeySequence::Quit);
 
@@ -142,7 +192,15 @@ void MainWindow::buildStatusBar() {
   model_status_ = new QLabel(tr("No model loaded"), this);
   cpu_status_ = new QLabel(tr("Detecting hardware…"), this);
   gpu_status_ = new QLabel(this);
+  speed_status_ = new QLabel(this);
+  context_bar_ = new QProgressBar(this);
+  context_bar_->setFixedWidth(120);
+  context_bar_->setMaximumHeight(18);
+  context_bar_->setTextVisible(true);
+  context_bar_->setVisible(false);
   statusBar()->addWidget(model_status_, 1);
+  statusBar()->addPermanentWidget(speed_status_);
+  statusBar()->addPermanentWidget(context_bar_);
   statusBar()->addPermanentWidget(cpu_status_);
   statusBar()->addPermanentWidget(gpu_status_);
 }
@@ -174,7 +232,10 @@ void MainWindow::showPage(Page page) { navigation_->setCurrentRow(static_cast<in
 MainWindow::Page MainWindow::currentPage() const { return static_cast<Page>(pages_->currentIndex()); }
 
 QString MainWindow::statusSummary() const {
-  return QStringList{model_status_->text(), cpu_status_->text(), gpu_status_->text()}.join(QStringLiteral(" | "));
+  return QStringList{model_status_->text(), speed_status_->text(),
+                     context_bar_->isVisible() ? tr("context %1").arg(context_bar_->format()) : QString(),
+                     cpu_status_->text(), gpu_status_->text()}
+      .join(QStringLiteral(" | "));
 }
 
 void MainWindow::showAbout() {

@@ -4,18 +4,23 @@
 
 #include <QMainWindow>
 
+#include <memory>
+
 #include "ui/probe_runner.h"
 
 class QListWidget;
 class QStackedWidget;
 class QLabel;
 class QDockWidget;
+class QProgressBar;
 
 namespace tandem::ui {
 
 class ChatPage;
+class ConversationStore;
 class DownloadQueue;
 class DownloadsPage;
+class EngineHost;
 class SystemPage;
 class ThroughputChart;
 
@@ -24,7 +29,8 @@ class MainWindow : public QMainWindow {
  public:
   enum class Page { Chat = 0, System = 1, Downloads = 2 };
 
-  explicit MainWindow(QWidget* parent = nullptr);
+  // `conversations_path`: the SQLite file; empty means the default in the data folder.
+  explicit MainWindow(QWidget* parent = nullptr, const QString& conversations_path = {});
   ~MainWindow() override;
 
   void showPage(Page page);
@@ -35,6 +41,8 @@ class MainWindow : public QMainWindow {
   DownloadsPage* downloadsPage() const { return downloads_; }
   DownloadQueue* downloadQueue() const { return download_queue_; }
   ThroughputChart* throughputChart() const { return throughput_; }
+  ChatPage* chatPage() const { return chat_; }
+  EngineHost* engine() const { return engine_; }
   QDockWidget* livePanel() const { return live_dock_; }
   QString statusSummary() const;
 
@@ -43,6 +51,8 @@ class MainWindow : public QMainWindow {
 
  public slots:
   void detectHardware();
+  void openModelFolder();
+  void loadModel(const QString& folder);
 
  signals:
   void hardwareDetected(tandem::ui::HardwareReportPtr report);
@@ -58,6 +68,8 @@ class MainWindow : public QMainWindow {
   void onReport(const HardwareReportPtr& report);
   void showAbout();
 
+  std::unique_ptr<ConversationStore> store_;
+  EngineHost* engine_ = nullptr;
   ProbeRunner* probe_ = nullptr;
   QListWidget* navigation_ = nullptr;
   QStackedWidget* pages_ = nullptr;
@@ -70,6 +82,8 @@ class MainWindow : public QMainWindow {
   QLabel* model_status_ = nullptr;
   QLabel* cpu_status_ = nullptr;
   QLabel* gpu_status_ = nullptr;
+  QLabel* speed_status_ = nullptr;
+  QProgressBar* context_bar_ = nullptr;
 };
 
 }  // namespace tandem::ui

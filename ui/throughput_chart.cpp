@@ -7,10 +7,23 @@
 #include <QGridLayout>
 #include <QValueAxis>
 #include <algorithm>
+#include <cmath>
 
 #include "ui/theme.h"
 
 namespace tandem::ui {
+namespace {
+
+// The next 1, 2 or 5 times a power of ten, so the axis reads 0, 50, 100, ... not 2603.
+double nice_ceiling(double v) {
+  const double magnitude = std::pow(10.0, std::floor(std::log10(v)));
+  for (double step : {1.0, 2.0, 5.0, 10.0}) {
+    if (step * magnitude >= v) return step * magnitude;
+  }
+  return 10.0 * magnitude;
+}
+
+}  // namespace
 
 ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   chart_ = new QChart;
@@ -85,7 +98,7 @@ void ThroughputChart::addSample(double seconds, double prompt_tps, double decode
     for (const QPointF& p : s->points()) max_tps_ = std::max(max_tps_, p.y());
   }
   time_axis_->setRange(std::max(0.0, oldest), std::max(window_s_, seconds));
-  rate_axis_->setRange(0, std::max(10.0, max_tps_ * 1.15));
+  rate_axis_->setRange(0, nice_ceiling(std::max(10.0, max_tps_ * 1.1)));
   updateEmptyState();
 }
 

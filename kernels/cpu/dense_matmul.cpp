@@ -1,5 +1,7 @@
 #include "kernels/cpu/dense_matmul.h"
 
+#include "kernels/cpu/packed_matmul.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -10,6 +12,7 @@ WeightMatrix WeightMatrix::slice_rows(std::int64_t begin, std::int64_t count) co
   s.data = static_cast<const char*>(data) + begin * cols * static_cast<std::int64_t>(dtype_size(dtype));
   s.rows = count;
   s.first_row = first_row + begin;
+  s.packed = nullptr;
   return s;
 }
 
@@ -43,6 +46,13 @@ float dot_f32(const float* a, const float* b, std::int64_t n) {
 
 void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y, std::int64_t y_stride,
                 const ParallelFor& parallel) {
+  if (w.packed != nullptr) {
+    // One buffer per calling thread: activations are packed once per product.
+    thread_local PackedActivations activations;
+    pack_activations(x, m, w.cols, w.packed->format, activations);
+    packed_matmul_all(*w.packed, activations, y, y_stride, w.packed_variant, parallel);
+    return;
+  }
   const std::int64_t k = w.cols;
   const bool direct = w.dtype == DType::F32 && w.block_scale == nullptr;
   parallel(w.rows, [&](std::int64_t begin, std::int64_t end) {

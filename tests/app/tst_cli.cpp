@@ -151,6 +151,42 @@ class TestCli : public QObject {
     QCOMPARE(nlohmann::json::parse(r.out.toStdString())["ids"], expected["ids"]);
   }
 
+  void chatInTheTerminal() {
+    QProcess p;
+    p.setProcessEnvironment(env());
+    p.start(QStringLiteral(TANDEM_EXECUTABLE),
+            {"chat", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe"), "-n", "6", "--seed", "1"});
+    QVERIFY(p.waitForStarted());
+    p.write("hello\n/regenerate\n/nonsense\n/reset\n/quit\n");
+    p.closeWriteChannel();
+    QVERIFY(p.waitForFinished(30000));
+    QCOMPARE(p.exitCode(), 0);
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY(out.contains(QLatin1String("Chatting with Qwen3MoeForCausalLM")));
+    QVERIFY(out.contains(QLatin1String("Unknown command /nonsense")));
+    QVERIFY(out.contains(QLatin1String("The conversation was cleared.")));
+    QCOMPARE(err.count(QLatin1String("generated at")), 2);  // the reply and its regeneration
+  }
+
+  void templateRenderPrintsThePrompt() {
+    const QString messages = home_.path() + "/messages.json";
+    QFile m(messages);
+    QVERIFY(m.open(QIODevice::WriteOnly));
+    m.write(R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])");
+    m.close();
+    const Run r = runTandem({"template", "render", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe"),
+                             "--messages", messages},
+                            env());
+    QCOMPARE(r.code, 0);
+    QCOMPARE(r.out, QStringLiteral("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    const Run bare = runTandem({"template", "render", "--template",
+                                QStringLiteral("/dev/null"), "--messages", messages, "--no-generation-prompt"},
+                               env());
+    QCOMPARE(bare.code, 0);
+    QCOMPARE(bare.out, QString());
+  }
+
   void badArgumentsAreRejected() {
     const Run size = runTandem({"--screenshot", home_.path() + "/x.png", "--size", "big"}, env());
     QVERIFY(size.code != 0);

@@ -22,6 +22,16 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "models")
 PROMPTS = ["The quick brown fox jumps over the lazy dog.", "Hello, world! 1234 tokens"]
 GREEDY_TOKENS = 16
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# A ChatML template written for these fixtures, with an optional thinking block.
+CHAT_TEMPLATE = (
+    "{%- if messages[0].role == 'system' %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{% endif %}\n"
+    "{%- for message in messages if message.role != 'system' %}<|im_start|>{{ message.role }}\n"
+    "{% if message.role == 'assistant' and message.reasoning_content %}<think>\n{{ message.reasoning_content }}\n"
+    "</think>\n\n{% endif %}{{ message.content }}<|im_end|>\n{% endfor %}\n"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
+)
 TOKENIZER_TEXT = """Tandem runs large mixture-of-experts models on one workstation.
 The quick brown fox jumps over the lazy dog. Hello, world! Numbers: 1234 5678.
 Experts that are hot run on the GPU; cold experts run on the CPU with AMX kernels.
@@ -38,10 +48,11 @@ def build_tokenizer(vocab_size):
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    # Only the characters of the training text form the base alphabet, so every token is
+    # ASCII and whatever a random model generates is valid UTF-8 (the chat tests rely on it).
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(SPECIAL_TOKENS), show_progress=False)
     tok.train_from_iterator([TOKENIZER_TEXT] * 4, trainer)
-    tok.add_special_tokens(["<|endoftext|>"])
+    tok.add_special_tokens(SPECIAL_TOKENS)
     return tok
 
 
@@ -99,10 +110,10 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
     folder = os.path.join(ROOT, name)
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
-    tok = build_tokenizer(config.vocab_size)
+    tok = build_tokenizer(320)
     assert tok.get_vocab_size() == config.vocab_size, tok.get_vocab_size()
     eos_id = tok.token_to_id("<|endoftext|>")
-    config.eos_token_id = eos_id
+    config.eos_token_id = [eos_id, tok.token_to_id("<|im_end|>")]
     config.bos_token_id = eos_id
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32, attn_implementation="eager")
@@ -156,8 +167,9 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
         save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     tok.save(os.path.join(folder, "tokenizer.json"))
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>",
-                   "bos_token": None, "add_bos_token": False, "model_max_length": 256}, f, indent=2)
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>",
+                   "bos_token": None, "add_bos_token": False, "model_max_length": 256,
+                   "chat_template": CHAT_TEMPLATE}, f, indent=2)
     with open(os.path.join(folder, "expected.json"), "w") as f:
         json.dump({"fixture": name, "storage": storage, "oracle": f"transformers {transformers.__version__}, torch {torch.__version__}",
                    "prompts": expected}, f)
@@ -168,7 +180,7 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
 def main():
     if transformers.__version__ != "4.57.1":
         print(f"warning: fixtures were made with transformers 4.57.1, this is {transformers.__version__}", file=sys.stderr)
-    V = 320
+    V = build_tokenizer(320).get_vocab_size()  # the text allows fewer merges than asked for
     common = dict(vocab_size=V, max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=10000.0)
 
     qwen3_moe = transformers.Qwen3MoeConfig(hidden_size=96, num_hidden_layers=3, num_attention_heads=4,

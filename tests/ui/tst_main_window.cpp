@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include "ui/main_window.h"
+#include "ui/theme.h"
 #include "ui/system_page.h"
 #include "ui/throughput_chart.h"
 
@@ -16,6 +17,7 @@ class TestMainWindow : public QObject {
   Q_OBJECT
  private slots:
   void initTestCase() {
+    tandem::ui::theme::apply(*qApp);
     QStandardPaths::setTestModeEnabled(true);
     QCoreApplication::setOrganizationName(QStringLiteral("TandemTest"));
     QCoreApplication::setApplicationName(QStringLiteral("TandemTest"));

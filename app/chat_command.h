@@ -1,0 +1,32 @@
+#pragma once
+
+#include <string>
+
+namespace tandem::app {
+
+struct ChatOptions {
+  std::string model;
+  int threads = 0;
+  std::int64_t context = 0;
+  std::string system_prompt;
+  float temperature = 0.7f;
+  std::uint64_t seed = 0;
+  bool seed_given = false;
+  std::int64_t max_tokens = 1024;
+};
+
+// An interactive chat in the terminal: type a message, the reply streams; Ctrl-C stops a
+// reply; /regenerate, /system TEXT, /reset, /quit.
+int run_chat(const ChatOptions& options);
+
+struct TemplateRenderOptions {
+  std::string model;     // a model folder with tokenizer_config.json / chat_template.jinja
+  std::string template_file;
+  std::string messages_file;
+  std::string tools_file;
+  bool generation_prompt = true;
+};
+
+int run_template_render(const TemplateRenderOptions& options);
+
+}  // namespace tandem::app

@@ -1,0 +1,224 @@
+// The chat window end to end on a tiny model: type, send, stream, stop, reopen and find
+// the conversation; markdown with code blocks; thinking folded; the UI stays responsive.
+#include <QAbstractItemModelTester>
+#include <QDockWidget>
+#include <QElapsedTimer>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "ui/chat_page.h"
+#include "ui/conversation_list_model.h"
+#include "ui/engine_host.h"
+#include "ui/main_window.h"
+#include "ui/theme.h"
+#include "ui/message_widget.h"
+
+using namespace tandem::ui;
+
+namespace {
+const QString kModel = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+
+void saveScreenshot(QWidget& w, const QString& name) {
+  const QString dir = qEnvironmentVariable("TANDEM_SCREENSHOT_DIR");
+  if (dir.isEmpty()) return;
+  QCoreApplication::processEvents();
+  w.grab().save(dir + "/" + name + ".png");
+}
+}  // namespace
+
+class TestChatWindow : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+  QString db() const { return dir_.path() + "/conversations.sqlite"; }
+
+ private slots:
+  void initTestCase() {
+    tandem::ui::theme::apply(*qApp);
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName(QStringLiteral("TandemTest"));
+    QCoreApplication::setApplicationName(QStringLiteral("TandemChatTest"));
+    QSettings().clear();
+  }
+  void cleanupTestCase() { QSettings().clear(); }
+
+  void conversationModel() {
+    ConversationStore store(dir_.path() + "/model-test.sqlite");
+    QVERIFY2(store.isOpen(), qPrintable(store.error()));
+    ConversationListModel model(store);
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QCOMPARE(model.rowCount(), 0);
+    const QModelIndex a = model.create(QStringLiteral("First"));
+    model.create(QStringLiteral("Second"));
+    QCOMPARE(model.rowCount(), 2);
+    QCOMPARE(model.index(0).data().toString(), QStringLiteral("Second"));  // newest first
+    QVERIFY(model.setData(model.index(1), QStringLiteral("Renamed"), Qt::EditRole));
+    QVERIFY(!model.setData(model.index(1), QStringLiteral("   "), Qt::EditRole));
+    const qint64 first = model.idAt(1);
+    QVERIFY(store.setMessages(first, {{"user", "hi", {}}, {"assistant", "hello", "thought"}}));
+    model.touch(first);
+    QCOMPARE(model.idAt(0), first);
+    QCOMPARE(store.messages(first).size(), 2);
+    QCOMPARE(store.messages(first)[1].thinking, QStringLiteral("thought"));
+    QVERIFY(model.remove(1));
+    QCOMPARE(model.rowCount(), 1);
+    QVERIFY(store.messages(model.idAt(1)).isEmpty());
+    QSortFilterProxyModel filter;
+    filter.setSourceModel(&model);
+    filter.setFilterCaseSensitivity(Qt::CaseInsensitive);
+    filter.setFilterFixedString(QStringLiteral("renam"));
+    QCOMPARE(filter.rowCount(), 1);
+    filter.setFilterFixedString(QStringLiteral("nothing"));
+    QCOMPARE(filter.rowCount(), 0);
+    Q_UNUSED(a);
+  }
+
+  void codeBlocksAreSplitOut() {
+    const auto segments = split_code_blocks(QStringLiteral("Intro\n```python\nprint('hi')\nx = 1\n```\nAfter\n```\nopen"));
+    QCOMPARE(segments.size(), 4);
+    QVERIFY(!segments[0].code);
+    QCOMPARE(segments[1].language, QStringLiteral("python"));
+    QCOMPARE(segments[1].text, QStringLiteral("print('hi')\nx = 1"));
+    QCOMPARE(segments[2].text, QStringLiteral("After"));
+    QVERIFY(segments[3].code);  // still streaming: the fence is not closed yet
+    QCOMPARE(segments[3].text, QStringLiteral("open"));
+  }
+
+  void roundTrip() {
+    {
+      MainWindow window(nullptr, db());
+      window.resize(1280, 800);
+      window.show();
+      window.loadModel(kModel);
+      QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+      ChatPage* chat = window.chatPage();
+      QTest::keyClicks(chat->composer(), QStringLiteral("Hello there"));
+      QSignalSpy deltas(window.engine(), &EngineHost::turnDelta);
+      QSignalSpy finished(window.engine(), &EngineHost::turnFinished);
+      QTest::keyClick(chat->composer(), Qt::Key_Return);
+      QVERIFY(chat->composer()->toPlainText().isEmpty());
+      QVERIFY(finished.wait(20000));
+      QVERIFY(deltas.count() > 0);
+      QCOMPARE(chat->messages().size(), 2);
+      QCOMPARE(chat->messages()[0].content, QStringLiteral("Hello there"));
+      QCOMPARE(chat->messageCount(), 2);
+      auto* regenerate = chat->messageAt(1)->findChild<QWidget*>(QStringLiteral("regenerate"));
+      QVERIFY(regenerate);
+      QTRY_VERIFY(regenerate->isVisible());  // new widgets in a layout are shown by a queued call
+      QVERIFY(window.statusSummary().contains(QLatin1String("tokens/s")));
+      QVERIFY(window.statusSummary().contains(QLatin1String("context ")));
+      QCOMPARE(chat->conversations()->rowCount(), 1);
+      QCOMPARE(chat->conversations()->index(0).data().toString(), QStringLiteral("Hello there"));
+      saveScreenshot(window, QStringLiteral("chat-round-trip"));
+      window.close();
+    }
+    MainWindow reopened(nullptr, db());
+    reopened.show();
+    ChatPage* chat = reopened.chatPage();
+    QCOMPARE(chat->conversations()->rowCount(), 1);
+    QCOMPARE(chat->messages().size(), 2);
+    QCOMPARE(chat->messages()[0].content, QStringLiteral("Hello there"));
+    // The model is loaded again by itself, and the conversation goes on.
+    QTRY_VERIFY_WITH_TIMEOUT(reopened.engine()->hasModel(), 20000);
+    QSignalSpy finished(reopened.engine(), &EngineHost::turnFinished);
+    QTest::keyClicks(chat->composer(), QStringLiteral("More"));
+    QTest::mouseClick(chat->sendButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(20000));
+    QCOMPARE(chat->messages().size(), 4);
+  }
+
+  void stopAndStayResponsive() {
+    MainWindow window(nullptr, dir_.path() + "/stop.sqlite");
+    window.show();
+    window.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    ChatPage* chat = window.chatPage();
+    chat->newConversation();
+    // Long replies so there is time to stop one.
+    QSettings settings;
+    QSignalSpy deltas(window.engine(), &EngineHost::turnDelta);
+    QSignalSpy finished(window.engine(), &EngineHost::turnFinished);
+    chat->composer()->setPlainText(QStringLiteral("Tell me a long story"));
+
+    // Measure the event loop while the model writes: a 5 ms timer must keep ticking.
+    QElapsedTimer clock;
+    qint64 last = 0, worst = 0;
+    QTimer tick;
+    tick.setInterval(5);
+    QObject::connect(&tick, &QTimer::timeout, [&] {
+      const qint64 now = clock.elapsed();
+      worst = std::max(worst, now - last);
+      last = now;
+    });
+    clock.start();
+    tick.start();
+    chat->send();
+    QVERIFY(chat->stopButton()->isEnabled());
+    QTRY_VERIFY_WITH_TIMEOUT(deltas.count() >= 2 || finished.count() == 1, 20000);
+    QElapsedTimer stopping;
+    stopping.start();
+    QTest::mouseClick(chat->stopButton(), Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 5000);
+    QVERIFY(stopping.elapsed() < 1000);
+    tick.stop();
+    QVERIFY2(worst < 50, qPrintable(QStringLiteral("the event loop stalled for %1 ms").arg(worst)));
+    QVERIFY(!chat->stopButton()->isEnabled());
+    QVERIFY(chat->sendButton()->isEnabled());
+    QCOMPARE(chat->messages().size(), 2);  // the partial reply is kept
+  }
+
+  void markdownCodeAndThinking() {
+    const QString path = dir_.path() + "/render.sqlite";
+    {
+      ConversationStore store(path);
+      const qint64 id = store.createConversation(QStringLiteral("Sorting in Python"));
+      store.setMessages(id, {{"user", "How do I sort a list in Python?", {}},
+                             {"assistant",
+                              "Use **`sorted()`** for a new list, or `list.sort()` in place:\n\n"
+                              "```python\nnumbers = [3, 1, 2]\nprint(sorted(numbers))  # [1, 2, 3]\n```\n\n"
+                              "- `reverse=True` sorts descending\n- `key=len` sorts by length",
+                              "The user wants the basics; show both forms."}});
+    }
+    MainWindow window(nullptr, path);
+    window.resize(1280, 800);
+    window.show();
+    ChatPage* chat = window.chatPage();
+    QCOMPARE(chat->messageCount(), 2);
+    MessageWidget* reply = chat->messageAt(1);
+    const auto blocks = reply->findChildren<CodeBlockWidget*>();
+    QCOMPARE(blocks.size(), 1);
+    QCOMPARE(blocks[0]->code(), QStringLiteral("numbers = [3, 1, 2]\nprint(sorted(numbers))  # [1, 2, 3]"));
+    QVERIFY(!reply->thinkingExpanded());  // folded by default
+    QVERIFY(reply->thinkingSummary().startsWith(QLatin1String("Thought for")));
+    // Search filters the list.
+    QTest::keyClicks(chat->searchField(), QStringLiteral("python"));
+    QCOMPARE(chat->filteredConversations()->rowCount(), 1);
+    chat->searchField()->clear();
+    saveScreenshot(window, QStringLiteral("chat-markdown"));
+  }
+
+  void systemPromptAndSettingsPersist() {
+    const QString path = dir_.path() + "/settings.sqlite";
+    qint64 id = 0;
+    {
+      MainWindow window(nullptr, path);
+      ChatPage* chat = window.chatPage();
+      chat->newConversation();
+      id = chat->currentConversation();
+      chat->systemPromptField()->setText(QStringLiteral("Answer like a pirate."));
+      emit chat->systemPromptField()->editingFinished();
+    }
+    ConversationStore store(path);
+    QCOMPARE(store.settings(id).system_prompt, QStringLiteral("Answer like a pirate."));
+  }
+};
+
+QTEST_MAIN(TestChatWindow)
+#include "tst_chat_window.moc"

@@ -1,0 +1,163 @@
+#include "ui/conversation_store.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QSqlDatabase>
+#include <QSqlError>
+#include <QSqlQuery>
+#include <QStandardPaths>
+#include <QUuid>
+#include <QVariant>
+
+namespace tandem::ui {
+namespace {
+
+QSqlDatabase db(const QString& connection) { return QSqlDatabase::database(connection, false); }
+
+QJsonObject toJson(const ConversationSettings& s) {
+  return {{"system_prompt", s.system_prompt}, {"temperature", s.temperature}, {"top_p", s.top_p},
+          {"top_k", s.top_k},                 {"min_p", s.min_p},             {"max_tokens", s.max_tokens}};
+}
+
+ConversationSettings fromJson(const QJsonObject& o) {
+  ConversationSettings s;
+  s.system_prompt = o.value("system_prompt").toString();
+  s.temperature = o.value("temperature").toDouble(s.temperature);
+  s.top_p = o.value("top_p").toDouble(s.top_p);
+  s.top_k = o.value("top_k").toInt(s.top_k);
+  s.min_p = o.value("min_p").toDouble(s.min_p);
+  s.max_tokens = o.value("max_tokens").toInt(s.max_tokens);
+  return s;
+}
+
+}  // namespace
+
+ConversationStore::ConversationStore(const QString& path)
+    : connection_(QStringLiteral("conversations-") + QUuid::createUuid().toString(QUuid::WithoutBraces)) {
+  path_ = path.isEmpty() ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+                               QStringLiteral("/conversations.sqlite")
+                         : path;
+  QDir().mkpath(QFileInfo(path_).absolutePath());
+  QSqlDatabase d = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), connection_);
+  d.setDatabaseName(path_);
+  if (!d.open()) {
+    error_ = QObject::tr("Conversations cannot be saved: the database %1 could not be opened (%2).")
+                 .arg(path_, d.lastError().text());
+    return;
+  }
+  QSqlQuery q(d);
+  const bool ok =
+      q.exec(QStringLiteral("PRAGMA foreign_keys = ON")) &&
+      q.exec(QStringLiteral("CREATE TABLE IF NOT EXISTS conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                            "title TEXT NOT NULL, created INTEGER NOT NULL, updated INTEGER NOT NULL, "
+                            "settings TEXT NOT NULL DEFAULT '{}')")) &&
+      q.exec(QStringLiteral("CREATE TABLE IF NOT EXISTS messages (conversation INTEGER NOT NULL REFERENCES "
+                            "conversations(id) ON DELETE CASCADE, position INTEGER NOT NULL, role TEXT NOT NULL, "
+                            "content TEXT NOT NULL, thinking TEXT NOT NULL DEFAULT '', "
+                            "PRIMARY KEY (conversation, position))"));
+  if (!ok) {
+    error_ = QObject::tr("Conversations cannot be saved: %1").arg(q.lastError().text());
+    return;
+  }
+  open_ = true;
+}
+
+ConversationStore::~ConversationStore() {
+  { QSqlDatabase d = db(connection_); d.close(); }
+  QSqlDatabase::removeDatabase(connection_);
+}
+
+QVector<ConversationInfo> ConversationStore::conversations() const {
+  QVector<ConversationInfo> out;
+  QSqlQuery q(db(connection_));
+  q.exec(QStringLiteral("SELECT id, title, updated FROM conversations ORDER BY updated DESC, id DESC"));
+  while (q.next()) {
+    out.push_back({q.value(0).toLongLong(), q.value(1).toString(), QDateTime::fromMSecsSinceEpoch(q.value(2).toLongLong())});
+  }
+  return out;
+}
+
+qint64 ConversationStore::createConversation(const QString& title) {
+  QSqlQuery q(db(connection_));
+  q.prepare(QStringLiteral("INSERT INTO conversations (title, created, updated) VALUES (?, ?, ?)"));
+  const qint64 now = QDateTime::currentMSecsSinceEpoch();
+  q.addBindValue(title);
+  q.addBindValue(now);
+  q.addBindValue(now);
+  if (!q.exec()) return 0;
+  return q.lastInsertId().toLongLong();
+}
+
+bool ConversationStore::renameConversation(qint64 id, const QString& title) {
+  QSqlQuery q(db(connection_));
+  q.prepare(QStringLiteral("UPDATE conversations SET title = ? WHERE id = ?"));
+  q.addBindValue(title);
+  q.addBindValue(id);
+  return q.exec() && q.numRowsAffected() == 1;
+}
+
+bool ConversationStore::deleteConversation(qint64 id) {
+  QSqlQuery q(db(connection_));
+  q.prepare(QStringLiteral("DELETE FROM conversations WHERE id = ?"));
+  q.addBindValue(id);
+  return q.exec() && q.numRowsAffected() == 1;
+}
+
+QVector<StoredMessage> ConversationStore::messages(qint64 id) const {
+  QVector<StoredMessage> out;
+  QSqlQuery q(db(connection_));
+  q.prepare(QStringLiteral("SELECT role, content, thinking FROM messages WHERE conversation = ? ORDER BY position"));
+  q.addBindValue(id);
+  q.exec();
+  while (q.next()) out.push_back({q.value(0).toString(), q.value(1).toString(), q.value(2).toString()});
+  return out;
+}
+
+bool ConversationStore::setMessages(qint64 id, const QVector<StoredMessage>& messages) {
+  QSqlDatabase d = db(connection_);
+  d.transaction();
+  QSqlQuery q(d);
+  q.prepare(QStringLiteral("DELETE FROM messages WHERE conversation = ?"));
+  q.addBindValue(id);
+  bool ok = q.exec();
+  for (int i = 0; ok && i < messages.size(); ++i) {
+    q.prepare(QStringLiteral("INSERT INTO messages (conversation, position, role, content, thinking) VALUES (?, ?, ?, ?, ?)"));
+    q.addBindValue(id);
+    q.addBindValue(i);
+    q.addBindValue(messages[i].role);
+    // A null QString binds as SQL NULL; the columns hold text, empty when there is none.
+    q.addBindValue(messages[i].content.isNull() ? QStringLiteral("") : messages[i].content);
+    q.addBindValue(messages[i].thinking.isNull() ? QStringLiteral("") : messages[i].thinking);
+    ok = q.exec();
+  }
+  if (ok) {
+    q.prepare(QStringLiteral("UPDATE conversations SET updated = ? WHERE id = ?"));
+    q.addBindValue(QDateTime::currentMSecsSinceEpoch());
+    q.addBindValue(id);
+    ok = q.exec();
+  }
+  if (ok) return d.commit();
+  qWarning("conversation store: %s", qPrintable(q.lastError().text()));
+  d.rollback();
+  return false;
+}
+
+ConversationSettings ConversationStore::settings(qint64 id) const {
+  QSqlQuery q(db(connection_));
+  q.prepare(QStringLiteral("SELECT settings FROM conversations WHERE id = ?"));
+  q.addBindValue(id);
+  if (!q.exec() || !q.next()) return {};
+  return fromJson(QJsonDocument::fromJson(q.value(0).toString().toUtf8()).object());
+}
+
+bool ConversationStore::setSettings(qint64 id, const ConversationSettings& settings) {
+  QSqlQuery q(db(connection_));
+  q.prepare(QStringLiteral("UPDATE conversations SET settings = ? WHERE id = ?"));
+  q.addBindValue(QString::fromUtf8(QJsonDocument(toJson(settings)).toJson(QJsonDocument::Compact)));
+  q.addBindValue(id);
+  return q.exec();
+}
+
+}  // namespace tandem::ui

@@ -1,0 +1,64 @@
+// Conversations and their messages, persisted in SQLite (QtSql) in the application data
+// folder. All access is on the UI thread; each call is one short transaction.
+#pragma once
+
+#include <QDateTime>
+#include <QString>
+#include <QVector>
+
+namespace tandem::ui {
+
+struct StoredMessage {
+  QString role;  // "user" or "assistant"
+  QString content;
+  QString thinking;
+};
+
+struct ConversationSettings {
+  QString system_prompt;
+  double temperature = 0.7;
+  double top_p = 0.95;
+  int top_k = 40;
+  double min_p = 0.05;
+  int max_tokens = 1024;
+};
+
+struct ConversationInfo {
+  qint64 id = 0;
+  QString title;
+  QDateTime updated;
+};
+
+class ConversationStore {
+ public:
+  // Opens (creating if needed) the database at `path`; empty means the default file in
+  // the application data folder. isOpen() and error() tell whether it worked.
+  explicit ConversationStore(const QString& path = {});
+  ~ConversationStore();
+  ConversationStore(const ConversationStore&) = delete;
+  ConversationStore& operator=(const ConversationStore&) = delete;
+
+  bool isOpen() const { return open_; }
+  QString error() const { return error_; }
+  QString path() const { return path_; }
+
+  QVector<ConversationInfo> conversations() const;  // newest first
+  qint64 createConversation(const QString& title);
+  bool renameConversation(qint64 id, const QString& title);
+  bool deleteConversation(qint64 id);
+
+  QVector<StoredMessage> messages(qint64 id) const;
+  // Replaces the conversation's messages (after a turn, an edit or a regeneration).
+  bool setMessages(qint64 id, const QVector<StoredMessage>& messages);
+
+  ConversationSettings settings(qint64 id) const;
+  bool setSettings(qint64 id, const ConversationSettings& settings);
+
+ private:
+  QString connection_;
+  QString path_;
+  QString error_;
+  bool open_ = false;
+};
+
+}  // namespace tandem::ui

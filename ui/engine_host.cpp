@@ -1,0 +1,197 @@
+#include "ui/engine_host.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+
+#include "engine/hw/topology.h"
+#include "engine/log/log.h"
+#include "engine/runtime/chat_session.h"
+#include "engine/text/chat_template.h"
+#include "engine/text/tokenizer.h"
+
+namespace tandem::ui {
+namespace {
+
+std::vector<runtime::ChatMessage> toEngine(const QVector<StoredMessage>& messages) {
+  std::vector<runtime::ChatMessage> out;
+  for (const StoredMessage& m : messages) out.push_back({m.role.toStdString(), m.content.toStdString(), m.thinking.toStdString()});
+  return out;
+}
+
+QVector<StoredMessage> fromEngine(const std::vector<runtime::ChatMessage>& messages) {
+  QVector<StoredMessage> out;
+  for (const auto& m : messages) {
+    out.push_back({QString::fromStdString(m.role), QString::fromStdString(m.content), QString::fromStdString(m.thinking)});
+  }
+  return out;
+}
+
+}  // namespace
+
+EngineWorker::EngineWorker() = default;
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::requestStop() {
+  if (runtime::ChatSession* s = active_.load()) s->request_stop();
+}
+
+void EngineWorker::loadModel(const QString& folder, int threads, qint64 context) {
+  active_.store(nullptr);
+  session_.reset();
+  template_.reset();
+  tokenizer_.reset();
+  model_.reset();
+  try {
+    const std::string path = folder.toStdString();
+    auto model = runtime::LoadedModel::load(path);
+    auto tokenizer = text::load_tokenizer(path);
+    auto chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(path));
+    const int n = threads > 0 ? threads : std::max(1, hw::probe_topology().physical_cores);
+    const qint64 ctx = context > 0 ? context : std::min<qint64>(model->spec().max_position_embeddings, 4096);
+    pool_ = std::make_unique<runtime::ThreadPool>(n);
+    session_ = std::make_unique<runtime::ChatSession>(*model, *tokenizer, *chat_template, *pool_, ctx);
+    ModelInfo info;
+    info.folder = folder;
+    info.name = QFileInfo(folder).fileName();
+    info.architecture = QString::fromStdString(model->spec().architecture);
+    info.layers = static_cast<int>(model->spec().num_layers);
+    info.experts = static_cast<int>(model->spec().num_experts);
+    info.context = ctx;
+    info.threads = n;
+    model_ = std::move(model);
+    tokenizer_ = std::move(tokenizer);
+    template_ = std::move(chat_template);
+    started_ms_ = QDateTime::currentMSecsSinceEpoch();
+    emit modelLoaded(info);
+  } catch (const std::exception& e) {
+    session_.reset();
+    log::warn("loading {} failed: {}", folder.toStdString(), e.what());
+    emit modelLoadFailed(folder, QString::fromUtf8(e.what()));
+  }
+}
+
+void EngineWorker::runTurn(const TurnRequest& request) {
+  TurnOutcome outcome;
+  outcome.id = request.id;
+  if (!session_) {
+    outcome.error = tr("No model is loaded. Open a model folder first.");
+    outcome.messages = request.history;
+    emit turnFinished(outcome);
+    return;
+  }
+  runtime::ChatSettings settings;
+  settings.system_prompt = request.settings.system_prompt.toStdString();
+  settings.sampling.temperature = static_cast<float>(request.settings.temperature);
+  settings.sampling.top_p = static_cast<float>(request.settings.top_p);
+  settings.sampling.top_k = request.settings.top_k;
+  settings.sampling.min_p = static_cast<float>(request.settings.min_p);
+  settings.sampling.seed = static_cast<std::uint64_t>(QDateTime::currentMSecsSinceEpoch());
+  settings.max_tokens = request.settings.max_tokens;
+  session_->set_settings(settings);
+  session_->set_messages(toEngine(request.history));
+
+  QElapsedTimer clock;
+  clock.start();
+  qint64 last_sample_ms = -1000;
+  qint64 pieces = 0;
+  qint64 first_piece_ms = -1;
+  auto on_delta = [&](const runtime::ThinkingDelta& d) {
+    ++pieces;
+    const qint64 now = clock.elapsed();
+    if (first_piece_ms < 0) first_piece_ms = now;
+    emit turnDelta(request.id, QString::fromStdString(d.answer), QString::fromStdString(d.thinking));
+    if (now - last_sample_ms >= 250 && now > first_piece_ms) {
+      last_sample_ms = now;
+      const double seconds = (QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0;
+      emit throughputSample(seconds, -1.0, 1000.0 * static_cast<double>(pieces - 1) / static_cast<double>(now - first_piece_ms));
+    }
+  };
+  active_.store(session_.get());
+  try {
+    runtime::TurnResult r;
+    switch (request.kind) {
+      case TurnRequest::Kind::Send: r = session_->send(request.text.toStdString(), on_delta, request.drop_oldest); break;
+      case TurnRequest::Kind::Regenerate: r = session_->regenerate(on_delta, request.drop_oldest); break;
+      case TurnRequest::Kind::Edit:
+        r = session_->edit(static_cast<std::size_t>(request.edit_index), request.text.toStdString(), on_delta,
+                           request.drop_oldest);
+        break;
+    }
+    outcome.stopped = r.stats.stop == runtime::StopReason::Cancelled;
+    outcome.prompt_tokens = r.stats.prompt_tokens;
+    outcome.cached_tokens = r.stats.cached_tokens;
+    outcome.generated_tokens = r.stats.generated_tokens;
+    outcome.prompt_tokens_per_s = r.stats.prompt_tokens_per_s();
+    outcome.decode_tokens_per_s = r.stats.decode_tokens_per_s();
+    outcome.first_token_seconds = r.first_token_seconds;
+    outcome.dropped_turns = r.dropped_turns;
+    const double seconds = (QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0;
+    emit throughputSample(seconds, outcome.prompt_tokens_per_s, outcome.decode_tokens_per_s);
+  } catch (const runtime::ContextOverflow& e) {
+    outcome.overflow = true;
+    outcome.error = QString::fromUtf8(e.what());
+  } catch (const std::exception& e) {
+    outcome.error = tr("The reply failed: %1").arg(QString::fromUtf8(e.what()));
+  }
+  active_.store(nullptr);
+  outcome.messages = fromEngine(session_->messages());
+  outcome.context_used = session_->context_used();
+  outcome.context_capacity = session_->context_capacity();
+  emit turnFinished(outcome);
+}
+
+EngineHost::EngineHost(QObject* parent) : QObject(parent), thread_(new QThread) {
+  qRegisterMetaType<ModelInfo>();
+  qRegisterMetaType<TurnRequest>();
+  qRegisterMetaType<TurnOutcome>();
+  thread_->setObjectName(QStringLiteral("tandem-engine"));
+  worker_ = new EngineWorker;
+  worker_->moveToThread(thread_.get());
+  connect(thread_.get(), &QThread::finished, worker_, &QObject::deleteLater);
+  connect(worker_, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
+    model_ = info;
+    loading_ = false;
+    emit loadingChanged(false);
+    emit modelLoaded(info);
+  });
+  connect(worker_, &EngineWorker::modelLoadFailed, this, [this](const QString& folder, const QString& message) {
+    model_ = {};
+    loading_ = false;
+    emit loadingChanged(false);
+    emit modelLoadFailed(folder, message);
+  });
+  connect(worker_, &EngineWorker::turnDelta, this, &EngineHost::turnDelta);
+  connect(worker_, &EngineWorker::throughputSample, this, &EngineHost::throughputSample);
+  connect(worker_, &EngineWorker::turnFinished, this, [this](const TurnOutcome& outcome) {
+    busy_ = false;
+    emit busyChanged(false);
+    emit turnFinished(outcome);
+  });
+  thread_->start();
+}
+
+EngineHost::~EngineHost() {
+  // Stop a running reply so the thread can finish promptly.
+  if (worker_) worker_->requestStop();
+}
+
+void EngineHost::loadModel(const QString& folder, int threads, qint64 context) {
+  loading_ = true;
+  emit loadingChanged(true);
+  QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection, Q_ARG(QString, folder), Q_ARG(int, threads),
+                            Q_ARG(qint64, context));
+}
+
+quint64 EngineHost::startTurn(TurnRequest request) {
+  request.id = next_turn_++;
+  busy_ = true;
+  emit busyChanged(true);
+  QMetaObject::invokeMethod(worker_, "runTurn", Qt::QueuedConnection, Q_ARG(tandem::ui::TurnRequest, request));
+  return request.id;
+}
+
+void EngineHost::stop() { worker_->requestStop(); }
+
+}  // namespace tandem::ui

@@ -1,0 +1,138 @@
+// The engine off the UI thread. EngineHost lives on the UI thread and owns a QThread on
+// which an EngineWorker holds the model and the chat session; requests and results cross
+// with queued signals, and stopping a reply is an atomic flag, so the UI never waits.
+#pragma once
+
+#include <QObject>
+#include <QThread>
+#include <QVector>
+#include <atomic>
+#include <memory>
+
+#include "ui/conversation_store.h"
+
+namespace tandem::runtime {
+class ChatSession;
+class LoadedModel;
+class ThreadPool;
+}  // namespace tandem::runtime
+namespace tandem::text {
+class Tokenizer;
+}
+namespace tandem {
+class ChatTemplate;
+}
+
+namespace tandem::ui {
+
+struct ModelInfo {
+  QString folder;
+  QString name;
+  QString architecture;
+  int layers = 0;
+  int experts = 0;
+  qint64 context = 0;
+  int threads = 0;
+};
+
+struct TurnRequest {
+  enum class Kind { Send, Regenerate, Edit };
+  quint64 id = 0;
+  Kind kind = Kind::Send;
+  QVector<StoredMessage> history;  // the conversation before this turn's change
+  QString text;                    // Send and Edit: the user's message
+  int edit_index = -1;             // Edit: which message
+  ConversationSettings settings;
+  bool drop_oldest = false;        // make room by dropping the oldest turns
+};
+
+struct TurnOutcome {
+  quint64 id = 0;
+  QVector<StoredMessage> messages;  // the conversation after the turn
+  bool stopped = false;
+  bool overflow = false;
+  QString error;  // a sentence for the user; empty on success
+  qint64 prompt_tokens = 0;
+  qint64 cached_tokens = 0;
+  qint64 generated_tokens = 0;
+  double prompt_tokens_per_s = 0;
+  double decode_tokens_per_s = 0;
+  double first_token_seconds = 0;
+  qint64 context_used = 0;
+  qint64 context_capacity = 0;
+  int dropped_turns = 0;
+};
+
+class EngineWorker : public QObject {
+  Q_OBJECT
+ public:
+  EngineWorker();
+  ~EngineWorker() override;
+  void requestStop();  // thread-safe
+
+ public slots:
+  void loadModel(const QString& folder, int threads, qint64 context);
+  void runTurn(const tandem::ui::TurnRequest& request);
+
+ signals:
+  void modelLoaded(const tandem::ui::ModelInfo& info);
+  void modelLoadFailed(const QString& folder, const QString& message);
+  void turnDelta(quint64 id, const QString& answer, const QString& thinking);
+  void turnFinished(const tandem::ui::TurnOutcome& outcome);
+  void throughputSample(double seconds, double prompt_tokens_per_s, double decode_tokens_per_s);
+
+ private:
+  std::unique_ptr<runtime::LoadedModel> model_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<runtime::ThreadPool> pool_;
+  std::unique_ptr<runtime::ChatSession> session_;
+  std::atomic<runtime::ChatSession*> active_{nullptr};
+  qint64 started_ms_ = 0;
+};
+
+class EngineHost : public QObject {
+  Q_OBJECT
+ public:
+  explicit EngineHost(QObject* parent = nullptr);
+  ~EngineHost() override;
+
+  void loadModel(const QString& folder, int threads = 0, qint64 context = 0);
+  quint64 startTurn(TurnRequest request);
+  void stop();  // returns at once; the running turn ends after the current token
+
+  bool isLoading() const { return loading_; }
+  bool isBusy() const { return busy_; }
+  bool hasModel() const { return !model_.folder.isEmpty(); }
+  const ModelInfo& model() const { return model_; }
+
+ signals:
+  void modelLoaded(const tandem::ui::ModelInfo& info);
+  void modelLoadFailed(const QString& folder, const QString& message);
+  void turnDelta(quint64 id, const QString& answer, const QString& thinking);
+  void turnFinished(const tandem::ui::TurnOutcome& outcome);
+  void throughputSample(double seconds, double prompt_tokens_per_s, double decode_tokens_per_s);
+  void busyChanged(bool busy);
+  void loadingChanged(bool loading);
+
+ private:
+  struct ThreadStopper {
+    void operator()(QThread* t) const {
+      t->quit();
+      t->wait();
+      delete t;
+    }
+  };
+  std::unique_ptr<QThread, ThreadStopper> thread_;
+  EngineWorker* worker_ = nullptr;  // lives on thread_, deleted when it finishes
+  ModelInfo model_;
+  bool loading_ = false;
+  bool busy_ = false;
+  quint64 next_turn_ = 1;
+};
+
+}  // namespace tandem::ui
+
+Q_DECLARE_METATYPE(tandem::ui::ModelInfo)
+Q_DECLARE_METATYPE(tandem::ui::TurnRequest)
+Q_DECLARE_METATYPE(tandem::ui::TurnOutcome)

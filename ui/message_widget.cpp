@@ -1,0 +1,207 @@
+#include "ui/message_widget.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QFontDatabase>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QScrollBar>
+#include <QTextDocument>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QTimer>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "ui/theme.h"
+
+namespace tandem::ui {
+
+QVector<MessageSegment> split_code_blocks(const QString& markdown) {
+  QVector<MessageSegment> out;
+  bool in_code = false;
+  QString language;
+  QStringList lines;
+  auto flush = [&](bool keep_empty) {
+    const QString text = lines.join(QLatin1Char('\n'));
+    if (keep_empty || !text.trimmed().isEmpty()) out.push_back({in_code, language, text});
+    lines.clear();
+  };
+  for (const QString& line : markdown.split(QLatin1Char('\n'))) {
+    if (line.trimmed().startsWith(QLatin1String("```"))) {
+      flush(in_code);  // a closed code block stays even when empty
+      in_code = !in_code;
+      language = in_code ? line.trimmed().mid(3).trimmed() : QString();
+      continue;
+    }
+    lines << line;
+  }
+  flush(in_code);
+  return out;
+}
+
+CodeBlockWidget::CodeBlockWidget(QWidget* parent) : QFrame(parent) {
+  setObjectName(QStringLiteral("codeBlock"));
+  setStyleSheet(QStringLiteral("QFrame#codeBlock { background: #1f2430; border-radius: 6px; }"
+                               "QLabel { color: #aab3c0; } QPlainTextEdit { background: #1f2430; color: #e6e9ef; border: none; }"
+                               "QPushButton { background: #2c3340; color: #e6e9ef; border: 1px solid #3b4454; padding: 2px 10px; }"));
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(10, 6, 10, 8);
+  v->setSpacing(4);
+  auto* header = new QHBoxLayout;
+  language_ = new QLabel(this);
+  copy_ = new QPushButton(tr("Copy"), this);
+  copy_->setCursor(Qt::PointingHandCursor);
+  header->addWidget(language_, 1);
+  header->addWidget(copy_);
+  v->addLayout(header);
+  text_ = new QPlainTextEdit(this);
+  text_->setReadOnly(true);
+  text_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  text_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  text_->setVerticalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  v->addWidget(text_);
+  connect(copy_, &QPushButton::clicked, this, [this] {
+    QApplication::clipboard()->setText(text_->toPlainText());
+    copy_->setText(tr("Copied"));
+    QTimer::singleShot(1500, copy_, [b = copy_] { b->setText(QObject::tr("Copy")); });
+  });
+}
+
+void CodeBlockWidget::setCode(const QString& language, const QString& code) {
+  language_->setText(language.isEmpty() ? tr("code") : language);
+  if (text_->toPlainText() != code) text_->setPlainText(code);
+  const int lines = std::min(30, static_cast<int>(code.count(QLatin1Char('\n'))) + 1);
+  const int longest = [&] {
+    int widest = 0;
+    for (const QString& line : code.split(QLatin1Char('\n'))) widest = std::max(widest, QFontMetrics(text_->font()).horizontalAdvance(line));
+    return widest;
+  }();
+  // Room for every line (up to 30), and for the horizontal scroll bar when a line is too long.
+  const bool scrolls = longest + 20 > text_->viewport()->width();
+  text_->setFixedHeight(QFontMetrics(text_->font()).lineSpacing() * lines +
+                        2 * static_cast<int>(text_->document()->documentMargin()) + 2 * text_->frameWidth() +
+                        (scrolls ? text_->horizontalScrollBar()->sizeHint().height() : 0));
+}
+
+QString CodeBlockWidget::code() const { return text_->toPlainText(); }
+
+MessageWidget::MessageWidget(int index, const QString& role, const QString& speaker, QWidget* parent)
+    : QFrame(parent), index_(index), role_(role) {
+  const bool user = role == QLatin1String("user");
+  setObjectName(user ? QStringLiteral("userMessage") : QStringLiteral("assistantMessage"));
+  setStyleSheet(user ? QStringLiteral("QFrame#userMessage { background: #e8f0fe; border-radius: 10px; }")
+                     : QStringLiteral("QFrame#assistantMessage { background: #ffffff; border: 1px solid #e1e5ea; border-radius: 10px; }"));
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(14, 10, 14, 10);
+  v->setSpacing(6);
+
+  auto* header = new QHBoxLayout;
+  auto* who = new QLabel(QStringLiteral("<b>%1</b>").arg(speaker.toHtmlEscaped()), this);
+  header->addWidget(who, 1);
+  auto* copy = new QToolButton(this);
+  copy->setText(tr("Copy"));
+  copy->setAutoRaise(true);
+  connect(copy, &QToolButton::clicked, this, [this] { QApplication::clipboard()->setText(content_); });
+  header->addWidget(copy);
+  if (user) {
+    auto* edit = new QToolButton(this);
+    edit->setText(tr("Edit"));
+    edit->setAutoRaise(true);
+    connect(edit, &QToolButton::clicked, this, [this] { emit editRequested(index_); });
+    header->addWidget(edit);
+  } else {
+    regenerate_ = new QToolButton(this);
+    regenerate_->setText(tr("Regenerate"));
+    regenerate_->setAutoRaise(true);
+    regenerate_->setObjectName(QStringLiteral("regenerate"));
+    regenerate_->setVisible(false);
+    connect(regenerate_, &QToolButton::clicked, this, &MessageWidget::regenerateRequested);
+    header->addWidget(regenerate_);
+  }
+  v->addLayout(header);
+
+  thinking_toggle_ = new QToolButton(this);
+  thinking_toggle_->setCheckable(true);
+  thinking_toggle_->setAutoRaise(true);
+  thinking_toggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  thinking_toggle_->setArrowType(Qt::RightArrow);
+  thinking_toggle_->setVisible(false);
+  thinking_text_ = new QLabel(this);
+  thinking_text_->setWordWrap(true);
+  thinking_text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  thinking_text_->setStyleSheet(QStringLiteral("color: %1; border-left: 3px solid #d5dae1; padding-left: 8px;").arg(theme::kMutedText));
+  thinking_text_->setVisible(false);
+  connect(thinking_toggle_, &QToolButton::toggled, this, [this](bool on) {
+    thinking_text_->setVisible(on);
+    thinking_toggle_->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
+  });
+  v->addWidget(thinking_toggle_, 0, Qt::AlignLeft);
+  v->addWidget(thinking_text_);
+
+  body_ = new QVBoxLayout;
+  body_->setSpacing(8);
+  v->addLayout(body_);
+}
+
+void MessageWidget::setRegenerateVisible(bool visible) {
+  if (regenerate_) regenerate_->setVisible(visible);
+}
+
+bool MessageWidget::thinkingExpanded() const { return thinking_toggle_->isChecked(); }
+
+QString MessageWidget::thinkingSummary() const { return thinking_toggle_->text(); }
+
+void MessageWidget::setContent(const QString& content, const QString& thinking, bool streaming) {
+  const bool changed = content != content_ || streaming != streaming_;
+  content_ = content;
+  streaming_ = streaming;
+  if (thinking != thinking_ || streaming) {
+    thinking_ = thinking;
+    const QString trimmed = thinking.trimmed();
+    thinking_toggle_->setVisible(!trimmed.isEmpty());
+    const int words = static_cast<int>(trimmed.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts).size());
+    thinking_toggle_->setText(streaming && content.isEmpty() ? tr("Thinking… (%n words)", nullptr, words)
+                                                             : tr("Thought for %n words", nullptr, words));
+    thinking_text_->setText(trimmed);
+  }
+  if (changed) rebuildBody();
+}
+
+void MessageWidget::rebuildBody() {
+  const QString text = content_.isEmpty() && streaming_ && thinking_.isEmpty() ? QStringLiteral("…") : content_;
+  const QVector<MessageSegment> segments = split_code_blocks(text);
+  // Reuse the widgets of unchanged kinds so streaming does not flicker.
+  bool same_shape = segments.size() == shown_.size();
+  for (int i = 0; same_shape && i < segments.size(); ++i) same_shape = segments[i].code == shown_[i].code;
+  if (!same_shape) {
+    for (QWidget* w : segments_) w->deleteLater();
+    segments_.clear();
+    for (const MessageSegment& s : segments) {
+      QWidget* w;
+      if (s.code) {
+        w = new CodeBlockWidget(this);
+      } else {
+        auto* label = new QLabel(this);
+        label->setWordWrap(true);
+        label->setTextFormat(role_ == QLatin1String("user") ? Qt::PlainText : Qt::MarkdownText);
+        label->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
+        label->setOpenExternalLinks(true);
+        w = label;
+      }
+      body_->addWidget(w);
+      segments_.push_back(w);
+    }
+  }
+  for (int i = 0; i < segments.size(); ++i) {
+    if (segments[i].code) {
+      static_cast<CodeBlockWidget*>(segments_[i])->setCode(segments[i].language, segments[i].text);
+    } else {
+      static_cast<QLabel*>(segments_[i])->setText(segments[i].text);
+    }
+  }
+  shown_ = segments;
+}
+
+}  // namespace tandem::ui
