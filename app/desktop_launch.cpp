@@ -33,6 +33,7 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
   ui::MainWindow window;
   if (options.page == QLatin1String("system")) window.showPage(ui::MainWindow::Page::System);
   if (options.page == QLatin1String("chat")) window.showPage(ui::MainWindow::Page::Chat);
+  if (options.page == QLatin1String("downloads")) window.showPage(ui::MainWindow::Page::Downloads);
 
   int status = 0;
   if (screenshot) {

@@ -13,6 +13,7 @@
 #include "app/chat_command.h"
 #include "app/recommend_command.h"
 #include "app/detect_command.h"
+#include "app/download_command.h"
 #include "app/run_command.h"
 #include "app/tokenize_command.h"
 #include "engine/log/log.h"
@@ -40,6 +41,7 @@ constexpr const char* kHeadlessHelp =
     "  tandem detect --json    the same as JSON (schema: docs/detect.schema.json)\n"
     "  tandem run -m DIR -p TEXT       generate text with a model\n"
     "  tandem tokenize -m DIR --text T the token ids of a text\n"
+    "  tandem download ORG/MODEL       download a model from Hugging Face\n"
     "  tandem chat -m DIR              chat in the terminal\n"
     "  tandem --screenshot out.png   render the window offscreen to a PNG\n"
     "  tandem --help           every command and option\n"
@@ -66,7 +68,7 @@ int main(int argc, char** argv) {
   tandem::app::DesktopOptions desktop;
   std::string screenshot, page = "chat", size = "1280x800";
   cli.add_option("--screenshot", screenshot, "Render the main window offscreen to this PNG file and exit");
-  cli.add_option("--page", page, "The page to show first")->check(CLI::IsMember({"chat", "system"}));
+  cli.add_option("--page", page, "The page to show first")->check(CLI::IsMember({"chat", "system", "downloads"}));
   cli.add_option("--size", size, "Window size for --screenshot, WIDTHxHEIGHT")
       ->check(CLI::Validator(
           [](std::string& s) {
@@ -114,6 +116,24 @@ int main(int argc, char** argv) {
   tokenize_cmd->add_flag("--json", tokenize.json, "Print ids and token strings as JSON");
   tokenize_cmd->add_flag("--no-special", tokenize.no_special, "Treat special-token text as plain text and add no BOS/EOS");
 
+  tandem::app::DownloadCommandOptions download;
+  CLI::App* download_cmd = cli.add_subcommand(
+      "download",
+      "Download a model from Hugging Face (resumable, verified). HF_TOKEN: token for gated models; "
+      "HF_ENDPOINT: a mirror; https_proxy: a proxy. Exit status: 0 done, 1 failed (run again to resume), "
+      "2 no such repository/revision/files, 3 not enough disk space, 4 licence and token needed, "
+      "130 interrupted");
+  download_cmd->add_option("repo", download.repo, "The repository, ORG/MODEL")->required();
+  download_cmd->add_option("--revision", download.revision, "Branch, tag or commit")->capture_default_str();
+  download_cmd->add_option("--include", download.include,
+                           "Only files matching this glob, e.g. \"*.safetensors\" (repeatable)")
+      ->allow_extra_args(false);  // one pattern per --include, so the repository is never taken for one
+  download_cmd->add_option("--exclude", download.exclude, "Skip files matching this glob (repeatable)")
+      ->allow_extra_args(false);
+  download_cmd->add_option("--dir", download.dir, "Folder for the files (default: the models folder's ORG/MODEL)");
+  download_cmd->add_option("--parallel", download.parallel, "Files downloaded at once")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   tandem::app::BenchCommandOptions bench;
   CLI::App* bench_cmd = cli.add_subcommand("bench", "Measure prompt and decode speed on random tokens");
   bench_cmd->add_option("-m,--model", bench.model, "Model folder")->required()->check(CLI::ExistingDirectory);
@@ -200,6 +220,14 @@ int main(int argc, char** argv) {
                            .toStdString();
     }
     return tandem::app::run_recommend(recommend);
+  }
+  if (download_cmd->parsed()) {
+    setup_logging(verbose, true);
+    if (download.dir.empty()) {
+      download.dir = (tandem::ui::MainWindow::modelsFolder() + QLatin1Char('/') + QString::fromStdString(download.repo))
+                         .toStdString();
+    }
+    return tandem::app::run_download(download);
   }
   if (bench_cmd->parsed()) {
     setup_logging(verbose, true);

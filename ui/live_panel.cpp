@@ -36,7 +36,7 @@ const char* const kSplitColors[] = {"#2f6fdb", "#8b5cf6", "#1f9d55", "#9aa5b1"};
 }  // namespace
 
 HeatmapView::HeatmapView(ExpertHeatmapModel* model, QWidget* parent) : QWidget(parent), model_(model) {
-  setMinimumHeight(120);
+  setMinimumHeight(90);
   connect(model_, &QAbstractItemModel::dataChanged, this, qOverload<>(&QWidget::update));
   connect(model_, &QAbstractItemModel::modelReset, this, qOverload<>(&QWidget::update));
 }
@@ -125,7 +125,7 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   split_series_->attachAxis(category);
   auto* split_view = new QChartView(split_chart_, this);
   split_view->setRenderHint(QPainter::Antialiasing);
-  split_view->setMinimumHeight(130);
+  split_view->setMinimumHeight(110);
   v->addWidget(split_view);
 
   v->addWidget(heading(tr("Memory"), this));

@@ -26,6 +26,8 @@
 #include "engine/version.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_store.h"
+#include "ui/download_queue.h"
+#include "ui/downloads_page.h"
 #include "ui/engine_host.h"
 #include "ui/live_panel.h"
 #include "ui/system_page.h"
@@ -63,11 +65,15 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_FileDialogDetailedView),
                                            tr("Chat")));
   navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ComputerIcon), tr("System")));
+  navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ArrowDown), tr("Downloads")));
   pages_ = new QStackedWidget(central);
   chat_ = new ChatPage(*engine_, *store_, pages_);
   system_ = new SystemPage(pages_);
   pages_->addWidget(chat_);
   pages_->addWidget(system_);
+  download_queue_ = new DownloadQueue(this);
+  downloads_ = new DownloadsPage(download_queue_, modelsFolder(), pages_);
+  pages_->addWidget(downloads_);
   row->addWidget(navigation_);
   row->addWidget(pages_, 1);
   setCentralWidget(central);
@@ -111,6 +117,8 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   buildStatusBar();
   showPage(Page::Chat);
   restoreSettings();
+  // Downloads that were running when Tandem closed carry on where they stopped.
+  download_queue_->restore();
   detectHardware();
   const QString last = QSettings().value(kModelKey).toString();
   if (!last.isEmpty() && QFileInfo(last).isDir()) loadModel(last);
@@ -151,6 +159,8 @@ void MainWindow::buildMenus() {
   chat->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
   QAction* system = view->addAction(tr("&System"), this, [this] { showPage(Page::System); });
   system->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
+  QAction* downloads = view->addAction(tr("&Downloads"), this, [this] { showPage(Page::Downloads); });
+  downloads->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
   view->addSeparator();
   QAction* live = live_dock_->toggleViewAction();
   live->setText(tr("&Live Panel"));
@@ -158,6 +168,10 @@ void MainWindow::buildMenus() {
   view->addAction(live);
 
   QMenu* tools = menuBar()->addMenu(tr("&Tools"));
+  tools->addAction(tr("Download a &Model…"), this, [this] {
+    showPage(Page::Downloads);
+    downloads_->askForDownload();
+  });
   tools->addAction(tr("&Detect Hardware Again"), this, &MainWindow::detectHardware);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
