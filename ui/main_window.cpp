@@ -23,6 +23,7 @@
 #include <QVBoxLayout>
 
 #include "engine/log/log.h"
+#include "engine/model/demo_model.h"
 #include "engine/version.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_store.h"
@@ -120,8 +121,11 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   // Downloads that were running when Tandem closed carry on where they stopped.
   download_queue_->restore();
   detectHardware();
-  const QString last = QSettings().value(kModelKey).toString();
-  if (!last.isEmpty() && QFileInfo(last).isDir()) loadModel(last);
+  // The model of the last session; without one (a first start, or its folder is gone) the
+  // built-in demo model, so the chat answers before anything is downloaded.
+  QString model = QSettings().value(kModelKey).toString();
+  if (model.isEmpty() || !QFileInfo(model).isDir()) model = QString::fromStdString(model::demo_model_folder());
+  if (!model.isEmpty()) loadModel(model);
 }
 
 void MainWindow::openModelFolder() {
