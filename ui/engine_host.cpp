@@ -37,7 +37,7 @@ void EngineWorker::requestStop() {
   if (runtime::ChatSession* s = active_.load()) s->request_stop();
 }
 
-void EngineWorker::loadModel(const QString& folder, int threads, qint64 context) {
+void EngineWorker::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
   active_.store(nullptr);
   session_.reset();
   template_.reset();
@@ -45,7 +45,12 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context)
   model_.reset();
   try {
     const std::string path = folder.toStdString();
-    auto model = runtime::LoadedModel::load(path);
+    runtime::LoadOptions load;
+    if (!cpu_format.isEmpty() && !runtime::parse_cpu_format(cpu_format.toStdString(), load.cpu_format)) {
+      throw std::runtime_error("the CPU format \"" + cpu_format.toStdString() + "\" is not one Tandem can load; choose int8, bf16 or native");
+    }
+    load.threads = threads;
+    auto model = runtime::LoadedModel::load(path, load);
     auto tokenizer = text::load_tokenizer(path);
     auto chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(path));
     const int n = threads > 0 ? threads : std::max(1, hw::probe_topology().physical_cores);
@@ -60,6 +65,7 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context)
     info.experts = static_cast<int>(model->spec().num_experts);
     info.context = ctx;
     info.threads = n;
+    info.cpu_format = QString::fromUtf8(runtime::cpu_format_name(load.cpu_format).data());
     info.metrics = session_->metrics();
     model_ = std::move(model);
     tokenizer_ = std::move(tokenizer);
@@ -178,11 +184,11 @@ EngineHost::~EngineHost() {
   if (worker_) worker_->requestStop();
 }
 
-void EngineHost::loadModel(const QString& folder, int threads, qint64 context) {
+void EngineHost::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
   loading_ = true;
   emit loadingChanged(true);
   QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection, Q_ARG(QString, folder), Q_ARG(int, threads),
-                            Q_ARG(qint64, context));
+                            Q_ARG(qint64, context), Q_ARG(QString, cpu_format));
 }
 
 quint64 EngineHost::startTurn(TurnRequest request) {

@@ -31,6 +31,7 @@
 #include "ui/downloads_page.h"
 #include "ui/engine_host.h"
 #include "ui/live_panel.h"
+#include "ui/setup_wizard.h"
 #include "ui/system_page.h"
 #include "ui/throughput_chart.h"
 
@@ -125,7 +126,12 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   // built-in demo model, so the chat answers before anything is downloaded.
   QString model = QSettings().value(kModelKey).toString();
   if (model.isEmpty() || !QFileInfo(model).isDir()) model = QString::fromStdString(model::demo_model_folder());
-  if (!model.isEmpty()) loadModel(model);
+  const SetupChoices saved = SetupWizard::savedChoices();
+  if (!model.isEmpty() && saved.folder == model) {
+    loadModel(model, saved.threads, saved.context, saved.cpu_format);
+  } else if (!model.isEmpty()) {
+    loadModel(model);
+  }
 }
 
 void MainWindow::openModelFolder() {
@@ -134,10 +140,29 @@ void MainWindow::openModelFolder() {
   if (!folder.isEmpty()) loadModel(folder);
 }
 
-void MainWindow::loadModel(const QString& folder) {
+void MainWindow::openSetupAssistant() {
+  auto* wizard = new SetupWizard(probe_->lastReport(), download_queue_, this);
+  wizard->setAttribute(Qt::WA_DeleteOnClose);
+  connect(probe_, &ProbeRunner::finished, wizard, &SetupWizard::setHardware);
+  connect(wizard, &QWizard::accepted, this, [this, wizard] {
+    const SetupChoices c = wizard->choices();
+    SetupWizard::saveChoices(c);
+    showPage(Page::Chat);
+    if (QFileInfo::exists(c.folder + QStringLiteral("/config.json"))) {
+      loadModel(c.folder, c.threads, c.context, c.cpu_format);
+    } else {
+      // A download still running: the Downloads page shows it; the model loads when the
+      // user opens it once complete.
+      showPage(Page::Downloads);
+    }
+  });
+  wizard->show();
+}
+
+void MainWindow::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
   if (engine_->isBusy()) return;
   model_status_->setText(tr("Loading %1…").arg(QFileInfo(folder).fileName()));
-  engine_->loadModel(folder);
+  engine_->loadModel(folder, threads, context, cpu_format);
 }
 
 MainWindow::~MainWindow() = default;
@@ -176,6 +201,7 @@ void MainWindow::buildMenus() {
     showPage(Page::Downloads);
     downloads_->askForDownload();
   });
+  tools->addAction(tr("&Setup Assistant…"), this, &MainWindow::openSetupAssistant);
   tools->addAction(tr("&Detect Hardware Again"), this, &MainWindow::detectHardware);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));

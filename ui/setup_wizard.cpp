@@ -469,7 +469,8 @@ class ParametersPage : public QWizardPage {
     for (const plan::Parameter& x : p.parameters) {
       if (x.name == "cpuinfer" && c.threads <= 0) c.threads = std::stoi(x.value);
     }
-    if (c.context <= 0) c.context = p.context_tokens;
+    if (c.threads <= 0 && wizard_->hardware()) c.threads = wizard_->hardware()->recommendation.cpu_threads.value;
+    if (c.context <= 0) c.context = p.context_tokens > 0 ? p.context_tokens : 4096;
     threads_->setValue(c.threads);
     context_->setValue(static_cast<int>(c.context));
     show_plan();
