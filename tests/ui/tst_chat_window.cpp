@@ -162,6 +162,7 @@ class TestChatWindow : public QObject {
     chat->send();
     QVERIFY(chat->stopButton()->isEnabled());
     QTRY_VERIFY_WITH_TIMEOUT(deltas.count() >= 2 || finished.count() == 1, 20000);
+    saveScreenshot(window, QStringLiteral("chat-streaming"));
     QElapsedTimer stopping;
     stopping.start();
     QTest::mouseClick(chat->stopButton(), Qt::LeftButton);
