@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   tandem::app::RecommendOptions recommend;
   bool save_profile = false;
   CLI::App* recommend_cmd = cli.add_subcommand("recommend", "Plan memory and recommend parameters for a model on this machine");
-  recommend_cmd->add_option("-m,--model", recommend.model, "A model folder or a catalog id (e.g. qwen3-30b-a3b)")->required();
+  recommend_cmd->add_option("-m,--model", recommend.model, "A model folder, a .gguf file or a catalog id (e.g. qwen3-30b-a3b)")->required();
   recommend_cmd->add_option("-c,--context", recommend.context, "Context length in tokens")->capture_default_str()->check(CLI::Range(256, 10000000));
   recommend_cmd->add_option("--quality", recommend.quality, "quality, balanced or speed")->capture_default_str()->check(CLI::IsMember({"quality", "balanced", "speed"}));
   recommend_cmd->add_option("--hardware", recommend.hardware, "Plan for a machine recorded with tandem detect --json")->check(CLI::ExistingFile);
