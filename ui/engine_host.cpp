@@ -1,5 +1,9 @@
 #include "ui/engine_host.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <QDateTime>
 #include <QDir>
 #include <QElapsedTimer>
@@ -176,6 +180,10 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), thread_(new QThread) 
     emit busyChanged(false);
     emit turnFinished(outcome);
   });
+  // The engine thread and the CPU pool it creates (threads inherit it) yield to the UI
+  // thread when the cores are busy, so the window stays responsive while a model writes.
+  connect(thread_.get(), &QThread::started, worker_, [] { setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 4); },
+          Qt::DirectConnection);
   thread_->start();
 }
 
