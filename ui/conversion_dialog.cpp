@@ -213,6 +213,13 @@ void ConversionDialog::start() {
                                   bytes(static_cast<double>(r.peak_memory_bytes))));
           },
           Qt::QueuedConnection);
+    } catch (const convert::ConvertCancelled&) {
+      QMetaObject::invokeMethod(
+          self.data(),
+          [self] {
+            if (self) self->onDone(false, true, tr("Cancelled. The finished layers are kept: Convert resumes from them."));
+          },
+          Qt::QueuedConnection);
     } catch (const std::exception& e) {
       const QString message = QString::fromUtf8(e.what());
       QMetaObject::invokeMethod(
@@ -233,7 +240,8 @@ void ConversionDialog::onProgress(double done, double total, double bytes_per_s,
   status_->setText(tr("Layer %1 of %2 · %3/s · %4 left").arg(layer + 1).arg(layers).arg(bytes(bytes_per_s), duration(eta_s)));
 }
 
-void ConversionDialog::onDone(bool ok, bool, const QString& message) {
+void ConversionDialog::onDone(bool ok, bool cancelled, const QString& message) {
+  cancelled_ = cancelled;
   if (worker_.joinable()) worker_.join();
   setRunning(false);
   status_->setText(message);

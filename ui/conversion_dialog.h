@@ -34,6 +34,7 @@ class ConversionDialog : public QDialog {
   QString source() const;
   QString output() const;
   bool isRunning() const { return running_; }
+  bool wasCancelled() const { return cancelled_; }
   QString statusText() const;
   int verifiedTensors() const;
 
@@ -62,6 +63,7 @@ class ConversionDialog : public QDialog {
   std::unique_ptr<convert::Converter> converter_;
   std::thread worker_;
   bool running_ = false;
+  bool cancelled_ = false;
 };
 
 }  // namespace tandem::ui
