@@ -52,8 +52,9 @@ int run_convert(const ConvertCommandOptions& o) {
   const bool terminal = ::isatty(STDERR_FILENO) == 1;
   try {
     const convert::ConvertEstimate estimate = convert::estimate_conversion(options);
-    std::fprintf(stderr, "converting %s to %s (%s): about %.1f GB to write\n", o.input.c_str(), o.output.c_str(),
-                 o.method.c_str(), static_cast<double>(estimate.output_bytes) / 1e9);
+    std::fprintf(stderr, "converting %s to %s (%s): about %.1f GB to write, about %s\n", o.input.c_str(),
+                 o.output.c_str(), o.method.c_str(), static_cast<double>(estimate.output_bytes) / 1e9,
+                 duration(estimate.seconds).c_str());
     convert::Converter converter(options);
     auto last = std::chrono::steady_clock::now() - std::chrono::seconds(1);
     const convert::ConvertResult r = converter.run([&](const convert::ConvertProgress& p) {

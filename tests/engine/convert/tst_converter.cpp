@@ -2,7 +2,10 @@
 // same logits as packing at load time (INT8, INT4: the same bytes), INT4 stays within the
 // issue's KL bound of the reference; interruptions resume, damaged files are redone, bad
 // inputs are refused with a sentence and leave nothing that looks complete.
+#include <sys/resource.h>
+
 #include <QTemporaryDir>
+#include <csignal>
 #include <QtTest>
 #include <filesystem>
 #include <fstream>
@@ -299,6 +302,33 @@ class TestConverter : public QObject {
       }
     }
     QVERIFY(!fs::exists(o.output));
+  }
+
+  // A write that fails midway (here a file-size limit standing in for a full disk): a
+  // sentence, no temporary file left, and a manifest that does not say complete.
+  void failedWriteLeavesNothingThatLooksComplete() {
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString() + "/c";
+    rlimit saved{};
+    QVERIFY(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    std::signal(SIGXFSZ, SIG_IGN);  // fail the write with EFBIG instead of killing the test
+    rlimit small = saved;
+    small.rlim_cur = 100 * 1024;  // the manifest fits, a layer file (126 KB) does not
+    QVERIFY(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    std::string message;
+    try {
+      convert_to(fixture("qwen3-moe"), out, convert::Method::Int8);
+    } catch (const model::ModelError& e) {
+      message = e.what();
+    }
+    setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, SIG_DFL);
+    QVERIFY2(message.find("the disk may be full") != std::string::npos, message.c_str());
+    QVERIFY(!any_temporary_files(out));
+    QVERIFY(!convert::read_manifest(out).complete);
+    // With room again, the same command finishes the job.
+    QVERIFY(convert_to(fixture("qwen3-moe"), out, convert::Method::Int8).resumed);
+    QVERIFY(runtime::LoadedModel::load(out)->converted());
   }
 
   void refusesAFolderThatIsNotEmpty() {
