@@ -5,6 +5,8 @@
 #include <thread>
 
 #include <filesystem>
+#include <functional>
+#include <mutex>
 
 #include "engine/convert/converted_model.h"
 #include "engine/convert/manifest.h"
@@ -18,6 +20,31 @@ std::uint64_t matrix_bytes(const kernels::WeightMatrix& m) {
   if (m.data == nullptr) return 0;
   if (m.packed != nullptr) return kernels::packed_matrix_bytes(*m.packed);
   return static_cast<std::uint64_t>(m.rows * m.cols) * kernels::dtype_size(m.dtype);
+}
+
+// Runs work(i) for i in [0, count) on `threads` threads (the caller's among them); the
+// first exception is rethrown here once all have stopped.
+void for_each_on_threads(int threads, std::size_t count, const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  auto run = [&] {
+    for (std::size_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+      try {
+        work(i);
+      } catch (...) {
+        const std::lock_guard lock(failure_lock);
+        if (!failure) failure = std::current_exception();
+        next.store(count);
+      }
+    }
+  };
+  const unsigned n = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> workers;
+  for (unsigned i = 1; i < n; ++i) workers.emplace_back(run);
+  run();
+  for (std::thread& t : workers) t.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace
@@ -102,7 +129,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder, const 
     if (options.cpu_format != CpuFormat::Native) {
       log::info("{} was converted; its packed weights are used and the requested CPU format is ignored", folder);
     }
-    m->load_converted(folder);
+    m->load_converted(folder, options.threads);
   } else if (options.cpu_format != CpuFormat::Native) {
     const auto started = std::chrono::steady_clock::now();
     const CpuFormat format = options.cpu_format;
@@ -117,24 +144,15 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder, const 
       formats.push_back(packed_format_for(format, p.role, m->spec_.num_experts > 0));
     }
     m->packed_.resize(targets.size());
-    std::atomic<std::size_t> next{0};
-    auto work = [&] {
-      for (std::size_t i = next.fetch_add(1); i < targets.size(); i = next.fetch_add(1)) {
-        kernels::PackedMatrix packed;
-        switch (formats[i]) {
-          case kernels::PackedFormat::Int8: packed = kernels::pack_int8(*targets[i]); break;
-          case kernels::PackedFormat::Int4: packed = kernels::pack_int4(*targets[i], options.int4_group); break;
-          case kernels::PackedFormat::Bf16: packed = kernels::pack_bf16(*targets[i]); break;
-        }
-        m->packed_[i] = std::make_unique<kernels::PackedMatrix>(std::move(packed));
+    for_each_on_threads(options.threads, targets.size(), [&](std::size_t i) {
+      kernels::PackedMatrix packed;
+      switch (formats[i]) {
+        case kernels::PackedFormat::Int8: packed = kernels::pack_int8(*targets[i]); break;
+        case kernels::PackedFormat::Int4: packed = kernels::pack_int4(*targets[i], options.int4_group); break;
+        case kernels::PackedFormat::Bf16: packed = kernels::pack_bf16(*targets[i]); break;
       }
-    };
-    const unsigned n = options.threads > 0 ? static_cast<unsigned>(options.threads)
-                                           : std::max(1u, std::thread::hardware_concurrency());
-    std::vector<std::thread> workers;
-    for (unsigned i = 1; i < n; ++i) workers.emplace_back(work);
-    work();
-    for (std::thread& t : workers) t.join();
+      m->packed_[i] = std::make_unique<kernels::PackedMatrix>(std::move(packed));
+    });
     for (std::size_t i = 0; i < targets.size(); ++i) {
       targets[i]->packed = m->packed_[i].get();
       targets[i]->packed_variant = m->variant_;
@@ -151,7 +169,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder, const 
 
 // The packed matrices of a converted folder are copied from its mapped files into aligned
 // memory as they are; nothing is re-packed.
-void LoadedModel::load_converted(const std::string& folder) {
+void LoadedModel::load_converted(const std::string& folder, int threads) {
   const auto started = std::chrono::steady_clock::now();
   const convert::ConvertedWeights converted(*checkpoint_, convert::read_manifest(folder));
   const convert::Manifest& manifest = converted.manifest();
@@ -162,11 +180,14 @@ void LoadedModel::load_converted(const std::string& folder) {
     variant_ = kernels::CpuVariant::Avx2;
   }
   std::vector<PackableMatrix> targets = packable_matrices(weights_);
-  packed_.reserve(targets.size());
-  for (PackableMatrix& target : targets) {
-    packed_.push_back(std::make_unique<kernels::PackedMatrix>(converted.load(*target.matrix)));
-    target.matrix->packed = packed_.back().get();
-    target.matrix->packed_variant = variant_;
+  packed_.resize(targets.size());
+  // Several threads copy at once: one alone is bound by page faults, not by memory.
+  for_each_on_threads(threads, targets.size(), [&](std::size_t i) {
+    packed_[i] = std::make_unique<kernels::PackedMatrix>(converted.load(*targets[i].matrix));
+  });
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    targets[i].matrix->packed = packed_[i].get();
+    targets[i].matrix->packed_variant = variant_;
   }
   converted_ = true;
   log::info("loaded {} converted {} matrices in {:.1f} s ({:.2f} GiB)", targets.size(), cpu_format_name(cpu_format_),

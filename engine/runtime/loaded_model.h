@@ -72,7 +72,7 @@ class LoadedModel {
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
   bool converted_ = false;
 
-  void load_converted(const std::string& folder);
+  void load_converted(const std::string& folder, int threads);
 };
 
 }  // namespace tandem::runtime
