@@ -35,7 +35,9 @@ constexpr const char* kOutputHeadFile = "output.safetensors";
 // Source bytes per second and packing thread assumed by estimates, as measured on the
 // Qwen3-30B-A3B-shaped model (AVX-512 laptop-class core, bf16 source): INT8 and BF16 about
 // 200 MB/s, INT4 about 75 MB/s (its scale search tries nine clipping factors per group).
-double estimated_bytes_per_second_per_thread(Method m) { return m == Method::Int4 ? 75e6 : 200e6; }
+double estimated_bytes_per_second_per_thread(Method m) {
+  return m == Method::Int4 ? 75e6 : 200e6;
+}
 
 struct PackedItem {
   std::string name;
@@ -71,51 +73,67 @@ struct Plan {
 
 runtime::CpuFormat cpu_format(Method m) {
   switch (m) {
-    case Method::Int8: return runtime::CpuFormat::Int8;
-    case Method::Int4: return runtime::CpuFormat::Int4;
-    case Method::Bf16: return runtime::CpuFormat::Bf16;
+    case Method::Int8:
+      return runtime::CpuFormat::Int8;
+    case Method::Int4:
+      return runtime::CpuFormat::Int4;
+    case Method::Bf16:
+      return runtime::CpuFormat::Bf16;
   }
   return runtime::CpuFormat::Int8;
 }
 
-std::uint64_t tensor_bytes(const model::TensorRef& r) { return r.info->end - r.info->begin; }
+std::uint64_t tensor_bytes(const model::TensorRef& r) {
+  return r.info->end - r.info->begin;
+}
 
-std::string gib(std::uint64_t bytes) { return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9); }
+std::string gib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9);
+}
 
 int threads_for(const ConvertOptions& o) {
-  return o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return o.threads > 0 ? o.threads
+                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::int64_t checked_group(const ConvertOptions& o) {
   if (o.method != Method::Int4) {
-    if (o.group != 0) throw ConvertError("--group sets the INT4 group size; leave it out for int8 and bf16.");
+    if (o.group != 0)
+      throw ConvertError("--group sets the INT4 group size; leave it out for int8 and bf16.");
     return 0;
   }
   const std::int64_t g = o.group == 0 ? kernels::kDefaultInt4Group : o.group;
   if (g < 8 || g > 4096 || g % 8 != 0) {
     throw ConvertError("--group " + std::to_string(g) +
-                       ": the INT4 group size must be a multiple of 8 between 8 and 4096 (32, 64 or 128 are usual).");
+                       ": the INT4 group size must be a multiple of 8 between 8 and 4096 (32, 64 "
+                       "or 128 are usual).");
   }
   return g;
 }
 
 Plan make_plan(const ConvertOptions& o) {
   if (o.input.empty() || !fs::is_directory(o.input)) {
-    throw ConvertError(o.input + " is not a folder; give --in the folder of a downloaded Hugging Face model.");
+    throw ConvertError(
+        o.input + " is not a folder; give --in the folder of a downloaded Hugging Face model.");
   }
   if (!fs::is_regular_file(fs::path(o.input) / "config.json")) {
-    throw ConvertError(o.input + " is not a model folder: it has no config.json. Give --in the folder that holds "
-                       "config.json and the .safetensors files.");
+    throw ConvertError(
+        o.input +
+        " is not a model folder: it has no config.json. Give --in the folder that holds "
+        "config.json and the .safetensors files.");
   }
   if (fs::exists(fs::path(o.input) / kManifestName)) {
-    throw ConvertError(o.input + " is already a converted model; convert its source folder instead.");
+    throw ConvertError(o.input +
+                       " is already a converted model; convert its source folder instead.");
   }
   if (o.pools != 1) {
-    throw ConvertError("--pools " + std::to_string(o.pools) +
-                       ": this converter writes every expert whole, which serves one pool; slicing experts for "
-                       "several NUMA pools is not implemented yet, so convert with --pools 1.");
+    throw ConvertError(
+        "--pools " + std::to_string(o.pools) +
+        ": this converter writes every expert whole, which serves one pool; slicing experts for "
+        "several NUMA pools is not implemented yet, so convert with --pools 1.");
   }
-  if (o.output.empty()) throw ConvertError("give --out the folder to write the converted model to.");
+  if (o.output.empty())
+    throw ConvertError("give --out the folder to write the converted model to.");
   Plan p;
   p.group = checked_group(o);
   p.spec = model::load_model_spec(o.input);
@@ -139,7 +157,8 @@ Plan make_plan(const ConvertOptions& o) {
   for (const runtime::PackableMatrix& m : runtime::packable_matrices(p.weights)) {
     const std::string& name = name_of_data.at(m.matrix->data);
     if (!packed_names.insert(name).second) continue;
-    const kernels::PackedFormat format = runtime::packed_format_for(cpu_format(o.method), m.role, p.spec.num_experts > 0);
+    const kernels::PackedFormat format =
+        runtime::packed_format_for(cpu_format(o.method), m.role, p.spec.num_experts > 0);
     PackedItem item{name, m.matrix, p.checkpoint->find(name),
                     kernels::packed_shape(m.matrix->rows, m.matrix->cols, format, p.group)};
     Unit& unit = m.layer < 0 ? head : layers[static_cast<std::size_t>(m.layer)];
@@ -164,7 +183,8 @@ Plan make_plan(const ConvertOptions& o) {
       base.output_bytes += tensor_bytes(*ref);
     }
   }
-  std::sort(base.raw.begin(), base.raw.end(), [](const RawItem& a, const RawItem& b) { return a.name < b.name; });
+  std::sort(base.raw.begin(), base.raw.end(),
+            [](const RawItem& a, const RawItem& b) { return a.name < b.name; });
   p.units.push_back(std::move(base));
   for (Unit& u : layers) p.units.push_back(std::move(u));
   if (!head.packed.empty()) p.units.push_back(std::move(head));
@@ -216,11 +236,15 @@ void release(const void* data, std::uint64_t bytes) {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-kernels::PackedMatrix pack(const kernels::WeightMatrix& m, kernels::PackedFormat f, std::int64_t group) {
+kernels::PackedMatrix pack(const kernels::WeightMatrix& m, kernels::PackedFormat f,
+                           std::int64_t group) {
   switch (f) {
-    case kernels::PackedFormat::Int8: return kernels::pack_int8(m);
-    case kernels::PackedFormat::Int4: return kernels::pack_int4(m, group);
-    case kernels::PackedFormat::Bf16: return kernels::pack_bf16(m);
+    case kernels::PackedFormat::Int8:
+      return kernels::pack_int8(m);
+    case kernels::PackedFormat::Int4:
+      return kernels::pack_int4(m, group);
+    case kernels::PackedFormat::Bf16:
+      return kernels::pack_bf16(m);
   }
   return {};
 }
@@ -245,7 +269,8 @@ bool is_side_file(const fs::directory_entry& e) {
   const std::string ext = e.path().extension().string();
   if (name.empty() || name[0] == '.') return false;
   if (name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) return false;
-  for (const char* skip : {".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".part", ".tmp"}) {
+  for (const char* skip :
+       {".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".part", ".tmp"}) {
     if (ext == skip) return false;
   }
   return true;
@@ -271,7 +296,8 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec || !fs::is_directory(out)) {
-    throw ConvertError(options_.output + " cannot be created (" + ec.message() + "); choose a folder you can write to.");
+    throw ConvertError(options_.output + " cannot be created (" + ec.message() +
+                       "); choose a folder you can write to.");
   }
 
   Manifest manifest;
@@ -281,23 +307,29 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
   manifest.source_folder = fs::absolute(options_.input).lexically_normal().string();
   {
     std::ifstream config(fs::path(options_.input) / "config.json", std::ios::binary);
-    manifest.config_sha256 = hub::sha256_hex(std::string(std::istreambuf_iterator<char>(config), {}));
+    manifest.config_sha256 =
+        hub::sha256_hex(std::string(std::istreambuf_iterator<char>(config), {}));
   }
-  for (const auto& file : plan.checkpoint->files()) manifest.source_files.push_back(fingerprint(file->path()));
+  for (const auto& file : plan.checkpoint->files())
+    manifest.source_files.push_back(fingerprint(file->path()));
 
   ConvertResult result;
   std::set<std::string> kept;
   if (fs::exists(out / kManifestName)) {
     const Manifest old = read_manifest(options_.output);
-    if (old.method != manifest.method || old.group != manifest.group || old.pools != manifest.pools ||
-        old.config_sha256 != manifest.config_sha256 || old.source_files != manifest.source_files) {
-      throw ConvertError(options_.output + " already holds a conversion with other settings or from another source; "
+    if (old.method != manifest.method || old.group != manifest.group ||
+        old.pools != manifest.pools || old.config_sha256 != manifest.config_sha256 ||
+        old.source_files != manifest.source_files) {
+      throw ConvertError(options_.output +
+                         " already holds a conversion with other settings or from another source; "
                          "choose an empty folder, or delete this one to start over.");
     }
     // Keep every finished file whose contents still match what the manifest recorded.
     for (const OutputFile& f : old.files) {
       const fs::path path = out / f.name;
-      if (!fs::is_regular_file(path) || fs::file_size(path) != f.bytes || sha256_of_file(path) != f.sha256) continue;
+      if (!fs::is_regular_file(path) || fs::file_size(path) != f.bytes ||
+          sha256_of_file(path) != f.sha256)
+        continue;
       kept.insert(f.name);
       manifest.files.push_back(f);
     }
@@ -308,7 +340,8 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
   } else {
     for (const auto& e : fs::directory_iterator(out)) {
       if (e.path().extension() != ".tmp") {
-        throw ConvertError(options_.output + " is not empty; choose an empty or new folder for the converted model.");
+        throw ConvertError(options_.output +
+                           " is not empty; choose an empty or new folder for the converted model.");
       }
     }
   }
@@ -324,9 +357,10 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
   }
   const fs::space_info space = fs::space(out, ec);
   if (!ec && space.available < bytes_needed + (64u << 20)) {
-    throw ConvertError(fmt::format("The converted model needs about {} more, but only {} are free on the disk of {}; "
-                                   "free some space or choose another folder.",
-                                   gib(bytes_needed), gib(space.available), options_.output));
+    throw ConvertError(fmt::format(
+        "The converted model needs about {} more, but only {} are free on the disk of {}; "
+        "free some space or choose another folder.",
+        gib(bytes_needed), gib(space.available), options_.output));
   }
   manifest.complete = false;
   write_manifest(options_.output, manifest);
@@ -355,12 +389,17 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
     if (kept.count(unit.file) != 0) continue;
     check_cancelled();
     std::vector<model::SafetensorsWriter::Declared> declared;
-    for (const RawItem& r : unit.raw) declared.push_back({r.name, r.ref->info->dtype, r.ref->info->shape});
+    for (const RawItem& r : unit.raw)
+      declared.push_back({r.name, r.ref->info->dtype, r.ref->info->shape});
     for (const PackedItem& item : unit.packed) {
-      const auto bytes = static_cast<std::int64_t>(item.shape.blocks * static_cast<std::int64_t>(item.shape.block_bytes()));
-      declared.push_back({item.name + std::string(model::kPackedTensorSuffix), kernels::DType::U8, {bytes}});
+      const auto bytes = static_cast<std::int64_t>(
+          item.shape.blocks * static_cast<std::int64_t>(item.shape.block_bytes()));
+      declared.push_back(
+          {item.name + std::string(model::kPackedTensorSuffix), kernels::DType::U8, {bytes}});
       const auto scales = static_cast<std::int64_t>(kernels::packed_scale_count(item.shape));
-      if (scales > 0) declared.push_back({item.name + std::string(model::kPackedScaleSuffix), kernels::DType::F32, {scales}});
+      if (scales > 0)
+        declared.push_back(
+            {item.name + std::string(model::kPackedScaleSuffix), kernels::DType::F32, {scales}});
     }
     const fs::path path = out / unit.file;
     model::SafetensorsWriter writer(path.string(), declared,
@@ -378,9 +417,11 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
       report(unit, r.name);
     }
     // Pack `threads` matrices at a time in parallel, then write them in file order.
-    for (std::size_t first = 0; first < unit.packed.size(); first += static_cast<std::size_t>(threads)) {
+    for (std::size_t first = 0; first < unit.packed.size();
+         first += static_cast<std::size_t>(threads)) {
       check_cancelled();
-      const std::size_t last = std::min(unit.packed.size(), first + static_cast<std::size_t>(threads));
+      const std::size_t last =
+          std::min(unit.packed.size(), first + static_cast<std::size_t>(threads));
       std::vector<kernels::PackedMatrix> packed(last - first);
       std::vector<double> errors(last - first, 0.0);
       std::vector<std::thread> workers;
@@ -389,8 +430,10 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
       for (std::size_t i = first; i < last; ++i) {
         workers.emplace_back([&, i] {
           try {
-            packed[i - first] = pack(*unit.packed[i].matrix, unit.packed[i].shape.format, plan.group);
-            if (options_.verify) errors[i - first] = relative_error(*unit.packed[i].matrix, packed[i - first]);
+            packed[i - first] =
+                pack(*unit.packed[i].matrix, unit.packed[i].shape.format, plan.group);
+            if (options_.verify)
+              errors[i - first] = relative_error(*unit.packed[i].matrix, packed[i - first]);
           } catch (...) {
             const std::lock_guard lock(failure_lock);
             failure = std::current_exception();
@@ -403,7 +446,8 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
         const PackedItem& item = unit.packed[i];
         const kernels::PackedMatrix& p = packed[i - first];
         writer.write(p.bytes.data.get(), static_cast<std::size_t>(p.blocks) * p.block_bytes());
-        const std::vector<float>& scales = p.format == kernels::PackedFormat::Int4 ? p.group_scale : p.row_scale;
+        const std::vector<float>& scales =
+            p.format == kernels::PackedFormat::Int4 ? p.group_scale : p.row_scale;
         if (!scales.empty()) writer.write(scales.data(), scales.size() * sizeof(float));
         release(item.source->data(), tensor_bytes(*item.source));
         bytes_done += tensor_bytes(*item.source);
@@ -450,7 +494,8 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
     if (!ec) fs::rename(temp, target, ec);
     if (ec) {
       fs::remove(temp);
-      throw ConvertError(fmt::format("{} cannot be written ({}); is the disk full?", target.string(), ec.message()));
+      throw ConvertError(fmt::format("{} cannot be written ({}); is the disk full?",
+                                     target.string(), ec.message()));
     }
     result.bytes_written += fs::file_size(target);
   }

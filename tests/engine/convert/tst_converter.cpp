@@ -5,8 +5,8 @@
 #include <sys/resource.h>
 
 #include <QTemporaryDir>
-#include <csignal>
 #include <QtTest>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fixture(const QString& name) { return std::string(TANDEM_TEST_DATA_DIR) + "/models/" + name.toStdString(); }
+std::string fixture(const QString& name) {
+  return std::string(TANDEM_TEST_DATA_DIR) + "/models/" + name.toStdString();
+}
 
 nlohmann::json expected(const std::string& folder) {
   std::ifstream in(folder + "/expected.json");
@@ -30,13 +32,15 @@ nlohmann::json expected(const std::string& folder) {
 }
 
 // Last-position logits of every fixture prompt.
-std::vector<std::vector<float>> logits(const std::string& folder, const runtime::LoadOptions& options = {}) {
+std::vector<std::vector<float>> logits(const std::string& folder,
+                                       const runtime::LoadOptions& options = {}) {
   auto model = runtime::LoadedModel::load(folder, options);
   runtime::ThreadPool pool(2);
   runtime::Generator generator(*model, pool, 128);
   std::vector<std::vector<float>> out;
   const nlohmann::json cases = expected(folder);
-  for (const auto& c : cases["prompts"]) out.push_back(generator.evaluate(c["ids"].get<std::vector<std::int32_t>>()));
+  for (const auto& c : cases["prompts"])
+    out.push_back(generator.evaluate(c["ids"].get<std::vector<std::int32_t>>()));
   if (out.empty()) throw std::runtime_error(folder + ": no prompts in expected.json");
   return out;
 }
@@ -56,8 +60,9 @@ double kl_divergence(const std::vector<float>& reference, const std::vector<floa
   return kl;
 }
 
-convert::ConvertResult convert_to(const std::string& in, const std::string& out, convert::Method method, bool verify = false,
-                                  const std::function<void(const convert::ConvertProgress&)>& progress = {}) {
+convert::ConvertResult convert_to(
+    const std::string& in, const std::string& out, convert::Method method, bool verify = false,
+    const std::function<void(const convert::ConvertProgress&)>& progress = {}) {
   convert::ConvertOptions o;
   o.input = in;
   o.output = out;
@@ -83,10 +88,16 @@ class TestConverter : public QObject {
   void convertedMatchesLoadTimePacking_data() {
     QTest::addColumn<QString>("fixture");
     QTest::addColumn<int>("method");
-    for (const char* f : {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "deepseek-v3", "deepseek-v3-fp8", "llama"}) {
-      QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f))) << f << int(convert::Method::Int8);
-      QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f))) << f << int(convert::Method::Int4);
-      QTest::newRow(qPrintable(QStringLiteral("%1 bf16").arg(f))) << f << int(convert::Method::Bf16);
+    // qwen3 ties its output head to the embedding: the head is packed, the embedding kept.
+    for (const char* f :
+         {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
+          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama"}) {
+      QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f)))
+          << f << int(convert::Method::Int8);
+      QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f)))
+          << f << int(convert::Method::Int4);
+      QTest::newRow(qPrintable(QStringLiteral("%1 bf16").arg(f)))
+          << f << int(convert::Method::Bf16);
     }
   }
 
@@ -108,7 +119,8 @@ class TestConverter : public QObject {
                         : method == int(convert::Method::Int4) ? runtime::CpuFormat::Int4
                                                                : runtime::CpuFormat::Bf16;
     QCOMPARE(model->cpu_format(), packed.cpu_format);
-    QCOMPARE(model->packed_bytes(), runtime::LoadedModel::load(::fixture(fixture), packed)->packed_bytes());
+    QCOMPARE(model->packed_bytes(),
+             runtime::LoadedModel::load(::fixture(fixture), packed)->packed_bytes());
     model.reset();
     const auto got = logits(out);
     const auto want = logits(::fixture(fixture), packed);
@@ -121,8 +133,10 @@ class TestConverter : public QObject {
     QTest::addColumn<int>("method");
     QTest::addColumn<double>("maxMeanKl");
     for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "llama"}) {
-      QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f))) << f << int(convert::Method::Int8) << 0.01;
-      QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f))) << f << int(convert::Method::Int4) << 0.05;
+      QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f)))
+          << f << int(convert::Method::Int8) << 0.01;
+      QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f)))
+          << f << int(convert::Method::Int4) << 0.05;
     }
   }
 
@@ -172,7 +186,8 @@ class TestConverter : public QObject {
       int4 += expert;
     }
     QVERIFY(int4 > 0);
-    for (const char* copied : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    for (const char* copied :
+         {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
       QVERIFY2(fs::exists(out + "/" + copied), copied);
     }
   }
@@ -193,7 +208,8 @@ class TestConverter : public QObject {
     const auto r = convert_to(fixture("mixtral"), out, convert::Method(method), true);
     QCOMPARE(r.verification.size(), convert::read_manifest(out).tensors.size());
     for (const auto& c : r.verification) {
-      QVERIFY2(c.relative_error > 0 && c.relative_error < maxError, qPrintable(QString::fromStdString(c.name)));
+      QVERIFY2(c.relative_error > 0 && c.relative_error < maxError,
+               qPrintable(QString::fromStdString(c.name)));
     }
   }
 
@@ -201,8 +217,8 @@ class TestConverter : public QObject {
     QTemporaryDir dir;
     std::uint64_t last = 0, total = 0;
     int calls = 0;
-    convert_to(fixture("deepseek-v3"), dir.path().toStdString() + "/c", convert::Method::Int8, false,
-               [&](const convert::ConvertProgress& p) {
+    convert_to(fixture("deepseek-v3"), dir.path().toStdString() + "/c", convert::Method::Int8,
+               false, [&](const convert::ConvertProgress& p) {
                  QVERIFY(p.bytes_done >= last);
                  QCOMPARE(p.layers, 3);
                  QVERIFY(p.layer >= 0 && p.layer < 3);
@@ -230,9 +246,10 @@ class TestConverter : public QObject {
     {
       convert::Converter converter(o);
       int tensors = 0;
-      QVERIFY_THROWS_EXCEPTION(convert::ConvertCancelled, converter.run([&](const convert::ConvertProgress& p) {
-        if (p.layer == 1 && ++tensors == 2) converter.cancel();
-      }));
+      QVERIFY_THROWS_EXCEPTION(convert::ConvertCancelled,
+                               converter.run([&](const convert::ConvertProgress& p) {
+                                 if (p.layer == 1 && ++tensors == 2) converter.cancel();
+                               }));
     }
     QVERIFY(!any_temporary_files(out));
     QVERIFY(!convert::read_manifest(out).complete);
@@ -246,16 +263,20 @@ class TestConverter : public QObject {
     QCOMPARE(finished.size(), std::size_t(2));  // base and layer 0
     {
       // Damage the finished layer file: the resume must notice and redo it.
-      std::fstream f(out + "/layer-00000.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+      std::fstream f(out + "/layer-00000.safetensors",
+                     std::ios::in | std::ios::out | std::ios::binary);
       f.seekp(-1, std::ios::end);
       f.put('\x5a');
     }
     const auto r = convert::Converter(o).run({});
     QVERIFY(r.resumed);
     QVERIFY(convert::read_manifest(out).complete);
-    for (const char* name : {"base.safetensors", "layer-00000.safetensors", "layer-00001.safetensors", "output.safetensors"}) {
+    for (const char* name : {"base.safetensors", "layer-00000.safetensors",
+                             "layer-00001.safetensors", "output.safetensors"}) {
       std::ifstream a(whole + "/" + name, std::ios::binary), b(out + "/" + name, std::ios::binary);
-      QVERIFY2(std::equal(std::istreambuf_iterator<char>(a), {}, std::istreambuf_iterator<char>(b), {}), name);
+      QVERIFY2(
+          std::equal(std::istreambuf_iterator<char>(a), {}, std::istreambuf_iterator<char>(b), {}),
+          name);
     }
     QCOMPARE(logits(out), logits(whole));
   }
@@ -267,12 +288,15 @@ class TestConverter : public QObject {
     QTest::addColumn<int>("pools");
     QTest::addColumn<QString>("says");
     const QString model = QString::fromStdString(fixture("qwen3-moe"));
-    QTest::newRow("missing folder") << QStringLiteral("/nonexistent/model") << int(convert::Method::Int8) << 0 << 1 << "not a folder";
-    QTest::newRow("no config.json") << QString::fromStdString(std::string(TANDEM_TEST_DATA_DIR)) << int(convert::Method::Int8) << 0 << 1
-                                    << "not a model folder";
+    QTest::newRow("missing folder") << QStringLiteral("/nonexistent/model")
+                                    << int(convert::Method::Int8) << 0 << 1 << "not a folder";
+    QTest::newRow("no config.json") << QString::fromStdString(std::string(TANDEM_TEST_DATA_DIR))
+                                    << int(convert::Method::Int8) << 0 << 1 << "not a model folder";
     QTest::newRow("pools") << model << int(convert::Method::Int8) << 0 << 2 << "--pools 1";
-    QTest::newRow("group for int8") << model << int(convert::Method::Int8) << 64 << 1 << "int8 and bf16";
-    QTest::newRow("group not a multiple of 8") << model << int(convert::Method::Int4) << 12 << 1 << "multiple of 8";
+    QTest::newRow("group for int8")
+        << model << int(convert::Method::Int8) << 64 << 1 << "int8 and bf16";
+    QTest::newRow("group not a multiple of 8")
+        << model << int(convert::Method::Int4) << 12 << 1 << "multiple of 8";
   }
 
   void badInputsAreRefusedWithASentence() {
