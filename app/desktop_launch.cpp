@@ -7,6 +7,7 @@
 
 #include "ui/log_bridge.h"
 #include "ui/main_window.h"
+#include "ui/setup_wizard.h"
 #include "ui/theme.h"
 
 // The icons are compiled into the static tandem_ui library; register them at start-up.
@@ -57,6 +58,9 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
     });
   } else {
     window.show();
+    // The first start walks the user through the setup assistant (the demo model already
+    // answers in the chat behind it).
+    if (!ui::SetupWizard::completedBefore()) QTimer::singleShot(0, &window, &ui::MainWindow::openSetupAssistant);
   }
   const int code = app.exec();
   ui::remove_log_bridge();

@@ -15,9 +15,11 @@
 #include "app/recommend_command.h"
 #include "app/detect_command.h"
 #include "app/download_command.h"
+#include "app/perplexity_command.h"
 #include "app/run_command.h"
 #include "app/tokenize_command.h"
 #include "engine/log/log.h"
+#include "engine/model/demo_model.h"
 #include "engine/version.h"
 #include "ui/main_window.h"
 
@@ -40,13 +42,24 @@ constexpr const char* kHeadlessHelp =
     "Everything is also available from the command line:\n"
     "  tandem detect           what this machine has and what Tandem recommends\n"
     "  tandem detect --json    the same as JSON (schema: docs/detect.schema.json)\n"
-    "  tandem run -m DIR -p TEXT       generate text with a model\n"
+    "  tandem run -p TEXT              generate text with the built-in demo model\n"
+    "  tandem run -m DIR -p TEXT       ... or with a model folder\n"
     "  tandem tokenize -m DIR --text T the token ids of a text\n"
     "  tandem download ORG/MODEL       download a model from Hugging Face\n"
-    "  tandem chat -m DIR              chat in the terminal\n"
+    "  tandem chat [-m DIR]            chat in the terminal (default: the demo model)\n"
+    "  tandem perplexity -m DIR --file TEXT   how well a model predicts a text\n"
     "  tandem --screenshot out.png   render the window offscreen to a PNG\n"
     "  tandem --help           every command and option\n"
     "To open the window, run Tandem in a desktop session (or set DISPLAY).\n";
+
+// `run` and `chat` without --model use the built-in demo model.
+bool use_demo_model_if_none(std::string& model) {
+  if (!model.empty()) return true;
+  model = tandem::model::demo_model_folder();
+  if (!model.empty()) return true;
+  std::fputs("tandem: this Tandem has no built-in demo model; give a model folder with --model DIR.\n", stderr);
+  return false;
+}
 
 }  // namespace
 
@@ -86,8 +99,8 @@ int main(int argc, char** argv) {
 
   tandem::app::RunOptions run;
   CLI::App* run_cmd = cli.add_subcommand("run", "Generate text from a prompt and stream it to stdout");
-  run_cmd->add_option("-m,--model", run.model, "Model folder (config.json, tokenizer and .safetensors)")
-      ->required()
+  run_cmd->add_option("-m,--model", run.model,
+                      "Model folder (config.json, tokenizer and .safetensors); default: the built-in demo model")
       ->check(CLI::ExistingDirectory);
   auto* prompt_opt = run_cmd->add_option("-p,--prompt", run.prompt, "The prompt text");
   auto* prompt_file_opt = run_cmd->add_option("-f,--prompt-file", run.prompt_file, "Read the prompt from this file");
@@ -170,7 +183,7 @@ int main(int argc, char** argv) {
   tandem::app::RecommendOptions recommend;
   bool save_profile = false;
   CLI::App* recommend_cmd = cli.add_subcommand("recommend", "Plan memory and recommend parameters for a model on this machine");
-  recommend_cmd->add_option("-m,--model", recommend.model, "A model folder or a catalog id (e.g. qwen3-30b-a3b)")->required();
+  recommend_cmd->add_option("-m,--model", recommend.model, "A model folder, a .gguf file or a catalog id (e.g. qwen3-30b-a3b)")->required();
   recommend_cmd->add_option("-c,--context", recommend.context, "Context length in tokens")->capture_default_str()->check(CLI::Range(256, 10000000));
   recommend_cmd->add_option("--quality", recommend.quality, "quality, balanced or speed")->capture_default_str()->check(CLI::IsMember({"quality", "balanced", "speed"}));
   recommend_cmd->add_option("--hardware", recommend.hardware, "Plan for a machine recorded with tandem detect --json")->check(CLI::ExistingFile);
@@ -179,13 +192,29 @@ int main(int argc, char** argv) {
 
   tandem::app::ChatOptions chat;
   CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
-  chat_cmd->add_option("-m,--model", chat.model, "Model folder")->required()->check(CLI::ExistingDirectory);
+  chat_cmd->add_option("-m,--model", chat.model, "Model folder; default: the built-in demo model")
+      ->check(CLI::ExistingDirectory);
   chat_cmd->add_option("-t,--threads", chat.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
   chat_cmd->add_option("-c,--context", chat.context, "Context length in tokens (default: the model's, at most 4096)");
   chat_cmd->add_option("--system", chat.system_prompt, "System prompt");
   chat_cmd->add_option("--temperature", chat.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
   chat_cmd->add_option("--seed", chat.seed, "Random seed")->each([&](const std::string&) { chat.seed_given = true; });
   chat_cmd->add_option("-n,--max-tokens", chat.max_tokens, "Longest reply in tokens")->capture_default_str();
+
+  tandem::app::PerplexityOptions perplexity;
+  CLI::App* perplexity_cmd = cli.add_subcommand(
+      "perplexity", "Measure how well a model predicts a text (and its KL divergence from a base model)");
+  perplexity_cmd->add_option("-m,--model", perplexity.model, "Model folder")->required()->check(CLI::ExistingDirectory);
+  perplexity_cmd->add_option("-f,--file", perplexity.file, "The text file")->required()->check(CLI::ExistingFile);
+  perplexity_cmd->add_option("-c,--context", perplexity.context,
+                             "Tokens per window, each starting afresh (default: 512, at most the model's context)")
+      ->check(CLI::Range(std::int64_t{2}, std::int64_t{1} << 20));
+  perplexity_cmd->add_option("--kl-base", perplexity.kl_base,
+                             "Also report the mean KL divergence from this model's predictions (same tokenizer)")
+      ->check(CLI::ExistingDirectory);
+  perplexity_cmd->add_option("-t,--threads", perplexity.threads, "CPU threads (default: physical cores)")
+      ->check(CLI::Range(1, 4096));
+  perplexity_cmd->add_flag("--json", perplexity.json, "Print the result as JSON");
 
   tandem::app::TemplateRenderOptions render;
   CLI::App* template_cmd = cli.add_subcommand("template", "Work with chat templates");
@@ -223,6 +252,7 @@ int main(int argc, char** argv) {
 
   if (run_cmd->parsed()) {
     setup_logging(verbose, true);
+    if (!use_demo_model_if_none(run.model)) return 2;
     return tandem::app::run_generate(run);
   }
   if (recommend_cmd->parsed()) {
@@ -257,7 +287,12 @@ int main(int argc, char** argv) {
   }
   if (chat_cmd->parsed()) {
     setup_logging(verbose, true);
+    if (!use_demo_model_if_none(chat.model)) return 2;
     return tandem::app::run_chat(chat);
+  }
+  if (perplexity_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_perplexity(perplexity);
   }
   if (render_cmd->parsed()) {
     setup_logging(verbose, true);

@@ -5,9 +5,12 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "engine/hw/hardware_report.h"
+#include "engine/model/gguf_file.h"
 #include "engine/plan/catalog.h"
+#include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
 
 namespace tandem::app {
@@ -18,7 +21,10 @@ int run_recommend(const RecommendOptions& o) {
     nlohmann::json config;
     std::string source;
     bool stats = false;
-    if (fs::is_directory(o.model)) {
+    std::optional<plan::ModelShape> gguf_shape;
+    if (fs::is_regular_file(o.model) && fs::path(o.model).extension() == ".gguf") {
+      gguf_shape = plan::model_shape_from_gguf(model::GgufFile(o.model));
+    } else if (fs::is_directory(o.model)) {
       source = (fs::path(o.model) / "config.json").string();
       std::ifstream in(source);
       if (!in) throw std::runtime_error(source + " is missing; give a model folder or a catalog id.");
@@ -32,9 +38,10 @@ int run_recommend(const RecommendOptions& o) {
       for (const auto& e : plan::catalog()) {
         if (!e.config.is_null()) ids += (ids.empty() ? "" : ", ") + e.id;
       }
-      throw std::runtime_error("\"" + o.model + "\" is neither a model folder nor a catalog model. Catalog models: " + ids + ".");
+      throw std::runtime_error("\"" + o.model + "\" is neither a model folder, a .gguf file nor a catalog model. Catalog models: " +
+                               ids + ".");
     }
-    const plan::ModelShape shape = plan::model_shape_from_config(config, source);
+    const plan::ModelShape shape = gguf_shape ? *gguf_shape : plan::model_shape_from_config(config, source);
 
     hw::HardwareReport hardware;
     if (!o.hardware.empty()) {

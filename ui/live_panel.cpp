@@ -26,11 +26,11 @@ namespace {
 
 QLabel* heading(const QString& text, QWidget* parent) {
   auto* l = new QLabel(text, parent);
-  l->setObjectName(QStringLiteral("cardTitle"));
+  l->setStyleSheet(QStringLiteral("font-weight: 600; margin-top: 4px;"));
   return l;
 }
 
-const char* const kSplitNames[] = {"Attention", "CPU experts", "GPU experts", "Other"};
+const char* const kSplitNames[] = {"Attention", "CPU exp.", "GPU exp.", "Other"};
 const char* const kSplitColors[] = {"#2f6fdb", "#8b5cf6", "#1f9d55", "#9aa5b1"};
 
 }  // namespace
@@ -89,12 +89,12 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   });
 
   throughput_ = new ThroughputChart(this);
-  v->addWidget(throughput_);
+  v->addWidget(throughput_, 3);
 
   v->addWidget(heading(tr("Experts in use"), this));
   heatmap_ = new ExpertHeatmapModel(this);
   heatmap_view_ = new HeatmapView(heatmap_, this);
-  v->addWidget(heatmap_view_, 1);
+  v->addWidget(heatmap_view_, 2);
   placement_ = new QLabel(this);
   placement_->setWordWrap(true);
   placement_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kMutedText));
@@ -115,7 +115,7 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   split_chart_->addSeries(split_series_);
   split_axis_ = new QValueAxis(split_chart_);
   split_axis_->setTitleText(tr("ms per token"));
-  split_axis_->setLabelFormat(QStringLiteral("%.1f"));
+  split_axis_->setLabelFormat(QStringLiteral("%.3g"));
   split_axis_->setRange(0, 1);
   auto* category = new QBarCategoryAxis(split_chart_);
   category->append(tr("now"));
@@ -123,16 +123,25 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   split_chart_->addAxis(category, Qt::AlignLeft);
   split_series_->attachAxis(split_axis_);
   split_series_->attachAxis(category);
+  QFont small = split_chart_->font();
+  small.setPointSizeF(7.5);
+  split_chart_->legend()->setFont(small);
+  split_axis_->setLabelsFont(small);
+  split_axis_->setTitleFont(small);
+  split_axis_->setTickCount(3);
+  category->setLabelsFont(small);
   auto* split_view = new QChartView(split_chart_, this);
   split_view->setRenderHint(QPainter::Antialiasing);
   split_view->setMinimumHeight(110);
-  v->addWidget(split_view);
+  v->addWidget(split_view, 2);
 
   v->addWidget(heading(tr("Memory"), this));
   auto* mem = new QHBoxLayout;
   ram_ = new QProgressBar(this);
   vram_ = new QProgressBar(this);
-  ram_->setFormat(tr("RAM %p%"));
+  ram_->setFormat(tr("RAM"));
+  ram_->setTextVisible(true);
+  vram_->setTextVisible(true);
   vram_->setFormat(tr("no GPU"));
   vram_->setValue(0);
   mem->addWidget(ram_);

@@ -23,6 +23,7 @@
 #include <QVBoxLayout>
 
 #include "engine/log/log.h"
+#include "engine/model/demo_model.h"
 #include "engine/version.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_store.h"
@@ -30,6 +31,7 @@
 #include "ui/downloads_page.h"
 #include "ui/engine_host.h"
 #include "ui/live_panel.h"
+#include "ui/setup_wizard.h"
 #include "ui/system_page.h"
 #include "ui/throughput_chart.h"
 
@@ -120,8 +122,16 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   // Downloads that were running when Tandem closed carry on where they stopped.
   download_queue_->restore();
   detectHardware();
-  const QString last = QSettings().value(kModelKey).toString();
-  if (!last.isEmpty() && QFileInfo(last).isDir()) loadModel(last);
+  // The model of the last session; without one (a first start, or its folder is gone) the
+  // built-in demo model, so the chat answers before anything is downloaded.
+  QString model = QSettings().value(kModelKey).toString();
+  if (model.isEmpty() || !QFileInfo(model).isDir()) model = QString::fromStdString(model::demo_model_folder());
+  const SetupChoices saved = SetupWizard::savedChoices();
+  if (!model.isEmpty() && saved.folder == model) {
+    loadModel(model, saved.threads, saved.context, saved.cpu_format);
+  } else if (!model.isEmpty()) {
+    loadModel(model);
+  }
 }
 
 void MainWindow::openModelFolder() {
@@ -130,10 +140,29 @@ void MainWindow::openModelFolder() {
   if (!folder.isEmpty()) loadModel(folder);
 }
 
-void MainWindow::loadModel(const QString& folder) {
+void MainWindow::openSetupAssistant() {
+  auto* wizard = new SetupWizard(probe_->lastReport(), download_queue_, this);
+  wizard->setAttribute(Qt::WA_DeleteOnClose);
+  connect(probe_, &ProbeRunner::finished, wizard, &SetupWizard::setHardware);
+  connect(wizard, &QWizard::accepted, this, [this, wizard] {
+    const SetupChoices c = wizard->choices();
+    SetupWizard::saveChoices(c);
+    showPage(Page::Chat);
+    if (QFileInfo::exists(c.folder + QStringLiteral("/config.json"))) {
+      loadModel(c.folder, c.threads, c.context, c.cpu_format);
+    } else {
+      // A download still running: the Downloads page shows it; the model loads when the
+      // user opens it once complete.
+      showPage(Page::Downloads);
+    }
+  });
+  wizard->show();
+}
+
+void MainWindow::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
   if (engine_->isBusy()) return;
   model_status_->setText(tr("Loading %1…").arg(QFileInfo(folder).fileName()));
-  engine_->loadModel(folder);
+  engine_->loadModel(folder, threads, context, cpu_format);
 }
 
 MainWindow::~MainWindow() = default;
@@ -172,6 +201,7 @@ void MainWindow::buildMenus() {
     showPage(Page::Downloads);
     downloads_->askForDownload();
   });
+  tools->addAction(tr("&Setup Assistant…"), this, &MainWindow::openSetupAssistant);
   tools->addAction(tr("&Detect Hardware Again"), this, &MainWindow::detectHardware);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));

@@ -54,7 +54,9 @@ class MainWindow : public QMainWindow {
  public slots:
   void detectHardware();
   void openModelFolder();
-  void loadModel(const QString& folder);
+  // The setup assistant, modal-less; on Finish its choices are saved and the model loads.
+  void openSetupAssistant();
+  void loadModel(const QString& folder, int threads = 0, qint64 context = 0, const QString& cpu_format = {});
 
  signals:
   void hardwareDetected(tandem::ui::HardwareReportPtr report);

@@ -17,17 +17,6 @@ constexpr double kLatentNormEps = 1e-6;
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
-void softmax_inplace(float* x, std::int64_t n) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
 
 // Indices of the k largest values, largest first; ties go to the lower index.
 std::vector<std::int32_t> top_k(const float* v, std::int64_t n, std::int64_t k) {
@@ -55,7 +44,7 @@ Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t exp
   std::vector<float> p(static_cast<std::size_t>(experts));
   for (std::int64_t t = 0; t < tokens; ++t) {
     std::copy(logits + t * experts, logits + (t + 1) * experts, p.begin());
-    softmax_inplace(p.data(), experts);
+    kernels::softmax_inplace(p.data(), experts);
     const auto chosen = top_k(p.data(), experts, k);
     float sum = 0.0f;
     for (std::int64_t j = 0; j < k; ++j) sum += p[static_cast<std::size_t>(chosen[j])];
@@ -297,7 +286,7 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
               (kernels::dot_f32(ql, cache.latent(layer, s), lora) + kernels::dot_f32(qr, cache.rope_key(layer, s), rope)) *
               scale;
         }
-        softmax_inplace(scores.data(), len);
+        kernels::softmax_inplace(scores.data(), len);
         float* ol = o_latent.data() + t * lora;
         std::fill(ol, ol + lora, 0.0f);
         for (std::int64_t s = 0; s < len; ++s) {

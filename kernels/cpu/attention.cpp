@@ -10,7 +10,9 @@ namespace {
 constexpr std::int64_t kPositions = 64;  // scored per pass: four AVX-512 registers
 constexpr std::int64_t kDims = 64;       // output dimensions kept in registers per pass
 
-void softmax(float* x, std::int64_t n) {
+}  // namespace
+
+void softmax_inplace(float* x, std::int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
   double sum = 0.0;
@@ -21,8 +23,6 @@ void softmax(float* x, std::int64_t n) {
   const float inv = static_cast<float>(1.0 / sum);
   for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
-
-}  // namespace
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void attend_head(const float* q, const float* keys_t, std::int64_t key_stride, const float* values,
@@ -46,7 +46,7 @@ void attend_head(const float* q, const float* keys_t, std::int64_t key_stride, c
     }
     for (std::int64_t i = 0; i < n; ++i) scores[s0 + i] = acc[i] * scale;
   }
-  softmax(scores, len);
+  softmax_inplace(scores, len);
   for (std::int64_t d0 = 0; d0 < dim; d0 += kDims) {
     const std::int64_t n = std::min(kDims, dim - d0);
     float acc[kDims] = {};
@@ -75,7 +75,7 @@ void attend_head_reference(const float* q, const float* keys_t, std::int64_t key
     for (std::int64_t d = 0; d < dim; ++d) dot += static_cast<double>(q[d]) * keys_t[d * key_stride + s];
     scores[s] = static_cast<float>(dot) * scale;
   }
-  softmax(scores, len);
+  softmax_inplace(scores, len);
   for (std::int64_t d = 0; d < dim; ++d) {
     double sum = 0.0;
     for (std::int64_t s = 0; s < len; ++s) sum += static_cast<double>(scores[s]) * values[s * value_stride + d];

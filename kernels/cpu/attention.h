@@ -14,6 +14,9 @@ void attend_head(const float* q, const float* keys_t, std::int64_t key_stride, c
                  std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale, float* scores,
                  float* out);
 
+// x = softmax(x) over n values, in place (the sum in double, so long rows stay exact).
+void softmax_inplace(float* x, std::int64_t n);
+
 // The straightforward version, for tests.
 void attend_head_reference(const float* q, const float* keys_t, std::int64_t key_stride, const float* values,
                            std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale,

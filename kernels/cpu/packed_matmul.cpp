@@ -297,10 +297,11 @@ void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y, 
 
 void packed_matmul_all(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
                        CpuVariant variant, const ParallelFor& parallel) {
-  // Pairs of blocks per task: enough work per task, enough tasks to balance.
-  const std::int64_t tasks = (w.blocks + 1) / 2;
+  // Four blocks per task: enough work per task, enough tasks to balance.
+  constexpr std::int64_t kBlocksPerTask = 4;
+  const std::int64_t tasks = (w.blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   parallel(tasks, [&](std::int64_t t0, std::int64_t t1) {
-    packed_matmul(w, x, y, y_stride, t0 * 2, std::min(w.blocks, t1 * 2), variant);
+    packed_matmul(w, x, y, y_stride, t0 * kBlocksPerTask, std::min(w.blocks, t1 * kBlocksPerTask), variant);
   });
 }
 

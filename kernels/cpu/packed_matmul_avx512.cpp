@@ -183,9 +183,17 @@ void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, flo
                           std::int64_t block_begin, std::int64_t block_end) {
   std::int64_t b = block_begin;
   if (w.format == PackedFormat::Int4) {
+    if (x.tokens == 1) {
+      for (; b + 4 <= block_end; b += 4) int4_tile<1, 4>(w, x, b, 0, y, y_stride);
+    }
     for (; b + 2 <= block_end; b += 2) run_tokens_int4<2>(w, x, b, y, y_stride);
     if (b < block_end) run_tokens_int4<1>(w, x, b, y, y_stride);
     return;
+  }
+  if (x.tokens == 1 && w.format == PackedFormat::Int8) {
+    // Decoding reads each weight once: four blocks at a time keep four independent
+    // accumulators and four memory streams in flight.
+    for (; b + 4 <= block_end; b += 4) int8_tile<1, 4>(w, x, b, 0, y, y_stride);
   }
   for (; b + 2 <= block_end; b += 2) run_tokens<2>(w, x, b, y, y_stride);
   if (b < block_end) run_tokens<1>(w, x, b, y, y_stride);

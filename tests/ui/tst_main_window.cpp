@@ -1,11 +1,13 @@
 // The main window: it shows the probe's findings without blocking, persists its layout,
 // and its live chart follows the samples it is fed.
 #include <QDockWidget>
+#include <QFileInfo>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QtTest>
 
+#include "ui/engine_host.h"
 #include "ui/main_window.h"
 #include "ui/theme.h"
 #include "ui/system_page.h"
@@ -59,6 +61,30 @@ class TestMainWindow : public QObject {
     QCOMPARE(again.currentPage(), MainWindow::Page::System);
     QCOMPARE(again.size(), QSize(1100, 700));
     QVERIFY(!again.livePanel()->isVisible());
+    QSettings().clear();
+  }
+
+  // A first start (or a model folder that is gone): the chat opens with the built-in demo
+  // model. A configured model that exists is loaded instead.
+  void opensTheDemoModelWhenNoModelIsConfigured_data() {
+    QTest::addColumn<QString>("configured");
+    QTest::addColumn<QString>("loaded");
+    const QString demo = QFileInfo(QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model")).canonicalFilePath();
+    const QString fixture = QFileInfo(QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe")).canonicalFilePath();
+    QTest::newRow("nothing configured") << QString() << demo;
+    QTest::newRow("configured folder is gone") << QStringLiteral("/nonexistent/model") << demo;
+    QTest::newRow("configured folder exists") << fixture << fixture;
+  }
+
+  void opensTheDemoModelWhenNoModelIsConfigured() {
+    QFETCH(QString, configured);
+    QFETCH(QString, loaded);
+    QSettings().clear();
+    if (!configured.isEmpty()) QSettings().setValue(QStringLiteral("model/folder"), configured);
+    MainWindow window;
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    QCOMPARE(QFileInfo(window.engine()->model().folder).canonicalFilePath(), loaded);
     QSettings().clear();
   }
 

@@ -6,7 +6,11 @@
 #include <map>
 #include <set>
 
+#include <QTemporaryDir>
+
 #include "engine/plan/catalog.h"
+#include "engine/plan/gguf_shape.h"
+#include "tests/support/gguf_writer.h"
 #include "engine/plan/memory_planner.h"
 
 using namespace tandem;
@@ -181,6 +185,50 @@ class TestPlanner : public QObject {
       }
     }
     QVERIFY(plans >= 200);
+  }
+
+  // A GGUF MoE file: parameters summed from its tensors, the KV cache from its metadata.
+  void gguf_shape() {
+    model::GgufWriter w;
+    w.header(3, 7, 6);
+    w.key("general.architecture", model::GgufType::kString).string("qwen3moe");
+    w.key("qwen3moe.block_count", model::GgufType::kUint32).raw<std::uint32_t>(2);
+    w.key("qwen3moe.embedding_length", model::GgufType::kUint32).raw<std::uint32_t>(64);
+    w.key("qwen3moe.expert_count", model::GgufType::kUint32).raw<std::uint32_t>(4);
+    w.key("qwen3moe.expert_used_count", model::GgufType::kUint32).raw<std::uint32_t>(2);
+    w.key("qwen3moe.attention.head_count_kv", model::GgufType::kUint32).raw<std::uint32_t>(2);
+    // F32 tensors; dims innermost first. Two layers, but only layer 1 is MoE.
+    std::uint64_t offset = 0;
+    auto tensor = [&](const std::string& name, std::vector<std::uint64_t> dims) {
+      std::uint64_t n = 1;
+      for (auto d : dims) n *= d;
+      w.tensor(name, dims, 0, offset);
+      offset += n * 4;
+      offset = (offset + 31) / 32 * 32;
+    };
+    tensor("token_embd.weight", {64, 100});
+    tensor("output.weight", {64, 100});
+    tensor("blk.0.attn_q.weight", {64, 64});
+    tensor("blk.0.ffn_up.weight", {64, 96});
+    tensor("blk.1.ffn_gate_inp.weight", {64, 4});
+    tensor("blk.1.ffn_gate_exps.weight", {64, 16, 4});
+    tensor("blk.1.ffn_down_exps.weight", {16, 64, 4});
+    w.pad_to(32);
+    w.bytes.append(offset, '\0');
+    QTemporaryDir dir;
+    const std::string path = (dir.path() + "/tiny.gguf").toStdString();
+    std::ofstream(path, std::ios::binary) << w.bytes;
+    const ModelShape s = model_shape_from_gguf(model::GgufFile(path));
+    QCOMPARE(s.architecture, std::string("gguf:qwen3moe"));
+    QCOMPARE(s.embedding_params, std::int64_t{6400});
+    QCOMPARE(s.output_params, std::int64_t{6400});
+    QCOMPARE(s.attention_params, std::int64_t{4096});
+    QCOMPARE(s.dense_ffn_params, std::int64_t{6144});
+    QCOMPARE(s.router_params, std::int64_t{256});
+    QCOMPARE(s.moe_layers, std::int64_t{1});
+    QCOMPARE(s.expert_params, std::int64_t{2 * 64 * 16});
+    // No key_length: the head size is embedding / heads (heads default to 1 here).
+    QCOMPARE(s.kv_elements_per_token, std::int64_t{2} * 2 * (64 + 64));
   }
 
   void catalog_is_complete() {

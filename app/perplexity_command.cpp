@@ -1,0 +1,131 @@
+#include "app/perplexity_command.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "engine/hw/topology.h"
+#include "engine/runtime/perplexity.h"
+
+namespace tandem::app {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_perplexity_interrupt(int) {
+  g_interrupted.store(true);
+}
+
+struct OpenedModel {
+  std::unique_ptr<runtime::LoadedModel> model;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+};
+
+OpenedModel open_model(const std::string& folder) {
+  return {runtime::LoadedModel::load(folder), text::load_tokenizer(folder)};
+}
+
+}  // namespace
+
+int run_perplexity(const PerplexityOptions& o) {
+  std::ifstream in(o.file, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "tandem: cannot read %s; check the path.\n", o.file.c_str());
+    return 2;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+
+  OpenedModel model, base;
+  try {
+    model = open_model(o.model);
+    if (!o.kl_base.empty()) base = open_model(o.kl_base);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 1;
+  }
+  const std::int64_t max_context = model.model->spec().max_position_embeddings;
+  constexpr std::int64_t kDefaultContext = 512;
+  const std::int64_t context =
+      o.context > 0 ? o.context
+                    : (max_context > 0 ? std::min(kDefaultContext, max_context) : kDefaultContext);
+  if (max_context > 0 && context > max_context) {
+    std::fprintf(
+        stderr,
+        "tandem: --context %lld is longer than the model's %lld positions; use at most %lld.\n",
+        static_cast<long long>(context), static_cast<long long>(max_context),
+        static_cast<long long>(max_context));
+    return 2;
+  }
+
+  const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
+  runtime::ThreadPool pool(threads);
+  runtime::PerplexityOptions options;
+  options.context_tokens = context;
+  options.cancel = &g_interrupted;
+  const bool tty = !o.json && isatty(STDERR_FILENO);
+  if (tty) {
+    options.progress = [](std::int64_t done, std::int64_t total) {
+      std::fprintf(stderr, "\r%lld / %lld tokens", static_cast<long long>(done),
+                   static_cast<long long>(total));
+    };
+  }
+  const runtime::ScoredModel scored{*model.model, *model.tokenizer};
+  std::optional<runtime::ScoredModel> reference;
+  if (base.model) reference.emplace(runtime::ScoredModel{*base.model, *base.tokenizer});
+
+  runtime::PerplexityResult r;
+  std::signal(SIGINT, on_perplexity_interrupt);
+  try {
+    r = runtime::measure_perplexity(scored, text.str(), pool, options,
+                                    reference ? &*reference : nullptr);
+  } catch (const std::exception& e) {
+    std::signal(SIGINT, SIG_DFL);
+    std::fprintf(stderr, "%standem: %s\n", tty ? "\n" : "", e.what());
+    // A request that cannot be measured is a usage error; anything else a failure.
+    return dynamic_cast<const runtime::PerplexityError*>(&e) != nullptr ? 2 : 1;
+  }
+  std::signal(SIGINT, SIG_DFL);
+  if (tty) std::fputs("\n", stderr);
+
+  if (o.json) {
+    nlohmann::json out = {{"model", o.model},
+                          {"file", o.file},
+                          {"context_tokens", context},
+                          {"text_tokens", r.text_tokens},
+                          {"evaluated_tokens", r.evaluated_tokens},
+                          {"windows", r.windows},
+                          {"mean_nll", r.mean_nll},
+                          {"perplexity", r.perplexity()},
+                          {"seconds", r.seconds},
+                          {"threads", threads},
+                          {"complete", !r.cancelled}};
+    if (r.mean_kl) {
+      out["kl_base"] = o.kl_base;
+      out["mean_kl"] = *r.mean_kl;
+    }
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("tokens evaluated: {} of {} ({} windows of up to {} tokens){}\n",
+                             r.evaluated_tokens, r.text_tokens, r.windows, context,
+                             r.cancelled ? ", interrupted" : "");
+    std::cout << fmt::format(
+        "perplexity:       {:.4f} (mean negative log-likelihood {:.5f} nats)\n", r.perplexity(),
+        r.mean_nll);
+    if (r.mean_kl)
+      std::cout << fmt::format("mean KL vs base:  {:.6f} nats ({})\n", *r.mean_kl, o.kl_base);
+    std::cout << fmt::format("time:             {:.2f} s, {:.0f} tokens/s, {} threads\n", r.seconds,
+                             r.seconds > 0 ? static_cast<double>(r.text_tokens) / r.seconds : 0.0,
+                             threads);
+  }
+  return r.cancelled ? 130 : 0;
+}
+
+}  // namespace tandem::app
