@@ -17,7 +17,7 @@ namespace tandem::app {
 int run_bench(const BenchCommandOptions& o) {
   runtime::LoadOptions load;
   if (!runtime::parse_cpu_format(o.cpu_format, load.cpu_format)) {
-    std::fprintf(stderr, "tandem: --cpu-format must be native, int8 or bf16.\n");
+    std::fprintf(stderr, "tandem: --cpu-format must be native, int8, int4 or bf16.\n");
     return 2;
   }
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);

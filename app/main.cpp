@@ -11,6 +11,7 @@
 #include "app/desktop_launch.h"
 #include "app/bench_command.h"
 #include "app/chat_command.h"
+#include "app/convert_command.h"
 #include "app/recommend_command.h"
 #include "app/detect_command.h"
 #include "app/download_command.h"
@@ -115,9 +116,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--repeat-penalty", run.repeat_penalty, "Penalty for tokens already in the context (1: off)")->capture_default_str();
   run_cmd->add_option("--stop", run.stop, "Stop when this text appears (repeatable)");
   run_cmd->add_option("-c,--context", run.context, "Context length in tokens (default: the model's, at most 4096)");
-  run_cmd->add_option("--cpu-format", run.cpu_format, "Weights on the CPU: native (as stored), int8 or bf16")
+  run_cmd->add_option("--cpu-format", run.cpu_format, "Weights on the CPU: native (as stored), int8, int4 or bf16; a converted folder uses its own")
       ->capture_default_str()
-      ->check(CLI::IsMember({"native", "int8", "bf16"}));
+      ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
   run_cmd->add_option("--dump-logits", run.dump_logits, "Write the logits of the prompt's last position to this JSON file");
 
   tandem::app::TokenizeOptions tokenize;
@@ -154,10 +155,23 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")->capture_default_str();
   bench_cmd->add_option("-t,--threads", bench.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
   bench_cmd->add_option("-r,--repetitions", bench.repetitions, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
-  bench_cmd->add_option("--cpu-format", bench.cpu_format, "Weights on the CPU: native, int8 or bf16")
+  bench_cmd->add_option("--cpu-format", bench.cpu_format, "Weights on the CPU: native, int8, int4 or bf16; a converted folder uses its own")
       ->capture_default_str()
-      ->check(CLI::IsMember({"native", "int8", "bf16"}));
+      ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
   bench_cmd->add_flag("--json", bench.json, "Print JSON");
+
+  tandem::app::ConvertCommandOptions convert;
+  CLI::App* convert_cmd = cli.add_subcommand(
+      "convert",
+      "Convert a Hugging Face model folder into Tandem's packed CPU weights (resumable: run it again after an "
+      "interruption). Exit status: 0 done, 1 failed (run again to resume), 2 bad input, 130 interrupted");
+  convert_cmd->add_option("--in", convert.input, "The Hugging Face model folder")->required();
+  convert_cmd->add_option("--out", convert.output, "The folder for the converted model (new or empty)")->required();
+  convert_cmd->add_option("--method", convert.method, "int8 (per-row scales), int4 (per-group scales) or bf16")->required();
+  convert_cmd->add_option("--group", convert.group, "INT4: columns per scale (default 64)");
+  convert_cmd->add_option("--pools", convert.pools, "NUMA pools the experts are sliced for (only 1 for now)")->capture_default_str();
+  convert_cmd->add_option("-t,--threads", convert.threads, "Packing threads (default: all)")->check(CLI::Range(1, 4096));
+  convert_cmd->add_flag("--verify", convert.verify, "Print each packed tensor's relative error against the source");
 
   tandem::app::SynthCommandOptions synth;
   CLI::App* synth_cmd = cli.add_subcommand("synth", "Write a random-weight checkpoint shaped like a real model, for benchmarks");
@@ -262,6 +276,10 @@ int main(int argc, char** argv) {
   if (bench_cmd->parsed()) {
     setup_logging(verbose, true);
     return tandem::app::run_bench(bench);
+  }
+  if (convert_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_convert(convert);
   }
   if (synth_cmd->parsed()) {
     setup_logging(verbose, true);

@@ -51,7 +51,7 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context,
     const std::string path = folder.toStdString();
     runtime::LoadOptions load;
     if (!cpu_format.isEmpty() && !runtime::parse_cpu_format(cpu_format.toStdString(), load.cpu_format)) {
-      throw std::runtime_error("the CPU format \"" + cpu_format.toStdString() + "\" is not one Tandem can load; choose int8, bf16 or native");
+      throw std::runtime_error("the CPU format \"" + cpu_format.toStdString() + "\" is not one Tandem can load; choose int8, int4, bf16 or native");
     }
     load.threads = threads;
     auto model = runtime::LoadedModel::load(path, load);
@@ -69,7 +69,8 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context,
     info.experts = static_cast<int>(model->spec().num_experts);
     info.context = ctx;
     info.threads = n;
-    info.cpu_format = QString::fromUtf8(runtime::cpu_format_name(load.cpu_format).data());
+    // A converted folder brings its own format, whatever was asked for.
+    info.cpu_format = QString::fromUtf8(runtime::cpu_format_name(model->cpu_format()).data());
     info.metrics = session_->metrics();
     model_ = std::move(model);
     tokenizer_ = std::move(tokenizer);

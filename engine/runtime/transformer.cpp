@@ -397,7 +397,7 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std
     for (std::int64_t r = 0; r < active[a].rows; ++r) {
       std::copy_n(x + slot_token[static_cast<std::size_t>(active[a].begin + r)] * h, h, gathered.data() + r * h);
     }
-    kernels::pack_activations(gathered.data(), active[a].rows, h, w.experts[0].gate.packed->format, moe_inputs_[a]);
+    kernels::pack_activations_for(*w.experts[0].gate.packed, gathered.data(), active[a].rows, moe_inputs_[a]);
   }
   const kernels::CpuVariant variant = w.experts[0].gate.packed_variant;
   constexpr std::int64_t kBlocksPerTask = 2;
@@ -422,8 +422,8 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std
     }
   });
   for (std::size_t a = 0; a < active.size(); ++a) {
-    kernels::pack_activations(moe_gate_.data() + active[a].begin * inner, active[a].rows, inner,
-                              w.experts[0].down.packed->format, moe_hidden_[a]);
+    kernels::pack_activations_for(*w.experts[0].down.packed, moe_gate_.data() + active[a].begin * inner, active[a].rows,
+                                  moe_hidden_[a]);
   }
   const std::int64_t hidden_tasks = (w.experts[0].down.packed->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   moe_out_.resize(static_cast<std::size_t>(slots * h));

@@ -56,7 +56,7 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
   if (w.packed != nullptr) {
     // One buffer per calling thread: activations are packed once per product.
     thread_local PackedActivations activations;
-    pack_activations(x, m, w.cols, w.packed->format, activations);
+    pack_activations_for(*w.packed, x, m, activations);
     packed_matmul_all(*w.packed, activations, y, y_stride, w.packed_variant, parallel);
     return;
   }

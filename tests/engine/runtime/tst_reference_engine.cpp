@@ -71,14 +71,19 @@ class TestReferenceEngine : public QObject {
     QTest::addColumn<QString>("format");
     QTest::addColumn<QString>("variant");
     QTest::addColumn<double>("maxKl");
+    QTest::addColumn<int>("group");
     const auto& usable = kernels::detect_isa().usable;
     for (const char* variant : {"scalar", "avx2", "avx512"}) {
       kernels::CpuVariant v;
       kernels::parse_variant(variant, v);
       if (!kernels::variant_supported(v, usable)) continue;
       for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "llama"}) {
-        QTest::newRow(qPrintable(QStringLiteral("%1 int8 %2").arg(f, variant))) << f << "int8" << variant << 0.01;
-        QTest::newRow(qPrintable(QStringLiteral("%1 bf16 %2").arg(f, variant))) << f << "bf16" << variant << 0.002;
+        QTest::newRow(qPrintable(QStringLiteral("%1 int8 %2").arg(f, variant))) << f << "int8" << variant << 0.01 << 0;
+        QTest::newRow(qPrintable(QStringLiteral("%1 bf16 %2").arg(f, variant))) << f << "bf16" << variant << 0.002 << 0;
+        // INT4 is held to a bound on the mean KL over the prompts (the target), and a
+        // lower greedy agreement: 4-bit weights move the many near-ties of a random tiny model.
+        QTest::newRow(qPrintable(QStringLiteral("%1 int4 %2").arg(f, variant)))
+            << f << "int4" << variant << 0.05 << int(kernels::kDefaultInt4Group);
       }
     }
   }
@@ -88,11 +93,13 @@ class TestReferenceEngine : public QObject {
     QFETCH(QString, format);
     QFETCH(QString, variant);
     QFETCH(double, maxKl);
+    QFETCH(int, group);
     const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
     std::ifstream in(folder + "/expected.json");
     const auto expected = nlohmann::json::parse(in);
     qputenv("TANDEM_CPU_VARIANT", variant.toUtf8());
     runtime::LoadOptions options;
+    if (group > 0) options.int4_group = group;
     QVERIFY(runtime::parse_cpu_format(format.toStdString(), options.cpu_format));
     auto model = runtime::LoadedModel::load(folder, options);
     qunsetenv("TANDEM_CPU_VARIANT");
@@ -101,7 +108,8 @@ class TestReferenceEngine : public QObject {
     runtime::Generator generator(*model, pool, 128);
     auto native = runtime::LoadedModel::load(folder);
     runtime::Generator reference(*native, pool, 128);
-    int decisive = 0, agree = 0;
+    int decisive = 0, agree = 0, prompts = 0;
+    double kl_sum = 0;
     for (const auto& case_ : expected["prompts"]) {
       const auto ids = case_["ids"].get<std::vector<std::int32_t>>();
       const auto want = case_["logits"].get<std::vector<float>>();
@@ -118,7 +126,9 @@ class TestReferenceEngine : public QObject {
       const auto p = softmax(want), q = softmax(got);
       double kl = 0;
       for (std::size_t i = 0; i < p.size(); ++i) kl += p[i] * std::log(p[i] / q[i]);
-      QVERIFY2(kl <= maxKl, qPrintable(QStringLiteral("KL %1").arg(kl)));
+      if (format != QLatin1String("int4")) QVERIFY2(kl <= maxKl, qPrintable(QStringLiteral("KL %1").arg(kl)));
+      kl_sum += kl;
+      ++prompts;
       // Along the oracle's greedy path, the packed model picks the same token wherever the
       // reference is not close to a tie (a random tiny model has many near-ties, where any
       // rounding may flip the choice and a free-running comparison would drift).
@@ -137,9 +147,11 @@ class TestReferenceEngine : public QObject {
         seq.push_back(next);
       }
     }
-    qInfo("%d of %d decisive greedy steps agree", agree, decisive);
+    qInfo("mean KL %.6f over %d prompts; %d of %d decisive greedy steps agree", kl_sum / prompts, prompts, agree, decisive);
+    QVERIFY2(kl_sum / prompts <= maxKl, qPrintable(QStringLiteral("mean KL %1").arg(kl_sum / prompts)));
     QVERIFY(decisive >= 4);
-    QVERIFY2(agree >= decisive * 0.85, qPrintable(QStringLiteral("%1 of %2").arg(agree).arg(decisive)));
+    const double minAgreement = format == QLatin1String("int4") ? 0.7 : 0.85;
+    QVERIFY2(agree >= decisive * minAgreement, qPrintable(QStringLiteral("%1 of %2").arg(agree).arg(decisive)));
   }
 
   // Prefill in one batch, in chunks, or token by token: the same logits.
