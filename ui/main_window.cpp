@@ -26,6 +26,7 @@
 #include "engine/model/demo_model.h"
 #include "engine/version.h"
 #include "ui/chat_page.h"
+#include "ui/conversion_dialog.h"
 #include "ui/conversation_store.h"
 #include "ui/download_queue.h"
 #include "ui/downloads_page.h"
@@ -159,6 +160,16 @@ void MainWindow::openSetupAssistant() {
   wizard->show();
 }
 
+void MainWindow::openConversion(const QString& source) {
+  auto* dialog = new ConversionDialog(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  if (!source.isEmpty()) dialog->setSource(source);
+  connect(dialog, &ConversionDialog::finished, this, [this](bool ok, const QString& output) {
+    if (ok) statusBar()->showMessage(tr("Converted weights saved in %1; open that folder to use them.").arg(output), 10000);
+  });
+  dialog->show();
+}
+
 void MainWindow::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
   if (engine_->isBusy()) return;
   model_status_->setText(tr("Loading %1…").arg(QFileInfo(folder).fileName()));
@@ -202,6 +213,7 @@ void MainWindow::buildMenus() {
     downloads_->askForDownload();
   });
   tools->addAction(tr("&Setup Assistant…"), this, &MainWindow::openSetupAssistant);
+  tools->addAction(tr("&Convert Weights…"), this, [this] { openConversion(engine_->hasModel() ? engine_->model().folder : QString()); });
   tools->addAction(tr("&Detect Hardware Again"), this, &MainWindow::detectHardware);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));

@@ -56,6 +56,8 @@ class MainWindow : public QMainWindow {
   void openModelFolder();
   // The setup assistant, modal-less; on Finish its choices are saved and the model loads.
   void openSetupAssistant();
+  // The weight-conversion dialog, for `source` when given.
+  void openConversion(const QString& source = {});
   void loadModel(const QString& folder, int threads = 0, qint64 context = 0, const QString& cpu_format = {});
 
  signals:

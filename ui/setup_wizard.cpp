@@ -386,13 +386,15 @@ class ConversionPage : public QWizardPage {
     auto* form = new QFormLayout(this);
     method_ = new QComboBox(this);
     method_->addItem(tr("INT8: near-lossless, fast"), QStringLiteral("int8"));
+    method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"), QStringLiteral("int4"));
     method_->addItem(tr("BF16: full precision, twice the memory"), QStringLiteral("bf16"));
     method_->addItem(tr("As stored in the files (slowest, for checking)"), QStringLiteral("native"));
     form->addRow(tr("Format"), method_);
     reason_ = paragraph(QString(), this);
     form->addRow(QString(), reason_);
     form->addRow(QString(), paragraph(tr("Tandem converts the weights when it loads the model, so there is nothing to wait "
-                                          "for here."),
+                                          "for here. For a large model, Tools → Convert Weights saves a converted copy that "
+                                          "loads in seconds."),
                                        this));
     connect(method_, &QComboBox::currentIndexChanged, this, [this] {
       wizard_->mutableChoices().cpu_format = method_->currentData().toString();
@@ -404,10 +406,6 @@ class ConversionPage : public QWizardPage {
     QString reason;
     for (const plan::Parameter& x : p.parameters) {
       if (x.name == "kt-method") reason = tr("Recommended: %1 — %2.").arg(q(x.value), q(x.reason));
-    }
-    if (recommended == QLatin1String("int4")) {
-      recommended = QStringLiteral("int8");
-      reason += tr(" INT4 packing is not available yet, so INT8 is used; the plan's memory figures assume INT4.");
     }
     const QString saved = wizard_->choices().cpu_format;
     const int index = method_->findData(saved.isEmpty() ? recommended : saved);
