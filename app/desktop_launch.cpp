@@ -7,6 +7,7 @@
 
 #include "ui/log_bridge.h"
 #include "ui/main_window.h"
+#include "ui/setup_wizard.h"
 #include "ui/theme.h"
 
 // The icons are compiled into the static tandem_ui library; register them at start-up.
@@ -33,6 +34,7 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
   ui::MainWindow window;
   if (options.page == QLatin1String("system")) window.showPage(ui::MainWindow::Page::System);
   if (options.page == QLatin1String("chat")) window.showPage(ui::MainWindow::Page::Chat);
+  if (options.page == QLatin1String("downloads")) window.showPage(ui::MainWindow::Page::Downloads);
 
   int status = 0;
   if (screenshot) {
@@ -56,6 +58,9 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
     });
   } else {
     window.show();
+    // The first start walks the user through the setup assistant (the demo model already
+    // answers in the chat behind it).
+    if (!ui::SetupWizard::completedBefore()) QTimer::singleShot(0, &window, &ui::MainWindow::openSetupAssistant);
   }
   const int code = app.exec();
   ui::remove_log_bridge();

@@ -7,7 +7,7 @@ namespace tandem::app {
 
 struct DesktopOptions {
   QString screenshot_path;  // non-empty: render the main window offscreen to this PNG and exit
-  QString page;             // "chat" or "system"
+  QString page;             // "chat", "system" or "downloads"
   QSize size{1280, 800};
 };
 

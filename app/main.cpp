@@ -1,5 +1,7 @@
 // The tandem executable: the desktop app by default, sub-commands for headless use.
 // It parses arguments and wires the libraries together; all logic lives in them.
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
 #include <QCoreApplication>
 #include <QStandardPaths>
@@ -7,8 +9,12 @@
 #include <regex>
 
 #include "app/desktop_launch.h"
+#include "app/bench_command.h"
 #include "app/chat_command.h"
+#include "app/convert_command.h"
+#include "app/recommend_command.h"
 #include "app/detect_command.h"
+#include "app/download_command.h"
 #include "app/perplexity_command.h"
 #include "app/run_command.h"
 #include "app/tokenize_command.h"
@@ -39,6 +45,7 @@ constexpr const char* kHeadlessHelp =
     "  tandem run -p TEXT              generate text with the built-in demo model\n"
     "  tandem run -m DIR -p TEXT       ... or with a model folder\n"
     "  tandem tokenize -m DIR --text T the token ids of a text\n"
+    "  tandem download ORG/MODEL       download a model from Hugging Face\n"
     "  tandem chat [-m DIR]            chat in the terminal (default: the demo model)\n"
     "  tandem perplexity -m DIR --file TEXT   how well a model predicts a text\n"
     "  tandem --screenshot out.png   render the window offscreen to a PNG\n"
@@ -57,6 +64,10 @@ bool use_demo_model_if_none(std::string& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Inference allocates the same multi-megabyte buffers every step; serving them from the
+  // heap instead of fresh zeroed pages each time saves much of a prompt's time.
+  mallopt(M_MMAP_THRESHOLD, 512 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
   QCoreApplication::setOrganizationName(QStringLiteral("Tandem"));
   QCoreApplication::setApplicationName(QStringLiteral("Tandem"));
   QCoreApplication::setApplicationVersion(QString::fromUtf8(tandem::kTandemVersion));
@@ -71,7 +82,7 @@ int main(int argc, char** argv) {
   tandem::app::DesktopOptions desktop;
   std::string screenshot, page = "chat", size = "1280x800";
   cli.add_option("--screenshot", screenshot, "Render the main window offscreen to this PNG file and exit");
-  cli.add_option("--page", page, "The page to show first")->check(CLI::IsMember({"chat", "system"}));
+  cli.add_option("--page", page, "The page to show first")->check(CLI::IsMember({"chat", "system", "downloads"}));
   cli.add_option("--size", size, "Window size for --screenshot, WIDTHxHEIGHT")
       ->check(CLI::Validator(
           [](std::string& s) {
@@ -105,6 +116,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--repeat-penalty", run.repeat_penalty, "Penalty for tokens already in the context (1: off)")->capture_default_str();
   run_cmd->add_option("--stop", run.stop, "Stop when this text appears (repeatable)");
   run_cmd->add_option("-c,--context", run.context, "Context length in tokens (default: the model's, at most 4096)");
+  run_cmd->add_option("--cpu-format", run.cpu_format, "Weights on the CPU: native (as stored), int8, int4 or bf16; a converted folder uses its own")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
   run_cmd->add_option("--dump-logits", run.dump_logits, "Write the logits of the prompt's last position to this JSON file");
 
   tandem::app::TokenizeOptions tokenize;
@@ -115,6 +129,66 @@ int main(int argc, char** argv) {
   text_opt->excludes(file_opt);
   tokenize_cmd->add_flag("--json", tokenize.json, "Print ids and token strings as JSON");
   tokenize_cmd->add_flag("--no-special", tokenize.no_special, "Treat special-token text as plain text and add no BOS/EOS");
+
+  tandem::app::DownloadCommandOptions download;
+  CLI::App* download_cmd = cli.add_subcommand(
+      "download",
+      "Download a model from Hugging Face (resumable, verified). HF_TOKEN: token for gated models; "
+      "HF_ENDPOINT: a mirror; https_proxy: a proxy. Exit status: 0 done, 1 failed (run again to resume), "
+      "2 no such repository/revision/files, 3 not enough disk space, 4 licence and token needed, "
+      "130 interrupted");
+  download_cmd->add_option("repo", download.repo, "The repository, ORG/MODEL")->required();
+  download_cmd->add_option("--revision", download.revision, "Branch, tag or commit")->capture_default_str();
+  download_cmd->add_option("--include", download.include,
+                           "Only files matching this glob, e.g. \"*.safetensors\" (repeatable)")
+      ->allow_extra_args(false);  // one pattern per --include, so the repository is never taken for one
+  download_cmd->add_option("--exclude", download.exclude, "Skip files matching this glob (repeatable)")
+      ->allow_extra_args(false);
+  download_cmd->add_option("--dir", download.dir, "Folder for the files (default: the models folder's ORG/MODEL)");
+  download_cmd->add_option("--parallel", download.parallel, "Files downloaded at once")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  tandem::app::BenchCommandOptions bench;
+  CLI::App* bench_cmd = cli.add_subcommand("bench", "Measure prompt and decode speed on random tokens");
+  bench_cmd->add_option("-m,--model", bench.model, "Model folder")->required()->check(CLI::ExistingDirectory);
+  bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")->capture_default_str();
+  bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")->capture_default_str();
+  bench_cmd->add_option("-t,--threads", bench.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
+  bench_cmd->add_option("-r,--repetitions", bench.repetitions, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  bench_cmd->add_option("--cpu-format", bench.cpu_format, "Weights on the CPU: native, int8, int4 or bf16; a converted folder uses its own")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
+  bench_cmd->add_flag("--json", bench.json, "Print JSON");
+
+  tandem::app::ConvertCommandOptions convert;
+  CLI::App* convert_cmd = cli.add_subcommand(
+      "convert",
+      "Convert a Hugging Face model folder into Tandem's packed CPU weights (resumable: run it again after an "
+      "interruption). Exit status: 0 done, 1 failed (run again to resume), 2 bad input, 130 interrupted");
+  convert_cmd->add_option("--in", convert.input, "The Hugging Face model folder")->required();
+  convert_cmd->add_option("--out", convert.output, "The folder for the converted model (new or empty)")->required();
+  convert_cmd->add_option("--method", convert.method, "int8 (per-row scales), int4 (per-group scales) or bf16")->required();
+  convert_cmd->add_option("--group", convert.group, "INT4: columns per scale (default 64)");
+  convert_cmd->add_option("--pools", convert.pools, "NUMA pools the experts are sliced for (only 1 for now)")->capture_default_str();
+  convert_cmd->add_option("-t,--threads", convert.threads, "Packing threads (default: all)")->check(CLI::Range(1, 4096));
+  convert_cmd->add_flag("--verify", convert.verify, "Print each packed tensor's relative error against the source");
+
+  tandem::app::SynthCommandOptions synth;
+  CLI::App* synth_cmd = cli.add_subcommand("synth", "Write a random-weight checkpoint shaped like a real model, for benchmarks");
+  synth_cmd->add_option("--like", synth.like, "qwen3-30b-a3b or deepseek-v3")->required()->check(CLI::IsMember({"qwen3-30b-a3b", "deepseek-v3"}));
+  synth_cmd->add_option("--layers", synth.layers, "Number of layers (default: the real model's)")->check(CLI::Range(1, 200));
+  synth_cmd->add_option("--out", synth.out, "Output folder")->required();
+  synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
+
+  tandem::app::RecommendOptions recommend;
+  bool save_profile = false;
+  CLI::App* recommend_cmd = cli.add_subcommand("recommend", "Plan memory and recommend parameters for a model on this machine");
+  recommend_cmd->add_option("-m,--model", recommend.model, "A model folder, a .gguf file or a catalog id (e.g. qwen3-30b-a3b)")->required();
+  recommend_cmd->add_option("-c,--context", recommend.context, "Context length in tokens")->capture_default_str()->check(CLI::Range(256, 10000000));
+  recommend_cmd->add_option("--quality", recommend.quality, "quality, balanced or speed")->capture_default_str()->check(CLI::IsMember({"quality", "balanced", "speed"}));
+  recommend_cmd->add_option("--hardware", recommend.hardware, "Plan for a machine recorded with tandem detect --json")->check(CLI::ExistingFile);
+  recommend_cmd->add_flag("--json", recommend.json, "Print JSON");
+  recommend_cmd->add_flag("--save", save_profile, "Save the plan as the model's profile in the data folder");
 
   tandem::app::ChatOptions chat;
   CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
@@ -180,6 +254,36 @@ int main(int argc, char** argv) {
     setup_logging(verbose, true);
     if (!use_demo_model_if_none(run.model)) return 2;
     return tandem::app::run_generate(run);
+  }
+  if (recommend_cmd->parsed()) {
+    setup_logging(verbose, true);
+    if (save_profile) {
+      QString name = QString::fromStdString(recommend.model).section(QLatin1Char('/'), -1, -1, QString::SectionSkipEmpty);
+      recommend.save = (QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/profiles/") + name +
+                        QStringLiteral(".json"))
+                           .toStdString();
+    }
+    return tandem::app::run_recommend(recommend);
+  }
+  if (download_cmd->parsed()) {
+    setup_logging(verbose, true);
+    if (download.dir.empty()) {
+      download.dir = (tandem::ui::MainWindow::modelsFolder() + QLatin1Char('/') + QString::fromStdString(download.repo))
+                         .toStdString();
+    }
+    return tandem::app::run_download(download);
+  }
+  if (bench_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_bench(bench);
+  }
+  if (convert_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_convert(convert);
+  }
+  if (synth_cmd->parsed()) {
+    setup_logging(verbose, true);
+    return tandem::app::run_synth(synth);
   }
   if (chat_cmd->parsed()) {
     setup_logging(verbose, true);

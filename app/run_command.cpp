@@ -45,7 +45,9 @@ int run_generate(const RunOptions& o) {
   std::unique_ptr<runtime::LoadedModel> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   try {
-    model = runtime::LoadedModel::load(o.model);
+    runtime::LoadOptions load;
+    runtime::parse_cpu_format(o.cpu_format, load.cpu_format);
+    model = runtime::LoadedModel::load(o.model, load);
     tokenizer = text::load_tokenizer(o.model);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());

@@ -23,6 +23,7 @@ struct RunOptions {
   std::vector<std::string> stop;
   std::int64_t context = 0;  // 0: the model's, at most 4096
   std::string dump_logits;
+  std::string cpu_format = "native";
 };
 
 int run_generate(const RunOptions& options);

@@ -8,7 +8,7 @@ packages=(
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev
   qt6-httpserver-dev qt6-websockets-dev libqt6sql6-sqlite qt6-qpa-plugins libqt6svg6
   libhwloc-dev libdnnl-dev ocl-icd-opencl-dev
-  libcurl4-openssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
+  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
   libfmt-dev libspdlog-dev libcli11-dev
   libgl-dev libxkbcommon-dev fonts-dejavu-core
   python3

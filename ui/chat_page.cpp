@@ -56,6 +56,10 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   stack_->addWidget(buildChatArea());
   row->addWidget(stack_, 1);
 
+  render_timer_ = new QTimer(this);
+  render_timer_->setSingleShot(true);
+  render_timer_->setInterval(33);
+  connect(render_timer_, &QTimer::timeout, this, &ChatPage::renderStreaming);
   connect(&engine_, &EngineHost::turnDelta, this, &ChatPage::onDelta);
   connect(&engine_, &EngineHost::turnFinished, this, &ChatPage::onFinished);
   connect(&engine_, &EngineHost::modelLoaded, this, [this] { updateState(); });
@@ -470,6 +474,13 @@ void ChatPage::onDelta(quint64 id, const QString& answer, const QString& thinkin
   if (id != turn_ || streaming_ == nullptr) return;
   streamed_answer_ += answer;
   streamed_thinking_ += thinking;
+  // Render at most 30 times a second: a fast model produces tokens faster than re-laying
+  // out the message would allow.
+  if (!render_timer_->isActive()) render_timer_->start();
+}
+
+void ChatPage::renderStreaming() {
+  if (streaming_ == nullptr) return;
   streaming_->setContent(streamed_answer_, streamed_thinking_, true);
   const QScrollBar* bar = scroll_->verticalScrollBar();
   if (bar->value() >= bar->maximum() - 40) scrollToBottom();
@@ -477,6 +488,7 @@ void ChatPage::onDelta(quint64 id, const QString& answer, const QString& thinkin
 
 void ChatPage::onFinished(const TurnOutcome& outcome) {
   if (outcome.id != turn_) return;
+  render_timer_->stop();
   streaming_ = nullptr;
   if (!outcome.error.isEmpty() && outcome.generated_tokens == 0) {
     // Nothing was generated: show the conversation as it was, and why.

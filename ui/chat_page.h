@@ -20,6 +20,7 @@ class QVBoxLayout;
 class QDoubleSpinBox;
 class QSpinBox;
 class QToolButton;
+class QTimer;
 
 namespace tandem::ui {
 
@@ -72,6 +73,7 @@ class ChatPage : public QWidget {
   MessageWidget* appendMessage(int index, const StoredMessage& message);
   void onDelta(quint64 id, const QString& answer, const QString& thinking);
   void onFinished(const TurnOutcome& outcome);
+  void renderStreaming();
   void updateState();
   void showError(const QString& message, bool offer_drop);
   ConversationSettings currentSettings() const;
@@ -115,6 +117,7 @@ class ChatPage : public QWidget {
   QString streamed_answer_;
   QString streamed_thinking_;
   MessageWidget* streaming_ = nullptr;
+  QTimer* render_timer_ = nullptr;
 };
 
 }  // namespace tandem::ui

@@ -1,5 +1,9 @@
 #include "ui/engine_host.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <QDateTime>
 #include <QDir>
 #include <QElapsedTimer>
@@ -37,7 +41,7 @@ void EngineWorker::requestStop() {
   if (runtime::ChatSession* s = active_.load()) s->request_stop();
 }
 
-void EngineWorker::loadModel(const QString& folder, int threads, qint64 context) {
+void EngineWorker::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
   active_.store(nullptr);
   session_.reset();
   template_.reset();
@@ -45,7 +49,12 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context)
   model_.reset();
   try {
     const std::string path = folder.toStdString();
-    auto model = runtime::LoadedModel::load(path);
+    runtime::LoadOptions load;
+    if (!cpu_format.isEmpty() && !runtime::parse_cpu_format(cpu_format.toStdString(), load.cpu_format)) {
+      throw std::runtime_error("the CPU format \"" + cpu_format.toStdString() + "\" is not one Tandem can load; choose int8, int4, bf16 or native");
+    }
+    load.threads = threads;
+    auto model = runtime::LoadedModel::load(path, load);
     auto tokenizer = text::load_tokenizer(path);
     auto chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(path));
     const int n = threads > 0 ? threads : std::max(1, hw::probe_topology().physical_cores);
@@ -60,6 +69,9 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context)
     info.experts = static_cast<int>(model->spec().num_experts);
     info.context = ctx;
     info.threads = n;
+    // A converted folder brings its own format, whatever was asked for.
+    info.cpu_format = QString::fromUtf8(runtime::cpu_format_name(model->cpu_format()).data());
+    info.metrics = session_->metrics();
     model_ = std::move(model);
     tokenizer_ = std::move(tokenizer);
     template_ = std::move(chat_template);
@@ -169,6 +181,10 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), thread_(new QThread) 
     emit busyChanged(false);
     emit turnFinished(outcome);
   });
+  // The engine thread and the CPU pool it creates (threads inherit it) yield to the UI
+  // thread when the cores are busy, so the window stays responsive while a model writes.
+  connect(thread_.get(), &QThread::started, worker_, [] { setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 4); },
+          Qt::DirectConnection);
   thread_->start();
 }
 
@@ -177,11 +193,11 @@ EngineHost::~EngineHost() {
   if (worker_) worker_->requestStop();
 }
 
-void EngineHost::loadModel(const QString& folder, int threads, qint64 context) {
+void EngineHost::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
   loading_ = true;
   emit loadingChanged(true);
   QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection, Q_ARG(QString, folder), Q_ARG(int, threads),
-                            Q_ARG(qint64, context));
+                            Q_ARG(qint64, context), Q_ARG(QString, cpu_format));
 }
 
 quint64 EngineHost::startTurn(TurnRequest request) {

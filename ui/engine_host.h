@@ -13,6 +13,7 @@
 
 namespace tandem::runtime {
 class ChatSession;
+class Metrics;
 class LoadedModel;
 class ThreadPool;
 }  // namespace tandem::runtime
@@ -33,6 +34,8 @@ struct ModelInfo {
   int experts = 0;
   qint64 context = 0;
   int threads = 0;
+  QString cpu_format;
+  std::shared_ptr<const runtime::Metrics> metrics;  // read by the live charts from any thread
 };
 
 struct TurnRequest {
@@ -71,7 +74,7 @@ class EngineWorker : public QObject {
   void requestStop();  // thread-safe
 
  public slots:
-  void loadModel(const QString& folder, int threads, qint64 context);
+  void loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format);
   void runTurn(const tandem::ui::TurnRequest& request);
 
  signals:
@@ -97,7 +100,8 @@ class EngineHost : public QObject {
   explicit EngineHost(QObject* parent = nullptr);
   ~EngineHost() override;
 
-  void loadModel(const QString& folder, int threads = 0, qint64 context = 0);
+  // `cpu_format`: "native", "int8" or "bf16" (see runtime::CpuFormat); empty means native.
+  void loadModel(const QString& folder, int threads = 0, qint64 context = 0, const QString& cpu_format = {});
   quint64 startTurn(TurnRequest request);
   void stop();  // returns at once; the running turn ends after the current token
 

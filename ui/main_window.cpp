@@ -26,8 +26,13 @@
 #include "engine/model/demo_model.h"
 #include "engine/version.h"
 #include "ui/chat_page.h"
+#include "ui/conversion_dialog.h"
 #include "ui/conversation_store.h"
+#include "ui/download_queue.h"
+#include "ui/downloads_page.h"
 #include "ui/engine_host.h"
+#include "ui/live_panel.h"
+#include "ui/setup_wizard.h"
 #include "ui/system_page.h"
 #include "ui/throughput_chart.h"
 
@@ -63,11 +68,15 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_FileDialogDetailedView),
                                            tr("Chat")));
   navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ComputerIcon), tr("System")));
+  navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ArrowDown), tr("Downloads")));
   pages_ = new QStackedWidget(central);
   chat_ = new ChatPage(*engine_, *store_, pages_);
   system_ = new SystemPage(pages_);
   pages_->addWidget(chat_);
   pages_->addWidget(system_);
+  download_queue_ = new DownloadQueue(this);
+  downloads_ = new DownloadsPage(download_queue_, modelsFolder(), pages_);
+  pages_->addWidget(downloads_);
   row->addWidget(navigation_);
   row->addWidget(pages_, 1);
   setCentralWidget(central);
@@ -88,14 +97,10 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   live_dock_ = new QDockWidget(tr("Live"), this);
   live_dock_->setObjectName(QStringLiteral("liveDock"));
   live_dock_->setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea | Qt::BottomDockWidgetArea);
-  auto* live = new QWidget(live_dock_);
-  auto* live_layout = new QVBoxLayout(live);
-  live_layout->setContentsMargins(6, 6, 6, 6);
-  throughput_ = new ThroughputChart(live);
-  live_layout->addWidget(throughput_);
-  live_layout->addStretch(1);
-  live->setMinimumWidth(250);
-  live_dock_->setWidget(live);
+  live_ = new LivePanel(live_dock_);
+  throughput_ = live_->throughput();
+  live_->setMinimumWidth(250);
+  live_dock_->setWidget(live_);
   addDockWidget(Qt::RightDockWidgetArea, live_dock_);
   connect(engine_, &EngineHost::throughputSample, throughput_, &ThroughputChart::addSample);
   connect(engine_, &EngineHost::modelLoaded, this, [this](const ModelInfo& info) {
@@ -105,6 +110,7 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
                                .arg(info.threads)
                                .arg(info.context));
     QSettings().setValue(kModelKey, info.folder);
+    live_->setMetrics(info.metrics, tr("none"), false);
   });
   connect(engine_, &EngineHost::modelLoadFailed, this, [this](const QString& folder, const QString&) {
     model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
@@ -114,12 +120,19 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   buildStatusBar();
   showPage(Page::Chat);
   restoreSettings();
+  // Downloads that were running when Tandem closed carry on where they stopped.
+  download_queue_->restore();
   detectHardware();
   // The model of the last session; without one (a first start, or its folder is gone) the
   // built-in demo model, so the chat answers before anything is downloaded.
   QString model = QSettings().value(kModelKey).toString();
   if (model.isEmpty() || !QFileInfo(model).isDir()) model = QString::fromStdString(model::demo_model_folder());
-  if (!model.isEmpty()) loadModel(model);
+  const SetupChoices saved = SetupWizard::savedChoices();
+  if (!model.isEmpty() && saved.folder == model) {
+    loadModel(model, saved.threads, saved.context, saved.cpu_format);
+  } else if (!model.isEmpty()) {
+    loadModel(model);
+  }
 }
 
 void MainWindow::openModelFolder() {
@@ -128,10 +141,39 @@ void MainWindow::openModelFolder() {
   if (!folder.isEmpty()) loadModel(folder);
 }
 
-void MainWindow::loadModel(const QString& folder) {
+void MainWindow::openSetupAssistant() {
+  auto* wizard = new SetupWizard(probe_->lastReport(), download_queue_, this);
+  wizard->setAttribute(Qt::WA_DeleteOnClose);
+  connect(probe_, &ProbeRunner::finished, wizard, &SetupWizard::setHardware);
+  connect(wizard, &QWizard::accepted, this, [this, wizard] {
+    const SetupChoices c = wizard->choices();
+    SetupWizard::saveChoices(c);
+    showPage(Page::Chat);
+    if (QFileInfo::exists(c.folder + QStringLiteral("/config.json"))) {
+      loadModel(c.folder, c.threads, c.context, c.cpu_format);
+    } else {
+      // A download still running: the Downloads page shows it; the model loads when the
+      // user opens it once complete.
+      showPage(Page::Downloads);
+    }
+  });
+  wizard->show();
+}
+
+void MainWindow::openConversion(const QString& source) {
+  auto* dialog = new ConversionDialog(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  if (!source.isEmpty()) dialog->setSource(source);
+  connect(dialog, &ConversionDialog::finished, this, [this](bool ok, const QString& output) {
+    if (ok) statusBar()->showMessage(tr("Converted weights saved in %1; open that folder to use them.").arg(output), 10000);
+  });
+  dialog->show();
+}
+
+void MainWindow::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
   if (engine_->isBusy()) return;
   model_status_->setText(tr("Loading %1…").arg(QFileInfo(folder).fileName()));
-  engine_->loadModel(folder);
+  engine_->loadModel(folder, threads, context, cpu_format);
 }
 
 MainWindow::~MainWindow() = default;
@@ -157,6 +199,8 @@ void MainWindow::buildMenus() {
   chat->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
   QAction* system = view->addAction(tr("&System"), this, [this] { showPage(Page::System); });
   system->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
+  QAction* downloads = view->addAction(tr("&Downloads"), this, [this] { showPage(Page::Downloads); });
+  downloads->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
   view->addSeparator();
   QAction* live = live_dock_->toggleViewAction();
   live->setText(tr("&Live Panel"));
@@ -164,6 +208,12 @@ void MainWindow::buildMenus() {
   view->addAction(live);
 
   QMenu* tools = menuBar()->addMenu(tr("&Tools"));
+  tools->addAction(tr("Download a &Model…"), this, [this] {
+    showPage(Page::Downloads);
+    downloads_->askForDownload();
+  });
+  tools->addAction(tr("&Setup Assistant…"), this, &MainWindow::openSetupAssistant);
+  tools->addAction(tr("&Convert Weights…"), this, [this] { openConversion(engine_->hasModel() ? engine_->model().folder : QString()); });
   tools->addAction(tr("&Detect Hardware Again"), this, &MainWindow::detectHardware);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));

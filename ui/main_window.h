@@ -1,4 +1,4 @@
-// Tandem's main window: navigation, the chat and System pages, the live panel and the
+// Tandem's main window: navigation, the chat, System and Downloads pages, the live panel and the
 // status bar. It owns no engine work; probes run off the UI thread.
 #pragma once
 
@@ -18,14 +18,17 @@ namespace tandem::ui {
 
 class ChatPage;
 class ConversationStore;
+class DownloadQueue;
+class DownloadsPage;
 class EngineHost;
 class SystemPage;
+class LivePanel;
 class ThroughputChart;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum class Page { Chat = 0, System = 1 };
+  enum class Page { Chat = 0, System = 1, Downloads = 2 };
 
   // `conversations_path`: the SQLite file; empty means the default in the data folder.
   explicit MainWindow(QWidget* parent = nullptr, const QString& conversations_path = {});
@@ -36,7 +39,10 @@ class MainWindow : public QMainWindow {
 
   ProbeRunner* probeRunner() const { return probe_; }
   SystemPage* systemPage() const { return system_; }
+  DownloadsPage* downloadsPage() const { return downloads_; }
+  DownloadQueue* downloadQueue() const { return download_queue_; }
   ThroughputChart* throughputChart() const { return throughput_; }
+  LivePanel* livePanelWidget() const { return live_; }
   ChatPage* chatPage() const { return chat_; }
   EngineHost* engine() const { return engine_; }
   QDockWidget* livePanel() const { return live_dock_; }
@@ -48,7 +54,11 @@ class MainWindow : public QMainWindow {
  public slots:
   void detectHardware();
   void openModelFolder();
-  void loadModel(const QString& folder);
+  // The setup assistant, modal-less; on Finish its choices are saved and the model loads.
+  void openSetupAssistant();
+  // The weight-conversion dialog, for `source` when given.
+  void openConversion(const QString& source = {});
+  void loadModel(const QString& folder, int threads = 0, qint64 context = 0, const QString& cpu_format = {});
 
  signals:
   void hardwareDetected(tandem::ui::HardwareReportPtr report);
@@ -71,8 +81,11 @@ class MainWindow : public QMainWindow {
   QStackedWidget* pages_ = nullptr;
   ChatPage* chat_ = nullptr;
   SystemPage* system_ = nullptr;
+  DownloadQueue* download_queue_ = nullptr;
+  DownloadsPage* downloads_ = nullptr;
   QDockWidget* live_dock_ = nullptr;
   ThroughputChart* throughput_ = nullptr;
+  LivePanel* live_ = nullptr;
   QLabel* model_status_ = nullptr;
   QLabel* cpu_status_ = nullptr;
   QLabel* gpu_status_ = nullptr;

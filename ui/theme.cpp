@@ -27,7 +27,7 @@ void apply(QApplication& app) {
     QLabel#cardTitle { font-weight: 600; font-size: 11pt; color: #1d2430; }
     QLabel#pageTitle { font-size: 17pt; font-weight: 600; }
     QLabel#pageSubtitle { color: #5f6b7a; }
-    QWidget#systemContent, QWidget#chatPage { background: #f4f6f9; }
+    QWidget#systemContent, QWidget#chatPage, QWidget#downloadsPage { background: #f4f6f9; }
     QListWidget#navigation { background: #e9edf2; border: none; border-right: 1px solid #dde2e8;
                              padding-top: 8px; font-size: 10.5pt; }
     QListWidget#navigation::item { padding: 9px 12px; margin: 2px 6px; border-radius: 6px; color: #1d2430; }

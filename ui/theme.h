@@ -8,6 +8,7 @@ namespace tandem::ui::theme {
 inline constexpr const char* kAccent = "#2f6fdb";
 inline constexpr const char* kGood = "#1f9d55";
 inline constexpr const char* kWarning = "#d97706";
+inline constexpr const char* kError = "#d14343";
 inline constexpr const char* kMutedText = "#5f6b7a";
 inline constexpr const char* kChipOn = "#dcfce7";
 inline constexpr const char* kChipOnText = "#14532d";

@@ -48,8 +48,6 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   rate_axis_ = new QValueAxis(chart_);
   rate_axis_->setLabelFormat(QStringLiteral("%.0f"));
   rate_axis_->setRange(0, 10);
-  rate_axis_->setTickCount(6);
-  time_axis_->setTickCount(5);
   chart_->addAxis(time_axis_, Qt::AlignBottom);
   chart_->addAxis(rate_axis_, Qt::AlignLeft);
   for (QLineSeries* s : {prompt_, decode_}) {
@@ -57,9 +55,23 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
     s->attachAxis(rate_axis_);
   }
 
+  // Small fonts: the chart lives in a narrow side panel.
+  QFont small = chart_->font();
+  small.setPointSizeF(7.5);
+  for (QValueAxis* axis : {time_axis_, rate_axis_}) {
+    axis->setLabelsFont(small);
+    axis->setTitleFont(small);
+  }
+  chart_->legend()->setFont(small);
+  QFont title = small;
+  title.setPointSizeF(8.5);
+  title.setBold(true);
+  chart_->setTitleFont(title);
+  time_axis_->setTickCount(4);
+  rate_axis_->setTickCount(5);
   view_ = new QChartView(chart_, this);
   view_->setRenderHint(QPainter::Antialiasing);
-  view_->setMinimumHeight(300);
+  view_->setMinimumHeight(170);
 
   empty_ = new QLabel(tr("No generation yet.\nThe chart fills while a model writes."), this);
   empty_->setAlignment(Qt::AlignCenter);

@@ -107,6 +107,16 @@ TensorRef Checkpoint::require(const std::string& name, const std::vector<std::in
 }
 
 kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t rows, std::int64_t cols) const {
+  if (find(name) == nullptr) {
+    if (const TensorRef* packed = find(name + std::string(kPackedTensorSuffix))) {
+      kernels::WeightMatrix m;
+      m.dtype = kernels::DType::U8;
+      m.data = packed->data();
+      m.rows = rows;
+      m.cols = cols;
+      return m;
+    }
+  }
   const TensorRef ref = require(name, {rows, cols});
   const kernels::DType t = ref.info->dtype;
   if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16 && t != kernels::DType::F8E4M3) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -11,6 +12,11 @@
 #include "kernels/cpu/dense_matmul.h"
 
 namespace tandem::model {
+
+// A folder written by `tandem convert` stores a packed matrix NAME as the byte tensor
+// NAME + kPackedTensorSuffix (and its scales as NAME + kPackedScaleSuffix), not as NAME.
+inline constexpr std::string_view kPackedTensorSuffix = ".tandem.packed";
+inline constexpr std::string_view kPackedScaleSuffix = ".tandem.scale";
 
 struct TensorRef {
   const SafetensorsFile* file = nullptr;
@@ -30,6 +36,8 @@ class Checkpoint {
   // and the tensor.
   TensorRef require(const std::string& name, const std::vector<std::int64_t>& shape) const;
   // A 2-D weight as a matrix, with its fp8 block scales (`<name>_scale_inv`) when stored so.
+  // A matrix stored only packed (a converted folder) comes back with `data` pointing at the
+  // packed bytes and dtype U8: the loader must attach its PackedMatrix before any use.
   kernels::WeightMatrix matrix(const std::string& name, std::int64_t rows, std::int64_t cols) const;
   // A 1-D or small tensor converted to fp32 (norm weights, biases, scales).
   std::vector<float> vector_f32(const std::string& name, const std::vector<std::int64_t>& shape) const;

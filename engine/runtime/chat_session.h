@@ -81,6 +81,7 @@ class ChatSession {
   std::string render_prompt() const;
   std::int64_t context_used() const { return static_cast<std::int64_t>(generator_.context().size()); }
   std::int64_t context_capacity() const { return generator_.context_capacity(); }
+  const std::shared_ptr<Metrics>& metrics() const { return generator_.metrics(); }
 
  private:
   TurnResult reply(const OnDelta& on_delta, bool drop_oldest);

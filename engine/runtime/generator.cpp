@@ -11,7 +11,12 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 }  // namespace
 
 Generator::Generator(const LoadedModel& model, ThreadPool& pool, std::int64_t context_tokens)
-    : model_(model), transformer_(model.spec(), model.weights(), pool), cache_(model.spec(), context_tokens) {}
+    : model_(model),
+      metrics_(std::make_shared<Metrics>(model.spec().num_layers, std::max<std::int64_t>(1, model.spec().num_experts))),
+      transformer_(model.spec(), model.weights(), pool),
+      cache_(model.spec(), context_tokens) {
+  transformer_.set_metrics(metrics_.get());
+}
 
 void Generator::reset() {
   cache_.truncate(0);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -56,6 +57,8 @@ class Generator {
   const std::vector<float>& evaluate(std::span<const std::int32_t> prompt);
 
   const std::vector<std::int32_t>& context() const { return context_; }
+  // Routing hits and time split since the generator was made; safe to read from any thread.
+  const std::shared_ptr<Metrics>& metrics() const { return metrics_; }
   std::int64_t context_capacity() const { return cache_.capacity(); }
   void reset();
 
@@ -63,6 +66,7 @@ class Generator {
   std::int64_t prefill(std::span<const std::int32_t> prompt, std::int64_t chunk);
 
   const LoadedModel& model_;
+  std::shared_ptr<Metrics> metrics_;
   Transformer transformer_;
   KvCache cache_;
   std::vector<std::int32_t> context_;  // tokens whose keys and values are in the cache

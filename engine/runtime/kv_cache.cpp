@@ -11,6 +11,8 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens) : c
   } else {
     key_row_ = spec.num_kv_heads * spec.head_dim;
     value_row_ = key_row_;
+    head_dim_ = spec.head_dim;
+    kv_heads_ = spec.num_kv_heads;
   }
   keys_.resize(static_cast<std::size_t>(spec.num_layers));
   values_.resize(static_cast<std::size_t>(spec.num_layers));
@@ -18,6 +20,11 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens) : c
     keys_[i].assign(static_cast<std::size_t>(capacity_ * key_row_), 0.0f);
     values_[i].assign(static_cast<std::size_t>(capacity_ * value_row_), 0.0f);
   }
+}
+
+void KvCache::store_key(std::int64_t layer, std::int64_t pos, const float* k) {
+  float* base = keys_[l(layer)].data();
+  for (std::int64_t i = 0; i < kv_heads_ * head_dim_; ++i) base[i * capacity_ + pos] = k[i];
 }
 
 void KvCache::truncate(std::int64_t tokens) { size_ = std::clamp<std::int64_t>(tokens, 0, size_); }

@@ -20,11 +20,16 @@ class KvCache {
   void set_size(std::int64_t tokens) { size_ = tokens; }
   std::uint64_t bytes() const;
 
-  // Standard attention: [kv_heads * head_dim] per position.
-  float* key(std::int64_t layer, std::int64_t pos) { return &keys_[l(layer)][off(pos, key_row_)]; }
+  // Standard attention. Keys are kept transposed per KV head ([head_dim][capacity]) for the
+  // attention kernel; values row-major, [kv_heads * head_dim] per position.
+  void store_key(std::int64_t layer, std::int64_t pos, const float* k);
+  const float* keys_transposed(std::int64_t layer, std::int64_t kv_head) const {
+    return &keys_[l(layer)][static_cast<std::size_t>(kv_head * head_dim_ * capacity_)];
+  }
   float* value(std::int64_t layer, std::int64_t pos) { return &values_[l(layer)][off(pos, value_row_)]; }
-  // MLA: keys_ hold the normalised latent [kv_lora_rank], values_ the rotary key [rope dim].
-  float* latent(std::int64_t layer, std::int64_t pos) { return key(layer, pos); }
+  // MLA: keys_ hold the normalised latent [kv_lora_rank] per position, values_ the rotary
+  // key [rope dim].
+  float* latent(std::int64_t layer, std::int64_t pos) { return &keys_[l(layer)][off(pos, key_row_)]; }
   float* rope_key(std::int64_t layer, std::int64_t pos) { return value(layer, pos); }
 
  private:
@@ -34,6 +39,8 @@ class KvCache {
   std::int64_t capacity_;
   std::int64_t size_ = 0;
   std::int64_t key_row_;
+  std::int64_t head_dim_ = 0;
+  std::int64_t kv_heads_ = 0;
   std::int64_t value_row_;
   std::vector<std::vector<float>> keys_;
   std::vector<std::vector<float>> values_;

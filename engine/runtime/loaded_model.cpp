@@ -1,20 +1,221 @@
 #include "engine/runtime/loaded_model.h"
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <filesystem>
+#include <functional>
+#include <mutex>
+
+#include "engine/convert/converted_model.h"
+#include "engine/convert/manifest.h"
 #include "engine/log/log.h"
+#include "engine/model/model_error.h"
 
 namespace tandem::runtime {
+namespace {
 
-std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder) {
+std::uint64_t matrix_bytes(const kernels::WeightMatrix& m) {
+  if (m.data == nullptr) return 0;
+  if (m.packed != nullptr) return kernels::packed_matrix_bytes(*m.packed);
+  return static_cast<std::uint64_t>(m.rows * m.cols) * kernels::dtype_size(m.dtype);
+}
+
+// Runs work(i) for i in [0, count) on `threads` threads (the caller's among them); the
+// first exception is rethrown here once all have stopped.
+void for_each_on_threads(int threads, std::size_t count, const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  auto run = [&] {
+    for (std::size_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+      try {
+        work(i);
+      } catch (...) {
+        const std::lock_guard lock(failure_lock);
+        if (!failure) failure = std::current_exception();
+        next.store(count);
+      }
+    }
+  };
+  const unsigned n = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> workers;
+  for (unsigned i = 1; i < n; ++i) workers.emplace_back(run);
+  run();
+  for (std::thread& t : workers) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
+std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w) {
+  std::vector<PackableMatrix> out;
+  int layer = 0;
+  MatrixRole role = MatrixRole::Attention;
+  auto add = [&](kernels::WeightMatrix& m) {
+    if (m.data != nullptr) out.push_back({layer, role, &m});
+  };
+  auto add_ffn = [&](model::FeedForwardWeights& f, MatrixRole ffn_role = MatrixRole::FeedForward) {
+    role = ffn_role;
+    add(f.gate);
+    add(f.up);
+    add(f.down);
+  };
+  for (model::LayerWeights& l : w.layers) {
+    model::AttentionWeights& a = l.attention;
+    role = MatrixRole::Attention;
+    for (kernels::WeightMatrix* m : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a}) add(*m);
+    if (l.moe) {
+      for (model::FeedForwardWeights& e : l.experts.experts) add_ffn(e, MatrixRole::Expert);
+      if (l.experts.shared) add_ffn(*l.experts.shared);
+    } else {
+      add_ffn(l.dense);
+    }
+    ++layer;
+  }
+  layer = -1;
+  role = MatrixRole::Output;
+  add(w.output);
+  return out;
+}
+
+kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts) {
+  switch (format) {
+    case CpuFormat::Int4:
+      return role == MatrixRole::Expert || (role == MatrixRole::FeedForward && !has_experts) ? kernels::PackedFormat::Int4
+                                                                                             : kernels::PackedFormat::Int8;
+    case CpuFormat::Bf16: return kernels::PackedFormat::Bf16;
+    default: return kernels::PackedFormat::Int8;
+  }
+}
+
+std::string_view cpu_format_name(CpuFormat f) {
+  switch (f) {
+    case CpuFormat::Native: return "native";
+    case CpuFormat::Int8: return "int8";
+    case CpuFormat::Int4: return "int4";
+    case CpuFormat::Bf16: return "bf16";
+  }
+  return "native";
+}
+
+bool parse_cpu_format(std::string_view name, CpuFormat& out) {
+  for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16}) {
+    if (name == cpu_format_name(f)) {
+      out = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder, const LoadOptions& options) {
   auto m = std::unique_ptr<LoadedModel>(new LoadedModel);
   m->folder_ = folder;
+  const bool converted = std::filesystem::exists(std::filesystem::path(folder) / convert::kManifestName);
+  // An unfinished conversion is named as such before anything it lacks is complained about.
+  if (converted && !convert::read_manifest(folder).complete) {
+    throw model::ModelError(folder + ": the conversion into this folder did not finish; run tandem convert again with "
+                            "the same options to resume it.");
+  }
   m->spec_ = model::load_model_spec(folder);
   m->checkpoint_ = std::make_unique<model::Checkpoint>(folder);
   m->checkpoint_->set_fp8_block(m->spec_.fp8_block_rows, m->spec_.fp8_block_cols);
   m->weights_ = model::bind_weights(m->spec_, *m->checkpoint_);
+  m->cpu_format_ = options.cpu_format;
+  m->variant_ = kernels::active_variant();
+  if (converted) {
+    if (options.cpu_format != CpuFormat::Native) {
+      log::info("{} was converted; its packed weights are used and the requested CPU format is ignored", folder);
+    }
+    m->load_converted(folder, options.threads);
+  } else if (options.cpu_format != CpuFormat::Native) {
+    const auto started = std::chrono::steady_clock::now();
+    const CpuFormat format = options.cpu_format;
+    if (format == CpuFormat::Bf16 && m->variant_ == kernels::CpuVariant::Avx512 && !kernels::detect_isa().usable.avx512_bf16) {
+      // The AVX-512 BF16 kernel needs AVX512_BF16; AVX2 code reads the same layout.
+      m->variant_ = kernels::CpuVariant::Avx2;
+    }
+    std::vector<kernels::WeightMatrix*> targets;
+    std::vector<kernels::PackedFormat> formats;
+    for (const PackableMatrix& p : packable_matrices(m->weights_)) {
+      targets.push_back(p.matrix);
+      formats.push_back(packed_format_for(format, p.role, m->spec_.num_experts > 0));
+    }
+    m->packed_.resize(targets.size());
+    for_each_on_threads(options.threads, targets.size(), [&](std::size_t i) {
+      kernels::PackedMatrix packed;
+      switch (formats[i]) {
+        case kernels::PackedFormat::Int8: packed = kernels::pack_int8(*targets[i]); break;
+        case kernels::PackedFormat::Int4: packed = kernels::pack_int4(*targets[i], options.int4_group); break;
+        case kernels::PackedFormat::Bf16: packed = kernels::pack_bf16(*targets[i]); break;
+      }
+      m->packed_[i] = std::make_unique<kernels::PackedMatrix>(std::move(packed));
+    });
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      targets[i]->packed = m->packed_[i].get();
+      targets[i]->packed_variant = m->variant_;
+    }
+    log::info("packed {} matrices as {} in {:.1f} s ({:.2f} GiB)", targets.size(), cpu_format_name(options.cpu_format),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+              static_cast<double>(m->packed_bytes()) / (1u << 30));
+  }
   log::info("loaded {} ({}, {} layers, hidden {}, {} experts) from {}", m->spec_.architecture,
             model::family_name(m->spec_.family), m->spec_.num_layers, m->spec_.hidden_size, m->spec_.num_experts,
             folder);
   return m;
+}
+
+// The packed matrices of a converted folder are copied from its mapped files into aligned
+// memory as they are; nothing is re-packed.
+void LoadedModel::load_converted(const std::string& folder, int threads) {
+  const auto started = std::chrono::steady_clock::now();
+  const convert::ConvertedWeights converted(*checkpoint_, convert::read_manifest(folder));
+  const convert::Manifest& manifest = converted.manifest();
+  cpu_format_ = manifest.method == convert::Method::Int8   ? CpuFormat::Int8
+                : manifest.method == convert::Method::Int4 ? CpuFormat::Int4
+                                                           : CpuFormat::Bf16;
+  if (cpu_format_ == CpuFormat::Bf16 && variant_ == kernels::CpuVariant::Avx512 && !kernels::detect_isa().usable.avx512_bf16) {
+    variant_ = kernels::CpuVariant::Avx2;
+  }
+  std::vector<PackableMatrix> targets = packable_matrices(weights_);
+  packed_.resize(targets.size());
+  // Several threads copy at once: one alone is bound by page faults, not by memory.
+  for_each_on_threads(threads, targets.size(), [&](std::size_t i) {
+    packed_[i] = std::make_unique<kernels::PackedMatrix>(converted.load(*targets[i].matrix));
+  });
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    targets[i].matrix->packed = packed_[i].get();
+    targets[i].matrix->packed_variant = variant_;
+  }
+  converted_ = true;
+  log::info("loaded {} converted {} matrices in {:.1f} s ({:.2f} GiB)", targets.size(), cpu_format_name(cpu_format_),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+            static_cast<double>(packed_bytes()) / (1u << 30));
+}
+
+std::uint64_t LoadedModel::packed_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& p : packed_) total += kernels::packed_matrix_bytes(*p);
+  return total;
+}
+
+std::uint64_t LoadedModel::active_weight_bytes_per_token() const {
+  std::uint64_t total = matrix_bytes(weights_.output);
+  for (const model::LayerWeights& l : weights_.layers) {
+    const model::AttentionWeights& a = l.attention;
+    for (const kernels::WeightMatrix* m : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b}) total += matrix_bytes(*m);
+    auto ffn = [&](const model::FeedForwardWeights& f) { return matrix_bytes(f.gate) + matrix_bytes(f.up) + matrix_bytes(f.down); };
+    if (l.moe) {
+      total += matrix_bytes(l.experts.router);
+      if (!l.experts.experts.empty()) total += static_cast<std::uint64_t>(spec_.experts_per_token) * ffn(l.experts.experts[0]);
+      if (l.experts.shared) total += ffn(*l.experts.shared);
+    } else {
+      total += ffn(l.dense);
+    }
+  }
+  return total;
 }
 
 }  // namespace tandem::runtime

@@ -8,24 +8,71 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
+#include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::runtime {
+
+// How the CPU computes with the weights: as stored (the fp32 reference path), or packed at
+// load time into INT8 (one scale per row), INT4 (one scale per row and group) or BF16 for
+// the fast kernels. A folder written by `tandem convert` carries its packed weights.
+enum class CpuFormat { Native, Int8, Int4, Bf16 };
+std::string_view cpu_format_name(CpuFormat f);
+bool parse_cpu_format(std::string_view name, CpuFormat& out);
+
+struct LoadOptions {
+  // Ignored for a converted folder, whose weights are already packed in one format.
+  CpuFormat cpu_format = CpuFormat::Native;
+  std::int64_t int4_group = kernels::kDefaultInt4Group;
+  int threads = 0;  // for packing; 0: all hardware threads
+};
+
+// Every matrix the fast kernels take, with its layer (-1: the output head): all but the
+// embedding (looked up by row), routers and MLA's kv_b (whose per-head slices feed the
+// absorbed attention). The converter packs exactly these.
+// Expert: a routed expert; FeedForward: a shared expert or a dense layer's FFN.
+enum class MatrixRole { Attention, Expert, FeedForward, Output };
+struct PackableMatrix {
+  int layer = -1;
+  MatrixRole role = MatrixRole::FeedForward;
+  kernels::WeightMatrix* matrix = nullptr;
+};
+std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w);
+
+// The packed format of a matrix for a CPU format. INT4 is the format of the routed experts
+// (nearly all the bytes of an MoE model, each read by few tokens) and, in a model without
+// experts, of the FFNs; attention, shared experts, dense layers and the output head, read by
+// every token, stay INT8, as 4-bit schemes elsewhere keep their sensitive tensors at higher
+// precision. Not for CpuFormat::Native.
+kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts);
 
 class LoadedModel {
  public:
   // Throws model::ModelError with a sentence naming the file for anything wrong.
-  static std::unique_ptr<LoadedModel> load(const std::string& folder);
+  static std::unique_ptr<LoadedModel> load(const std::string& folder, const LoadOptions& options = {});
 
   const std::string& folder() const { return folder_; }
   const model::ModelSpec& spec() const { return spec_; }
   const model::Checkpoint& checkpoint() const { return *checkpoint_; }
   const model::ModelWeights& weights() const { return weights_; }
+  CpuFormat cpu_format() const { return cpu_format_; }
+  kernels::CpuVariant cpu_variant() const { return variant_; }
+  // Bytes of weights one token reads (attention, the active experts, the output head).
+  std::uint64_t active_weight_bytes_per_token() const;
+  std::uint64_t packed_bytes() const;
+  // Whether the packed weights came from a `tandem convert` folder.
+  bool converted() const { return converted_; }
 
  private:
   std::string folder_;
   model::ModelSpec spec_;
   std::unique_ptr<model::Checkpoint> checkpoint_;
   model::ModelWeights weights_;
+  CpuFormat cpu_format_ = CpuFormat::Native;
+  kernels::CpuVariant variant_ = kernels::CpuVariant::Scalar;
+  std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
+  bool converted_ = false;
+
+  void load_converted(const std::string& folder, int threads);
 };
 
 }  // namespace tandem::runtime

@@ -71,19 +71,29 @@ RotaryEmbedding::RotaryEmbedding(const model::RopeSpec& spec, std::int64_t dim)
   }
 }
 
-void RotaryEmbedding::apply(float* x, std::int64_t pos) const {
+void RotaryEmbedding::apply_heads(float* x, std::int64_t heads, std::int64_t stride, std::int64_t pos) const {
   const std::int64_t half = dim_ / 2;
+  thread_local std::vector<float> cos_table, sin_table;
+  cos_table.resize(static_cast<std::size_t>(half));
+  sin_table.resize(static_cast<std::size_t>(half));
   for (std::int64_t i = 0; i < half; ++i) {
     const double angle = static_cast<double>(pos) * inv_freq_[static_cast<std::size_t>(i)];
-    const float c = static_cast<float>(std::cos(angle) * attention_factor_);
-    const float s = static_cast<float>(std::sin(angle) * attention_factor_);
-    // Interleaved checkpoints pair neighbours (2i, 2i+1); the others pair i with i + dim/2.
-    const std::int64_t a = interleaved_ ? 2 * i : i;
-    const std::int64_t b = interleaved_ ? 2 * i + 1 : i + half;
-    const float x1 = x[a];
-    const float x2 = x[b];
-    x[a] = x1 * c - x2 * s;
-    x[b] = x2 * c + x1 * s;
+    cos_table[static_cast<std::size_t>(i)] = static_cast<float>(std::cos(angle) * attention_factor_);
+    sin_table[static_cast<std::size_t>(i)] = static_cast<float>(std::sin(angle) * attention_factor_);
+  }
+  for (std::int64_t h = 0; h < heads; ++h) {
+    float* v = x + h * stride;
+    for (std::int64_t i = 0; i < half; ++i) {
+      const float c = cos_table[static_cast<std::size_t>(i)];
+      const float s = sin_table[static_cast<std::size_t>(i)];
+      // Interleaved checkpoints pair neighbours (2i, 2i+1); the others pair i with i + dim/2.
+      const std::int64_t a = interleaved_ ? 2 * i : i;
+      const std::int64_t b = interleaved_ ? 2 * i + 1 : i + half;
+      const float x1 = v[a];
+      const float x2 = v[b];
+      v[a] = x1 * c - x2 * s;
+      v[b] = x2 * c + x1 * s;
+    }
   }
 }
 

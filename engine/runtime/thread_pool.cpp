@@ -1,8 +1,17 @@
 #include "engine/runtime/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <chrono>
 
 namespace tandem::runtime {
+namespace {
+
+// How long an idle worker keeps polling for the next loop before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -11,7 +20,8 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true);
+    generation_.fetch_add(1);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -28,40 +38,66 @@ void ThreadPool::run_chunks() {
 void ThreadPool::worker_loop() {
   std::uint64_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+    // Spin first: the next loop usually follows within microseconds. The clock is read
+    // only every 64 pauses; reading it every time costs more than the wait.
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 1; generation_.load(std::memory_order_acquire) == seen; ++i) {
+      _mm_pause();
+      if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) break;
     }
+    if (generation_.load(std::memory_order_acquire) == seen) {
+      std::unique_lock lock(mutex_);
+      sleeping_.fetch_add(1);
+      wake_.wait(lock, [&] { return generation_.load() != seen; });
+      sleeping_.fetch_sub(1);
+    }
+    if (stopping_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_chunks();
-    {
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1 && caller_sleeping_.load()) {
       std::lock_guard lock(mutex_);
-      if (--active_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }
 
 void ThreadPool::parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+  // Several chunks per thread balance uneven work without much counter traffic.
+  parallel_for(n, std::max<std::int64_t>(1, n / (static_cast<std::int64_t>(threads()) * 4)), body);
+}
+
+void ThreadPool::parallel_for(std::int64_t n, std::int64_t chunk,
+                              const std::function<void(std::int64_t, std::int64_t)>& body) {
   if (n <= 0) return;
   if (workers_.empty() || n == 1) {
     body(0, n);
     return;
   }
+  body_ = &body;
+  n_ = n;
+  chunk_ = std::max<std::int64_t>(1, chunk);
+  next_.store(0);
+  active_.store(static_cast<int>(workers_.size()), std::memory_order_release);
   {
+    // The lock orders the generation change with a worker that is about to sleep.
     std::lock_guard lock(mutex_);
-    body_ = &body;
-    n_ = n;
-    // Several chunks per thread balance uneven work without much counter traffic.
-    chunk_ = std::max<std::int64_t>(1, n / (static_cast<std::int64_t>(threads()) * 4));
-    next_.store(0);
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
-  wake_.notify_all();
+  if (sleeping_.load() > 0) wake_.notify_all();
   run_chunks();
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return active_ == 0; });
+  // Spin a little for the workers' last chunks, then sleep: on a busy machine a worker may
+  // not be running, and spinning would only take its core.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(30);
+  for (int i = 1; active_.load(std::memory_order_acquire) > 0; ++i) {
+    _mm_pause();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) break;
+  }
+  if (active_.load(std::memory_order_acquire) > 0) {
+    std::unique_lock lock(mutex_);
+    caller_sleeping_.store(true);
+    done_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
+    caller_sleeping_.store(false);
+  }
   body_ = nullptr;
 }
 

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <chrono>
 #include <stdexcept>
+
+#include "kernels/cpu/attention.h"
 
 namespace tandem::runtime {
 namespace {
@@ -14,17 +17,6 @@ constexpr double kLatentNormEps = 1e-6;
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
-void softmax_inplace(float* x, std::int64_t n) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
 
 // Indices of the k largest values, largest first; ties go to the lower index.
 std::vector<std::int32_t> top_k(const float* v, std::int64_t n, std::int64_t k) {
@@ -52,7 +44,7 @@ Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t exp
   std::vector<float> p(static_cast<std::size_t>(experts));
   for (std::int64_t t = 0; t < tokens; ++t) {
     std::copy(logits + t * experts, logits + (t + 1) * experts, p.begin());
-    softmax_inplace(p.data(), experts);
+    kernels::softmax_inplace(p.data(), experts);
     const auto chosen = top_k(p.data(), experts, k);
     float sum = 0.0f;
     for (std::int64_t j = 0; j < k; ++j) sum += p[static_cast<std::size_t>(chosen[j])];
@@ -137,23 +129,35 @@ void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, 
 
   std::vector<float> normed(x.size());
   std::vector<float> branch(x.size());
+  using Clock = std::chrono::steady_clock;
+  const auto ns_since = [](Clock::time_point t) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count());
+  };
+  const auto forward_start = Clock::now();
+  std::uint64_t attention_ns = 0, expert_ns = 0;
+  current_layer_ = 0;
   for (std::int64_t l = 0; l < spec_.num_layers; ++l) {
+    current_layer_ = l;
     const model::LayerWeights& lw = weights_.layers[static_cast<std::size_t>(l)];
     for (std::int64_t t = 0; t < n; ++t) {
       rms_norm(x.data() + t * h, lw.attention_norm.data(), h, spec_.rms_norm_eps, normed.data() + t * h);
     }
+    const auto attention_start = Clock::now();
     if (spec_.mla) {
       latent_attention(l, normed.data(), n, pos0, cache, branch.data());
     } else {
       attention(l, normed.data(), n, pos0, cache, branch.data());
     }
+    attention_ns += ns_since(attention_start);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += branch[i];
 
     for (std::int64_t t = 0; t < n; ++t) {
       rms_norm(x.data() + t * h, lw.ffn_norm.data(), h, spec_.rms_norm_eps, normed.data() + t * h);
     }
+    const auto ffn_start = Clock::now();
     if (lw.moe) {
       mixture_of_experts(lw.experts, normed.data(), n, branch.data());
+      expert_ns += ns_since(ffn_start);
     } else {
       feed_forward(lw.dense, normed.data(), n, branch.data());
     }
@@ -168,6 +172,13 @@ void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, 
   }
   logits.resize(static_cast<std::size_t>(rows * spec_.vocab_size));
   matmul(normed.data(), rows, weights_.output, logits.data());
+  if (metrics_ != nullptr) {
+    const std::uint64_t total = ns_since(forward_start);
+    metrics_->add_tokens(static_cast<std::uint64_t>(n));
+    metrics_->add_attention_ns(attention_ns);
+    metrics_->add_cpu_expert_ns(expert_ns);
+    metrics_->add_other_ns(total > attention_ns + expert_ns ? total - attention_ns - expert_ns : 0);
+  }
 }
 
 void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0, KvCache& cache,
@@ -183,17 +194,19 @@ void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, 
   matmul(x, n, w.k, k.data());
   matmul(x, n, w.v, v.data());
   for (std::int64_t t = 0; t < n; ++t) {
-    for (std::int64_t head = 0; head < nh; ++head) {
-      float* qh = q.data() + (t * nh + head) * hd;
-      if (spec_.qk_norm) rms_norm(qh, w.q_norm.data(), hd, spec_.rms_norm_eps, qh);
-      rope_.apply(qh, pos0 + t);
+    if (spec_.qk_norm) {
+      for (std::int64_t head = 0; head < nh; ++head) {
+        float* qh = q.data() + (t * nh + head) * hd;
+        rms_norm(qh, w.q_norm.data(), hd, spec_.rms_norm_eps, qh);
+      }
+      for (std::int64_t head = 0; head < nkv; ++head) {
+        float* kh = k.data() + (t * nkv + head) * hd;
+        rms_norm(kh, w.k_norm.data(), hd, spec_.rms_norm_eps, kh);
+      }
     }
-    for (std::int64_t head = 0; head < nkv; ++head) {
-      float* kh = k.data() + (t * nkv + head) * hd;
-      if (spec_.qk_norm) rms_norm(kh, w.k_norm.data(), hd, spec_.rms_norm_eps, kh);
-      rope_.apply(kh, pos0 + t);
-    }
-    std::copy_n(k.data() + t * nkv * hd, nkv * hd, cache.key(layer, pos0 + t));
+    rope_.apply_heads(q.data() + t * nh * hd, nh, hd, pos0 + t);
+    rope_.apply_heads(k.data() + t * nkv * hd, nkv, hd, pos0 + t);
+    cache.store_key(layer, pos0 + t, k.data() + t * nkv * hd);
     std::copy_n(v.data() + t * nkv * hd, nkv * hd, cache.value(layer, pos0 + t));
   }
 
@@ -207,18 +220,9 @@ void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, 
       const std::int64_t head = job % nh;
       const std::int64_t kvh = head / group;
       const std::int64_t len = pos0 + t + 1;  // causal: this token and everything before it
-      const float* qh = q.data() + (t * nh + head) * hd;
-      for (std::int64_t s = 0; s < len; ++s) {
-        scores[static_cast<std::size_t>(s)] = kernels::dot_f32(qh, cache.key(layer, s) + kvh * hd, hd) * scale;
-      }
-      softmax_inplace(scores.data(), len);
-      float* o = attended.data() + (t * nh + head) * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (std::int64_t s = 0; s < len; ++s) {
-        const float p = scores[static_cast<std::size_t>(s)];
-        const float* vs = cache.value(layer, s) + kvh * hd;
-        for (std::int64_t d = 0; d < hd; ++d) o[d] += p * vs[d];
-      }
+      kernels::attend_head(q.data() + (t * nh + head) * hd, cache.keys_transposed(layer, kvh), cache.capacity(),
+                           cache.value(layer, 0) + kvh * hd, nkv * hd, len, hd, scale, scores.data(),
+                           attended.data() + (t * nh + head) * hd);
     }
   });
   matmul(attended.data(), n, w.o, out);
@@ -257,7 +261,7 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
     float* kr = cache.rope_key(layer, pos0 + t);
     std::copy_n(row + lora, rope, kr);
     rope_.apply(kr, pos0 + t);
-    for (std::int64_t head = 0; head < nh; ++head) rope_.apply(q.data() + (t * nh + head) * qk + nope, pos0 + t);
+    rope_.apply_heads(q.data() + t * nh * qk + nope, nh, qk, pos0 + t);
   }
 
   const float scale = static_cast<float>(spec_.attention_scale);
@@ -282,13 +286,11 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
               (kernels::dot_f32(ql, cache.latent(layer, s), lora) + kernels::dot_f32(qr, cache.rope_key(layer, s), rope)) *
               scale;
         }
-        softmax_inplace(scores.data(), len);
+        kernels::softmax_inplace(scores.data(), len);
         float* ol = o_latent.data() + t * lora;
         std::fill(ol, ol + lora, 0.0f);
         for (std::int64_t s = 0; s < len; ++s) {
-          const float p = scores[static_cast<std::size_t>(s)];
-          const float* c = cache.latent(layer, s);
-          for (std::int64_t d = 0; d < lora; ++d) ol[d] += p * c[d];
+          kernels::axpy_f32(scores[static_cast<std::size_t>(s)], cache.latent(layer, s), ol, lora);
         }
       }
     });
@@ -321,6 +323,9 @@ void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x,
                                   static_cast<float>(spec_.routed_scaling_factor))
           : route_softmax(logits.data(), n, experts, k, spec_.norm_topk_prob);
 
+  if (metrics_ != nullptr) {
+    for (std::int32_t e : routing.experts) metrics_->add_hit(current_layer_, e);
+  }
   // Bucket the (token, weight) pairs per expert: O(tokens x k + experts).
   std::vector<std::int64_t> count(static_cast<std::size_t>(experts + 1), 0);
   for (std::int32_t e : routing.experts) ++count[static_cast<std::size_t>(e) + 1];
@@ -336,29 +341,105 @@ void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x,
   }
 
   std::fill(out, out + n * h, 0.0f);
-  std::vector<float> gathered;
-  std::vector<float> result;
-  for (std::int64_t e = 0; e < experts; ++e) {
-    const std::int64_t begin = count[static_cast<std::size_t>(e)];
-    const std::int64_t rows = count[static_cast<std::size_t>(e + 1)] - begin;
-    if (rows == 0) continue;
-    gathered.resize(static_cast<std::size_t>(rows * h));
-    result.resize(static_cast<std::size_t>(rows * h));
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::copy_n(x + slot_token[static_cast<std::size_t>(begin + r)] * h, h, gathered.data() + r * h);
-    }
-    feed_forward(w.experts[static_cast<std::size_t>(e)], gathered.data(), rows, result.data());
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float wgt = slot_weight[static_cast<std::size_t>(begin + r)];
-      float* o = out + slot_token[static_cast<std::size_t>(begin + r)] * h;
-      const float* y = result.data() + r * h;
-      for (std::int64_t d = 0; d < h; ++d) o[d] += wgt * y[d];
+  if (!w.experts.empty() && w.experts[0].gate.packed != nullptr) {
+    packed_experts(w, x, n, count, slot_token, slot_weight, out);
+  } else {
+    std::vector<float> gathered;
+    std::vector<float> result;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      const std::int64_t begin = count[static_cast<std::size_t>(e)];
+      const std::int64_t rows = count[static_cast<std::size_t>(e + 1)] - begin;
+      if (rows == 0) continue;
+      gathered.resize(static_cast<std::size_t>(rows * h));
+      result.resize(static_cast<std::size_t>(rows * h));
+      for (std::int64_t r = 0; r < rows; ++r) {
+        std::copy_n(x + slot_token[static_cast<std::size_t>(begin + r)] * h, h, gathered.data() + r * h);
+      }
+      feed_forward(w.experts[static_cast<std::size_t>(e)], gathered.data(), rows, result.data());
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float wgt = slot_weight[static_cast<std::size_t>(begin + r)];
+        float* o = out + slot_token[static_cast<std::size_t>(begin + r)] * h;
+        const float* y = result.data() + r * h;
+        for (std::int64_t d = 0; d < h; ++d) o[d] += wgt * y[d];
+      }
     }
   }
+  std::vector<float> result;
   if (w.shared) {
     result.resize(static_cast<std::size_t>(n * h));
     feed_forward(*w.shared, x, n, result.data());
     for (std::int64_t i = 0; i < n * h; ++i) out[i] += result[static_cast<std::size_t>(i)];
+  }
+}
+
+// The experts with packed weights, as two parallel jobs over (expert x row block) tasks:
+// gate and up with SiLU(gate)*up fused, then down; the weighted sum is added per token.
+// Two jobs instead of three per active expert keep a decode step's synchronisation low.
+void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std::int64_t n,
+                                 const std::vector<std::int64_t>& count, const std::vector<std::int64_t>& slot_token,
+                                 const std::vector<float>& slot_weight, float* out) {
+  const std::int64_t h = spec_.hidden_size;
+  const std::int64_t inner = spec_.moe_intermediate_size;
+  struct Active {
+    std::int64_t expert, begin, rows;
+  };
+  std::vector<Active> active;
+  for (std::int64_t e = 0; e < spec_.num_experts; ++e) {
+    const std::int64_t rows = count[static_cast<std::size_t>(e + 1)] - count[static_cast<std::size_t>(e)];
+    if (rows > 0) active.push_back({e, count[static_cast<std::size_t>(e)], rows});
+  }
+  const std::int64_t slots = count.back();
+  moe_inputs_.resize(active.size());
+  moe_hidden_.resize(active.size());
+  std::vector<float> gathered;
+  for (std::size_t a = 0; a < active.size(); ++a) {
+    gathered.resize(static_cast<std::size_t>(active[a].rows * h));
+    for (std::int64_t r = 0; r < active[a].rows; ++r) {
+      std::copy_n(x + slot_token[static_cast<std::size_t>(active[a].begin + r)] * h, h, gathered.data() + r * h);
+    }
+    kernels::pack_activations_for(*w.experts[0].gate.packed, gathered.data(), active[a].rows, moe_inputs_[a]);
+  }
+  const kernels::CpuVariant variant = w.experts[0].gate.packed_variant;
+  constexpr std::int64_t kBlocksPerTask = 2;
+  const std::int64_t inner_tasks = (w.experts[0].gate.packed->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  moe_gate_.resize(static_cast<std::size_t>(slots * inner));
+  moe_up_.resize(static_cast<std::size_t>(slots * inner));
+  pool_.parallel_for(static_cast<std::int64_t>(active.size()) * inner_tasks, 1, [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const Active& a = active[static_cast<std::size_t>(t / inner_tasks)];
+      const model::FeedForwardWeights& f = w.experts[static_cast<std::size_t>(a.expert)];
+      const std::int64_t b0 = (t % inner_tasks) * kBlocksPerTask;
+      const std::int64_t b1 = std::min(f.gate.packed->blocks, b0 + kBlocksPerTask);
+      float* g = moe_gate_.data() + a.begin * inner;
+      float* u = moe_up_.data() + a.begin * inner;
+      const auto& in = moe_inputs_[static_cast<std::size_t>(t / inner_tasks)];
+      kernels::packed_matmul(*f.gate.packed, in, g, inner, b0, b1, variant);
+      kernels::packed_matmul(*f.up.packed, in, u, inner, b0, b1, variant);
+      const std::int64_t c1 = std::min(inner, b1 * kernels::kPackRows);
+      for (std::int64_t r = 0; r < a.rows; ++r) {
+        for (std::int64_t c = b0 * kernels::kPackRows; c < c1; ++c) g[r * inner + c] = silu(g[r * inner + c]) * u[r * inner + c];
+      }
+    }
+  });
+  for (std::size_t a = 0; a < active.size(); ++a) {
+    kernels::pack_activations_for(*w.experts[0].down.packed, moe_gate_.data() + active[a].begin * inner, active[a].rows,
+                                  moe_hidden_[a]);
+  }
+  const std::int64_t hidden_tasks = (w.experts[0].down.packed->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  moe_out_.resize(static_cast<std::size_t>(slots * h));
+  pool_.parallel_for(static_cast<std::int64_t>(active.size()) * hidden_tasks, 1, [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const Active& a = active[static_cast<std::size_t>(t / hidden_tasks)];
+      const model::FeedForwardWeights& f = w.experts[static_cast<std::size_t>(a.expert)];
+      const std::int64_t b0 = (t % hidden_tasks) * kBlocksPerTask;
+      const std::int64_t b1 = std::min(f.down.packed->blocks, b0 + kBlocksPerTask);
+      kernels::packed_matmul(*f.down.packed, moe_hidden_[static_cast<std::size_t>(t / hidden_tasks)],
+                             moe_out_.data() + a.begin * h, h, b0, b1, variant);
+    }
+  });
+  for (std::int64_t s = 0; s < slots; ++s) {
+    kernels::axpy_f32(slot_weight[static_cast<std::size_t>(s)], moe_out_.data() + s * h,
+                      out + slot_token[static_cast<std::size_t>(s)] * h, h);
   }
 }
 

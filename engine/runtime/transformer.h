@@ -9,8 +9,10 @@
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
 #include "engine/runtime/kv_cache.h"
+#include "engine/runtime/metrics.h"
 #include "engine/runtime/rope.h"
 #include "engine/runtime/thread_pool.h"
+#include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::runtime {
 
@@ -37,6 +39,8 @@ class Transformer {
                bool all_logits = false);
 
   const model::ModelSpec& spec() const { return spec_; }
+  // Records routing hits and time per part into `metrics` (may be null).
+  void set_metrics(Metrics* metrics) { metrics_ = metrics; }
 
  private:
   void attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0, KvCache& cache, float* out);
@@ -44,6 +48,8 @@ class Transformer {
                         float* out);
   void feed_forward(const model::FeedForwardWeights& w, const float* x, std::int64_t n, float* out);
   void mixture_of_experts(const model::MoeWeights& w, const float* x, std::int64_t n, float* out);
+  void packed_experts(const model::MoeWeights& w, const float* x, std::int64_t n, const std::vector<std::int64_t>& count,
+                      const std::vector<std::int64_t>& slot_token, const std::vector<float>& slot_weight, float* out);
   void matmul(const float* x, std::int64_t n, const kernels::WeightMatrix& w, float* y);
 
   const model::ModelSpec& spec_;
@@ -51,6 +57,12 @@ class Transformer {
   ThreadPool& pool_;
   kernels::ParallelFor parallel_;
   RotaryEmbedding rope_;
+  Metrics* metrics_ = nullptr;
+  std::int64_t current_layer_ = 0;
+  // Scratch of the packed expert path, kept between calls to avoid reallocation.
+  std::vector<kernels::PackedActivations> moe_inputs_;
+  std::vector<kernels::PackedActivations> moe_hidden_;
+  std::vector<float> moe_gate_, moe_up_, moe_out_;
 };
 
 // y = x / rms(x) * weight over `n` values.

@@ -1,5 +1,7 @@
 #include "kernels/cpu/dense_matmul.h"
 
+#include "kernels/cpu/packed_matmul.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -10,6 +12,7 @@ WeightMatrix WeightMatrix::slice_rows(std::int64_t begin, std::int64_t count) co
   s.data = static_cast<const char*>(data) + begin * cols * static_cast<std::int64_t>(dtype_size(dtype));
   s.rows = count;
   s.first_row = first_row + begin;
+  s.packed = nullptr;
   return s;
 }
 
@@ -27,6 +30,8 @@ void serial_for(std::int64_t n, const std::function<void(std::int64_t, std::int6
   if (n > 0) body(0, n);
 }
 
+// Compiled for AVX-512, AVX2 and baseline x86-64; the loader picks the best the CPU has.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 float dot_f32(const float* a, const float* b, std::int64_t n) {
   constexpr int kLanes = 16;
   float acc[kLanes] = {};
@@ -41,8 +46,20 @@ float dot_f32(const float* a, const float* b, std::int64_t n) {
   return sum + tail;
 }
 
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void axpy_f32(float a, const float* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y, std::int64_t y_stride,
                 const ParallelFor& parallel) {
+  if (w.packed != nullptr) {
+    // One buffer per calling thread: activations are packed once per product.
+    thread_local PackedActivations activations;
+    pack_activations_for(*w.packed, x, m, activations);
+    packed_matmul_all(*w.packed, activations, y, y_stride, w.packed_variant, parallel);
+    return;
+  }
   const std::int64_t k = w.cols;
   const bool direct = w.dtype == DType::F32 && w.block_scale == nullptr;
   parallel(w.rows, [&](std::int64_t begin, std::int64_t end) {

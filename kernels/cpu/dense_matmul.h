@@ -7,8 +7,11 @@
 #include <functional>
 
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/isa.h"
 
 namespace tandem::kernels {
+
+struct PackedMatrix;
 
 // A row-major weight matrix [rows x cols] in place (usually memory-mapped), optionally with
 // DeepSeek-V3-style block scales: value = stored * scale[row / block_rows][col / block_cols].
@@ -21,6 +24,10 @@ struct WeightMatrix {
   std::int64_t block_rows = 128;
   std::int64_t block_cols = 128;
   std::int64_t first_row = 0;  // offset of row 0 within the stored tensor (for block scales)
+  // When set, products use these pre-packed weights (INT8 or BF16) with the given kernel
+  // variant instead of converting the stored rows. Slices never carry it.
+  const PackedMatrix* packed = nullptr;
+  CpuVariant packed_variant = CpuVariant::Scalar;
 
   // Rows [begin, begin + count) as a matrix of their own.
   WeightMatrix slice_rows(std::int64_t begin, std::int64_t count) const;
@@ -44,5 +51,7 @@ void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y, 
 
 // The fp32 dot product every path uses (several accumulators, so it vectorises).
 float dot_f32(const float* a, const float* b, std::int64_t n);
+// y += a * x over n values.
+void axpy_f32(float a, const float* x, float* y, std::int64_t n);
 
 }  // namespace tandem::kernels

@@ -141,6 +141,40 @@ class TestCli : public QObject {
     QVERIFY(noPrompt.err.contains(QLatin1String("--prompt")));
   }
 
+  // Convert, then run and bench the converted folder like any model; the same greedy text
+  // as INT8 packing at load time.
+  void convertThenRunAndBench() {
+    const QString fixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    const QString out = home_.path() + "/converted-int8";
+    const Run c = runTandem({"convert", "--in", fixture, "--out", out, "--method", "int8", "--verify"}, env());
+    QCOMPARE(c.code, 0);
+    QVERIFY2(c.out.contains(QLatin1String("verified 52 tensors")), qPrintable(c.out));
+    QVERIFY2(c.err.contains(QLatin1String("peak memory")), qPrintable(c.err));
+    const QStringList prompt = {"-p", "The quick brown fox", "-n", "12", "--greedy", "-t", "2"};
+    const Run converted = runTandem(QStringList{"run", "-m", out} + prompt, env());
+    const Run packed = runTandem(QStringList{"run", "-m", fixture, "--cpu-format", "int8"} + prompt, env());
+    QCOMPARE(converted.code, 0);
+    QCOMPARE(packed.code, 0);
+    QCOMPARE(converted.out, packed.out);
+    const Run bench = runTandem({"bench", "-m", out, "-p", "8", "-n", "4", "-r", "1", "-t", "2", "--json"}, env());
+    QCOMPARE(bench.code, 0);
+    QCOMPARE(nlohmann::json::parse(bench.out.toStdString())["cpu_format"].get<std::string>(), std::string("int8"));
+    // Again into the finished folder: everything is kept.
+    const Run again = runTandem({"convert", "--in", fixture, "--out", out, "--method", "int8"}, env());
+    QCOMPARE(again.code, 0);
+    QVERIFY2(again.err.contains(QLatin1String("resumed")), qPrintable(again.err));
+  }
+
+  void convertExplainsBadInput() {
+    const Run r = runTandem({"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "int4"}, env());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QLatin1String("not a model folder")), qPrintable(r.err));
+    const Run method = runTandem({"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "q4"}, env());
+    QCOMPARE(method.code, 2);
+    QVERIFY2(method.err.contains(QLatin1String("int8, int4 or bf16")), qPrintable(method.err));
+    QVERIFY(!QFileInfo::exists(home_.path() + "/x"));
+  }
+
   void tokenizePrintsIds() {
     const QString fixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
     QFile f(fixture + "/expected.json");
@@ -248,6 +282,25 @@ class TestCli : public QObject {
     QVERIFY2(tooLong.err.contains(QLatin1String("positions")), qPrintable(tooLong.err));
     const Run noFile = runTandem({"perplexity", "-m", fixture}, env());
     QVERIFY(noFile.code != 0);
+  }
+
+  void recommendForARecordedMachine() {
+    const Run r = runTandem({"recommend", "-m", "qwen3-30b-a3b", "--hardware",
+                             QStringLiteral(TANDEM_TEST_DATA_DIR "/hardware/ryzen-avx512-16gb.json"), "--json", "--save"},
+                            env());
+    QCOMPARE(r.code, 0);
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    QCOMPARE(doc["verdict"].get<std::string>(), std::string("fits"));
+    QVERIFY(doc["memory"]["ram_total_bytes"].get<std::uint64_t>() <= doc["memory"]["ram_budget_bytes"].get<std::uint64_t>());
+    QVERIFY(QFile::exists(home_.path() + "/data/Tandem/Tandem/profiles/qwen3-30b-a3b.json"));
+    const Run missing = runTandem({"recommend", "-m", "no-such-model"}, env());
+    QCOMPARE(missing.code, 1);
+    QVERIFY(missing.err.contains(QLatin1String("Catalog models: ")));
+    const Run tooBig = runTandem({"recommend", "-m", "kimi-k2-instruct", "--hardware",
+                                  QStringLiteral(TANDEM_TEST_DATA_DIR "/hardware/laptop-avx2.json")},
+                                 env());
+    QCOMPARE(tooBig.code, 3);
+    QVERIFY(tooBig.out.contains(QLatin1String("choose a smaller model")));
   }
 
   void badArgumentsAreRejected() {

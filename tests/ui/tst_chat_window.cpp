@@ -28,7 +28,7 @@ const QString kModel = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
 void saveScreenshot(QWidget& w, const QString& name) {
   const QString dir = qEnvironmentVariable("TANDEM_SCREENSHOT_DIR");
   if (dir.isEmpty()) return;
-  QCoreApplication::processEvents();
+  QTest::qWait(300);  // lets the live panel poll the engine once
   w.grab().save(dir + "/" + name + ".png");
 }
 }  // namespace
@@ -162,6 +162,10 @@ class TestChatWindow : public QObject {
     chat->send();
     QVERIFY(chat->stopButton()->isEnabled());
     QTRY_VERIFY_WITH_TIMEOUT(deltas.count() >= 2 || finished.count() == 1, 20000);
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR")) {
+      window.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/chat-streaming.png");
+      last = clock.elapsed();  // the screenshot itself is not the engine's doing
+    }
     QElapsedTimer stopping;
     stopping.start();
     QTest::mouseClick(chat->stopButton(), Qt::LeftButton);

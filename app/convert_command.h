@@ -1,0 +1,18 @@
+#pragma once
+
+#include <string>
+
+namespace tandem::app {
+
+struct ConvertCommandOptions {
+  std::string input, output, method;
+  int group = 0;
+  int pools = 1;
+  int threads = 0;
+  bool verify = false;
+};
+
+// Exit status: 0 done, 1 failed (run again to resume), 2 bad arguments or input, 130 interrupted.
+int run_convert(const ConvertCommandOptions& options);
+
+}  // namespace tandem::app

@@ -1,0 +1,19 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tandem::app {
+
+struct RecommendOptions {
+  std::string model;     // a model folder or a catalog id
+  std::int64_t context = 8192;
+  std::string quality = "balanced";
+  std::string hardware;  // a recorded `tandem detect --json` file instead of this machine
+  bool json = false;
+  std::string save;      // write the profile here ("" : do not save)
+};
+
+int run_recommend(const RecommendOptions& options);
+
+}  // namespace tandem::app

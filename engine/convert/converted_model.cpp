@@ -1,0 +1,67 @@
+#include "engine/convert/converted_model.h"
+
+#include <cstring>
+
+#include "engine/model/model_error.h"
+
+namespace tandem::convert {
+
+ConvertedWeights::ConvertedWeights(const model::Checkpoint& checkpoint, Manifest manifest)
+    : checkpoint_(checkpoint), manifest_(std::move(manifest)) {
+  if (!manifest_.complete) {
+    throw model::ModelError(
+        checkpoint.folder() +
+        ": the conversion into this folder did not finish; run tandem convert again with the "
+        "same options to resume it.");
+  }
+  // Bound matrices know only their data pointer; map it back to the tensor's name.
+  for (const auto& file : checkpoint.files()) {
+    for (const auto& [name, info] : file->tensors()) name_of_data_.emplace(file->data(info), name);
+  }
+}
+
+kernels::PackedMatrix ConvertedWeights::load(const kernels::WeightMatrix& matrix) const {
+  const auto found = name_of_data_.find(matrix.data);
+  std::string name = found == name_of_data_.end() ? std::string() : found->second;
+  const std::string suffix(model::kPackedTensorSuffix);
+  if (name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    name.resize(name.size() - suffix.size());
+  }
+  const auto entry = manifest_.tensors.find(name);
+  if (name.empty() || entry == manifest_.tensors.end()) {
+    throw model::ModelError(checkpoint_.folder() + ": the manifest has no packed form of " +
+                            (name.empty() ? std::string("a matrix") : name) +
+                            "; the folder is damaged, convert the model again.");
+  }
+  const PackedTensor& t = entry->second;
+  kernels::PackedMatrix p = kernels::packed_shape(t.rows, t.cols, t.format, t.group);
+  const model::TensorRef* bytes = checkpoint_.find(name + suffix);
+  const std::uint64_t want = static_cast<std::uint64_t>(p.blocks) * p.block_bytes();
+  if (t.rows != matrix.rows || t.cols != matrix.cols || t.cols_padded != p.cols_padded ||
+      bytes == nullptr || bytes->info->end - bytes->info->begin != want) {
+    throw model::ModelError(
+        checkpoint_.folder() + ": the packed tensor " + name +
+        " does not match the model's shapes; the folder is damaged or was converted from another "
+        "model, convert it again.");
+  }
+  p.bytes = kernels::AlignedBytes::allocate(want);
+  std::memcpy(p.bytes.data.get(), bytes->data(), want);
+  const std::size_t scales = kernels::packed_scale_count(p);
+  if (scales > 0) {
+    const model::TensorRef* s = checkpoint_.find(name + std::string(model::kPackedScaleSuffix));
+    if (s == nullptr || s->info->dtype != kernels::DType::F32 ||
+        s->info->end - s->info->begin != scales * sizeof(float)) {
+      throw model::ModelError(
+          checkpoint_.folder() + ": the scales of " + name +
+          " are missing or the wrong size; the folder is damaged, convert the model again.");
+    }
+    std::vector<float>& target =
+        t.format == kernels::PackedFormat::Int4 ? p.group_scale : p.row_scale;
+    target.resize(scales);
+    std::memcpy(target.data(), s->data(), scales * sizeof(float));
+  }
+  return p;
+}
+
+}  // namespace tandem::convert

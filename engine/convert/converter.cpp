@@ -1,0 +1,509 @@
+#include "engine/convert/converter.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/hub/content_digest.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/model_error.h"
+#include "engine/model/model_spec.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/safetensors_file.h"
+#include "engine/model/safetensors_writer.h"
+#include "engine/runtime/loaded_model.h"
+
+namespace tandem::convert {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kBaseFile = "base.safetensors";
+constexpr const char* kOutputHeadFile = "output.safetensors";
+// Source bytes per second and packing thread assumed by estimates, as measured on the
+// Qwen3-30B-A3B-shaped model (AVX-512 laptop-class core, bf16 source): INT8 and BF16 about
+// 200 MB/s, INT4 about 75 MB/s (its scale search tries nine clipping factors per group).
+double estimated_bytes_per_second_per_thread(Method m) {
+  return m == Method::Int4 ? 75e6 : 200e6;
+}
+
+struct PackedItem {
+  std::string name;
+  const kernels::WeightMatrix* matrix = nullptr;
+  const model::TensorRef* source = nullptr;
+  kernels::PackedMatrix shape;  // sizes only
+};
+
+struct RawItem {
+  std::string name;
+  const model::TensorRef* ref = nullptr;
+};
+
+// One output file: the tensors used as stored, one layer's packed matrices, or the head.
+struct Unit {
+  std::string file;
+  int layer = 0;
+  std::vector<RawItem> raw;
+  std::vector<PackedItem> packed;
+  std::uint64_t source_bytes = 0;
+  std::uint64_t output_bytes = 0;
+};
+
+struct Plan {
+  model::ModelSpec spec;
+  std::unique_ptr<model::Checkpoint> checkpoint;
+  model::ModelWeights weights;
+  std::int64_t group = 0;
+  std::vector<Unit> units;
+  std::uint64_t source_bytes = 0;
+  std::uint64_t output_bytes = 0;
+};
+
+runtime::CpuFormat cpu_format(Method m) {
+  switch (m) {
+    case Method::Int8:
+      return runtime::CpuFormat::Int8;
+    case Method::Int4:
+      return runtime::CpuFormat::Int4;
+    case Method::Bf16:
+      return runtime::CpuFormat::Bf16;
+  }
+  return runtime::CpuFormat::Int8;
+}
+
+std::uint64_t tensor_bytes(const model::TensorRef& r) {
+  return r.info->end - r.info->begin;
+}
+
+std::string gib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9);
+}
+
+int threads_for(const ConvertOptions& o) {
+  return o.threads > 0 ? o.threads
+                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::int64_t checked_group(const ConvertOptions& o) {
+  if (o.method != Method::Int4) {
+    if (o.group != 0)
+      throw ConvertError("--group sets the INT4 group size; leave it out for int8 and bf16.");
+    return 0;
+  }
+  const std::int64_t g = o.group == 0 ? kernels::kDefaultInt4Group : o.group;
+  if (g < 8 || g > 4096 || g % 8 != 0) {
+    throw ConvertError("--group " + std::to_string(g) +
+                       ": the INT4 group size must be a multiple of 8 between 8 and 4096 (32, 64 "
+                       "or 128 are usual).");
+  }
+  return g;
+}
+
+Plan make_plan(const ConvertOptions& o) {
+  if (o.input.empty() || !fs::is_directory(o.input)) {
+    throw ConvertError(
+        o.input + " is not a folder; give --in the folder of a downloaded Hugging Face model.");
+  }
+  if (!fs::is_regular_file(fs::path(o.input) / "config.json")) {
+    throw ConvertError(
+        o.input +
+        " is not a model folder: it has no config.json. Give --in the folder that holds "
+        "config.json and the .safetensors files.");
+  }
+  if (fs::exists(fs::path(o.input) / kManifestName)) {
+    throw ConvertError(o.input +
+                       " is already a converted model; convert its source folder instead.");
+  }
+  if (o.pools != 1) {
+    throw ConvertError(
+        "--pools " + std::to_string(o.pools) +
+        ": this converter writes every expert whole, which serves one pool; slicing experts for "
+        "several NUMA pools is not implemented yet, so convert with --pools 1.");
+  }
+  if (o.output.empty())
+    throw ConvertError("give --out the folder to write the converted model to.");
+  Plan p;
+  p.group = checked_group(o);
+  p.spec = model::load_model_spec(o.input);
+  p.checkpoint = std::make_unique<model::Checkpoint>(o.input);
+  p.checkpoint->set_fp8_block(p.spec.fp8_block_rows, p.spec.fp8_block_cols);
+  p.weights = model::bind_weights(p.spec, *p.checkpoint);
+
+  std::unordered_map<const void*, std::string> name_of_data;
+  for (const auto& file : p.checkpoint->files()) {
+    for (const auto& [name, info] : file->tensors()) name_of_data.emplace(file->data(info), name);
+  }
+  const std::string embedding = name_of_data.at(p.weights.embedding.data);
+
+  std::vector<Unit> layers(static_cast<std::size_t>(p.spec.num_layers));
+  for (int l = 0; l < p.spec.num_layers; ++l) {
+    layers[static_cast<std::size_t>(l)].file = fmt::format("layer-{:05d}.safetensors", l);
+    layers[static_cast<std::size_t>(l)].layer = l;
+  }
+  Unit head{kOutputHeadFile, static_cast<int>(p.spec.num_layers) - 1, {}, {}, 0, 0};
+  std::set<std::string> packed_names;
+  for (const runtime::PackableMatrix& m : runtime::packable_matrices(p.weights)) {
+    const std::string& name = name_of_data.at(m.matrix->data);
+    if (!packed_names.insert(name).second) continue;
+    const kernels::PackedFormat format =
+        runtime::packed_format_for(cpu_format(o.method), m.role, p.spec.num_experts > 0);
+    PackedItem item{name, m.matrix, p.checkpoint->find(name),
+                    kernels::packed_shape(m.matrix->rows, m.matrix->cols, format, p.group)};
+    Unit& unit = m.layer < 0 ? head : layers[static_cast<std::size_t>(m.layer)];
+    unit.source_bytes += tensor_bytes(*item.source);
+    unit.output_bytes += static_cast<std::uint64_t>(item.shape.blocks) * item.shape.block_bytes() +
+                         kernels::packed_scale_count(item.shape) * sizeof(float);
+    unit.packed.push_back(std::move(item));
+  }
+  // Everything else is copied as stored; the embedding always is (with tied embeddings it is
+  // also packed, as the output head).
+  Unit base{kBaseFile, 0, {}, {}, 0, 0};
+  for (const auto& file : p.checkpoint->files()) {
+    for (const auto& [name, info] : file->tensors()) {
+      const bool packed = packed_names.count(name) != 0 && name != embedding;
+      const bool packed_scale = name.size() > 10 && name.ends_with("_scale_inv") &&
+                                packed_names.count(name.substr(0, name.size() - 10)) != 0 &&
+                                name.substr(0, name.size() - 10) != embedding;
+      if (packed || packed_scale) continue;
+      const model::TensorRef* ref = p.checkpoint->find(name);
+      base.raw.push_back({name, ref});
+      base.source_bytes += tensor_bytes(*ref);
+      base.output_bytes += tensor_bytes(*ref);
+    }
+  }
+  std::sort(base.raw.begin(), base.raw.end(),
+            [](const RawItem& a, const RawItem& b) { return a.name < b.name; });
+  p.units.push_back(std::move(base));
+  for (Unit& u : layers) p.units.push_back(std::move(u));
+  if (!head.packed.empty()) p.units.push_back(std::move(head));
+  for (const Unit& u : p.units) {
+    p.source_bytes += u.source_bytes;
+    p.output_bytes += u.output_bytes;
+  }
+  return p;
+}
+
+std::string sha256_of_file(const fs::path& path) {
+  hub::ContentDigest digest(hub::DigestKind::Sha256, 0);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buffer(8 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    digest.update(buffer.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  return digest.hex();
+}
+
+SourceFile fingerprint(const fs::path& path) {
+  SourceFile f{path.filename().string(), fs::file_size(path), {}};
+  std::ifstream in(path, std::ios::binary);
+  std::uint64_t header = 0;
+  in.read(reinterpret_cast<char*>(&header), 8);
+  std::string bytes(8 + std::min<std::uint64_t>(header, f.bytes), '\0');
+  std::memcpy(bytes.data(), &header, 8);
+  in.read(bytes.data() + 8, static_cast<std::streamsize>(bytes.size() - 8));
+  f.header_sha256 = hub::sha256_hex(bytes);
+  return f;
+}
+
+std::uint64_t peak_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// Drops the pages of a mapped source range from this process, so resident memory stays at
+// about one layer however large the checkpoint (the page cache may keep them).
+void release(const void* data, std::uint64_t bytes) {
+  static const std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(data) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+kernels::PackedMatrix pack(const kernels::WeightMatrix& m, kernels::PackedFormat f,
+                           std::int64_t group) {
+  switch (f) {
+    case kernels::PackedFormat::Int8:
+      return kernels::pack_int8(m);
+    case kernels::PackedFormat::Int4:
+      return kernels::pack_int4(m, group);
+    case kernels::PackedFormat::Bf16:
+      return kernels::pack_bf16(m);
+  }
+  return {};
+}
+
+double relative_error(const kernels::WeightMatrix& source, const kernels::PackedMatrix& packed) {
+  std::vector<float> want(static_cast<std::size_t>(source.cols)), got(want.size());
+  double err = 0, norm = 0;
+  for (std::int64_t r = 0; r < source.rows; ++r) {
+    source.row_f32(r, want.data());
+    kernels::unpack_row(packed, r, got.data());
+    for (std::size_t c = 0; c < want.size(); ++c) {
+      err += (double(got[c]) - want[c]) * (double(got[c]) - want[c]);
+      norm += double(want[c]) * want[c];
+    }
+  }
+  return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
+}
+
+bool is_side_file(const fs::directory_entry& e) {
+  if (!e.is_regular_file()) return false;
+  const std::string name = e.path().filename().string();
+  const std::string ext = e.path().extension().string();
+  if (name.empty() || name[0] == '.') return false;
+  if (name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) return false;
+  for (const char* skip :
+       {".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".part", ".tmp"}) {
+    if (ext == skip) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ConvertEstimate estimate_conversion(const ConvertOptions& options) {
+  const Plan plan = make_plan(options);
+  ConvertEstimate e;
+  e.output_bytes = plan.output_bytes;
+  e.seconds = static_cast<double>(plan.source_bytes) /
+              (estimated_bytes_per_second_per_thread(options.method) * threads_for(options));
+  return e;
+}
+
+Converter::Converter(ConvertOptions options) : options_(std::move(options)) {}
+
+ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& progress) {
+  const auto started = Clock::now();
+  const Plan plan = make_plan(options_);
+  const fs::path out(options_.output);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out)) {
+    throw ConvertError(options_.output + " cannot be created (" + ec.message() +
+                       "); choose a folder you can write to.");
+  }
+
+  Manifest manifest;
+  manifest.method = options_.method;
+  manifest.group = plan.group;
+  manifest.pools = options_.pools;
+  manifest.source_folder = fs::absolute(options_.input).lexically_normal().string();
+  {
+    std::ifstream config(fs::path(options_.input) / "config.json", std::ios::binary);
+    manifest.config_sha256 =
+        hub::sha256_hex(std::string(std::istreambuf_iterator<char>(config), {}));
+  }
+  for (const auto& file : plan.checkpoint->files())
+    manifest.source_files.push_back(fingerprint(file->path()));
+
+  ConvertResult result;
+  std::set<std::string> kept;
+  if (fs::exists(out / kManifestName)) {
+    const Manifest old = read_manifest(options_.output);
+    if (old.method != manifest.method || old.group != manifest.group ||
+        old.pools != manifest.pools || old.config_sha256 != manifest.config_sha256 ||
+        old.source_files != manifest.source_files) {
+      throw ConvertError(options_.output +
+                         " already holds a conversion with other settings or from another source; "
+                         "choose an empty folder, or delete this one to start over.");
+    }
+    // Keep every finished file whose contents still match what the manifest recorded.
+    for (const OutputFile& f : old.files) {
+      const fs::path path = out / f.name;
+      if (!fs::is_regular_file(path) || fs::file_size(path) != f.bytes ||
+          sha256_of_file(path) != f.sha256)
+        continue;
+      kept.insert(f.name);
+      manifest.files.push_back(f);
+    }
+    for (const auto& [name, t] : old.tensors) {
+      if (kept.count(t.file) != 0) manifest.tensors.emplace(name, t);
+    }
+    result.resumed = true;
+  } else {
+    for (const auto& e : fs::directory_iterator(out)) {
+      if (e.path().extension() != ".tmp") {
+        throw ConvertError(options_.output +
+                           " is not empty; choose an empty or new folder for the converted model.");
+      }
+    }
+  }
+  for (const auto& e : fs::directory_iterator(out)) {
+    if (e.path().extension() == ".tmp") fs::remove(e.path(), ec);  // left by an interrupted run
+  }
+
+  std::uint64_t bytes_total = 0, bytes_needed = 0;
+  for (const Unit& u : plan.units) {
+    if (kept.count(u.file) != 0) continue;
+    bytes_total += u.source_bytes;
+    bytes_needed += u.output_bytes;
+  }
+  const fs::space_info space = fs::space(out, ec);
+  if (!ec && space.available < bytes_needed + (64u << 20)) {
+    throw ConvertError(fmt::format(
+        "The converted model needs about {} more, but only {} are free on the disk of {}; "
+        "free some space or choose another folder.",
+        gib(bytes_needed), gib(space.available), options_.output));
+  }
+  manifest.complete = false;
+  write_manifest(options_.output, manifest);
+
+  const int threads = threads_for(options_);
+  const auto writing_started = Clock::now();
+  std::uint64_t bytes_done = 0;
+  auto report = [&](const Unit& unit, const std::string& tensor) {
+    if (!progress) return;
+    ConvertProgress p;
+    p.bytes_done = bytes_done;
+    p.bytes_total = bytes_total;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - writing_started).count();
+    p.bytes_per_s = elapsed > 0 ? static_cast<double>(bytes_done) / elapsed : 0;
+    p.eta_s = p.bytes_per_s > 0 ? static_cast<double>(bytes_total - bytes_done) / p.bytes_per_s : 0;
+    p.layer = unit.layer;
+    p.layers = plan.spec.num_layers;
+    p.tensor = tensor;
+    progress(p);
+  };
+  auto check_cancelled = [&] {
+    if (cancelled_.load()) throw ConvertCancelled();
+  };
+
+  for (const Unit& unit : plan.units) {
+    if (kept.count(unit.file) != 0) continue;
+    check_cancelled();
+    std::vector<model::SafetensorsWriter::Declared> declared;
+    for (const RawItem& r : unit.raw)
+      declared.push_back({r.name, r.ref->info->dtype, r.ref->info->shape});
+    for (const PackedItem& item : unit.packed) {
+      const auto bytes = static_cast<std::int64_t>(
+          item.shape.blocks * static_cast<std::int64_t>(item.shape.block_bytes()));
+      declared.push_back(
+          {item.name + std::string(model::kPackedTensorSuffix), kernels::DType::U8, {bytes}});
+      const auto scales = static_cast<std::int64_t>(kernels::packed_scale_count(item.shape));
+      if (scales > 0)
+        declared.push_back(
+            {item.name + std::string(model::kPackedScaleSuffix), kernels::DType::F32, {scales}});
+    }
+    const fs::path path = out / unit.file;
+    model::SafetensorsWriter writer(path.string(), declared,
+                                    {{"tandem_method", std::string(method_name(options_.method))}});
+    for (const RawItem& r : unit.raw) {
+      const auto* data = static_cast<const std::uint8_t*>(r.ref->data());
+      const std::uint64_t size = tensor_bytes(*r.ref);
+      for (std::uint64_t at = 0; at < size; at += (64u << 20)) {
+        check_cancelled();
+        const std::uint64_t n = std::min<std::uint64_t>(64u << 20, size - at);
+        writer.write(data + at, n);
+        release(data + at, n);
+        bytes_done += n;
+      }
+      report(unit, r.name);
+    }
+    // Pack `threads` matrices at a time in parallel, then write them in file order.
+    for (std::size_t first = 0; first < unit.packed.size();
+         first += static_cast<std::size_t>(threads)) {
+      check_cancelled();
+      const std::size_t last =
+          std::min(unit.packed.size(), first + static_cast<std::size_t>(threads));
+      std::vector<kernels::PackedMatrix> packed(last - first);
+      std::vector<double> errors(last - first, 0.0);
+      std::vector<std::thread> workers;
+      std::exception_ptr failure;
+      std::mutex failure_lock;
+      for (std::size_t i = first; i < last; ++i) {
+        workers.emplace_back([&, i] {
+          try {
+            packed[i - first] =
+                pack(*unit.packed[i].matrix, unit.packed[i].shape.format, plan.group);
+            if (options_.verify)
+              errors[i - first] = relative_error(*unit.packed[i].matrix, packed[i - first]);
+          } catch (...) {
+            const std::lock_guard lock(failure_lock);
+            failure = std::current_exception();
+          }
+        });
+      }
+      for (std::thread& w : workers) w.join();
+      if (failure) std::rethrow_exception(failure);
+      for (std::size_t i = first; i < last; ++i) {
+        const PackedItem& item = unit.packed[i];
+        const kernels::PackedMatrix& p = packed[i - first];
+        writer.write(p.bytes.data.get(), static_cast<std::size_t>(p.blocks) * p.block_bytes());
+        const std::vector<float>& scales =
+            p.format == kernels::PackedFormat::Int4 ? p.group_scale : p.row_scale;
+        if (!scales.empty()) writer.write(scales.data(), scales.size() * sizeof(float));
+        release(item.source->data(), tensor_bytes(*item.source));
+        bytes_done += tensor_bytes(*item.source);
+        if (options_.verify) result.verification.push_back({item.name, errors[i - first]});
+        report(unit, item.name);
+      }
+    }
+    writer.finish();
+
+    // Record where each packed tensor landed, then the file itself.
+    const model::SafetensorsFile written(path.string());
+    for (const PackedItem& item : unit.packed) {
+      PackedTensor t;
+      t.file = unit.file;
+      t.format = item.shape.format;
+      t.rows = item.shape.rows;
+      t.cols = item.shape.cols;
+      t.cols_padded = item.shape.cols_padded;
+      t.group = item.shape.group;
+      for (const auto& [name, info] : written.tensors()) {
+        if (name == item.name + std::string(model::kPackedTensorSuffix)) {
+          t.offset = info.begin;
+          t.size = info.end - info.begin;
+        } else if (name == item.name + std::string(model::kPackedScaleSuffix)) {
+          t.scale_offset = info.begin;
+          t.scale_size = info.end - info.begin;
+        }
+      }
+      manifest.tensors[item.name] = t;
+    }
+    const std::uint64_t size = fs::file_size(path);
+    manifest.files.push_back({unit.file, size, sha256_of_file(path)});
+    result.bytes_written += size;
+    write_manifest(options_.output, manifest);
+  }
+
+  // config.json, the tokenizer, generation_config.json and the like, so the folder stands
+  // alone.
+  for (const auto& e : fs::directory_iterator(options_.input)) {
+    if (!is_side_file(e)) continue;
+    const fs::path target = out / e.path().filename();
+    const fs::path temp = target.string() + ".tmp";
+    fs::copy_file(e.path(), temp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(temp, target, ec);
+    if (ec) {
+      fs::remove(temp);
+      throw ConvertError(fmt::format("{} cannot be written ({}); is the disk full?",
+                                     target.string(), ec.message()));
+    }
+    result.bytes_written += fs::file_size(target);
+  }
+  manifest.complete = true;
+  write_manifest(options_.output, manifest);
+  result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  result.peak_memory_bytes = peak_resident_bytes();
+  return result;
+}
+
+}  // namespace tandem::convert

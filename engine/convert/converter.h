@@ -1,0 +1,84 @@
+// Converts a Hugging Face checkpoint into Tandem's CPU weight format: every matrix the CPU
+// kernels take (attention projections, experts, dense FFNs, output head) packed as INT8,
+// INT4 or BF16, one safetensors file per layer, plus the tensors used as stored (embedding,
+// norms, routers, biases, MLA kv_b) and the tokenizer/config files, so the output folder is
+// a model of its own. Streams layer by layer with bounded memory; every file is written
+// under a temporary name and renamed when complete; resumable; cancellable.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/convert/manifest.h"
+
+namespace tandem::convert {
+
+struct ConvertOptions {
+  std::string input, output;
+  Method method = Method::Int8;
+  int group = 0;  // INT4 columns per scale; 0: the default (kernels::kDefaultInt4Group)
+  int pools = 1;  // NUMA slices of the experts; only 1 (unsliced) is written for now
+  bool verify = false;
+  int threads = 0;  // packing threads; 0: all hardware threads
+};
+
+struct ConvertProgress {
+  std::uint64_t bytes_done = 0, bytes_total = 0;  // source bytes
+  double bytes_per_s = 0, eta_s = 0;
+  int layer = 0, layers = 0;  // layer being written (0-based); layers in the model
+  std::string tensor;
+};
+
+struct TensorCheck {
+  std::string name;
+  double relative_error = 0;  // ||packed - source|| / ||source|| over the whole matrix
+};
+
+struct ConvertResult {
+  std::uint64_t bytes_written = 0;
+  double seconds = 0;
+  std::uint64_t peak_memory_bytes = 0;  // peak resident set of this process (VmHWM)
+  bool resumed = false;
+  std::vector<TensorCheck> verification;
+};
+
+struct ConvertEstimate {
+  std::uint64_t output_bytes = 0;
+  double seconds = 0;
+};
+
+// A conversion that cannot be done as asked (bad folder, method, group, pools, disk space):
+// what() is a sentence for the user.
+class ConvertError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ConvertCancelled : public std::runtime_error {
+ public:
+  ConvertCancelled() : std::runtime_error("the conversion was cancelled; run it again to resume") {}
+};
+
+// Throws ConvertError (or model::ModelError for a broken source) with a sentence.
+ConvertEstimate estimate_conversion(const ConvertOptions& options);
+
+class Converter {
+ public:
+  explicit Converter(ConvertOptions options);
+  // Runs the conversion on the calling thread; `progress` is called from it after every
+  // tensor. Throws ConvertError / model::ModelError with a sentence, ConvertCancelled after
+  // cancel(); either way, finished files stay for a resume and nothing looks complete.
+  ConvertResult run(const std::function<void(const ConvertProgress&)>& progress);
+  // From any thread; run() stops after the tensors in flight (well under a second).
+  void cancel() { cancelled_.store(true); }
+
+ private:
+  ConvertOptions options_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace tandem::convert

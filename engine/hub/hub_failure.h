@@ -1,0 +1,26 @@
+// Turns a failed HTTP answer from the Hub into a HubError whose sentence says what
+// happened and what to do.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/hub/http_transfer.h"
+#include "engine/hub/hub_config.h"
+#include "engine/hub/hub_error.h"
+
+namespace tandem::hub {
+
+struct FailureContext {
+  const HubConfig* hub = nullptr;
+  std::string repo;
+  std::string what;  // "the file list of ORG/NAME", "model.safetensors"
+};
+
+HubError describe_failure(const HttpAnswer& answer, const FailureContext& context);
+
+// How long the server asked us to wait (429 and 503 carry Retry-After), if it did.
+std::optional<std::int64_t> requested_wait_ms(const HttpAnswer& answer);
+
+}  // namespace tandem::hub

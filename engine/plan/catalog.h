@@ -1,0 +1,37 @@
+// The models Tandem knows before anything is downloaded: repository, description and the
+// configuration the planner needs (resources/catalog.json, compiled in).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/plan/model_shape.h"
+
+namespace tandem::plan {
+
+struct CatalogEntry {
+  std::string id;
+  std::string name;
+  std::string repo;      // empty for the built-in demo
+  std::string fp8_repo;  // where an FP8 upload exists
+  std::string description;
+  std::vector<std::string> quantizations;
+  bool builtin = false;
+  nlohmann::json config;  // null for the demo (its folder has the config)
+};
+
+const std::vector<CatalogEntry>& catalog();
+const CatalogEntry* find_catalog_entry(const std::string& id);
+
+// Download sizes estimated from the parameter count.
+struct SizeEstimate {
+  std::uint64_t bf16_bytes = 0;
+  std::uint64_t fp8_bytes = 0;
+  std::uint64_t int4_bytes = 0;
+};
+SizeEstimate estimate_sizes(const ModelShape& shape);
+
+}  // namespace tandem::plan

@@ -1,0 +1,87 @@
+#include "engine/plan/gguf_shape.h"
+
+#include <set>
+#include <stdexcept>
+
+namespace tandem::plan {
+namespace {
+
+std::int64_t meta_int(const model::GgufFile& f, const std::string& key, std::int64_t fallback) {
+  const model::GgufValue* v = f.find(key);
+  if (v == nullptr) return fallback;
+  if (v->is_integer()) return v->as_int();
+  if (v->type() == model::GgufType::kArray) {
+    // Per-layer values (some models vary the KV heads by layer): the largest is the bound.
+    std::int64_t best = fallback;
+    for (const model::GgufValue& e : v->as_array().elements) {
+      if (e.is_integer()) best = std::max(best, e.as_int());
+    }
+    return best;
+  }
+  return fallback;
+}
+
+int block_index(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::stoi(name.substr(4, name.find('.', 4) - 4));
+}
+
+}  // namespace
+
+ModelShape model_shape_from_gguf(const model::GgufFile& f) {
+  const model::GgufValue* arch_value = f.find("general.architecture");
+  if (arch_value == nullptr || arch_value->type() != model::GgufType::kString) {
+    throw std::runtime_error(f.path() + ": the GGUF file does not say its architecture (general.architecture).");
+  }
+  const std::string arch = arch_value->as_string();
+  ModelShape s;
+  s.architecture = "gguf:" + arch;
+  s.layers = meta_int(f, arch + ".block_count", 0);
+  s.hidden = meta_int(f, arch + ".embedding_length", 0);
+  if (s.layers <= 0 || s.hidden <= 0) {
+    throw std::runtime_error(f.path() + ": " + arch + ".block_count or " + arch + ".embedding_length is missing.");
+  }
+  s.experts = meta_int(f, arch + ".expert_count", 0);
+  s.experts_per_token = meta_int(f, arch + ".expert_used_count", 0);
+
+  std::int64_t routed = 0;
+  std::set<int> moe_blocks;
+  for (const model::GgufTensorInfo& t : f.tensors()) {
+    const auto n = static_cast<std::int64_t>(t.element_count());
+    const std::string& name = t.name;
+    if (name == "token_embd.weight") {
+      s.embedding_params += n;
+    } else if (name == "output.weight") {
+      s.output_params += n;
+    } else if (name.find("_exps.") != std::string::npos) {
+      routed += n;
+      moe_blocks.insert(block_index(name));
+    } else if (name.find("_shexp.") != std::string::npos) {
+      s.shared_expert_params += n;
+    } else if (name.find("ffn_gate_inp.") != std::string::npos || name.find("exp_probs_b") != std::string::npos) {
+      s.router_params += n;
+    } else if (name.find(".ffn_gate.") != std::string::npos || name.find(".ffn_up.") != std::string::npos ||
+               name.find(".ffn_down.") != std::string::npos) {
+      s.dense_ffn_params += n;
+    } else {
+      s.attention_params += n;  // attention projections and every norm
+    }
+  }
+  s.moe_layers = static_cast<std::int64_t>(moe_blocks.size());
+  if (s.experts > 0 && s.moe_layers > 0) s.expert_params = routed / (s.experts * s.moe_layers);
+
+  const std::int64_t kv_lora = meta_int(f, arch + ".attention.kv_lora_rank", 0);
+  if (kv_lora > 0) {
+    s.mla = true;
+    s.kv_elements_per_token = s.layers * (kv_lora + meta_int(f, arch + ".rope.dimension_count", 64));
+  } else {
+    const std::int64_t heads = meta_int(f, arch + ".attention.head_count", 1);
+    const std::int64_t kv_heads = meta_int(f, arch + ".attention.head_count_kv", heads);
+    const std::int64_t key = meta_int(f, arch + ".attention.key_length", s.hidden / std::max<std::int64_t>(1, heads));
+    const std::int64_t value = meta_int(f, arch + ".attention.value_length", key);
+    s.kv_elements_per_token = s.layers * kv_heads * (key + value);
+  }
+  return s;
+}
+
+}  // namespace tandem::plan

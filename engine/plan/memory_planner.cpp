@@ -1,0 +1,378 @@
+#include "engine/plan/memory_planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace tandem::plan {
+namespace {
+
+constexpr double kPcieBytesPerS = 25e9;          // PCIe 4.0 x16 in practice
+constexpr double kCpuMacsPerCoreInt8 = 100e9;    // AVX-512 VNNI expert kernels, per core
+constexpr double kAmxSpeedup = 4.0;
+
+std::uint64_t bytes(std::int64_t params, WeightFormat f) {
+  return static_cast<std::uint64_t>(std::llround(static_cast<double>(params) * bytes_per_param(f)));
+}
+
+std::string gib(std::uint64_t b) { return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ull << 30)); }
+
+std::uint64_t sum(const std::vector<MemoryLine>& lines) {
+  std::uint64_t t = 0;
+  for (const MemoryLine& l : lines) t += l.bytes;
+  return t;
+}
+
+std::uint64_t scratch_bytes(const ModelShape& m) {
+  // One prefill chunk's activations (hidden states, attention and expert buffers) plus a
+  // fixed allowance for logits and the sampler.
+  return static_cast<std::uint64_t>(kPrefillChunkTokens * m.hidden * 48) + (256ull << 20);
+}
+
+struct Layout {
+  std::vector<MemoryLine> ram, vram;
+};
+
+// Where each category goes for the given choices.
+Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_fmt, std::int64_t gpu_experts,
+              std::int64_t context) {
+  Layout l;
+  const std::int64_t attention_dense = m.attention_params + m.dense_ffn_params + m.router_params;
+  const std::int64_t cpu_experts = m.experts - gpu_experts;
+  l.ram.push_back({"embeddings", bytes(m.embedding_params, WeightFormat::Bf16)});
+  if (gpu) {
+    l.vram.push_back({"attention and dense weights", bytes(attention_dense, gpu_fmt)});
+    l.vram.push_back({"shared experts", bytes(m.shared_expert_params, gpu_fmt)});
+    l.vram.push_back({"output head", bytes(m.output_params, gpu_fmt)});
+    l.vram.push_back({"routed experts (GPU)", bytes(m.expert_params * gpu_experts * m.moe_layers, gpu_fmt)});
+    l.vram.push_back({"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 2)});
+    l.vram.push_back({"activations and scratch", scratch_bytes(m)});
+    l.vram.push_back({"CUDA context", kCudaContextBytes});
+    l.ram.push_back({"routed experts (CPU)", bytes(m.expert_params * cpu_experts * m.moe_layers, cpu)});
+    l.ram.push_back({"activations and scratch", scratch_bytes(m)});
+  } else {
+    l.ram.push_back({"attention and dense weights", bytes(attention_dense, cpu)});
+    l.ram.push_back({"shared experts", bytes(m.shared_expert_params, cpu)});
+    l.ram.push_back({"output head", bytes(m.output_params, cpu)});
+    l.ram.push_back({"routed experts (CPU)", bytes(m.expert_params * m.experts * m.moe_layers, cpu)});
+    // The CPU engine keeps keys and values in fp32.
+    l.ram.push_back({"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 4)});
+    l.ram.push_back({"activations and scratch", scratch_bytes(m)});
+  }
+  l.ram.push_back({"runtime overhead", kRuntimeOverheadBytes});
+  return l;
+}
+
+const hw::GpuDevice* best_gpu(const hw::HardwareReport& hw) {
+  const hw::GpuDevice* best = nullptr;
+  for (const hw::GpuDevice& d : hw.gpus.devices) {
+    if (d.usable && (best == nullptr || d.free_bytes > best->free_bytes)) best = &d;
+  }
+  return best;
+}
+
+std::string method_name(kernels::CpuVariant v, WeightFormat f) {
+  const std::string fmt_part = f == WeightFormat::Bf16 ? "BF16" : f == WeightFormat::Int8 ? "INT8" : "INT4";
+  switch (v) {
+    case kernels::CpuVariant::Amx: return "AMX" + fmt_part;
+    case kernels::CpuVariant::Avx512: return "AVX512" + fmt_part;
+    case kernels::CpuVariant::Avx2: return "AVX2" + fmt_part;
+    case kernels::CpuVariant::Scalar: return "SCALAR" + fmt_part;
+  }
+  return fmt_part;
+}
+
+}  // namespace
+
+std::string_view quality_name(Quality q) {
+  switch (q) {
+    case Quality::Quality: return "quality";
+    case Quality::Balanced: return "balanced";
+    case Quality::Speed: return "speed";
+  }
+  return "balanced";
+}
+
+bool parse_quality(std::string_view name, Quality& out) {
+  for (Quality q : {Quality::Quality, Quality::Balanced, Quality::Speed}) {
+    if (name == quality_name(q)) {
+      out = q;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Bf16: return "bf16";
+    case WeightFormat::Int8: return "int8";
+    case WeightFormat::Int4: return "int4";
+  }
+  return "int8";
+}
+
+double bytes_per_param(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Bf16: return 2.0;
+    case WeightFormat::Int8: return 1.0;
+    case WeightFormat::Int4: return 0.5 + 1.0 / 64.0;
+  }
+  return 1.0;
+}
+
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::Fits: return "fits";
+    case Verdict::FitsWithChanges: return "fits_with_changes";
+    case Verdict::DoesNotFit: return "does_not_fit";
+  }
+  return "does_not_fit";
+}
+
+std::uint64_t Plan::ram_total() const { return sum(ram); }
+std::uint64_t Plan::vram_total() const { return sum(vram); }
+
+Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWishes& wishes) {
+  Plan plan;
+  const auto& usable = hw.isa.usable;
+  const kernels::CpuVariant variant = kernels::best_variant(usable);
+  const bool native_bf16 = usable.avx512_bf16 || usable.amx_bf16;
+
+  // Budgets: leave the operating system and other programs some room.
+  const std::uint64_t ram_reserve = std::max<std::uint64_t>(1ull << 30, hw.memory.total_bytes / 20);
+  plan.ram_budget = hw.memory.available_bytes > ram_reserve ? hw.memory.available_bytes - ram_reserve : 0;
+  const hw::GpuDevice* gpu = best_gpu(hw);
+
+  WeightFormat cpu = wishes.quality == Quality::Quality ? (native_bf16 ? WeightFormat::Bf16 : WeightFormat::Int8)
+                     : wishes.quality == Quality::Balanced ? WeightFormat::Int8
+                                                           : WeightFormat::Int4;
+  if (wishes.quality == Quality::Quality && !native_bf16) {
+    plan.changes.push_back("BF16 experts need AVX512_BF16 or AMX, which this CPU lacks: INT8 instead");
+  }
+  std::int64_t context = wishes.context_tokens;
+
+  // The GPU: the always-active weights first, in the best format that leaves room.
+  WeightFormat gpu_fmt = WeightFormat::Bf16;
+  std::int64_t gpu_experts = 0;
+  bool use_gpu = false;
+  if (gpu != nullptr) {
+    plan.vram_budget = gpu->free_bytes;
+    for (WeightFormat f : {WeightFormat::Bf16, WeightFormat::Int8, WeightFormat::Int4}) {
+      if (sum(layout(m, true, cpu, f, 0, context).vram) <= plan.vram_budget) {
+        gpu_fmt = f;
+        use_gpu = true;
+        break;
+      }
+    }
+    if (!use_gpu) {
+      plan.changes.push_back(fmt::format("the GPU's {} free cannot hold the attention weights and KV cache even at 4 bits: "
+                                         "everything runs on the CPU",
+                                         gib(gpu->free_bytes)));
+    } else if (gpu_fmt != WeightFormat::Bf16) {
+      plan.changes.push_back(fmt::format("GPU weights stored as {} so they fit in {} of VRAM", format_name(gpu_fmt),
+                                         gib(gpu->free_bytes)));
+    }
+    if (use_gpu && m.experts > 0 && m.moe_layers > 0) {
+      const std::uint64_t left = plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram);
+      const std::uint64_t per_expert_all_layers = bytes(m.expert_params * m.moe_layers, gpu_fmt);
+      gpu_experts = std::min<std::int64_t>(m.experts, static_cast<std::int64_t>(left / std::max<std::uint64_t>(1, per_expert_all_layers)));
+    }
+  }
+  plan.uses_gpu = use_gpu;
+  plan.gpu_name = gpu != nullptr ? gpu->name : "";
+
+  // RAM: make it fit by smaller CPU formats, then a shorter context.
+  auto ram_needed = [&] { return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context).ram); };
+  while (ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4) {
+    const WeightFormat smaller = cpu == WeightFormat::Bf16 ? WeightFormat::Int8 : WeightFormat::Int4;
+    plan.changes.push_back(fmt::format("CPU experts as {} instead of {} to fit in {} of RAM", format_name(smaller),
+                                       format_name(cpu), gib(plan.ram_budget)));
+    cpu = smaller;
+  }
+  if (ram_needed() > plan.ram_budget && context > 2048) {
+    // A shorter context helps only when the KV cache is what does not fit.
+    const std::int64_t wished = context;
+    std::int64_t shorter = context;
+    while (shorter > 2048) {
+      shorter /= 2;
+      context = shorter;
+      if (ram_needed() <= plan.ram_budget) break;
+    }
+    if (ram_needed() <= plan.ram_budget) {
+      plan.changes.push_back(fmt::format("context shortened from {} to {} tokens to fit in RAM", wished, context));
+    } else {
+      context = wished;
+    }
+  }
+  if (use_gpu) {
+    // A shorter context also frees VRAM for more experts.
+    const std::uint64_t left = plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram);
+    if (m.experts > 0 && m.moe_layers > 0) {
+      gpu_experts = std::min<std::int64_t>(m.experts, static_cast<std::int64_t>(left / std::max<std::uint64_t>(1, bytes(m.expert_params * m.moe_layers, gpu_fmt))));
+    }
+  }
+
+  const Layout final_layout = layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context);
+  plan.ram = final_layout.ram;
+  plan.vram = final_layout.vram;
+  plan.cpu_format = cpu;
+  plan.gpu_format = gpu_fmt;
+  plan.gpu_experts_per_layer = gpu_experts;
+  plan.context_tokens = context;
+
+  if (plan.ram_total() > plan.ram_budget) {
+    plan.verdict = Verdict::DoesNotFit;
+    plan.verdict_reason = fmt::format("needs {} of RAM even with 4-bit experts, but only {} is available; choose a "
+                                      "smaller model{}",
+                                      gib(plan.ram_total()), gib(plan.ram_budget),
+                                      use_gpu ? "" : " or add a GPU");
+  } else if (!plan.changes.empty()) {
+    plan.verdict = Verdict::FitsWithChanges;
+    plan.verdict_reason = fmt::format("fits with {} change{}: {}", plan.changes.size(), plan.changes.size() == 1 ? "" : "s",
+                                      plan.changes.front());
+  } else {
+    plan.verdict = Verdict::Fits;
+    plan.verdict_reason = fmt::format("fits: {} of {} RAM{}", gib(plan.ram_total()), gib(plan.ram_budget),
+                                      use_gpu ? fmt::format(", {} of {} VRAM", gib(plan.vram_total()), gib(plan.vram_budget)) : "");
+  }
+
+  // The parameters, named as the seeds name them.
+  const int cores = std::max(1, hw.topology.physical_cores);
+  int pools = 0;
+  for (const hw::NumaNode& n : hw.topology.numa_nodes) pools += n.physical_cores > 0 ? 1 : 0;
+  pools = std::max(1, pools);
+  plan.parameters.push_back({"kt-method", method_name(variant, cpu),
+                             fmt::format("{} experts with the {} kernels: {}", format_name(cpu),
+                                         variant == kernels::CpuVariant::Amx      ? "AMX"
+                                         : variant == kernels::CpuVariant::Avx512 ? "AVX-512"
+                                         : variant == kernels::CpuVariant::Avx2   ? "AVX2"
+                                                                                  : "portable",
+                                         cpu == WeightFormat::Bf16   ? "full precision, twice the memory of INT8"
+                                         : cpu == WeightFormat::Int8 ? "near-lossless and fast"
+                                                                     : "half the memory of INT8, a little less accurate")});
+  plan.parameters.push_back({"cpuinfer", std::to_string(cores), hw.recommendation.cpu_threads.reason});
+  plan.parameters.push_back({"threadpool-count", std::to_string(pools), hw.recommendation.thread_pools.reason});
+  plan.parameters.push_back(
+      {"num-gpu-experts", std::to_string(gpu_experts),
+       !use_gpu ? std::string("no usable GPU: every expert runs on the CPU")
+       : m.experts == 0 ? std::string("a dense model has no experts to place")
+                        : fmt::format("{} of VRAM left after attention, KV cache and scratch holds {} of {} experts per layer",
+                                      gib(plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram)), gpu_experts, m.experts)});
+  const std::int64_t deferred = use_gpu && m.experts_per_token > 2 && gpu_experts < m.experts ? std::min<std::int64_t>(2, m.experts_per_token - 1) : 0;
+  plan.parameters.push_back({"max-deferred-experts-per-token", std::to_string(deferred),
+                             deferred > 0 ? "the lowest-weighted CPU experts of a layer finish during the GPU's next attention"
+                                          : use_gpu ? "all experts are on the GPU or too few are active to defer"
+                                                    : "without a GPU there is nothing to overlap the CPU experts with"});
+  if (use_gpu && m.experts > 0 && m.moe_layers > 0) {
+    const double layer_bytes = static_cast<double>(bytes(m.expert_params * m.experts, gpu_fmt));
+    const double rate = cores * kCpuMacsPerCoreInt8 * (variant == kernels::CpuVariant::Amx ? kAmxSpeedup : 1.0);
+    const double cpu_s_per_token = static_cast<double>(m.experts_per_token * m.expert_params) / rate;
+    const auto threshold = static_cast<std::int64_t>(std::ceil(layer_bytes / kPcieBytesPerS / cpu_s_per_token));
+    plan.parameters.push_back({"gpu-prefill-token-threshold", std::to_string(threshold),
+                               fmt::format("above {} prompt tokens, copying a layer's experts to the GPU ({} over PCIe) is faster "
+                                           "than running them on the CPU",
+                                           threshold, gib(static_cast<std::uint64_t>(layer_bytes)))});
+  } else {
+    plan.parameters.push_back({"gpu-prefill-token-threshold", "0", "no GPU prefill: the CPU processes prompts"});
+  }
+  const std::string strategy = gpu_experts == 0 ? "uniform" : wishes.has_activation_stats ? "frequency" : "uniform";
+  plan.parameters.push_back({"expert-placement-strategy", strategy,
+                             gpu_experts == 0 ? "no experts are placed on the GPU"
+                             : wishes.has_activation_stats
+                                 ? "recorded activation counts put the most used experts on the GPU"
+                                 : "no activation counts for this model yet, so the GPU experts are spread evenly (front-loading "
+                                   "and random are the alternatives)"});
+  const bool dynamic = gpu_experts > 0 && gpu_experts < m.experts;
+  plan.parameters.push_back({"enable-dynamic-expert-update", dynamic ? "true" : "false",
+                             dynamic ? "experts that turn hot during use move onto the GPU"
+                                     : "nothing to move: the GPU holds all experts or none"});
+  plan.parameters.push_back({"context-length", std::to_string(context),
+                             context == wishes.context_tokens ? "as asked" : "shortened so the KV cache fits"});
+  return plan;
+}
+
+nlohmann::json to_json(const Plan& p) {
+  nlohmann::json ram = nlohmann::json::array(), vram = nlohmann::json::array(), params = nlohmann::json::array();
+  for (const MemoryLine& l : p.ram) ram.push_back({{"category", l.category}, {"bytes", l.bytes}});
+  for (const MemoryLine& l : p.vram) vram.push_back({{"category", l.category}, {"bytes", l.bytes}});
+  for (const Parameter& x : p.parameters) params.push_back({{"name", x.name}, {"value", x.value}, {"reason", x.reason}});
+  return {{"verdict", verdict_name(p.verdict)},
+          {"reason", p.verdict_reason},
+          {"changes", p.changes},
+          {"memory",
+           {{"ram", ram},
+            {"ram_total_bytes", p.ram_total()},
+            {"ram_budget_bytes", p.ram_budget},
+            {"vram", vram},
+            {"vram_total_bytes", p.vram_total()},
+            {"vram_budget_bytes", p.vram_budget}}},
+          {"uses_gpu", p.uses_gpu},
+          {"gpu", p.gpu_name},
+          {"cpu_format", format_name(p.cpu_format)},
+          {"gpu_format", format_name(p.gpu_format)},
+          {"gpu_experts_per_layer", p.gpu_experts_per_layer},
+          {"context_tokens", p.context_tokens},
+          {"parameters", params}};
+}
+
+std::string format_plan(const Plan& p) {
+  std::string out = fmt::format("Verdict: {}\n", p.verdict_reason);
+  for (const std::string& c : p.changes) out += fmt::format("  - {}\n", c);
+  auto section = [&](const char* title, const std::vector<MemoryLine>& lines, std::uint64_t total, std::uint64_t budget) {
+    out += fmt::format("\n{} ({} of {})\n", title, gib(total), gib(budget));
+    for (const MemoryLine& l : lines) out += fmt::format("  {:<28} {:>10}\n", l.category, gib(l.bytes));
+  };
+  section("RAM", p.ram, p.ram_total(), p.ram_budget);
+  if (p.uses_gpu) section(("VRAM on " + p.gpu_name).c_str(), p.vram, p.vram_total(), p.vram_budget);
+  out += "\nParameters\n";
+  for (const Parameter& x : p.parameters) out += fmt::format("  {:<32} {:<12} {}\n", x.name, x.value, x.reason);
+  return out;
+}
+
+hw::HardwareReport hardware_from_json(const nlohmann::json& j) {
+  hw::HardwareReport r;
+  const auto& cpu = j.at("cpu");
+  r.isa.identity.vendor = cpu.value("vendor", "");
+  r.isa.identity.brand = cpu.value("brand", "");
+  for (const auto& info : kernels::kIsaFeatureTable) {
+    const std::string name(info.name);
+    r.isa.usable.*(info.member) = cpu.at("features").value(name, false);
+    r.isa.cpuid.*(info.member) = cpu.contains("cpuid_features") ? cpu["cpuid_features"].value(name, false) : r.isa.usable.*(info.member);
+  }
+  const auto& t = j.at("topology");
+  r.topology.packages = t.value("packages", 1);
+  r.topology.physical_cores = t.value("physical_cores", 1);
+  r.topology.hardware_threads = t.value("hardware_threads", r.topology.physical_cores);
+  r.topology.l2_cache_bytes = t.value("l2_cache_bytes", 0ull);
+  r.topology.l3_cache_bytes = t.value("l3_cache_bytes", 0ull);
+  for (const auto& n : t.at("numa_nodes")) {
+    hw::NumaNode node;
+    node.os_index = n.value("os_index", 0);
+    node.cpus = n.value("cpus", std::vector<int>{});
+    node.physical_cores = n.value("physical_cores", 0);
+    node.memory_bytes = n.value("memory_bytes", 0ull);
+    r.topology.numa_nodes.push_back(node);
+  }
+  r.memory.total_bytes = j.at("memory").value("total_bytes", 0ull);
+  r.memory.available_bytes = j.at("memory").value("available_bytes", 0ull);
+  const auto& g = j.at("gpus");
+  r.gpus.compiled = g.value("cuda_compiled", false);
+  for (const auto& d : g.at("devices")) {
+    hw::GpuDevice dev;
+    dev.index = d.value("index", 0);
+    dev.name = d.value("name", "");
+    dev.total_bytes = d.value("total_bytes", 0ull);
+    dev.free_bytes = d.value("free_bytes", 0ull);
+    dev.usable = d.value("usable", false);
+    r.gpus.devices.push_back(dev);
+  }
+  if (g.contains("reason") && g["reason"].is_string()) r.gpus.reason = g["reason"].get<std::string>();
+  r.recommendation = hw::recommend(r.isa, r.topology);
+  r.findings = hw::explain(r);
+  return r;
+}
+
+}  // namespace tandem::plan

@@ -1,0 +1,81 @@
+// The memory planner and recommender: from the hardware, a model's shape and the user's
+// wishes, where every byte goes (RAM and VRAM by category), whether it fits, and the
+// parameters to run with, each with a one-line reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "engine/hw/hardware_report.h"
+#include "engine/plan/model_shape.h"
+
+namespace tandem::plan {
+
+enum class Quality { Quality, Balanced, Speed };
+std::string_view quality_name(Quality q);
+bool parse_quality(std::string_view name, Quality& out);
+
+enum class WeightFormat { Bf16, Int8, Int4 };
+std::string_view format_name(WeightFormat f);  // "bf16", "int8", "int4"
+// Bytes per parameter: BF16 2, INT8 1 (the per-row scales are under 0.2% and counted in the
+// runtime overhead), INT4 0.5 plus an fp16 scale per group of 128 (1/64 byte).
+double bytes_per_param(WeightFormat f);
+
+struct PlanWishes {
+  std::int64_t context_tokens = 8192;
+  Quality quality = Quality::Balanced;
+  bool has_activation_stats = false;  // per-expert activation counts exist for the model
+};
+
+struct MemoryLine {
+  std::string category;
+  std::uint64_t bytes = 0;
+};
+
+struct Parameter {
+  std::string name;  // the seeds' names: kt-method, cpuinfer, ...
+  std::string value;
+  std::string reason;
+};
+
+enum class Verdict { Fits, FitsWithChanges, DoesNotFit };
+std::string_view verdict_name(Verdict v);  // "fits", "fits_with_changes", "does_not_fit"
+
+struct Plan {
+  std::vector<MemoryLine> ram;
+  std::vector<MemoryLine> vram;
+  std::uint64_t ram_budget = 0;   // what the plan may use
+  std::uint64_t vram_budget = 0;
+  std::uint64_t ram_total() const;
+  std::uint64_t vram_total() const;
+
+  Verdict verdict = Verdict::Fits;
+  std::string verdict_reason;
+  std::vector<std::string> changes;  // what was changed from the wishes to make it fit
+
+  bool uses_gpu = false;
+  std::string gpu_name;
+  WeightFormat cpu_format = WeightFormat::Int8;
+  WeightFormat gpu_format = WeightFormat::Bf16;
+  std::int64_t gpu_experts_per_layer = 0;
+  std::int64_t context_tokens = 0;
+  std::vector<Parameter> parameters;
+};
+
+// Memory the runtime needs besides weights and the KV cache.
+inline constexpr std::uint64_t kRuntimeOverheadBytes = 1ull << 30;      // the app, buffers, libraries
+inline constexpr std::uint64_t kCudaContextBytes = 512ull << 20;        // CUDA context and allocator slack
+inline constexpr std::int64_t kPrefillChunkTokens = 512;
+
+Plan make_plan(const hw::HardwareReport& hardware, const ModelShape& model, const PlanWishes& wishes);
+
+nlohmann::json to_json(const Plan& plan);
+std::string format_plan(const Plan& plan);
+
+// A recorded machine (the `tandem detect --json` document) back into a report.
+hw::HardwareReport hardware_from_json(const nlohmann::json& detect);
+
+}  // namespace tandem::plan

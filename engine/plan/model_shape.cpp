@@ -1,0 +1,111 @@
+#include "engine/plan/model_shape.h"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace tandem::plan {
+namespace {
+
+using nlohmann::json;
+
+std::int64_t get(const json& c, const char* key, const std::string& source) {
+  if (!c.contains(key) || !c[key].is_number_integer()) {
+    throw std::runtime_error(source + ": \"" + key + "\" is missing, so the model's size cannot be planned.");
+  }
+  return c[key].get<std::int64_t>();
+}
+
+std::int64_t get_or(const json& c, const char* key, std::int64_t fallback) {
+  return c.contains(key) && c[key].is_number_integer() ? c[key].get<std::int64_t>() : fallback;
+}
+
+}  // namespace
+
+ModelShape model_shape_from_config(const json& c, const std::string& source) {
+  ModelShape s;
+  s.architecture = c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty()
+                       ? c["architectures"][0].get<std::string>()
+                       : "unknown";
+  const std::string a = s.architecture;
+  const std::int64_t h = get(c, "hidden_size", source);
+  const std::int64_t layers = get(c, "num_hidden_layers", source);
+  const std::int64_t vocab = get(c, "vocab_size", source);
+  const std::int64_t heads = get(c, "num_attention_heads", source);
+  const std::int64_t kv_heads = get_or(c, "num_key_value_heads", heads);
+  const std::int64_t head_dim = get_or(c, "head_dim", h / heads);
+  const bool tied = c.value("tie_word_embeddings", false);
+  s.hidden = h;
+  s.layers = layers;
+  s.embedding_params = vocab * h;
+  s.output_params = tied ? 0 : vocab * h;
+
+  const bool deepseek = a == "DeepseekV3ForCausalLM" || a == "KimiK2ForCausalLM" || a == "DeepseekV2ForCausalLM";
+  std::int64_t attention_per_layer = 0;
+  if (deepseek) {
+    s.mla = true;
+    const std::int64_t q_lora = get_or(c, "q_lora_rank", 0);
+    const std::int64_t kv_lora = get(c, "kv_lora_rank", source);
+    const std::int64_t nope = get(c, "qk_nope_head_dim", source);
+    const std::int64_t rope = get(c, "qk_rope_head_dim", source);
+    const std::int64_t v = get(c, "v_head_dim", source);
+    const std::int64_t qk = nope + rope;
+    attention_per_layer = (q_lora > 0 ? h * q_lora + q_lora + q_lora * heads * qk : h * heads * qk) +
+                          h * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v) + heads * v * h;
+    s.kv_elements_per_token = layers * (kv_lora + rope);
+  } else {
+    attention_per_layer = h * heads * head_dim + 2 * h * kv_heads * head_dim + heads * head_dim * h;
+    if (a == "Qwen3MoeForCausalLM" || a == "Qwen3ForCausalLM" || a == "Qwen3NextForCausalLM") attention_per_layer += 2 * head_dim;
+    if (c.value("attention_bias", false)) attention_per_layer += heads * head_dim + 2 * kv_heads * head_dim + h;
+    s.kv_elements_per_token = layers * 2 * kv_heads * head_dim;
+    if (a == "Qwen3NextForCausalLM") {
+      // Only every full_attention_interval-th layer keeps a KV cache; the linear-attention
+      // layers keep a fixed state instead (counted as activations).
+      const std::int64_t interval = get_or(c, "full_attention_interval", 4);
+      s.kv_elements_per_token = (layers / interval) * 2 * kv_heads * head_dim;
+    }
+  }
+  attention_per_layer += 2 * h;  // the two RMSNorms around attention and the MLP
+  s.attention_params = attention_per_layer * layers;
+
+  // Which layers are MoE, and their expert sizes.
+  std::int64_t experts = 0, top_k = get_or(c, "num_experts_per_tok", 0), moe_inter = 0, shared_inter = 0, dense_layers = 0;
+  const std::int64_t inter = get_or(c, "intermediate_size", 0);
+  if (deepseek || a == "Glm4MoeForCausalLM") {
+    experts = get(c, "n_routed_experts", source);
+    moe_inter = get(c, "moe_intermediate_size", source);
+    shared_inter = moe_inter * get_or(c, "n_shared_experts", 0);
+    dense_layers = get_or(c, "first_k_dense_replace", 0);
+  } else if (a == "Qwen3MoeForCausalLM") {
+    experts = get(c, "num_experts", source);
+    moe_inter = get(c, "moe_intermediate_size", source);
+    const std::int64_t step = std::max<std::int64_t>(1, get_or(c, "decoder_sparse_step", 1));
+    std::int64_t moe = 0;
+    for (std::int64_t l = 0; l < layers; ++l) {
+      bool dense = (l + 1) % step != 0;
+      if (c.contains("mlp_only_layers")) {
+        for (const auto& d : c["mlp_only_layers"]) dense = dense || d.get<std::int64_t>() == l;
+      }
+      moe += dense ? 0 : 1;
+    }
+    dense_layers = layers - moe;
+  } else if (a == "Qwen3NextForCausalLM") {
+    experts = get(c, "num_experts", source);
+    moe_inter = get(c, "moe_intermediate_size", source);
+    shared_inter = get_or(c, "shared_expert_intermediate_size", 0);
+  } else if (a == "MixtralForCausalLM") {
+    experts = get(c, "num_local_experts", source);
+    moe_inter = inter;
+  } else {
+    dense_layers = layers;  // dense Llama / Qwen3
+  }
+  s.experts = experts;
+  s.experts_per_token = experts > 0 ? top_k : 0;
+  s.moe_layers = experts > 0 ? layers - dense_layers : 0;
+  s.dense_ffn_params = dense_layers * 3 * h * inter;
+  s.expert_params = 3 * h * moe_inter;
+  s.shared_expert_params = s.moe_layers * 3 * h * shared_inter;
+  s.router_params = s.moe_layers * experts * h;
+  return s;
+}
+
+}  // namespace tandem::plan

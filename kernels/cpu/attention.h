@@ -1,0 +1,25 @@
+// Attention of one query head over the cached positions, in fp32. Keys are stored
+// transposed (one row per dimension, positions contiguous), so scoring 16 positions at once
+// is one fused multiply-add per dimension with no horizontal sums.
+#pragma once
+
+#include <cstdint>
+
+namespace tandem::kernels {
+
+// out[0..dim) = sum_s softmax(scale * q · k_s)[s] * v_s over s < len, where
+// k_s[d] = keys_t[d * key_stride + s] and v_s[d] = values[s * value_stride + d].
+// `scores` needs room for `len` floats.
+void attend_head(const float* q, const float* keys_t, std::int64_t key_stride, const float* values,
+                 std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale, float* scores,
+                 float* out);
+
+// x = softmax(x) over n values, in place (the sum in double, so long rows stay exact).
+void softmax_inplace(float* x, std::int64_t n);
+
+// The straightforward version, for tests.
+void attend_head_reference(const float* q, const float* keys_t, std::int64_t key_stride, const float* values,
+                           std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale,
+                           float* scores, float* out);
+
+}  // namespace tandem::kernels

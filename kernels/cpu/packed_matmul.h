@@ -1,0 +1,122 @@
+// Matrix products with weights pre-packed for the CPU kernels: INT8 (one scale per output
+// row), INT4 (one scale per row and group of columns) and BF16. Every variant (scalar, AVX2,
+// AVX-512) reads the same packed layout and, for INT8 and INT4, computes exactly the same
+// integer sums and combines them in the same order; the scalar code is the reference.
+//
+// Layout: rows in blocks of 16. INT8 stores, per block and per group of 4 columns, 16 rows x
+// 4 bytes (64 bytes, one AVX-512 register), each byte the weight plus 128 (unsigned), so
+// VNNI's unsigned-by-signed dot product can take the activations as the signed side. BF16
+// stores, per block and per pair of columns, 16 rows x 2 values, as VDPBF16PS wants.
+//
+// INT4 stores, per block and per group of 8 columns, 64 bytes in the INT8 layout of the
+// first 4 columns, each byte holding column c in its low nibble and column c + 4 in its high
+// one, every nibble the weight plus 8 (0..15). Two AND/shift steps turn the 64 bytes into
+// two INT8-layout registers of unsigned bytes for VPDPBUSD; the +8 comes back out per group
+// as 8 * (sum of the token's quantised activations over the group).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/dense_matmul.h"
+#include "kernels/cpu/isa.h"
+
+namespace tandem::kernels {
+
+enum class PackedFormat { Int8, Int4, Bf16 };
+
+inline constexpr std::int64_t kPackRows = 16;
+
+// 64-byte aligned storage, so each block starts on a cache line.
+struct AlignedBytes {
+  struct Free {
+    void operator()(std::uint8_t* p) const;
+  };
+  std::unique_ptr<std::uint8_t, Free> data;
+  std::size_t size = 0;
+  static AlignedBytes allocate(std::size_t bytes);
+};
+
+struct PackedMatrix {
+  PackedFormat format = PackedFormat::Int8;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t cols_padded = 0;  // a multiple of 4 (INT8), 8 (INT4) or 2 (BF16)
+  std::int64_t blocks = 0;       // ceil(rows / 16)
+  std::int64_t group = 0;        // INT4: columns per scale, a multiple of 8
+  AlignedBytes bytes;
+  std::vector<float> row_scale;  // INT8: weight = (stored - 128) * row_scale[row]
+  // INT4: weight = (nibble - 8) * group_scale[g * blocks * 16 + row] (a scale may be
+  // negative), group-major so that a
+  // block's 16 scales of one group are one vector load.
+  std::vector<float> group_scale;
+
+  std::int64_t groups() const { return group > 0 ? (cols_padded + group - 1) / group : 0; }
+
+  std::size_t block_bytes() const;
+  const std::uint8_t* block(std::int64_t b) const { return bytes.data.get() + b * static_cast<std::int64_t>(block_bytes()); }
+  std::uint8_t* block(std::int64_t b) { return bytes.data.get() + b * static_cast<std::int64_t>(block_bytes()); }
+};
+
+// Packs a stored matrix (any dtype, with its fp8 block scales) row by row. INT8 uses a
+// symmetric scale per row: max |w| / 127.
+PackedMatrix pack_int8(const WeightMatrix& source);
+PackedMatrix pack_bf16(const WeightMatrix& source);
+// INT4: one scale per (row, group of `group` columns along k), no zero point, values -8..7:
+// the scale is -w_extreme / 8 times the factor in 1 ... 0.6 with the least squared error
+// (clipping outliers a little helps the rest). `group` must be a positive multiple of 8 (the last group may be shorter).
+PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group);
+inline constexpr std::int64_t kDefaultInt4Group = 64;
+
+// Bytes a packed matrix holds (weights and scales), e.g. for memory estimates.
+std::uint64_t packed_matrix_bytes(const PackedMatrix& m);
+
+// The shape of a packed matrix without its data: sizes for writers that declare files up
+// front. `bytes` stays empty; blocks * block_bytes() and the scale counts are final.
+PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat format, std::int64_t group = 0);
+std::size_t packed_scale_count(const PackedMatrix& m);  // row_scale or group_scale entries
+
+// Row `r` as the fp32 weights the kernels multiply with (for verification).
+void unpack_row(const PackedMatrix& m, std::int64_t r, float* out);
+
+// Activations in the form the kernels read: INT8 quantised per token (symmetric, max |x| /
+// 127, with the sum of the quantised values for the +128 compensation), or BF16. INT4
+// weights take the same INT8 activations, plus their sums per group for the +8 compensation.
+struct PackedActivations {
+  PackedFormat format = PackedFormat::Int8;
+  std::int64_t tokens = 0;
+  std::int64_t cols_padded = 0;
+  std::int64_t group = 0;                // INT4
+  std::vector<std::int8_t> q;            // INT8, INT4: [tokens x cols_padded]
+  std::vector<float> scale;              // INT8, INT4: per token
+  std::vector<std::int32_t> q_sum;       // INT8, INT4: per token
+  std::vector<std::int32_t> group_sum;   // INT4: [tokens x groups]
+  std::vector<std::uint16_t> bf16;       // BF16: [tokens x cols_padded]
+};
+
+// `group` is needed for INT4 only.
+void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
+                      PackedActivations& out, std::int64_t group = 0);
+// Activations in the form the kernels for `w` read.
+inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens, PackedActivations& out) {
+  pack_activations(x, tokens, w.cols, w.format, out, w.group);
+}
+
+// y[t * y_stride + r] = sum_k x[t, k] * W[r, k] for rows r of blocks [block_begin, block_end).
+void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
+                   std::int64_t block_begin, std::int64_t block_end, CpuVariant variant);
+
+// The variants, for tests and benchmarks (packed_matmul dispatches to them).
+void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
+                          std::int64_t block_begin, std::int64_t block_end);
+void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
+                        std::int64_t block_begin, std::int64_t block_end);
+void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
+                          std::int64_t block_begin, std::int64_t block_end);
+
+// Whole product, parallel over row blocks.
+void packed_matmul_all(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
+                       CpuVariant variant, const ParallelFor& parallel);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,202 @@
+// AVX-512 kernels: VNNI (VPDPBUSD) for INT8 and AVX512_BF16 (VDPBF16PS) for BF16.
+// Tile: 32 output rows (two 16-row blocks, one register each) x up to 8 tokens, so each
+// weight register loaded is used 8 times and each activation broadcast twice.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/packed_matmul.h"
+
+namespace tandem::kernels {
+namespace {
+
+constexpr int kTokenTile = 8;
+
+void store_rows(float* dst, __m512 v, std::int64_t rows) {
+  if (rows >= kPackRows) {
+    _mm512_storeu_ps(dst, v);
+  } else {
+    _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << rows) - 1), v);
+  }
+}
+
+template <int T, int B>
+void int8_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, std::int64_t t0, float* y,
+               std::int64_t y_stride) {
+  const std::int64_t quads = w.cols_padded / 4;
+  const std::uint8_t* wb[B];
+  for (int b = 0; b < B; ++b) wb[b] = w.block(block + b);
+  const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
+  __m512i acc[B][T];
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) acc[b][t] = _mm512_setzero_si512();
+  for (std::int64_t k = 0; k < quads; ++k) {
+    __m512i wv[B];
+    for (int b = 0; b < B; ++b) wv[b] = _mm512_load_si512(wb[b] + k * 64);
+    for (int t = 0; t < T; ++t) {
+      std::int32_t quad;
+      __builtin_memcpy(&quad, xq + t * x.cols_padded + k * 4, 4);
+      const __m512i xv = _mm512_set1_epi32(quad);
+      for (int b = 0; b < B; ++b) acc[b][t] = _mm512_dpbusd_epi32(acc[b][t], wv[b], xv);
+    }
+  }
+  for (int b = 0; b < B; ++b) {
+    const std::int64_t r0 = (block + b) * kPackRows;
+    const __m512 row_scale = _mm512_loadu_ps(w.row_scale.data() + r0);
+    const std::int64_t rows = std::min(kPackRows, w.rows - r0);
+    for (int t = 0; t < T; ++t) {
+      const std::int64_t tok = t0 + t;
+      // Stored weights are w + 128: take 128 * sum(x) back out.
+      const __m512i exact = _mm512_sub_epi32(acc[b][t], _mm512_set1_epi32(128 * x.q_sum[static_cast<std::size_t>(tok)]));
+      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(exact), row_scale),
+                                     _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)]));
+      store_rows(y + tok * y_stride + r0, v, rows);
+    }
+  }
+}
+
+// INT4: per group, exact integer sums as in int8_tile (two VPDPBUSD per 8 columns, one per
+// nibble half), then one fused multiply-add per group into the float result. Fewer tokens
+// per tile than INT8: the float accumulators need registers too.
+constexpr int kInt4TokenTile = 4;
+
+template <int T, int B>
+void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, std::int64_t t0, float* y,
+               std::int64_t y_stride) {
+  const std::int64_t octets = w.cols_padded / 8;
+  const std::int64_t octets_per_group = w.group / 8;
+  const std::int64_t groups = w.groups();
+  const std::int64_t rows_padded = w.blocks * kPackRows;
+  const std::uint8_t* wb[B];
+  for (int b = 0; b < B; ++b) wb[b] = w.block(block + b);
+  const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+  __m512 result[B][T];
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) result[b][t] = _mm512_setzero_ps();
+  for (std::int64_t g = 0; g < groups; ++g) {
+    __m512i acc[B][T];
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) acc[b][t] = _mm512_setzero_si512();
+    const std::int64_t k1 = std::min(octets, (g + 1) * octets_per_group);
+    for (std::int64_t k = g * octets_per_group; k < k1; ++k) {
+      __m512i lo[B], hi[B];
+      for (int b = 0; b < B; ++b) {
+        const __m512i raw = _mm512_load_si512(wb[b] + k * 64);
+        lo[b] = _mm512_and_si512(raw, low_nibbles);
+        hi[b] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles);
+      }
+      for (int t = 0; t < T; ++t) {
+        std::int32_t quads[2];
+        __builtin_memcpy(quads, xq + t * x.cols_padded + k * 8, 8);
+        const __m512i x0 = _mm512_set1_epi32(quads[0]);
+        const __m512i x1 = _mm512_set1_epi32(quads[1]);
+        for (int b = 0; b < B; ++b) acc[b][t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[b][t], lo[b], x0), hi[b], x1);
+      }
+    }
+    for (int b = 0; b < B; ++b) {
+      const __m512 scale = _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
+      for (int t = 0; t < T; ++t) {
+        // Stored nibbles are w + 8: take 8 * (the group's activation sum) back out.
+        const __m512i exact = _mm512_sub_epi32(
+            acc[b][t], _mm512_set1_epi32(8 * x.group_sum[static_cast<std::size_t>((t0 + t) * groups + g)]));
+        result[b][t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact), result[b][t]);
+      }
+    }
+  }
+  for (int b = 0; b < B; ++b) {
+    const std::int64_t r0 = (block + b) * kPackRows;
+    const std::int64_t rows = std::min(kPackRows, w.rows - r0);
+    for (int t = 0; t < T; ++t) {
+      const std::int64_t tok = t0 + t;
+      store_rows(y + tok * y_stride + r0, _mm512_mul_ps(result[b][t], _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)])),
+                 rows);
+    }
+  }
+}
+
+template <int B>
+void run_tokens_int4(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, float* y,
+                     std::int64_t y_stride) {
+  std::int64_t t = 0;
+  for (; t + kInt4TokenTile <= x.tokens; t += kInt4TokenTile) int4_tile<kInt4TokenTile, B>(w, x, block, t, y, y_stride);
+  switch (x.tokens - t) {
+    case 1: int4_tile<1, B>(w, x, block, t, y, y_stride); break;
+    case 2: int4_tile<2, B>(w, x, block, t, y, y_stride); break;
+    case 3: int4_tile<3, B>(w, x, block, t, y, y_stride); break;
+    default: break;
+  }
+}
+
+template <int T, int B>
+void bf16_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, std::int64_t t0, float* y,
+               std::int64_t y_stride) {
+  const std::int64_t pairs = w.cols_padded / 2;
+  const std::uint8_t* wb[B];
+  for (int b = 0; b < B; ++b) wb[b] = w.block(block + b);
+  const std::uint16_t* xb = x.bf16.data() + t0 * x.cols_padded;
+  __m512 acc[B][T];
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) acc[b][t] = _mm512_setzero_ps();
+  for (std::int64_t k = 0; k < pairs; ++k) {
+    __m512bh wv[B];
+    for (int b = 0; b < B; ++b) wv[b] = (__m512bh)_mm512_load_si512(wb[b] + k * 64);
+    for (int t = 0; t < T; ++t) {
+      std::int32_t pair;
+      __builtin_memcpy(&pair, xb + t * x.cols_padded + k * 2, 4);
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
+      for (int b = 0; b < B; ++b) acc[b][t] = _mm512_dpbf16_ps(acc[b][t], wv[b], xv);
+    }
+  }
+  for (int b = 0; b < B; ++b) {
+    const std::int64_t r0 = (block + b) * kPackRows;
+    const std::int64_t rows = std::min(kPackRows, w.rows - r0);
+    for (int t = 0; t < T; ++t) store_rows(y + (t0 + t) * y_stride + r0, acc[b][t], rows);
+  }
+}
+
+template <int B>
+void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, float* y, std::int64_t y_stride) {
+  const bool int8 = w.format == PackedFormat::Int8;
+  std::int64_t t = 0;
+  for (; t + kTokenTile <= x.tokens; t += kTokenTile) {
+    int8 ? int8_tile<kTokenTile, B>(w, x, block, t, y, y_stride) : bf16_tile<kTokenTile, B>(w, x, block, t, y, y_stride);
+  }
+  switch (x.tokens - t) {
+#define TANDEM_TAIL(n) \
+  case n: int8 ? int8_tile<n, B>(w, x, block, t, y, y_stride) : bf16_tile<n, B>(w, x, block, t, y, y_stride); break;
+    TANDEM_TAIL(1)
+    TANDEM_TAIL(2)
+    TANDEM_TAIL(3)
+    TANDEM_TAIL(4)
+    TANDEM_TAIL(5)
+    TANDEM_TAIL(6)
+    TANDEM_TAIL(7)
+#undef TANDEM_TAIL
+    default: break;
+  }
+}
+
+}  // namespace
+
+void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
+                          std::int64_t block_begin, std::int64_t block_end) {
+  std::int64_t b = block_begin;
+  if (w.format == PackedFormat::Int4) {
+    if (x.tokens == 1) {
+      for (; b + 4 <= block_end; b += 4) int4_tile<1, 4>(w, x, b, 0, y, y_stride);
+    }
+    for (; b + 2 <= block_end; b += 2) run_tokens_int4<2>(w, x, b, y, y_stride);
+    if (b < block_end) run_tokens_int4<1>(w, x, b, y, y_stride);
+    return;
+  }
+  if (x.tokens == 1 && w.format == PackedFormat::Int8) {
+    // Decoding reads each weight once: four blocks at a time keep four independent
+    // accumulators and four memory streams in flight.
+    for (; b + 4 <= block_end; b += 4) int8_tile<1, 4>(w, x, b, 0, y, y_stride);
+  }
+  for (; b + 2 <= block_end; b += 2) run_tokens<2>(w, x, b, y, y_stride);
+  if (b < block_end) run_tokens<1>(w, x, b, y, y_stride);
+}
+
+}  // namespace tandem::kernels

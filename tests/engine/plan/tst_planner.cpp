@@ -1,0 +1,249 @@
+// The planner on recorded machines and real model configurations: parameter counts and
+// byte totals against hand-computed values, verdicts, and the rule that a plan that fits
+// never uses more memory than it has.
+#include <QtTest>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <QTemporaryDir>
+
+#include "engine/plan/catalog.h"
+#include "engine/plan/gguf_shape.h"
+#include "tests/support/gguf_writer.h"
+#include "engine/plan/memory_planner.h"
+
+using namespace tandem;
+using namespace tandem::plan;
+
+namespace {
+
+hw::HardwareReport machine(const std::string& name) {
+  std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/hardware/" + name + ".json");
+  return hardware_from_json(nlohmann::json::parse(in));
+}
+
+ModelShape shape(const std::string& id) {
+  const CatalogEntry* e = find_catalog_entry(id);
+  if (e == nullptr) throw std::runtime_error("no catalog entry " + id);
+  return model_shape_from_config(e->config, id);
+}
+
+std::uint64_t line(const std::vector<MemoryLine>& lines, const std::string& category) {
+  for (const MemoryLine& l : lines) {
+    if (l.category == category) return l.bytes;
+  }
+  return ~0ull;
+}
+
+constexpr std::uint64_t GiB = 1ull << 30;
+
+}  // namespace
+
+class TestPlanner : public QObject {
+  Q_OBJECT
+ private slots:
+  // Qwen3-30B-A3B, by hand: hidden 2048, 32 query heads and 4 KV heads of 128, 48 layers,
+  // 128 experts of intermediate 768, vocabulary 151936.
+  void qwen3_30b_shape() {
+    const ModelShape s = shape("qwen3-30b-a3b");
+    QCOMPARE(s.embedding_params, std::int64_t{151936} * 2048);
+    QCOMPARE(s.output_params, std::int64_t{151936} * 2048);
+    const std::int64_t attention_layer = 2048 * 4096 + 2 * 2048 * 512 + 4096 * 2048 + 2 * 128 + 2 * 2048;
+    QCOMPARE(s.attention_params, attention_layer * 48);
+    QCOMPARE(s.expert_params, std::int64_t{3} * 2048 * 768);
+    QCOMPARE(s.routed_expert_params(), std::int64_t{3} * 2048 * 768 * 128 * 48);
+    QCOMPARE(s.router_params, std::int64_t{128} * 2048 * 48);
+    QCOMPARE(s.kv_elements_per_token, std::int64_t{48} * 2 * 4 * 128);
+    QCOMPARE(s.moe_layers, std::int64_t{48});
+  }
+
+  // DeepSeek-V3 multi-head latent attention, by hand, and its cache of 576 values per layer.
+  void deepseek_v3_shape() {
+    const ModelShape s = shape("deepseek-v3-0324");
+    const std::int64_t h = 7168, q_lora = 1536, kv_lora = 512, heads = 128;
+    const std::int64_t mla = h * q_lora + q_lora + q_lora * heads * 192 + h * (kv_lora + 64) + kv_lora +
+                             kv_lora * heads * 256 + heads * 128 * h + 2 * h;
+    QCOMPARE(s.attention_params, mla * 61);
+    QCOMPARE(s.kv_elements_per_token, std::int64_t{61} * 576);
+    QCOMPARE(s.moe_layers, std::int64_t{58});
+    QCOMPARE(s.dense_ffn_params, std::int64_t{3} * 3 * 7168 * 18432);
+    QCOMPARE(s.shared_expert_params, std::int64_t{58} * 3 * 7168 * 2048);
+    QVERIFY(s.mla);
+  }
+
+  // Totals land on the published sizes.
+  void published_totals_data() {
+    QTest::addColumn<QString>("id");
+    QTest::addColumn<double>("billions");
+    QTest::newRow("Qwen3-30B-A3B") << "qwen3-30b-a3b" << 30.5;
+    QTest::newRow("Qwen3-235B-A22B") << "qwen3-235b-a22b-instruct-2507" << 235.0;
+    QTest::newRow("DeepSeek-V3") << "deepseek-v3-0324" << 671.0;
+    QTest::newRow("GLM-4.5-Air") << "glm-4.5-air" << 106.0;
+    QTest::newRow("GLM-4.5") << "glm-4.5" << 355.0;
+    QTest::newRow("Kimi-K2") << "kimi-k2-instruct" << 1030.0;
+  }
+  void published_totals() {
+    QFETCH(QString, id);
+    QFETCH(double, billions);
+    const double total = static_cast<double>(shape(id.toStdString()).total_params()) / 1e9;
+    QVERIFY2(std::abs(total - billions) / billions < 0.02, qPrintable(QString::number(total)));
+  }
+
+  // The AVX2 laptop (26 GiB available, no GPU) and Qwen3-30B-A3B: INT8 does not fit, INT4
+  // does; every byte counted by hand.
+  void laptop_qwen3_30b() {
+    const hw::HardwareReport hw = machine("laptop-avx2");
+    const ModelShape s = shape("qwen3-30b-a3b");
+    const Plan p = make_plan(hw, s, {8192, Quality::Balanced, false});
+    QCOMPARE(p.verdict, Verdict::FitsWithChanges);
+    QVERIFY(!p.uses_gpu);
+    QCOMPARE(p.cpu_format, WeightFormat::Int4);
+    QCOMPARE(p.ram_budget, 26 * GiB - (32 * GiB) / 20);  // a twentieth of the RAM is left to the system
+    const double int4 = 0.5 + 1.0 / 64;
+    QCOMPARE(line(p.ram, "routed experts (CPU)"), static_cast<std::uint64_t>(std::llround(3.0 * 2048 * 768 * 128 * 48 * int4)));
+    QCOMPARE(line(p.ram, "embeddings"), std::uint64_t{151936} * 2048 * 2);
+    QCOMPARE(line(p.ram, "KV cache"), std::uint64_t{8192} * 48 * 2 * 4 * 128 * 4);  // fp32 on the CPU
+    QCOMPARE(line(p.ram, "runtime overhead"), GiB);
+    QVERIFY(p.ram_total() <= p.ram_budget);
+    QCOMPARE(p.vram_total(), std::uint64_t{0});
+  }
+
+  // The 2-socket Xeon with AMX and a 24 GB GPU runs DeepSeek-V3 with INT4 experts on the
+  // CPU and INT8 attention on the GPU, two thread pools.
+  void xeon_deepseek_v3() {
+    const Plan p = make_plan(machine("xeon-2s-amx-24gb"), shape("deepseek-v3-0324"), {8192, Quality::Balanced, false});
+    QCOMPARE(p.verdict, Verdict::FitsWithChanges);
+    QVERIFY(p.uses_gpu);
+    QCOMPARE(p.gpu_format, WeightFormat::Int8);
+    QCOMPARE(p.cpu_format, WeightFormat::Int4);
+    QCOMPARE(line(p.vram, "KV cache"), std::uint64_t{8192} * 61 * 576 * 2);
+    QVERIFY(p.vram_total() <= p.vram_budget);
+    QVERIFY(p.ram_total() <= p.ram_budget);
+    QVERIFY(p.gpu_experts_per_layer >= 1);
+    std::map<std::string, std::string> params;
+    for (const Parameter& x : p.parameters) params[x.name] = x.value;
+    QCOMPARE(params["kt-method"], std::string("AMXINT4"));
+    QCOMPARE(params["cpuinfer"], std::string("112"));
+    QCOMPARE(params["threadpool-count"], std::string("2"));
+    QCOMPARE(params["num-gpu-experts"], std::to_string(p.gpu_experts_per_layer));
+  }
+
+  // The Ryzen with 16 GB: Qwen3-30B-A3B fits as asked, with experts on the GPU.
+  void ryzen_qwen3_30b() {
+    const Plan p = make_plan(machine("ryzen-avx512-16gb"), shape("qwen3-30b-a3b"), {8192, Quality::Balanced, true});
+    QCOMPARE(p.verdict, Verdict::Fits);
+    QCOMPARE(p.gpu_format, WeightFormat::Bf16);
+    QCOMPARE(p.cpu_format, WeightFormat::Int8);
+    QVERIFY(p.gpu_experts_per_layer > 0 && p.gpu_experts_per_layer < 128);
+    // Whatever is not on the GPU is in RAM.
+    QCOMPARE(line(p.ram, "routed experts (CPU)"),
+             std::uint64_t(128 - p.gpu_experts_per_layer) * 48 * 3 * 2048 * 768);
+    QCOMPARE(line(p.vram, "routed experts (GPU)"), std::uint64_t(p.gpu_experts_per_layer) * 48 * 3 * 2048 * 768 * 2);
+    std::map<std::string, std::string> params;
+    for (const Parameter& x : p.parameters) params[x.name] = x.value;
+    QCOMPARE(params["expert-placement-strategy"], std::string("frequency"));
+    QCOMPARE(params["enable-dynamic-expert-update"], std::string("true"));
+  }
+
+  void kimi_does_not_fit_on_a_laptop() {
+    const Plan p = make_plan(machine("laptop-avx2"), shape("kimi-k2-instruct"), {8192, Quality::Balanced, false});
+    QCOMPARE(p.verdict, Verdict::DoesNotFit);
+    QVERIFY(QString::fromStdString(p.verdict_reason).contains(QLatin1String("of RAM")));
+  }
+
+  // Every machine x catalog model x quality: a plan that fits stays inside its memory, and
+  // every parameter the seeds name is there with a reason.
+  void plans_never_exceed_memory() {
+    std::vector<hw::HardwareReport> machines = {machine("xeon-2s-amx-24gb"), machine("ryzen-avx512-16gb"), machine("laptop-avx2"),
+                                                hw::probe_hardware({})};
+    int plans = 0;
+    for (const auto& m : machines) {
+      for (const CatalogEntry& e : catalog()) {
+        if (e.config.is_null()) continue;
+        const ModelShape s = model_shape_from_config(e.config, e.id);
+        for (Quality q : {Quality::Quality, Quality::Balanced, Quality::Speed}) {
+          for (std::int64_t ctx : {4096, 32768}) {
+            const Plan p = make_plan(m, s, {ctx, q, false});
+            ++plans;
+            if (p.verdict != Verdict::DoesNotFit) {
+              QVERIFY2(p.ram_total() <= p.ram_budget, qPrintable(QString::fromStdString(e.id)));
+              QVERIFY2(p.vram_total() <= p.vram_budget, qPrintable(QString::fromStdString(e.id)));
+            }
+            QVERIFY(!p.verdict_reason.empty());
+            std::set<std::string> names;
+            for (const Parameter& x : p.parameters) {
+              names.insert(x.name);
+              QVERIFY2(!x.reason.empty(), x.name.c_str());
+            }
+            for (const char* n : {"kt-method", "cpuinfer", "threadpool-count", "num-gpu-experts", "max-deferred-experts-per-token",
+                                  "gpu-prefill-token-threshold", "expert-placement-strategy", "enable-dynamic-expert-update"}) {
+              QVERIFY2(names.count(n) == 1, n);
+            }
+          }
+        }
+      }
+    }
+    QVERIFY(plans >= 200);
+  }
+
+  // A GGUF MoE file: parameters summed from its tensors, the KV cache from its metadata.
+  void gguf_shape() {
+    model::GgufWriter w;
+    w.header(3, 7, 6);
+    w.key("general.architecture", model::GgufType::kString).string("qwen3moe");
+    w.key("qwen3moe.block_count", model::GgufType::kUint32).raw<std::uint32_t>(2);
+    w.key("qwen3moe.embedding_length", model::GgufType::kUint32).raw<std::uint32_t>(64);
+    w.key("qwen3moe.expert_count", model::GgufType::kUint32).raw<std::uint32_t>(4);
+    w.key("qwen3moe.expert_used_count", model::GgufType::kUint32).raw<std::uint32_t>(2);
+    w.key("qwen3moe.attention.head_count_kv", model::GgufType::kUint32).raw<std::uint32_t>(2);
+    // F32 tensors; dims innermost first. Two layers, but only layer 1 is MoE.
+    std::uint64_t offset = 0;
+    auto tensor = [&](const std::string& name, std::vector<std::uint64_t> dims) {
+      std::uint64_t n = 1;
+      for (auto d : dims) n *= d;
+      w.tensor(name, dims, 0, offset);
+      offset += n * 4;
+      offset = (offset + 31) / 32 * 32;
+    };
+    tensor("token_embd.weight", {64, 100});
+    tensor("output.weight", {64, 100});
+    tensor("blk.0.attn_q.weight", {64, 64});
+    tensor("blk.0.ffn_up.weight", {64, 96});
+    tensor("blk.1.ffn_gate_inp.weight", {64, 4});
+    tensor("blk.1.ffn_gate_exps.weight", {64, 16, 4});
+    tensor("blk.1.ffn_down_exps.weight", {16, 64, 4});
+    w.pad_to(32);
+    w.bytes.append(offset, '\0');
+    QTemporaryDir dir;
+    const std::string path = (dir.path() + "/tiny.gguf").toStdString();
+    std::ofstream(path, std::ios::binary) << w.bytes;
+    const ModelShape s = model_shape_from_gguf(model::GgufFile(path));
+    QCOMPARE(s.architecture, std::string("gguf:qwen3moe"));
+    QCOMPARE(s.embedding_params, std::int64_t{6400});
+    QCOMPARE(s.output_params, std::int64_t{6400});
+    QCOMPARE(s.attention_params, std::int64_t{4096});
+    QCOMPARE(s.dense_ffn_params, std::int64_t{6144});
+    QCOMPARE(s.router_params, std::int64_t{256});
+    QCOMPARE(s.moe_layers, std::int64_t{1});
+    QCOMPARE(s.expert_params, std::int64_t{2 * 64 * 16});
+    // No key_length: the head size is embedding / heads (heads default to 1 here).
+    QCOMPARE(s.kv_elements_per_token, std::int64_t{2} * 2 * (64 + 64));
+  }
+
+  void catalog_is_complete() {
+    for (const char* id : {"tandem-demo", "glm-4.5", "glm-4.5-air", "qwen3-30b-a3b", "qwen3-235b-a22b-instruct-2507",
+                           "qwen3-235b-a22b-thinking-2507", "qwen3-next-80b-a3b-instruct", "deepseek-r1-0528", "deepseek-v3-0324",
+                           "kimi-k2-instruct"}) {
+      const CatalogEntry* e = find_catalog_entry(id);
+      QVERIFY2(e != nullptr, id);
+      QVERIFY(e->builtin || !e->repo.empty());
+      QVERIFY(e->builtin || !e->config.is_null());
+    }
+    const SizeEstimate sizes = estimate_sizes(shape("qwen3-30b-a3b"));
+    QVERIFY(sizes.bf16_bytes > 60e9 && sizes.bf16_bytes < 62e9);  // the published download is about 61 GB
+  }
+};
+
+QTEST_GUILESS_MAIN(TestPlanner)
+#include "tst_planner.moc"

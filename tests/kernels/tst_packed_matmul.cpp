@@ -1,0 +1,218 @@
+// Every packed-weight kernel variant this CPU can run against the scalar reference, on
+// shapes that are and are not multiples of the tiles, from one token to many; and the
+// scalar reference against plain fp32 arithmetic within the quantisation error.
+#include <QtTest>
+#include <random>
+
+#include "kernels/cpu/packed_matmul.h"
+
+using namespace tandem::kernels;
+
+namespace {
+
+std::vector<float> randomValues(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+PackedMatrix packAs(PackedFormat f, const WeightMatrix& source, std::int64_t group = kDefaultInt4Group) {
+  switch (f) {
+    case PackedFormat::Int8: return pack_int8(source);
+    case PackedFormat::Int4: return pack_int4(source, group);
+    case PackedFormat::Bf16: return pack_bf16(source);
+  }
+  return {};
+}
+
+QString formatName(PackedFormat f) {
+  switch (f) {
+    case PackedFormat::Int8: return QStringLiteral("int8");
+    case PackedFormat::Int4: return QStringLiteral("int4");
+    case PackedFormat::Bf16: return QStringLiteral("bf16");
+  }
+  return {};
+}
+
+}  // namespace
+
+class TestPackedMatmul : public QObject {
+  Q_OBJECT
+ private slots:
+  void variantsMatchScalar_data() {
+    QTest::addColumn<int>("variant");
+    QTest::addColumn<int>("format");
+    QTest::addColumn<int>("tokens");
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("cols");
+    QTest::addColumn<int>("group");
+    const IsaFeatures& usable = detect_isa().usable;
+    for (CpuVariant v : {CpuVariant::Avx2, CpuVariant::Avx512}) {
+      // A variant the CPU lacks cannot run here; the scalar one always runs.
+      if (!variant_supported(v, usable)) continue;
+      if (v == CpuVariant::Avx512 && !usable.avx512_bf16) continue;
+      for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
+        for (int tokens : {1, 3, 5, 8, 9, 17}) {
+          for (auto [rows, cols] : {std::pair{16, 64}, {37, 30}, {64, 257}, {5, 3}, {48, 384}}) {
+            // INT4: groups that divide k, that leave a short last group, and one group in all.
+            for (int group : f == PackedFormat::Int4 ? std::vector<int>{32, 64, 128} : std::vector<int>{0}) {
+              const QString name = QStringLiteral("%1 %2 t%3 %4x%5 g%6")
+                                       .arg(QString::fromUtf8(variant_name(v).data()), formatName(f))
+                                       .arg(tokens)
+                                       .arg(rows)
+                                       .arg(cols)
+                                       .arg(group);
+              QTest::newRow(qPrintable(name)) << int(v) << int(f) << tokens << rows << cols << group;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void variantsMatchScalar() {
+    QFETCH(int, variant);
+    QFETCH(int, format);
+    QFETCH(int, tokens);
+    QFETCH(int, rows);
+    QFETCH(int, cols);
+    QFETCH(int, group);
+    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 11);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    const PackedFormat f = static_cast<PackedFormat>(format);
+    const PackedMatrix w = packAs(f, source, group);
+    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 12);
+    PackedActivations a;
+    pack_activations_for(w, x.data(), tokens, a);
+    // y has a wider stride than rows, and sentinels there must stay untouched.
+    const std::int64_t stride = rows + 3;
+    std::vector<float> want(static_cast<std::size_t>(tokens * stride), -7.0f);
+    std::vector<float> got(want);
+    packed_matmul_scalar(w, a, want.data(), stride, 0, w.blocks);
+    packed_matmul(w, a, got.data(), stride, 0, w.blocks, static_cast<CpuVariant>(variant));
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (f != PackedFormat::Bf16) {
+        QCOMPARE(got[i], want[i]);  // the same integer sums, scaled in the same order
+      } else {
+        QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * (1.0f + std::abs(want[i])),
+                 qPrintable(QStringLiteral("%1 vs %2 at %3").arg(got[i]).arg(want[i]).arg(i)));
+      }
+    }
+  }
+
+  void scalarIsCloseToFloat_data() {
+    QTest::addColumn<int>("format");
+    QTest::addColumn<double>("tolerance");
+    QTest::newRow("int8") << int(PackedFormat::Int8) << 0.03;
+    // 4 bits: a uniform quantiser with max/7 steps on Gaussian weights leaves ~10% error.
+    QTest::newRow("int4") << int(PackedFormat::Int4) << 0.15;
+    QTest::newRow("bf16") << int(PackedFormat::Bf16) << 0.01;
+  }
+
+  // Quantisation error: relative to the size of the result's typical magnitude.
+  void scalarIsCloseToFloat() {
+    QFETCH(int, format);
+    QFETCH(double, tolerance);
+    const int tokens = 4, rows = 48, cols = 256;
+    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 21);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    const PackedFormat f = static_cast<PackedFormat>(format);
+    const PackedMatrix w = packAs(f, source);
+    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 22);
+    PackedActivations a;
+    pack_activations_for(w, x.data(), tokens, a);
+    std::vector<float> got(static_cast<std::size_t>(tokens * rows));
+    packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
+    double err = 0, norm = 0;
+    for (int t = 0; t < tokens; ++t) {
+      for (int r = 0; r < rows; ++r) {
+        double exact = 0;
+        for (int c = 0; c < cols; ++c) exact += double(x[t * cols + c]) * values[r * cols + c];
+        err += (got[t * rows + r] - exact) * (got[t * rows + r] - exact);
+        norm += exact * exact;
+      }
+    }
+    QVERIFY2(std::sqrt(err / norm) < tolerance, qPrintable(QString::number(std::sqrt(err / norm))));
+  }
+
+  // The scalar INT4 reference against the dequantised weights it stores: the only error
+  // left is the activations' INT8 rounding, so a broken nibble order or scale shows.
+  void int4MatchesItsDequantisedWeights() {
+    const int tokens = 3, rows = 21, cols = 200, group = 32;
+    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 41);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    const PackedMatrix w = pack_int4(source, group);
+    QCOMPARE(w.cols_padded, 200);
+    QCOMPARE(w.groups(), 7);  // six of 32 and one of 8
+    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 42);
+    PackedActivations a;
+    pack_activations_for(w, x.data(), tokens, a);
+    std::vector<float> got(static_cast<std::size_t>(tokens * rows));
+    packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
+    const std::int64_t rows_padded = w.blocks * kPackRows;
+    for (int t = 0; t < tokens; ++t) {
+      for (int r = 0; r < rows; ++r) {
+        double want = 0, magnitude = 0;
+        for (int c = 0; c < cols; ++c) {
+          const std::uint8_t byte = w.block(r / 16)[(c / 8) * 64 + (r % 16) * 4 + c % 4];
+          const int q = ((c % 8) < 4 ? byte & 0x0F : byte >> 4) - 8;
+          QVERIFY(q >= -8 && q <= 7);
+          const double weight = q * double(w.group_scale[static_cast<std::size_t>((c / group) * rows_padded + r)]);
+          // Within half a step, or clipped to an end of the range (the scale may be negative).
+          const double step = w.group_scale[static_cast<std::size_t>((c / group) * rows_padded + r)];
+          const double v = values[r * cols + c];
+          const double lo = std::min(-8 * step, 7 * step), hi = std::max(-8 * step, 7 * step);
+          QVERIFY(v < lo ? weight == lo : v > hi ? weight == hi : std::abs(weight - v) <= 0.5 * std::abs(step) + 1e-6);
+          want += weight * a.q[static_cast<std::size_t>(t * a.cols_padded + c)] * a.scale[static_cast<std::size_t>(t)];
+          magnitude += std::abs(weight * x[t * cols + c]);
+        }
+        QVERIFY2(std::abs(got[t * rows + r] - want) <= 1e-4 * (1 + magnitude),
+                 qPrintable(QStringLiteral("%1 vs %2").arg(got[t * rows + r]).arg(want)));
+      }
+    }
+  }
+
+  void int4RejectsGroupsThatAreNotMultiplesOf8() {
+    const std::vector<float> values(64, 1.0f);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = 2;
+    source.cols = 32;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_int4(source, 12));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_int4(source, 0));
+  }
+
+  void allBlocksInParallelChunks() {
+    const int rows = 100, cols = 64, tokens = 2;
+    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 31);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    const PackedMatrix w = pack_int8(source);
+    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 32);
+    PackedActivations a;
+    pack_activations(x.data(), tokens, cols, PackedFormat::Int8, a);
+    std::vector<float> want(static_cast<std::size_t>(tokens * rows)), got(want.size());
+    packed_matmul_scalar(w, a, want.data(), rows, 0, w.blocks);
+    const ParallelFor oneAtATime = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+      for (std::int64_t i = n - 1; i >= 0; --i) body(i, i + 1);
+    };
+    packed_matmul_all(w, a, got.data(), rows, CpuVariant::Scalar, oneAtATime);
+    QCOMPARE(got, want);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestPackedMatmul)
+#include "tst_packed_matmul.moc"

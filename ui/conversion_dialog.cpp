@@ -1,0 +1,253 @@
+#include "ui/conversion_dialog.h"
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPointer>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+#include <algorithm>
+
+#include "engine/convert/converter.h"
+#include "engine/hw/disk_space.h"
+#include "engine/hw/hardware_report.h"
+#include "ui/theme.h"
+
+namespace tandem::ui {
+namespace {
+
+QString bytes(double b) { return QString::fromStdString(hw::format_bytes(static_cast<std::uint64_t>(std::max(0.0, b)))); }
+
+QString duration(double seconds) {
+  if (seconds < 0 || seconds > 1e7) return QObject::tr("unknown");
+  const int s = static_cast<int>(seconds);
+  return s >= 3600 ? QObject::tr("%1 h %2 min").arg(s / 3600).arg(s % 3600 / 60)
+         : s >= 60 ? QObject::tr("%1 min %2 s").arg(s / 60).arg(s % 60)
+                   : QObject::tr("%1 s").arg(s);
+}
+
+convert::Method method_from(const QString& name) {
+  return name == QLatin1String("int4") ? convert::Method::Int4 : name == QLatin1String("bf16") ? convert::Method::Bf16 : convert::Method::Int8;
+}
+
+}  // namespace
+
+ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
+  setWindowTitle(tr("Convert Weights"));
+  resize(700, 560);
+  auto* v = new QVBoxLayout(this);
+  v->addWidget(new QLabel(tr("Tandem stores the experts that run on the CPU in a format made for its instructions. A "
+                             "converted copy loads in seconds instead of being packed at every start."),
+                          this));
+  auto* form = new QFormLayout;
+  source_ = new QLineEdit(this);
+  auto* browse_source = new QPushButton(tr("Browse…"), this);
+  auto* source_row = new QHBoxLayout;
+  source_row->addWidget(source_, 1);
+  source_row->addWidget(browse_source);
+  form->addRow(tr("Model folder"), source_row);
+  method_ = new QComboBox(this);
+  method_->addItem(tr("INT8: near-lossless, fast (recommended)"), QStringLiteral("int8"));
+  method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"), QStringLiteral("int4"));
+  method_->addItem(tr("BF16: full precision, twice the memory of INT8"), QStringLiteral("bf16"));
+  form->addRow(tr("Method"), method_);
+  output_ = new QLineEdit(this);
+  auto* browse_output = new QPushButton(tr("Browse…"), this);
+  auto* output_row = new QHBoxLayout;
+  output_row->addWidget(output_, 1);
+  output_row->addWidget(browse_output);
+  form->addRow(tr("Output folder"), output_row);
+  estimate_ = new QLabel(this);
+  estimate_->setWordWrap(true);
+  form->addRow(tr("Estimate"), estimate_);
+  v->addLayout(form);
+
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 1000);
+  progress_->setValue(0);
+  v->addWidget(progress_);
+  status_ = new QLabel(this);
+  status_->setWordWrap(true);
+  v->addWidget(status_);
+  verification_ = new QTreeWidget(this);
+  verification_->setHeaderLabels({tr("Tensor"), tr("Relative error")});
+  verification_->setRootIsDecorated(false);
+  verification_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+  verification_->setVisible(false);
+  v->addWidget(verification_, 1);
+
+  auto* buttons = new QDialogButtonBox(this);
+  start_ = buttons->addButton(tr("Convert"), QDialogButtonBox::AcceptRole);
+  start_->setObjectName(QStringLiteral("primary"));
+  cancel_ = buttons->addButton(tr("Cancel"), QDialogButtonBox::RejectRole);
+  auto* close = buttons->addButton(QDialogButtonBox::Close);
+  v->addWidget(buttons);
+  cancel_->setEnabled(false);
+  // The buttons act on the conversion; only Close closes the dialog.
+  disconnect(buttons, nullptr, this, nullptr);
+  connect(start_, &QPushButton::clicked, this, &ConversionDialog::start);
+  connect(cancel_, &QPushButton::clicked, this, &ConversionDialog::cancel);
+  connect(close, &QPushButton::clicked, this, &QDialog::close);
+
+  connect(browse_source, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Model folder"), source_->text());
+    if (!dir.isEmpty()) setSource(dir);
+  });
+  connect(browse_output, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Output folder"), output_->text());
+    if (!dir.isEmpty()) setOutput(dir);
+  });
+  connect(source_, &QLineEdit::editingFinished, this, &ConversionDialog::updateEstimate);
+  connect(output_, &QLineEdit::editingFinished, this, &ConversionDialog::updateEstimate);
+  connect(method_, &QComboBox::currentIndexChanged, this, [this] {
+    if (!source_->text().isEmpty()) setOutput(source_->text() + QStringLiteral("-tandem-") + method_->currentData().toString());
+  });
+}
+
+ConversionDialog::~ConversionDialog() {
+  if (converter_) converter_->cancel();
+  if (worker_.joinable()) worker_.join();
+}
+
+void ConversionDialog::setSource(const QString& folder) {
+  source_->setText(folder);
+  setOutput(folder + QStringLiteral("-tandem-") + method_->currentData().toString());
+}
+
+void ConversionDialog::setMethod(const QString& method) {
+  const int i = method_->findData(method);
+  if (i >= 0) method_->setCurrentIndex(i);
+}
+
+void ConversionDialog::setOutput(const QString& folder) {
+  output_->setText(folder);
+  updateEstimate();
+}
+
+QString ConversionDialog::source() const { return source_->text(); }
+QString ConversionDialog::output() const { return output_->text(); }
+QString ConversionDialog::statusText() const { return status_->text(); }
+int ConversionDialog::verifiedTensors() const { return verification_->topLevelItemCount(); }
+
+void ConversionDialog::updateEstimate() {
+  if (source_->text().isEmpty()) {
+    estimate_->setText(tr("Choose a model folder."));
+    return;
+  }
+  try {
+    convert::ConvertOptions o;
+    o.input = source_->text().toStdString();
+    o.output = output_->text().toStdString();
+    o.method = method_from(method_->currentData().toString());
+    const convert::ConvertEstimate e = convert::estimate_conversion(o);
+    const hw::DiskSpace disk = hw::probe_disk_space(o.output);
+    estimate_->setText(tr("about %1 written in about %2; %3 free on that disk%4")
+                           .arg(bytes(static_cast<double>(e.output_bytes)), duration(e.seconds), bytes(static_cast<double>(disk.free_bytes)),
+                                disk.free_bytes < e.output_bytes ? tr(" — not enough space") : QString()));
+    start_->setEnabled(!running_ && disk.free_bytes >= e.output_bytes);
+  } catch (const std::exception& e) {
+    estimate_->setText(QString::fromUtf8(e.what()));
+    start_->setEnabled(false);
+  }
+}
+
+void ConversionDialog::setRunning(bool running) {
+  running_ = running;
+  start_->setEnabled(!running);
+  cancel_->setEnabled(running);
+  source_->setEnabled(!running);
+  method_->setEnabled(!running);
+  output_->setEnabled(!running);
+}
+
+void ConversionDialog::start() {
+  if (running_) return;
+  if (worker_.joinable()) worker_.join();
+  convert::ConvertOptions o;
+  o.input = source_->text().toStdString();
+  o.output = output_->text().toStdString();
+  o.method = method_from(method_->currentData().toString());
+  o.verify = true;
+  verification_->clear();
+  verification_->setVisible(false);
+  status_->setText(tr("Starting…"));
+  try {
+    converter_ = std::make_unique<convert::Converter>(o);
+  } catch (const std::exception& e) {
+    status_->setText(QString::fromUtf8(e.what()));
+    return;
+  }
+  setRunning(true);
+  QPointer<ConversionDialog> self(this);
+  convert::Converter* converter = converter_.get();
+  worker_ = std::thread([self, converter] {
+    try {
+      const convert::ConvertResult r = converter->run([self](const convert::ConvertProgress& p) {
+        QMetaObject::invokeMethod(
+            self.data(),
+            [self, p] {
+              if (self) self->onProgress(static_cast<double>(p.bytes_done), static_cast<double>(p.bytes_total), p.bytes_per_s, p.eta_s, p.layer, p.layers);
+            },
+            Qt::QueuedConnection);
+      });
+      QMetaObject::invokeMethod(
+          self.data(),
+          [self, r] {
+            if (!self) return;
+            for (const convert::TensorCheck& c : r.verification) {
+              self->verification_->addTopLevelItem(new QTreeWidgetItem({QString::fromStdString(c.name), QString::number(c.relative_error, 'g', 3)}));
+            }
+            self->verification_->sortItems(1, Qt::DescendingOrder);
+            self->verification_->setVisible(!r.verification.empty());
+            self->onDone(true, false,
+                         tr("Done: %1 written in %2%3 (peak memory %4).")
+                             .arg(bytes(static_cast<double>(r.bytes_written)), duration(r.seconds), r.resumed ? tr(", resumed") : QString(),
+                                  bytes(static_cast<double>(r.peak_memory_bytes))));
+          },
+          Qt::QueuedConnection);
+    } catch (const convert::ConvertCancelled&) {
+      QMetaObject::invokeMethod(
+          self.data(),
+          [self] {
+            if (self) self->onDone(false, true, tr("Cancelled. The finished layers are kept: Convert resumes from them."));
+          },
+          Qt::QueuedConnection);
+    } catch (const std::exception& e) {
+      const QString message = QString::fromUtf8(e.what());
+      QMetaObject::invokeMethod(
+          self.data(), [self, message] { if (self) self->onDone(false, false, message); }, Qt::QueuedConnection);
+    }
+  });
+}
+
+void ConversionDialog::cancel() {
+  if (!running_ || !converter_) return;
+  converter_->cancel();
+  status_->setText(tr("Stopping… the finished layers are kept, and Convert resumes from them."));
+}
+
+void ConversionDialog::onProgress(double done, double total, double bytes_per_s, double eta_s, int layer, int layers) {
+  progress_->setValue(total > 0 ? static_cast<int>(1000.0 * done / total) : 0);
+  progress_->setFormat(QStringLiteral("%1 of %2").arg(bytes(done), bytes(total)));
+  status_->setText(tr("Layer %1 of %2 · %3/s · %4 left").arg(layer + 1).arg(layers).arg(bytes(bytes_per_s), duration(eta_s)));
+}
+
+void ConversionDialog::onDone(bool ok, bool cancelled, const QString& message) {
+  cancelled_ = cancelled;
+  if (worker_.joinable()) worker_.join();
+  setRunning(false);
+  status_->setText(message);
+  if (ok) progress_->setValue(1000);
+  updateEstimate();
+  emit finished(ok, output_->text());
+}
+
+}  // namespace tandem::ui

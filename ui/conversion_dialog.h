@@ -1,0 +1,69 @@
+// The weight-conversion dialog: choose the source folder, the method and the output folder;
+// see the estimated size and time and the free disk; follow progress (bytes/s, ETA, current
+// layer); cancel and resume; read the verification summary at the end. The converter runs
+// on a worker thread.
+#pragma once
+
+#include <QDialog>
+#include <atomic>
+#include <memory>
+#include <thread>
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QTreeWidget;
+
+namespace tandem::convert {
+class Converter;
+}
+
+namespace tandem::ui {
+
+class ConversionDialog : public QDialog {
+  Q_OBJECT
+ public:
+  explicit ConversionDialog(QWidget* parent = nullptr);
+  ~ConversionDialog() override;  // cancels a running conversion and waits for it
+
+  void setSource(const QString& folder);
+  void setMethod(const QString& method);  // "int8", "int4" or "bf16"
+  void setOutput(const QString& folder);
+  QString source() const;
+  QString output() const;
+  bool isRunning() const { return running_; }
+  bool wasCancelled() const { return cancelled_; }
+  QString statusText() const;
+  int verifiedTensors() const;
+
+ public slots:
+  void start();
+  void cancel();
+
+ signals:
+  void finished(bool ok, const QString& output);
+
+ private:
+  void updateEstimate();
+  void onProgress(double done, double total, double bytes_per_s, double eta_s, int layer, int layers);
+  void onDone(bool ok, bool cancelled, const QString& message);
+  void setRunning(bool running);
+
+  QLineEdit* source_;
+  QComboBox* method_;
+  QLineEdit* output_;
+  QLabel* estimate_;
+  QLabel* status_;
+  QProgressBar* progress_;
+  QTreeWidget* verification_;
+  QPushButton* start_;
+  QPushButton* cancel_;
+  std::unique_ptr<convert::Converter> converter_;
+  std::thread worker_;
+  bool running_ = false;
+  bool cancelled_ = false;
+};
+
+}  // namespace tandem::ui

@@ -1,0 +1,49 @@
+// Asks what to download: the repository, optionally a revision, include/exclude patterns
+// a token for gated models and a mirror. Accepts only a repository name the Hub could have.
+#pragma once
+
+#include <QDialog>
+
+#include "ui/download_list_model.h"
+
+class QLineEdit;
+class QLabel;
+class QPushButton;
+
+namespace tandem::ui {
+
+class DownloadDialog : public QDialog {
+  Q_OBJECT
+ public:
+  // `modelsFolder`: the files go into its ORG/NAME subfolder.
+  DownloadDialog(const QString& modelsFolder, QWidget* parent = nullptr);
+
+  DownloadJobSpec spec() const;
+  QString token() const;  // empty: keep the saved one
+  // The mirror to download from; empty: HF_ENDPOINT, else huggingface.co.
+  void setEndpoint(const QString& endpoint);
+  QString endpoint() const;
+
+  QLineEdit* repoEdit() const { return repo_; }
+  QLineEdit* includeEdit() const { return include_; }
+  QPushButton* startButton() const { return start_; }
+
+ private:
+  void validate();
+
+  QString models_folder_;
+  QLineEdit* repo_ = nullptr;
+  QLineEdit* revision_ = nullptr;
+  QLineEdit* include_ = nullptr;
+  QLineEdit* exclude_ = nullptr;
+  QLineEdit* token_ = nullptr;
+  QLineEdit* endpoint_ = nullptr;
+  QLabel* destination_ = nullptr;
+  QLabel* problem_ = nullptr;
+  QPushButton* start_ = nullptr;
+};
+
+// "*.safetensors, *.json  config.json" -> {"*.safetensors", "*.json", "config.json"}
+QStringList splitPatterns(const QString& text);
+
+}  // namespace tandem::ui

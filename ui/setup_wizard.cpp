@@ -1,0 +1,637 @@
+#include "ui/setup_wizard.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QButtonGroup>
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QHorizontalStackedBarSeries>
+#include <QLabel>
+#include <QLegend>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QStandardItemModel>
+#include <QTreeView>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <QWizardPage>
+#include <fstream>
+
+#include "engine/model/demo_model.h"
+#include "engine/model/model_error.h"
+#include "engine/model/model_spec.h"
+#include "engine/plan/catalog.h"
+#include "ui/download_queue.h"
+#include "ui/main_window.h"
+#include "ui/theme.h"
+
+namespace tandem::ui {
+namespace {
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+QString gib(std::uint64_t b) { return QStringLiteral("%1 GiB").arg(static_cast<double>(b) / (1ull << 30), 0, 'f', 1); }
+
+QLabel* paragraph(const QString& text, QWidget* parent) {
+  auto* l = new QLabel(text, parent);
+  l->setWordWrap(true);
+  return l;
+}
+
+// Whether Tandem's engine runs this architecture today (the planner knows more).
+bool runnable(const nlohmann::json& config) {
+  try {
+    model::parse_model_spec(config, "config");
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+nlohmann::json read_config(const QString& folder) {
+  std::ifstream in((folder + QStringLiteral("/config.json")).toStdString());
+  if (!in) return nullptr;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+QString catalog_folder(const plan::CatalogEntry& e) { return MainWindow::modelsFolder() + QLatin1Char('/') + q(e.repo); }
+
+// ---------------------------------------------------------------------------------------
+
+class WelcomePage : public QWizardPage {
+ public:
+  explicit WelcomePage(QWidget* parent) : QWizardPage(parent) {
+    setTitle(tr("Welcome to Tandem"));
+    setSubTitle(tr("Run large mixture-of-experts models on this computer, with the GPU and the CPU working together."));
+    auto* v = new QVBoxLayout(this);
+    v->addWidget(paragraph(tr("This assistant checks what your computer can do, helps you pick a model that fits, downloads "
+                              "it, and chooses the settings that make it run fast. Every choice comes with its reason, and "
+                              "you can change any of them later from Tools → Setup Assistant."),
+                           this));
+    v->addWidget(paragraph(tr("Nothing is downloaded unless you ask for it. The built-in demo model works right away, even "
+                              "without a network connection."),
+                           this));
+    v->addStretch(1);
+  }
+};
+
+class HardwarePage : public QWizardPage {
+ public:
+  HardwarePage(SetupWizard* wizard, QWidget* parent) : QWizardPage(parent), wizard_(wizard) {
+    setTitle(tr("Your computer"));
+    setSubTitle(tr("What Tandem found, and what it means for running models."));
+    auto* v = new QVBoxLayout(this);
+    text_ = paragraph(QString(), this);
+    text_->setTextFormat(Qt::RichText);
+    v->addWidget(text_);
+    v->addStretch(1);
+    connect(wizard_, &SetupWizard::hardwareChanged, this, [this] { refresh(); });
+    refresh();
+  }
+  void initializePage() override { refresh(); }
+  bool isComplete() const override { return wizard_->hardware() != nullptr; }
+
+ private:
+  void refresh() {
+    const HardwareReportPtr hw = wizard_->hardware();
+    if (!hw) {
+      text_->setText(tr("Detecting processor, memory, graphics and disk…"));
+    } else {
+      QString html = QStringLiteral("<table cellpadding='3'>");
+      for (const hw::Finding& f : hw->findings) {
+        const char* color = f.level == hw::FindingLevel::Good ? theme::kGood : f.level == hw::FindingLevel::Warning ? theme::kWarning : theme::kAccent;
+        html += QStringLiteral("<tr><td style='color:%1'>●</td><td><b>%2</b><br/><span style='color:%3'>%4</span></td></tr>")
+                    .arg(color, q(f.headline).toHtmlEscaped(), theme::kMutedText, q(f.detail).toHtmlEscaped());
+      }
+      text_->setText(html + QStringLiteral("</table>"));
+    }
+    emit completeChanged();
+  }
+  SetupWizard* wizard_;
+  QLabel* text_;
+};
+
+class ModelPage : public QWizardPage {
+ public:
+  ModelPage(SetupWizard* wizard, QWidget* parent) : QWizardPage(parent), wizard_(wizard) {
+    setTitle(tr("Choose a model"));
+    setSubTitle(tr("The verdict says whether each model fits in this computer's memory, with Tandem's recommended settings."));
+    auto* v = new QVBoxLayout(this);
+    group_ = new QButtonGroup(this);
+    demo_ = new QRadioButton(tr("Try the built-in demo model (small, works offline)"), this);
+    catalog_ = new QRadioButton(tr("A model from the catalog:"), this);
+    folder_ = new QRadioButton(tr("A model folder on this computer:"), this);
+    group_->addButton(demo_, 0);
+    group_->addButton(catalog_, 1);
+    group_->addButton(folder_, 2);
+    v->addWidget(demo_);
+    v->addWidget(catalog_);
+    list_ = new QStandardItemModel(0, 3, this);
+    list_->setHorizontalHeaderLabels({tr("Model"), tr("Download"), tr("On this computer")});
+    view_ = new QTreeView(this);
+    view_->setModel(list_);
+    view_->setRootIsDecorated(false);
+    view_->setAlternatingRowColors(true);
+    view_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    view_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+    view_->setMinimumHeight(180);
+    v->addWidget(view_, 1);
+    v->addWidget(folder_);
+    auto* row = new QHBoxLayout;
+    path_ = new QLineEdit(this);
+    path_->setPlaceholderText(tr("A folder with config.json, the tokenizer and .safetensors files"));
+    auto* browse = new QPushButton(tr("Browse…"), this);
+    row->addWidget(path_, 1);
+    row->addWidget(browse);
+    v->addLayout(row);
+    problem_ = paragraph(QString(), this);
+    problem_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kWarning));
+    v->addWidget(problem_);
+
+    connect(browse, &QPushButton::clicked, this, [this] {
+      const QString dir = QFileDialog::getExistingDirectory(this, tr("Model folder"), path_->text());
+      if (!dir.isEmpty()) {
+        path_->setText(dir);
+        folder_->setChecked(true);
+      }
+    });
+    connect(group_, &QButtonGroup::idClicked, this, [this] { update_choice(); });
+    connect(path_, &QLineEdit::textChanged, this, [this] {
+      if (!path_->text().isEmpty()) folder_->setChecked(true);
+      update_choice();
+    });
+    connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this] {
+      catalog_->setChecked(true);
+      update_choice();
+    });
+    connect(wizard_, &SetupWizard::hardwareChanged, this, [this] { fill(); });
+    fill();
+  }
+
+  void initializePage() override {
+    const SetupChoices& c = wizard_->choices();
+    if (c.source == QLatin1String("folder")) {
+      path_->setText(c.folder);
+      folder_->setChecked(true);
+    } else if (c.source == QLatin1String("catalog")) {
+      for (int r = 0; r < list_->rowCount(); ++r) {
+        if (list_->item(r, 0)->data(Qt::UserRole).toString() == c.catalog_id) view_->setCurrentIndex(list_->index(r, 0));
+      }
+      catalog_->setChecked(true);
+    } else {
+      demo_->setChecked(true);
+    }
+    update_choice();
+  }
+
+  bool isComplete() const override { return problem_->text().isEmpty() && group_->checkedId() >= 0; }
+
+ private:
+  void fill() {
+    list_->removeRows(0, list_->rowCount());
+    const HardwareReportPtr hw = wizard_->hardware();
+    for (const plan::CatalogEntry& e : plan::catalog()) {
+      if (e.builtin || e.config.is_null()) continue;
+      const plan::ModelShape shape = plan::model_shape_from_config(e.config, e.id);
+      const plan::SizeEstimate size = plan::estimate_sizes(shape);
+      auto* name = new QStandardItem(q(e.name));
+      name->setData(q(e.id), Qt::UserRole);
+      name->setToolTip(q(e.description));
+      const bool can_run = runnable(e.config);
+      const bool fp8 = std::find(e.quantizations.begin(), e.quantizations.end(), "fp8") != e.quantizations.end() &&
+                       std::find(e.quantizations.begin(), e.quantizations.end(), "bf16") == e.quantizations.end();
+      auto* download = new QStandardItem(fp8 ? tr("%1 (FP8)").arg(gib(size.fp8_bytes)) : tr("%1 (BF16)").arg(gib(size.bf16_bytes)));
+      QString verdict = tr("checking…");
+      QColor color(theme::kMutedText);
+      if (!can_run) {
+        verdict = tr("planned: Tandem cannot run this architecture yet");
+        name->setEnabled(false);
+      } else if (hw) {
+        QStringList per_quality;
+        for (plan::Quality quality : {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
+          const plan::Plan p = plan::make_plan(*hw, shape, {8192, quality, false});
+          const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
+          per_quality << (p.verdict == plan::Verdict::Fits ? tr("%1 fits").arg(fmt)
+                          : p.verdict == plan::Verdict::FitsWithChanges ? tr("%1 fits with changes").arg(fmt)
+                                                                         : tr("does not fit"));
+          if (quality == plan::Quality::Balanced) {
+            color = QColor(p.verdict == plan::Verdict::Fits ? theme::kGood : p.verdict == plan::Verdict::FitsWithChanges ? theme::kWarning : "#b91c1c");
+          }
+        }
+        per_quality.removeDuplicates();
+        verdict = per_quality.join(QStringLiteral(" · "));
+      }
+      auto* fits = new QStandardItem(verdict);
+      fits->setForeground(color);
+      list_->appendRow({name, download, fits});
+    }
+    view_->resizeColumnToContents(1);
+  }
+
+  void update_choice() {
+    SetupChoices& c = wizard_->mutableChoices();
+    problem_->clear();
+    switch (group_->checkedId()) {
+      case 0:
+        c.source = QStringLiteral("demo");
+        c.folder = q(model::demo_model_folder());
+        if (c.folder.isEmpty()) problem_->setText(tr("The built-in demo model is missing from this installation."));
+        break;
+      case 1: {
+        c.source = QStringLiteral("catalog");
+        const QModelIndex i = view_->currentIndex();
+        const QString id = i.isValid() ? list_->item(i.row(), 0)->data(Qt::UserRole).toString() : QString();
+        const plan::CatalogEntry* e = plan::find_catalog_entry(id.toStdString());
+        if (e == nullptr) {
+          problem_->setText(tr("Pick a model from the list."));
+        } else if (!runnable(e->config)) {
+          problem_->setText(tr("%1 can be planned but not run yet; pick another model.").arg(q(e->name)));
+        } else {
+          c.catalog_id = id;
+          c.folder = catalog_folder(*e);
+        }
+        break;
+      }
+      case 2: {
+        c.source = QStringLiteral("folder");
+        c.folder = path_->text().trimmed();
+        const nlohmann::json config = read_config(c.folder);
+        if (c.folder.isEmpty()) {
+          problem_->setText(tr("Choose the model's folder."));
+        } else if (config.is_null()) {
+          problem_->setText(tr("%1 has no readable config.json; choose the folder that holds the model's files.").arg(c.folder));
+        } else {
+          try {
+            model::parse_model_spec(config, "config.json");
+          } catch (const std::exception& e) {
+            problem_->setText(QString::fromUtf8(e.what()));
+          }
+        }
+        break;
+      }
+      default: problem_->setText(tr("Choose where the model comes from."));
+    }
+    wizard_->replan();
+    emit completeChanged();
+  }
+
+  SetupWizard* wizard_;
+  QButtonGroup* group_;
+  QRadioButton *demo_, *catalog_, *folder_;
+  QStandardItemModel* list_;
+  QTreeView* view_;
+  QLineEdit* path_;
+  QLabel* problem_;
+};
+
+class DownloadPage : public QWizardPage {
+ public:
+  DownloadPage(SetupWizard* wizard, DownloadQueue* queue, QWidget* parent) : QWizardPage(parent), wizard_(wizard), queue_(queue) {
+    setTitle(tr("Download"));
+    setSubTitle(tr("The model's files come from Hugging Face. Downloads resume where they stopped, and every file is checked."));
+    auto* v = new QVBoxLayout(this);
+    status_ = paragraph(QString(), this);
+    v->addWidget(status_);
+    start_ = new QPushButton(tr("Download now"), this);
+    start_->setObjectName(QStringLiteral("primary"));
+    v->addWidget(start_, 0, Qt::AlignLeft);
+    v->addStretch(1);
+    connect(start_, &QPushButton::clicked, this, [this] {
+      const plan::CatalogEntry* e = plan::find_catalog_entry(wizard_->choices().catalog_id.toStdString());
+      if (e == nullptr || queue_ == nullptr) return;
+      DownloadJobSpec spec;
+      spec.repo = q(e->repo);
+      spec.include = {QStringLiteral("*.safetensors"), QStringLiteral("*.json"), QStringLiteral("*.jinja"), QStringLiteral("*.txt"),
+                      QStringLiteral("*.model")};
+      spec.destination = wizard_->choices().folder;
+      job_ = queue_->start(spec);
+      started_ = true;
+      refresh();
+    });
+    if (queue_ != nullptr) {
+      connect(queue_, &DownloadQueue::finished, this, [this](quint64 id, bool ok) {
+        if (id != job_) return;
+        finished_ = ok;
+        refresh();
+      });
+    }
+  }
+  void initializePage() override {
+    started_ = false;
+    finished_ = false;
+    refresh();
+  }
+  bool isComplete() const override { return present() || started_; }
+
+ private:
+  bool present() const {
+    const QString folder = wizard_->choices().folder;
+    return QFileInfo::exists(folder + QStringLiteral("/config.json")) &&
+           !QDir(folder).entryList({QStringLiteral("*.safetensors")}, QDir::Files).isEmpty();
+  }
+  void refresh() {
+    const plan::CatalogEntry* e = plan::find_catalog_entry(wizard_->choices().catalog_id.toStdString());
+    const QString repo = e ? q(e->repo) : QString();
+    if (present()) {
+      status_->setText(tr("%1 is already on this computer in %2.").arg(repo, wizard_->choices().folder));
+      start_->hide();
+    } else if (finished_) {
+      status_->setText(tr("%1 has been downloaded to %2.").arg(repo, wizard_->choices().folder));
+      start_->hide();
+    } else if (started_) {
+      status_->setText(tr("Downloading %1 into %2. It goes on in the background: you can finish the assistant now and "
+                          "follow it on the Downloads page; the model loads once its files are complete.")
+                           .arg(repo, wizard_->choices().folder));
+      start_->hide();
+    } else {
+      QString size;
+      if (e) size = gib(plan::estimate_sizes(plan::model_shape_from_config(e->config, e->id)).bf16_bytes);
+      const hw::DiskSpace disk = hw::probe_disk_space(MainWindow::modelsFolder().toStdString());
+      status_->setText(tr("%1 is about %2 (BF16). %3 are free in %4. Only the safetensors weights, the configuration and the "
+                          "tokenizer are fetched.")
+                           .arg(repo, size, q(hw::format_bytes(disk.free_bytes)), MainWindow::modelsFolder()));
+      start_->setVisible(queue_ != nullptr);
+    }
+    emit completeChanged();
+  }
+  SetupWizard* wizard_;
+  DownloadQueue* queue_;
+  QLabel* status_;
+  QPushButton* start_;
+  quint64 job_ = 0;
+  bool started_ = false;
+  bool finished_ = false;
+};
+
+class ConversionPage : public QWizardPage {
+ public:
+  ConversionPage(SetupWizard* wizard, QWidget* parent) : QWizardPage(parent), wizard_(wizard) {
+    setTitle(tr("Weights on the CPU"));
+    setSubTitle(tr("The experts that run on the CPU are stored in a format made for its instructions."));
+    auto* form = new QFormLayout(this);
+    method_ = new QComboBox(this);
+    method_->addItem(tr("INT8: near-lossless, fast"), QStringLiteral("int8"));
+    method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"), QStringLiteral("int4"));
+    method_->addItem(tr("BF16: full precision, twice the memory"), QStringLiteral("bf16"));
+    method_->addItem(tr("As stored in the files (slowest, for checking)"), QStringLiteral("native"));
+    form->addRow(tr("Format"), method_);
+    reason_ = paragraph(QString(), this);
+    form->addRow(QString(), reason_);
+    form->addRow(QString(), paragraph(tr("Tandem converts the weights when it loads the model, so there is nothing to wait "
+                                          "for here. For a large model, Tools → Convert Weights saves a converted copy that "
+                                          "loads in seconds."),
+                                       this));
+    connect(method_, &QComboBox::currentIndexChanged, this, [this] {
+      wizard_->mutableChoices().cpu_format = method_->currentData().toString();
+    });
+  }
+  void initializePage() override {
+    const plan::Plan& p = wizard_->plan();
+    QString recommended = q(std::string(plan::format_name(p.cpu_format)));
+    QString reason;
+    for (const plan::Parameter& x : p.parameters) {
+      if (x.name == "kt-method") reason = tr("Recommended: %1 — %2.").arg(q(x.value), q(x.reason));
+    }
+    const QString saved = wizard_->choices().cpu_format;
+    const int index = method_->findData(saved.isEmpty() ? recommended : saved);
+    method_->setCurrentIndex(index >= 0 ? index : 0);
+    wizard_->mutableChoices().cpu_format = method_->currentData().toString();
+    reason_->setText(reason);
+  }
+
+ private:
+  SetupWizard* wizard_;
+  QComboBox* method_;
+  QLabel* reason_;
+};
+
+class ParametersPage : public QWizardPage {
+ public:
+  ParametersPage(SetupWizard* wizard, QWidget* parent) : QWizardPage(parent), wizard_(wizard) {
+    setTitle(tr("Settings"));
+    setSubTitle(tr("Tandem's recommendations for this computer and model. Each comes with its reason; change any you like."));
+    auto* v = new QVBoxLayout(this);
+    verdict_ = paragraph(QString(), this);
+    v->addWidget(verdict_);
+    auto* form = new QFormLayout;
+    threads_ = new QSpinBox(this);
+    threads_->setRange(1, 4096);
+    context_ = new QSpinBox(this);
+    context_->setRange(256, 1 << 20);
+    context_->setSingleStep(1024);
+    form->addRow(tr("CPU threads"), threads_);
+    form->addRow(tr("Context length (tokens)"), context_);
+    v->addLayout(form);
+    params_ = new QTreeWidget(this);
+    params_->setColumnCount(3);
+    params_->setHeaderLabels({tr("Parameter"), tr("Value"), tr("Why")});
+    params_->setRootIsDecorated(false);
+    params_->setWordWrap(true);
+    params_->header()->setSectionResizeMode(2, QHeaderView::Stretch);
+    params_->setMinimumHeight(150);
+    v->addWidget(params_, 1);
+    chart_ = new QChart;
+    chart_->setTitle(tr("Memory plan"));
+    chart_->legend()->setAlignment(Qt::AlignRight);
+    chart_->setMargins(QMargins(2, 2, 2, 2));
+    auto* view = new QChartView(chart_, this);
+    view->setRenderHint(QPainter::Antialiasing);
+    view->setMinimumHeight(170);
+    v->addWidget(view);
+    connect(threads_, &QSpinBox::valueChanged, this, [this](int n) { wizard_->mutableChoices().threads = n; });
+    connect(context_, &QSpinBox::valueChanged, this, [this](int n) {
+      if (n == wizard_->mutableChoices().context) return;
+      wizard_->mutableChoices().context = n;
+      wizard_->replan();
+      show_plan();
+    });
+  }
+  void initializePage() override {
+    SetupChoices& c = wizard_->mutableChoices();
+    const plan::Plan& p = wizard_->plan();
+    for (const plan::Parameter& x : p.parameters) {
+      if (x.name == "cpuinfer" && c.threads <= 0) c.threads = std::stoi(x.value);
+    }
+    if (c.threads <= 0 && wizard_->hardware()) c.threads = wizard_->hardware()->recommendation.cpu_threads.value;
+    if (c.context <= 0) c.context = p.context_tokens > 0 ? p.context_tokens : 4096;
+    threads_->setValue(c.threads);
+    context_->setValue(static_cast<int>(c.context));
+    show_plan();
+  }
+  QString chartCategories() const {
+    QStringList names;
+    for (QAbstractSeries* s : chart_->series()) {
+      for (QBarSet* set : static_cast<QHorizontalStackedBarSeries*>(s)->barSets()) names << set->label();
+    }
+    return names.join(QStringLiteral(", "));
+  }
+
+ private:
+  void show_plan() {
+    const plan::Plan& p = wizard_->plan();
+    verdict_->setText(QStringLiteral("<b>%1</b>").arg(q(p.verdict_reason).toHtmlEscaped()));
+    params_->clear();
+    for (const plan::Parameter& x : p.parameters) {
+      auto* item = new QTreeWidgetItem({q(x.name), q(x.value), q(x.reason)});
+      item->setToolTip(2, q(x.reason));
+      params_->addTopLevelItem(item);
+    }
+    params_->resizeColumnToContents(0);
+    params_->resizeColumnToContents(1);
+    chart_->removeAllSeries();
+    for (QAbstractAxis* a : chart_->axes()) chart_->removeAxis(a);
+    auto* series = new QHorizontalStackedBarSeries(chart_);
+    // One bar per memory, one segment per category (in GiB).
+    QStringList categories;
+    std::map<std::string, std::pair<double, double>> values;  // category -> (RAM, VRAM)
+    for (const plan::MemoryLine& l : p.ram) values[l.category].first = static_cast<double>(l.bytes) / (1ull << 30);
+    for (const plan::MemoryLine& l : p.vram) values[l.category].second = static_cast<double>(l.bytes) / (1ull << 30);
+    for (const auto& [name, v] : values) {
+      auto* set = new QBarSet(q(name));
+      *set << v.first << v.second;
+      series->append(set);
+    }
+    chart_->addSeries(series);
+    auto* axis = new QBarCategoryAxis(chart_);
+    axis->append({tr("RAM (%1 available)").arg(gib(p.ram_budget)),
+                  p.uses_gpu ? tr("VRAM (%1 free)").arg(gib(p.vram_budget)) : tr("VRAM (no GPU)")});
+    auto* value = new QValueAxis(chart_);
+    value->setTitleText(tr("GiB"));
+    value->setLabelFormat(QStringLiteral("%.0f"));
+    chart_->addAxis(axis, Qt::AlignLeft);
+    chart_->addAxis(value, Qt::AlignBottom);
+    series->attachAxis(axis);
+    series->attachAxis(value);
+  }
+
+  SetupWizard* wizard_;
+  QLabel* verdict_;
+  QSpinBox* threads_;
+  QSpinBox* context_;
+  QTreeWidget* params_;
+  QChart* chart_;
+};
+
+class FinishPage : public QWizardPage {
+ public:
+  FinishPage(SetupWizard* wizard, QWidget* parent) : QWizardPage(parent), wizard_(wizard) {
+    setTitle(tr("Ready"));
+    auto* v = new QVBoxLayout(this);
+    summary_ = paragraph(QString(), this);
+    v->addWidget(summary_);
+    v->addStretch(1);
+  }
+  void initializePage() override {
+    const SetupChoices& c = wizard_->choices();
+    summary_->setText(tr("Tandem will load %1 with %2 weights on the CPU, %3 threads and a context of %4 tokens, then open the "
+                         "chat. You can run this assistant again from Tools → Setup Assistant.")
+                          .arg(c.source == QLatin1String("demo") ? tr("the built-in demo model") : QFileInfo(c.folder).fileName(),
+                               c.cpu_format.toUpper())
+                          .arg(c.threads)
+                          .arg(c.context));
+  }
+
+ private:
+  SetupWizard* wizard_;
+  QLabel* summary_;
+};
+
+}  // namespace
+
+SetupWizard::SetupWizard(HardwareReportPtr hardware, DownloadQueue* queue, QWidget* parent)
+    : QWizard(parent), hardware_(std::move(hardware)), queue_(queue) {
+  setWindowTitle(tr("Tandem Setup Assistant"));
+  setWizardStyle(QWizard::ModernStyle);
+  setOption(QWizard::NoBackButtonOnStartPage);
+  resize(820, 640);
+  choices_ = savedChoices();
+  setPage(Welcome, new WelcomePage(this));
+  setPage(Hardware, new HardwarePage(this, this));
+  setPage(Model, new ModelPage(this, this));
+  setPage(Download, new DownloadPage(this, queue_, this));
+  setPage(Conversion, new ConversionPage(this, this));
+  setPage(Parameters, new ParametersPage(this, this));
+  setPage(Finish, new FinishPage(this, this));
+  setStartId(Welcome);
+  replan();
+}
+
+void SetupWizard::setHardware(HardwareReportPtr hardware) {
+  hardware_ = std::move(hardware);
+  replan();
+  emit hardwareChanged();
+}
+
+nlohmann::json SetupWizard::selectedConfig() const {
+  if (choices_.source == QLatin1String("catalog")) {
+    const plan::CatalogEntry* e = plan::find_catalog_entry(choices_.catalog_id.toStdString());
+    return e ? e->config : nlohmann::json(nullptr);
+  }
+  return read_config(choices_.folder);
+}
+
+void SetupWizard::replan() {
+  const nlohmann::json config = selectedConfig();
+  if (!hardware_ || config.is_null()) return;
+  try {
+    plan::PlanWishes wishes;
+    wishes.context_tokens = choices_.context > 0 ? choices_.context : 8192;
+    wishes.has_activation_stats = QFileInfo::exists(choices_.folder + QStringLiteral("/expert_activations.json"));
+    if (choices_.source == QLatin1String("demo")) {
+      wishes.context_tokens = choices_.context > 0 ? choices_.context : 2048;
+    }
+    plan_ = plan::make_plan(*hardware_, plan::model_shape_from_config(config, "config.json"), wishes);
+    emit planChanged();
+  } catch (const std::exception&) {
+    plan_ = {};
+  }
+}
+
+int SetupWizard::nextId() const {
+  switch (currentId()) {
+    case Model: return choices_.source == QLatin1String("catalog") ? Download : Conversion;
+    default: return QWizard::nextId();
+  }
+}
+
+bool SetupWizard::completedBefore() { return QSettings().value(QStringLiteral("wizard/completed"), false).toBool(); }
+
+void SetupWizard::saveChoices(const SetupChoices& c) {
+  QSettings s;
+  s.setValue(QStringLiteral("wizard/completed"), true);
+  s.setValue(QStringLiteral("wizard/source"), c.source);
+  s.setValue(QStringLiteral("wizard/catalogId"), c.catalog_id);
+  s.setValue(QStringLiteral("wizard/folder"), c.folder);
+  s.setValue(QStringLiteral("wizard/cpuFormat"), c.cpu_format);
+  s.setValue(QStringLiteral("wizard/threads"), c.threads);
+  s.setValue(QStringLiteral("wizard/context"), c.context);
+}
+
+SetupChoices SetupWizard::savedChoices() {
+  QSettings s;
+  SetupChoices c;
+  c.source = s.value(QStringLiteral("wizard/source"), QStringLiteral("demo")).toString();
+  c.catalog_id = s.value(QStringLiteral("wizard/catalogId")).toString();
+  c.folder = s.value(QStringLiteral("wizard/folder")).toString();
+  c.cpu_format = s.value(QStringLiteral("wizard/cpuFormat")).toString();
+  c.threads = s.value(QStringLiteral("wizard/threads"), 0).toInt();
+  c.context = s.value(QStringLiteral("wizard/context"), 0).toLongLong();
+  return c;
+}
+
+}  // namespace tandem::ui

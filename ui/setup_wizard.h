@@ -1,0 +1,71 @@
+// The setup wizard: welcome, hardware, model (catalog with a verdict per quantization on
+// this machine, a local folder, or the built-in demo), download, conversion, parameters
+// (recommended values with their reasons and the memory plan as stacked bars), finish.
+// It remembers its choices and can be re-run from the menu.
+#pragma once
+
+#include <QWizard>
+
+#include "engine/plan/memory_planner.h"
+#include "ui/probe_runner.h"
+
+class QButtonGroup;
+class QLabel;
+class QLineEdit;
+class QTreeView;
+class QStandardItemModel;
+class QComboBox;
+class QSpinBox;
+class QChartView;
+class QPushButton;
+class QProgressBar;
+
+namespace tandem::ui {
+
+class DownloadQueue;
+
+// What the wizard decided; the main window loads the model with it.
+struct SetupChoices {
+  QString source;       // "demo", "catalog" or "folder"
+  QString catalog_id;
+  QString folder;       // where the model is (or will be, after the download)
+  QString cpu_format;   // "int8", "int4", "bf16" or "native"
+  int threads = 0;
+  qint64 context = 0;
+};
+
+class SetupWizard : public QWizard {
+  Q_OBJECT
+ public:
+  enum PageId { Welcome, Hardware, Model, Download, Conversion, Parameters, Finish };
+
+  // `queue` runs the downloads (may be null in tests: the download page then only reports).
+  SetupWizard(HardwareReportPtr hardware, DownloadQueue* queue, QWidget* parent = nullptr);
+
+  SetupChoices choices() const { return choices_; }
+  SetupChoices& mutableChoices() { return choices_; }
+  const plan::Plan& plan() const { return plan_; }
+  void setHardware(HardwareReportPtr hardware);
+  HardwareReportPtr hardware() const { return hardware_; }
+  // The model's config as the planner sees it; null when it cannot be read.
+  nlohmann::json selectedConfig() const;
+  void replan();
+
+  int nextId() const override;
+
+  static bool completedBefore();
+  static void saveChoices(const SetupChoices& choices);
+  static SetupChoices savedChoices();
+
+ signals:
+  void hardwareChanged();
+  void planChanged();
+
+ private:
+  HardwareReportPtr hardware_;
+  DownloadQueue* queue_;
+  plan::Plan plan_;
+  SetupChoices choices_;
+};
+
+}  // namespace tandem::ui
