@@ -2,10 +2,14 @@
 
 #include <QApplication>
 #include <QIcon>
+#include <QPlainTextEdit>
 #include <QTimer>
+#include <memory>
 #include <cstdio>
 
 #include "ui/log_bridge.h"
+#include "ui/chat_page.h"
+#include "ui/engine_host.h"
 #include "ui/main_window.h"
 #include "ui/setup_wizard.h"
 #include "ui/theme.h"
@@ -51,7 +55,24 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
       }
       app.quit();
     };
-    QObject::connect(&window, &ui::MainWindow::hardwareDetected, &app, [&] { QTimer::singleShot(50, &app, save); });
+    if (options.prompt.isEmpty()) {
+      QObject::connect(&window, &ui::MainWindow::hardwareDetected, &app, [&] { QTimer::singleShot(50, &app, save); });
+    } else {
+      // A screenshot of a reply as it streams: send the prompt once the model is loaded and
+      // capture after a few dozen pieces have arrived.
+      QObject::connect(window.engine(), &ui::EngineHost::modelLoaded, &app, [&] {
+        window.chatPage()->newConversation();
+        window.chatPage()->composer()->setPlainText(options.prompt);
+        window.chatPage()->send();
+      });
+      auto pieces = std::make_shared<int>(0);
+      QObject::connect(window.engine(), &ui::EngineHost::turnDelta, &app, [&, pieces] {
+        if (++*pieces == 40) QTimer::singleShot(100, &app, save);
+      });
+      QObject::connect(window.engine(), &ui::EngineHost::turnFinished, &app, [&, pieces] {
+        if (*pieces < 40) QTimer::singleShot(400, &app, save);
+      });
+    }
     QTimer::singleShot(30000, &app, [&] {
       std::fprintf(stderr, "tandem: the hardware probe took over 30 s; saving the screenshot without it.\n");
       save();

@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   std::string screenshot, page = "chat", size = "1280x800";
   cli.add_option("--screenshot", screenshot, "Render the main window offscreen to this PNG file and exit");
   cli.add_option("--page", page, "The page to show first")->check(CLI::IsMember({"chat", "system", "downloads"}));
+  std::string screenshot_prompt;
+  cli.add_option("--screenshot-prompt", screenshot_prompt, "With --screenshot: send this in a new chat and capture the reply as it streams");
   cli.add_option("--size", size, "Window size for --screenshot, WIDTHxHEIGHT")
       ->check(CLI::Validator(
           [](std::string& s) {
@@ -306,6 +308,7 @@ int main(int argc, char** argv) {
 
   desktop.screenshot_path = QString::fromStdString(screenshot);
   desktop.page = QString::fromStdString(page);
+  desktop.prompt = QString::fromStdString(screenshot_prompt);
   const auto x = size.find('x');
   desktop.size = QSize(std::stoi(size.substr(0, x)), std::stoi(size.substr(x + 1)));
   if (desktop.screenshot_path.isEmpty() && !tandem::app::display_available()) {

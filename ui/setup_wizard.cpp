@@ -512,7 +512,8 @@ class ParametersPage : public QWizardPage {
                   p.uses_gpu ? tr("VRAM (%1 free)").arg(gib(p.vram_budget)) : tr("VRAM (no GPU)")});
     auto* value = new QValueAxis(chart_);
     value->setTitleText(tr("GiB"));
-    value->setLabelFormat(QStringLiteral("%.0f"));
+    const double largest = std::max(static_cast<double>(p.ram_total()), static_cast<double>(p.vram_total())) / (1ull << 30);
+    value->setLabelFormat(largest < 10 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
     chart_->addAxis(axis, Qt::AlignLeft);
     chart_->addAxis(value, Qt::AlignBottom);
     series->attachAxis(axis);
