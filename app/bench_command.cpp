@@ -30,15 +30,17 @@ int run_bench(const BenchCommandOptions& o) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
   }
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   runtime::BenchOptions options;
   options.prompt_tokens = o.prompt_tokens;
   options.decode_tokens = o.decode_tokens;
   options.threads = threads;
   options.repetitions = std::max(1, o.repetitions);
-  const runtime::BenchResult r = runtime::run_benchmark(*model, options, [&](const std::string& line) {
-    if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
-  });
+  const runtime::BenchResult r =
+      runtime::run_benchmark(*model, options, [&](const std::string& line) {
+        if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
+      });
   const std::string format(runtime::cpu_format_name(model->cpu_format()));
   const std::string variant(kernels::variant_name(model->cpu_variant()));
   if (o.json) {
@@ -50,8 +52,16 @@ int run_bench(const BenchCommandOptions& o) {
         {"cpu_variant", variant},
         {"threads", threads},
         {"load_seconds", load_s},
-        {"prompt", {{"tokens", o.prompt_tokens}, {"tokens_per_s", r.prompt.tokens_per_s}, {"mean", r.prompt.mean()}, {"stddev", r.prompt.stddev()}}},
-        {"decode", {{"tokens", o.decode_tokens}, {"tokens_per_s", r.decode.tokens_per_s}, {"mean", r.decode.mean()}, {"stddev", r.decode.stddev()}}},
+        {"prompt",
+         {{"tokens", o.prompt_tokens},
+          {"tokens_per_s", r.prompt.tokens_per_s},
+          {"mean", r.prompt.mean()},
+          {"stddev", r.prompt.stddev()}}},
+        {"decode",
+         {{"tokens", o.decode_tokens},
+          {"tokens_per_s", r.decode.tokens_per_s},
+          {"mean", r.decode.mean()},
+          {"stddev", r.decode.stddev()}}},
         {"read_bandwidth_bytes_per_s", r.read_bandwidth_bytes_per_s},
         {"active_bytes_per_token", r.active_bytes_per_token},
         {"decode_roofline_tokens_per_s", r.roofline_tokens_per_s()},
@@ -60,21 +70,26 @@ int run_bench(const BenchCommandOptions& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>12} | {:>18} |\n", "model", "format", "variant", "threads", "test", "tokens/s");
-  std::cout << fmt::format("| {:-<24} | {:->6} | {:->7} | {:->7} | {:->12} | {:->18} |\n", "", "", "", "", "", "");
+  std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>12} | {:>18} |\n", "model",
+                           "format", "variant", "threads", "test", "tokens/s");
+  std::cout << fmt::format("| {:-<24} | {:->6} | {:->7} | {:->7} | {:->12} | {:->18} |\n", "", "",
+                           "", "", "", "");
   const std::string name = model->spec().architecture.substr(0, 24);
   if (o.prompt_tokens > 0) {
-    std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>12} | {:>9.2f} ± {:<6.2f} |\n", name, format, variant, threads,
-                             fmt::format("pp{}", o.prompt_tokens), r.prompt.mean(), r.prompt.stddev());
+    std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>12} | {:>9.2f} ± {:<6.2f} |\n",
+                             name, format, variant, threads, fmt::format("pp{}", o.prompt_tokens),
+                             r.prompt.mean(), r.prompt.stddev());
   }
   if (o.decode_tokens > 0) {
-    std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>12} | {:>9.2f} ± {:<6.2f} |\n", name, format, variant, threads,
-                             fmt::format("tg{}", o.decode_tokens), r.decode.mean(), r.decode.stddev());
+    std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>12} | {:>9.2f} ± {:<6.2f} |\n",
+                             name, format, variant, threads, fmt::format("tg{}", o.decode_tokens),
+                             r.decode.mean(), r.decode.stddev());
   }
-  std::cout << fmt::format("\nmemory read bandwidth: {:.1f} GB/s; active weights per token: {:.1f} MB\n",
-                           r.read_bandwidth_bytes_per_s / 1e9, static_cast<double>(r.active_bytes_per_token) / 1e6);
-  std::cout << fmt::format("decode roofline: {:.1f} tokens/s; achieved {:.0f}% of it\n", r.roofline_tokens_per_s(),
-                           100.0 * r.roofline_fraction());
+  std::cout << fmt::format(
+      "\nmemory read bandwidth: {:.1f} GB/s; active weights per token: {:.1f} MB\n",
+      r.read_bandwidth_bytes_per_s / 1e9, static_cast<double>(r.active_bytes_per_token) / 1e6);
+  std::cout << fmt::format("decode roofline: {:.1f} tokens/s; achieved {:.0f}% of it\n",
+                           r.roofline_tokens_per_s(), 100.0 * r.roofline_fraction());
   std::cout << fmt::format("load and pack: {:.1f} s\n", load_s);
   return 0;
 }
@@ -90,15 +105,17 @@ int run_synth(const SynthCommandOptions& o) {
       if (now - last < std::chrono::milliseconds(250) && done < total) return;
       last = now;
       const double s = std::chrono::duration<double>(now - start).count();
-      std::fprintf(stderr, "%swriting %s: %.1f of %.1f GB (%.0f MB/s)%s", tty ? "\r" : "", o.out.c_str(), done / 1e9, total / 1e9,
-                   done / 1e6 / std::max(s, 1e-3), tty ? "   " : "\n");
+      std::fprintf(stderr, "%swriting %s: %.1f of %.1f GB (%.0f MB/s)%s", tty ? "\r" : "",
+                   o.out.c_str(), done / 1e9, total / 1e9, done / 1e6 / std::max(s, 1e-3),
+                   tty ? "   " : "\n");
     });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "\ntandem: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "\nwrote a random-weight %s checkpoint to %s (for benchmarks: it has no tokenizer)\n", o.like.c_str(),
-               o.out.c_str());
+  std::fprintf(
+      stderr, "\nwrote a random-weight %s checkpoint to %s (for benchmarks: it has no tokenizer)\n",
+      o.like.c_str(), o.out.c_str());
   return 0;
 }
 

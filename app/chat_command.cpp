@@ -52,7 +52,8 @@ int run_chat(const ChatOptions& o) {
   }
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
   const std::int64_t context =
-      o.context > 0 ? o.context : std::min<std::int64_t>(model->spec().max_position_embeddings, 4096);
+      o.context > 0 ? o.context
+                    : std::min<std::int64_t>(model->spec().max_position_embeddings, 4096);
   runtime::ThreadPool pool(threads);
   runtime::ChatSession session(*model, *tokenizer, *chat_template, pool, context);
   runtime::ChatSettings settings;
@@ -67,18 +68,21 @@ int run_chat(const ChatOptions& o) {
   const bool tty = isatty(STDOUT_FILENO);
   const char* dim = tty ? "\033[2m" : "";
   const char* plain = tty ? "\033[0m" : "";
-  std::printf("Chatting with %s (%s). Ctrl-C stops a reply; /regenerate, /system TEXT, /reset, /quit.\n",
-              model->spec().architecture.c_str(), o.model.c_str());
+  std::printf(
+      "Chatting with %s (%s). Ctrl-C stops a reply; /regenerate, /system TEXT, /reset, /quit.\n",
+      model->spec().architecture.c_str(), o.model.c_str());
 
   auto run_turn = [&](auto&& turn) {
     bool thinking_open = false;
     auto on_delta = [&](const runtime::ThinkingDelta& d) {
       if (!d.thinking.empty()) {
-        if (!thinking_open) std::fputs(dim, stdout), std::fputs("(thinking) ", stdout), thinking_open = true;
+        if (!thinking_open)
+          std::fputs(dim, stdout), std::fputs("(thinking) ", stdout), thinking_open = true;
         std::fputs(d.thinking.c_str(), stdout);
       }
       if (!d.answer.empty()) {
-        if (thinking_open) std::fputs(plain, stdout), std::fputs("\n", stdout), thinking_open = false;
+        if (thinking_open)
+          std::fputs(plain, stdout), std::fputs("\n", stdout), thinking_open = false;
         std::fputs(d.answer.c_str(), stdout);
       }
       std::fflush(stdout);
@@ -94,10 +98,13 @@ int run_chat(const ChatOptions& o) {
       }
       if (thinking_open) std::fputs(plain, stdout);
       std::printf("\n");
-      std::fprintf(stderr, "%s[%lld prompt tokens at %.1f tokens/s, %lld generated at %.1f tokens/s, context %lld/%lld%s]%s\n",
-                   dim, static_cast<long long>(r.stats.prompt_tokens), r.stats.prompt_tokens_per_s(),
-                   static_cast<long long>(r.stats.generated_tokens), r.stats.decode_tokens_per_s(),
-                   static_cast<long long>(r.context_tokens), static_cast<long long>(session.context_capacity()),
+      std::fprintf(stderr,
+                   "%s[%lld prompt tokens at %.1f tokens/s, %lld generated at %.1f tokens/s, "
+                   "context %lld/%lld%s]%s\n",
+                   dim, static_cast<long long>(r.stats.prompt_tokens),
+                   r.stats.prompt_tokens_per_s(), static_cast<long long>(r.stats.generated_tokens),
+                   r.stats.decode_tokens_per_s(), static_cast<long long>(r.context_tokens),
+                   static_cast<long long>(session.context_capacity()),
                    r.stats.stop == runtime::StopReason::Cancelled ? ", stopped" : "", plain);
     } catch (const std::exception& e) {
       std::printf("\ntandem: %s\n", e.what());
@@ -120,7 +127,8 @@ int run_chat(const ChatOptions& o) {
     if (line.rfind("/system", 0) == 0) {
       settings.system_prompt = line.size() > 8 ? line.substr(8) : "";
       session.set_settings(settings);
-      std::printf(settings.system_prompt.empty() ? "The system prompt was removed.\n" : "System prompt set.\n");
+      std::printf(settings.system_prompt.empty() ? "The system prompt was removed.\n"
+                                                 : "System prompt set.\n");
       continue;
     }
     if (line == "/regenerate") {
@@ -128,7 +136,8 @@ int run_chat(const ChatOptions& o) {
       continue;
     }
     if (line[0] == '/') {
-      std::printf("Unknown command %s. Commands: /regenerate, /system TEXT, /reset, /quit.\n", line.c_str());
+      std::printf("Unknown command %s. Commands: /regenerate, /system TEXT, /reset, /quit.\n",
+                  line.c_str());
       continue;
     }
     run_turn([&](auto& cb, bool drop) { return session.send(line, cb, drop); });
@@ -144,14 +153,18 @@ int run_template_render(const TemplateRenderOptions& o) {
     if (!o.template_file.empty()) {
       bool ok = false;
       const std::string source = read_file(o.template_file, ok);
-      if (!ok) throw std::runtime_error("cannot read the template " + o.template_file + "; check the path.");
+      if (!ok)
+        throw std::runtime_error("cannot read the template " + o.template_file +
+                                 "; check the path.");
       chat_template = std::make_unique<ChatTemplate>(source);
     } else {
       chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(o.model));
     }
     bool ok = false;
     const std::string messages_text = read_file(o.messages_file, ok);
-    if (!ok) throw std::runtime_error("cannot read the messages file " + o.messages_file + "; check the path.");
+    if (!ok)
+      throw std::runtime_error("cannot read the messages file " + o.messages_file +
+                               "; check the path.");
     nlohmann::ordered_json messages;
     try {
       messages = nlohmann::ordered_json::parse(messages_text);
@@ -160,12 +173,15 @@ int run_template_render(const TemplateRenderOptions& o) {
     }
     if (messages.is_object() && messages.contains("messages")) messages = messages["messages"];
     if (!messages.is_array()) {
-      throw std::runtime_error(o.messages_file + " must hold a list of {\"role\", \"content\"} messages.");
+      throw std::runtime_error(o.messages_file +
+                               " must hold a list of {\"role\", \"content\"} messages.");
     }
     nlohmann::ordered_json tools = nullptr;
     if (!o.tools_file.empty()) {
       const std::string tools_text = read_file(o.tools_file, ok);
-      if (!ok) throw std::runtime_error("cannot read the tools file " + o.tools_file + "; check the path.");
+      if (!ok)
+        throw std::runtime_error("cannot read the tools file " + o.tools_file +
+                                 "; check the path.");
       try {
         tools = nlohmann::ordered_json::parse(tools_text);
       } catch (const nlohmann::json::parse_error& e) {
@@ -176,8 +192,10 @@ int run_template_render(const TemplateRenderOptions& o) {
     if (!o.model.empty()) {
       try {
         const auto tokenizer = text::load_tokenizer(o.model);
-        if (tokenizer->special_ids().bos) extra["bos_token"] = tokenizer->token_text(*tokenizer->special_ids().bos);
-        if (tokenizer->special_ids().eos) extra["eos_token"] = tokenizer->token_text(*tokenizer->special_ids().eos);
+        if (tokenizer->special_ids().bos)
+          extra["bos_token"] = tokenizer->token_text(*tokenizer->special_ids().bos);
+        if (tokenizer->special_ids().eos)
+          extra["eos_token"] = tokenizer->token_text(*tokenizer->special_ids().eos);
       } catch (const std::exception&) {
         // A folder with a template but no tokenizer: bos_token and eos_token stay undefined.
       }

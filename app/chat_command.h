@@ -20,7 +20,7 @@ struct ChatOptions {
 int run_chat(const ChatOptions& options);
 
 struct TemplateRenderOptions {
-  std::string model;     // a model folder with tokenizer_config.json / chat_template.jinja
+  std::string model;  // a model folder with tokenizer_config.json / chat_template.jinja
   std::string template_file;
   std::string messages_file;
   std::string tools_file;

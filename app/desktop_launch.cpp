@@ -4,23 +4,26 @@
 #include <QIcon>
 #include <QPlainTextEdit>
 #include <QTimer>
-#include <memory>
 #include <cstdio>
+#include <memory>
 
-#include "ui/log_bridge.h"
 #include "ui/chat_page.h"
 #include "ui/engine_host.h"
+#include "ui/log_bridge.h"
 #include "ui/main_window.h"
 #include "ui/setup_wizard.h"
 #include "ui/theme.h"
 
 // The icons are compiled into the static tandem_ui library; register them at start-up.
-static void init_resources() { Q_INIT_RESOURCE(resources); }
+static void init_resources() {
+  Q_INIT_RESOURCE(resources);
+}
 
 namespace tandem::app {
 
 bool display_available() {
-  return !qEnvironmentVariableIsEmpty("DISPLAY") || !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") ||
+  return !qEnvironmentVariableIsEmpty("DISPLAY") ||
+         !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") ||
          !qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM");
 }
 
@@ -49,14 +52,17 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
       QApplication::processEvents();
       const QPixmap pixmap = window.grab();
       if (!pixmap.save(options.screenshot_path, "PNG")) {
-        std::fprintf(stderr, "tandem: could not write the screenshot to %s; check that the folder exists and is writable.\n",
+        std::fprintf(stderr,
+                     "tandem: could not write the screenshot to %s; check that the folder exists "
+                     "and is writable.\n",
                      qPrintable(options.screenshot_path));
         status = 1;
       }
       app.quit();
     };
     if (options.prompt.isEmpty()) {
-      QObject::connect(&window, &ui::MainWindow::hardwareDetected, &app, [&] { QTimer::singleShot(50, &app, save); });
+      QObject::connect(&window, &ui::MainWindow::hardwareDetected, &app,
+                       [&] { QTimer::singleShot(50, &app, save); });
     } else {
       // A screenshot of a reply as it streams: send the prompt once the model is loaded and
       // capture after a few dozen pieces have arrived.
@@ -74,14 +80,16 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
       });
     }
     QTimer::singleShot(30000, &app, [&] {
-      std::fprintf(stderr, "tandem: the hardware probe took over 30 s; saving the screenshot without it.\n");
+      std::fprintf(
+          stderr, "tandem: the hardware probe took over 30 s; saving the screenshot without it.\n");
       save();
     });
   } else {
     window.show();
     // The first start walks the user through the setup assistant (the demo model already
     // answers in the chat behind it).
-    if (!ui::SetupWizard::completedBefore()) QTimer::singleShot(0, &window, &ui::MainWindow::openSetupAssistant);
+    if (!ui::SetupWizard::completedBefore())
+      QTimer::singleShot(0, &window, &ui::MainWindow::openSetupAssistant);
   }
   const int code = app.exec();
   ui::remove_log_bridge();

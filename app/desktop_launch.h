@@ -8,7 +8,7 @@ namespace tandem::app {
 struct DesktopOptions {
   QString screenshot_path;  // non-empty: render the main window offscreen to this PNG and exit
   QString page;             // "chat", "system" or "downloads"
-  QString prompt;           // with a screenshot: sent in a new chat, captured while the reply streams
+  QString prompt;  // with a screenshot: sent in a new chat, captured while the reply streams
   QSize size{1280, 800};
 };
 

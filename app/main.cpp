@@ -8,14 +8,14 @@
 #include <cstdio>
 #include <regex>
 
-#include "app/desktop_launch.h"
 #include "app/bench_command.h"
 #include "app/chat_command.h"
 #include "app/convert_command.h"
-#include "app/recommend_command.h"
+#include "app/desktop_launch.h"
 #include "app/detect_command.h"
 #include "app/download_command.h"
 #include "app/perplexity_command.h"
+#include "app/recommend_command.h"
 #include "app/run_command.h"
 #include "app/tokenize_command.h"
 #include "engine/log/log.h"
@@ -57,7 +57,9 @@ bool use_demo_model_if_none(std::string& model) {
   if (!model.empty()) return true;
   model = tandem::model::demo_model_folder();
   if (!model.empty()) return true;
-  std::fputs("tandem: this Tandem has no built-in demo model; give a model folder with --model DIR.\n", stderr);
+  std::fputs(
+      "tandem: this Tandem has no built-in demo model; give a model folder with --model DIR.\n",
+      stderr);
   return false;
 }
 
@@ -72,19 +74,23 @@ int main(int argc, char** argv) {
   QCoreApplication::setApplicationName(QStringLiteral("Tandem"));
   QCoreApplication::setApplicationVersion(QString::fromUtf8(tandem::kTandemVersion));
 
-  CLI::App cli{"Tandem runs large mixture-of-experts language models on one workstation, with the GPU "
-               "and the CPU working in tandem. Without a command it opens the desktop app.",
-               "tandem"};
+  CLI::App cli{
+      "Tandem runs large mixture-of-experts language models on one workstation, with the GPU "
+      "and the CPU working in tandem. Without a command it opens the desktop app.",
+      "tandem"};
   cli.set_version_flag("--version", std::string(tandem::kTandemVersion));
   bool verbose = false;
   cli.add_flag("-v,--verbose", verbose, "Log debug detail to the console as well as the log file");
 
   tandem::app::DesktopOptions desktop;
   std::string screenshot, page = "chat", size = "1280x800";
-  cli.add_option("--screenshot", screenshot, "Render the main window offscreen to this PNG file and exit");
-  cli.add_option("--page", page, "The page to show first")->check(CLI::IsMember({"chat", "system", "downloads"}));
+  cli.add_option("--screenshot", screenshot,
+                 "Render the main window offscreen to this PNG file and exit");
+  cli.add_option("--page", page, "The page to show first")
+      ->check(CLI::IsMember({"chat", "system", "downloads"}));
   std::string screenshot_prompt;
-  cli.add_option("--screenshot-prompt", screenshot_prompt, "With --screenshot: send this in a new chat and capture the reply as it streams");
+  cli.add_option("--screenshot-prompt", screenshot_prompt,
+                 "With --screenshot: send this in a new chat and capture the reply as it streams");
   cli.add_option("--size", size, "Window size for --screenshot, WIDTHxHEIGHT")
       ->check(CLI::Validator(
           [](std::string& s) {
@@ -95,141 +101,241 @@ int main(int argc, char** argv) {
           "WIDTHxHEIGHT"));
 
   tandem::app::DetectOptions detect;
-  CLI::App* detect_cmd = cli.add_subcommand("detect", "Show what this machine has and what Tandem recommends");
+  CLI::App* detect_cmd =
+      cli.add_subcommand("detect", "Show what this machine has and what Tandem recommends");
   detect_cmd->add_flag("--json", detect.json, "Print JSON (schema: docs/detect.schema.json)");
-  detect_cmd->add_option("--path", detect.disk_path, "Folder whose free disk space to measure (default: the models folder)");
+  detect_cmd->add_option("--path", detect.disk_path,
+                         "Folder whose free disk space to measure (default: the models folder)");
 
   tandem::app::RunOptions run;
-  CLI::App* run_cmd = cli.add_subcommand("run", "Generate text from a prompt and stream it to stdout");
-  run_cmd->add_option("-m,--model", run.model,
-                      "Model folder (config.json, tokenizer and .safetensors); default: the built-in demo model")
+  CLI::App* run_cmd =
+      cli.add_subcommand("run", "Generate text from a prompt and stream it to stdout");
+  run_cmd
+      ->add_option("-m,--model", run.model,
+                   "Model folder (config.json, tokenizer and .safetensors); default: the built-in "
+                   "demo model")
       ->check(CLI::ExistingDirectory);
   auto* prompt_opt = run_cmd->add_option("-p,--prompt", run.prompt, "The prompt text");
-  auto* prompt_file_opt = run_cmd->add_option("-f,--prompt-file", run.prompt_file, "Read the prompt from this file");
+  auto* prompt_file_opt =
+      run_cmd->add_option("-f,--prompt-file", run.prompt_file, "Read the prompt from this file");
   prompt_opt->excludes(prompt_file_opt);
-  run_cmd->add_option("-n,--max-tokens", run.max_tokens, "Tokens to generate at most")->capture_default_str();
+  run_cmd->add_option("-n,--max-tokens", run.max_tokens, "Tokens to generate at most")
+      ->capture_default_str();
   run_cmd->add_flag("--greedy", run.greedy, "Always take the most likely token");
-  run_cmd->add_option("--seed", run.seed, "Random seed, for reproducible sampling")->each([&](const std::string&) { run.seed_given = true; });
-  run_cmd->add_option("-t,--threads", run.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
-  run_cmd->add_option("--temperature", run.temperature, "Sampling temperature")->capture_default_str();
-  run_cmd->add_option("--top-k", run.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
-  run_cmd->add_option("--top-p", run.top_p, "Keep the most likely tokens up to this probability mass")->capture_default_str();
-  run_cmd->add_option("--min-p", run.min_p, "Drop tokens below this fraction of the best one's probability")->capture_default_str();
-  run_cmd->add_option("--repeat-penalty", run.repeat_penalty, "Penalty for tokens already in the context (1: off)")->capture_default_str();
+  run_cmd->add_option("--seed", run.seed, "Random seed, for reproducible sampling")
+      ->each([&](const std::string&) { run.seed_given = true; });
+  run_cmd->add_option("-t,--threads", run.threads, "CPU threads (default: physical cores)")
+      ->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--temperature", run.temperature, "Sampling temperature")
+      ->capture_default_str();
+  run_cmd->add_option("--top-k", run.top_k, "Keep the k most likely tokens (0: off)")
+      ->capture_default_str();
+  run_cmd
+      ->add_option("--top-p", run.top_p, "Keep the most likely tokens up to this probability mass")
+      ->capture_default_str();
+  run_cmd
+      ->add_option("--min-p", run.min_p,
+                   "Drop tokens below this fraction of the best one's probability")
+      ->capture_default_str();
+  run_cmd
+      ->add_option("--repeat-penalty", run.repeat_penalty,
+                   "Penalty for tokens already in the context (1: off)")
+      ->capture_default_str();
   run_cmd->add_option("--stop", run.stop, "Stop when this text appears (repeatable)");
-  run_cmd->add_option("-c,--context", run.context, "Context length in tokens (default: the model's, at most 4096)");
-  run_cmd->add_option("--cpu-format", run.cpu_format, "Weights on the CPU: native (as stored), int8, int4 or bf16; a converted folder uses its own")
+  run_cmd->add_option("-c,--context", run.context,
+                      "Context length in tokens (default: the model's, at most 4096)");
+  run_cmd
+      ->add_option("--cpu-format", run.cpu_format,
+                   "Weights on the CPU: native (as stored), int8, int4 or bf16; a converted folder "
+                   "uses its own")
       ->capture_default_str()
       ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
-  run_cmd->add_option("--dump-logits", run.dump_logits, "Write the logits of the prompt's last position to this JSON file");
+  run_cmd->add_option("--dump-logits", run.dump_logits,
+                      "Write the logits of the prompt's last position to this JSON file");
 
   tandem::app::TokenizeOptions tokenize;
   CLI::App* tokenize_cmd = cli.add_subcommand("tokenize", "Print the token ids of a text");
-  tokenize_cmd->add_option("-m,--model", tokenize.model, "Model folder, tokenizer.json or .gguf file")->required()->check(CLI::ExistingPath);
+  tokenize_cmd
+      ->add_option("-m,--model", tokenize.model, "Model folder, tokenizer.json or .gguf file")
+      ->required()
+      ->check(CLI::ExistingPath);
   auto* text_opt = tokenize_cmd->add_option("--text", tokenize.text, "The text");
-  auto* file_opt = tokenize_cmd->add_option("--file", tokenize.file, "Read the text from this file");
+  auto* file_opt =
+      tokenize_cmd->add_option("--file", tokenize.file, "Read the text from this file");
   text_opt->excludes(file_opt);
   tokenize_cmd->add_flag("--json", tokenize.json, "Print ids and token strings as JSON");
-  tokenize_cmd->add_flag("--no-special", tokenize.no_special, "Treat special-token text as plain text and add no BOS/EOS");
+  tokenize_cmd->add_flag("--no-special", tokenize.no_special,
+                         "Treat special-token text as plain text and add no BOS/EOS");
 
   tandem::app::DownloadCommandOptions download;
   CLI::App* download_cmd = cli.add_subcommand(
       "download",
       "Download a model from Hugging Face (resumable, verified). HF_TOKEN: token for gated models; "
-      "HF_ENDPOINT: a mirror; https_proxy: a proxy. Exit status: 0 done, 1 failed (run again to resume), "
+      "HF_ENDPOINT: a mirror; https_proxy: a proxy. Exit status: 0 done, 1 failed (run again to "
+      "resume), "
       "2 no such repository/revision/files, 3 not enough disk space, 4 licence and token needed, "
       "130 interrupted");
   download_cmd->add_option("repo", download.repo, "The repository, ORG/MODEL")->required();
-  download_cmd->add_option("--revision", download.revision, "Branch, tag or commit")->capture_default_str();
-  download_cmd->add_option("--include", download.include,
-                           "Only files matching this glob, e.g. \"*.safetensors\" (repeatable)")
-      ->allow_extra_args(false);  // one pattern per --include, so the repository is never taken for one
-  download_cmd->add_option("--exclude", download.exclude, "Skip files matching this glob (repeatable)")
+  download_cmd->add_option("--revision", download.revision, "Branch, tag or commit")
+      ->capture_default_str();
+  download_cmd
+      ->add_option("--include", download.include,
+                   "Only files matching this glob, e.g. \"*.safetensors\" (repeatable)")
+      ->allow_extra_args(
+          false);  // one pattern per --include, so the repository is never taken for one
+  download_cmd
+      ->add_option("--exclude", download.exclude, "Skip files matching this glob (repeatable)")
       ->allow_extra_args(false);
-  download_cmd->add_option("--dir", download.dir, "Folder for the files (default: the models folder's ORG/MODEL)");
+  download_cmd->add_option("--dir", download.dir,
+                           "Folder for the files (default: the models folder's ORG/MODEL)");
   download_cmd->add_option("--parallel", download.parallel, "Files downloaded at once")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   tandem::app::BenchCommandOptions bench;
-  CLI::App* bench_cmd = cli.add_subcommand("bench", "Measure prompt and decode speed on random tokens");
-  bench_cmd->add_option("-m,--model", bench.model, "Model folder")->required()->check(CLI::ExistingDirectory);
-  bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")->capture_default_str();
-  bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")->capture_default_str();
-  bench_cmd->add_option("-t,--threads", bench.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
-  bench_cmd->add_option("-r,--repetitions", bench.repetitions, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
-  bench_cmd->add_option("--cpu-format", bench.cpu_format, "Weights on the CPU: native, int8, int4 or bf16; a converted folder uses its own")
+  CLI::App* bench_cmd =
+      cli.add_subcommand("bench", "Measure prompt and decode speed on random tokens");
+  bench_cmd->add_option("-m,--model", bench.model, "Model folder")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")
+      ->capture_default_str();
+  bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")
+      ->capture_default_str();
+  bench_cmd->add_option("-t,--threads", bench.threads, "CPU threads (default: physical cores)")
+      ->check(CLI::Range(1, 4096));
+  bench_cmd->add_option("-r,--repetitions", bench.repetitions, "Repetitions")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  bench_cmd
+      ->add_option(
+          "--cpu-format", bench.cpu_format,
+          "Weights on the CPU: native, int8, int4 or bf16; a converted folder uses its own")
       ->capture_default_str()
       ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
   bench_cmd->add_flag("--json", bench.json, "Print JSON");
 
   tandem::app::ConvertCommandOptions convert;
-  CLI::App* convert_cmd = cli.add_subcommand(
-      "convert",
-      "Convert a Hugging Face model folder into Tandem's packed CPU weights (resumable: run it again after an "
-      "interruption). Exit status: 0 done, 1 failed (run again to resume), 2 bad input, 130 interrupted");
+  CLI::App* convert_cmd = cli.add_subcommand("convert",
+                                             "Convert a Hugging Face model folder into Tandem's "
+                                             "packed CPU weights (resumable: run it again after an "
+                                             "interruption). Exit status: 0 done, 1 failed (run "
+                                             "again to resume), 2 bad input, 130 interrupted");
   convert_cmd->add_option("--in", convert.input, "The Hugging Face model folder")->required();
-  convert_cmd->add_option("--out", convert.output, "The folder for the converted model (new or empty)")->required();
-  convert_cmd->add_option("--method", convert.method, "int8 (per-row scales), int4 (per-group scales) or bf16")->required();
+  convert_cmd
+      ->add_option("--out", convert.output, "The folder for the converted model (new or empty)")
+      ->required();
+  convert_cmd
+      ->add_option("--method", convert.method,
+                   "int8 (per-row scales), int4 (per-group scales) or bf16")
+      ->required();
   convert_cmd->add_option("--group", convert.group, "INT4: columns per scale (default 64)");
-  convert_cmd->add_option("--pools", convert.pools, "NUMA pools the experts are sliced for (only 1 for now)")->capture_default_str();
-  convert_cmd->add_option("-t,--threads", convert.threads, "Packing threads (default: all)")->check(CLI::Range(1, 4096));
-  convert_cmd->add_flag("--verify", convert.verify, "Print each packed tensor's relative error against the source");
+  convert_cmd
+      ->add_option("--pools", convert.pools,
+                   "NUMA pools the experts are sliced for (only 1 for now)")
+      ->capture_default_str();
+  convert_cmd->add_option("-t,--threads", convert.threads, "Packing threads (default: all)")
+      ->check(CLI::Range(1, 4096));
+  convert_cmd->add_flag("--verify", convert.verify,
+                        "Print each packed tensor's relative error against the source");
 
   tandem::app::SynthCommandOptions synth;
-  CLI::App* synth_cmd = cli.add_subcommand("synth", "Write a random-weight checkpoint shaped like a real model, for benchmarks");
-  synth_cmd->add_option("--like", synth.like, "qwen3-30b-a3b or deepseek-v3")->required()->check(CLI::IsMember({"qwen3-30b-a3b", "deepseek-v3"}));
-  synth_cmd->add_option("--layers", synth.layers, "Number of layers (default: the real model's)")->check(CLI::Range(1, 200));
+  CLI::App* synth_cmd = cli.add_subcommand(
+      "synth", "Write a random-weight checkpoint shaped like a real model, for benchmarks");
+  synth_cmd->add_option("--like", synth.like, "qwen3-30b-a3b or deepseek-v3")
+      ->required()
+      ->check(CLI::IsMember({"qwen3-30b-a3b", "deepseek-v3"}));
+  synth_cmd->add_option("--layers", synth.layers, "Number of layers (default: the real model's)")
+      ->check(CLI::Range(1, 200));
   synth_cmd->add_option("--out", synth.out, "Output folder")->required();
   synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
 
   tandem::app::RecommendOptions recommend;
   bool save_profile = false;
-  CLI::App* recommend_cmd = cli.add_subcommand("recommend", "Plan memory and recommend parameters for a model on this machine");
-  recommend_cmd->add_option("-m,--model", recommend.model, "A model folder, a .gguf file or a catalog id (e.g. qwen3-30b-a3b)")->required();
-  recommend_cmd->add_option("-c,--context", recommend.context, "Context length in tokens")->capture_default_str()->check(CLI::Range(256, 10000000));
-  recommend_cmd->add_option("--quality", recommend.quality, "quality, balanced or speed")->capture_default_str()->check(CLI::IsMember({"quality", "balanced", "speed"}));
-  recommend_cmd->add_option("--hardware", recommend.hardware, "Plan for a machine recorded with tandem detect --json")->check(CLI::ExistingFile);
+  CLI::App* recommend_cmd = cli.add_subcommand(
+      "recommend", "Plan memory and recommend parameters for a model on this machine");
+  recommend_cmd
+      ->add_option("-m,--model", recommend.model,
+                   "A model folder, a .gguf file or a catalog id (e.g. qwen3-30b-a3b)")
+      ->required();
+  recommend_cmd->add_option("-c,--context", recommend.context, "Context length in tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(256, 10000000));
+  recommend_cmd->add_option("--quality", recommend.quality, "quality, balanced or speed")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"quality", "balanced", "speed"}));
+  recommend_cmd
+      ->add_option("--hardware", recommend.hardware,
+                   "Plan for a machine recorded with tandem detect --json")
+      ->check(CLI::ExistingFile);
   recommend_cmd->add_flag("--json", recommend.json, "Print JSON");
-  recommend_cmd->add_flag("--save", save_profile, "Save the plan as the model's profile in the data folder");
+  recommend_cmd->add_flag("--save", save_profile,
+                          "Save the plan as the model's profile in the data folder");
 
   tandem::app::ChatOptions chat;
   CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
   chat_cmd->add_option("-m,--model", chat.model, "Model folder; default: the built-in demo model")
       ->check(CLI::ExistingDirectory);
-  chat_cmd->add_option("-t,--threads", chat.threads, "CPU threads (default: physical cores)")->check(CLI::Range(1, 4096));
-  chat_cmd->add_option("-c,--context", chat.context, "Context length in tokens (default: the model's, at most 4096)");
+  chat_cmd->add_option("-t,--threads", chat.threads, "CPU threads (default: physical cores)")
+      ->check(CLI::Range(1, 4096));
+  chat_cmd->add_option("-c,--context", chat.context,
+                       "Context length in tokens (default: the model's, at most 4096)");
   chat_cmd->add_option("--system", chat.system_prompt, "System prompt");
-  chat_cmd->add_option("--temperature", chat.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
-  chat_cmd->add_option("--seed", chat.seed, "Random seed")->each([&](const std::string&) { chat.seed_given = true; });
-  chat_cmd->add_option("-n,--max-tokens", chat.max_tokens, "Longest reply in tokens")->capture_default_str();
+  chat_cmd->add_option("--temperature", chat.temperature, "Sampling temperature (0: greedy)")
+      ->capture_default_str();
+  chat_cmd->add_option("--seed", chat.seed, "Random seed")->each([&](const std::string&) {
+    chat.seed_given = true;
+  });
+  chat_cmd->add_option("-n,--max-tokens", chat.max_tokens, "Longest reply in tokens")
+      ->capture_default_str();
 
   tandem::app::PerplexityOptions perplexity;
   CLI::App* perplexity_cmd = cli.add_subcommand(
-      "perplexity", "Measure how well a model predicts a text (and its KL divergence from a base model)");
-  perplexity_cmd->add_option("-m,--model", perplexity.model, "Model folder")->required()->check(CLI::ExistingDirectory);
-  perplexity_cmd->add_option("-f,--file", perplexity.file, "The text file")->required()->check(CLI::ExistingFile);
-  perplexity_cmd->add_option("-c,--context", perplexity.context,
-                             "Tokens per window, each starting afresh (default: 512, at most the model's context)")
-      ->check(CLI::Range(std::int64_t{2}, std::int64_t{1} << 20));
-  perplexity_cmd->add_option("--kl-base", perplexity.kl_base,
-                             "Also report the mean KL divergence from this model's predictions (same tokenizer)")
+      "perplexity",
+      "Measure how well a model predicts a text (and its KL divergence from a base model)");
+  perplexity_cmd->add_option("-m,--model", perplexity.model, "Model folder")
+      ->required()
       ->check(CLI::ExistingDirectory);
-  perplexity_cmd->add_option("-t,--threads", perplexity.threads, "CPU threads (default: physical cores)")
+  perplexity_cmd->add_option("-f,--file", perplexity.file, "The text file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  perplexity_cmd
+      ->add_option(
+          "-c,--context", perplexity.context,
+          "Tokens per window, each starting afresh (default: 512, at most the model's context)")
+      ->check(CLI::Range(std::int64_t{2}, std::int64_t{1} << 20));
+  perplexity_cmd
+      ->add_option(
+          "--kl-base", perplexity.kl_base,
+          "Also report the mean KL divergence from this model's predictions (same tokenizer)")
+      ->check(CLI::ExistingDirectory);
+  perplexity_cmd
+      ->add_option("-t,--threads", perplexity.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
   perplexity_cmd->add_flag("--json", perplexity.json, "Print the result as JSON");
 
   tandem::app::TemplateRenderOptions render;
   CLI::App* template_cmd = cli.add_subcommand("template", "Work with chat templates");
-  CLI::App* render_cmd = template_cmd->add_subcommand("render", "Print the exact prompt a model receives for a conversation");
+  CLI::App* render_cmd = template_cmd->add_subcommand(
+      "render", "Print the exact prompt a model receives for a conversation");
   template_cmd->require_subcommand(1);
-  auto* render_model = render_cmd->add_option("-m,--model", render.model, "Model folder (its tokenizer_config.json or chat_template.jinja)")
-                           ->check(CLI::ExistingDirectory);
-  auto* render_template = render_cmd->add_option("--template", render.template_file, "A Jinja template file")->check(CLI::ExistingFile);
+  auto* render_model =
+      render_cmd
+          ->add_option("-m,--model", render.model,
+                       "Model folder (its tokenizer_config.json or chat_template.jinja)")
+          ->check(CLI::ExistingDirectory);
+  auto* render_template =
+      render_cmd->add_option("--template", render.template_file, "A Jinja template file")
+          ->check(CLI::ExistingFile);
   render_model->excludes(render_template);
-  render_cmd->add_option("--messages", render.messages_file, "JSON list of {role, content} messages")->required()->check(CLI::ExistingFile);
-  render_cmd->add_option("--tools", render.tools_file, "JSON list of tool definitions")->check(CLI::ExistingFile);
+  render_cmd
+      ->add_option("--messages", render.messages_file, "JSON list of {role, content} messages")
+      ->required()
+      ->check(CLI::ExistingFile);
+  render_cmd->add_option("--tools", render.tools_file, "JSON list of tool definitions")
+      ->check(CLI::ExistingFile);
   bool no_generation_prompt = false;
-  render_cmd->add_flag("--no-generation-prompt", no_generation_prompt, "Leave out the assistant's opening");
+  render_cmd->add_flag("--no-generation-prompt", no_generation_prompt,
+                       "Leave out the assistant's opening");
 
   try {
     cli.parse(argc, argv);
@@ -248,7 +354,8 @@ int main(int argc, char** argv) {
 
   if (detect_cmd->parsed()) {
     setup_logging(verbose, true);
-    if (detect.disk_path.empty()) detect.disk_path = tandem::ui::MainWindow::modelsFolder().toStdString();
+    if (detect.disk_path.empty())
+      detect.disk_path = tandem::ui::MainWindow::modelsFolder().toStdString();
     return tandem::app::run_detect(detect);
   }
 
@@ -260,9 +367,10 @@ int main(int argc, char** argv) {
   if (recommend_cmd->parsed()) {
     setup_logging(verbose, true);
     if (save_profile) {
-      QString name = QString::fromStdString(recommend.model).section(QLatin1Char('/'), -1, -1, QString::SectionSkipEmpty);
-      recommend.save = (QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/profiles/") + name +
-                        QStringLiteral(".json"))
+      QString name = QString::fromStdString(recommend.model)
+                         .section(QLatin1Char('/'), -1, -1, QString::SectionSkipEmpty);
+      recommend.save = (QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+                        QStringLiteral("/profiles/") + name + QStringLiteral(".json"))
                            .toStdString();
     }
     return tandem::app::run_recommend(recommend);
@@ -270,7 +378,8 @@ int main(int argc, char** argv) {
   if (download_cmd->parsed()) {
     setup_logging(verbose, true);
     if (download.dir.empty()) {
-      download.dir = (tandem::ui::MainWindow::modelsFolder() + QLatin1Char('/') + QString::fromStdString(download.repo))
+      download.dir = (tandem::ui::MainWindow::modelsFolder() + QLatin1Char('/') +
+                      QString::fromStdString(download.repo))
                          .toStdString();
     }
     return tandem::app::run_download(download);

@@ -27,10 +27,12 @@ int run_recommend(const RecommendOptions& o) {
     } else if (fs::is_directory(o.model)) {
       source = (fs::path(o.model) / "config.json").string();
       std::ifstream in(source);
-      if (!in) throw std::runtime_error(source + " is missing; give a model folder or a catalog id.");
+      if (!in)
+        throw std::runtime_error(source + " is missing; give a model folder or a catalog id.");
       config = nlohmann::json::parse(in);
       stats = fs::exists(fs::path(o.model) / "expert_activations.json");
-    } else if (const plan::CatalogEntry* e = plan::find_catalog_entry(o.model); e != nullptr && !e->config.is_null()) {
+    } else if (const plan::CatalogEntry* e = plan::find_catalog_entry(o.model);
+               e != nullptr && !e->config.is_null()) {
       source = "catalog entry " + e->id;
       config = e->config;
     } else {
@@ -38,15 +40,20 @@ int run_recommend(const RecommendOptions& o) {
       for (const auto& e : plan::catalog()) {
         if (!e.config.is_null()) ids += (ids.empty() ? "" : ", ") + e.id;
       }
-      throw std::runtime_error("\"" + o.model + "\" is neither a model folder, a .gguf file nor a catalog model. Catalog models: " +
-                               ids + ".");
+      throw std::runtime_error(
+          "\"" + o.model +
+          "\" is neither a model folder, a .gguf file nor a catalog model. Catalog models: " + ids +
+          ".");
     }
-    const plan::ModelShape shape = gguf_shape ? *gguf_shape : plan::model_shape_from_config(config, source);
+    const plan::ModelShape shape =
+        gguf_shape ? *gguf_shape : plan::model_shape_from_config(config, source);
 
     hw::HardwareReport hardware;
     if (!o.hardware.empty()) {
       std::ifstream in(o.hardware);
-      if (!in) throw std::runtime_error("cannot read " + o.hardware + "; give a file written by tandem detect --json.");
+      if (!in)
+        throw std::runtime_error("cannot read " + o.hardware +
+                                 "; give a file written by tandem detect --json.");
       hardware = plan::hardware_from_json(nlohmann::json::parse(in));
     } else {
       hardware = hw::probe_hardware({});
@@ -54,7 +61,8 @@ int run_recommend(const RecommendOptions& o) {
     plan::PlanWishes wishes;
     wishes.context_tokens = o.context;
     wishes.has_activation_stats = stats;
-    if (!plan::parse_quality(o.quality, wishes.quality)) throw std::runtime_error("--quality must be quality, balanced or speed.");
+    if (!plan::parse_quality(o.quality, wishes.quality))
+      throw std::runtime_error("--quality must be quality, balanced or speed.");
     const plan::Plan p = plan::make_plan(hardware, shape, wishes);
 
     nlohmann::json doc = plan::to_json(p);
@@ -71,8 +79,9 @@ int run_recommend(const RecommendOptions& o) {
     if (o.json) {
       std::cout << doc.dump(2) << "\n";
     } else {
-      std::cout << shape.architecture << ": " << shape.total_params() / 1000000000.0 << "B parameters, "
-                << shape.active_params_per_token() / 1000000000.0 << "B active per token\n\n"
+      std::cout << shape.architecture << ": " << shape.total_params() / 1000000000.0
+                << "B parameters, " << shape.active_params_per_token() / 1000000000.0
+                << "B active per token\n\n"
                 << plan::format_plan(p);
       if (!o.save.empty()) std::cout << "\nProfile saved to " << o.save << "\n";
     }

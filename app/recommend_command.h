@@ -6,12 +6,12 @@
 namespace tandem::app {
 
 struct RecommendOptions {
-  std::string model;     // a model folder or a catalog id
+  std::string model;  // a model folder or a catalog id
   std::int64_t context = 8192;
   std::string quality = "balanced";
   std::string hardware;  // a recorded `tandem detect --json` file instead of this machine
   bool json = false;
-  std::string save;      // write the profile here ("" : do not save)
+  std::string save;  // write the profile here ("" : do not save)
 };
 
 int run_recommend(const RecommendOptions& options);

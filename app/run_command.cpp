@@ -21,7 +21,9 @@ namespace tandem::app {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_run_interrupt(int) { g_interrupted.store(true); }
+extern "C" void on_run_interrupt(int) {
+  g_interrupted.store(true);
+}
 
 }  // namespace
 
@@ -30,7 +32,8 @@ int run_generate(const RunOptions& o) {
   if (!o.prompt_file.empty()) {
     std::ifstream in(o.prompt_file, std::ios::binary);
     if (!in) {
-      std::fprintf(stderr, "tandem: cannot read the prompt file %s; check the path.\n", o.prompt_file.c_str());
+      std::fprintf(stderr, "tandem: cannot read the prompt file %s; check the path.\n",
+                   o.prompt_file.c_str());
       return 2;
     }
     std::stringstream text;
@@ -38,7 +41,8 @@ int run_generate(const RunOptions& o) {
     prompt = text.str();
   }
   if (prompt.empty()) {
-    std::fprintf(stderr, "tandem: the prompt is empty; give some text with --prompt or --prompt-file.\n");
+    std::fprintf(stderr,
+                 "tandem: the prompt is empty; give some text with --prompt or --prompt-file.\n");
     return 2;
   }
 
@@ -54,14 +58,16 @@ int run_generate(const RunOptions& o) {
     return 1;
   }
   const model::ModelSpec& spec = model->spec();
-  std::vector<std::int32_t> ids = tokenizer->encode(prompt, /*parse_special=*/true, /*add_special=*/true);
+  std::vector<std::int32_t> ids =
+      tokenizer->encode(prompt, /*parse_special=*/true, /*add_special=*/true);
   if (ids.empty()) {
     std::fprintf(stderr, "tandem: the prompt produced no tokens.\n");
     return 2;
   }
 
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
-  std::int64_t context = o.context > 0 ? o.context : std::min<std::int64_t>(spec.max_position_embeddings, 4096);
+  std::int64_t context =
+      o.context > 0 ? o.context : std::min<std::int64_t>(spec.max_position_embeddings, 4096);
   context = std::max<std::int64_t>(context, static_cast<std::int64_t>(ids.size()) + 1);
   runtime::ThreadPool pool(threads);
   runtime::Generator generator(*model, pool, context);
@@ -90,7 +96,10 @@ int run_generate(const RunOptions& o) {
       if (!dumped) {
         // The logits that chose the first token: those of the prompt's last position.
         std::ofstream out(o.dump_logits);
-        out << nlohmann::json{{"model", o.model}, {"token_ids", ids}, {"logits", generator.last_logits()}}.dump();
+        out << nlohmann::json{{"model", o.model},
+                              {"token_ids", ids},
+                              {"logits", generator.last_logits()}}
+                   .dump();
         dumped = true;
       }
       const std::string shown = stops.push(detokenizer.push(token));
@@ -106,7 +115,10 @@ int run_generate(const RunOptions& o) {
   std::signal(SIGINT, SIG_DFL);
   if (!dumped) {  // nothing was generated (max tokens 0, or the first token was EOS)
     std::ofstream out(o.dump_logits);
-    out << nlohmann::json{{"model", o.model}, {"token_ids", ids}, {"logits", generator.last_logits()}}.dump();
+    out << nlohmann::json{{"model", o.model},
+                          {"token_ids", ids},
+                          {"logits", generator.last_logits()}}
+               .dump();
   }
   const std::string rest = stops.push(detokenizer.finish()) + stops.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
@@ -115,16 +127,27 @@ int run_generate(const RunOptions& o) {
 
   const char* why = "";
   switch (stats.stop) {
-    case runtime::StopReason::EndOfSequence: why = "end of text"; break;
-    case runtime::StopReason::MaxTokens: why = "token limit"; break;
-    case runtime::StopReason::ContextFull: why = "context full"; break;
-    case runtime::StopReason::Cancelled: why = "interrupted"; break;
-    case runtime::StopReason::Caller: why = "stop string"; break;
+    case runtime::StopReason::EndOfSequence:
+      why = "end of text";
+      break;
+    case runtime::StopReason::MaxTokens:
+      why = "token limit";
+      break;
+    case runtime::StopReason::ContextFull:
+      why = "context full";
+      break;
+    case runtime::StopReason::Cancelled:
+      why = "interrupted";
+      break;
+    case runtime::StopReason::Caller:
+      why = "stop string";
+      break;
   }
   std::cerr << fmt::format("prompt: {} tokens in {:.3f} s, {:.1f} tokens/s\n", stats.prompt_tokens,
                            stats.prompt_seconds, stats.prompt_tokens_per_s());
   std::cerr << fmt::format("decode: {} tokens in {:.3f} s, {:.1f} tokens/s ({}; {} threads)\n",
-                           stats.generated_tokens, stats.decode_seconds, stats.decode_tokens_per_s(), why, threads);
+                           stats.generated_tokens, stats.decode_seconds,
+                           stats.decode_tokens_per_s(), why, threads);
   return stats.stop == runtime::StopReason::Cancelled ? 130 : 0;
 }
 

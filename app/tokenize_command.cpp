@@ -33,7 +33,9 @@ int run_tokenize(const TokenizeOptions& o) {
   if (o.json) {
     nlohmann::json pieces = nlohmann::json::array();
     for (auto id : ids) pieces.push_back(tokenizer->token_text(id));
-    std::cout << nlohmann::json{{"ids", ids}, {"tokens", pieces}, {"count", ids.size()}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << nlohmann::json{{"ids", ids}, {"tokens", pieces}, {"count", ids.size()}}.dump(
+                     2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
   } else {
     for (std::size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
     std::cout << "\n";

@@ -63,10 +63,11 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   connect(&engine_, &EngineHost::turnDelta, this, &ChatPage::onDelta);
   connect(&engine_, &EngineHost::turnFinished, this, &ChatPage::onFinished);
   connect(&engine_, &EngineHost::modelLoaded, this, [this] { updateState(); });
-  connect(&engine_, &EngineHost::modelLoadFailed, this, [this](const QString& folder, const QString& message) {
-    no_model_detail_->setText(tr("Tandem could not load %1:\n%2").arg(folder, message));
-    updateState();
-  });
+  connect(&engine_, &EngineHost::modelLoadFailed, this,
+          [this](const QString& folder, const QString& message) {
+            no_model_detail_->setText(tr("Tandem could not load %1:\n%2").arg(folder, message));
+            updateState();
+          });
   connect(&engine_, &EngineHost::busyChanged, this, [this] { updateState(); });
   connect(&engine_, &EngineHost::loadingChanged, this, [this] { updateState(); });
 
@@ -77,7 +78,8 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
 QWidget* ChatPage::buildConversationList() {
   auto* panel = new QFrame(this);
   panel->setObjectName(QStringLiteral("conversationPanel"));
-  panel->setStyleSheet(QStringLiteral("QFrame#conversationPanel { background: #eef1f5; border-right: 1px solid #dde2e8; }"));
+  panel->setStyleSheet(QStringLiteral(
+      "QFrame#conversationPanel { background: #eef1f5; border-right: 1px solid #dde2e8; }"));
   panel->setFixedWidth(200);
   auto* v = new QVBoxLayout(panel);
   v->setContentsMargins(10, 12, 10, 10);
@@ -92,11 +94,13 @@ QWidget* ChatPage::buildConversationList() {
   v->addWidget(search_);
   list_view_ = new QListView(panel);
   list_view_->setModel(filter_);
-  list_view_->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::SelectedClicked);
+  list_view_->setEditTriggers(QAbstractItemView::EditKeyPressed |
+                              QAbstractItemView::SelectedClicked);
   list_view_->setContextMenuPolicy(Qt::CustomContextMenu);
-  list_view_->setStyleSheet(QStringLiteral("QListView { background: transparent; border: none; } "
-                                           "QListView::item { padding: 7px 6px; border-radius: 6px; } "
-                                           "QListView::item:selected { background: #ffffff; color: #1d2430; }"));
+  list_view_->setStyleSheet(
+      QStringLiteral("QListView { background: transparent; border: none; } "
+                     "QListView::item { padding: 7px 6px; border-radius: 6px; } "
+                     "QListView::item:selected { background: #ffffff; color: #1d2430; }"));
   connect(list_view_, &QListView::clicked, this, [this](const QModelIndex& index) {
     openConversation(index.data(ConversationListModel::IdRole).toLongLong());
   });
@@ -106,8 +110,9 @@ QWidget* ChatPage::buildConversationList() {
     QMenu menu(this);
     menu.addAction(tr("Rename"), this, [this, index] { list_view_->edit(index); });
     menu.addAction(tr("Delete"), this, [this, index] {
-      if (QMessageBox::question(this, tr("Delete conversation"),
-                                tr("Delete “%1”? This cannot be undone.").arg(index.data().toString())) ==
+      if (QMessageBox::question(
+              this, tr("Delete conversation"),
+              tr("Delete “%1”? This cannot be undone.").arg(index.data().toString())) ==
           QMessageBox::Yes) {
         deleteConversationAt(filter_->mapToSource(index).row());
       }
@@ -125,9 +130,10 @@ QWidget* ChatPage::buildNoModelPage() {
   auto* title = new QLabel(tr("No model loaded"), page);
   title->setObjectName(QStringLiteral("emptyTitle"));
   title->setAlignment(Qt::AlignCenter);
-  no_model_detail_ = new QLabel(tr("Tandem runs mixture-of-experts models with your GPU and CPU working together.\n"
-                                   "Open a model folder (config.json, tokenizer and .safetensors files) to start chatting."),
-                                page);
+  no_model_detail_ = new QLabel(
+      tr("Tandem runs mixture-of-experts models with your GPU and CPU working together.\n"
+         "Open a model folder (config.json, tokenizer and .safetensors files) to start chatting."),
+      page);
   no_model_detail_->setObjectName(QStringLiteral("emptyText"));
   no_model_detail_->setAlignment(Qt::AlignCenter);
   no_model_detail_->setWordWrap(true);
@@ -169,7 +175,8 @@ QWidget* ChatPage::buildChatArea() {
   temperature_ = new QDoubleSpinBox(form_host);
   temperature_->setRange(0.0, 2.0);
   temperature_->setSingleStep(0.05);
-  temperature_->setToolTip(tr("0 always picks the most likely token; higher values are more varied"));
+  temperature_->setToolTip(
+      tr("0 always picks the most likely token; higher values are more varied"));
   top_p_ = new QDoubleSpinBox(form_host);
   top_p_->setRange(0.05, 1.0);
   top_p_->setSingleStep(0.05);
@@ -196,7 +203,8 @@ QWidget* ChatPage::buildChatArea() {
   v->addLayout(header);
 
   system_prompt_ = new QLineEdit(area);
-  system_prompt_->setPlaceholderText(tr("System prompt (optional): how the model should behave in this conversation"));
+  system_prompt_->setPlaceholderText(
+      tr("System prompt (optional): how the model should behave in this conversation"));
   connect(system_prompt_, &QLineEdit::editingFinished, this, &ChatPage::saveSettings);
   v->addWidget(system_prompt_);
 
@@ -209,7 +217,8 @@ QWidget* ChatPage::buildChatArea() {
   messages_layout_ = new QVBoxLayout(messages_widget_);
   messages_layout_->setContentsMargins(0, 6, 6, 6);
   messages_layout_->setSpacing(10);
-  empty_conversation_ = new QLabel(tr("Ask anything. Replies stream in as the model writes them."), messages_widget_);
+  empty_conversation_ =
+      new QLabel(tr("Ask anything. Replies stream in as the model writes them."), messages_widget_);
   empty_conversation_->setObjectName(QStringLiteral("emptyText"));
   empty_conversation_->setAlignment(Qt::AlignCenter);
   messages_layout_->addWidget(empty_conversation_);
@@ -220,7 +229,9 @@ QWidget* ChatPage::buildChatArea() {
   auto* error_row = new QHBoxLayout;
   error_ = new QLabel(area);
   error_->setWordWrap(true);
-  error_->setStyleSheet(QStringLiteral("color: #9a3412; background: #fff7ed; border: 1px solid #fed7aa; border-radius: 6px; padding: 6px;"));
+  error_->setStyleSheet(
+      QStringLiteral("color: #9a3412; background: #fff7ed; border: 1px solid #fed7aa; "
+                     "border-radius: 6px; padding: 6px;"));
   error_->setVisible(false);
   drop_and_retry_ = new QPushButton(tr("Drop oldest turns and retry"), area);
   drop_and_retry_->setVisible(false);
@@ -235,7 +246,9 @@ QWidget* ChatPage::buildChatArea() {
 
   model_notice_ = new QFrame(area);
   model_notice_->setObjectName(QStringLiteral("modelNotice"));
-  model_notice_->setStyleSheet(QStringLiteral("QFrame#modelNotice { background: #eef2ff; border: 1px solid #c7d2fe; border-radius: 6px; }"));
+  model_notice_->setStyleSheet(
+      QStringLiteral("QFrame#modelNotice { background: #eef2ff; border: 1px solid #c7d2fe; "
+                     "border-radius: 6px; }"));
   auto* notice_row = new QHBoxLayout(model_notice_);
   notice_row->setContentsMargins(10, 4, 6, 4);
   model_notice_text_ = new QLabel(model_notice_);
@@ -268,7 +281,8 @@ QWidget* ChatPage::buildChatArea() {
 bool ChatPage::eventFilter(QObject* watched, QEvent* event) {
   if (watched == composer_ && event->type() == QEvent::KeyPress) {
     auto* key = static_cast<QKeyEvent*>(event);
-    if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) && !(key->modifiers() & Qt::ShiftModifier)) {
+    if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) &&
+        !(key->modifiers() & Qt::ShiftModifier)) {
       send();
       return true;
     }
@@ -276,9 +290,15 @@ bool ChatPage::eventFilter(QObject* watched, QEvent* event) {
   return QWidget::eventFilter(watched, event);
 }
 
-int ChatPage::messageCount() const { return widgets_.size(); }
-MessageWidget* ChatPage::messageAt(int i) const { return i >= 0 && i < widgets_.size() ? widgets_[i] : nullptr; }
-QString ChatPage::errorText() const { return error_->isVisible() ? error_->text() : QString(); }
+int ChatPage::messageCount() const {
+  return widgets_.size();
+}
+MessageWidget* ChatPage::messageAt(int i) const {
+  return i >= 0 && i < widgets_.size() ? widgets_[i] : nullptr;
+}
+QString ChatPage::errorText() const {
+  return error_->isVisible() ? error_->text() : QString();
+}
 
 ConversationSettings ChatPage::currentSettings() const {
   ConversationSettings s;
@@ -299,7 +319,9 @@ void ChatPage::newConversation() {
   if (engine_.isBusy()) return;
   const QModelIndex index = list_model_->create(tr("New chat"));
   if (!index.isValid()) {
-    showError(store_.error().isEmpty() ? tr("The conversation could not be saved.") : store_.error(), false);
+    showError(
+        store_.error().isEmpty() ? tr("The conversation could not be saved.") : store_.error(),
+        false);
     return;
   }
   openConversation(index.data(ConversationListModel::IdRole).toLongLong());
@@ -333,15 +355,18 @@ void ChatPage::deleteConversationAt(int row) {
   if (id == current_) {
     current_ = 0;
     messages_.clear();
-    if (list_model_->rowCount() > 0) openConversation(list_model_->idAt(0));
-    else rebuildMessages();
+    if (list_model_->rowCount() > 0)
+      openConversation(list_model_->idAt(0));
+    else
+      rebuildMessages();
   }
   updateState();
 }
 
 MessageWidget* ChatPage::appendMessage(int index, const StoredMessage& message) {
-  const QString speaker = message.role == QLatin1String("user") ? tr("You")
-                                                                 : (engine_.hasModel() ? engine_.model().name : tr("Assistant"));
+  const QString speaker = message.role == QLatin1String("user")
+                              ? tr("You")
+                              : (engine_.hasModel() ? engine_.model().name : tr("Assistant"));
   auto* w = new MessageWidget(index, message.role, speaker, messages_widget_);
   w->setContent(message.content, message.thinking, false);
   connect(w, &MessageWidget::editRequested, this, &ChatPage::editRequested);
@@ -356,21 +381,26 @@ void ChatPage::rebuildMessages() {
   widgets_.clear();
   streaming_ = nullptr;
   for (int i = 0; i < messages_.size(); ++i) appendMessage(i, messages_[i]);
-  if (!widgets_.isEmpty() && widgets_.back()->role() == QLatin1String("assistant")) widgets_.back()->setRegenerateVisible(true);
+  if (!widgets_.isEmpty() && widgets_.back()->role() == QLatin1String("assistant"))
+    widgets_.back()->setRegenerateVisible(true);
   empty_conversation_->setVisible(messages_.isEmpty());
   scrollToBottom();
 }
 
 void ChatPage::scrollToBottom() {
-  QTimer::singleShot(0, this, [this] { scroll_->verticalScrollBar()->setValue(scroll_->verticalScrollBar()->maximum()); });
+  QTimer::singleShot(0, this, [this] {
+    scroll_->verticalScrollBar()->setValue(scroll_->verticalScrollBar()->maximum());
+  });
 }
 
 void ChatPage::updateState() {
   // Saved conversations stay readable without a model; only replies need one.
-  stack_->setCurrentIndex(engine_.hasModel() || engine_.isBusy() || current_ != 0 ? kConversation : kNoModel);
+  stack_->setCurrentIndex(engine_.hasModel() || engine_.isBusy() || current_ != 0 ? kConversation
+                                                                                  : kNoModel);
   model_notice_->setVisible(!engine_.hasModel());
-  model_notice_text_->setText(engine_.isLoading() ? tr("Loading the model…")
-                                                  : tr("No model is loaded, so the model cannot reply yet."));
+  model_notice_text_->setText(engine_.isLoading()
+                                  ? tr("Loading the model…")
+                                  : tr("No model is loaded, so the model cannot reply yet."));
   const bool busy = engine_.isBusy();
   send_->setEnabled(!busy && engine_.hasModel());
   stop_->setEnabled(busy);
@@ -394,7 +424,9 @@ void ChatPage::startTurn(TurnRequest request) {
   // Show the conversation as it will be: the user's message, and the reply streaming in.
   QVector<StoredMessage> shown = request.history;
   switch (request.kind) {
-    case TurnRequest::Kind::Send: shown.push_back({QStringLiteral("user"), request.text, {}}); break;
+    case TurnRequest::Kind::Send:
+      shown.push_back({QStringLiteral("user"), request.text, {}});
+      break;
     case TurnRequest::Kind::Regenerate:
       if (!shown.isEmpty() && shown.back().role == QLatin1String("assistant")) shown.pop_back();
       break;
@@ -419,7 +451,9 @@ void ChatPage::send() {
   if (current_ == 0) {
     const QModelIndex index = list_model_->create(titleFrom(text));
     if (!index.isValid()) {
-      showError(store_.error().isEmpty() ? tr("The conversation could not be saved.") : store_.error(), false);
+      showError(
+          store_.error().isEmpty() ? tr("The conversation could not be saved.") : store_.error(),
+          false);
       return;
     }
     current_ = index.data(ConversationListModel::IdRole).toLongLong();
@@ -440,7 +474,9 @@ void ChatPage::send() {
   startTurn(request);
 }
 
-void ChatPage::stop() { engine_.stop(); }
+void ChatPage::stop() {
+  engine_.stop();
+}
 
 void ChatPage::regenerate() {
   if (engine_.isBusy() || messages_.isEmpty()) return;
@@ -453,15 +489,18 @@ void ChatPage::regenerate() {
 void ChatPage::editRequested(int index) {
   if (engine_.isBusy() || index < 0 || index >= messages_.size()) return;
   bool ok = false;
-  const QString text = QInputDialog::getMultiLineText(this, tr("Edit message"),
-                                                      tr("The conversation continues from the edited message; "
-                                                         "everything after it is replaced."),
-                                                      messages_[index].content, &ok);
+  const QString text =
+      QInputDialog::getMultiLineText(this, tr("Edit message"),
+                                     tr("The conversation continues from the edited message; "
+                                        "everything after it is replaced."),
+                                     messages_[index].content, &ok);
   if (ok && !text.trimmed().isEmpty()) editMessage(index, text.trimmed());
 }
 
 void ChatPage::editMessage(int index, const QString& text) {
-  if (engine_.isBusy() || index < 0 || index >= messages_.size() || messages_[index].role != QLatin1String("user")) return;
+  if (engine_.isBusy() || index < 0 || index >= messages_.size() ||
+      messages_[index].role != QLatin1String("user"))
+    return;
   TurnRequest request;
   request.kind = TurnRequest::Kind::Edit;
   request.history = messages_;
@@ -501,17 +540,19 @@ void ChatPage::onFinished(const TurnOutcome& outcome) {
   }
   messages_ = outcome.messages;
   if (current_ != 0) {
-    if (!store_.setMessages(current_, messages_)) showError(tr("The conversation could not be saved to %1.").arg(store_.path()), false);
+    if (!store_.setMessages(current_, messages_))
+      showError(tr("The conversation could not be saved to %1.").arg(store_.path()), false);
     list_model_->touch(current_);
   }
   rebuildMessages();
   if (outcome.dropped_turns > 0) {
-    showError(tr("The oldest %n turn(s) were left out so the conversation fits in the context.", nullptr,
-                 outcome.dropped_turns),
+    showError(tr("The oldest %n turn(s) were left out so the conversation fits in the context.",
+                 nullptr, outcome.dropped_turns),
               false);
   }
   updateState();
-  emit turnStats(outcome.decode_tokens_per_s, outcome.first_token_seconds, outcome.context_used, outcome.context_capacity);
+  emit turnStats(outcome.decode_tokens_per_s, outcome.first_token_seconds, outcome.context_used,
+                 outcome.context_capacity);
 }
 
 }  // namespace tandem::ui

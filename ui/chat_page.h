@@ -59,7 +59,8 @@ class ChatPage : public QWidget {
   void showSystemRequested();
   void openModelRequested();
   // After each turn: for the status bar.
-  void turnStats(double decode_tokens_per_s, double first_token_seconds, qint64 context_used, qint64 context_capacity);
+  void turnStats(double decode_tokens_per_s, double first_token_seconds, qint64 context_used,
+                 qint64 context_capacity);
 
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;

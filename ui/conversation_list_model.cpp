@@ -9,18 +9,27 @@ ConversationListModel::ConversationListModel(ConversationStore& store, QObject* 
   rows_ = store_.conversations();
 }
 
-int ConversationListModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : rows_.size(); }
+int ConversationListModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : rows_.size();
+}
 
 QVariant ConversationListModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+    return {};
   const ConversationInfo& c = rows_[index.row()];
   switch (role) {
     case Qt::DisplayRole:
-    case Qt::EditRole: return c.title;
-    case Qt::ToolTipRole: return tr("%1\nLast message %2").arg(c.title, QLocale().toString(c.updated, QLocale::ShortFormat));
-    case IdRole: return c.id;
-    case UpdatedRole: return c.updated;
-    default: return {};
+    case Qt::EditRole:
+      return c.title;
+    case Qt::ToolTipRole:
+      return tr("%1\nLast message %2")
+          .arg(c.title, QLocale().toString(c.updated, QLocale::ShortFormat));
+    case IdRole:
+      return c.id;
+    case UpdatedRole:
+      return c.updated;
+    default:
+      return {};
   }
 }
 
@@ -34,7 +43,8 @@ bool ConversationListModel::setData(const QModelIndex& index, const QVariant& va
 }
 
 Qt::ItemFlags ConversationListModel::flags(const QModelIndex& index) const {
-  return QAbstractListModel::flags(index) | (index.isValid() ? Qt::ItemIsEditable : Qt::NoItemFlags);
+  return QAbstractListModel::flags(index) |
+         (index.isValid() ? Qt::ItemIsEditable : Qt::NoItemFlags);
 }
 
 QHash<int, QByteArray> ConversationListModel::roleNames() const {
@@ -68,7 +78,9 @@ int ConversationListModel::rowOf(qint64 id) const {
   return -1;
 }
 
-qint64 ConversationListModel::idAt(int row) const { return row >= 0 && row < rows_.size() ? rows_[row].id : 0; }
+qint64 ConversationListModel::idAt(int row) const {
+  return row >= 0 && row < rows_.size() ? rows_[row].id : 0;
+}
 
 void ConversationListModel::touch(qint64 id) {
   const int row = rowOf(id);

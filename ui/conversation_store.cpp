@@ -14,11 +14,17 @@
 namespace tandem::ui {
 namespace {
 
-QSqlDatabase db(const QString& connection) { return QSqlDatabase::database(connection, false); }
+QSqlDatabase db(const QString& connection) {
+  return QSqlDatabase::database(connection, false);
+}
 
 QJsonObject toJson(const ConversationSettings& s) {
-  return {{"system_prompt", s.system_prompt}, {"temperature", s.temperature}, {"top_p", s.top_p},
-          {"top_k", s.top_k},                 {"min_p", s.min_p},             {"max_tokens", s.max_tokens}};
+  return {{"system_prompt", s.system_prompt},
+          {"temperature", s.temperature},
+          {"top_p", s.top_p},
+          {"top_k", s.top_k},
+          {"min_p", s.min_p},
+          {"max_tokens", s.max_tokens}};
 }
 
 ConversationSettings fromJson(const QJsonObject& o) {
@@ -35,7 +41,8 @@ ConversationSettings fromJson(const QJsonObject& o) {
 }  // namespace
 
 ConversationStore::ConversationStore(const QString& path)
-    : connection_(QStringLiteral("conversations-") + QUuid::createUuid().toString(QUuid::WithoutBraces)) {
+    : connection_(QStringLiteral("conversations-") +
+                  QUuid::createUuid().toString(QUuid::WithoutBraces)) {
   path_ = path.isEmpty() ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
                                QStringLiteral("/conversations.sqlite")
                          : path;
@@ -50,13 +57,15 @@ ConversationStore::ConversationStore(const QString& path)
   QSqlQuery q(d);
   const bool ok =
       q.exec(QStringLiteral("PRAGMA foreign_keys = ON")) &&
-      q.exec(QStringLiteral("CREATE TABLE IF NOT EXISTS conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-                            "title TEXT NOT NULL, created INTEGER NOT NULL, updated INTEGER NOT NULL, "
-                            "settings TEXT NOT NULL DEFAULT '{}')")) &&
-      q.exec(QStringLiteral("CREATE TABLE IF NOT EXISTS messages (conversation INTEGER NOT NULL REFERENCES "
-                            "conversations(id) ON DELETE CASCADE, position INTEGER NOT NULL, role TEXT NOT NULL, "
-                            "content TEXT NOT NULL, thinking TEXT NOT NULL DEFAULT '', "
-                            "PRIMARY KEY (conversation, position))"));
+      q.exec(QStringLiteral(
+          "CREATE TABLE IF NOT EXISTS conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+          "title TEXT NOT NULL, created INTEGER NOT NULL, updated INTEGER NOT NULL, "
+          "settings TEXT NOT NULL DEFAULT '{}')")) &&
+      q.exec(QStringLiteral(
+          "CREATE TABLE IF NOT EXISTS messages (conversation INTEGER NOT NULL REFERENCES "
+          "conversations(id) ON DELETE CASCADE, position INTEGER NOT NULL, role TEXT NOT NULL, "
+          "content TEXT NOT NULL, thinking TEXT NOT NULL DEFAULT '', "
+          "PRIMARY KEY (conversation, position))"));
   if (!ok) {
     error_ = QObject::tr("Conversations cannot be saved: %1").arg(q.lastError().text());
     return;
@@ -65,16 +74,21 @@ ConversationStore::ConversationStore(const QString& path)
 }
 
 ConversationStore::~ConversationStore() {
-  { QSqlDatabase d = db(connection_); d.close(); }
+  {
+    QSqlDatabase d = db(connection_);
+    d.close();
+  }
   QSqlDatabase::removeDatabase(connection_);
 }
 
 QVector<ConversationInfo> ConversationStore::conversations() const {
   QVector<ConversationInfo> out;
   QSqlQuery q(db(connection_));
-  q.exec(QStringLiteral("SELECT id, title, updated FROM conversations ORDER BY updated DESC, id DESC"));
+  q.exec(QStringLiteral(
+      "SELECT id, title, updated FROM conversations ORDER BY updated DESC, id DESC"));
   while (q.next()) {
-    out.push_back({q.value(0).toLongLong(), q.value(1).toString(), QDateTime::fromMSecsSinceEpoch(q.value(2).toLongLong())});
+    out.push_back({q.value(0).toLongLong(), q.value(1).toString(),
+                   QDateTime::fromMSecsSinceEpoch(q.value(2).toLongLong())});
   }
   return out;
 }
@@ -108,10 +122,12 @@ bool ConversationStore::deleteConversation(qint64 id) {
 QVector<StoredMessage> ConversationStore::messages(qint64 id) const {
   QVector<StoredMessage> out;
   QSqlQuery q(db(connection_));
-  q.prepare(QStringLiteral("SELECT role, content, thinking FROM messages WHERE conversation = ? ORDER BY position"));
+  q.prepare(QStringLiteral(
+      "SELECT role, content, thinking FROM messages WHERE conversation = ? ORDER BY position"));
   q.addBindValue(id);
   q.exec();
-  while (q.next()) out.push_back({q.value(0).toString(), q.value(1).toString(), q.value(2).toString()});
+  while (q.next())
+    out.push_back({q.value(0).toString(), q.value(1).toString(), q.value(2).toString()});
   return out;
 }
 
@@ -123,7 +139,9 @@ bool ConversationStore::setMessages(qint64 id, const QVector<StoredMessage>& mes
   q.addBindValue(id);
   bool ok = q.exec();
   for (int i = 0; ok && i < messages.size(); ++i) {
-    q.prepare(QStringLiteral("INSERT INTO messages (conversation, position, role, content, thinking) VALUES (?, ?, ?, ?, ?)"));
+    q.prepare(
+        QStringLiteral("INSERT INTO messages (conversation, position, role, content, thinking) "
+                       "VALUES (?, ?, ?, ?, ?)"));
     q.addBindValue(id);
     q.addBindValue(i);
     q.addBindValue(messages[i].role);

@@ -24,7 +24,9 @@
 namespace tandem::ui {
 namespace {
 
-QString bytes(double b) { return QString::fromStdString(hw::format_bytes(static_cast<std::uint64_t>(std::max(0.0, b)))); }
+QString bytes(double b) {
+  return QString::fromStdString(hw::format_bytes(static_cast<std::uint64_t>(std::max(0.0, b))));
+}
 
 QString duration(double seconds) {
   if (seconds < 0 || seconds > 1e7) return QObject::tr("unknown");
@@ -35,7 +37,9 @@ QString duration(double seconds) {
 }
 
 convert::Method method_from(const QString& name) {
-  return name == QLatin1String("int4") ? convert::Method::Int4 : name == QLatin1String("bf16") ? convert::Method::Bf16 : convert::Method::Int8;
+  return name == QLatin1String("int4")   ? convert::Method::Int4
+         : name == QLatin1String("bf16") ? convert::Method::Bf16
+                                         : convert::Method::Int8;
 }
 
 }  // namespace
@@ -44,9 +48,10 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   setWindowTitle(tr("Convert Weights"));
   resize(700, 560);
   auto* v = new QVBoxLayout(this);
-  v->addWidget(new QLabel(tr("Tandem stores the experts that run on the CPU in a format made for its instructions. A "
-                             "converted copy loads in seconds instead of being packed at every start."),
-                          this));
+  v->addWidget(new QLabel(
+      tr("Tandem stores the experts that run on the CPU in a format made for its instructions. A "
+         "converted copy loads in seconds instead of being packed at every start."),
+      this));
   auto* form = new QFormLayout;
   source_ = new QLineEdit(this);
   auto* browse_source = new QPushButton(tr("Browse…"), this);
@@ -56,7 +61,8 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   form->addRow(tr("Model folder"), source_row);
   method_ = new QComboBox(this);
   method_->addItem(tr("INT8: near-lossless, fast (recommended)"), QStringLiteral("int8"));
-  method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"), QStringLiteral("int4"));
+  method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"),
+                   QStringLiteral("int4"));
   method_->addItem(tr("BF16: full precision, twice the memory of INT8"), QStringLiteral("bf16"));
   form->addRow(tr("Method"), method_);
   output_ = new QLineEdit(this);
@@ -98,17 +104,20 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   connect(close, &QPushButton::clicked, this, &QDialog::close);
 
   connect(browse_source, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Model folder"), source_->text());
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Model folder"), source_->text());
     if (!dir.isEmpty()) setSource(dir);
   });
   connect(browse_output, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Output folder"), output_->text());
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Output folder"), output_->text());
     if (!dir.isEmpty()) setOutput(dir);
   });
   connect(source_, &QLineEdit::editingFinished, this, &ConversionDialog::updateEstimate);
   connect(output_, &QLineEdit::editingFinished, this, &ConversionDialog::updateEstimate);
   connect(method_, &QComboBox::currentIndexChanged, this, [this] {
-    if (!source_->text().isEmpty()) setOutput(source_->text() + QStringLiteral("-tandem-") + method_->currentData().toString());
+    if (!source_->text().isEmpty())
+      setOutput(source_->text() + QStringLiteral("-tandem-") + method_->currentData().toString());
   });
 }
 
@@ -132,10 +141,18 @@ void ConversionDialog::setOutput(const QString& folder) {
   updateEstimate();
 }
 
-QString ConversionDialog::source() const { return source_->text(); }
-QString ConversionDialog::output() const { return output_->text(); }
-QString ConversionDialog::statusText() const { return status_->text(); }
-int ConversionDialog::verifiedTensors() const { return verification_->topLevelItemCount(); }
+QString ConversionDialog::source() const {
+  return source_->text();
+}
+QString ConversionDialog::output() const {
+  return output_->text();
+}
+QString ConversionDialog::statusText() const {
+  return status_->text();
+}
+int ConversionDialog::verifiedTensors() const {
+  return verification_->topLevelItemCount();
+}
 
 void ConversionDialog::updateEstimate() {
   if (source_->text().isEmpty()) {
@@ -149,9 +166,11 @@ void ConversionDialog::updateEstimate() {
     o.method = method_from(method_->currentData().toString());
     const convert::ConvertEstimate e = convert::estimate_conversion(o);
     const hw::DiskSpace disk = hw::probe_disk_space(o.output);
-    estimate_->setText(tr("about %1 written in about %2; %3 free on that disk%4")
-                           .arg(bytes(static_cast<double>(e.output_bytes)), duration(e.seconds), bytes(static_cast<double>(disk.free_bytes)),
-                                disk.free_bytes < e.output_bytes ? tr(" — not enough space") : QString()));
+    estimate_->setText(
+        tr("about %1 written in about %2; %3 free on that disk%4")
+            .arg(bytes(static_cast<double>(e.output_bytes)), duration(e.seconds),
+                 bytes(static_cast<double>(disk.free_bytes)),
+                 disk.free_bytes < e.output_bytes ? tr(" — not enough space") : QString()));
     start_->setEnabled(!running_ && disk.free_bytes >= e.output_bytes);
   } catch (const std::exception& e) {
     estimate_->setText(QString::fromUtf8(e.what()));
@@ -194,7 +213,10 @@ void ConversionDialog::start() {
         QMetaObject::invokeMethod(
             self.data(),
             [self, p] {
-              if (self) self->onProgress(static_cast<double>(p.bytes_done), static_cast<double>(p.bytes_total), p.bytes_per_s, p.eta_s, p.layer, p.layers);
+              if (self)
+                self->onProgress(static_cast<double>(p.bytes_done),
+                                 static_cast<double>(p.bytes_total), p.bytes_per_s, p.eta_s,
+                                 p.layer, p.layers);
             },
             Qt::QueuedConnection);
       });
@@ -203,13 +225,15 @@ void ConversionDialog::start() {
           [self, r] {
             if (!self) return;
             for (const convert::TensorCheck& c : r.verification) {
-              self->verification_->addTopLevelItem(new QTreeWidgetItem({QString::fromStdString(c.name), QString::number(c.relative_error, 'g', 3)}));
+              self->verification_->addTopLevelItem(new QTreeWidgetItem(
+                  {QString::fromStdString(c.name), QString::number(c.relative_error, 'g', 3)}));
             }
             self->verification_->sortItems(1, Qt::DescendingOrder);
             self->verification_->setVisible(!r.verification.empty());
             self->onDone(true, false,
                          tr("Done: %1 written in %2%3 (peak memory %4).")
-                             .arg(bytes(static_cast<double>(r.bytes_written)), duration(r.seconds), r.resumed ? tr(", resumed") : QString(),
+                             .arg(bytes(static_cast<double>(r.bytes_written)), duration(r.seconds),
+                                  r.resumed ? tr(", resumed") : QString(),
                                   bytes(static_cast<double>(r.peak_memory_bytes))));
           },
           Qt::QueuedConnection);
@@ -217,13 +241,20 @@ void ConversionDialog::start() {
       QMetaObject::invokeMethod(
           self.data(),
           [self] {
-            if (self) self->onDone(false, true, tr("Cancelled. The finished layers are kept: Convert resumes from them."));
+            if (self)
+              self->onDone(
+                  false, true,
+                  tr("Cancelled. The finished layers are kept: Convert resumes from them."));
           },
           Qt::QueuedConnection);
     } catch (const std::exception& e) {
       const QString message = QString::fromUtf8(e.what());
       QMetaObject::invokeMethod(
-          self.data(), [self, message] { if (self) self->onDone(false, false, message); }, Qt::QueuedConnection);
+          self.data(),
+          [self, message] {
+            if (self) self->onDone(false, false, message);
+          },
+          Qt::QueuedConnection);
     }
   });
 }
@@ -234,10 +265,14 @@ void ConversionDialog::cancel() {
   status_->setText(tr("Stopping… the finished layers are kept, and Convert resumes from them."));
 }
 
-void ConversionDialog::onProgress(double done, double total, double bytes_per_s, double eta_s, int layer, int layers) {
+void ConversionDialog::onProgress(double done, double total, double bytes_per_s, double eta_s,
+                                  int layer, int layers) {
   progress_->setValue(total > 0 ? static_cast<int>(1000.0 * done / total) : 0);
   progress_->setFormat(QStringLiteral("%1 of %2").arg(bytes(done), bytes(total)));
-  status_->setText(tr("Layer %1 of %2 · %3/s · %4 left").arg(layer + 1).arg(layers).arg(bytes(bytes_per_s), duration(eta_s)));
+  status_->setText(tr("Layer %1 of %2 · %3/s · %4 left")
+                       .arg(layer + 1)
+                       .arg(layers)
+                       .arg(bytes(bytes_per_s), duration(eta_s)));
 }
 
 void ConversionDialog::onDone(bool ok, bool cancelled, const QString& message) {

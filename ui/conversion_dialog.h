@@ -47,7 +47,8 @@ class ConversionDialog : public QDialog {
 
  private:
   void updateEstimate();
-  void onProgress(double done, double total, double bytes_per_s, double eta_s, int layer, int layers);
+  void onProgress(double done, double total, double bytes_per_s, double eta_s, int layer,
+                  int layers);
   void onDone(bool ok, bool cancelled, const QString& message);
   void setRunning(bool running);
 

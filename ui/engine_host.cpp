@@ -20,14 +20,16 @@ namespace {
 
 std::vector<runtime::ChatMessage> toEngine(const QVector<StoredMessage>& messages) {
   std::vector<runtime::ChatMessage> out;
-  for (const StoredMessage& m : messages) out.push_back({m.role.toStdString(), m.content.toStdString(), m.thinking.toStdString()});
+  for (const StoredMessage& m : messages)
+    out.push_back({m.role.toStdString(), m.content.toStdString(), m.thinking.toStdString()});
   return out;
 }
 
 QVector<StoredMessage> fromEngine(const std::vector<runtime::ChatMessage>& messages) {
   QVector<StoredMessage> out;
   for (const auto& m : messages) {
-    out.push_back({QString::fromStdString(m.role), QString::fromStdString(m.content), QString::fromStdString(m.thinking)});
+    out.push_back({QString::fromStdString(m.role), QString::fromStdString(m.content),
+                   QString::fromStdString(m.thinking)});
   }
   return out;
 }
@@ -41,7 +43,8 @@ void EngineWorker::requestStop() {
   if (runtime::ChatSession* s = active_.load()) s->request_stop();
 }
 
-void EngineWorker::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
+void EngineWorker::loadModel(const QString& folder, int threads, qint64 context,
+                             const QString& cpu_format) {
   active_.store(nullptr);
   session_.reset();
   template_.reset();
@@ -50,17 +53,21 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context,
   try {
     const std::string path = folder.toStdString();
     runtime::LoadOptions load;
-    if (!cpu_format.isEmpty() && !runtime::parse_cpu_format(cpu_format.toStdString(), load.cpu_format)) {
-      throw std::runtime_error("the CPU format \"" + cpu_format.toStdString() + "\" is not one Tandem can load; choose int8, int4, bf16 or native");
+    if (!cpu_format.isEmpty() &&
+        !runtime::parse_cpu_format(cpu_format.toStdString(), load.cpu_format)) {
+      throw std::runtime_error("the CPU format \"" + cpu_format.toStdString() +
+                               "\" is not one Tandem can load; choose int8, int4, bf16 or native");
     }
     load.threads = threads;
     auto model = runtime::LoadedModel::load(path, load);
     auto tokenizer = text::load_tokenizer(path);
     auto chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(path));
     const int n = threads > 0 ? threads : std::max(1, hw::probe_topology().physical_cores);
-    const qint64 ctx = context > 0 ? context : std::min<qint64>(model->spec().max_position_embeddings, 4096);
+    const qint64 ctx =
+        context > 0 ? context : std::min<qint64>(model->spec().max_position_embeddings, 4096);
     pool_ = std::make_unique<runtime::ThreadPool>(n);
-    session_ = std::make_unique<runtime::ChatSession>(*model, *tokenizer, *chat_template, *pool_, ctx);
+    session_ =
+        std::make_unique<runtime::ChatSession>(*model, *tokenizer, *chat_template, *pool_, ctx);
     ModelInfo info;
     info.folder = folder;
     info.name = QFileInfo(folder).fileName();
@@ -113,22 +120,29 @@ void EngineWorker::runTurn(const TurnRequest& request) {
     ++pieces;
     const qint64 now = clock.elapsed();
     if (first_piece_ms < 0) first_piece_ms = now;
-    emit turnDelta(request.id, QString::fromStdString(d.answer), QString::fromStdString(d.thinking));
+    emit turnDelta(request.id, QString::fromStdString(d.answer),
+                   QString::fromStdString(d.thinking));
     if (now - last_sample_ms >= 250 && now > first_piece_ms) {
       last_sample_ms = now;
       const double seconds = (QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0;
-      emit throughputSample(seconds, -1.0, 1000.0 * static_cast<double>(pieces - 1) / static_cast<double>(now - first_piece_ms));
+      emit throughputSample(
+          seconds, -1.0,
+          1000.0 * static_cast<double>(pieces - 1) / static_cast<double>(now - first_piece_ms));
     }
   };
   active_.store(session_.get());
   try {
     runtime::TurnResult r;
     switch (request.kind) {
-      case TurnRequest::Kind::Send: r = session_->send(request.text.toStdString(), on_delta, request.drop_oldest); break;
-      case TurnRequest::Kind::Regenerate: r = session_->regenerate(on_delta, request.drop_oldest); break;
+      case TurnRequest::Kind::Send:
+        r = session_->send(request.text.toStdString(), on_delta, request.drop_oldest);
+        break;
+      case TurnRequest::Kind::Regenerate:
+        r = session_->regenerate(on_delta, request.drop_oldest);
+        break;
       case TurnRequest::Kind::Edit:
-        r = session_->edit(static_cast<std::size_t>(request.edit_index), request.text.toStdString(), on_delta,
-                           request.drop_oldest);
+        r = session_->edit(static_cast<std::size_t>(request.edit_index), request.text.toStdString(),
+                           on_delta, request.drop_oldest);
         break;
     }
     outcome.stopped = r.stats.stop == runtime::StopReason::Cancelled;
@@ -168,12 +182,13 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), thread_(new QThread) 
     emit loadingChanged(false);
     emit modelLoaded(info);
   });
-  connect(worker_, &EngineWorker::modelLoadFailed, this, [this](const QString& folder, const QString& message) {
-    model_ = {};
-    loading_ = false;
-    emit loadingChanged(false);
-    emit modelLoadFailed(folder, message);
-  });
+  connect(worker_, &EngineWorker::modelLoadFailed, this,
+          [this](const QString& folder, const QString& message) {
+            model_ = {};
+            loading_ = false;
+            emit loadingChanged(false);
+            emit modelLoadFailed(folder, message);
+          });
   connect(worker_, &EngineWorker::turnDelta, this, &EngineHost::turnDelta);
   connect(worker_, &EngineWorker::throughputSample, this, &EngineHost::throughputSample);
   connect(worker_, &EngineWorker::turnFinished, this, [this](const TurnOutcome& outcome) {
@@ -183,8 +198,10 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), thread_(new QThread) 
   });
   // The engine thread and the CPU pool it creates (threads inherit it) yield to the UI
   // thread when the cores are busy, so the window stays responsive while a model writes.
-  connect(thread_.get(), &QThread::started, worker_, [] { setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 4); },
-          Qt::DirectConnection);
+  connect(
+      thread_.get(), &QThread::started, worker_,
+      [] { setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 4); },
+      Qt::DirectConnection);
   thread_->start();
 }
 
@@ -193,21 +210,26 @@ EngineHost::~EngineHost() {
   if (worker_) worker_->requestStop();
 }
 
-void EngineHost::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
+void EngineHost::loadModel(const QString& folder, int threads, qint64 context,
+                           const QString& cpu_format) {
   loading_ = true;
   emit loadingChanged(true);
-  QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection, Q_ARG(QString, folder), Q_ARG(int, threads),
-                            Q_ARG(qint64, context), Q_ARG(QString, cpu_format));
+  QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection, Q_ARG(QString, folder),
+                            Q_ARG(int, threads), Q_ARG(qint64, context),
+                            Q_ARG(QString, cpu_format));
 }
 
 quint64 EngineHost::startTurn(TurnRequest request) {
   request.id = next_turn_++;
   busy_ = true;
   emit busyChanged(true);
-  QMetaObject::invokeMethod(worker_, "runTurn", Qt::QueuedConnection, Q_ARG(tandem::ui::TurnRequest, request));
+  QMetaObject::invokeMethod(worker_, "runTurn", Qt::QueuedConnection,
+                            Q_ARG(tandem::ui::TurnRequest, request));
   return request.id;
 }
 
-void EngineHost::stop() { worker_->requestStop(); }
+void EngineHost::stop() {
+  worker_->requestStop();
+}
 
 }  // namespace tandem::ui

@@ -46,7 +46,7 @@ struct TurnRequest {
   QString text;                    // Send and Edit: the user's message
   int edit_index = -1;             // Edit: which message
   ConversationSettings settings;
-  bool drop_oldest = false;        // make room by dropping the oldest turns
+  bool drop_oldest = false;  // make room by dropping the oldest turns
 };
 
 struct TurnOutcome {
@@ -101,7 +101,8 @@ class EngineHost : public QObject {
   ~EngineHost() override;
 
   // `cpu_format`: "native", "int8" or "bf16" (see runtime::CpuFormat); empty means native.
-  void loadModel(const QString& folder, int threads = 0, qint64 context = 0, const QString& cpu_format = {});
+  void loadModel(const QString& folder, int threads = 0, qint64 context = 0,
+                 const QString& cpu_format = {});
   quint64 startTurn(TurnRequest request);
   void stop();  // returns at once; the running turn ends after the current token
 

@@ -25,32 +25,43 @@ void ExpertHeatmapModel::addHits(const std::vector<std::uint64_t>& delta, double
     total_[i] += delta[i];
     max_ = std::max(max_, heat_[i]);
   }
-  emit dataChanged(index(0, 0), index(layers_ - 1, experts_ - 1), {HeatRole, HitsRole, Qt::ToolTipRole});
+  emit dataChanged(index(0, 0), index(layers_ - 1, experts_ - 1),
+                   {HeatRole, HitsRole, Qt::ToolTipRole});
 }
 
 void ExpertHeatmapModel::setGpuResident(const QSet<int>& cells) {
   gpu_ = cells;
-  if (layers_ > 0 && experts_ > 0) emit dataChanged(index(0, 0), index(layers_ - 1, experts_ - 1), {GpuResidentRole});
+  if (layers_ > 0 && experts_ > 0)
+    emit dataChanged(index(0, 0), index(layers_ - 1, experts_ - 1), {GpuResidentRole});
 }
 
-int ExpertHeatmapModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : layers_; }
-int ExpertHeatmapModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : experts_; }
+int ExpertHeatmapModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : layers_;
+}
+int ExpertHeatmapModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : experts_;
+}
 
 QVariant ExpertHeatmapModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+    return {};
   const std::size_t i = static_cast<std::size_t>(index.row() * experts_ + index.column());
   switch (role) {
     case HeatRole:
-    case Qt::DisplayRole: return heat_[i];
-    case HitsRole: return static_cast<qulonglong>(total_[i]);
-    case GpuResidentRole: return gpu_.contains(static_cast<int>(i));
+    case Qt::DisplayRole:
+      return heat_[i];
+    case HitsRole:
+      return static_cast<qulonglong>(total_[i]);
+    case GpuResidentRole:
+      return gpu_.contains(static_cast<int>(i));
     case Qt::ToolTipRole:
       return tr("Layer %1, expert %2: %3 tokens routed here%4")
           .arg(index.row())
           .arg(index.column())
           .arg(total_[i])
           .arg(gpu_.contains(static_cast<int>(i)) ? tr(" (on the GPU)") : QString());
-    default: return {};
+    default:
+      return {};
   }
 }
 

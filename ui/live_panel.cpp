@@ -12,8 +12,8 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QTimer>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 #include <algorithm>
 
 #include "engine/hw/hardware_report.h"
@@ -35,7 +35,8 @@ const char* const kSplitColors[] = {"#2f6fdb", "#8b5cf6", "#1f9d55", "#9aa5b1"};
 
 }  // namespace
 
-HeatmapView::HeatmapView(ExpertHeatmapModel* model, QWidget* parent) : QWidget(parent), model_(model) {
+HeatmapView::HeatmapView(ExpertHeatmapModel* model, QWidget* parent)
+    : QWidget(parent), model_(model) {
   setMinimumHeight(90);
   connect(model_, &QAbstractItemModel::dataChanged, this, qOverload<>(&QWidget::update));
   connect(model_, &QAbstractItemModel::modelReset, this, qOverload<>(&QWidget::update));
@@ -47,7 +48,8 @@ void HeatmapView::paintEvent(QPaintEvent*) {
   const int layers = model_->layers(), experts = model_->experts();
   if (layers == 0 || experts == 0) {
     p.setPen(QColor(theme::kMutedText));
-    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap, tr("Load a mixture-of-experts model to see which experts it uses."));
+    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
+               tr("Load a mixture-of-experts model to see which experts it uses."));
     return;
   }
   const double cw = static_cast<double>(width()) / experts;
@@ -84,7 +86,8 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   v->addLayout(bar);
   connect(freeze_, &QPushButton::toggled, this, &LivePanel::setFrozen);
   connect(save, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export charts"), QStringLiteral("tandem-charts.png"), tr("PNG images (*.png)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export charts"), QStringLiteral("tandem-charts.png"), tr("PNG images (*.png)"));
     if (!path.isEmpty()) exportPng(path);
   });
 
@@ -155,16 +158,19 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   setMetrics(nullptr, QString(), false);
 }
 
-void LivePanel::setMetrics(std::shared_ptr<const runtime::Metrics> metrics, const QString& strategy, bool gpu) {
+void LivePanel::setMetrics(std::shared_ptr<const runtime::Metrics> metrics, const QString& strategy,
+                           bool gpu) {
   metrics_ = std::move(metrics);
   last_ = metrics_ ? metrics_->snapshot() : runtime::MetricsSnapshot{};
-  heatmap_->setShape(metrics_ && last_.experts > 1 ? static_cast<int>(last_.layers) : 0, static_cast<int>(last_.experts));
+  heatmap_->setShape(metrics_ && last_.experts > 1 ? static_cast<int>(last_.layers) : 0,
+                     static_cast<int>(last_.experts));
   if (!metrics_) {
     placement_->setText(tr("No model loaded."));
   } else if (!gpu) {
     placement_->setText(tr("No GPU: all experts run on the CPU. Placement strategy: none."));
   } else {
-    placement_->setText(tr("GPU-resident experts are outlined in green. Placement strategy: %1.").arg(strategy));
+    placement_->setText(
+        tr("GPU-resident experts are outlined in green. Placement strategy: %1.").arg(strategy));
   }
   split_ms_per_token_.assign(4, 0.0);
 }
@@ -172,7 +178,9 @@ void LivePanel::setMetrics(std::shared_ptr<const runtime::Metrics> metrics, cons
 void LivePanel::setVramUse(std::uint64_t used, std::uint64_t total) {
   vram_->setRange(0, 1000);
   vram_->setValue(total > 0 ? static_cast<int>(1000 * used / total) : 0);
-  vram_->setFormat(total > 0 ? tr("VRAM %1 of %2").arg(QString::fromStdString(hw::format_bytes(used)), QString::fromStdString(hw::format_bytes(total)))
+  vram_->setFormat(total > 0 ? tr("VRAM %1 of %2")
+                                   .arg(QString::fromStdString(hw::format_bytes(used)),
+                                        QString::fromStdString(hw::format_bytes(total)))
                              : tr("no GPU"));
 }
 
@@ -217,14 +225,21 @@ void LivePanel::poll() {
   last_ = now;
 }
 
-QString LivePanel::placementText() const { return placement_->text(); }
+QString LivePanel::placementText() const {
+  return placement_->text();
+}
 
 QString LivePanel::timeSplitText() const {
   QStringList parts;
-  for (int i = 0; i < 4; ++i) parts << QStringLiteral("%1 %2 ms").arg(tr(kSplitNames[i])).arg(split_ms_per_token_[static_cast<std::size_t>(i)], 0, 'f', 2);
+  for (int i = 0; i < 4; ++i)
+    parts << QStringLiteral("%1 %2 ms")
+                 .arg(tr(kSplitNames[i]))
+                 .arg(split_ms_per_token_[static_cast<std::size_t>(i)], 0, 'f', 2);
   return parts.join(QStringLiteral(", "));
 }
 
-bool LivePanel::exportPng(const QString& path) { return grab().save(path, "PNG"); }
+bool LivePanel::exportPng(const QString& path) {
+  return grab().save(path, "PNG");
+}
 
 }  // namespace tandem::ui

@@ -48,7 +48,8 @@ class LivePanel : public QWidget {
   QString timeSplitText() const;
 
   // The engine's metrics for the loaded model; null when none is loaded.
-  void setMetrics(std::shared_ptr<const runtime::Metrics> metrics, const QString& placement_strategy, bool gpu);
+  void setMetrics(std::shared_ptr<const runtime::Metrics> metrics,
+                  const QString& placement_strategy, bool gpu);
   void setVramUse(std::uint64_t used_bytes, std::uint64_t total_bytes);
 
  public slots:

@@ -20,11 +20,19 @@ void handle_qt_message(QtMsgType type, const QMessageLogContext& context, const 
                                     ? std::string(context.category) + ": " + text.toStdString()
                                     : text.toStdString();
     switch (type) {
-      case QtDebugMsg: log::debug("{}", message); break;
-      case QtInfoMsg: log::info("{}", message); break;
-      case QtWarningMsg: log::warn("{}", message); break;
+      case QtDebugMsg:
+        log::debug("{}", message);
+        break;
+      case QtInfoMsg:
+        log::info("{}", message);
+        break;
+      case QtWarningMsg:
+        log::warn("{}", message);
+        break;
       case QtCriticalMsg:
-      case QtFatalMsg: log::error("{}", message); break;
+      case QtFatalMsg:
+        log::error("{}", message);
+        break;
     }
     t_from_qt = false;
   }
@@ -39,10 +47,18 @@ void install_log_bridge() {
     const QString text = QString::fromUtf8(message.data(), static_cast<qsizetype>(message.size()));
     switch (level) {
       case log::Level::Trace:
-      case log::Level::Debug: qCDebug(lcEngine).noquote() << text; break;
-      case log::Level::Info: qCInfo(lcEngine).noquote() << text; break;
-      case log::Level::Warn: qCWarning(lcEngine).noquote() << text; break;
-      case log::Level::Error: qCCritical(lcEngine).noquote() << text; break;
+      case log::Level::Debug:
+        qCDebug(lcEngine).noquote() << text;
+        break;
+      case log::Level::Info:
+        qCInfo(lcEngine).noquote() << text;
+        break;
+      case log::Level::Warn:
+        qCWarning(lcEngine).noquote() << text;
+        break;
+      case log::Level::Error:
+        qCCritical(lcEngine).noquote() << text;
+        break;
     }
   });
   QtMessageHandler previous = qInstallMessageHandler(handle_qt_message);

@@ -7,13 +7,13 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
-#include <QProgressBar>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QListWidget>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProgressBar>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStandardPaths>
@@ -26,8 +26,8 @@
 #include "engine/model/demo_model.h"
 #include "engine/version.h"
 #include "ui/chat_page.h"
-#include "ui/conversion_dialog.h"
 #include "ui/conversation_store.h"
+#include "ui/conversion_dialog.h"
 #include "ui/download_queue.h"
 #include "ui/downloads_page.h"
 #include "ui/engine_host.h"
@@ -65,10 +65,12 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   navigation_->setFixedWidth(150);
   navigation_->setFocusPolicy(Qt::NoFocus);
   navigation_->setIconSize(QSize(18, 18));
-  navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_FileDialogDetailedView),
-                                           tr("Chat")));
-  navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ComputerIcon), tr("System")));
-  navigation_->addItem(new QListWidgetItem(style()->standardIcon(QStyle::SP_ArrowDown), tr("Downloads")));
+  navigation_->addItem(
+      new QListWidgetItem(style()->standardIcon(QStyle::SP_FileDialogDetailedView), tr("Chat")));
+  navigation_->addItem(
+      new QListWidgetItem(style()->standardIcon(QStyle::SP_ComputerIcon), tr("System")));
+  navigation_->addItem(
+      new QListWidgetItem(style()->standardIcon(QStyle::SP_ArrowDown), tr("Downloads")));
   pages_ = new QStackedWidget(central);
   chat_ = new ChatPage(*engine_, *store_, pages_);
   system_ = new SystemPage(pages_);
@@ -84,19 +86,23 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   connect(chat_, &ChatPage::showSystemRequested, this, [this] { showPage(Page::System); });
   connect(system_, &SystemPage::refreshRequested, this, &MainWindow::detectHardware);
   connect(chat_, &ChatPage::openModelRequested, this, &MainWindow::openModelFolder);
-  connect(chat_, &ChatPage::turnStats, this, [this](double tps, double ttft, qint64 used, qint64 capacity) {
-    const QString first = ttft < 1.0 ? tr("%1 ms").arg(qRound(ttft * 1000)) : tr("%1 s").arg(ttft, 0, 'f', 1);
-    speed_status_->setText(tr("%1 tokens/s · first token in %2").arg(tps, 0, 'f', 1).arg(first));
-    context_bar_->setRange(0, static_cast<int>(capacity));
-    context_bar_->setValue(static_cast<int>(used));
-    context_bar_->setFormat(tr("%1 / %2").arg(used).arg(capacity));
-    context_bar_->setToolTip(tr("Context used: %1 of %2 tokens").arg(used).arg(capacity));
-    context_bar_->setVisible(true);
-  });
+  connect(chat_, &ChatPage::turnStats, this,
+          [this](double tps, double ttft, qint64 used, qint64 capacity) {
+            const QString first =
+                ttft < 1.0 ? tr("%1 ms").arg(qRound(ttft * 1000)) : tr("%1 s").arg(ttft, 0, 'f', 1);
+            speed_status_->setText(
+                tr("%1 tokens/s · first token in %2").arg(tps, 0, 'f', 1).arg(first));
+            context_bar_->setRange(0, static_cast<int>(capacity));
+            context_bar_->setValue(static_cast<int>(used));
+            context_bar_->setFormat(tr("%1 / %2").arg(used).arg(capacity));
+            context_bar_->setToolTip(tr("Context used: %1 of %2 tokens").arg(used).arg(capacity));
+            context_bar_->setVisible(true);
+          });
 
   live_dock_ = new QDockWidget(tr("Live"), this);
   live_dock_->setObjectName(QStringLiteral("liveDock"));
-  live_dock_->setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea | Qt::BottomDockWidgetArea);
+  live_dock_->setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea |
+                              Qt::BottomDockWidgetArea);
   live_ = new LivePanel(live_dock_);
   throughput_ = live_->throughput();
   live_->setMinimumWidth(250);
@@ -112,9 +118,10 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
     QSettings().setValue(kModelKey, info.folder);
     live_->setMetrics(info.metrics, tr("none"), false);
   });
-  connect(engine_, &EngineHost::modelLoadFailed, this, [this](const QString& folder, const QString&) {
-    model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
-  });
+  connect(engine_, &EngineHost::modelLoadFailed, this,
+          [this](const QString& folder, const QString&) {
+            model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
+          });
 
   buildMenus();
   buildStatusBar();
@@ -126,7 +133,8 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   // The model of the last session; without one (a first start, or its folder is gone) the
   // built-in demo model, so the chat answers before anything is downloaded.
   QString model = QSettings().value(kModelKey).toString();
-  if (model.isEmpty() || !QFileInfo(model).isDir()) model = QString::fromStdString(model::demo_model_folder());
+  if (model.isEmpty() || !QFileInfo(model).isDir())
+    model = QString::fromStdString(model::demo_model_folder());
   const SetupChoices saved = SetupWizard::savedChoices();
   if (!model.isEmpty() && saved.folder == model) {
     loadModel(model, saved.threads, saved.context, saved.cpu_format);
@@ -165,12 +173,15 @@ void MainWindow::openConversion(const QString& source) {
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   if (!source.isEmpty()) dialog->setSource(source);
   connect(dialog, &ConversionDialog::finished, this, [this](bool ok, const QString& output) {
-    if (ok) statusBar()->showMessage(tr("Converted weights saved in %1; open that folder to use them.").arg(output), 10000);
+    if (ok)
+      statusBar()->showMessage(
+          tr("Converted weights saved in %1; open that folder to use them.").arg(output), 10000);
   });
   dialog->show();
 }
 
-void MainWindow::loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format) {
+void MainWindow::loadModel(const QString& folder, int threads, qint64 context,
+                           const QString& cpu_format) {
   if (engine_->isBusy()) return;
   model_status_->setText(tr("Loading %1…").arg(QFileInfo(folder).fileName()));
   engine_->loadModel(folder, threads, context, cpu_format);
@@ -179,17 +190,20 @@ void MainWindow::loadModel(const QString& folder, int threads, qint64 context, c
 MainWindow::~MainWindow() = default;
 
 QString MainWindow::modelsFolder() {
-  return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/models");
+  return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+         QStringLiteral("/models");
 }
 
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   QAction* open = file->addAction(tr("&Open Model Folder…"), this, &MainWindow::openModelFolder);
   open->setShortcut(QKeySequence::Open);
-  file->addAction(tr("&New Chat"), this, [this] {
-    showPage(Page::Chat);
-    chat_->newConversation();
-  })->setShortcut(QKeySequence::New);
+  file->addAction(tr("&New Chat"), this,
+                  [this] {
+                    showPage(Page::Chat);
+                    chat_->newConversation();
+                  })
+      ->setShortcut(QKeySequence::New);
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
   quit->setShortcut(QKeySequence::Quit);
@@ -199,7 +213,8 @@ void MainWindow::buildMenus() {
   chat->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
   QAction* system = view->addAction(tr("&System"), this, [this] { showPage(Page::System); });
   system->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
-  QAction* downloads = view->addAction(tr("&Downloads"), this, [this] { showPage(Page::Downloads); });
+  QAction* downloads =
+      view->addAction(tr("&Downloads"), this, [this] { showPage(Page::Downloads); });
   downloads->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
   view->addSeparator();
   QAction* live = live_dock_->toggleViewAction();
@@ -213,7 +228,9 @@ void MainWindow::buildMenus() {
     downloads_->askForDownload();
   });
   tools->addAction(tr("&Setup Assistant…"), this, &MainWindow::openSetupAssistant);
-  tools->addAction(tr("&Convert Weights…"), this, [this] { openConversion(engine_->hasModel() ? engine_->model().folder : QString()); });
+  tools->addAction(tr("&Convert Weights…"), this, [this] {
+    openConversion(engine_->hasModel() ? engine_->model().folder : QString());
+  });
   tools->addAction(tr("&Detect Hardware Again"), this, &MainWindow::detectHardware);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -255,11 +272,13 @@ void MainWindow::onReport(const HardwareReportPtr& report) {
   system_->setReport(report);
   if (report) {
     const auto& rec = report->recommendation;
-    cpu_status_->setText(tr("CPU: %1 · %2 threads")
-                             .arg(QString::fromUtf8(hw::backend_label(rec.cpu_backend.value).data()))
-                             .arg(rec.cpu_threads.value));
+    cpu_status_->setText(
+        tr("CPU: %1 · %2 threads")
+            .arg(QString::fromUtf8(hw::backend_label(rec.cpu_backend.value).data()))
+            .arg(rec.cpu_threads.value));
     const auto& gpus = report->gpus.devices;
-    const auto usable = std::find_if(gpus.begin(), gpus.end(), [](const hw::GpuDevice& d) { return d.usable; });
+    const auto usable =
+        std::find_if(gpus.begin(), gpus.end(), [](const hw::GpuDevice& d) { return d.usable; });
     gpu_status_->setText(usable == gpus.end()
                              ? tr("No GPU: all on CPU")
                              : tr("GPU: %1").arg(QString::fromStdString(usable->name)));
@@ -267,14 +286,19 @@ void MainWindow::onReport(const HardwareReportPtr& report) {
   emit hardwareDetected(report);
 }
 
-void MainWindow::showPage(Page page) { navigation_->setCurrentRow(static_cast<int>(page)); }
+void MainWindow::showPage(Page page) {
+  navigation_->setCurrentRow(static_cast<int>(page));
+}
 
-MainWindow::Page MainWindow::currentPage() const { return static_cast<Page>(pages_->currentIndex()); }
+MainWindow::Page MainWindow::currentPage() const {
+  return static_cast<Page>(pages_->currentIndex());
+}
 
 QString MainWindow::statusSummary() const {
-  return QStringList{model_status_->text(), speed_status_->text(),
-                     context_bar_->isVisible() ? tr("context %1").arg(context_bar_->format()) : QString(),
-                     cpu_status_->text(), gpu_status_->text()}
+  return QStringList{
+      model_status_->text(), speed_status_->text(),
+      context_bar_->isVisible() ? tr("context %1").arg(context_bar_->format()) : QString(),
+      cpu_status_->text(), gpu_status_->text()}
       .join(QStringLiteral(" | "));
 }
 

@@ -58,7 +58,8 @@ class MainWindow : public QMainWindow {
   void openSetupAssistant();
   // The weight-conversion dialog, for `source` when given.
   void openConversion(const QString& source = {});
-  void loadModel(const QString& folder, int threads = 0, qint64 context = 0, const QString& cpu_format = {});
+  void loadModel(const QString& folder, int threads = 0, qint64 context = 0,
+                 const QString& cpu_format = {});
 
  signals:
   void hardwareDetected(tandem::ui::HardwareReportPtr report);

@@ -6,10 +6,10 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPlainTextEdit>
-#include <QScrollBar>
-#include <QTextDocument>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QScrollBar>
+#include <QTextDocument>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -43,9 +43,12 @@ QVector<MessageSegment> split_code_blocks(const QString& markdown) {
 
 CodeBlockWidget::CodeBlockWidget(QWidget* parent) : QFrame(parent) {
   setObjectName(QStringLiteral("codeBlock"));
-  setStyleSheet(QStringLiteral("QFrame#codeBlock { background: #1f2430; border-radius: 6px; }"
-                               "QLabel { color: #aab3c0; } QPlainTextEdit { background: #1f2430; color: #e6e9ef; border: none; }"
-                               "QPushButton { background: #2c3340; color: #e6e9ef; border: 1px solid #3b4454; padding: 2px 10px; }"));
+  setStyleSheet(
+      QStringLiteral("QFrame#codeBlock { background: #1f2430; border-radius: 6px; }"
+                     "QLabel { color: #aab3c0; } QPlainTextEdit { background: #1f2430; color: "
+                     "#e6e9ef; border: none; }"
+                     "QPushButton { background: #2c3340; color: #e6e9ef; border: 1px solid "
+                     "#3b4454; padding: 2px 10px; }"));
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(10, 6, 10, 8);
   v->setSpacing(4);
@@ -75,24 +78,31 @@ void CodeBlockWidget::setCode(const QString& language, const QString& code) {
   const int lines = std::min(30, static_cast<int>(code.count(QLatin1Char('\n'))) + 1);
   const int longest = [&] {
     int widest = 0;
-    for (const QString& line : code.split(QLatin1Char('\n'))) widest = std::max(widest, QFontMetrics(text_->font()).horizontalAdvance(line));
+    for (const QString& line : code.split(QLatin1Char('\n')))
+      widest = std::max(widest, QFontMetrics(text_->font()).horizontalAdvance(line));
     return widest;
   }();
   // Room for every line (up to 30), and for the horizontal scroll bar when a line is too long.
   const bool scrolls = longest + 20 > text_->viewport()->width();
   text_->setFixedHeight(QFontMetrics(text_->font()).lineSpacing() * lines +
-                        2 * static_cast<int>(text_->document()->documentMargin()) + 2 * text_->frameWidth() +
+                        2 * static_cast<int>(text_->document()->documentMargin()) +
+                        2 * text_->frameWidth() +
                         (scrolls ? text_->horizontalScrollBar()->sizeHint().height() : 0));
 }
 
-QString CodeBlockWidget::code() const { return text_->toPlainText(); }
+QString CodeBlockWidget::code() const {
+  return text_->toPlainText();
+}
 
-MessageWidget::MessageWidget(int index, const QString& role, const QString& speaker, QWidget* parent)
+MessageWidget::MessageWidget(int index, const QString& role, const QString& speaker,
+                             QWidget* parent)
     : QFrame(parent), index_(index), role_(role) {
   const bool user = role == QLatin1String("user");
   setObjectName(user ? QStringLiteral("userMessage") : QStringLiteral("assistantMessage"));
-  setStyleSheet(user ? QStringLiteral("QFrame#userMessage { background: #e8f0fe; border-radius: 10px; }")
-                     : QStringLiteral("QFrame#assistantMessage { background: #ffffff; border: 1px solid #e1e5ea; border-radius: 10px; }"));
+  setStyleSheet(
+      user ? QStringLiteral("QFrame#userMessage { background: #e8f0fe; border-radius: 10px; }")
+           : QStringLiteral("QFrame#assistantMessage { background: #ffffff; border: 1px solid "
+                            "#e1e5ea; border-radius: 10px; }"));
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(14, 10, 14, 10);
   v->setSpacing(6);
@@ -103,7 +113,8 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
   auto* copy = new QToolButton(this);
   copy->setText(tr("Copy"));
   copy->setAutoRaise(true);
-  connect(copy, &QToolButton::clicked, this, [this] { QApplication::clipboard()->setText(content_); });
+  connect(copy, &QToolButton::clicked, this,
+          [this] { QApplication::clipboard()->setText(content_); });
   header->addWidget(copy);
   if (user) {
     auto* edit = new QToolButton(this);
@@ -131,7 +142,9 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
   thinking_text_ = new QLabel(this);
   thinking_text_->setWordWrap(true);
   thinking_text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  thinking_text_->setStyleSheet(QStringLiteral("color: %1; border-left: 3px solid #d5dae1; padding-left: 8px;").arg(theme::kMutedText));
+  thinking_text_->setStyleSheet(
+      QStringLiteral("color: %1; border-left: 3px solid #d5dae1; padding-left: 8px;")
+          .arg(theme::kMutedText));
   thinking_text_->setVisible(false);
   connect(thinking_toggle_, &QToolButton::toggled, this, [this](bool on) {
     thinking_text_->setVisible(on);
@@ -149,9 +162,13 @@ void MessageWidget::setRegenerateVisible(bool visible) {
   if (regenerate_) regenerate_->setVisible(visible);
 }
 
-bool MessageWidget::thinkingExpanded() const { return thinking_toggle_->isChecked(); }
+bool MessageWidget::thinkingExpanded() const {
+  return thinking_toggle_->isChecked();
+}
 
-QString MessageWidget::thinkingSummary() const { return thinking_toggle_->text(); }
+QString MessageWidget::thinkingSummary() const {
+  return thinking_toggle_->text();
+}
 
 void MessageWidget::setContent(const QString& content, const QString& thinking, bool streaming) {
   const bool changed = content != content_ || streaming != streaming_;
@@ -161,20 +178,24 @@ void MessageWidget::setContent(const QString& content, const QString& thinking, 
     thinking_ = thinking;
     const QString trimmed = thinking.trimmed();
     thinking_toggle_->setVisible(!trimmed.isEmpty());
-    const int words = static_cast<int>(trimmed.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts).size());
-    thinking_toggle_->setText(streaming && content.isEmpty() ? tr("Thinking… (%n words)", nullptr, words)
-                                                             : tr("Thought for %n words", nullptr, words));
+    const int words = static_cast<int>(
+        trimmed.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts).size());
+    thinking_toggle_->setText(streaming && content.isEmpty()
+                                  ? tr("Thinking… (%n words)", nullptr, words)
+                                  : tr("Thought for %n words", nullptr, words));
     thinking_text_->setText(trimmed);
   }
   if (changed) rebuildBody();
 }
 
 void MessageWidget::rebuildBody() {
-  const QString text = content_.isEmpty() && streaming_ && thinking_.isEmpty() ? QStringLiteral("…") : content_;
+  const QString text =
+      content_.isEmpty() && streaming_ && thinking_.isEmpty() ? QStringLiteral("…") : content_;
   const QVector<MessageSegment> segments = split_code_blocks(text);
   // Reuse the widgets of unchanged kinds so streaming does not flicker.
   bool same_shape = segments.size() == shown_.size();
-  for (int i = 0; same_shape && i < segments.size(); ++i) same_shape = segments[i].code == shown_[i].code;
+  for (int i = 0; same_shape && i < segments.size(); ++i)
+    same_shape = segments[i].code == shown_[i].code;
   if (!same_shape) {
     for (QWidget* w : segments_) w->deleteLater();
     segments_.clear();

@@ -12,7 +12,9 @@ ProbeRunner::ProbeRunner(QObject* parent) : QObject(parent) {
   });
 }
 
-ProbeRunner::~ProbeRunner() { watcher_.waitForFinished(); }
+ProbeRunner::~ProbeRunner() {
+  watcher_.waitForFinished();
+}
 
 void ProbeRunner::start(const QString& diskPath) {
   if (watcher_.isRunning()) return;
@@ -24,6 +26,8 @@ void ProbeRunner::start(const QString& diskPath) {
   }));
 }
 
-bool ProbeRunner::isRunning() const { return watcher_.isRunning(); }
+bool ProbeRunner::isRunning() const {
+  return watcher_.isRunning();
+}
 
 }  // namespace tandem::ui

@@ -39,8 +39,12 @@
 namespace tandem::ui {
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
-QString gib(std::uint64_t b) { return QStringLiteral("%1 GiB").arg(static_cast<double>(b) / (1ull << 30), 0, 'f', 1); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+QString gib(std::uint64_t b) {
+  return QStringLiteral("%1 GiB").arg(static_cast<double>(b) / (1ull << 30), 0, 'f', 1);
+}
 
 QLabel* paragraph(const QString& text, QWidget* parent) {
   auto* l = new QLabel(text, parent);
@@ -68,7 +72,9 @@ nlohmann::json read_config(const QString& folder) {
   }
 }
 
-QString catalog_folder(const plan::CatalogEntry& e) { return MainWindow::modelsFolder() + QLatin1Char('/') + q(e.repo); }
+QString catalog_folder(const plan::CatalogEntry& e) {
+  return MainWindow::modelsFolder() + QLatin1Char('/') + q(e.repo);
+}
 
 // ---------------------------------------------------------------------------------------
 
@@ -76,13 +82,18 @@ class WelcomePage : public QWizardPage {
  public:
   explicit WelcomePage(QWidget* parent) : QWizardPage(parent) {
     setTitle(tr("Welcome to Tandem"));
-    setSubTitle(tr("Run large mixture-of-experts models on this computer, with the GPU and the CPU working together."));
+    setSubTitle(
+        tr("Run large mixture-of-experts models on this computer, with the GPU and the CPU working "
+           "together."));
     auto* v = new QVBoxLayout(this);
-    v->addWidget(paragraph(tr("This assistant checks what your computer can do, helps you pick a model that fits, downloads "
-                              "it, and chooses the settings that make it run fast. Every choice comes with its reason, and "
+    v->addWidget(paragraph(tr("This assistant checks what your computer can do, helps you pick a "
+                              "model that fits, downloads "
+                              "it, and chooses the settings that make it run fast. Every choice "
+                              "comes with its reason, and "
                               "you can change any of them later from Tools → Setup Assistant."),
                            this));
-    v->addWidget(paragraph(tr("Nothing is downloaded unless you ask for it. The built-in demo model works right away, even "
+    v->addWidget(paragraph(tr("Nothing is downloaded unless you ask for it. The built-in demo "
+                              "model works right away, even "
                               "without a network connection."),
                            this));
     v->addStretch(1);
@@ -113,9 +124,14 @@ class HardwarePage : public QWizardPage {
     } else {
       QString html = QStringLiteral("<table cellpadding='3'>");
       for (const hw::Finding& f : hw->findings) {
-        const char* color = f.level == hw::FindingLevel::Good ? theme::kGood : f.level == hw::FindingLevel::Warning ? theme::kWarning : theme::kAccent;
-        html += QStringLiteral("<tr><td style='color:%1'>●</td><td><b>%2</b><br/><span style='color:%3'>%4</span></td></tr>")
-                    .arg(color, q(f.headline).toHtmlEscaped(), theme::kMutedText, q(f.detail).toHtmlEscaped());
+        const char* color = f.level == hw::FindingLevel::Good      ? theme::kGood
+                            : f.level == hw::FindingLevel::Warning ? theme::kWarning
+                                                                   : theme::kAccent;
+        html += QStringLiteral(
+                    "<tr><td style='color:%1'>●</td><td><b>%2</b><br/><span "
+                    "style='color:%3'>%4</span></td></tr>")
+                    .arg(color, q(f.headline).toHtmlEscaped(), theme::kMutedText,
+                         q(f.detail).toHtmlEscaped());
       }
       text_->setText(html + QStringLiteral("</table>"));
     }
@@ -129,7 +145,9 @@ class ModelPage : public QWizardPage {
  public:
   ModelPage(SetupWizard* wizard, QWidget* parent) : QWizardPage(parent), wizard_(wizard) {
     setTitle(tr("Choose a model"));
-    setSubTitle(tr("The verdict says whether each model fits in this computer's memory, with Tandem's recommended settings."));
+    setSubTitle(
+        tr("The verdict says whether each model fits in this computer's memory, with Tandem's "
+           "recommended settings."));
     auto* v = new QVBoxLayout(this);
     group_ = new QButtonGroup(this);
     demo_ = new QRadioButton(tr("Try the built-in demo model (small, works offline)"), this);
@@ -154,7 +172,8 @@ class ModelPage : public QWizardPage {
     v->addWidget(folder_);
     auto* row = new QHBoxLayout;
     path_ = new QLineEdit(this);
-    path_->setPlaceholderText(tr("A folder with config.json, the tokenizer and .safetensors files"));
+    path_->setPlaceholderText(
+        tr("A folder with config.json, the tokenizer and .safetensors files"));
     auto* browse = new QPushButton(tr("Browse…"), this);
     row->addWidget(path_, 1);
     row->addWidget(browse);
@@ -164,7 +183,8 @@ class ModelPage : public QWizardPage {
     v->addWidget(problem_);
 
     connect(browse, &QPushButton::clicked, this, [this] {
-      const QString dir = QFileDialog::getExistingDirectory(this, tr("Model folder"), path_->text());
+      const QString dir =
+          QFileDialog::getExistingDirectory(this, tr("Model folder"), path_->text());
       if (!dir.isEmpty()) {
         path_->setText(dir);
         folder_->setChecked(true);
@@ -190,7 +210,8 @@ class ModelPage : public QWizardPage {
       folder_->setChecked(true);
     } else if (c.source == QLatin1String("catalog")) {
       for (int r = 0; r < list_->rowCount(); ++r) {
-        if (list_->item(r, 0)->data(Qt::UserRole).toString() == c.catalog_id) view_->setCurrentIndex(list_->index(r, 0));
+        if (list_->item(r, 0)->data(Qt::UserRole).toString() == c.catalog_id)
+          view_->setCurrentIndex(list_->index(r, 0));
       }
       catalog_->setChecked(true);
     } else {
@@ -199,7 +220,9 @@ class ModelPage : public QWizardPage {
     update_choice();
   }
 
-  bool isComplete() const override { return problem_->text().isEmpty() && group_->checkedId() >= 0; }
+  bool isComplete() const override {
+    return problem_->text().isEmpty() && group_->checkedId() >= 0;
+  }
 
  private:
   void fill() {
@@ -213,9 +236,12 @@ class ModelPage : public QWizardPage {
       name->setData(q(e.id), Qt::UserRole);
       name->setToolTip(q(e.description));
       const bool can_run = runnable(e.config);
-      const bool fp8 = std::find(e.quantizations.begin(), e.quantizations.end(), "fp8") != e.quantizations.end() &&
-                       std::find(e.quantizations.begin(), e.quantizations.end(), "bf16") == e.quantizations.end();
-      auto* download = new QStandardItem(fp8 ? tr("%1 (FP8)").arg(gib(size.fp8_bytes)) : tr("%1 (BF16)").arg(gib(size.bf16_bytes)));
+      const bool fp8 = std::find(e.quantizations.begin(), e.quantizations.end(), "fp8") !=
+                           e.quantizations.end() &&
+                       std::find(e.quantizations.begin(), e.quantizations.end(), "bf16") ==
+                           e.quantizations.end();
+      auto* download = new QStandardItem(fp8 ? tr("%1 (FP8)").arg(gib(size.fp8_bytes))
+                                             : tr("%1 (BF16)").arg(gib(size.bf16_bytes)));
       QString verdict = tr("checking…");
       QColor color(theme::kMutedText);
       if (!can_run) {
@@ -223,14 +249,18 @@ class ModelPage : public QWizardPage {
         name->setEnabled(false);
       } else if (hw) {
         QStringList per_quality;
-        for (plan::Quality quality : {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
+        for (plan::Quality quality :
+             {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
           const plan::Plan p = plan::make_plan(*hw, shape, {8192, quality, false});
           const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
           per_quality << (p.verdict == plan::Verdict::Fits ? tr("%1 fits").arg(fmt)
-                          : p.verdict == plan::Verdict::FitsWithChanges ? tr("%1 fits with changes").arg(fmt)
-                                                                         : tr("does not fit"));
+                          : p.verdict == plan::Verdict::FitsWithChanges
+                              ? tr("%1 fits with changes").arg(fmt)
+                              : tr("does not fit"));
           if (quality == plan::Quality::Balanced) {
-            color = QColor(p.verdict == plan::Verdict::Fits ? theme::kGood : p.verdict == plan::Verdict::FitsWithChanges ? theme::kWarning : "#b91c1c");
+            color = QColor(p.verdict == plan::Verdict::Fits              ? theme::kGood
+                           : p.verdict == plan::Verdict::FitsWithChanges ? theme::kWarning
+                                                                         : "#b91c1c");
           }
         }
         per_quality.removeDuplicates();
@@ -250,17 +280,20 @@ class ModelPage : public QWizardPage {
       case 0:
         c.source = QStringLiteral("demo");
         c.folder = q(model::demo_model_folder());
-        if (c.folder.isEmpty()) problem_->setText(tr("The built-in demo model is missing from this installation."));
+        if (c.folder.isEmpty())
+          problem_->setText(tr("The built-in demo model is missing from this installation."));
         break;
       case 1: {
         c.source = QStringLiteral("catalog");
         const QModelIndex i = view_->currentIndex();
-        const QString id = i.isValid() ? list_->item(i.row(), 0)->data(Qt::UserRole).toString() : QString();
+        const QString id =
+            i.isValid() ? list_->item(i.row(), 0)->data(Qt::UserRole).toString() : QString();
         const plan::CatalogEntry* e = plan::find_catalog_entry(id.toStdString());
         if (e == nullptr) {
           problem_->setText(tr("Pick a model from the list."));
         } else if (!runnable(e->config)) {
-          problem_->setText(tr("%1 can be planned but not run yet; pick another model.").arg(q(e->name)));
+          problem_->setText(
+              tr("%1 can be planned but not run yet; pick another model.").arg(q(e->name)));
         } else {
           c.catalog_id = id;
           c.folder = catalog_folder(*e);
@@ -274,7 +307,9 @@ class ModelPage : public QWizardPage {
         if (c.folder.isEmpty()) {
           problem_->setText(tr("Choose the model's folder."));
         } else if (config.is_null()) {
-          problem_->setText(tr("%1 has no readable config.json; choose the folder that holds the model's files.").arg(c.folder));
+          problem_->setText(
+              tr("%1 has no readable config.json; choose the folder that holds the model's files.")
+                  .arg(c.folder));
         } else {
           try {
             model::parse_model_spec(config, "config.json");
@@ -284,7 +319,8 @@ class ModelPage : public QWizardPage {
         }
         break;
       }
-      default: problem_->setText(tr("Choose where the model comes from."));
+      default:
+        problem_->setText(tr("Choose where the model comes from."));
     }
     wizard_->replan();
     emit completeChanged();
@@ -301,9 +337,12 @@ class ModelPage : public QWizardPage {
 
 class DownloadPage : public QWizardPage {
  public:
-  DownloadPage(SetupWizard* wizard, DownloadQueue* queue, QWidget* parent) : QWizardPage(parent), wizard_(wizard), queue_(queue) {
+  DownloadPage(SetupWizard* wizard, DownloadQueue* queue, QWidget* parent)
+      : QWizardPage(parent), wizard_(wizard), queue_(queue) {
     setTitle(tr("Download"));
-    setSubTitle(tr("The model's files come from Hugging Face. Downloads resume where they stopped, and every file is checked."));
+    setSubTitle(
+        tr("The model's files come from Hugging Face. Downloads resume where they stopped, and "
+           "every file is checked."));
     auto* v = new QVBoxLayout(this);
     status_ = paragraph(QString(), this);
     v->addWidget(status_);
@@ -312,11 +351,13 @@ class DownloadPage : public QWizardPage {
     v->addWidget(start_, 0, Qt::AlignLeft);
     v->addStretch(1);
     connect(start_, &QPushButton::clicked, this, [this] {
-      const plan::CatalogEntry* e = plan::find_catalog_entry(wizard_->choices().catalog_id.toStdString());
+      const plan::CatalogEntry* e =
+          plan::find_catalog_entry(wizard_->choices().catalog_id.toStdString());
       if (e == nullptr || queue_ == nullptr) return;
       DownloadJobSpec spec;
       spec.repo = q(e->repo);
-      spec.include = {QStringLiteral("*.safetensors"), QStringLiteral("*.json"), QStringLiteral("*.jinja"), QStringLiteral("*.txt"),
+      spec.include = {QStringLiteral("*.safetensors"), QStringLiteral("*.json"),
+                      QStringLiteral("*.jinja"), QStringLiteral("*.txt"),
                       QStringLiteral("*.model")};
       spec.destination = wizard_->choices().folder;
       job_ = queue_->start(spec);
@@ -345,26 +386,34 @@ class DownloadPage : public QWizardPage {
            !QDir(folder).entryList({QStringLiteral("*.safetensors")}, QDir::Files).isEmpty();
   }
   void refresh() {
-    const plan::CatalogEntry* e = plan::find_catalog_entry(wizard_->choices().catalog_id.toStdString());
+    const plan::CatalogEntry* e =
+        plan::find_catalog_entry(wizard_->choices().catalog_id.toStdString());
     const QString repo = e ? q(e->repo) : QString();
     if (present()) {
-      status_->setText(tr("%1 is already on this computer in %2.").arg(repo, wizard_->choices().folder));
+      status_->setText(
+          tr("%1 is already on this computer in %2.").arg(repo, wizard_->choices().folder));
       start_->hide();
     } else if (finished_) {
       status_->setText(tr("%1 has been downloaded to %2.").arg(repo, wizard_->choices().folder));
       start_->hide();
     } else if (started_) {
-      status_->setText(tr("Downloading %1 into %2. It goes on in the background: you can finish the assistant now and "
-                          "follow it on the Downloads page; the model loads once its files are complete.")
-                           .arg(repo, wizard_->choices().folder));
+      status_->setText(
+          tr("Downloading %1 into %2. It goes on in the background: you can finish the assistant "
+             "now and "
+             "follow it on the Downloads page; the model loads once its files are complete.")
+              .arg(repo, wizard_->choices().folder));
       start_->hide();
     } else {
       QString size;
-      if (e) size = gib(plan::estimate_sizes(plan::model_shape_from_config(e->config, e->id)).bf16_bytes);
+      if (e)
+        size =
+            gib(plan::estimate_sizes(plan::model_shape_from_config(e->config, e->id)).bf16_bytes);
       const hw::DiskSpace disk = hw::probe_disk_space(MainWindow::modelsFolder().toStdString());
-      status_->setText(tr("%1 is about %2 (BF16). %3 are free in %4. Only the safetensors weights, the configuration and the "
-                          "tokenizer are fetched.")
-                           .arg(repo, size, q(hw::format_bytes(disk.free_bytes)), MainWindow::modelsFolder()));
+      status_->setText(
+          tr("%1 is about %2 (BF16). %3 are free in %4. Only the safetensors weights, the "
+             "configuration and the "
+             "tokenizer are fetched.")
+              .arg(repo, size, q(hw::format_bytes(disk.free_bytes)), MainWindow::modelsFolder()));
       start_->setVisible(queue_ != nullptr);
     }
     emit completeChanged();
@@ -382,23 +431,28 @@ class ConversionPage : public QWizardPage {
  public:
   ConversionPage(SetupWizard* wizard, QWidget* parent) : QWizardPage(parent), wizard_(wizard) {
     setTitle(tr("Weights on the CPU"));
-    setSubTitle(tr("The experts that run on the CPU are stored in a format made for its instructions."));
+    setSubTitle(
+        tr("The experts that run on the CPU are stored in a format made for its instructions."));
     auto* form = new QFormLayout(this);
     method_ = new QComboBox(this);
     method_->addItem(tr("INT8: near-lossless, fast"), QStringLiteral("int8"));
-    method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"), QStringLiteral("int4"));
+    method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"),
+                     QStringLiteral("int4"));
     method_->addItem(tr("BF16: full precision, twice the memory"), QStringLiteral("bf16"));
-    method_->addItem(tr("As stored in the files (slowest, for checking)"), QStringLiteral("native"));
+    method_->addItem(tr("As stored in the files (slowest, for checking)"),
+                     QStringLiteral("native"));
     form->addRow(tr("Format"), method_);
     reason_ = paragraph(QString(), this);
     form->addRow(QString(), reason_);
-    form->addRow(QString(), paragraph(tr("Tandem converts the weights when it loads the model, so there is nothing to wait "
-                                          "for here. For a large model, Tools → Convert Weights saves a converted copy that "
-                                          "loads in seconds."),
-                                       this));
-    connect(method_, &QComboBox::currentIndexChanged, this, [this] {
-      wizard_->mutableChoices().cpu_format = method_->currentData().toString();
-    });
+    form->addRow(
+        QString(),
+        paragraph(
+            tr("Tandem converts the weights when it loads the model, so there is nothing to wait "
+               "for here. For a large model, Tools → Convert Weights saves a converted copy that "
+               "loads in seconds."),
+            this));
+    connect(method_, &QComboBox::currentIndexChanged, this,
+            [this] { wizard_->mutableChoices().cpu_format = method_->currentData().toString(); });
   }
   void initializePage() override {
     const plan::Plan& p = wizard_->plan();
@@ -424,7 +478,9 @@ class ParametersPage : public QWizardPage {
  public:
   ParametersPage(SetupWizard* wizard, QWidget* parent) : QWizardPage(parent), wizard_(wizard) {
     setTitle(tr("Settings"));
-    setSubTitle(tr("Tandem's recommendations for this computer and model. Each comes with its reason; change any you like."));
+    setSubTitle(
+        tr("Tandem's recommendations for this computer and model. Each comes with its reason; "
+           "change any you like."));
     auto* v = new QVBoxLayout(this);
     verdict_ = paragraph(QString(), this);
     v->addWidget(verdict_);
@@ -453,7 +509,8 @@ class ParametersPage : public QWizardPage {
     view->setRenderHint(QPainter::Antialiasing);
     view->setMinimumHeight(170);
     v->addWidget(view);
-    connect(threads_, &QSpinBox::valueChanged, this, [this](int n) { wizard_->mutableChoices().threads = n; });
+    connect(threads_, &QSpinBox::valueChanged, this,
+            [this](int n) { wizard_->mutableChoices().threads = n; });
     connect(context_, &QSpinBox::valueChanged, this, [this](int n) {
       if (n == wizard_->mutableChoices().context) return;
       wizard_->mutableChoices().context = n;
@@ -467,7 +524,8 @@ class ParametersPage : public QWizardPage {
     for (const plan::Parameter& x : p.parameters) {
       if (x.name == "cpuinfer" && c.threads <= 0) c.threads = std::stoi(x.value);
     }
-    if (c.threads <= 0 && wizard_->hardware()) c.threads = wizard_->hardware()->recommendation.cpu_threads.value;
+    if (c.threads <= 0 && wizard_->hardware())
+      c.threads = wizard_->hardware()->recommendation.cpu_threads.value;
     if (c.context <= 0) c.context = p.context_tokens > 0 ? p.context_tokens : 4096;
     threads_->setValue(c.threads);
     context_->setValue(static_cast<int>(c.context));
@@ -476,7 +534,8 @@ class ParametersPage : public QWizardPage {
   QString chartCategories() const {
     QStringList names;
     for (QAbstractSeries* s : chart_->series()) {
-      for (QBarSet* set : static_cast<QHorizontalStackedBarSeries*>(s)->barSets()) names << set->label();
+      for (QBarSet* set : static_cast<QHorizontalStackedBarSeries*>(s)->barSets())
+        names << set->label();
     }
     return names.join(QStringLiteral(", "));
   }
@@ -499,8 +558,10 @@ class ParametersPage : public QWizardPage {
     // One bar per memory, one segment per category (in GiB).
     QStringList categories;
     std::map<std::string, std::pair<double, double>> values;  // category -> (RAM, VRAM)
-    for (const plan::MemoryLine& l : p.ram) values[l.category].first = static_cast<double>(l.bytes) / (1ull << 30);
-    for (const plan::MemoryLine& l : p.vram) values[l.category].second = static_cast<double>(l.bytes) / (1ull << 30);
+    for (const plan::MemoryLine& l : p.ram)
+      values[l.category].first = static_cast<double>(l.bytes) / (1ull << 30);
+    for (const plan::MemoryLine& l : p.vram)
+      values[l.category].second = static_cast<double>(l.bytes) / (1ull << 30);
     for (const auto& [name, v] : values) {
       auto* set = new QBarSet(q(name));
       *set << v.first << v.second;
@@ -512,7 +573,9 @@ class ParametersPage : public QWizardPage {
                   p.uses_gpu ? tr("VRAM (%1 free)").arg(gib(p.vram_budget)) : tr("VRAM (no GPU)")});
     auto* value = new QValueAxis(chart_);
     value->setTitleText(tr("GiB"));
-    const double largest = std::max(static_cast<double>(p.ram_total()), static_cast<double>(p.vram_total())) / (1ull << 30);
+    const double largest =
+        std::max(static_cast<double>(p.ram_total()), static_cast<double>(p.vram_total())) /
+        (1ull << 30);
     value->setLabelFormat(largest < 10 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
     chart_->addAxis(axis, Qt::AlignLeft);
     chart_->addAxis(value, Qt::AlignBottom);
@@ -539,9 +602,11 @@ class FinishPage : public QWizardPage {
   }
   void initializePage() override {
     const SetupChoices& c = wizard_->choices();
-    summary_->setText(tr("Tandem will load %1 with %2 weights on the CPU, %3 threads and a context of %4 tokens, then open the "
+    summary_->setText(tr("Tandem will load %1 with %2 weights on the CPU, %3 threads and a context "
+                         "of %4 tokens, then open the "
                          "chat. You can run this assistant again from Tools → Setup Assistant.")
-                          .arg(c.source == QLatin1String("demo") ? tr("the built-in demo model") : QFileInfo(c.folder).fileName(),
+                          .arg(c.source == QLatin1String("demo") ? tr("the built-in demo model")
+                                                                 : QFileInfo(c.folder).fileName(),
                                c.cpu_format.toUpper())
                           .arg(c.threads)
                           .arg(c.context));
@@ -592,11 +657,13 @@ void SetupWizard::replan() {
   try {
     plan::PlanWishes wishes;
     wishes.context_tokens = choices_.context > 0 ? choices_.context : 8192;
-    wishes.has_activation_stats = QFileInfo::exists(choices_.folder + QStringLiteral("/expert_activations.json"));
+    wishes.has_activation_stats =
+        QFileInfo::exists(choices_.folder + QStringLiteral("/expert_activations.json"));
     if (choices_.source == QLatin1String("demo")) {
       wishes.context_tokens = choices_.context > 0 ? choices_.context : 2048;
     }
-    plan_ = plan::make_plan(*hardware_, plan::model_shape_from_config(config, "config.json"), wishes);
+    plan_ =
+        plan::make_plan(*hardware_, plan::model_shape_from_config(config, "config.json"), wishes);
     emit planChanged();
   } catch (const std::exception&) {
     plan_ = {};
@@ -605,12 +672,16 @@ void SetupWizard::replan() {
 
 int SetupWizard::nextId() const {
   switch (currentId()) {
-    case Model: return choices_.source == QLatin1String("catalog") ? Download : Conversion;
-    default: return QWizard::nextId();
+    case Model:
+      return choices_.source == QLatin1String("catalog") ? Download : Conversion;
+    default:
+      return QWizard::nextId();
   }
 }
 
-bool SetupWizard::completedBefore() { return QSettings().value(QStringLiteral("wizard/completed"), false).toBool(); }
+bool SetupWizard::completedBefore() {
+  return QSettings().value(QStringLiteral("wizard/completed"), false).toBool();
+}
 
 void SetupWizard::saveChoices(const SetupChoices& c) {
   QSettings s;

@@ -26,10 +26,10 @@ class DownloadQueue;
 
 // What the wizard decided; the main window loads the model with it.
 struct SetupChoices {
-  QString source;       // "demo", "catalog" or "folder"
+  QString source;  // "demo", "catalog" or "folder"
   QString catalog_id;
-  QString folder;       // where the model is (or will be, after the download)
-  QString cpu_format;   // "int8", "int4", "bf16" or "native"
+  QString folder;      // where the model is (or will be, after the download)
+  QString cpu_format;  // "int8", "int4", "bf16" or "native"
   int threads = 0;
   qint64 context = 0;
 };

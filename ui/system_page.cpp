@@ -16,13 +16,20 @@
 namespace tandem::ui {
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<int>(s.size())); }
-QString bytes(std::uint64_t b) { return q(hw::format_bytes(b)); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+QString q(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<int>(s.size()));
+}
+QString bytes(std::uint64_t b) {
+  return q(hw::format_bytes(b));
+}
 
 QString row(const QString& key, const QString& value) {
-  return QStringLiteral("<tr><td style='color:%1; padding-right:14px; white-space:nowrap'>%2</td>"
-                        "<td>%3</td></tr>")
+  return QStringLiteral(
+             "<tr><td style='color:%1; padding-right:14px; white-space:nowrap'>%2</td>"
+             "<td>%3</td></tr>")
       .arg(theme::kMutedText, key.toHtmlEscaped(), value);
 }
 
@@ -37,8 +44,8 @@ QString featureChips(const kernels::IsaFeatures& usable) {
   for (const auto& info : kernels::kIsaFeatureTable) {
     const bool on = usable.*(info.member);
     html += QStringLiteral("<span style='background-color:%1; color:%2'>&nbsp;%3&nbsp;</span> ")
-                .arg(on ? theme::kChipOn : theme::kChipOff, on ? theme::kChipOnText : theme::kMutedText,
-                     displayName(info.name));
+                .arg(on ? theme::kChipOn : theme::kChipOff,
+                     on ? theme::kChipOnText : theme::kMutedText, displayName(info.name));
   }
   return html;
 }
@@ -48,7 +55,8 @@ QString cpuList(const std::vector<int>& cpus) {
   for (std::size_t i = 0; i < cpus.size();) {
     std::size_t j = i;
     while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    parts << (i == j ? QString::number(cpus[i]) : QStringLiteral("%1–%2").arg(cpus[i]).arg(cpus[j]));
+    parts << (i == j ? QString::number(cpus[i])
+                     : QStringLiteral("%1–%2").arg(cpus[i]).arg(cpus[j]));
     i = j + 1;
   }
   return parts.join(QStringLiteral(", "));
@@ -122,7 +130,8 @@ void SystemPage::showProbing() {
   status_->setText(tr("Detecting processor, memory, graphics and disk…"));
   refresh_->setEnabled(false);
   for (QLabel* l : {findings_, processor_, memory_, gpu_, disk_, recommended_}) {
-    l->setText(QStringLiteral("<span style='color:%1'>%2</span>").arg(theme::kMutedText, tr("Detecting…")));
+    l->setText(QStringLiteral("<span style='color:%1'>%2</span>")
+                   .arg(theme::kMutedText, tr("Detecting…")));
   }
 }
 
@@ -131,16 +140,18 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
   refresh_->setEnabled(true);
   if (!report) return;
   const hw::HardwareReport& r = *report;
-  status_->setText(tr("Detected %1. Tandem chooses its settings from these findings.")
-                       .arg(QLocale().toString(QDateTime::currentDateTime(), QLocale::ShortFormat)));
+  status_->setText(
+      tr("Detected %1. Tandem chooses its settings from these findings.")
+          .arg(QLocale().toString(QDateTime::currentDateTime(), QLocale::ShortFormat)));
 
   QString f = QStringLiteral("<table cellspacing='0' cellpadding='3'>");
   for (const hw::Finding& finding : r.findings) {
     const char* color = finding.level == hw::FindingLevel::Good      ? theme::kGood
                         : finding.level == hw::FindingLevel::Warning ? theme::kWarning
                                                                      : theme::kAccent;
-    f += QStringLiteral("<tr><td valign='top' style='color:%1; font-size:14px; padding-right:8px'>●</td>"
-                        "<td><b>%2</b><br/><span style='color:%3'>%4</span></td></tr>")
+    f += QStringLiteral(
+             "<tr><td valign='top' style='color:%1; font-size:14px; padding-right:8px'>●</td>"
+             "<td><b>%2</b><br/><span style='color:%3'>%4</span></td></tr>")
              .arg(color, q(finding.headline).toHtmlEscaped(), theme::kMutedText,
                   q(finding.detail).toHtmlEscaped());
   }
@@ -171,8 +182,10 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
     m += row(tr("RAM"), q(r.memory.error).toHtmlEscaped());
   }
   for (const hw::NumaNode& n : r.topology.numa_nodes) {
-    m += row(tr("NUMA node %1").arg(n.os_index),
-             tr("CPUs %1 · %2 cores · %3").arg(cpuList(n.cpus)).arg(n.physical_cores).arg(bytes(n.memory_bytes)));
+    m += row(tr("NUMA node %1").arg(n.os_index), tr("CPUs %1 · %2 cores · %3")
+                                                     .arg(cpuList(n.cpus))
+                                                     .arg(n.physical_cores)
+                                                     .arg(bytes(n.memory_bytes)));
   }
   m += QStringLiteral("</table>");
   memory_->setText(m);
@@ -183,8 +196,10 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
     g += row(tr("Why"), q(r.gpus.reason).toHtmlEscaped());
   }
   for (const hw::GpuDevice& d : r.gpus.devices) {
-    g += row(tr("GPU %1").arg(d.index),
-             tr("%1 (compute %2.%3)").arg(q(d.name).toHtmlEscaped()).arg(d.compute_major).arg(d.compute_minor));
+    g += row(tr("GPU %1").arg(d.index), tr("%1 (compute %2.%3)")
+                                            .arg(q(d.name).toHtmlEscaped())
+                                            .arg(d.compute_major)
+                                            .arg(d.compute_minor));
     g += row(tr("Memory"), tr("%1 free of %2").arg(bytes(d.free_bytes), bytes(d.total_bytes)));
     if (!d.usable) g += row(tr("Not usable"), q(d.not_usable).toHtmlEscaped());
   }
@@ -192,15 +207,17 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
     return v > 0 ? QStringLiteral("%1.%2").arg(v / 1000).arg(v % 1000 / 10) : tr("none");
   };
   g += row(tr("Driver"), version(r.gpus.driver_version));
-  g += row(tr("CUDA runtime"), r.gpus.compiled ? version(r.gpus.runtime_version) : tr("not built in"));
+  g += row(tr("CUDA runtime"),
+           r.gpus.compiled ? version(r.gpus.runtime_version) : tr("not built in"));
   g += QStringLiteral("</table>");
   gpu_->setText(g);
 
   const auto& rec = r.recommendation;
   QString s = QStringLiteral("<table cellspacing='0' cellpadding='3'>");
   auto recRow = [&](const QString& name, const QString& value, const std::string& reason) {
-    s += QStringLiteral("<tr><td style='color:%1; padding-right:14px; white-space:nowrap'>%2</td>"
-                        "<td><b>%3</b><br/><span style='color:%1'>%4</span></td></tr>")
+    s += QStringLiteral(
+             "<tr><td style='color:%1; padding-right:14px; white-space:nowrap'>%2</td>"
+             "<td><b>%3</b><br/><span style='color:%1'>%4</span></td></tr>")
              .arg(theme::kMutedText, name, value, q(reason).toHtmlEscaped());
   };
   recRow(tr("CPU backend"), q(hw::backend_label(rec.cpu_backend.value)), rec.cpu_backend.reason);

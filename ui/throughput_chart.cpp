@@ -2,9 +2,9 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QGridLayout>
 #include <QLabel>
 #include <QLineSeries>
-#include <QGridLayout>
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
@@ -90,7 +90,9 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   updateEmptyState();
 }
 
-void ThroughputChart::setWindowSeconds(double seconds) { window_s_ = std::max(1.0, seconds); }
+void ThroughputChart::setWindowSeconds(double seconds) {
+  window_s_ = std::max(1.0, seconds);
+}
 
 int ThroughputChart::sampleCount() const {
   return static_cast<int>(std::max(prompt_->count(), decode_->count()));
@@ -123,6 +125,8 @@ void ThroughputChart::clear() {
   updateEmptyState();
 }
 
-void ThroughputChart::updateEmptyState() { empty_->setVisible(sampleCount() == 0); }
+void ThroughputChart::updateEmptyState() {
+  empty_->setVisible(sampleCount() == 0);
+}
 
 }  // namespace tandem::ui

@@ -20,7 +20,7 @@ DiskSpace probe_disk_space(const std::string& path) {
     p = p.parent_path();
   }
   d.measured_path = p.string();
-  struct statvfs s{};
+  struct statvfs s {};
   if (statvfs(d.measured_path.c_str(), &s) != 0) {
     d.error = "cannot measure free space at " + d.measured_path + ": " + std::strerror(errno);
     return d;

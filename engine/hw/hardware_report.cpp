@@ -10,20 +10,28 @@ namespace tandem::hw {
 
 std::string_view backend_id(CpuBackend backend) {
   switch (backend) {
-    case CpuBackend::AmxInt8: return "amx_int8";
-    case CpuBackend::Avx512Vnni: return "avx512_vnni";
-    case CpuBackend::Avx2: return "avx2";
-    case CpuBackend::Scalar: return "scalar";
+    case CpuBackend::AmxInt8:
+      return "amx_int8";
+    case CpuBackend::Avx512Vnni:
+      return "avx512_vnni";
+    case CpuBackend::Avx2:
+      return "avx2";
+    case CpuBackend::Scalar:
+      return "scalar";
   }
   return "scalar";
 }
 
 std::string_view backend_label(CpuBackend backend) {
   switch (backend) {
-    case CpuBackend::AmxInt8: return "AMX INT8";
-    case CpuBackend::Avx512Vnni: return "AVX-512 VNNI";
-    case CpuBackend::Avx2: return "AVX2";
-    case CpuBackend::Scalar: return "Scalar";
+    case CpuBackend::AmxInt8:
+      return "AMX INT8";
+    case CpuBackend::Avx512Vnni:
+      return "AVX-512 VNNI";
+    case CpuBackend::Avx2:
+      return "AVX2";
+    case CpuBackend::Scalar:
+      return "Scalar";
   }
   return "Scalar";
 }
@@ -83,8 +91,9 @@ Recommendation recommend(const kernels::IsaReport& isa, const Topology& topo) {
   for (const NumaNode& n : topo.numa_nodes) nodes_with_cores += n.physical_cores > 0 ? 1 : 0;
   nodes_with_cores = std::max(1, nodes_with_cores);
   if (nodes_with_cores == 1) {
-    r.thread_pools = {1, "all memory is equally close to every core, so a single pool of workers "
-                          "shares it"};
+    r.thread_pools = {1,
+                      "all memory is equally close to every core, so a single pool of workers "
+                      "shares it"};
   } else {
     r.thread_pools = {nodes_with_cores,
                       fmt::format("{} NUMA nodes: one thread pool per node, each working on "
@@ -99,7 +108,8 @@ std::vector<Finding> explain(const HardwareReport& report) {
   const auto& isa = report.isa;
   const auto& u = isa.usable;
 
-  const std::string cpu_name = isa.identity.brand.empty() ? isa.identity.vendor : isa.identity.brand;
+  const std::string cpu_name =
+      isa.identity.brand.empty() ? isa.identity.vendor : isa.identity.brand;
   out.push_back({"cpu", FindingLevel::Info,
                  fmt::format("{}: {} cores, {} threads", cpu_name, report.topology.physical_cores,
                              report.topology.hardware_threads),
@@ -145,19 +155,19 @@ std::vector<Finding> explain(const HardwareReport& report) {
                    "Experts that do not fit on the GPU are kept in RAM; the planner sizes "
                    "models against the available amount."});
   } else {
-    out.push_back({"memory", FindingLevel::Warning, "RAM could not be measured",
-                   report.memory.error});
+    out.push_back(
+        {"memory", FindingLevel::Warning, "RAM could not be measured", report.memory.error});
   }
 
   const auto& g = report.gpus;
-  const auto usable_gpus =
-      std::count_if(g.devices.begin(), g.devices.end(), [](const GpuDevice& d) { return d.usable; });
+  const auto usable_gpus = std::count_if(g.devices.begin(), g.devices.end(),
+                                         [](const GpuDevice& d) { return d.usable; });
   if (usable_gpus > 0) {
     for (const GpuDevice& d : g.devices) {
       if (!d.usable) continue;
       out.push_back({"gpu", FindingLevel::Good,
-                     fmt::format("GPU found: {}, {} free of {}", d.name,
-                                 format_bytes(d.free_bytes), format_bytes(d.total_bytes)),
+                     fmt::format("GPU found: {}, {} free of {}", d.name, format_bytes(d.free_bytes),
+                                 format_bytes(d.total_bytes)),
                      "Attention, dense layers, shared experts and the hot experts run on the "
                      "GPU."});
     }

@@ -36,7 +36,7 @@ enum class FindingLevel { Good, Info, Warning };
 
 // One plain-language statement about the machine, shown by `tandem detect` and the UI.
 struct Finding {
-  std::string topic;     // "cpu", "amx", "numa", "memory", "gpu", "disk"
+  std::string topic;  // "cpu", "amx", "numa", "memory", "gpu", "disk"
   FindingLevel level = FindingLevel::Info;
   std::string headline;  // "AMX found: the fastest CPU backend is available"
   std::string detail;    // a sentence or two of explanation

@@ -27,8 +27,11 @@ MemoryInfo parse_meminfo(const std::string& text) {
       have_available = true;
     }
   }
-  if (!have_total) info.error = "/proc/meminfo has no MemTotal line";
-  else if (!have_available) info.available_bytes = 0, info.error = "/proc/meminfo has no MemAvailable line (Linux 3.14 or newer reports it)";
+  if (!have_total)
+    info.error = "/proc/meminfo has no MemTotal line";
+  else if (!have_available)
+    info.available_bytes = 0,
+    info.error = "/proc/meminfo has no MemAvailable line (Linux 3.14 or newer reports it)";
   return info;
 }
 

@@ -15,9 +15,12 @@ json features_json(const kernels::IsaFeatures& f) {
 
 std::string_view permission_name(kernels::AmxPermission p) {
   switch (p) {
-    case kernels::AmxPermission::Granted: return "granted";
-    case kernels::AmxPermission::Denied: return "denied";
-    case kernels::AmxPermission::NotSupported: return "not_supported";
+    case kernels::AmxPermission::Granted:
+      return "granted";
+    case kernels::AmxPermission::Denied:
+      return "denied";
+    case kernels::AmxPermission::NotSupported:
+      return "not_supported";
   }
   return "not_supported";
 }
@@ -27,13 +30,18 @@ json cuda_version(int v) {
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
 }
 
-json nullable(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+json nullable(const std::string& s) {
+  return s.empty() ? json(nullptr) : json(s);
+}
 
 std::string_view level_name(FindingLevel l) {
   switch (l) {
-    case FindingLevel::Good: return "good";
-    case FindingLevel::Info: return "info";
-    case FindingLevel::Warning: return "warning";
+    case FindingLevel::Good:
+      return "good";
+    case FindingLevel::Info:
+      return "info";
+    case FindingLevel::Warning:
+      return "warning";
   }
   return "info";
 }
@@ -77,8 +85,8 @@ json to_json(const HardwareReport& r) {
   for (const GpuDevice& d : r.gpus.devices) {
     devices.push_back({{"index", d.index},
                        {"name", d.name},
-                       {"compute_capability", std::to_string(d.compute_major) + "." +
-                                                  std::to_string(d.compute_minor)},
+                       {"compute_capability",
+                        std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
                        {"total_bytes", d.total_bytes},
                        {"free_bytes", d.free_bytes},
                        {"multiprocessors", d.multiprocessors},

@@ -32,9 +32,9 @@ std::string format_report_table(const HardwareReport& r) {
   std::string out;
   out += "CPU\n";
   row(out, "Model", r.isa.identity.brand.empty() ? "unknown" : r.isa.identity.brand);
-  row(out, "Vendor", fmt::format("{} (family {}, model {}, stepping {})", r.isa.identity.vendor,
-                                 r.isa.identity.family, r.isa.identity.model,
-                                 r.isa.identity.stepping));
+  row(out, "Vendor",
+      fmt::format("{} (family {}, model {}, stepping {})", r.isa.identity.vendor,
+                  r.isa.identity.family, r.isa.identity.model, r.isa.identity.stepping));
   std::string have, lack;
   for (const auto& info : kernels::kIsaFeatureTable) {
     std::string& list = r.isa.usable.*(info.member) ? have : lack;
@@ -49,10 +49,10 @@ std::string format_report_table(const HardwareReport& r) {
   row(out, "Packages", fmt::format("{}", r.topology.packages));
   row(out, "Physical cores", fmt::format("{}", r.topology.physical_cores));
   row(out, "Hardware threads", fmt::format("{}", r.topology.hardware_threads));
-  row(out, "L2 cache", fmt::format("{} x {}", r.topology.l2_caches,
-                                   format_bytes(r.topology.l2_cache_bytes)));
-  row(out, "L3 cache", fmt::format("{} x {}", r.topology.l3_caches,
-                                   format_bytes(r.topology.l3_cache_bytes)));
+  row(out, "L2 cache",
+      fmt::format("{} x {}", r.topology.l2_caches, format_bytes(r.topology.l2_cache_bytes)));
+  row(out, "L3 cache",
+      fmt::format("{} x {}", r.topology.l3_caches, format_bytes(r.topology.l3_cache_bytes)));
   for (const NumaNode& n : r.topology.numa_nodes) {
     row(out, fmt::format("NUMA node {}", n.os_index),
         fmt::format("CPUs {}, {} cores, {}", cpu_list(n.cpus), n.physical_cores,
@@ -74,29 +74,32 @@ std::string format_report_table(const HardwareReport& r) {
   if (r.gpus.devices.empty()) row(out, "Devices", "none: " + r.gpus.reason);
   for (const GpuDevice& d : r.gpus.devices) {
     row(out, fmt::format("GPU {}", d.index),
-        fmt::format("{} (compute {}.{}), {} free of {}{}", d.name, d.compute_major,
-                    d.compute_minor, format_bytes(d.free_bytes), format_bytes(d.total_bytes),
+        fmt::format("{} (compute {}.{}), {} free of {}{}", d.name, d.compute_major, d.compute_minor,
+                    format_bytes(d.free_bytes), format_bytes(d.total_bytes),
                     d.usable ? "" : ", not usable: " + d.not_usable));
   }
 
   out += "\nDisk\n";
   if (r.disk.error.empty()) {
-    row(out, "Free", fmt::format("{} of {} at {}", format_bytes(r.disk.free_bytes),
-                                 format_bytes(r.disk.total_bytes), r.disk.measured_path));
+    row(out, "Free",
+        fmt::format("{} of {} at {}", format_bytes(r.disk.free_bytes),
+                    format_bytes(r.disk.total_bytes), r.disk.measured_path));
   } else {
     row(out, "Error", r.disk.error);
   }
 
   const Recommendation& rec = r.recommendation;
   out += "\nRecommended\n";
-  row(out, "CPU backend", fmt::format("{}: {}", backend_label(rec.cpu_backend.value),
-                                      rec.cpu_backend.reason));
+  row(out, "CPU backend",
+      fmt::format("{}: {}", backend_label(rec.cpu_backend.value), rec.cpu_backend.reason));
   row(out, "CPU threads", fmt::format("{}: {}", rec.cpu_threads.value, rec.cpu_threads.reason));
   row(out, "Thread pools", fmt::format("{}: {}", rec.thread_pools.value, rec.thread_pools.reason));
 
   out += "\nWhat this means\n";
   for (const Finding& f : r.findings) {
-    const char* mark = f.level == FindingLevel::Good ? "+" : f.level == FindingLevel::Warning ? "!" : "-";
+    const char* mark = f.level == FindingLevel::Good      ? "+"
+                       : f.level == FindingLevel::Warning ? "!"
+                                                          : "-";
     out += fmt::format("  {} {}\n", mark, f.headline);
   }
   return out;

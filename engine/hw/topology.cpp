@@ -31,8 +31,7 @@ Topology fallback(const std::string& why) {
   NumaNode node;
   for (int i = 0; i < t.hardware_threads; ++i) node.cpus.push_back(i);
   node.physical_cores = t.physical_cores;
-  node.memory_bytes =
-      static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  node.memory_bytes = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   t.numa_nodes.push_back(node);
   return t;
 }
@@ -61,7 +60,9 @@ Topology probe_topology() {
     node.os_index = static_cast<int>(node_obj->os_index);
     node.memory_bytes = node_obj->attr ? node_obj->attr->numanode.local_memory : 0;
     unsigned pu = 0;
-    hwloc_bitmap_foreach_begin(pu, node_obj->cpuset) { node.cpus.push_back(static_cast<int>(pu)); }
+    hwloc_bitmap_foreach_begin(pu, node_obj->cpuset) {
+      node.cpus.push_back(static_cast<int>(pu));
+    }
     hwloc_bitmap_foreach_end();
     for (int c = 0; c < t.physical_cores; ++c) {
       hwloc_obj_t core = hwloc_get_obj_by_type(raw, HWLOC_OBJ_CORE, c);

@@ -17,11 +17,16 @@ constexpr std::size_t kLogFilesKept = 3;
 
 Level to_level(spdlog::level::level_enum l) {
   switch (l) {
-    case spdlog::level::trace: return Level::Trace;
-    case spdlog::level::debug: return Level::Debug;
-    case spdlog::level::info: return Level::Info;
-    case spdlog::level::warn: return Level::Warn;
-    default: return Level::Error;
+    case spdlog::level::trace:
+      return Level::Trace;
+    case spdlog::level::debug:
+      return Level::Debug;
+    case spdlog::level::info:
+      return Level::Info;
+    case spdlog::level::warn:
+      return Level::Warn;
+    default:
+      return Level::Error;
   }
 }
 
@@ -45,7 +50,8 @@ class ForwardingSink final : public spdlog::sinks::base_sink<std::mutex> {
 };
 
 struct State {
-  std::shared_ptr<spdlog::sinks::dist_sink_mt> dist = std::make_shared<spdlog::sinks::dist_sink_mt>();
+  std::shared_ptr<spdlog::sinks::dist_sink_mt> dist =
+      std::make_shared<spdlog::sinks::dist_sink_mt>();
   std::shared_ptr<ForwardingSink> forward = std::make_shared<ForwardingSink>();
   std::shared_ptr<spdlog::logger> logger;
   std::mutex mutex;
@@ -92,7 +98,8 @@ void init(const Options& options) {
       sinks.push_back(file);
       s.file = options.file_path;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "tandem: cannot write the log file %s (%s); logging to the console only\n",
+      std::fprintf(stderr,
+                   "tandem: cannot write the log file %s (%s); logging to the console only\n",
                    options.file_path.c_str(), e.what());
     }
   }
@@ -106,8 +113,12 @@ std::string file_path() {
   return s.file;
 }
 
-void set_forwarder(Forwarder forwarder) { state().forward->set(std::move(forwarder)); }
+void set_forwarder(Forwarder forwarder) {
+  state().forward->set(std::move(forwarder));
+}
 
-spdlog::logger& logger() { return *state().logger; }
+spdlog::logger& logger() {
+  return *state().logger;
+}
 
 }  // namespace tandem::log

@@ -23,7 +23,9 @@ bool is_pickle(const fs::path& p) {
 Checkpoint::Checkpoint(const std::string& folder) : folder_(folder) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) {
-    throw ModelError(folder + ": no such model folder; give the folder that holds config.json and the .safetensors files.");
+    throw ModelError(folder +
+                     ": no such model folder; give the folder that holds config.json and the "
+                     ".safetensors files.");
   }
   std::vector<fs::path> shards;
   const fs::path index_path = fs::path(folder) / "model.safetensors.index.json";
@@ -33,24 +35,30 @@ Checkpoint::Checkpoint(const std::string& folder) : folder_(folder) {
     try {
       index = nlohmann::json::parse(in);
     } catch (const nlohmann::json::parse_error& e) {
-      throw ModelError(index_path.string() + ": not valid JSON (" + e.what() + "); download it again.");
+      throw ModelError(index_path.string() + ": not valid JSON (" + e.what() +
+                       "); download it again.");
     }
     if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
       throw ModelError(index_path.string() + ": has no weight_map; download it again.");
     }
     std::set<std::string> names;
     for (const auto& [tensor, file] : index["weight_map"].items()) {
-      if (!file.is_string()) throw ModelError(index_path.string() + ": the entry for " + tensor + " is not a file name.");
+      if (!file.is_string())
+        throw ModelError(index_path.string() + ": the entry for " + tensor +
+                         " is not a file name.");
       names.insert(file.get<std::string>());
     }
     for (const std::string& name : names) {
       const fs::path shard = fs::path(folder) / name;
       if (name.find('/') != std::string::npos || name.find("..") != std::string::npos) {
-        throw ModelError(index_path.string() + ": names the shard " + name + " outside the model folder; refusing it.");
+        throw ModelError(index_path.string() + ": names the shard " + name +
+                         " outside the model folder; refusing it.");
       }
       if (!fs::exists(shard)) {
-        throw ModelError(shard.string() + ": this shard is listed in model.safetensors.index.json but missing; "
-                         "the download is incomplete, so download the model again (finished files are kept).");
+        throw ModelError(
+            shard.string() +
+            ": this shard is listed in model.safetensors.index.json but missing; "
+            "the download is incomplete, so download the model again (finished files are kept).");
       }
       shards.push_back(shard);
     }
@@ -58,19 +66,25 @@ Checkpoint::Checkpoint(const std::string& folder) : folder_(folder) {
     std::vector<fs::path> pickles;
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
       if (!entry.is_regular_file()) continue;
-      if (entry.path().extension() == ".safetensors") shards.push_back(entry.path());
-      else if (is_pickle(entry.path())) pickles.push_back(entry.path());
+      if (entry.path().extension() == ".safetensors")
+        shards.push_back(entry.path());
+      else if (is_pickle(entry.path()))
+        pickles.push_back(entry.path());
     }
     std::sort(shards.begin(), shards.end());
     if (shards.empty() && !pickles.empty()) {
-      throw ModelError(pickles.front().string() +
-                       ": this is a PyTorch pickle checkpoint. Loading a pickle can run arbitrary code, so Tandem "
-                       "only reads .safetensors weights; download the safetensors version of this model (most "
-                       "repositories on Hugging Face have one).");
+      throw ModelError(
+          pickles.front().string() +
+          ": this is a PyTorch pickle checkpoint. Loading a pickle can run arbitrary code, so "
+          "Tandem "
+          "only reads .safetensors weights; download the safetensors version of this model (most "
+          "repositories on Hugging Face have one).");
     }
     if (shards.empty()) {
-      throw ModelError(folder + ": no .safetensors weights in this folder; download the model's safetensors files "
-                       "(or choose the folder that holds them).");
+      throw ModelError(
+          folder +
+          ": no .safetensors weights in this folder; download the model's safetensors files "
+          "(or choose the folder that holds them).");
     }
   }
 
@@ -80,8 +94,9 @@ Checkpoint::Checkpoint(const std::string& folder) : folder_(folder) {
     for (const auto& [name, info] : f->tensors()) {
       const auto [it, inserted] = index_.emplace(name, TensorRef{f, &info});
       if (!inserted) {
-        throw ModelError(folder + ": tensor " + name + " appears in both " + it->second.file->path() + " and " +
-                         f->path() + "; the folder mixes two checkpoints, keep only one.");
+        throw ModelError(folder + ": tensor " + name + " appears in both " +
+                         it->second.file->path() + " and " + f->path() +
+                         "; the folder mixes two checkpoints, keep only one.");
       }
     }
   }
@@ -92,21 +107,24 @@ const TensorRef* Checkpoint::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &it->second;
 }
 
-TensorRef Checkpoint::require(const std::string& name, const std::vector<std::int64_t>& shape) const {
+TensorRef Checkpoint::require(const std::string& name,
+                              const std::vector<std::int64_t>& shape) const {
   const TensorRef* ref = find(name);
   if (ref == nullptr) {
-    throw ModelError(folder_ + ": tensor " + name + " is missing from the checkpoint; the files are incomplete or "
+    throw ModelError(folder_ + ": tensor " + name +
+                     " is missing from the checkpoint; the files are incomplete or "
                      "belong to a different model than config.json describes.");
   }
   if (ref->info->shape != shape) {
-    throw ModelError(ref->file->path() + ": tensor " + name + " has shape " + shape_string(ref->info->shape) +
-                     " but config.json implies " + shape_string(shape) +
-                     "; config.json and the weights do not belong together.");
+    throw ModelError(ref->file->path() + ": tensor " + name + " has shape " +
+                     shape_string(ref->info->shape) + " but config.json implies " +
+                     shape_string(shape) + "; config.json and the weights do not belong together.");
   }
   return *ref;
 }
 
-kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t rows, std::int64_t cols) const {
+kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t rows,
+                                         std::int64_t cols) const {
   if (find(name) == nullptr) {
     if (const TensorRef* packed = find(name + std::string(kPackedTensorSuffix))) {
       kernels::WeightMatrix m;
@@ -119,9 +137,12 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
   }
   const TensorRef ref = require(name, {rows, cols});
   const kernels::DType t = ref.info->dtype;
-  if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16 && t != kernels::DType::F8E4M3) {
-    throw ModelError(ref.file->path() + ": tensor " + name + " is stored as " + std::string(kernels::dtype_name(t)) +
-                     ", which is not a weight type Tandem computes with (F32, F16, BF16, F8_E4M3).");
+  if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16 &&
+      t != kernels::DType::F8E4M3) {
+    throw ModelError(
+        ref.file->path() + ": tensor " + name + " is stored as " +
+        std::string(kernels::dtype_name(t)) +
+        ", which is not a weight type Tandem computes with (F32, F16, BF16, F8_E4M3).");
   }
   kernels::WeightMatrix m;
   m.dtype = t;
@@ -132,8 +153,8 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
     const std::string scale_name = name + "_scale_inv";
     const TensorRef* scale = find(scale_name);
     if (scale == nullptr) {
-      throw ModelError(ref.file->path() + ": tensor " + name + " is FP8 but its block scales (" + scale_name +
-                       ") are missing; the checkpoint is incomplete.");
+      throw ModelError(ref.file->path() + ": tensor " + name + " is FP8 but its block scales (" +
+                       scale_name + ") are missing; the checkpoint is incomplete.");
     }
     const auto& s = scale->info->shape;
     m.block_rows = fp8_block_rows_;
@@ -141,9 +162,10 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
     const std::vector<std::int64_t> expected = {(rows + m.block_rows - 1) / m.block_rows,
                                                 (cols + m.block_cols - 1) / m.block_cols};
     if (s != expected) {
-      throw ModelError(scale->file->path() + ": tensor " + scale_name + " has shape " + shape_string(s) + ", but " +
-                       name + " " + shape_string({rows, cols}) + " in blocks of " + std::to_string(m.block_rows) +
-                       "x" + std::to_string(m.block_cols) + " needs " + shape_string(expected) + ".");
+      throw ModelError(scale->file->path() + ": tensor " + scale_name + " has shape " +
+                       shape_string(s) + ", but " + name + " " + shape_string({rows, cols}) +
+                       " in blocks of " + std::to_string(m.block_rows) + "x" +
+                       std::to_string(m.block_cols) + " needs " + shape_string(expected) + ".");
     }
     auto [it, inserted] = scales_.try_emplace(scale_name);
     if (inserted) it->second = vector_f32(scale_name, s);
@@ -152,7 +174,8 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
   return m;
 }
 
-std::vector<float> Checkpoint::vector_f32(const std::string& name, const std::vector<std::int64_t>& shape) const {
+std::vector<float> Checkpoint::vector_f32(const std::string& name,
+                                          const std::vector<std::int64_t>& shape) const {
   const TensorRef ref = require(name, shape);
   std::vector<float> out(static_cast<std::size_t>(ref.info->elements()));
   kernels::convert_to_f32(ref.info->dtype, ref.data(), out.data(), out.size());

@@ -40,7 +40,8 @@ class Checkpoint {
   // packed bytes and dtype U8: the loader must attach its PackedMatrix before any use.
   kernels::WeightMatrix matrix(const std::string& name, std::int64_t rows, std::int64_t cols) const;
   // A 1-D or small tensor converted to fp32 (norm weights, biases, scales).
-  std::vector<float> vector_f32(const std::string& name, const std::vector<std::int64_t>& shape) const;
+  std::vector<float> vector_f32(const std::string& name,
+                                const std::vector<std::int64_t>& shape) const;
 
   // The block size of FP8 weights (quantization_config.weight_block_size); 128x128 by default.
   void set_fp8_block(std::int64_t rows, std::int64_t cols) {

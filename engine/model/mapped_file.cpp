@@ -17,8 +17,8 @@ namespace tandem::model {
 namespace {
 
 ModelError system_error(const std::string& path, const char* what) {
-  return ModelError("Could not " + std::string(what) + " " + path + ": " +
-                            std::strerror(errno) + ". Check that the path is right and readable.");
+  return ModelError("Could not " + std::string(what) + " " + path + ": " + std::strerror(errno) +
+                    ". Check that the path is right and readable.");
 }
 
 }  // namespace

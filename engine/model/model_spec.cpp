@@ -17,12 +17,9 @@ struct ArchitectureName {
   Family family;
 };
 constexpr ArchitectureName kArchitectures[] = {
-    {"LlamaForCausalLM", Family::Llama},
-    {"Qwen3ForCausalLM", Family::Qwen3},
-    {"Qwen3MoeForCausalLM", Family::Qwen3Moe},
-    {"MixtralForCausalLM", Family::Mixtral},
-    {"DeepseekV3ForCausalLM", Family::DeepseekV3},
-    {"KimiK2ForCausalLM", Family::DeepseekV3},
+    {"LlamaForCausalLM", Family::Llama},           {"Qwen3ForCausalLM", Family::Qwen3},
+    {"Qwen3MoeForCausalLM", Family::Qwen3Moe},     {"MixtralForCausalLM", Family::Mixtral},
+    {"DeepseekV3ForCausalLM", Family::DeepseekV3}, {"KimiK2ForCausalLM", Family::DeepseekV3},
 };
 
 class ConfigReader {
@@ -30,7 +27,8 @@ class ConfigReader {
   ConfigReader(const json& j, std::string source) : j_(j), source_(std::move(source)) {}
 
   std::int64_t integer(const char* key) const {
-    if (!j_.contains(key)) throw ModelError(source_ + ": the required setting \"" + key + "\" is missing.");
+    if (!j_.contains(key))
+      throw ModelError(source_ + ": the required setting \"" + key + "\" is missing.");
     return positive(key, j_[key]);
   }
   std::int64_t integer(const char* key, std::int64_t fallback) const {
@@ -44,7 +42,8 @@ class ConfigReader {
   }
   bool boolean(const char* key, bool fallback) const {
     if (!j_.contains(key) || j_[key].is_null()) return fallback;
-    if (!j_[key].is_boolean()) throw ModelError(source_ + ": \"" + key + "\" must be true or false.");
+    if (!j_[key].is_boolean())
+      throw ModelError(source_ + ": \"" + key + "\" must be true or false.");
     return j_[key].get<bool>();
   }
   std::string string(const char* key, const std::string& fallback) const {
@@ -58,7 +57,8 @@ class ConfigReader {
  private:
   std::int64_t positive(const char* key, const json& v) const {
     if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
-      throw ModelError(source_ + ": \"" + key + "\" must be a non-negative whole number, not " + v.dump() + ".");
+      throw ModelError(source_ + ": \"" + key + "\" must be a non-negative whole number, not " +
+                       v.dump() + ".");
     }
     return v.get<std::int64_t>();
   }
@@ -92,7 +92,8 @@ void read_rope(const ConfigReader& c, ModelSpec& s) {
     s.rope.type = RopeType::Linear;
   } else if (type == "yarn") {
     s.rope.type = RopeType::Yarn;
-    s.rope.original_max_position = rs.integer("original_max_position_embeddings", s.max_position_embeddings);
+    s.rope.original_max_position =
+        rs.integer("original_max_position_embeddings", s.max_position_embeddings);
     s.rope.beta_fast = rs.number("beta_fast", 32.0);
     s.rope.beta_slow = rs.number("beta_slow", 1.0);
     if (s.rope.beta_fast == 0) s.rope.beta_fast = 32.0;
@@ -100,12 +101,14 @@ void read_rope(const ConfigReader& c, ModelSpec& s) {
     s.rope.mscale = rs.number("mscale", 0.0);
     s.rope.mscale_all_dim = rs.number("mscale_all_dim", 0.0);
     s.rope.truncate = rs.boolean("truncate", true);
-    auto get_mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+    auto get_mscale = [](double scale, double m) {
+      return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+    };
     if (r.contains("attention_factor") && !r["attention_factor"].is_null()) {
       s.rope.attention_factor = rs.number("attention_factor", 1.0);
     } else if (s.rope.mscale != 0 && s.rope.mscale_all_dim != 0) {
-      s.rope.attention_factor =
-          get_mscale(s.rope.factor, s.rope.mscale) / get_mscale(s.rope.factor, s.rope.mscale_all_dim);
+      s.rope.attention_factor = get_mscale(s.rope.factor, s.rope.mscale) /
+                                get_mscale(s.rope.factor, s.rope.mscale_all_dim);
     } else {
       s.rope.attention_factor = get_mscale(s.rope.factor, 1.0);
     }
@@ -124,11 +127,16 @@ void read_rope(const ConfigReader& c, ModelSpec& s) {
 
 std::string_view family_name(Family f) {
   switch (f) {
-    case Family::Llama: return "llama";
-    case Family::Qwen3: return "qwen3";
-    case Family::Qwen3Moe: return "qwen3_moe";
-    case Family::Mixtral: return "mixtral";
-    case Family::DeepseekV3: return "deepseek_v3";
+    case Family::Llama:
+      return "llama";
+    case Family::Qwen3:
+      return "qwen3";
+    case Family::Qwen3Moe:
+      return "qwen3_moe";
+    case Family::Mixtral:
+      return "mixtral";
+    case Family::DeepseekV3:
+      return "deepseek_v3";
   }
   return "?";
 }
@@ -143,9 +151,10 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
   if (!config.is_object()) throw ModelError(source + ": expected a JSON object.");
   const ConfigReader c(config, source);
   ModelSpec s;
-  if (!config.contains("architectures") || !config["architectures"].is_array() || config["architectures"].empty() ||
-      !config["architectures"][0].is_string()) {
-    throw ModelError(source + ": \"architectures\" is missing, so the model type is unknown. Supported: " +
+  if (!config.contains("architectures") || !config["architectures"].is_array() ||
+      config["architectures"].empty() || !config["architectures"][0].is_string()) {
+    throw ModelError(source +
+                     ": \"architectures\" is missing, so the model type is unknown. Supported: " +
                      supported_architectures() + ".");
   }
   s.architecture = config["architectures"][0].get<std::string>();
@@ -157,8 +166,8 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
     }
   }
   if (!known) {
-    throw ModelError(source + ": the architecture " + s.architecture + " is not supported. Tandem runs " +
-                     supported_architectures() + ".");
+    throw ModelError(source + ": the architecture " + s.architecture +
+                     " is not supported. Tandem runs " + supported_architectures() + ".");
   }
 
   s.vocab_size = c.integer("vocab_size");
@@ -167,11 +176,14 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
   s.num_heads = c.integer("num_attention_heads");
   s.num_kv_heads = c.integer("num_key_value_heads", s.num_heads);
   if (s.num_heads == 0 || s.hidden_size == 0 || s.num_layers == 0 || s.vocab_size == 0) {
-    throw ModelError(source + ": hidden_size, num_hidden_layers, num_attention_heads and vocab_size must be above zero.");
+    throw ModelError(
+        source +
+        ": hidden_size, num_hidden_layers, num_attention_heads and vocab_size must be above zero.");
   }
   if (s.num_kv_heads == 0 || s.num_heads % s.num_kv_heads != 0) {
     throw ModelError(source + ": num_attention_heads (" + std::to_string(s.num_heads) +
-                     ") must be a multiple of num_key_value_heads (" + std::to_string(s.num_kv_heads) + ").");
+                     ") must be a multiple of num_key_value_heads (" +
+                     std::to_string(s.num_kv_heads) + ").");
   }
   s.head_dim = c.integer("head_dim", s.hidden_size / s.num_heads);
   s.intermediate_size = c.integer("intermediate_size", 0);
@@ -179,16 +191,21 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
   s.max_position_embeddings = c.integer("max_position_embeddings", 4096);
   s.tie_word_embeddings = c.boolean("tie_word_embeddings", false);
   if (c.boolean("attention_bias", false)) {
-    throw ModelError(source + ": attention projections with bias terms are not supported for " + s.architecture + ".");
+    throw ModelError(source + ": attention projections with bias terms are not supported for " +
+                     s.architecture + ".");
   }
   const std::string act = c.string("hidden_act", "silu");
-  if (act != "silu") throw ModelError(source + ": the activation \"" + act + "\" is not supported (only silu).");
+  if (act != "silu")
+    throw ModelError(source + ": the activation \"" + act + "\" is not supported (only silu).");
   read_rope(c, s);
   s.layer_is_moe.assign(static_cast<std::size_t>(s.num_layers), false);
 
   switch (s.family) {
-    case Family::Llama: break;
-    case Family::Qwen3: s.qk_norm = true; break;
+    case Family::Llama:
+      break;
+    case Family::Qwen3:
+      s.qk_norm = true;
+      break;
     case Family::Qwen3Moe: {
       s.qk_norm = true;
       s.num_experts = c.integer("num_experts");
@@ -198,10 +215,12 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       const std::int64_t step = std::max<std::int64_t>(1, c.integer("decoder_sparse_step", 1));
       std::vector<std::int64_t> dense_layers;
       if (config.contains("mlp_only_layers") && config["mlp_only_layers"].is_array()) {
-        for (const auto& l : config["mlp_only_layers"]) dense_layers.push_back(l.get<std::int64_t>());
+        for (const auto& l : config["mlp_only_layers"])
+          dense_layers.push_back(l.get<std::int64_t>());
       }
       for (std::int64_t l = 0; l < s.num_layers; ++l) {
-        const bool dense = std::find(dense_layers.begin(), dense_layers.end(), l) != dense_layers.end();
+        const bool dense =
+            std::find(dense_layers.begin(), dense_layers.end(), l) != dense_layers.end();
         s.layer_is_moe[l] = !dense && s.num_experts > 0 && (l + 1) % step == 0;
       }
       break;
@@ -214,8 +233,10 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       if (config.contains("sliding_window") && !config["sliding_window"].is_null()) {
         const std::int64_t window = c.integer("sliding_window", 0);
         if (window > 0 && window < s.max_position_embeddings) {
-          throw ModelError(source + ": sliding-window attention is not supported; set \"sliding_window\" to null to "
-                           "run with full attention.");
+          throw ModelError(
+              source +
+              ": sliding-window attention is not supported; set \"sliding_window\" to null to "
+              "run with full attention.");
         }
       }
       s.layer_is_moe.assign(static_cast<std::size_t>(s.num_layers), true);
@@ -228,25 +249,31 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       s.qk_nope_head_dim = c.integer("qk_nope_head_dim");
       s.qk_rope_head_dim = c.integer("qk_rope_head_dim");
       s.v_head_dim = c.integer("v_head_dim");
-      if (s.qk_rope_head_dim % 2 != 0) throw ModelError(source + ": qk_rope_head_dim must be even.");
+      if (s.qk_rope_head_dim % 2 != 0)
+        throw ModelError(source + ": qk_rope_head_dim must be even.");
       s.head_dim = s.qk_rope_head_dim;
       s.rope.interleaved = c.boolean("rope_interleave", true);
       s.num_experts = c.integer("n_routed_experts");
       s.experts_per_token = c.integer("num_experts_per_tok");
       s.moe_intermediate_size = c.integer("moe_intermediate_size");
-      s.shared_expert_intermediate_size = s.moe_intermediate_size * c.integer("n_shared_experts", 0);
+      s.shared_expert_intermediate_size =
+          s.moe_intermediate_size * c.integer("n_shared_experts", 0);
       s.norm_topk_prob = c.boolean("norm_topk_prob", true);
-      s.scoring = c.string("scoring_func", "sigmoid") == "softmax" ? RouterScoring::Softmax : RouterScoring::Sigmoid;
+      s.scoring = c.string("scoring_func", "sigmoid") == "softmax" ? RouterScoring::Softmax
+                                                                   : RouterScoring::Sigmoid;
       s.n_group = std::max<std::int64_t>(1, c.integer("n_group", 1));
       s.topk_group = std::max<std::int64_t>(1, c.integer("topk_group", 1));
       s.routed_scaling_factor = c.number("routed_scaling_factor", 1.0);
       s.score_correction_bias = true;
       if (s.num_experts % s.n_group != 0 || s.topk_group > s.n_group) {
-        throw ModelError(source + ": n_routed_experts must split evenly into n_group groups, and topk_group cannot "
-                         "exceed n_group.");
+        throw ModelError(
+            source +
+            ": n_routed_experts must split evenly into n_group groups, and topk_group cannot "
+            "exceed n_group.");
       }
       const std::int64_t first_dense = c.integer("first_k_dense_replace", 0);
-      for (std::int64_t l = 0; l < s.num_layers; ++l) s.layer_is_moe[l] = l >= first_dense && s.num_experts > 0;
+      for (std::int64_t l = 0; l < s.num_layers; ++l)
+        s.layer_is_moe[l] = l >= first_dense && s.num_experts > 0;
       // The YaRN "all dimensions" magnitude correction enters the softmax scale squared.
       double scale = 1.0 / std::sqrt(static_cast<double>(s.qk_head_dim()));
       if (s.rope.type == RopeType::Yarn && s.rope.mscale_all_dim != 0 && s.rope.factor > 1) {
@@ -256,7 +283,8 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       s.attention_scale = scale;
       if (config.contains("quantization_config") && config["quantization_config"].is_object()) {
         const json& q = config["quantization_config"];
-        if (q.contains("weight_block_size") && q["weight_block_size"].is_array() && q["weight_block_size"].size() == 2) {
+        if (q.contains("weight_block_size") && q["weight_block_size"].is_array() &&
+            q["weight_block_size"].size() == 2) {
           s.fp8_block_rows = q["weight_block_size"][0].get<std::int64_t>();
           s.fp8_block_cols = q["weight_block_size"][1].get<std::int64_t>();
         }
@@ -267,7 +295,8 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
   if (s.is_moe() && (s.experts_per_token == 0 || s.experts_per_token > s.num_experts)) {
     throw ModelError(source + ": num_experts_per_tok must be between 1 and the number of experts.");
   }
-  if (s.attention_scale == 0.0) s.attention_scale = 1.0 / std::sqrt(static_cast<double>(s.qk_head_dim()));
+  if (s.attention_scale == 0.0)
+    s.attention_scale = 1.0 / std::sqrt(static_cast<double>(s.qk_head_dim()));
 
   if (config.contains("eos_token_id")) s.eos_token_ids = token_ids(config["eos_token_id"]);
   if (config.contains("bos_token_id") && config["bos_token_id"].is_number_integer()) {
@@ -280,12 +309,15 @@ ModelSpec load_model_spec(const std::string& folder) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) {
-    throw ModelError(folder + ": no such model folder; give the folder that holds config.json and the .safetensors files.");
+    throw ModelError(folder +
+                     ": no such model folder; give the folder that holds config.json and the "
+                     ".safetensors files.");
   }
   const fs::path path = fs::path(folder) / "config.json";
   std::ifstream in(path);
   if (!in) {
-    throw ModelError(path.string() + ": missing. A model folder needs the config.json that describes the model; "
+    throw ModelError(path.string() +
+                     ": missing. A model folder needs the config.json that describes the model; "
                      "download it with the weights.");
   }
   json config;
@@ -302,7 +334,8 @@ ModelSpec load_model_spec(const std::string& folder) {
       const json gj = json::parse(g);
       if (gj.contains("eos_token_id")) {
         for (std::int32_t id : token_ids(gj["eos_token_id"])) {
-          if (std::find(spec.eos_token_ids.begin(), spec.eos_token_ids.end(), id) == spec.eos_token_ids.end()) {
+          if (std::find(spec.eos_token_ids.begin(), spec.eos_token_ids.end(), id) ==
+              spec.eos_token_ids.end()) {
             spec.eos_token_ids.push_back(id);
           }
         }

@@ -43,7 +43,7 @@ struct ModelSpec {
   std::int64_t num_layers = 0;
   std::int64_t num_heads = 0;
   std::int64_t num_kv_heads = 0;
-  std::int64_t head_dim = 0;          // standard attention
+  std::int64_t head_dim = 0;           // standard attention
   std::int64_t intermediate_size = 0;  // dense MLP layers
   double rms_norm_eps = 1e-6;
   std::int64_t max_position_embeddings = 0;

@@ -5,13 +5,16 @@
 namespace tandem::model {
 namespace {
 
-FeedForwardWeights feed_forward(const Checkpoint& c, const std::string& prefix, const char* gate, const char* up,
-                                const char* down, std::int64_t hidden, std::int64_t inner) {
-  return {c.matrix(prefix + gate + ".weight", inner, hidden), c.matrix(prefix + up + ".weight", inner, hidden),
+FeedForwardWeights feed_forward(const Checkpoint& c, const std::string& prefix, const char* gate,
+                                const char* up, const char* down, std::int64_t hidden,
+                                std::int64_t inner) {
+  return {c.matrix(prefix + gate + ".weight", inner, hidden),
+          c.matrix(prefix + up + ".weight", inner, hidden),
           c.matrix(prefix + down + ".weight", hidden, inner)};
 }
 
-FeedForwardWeights swiglu(const Checkpoint& c, const std::string& prefix, std::int64_t hidden, std::int64_t inner) {
+FeedForwardWeights swiglu(const Checkpoint& c, const std::string& prefix, std::int64_t hidden,
+                          std::int64_t inner) {
   return feed_forward(c, prefix, "gate_proj", "up_proj", "down_proj", hidden, inner);
 }
 
@@ -46,7 +49,8 @@ ModelWeights bind_weights(const ModelSpec& s, const Checkpoint& c) {
       }
       a.kv_a = c.matrix(ap + "kv_a_proj_with_mqa.weight", s.kv_lora_rank + s.qk_rope_head_dim, h);
       a.kv_a_norm = c.vector_f32(ap + "kv_a_layernorm.weight", {s.kv_lora_rank});
-      a.kv_b = c.matrix(ap + "kv_b_proj.weight", s.num_heads * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank);
+      a.kv_b = c.matrix(ap + "kv_b_proj.weight", s.num_heads * (s.qk_nope_head_dim + s.v_head_dim),
+                        s.kv_lora_rank);
       a.o = c.matrix(ap + "o_proj.weight", h, s.num_heads * s.v_head_dim);
     } else {
       a.q = c.matrix(ap + "q_proj.weight", s.num_heads * s.head_dim, h);
@@ -66,20 +70,23 @@ ModelWeights bind_weights(const ModelSpec& s, const Checkpoint& c) {
       const std::string mp = p + "block_sparse_moe.";
       layer.experts.router = c.matrix(mp + "gate.weight", s.num_experts, h);
       for (std::int64_t e = 0; e < s.num_experts; ++e) {
-        layer.experts.experts.push_back(
-            feed_forward(c, mp + "experts." + std::to_string(e) + ".", "w1", "w3", "w2", h, s.moe_intermediate_size));
+        layer.experts.experts.push_back(feed_forward(c, mp + "experts." + std::to_string(e) + ".",
+                                                     "w1", "w3", "w2", h, s.moe_intermediate_size));
       }
     } else {
       const std::string mp = p + "mlp.";
       layer.experts.router = c.matrix(mp + "gate.weight", s.num_experts, h);
       if (s.score_correction_bias) {
-        layer.experts.score_bias = c.vector_f32(mp + "gate.e_score_correction_bias", {s.num_experts});
+        layer.experts.score_bias =
+            c.vector_f32(mp + "gate.e_score_correction_bias", {s.num_experts});
       }
       for (std::int64_t e = 0; e < s.num_experts; ++e) {
-        layer.experts.experts.push_back(swiglu(c, mp + "experts." + std::to_string(e) + ".", h, s.moe_intermediate_size));
+        layer.experts.experts.push_back(
+            swiglu(c, mp + "experts." + std::to_string(e) + ".", h, s.moe_intermediate_size));
       }
       if (s.shared_expert_intermediate_size > 0) {
-        layer.experts.shared = swiglu(c, mp + "shared_experts.", h, s.shared_expert_intermediate_size);
+        layer.experts.shared =
+            swiglu(c, mp + "shared_experts.", h, s.shared_expert_intermediate_size);
       }
     }
     w.layers.push_back(std::move(layer));

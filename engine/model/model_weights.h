@@ -28,8 +28,8 @@ struct FeedForwardWeights {
 };
 
 struct MoeWeights {
-  WeightMatrix router;             // [experts, hidden]
-  std::vector<float> score_bias;   // DeepSeek-V3 e_score_correction_bias
+  WeightMatrix router;            // [experts, hidden]
+  std::vector<float> score_bias;  // DeepSeek-V3 e_score_correction_bias
   std::vector<FeedForwardWeights> experts;
   std::optional<FeedForwardWeights> shared;
 };

@@ -30,24 +30,31 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   const auto* base = reinterpret_cast<const std::uint8_t*>(file_.bytes().data());
   const std::uint64_t size = file_.size_bytes();
   const std::string redownload = " The file is damaged or incomplete; download it again.";
-  if (size < 8) throw ModelError(path + ": the file is too short to be a safetensors file (" + std::to_string(size) + " bytes)." + redownload);
+  if (size < 8)
+    throw ModelError(path + ": the file is too short to be a safetensors file (" +
+                     std::to_string(size) + " bytes)." + redownload);
   std::uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | base[i];
   if (header_len > size - 8) {
-    throw ModelError(path + ": the header claims " + std::to_string(header_len) + " bytes but the file has only " +
-                     std::to_string(size) + "; the file is truncated or not a safetensors file." + redownload);
+    throw ModelError(path + ": the header claims " + std::to_string(header_len) +
+                     " bytes but the file has only " + std::to_string(size) +
+                     "; the file is truncated or not a safetensors file." + redownload);
   }
   if (header_len > kMaxHeaderBytes) {
-    throw ModelError(path + ": the header is " + std::to_string(header_len) + " bytes, far larger than any real checkpoint's; this is not a safetensors file.");
+    throw ModelError(
+        path + ": the header is " + std::to_string(header_len) +
+        " bytes, far larger than any real checkpoint's; this is not a safetensors file.");
   }
   const char* text = reinterpret_cast<const char*>(base + 8);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text, text + header_len);
   } catch (const nlohmann::json::parse_error& e) {
-    throw ModelError(path + ": the header is not valid JSON (" + std::string(e.what()) + ")." + redownload);
+    throw ModelError(path + ": the header is not valid JSON (" + std::string(e.what()) + ")." +
+                     redownload);
   }
-  if (!header.is_object()) throw ModelError(path + ": the header is not a JSON object." + redownload);
+  if (!header.is_object())
+    throw ModelError(path + ": the header is not a JSON object." + redownload);
 
   const std::uint64_t data_start = 8 + header_len;
   const std::uint64_t data_size = size - data_start;
@@ -62,21 +69,26 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     }
     const std::string where = path + ": tensor " + it.key();
     const nlohmann::json& entry = it.value();
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets") ||
-        !entry["dtype"].is_string() || !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
+        !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
         entry["data_offsets"].size() != 2) {
-      throw ModelError(where + " has an incomplete description (dtype, shape and data_offsets are required)." + redownload);
+      throw ModelError(
+          where + " has an incomplete description (dtype, shape and data_offsets are required)." +
+          redownload);
     }
     TensorInfo t;
     t.name = it.key();
     const std::string dtype = entry["dtype"].get<std::string>();
     if (!kernels::parse_safetensors_dtype(dtype, t.dtype)) {
-      throw ModelError(where + " has dtype " + dtype +
-                       ", which Tandem does not read (supported: F32, F16, BF16, F8_E4M3, I32, I64, U8, I8); "
-                       "convert the checkpoint to BF16.");
+      throw ModelError(
+          where + " has dtype " + dtype +
+          ", which Tandem does not read (supported: F32, F16, BF16, F8_E4M3, I32, I64, U8, I8); "
+          "convert the checkpoint to BF16.");
     }
     for (const auto& d : entry["shape"]) {
-      if (!d.is_number_integer() || d.get<std::int64_t>() < 0) throw ModelError(where + " has an invalid shape." + redownload);
+      if (!d.is_number_integer() || d.get<std::int64_t>() < 0)
+        throw ModelError(where + " has an invalid shape." + redownload);
       t.shape.push_back(d.get<std::int64_t>());
     }
     const auto& off = entry["data_offsets"];
@@ -86,14 +98,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     const std::uint64_t b = off[0].get<std::uint64_t>();
     const std::uint64_t e = off[1].get<std::uint64_t>();
     if (b > e || e > data_size) {
-      throw ModelError(where + " lies at bytes " + std::to_string(b) + "–" + std::to_string(e) + ", outside the " +
-                       std::to_string(data_size) + " bytes of data in the file; the file is truncated or corrupt." +
+      throw ModelError(where + " lies at bytes " + std::to_string(b) + "–" + std::to_string(e) +
+                       ", outside the " + std::to_string(data_size) +
+                       " bytes of data in the file; the file is truncated or corrupt." +
                        redownload);
     }
-    const std::uint64_t expected = static_cast<std::uint64_t>(t.elements()) * kernels::dtype_size(t.dtype);
+    const std::uint64_t expected =
+        static_cast<std::uint64_t>(t.elements()) * kernels::dtype_size(t.dtype);
     if (e - b != expected) {
-      throw ModelError(where + " has " + std::to_string(e - b) + " bytes but shape " + shape_string(t.shape) + " of " +
-                       dtype + " needs " + std::to_string(expected) + "." + redownload);
+      throw ModelError(where + " has " + std::to_string(e - b) + " bytes but shape " +
+                       shape_string(t.shape) + " of " + dtype + " needs " +
+                       std::to_string(expected) + "." + redownload);
     }
     t.begin = data_start + b;
     t.end = data_start + e;
@@ -103,7 +118,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   std::vector<const TensorInfo*> order;
   order.reserve(tensors_.size());
   for (const auto& [name, t] : tensors_) order.push_back(&t);
-  std::sort(order.begin(), order.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
+  std::sort(order.begin(), order.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
   for (std::size_t i = 1; i < order.size(); ++i) {
     if (order[i]->begin < order[i - 1]->end) {
       throw ModelError(path + ": tensors " + order[i - 1]->name + " and " + order[i]->name +

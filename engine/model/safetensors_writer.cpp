@@ -20,7 +20,9 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   for (const Declared& t : tensors) {
     std::uint64_t n = kernels::dtype_size(t.dtype);
     for (std::int64_t d : t.shape) n *= static_cast<std::uint64_t>(d);
-    header[t.name] = {{"dtype", std::string(kernels::dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    header[t.name] = {{"dtype", std::string(kernels::dtype_name(t.dtype))},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   expected_ = offset;
@@ -29,13 +31,16 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   text.append((8 - (text.size() + 8) % 8) % 8, ' ');
   file_ = std::fopen(temp_.c_str(), "wb");
   if (file_ == nullptr) {
-    throw ModelError(temp_ + ": cannot create the file (" + std::strerror(errno) + "); check the folder is writable.");
+    throw ModelError(temp_ + ": cannot create the file (" + std::strerror(errno) +
+                     "); check the folder is writable.");
   }
   unsigned char len[8];
   const std::uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xff);
-  if (std::fwrite(len, 1, 8, file_) != 8 || std::fwrite(text.data(), 1, text.size(), file_) != text.size()) {
-    throw ModelError(temp_ + ": writing failed (" + std::strerror(errno) + "); the disk may be full.");
+  if (std::fwrite(len, 1, 8, file_) != 8 ||
+      std::fwrite(text.data(), 1, text.size(), file_) != text.size()) {
+    throw ModelError(temp_ + ": writing failed (" + std::strerror(errno) +
+                     "); the disk may be full.");
   }
 }
 
@@ -45,9 +50,11 @@ SafetensorsWriter::~SafetensorsWriter() {
 }
 
 void SafetensorsWriter::write(const void* data, std::size_t bytes) {
-  if (written_ + bytes > expected_) throw ModelError(temp_ + ": more data than the declared tensors hold.");
+  if (written_ + bytes > expected_)
+    throw ModelError(temp_ + ": more data than the declared tensors hold.");
   if (std::fwrite(data, 1, bytes, file_) != bytes) {
-    throw ModelError(temp_ + ": writing failed (" + std::strerror(errno) + "); the disk may be full.");
+    throw ModelError(temp_ + ": writing failed (" + std::strerror(errno) +
+                     "); the disk may be full.");
   }
   written_ += bytes;
 }
@@ -59,7 +66,8 @@ void SafetensorsWriter::finish() {
   }
   if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0 || std::fclose(file_) != 0) {
     file_ = nullptr;
-    throw ModelError(temp_ + ": could not be saved (" + std::strerror(errno) + "); the disk may be full.");
+    throw ModelError(temp_ + ": could not be saved (" + std::strerror(errno) +
+                     "); the disk may be full.");
   }
   file_ = nullptr;
   std::error_code ec;

@@ -67,8 +67,13 @@ ordered_json deepseek_v3() {
           {"rms_norm_eps", 1e-6},
           {"rope_theta", 10000.0},
           {"rope_scaling",
-           {{"type", "yarn"}, {"factor", 40}, {"original_max_position_embeddings", 4096}, {"beta_fast", 32},
-            {"beta_slow", 1}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}}},
+           {{"type", "yarn"},
+            {"factor", 40},
+            {"original_max_position_embeddings", 4096},
+            {"beta_fast", 32},
+            {"beta_slow", 1},
+            {"mscale", 1.0},
+            {"mscale_all_dim", 1.0}}},
           {"max_position_embeddings", 163840},
           {"tie_word_embeddings", false},
           {"hidden_act", "silu"},
@@ -83,7 +88,8 @@ struct TensorPlan {
   bool norm = false;  // filled with ones
 };
 
-void add_ffn(std::vector<TensorPlan>& out, const std::string& prefix, std::int64_t hidden, std::int64_t inner) {
+void add_ffn(std::vector<TensorPlan>& out, const std::string& prefix, std::int64_t hidden,
+             std::int64_t inner) {
   out.push_back({prefix + "gate_proj.weight", {inner, hidden}});
   out.push_back({prefix + "up_proj.weight", {inner, hidden}});
   out.push_back({prefix + "down_proj.weight", {hidden, inner}});
@@ -107,7 +113,8 @@ std::vector<TensorPlan> layer_tensors(const ModelSpec& s, std::int64_t l) {
     }
     out.push_back({a + "kv_a_proj_with_mqa.weight", {s.kv_lora_rank + s.qk_rope_head_dim, h}});
     out.push_back({a + "kv_a_layernorm.weight", {s.kv_lora_rank}, true});
-    out.push_back({a + "kv_b_proj.weight", {s.num_heads * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank}});
+    out.push_back({a + "kv_b_proj.weight",
+                   {s.num_heads * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank}});
     out.push_back({a + "o_proj.weight", {h, s.num_heads * s.v_head_dim}});
   } else {
     out.push_back({a + "q_proj.weight", {s.num_heads * s.head_dim, h}});
@@ -121,9 +128,12 @@ std::vector<TensorPlan> layer_tensors(const ModelSpec& s, std::int64_t l) {
   }
   if (s.layer_is_moe[static_cast<std::size_t>(l)]) {
     out.push_back({p + "mlp.gate.weight", {s.num_experts, h}});
-    if (s.score_correction_bias) out.push_back({p + "mlp.gate.e_score_correction_bias", {s.num_experts}});
-    for (std::int64_t e = 0; e < s.num_experts; ++e) add_ffn(out, p + "mlp.experts." + std::to_string(e) + ".", h, s.moe_intermediate_size);
-    if (s.shared_expert_intermediate_size > 0) add_ffn(out, p + "mlp.shared_experts.", h, s.shared_expert_intermediate_size);
+    if (s.score_correction_bias)
+      out.push_back({p + "mlp.gate.e_score_correction_bias", {s.num_experts}});
+    for (std::int64_t e = 0; e < s.num_experts; ++e)
+      add_ffn(out, p + "mlp.experts." + std::to_string(e) + ".", h, s.moe_intermediate_size);
+    if (s.shared_expert_intermediate_size > 0)
+      add_ffn(out, p + "mlp.shared_experts.", h, s.shared_expert_intermediate_size);
   } else {
     add_ffn(out, p + "mlp.", h, s.intermediate_size);
   }
@@ -141,11 +151,13 @@ struct Random {
   }
 };
 
-void write_shard(const std::string& path, const std::vector<TensorPlan>& plan, Random& rng, std::uint64_t& done,
-                 std::uint64_t total, const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+void write_shard(const std::string& path, const std::vector<TensorPlan>& plan, Random& rng,
+                 std::uint64_t& done, std::uint64_t total,
+                 const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
   std::vector<SafetensorsWriter::Declared> declared;
   for (const TensorPlan& t : plan) declared.push_back({t.name, kernels::DType::BF16, t.shape});
-  SafetensorsWriter writer(path, declared, {{"format", "pt"}, {"source", "tandem synth: random weights"}});
+  SafetensorsWriter writer(path, declared,
+                           {{"format", "pt"}, {"source", "tandem synth: random weights"}});
   std::vector<std::uint16_t> buffer;
   for (const TensorPlan& t : plan) {
     std::int64_t n = 1;
@@ -170,13 +182,20 @@ void write_shard(const std::string& path, const std::vector<TensorPlan>& plan, R
 
 }  // namespace
 
-std::vector<std::string> synth_shapes() { return {"qwen3-30b-a3b", "deepseek-v3"}; }
+std::vector<std::string> synth_shapes() {
+  return {"qwen3-30b-a3b", "deepseek-v3"};
+}
 
-void write_synthetic_checkpoint(const SynthOptions& options, const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+void write_synthetic_checkpoint(const SynthOptions& options,
+                                const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
   ordered_json config;
-  if (options.like == "qwen3-30b-a3b") config = qwen3_30b_a3b();
-  else if (options.like == "deepseek-v3") config = deepseek_v3();
-  else throw ModelError("there is no model shape called \"" + options.like + "\"; choose qwen3-30b-a3b or deepseek-v3.");
+  if (options.like == "qwen3-30b-a3b")
+    config = qwen3_30b_a3b();
+  else if (options.like == "deepseek-v3")
+    config = deepseek_v3();
+  else
+    throw ModelError("there is no model shape called \"" + options.like +
+                     "\"; choose qwen3-30b-a3b or deepseek-v3.");
   if (options.layers > 0) config["num_hidden_layers"] = options.layers;
   const ModelSpec spec = parse_model_spec(nlohmann::json::parse(config.dump()), "synthetic config");
 
@@ -200,8 +219,9 @@ void write_synthetic_checkpoint(const SynthOptions& options, const std::function
   }
   const std::uint64_t free = fs::space(options.out, ec).available;
   if (!ec && free < total + (total >> 6)) {
-    throw ModelError(options.out + ": the checkpoint needs " + std::to_string(total >> 20) + " MiB but only " +
-                     std::to_string(free >> 20) + " MiB are free; choose fewer layers or another folder.");
+    throw ModelError(options.out + ": the checkpoint needs " + std::to_string(total >> 20) +
+                     " MiB but only " + std::to_string(free >> 20) +
+                     " MiB are free; choose fewer layers or another folder.");
   }
 
   Random rng{options.seed};
@@ -217,8 +237,9 @@ void write_synthetic_checkpoint(const SynthOptions& options, const std::function
   std::ofstream((fs::path(options.out) / "model.safetensors.index.json").string())
       << ordered_json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2);
   std::ofstream((fs::path(options.out) / "config.json").string()) << config.dump(2);
-  std::ofstream((fs::path(options.out) / "generation_config.json").string())
-      << ordered_json{{"bos_token_id", config["bos_token_id"]}, {"eos_token_id", config["eos_token_id"]}}.dump(2);
+  std::ofstream((fs::path(options.out) / "generation_config.json").string()) << ordered_json{
+      {"bos_token_id", config["bos_token_id"]},
+      {"eos_token_id", config["eos_token_id"]}}.dump(2);
 }
 
 }  // namespace tandem::model

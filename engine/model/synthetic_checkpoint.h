@@ -10,7 +10,7 @@
 namespace tandem::model {
 
 struct SynthOptions {
-  std::string like;  // "qwen3-30b-a3b", "deepseek-v3"
+  std::string like;         // "qwen3-30b-a3b", "deepseek-v3"
   std::int64_t layers = 0;  // 0: as many as the real model has
   std::string out;
   std::uint64_t seed = 1;
@@ -20,7 +20,8 @@ std::vector<std::string> synth_shapes();  // the names `like` accepts
 
 // Writes config.json, generation_config.json and one shard per layer (plus the index).
 // `progress` gets (bytes written, bytes total). Throws ModelError with a sentence.
-void write_synthetic_checkpoint(const SynthOptions& options,
-                                const std::function<void(std::uint64_t, std::uint64_t)>& progress = {});
+void write_synthetic_checkpoint(
+    const SynthOptions& options,
+    const std::function<void(std::uint64_t, std::uint64_t)>& progress = {});
 
 }  // namespace tandem::model

@@ -14,7 +14,8 @@ const std::vector<CatalogEntry>& catalog() {
       e.id = m.at("id").get<std::string>();
       e.name = m.at("name").get<std::string>();
       if (m.contains("repo") && m["repo"].is_string()) e.repo = m["repo"].get<std::string>();
-      if (m.contains("fp8_repo") && m["fp8_repo"].is_string()) e.fp8_repo = m["fp8_repo"].get<std::string>();
+      if (m.contains("fp8_repo") && m["fp8_repo"].is_string())
+        e.fp8_repo = m["fp8_repo"].get<std::string>();
       e.description = m.value("description", "");
       e.quantizations = m.value("quantizations", std::vector<std::string>{});
       e.builtin = m.value("builtin", false);

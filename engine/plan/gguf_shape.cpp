@@ -31,7 +31,8 @@ int block_index(const std::string& name) {
 ModelShape model_shape_from_gguf(const model::GgufFile& f) {
   const model::GgufValue* arch_value = f.find("general.architecture");
   if (arch_value == nullptr || arch_value->type() != model::GgufType::kString) {
-    throw std::runtime_error(f.path() + ": the GGUF file does not say its architecture (general.architecture).");
+    throw std::runtime_error(
+        f.path() + ": the GGUF file does not say its architecture (general.architecture).");
   }
   const std::string arch = arch_value->as_string();
   ModelShape s;
@@ -39,7 +40,8 @@ ModelShape model_shape_from_gguf(const model::GgufFile& f) {
   s.layers = meta_int(f, arch + ".block_count", 0);
   s.hidden = meta_int(f, arch + ".embedding_length", 0);
   if (s.layers <= 0 || s.hidden <= 0) {
-    throw std::runtime_error(f.path() + ": " + arch + ".block_count or " + arch + ".embedding_length is missing.");
+    throw std::runtime_error(f.path() + ": " + arch + ".block_count or " + arch +
+                             ".embedding_length is missing.");
   }
   s.experts = meta_int(f, arch + ".expert_count", 0);
   s.experts_per_token = meta_int(f, arch + ".expert_used_count", 0);
@@ -58,9 +60,11 @@ ModelShape model_shape_from_gguf(const model::GgufFile& f) {
       moe_blocks.insert(block_index(name));
     } else if (name.find("_shexp.") != std::string::npos) {
       s.shared_expert_params += n;
-    } else if (name.find("ffn_gate_inp.") != std::string::npos || name.find("exp_probs_b") != std::string::npos) {
+    } else if (name.find("ffn_gate_inp.") != std::string::npos ||
+               name.find("exp_probs_b") != std::string::npos) {
       s.router_params += n;
-    } else if (name.find(".ffn_gate.") != std::string::npos || name.find(".ffn_up.") != std::string::npos ||
+    } else if (name.find(".ffn_gate.") != std::string::npos ||
+               name.find(".ffn_up.") != std::string::npos ||
                name.find(".ffn_down.") != std::string::npos) {
       s.dense_ffn_params += n;
     } else {
@@ -73,11 +77,13 @@ ModelShape model_shape_from_gguf(const model::GgufFile& f) {
   const std::int64_t kv_lora = meta_int(f, arch + ".attention.kv_lora_rank", 0);
   if (kv_lora > 0) {
     s.mla = true;
-    s.kv_elements_per_token = s.layers * (kv_lora + meta_int(f, arch + ".rope.dimension_count", 64));
+    s.kv_elements_per_token =
+        s.layers * (kv_lora + meta_int(f, arch + ".rope.dimension_count", 64));
   } else {
     const std::int64_t heads = meta_int(f, arch + ".attention.head_count", 1);
     const std::int64_t kv_heads = meta_int(f, arch + ".attention.head_count_kv", heads);
-    const std::int64_t key = meta_int(f, arch + ".attention.key_length", s.hidden / std::max<std::int64_t>(1, heads));
+    const std::int64_t key =
+        meta_int(f, arch + ".attention.key_length", s.hidden / std::max<std::int64_t>(1, heads));
     const std::int64_t value = meta_int(f, arch + ".attention.value_length", key);
     s.kv_elements_per_token = s.layers * kv_heads * (key + value);
   }

@@ -9,15 +9,17 @@
 namespace tandem::plan {
 namespace {
 
-constexpr double kPcieBytesPerS = 25e9;          // PCIe 4.0 x16 in practice
-constexpr double kCpuMacsPerCoreInt8 = 100e9;    // AVX-512 VNNI expert kernels, per core
+constexpr double kPcieBytesPerS = 25e9;        // PCIe 4.0 x16 in practice
+constexpr double kCpuMacsPerCoreInt8 = 100e9;  // AVX-512 VNNI expert kernels, per core
 constexpr double kAmxSpeedup = 4.0;
 
 std::uint64_t bytes(std::int64_t params, WeightFormat f) {
   return static_cast<std::uint64_t>(std::llround(static_cast<double>(params) * bytes_per_param(f)));
 }
 
-std::string gib(std::uint64_t b) { return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ull << 30)); }
+std::string gib(std::uint64_t b) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ull << 30));
+}
 
 std::uint64_t sum(const std::vector<MemoryLine>& lines) {
   std::uint64_t t = 0;
@@ -36,8 +38,8 @@ struct Layout {
 };
 
 // Where each category goes for the given choices.
-Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_fmt, std::int64_t gpu_experts,
-              std::int64_t context) {
+Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_fmt,
+              std::int64_t gpu_experts, std::int64_t context) {
   Layout l;
   const std::int64_t attention_dense = m.attention_params + m.dense_ffn_params + m.router_params;
   const std::int64_t cpu_experts = m.experts - gpu_experts;
@@ -46,19 +48,24 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     l.vram.push_back({"attention and dense weights", bytes(attention_dense, gpu_fmt)});
     l.vram.push_back({"shared experts", bytes(m.shared_expert_params, gpu_fmt)});
     l.vram.push_back({"output head", bytes(m.output_params, gpu_fmt)});
-    l.vram.push_back({"routed experts (GPU)", bytes(m.expert_params * gpu_experts * m.moe_layers, gpu_fmt)});
-    l.vram.push_back({"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 2)});
+    l.vram.push_back(
+        {"routed experts (GPU)", bytes(m.expert_params * gpu_experts * m.moe_layers, gpu_fmt)});
+    l.vram.push_back(
+        {"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 2)});
     l.vram.push_back({"activations and scratch", scratch_bytes(m)});
     l.vram.push_back({"CUDA context", kCudaContextBytes});
-    l.ram.push_back({"routed experts (CPU)", bytes(m.expert_params * cpu_experts * m.moe_layers, cpu)});
+    l.ram.push_back(
+        {"routed experts (CPU)", bytes(m.expert_params * cpu_experts * m.moe_layers, cpu)});
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   } else {
     l.ram.push_back({"attention and dense weights", bytes(attention_dense, cpu)});
     l.ram.push_back({"shared experts", bytes(m.shared_expert_params, cpu)});
     l.ram.push_back({"output head", bytes(m.output_params, cpu)});
-    l.ram.push_back({"routed experts (CPU)", bytes(m.expert_params * m.experts * m.moe_layers, cpu)});
+    l.ram.push_back(
+        {"routed experts (CPU)", bytes(m.expert_params * m.experts * m.moe_layers, cpu)});
     // The CPU engine keeps keys and values in fp32.
-    l.ram.push_back({"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 4)});
+    l.ram.push_back(
+        {"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 4)});
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   }
   l.ram.push_back({"runtime overhead", kRuntimeOverheadBytes});
@@ -74,12 +81,18 @@ const hw::GpuDevice* best_gpu(const hw::HardwareReport& hw) {
 }
 
 std::string method_name(kernels::CpuVariant v, WeightFormat f) {
-  const std::string fmt_part = f == WeightFormat::Bf16 ? "BF16" : f == WeightFormat::Int8 ? "INT8" : "INT4";
+  const std::string fmt_part = f == WeightFormat::Bf16   ? "BF16"
+                               : f == WeightFormat::Int8 ? "INT8"
+                                                         : "INT4";
   switch (v) {
-    case kernels::CpuVariant::Amx: return "AMX" + fmt_part;
-    case kernels::CpuVariant::Avx512: return "AVX512" + fmt_part;
-    case kernels::CpuVariant::Avx2: return "AVX2" + fmt_part;
-    case kernels::CpuVariant::Scalar: return "SCALAR" + fmt_part;
+    case kernels::CpuVariant::Amx:
+      return "AMX" + fmt_part;
+    case kernels::CpuVariant::Avx512:
+      return "AVX512" + fmt_part;
+    case kernels::CpuVariant::Avx2:
+      return "AVX2" + fmt_part;
+    case kernels::CpuVariant::Scalar:
+      return "SCALAR" + fmt_part;
   }
   return fmt_part;
 }
@@ -88,9 +101,12 @@ std::string method_name(kernels::CpuVariant v, WeightFormat f) {
 
 std::string_view quality_name(Quality q) {
   switch (q) {
-    case Quality::Quality: return "quality";
-    case Quality::Balanced: return "balanced";
-    case Quality::Speed: return "speed";
+    case Quality::Quality:
+      return "quality";
+    case Quality::Balanced:
+      return "balanced";
+    case Quality::Speed:
+      return "speed";
   }
   return "balanced";
 }
@@ -107,33 +123,46 @@ bool parse_quality(std::string_view name, Quality& out) {
 
 std::string_view format_name(WeightFormat f) {
   switch (f) {
-    case WeightFormat::Bf16: return "bf16";
-    case WeightFormat::Int8: return "int8";
-    case WeightFormat::Int4: return "int4";
+    case WeightFormat::Bf16:
+      return "bf16";
+    case WeightFormat::Int8:
+      return "int8";
+    case WeightFormat::Int4:
+      return "int4";
   }
   return "int8";
 }
 
 double bytes_per_param(WeightFormat f) {
   switch (f) {
-    case WeightFormat::Bf16: return 2.0;
-    case WeightFormat::Int8: return 1.0;
-    case WeightFormat::Int4: return 0.5 + 1.0 / 64.0;
+    case WeightFormat::Bf16:
+      return 2.0;
+    case WeightFormat::Int8:
+      return 1.0;
+    case WeightFormat::Int4:
+      return 0.5 + 1.0 / 64.0;
   }
   return 1.0;
 }
 
 std::string_view verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::Fits: return "fits";
-    case Verdict::FitsWithChanges: return "fits_with_changes";
-    case Verdict::DoesNotFit: return "does_not_fit";
+    case Verdict::Fits:
+      return "fits";
+    case Verdict::FitsWithChanges:
+      return "fits_with_changes";
+    case Verdict::DoesNotFit:
+      return "does_not_fit";
   }
   return "does_not_fit";
 }
 
-std::uint64_t Plan::ram_total() const { return sum(ram); }
-std::uint64_t Plan::vram_total() const { return sum(vram); }
+std::uint64_t Plan::ram_total() const {
+  return sum(ram);
+}
+std::uint64_t Plan::vram_total() const {
+  return sum(vram);
+}
 
 Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWishes& wishes) {
   Plan plan;
@@ -143,14 +172,17 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
 
   // Budgets: leave the operating system and other programs some room.
   const std::uint64_t ram_reserve = std::max<std::uint64_t>(1ull << 30, hw.memory.total_bytes / 20);
-  plan.ram_budget = hw.memory.available_bytes > ram_reserve ? hw.memory.available_bytes - ram_reserve : 0;
+  plan.ram_budget =
+      hw.memory.available_bytes > ram_reserve ? hw.memory.available_bytes - ram_reserve : 0;
   const hw::GpuDevice* gpu = best_gpu(hw);
 
-  WeightFormat cpu = wishes.quality == Quality::Quality ? (native_bf16 ? WeightFormat::Bf16 : WeightFormat::Int8)
+  WeightFormat cpu = wishes.quality == Quality::Quality
+                         ? (native_bf16 ? WeightFormat::Bf16 : WeightFormat::Int8)
                      : wishes.quality == Quality::Balanced ? WeightFormat::Int8
                                                            : WeightFormat::Int4;
   if (wishes.quality == Quality::Quality && !native_bf16) {
-    plan.changes.push_back("BF16 experts need AVX512_BF16 or AMX, which this CPU lacks: INT8 instead");
+    plan.changes.push_back(
+        "BF16 experts need AVX512_BF16 or AMX, which this CPU lacks: INT8 instead");
   }
   std::int64_t context = wishes.context_tokens;
 
@@ -168,17 +200,21 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
       }
     }
     if (!use_gpu) {
-      plan.changes.push_back(fmt::format("the GPU's {} free cannot hold the attention weights and KV cache even at 4 bits: "
-                                         "everything runs on the CPU",
-                                         gib(gpu->free_bytes)));
+      plan.changes.push_back(fmt::format(
+          "the GPU's {} free cannot hold the attention weights and KV cache even at 4 bits: "
+          "everything runs on the CPU",
+          gib(gpu->free_bytes)));
     } else if (gpu_fmt != WeightFormat::Bf16) {
-      plan.changes.push_back(fmt::format("GPU weights stored as {} so they fit in {} of VRAM", format_name(gpu_fmt),
-                                         gib(gpu->free_bytes)));
+      plan.changes.push_back(fmt::format("GPU weights stored as {} so they fit in {} of VRAM",
+                                         format_name(gpu_fmt), gib(gpu->free_bytes)));
     }
     if (use_gpu && m.experts > 0 && m.moe_layers > 0) {
-      const std::uint64_t left = plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram);
+      const std::uint64_t left =
+          plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram);
       const std::uint64_t per_expert_all_layers = bytes(m.expert_params * m.moe_layers, gpu_fmt);
-      gpu_experts = std::min<std::int64_t>(m.experts, static_cast<std::int64_t>(left / std::max<std::uint64_t>(1, per_expert_all_layers)));
+      gpu_experts = std::min<std::int64_t>(
+          m.experts,
+          static_cast<std::int64_t>(left / std::max<std::uint64_t>(1, per_expert_all_layers)));
     }
   }
   plan.uses_gpu = use_gpu;
@@ -187,9 +223,11 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   // RAM: make it fit by smaller CPU formats, then a shorter context.
   auto ram_needed = [&] { return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context).ram); };
   while (ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4) {
-    const WeightFormat smaller = cpu == WeightFormat::Bf16 ? WeightFormat::Int8 : WeightFormat::Int4;
-    plan.changes.push_back(fmt::format("CPU experts as {} instead of {} to fit in {} of RAM", format_name(smaller),
-                                       format_name(cpu), gib(plan.ram_budget)));
+    const WeightFormat smaller =
+        cpu == WeightFormat::Bf16 ? WeightFormat::Int8 : WeightFormat::Int4;
+    plan.changes.push_back(fmt::format("CPU experts as {} instead of {} to fit in {} of RAM",
+                                       format_name(smaller), format_name(cpu),
+                                       gib(plan.ram_budget)));
     cpu = smaller;
   }
   if (ram_needed() > plan.ram_budget && context > 2048) {
@@ -202,16 +240,21 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
       if (ram_needed() <= plan.ram_budget) break;
     }
     if (ram_needed() <= plan.ram_budget) {
-      plan.changes.push_back(fmt::format("context shortened from {} to {} tokens to fit in RAM", wished, context));
+      plan.changes.push_back(
+          fmt::format("context shortened from {} to {} tokens to fit in RAM", wished, context));
     } else {
       context = wished;
     }
   }
   if (use_gpu) {
     // A shorter context also frees VRAM for more experts.
-    const std::uint64_t left = plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram);
+    const std::uint64_t left =
+        plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram);
     if (m.experts > 0 && m.moe_layers > 0) {
-      gpu_experts = std::min<std::int64_t>(m.experts, static_cast<std::int64_t>(left / std::max<std::uint64_t>(1, bytes(m.expert_params * m.moe_layers, gpu_fmt))));
+      gpu_experts = std::min<std::int64_t>(
+          m.experts,
+          static_cast<std::int64_t>(
+              left / std::max<std::uint64_t>(1, bytes(m.expert_params * m.moe_layers, gpu_fmt))));
     }
   }
 
@@ -225,18 +268,20 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
 
   if (plan.ram_total() > plan.ram_budget) {
     plan.verdict = Verdict::DoesNotFit;
-    plan.verdict_reason = fmt::format("needs {} of RAM even with 4-bit experts, but only {} is available; choose a "
-                                      "smaller model{}",
-                                      gib(plan.ram_total()), gib(plan.ram_budget),
-                                      use_gpu ? "" : " or add a GPU");
+    plan.verdict_reason = fmt::format(
+        "needs {} of RAM even with 4-bit experts, but only {} is available; choose a "
+        "smaller model{}",
+        gib(plan.ram_total()), gib(plan.ram_budget), use_gpu ? "" : " or add a GPU");
   } else if (!plan.changes.empty()) {
     plan.verdict = Verdict::FitsWithChanges;
-    plan.verdict_reason = fmt::format("fits with {} change{}: {}", plan.changes.size(), plan.changes.size() == 1 ? "" : "s",
-                                      plan.changes.front());
+    plan.verdict_reason = fmt::format("fits with {} change{}: {}", plan.changes.size(),
+                                      plan.changes.size() == 1 ? "" : "s", plan.changes.front());
   } else {
     plan.verdict = Verdict::Fits;
-    plan.verdict_reason = fmt::format("fits: {} of {} RAM{}", gib(plan.ram_total()), gib(plan.ram_budget),
-                                      use_gpu ? fmt::format(", {} of {} VRAM", gib(plan.vram_total()), gib(plan.vram_budget)) : "");
+    plan.verdict_reason = fmt::format(
+        "fits: {} of {} RAM{}", gib(plan.ram_total()), gib(plan.ram_budget),
+        use_gpu ? fmt::format(", {} of {} VRAM", gib(plan.vram_total()), gib(plan.vram_budget))
+                : "");
   }
 
   // The parameters, named as the seeds name them.
@@ -244,61 +289,84 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   int pools = 0;
   for (const hw::NumaNode& n : hw.topology.numa_nodes) pools += n.physical_cores > 0 ? 1 : 0;
   pools = std::max(1, pools);
-  plan.parameters.push_back({"kt-method", method_name(variant, cpu),
-                             fmt::format("{} experts with the {} kernels: {}", format_name(cpu),
-                                         variant == kernels::CpuVariant::Amx      ? "AMX"
-                                         : variant == kernels::CpuVariant::Avx512 ? "AVX-512"
-                                         : variant == kernels::CpuVariant::Avx2   ? "AVX2"
-                                                                                  : "portable",
-                                         cpu == WeightFormat::Bf16   ? "full precision, twice the memory of INT8"
-                                         : cpu == WeightFormat::Int8 ? "near-lossless and fast"
-                                                                     : "half the memory of INT8, a little less accurate")});
-  plan.parameters.push_back({"cpuinfer", std::to_string(cores), hw.recommendation.cpu_threads.reason});
-  plan.parameters.push_back({"threadpool-count", std::to_string(pools), hw.recommendation.thread_pools.reason});
+  plan.parameters.push_back(
+      {"kt-method", method_name(variant, cpu),
+       fmt::format("{} experts with the {} kernels: {}", format_name(cpu),
+                   variant == kernels::CpuVariant::Amx      ? "AMX"
+                   : variant == kernels::CpuVariant::Avx512 ? "AVX-512"
+                   : variant == kernels::CpuVariant::Avx2   ? "AVX2"
+                                                            : "portable",
+                   cpu == WeightFormat::Bf16 ? "full precision, twice the memory of INT8"
+                   : cpu == WeightFormat::Int8
+                       ? "near-lossless and fast"
+                       : "half the memory of INT8, a little less accurate")});
+  plan.parameters.push_back(
+      {"cpuinfer", std::to_string(cores), hw.recommendation.cpu_threads.reason});
+  plan.parameters.push_back(
+      {"threadpool-count", std::to_string(pools), hw.recommendation.thread_pools.reason});
   plan.parameters.push_back(
       {"num-gpu-experts", std::to_string(gpu_experts),
-       !use_gpu ? std::string("no usable GPU: every expert runs on the CPU")
+       !use_gpu         ? std::string("no usable GPU: every expert runs on the CPU")
        : m.experts == 0 ? std::string("a dense model has no experts to place")
-                        : fmt::format("{} of VRAM left after attention, KV cache and scratch holds {} of {} experts per layer",
-                                      gib(plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram)), gpu_experts, m.experts)});
-  const std::int64_t deferred = use_gpu && m.experts_per_token > 2 && gpu_experts < m.experts ? std::min<std::int64_t>(2, m.experts_per_token - 1) : 0;
-  plan.parameters.push_back({"max-deferred-experts-per-token", std::to_string(deferred),
-                             deferred > 0 ? "the lowest-weighted CPU experts of a layer finish during the GPU's next attention"
-                                          : use_gpu ? "all experts are on the GPU or too few are active to defer"
-                                                    : "without a GPU there is nothing to overlap the CPU experts with"});
+                        : fmt::format("{} of VRAM left after attention, KV cache and scratch holds "
+                                      "{} of {} experts per layer",
+                                      gib(plan.vram_budget -
+                                          sum(layout(m, true, cpu, gpu_fmt, 0, context).vram)),
+                                      gpu_experts, m.experts)});
+  const std::int64_t deferred = use_gpu && m.experts_per_token > 2 && gpu_experts < m.experts
+                                    ? std::min<std::int64_t>(2, m.experts_per_token - 1)
+                                    : 0;
+  plan.parameters.push_back(
+      {"max-deferred-experts-per-token", std::to_string(deferred),
+       deferred > 0
+           ? "the lowest-weighted CPU experts of a layer finish during the GPU's next attention"
+       : use_gpu ? "all experts are on the GPU or too few are active to defer"
+                 : "without a GPU there is nothing to overlap the CPU experts with"});
   if (use_gpu && m.experts > 0 && m.moe_layers > 0) {
     const double layer_bytes = static_cast<double>(bytes(m.expert_params * m.experts, gpu_fmt));
-    const double rate = cores * kCpuMacsPerCoreInt8 * (variant == kernels::CpuVariant::Amx ? kAmxSpeedup : 1.0);
-    const double cpu_s_per_token = static_cast<double>(m.experts_per_token * m.expert_params) / rate;
-    const auto threshold = static_cast<std::int64_t>(std::ceil(layer_bytes / kPcieBytesPerS / cpu_s_per_token));
-    plan.parameters.push_back({"gpu-prefill-token-threshold", std::to_string(threshold),
-                               fmt::format("above {} prompt tokens, copying a layer's experts to the GPU ({} over PCIe) is faster "
-                                           "than running them on the CPU",
-                                           threshold, gib(static_cast<std::uint64_t>(layer_bytes)))});
+    const double rate =
+        cores * kCpuMacsPerCoreInt8 * (variant == kernels::CpuVariant::Amx ? kAmxSpeedup : 1.0);
+    const double cpu_s_per_token =
+        static_cast<double>(m.experts_per_token * m.expert_params) / rate;
+    const auto threshold =
+        static_cast<std::int64_t>(std::ceil(layer_bytes / kPcieBytesPerS / cpu_s_per_token));
+    plan.parameters.push_back(
+        {"gpu-prefill-token-threshold", std::to_string(threshold),
+         fmt::format("above {} prompt tokens, copying a layer's experts to the GPU ({} over PCIe) "
+                     "is faster "
+                     "than running them on the CPU",
+                     threshold, gib(static_cast<std::uint64_t>(layer_bytes)))});
   } else {
-    plan.parameters.push_back({"gpu-prefill-token-threshold", "0", "no GPU prefill: the CPU processes prompts"});
+    plan.parameters.push_back(
+        {"gpu-prefill-token-threshold", "0", "no GPU prefill: the CPU processes prompts"});
   }
-  const std::string strategy = gpu_experts == 0 ? "uniform" : wishes.has_activation_stats ? "frequency" : "uniform";
+  const std::string strategy = gpu_experts == 0              ? "uniform"
+                               : wishes.has_activation_stats ? "frequency"
+                                                             : "uniform";
   plan.parameters.push_back({"expert-placement-strategy", strategy,
                              gpu_experts == 0 ? "no experts are placed on the GPU"
                              : wishes.has_activation_stats
                                  ? "recorded activation counts put the most used experts on the GPU"
-                                 : "no activation counts for this model yet, so the GPU experts are spread evenly (front-loading "
+                                 : "no activation counts for this model yet, so the GPU experts "
+                                   "are spread evenly (front-loading "
                                    "and random are the alternatives)"});
   const bool dynamic = gpu_experts > 0 && gpu_experts < m.experts;
   plan.parameters.push_back({"enable-dynamic-expert-update", dynamic ? "true" : "false",
                              dynamic ? "experts that turn hot during use move onto the GPU"
                                      : "nothing to move: the GPU holds all experts or none"});
-  plan.parameters.push_back({"context-length", std::to_string(context),
-                             context == wishes.context_tokens ? "as asked" : "shortened so the KV cache fits"});
+  plan.parameters.push_back(
+      {"context-length", std::to_string(context),
+       context == wishes.context_tokens ? "as asked" : "shortened so the KV cache fits"});
   return plan;
 }
 
 nlohmann::json to_json(const Plan& p) {
-  nlohmann::json ram = nlohmann::json::array(), vram = nlohmann::json::array(), params = nlohmann::json::array();
+  nlohmann::json ram = nlohmann::json::array(), vram = nlohmann::json::array(),
+                 params = nlohmann::json::array();
   for (const MemoryLine& l : p.ram) ram.push_back({{"category", l.category}, {"bytes", l.bytes}});
   for (const MemoryLine& l : p.vram) vram.push_back({{"category", l.category}, {"bytes", l.bytes}});
-  for (const Parameter& x : p.parameters) params.push_back({{"name", x.name}, {"value", x.value}, {"reason", x.reason}});
+  for (const Parameter& x : p.parameters)
+    params.push_back({{"name", x.name}, {"value", x.value}, {"reason", x.reason}});
   return {{"verdict", verdict_name(p.verdict)},
           {"reason", p.verdict_reason},
           {"changes", p.changes},
@@ -321,14 +389,17 @@ nlohmann::json to_json(const Plan& p) {
 std::string format_plan(const Plan& p) {
   std::string out = fmt::format("Verdict: {}\n", p.verdict_reason);
   for (const std::string& c : p.changes) out += fmt::format("  - {}\n", c);
-  auto section = [&](const char* title, const std::vector<MemoryLine>& lines, std::uint64_t total, std::uint64_t budget) {
+  auto section = [&](const char* title, const std::vector<MemoryLine>& lines, std::uint64_t total,
+                     std::uint64_t budget) {
     out += fmt::format("\n{} ({} of {})\n", title, gib(total), gib(budget));
-    for (const MemoryLine& l : lines) out += fmt::format("  {:<28} {:>10}\n", l.category, gib(l.bytes));
+    for (const MemoryLine& l : lines)
+      out += fmt::format("  {:<28} {:>10}\n", l.category, gib(l.bytes));
   };
   section("RAM", p.ram, p.ram_total(), p.ram_budget);
   if (p.uses_gpu) section(("VRAM on " + p.gpu_name).c_str(), p.vram, p.vram_total(), p.vram_budget);
   out += "\nParameters\n";
-  for (const Parameter& x : p.parameters) out += fmt::format("  {:<32} {:<12} {}\n", x.name, x.value, x.reason);
+  for (const Parameter& x : p.parameters)
+    out += fmt::format("  {:<32} {:<12} {}\n", x.name, x.value, x.reason);
   return out;
 }
 
@@ -340,7 +411,9 @@ hw::HardwareReport hardware_from_json(const nlohmann::json& j) {
   for (const auto& info : kernels::kIsaFeatureTable) {
     const std::string name(info.name);
     r.isa.usable.*(info.member) = cpu.at("features").value(name, false);
-    r.isa.cpuid.*(info.member) = cpu.contains("cpuid_features") ? cpu["cpuid_features"].value(name, false) : r.isa.usable.*(info.member);
+    r.isa.cpuid.*(info.member) = cpu.contains("cpuid_features")
+                                     ? cpu["cpuid_features"].value(name, false)
+                                     : r.isa.usable.*(info.member);
   }
   const auto& t = j.at("topology");
   r.topology.packages = t.value("packages", 1);
@@ -369,7 +442,8 @@ hw::HardwareReport hardware_from_json(const nlohmann::json& j) {
     dev.usable = d.value("usable", false);
     r.gpus.devices.push_back(dev);
   }
-  if (g.contains("reason") && g["reason"].is_string()) r.gpus.reason = g["reason"].get<std::string>();
+  if (g.contains("reason") && g["reason"].is_string())
+    r.gpus.reason = g["reason"].get<std::string>();
   r.recommendation = hw::recommend(r.isa, r.topology);
   r.findings = hw::explain(r);
   return r;

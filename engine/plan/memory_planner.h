@@ -47,7 +47,7 @@ std::string_view verdict_name(Verdict v);  // "fits", "fits_with_changes", "does
 struct Plan {
   std::vector<MemoryLine> ram;
   std::vector<MemoryLine> vram;
-  std::uint64_t ram_budget = 0;   // what the plan may use
+  std::uint64_t ram_budget = 0;  // what the plan may use
   std::uint64_t vram_budget = 0;
   std::uint64_t ram_total() const;
   std::uint64_t vram_total() const;
@@ -66,11 +66,13 @@ struct Plan {
 };
 
 // Memory the runtime needs besides weights and the KV cache.
-inline constexpr std::uint64_t kRuntimeOverheadBytes = 1ull << 30;      // the app, buffers, libraries
-inline constexpr std::uint64_t kCudaContextBytes = 512ull << 20;        // CUDA context and allocator slack
+inline constexpr std::uint64_t kRuntimeOverheadBytes = 1ull << 30;  // the app, buffers, libraries
+inline constexpr std::uint64_t kCudaContextBytes = 512ull
+                                                   << 20;  // CUDA context and allocator slack
 inline constexpr std::int64_t kPrefillChunkTokens = 512;
 
-Plan make_plan(const hw::HardwareReport& hardware, const ModelShape& model, const PlanWishes& wishes);
+Plan make_plan(const hw::HardwareReport& hardware, const ModelShape& model,
+               const PlanWishes& wishes);
 
 nlohmann::json to_json(const Plan& plan);
 std::string format_plan(const Plan& plan);

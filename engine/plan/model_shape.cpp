@@ -10,7 +10,8 @@ using nlohmann::json;
 
 std::int64_t get(const json& c, const char* key, const std::string& source) {
   if (!c.contains(key) || !c[key].is_number_integer()) {
-    throw std::runtime_error(source + ": \"" + key + "\" is missing, so the model's size cannot be planned.");
+    throw std::runtime_error(source + ": \"" + key +
+                             "\" is missing, so the model's size cannot be planned.");
   }
   return c[key].get<std::int64_t>();
 }
@@ -23,9 +24,10 @@ std::int64_t get_or(const json& c, const char* key, std::int64_t fallback) {
 
 ModelShape model_shape_from_config(const json& c, const std::string& source) {
   ModelShape s;
-  s.architecture = c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty()
-                       ? c["architectures"][0].get<std::string>()
-                       : "unknown";
+  s.architecture =
+      c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty()
+          ? c["architectures"][0].get<std::string>()
+          : "unknown";
   const std::string a = s.architecture;
   const std::int64_t h = get(c, "hidden_size", source);
   const std::int64_t layers = get(c, "num_hidden_layers", source);
@@ -39,7 +41,8 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
   s.embedding_params = vocab * h;
   s.output_params = tied ? 0 : vocab * h;
 
-  const bool deepseek = a == "DeepseekV3ForCausalLM" || a == "KimiK2ForCausalLM" || a == "DeepseekV2ForCausalLM";
+  const bool deepseek =
+      a == "DeepseekV3ForCausalLM" || a == "KimiK2ForCausalLM" || a == "DeepseekV2ForCausalLM";
   std::int64_t attention_per_layer = 0;
   if (deepseek) {
     s.mla = true;
@@ -49,13 +52,16 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     const std::int64_t rope = get(c, "qk_rope_head_dim", source);
     const std::int64_t v = get(c, "v_head_dim", source);
     const std::int64_t qk = nope + rope;
-    attention_per_layer = (q_lora > 0 ? h * q_lora + q_lora + q_lora * heads * qk : h * heads * qk) +
-                          h * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v) + heads * v * h;
+    attention_per_layer =
+        (q_lora > 0 ? h * q_lora + q_lora + q_lora * heads * qk : h * heads * qk) +
+        h * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v) + heads * v * h;
     s.kv_elements_per_token = layers * (kv_lora + rope);
   } else {
     attention_per_layer = h * heads * head_dim + 2 * h * kv_heads * head_dim + heads * head_dim * h;
-    if (a == "Qwen3MoeForCausalLM" || a == "Qwen3ForCausalLM" || a == "Qwen3NextForCausalLM") attention_per_layer += 2 * head_dim;
-    if (c.value("attention_bias", false)) attention_per_layer += heads * head_dim + 2 * kv_heads * head_dim + h;
+    if (a == "Qwen3MoeForCausalLM" || a == "Qwen3ForCausalLM" || a == "Qwen3NextForCausalLM")
+      attention_per_layer += 2 * head_dim;
+    if (c.value("attention_bias", false))
+      attention_per_layer += heads * head_dim + 2 * kv_heads * head_dim + h;
     s.kv_elements_per_token = layers * 2 * kv_heads * head_dim;
     if (a == "Qwen3NextForCausalLM") {
       // Only every full_attention_interval-th layer keeps a KV cache; the linear-attention
@@ -68,7 +74,8 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
   s.attention_params = attention_per_layer * layers;
 
   // Which layers are MoE, and their expert sizes.
-  std::int64_t experts = 0, top_k = get_or(c, "num_experts_per_tok", 0), moe_inter = 0, shared_inter = 0, dense_layers = 0;
+  std::int64_t experts = 0, top_k = get_or(c, "num_experts_per_tok", 0), moe_inter = 0,
+               shared_inter = 0, dense_layers = 0;
   const std::int64_t inter = get_or(c, "intermediate_size", 0);
   if (deepseek || a == "Glm4MoeForCausalLM") {
     experts = get(c, "n_routed_experts", source);

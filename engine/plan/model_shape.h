@@ -15,7 +15,7 @@ struct ModelShape {
   std::int64_t layers = 0;
   std::int64_t moe_layers = 0;
   std::int64_t hidden = 0;
-  std::int64_t experts = 0;          // routed experts per MoE layer
+  std::int64_t experts = 0;  // routed experts per MoE layer
   std::int64_t experts_per_token = 0;
   // Parameter counts.
   std::int64_t embedding_params = 0;
@@ -24,16 +24,19 @@ struct ModelShape {
   std::int64_t dense_ffn_params = 0;  // the dense feed-forward layers
   std::int64_t shared_expert_params = 0;
   std::int64_t router_params = 0;
-  std::int64_t expert_params = 0;     // one routed expert (gate, up, down)
+  std::int64_t expert_params = 0;  // one routed expert (gate, up, down)
   // KV cache elements per token over all layers (MLA: the latent and the rotary key).
   std::int64_t kv_elements_per_token = 0;
   bool mla = false;
 
   std::int64_t routed_expert_params() const { return expert_params * experts * moe_layers; }
   std::int64_t always_active_params() const {
-    return attention_params + dense_ffn_params + shared_expert_params + router_params + output_params;
+    return attention_params + dense_ffn_params + shared_expert_params + router_params +
+           output_params;
   }
-  std::int64_t total_params() const { return embedding_params + always_active_params() + routed_expert_params(); }
+  std::int64_t total_params() const {
+    return embedding_params + always_active_params() + routed_expert_params();
+  }
   std::int64_t active_params_per_token() const {
     return always_active_params() + expert_params * experts_per_token * moe_layers;
   }

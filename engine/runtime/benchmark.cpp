@@ -14,7 +14,8 @@ namespace tandem::runtime {
 
 double Measurement::mean() const {
   if (tokens_per_s.empty()) return 0.0;
-  return std::accumulate(tokens_per_s.begin(), tokens_per_s.end(), 0.0) / static_cast<double>(tokens_per_s.size());
+  return std::accumulate(tokens_per_s.begin(), tokens_per_s.end(), 0.0) /
+         static_cast<double>(tokens_per_s.size());
 }
 
 double Measurement::stddev() const {
@@ -26,7 +27,9 @@ double Measurement::stddev() const {
 }
 
 double BenchResult::roofline_tokens_per_s() const {
-  return active_bytes_per_token > 0 ? read_bandwidth_bytes_per_s / static_cast<double>(active_bytes_per_token) : 0.0;
+  return active_bytes_per_token > 0
+             ? read_bandwidth_bytes_per_s / static_cast<double>(active_bytes_per_token)
+             : 0.0;
 }
 
 double BenchResult::roofline_fraction() const {
@@ -41,7 +44,8 @@ BenchResult run_benchmark(const LoadedModel& model, const BenchOptions& o,
   BenchResult result;
   result.active_bytes_per_token = model.active_weight_bytes_per_token();
   std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(model.spec().vocab_size - 1));
+  std::uniform_int_distribution<std::int32_t> token(
+      0, static_cast<std::int32_t>(model.spec().vocab_size - 1));
   Generator generator(model, pool, o.prompt_tokens + o.decode_tokens + 1);
   for (int r = 0; r < o.repetitions; ++r) {
     generator.reset();
@@ -52,7 +56,9 @@ BenchResult run_benchmark(const LoadedModel& model, const BenchOptions& o,
       generator.evaluate(prompt);
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       result.prompt.tokens_per_s.push_back(static_cast<double>(o.prompt_tokens) / s);
-      if (progress) progress(fmt::format("pp{} run {}: {:.2f} tokens/s", o.prompt_tokens, r + 1, result.prompt.tokens_per_s.back()));
+      if (progress)
+        progress(fmt::format("pp{} run {}: {:.2f} tokens/s", o.prompt_tokens, r + 1,
+                             result.prompt.tokens_per_s.back()));
     }
     if (o.decode_tokens > 0) {
       // Decode after a one-token context, as llama-bench's tg test does.
@@ -66,11 +72,14 @@ BenchResult run_benchmark(const LoadedModel& model, const BenchOptions& o,
       }
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       result.decode.tokens_per_s.push_back(static_cast<double>(o.decode_tokens) / s);
-      if (progress) progress(fmt::format("tg{} run {}: {:.2f} tokens/s", o.decode_tokens, r + 1, result.decode.tokens_per_s.back()));
+      if (progress)
+        progress(fmt::format("tg{} run {}: {:.2f} tokens/s", o.decode_tokens, r + 1,
+                             result.decode.tokens_per_s.back()));
     }
   }
   // A buffer far larger than the caches: 1 GiB.
-  result.read_bandwidth_bytes_per_s = kernels::measure_read_bandwidth(1ull << 30, pool.as_parallel_for());
+  result.read_bandwidth_bytes_per_s =
+      kernels::measure_read_bandwidth(1ull << 30, pool.as_parallel_for());
   return result;
 }
 

@@ -7,14 +7,16 @@
 namespace tandem::runtime {
 
 ContextOverflow::ContextOverflow(std::int64_t needed, std::int64_t capacity)
-    : std::runtime_error("This conversation needs " + std::to_string(needed) + " tokens but the context holds " +
-                         std::to_string(capacity) +
-                         ". Drop the oldest turns, start a new conversation, or load the model with a longer context."),
+    : std::runtime_error("This conversation needs " + std::to_string(needed) +
+                         " tokens but the context holds " + std::to_string(capacity) +
+                         ". Drop the oldest turns, start a new conversation, or load the model "
+                         "with a longer context."),
       needed_(needed),
       capacity_(capacity) {}
 
-ChatSession::ChatSession(const LoadedModel& model, const text::Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                         ThreadPool& pool, std::int64_t context_tokens)
+ChatSession::ChatSession(const LoadedModel& model, const text::Tokenizer& tokenizer,
+                         const ChatTemplate& chat_template, ThreadPool& pool,
+                         std::int64_t context_tokens)
     : tokenizer_(tokenizer), template_(chat_template), generator_(model, pool, context_tokens) {}
 
 void ChatSession::reset() {
@@ -25,7 +27,8 @@ void ChatSession::reset() {
 
 nlohmann::ordered_json ChatSession::template_messages() const {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  if (!settings_.system_prompt.empty()) list.push_back({{"role", "system"}, {"content", settings_.system_prompt}});
+  if (!settings_.system_prompt.empty())
+    list.push_back({{"role", "system"}, {"content", settings_.system_prompt}});
   for (const ChatMessage& m : messages_) {
     nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
     if (!m.thinking.empty()) j["reasoning_content"] = m.thinking;
@@ -47,7 +50,8 @@ std::vector<std::int32_t> ChatSession::prompt_tokens(const std::string& prompt_t
   if (!cached_text_.empty() && prompt_text.size() > cached_text_.size() &&
       prompt_text.compare(0, cached_text_.size(), cached_text_) == 0) {
     std::vector<std::int32_t> tokens = generator_.context();
-    const auto fresh = tokenizer_.encode(std::string_view(prompt_text).substr(cached_text_.size()), true, false);
+    const auto fresh =
+        tokenizer_.encode(std::string_view(prompt_text).substr(cached_text_.size()), true, false);
     tokens.insert(tokens.end(), fresh.begin(), fresh.end());
     return tokens;
   }
@@ -64,7 +68,8 @@ TurnResult ChatSession::reply(const OnDelta& on_delta, bool drop_oldest) {
   std::vector<std::int32_t> tokens = prompt_tokens(prompt);
   const std::int64_t capacity = generator_.context_capacity();
   // Room for the prompt and at least a short reply.
-  const std::int64_t reserve = std::min<std::int64_t>(settings_.max_tokens, std::max<std::int64_t>(16, capacity / 8));
+  const std::int64_t reserve =
+      std::min<std::int64_t>(settings_.max_tokens, std::max<std::int64_t>(16, capacity / 8));
   while (static_cast<std::int64_t>(tokens.size()) + reserve > capacity) {
     // The newest user message must stay; drop the oldest exchange before it.
     const bool can_drop = messages_.size() > 1;
@@ -124,12 +129,15 @@ TurnResult ChatSession::reply(const OnDelta& on_delta, bool drop_oldest) {
   return result;
 }
 
-TurnResult ChatSession::send(const std::string& user_text, const OnDelta& on_delta, bool drop_oldest) {
+TurnResult ChatSession::send(const std::string& user_text, const OnDelta& on_delta,
+                             bool drop_oldest) {
   messages_.push_back({"user", user_text, {}});
   try {
     return reply(on_delta, drop_oldest);
   } catch (...) {
-    if (!messages_.empty() && messages_.back().role == "user" && messages_.back().content == user_text) messages_.pop_back();
+    if (!messages_.empty() && messages_.back().role == "user" &&
+        messages_.back().content == user_text)
+      messages_.pop_back();
     throw;
   }
 }
@@ -142,8 +150,8 @@ TurnResult ChatSession::regenerate(const OnDelta& on_delta, bool drop_oldest) {
   return reply(on_delta, drop_oldest);
 }
 
-TurnResult ChatSession::edit(std::size_t index, const std::string& user_text, const OnDelta& on_delta,
-                             bool drop_oldest) {
+TurnResult ChatSession::edit(std::size_t index, const std::string& user_text,
+                             const OnDelta& on_delta, bool drop_oldest) {
   if (index >= messages_.size() || messages_[index].role != "user") {
     throw std::out_of_range("message " + std::to_string(index) + " is not a user message");
   }

@@ -55,8 +55,8 @@ class ChatSession {
   // Streamed pieces of the reply as they are decoded.
   using OnDelta = std::function<void(const ThinkingDelta& delta)>;
 
-  ChatSession(const LoadedModel& model, const text::Tokenizer& tokenizer, const ChatTemplate& chat_template,
-              ThreadPool& pool, std::int64_t context_tokens);
+  ChatSession(const LoadedModel& model, const text::Tokenizer& tokenizer,
+              const ChatTemplate& chat_template, ThreadPool& pool, std::int64_t context_tokens);
 
   void set_settings(const ChatSettings& settings) { settings_ = settings; }
   const ChatSettings& settings() const { return settings_; }
@@ -72,14 +72,17 @@ class ChatSession {
   // Generates the last reply again (the previous one is discarded).
   TurnResult regenerate(const OnDelta& on_delta, bool drop_oldest = false);
   // Replaces user message `index`, discards everything after it, and replies to it.
-  TurnResult edit(std::size_t index, const std::string& user_text, const OnDelta& on_delta, bool drop_oldest = false);
+  TurnResult edit(std::size_t index, const std::string& user_text, const OnDelta& on_delta,
+                  bool drop_oldest = false);
 
   // Thread-safe: the running turn stops after the current token (well under a second).
   void request_stop() { stop_.store(true); }
 
   // The prompt text the model would see now, with the generation prompt.
   std::string render_prompt() const;
-  std::int64_t context_used() const { return static_cast<std::int64_t>(generator_.context().size()); }
+  std::int64_t context_used() const {
+    return static_cast<std::int64_t>(generator_.context().size());
+  }
   std::int64_t context_capacity() const { return generator_.context_capacity(); }
   const std::shared_ptr<Metrics>& metrics() const { return generator_.metrics(); }
 

@@ -7,12 +7,15 @@
 namespace tandem::runtime {
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 }  // namespace
 
 Generator::Generator(const LoadedModel& model, ThreadPool& pool, std::int64_t context_tokens)
     : model_(model),
-      metrics_(std::make_shared<Metrics>(model.spec().num_layers, std::max<std::int64_t>(1, model.spec().num_experts))),
+      metrics_(std::make_shared<Metrics>(model.spec().num_layers,
+                                         std::max<std::int64_t>(1, model.spec().num_experts))),
       transformer_(model.spec(), model.weights(), pool),
       cache_(model.spec(), context_tokens) {
   transformer_.set_metrics(metrics_.get());
@@ -27,18 +30,20 @@ void Generator::reset() {
 std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64_t chunk) {
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
   if (static_cast<std::int64_t>(prompt.size()) > cache_.capacity()) {
-    throw std::length_error("the prompt has " + std::to_string(prompt.size()) + " tokens but the context holds " +
-                            std::to_string(cache_.capacity()));
+    throw std::length_error("the prompt has " + std::to_string(prompt.size()) +
+                            " tokens but the context holds " + std::to_string(cache_.capacity()));
   }
   // Keep the longest common prefix; at least the last prompt token is recomputed, since
   // its logits are needed.
   std::size_t common = 0;
-  while (common < context_.size() && common < prompt.size() && context_[common] == prompt[common]) ++common;
+  while (common < context_.size() && common < prompt.size() && context_[common] == prompt[common])
+    ++common;
   common = std::min(common, prompt.size() - 1);
   cache_.truncate(static_cast<std::int64_t>(common));
   context_.resize(common);
   for (std::size_t at = common; at < prompt.size();) {
-    const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max<std::int64_t>(1, chunk)), prompt.size() - at);
+    const std::size_t n = std::min<std::size_t>(
+        static_cast<std::size_t>(std::max<std::int64_t>(1, chunk)), prompt.size() - at);
     transformer_.forward(prompt.subspan(at, n), cache_, logits_);
     context_.insert(context_.end(), prompt.begin() + static_cast<std::ptrdiff_t>(at),
                     prompt.begin() + static_cast<std::ptrdiff_t>(at + n));
@@ -52,7 +57,8 @@ const std::vector<float>& Generator::evaluate(std::span<const std::int32_t> prom
   return logits_;
 }
 
-GenerationStats Generator::generate(std::span<const std::int32_t> prompt, const GenerationOptions& options,
+GenerationStats Generator::generate(std::span<const std::int32_t> prompt,
+                                    const GenerationOptions& options,
                                     const std::function<bool(std::int32_t)>& on_token) {
   GenerationStats stats;
   const auto t0 = Clock::now();

@@ -23,22 +23,25 @@ struct GenerationOptions {
   std::int64_t max_tokens = 256;
   SamplingParams sampling;
   bool stop_at_eos = true;
-  std::int64_t prefill_chunk = 512;  // tokens per forward pass during prefill
+  std::int64_t prefill_chunk = 512;           // tokens per forward pass during prefill
   const std::atomic<bool>* cancel = nullptr;  // checked between tokens
 };
 
 struct GenerationStats {
-  std::int64_t cached_tokens = 0;    // reused from the previous call
-  std::int64_t prompt_tokens = 0;    // prefilled now
+  std::int64_t cached_tokens = 0;  // reused from the previous call
+  std::int64_t prompt_tokens = 0;  // prefilled now
   double prompt_seconds = 0.0;
   std::int64_t generated_tokens = 0;
   double decode_seconds = 0.0;
   StopReason stop = StopReason::MaxTokens;
 
-  double prompt_tokens_per_s() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0; }
+  double prompt_tokens_per_s() const {
+    return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0;
+  }
   double decode_tokens_per_s() const {
     // The first generated token comes from the prefill's logits; decode time covers the rest.
-    return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0.0;
+    return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds
+                                                      : 0.0;
   }
 };
 

@@ -4,7 +4,8 @@
 
 namespace tandem::runtime {
 
-KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens) : capacity_(capacity_tokens) {
+KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens)
+    : capacity_(capacity_tokens) {
   if (spec.mla) {
     key_row_ = spec.kv_lora_rank;
     value_row_ = spec.qk_rope_head_dim;
@@ -27,7 +28,9 @@ void KvCache::store_key(std::int64_t layer, std::int64_t pos, const float* k) {
   for (std::int64_t i = 0; i < kv_heads_ * head_dim_; ++i) base[i * capacity_ + pos] = k[i];
 }
 
-void KvCache::truncate(std::int64_t tokens) { size_ = std::clamp<std::int64_t>(tokens, 0, size_); }
+void KvCache::truncate(std::int64_t tokens) {
+  size_ = std::clamp<std::int64_t>(tokens, 0, size_);
+}
 
 std::uint64_t KvCache::bytes() const {
   return static_cast<std::uint64_t>(keys_.size()) * static_cast<std::uint64_t>(capacity_) *

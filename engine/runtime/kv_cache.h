@@ -26,15 +26,21 @@ class KvCache {
   const float* keys_transposed(std::int64_t layer, std::int64_t kv_head) const {
     return &keys_[l(layer)][static_cast<std::size_t>(kv_head * head_dim_ * capacity_)];
   }
-  float* value(std::int64_t layer, std::int64_t pos) { return &values_[l(layer)][off(pos, value_row_)]; }
+  float* value(std::int64_t layer, std::int64_t pos) {
+    return &values_[l(layer)][off(pos, value_row_)];
+  }
   // MLA: keys_ hold the normalised latent [kv_lora_rank] per position, values_ the rotary
   // key [rope dim].
-  float* latent(std::int64_t layer, std::int64_t pos) { return &keys_[l(layer)][off(pos, key_row_)]; }
+  float* latent(std::int64_t layer, std::int64_t pos) {
+    return &keys_[l(layer)][off(pos, key_row_)];
+  }
   float* rope_key(std::int64_t layer, std::int64_t pos) { return value(layer, pos); }
 
  private:
   static std::size_t l(std::int64_t layer) { return static_cast<std::size_t>(layer); }
-  std::size_t off(std::int64_t pos, std::int64_t row) const { return static_cast<std::size_t>(pos * row); }
+  std::size_t off(std::int64_t pos, std::int64_t row) const {
+    return static_cast<std::size_t>(pos * row);
+  }
 
   std::int64_t capacity_;
   std::int64_t size_ = 0;

@@ -24,7 +24,8 @@ std::uint64_t matrix_bytes(const kernels::WeightMatrix& m) {
 
 // Runs work(i) for i in [0, count) on `threads` threads (the caller's among them); the
 // first exception is rethrown here once all have stopped.
-void for_each_on_threads(int threads, std::size_t count, const std::function<void(std::size_t)>& work) {
+void for_each_on_threads(int threads, std::size_t count,
+                         const std::function<void(std::size_t)>& work) {
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_lock;
@@ -39,7 +40,8 @@ void for_each_on_threads(int threads, std::size_t count, const std::function<voi
       }
     }
   };
-  const unsigned n = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned n = threads > 0 ? static_cast<unsigned>(threads)
+                                 : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::thread> workers;
   for (unsigned i = 1; i < n; ++i) workers.emplace_back(run);
   run();
@@ -83,19 +85,26 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w) {
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts) {
   switch (format) {
     case CpuFormat::Int4:
-      return role == MatrixRole::Expert || (role == MatrixRole::FeedForward && !has_experts) ? kernels::PackedFormat::Int4
-                                                                                             : kernels::PackedFormat::Int8;
-    case CpuFormat::Bf16: return kernels::PackedFormat::Bf16;
-    default: return kernels::PackedFormat::Int8;
+      return role == MatrixRole::Expert || (role == MatrixRole::FeedForward && !has_experts)
+                 ? kernels::PackedFormat::Int4
+                 : kernels::PackedFormat::Int8;
+    case CpuFormat::Bf16:
+      return kernels::PackedFormat::Bf16;
+    default:
+      return kernels::PackedFormat::Int8;
   }
 }
 
 std::string_view cpu_format_name(CpuFormat f) {
   switch (f) {
-    case CpuFormat::Native: return "native";
-    case CpuFormat::Int8: return "int8";
-    case CpuFormat::Int4: return "int4";
-    case CpuFormat::Bf16: return "bf16";
+    case CpuFormat::Native:
+      return "native";
+    case CpuFormat::Int8:
+      return "int8";
+    case CpuFormat::Int4:
+      return "int4";
+    case CpuFormat::Bf16:
+      return "bf16";
   }
   return "native";
 }
@@ -110,14 +119,18 @@ bool parse_cpu_format(std::string_view name, CpuFormat& out) {
   return false;
 }
 
-std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder, const LoadOptions& options) {
+std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
+                                               const LoadOptions& options) {
   auto m = std::unique_ptr<LoadedModel>(new LoadedModel);
   m->folder_ = folder;
-  const bool converted = std::filesystem::exists(std::filesystem::path(folder) / convert::kManifestName);
+  const bool converted =
+      std::filesystem::exists(std::filesystem::path(folder) / convert::kManifestName);
   // An unfinished conversion is named as such before anything it lacks is complained about.
   if (converted && !convert::read_manifest(folder).complete) {
-    throw model::ModelError(folder + ": the conversion into this folder did not finish; run tandem convert again with "
-                            "the same options to resume it.");
+    throw model::ModelError(
+        folder +
+        ": the conversion into this folder did not finish; run tandem convert again with "
+        "the same options to resume it.");
   }
   m->spec_ = model::load_model_spec(folder);
   m->checkpoint_ = std::make_unique<model::Checkpoint>(folder);
@@ -127,13 +140,16 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder, const 
   m->variant_ = kernels::active_variant();
   if (converted) {
     if (options.cpu_format != CpuFormat::Native) {
-      log::info("{} was converted; its packed weights are used and the requested CPU format is ignored", folder);
+      log::info(
+          "{} was converted; its packed weights are used and the requested CPU format is ignored",
+          folder);
     }
     m->load_converted(folder, options.threads);
   } else if (options.cpu_format != CpuFormat::Native) {
     const auto started = std::chrono::steady_clock::now();
     const CpuFormat format = options.cpu_format;
-    if (format == CpuFormat::Bf16 && m->variant_ == kernels::CpuVariant::Avx512 && !kernels::detect_isa().usable.avx512_bf16) {
+    if (format == CpuFormat::Bf16 && m->variant_ == kernels::CpuVariant::Avx512 &&
+        !kernels::detect_isa().usable.avx512_bf16) {
       // The AVX-512 BF16 kernel needs AVX512_BF16; AVX2 code reads the same layout.
       m->variant_ = kernels::CpuVariant::Avx2;
     }
@@ -147,9 +163,15 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder, const 
     for_each_on_threads(options.threads, targets.size(), [&](std::size_t i) {
       kernels::PackedMatrix packed;
       switch (formats[i]) {
-        case kernels::PackedFormat::Int8: packed = kernels::pack_int8(*targets[i]); break;
-        case kernels::PackedFormat::Int4: packed = kernels::pack_int4(*targets[i], options.int4_group); break;
-        case kernels::PackedFormat::Bf16: packed = kernels::pack_bf16(*targets[i]); break;
+        case kernels::PackedFormat::Int8:
+          packed = kernels::pack_int8(*targets[i]);
+          break;
+        case kernels::PackedFormat::Int4:
+          packed = kernels::pack_int4(*targets[i], options.int4_group);
+          break;
+        case kernels::PackedFormat::Bf16:
+          packed = kernels::pack_bf16(*targets[i]);
+          break;
       }
       m->packed_[i] = std::make_unique<kernels::PackedMatrix>(std::move(packed));
     });
@@ -157,13 +179,14 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder, const 
       targets[i]->packed = m->packed_[i].get();
       targets[i]->packed_variant = m->variant_;
     }
-    log::info("packed {} matrices as {} in {:.1f} s ({:.2f} GiB)", targets.size(), cpu_format_name(options.cpu_format),
+    log::info("packed {} matrices as {} in {:.1f} s ({:.2f} GiB)", targets.size(),
+              cpu_format_name(options.cpu_format),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
               static_cast<double>(m->packed_bytes()) / (1u << 30));
   }
   log::info("loaded {} ({}, {} layers, hidden {}, {} experts) from {}", m->spec_.architecture,
-            model::family_name(m->spec_.family), m->spec_.num_layers, m->spec_.hidden_size, m->spec_.num_experts,
-            folder);
+            model::family_name(m->spec_.family), m->spec_.num_layers, m->spec_.hidden_size,
+            m->spec_.num_experts, folder);
   return m;
 }
 
@@ -176,7 +199,8 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
   cpu_format_ = manifest.method == convert::Method::Int8   ? CpuFormat::Int8
                 : manifest.method == convert::Method::Int4 ? CpuFormat::Int4
                                                            : CpuFormat::Bf16;
-  if (cpu_format_ == CpuFormat::Bf16 && variant_ == kernels::CpuVariant::Avx512 && !kernels::detect_isa().usable.avx512_bf16) {
+  if (cpu_format_ == CpuFormat::Bf16 && variant_ == kernels::CpuVariant::Avx512 &&
+      !kernels::detect_isa().usable.avx512_bf16) {
     variant_ = kernels::CpuVariant::Avx2;
   }
   std::vector<PackableMatrix> targets = packable_matrices(weights_);
@@ -190,7 +214,8 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
     targets[i].matrix->packed_variant = variant_;
   }
   converted_ = true;
-  log::info("loaded {} converted {} matrices in {:.1f} s ({:.2f} GiB)", targets.size(), cpu_format_name(cpu_format_),
+  log::info("loaded {} converted {} matrices in {:.1f} s ({:.2f} GiB)", targets.size(),
+            cpu_format_name(cpu_format_),
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
             static_cast<double>(packed_bytes()) / (1u << 30));
 }
@@ -205,11 +230,16 @@ std::uint64_t LoadedModel::active_weight_bytes_per_token() const {
   std::uint64_t total = matrix_bytes(weights_.output);
   for (const model::LayerWeights& l : weights_.layers) {
     const model::AttentionWeights& a = l.attention;
-    for (const kernels::WeightMatrix* m : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b}) total += matrix_bytes(*m);
-    auto ffn = [&](const model::FeedForwardWeights& f) { return matrix_bytes(f.gate) + matrix_bytes(f.up) + matrix_bytes(f.down); };
+    for (const kernels::WeightMatrix* m :
+         {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
+      total += matrix_bytes(*m);
+    auto ffn = [&](const model::FeedForwardWeights& f) {
+      return matrix_bytes(f.gate) + matrix_bytes(f.up) + matrix_bytes(f.down);
+    };
     if (l.moe) {
       total += matrix_bytes(l.experts.router);
-      if (!l.experts.experts.empty()) total += static_cast<std::uint64_t>(spec_.experts_per_token) * ffn(l.experts.experts[0]);
+      if (!l.experts.experts.empty())
+        total += static_cast<std::uint64_t>(spec_.experts_per_token) * ffn(l.experts.experts[0]);
       if (l.experts.shared) total += ffn(*l.experts.shared);
     } else {
       total += ffn(l.dense);

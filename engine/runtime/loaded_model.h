@@ -48,7 +48,8 @@ kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool 
 class LoadedModel {
  public:
   // Throws model::ModelError with a sentence naming the file for anything wrong.
-  static std::unique_ptr<LoadedModel> load(const std::string& folder, const LoadOptions& options = {});
+  static std::unique_ptr<LoadedModel> load(const std::string& folder,
+                                           const LoadOptions& options = {});
 
   const std::string& folder() const { return folder_; }
   const model::ModelSpec& spec() const { return spec_; }

@@ -27,11 +27,16 @@ class Metrics {
   Metrics(std::int64_t layers, std::int64_t experts);
 
   void add_hit(std::int64_t layer, std::int64_t expert) {
-    hits_[static_cast<std::size_t>(layer * experts_ + expert)].fetch_add(1, std::memory_order_relaxed);
+    hits_[static_cast<std::size_t>(layer * experts_ + expert)].fetch_add(1,
+                                                                         std::memory_order_relaxed);
   }
   void add_tokens(std::uint64_t n) { tokens_.fetch_add(n, std::memory_order_relaxed); }
-  void add_attention_ns(std::uint64_t ns) { attention_ns_.fetch_add(ns, std::memory_order_relaxed); }
-  void add_cpu_expert_ns(std::uint64_t ns) { cpu_expert_ns_.fetch_add(ns, std::memory_order_relaxed); }
+  void add_attention_ns(std::uint64_t ns) {
+    attention_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
+  void add_cpu_expert_ns(std::uint64_t ns) {
+    cpu_expert_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
   void add_other_ns(std::uint64_t ns) { other_ns_.fetch_add(ns, std::memory_order_relaxed); }
 
   MetricsSnapshot snapshot() const;

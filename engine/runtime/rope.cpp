@@ -41,7 +41,8 @@ void apply_llama3(const model::RopeSpec& s, std::vector<double>& inv) {
     if (wavelen > low_wavelen) {
       f /= s.factor;
     } else if (wavelen >= high_wavelen) {
-      const double smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      const double smooth =
+          (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
       f = (1 - smooth) * f / s.factor + smooth * f;
     }
   }
@@ -56,10 +57,12 @@ RotaryEmbedding::RotaryEmbedding(const model::RopeSpec& spec, std::int64_t dim)
     // Computed in fp32 as the reference implementations do, so positions agree bit for bit
     // in the exponent.
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
-    inv_freq_[static_cast<std::size_t>(i)] = 1.0 / std::pow(spec.theta, static_cast<double>(exponent));
+    inv_freq_[static_cast<std::size_t>(i)] =
+        1.0 / std::pow(spec.theta, static_cast<double>(exponent));
   }
   switch (spec.type) {
-    case model::RopeType::Default: break;
+    case model::RopeType::Default:
+      break;
     case model::RopeType::Linear:
       for (double& f : inv_freq_) f /= spec.factor;
       break;
@@ -67,19 +70,24 @@ RotaryEmbedding::RotaryEmbedding(const model::RopeSpec& spec, std::int64_t dim)
       apply_yarn(spec, dim, inv_freq_);
       attention_factor_ = spec.attention_factor;
       break;
-    case model::RopeType::Llama3: apply_llama3(spec, inv_freq_); break;
+    case model::RopeType::Llama3:
+      apply_llama3(spec, inv_freq_);
+      break;
   }
 }
 
-void RotaryEmbedding::apply_heads(float* x, std::int64_t heads, std::int64_t stride, std::int64_t pos) const {
+void RotaryEmbedding::apply_heads(float* x, std::int64_t heads, std::int64_t stride,
+                                  std::int64_t pos) const {
   const std::int64_t half = dim_ / 2;
   thread_local std::vector<float> cos_table, sin_table;
   cos_table.resize(static_cast<std::size_t>(half));
   sin_table.resize(static_cast<std::size_t>(half));
   for (std::int64_t i = 0; i < half; ++i) {
     const double angle = static_cast<double>(pos) * inv_freq_[static_cast<std::size_t>(i)];
-    cos_table[static_cast<std::size_t>(i)] = static_cast<float>(std::cos(angle) * attention_factor_);
-    sin_table[static_cast<std::size_t>(i)] = static_cast<float>(std::sin(angle) * attention_factor_);
+    cos_table[static_cast<std::size_t>(i)] =
+        static_cast<float>(std::cos(angle) * attention_factor_);
+    sin_table[static_cast<std::size_t>(i)] =
+        static_cast<float>(std::sin(angle) * attention_factor_);
   }
   for (std::int64_t h = 0; h < heads; ++h) {
     float* v = x + h * stride;

@@ -16,8 +16,10 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std:
   if (params_.repetition_penalty != 1.0f && !history.empty()) {
     // The CTRL-paper penalty as Hugging Face applies it: a seen token's logit moves towards
     // "less likely" by the factor, whatever its sign.
-    const std::size_t window = std::min<std::size_t>(history.size(), static_cast<std::size_t>(std::max(0, params_.penalty_window)));
-    std::unordered_set<std::int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(window), history.end());
+    const std::size_t window = std::min<std::size_t>(
+        history.size(), static_cast<std::size_t>(std::max(0, params_.penalty_window)));
+    std::unordered_set<std::int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(window),
+                                          history.end());
     for (std::int32_t id : seen) {
       if (id < 0 || static_cast<std::size_t>(id) >= n) continue;
       float& l = work_[static_cast<std::size_t>(id)];
@@ -32,9 +34,13 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std:
   ids_.resize(n);
   std::iota(ids_.begin(), ids_.end(), 0);
   std::size_t keep = n;
-  if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < n) keep = static_cast<std::size_t>(params_.top_k);
+  if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < n)
+    keep = static_cast<std::size_t>(params_.top_k);
   std::partial_sort(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(keep), ids_.end(),
-                    [&](std::int32_t a, std::int32_t b) { return work_[static_cast<std::size_t>(a)] > work_[static_cast<std::size_t>(b)]; });
+                    [&](std::int32_t a, std::int32_t b) {
+                      return work_[static_cast<std::size_t>(a)] >
+                             work_[static_cast<std::size_t>(b)];
+                    });
   ids_.resize(keep);
 
   // Softmax over the survivors at the given temperature (largest first, so probs are sorted).
@@ -64,7 +70,8 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std:
     while (i < cut && probs[i] >= floor) ++i;
     cut = i;
   }
-  std::discrete_distribution<std::size_t> pick(probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(cut));
+  std::discrete_distribution<std::size_t> pick(probs.begin(),
+                                               probs.begin() + static_cast<std::ptrdiff_t>(cut));
   return ids_[pick(rng_)];
 }
 

@@ -10,11 +10,11 @@
 namespace tandem::runtime {
 
 struct SamplingParams {
-  float temperature = 0.7f;  // 0 or below: greedy
-  std::int32_t top_k = 40;   // 0: off
-  float top_p = 0.95f;       // 1: off
-  float min_p = 0.05f;       // 0: off
-  float repetition_penalty = 1.0f;  // 1: off; applied to tokens already in the context
+  float temperature = 0.7f;           // 0 or below: greedy
+  std::int32_t top_k = 40;            // 0: off
+  float top_p = 0.95f;                // 1: off
+  float min_p = 0.05f;                // 0: off
+  float repetition_penalty = 1.0f;    // 1: off; applied to tokens already in the context
   std::int32_t penalty_window = 256;  // how many recent tokens the penalty looks at
   std::uint64_t seed = 0;
 

@@ -32,8 +32,8 @@ class ThinkingSplitter {
  private:
   void append_output(std::string text, ThinkingDelta& out);
 
-  int inside_ = -1;      // index of the open tag pair, or -1
-  std::string pending_;  // text that may be the start of a tag
+  int inside_ = -1;             // index of the open tag pair, or -1
+  std::string pending_;         // text that may be the start of a tag
   bool strip_leading_ = false;  // set after a closing tag
 };
 

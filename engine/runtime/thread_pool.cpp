@@ -61,7 +61,8 @@ void ThreadPool::worker_loop() {
   }
 }
 
-void ThreadPool::parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+void ThreadPool::parallel_for(std::int64_t n,
+                              const std::function<void(std::int64_t, std::int64_t)>& body) {
   // Several chunks per thread balance uneven work without much counter traffic.
   parallel_for(n, std::max<std::int64_t>(1, n / (static_cast<std::int64_t>(threads()) * 4)), body);
 }
@@ -102,7 +103,9 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t chunk,
 }
 
 kernels::ParallelFor ThreadPool::as_parallel_for() {
-  return [this](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) { parallel_for(n, body); };
+  return [this](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+    parallel_for(n, body);
+  };
 }
 
 }  // namespace tandem::runtime

@@ -28,7 +28,8 @@ class ThreadPool {
   // every chunk is done. Not re-entrant: a body must not call parallel_for.
   void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body);
   // The same with `chunk` items per task.
-  void parallel_for(std::int64_t n, std::int64_t chunk, const std::function<void(std::int64_t, std::int64_t)>& body);
+  void parallel_for(std::int64_t n, std::int64_t chunk,
+                    const std::function<void(std::int64_t, std::int64_t)>& body);
 
   // The same, in the form the kernels take.
   kernels::ParallelFor as_parallel_for();

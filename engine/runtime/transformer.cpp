@@ -1,10 +1,10 @@
 #include "engine/runtime/transformer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <chrono>
 #include <stdexcept>
 
 #include "kernels/cpu/attention.h"
@@ -15,15 +15,17 @@ namespace {
 // DeepSeek-V3's low-rank norms use the library default, not config.rms_norm_eps.
 constexpr double kLatentNormEps = 1e-6;
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
+float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
 
 // Indices of the k largest values, largest first; ties go to the lower index.
 std::vector<std::int32_t> top_k(const float* v, std::int64_t n, std::int64_t k) {
   std::vector<std::int32_t> idx(static_cast<std::size_t>(n));
   std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                    [v](std::int32_t a, std::int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [v](std::int32_t a, std::int32_t b) {
+    return v[a] > v[b] || (v[a] == v[b] && a < b);
+  });
   idx.resize(static_cast<std::size_t>(k));
   return idx;
 }
@@ -37,7 +39,8 @@ void rms_norm(const float* x, const float* weight, std::int64_t n, double eps, f
   for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }
 
-Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t experts, std::int64_t k, bool normalize) {
+Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t experts,
+                      std::int64_t k, bool normalize) {
   Routing r;
   r.experts.resize(static_cast<std::size_t>(tokens * k));
   r.weights.resize(static_cast<std::size_t>(tokens * k));
@@ -57,9 +60,9 @@ Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t exp
   return r;
 }
 
-Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64_t tokens, std::int64_t experts,
-                              std::int64_t k, std::int64_t groups, std::int64_t top_groups, bool normalize,
-                              float scaling) {
+Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64_t tokens,
+                              std::int64_t experts, std::int64_t k, std::int64_t groups,
+                              std::int64_t top_groups, bool normalize, float scaling) {
   Routing r;
   r.experts.resize(static_cast<std::size_t>(tokens * k));
   r.weights.resize(static_cast<std::size_t>(tokens * k));
@@ -70,7 +73,8 @@ Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64
   for (std::int64_t t = 0; t < tokens; ++t) {
     for (std::int64_t e = 0; e < experts; ++e) {
       scores[static_cast<std::size_t>(e)] = 1.0f / (1.0f + std::exp(-logits[t * experts + e]));
-      choice[static_cast<std::size_t>(e)] = scores[static_cast<std::size_t>(e)] + (bias ? bias[e] : 0.0f);
+      choice[static_cast<std::size_t>(e)] =
+          scores[static_cast<std::size_t>(e)] + (bias ? bias[e] : 0.0f);
     }
     // A group's score is the sum of its two best experts; only the best groups stay eligible.
     for (std::int64_t g = 0; g < groups; ++g) {
@@ -84,7 +88,8 @@ Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64
     std::vector<bool> eligible(static_cast<std::size_t>(groups), false);
     for (std::int32_t g : kept) eligible[static_cast<std::size_t>(g)] = true;
     for (std::int64_t e = 0; e < experts; ++e) {
-      if (!eligible[static_cast<std::size_t>(e / per_group)]) choice[static_cast<std::size_t>(e)] = 0.0f;
+      if (!eligible[static_cast<std::size_t>(e / per_group)])
+        choice[static_cast<std::size_t>(e)] = 0.0f;
     }
     const auto chosen = top_k(choice.data(), experts, k);
     float sum = 0.0f;
@@ -100,22 +105,27 @@ Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64
   return r;
 }
 
-Transformer::Transformer(const model::ModelSpec& spec, const model::ModelWeights& weights, ThreadPool& pool)
-    : spec_(spec), weights_(weights), pool_(pool), parallel_(pool.as_parallel_for()), rope_(spec.rope, spec.rope_dim()) {}
+Transformer::Transformer(const model::ModelSpec& spec, const model::ModelWeights& weights,
+                         ThreadPool& pool)
+    : spec_(spec),
+      weights_(weights),
+      pool_(pool),
+      parallel_(pool.as_parallel_for()),
+      rope_(spec.rope, spec.rope_dim()) {}
 
 void Transformer::matmul(const float* x, std::int64_t n, const kernels::WeightMatrix& w, float* y) {
   kernels::matmul_xwt(x, n, w, y, w.rows, parallel_);
 }
 
-void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, std::vector<float>& logits,
-                          bool all_logits) {
+void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache,
+                          std::vector<float>& logits, bool all_logits) {
   const std::int64_t n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t h = spec_.hidden_size;
   const std::int64_t pos0 = cache.size();
   if (n == 0) return;
   if (pos0 + n > cache.capacity()) {
-    throw std::length_error("the context is full: " + std::to_string(pos0 + n) + " tokens do not fit in " +
-                            std::to_string(cache.capacity()));
+    throw std::length_error("the context is full: " + std::to_string(pos0 + n) +
+                            " tokens do not fit in " + std::to_string(cache.capacity()));
   }
   std::vector<float> x(static_cast<std::size_t>(n * h));
   for (std::int64_t t = 0; t < n; ++t) {
@@ -131,7 +141,8 @@ void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, 
   std::vector<float> branch(x.size());
   using Clock = std::chrono::steady_clock;
   const auto ns_since = [](Clock::time_point t) {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count());
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count());
   };
   const auto forward_start = Clock::now();
   std::uint64_t attention_ns = 0, expert_ns = 0;
@@ -140,7 +151,8 @@ void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, 
     current_layer_ = l;
     const model::LayerWeights& lw = weights_.layers[static_cast<std::size_t>(l)];
     for (std::int64_t t = 0; t < n; ++t) {
-      rms_norm(x.data() + t * h, lw.attention_norm.data(), h, spec_.rms_norm_eps, normed.data() + t * h);
+      rms_norm(x.data() + t * h, lw.attention_norm.data(), h, spec_.rms_norm_eps,
+               normed.data() + t * h);
     }
     const auto attention_start = Clock::now();
     if (spec_.mla) {
@@ -168,7 +180,8 @@ void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, 
   const std::int64_t first = all_logits ? 0 : n - 1;
   const std::int64_t rows = n - first;
   for (std::int64_t t = first; t < n; ++t) {
-    rms_norm(x.data() + t * h, weights_.final_norm.data(), h, spec_.rms_norm_eps, normed.data() + (t - first) * h);
+    rms_norm(x.data() + t * h, weights_.final_norm.data(), h, spec_.rms_norm_eps,
+             normed.data() + (t - first) * h);
   }
   logits.resize(static_cast<std::size_t>(rows * spec_.vocab_size));
   matmul(normed.data(), rows, weights_.output, logits.data());
@@ -181,8 +194,8 @@ void Transformer::forward(std::span<const std::int32_t> tokens, KvCache& cache, 
   }
 }
 
-void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0, KvCache& cache,
-                            float* out) {
+void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0,
+                            KvCache& cache, float* out) {
   const model::AttentionWeights& w = weights_.layers[static_cast<std::size_t>(layer)].attention;
   const std::int64_t hd = spec_.head_dim;
   const std::int64_t nh = spec_.num_heads;
@@ -220,9 +233,9 @@ void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, 
       const std::int64_t head = job % nh;
       const std::int64_t kvh = head / group;
       const std::int64_t len = pos0 + t + 1;  // causal: this token and everything before it
-      kernels::attend_head(q.data() + (t * nh + head) * hd, cache.keys_transposed(layer, kvh), cache.capacity(),
-                           cache.value(layer, 0) + kvh * hd, nkv * hd, len, hd, scale, scores.data(),
-                           attended.data() + (t * nh + head) * hd);
+      kernels::attend_head(q.data() + (t * nh + head) * hd, cache.keys_transposed(layer, kvh),
+                           cache.capacity(), cache.value(layer, 0) + kvh * hd, nkv * hd, len, hd,
+                           scale, scores.data(), attended.data() + (t * nh + head) * hd);
     }
   });
   matmul(attended.data(), n, w.o, out);
@@ -231,8 +244,8 @@ void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, 
 // Multi-head latent attention with the up-projections absorbed: the cache holds only the
 // normalised latent and the shared rotary key, and each head's query is mapped into the
 // latent space (q_nope · W_UK) instead of expanding every cached key.
-void Transformer::latent_attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0,
-                                   KvCache& cache, float* out) {
+void Transformer::latent_attention(std::int64_t layer, const float* x, std::int64_t n,
+                                   std::int64_t pos0, KvCache& cache, float* out) {
   const model::AttentionWeights& w = weights_.layers[static_cast<std::size_t>(layer)].attention;
   const std::int64_t nh = spec_.num_heads;
   const std::int64_t nope = spec_.qk_nope_head_dim;
@@ -273,7 +286,8 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
   for (std::int64_t head = 0; head < nh; ++head) {
     const kernels::WeightMatrix w_uk = w.kv_b.slice_rows(head * (nope + vd), nope);
     const kernels::WeightMatrix w_uv = w.kv_b.slice_rows(head * (nope + vd) + nope, vd);
-    for (std::int64_t t = 0; t < n; ++t) std::copy_n(q.data() + (t * nh + head) * qk, nope, q_nope.data() + t * nope);
+    for (std::int64_t t = 0; t < n; ++t)
+      std::copy_n(q.data() + (t * nh + head) * qk, nope, q_nope.data() + t * nope);
     kernels::matmul_xw(q_nope.data(), n, w_uk, q_latent.data(), parallel_);
     pool_.parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
       std::vector<float> scores(static_cast<std::size_t>(pos0 + n));
@@ -283,7 +297,8 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
         const float* qr = q.data() + (t * nh + head) * qk + nope;
         for (std::int64_t s = 0; s < len; ++s) {
           scores[static_cast<std::size_t>(s)] =
-              (kernels::dot_f32(ql, cache.latent(layer, s), lora) + kernels::dot_f32(qr, cache.rope_key(layer, s), rope)) *
+              (kernels::dot_f32(ql, cache.latent(layer, s), lora) +
+               kernels::dot_f32(qr, cache.rope_key(layer, s), rope)) *
               scale;
         }
         kernels::softmax_inplace(scores.data(), len);
@@ -295,12 +310,14 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
       }
     });
     kernels::matmul_xwt(o_latent.data(), n, w_uv, v_head.data(), vd, parallel_);
-    for (std::int64_t t = 0; t < n; ++t) std::copy_n(v_head.data() + t * vd, vd, attended.data() + (t * nh + head) * vd);
+    for (std::int64_t t = 0; t < n; ++t)
+      std::copy_n(v_head.data() + t * vd, vd, attended.data() + (t * nh + head) * vd);
   }
   matmul(attended.data(), n, w.o, out);
 }
 
-void Transformer::feed_forward(const model::FeedForwardWeights& w, const float* x, std::int64_t n, float* out) {
+void Transformer::feed_forward(const model::FeedForwardWeights& w, const float* x, std::int64_t n,
+                               float* out) {
   const std::int64_t inner = w.gate.rows;
   std::vector<float> gate(static_cast<std::size_t>(n * inner));
   std::vector<float> up(static_cast<std::size_t>(n * inner));
@@ -310,7 +327,8 @@ void Transformer::feed_forward(const model::FeedForwardWeights& w, const float* 
   matmul(gate.data(), n, w.down, out);
 }
 
-void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x, std::int64_t n, float* out) {
+void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x, std::int64_t n,
+                                     float* out) {
   const std::int64_t h = spec_.hidden_size;
   const std::int64_t experts = spec_.num_experts;
   const std::int64_t k = spec_.experts_per_token;
@@ -318,8 +336,9 @@ void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x,
   matmul(x, n, w.router, logits.data());
   const Routing routing =
       spec_.scoring == model::RouterScoring::Sigmoid
-          ? route_grouped_sigmoid(logits.data(), w.score_bias.empty() ? nullptr : w.score_bias.data(), n, experts, k,
-                                  spec_.n_group, spec_.topk_group, spec_.norm_topk_prob,
+          ? route_grouped_sigmoid(logits.data(),
+                                  w.score_bias.empty() ? nullptr : w.score_bias.data(), n, experts,
+                                  k, spec_.n_group, spec_.topk_group, spec_.norm_topk_prob,
                                   static_cast<float>(spec_.routed_scaling_factor))
           : route_softmax(logits.data(), n, experts, k, spec_.norm_topk_prob);
 
@@ -329,7 +348,8 @@ void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x,
   // Bucket the (token, weight) pairs per expert: O(tokens x k + experts).
   std::vector<std::int64_t> count(static_cast<std::size_t>(experts + 1), 0);
   for (std::int32_t e : routing.experts) ++count[static_cast<std::size_t>(e) + 1];
-  for (std::int64_t e = 0; e < experts; ++e) count[static_cast<std::size_t>(e + 1)] += count[static_cast<std::size_t>(e)];
+  for (std::int64_t e = 0; e < experts; ++e)
+    count[static_cast<std::size_t>(e + 1)] += count[static_cast<std::size_t>(e)];
   std::vector<std::int64_t> slot_token(routing.experts.size());
   std::vector<float> slot_weight(routing.experts.size());
   std::vector<std::int64_t> fill(count.begin(), count.end() - 1);
@@ -353,7 +373,8 @@ void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x,
       gathered.resize(static_cast<std::size_t>(rows * h));
       result.resize(static_cast<std::size_t>(rows * h));
       for (std::int64_t r = 0; r < rows; ++r) {
-        std::copy_n(x + slot_token[static_cast<std::size_t>(begin + r)] * h, h, gathered.data() + r * h);
+        std::copy_n(x + slot_token[static_cast<std::size_t>(begin + r)] * h, h,
+                    gathered.data() + r * h);
       }
       feed_forward(w.experts[static_cast<std::size_t>(e)], gathered.data(), rows, result.data());
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -376,7 +397,8 @@ void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x,
 // gate and up with SiLU(gate)*up fused, then down; the weighted sum is added per token.
 // Two jobs instead of three per active expert keep a decode step's synchronisation low.
 void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std::int64_t n,
-                                 const std::vector<std::int64_t>& count, const std::vector<std::int64_t>& slot_token,
+                                 const std::vector<std::int64_t>& count,
+                                 const std::vector<std::int64_t>& slot_token,
                                  const std::vector<float>& slot_weight, float* out) {
   const std::int64_t h = spec_.hidden_size;
   const std::int64_t inner = spec_.moe_intermediate_size;
@@ -385,7 +407,8 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std
   };
   std::vector<Active> active;
   for (std::int64_t e = 0; e < spec_.num_experts; ++e) {
-    const std::int64_t rows = count[static_cast<std::size_t>(e + 1)] - count[static_cast<std::size_t>(e)];
+    const std::int64_t rows =
+        count[static_cast<std::size_t>(e + 1)] - count[static_cast<std::size_t>(e)];
     if (rows > 0) active.push_back({e, count[static_cast<std::size_t>(e)], rows});
   }
   const std::int64_t slots = count.back();
@@ -395,48 +418,59 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std
   for (std::size_t a = 0; a < active.size(); ++a) {
     gathered.resize(static_cast<std::size_t>(active[a].rows * h));
     for (std::int64_t r = 0; r < active[a].rows; ++r) {
-      std::copy_n(x + slot_token[static_cast<std::size_t>(active[a].begin + r)] * h, h, gathered.data() + r * h);
+      std::copy_n(x + slot_token[static_cast<std::size_t>(active[a].begin + r)] * h, h,
+                  gathered.data() + r * h);
     }
-    kernels::pack_activations_for(*w.experts[0].gate.packed, gathered.data(), active[a].rows, moe_inputs_[a]);
+    kernels::pack_activations_for(*w.experts[0].gate.packed, gathered.data(), active[a].rows,
+                                  moe_inputs_[a]);
   }
   const kernels::CpuVariant variant = w.experts[0].gate.packed_variant;
   constexpr std::int64_t kBlocksPerTask = 2;
-  const std::int64_t inner_tasks = (w.experts[0].gate.packed->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  const std::int64_t inner_tasks =
+      (w.experts[0].gate.packed->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   moe_gate_.resize(static_cast<std::size_t>(slots * inner));
   moe_up_.resize(static_cast<std::size_t>(slots * inner));
-  pool_.parallel_for(static_cast<std::int64_t>(active.size()) * inner_tasks, 1, [&](std::int64_t t0, std::int64_t t1) {
-    for (std::int64_t t = t0; t < t1; ++t) {
-      const Active& a = active[static_cast<std::size_t>(t / inner_tasks)];
-      const model::FeedForwardWeights& f = w.experts[static_cast<std::size_t>(a.expert)];
-      const std::int64_t b0 = (t % inner_tasks) * kBlocksPerTask;
-      const std::int64_t b1 = std::min(f.gate.packed->blocks, b0 + kBlocksPerTask);
-      float* g = moe_gate_.data() + a.begin * inner;
-      float* u = moe_up_.data() + a.begin * inner;
-      const auto& in = moe_inputs_[static_cast<std::size_t>(t / inner_tasks)];
-      kernels::packed_matmul(*f.gate.packed, in, g, inner, b0, b1, variant);
-      kernels::packed_matmul(*f.up.packed, in, u, inner, b0, b1, variant);
-      const std::int64_t c1 = std::min(inner, b1 * kernels::kPackRows);
-      for (std::int64_t r = 0; r < a.rows; ++r) {
-        for (std::int64_t c = b0 * kernels::kPackRows; c < c1; ++c) g[r * inner + c] = silu(g[r * inner + c]) * u[r * inner + c];
-      }
-    }
-  });
+  pool_.parallel_for(
+      static_cast<std::int64_t>(active.size()) * inner_tasks, 1,
+      [&](std::int64_t t0, std::int64_t t1) {
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const Active& a = active[static_cast<std::size_t>(t / inner_tasks)];
+          const model::FeedForwardWeights& f = w.experts[static_cast<std::size_t>(a.expert)];
+          const std::int64_t b0 = (t % inner_tasks) * kBlocksPerTask;
+          const std::int64_t b1 = std::min(f.gate.packed->blocks, b0 + kBlocksPerTask);
+          float* g = moe_gate_.data() + a.begin * inner;
+          float* u = moe_up_.data() + a.begin * inner;
+          const auto& in = moe_inputs_[static_cast<std::size_t>(t / inner_tasks)];
+          kernels::packed_matmul(*f.gate.packed, in, g, inner, b0, b1, variant);
+          kernels::packed_matmul(*f.up.packed, in, u, inner, b0, b1, variant);
+          const std::int64_t c1 = std::min(inner, b1 * kernels::kPackRows);
+          for (std::int64_t r = 0; r < a.rows; ++r) {
+            for (std::int64_t c = b0 * kernels::kPackRows; c < c1; ++c)
+              g[r * inner + c] = silu(g[r * inner + c]) * u[r * inner + c];
+          }
+        }
+      });
   for (std::size_t a = 0; a < active.size(); ++a) {
-    kernels::pack_activations_for(*w.experts[0].down.packed, moe_gate_.data() + active[a].begin * inner, active[a].rows,
+    kernels::pack_activations_for(*w.experts[0].down.packed,
+                                  moe_gate_.data() + active[a].begin * inner, active[a].rows,
                                   moe_hidden_[a]);
   }
-  const std::int64_t hidden_tasks = (w.experts[0].down.packed->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  const std::int64_t hidden_tasks =
+      (w.experts[0].down.packed->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   moe_out_.resize(static_cast<std::size_t>(slots * h));
-  pool_.parallel_for(static_cast<std::int64_t>(active.size()) * hidden_tasks, 1, [&](std::int64_t t0, std::int64_t t1) {
-    for (std::int64_t t = t0; t < t1; ++t) {
-      const Active& a = active[static_cast<std::size_t>(t / hidden_tasks)];
-      const model::FeedForwardWeights& f = w.experts[static_cast<std::size_t>(a.expert)];
-      const std::int64_t b0 = (t % hidden_tasks) * kBlocksPerTask;
-      const std::int64_t b1 = std::min(f.down.packed->blocks, b0 + kBlocksPerTask);
-      kernels::packed_matmul(*f.down.packed, moe_hidden_[static_cast<std::size_t>(t / hidden_tasks)],
-                             moe_out_.data() + a.begin * h, h, b0, b1, variant);
-    }
-  });
+  pool_.parallel_for(
+      static_cast<std::int64_t>(active.size()) * hidden_tasks, 1,
+      [&](std::int64_t t0, std::int64_t t1) {
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const Active& a = active[static_cast<std::size_t>(t / hidden_tasks)];
+          const model::FeedForwardWeights& f = w.experts[static_cast<std::size_t>(a.expert)];
+          const std::int64_t b0 = (t % hidden_tasks) * kBlocksPerTask;
+          const std::int64_t b1 = std::min(f.down.packed->blocks, b0 + kBlocksPerTask);
+          kernels::packed_matmul(*f.down.packed,
+                                 moe_hidden_[static_cast<std::size_t>(t / hidden_tasks)],
+                                 moe_out_.data() + a.begin * h, h, b0, b1, variant);
+        }
+      });
   for (std::int64_t s = 0; s < slots; ++s) {
     kernels::axpy_f32(slot_weight[static_cast<std::size_t>(s)], moe_out_.data() + s * h,
                       out + slot_token[static_cast<std::size_t>(s)] * h, h);

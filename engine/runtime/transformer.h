@@ -23,10 +23,11 @@ struct Routing {
 };
 
 // The routing functions, exposed so they can be tested on their own.
-Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t experts, std::int64_t k, bool normalize);
-Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64_t tokens, std::int64_t experts,
-                              std::int64_t k, std::int64_t groups, std::int64_t top_groups, bool normalize,
-                              float scaling);
+Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t experts,
+                      std::int64_t k, bool normalize);
+Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64_t tokens,
+                              std::int64_t experts, std::int64_t k, std::int64_t groups,
+                              std::int64_t top_groups, bool normalize, float scaling);
 
 class Transformer {
  public:
@@ -43,13 +44,16 @@ class Transformer {
   void set_metrics(Metrics* metrics) { metrics_ = metrics; }
 
  private:
-  void attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0, KvCache& cache, float* out);
-  void latent_attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0, KvCache& cache,
-                        float* out);
+  void attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0,
+                 KvCache& cache, float* out);
+  void latent_attention(std::int64_t layer, const float* x, std::int64_t n, std::int64_t pos0,
+                        KvCache& cache, float* out);
   void feed_forward(const model::FeedForwardWeights& w, const float* x, std::int64_t n, float* out);
   void mixture_of_experts(const model::MoeWeights& w, const float* x, std::int64_t n, float* out);
-  void packed_experts(const model::MoeWeights& w, const float* x, std::int64_t n, const std::vector<std::int64_t>& count,
-                      const std::vector<std::int64_t>& slot_token, const std::vector<float>& slot_weight, float* out);
+  void packed_experts(const model::MoeWeights& w, const float* x, std::int64_t n,
+                      const std::vector<std::int64_t>& count,
+                      const std::vector<std::int64_t>& slot_token,
+                      const std::vector<float>& slot_weight, float* out);
   void matmul(const float* x, std::int64_t n, const kernels::WeightMatrix& w, float* y);
 
   const model::ModelSpec& spec_;

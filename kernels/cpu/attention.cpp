@@ -24,10 +24,10 @@ void softmax_inplace(float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void attend_head(const float* q, const float* keys_t, std::int64_t key_stride, const float* values,
-                 std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale, float* scores,
-                 float* out) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_head(
+    const float* q, const float* keys_t, std::int64_t key_stride, const float* values,
+    std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale, float* scores,
+    float* out) {
   for (std::int64_t s0 = 0; s0 < len; s0 += kPositions) {
     const std::int64_t n = std::min(kPositions, len - s0);
     float acc[kPositions] = {};
@@ -67,18 +67,20 @@ void attend_head(const float* q, const float* keys_t, std::int64_t key_stride, c
   }
 }
 
-void attend_head_reference(const float* q, const float* keys_t, std::int64_t key_stride, const float* values,
-                           std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale,
-                           float* scores, float* out) {
+void attend_head_reference(const float* q, const float* keys_t, std::int64_t key_stride,
+                           const float* values, std::int64_t value_stride, std::int64_t len,
+                           std::int64_t dim, float scale, float* scores, float* out) {
   for (std::int64_t s = 0; s < len; ++s) {
     double dot = 0.0;
-    for (std::int64_t d = 0; d < dim; ++d) dot += static_cast<double>(q[d]) * keys_t[d * key_stride + s];
+    for (std::int64_t d = 0; d < dim; ++d)
+      dot += static_cast<double>(q[d]) * keys_t[d * key_stride + s];
     scores[s] = static_cast<float>(dot) * scale;
   }
   softmax_inplace(scores, len);
   for (std::int64_t d = 0; d < dim; ++d) {
     double sum = 0.0;
-    for (std::int64_t s = 0; s < len; ++s) sum += static_cast<double>(scores[s]) * values[s * value_stride + d];
+    for (std::int64_t s = 0; s < len; ++s)
+      sum += static_cast<double>(scores[s]) * values[s * value_stride + d];
     out[d] = static_cast<float>(sum);
   }
 }

@@ -11,15 +11,15 @@ namespace tandem::kernels {
 // k_s[d] = keys_t[d * key_stride + s] and v_s[d] = values[s * value_stride + d].
 // `scores` needs room for `len` floats.
 void attend_head(const float* q, const float* keys_t, std::int64_t key_stride, const float* values,
-                 std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale, float* scores,
-                 float* out);
+                 std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale,
+                 float* scores, float* out);
 
 // x = softmax(x) over n values, in place (the sum in double, so long rows stay exact).
 void softmax_inplace(float* x, std::int64_t n);
 
 // The straightforward version, for tests.
-void attend_head_reference(const float* q, const float* keys_t, std::int64_t key_stride, const float* values,
-                           std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale,
-                           float* scores, float* out);
+void attend_head_reference(const float* q, const float* keys_t, std::int64_t key_stride,
+                           const float* values, std::int64_t value_stride, std::int64_t len,
+                           std::int64_t dim, float scale, float* scores, float* out);
 
 }  // namespace tandem::kernels

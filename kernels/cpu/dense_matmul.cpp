@@ -9,7 +9,8 @@ namespace tandem::kernels {
 
 WeightMatrix WeightMatrix::slice_rows(std::int64_t begin, std::int64_t count) const {
   WeightMatrix s = *this;
-  s.data = static_cast<const char*>(data) + begin * cols * static_cast<std::int64_t>(dtype_size(dtype));
+  s.data =
+      static_cast<const char*>(data) + begin * cols * static_cast<std::int64_t>(dtype_size(dtype));
   s.rows = count;
   s.first_row = first_row + begin;
   s.packed = nullptr;
@@ -17,7 +18,8 @@ WeightMatrix WeightMatrix::slice_rows(std::int64_t begin, std::int64_t count) co
 }
 
 void WeightMatrix::row_f32(std::int64_t r, float* out) const {
-  const auto* src = static_cast<const char*>(data) + r * cols * static_cast<std::int64_t>(dtype_size(dtype));
+  const auto* src =
+      static_cast<const char*>(data) + r * cols * static_cast<std::int64_t>(dtype_size(dtype));
   convert_to_f32(dtype, src, out, static_cast<std::size_t>(cols));
   if (block_scale != nullptr) {
     const std::int64_t scale_cols = (cols + block_cols - 1) / block_cols;
@@ -31,8 +33,8 @@ void serial_for(std::int64_t n, const std::function<void(std::int64_t, std::int6
 }
 
 // Compiled for AVX-512, AVX2 and baseline x86-64; the loader picks the best the CPU has.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-float dot_f32(const float* a, const float* b, std::int64_t n) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) float dot_f32(
+    const float* a, const float* b, std::int64_t n) {
   constexpr int kLanes = 16;
   float acc[kLanes] = {};
   std::int64_t i = 0;
@@ -46,13 +48,13 @@ float dot_f32(const float* a, const float* b, std::int64_t n) {
   return sum + tail;
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void axpy_f32(float a, const float* x, float* y, std::int64_t n) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void axpy_f32(
+    float a, const float* x, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y, std::int64_t y_stride,
-                const ParallelFor& parallel) {
+void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
+                std::int64_t y_stride, const ParallelFor& parallel) {
   if (w.packed != nullptr) {
     // One buffer per calling thread: activations are packed once per product.
     thread_local PackedActivations activations;
@@ -77,7 +79,8 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
   });
 }
 
-void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y, const ParallelFor& parallel) {
+void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
+               const ParallelFor& parallel) {
   const std::int64_t rows = w.rows;
   const std::int64_t cols = w.cols;
   // Split the output columns so threads never write the same element; each converts the

@@ -36,18 +36,20 @@ struct WeightMatrix {
 };
 
 // Runs body(begin, end) over [0, n) split into chunks, possibly on several threads.
-using ParallelFor = std::function<void(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body)>;
+using ParallelFor = std::function<void(
+    std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body)>;
 
 // Runs everything on the calling thread.
 void serial_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body);
 
 // y[m, n] = sum_k x[m, k] * W[n, k]   (x: [M x W.cols], y: [M x W.rows], both row-major;
 // y rows are `y_stride` floats apart).
-void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y, std::int64_t y_stride,
-                const ParallelFor& parallel);
+void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
+                std::int64_t y_stride, const ParallelFor& parallel);
 
 // y[m, c] = sum_r x[m, r] * W[r, c]   (x: [M x W.rows], y: [M x W.cols]).
-void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y, const ParallelFor& parallel);
+void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
+               const ParallelFor& parallel);
 
 // The fp32 dot product every path uses (several accumulators, so it vectorises).
 float dot_f32(const float* a, const float* b, std::int64_t n);

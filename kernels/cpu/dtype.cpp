@@ -8,28 +8,44 @@ namespace tandem::kernels {
 
 std::size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::F8E4M3: return 1;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-    case DType::U8: return 1;
-    case DType::I8: return 1;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::F8E4M3:
+      return 1;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
+    case DType::U8:
+      return 1;
+    case DType::I8:
+      return 1;
   }
   return 0;
 }
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::F8E4M3: return "F8_E4M3";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
-    case DType::U8: return "U8";
-    case DType::I8: return "I8";
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::F8E4M3:
+      return "F8_E4M3";
+    case DType::I32:
+      return "I32";
+    case DType::I64:
+      return "I64";
+    case DType::U8:
+      return "U8";
+    case DType::I8:
+      return "I8";
   }
   return "?";
 }
@@ -86,7 +102,9 @@ float f8e4m3_to_f32(std::uint8_t v) {
 
 void convert_to_f32(DType t, const void* src, float* dst, std::size_t n) {
   switch (t) {
-    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::F32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
     case DType::BF16: {
       const auto* s = static_cast<const std::uint16_t*>(src);
       for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);

@@ -44,7 +44,9 @@ Regs cpuid(unsigned leaf, unsigned subleaf = 0) {
   return r;
 }
 
-bool bit(unsigned value, int index) { return (value >> index) & 1u; }
+bool bit(unsigned value, int index) {
+  return (value >> index) & 1u;
+}
 
 unsigned long long read_xcr0() {
   unsigned eax = 0, edx = 0;
@@ -105,11 +107,11 @@ IsaReport detect_now() {
     const unsigned base_family = (r1.eax >> 8) & 0xf;
     const unsigned base_model = (r1.eax >> 4) & 0xf;
     report.identity.stepping = static_cast<int>(r1.eax & 0xf);
-    report.identity.family = static_cast<int>(
-        base_family == 0xf ? base_family + ((r1.eax >> 20) & 0xff) : base_family);
-    report.identity.model = static_cast<int>(
-        (base_family == 0x6 || base_family == 0xf) ? (((r1.eax >> 16) & 0xf) << 4) | base_model
-                                                   : base_model);
+    report.identity.family =
+        static_cast<int>(base_family == 0xf ? base_family + ((r1.eax >> 20) & 0xff) : base_family);
+    report.identity.model = static_cast<int>((base_family == 0x6 || base_family == 0xf)
+                                                 ? (((r1.eax >> 16) & 0xf) << 4) | base_model
+                                                 : base_model);
     f.sse42 = bit(r1.ecx, 20);
     f.fma = bit(r1.ecx, 12);
     osxsave = bit(r1.ecx, 27);
@@ -138,9 +140,9 @@ IsaReport detect_now() {
 
   if (osxsave) {
     const unsigned long long xcr0 = read_xcr0();
-    report.os_avx = (xcr0 & 0x6) == 0x6;             // SSE and AVX state
-    report.os_avx512 = (xcr0 & 0xe0) == 0xe0;        // opmask, ZMM_Hi256, Hi16_ZMM
-    report.os_amx = (xcr0 & 0x60000) == 0x60000;     // XTILECFG and XTILEDATA
+    report.os_avx = (xcr0 & 0x6) == 0x6;          // SSE and AVX state
+    report.os_avx512 = (xcr0 & 0xe0) == 0xe0;     // opmask, ZMM_Hi256, Hi16_ZMM
+    report.os_amx = (xcr0 & 0x60000) == 0x60000;  // XTILECFG and XTILEDATA
   }
 
   bool amx_permitted = false;
@@ -152,8 +154,7 @@ IsaReport detect_now() {
   } else {
     report.amx_detail = "this CPU has no AMX units";
   }
-  report.usable =
-      usable_features(f, report.os_avx, report.os_avx512, report.os_amx, amx_permitted);
+  report.usable = usable_features(f, report.os_avx, report.os_avx512, report.os_amx, amx_permitted);
   return report;
 }
 
@@ -191,13 +192,16 @@ const IsaReport& detect_isa() {
 
 bool variant_supported(CpuVariant variant, const IsaFeatures& u) {
   const bool avx2 = u.avx2 && u.fma && u.f16c;
-  const bool avx512 = avx2 && u.avx512f && u.avx512bw && u.avx512vl && u.avx512dq &&
-                      u.avx512_vnni;
+  const bool avx512 = avx2 && u.avx512f && u.avx512bw && u.avx512vl && u.avx512dq && u.avx512_vnni;
   switch (variant) {
-    case CpuVariant::Scalar: return true;
-    case CpuVariant::Avx2: return avx2;
-    case CpuVariant::Avx512: return avx512;
-    case CpuVariant::Amx: return avx512 && u.amx_tile && u.amx_int8 && u.amx_bf16;
+    case CpuVariant::Scalar:
+      return true;
+    case CpuVariant::Avx2:
+      return avx2;
+    case CpuVariant::Avx512:
+      return avx512;
+    case CpuVariant::Amx:
+      return avx512 && u.amx_tile && u.amx_int8 && u.amx_bf16;
   }
   return false;
 }
@@ -211,17 +215,20 @@ CpuVariant best_variant(const IsaFeatures& usable) {
 
 std::string_view variant_name(CpuVariant variant) {
   switch (variant) {
-    case CpuVariant::Scalar: return "scalar";
-    case CpuVariant::Avx2: return "avx2";
-    case CpuVariant::Avx512: return "avx512";
-    case CpuVariant::Amx: return "amx";
+    case CpuVariant::Scalar:
+      return "scalar";
+    case CpuVariant::Avx2:
+      return "avx2";
+    case CpuVariant::Avx512:
+      return "avx512";
+    case CpuVariant::Amx:
+      return "amx";
   }
   return "scalar";
 }
 
 bool parse_variant(std::string_view name, CpuVariant& out) {
-  for (CpuVariant v :
-       {CpuVariant::Scalar, CpuVariant::Avx2, CpuVariant::Avx512, CpuVariant::Amx}) {
+  for (CpuVariant v : {CpuVariant::Scalar, CpuVariant::Avx2, CpuVariant::Avx512, CpuVariant::Amx}) {
     if (name == variant_name(v)) {
       out = v;
       return true;
@@ -240,9 +247,10 @@ CpuVariant active_variant() {
                              " is not a CPU variant; use scalar, avx2, avx512 or amx.");
   }
   if (!variant_supported(v, usable)) {
-    throw std::runtime_error(std::string("TANDEM_CPU_VARIANT=") + forced +
-                             " asks for instructions this CPU does not have; the best it supports is " +
-                             std::string(variant_name(best_variant(usable))) + ".");
+    throw std::runtime_error(
+        std::string("TANDEM_CPU_VARIANT=") + forced +
+        " asks for instructions this CPU does not have; the best it supports is " +
+        std::string(variant_name(best_variant(usable))) + ".");
   }
   return v;
 }

@@ -52,8 +52,8 @@ struct CpuIdentity {
 
 struct IsaReport {
   CpuIdentity identity;
-  IsaFeatures cpuid;    // what CPUID advertises
-  IsaFeatures usable;   // advertised and enabled by the OS (and AMX permitted)
+  IsaFeatures cpuid;       // what CPUID advertises
+  IsaFeatures usable;      // advertised and enabled by the OS (and AMX permitted)
   bool os_avx = false;     // XCR0 has the SSE and AVX state
   bool os_avx512 = false;  // XCR0 has the opmask and ZMM state
   bool os_amx = false;     // XCR0 has the tile configuration and tile data state

@@ -24,7 +24,8 @@ double measure_read_bandwidth(std::uint64_t bytes, const ParallelFor& parallel, 
     parallel(chunks, [&](std::int64_t c0, std::int64_t c1) {
       // Eight independent sums let the loads run in parallel; the compiler vectorises them.
       std::uint64_t acc[8] = {};
-      const std::uint64_t end = std::min<std::uint64_t>(words, static_cast<std::uint64_t>(c1 * kChunkWords));
+      const std::uint64_t end =
+          std::min<std::uint64_t>(words, static_cast<std::uint64_t>(c1 * kChunkWords));
       for (std::uint64_t i = static_cast<std::uint64_t>(c0 * kChunkWords); i + 8 <= end; i += 8) {
         for (int l = 0; l < 8; ++l) acc[l] ^= data[i + l];
       }
@@ -32,7 +33,8 @@ double measure_read_bandwidth(std::uint64_t bytes, const ParallelFor& parallel, 
       for (std::uint64_t a : acc) x ^= a;
       sink.fetch_xor(x, std::memory_order_relaxed);
     });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, static_cast<double>(words * sizeof(std::uint64_t)) / seconds);
   }
   if (sink.load() == 0x5eed) best += 0.0;  // keeps the reads from being optimised away

@@ -9,7 +9,9 @@
 
 namespace tandem::kernels {
 
-void AlignedBytes::Free::operator()(std::uint8_t* p) const { std::free(p); }
+void AlignedBytes::Free::operator()(std::uint8_t* p) const {
+  std::free(p);
+}
 
 AlignedBytes AlignedBytes::allocate(std::size_t bytes) {
   AlignedBytes a;
@@ -23,15 +25,19 @@ AlignedBytes AlignedBytes::allocate(std::size_t bytes) {
 
 std::size_t PackedMatrix::block_bytes() const {
   switch (format) {
-    case PackedFormat::Int8: return static_cast<std::size_t>(kPackRows * cols_padded);
-    case PackedFormat::Int4: return static_cast<std::size_t>(kPackRows * cols_padded / 2);
-    case PackedFormat::Bf16: return static_cast<std::size_t>(kPackRows * cols_padded) * 2;
+    case PackedFormat::Int8:
+      return static_cast<std::size_t>(kPackRows * cols_padded);
+    case PackedFormat::Int4:
+      return static_cast<std::size_t>(kPackRows * cols_padded / 2);
+    case PackedFormat::Bf16:
+      return static_cast<std::size_t>(kPackRows * cols_padded) * 2;
   }
   return 0;
 }
 
 std::uint64_t packed_matrix_bytes(const PackedMatrix& m) {
-  return static_cast<std::uint64_t>(m.blocks) * m.block_bytes() + (m.row_scale.size() + m.group_scale.size()) * sizeof(float);
+  return static_cast<std::uint64_t>(m.blocks) * m.block_bytes() +
+         (m.row_scale.size() + m.group_scale.size()) * sizeof(float);
 }
 
 namespace {
@@ -46,9 +52,12 @@ inline int round_small(float v) {
 
 std::int64_t padded_cols(std::int64_t cols, PackedFormat f) {
   switch (f) {
-    case PackedFormat::Int8: return (cols + 3) / 4 * 4;
-    case PackedFormat::Int4: return (cols + 7) / 8 * 8;
-    case PackedFormat::Bf16: return (cols + 1) / 2 * 2;
+    case PackedFormat::Int8:
+      return (cols + 3) / 4 * 4;
+    case PackedFormat::Int4:
+      return (cols + 7) / 8 * 8;
+    case PackedFormat::Bf16:
+      return (cols + 1) / 2 * 2;
   }
   return cols;
 }
@@ -61,7 +70,8 @@ PackedMatrix empty_packed(const WeightMatrix& s, PackedFormat f) {
 
 }  // namespace
 
-PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat format, std::int64_t group) {
+PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat format,
+                          std::int64_t group) {
   PackedMatrix p;
   p.format = format;
   p.rows = rows;
@@ -74,9 +84,12 @@ PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat for
 
 std::size_t packed_scale_count(const PackedMatrix& m) {
   switch (m.format) {
-    case PackedFormat::Int8: return static_cast<std::size_t>(m.blocks * kPackRows);
-    case PackedFormat::Int4: return static_cast<std::size_t>(m.groups() * m.blocks * kPackRows);
-    case PackedFormat::Bf16: return 0;
+    case PackedFormat::Int8:
+      return static_cast<std::size_t>(m.blocks * kPackRows);
+    case PackedFormat::Int4:
+      return static_cast<std::size_t>(m.groups() * m.blocks * kPackRows);
+    case PackedFormat::Bf16:
+      return 0;
   }
   return 0;
 }
@@ -87,16 +100,19 @@ void unpack_row(const PackedMatrix& m, std::int64_t r, float* out) {
   for (std::int64_t c = 0; c < m.cols; ++c) {
     switch (m.format) {
       case PackedFormat::Int8:
-        out[c] = static_cast<float>(block[(c / 4) * 64 + lane * 4 + c % 4] - 128) * m.row_scale[static_cast<std::size_t>(r)];
+        out[c] = static_cast<float>(block[(c / 4) * 64 + lane * 4 + c % 4] - 128) *
+                 m.row_scale[static_cast<std::size_t>(r)];
         break;
       case PackedFormat::Int4: {
         const std::uint8_t byte = block[(c / 8) * 64 + lane * 4 + c % 4];
         const int q = ((c % 8) < 4 ? byte & 0x0F : byte >> 4) - 8;
-        out[c] = static_cast<float>(q) * m.group_scale[static_cast<std::size_t>((c / m.group) * m.blocks * kPackRows + r)];
+        out[c] = static_cast<float>(q) *
+                 m.group_scale[static_cast<std::size_t>((c / m.group) * m.blocks * kPackRows + r)];
         break;
       }
       case PackedFormat::Bf16:
-        out[c] = bf16_to_f32(reinterpret_cast<const std::uint16_t*>(block)[(c / 2) * 32 + lane * 2 + c % 2]);
+        out[c] = bf16_to_f32(
+            reinterpret_cast<const std::uint16_t*>(block)[(c / 2) * 32 + lane * 2 + c % 2]);
         break;
     }
   }
@@ -119,14 +135,16 @@ PackedMatrix pack_int8(const WeightMatrix& source) {
     const std::int64_t lane = r % kPackRows;
     for (std::int64_t c = 0; c < source.cols; ++c) {
       const int q = round_small(row[static_cast<std::size_t>(c)] * inv_scale);
-      block[(c / 4) * 64 + lane * 4 + c % 4] = static_cast<std::uint8_t>(std::clamp(q, -127, 127) + 128);
+      block[(c / 4) * 64 + lane * 4 + c % 4] =
+          static_cast<std::uint8_t>(std::clamp(q, -127, 127) + 128);
     }
   }
   return p;
 }
 
 PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group) {
-  if (group <= 0 || group % 8 != 0) throw std::invalid_argument("the INT4 group size must be a positive multiple of 8");
+  if (group <= 0 || group % 8 != 0)
+    throw std::invalid_argument("the INT4 group size must be a positive multiple of 8");
   PackedMatrix p = empty_packed(source, PackedFormat::Int4);
   p.group = group;  // before groups() below
   // Padding holds weight 0 (nibbles 8) in both halves of each byte.
@@ -148,7 +166,8 @@ PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group) {
       // squared error over the group.
       float extreme = 0.0f;
       for (std::int64_t c = c0; c < c1; ++c) {
-        if (std::abs(row[static_cast<std::size_t>(c)]) > std::abs(extreme)) extreme = row[static_cast<std::size_t>(c)];
+        if (std::abs(row[static_cast<std::size_t>(c)]) > std::abs(extreme))
+          extreme = row[static_cast<std::size_t>(c)];
       }
       float scale = 1.0f;
       if (extreme != 0.0f) {
@@ -159,7 +178,8 @@ PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group) {
           float err = 0.0f;
           for (std::int64_t c = c0; c < c1; ++c) {
             const float v = row[static_cast<std::size_t>(c)];
-            const float d = v - static_cast<float>(std::clamp(round_small(v * inv), -8, 7)) * candidate;
+            const float d =
+                v - static_cast<float>(std::clamp(round_small(v * inv), -8, 7)) * candidate;
             err += d * d;
           }
           if (best < 0 || err < best) {
@@ -171,9 +191,11 @@ PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group) {
       p.group_scale[static_cast<std::size_t>(g * rows_padded + r)] = scale;
       const float inv_scale = 1.0f / scale;
       for (std::int64_t c = c0; c < c1; ++c) {
-        const int q = std::clamp(round_small(row[static_cast<std::size_t>(c)] * inv_scale), -8, 7) + 8;
+        const int q =
+            std::clamp(round_small(row[static_cast<std::size_t>(c)] * inv_scale), -8, 7) + 8;
         std::uint8_t& byte = block[(c / 8) * 64 + lane * 4 + c % 4];
-        byte = (c % 8) < 4 ? static_cast<std::uint8_t>((byte & 0xF0) | q) : static_cast<std::uint8_t>((byte & 0x0F) | (q << 4));
+        byte = (c % 8) < 4 ? static_cast<std::uint8_t>((byte & 0xF0) | q)
+                           : static_cast<std::uint8_t>((byte & 0x0F) | (q << 4));
       }
     }
   }
@@ -195,9 +217,9 @@ PackedMatrix pack_bf16(const WeightMatrix& source) {
   return p;
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
-                      PackedActivations& out, std::int64_t group) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void pack_activations(
+    const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
+    PackedActivations& out, std::int64_t group) {
   out.format = format;
   out.tokens = tokens;
   out.cols_padded = padded_cols(cols, format);
@@ -228,19 +250,21 @@ void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, Pa
       out.group_sum.assign(static_cast<std::size_t>(tokens * groups), 0);
       for (std::int64_t t = 0; t < tokens; ++t) {
         const std::int8_t* q = out.q.data() + t * out.cols_padded;
-        for (std::int64_t c = 0; c < out.cols_padded; ++c) out.group_sum[static_cast<std::size_t>(t * groups + c / group)] += q[c];
+        for (std::int64_t c = 0; c < out.cols_padded; ++c)
+          out.group_sum[static_cast<std::size_t>(t * groups + c / group)] += q[c];
       }
     }
   } else {
     out.bf16.assign(n, 0);
     for (std::int64_t t = 0; t < tokens; ++t) {
-      for (std::int64_t c = 0; c < cols; ++c) out.bf16[static_cast<std::size_t>(t * out.cols_padded + c)] = f32_to_bf16(x[t * cols + c]);
+      for (std::int64_t c = 0; c < cols; ++c)
+        out.bf16[static_cast<std::size_t>(t * out.cols_padded + c)] = f32_to_bf16(x[t * cols + c]);
     }
   }
 }
 
-void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                          std::int64_t block_begin, std::int64_t block_end) {
+void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y,
+                          std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
   const std::int64_t kp = w.cols_padded;
   for (std::int64_t b = block_begin; b < block_end; ++b) {
     const std::uint8_t* block = w.block(b);
@@ -251,9 +275,11 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
         if (w.format == PackedFormat::Int8) {
           const std::int8_t* q = x.q.data() + t * kp;
           std::int32_t acc = 0;
-          for (std::int64_t c = 0; c < kp; ++c) acc += static_cast<std::int32_t>(block[(c / 4) * 64 + lane * 4 + c % 4]) * q[c];
+          for (std::int64_t c = 0; c < kp; ++c)
+            acc += static_cast<std::int32_t>(block[(c / 4) * 64 + lane * 4 + c % 4]) * q[c];
           acc -= 128 * x.q_sum[static_cast<std::size_t>(t)];
-          y[t * y_stride + r] = static_cast<float>(acc) * w.row_scale[static_cast<std::size_t>(r)] * x.scale[static_cast<std::size_t>(t)];
+          y[t * y_stride + r] = static_cast<float>(acc) * w.row_scale[static_cast<std::size_t>(r)] *
+                                x.scale[static_cast<std::size_t>(t)];
         } else if (w.format == PackedFormat::Int4) {
           // Exact integer sums per group, combined with one fused multiply-add per group in
           // group order: the vector variants do the same, so all agree to the bit.
@@ -267,7 +293,8 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
               sum += ((c % 8) < 4 ? byte & 0x0F : byte >> 4) * q[c];
             }
             sum -= 8 * x.group_sum[static_cast<std::size_t>(t * groups + g)];
-            acc = std::fma(w.group_scale[static_cast<std::size_t>(g * w.blocks * kPackRows + r)], static_cast<float>(sum), acc);
+            acc = std::fma(w.group_scale[static_cast<std::size_t>(g * w.blocks * kPackRows + r)],
+                           static_cast<float>(sum), acc);
           }
           y[t * y_stride + r] = acc * x.scale[static_cast<std::size_t>(t)];
         } else {
@@ -285,23 +312,31 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
   }
 }
 
-void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                   std::int64_t block_begin, std::int64_t block_end, CpuVariant variant) {
+void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y,
+                   std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
+                   CpuVariant variant) {
   switch (variant) {
     case CpuVariant::Amx:  // AMX kernels are not written yet; AVX-512 runs on every AMX CPU.
-    case CpuVariant::Avx512: packed_matmul_avx512(w, x, y, y_stride, block_begin, block_end); return;
-    case CpuVariant::Avx2: packed_matmul_avx2(w, x, y, y_stride, block_begin, block_end); return;
-    case CpuVariant::Scalar: packed_matmul_scalar(w, x, y, y_stride, block_begin, block_end); return;
+    case CpuVariant::Avx512:
+      packed_matmul_avx512(w, x, y, y_stride, block_begin, block_end);
+      return;
+    case CpuVariant::Avx2:
+      packed_matmul_avx2(w, x, y, y_stride, block_begin, block_end);
+      return;
+    case CpuVariant::Scalar:
+      packed_matmul_scalar(w, x, y, y_stride, block_begin, block_end);
+      return;
   }
 }
 
-void packed_matmul_all(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                       CpuVariant variant, const ParallelFor& parallel) {
+void packed_matmul_all(const PackedMatrix& w, const PackedActivations& x, float* y,
+                       std::int64_t y_stride, CpuVariant variant, const ParallelFor& parallel) {
   // Four blocks per task: enough work per task, enough tasks to balance.
   constexpr std::int64_t kBlocksPerTask = 4;
   const std::int64_t tasks = (w.blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   parallel(tasks, [&](std::int64_t t0, std::int64_t t1) {
-    packed_matmul(w, x, y, y_stride, t0 * kBlocksPerTask, std::min(w.blocks, t1 * kBlocksPerTask), variant);
+    packed_matmul(w, x, y, y_stride, t0 * kBlocksPerTask, std::min(w.blocks, t1 * kBlocksPerTask),
+                  variant);
   });
 }
 

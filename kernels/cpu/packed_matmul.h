@@ -55,8 +55,12 @@ struct PackedMatrix {
   std::int64_t groups() const { return group > 0 ? (cols_padded + group - 1) / group : 0; }
 
   std::size_t block_bytes() const;
-  const std::uint8_t* block(std::int64_t b) const { return bytes.data.get() + b * static_cast<std::int64_t>(block_bytes()); }
-  std::uint8_t* block(std::int64_t b) { return bytes.data.get() + b * static_cast<std::int64_t>(block_bytes()); }
+  const std::uint8_t* block(std::int64_t b) const {
+    return bytes.data.get() + b * static_cast<std::int64_t>(block_bytes());
+  }
+  std::uint8_t* block(std::int64_t b) {
+    return bytes.data.get() + b * static_cast<std::int64_t>(block_bytes());
+  }
 };
 
 // Packs a stored matrix (any dtype, with its fp8 block scales) row by row. INT8 uses a
@@ -65,7 +69,8 @@ PackedMatrix pack_int8(const WeightMatrix& source);
 PackedMatrix pack_bf16(const WeightMatrix& source);
 // INT4: one scale per (row, group of `group` columns along k), no zero point, values -8..7:
 // the scale is -w_extreme / 8 times the factor in 1 ... 0.6 with the least squared error
-// (clipping outliers a little helps the rest). `group` must be a positive multiple of 8 (the last group may be shorter).
+// (clipping outliers a little helps the rest). `group` must be a positive multiple of 8 (the last
+// group may be shorter).
 PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group);
 inline constexpr std::int64_t kDefaultInt4Group = 64;
 
@@ -74,7 +79,8 @@ std::uint64_t packed_matrix_bytes(const PackedMatrix& m);
 
 // The shape of a packed matrix without its data: sizes for writers that declare files up
 // front. `bytes` stays empty; blocks * block_bytes() and the scale counts are final.
-PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat format, std::int64_t group = 0);
+PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat format,
+                          std::int64_t group = 0);
 std::size_t packed_scale_count(const PackedMatrix& m);  // row_scale or group_scale entries
 
 // Row `r` as the fp32 weights the kernels multiply with (for verification).
@@ -87,36 +93,38 @@ struct PackedActivations {
   PackedFormat format = PackedFormat::Int8;
   std::int64_t tokens = 0;
   std::int64_t cols_padded = 0;
-  std::int64_t group = 0;                // INT4
-  std::vector<std::int8_t> q;            // INT8, INT4: [tokens x cols_padded]
-  std::vector<float> scale;              // INT8, INT4: per token
-  std::vector<std::int32_t> q_sum;       // INT8, INT4: per token
-  std::vector<std::int32_t> group_sum;   // INT4: [tokens x groups]
-  std::vector<std::uint16_t> bf16;       // BF16: [tokens x cols_padded]
+  std::int64_t group = 0;               // INT4
+  std::vector<std::int8_t> q;           // INT8, INT4: [tokens x cols_padded]
+  std::vector<float> scale;             // INT8, INT4: per token
+  std::vector<std::int32_t> q_sum;      // INT8, INT4: per token
+  std::vector<std::int32_t> group_sum;  // INT4: [tokens x groups]
+  std::vector<std::uint16_t> bf16;      // BF16: [tokens x cols_padded]
 };
 
 // `group` is needed for INT4 only.
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
                       PackedActivations& out, std::int64_t group = 0);
 // Activations in the form the kernels for `w` read.
-inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens, PackedActivations& out) {
+inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
+                                 PackedActivations& out) {
   pack_activations(x, tokens, w.cols, w.format, out, w.group);
 }
 
 // y[t * y_stride + r] = sum_k x[t, k] * W[r, k] for rows r of blocks [block_begin, block_end).
-void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                   std::int64_t block_begin, std::int64_t block_end, CpuVariant variant);
+void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y,
+                   std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
+                   CpuVariant variant);
 
 // The variants, for tests and benchmarks (packed_matmul dispatches to them).
-void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                          std::int64_t block_begin, std::int64_t block_end);
-void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                        std::int64_t block_begin, std::int64_t block_end);
-void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                          std::int64_t block_begin, std::int64_t block_end);
+void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y,
+                          std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
+void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float* y,
+                        std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
+void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y,
+                          std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
 
 // Whole product, parallel over row blocks.
-void packed_matmul_all(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                       CpuVariant variant, const ParallelFor& parallel);
+void packed_matmul_all(const PackedMatrix& w, const PackedActivations& x, float* y,
+                       std::int64_t y_stride, CpuVariant variant, const ParallelFor& parallel);
 
 }  // namespace tandem::kernels

@@ -13,8 +13,8 @@ namespace {
 constexpr int kTokenTile = 2;
 
 template <int T>
-void int8_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, std::int64_t t0, float* y,
-                std::int64_t y_stride) {
+void int8_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t quads = w.cols_padded / 4;
   const std::uint8_t* wb = w.block(block);
   const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
@@ -25,14 +25,18 @@ void int8_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
     __m256i xv[T];
     for (int t = 0; t < T; ++t) {
       const std::int8_t* q = xq + t * x.cols_padded + k * 4;
-      const std::int64_t four = static_cast<std::uint16_t>(q[0]) | (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[1])) << 16) |
-                                (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[2])) << 32) |
-                                (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[3])) << 48);
+      const std::int64_t four =
+          static_cast<std::uint16_t>(q[0]) |
+          (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[1])) << 16) |
+          (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[2])) << 32) |
+          (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[3])) << 48);
       xv[t] = _mm256_set1_epi64x(four);
     }
     for (int g = 0; g < 4; ++g) {
-      const __m256i wv = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(wb + k * 64 + g * 16)));
-      for (int t = 0; t < T; ++t) acc[g][t] = _mm256_add_epi32(acc[g][t], _mm256_madd_epi16(wv, xv[t]));
+      const __m256i wv = _mm256_cvtepu8_epi16(
+          _mm_load_si128(reinterpret_cast<const __m128i*>(wb + k * 64 + g * 16)));
+      for (int t = 0; t < T; ++t)
+        acc[g][t] = _mm256_add_epi32(acc[g][t], _mm256_madd_epi16(wv, xv[t]));
     }
   }
   const std::int64_t r0 = block * kPackRows;
@@ -45,8 +49,10 @@ void int8_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
       for (int i = 0; i < 4; ++i) {
         const std::int64_t lane = g * 4 + i;
         if (lane >= rows) break;
-        const std::int32_t exact = part[2 * i] + part[2 * i + 1] - 128 * x.q_sum[static_cast<std::size_t>(tok)];
-        y[tok * y_stride + r0 + lane] = static_cast<float>(exact) * w.row_scale[static_cast<std::size_t>(r0 + lane)] *
+        const std::int32_t exact =
+            part[2 * i] + part[2 * i + 1] - 128 * x.q_sum[static_cast<std::size_t>(tok)];
+        y[tok * y_stride + r0 + lane] = static_cast<float>(exact) *
+                                        w.row_scale[static_cast<std::size_t>(r0 + lane)] *
                                         x.scale[static_cast<std::size_t>(tok)];
       }
     }
@@ -57,12 +63,13 @@ void int8_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
 // exact sums of rows 8h..8h+7, in row order.
 inline __m256i row_sums(__m256i a, __m256i b) {
   // hadd gives rows [0, 1, 4, 5, 2, 3, 6, 7] of the eight rows held by a and b.
-  return _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(a, b), _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+  return _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(a, b),
+                                     _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
 }
 
 template <int T>
-void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, std::int64_t t0, float* y,
-                std::int64_t y_stride) {
+void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t octets = w.cols_padded / 8;
   const std::int64_t octets_per_group = w.group / 8;
   const std::int64_t groups = w.groups();
@@ -71,7 +78,8 @@ void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
   const __m128i low_nibbles = _mm_set1_epi8(0x0F);
   auto broadcast_quad = [](const std::int8_t* q) {
-    const std::int64_t four = static_cast<std::uint16_t>(q[0]) | (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[1])) << 16) |
+    const std::int64_t four = static_cast<std::uint16_t>(q[0]) |
+                              (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[1])) << 16) |
                               (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[2])) << 32) |
                               (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[3])) << 48);
     return _mm256_set1_epi64x(four);
@@ -95,12 +103,14 @@ void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
         const __m256i lo = _mm256_cvtepu8_epi16(_mm_and_si128(raw, low_nibbles));
         const __m256i hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low_nibbles));
         for (int t = 0; t < T; ++t) {
-          acc[q][t] = _mm256_add_epi32(acc[q][t], _mm256_add_epi32(_mm256_madd_epi16(lo, x0[t]), _mm256_madd_epi16(hi, x1[t])));
+          acc[q][t] = _mm256_add_epi32(acc[q][t], _mm256_add_epi32(_mm256_madd_epi16(lo, x0[t]),
+                                                                   _mm256_madd_epi16(hi, x1[t])));
         }
       }
     }
     for (int h = 0; h < 2; ++h) {
-      const __m256 scale = _mm256_loadu_ps(w.group_scale.data() + g * rows_padded + block * kPackRows + h * 8);
+      const __m256 scale =
+          _mm256_loadu_ps(w.group_scale.data() + g * rows_padded + block * kPackRows + h * 8);
       for (int t = 0; t < T; ++t) {
         const __m256i exact = _mm256_sub_epi32(
             row_sums(acc[2 * h][t], acc[2 * h + 1][t]),
@@ -122,8 +132,8 @@ void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
 }
 
 template <int T>
-void bf16_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, std::int64_t t0, float* y,
-                std::int64_t y_stride) {
+void bf16_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t pairs = w.cols_padded / 2;
   const std::uint8_t* wb = w.block(block);
   const std::uint16_t* xb = x.bf16.data() + t0 * x.cols_padded;
@@ -142,7 +152,8 @@ void bf16_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
       xv[t] = _mm256_castsi256_ps(_mm256_blend_epi32(lo, hi, 0xaa));
     }
     for (int g = 0; g < 4; ++g) {
-      const __m256i raw = _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(wb + k * 64 + g * 16)));
+      const __m256i raw = _mm256_cvtepu16_epi32(
+          _mm_load_si128(reinterpret_cast<const __m128i*>(wb + k * 64 + g * 16)));
       const __m256 wv = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
       for (int t = 0; t < T; ++t) acc[g][t] = _mm256_fmadd_ps(wv, xv[t], acc[g][t]);
     }
@@ -164,12 +175,13 @@ void bf16_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
 
 }  // namespace
 
-void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                        std::int64_t block_begin, std::int64_t block_end) {
+void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float* y,
+                        std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
   if (w.format == PackedFormat::Int4) {
     for (std::int64_t b = block_begin; b < block_end; ++b) {
       std::int64_t t = 0;
-      for (; t + kTokenTile <= x.tokens; t += kTokenTile) int4_block<kTokenTile>(w, x, b, t, y, y_stride);
+      for (; t + kTokenTile <= x.tokens; t += kTokenTile)
+        int4_block<kTokenTile>(w, x, b, t, y, y_stride);
       if (t < x.tokens) int4_block<1>(w, x, b, t, y, y_stride);
     }
     return;
@@ -178,9 +190,11 @@ void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float
   for (std::int64_t b = block_begin; b < block_end; ++b) {
     std::int64_t t = 0;
     for (; t + kTokenTile <= x.tokens; t += kTokenTile) {
-      int8 ? int8_block<kTokenTile>(w, x, b, t, y, y_stride) : bf16_block<kTokenTile>(w, x, b, t, y, y_stride);
+      int8 ? int8_block<kTokenTile>(w, x, b, t, y, y_stride)
+           : bf16_block<kTokenTile>(w, x, b, t, y, y_stride);
     }
-    if (t < x.tokens) int8 ? int8_block<1>(w, x, b, t, y, y_stride) : bf16_block<1>(w, x, b, t, y, y_stride);
+    if (t < x.tokens)
+      int8 ? int8_block<1>(w, x, b, t, y, y_stride) : bf16_block<1>(w, x, b, t, y, y_stride);
   }
 }
 

@@ -21,8 +21,8 @@ void store_rows(float* dst, __m512 v, std::int64_t rows) {
 }
 
 template <int T, int B>
-void int8_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, std::int64_t t0, float* y,
-               std::int64_t y_stride) {
+void int8_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+               std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t quads = w.cols_padded / 4;
   const std::uint8_t* wb[B];
   for (int b = 0; b < B; ++b) wb[b] = w.block(block + b);
@@ -47,7 +47,8 @@ void int8_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
     for (int t = 0; t < T; ++t) {
       const std::int64_t tok = t0 + t;
       // Stored weights are w + 128: take 128 * sum(x) back out.
-      const __m512i exact = _mm512_sub_epi32(acc[b][t], _mm512_set1_epi32(128 * x.q_sum[static_cast<std::size_t>(tok)]));
+      const __m512i exact = _mm512_sub_epi32(
+          acc[b][t], _mm512_set1_epi32(128 * x.q_sum[static_cast<std::size_t>(tok)]));
       const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(exact), row_scale),
                                      _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)]));
       store_rows(y + tok * y_stride + r0, v, rows);
@@ -61,8 +62,8 @@ void int8_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
 constexpr int kInt4TokenTile = 4;
 
 template <int T, int B>
-void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, std::int64_t t0, float* y,
-               std::int64_t y_stride) {
+void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+               std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t octets = w.cols_padded / 8;
   const std::int64_t octets_per_group = w.group / 8;
   const std::int64_t groups = w.groups();
@@ -91,15 +92,18 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
         __builtin_memcpy(quads, xq + t * x.cols_padded + k * 8, 8);
         const __m512i x0 = _mm512_set1_epi32(quads[0]);
         const __m512i x1 = _mm512_set1_epi32(quads[1]);
-        for (int b = 0; b < B; ++b) acc[b][t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[b][t], lo[b], x0), hi[b], x1);
+        for (int b = 0; b < B; ++b)
+          acc[b][t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[b][t], lo[b], x0), hi[b], x1);
       }
     }
     for (int b = 0; b < B; ++b) {
-      const __m512 scale = _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
+      const __m512 scale =
+          _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
       for (int t = 0; t < T; ++t) {
         // Stored nibbles are w + 8: take 8 * (the group's activation sum) back out.
         const __m512i exact = _mm512_sub_epi32(
-            acc[b][t], _mm512_set1_epi32(8 * x.group_sum[static_cast<std::size_t>((t0 + t) * groups + g)]));
+            acc[b][t],
+            _mm512_set1_epi32(8 * x.group_sum[static_cast<std::size_t>((t0 + t) * groups + g)]));
         result[b][t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact), result[b][t]);
       }
     }
@@ -109,28 +113,38 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
     const std::int64_t rows = std::min(kPackRows, w.rows - r0);
     for (int t = 0; t < T; ++t) {
       const std::int64_t tok = t0 + t;
-      store_rows(y + tok * y_stride + r0, _mm512_mul_ps(result[b][t], _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)])),
-                 rows);
+      store_rows(
+          y + tok * y_stride + r0,
+          _mm512_mul_ps(result[b][t], _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)])),
+          rows);
     }
   }
 }
 
 template <int B>
-void run_tokens_int4(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, float* y,
-                     std::int64_t y_stride) {
+void run_tokens_int4(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                     float* y, std::int64_t y_stride) {
   std::int64_t t = 0;
-  for (; t + kInt4TokenTile <= x.tokens; t += kInt4TokenTile) int4_tile<kInt4TokenTile, B>(w, x, block, t, y, y_stride);
+  for (; t + kInt4TokenTile <= x.tokens; t += kInt4TokenTile)
+    int4_tile<kInt4TokenTile, B>(w, x, block, t, y, y_stride);
   switch (x.tokens - t) {
-    case 1: int4_tile<1, B>(w, x, block, t, y, y_stride); break;
-    case 2: int4_tile<2, B>(w, x, block, t, y, y_stride); break;
-    case 3: int4_tile<3, B>(w, x, block, t, y, y_stride); break;
-    default: break;
+    case 1:
+      int4_tile<1, B>(w, x, block, t, y, y_stride);
+      break;
+    case 2:
+      int4_tile<2, B>(w, x, block, t, y, y_stride);
+      break;
+    case 3:
+      int4_tile<3, B>(w, x, block, t, y, y_stride);
+      break;
+    default:
+      break;
   }
 }
 
 template <int T, int B>
-void bf16_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, std::int64_t t0, float* y,
-               std::int64_t y_stride) {
+void bf16_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+               std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t pairs = w.cols_padded / 2;
   const std::uint8_t* wb[B];
   for (int b = 0; b < B; ++b) wb[b] = w.block(block + b);
@@ -156,15 +170,20 @@ void bf16_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
 }
 
 template <int B>
-void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, float* y, std::int64_t y_stride) {
+void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, float* y,
+                std::int64_t y_stride) {
   const bool int8 = w.format == PackedFormat::Int8;
   std::int64_t t = 0;
   for (; t + kTokenTile <= x.tokens; t += kTokenTile) {
-    int8 ? int8_tile<kTokenTile, B>(w, x, block, t, y, y_stride) : bf16_tile<kTokenTile, B>(w, x, block, t, y, y_stride);
+    int8 ? int8_tile<kTokenTile, B>(w, x, block, t, y, y_stride)
+         : bf16_tile<kTokenTile, B>(w, x, block, t, y, y_stride);
   }
   switch (x.tokens - t) {
-#define TANDEM_TAIL(n) \
-  case n: int8 ? int8_tile<n, B>(w, x, block, t, y, y_stride) : bf16_tile<n, B>(w, x, block, t, y, y_stride); break;
+#define TANDEM_TAIL(n)                                   \
+  case n:                                                \
+    int8 ? int8_tile<n, B>(w, x, block, t, y, y_stride)  \
+         : bf16_tile<n, B>(w, x, block, t, y, y_stride); \
+    break;
     TANDEM_TAIL(1)
     TANDEM_TAIL(2)
     TANDEM_TAIL(3)
@@ -173,14 +192,15 @@ void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
     TANDEM_TAIL(6)
     TANDEM_TAIL(7)
 #undef TANDEM_TAIL
-    default: break;
+    default:
+      break;
   }
 }
 
 }  // namespace
 
-void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y, std::int64_t y_stride,
-                          std::int64_t block_begin, std::int64_t block_end) {
+void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y,
+                          std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
   std::int64_t b = block_begin;
   if (w.format == PackedFormat::Int4) {
     if (x.tokens == 1) {

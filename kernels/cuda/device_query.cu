@@ -59,7 +59,8 @@ std::string describe_discovery_error(int code, const std::string& name) {
   switch (code) {
     case cudaErrorInsufficientDriver:
       return "the NVIDIA driver is missing or older than this build of Tandem needs "
-             "(CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." +
+             "(CUDA runtime " +
+             std::to_string(CUDART_VERSION / 1000) + "." +
              std::to_string(CUDART_VERSION % 1000 / 10) +
              "); install or update the NVIDIA driver to use the GPU";
     case cudaErrorNoDevice:
@@ -72,8 +73,8 @@ std::string describe_discovery_error(int code, const std::string& name) {
       return "the NVIDIA kernel module and driver library have different versions; reboot "
              "or reinstall the driver";
     default:
-      return "the CUDA runtime could not list GPUs (" + name + ", code " +
-             std::to_string(code) + ")";
+      return "the CUDA runtime could not list GPUs (" + name + ", code " + std::to_string(code) +
+             ")";
   }
 }
 

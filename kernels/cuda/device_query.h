@@ -18,16 +18,16 @@ struct DeviceInfo {
   std::uint64_t free_bytes = 0;
   int multiprocessors = 0;
   std::string pci_bus_id;
-  bool usable = false;      // this build has kernels for it and a test kernel ran correctly
-  std::string not_usable;   // why not, in words; empty when usable
+  bool usable = false;     // this build has kernels for it and a test kernel ran correctly
+  std::string not_usable;  // why not, in words; empty when usable
 };
 
 struct DeviceQuery {
-  bool compiled = false;          // this build contains the CUDA kernels
-  int driver_version = 0;         // e.g. 12040 for 12.4; 0 when no driver
-  int runtime_version = 0;        // the runtime this build links
+  bool compiled = false;    // this build contains the CUDA kernels
+  int driver_version = 0;   // e.g. 12040 for 12.4; 0 when no driver
+  int runtime_version = 0;  // the runtime this build links
   std::vector<DeviceInfo> devices;
-  std::string reason;             // why the list is empty, in words; empty otherwise
+  std::string reason;  // why the list is empty, in words; empty otherwise
 };
 
 // Safe to call on any machine; never throws.

@@ -54,7 +54,8 @@ class TestCli : public QObject {
     QCOMPARE(doc["schema_version"].get<int>(), 1);
     QVERIFY(doc["topology"]["physical_cores"].get<int>() >= 1);
     // Without --path the disk is measured where models will be stored.
-    QVERIFY(QString::fromStdString(doc["disk"]["measured_path"].get<std::string>()).startsWith(home_.path()));
+    QVERIFY(QString::fromStdString(doc["disk"]["measured_path"].get<std::string>())
+                .startsWith(home_.path()));
   }
 
   void detectTableAndLogFile() {
@@ -75,7 +76,8 @@ class TestCli : public QObject {
 
   void screenshotIsAPngOfTheRequestedSize() {
     const QString file = home_.path() + "/shot.png";
-    const Run r = runTandem({"--screenshot", file, "--size", "1024x700", "--page", "system"}, env());
+    const Run r =
+        runTandem({"--screenshot", file, "--size", "1024x700", "--page", "system"}, env());
     QCOMPARE(r.code, 0);
     QFile f(file);
     QVERIFY(f.open(QIODevice::ReadOnly));
@@ -100,7 +102,8 @@ class TestCli : public QObject {
 
   void noDisplayExplainsHeadlessUse() {
     QProcessEnvironment e = env();
-    for (const char* v : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) e.remove(QString::fromLatin1(v));
+    for (const char* v : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"})
+      e.remove(QString::fromLatin1(v));
     const Run r = runTandem({}, e);
     QCOMPARE(r.code, 0);
     QVERIFY(r.out.contains(QLatin1String("found no display")));
@@ -115,11 +118,13 @@ class TestCli : public QObject {
     QVERIFY(f.open(QIODevice::ReadOnly));
     const auto expected = nlohmann::json::parse(f.readAll().toStdString())["prompts"][0];
     const QString dump = home_.path() + "/logits.json";
-    const Run r = runTandem({"run", "-m", fixture, "-p", QString::fromStdString(expected["text"].get<std::string>()),
-                             "-n", "16", "--greedy", "--dump-logits", dump, "-t", "2"},
-                            env());
+    const Run r = runTandem(
+        {"run", "-m", fixture, "-p", QString::fromStdString(expected["text"].get<std::string>()),
+         "-n", "16", "--greedy", "--dump-logits", dump, "-t", "2"},
+        env());
     QCOMPARE(r.code, 0);
-    QVERIFY2(r.err.contains(QLatin1String("prompt: ")) && r.err.contains(QLatin1String("tokens/s")), qPrintable(r.err));
+    QVERIFY2(r.err.contains(QLatin1String("prompt: ")) && r.err.contains(QLatin1String("tokens/s")),
+             qPrintable(r.err));
     QFile d(dump);
     QVERIFY(d.open(QIODevice::ReadOnly));
     const auto got = nlohmann::json::parse(d.readAll().toStdString());
@@ -146,30 +151,37 @@ class TestCli : public QObject {
   void convertThenRunAndBench() {
     const QString fixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
     const QString out = home_.path() + "/converted-int8";
-    const Run c = runTandem({"convert", "--in", fixture, "--out", out, "--method", "int8", "--verify"}, env());
+    const Run c = runTandem(
+        {"convert", "--in", fixture, "--out", out, "--method", "int8", "--verify"}, env());
     QCOMPARE(c.code, 0);
     QVERIFY2(c.out.contains(QLatin1String("verified 52 tensors")), qPrintable(c.out));
     QVERIFY2(c.err.contains(QLatin1String("peak memory")), qPrintable(c.err));
     const QStringList prompt = {"-p", "The quick brown fox", "-n", "12", "--greedy", "-t", "2"};
     const Run converted = runTandem(QStringList{"run", "-m", out} + prompt, env());
-    const Run packed = runTandem(QStringList{"run", "-m", fixture, "--cpu-format", "int8"} + prompt, env());
+    const Run packed =
+        runTandem(QStringList{"run", "-m", fixture, "--cpu-format", "int8"} + prompt, env());
     QCOMPARE(converted.code, 0);
     QCOMPARE(packed.code, 0);
     QCOMPARE(converted.out, packed.out);
-    const Run bench = runTandem({"bench", "-m", out, "-p", "8", "-n", "4", "-r", "1", "-t", "2", "--json"}, env());
+    const Run bench = runTandem(
+        {"bench", "-m", out, "-p", "8", "-n", "4", "-r", "1", "-t", "2", "--json"}, env());
     QCOMPARE(bench.code, 0);
-    QCOMPARE(nlohmann::json::parse(bench.out.toStdString())["cpu_format"].get<std::string>(), std::string("int8"));
+    QCOMPARE(nlohmann::json::parse(bench.out.toStdString())["cpu_format"].get<std::string>(),
+             std::string("int8"));
     // Again into the finished folder: everything is kept.
-    const Run again = runTandem({"convert", "--in", fixture, "--out", out, "--method", "int8"}, env());
+    const Run again =
+        runTandem({"convert", "--in", fixture, "--out", out, "--method", "int8"}, env());
     QCOMPARE(again.code, 0);
     QVERIFY2(again.err.contains(QLatin1String("resumed")), qPrintable(again.err));
   }
 
   void convertExplainsBadInput() {
-    const Run r = runTandem({"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "int4"}, env());
+    const Run r = runTandem(
+        {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "int4"}, env());
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QLatin1String("not a model folder")), qPrintable(r.err));
-    const Run method = runTandem({"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "q4"}, env());
+    const Run method = runTandem(
+        {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "q4"}, env());
     QCOMPARE(method.code, 2);
     QVERIFY2(method.err.contains(QLatin1String("int8, int4 or bf16")), qPrintable(method.err));
     QVERIFY(!QFileInfo::exists(home_.path() + "/x"));
@@ -180,7 +192,9 @@ class TestCli : public QObject {
     QFile f(fixture + "/expected.json");
     QVERIFY(f.open(QIODevice::ReadOnly));
     const auto expected = nlohmann::json::parse(f.readAll().toStdString())["prompts"][1];
-    const Run r = runTandem({"tokenize", "-m", fixture, "--text", QString::fromStdString(expected["text"].get<std::string>()), "--json"}, env());
+    const Run r = runTandem({"tokenize", "-m", fixture, "--text",
+                             QString::fromStdString(expected["text"].get<std::string>()), "--json"},
+                            env());
     QCOMPARE(r.code, 0);
     QCOMPARE(nlohmann::json::parse(r.out.toStdString())["ids"], expected["ids"]);
   }
@@ -189,7 +203,8 @@ class TestCli : public QObject {
     QProcess p;
     p.setProcessEnvironment(env());
     p.start(QStringLiteral(TANDEM_EXECUTABLE),
-            {"chat", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe"), "-n", "6", "--seed", "1"});
+            {"chat", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe"), "-n", "6",
+             "--seed", "1"});
     QVERIFY(p.waitForStarted());
     p.write("hello\n/regenerate\n/nonsense\n/reset\n/quit\n");
     p.closeWriteChannel();
@@ -209,13 +224,17 @@ class TestCli : public QObject {
     QVERIFY(m.open(QIODevice::WriteOnly));
     m.write(R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])");
     m.close();
-    const Run r = runTandem({"template", "render", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe"),
-                             "--messages", messages},
-                            env());
+    const Run r = runTandem(
+        {"template", "render", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe"),
+         "--messages", messages},
+        env());
     QCOMPARE(r.code, 0);
-    QCOMPARE(r.out, QStringLiteral("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
-    const Run bare = runTandem({"template", "render", "--template",
-                                QStringLiteral("/dev/null"), "--messages", messages, "--no-generation-prompt"},
+    QCOMPARE(r.out,
+             QStringLiteral(
+                 "<|im_start|>system\nBe "
+                 "brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    const Run bare = runTandem({"template", "render", "--template", QStringLiteral("/dev/null"),
+                                "--messages", messages, "--no-generation-prompt"},
                                env());
     QCOMPARE(bare.code, 0);
     QCOMPARE(bare.out, QString());
@@ -241,7 +260,8 @@ class TestCli : public QObject {
     QVERIFY(p.waitForFinished(30000));
     QCOMPARE(p.exitCode(), 0);
     const QString out = QString::fromUtf8(p.readAllStandardOutput());
-    QVERIFY2(out.contains(QLatin1String("Chatting with Qwen3MoeForCausalLM")) && out.contains(QLatin1String("demo-model")),
+    QVERIFY2(out.contains(QLatin1String("Chatting with Qwen3MoeForCausalLM")) &&
+                 out.contains(QLatin1String("demo-model")),
              qPrintable(out));
   }
 
@@ -253,8 +273,8 @@ class TestCli : public QObject {
     const auto expected = nlohmann::json::parse(f.readAll().toStdString());
     const QString context = QString::number(expected["context_tokens"].get<int>());
 
-    const Run json = runTandem({"perplexity", "-m", fixture, "--file", text, "--context", context, "--kl-base",
-                                fixture, "--json", "-t", "1"},
+    const Run json = runTandem({"perplexity", "-m", fixture, "--file", text, "--context", context,
+                                "--kl-base", fixture, "--json", "-t", "1"},
                                env());
     QCOMPARE(json.code, 0);
     const auto doc = nlohmann::json::parse(json.out.toStdString());
@@ -272,12 +292,15 @@ class TestCli : public QObject {
     }
     QVERIFY(!table.out.contains(QLatin1String("KL")));
 
-    const Run otherTokenizer = runTandem({"perplexity", "-m", fixture, "-f", text, "--kl-base",
-                                          QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model")},
-                                         env());
+    const Run otherTokenizer =
+        runTandem({"perplexity", "-m", fixture, "-f", text, "--kl-base",
+                   QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model")},
+                  env());
     QCOMPARE(otherTokenizer.code, 2);
-    QVERIFY2(otherTokenizer.err.contains(QLatin1String("same tokenizer")), qPrintable(otherTokenizer.err));
-    const Run tooLong = runTandem({"perplexity", "-m", fixture, "-f", text, "--context", "100000"}, env());
+    QVERIFY2(otherTokenizer.err.contains(QLatin1String("same tokenizer")),
+             qPrintable(otherTokenizer.err));
+    const Run tooLong =
+        runTandem({"perplexity", "-m", fixture, "-f", text, "--context", "100000"}, env());
     QCOMPARE(tooLong.code, 2);
     QVERIFY2(tooLong.err.contains(QLatin1String("positions")), qPrintable(tooLong.err));
     const Run noFile = runTandem({"perplexity", "-m", fixture}, env());
@@ -285,20 +308,24 @@ class TestCli : public QObject {
   }
 
   void recommendForARecordedMachine() {
-    const Run r = runTandem({"recommend", "-m", "qwen3-30b-a3b", "--hardware",
-                             QStringLiteral(TANDEM_TEST_DATA_DIR "/hardware/ryzen-avx512-16gb.json"), "--json", "--save"},
-                            env());
+    const Run r =
+        runTandem({"recommend", "-m", "qwen3-30b-a3b", "--hardware",
+                   QStringLiteral(TANDEM_TEST_DATA_DIR "/hardware/ryzen-avx512-16gb.json"),
+                   "--json", "--save"},
+                  env());
     QCOMPARE(r.code, 0);
     const auto doc = nlohmann::json::parse(r.out.toStdString());
     QCOMPARE(doc["verdict"].get<std::string>(), std::string("fits"));
-    QVERIFY(doc["memory"]["ram_total_bytes"].get<std::uint64_t>() <= doc["memory"]["ram_budget_bytes"].get<std::uint64_t>());
+    QVERIFY(doc["memory"]["ram_total_bytes"].get<std::uint64_t>() <=
+            doc["memory"]["ram_budget_bytes"].get<std::uint64_t>());
     QVERIFY(QFile::exists(home_.path() + "/data/Tandem/Tandem/profiles/qwen3-30b-a3b.json"));
     const Run missing = runTandem({"recommend", "-m", "no-such-model"}, env());
     QCOMPARE(missing.code, 1);
     QVERIFY(missing.err.contains(QLatin1String("Catalog models: ")));
-    const Run tooBig = runTandem({"recommend", "-m", "kimi-k2-instruct", "--hardware",
-                                  QStringLiteral(TANDEM_TEST_DATA_DIR "/hardware/laptop-avx2.json")},
-                                 env());
+    const Run tooBig =
+        runTandem({"recommend", "-m", "kimi-k2-instruct", "--hardware",
+                   QStringLiteral(TANDEM_TEST_DATA_DIR "/hardware/laptop-avx2.json")},
+                  env());
     QCOMPARE(tooBig.code, 3);
     QVERIFY(tooBig.out.contains(QLatin1String("choose a smaller model")));
   }

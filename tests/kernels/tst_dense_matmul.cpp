@@ -23,7 +23,8 @@ struct Stored {
 };
 
 // Stores `values` [rows x cols] as `type`; fp8 gets per-block scales.
-Stored store(const std::vector<float>& values, std::int64_t rows, std::int64_t cols, DType type, std::int64_t block) {
+Stored store(const std::vector<float>& values, std::int64_t rows, std::int64_t cols, DType type,
+             std::int64_t block) {
   Stored s;
   const std::size_t n = values.size();
   s.bytes.resize(n * dtype_size(type));
@@ -55,7 +56,9 @@ Stored store(const std::vector<float>& values, std::int64_t rows, std::int64_t c
         for (int code = 0; code < 256; ++code) {
           const float v = f8e4m3_to_f32(static_cast<std::uint8_t>(code));
           if (std::isnan(v)) continue;
-          if (std::abs(v - values[i] / sc) < std::abs(f8e4m3_to_f32(static_cast<std::uint8_t>(best)) - values[i] / sc)) best = code;
+          if (std::abs(v - values[i] / sc) <
+              std::abs(f8e4m3_to_f32(static_cast<std::uint8_t>(best)) - values[i] / sc))
+            best = code;
         }
         s.bytes[i] = static_cast<std::uint8_t>(best);
         s.dense[i] = f8e4m3_to_f32(static_cast<std::uint8_t>(best)) * sc;
@@ -81,7 +84,7 @@ class TestDenseMatmul : public QObject {
     QCOMPARE(f16_to_f32(0x7bff), 65504.0f);
     QVERIFY(std::isinf(f16_to_f32(0x7c00)));
     QCOMPARE(f8e4m3_to_f32(0x38), 1.0f);
-    QCOMPARE(f8e4m3_to_f32(0x7e), 448.0f);    // the largest finite value
+    QCOMPARE(f8e4m3_to_f32(0x7e), 448.0f);  // the largest finite value
     QCOMPARE(f8e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
     QCOMPARE(f8e4m3_to_f32(0xb8), -1.0f);
     QVERIFY(std::isnan(f8e4m3_to_f32(0x7f)));
@@ -123,7 +126,8 @@ class TestDenseMatmul : public QObject {
     const auto x = randomVector(static_cast<std::size_t>(m * cols), 2);
     std::vector<float> y(static_cast<std::size_t>(m * rows));
     // Split into uneven chunks the way a thread pool would.
-    const ParallelFor chunked = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+    const ParallelFor chunked = [](std::int64_t n,
+                                   const std::function<void(std::int64_t, std::int64_t)>& body) {
       for (std::int64_t b = 0; b < n; b += 3) body(b, std::min(n, b + 3));
     };
     matmul_xwt(x.data(), m, w, y.data(), rows, chunked);
@@ -131,7 +135,8 @@ class TestDenseMatmul : public QObject {
       for (int n = 0; n < rows; ++n) {
         double want = 0;
         for (int k = 0; k < cols; ++k) want += double(x[i * cols + k]) * s.dense[n * cols + k];
-        QVERIFY2(std::abs(y[i * rows + n] - want) < 1e-4 * (1 + std::abs(want)), qPrintable(QString::number(want)));
+        QVERIFY2(std::abs(y[i * rows + n] - want) < 1e-4 * (1 + std::abs(want)),
+                 qPrintable(QString::number(want)));
       }
     }
 
@@ -144,7 +149,8 @@ class TestDenseMatmul : public QObject {
     for (int i = 0; i < m; ++i) {
       for (int c = 0; c < cols; ++c) {
         double want = 0;
-        for (int r = 0; r < count; ++r) want += double(xr[i * count + r]) * s.dense[(first + r) * cols + c];
+        for (int r = 0; r < count; ++r)
+          want += double(xr[i * count + r]) * s.dense[(first + r) * cols + c];
         QVERIFY(std::abs(z[i * cols + c] - want) < 1e-4 * (1 + std::abs(want)));
       }
     }

@@ -44,8 +44,8 @@ class TestIsa : public QObject {
     const QSet<QString> flags = cpuinfoFlags();
     QVERIFY2(!flags.isEmpty(), "/proc/cpuinfo has no flags line");
     const IsaFeatureInfo& info = kIsaFeatureTable[static_cast<std::size_t>(index)];
-    const bool listed = flags.contains(QString::fromUtf8(info.cpuinfo_flag.data(),
-                                                         static_cast<int>(info.cpuinfo_flag.size())));
+    const bool listed = flags.contains(
+        QString::fromUtf8(info.cpuinfo_flag.data(), static_cast<int>(info.cpuinfo_flag.size())));
     QCOMPARE(detect_isa().usable.*(info.member), listed);
   }
 
@@ -90,7 +90,8 @@ class TestIsa : public QObject {
   }
 
   void variantNamesRoundTrip() {
-    for (CpuVariant v : {CpuVariant::Scalar, CpuVariant::Avx2, CpuVariant::Avx512, CpuVariant::Amx}) {
+    for (CpuVariant v :
+         {CpuVariant::Scalar, CpuVariant::Avx2, CpuVariant::Avx512, CpuVariant::Amx}) {
       CpuVariant parsed = CpuVariant::Scalar;
       QVERIFY(parse_variant(variant_name(v), parsed));
       QCOMPARE(parsed, v);

@@ -18,20 +18,27 @@ std::vector<float> randomValues(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-PackedMatrix packAs(PackedFormat f, const WeightMatrix& source, std::int64_t group = kDefaultInt4Group) {
+PackedMatrix packAs(PackedFormat f, const WeightMatrix& source,
+                    std::int64_t group = kDefaultInt4Group) {
   switch (f) {
-    case PackedFormat::Int8: return pack_int8(source);
-    case PackedFormat::Int4: return pack_int4(source, group);
-    case PackedFormat::Bf16: return pack_bf16(source);
+    case PackedFormat::Int8:
+      return pack_int8(source);
+    case PackedFormat::Int4:
+      return pack_int4(source, group);
+    case PackedFormat::Bf16:
+      return pack_bf16(source);
   }
   return {};
 }
 
 QString formatName(PackedFormat f) {
   switch (f) {
-    case PackedFormat::Int8: return QStringLiteral("int8");
-    case PackedFormat::Int4: return QStringLiteral("int4");
-    case PackedFormat::Bf16: return QStringLiteral("bf16");
+    case PackedFormat::Int8:
+      return QStringLiteral("int8");
+    case PackedFormat::Int4:
+      return QStringLiteral("int4");
+    case PackedFormat::Bf16:
+      return QStringLiteral("bf16");
   }
   return {};
 }
@@ -57,14 +64,17 @@ class TestPackedMatmul : public QObject {
         for (int tokens : {1, 3, 5, 8, 9, 17}) {
           for (auto [rows, cols] : {std::pair{16, 64}, {37, 30}, {64, 257}, {5, 3}, {48, 384}}) {
             // INT4: groups that divide k, that leave a short last group, and one group in all.
-            for (int group : f == PackedFormat::Int4 ? std::vector<int>{32, 64, 128} : std::vector<int>{0}) {
-              const QString name = QStringLiteral("%1 %2 t%3 %4x%5 g%6")
-                                       .arg(QString::fromUtf8(variant_name(v).data()), formatName(f))
-                                       .arg(tokens)
-                                       .arg(rows)
-                                       .arg(cols)
-                                       .arg(group);
-              QTest::newRow(qPrintable(name)) << int(v) << int(f) << tokens << rows << cols << group;
+            for (int group :
+                 f == PackedFormat::Int4 ? std::vector<int>{32, 64, 128} : std::vector<int>{0}) {
+              const QString name =
+                  QStringLiteral("%1 %2 t%3 %4x%5 g%6")
+                      .arg(QString::fromUtf8(variant_name(v).data()), formatName(f))
+                      .arg(tokens)
+                      .arg(rows)
+                      .arg(cols)
+                      .arg(group);
+              QTest::newRow(qPrintable(name))
+                  << int(v) << int(f) << tokens << rows << cols << group;
             }
           }
         }
@@ -168,13 +178,18 @@ class TestPackedMatmul : public QObject {
           const std::uint8_t byte = w.block(r / 16)[(c / 8) * 64 + (r % 16) * 4 + c % 4];
           const int q = ((c % 8) < 4 ? byte & 0x0F : byte >> 4) - 8;
           QVERIFY(q >= -8 && q <= 7);
-          const double weight = q * double(w.group_scale[static_cast<std::size_t>((c / group) * rows_padded + r)]);
+          const double weight =
+              q * double(w.group_scale[static_cast<std::size_t>((c / group) * rows_padded + r)]);
           // Within half a step, or clipped to an end of the range (the scale may be negative).
-          const double step = w.group_scale[static_cast<std::size_t>((c / group) * rows_padded + r)];
+          const double step =
+              w.group_scale[static_cast<std::size_t>((c / group) * rows_padded + r)];
           const double v = values[r * cols + c];
           const double lo = std::min(-8 * step, 7 * step), hi = std::max(-8 * step, 7 * step);
-          QVERIFY(v < lo ? weight == lo : v > hi ? weight == hi : std::abs(weight - v) <= 0.5 * std::abs(step) + 1e-6);
-          want += weight * a.q[static_cast<std::size_t>(t * a.cols_padded + c)] * a.scale[static_cast<std::size_t>(t)];
+          QVERIFY(v < lo   ? weight == lo
+                  : v > hi ? weight == hi
+                           : std::abs(weight - v) <= 0.5 * std::abs(step) + 1e-6);
+          want += weight * a.q[static_cast<std::size_t>(t * a.cols_padded + c)] *
+                  a.scale[static_cast<std::size_t>(t)];
           magnitude += std::abs(weight * x[t * cols + c]);
         }
         QVERIFY2(std::abs(got[t * rows + r] - want) <= 1e-4 * (1 + magnitude),
@@ -206,7 +221,8 @@ class TestPackedMatmul : public QObject {
     pack_activations(x.data(), tokens, cols, PackedFormat::Int8, a);
     std::vector<float> want(static_cast<std::size_t>(tokens * rows)), got(want.size());
     packed_matmul_scalar(w, a, want.data(), rows, 0, w.blocks);
-    const ParallelFor oneAtATime = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+    const ParallelFor oneAtATime = [](std::int64_t n,
+                                      const std::function<void(std::int64_t, std::int64_t)>& body) {
       for (std::int64_t i = n - 1; i >= 0; --i) body(i, i + 1);
     };
     packed_matmul_all(w, a, got.data(), rows, CpuVariant::Scalar, oneAtATime);

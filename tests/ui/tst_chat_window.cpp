@@ -17,8 +17,8 @@
 #include "ui/conversation_list_model.h"
 #include "ui/engine_host.h"
 #include "ui/main_window.h"
-#include "ui/theme.h"
 #include "ui/message_widget.h"
+#include "ui/theme.h"
 
 using namespace tandem::ui;
 
@@ -81,7 +81,8 @@ class TestChatWindow : public QObject {
   }
 
   void codeBlocksAreSplitOut() {
-    const auto segments = split_code_blocks(QStringLiteral("Intro\n```python\nprint('hi')\nx = 1\n```\nAfter\n```\nopen"));
+    const auto segments = split_code_blocks(
+        QStringLiteral("Intro\n```python\nprint('hi')\nx = 1\n```\nAfter\n```\nopen"));
     QCOMPARE(segments.size(), 4);
     QVERIFY(!segments[0].code);
     QCOMPARE(segments[1].language, QStringLiteral("python"));
@@ -183,12 +184,13 @@ class TestChatWindow : public QObject {
     {
       ConversationStore store(path);
       const qint64 id = store.createConversation(QStringLiteral("Sorting in Python"));
-      store.setMessages(id, {{"user", "How do I sort a list in Python?", {}},
-                             {"assistant",
-                              "Use **`sorted()`** for a new list, or `list.sort()` in place:\n\n"
-                              "```python\nnumbers = [3, 1, 2]\nprint(sorted(numbers))  # [1, 2, 3]\n```\n\n"
-                              "- `reverse=True` sorts descending\n- `key=len` sorts by length",
-                              "The user wants the basics; show both forms."}});
+      store.setMessages(
+          id, {{"user", "How do I sort a list in Python?", {}},
+               {"assistant",
+                "Use **`sorted()`** for a new list, or `list.sort()` in place:\n\n"
+                "```python\nnumbers = [3, 1, 2]\nprint(sorted(numbers))  # [1, 2, 3]\n```\n\n"
+                "- `reverse=True` sorts descending\n- `key=len` sorts by length",
+                "The user wants the basics; show both forms."}});
     }
     MainWindow window(nullptr, path);
     window.resize(1280, 800);
@@ -198,7 +200,8 @@ class TestChatWindow : public QObject {
     MessageWidget* reply = chat->messageAt(1);
     const auto blocks = reply->findChildren<CodeBlockWidget*>();
     QCOMPARE(blocks.size(), 1);
-    QCOMPARE(blocks[0]->code(), QStringLiteral("numbers = [3, 1, 2]\nprint(sorted(numbers))  # [1, 2, 3]"));
+    QCOMPARE(blocks[0]->code(),
+             QStringLiteral("numbers = [3, 1, 2]\nprint(sorted(numbers))  # [1, 2, 3]"));
     QVERIFY(!reply->thinkingExpanded());  // folded by default
     QVERIFY(reply->thinkingSummary().startsWith(QLatin1String("Thought for")));
     // Search filters the list.

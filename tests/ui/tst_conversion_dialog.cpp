@@ -35,7 +35,8 @@ class TestConversionDialog : public QObject {
     QVERIFY(dialog.isRunning());  // the work is on another thread: start() returned at once
     QVERIFY(done.wait(30000));
     QCOMPARE(done.first().at(0).toBool(), true);
-    QVERIFY2(dialog.statusText().startsWith(QLatin1String("Done")), qPrintable(dialog.statusText()));
+    QVERIFY2(dialog.statusText().startsWith(QLatin1String("Done")),
+             qPrintable(dialog.statusText()));
     QVERIFY(dialog.verifiedTensors() > 0);
     QVERIFY(complete(dir.path() + "/int8"));
   }

@@ -31,7 +31,8 @@ class TestLogBridge : public QObject {
     qInstallMessageHandler(g_outer);
     tandem::log::logger().flush();
 
-    QVERIFY2(g_seen.contains(QLatin1String("tandem.engine|engine says 42")), qPrintable(g_seen.join('\n')));
+    QVERIFY2(g_seen.contains(QLatin1String("tandem.engine|engine says 42")),
+             qPrintable(g_seen.join('\n')));
     // The Qt message went to Qt's previous handler once, not back through the engine.
     QCOMPARE(g_seen.filter(QLatin1String("qt says hello")).size(), 1);
 

@@ -9,8 +9,8 @@
 
 #include "ui/engine_host.h"
 #include "ui/main_window.h"
-#include "ui/theme.h"
 #include "ui/system_page.h"
+#include "ui/theme.h"
 #include "ui/throughput_chart.h"
 
 using tandem::ui::MainWindow;
@@ -39,7 +39,8 @@ class TestMainWindow : public QObject {
     QVERIFY2(text.contains(QString::fromStdString(report->isa.identity.brand)), qPrintable(text));
     QVERIFY(text.contains(QLatin1String("NUMA node")));
     QVERIFY(text.contains(QLatin1String("CPU threads recommended")));
-    QVERIFY(text.contains(QString::fromUtf8(tandem::hw::backend_label(report->recommendation.cpu_backend.value).data())));
+    QVERIFY(text.contains(QString::fromUtf8(
+        tandem::hw::backend_label(report->recommendation.cpu_backend.value).data())));
     QVERIFY(window.statusSummary().contains(QLatin1String("CPU: ")));
     if (report->gpus.devices.empty()) {
       QVERIFY(text.contains(QLatin1String("No GPU: everything runs on the CPU")));
@@ -69,8 +70,10 @@ class TestMainWindow : public QObject {
   void opensTheDemoModelWhenNoModelIsConfigured_data() {
     QTest::addColumn<QString>("configured");
     QTest::addColumn<QString>("loaded");
-    const QString demo = QFileInfo(QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model")).canonicalFilePath();
-    const QString fixture = QFileInfo(QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe")).canonicalFilePath();
+    const QString demo =
+        QFileInfo(QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model")).canonicalFilePath();
+    const QString fixture =
+        QFileInfo(QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe")).canonicalFilePath();
     QTest::newRow("nothing configured") << QString() << demo;
     QTest::newRow("configured folder is gone") << QStringLiteral("/nonexistent/model") << demo;
     QTest::newRow("configured folder exists") << fixture << fixture;

@@ -25,7 +25,8 @@ namespace {
 
 HardwareReportPtr recorded(const char* name) {
   std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/hardware/" + name + ".json");
-  return std::make_shared<const hw::HardwareReport>(plan::hardware_from_json(nlohmann::json::parse(in)));
+  return std::make_shared<const hw::HardwareReport>(
+      plan::hardware_from_json(nlohmann::json::parse(in)));
 }
 
 QRadioButton* radio(QWizard& w, const QString& startsWith) {
@@ -72,14 +73,17 @@ class TestSetupWizard : public QObject {
     auto* list = w.currentPage()->findChild<QTreeView*>();
     QVERIFY(list->model()->rowCount() >= 8);
     QString verdicts;
-    for (int r = 0; r < list->model()->rowCount(); ++r) verdicts += list->model()->index(r, 2).data().toString() + "\n";
+    for (int r = 0; r < list->model()->rowCount(); ++r)
+      verdicts += list->model()->index(r, 2).data().toString() + "\n";
     QVERIFY2(verdicts.contains(QLatin1String("fits")), qPrintable(verdicts));
-    QVERIFY2(verdicts.contains(QLatin1String("planned")), qPrintable(verdicts));  // GLM-4.5 and Qwen3-Next
+    QVERIFY2(verdicts.contains(QLatin1String("planned")),
+             qPrintable(verdicts));  // GLM-4.5 and Qwen3-Next
     shot(w, QStringLiteral("3-model"));
     w.next();
     // The demo needs no download.
     QCOMPARE(w.currentId(), int(SetupWizard::Conversion));
-    QCOMPARE(w.currentPage()->findChild<QComboBox*>()->currentData().toString(), QStringLiteral("int8"));
+    QCOMPARE(w.currentPage()->findChild<QComboBox*>()->currentData().toString(),
+             QStringLiteral("int8"));
     shot(w, QStringLiteral("4-conversion"));
     w.next();
     QCOMPARE(w.currentId(), int(SetupWizard::Parameters));
@@ -87,7 +91,8 @@ class TestSetupWizard : public QObject {
     QCOMPARE(spins[0]->value(), 16);  // one thread per physical core of the recorded Ryzen
     auto* params = w.currentPage()->findChild<QTreeWidget*>();
     QVERIFY(params->topLevelItemCount() >= 8);
-    for (int i = 0; i < params->topLevelItemCount(); ++i) QVERIFY(!params->topLevelItem(i)->text(2).isEmpty());  // every value has its reason
+    for (int i = 0; i < params->topLevelItemCount(); ++i)
+      QVERIFY(!params->topLevelItem(i)->text(2).isEmpty());  // every value has its reason
     shot(w, QStringLiteral("5-parameters"));
     w.next();
     QCOMPARE(w.currentId(), int(SetupWizard::Finish));

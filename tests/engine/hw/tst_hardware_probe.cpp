@@ -23,7 +23,8 @@ namespace {
 // Checks `value` against the subset of JSON Schema that docs/detect.schema.json uses
 // (type, enum, minimum, required, properties, items, additionalProperties, local $ref).
 // Returns the first violation as "path: problem", or an empty string.
-std::string validate(const json& value, const json& schema, const json& root, const std::string& path) {
+std::string validate(const json& value, const json& schema, const json& root,
+                     const std::string& path) {
   if (schema.contains("$ref")) {
     std::string ref = schema["$ref"].get<std::string>();
     const std::string prefix = "#/$defs/";
@@ -32,8 +33,10 @@ std::string validate(const json& value, const json& schema, const json& root, co
   }
   if (schema.contains("type")) {
     std::vector<std::string> types;
-    if (schema["type"].is_array()) types = schema["type"].get<std::vector<std::string>>();
-    else types.push_back(schema["type"].get<std::string>());
+    if (schema["type"].is_array())
+      types = schema["type"].get<std::vector<std::string>>();
+    else
+      types.push_back(schema["type"].get<std::string>());
     bool ok = false;
     for (const std::string& t : types) {
       ok = ok || (t == "object" && value.is_object()) || (t == "array" && value.is_array()) ||
@@ -41,19 +44,22 @@ std::string validate(const json& value, const json& schema, const json& root, co
            (t == "integer" && value.is_number_integer()) || (t == "number" && value.is_number()) ||
            (t == "null" && value.is_null());
     }
-    if (!ok) return path + ": has type " + value.type_name() + ", schema wants " + schema["type"].dump();
+    if (!ok)
+      return path + ": has type " + value.type_name() + ", schema wants " + schema["type"].dump();
   }
   if (schema.contains("enum")) {
     bool found = false;
     for (const json& e : schema["enum"]) found = found || e == value;
     if (!found) return path + ": " + value.dump() + " is not one of " + schema["enum"].dump();
   }
-  if (schema.contains("minimum") && value.is_number() && value.get<double>() < schema["minimum"].get<double>()) {
+  if (schema.contains("minimum") && value.is_number() &&
+      value.get<double>() < schema["minimum"].get<double>()) {
     return path + ": below the minimum";
   }
   if (value.is_object()) {
     for (const json& key : schema.value("required", json::array())) {
-      if (!value.contains(key.get<std::string>())) return path + ": lacks required " + key.get<std::string>();
+      if (!value.contains(key.get<std::string>()))
+        return path + ": lacks required " + key.get<std::string>();
     }
     const json props = schema.value("properties", json::object());
     for (auto it = value.begin(); it != value.end(); ++it) {
@@ -71,7 +77,8 @@ std::string validate(const json& value, const json& schema, const json& root, co
   }
   if (value.is_array() && schema.contains("items")) {
     for (std::size_t i = 0; i < value.size(); ++i) {
-      if (auto e = validate(value[i], schema["items"], root, path + "[" + std::to_string(i) + "]"); !e.empty()) {
+      if (auto e = validate(value[i], schema["items"], root, path + "[" + std::to_string(i) + "]");
+          !e.empty()) {
         return e;
       }
     }
@@ -118,8 +125,9 @@ kernels::IsaReport recordedIsa(bool avx512, bool amx, bool amxPermitted) {
   r.os_avx = true;
   r.os_avx512 = avx512;
   r.os_amx = amx;
-  r.amx_permission = amx ? (amxPermitted ? kernels::AmxPermission::Granted : kernels::AmxPermission::Denied)
-                         : kernels::AmxPermission::NotSupported;
+  r.amx_permission =
+      amx ? (amxPermitted ? kernels::AmxPermission::Granted : kernels::AmxPermission::Denied)
+          : kernels::AmxPermission::NotSupported;
   if (amx && !amxPermitted) r.amx_detail = "Linux refused";
   r.usable = kernels::usable_features(f, true, avx512, amx, amxPermitted);
   return r;
@@ -168,7 +176,8 @@ class TestHardwareProbe : public QObject {
   }
 
   void meminfoParsing() {
-    const hw::MemoryInfo m = hw::parse_meminfo("MemTotal:       16384 kB\nMemFree: 100 kB\nMemAvailable:    8192 kB\n");
+    const hw::MemoryInfo m =
+        hw::parse_meminfo("MemTotal:       16384 kB\nMemFree: 100 kB\nMemAvailable:    8192 kB\n");
     QCOMPARE(m.total_bytes, 16384ull * 1024);
     QCOMPARE(m.available_bytes, 8192ull * 1024);
     QVERIFY(m.error.empty());
@@ -214,9 +223,11 @@ class TestHardwareProbe : public QObject {
   void discoveryErrorsInWords() {
 #if TANDEM_HAVE_CUDA
     // cudaErrorInsufficientDriver (35) and cudaErrorNoDevice (100).
-    QVERIFY(QString::fromStdString(kernels::cuda::describe_discovery_error(35, "cudaErrorInsufficientDriver"))
+    QVERIFY(QString::fromStdString(
+                kernels::cuda::describe_discovery_error(35, "cudaErrorInsufficientDriver"))
                 .contains(QLatin1String("driver")));
-    QCOMPARE(kernels::cuda::describe_discovery_error(100, "cudaErrorNoDevice"), std::string("no NVIDIA GPU was found"));
+    QCOMPARE(kernels::cuda::describe_discovery_error(100, "cudaErrorNoDevice"),
+             std::string("no NVIDIA GPU was found"));
 #endif
     QVERIFY(QString::fromStdString(kernels::cuda::describe_discovery_error(999, "cudaErrorUnknown"))
                 .contains(QLatin1String("999")));
@@ -252,7 +263,8 @@ class TestHardwareProbe : public QObject {
 
   void tableNamesEverySection() {
     const QString table = QString::fromStdString(hw::format_report_table(probeWithoutGpu()));
-    for (const char* heading : {"CPU\n", "Topology\n", "Memory\n", "GPUs\n", "Disk\n", "Recommended\n", "What this means\n"}) {
+    for (const char* heading : {"CPU\n", "Topology\n", "Memory\n", "GPUs\n", "Disk\n",
+                                "Recommended\n", "What this means\n"}) {
       QVERIFY2(table.contains(QLatin1String(heading)), heading);
     }
   }
@@ -267,9 +279,12 @@ class TestHardwareProbe : public QObject {
     QTest::addColumn<QString>("backend");
     QTest::addColumn<int>("threads");
     QTest::addColumn<int>("pools");
-    QTest::newRow("2-socket Xeon with AMX") << true << true << true << 2 << 56 << 2 << "amx_int8" << 112 << 2;
-    QTest::newRow("AMX refused by the kernel") << true << true << false << 1 << 32 << 2 << "avx512_vnni" << 32 << 1;
-    QTest::newRow("Ryzen with AVX-512") << true << false << false << 1 << 16 << 2 << "avx512_vnni" << 16 << 1;
+    QTest::newRow("2-socket Xeon with AMX")
+        << true << true << true << 2 << 56 << 2 << "amx_int8" << 112 << 2;
+    QTest::newRow("AMX refused by the kernel")
+        << true << true << false << 1 << 32 << 2 << "avx512_vnni" << 32 << 1;
+    QTest::newRow("Ryzen with AVX-512")
+        << true << false << false << 1 << 16 << 2 << "avx512_vnni" << 16 << 1;
     QTest::newRow("AVX2 laptop") << false << false << false << 1 << 8 << 2 << "avx2" << 8 << 1;
   }
 
@@ -284,11 +299,13 @@ class TestHardwareProbe : public QObject {
     QFETCH(int, threads);
     QFETCH(int, pools);
     const hw::Recommendation r =
-        hw::recommend(recordedIsa(avx512, amx, amxPermitted), recordedTopology(packages, coresPerPackage, threadsPerCore));
+        hw::recommend(recordedIsa(avx512, amx, amxPermitted),
+                      recordedTopology(packages, coresPerPackage, threadsPerCore));
     QCOMPARE(QString::fromUtf8(hw::backend_id(r.cpu_backend.value).data()), backend);
     QCOMPARE(r.cpu_threads.value, threads);
     QCOMPARE(r.thread_pools.value, pools);
-    QVERIFY(!r.cpu_backend.reason.empty() && !r.cpu_threads.reason.empty() && !r.thread_pools.reason.empty());
+    QVERIFY(!r.cpu_backend.reason.empty() && !r.cpu_threads.reason.empty() &&
+            !r.thread_pools.reason.empty());
   }
 
   void findingsSpeakPlainly() {

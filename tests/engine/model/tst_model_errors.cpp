@@ -19,8 +19,10 @@ const QString kFixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe"
 QString copyFixture(const QTemporaryDir& dir, const QString& from = kFixture) {
   const QString to = dir.path() + "/model";
   QDir().mkpath(to);
-  for (const QString& f : QDir(from).entryList(QDir::Files)) QFile::copy(from + "/" + f, to + "/" + f);
-  for (const QString& f : QDir(to).entryList(QDir::Files)) QFile(to + "/" + f).setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner);
+  for (const QString& f : QDir(from).entryList(QDir::Files))
+    QFile::copy(from + "/" + f, to + "/" + f);
+  for (const QString& f : QDir(to).entryList(QDir::Files))
+    QFile(to + "/" + f).setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner);
   return to;
 }
 
@@ -99,8 +101,10 @@ class TestModelErrors : public QObject {
   void unsupportedArchitecture() {
     editConfig(folder_, [](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; });
     const QString e = loadError(folder_);
-    QVERIFY2(e.contains("config.json") && e.contains("GPT2LMHeadModel is not supported"), qPrintable(e));
-    QVERIFY(e.contains("Qwen3MoeForCausalLM") && e.contains("DeepseekV3ForCausalLM") && e.contains("MixtralForCausalLM"));
+    QVERIFY2(e.contains("config.json") && e.contains("GPT2LMHeadModel is not supported"),
+             qPrintable(e));
+    QVERIFY(e.contains("Qwen3MoeForCausalLM") && e.contains("DeepseekV3ForCausalLM") &&
+            e.contains("MixtralForCausalLM"));
   }
 
   void invalidConfigJson() {
@@ -129,7 +133,8 @@ class TestModelErrors : public QObject {
   void wrongShape() {
     editConfig(folder_, [](json& c) { c["moe_intermediate_size"] = 44; });
     const QString e = loadError(folder_);
-    QVERIFY2(e.contains("model.safetensors: tensor model.layers.0.mlp.experts.0.gate_proj.weight has shape [40, 96] "
+    QVERIFY2(e.contains("model.safetensors: tensor model.layers.0.mlp.experts.0.gate_proj.weight "
+                        "has shape [40, 96] "
                         "but config.json implies [44, 96]"),
              qPrintable(e));
   }
@@ -137,7 +142,9 @@ class TestModelErrors : public QObject {
   void unsupportedDtype() {
     editHeader(weights_, [](json& h) { h["model.norm.weight"]["dtype"] = "F64"; });
     const QString e = loadError(folder_);
-    QVERIFY2(e.contains("model.safetensors: tensor model.norm.weight has dtype F64") && e.contains("BF16"), qPrintable(e));
+    QVERIFY2(e.contains("model.safetensors: tensor model.norm.weight has dtype F64") &&
+                 e.contains("BF16"),
+             qPrintable(e));
   }
 
   void headerLengthBeyondFile() {
@@ -149,7 +156,8 @@ class TestModelErrors : public QObject {
     f.write(len);
     f.close();
     const QString e = loadError(folder_);
-    QVERIFY2(e.contains("model.safetensors: the header claims") && e.contains("truncated"), qPrintable(e));
+    QVERIFY2(e.contains("model.safetensors: the header claims") && e.contains("truncated"),
+             qPrintable(e));
   }
 
   void invalidHeaderJson() {
@@ -165,11 +173,13 @@ class TestModelErrors : public QObject {
   void offsetsOutOfRange() {
     editHeader(weights_, [](json& h) {
       auto& t = h["model.norm.weight"];
-      const std::uint64_t size = t["data_offsets"][1].get<std::uint64_t>() - t["data_offsets"][0].get<std::uint64_t>();
+      const std::uint64_t size =
+          t["data_offsets"][1].get<std::uint64_t>() - t["data_offsets"][0].get<std::uint64_t>();
       t["data_offsets"] = {100000000ull, 100000000ull + size};
     });
     const QString e = loadError(folder_);
-    QVERIFY2(e.contains("tensor model.norm.weight lies at bytes") && e.contains("outside"), qPrintable(e));
+    QVERIFY2(e.contains("tensor model.norm.weight lies at bytes") && e.contains("outside"),
+             qPrintable(e));
   }
 
   void overlappingTensors() {
@@ -196,34 +206,39 @@ class TestModelErrors : public QObject {
 
   void tinyFile() {
     writeFile(weights_, "abc");
-    QVERIFY2(loadError(folder_).contains("too short to be a safetensors file"), qPrintable(loadError(folder_)));
+    QVERIFY2(loadError(folder_).contains("too short to be a safetensors file"),
+             qPrintable(loadError(folder_)));
   }
 
   void pickleCheckpointRefused() {
     QFile::remove(weights_);
     writeFile(folder_ + "/pytorch_model.bin", QByteArray("\x80\x02}q\x00.", 6));
     const QString e = loadError(folder_);
-    QVERIFY2(e.contains("pytorch_model.bin: this is a PyTorch pickle checkpoint") && e.contains("arbitrary code") &&
-                 e.contains("safetensors"),
+    QVERIFY2(e.contains("pytorch_model.bin: this is a PyTorch pickle checkpoint") &&
+                 e.contains("arbitrary code") && e.contains("safetensors"),
              qPrintable(e));
   }
 
   void noWeightsAtAll() {
     QFile::remove(weights_);
-    QVERIFY2(loadError(folder_).contains("no .safetensors weights in this folder"), qPrintable(loadError(folder_)));
+    QVERIFY2(loadError(folder_).contains("no .safetensors weights in this folder"),
+             qPrintable(loadError(folder_)));
   }
 
   void missingShard() {
     QTemporaryDir other;
-    const QString sharded = copyFixture(other, QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe-bf16-sharded"));
+    const QString sharded =
+        copyFixture(other, QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe-bf16-sharded"));
     QVERIFY(QFile::remove(sharded + "/model-00002-of-00005.safetensors"));
     const QString e = loadError(sharded);
-    QVERIFY2(e.contains("model-00002-of-00005.safetensors: this shard is listed in model.safetensors.index.json but missing"),
+    QVERIFY2(e.contains("model-00002-of-00005.safetensors: this shard is listed in "
+                        "model.safetensors.index.json but missing"),
              qPrintable(e));
   }
 
   void notAFolder() {
-    QVERIFY2(loadError(dir_.path() + "/nowhere").contains("no such model folder"), qPrintable(loadError(dir_.path() + "/nowhere")));
+    QVERIFY2(loadError(dir_.path() + "/nowhere").contains("no such model folder"),
+             qPrintable(loadError(dir_.path() + "/nowhere")));
   }
 };
 

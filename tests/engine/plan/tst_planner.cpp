@@ -10,8 +10,8 @@
 
 #include "engine/plan/catalog.h"
 #include "engine/plan/gguf_shape.h"
-#include "tests/support/gguf_writer.h"
 #include "engine/plan/memory_planner.h"
+#include "tests/support/gguf_writer.h"
 
 using namespace tandem;
 using namespace tandem::plan;
@@ -49,7 +49,8 @@ class TestPlanner : public QObject {
     const ModelShape s = shape("qwen3-30b-a3b");
     QCOMPARE(s.embedding_params, std::int64_t{151936} * 2048);
     QCOMPARE(s.output_params, std::int64_t{151936} * 2048);
-    const std::int64_t attention_layer = 2048 * 4096 + 2 * 2048 * 512 + 4096 * 2048 + 2 * 128 + 2 * 2048;
+    const std::int64_t attention_layer =
+        2048 * 4096 + 2 * 2048 * 512 + 4096 * 2048 + 2 * 128 + 2 * 2048;
     QCOMPARE(s.attention_params, attention_layer * 48);
     QCOMPARE(s.expert_params, std::int64_t{3} * 2048 * 768);
     QCOMPARE(s.routed_expert_params(), std::int64_t{3} * 2048 * 768 * 128 * 48);
@@ -62,8 +63,8 @@ class TestPlanner : public QObject {
   void deepseek_v3_shape() {
     const ModelShape s = shape("deepseek-v3-0324");
     const std::int64_t h = 7168, q_lora = 1536, kv_lora = 512, heads = 128;
-    const std::int64_t mla = h * q_lora + q_lora + q_lora * heads * 192 + h * (kv_lora + 64) + kv_lora +
-                             kv_lora * heads * 256 + heads * 128 * h + 2 * h;
+    const std::int64_t mla = h * q_lora + q_lora + q_lora * heads * 192 + h * (kv_lora + 64) +
+                             kv_lora + kv_lora * heads * 256 + heads * 128 * h + 2 * h;
     QCOMPARE(s.attention_params, mla * 61);
     QCOMPARE(s.kv_elements_per_token, std::int64_t{61} * 576);
     QCOMPARE(s.moe_layers, std::int64_t{58});
@@ -99,11 +100,14 @@ class TestPlanner : public QObject {
     QCOMPARE(p.verdict, Verdict::FitsWithChanges);
     QVERIFY(!p.uses_gpu);
     QCOMPARE(p.cpu_format, WeightFormat::Int4);
-    QCOMPARE(p.ram_budget, 26 * GiB - (32 * GiB) / 20);  // a twentieth of the RAM is left to the system
+    QCOMPARE(p.ram_budget,
+             26 * GiB - (32 * GiB) / 20);  // a twentieth of the RAM is left to the system
     const double int4 = 0.5 + 1.0 / 64;
-    QCOMPARE(line(p.ram, "routed experts (CPU)"), static_cast<std::uint64_t>(std::llround(3.0 * 2048 * 768 * 128 * 48 * int4)));
+    QCOMPARE(line(p.ram, "routed experts (CPU)"),
+             static_cast<std::uint64_t>(std::llround(3.0 * 2048 * 768 * 128 * 48 * int4)));
     QCOMPARE(line(p.ram, "embeddings"), std::uint64_t{151936} * 2048 * 2);
-    QCOMPARE(line(p.ram, "KV cache"), std::uint64_t{8192} * 48 * 2 * 4 * 128 * 4);  // fp32 on the CPU
+    QCOMPARE(line(p.ram, "KV cache"),
+             std::uint64_t{8192} * 48 * 2 * 4 * 128 * 4);  // fp32 on the CPU
     QCOMPARE(line(p.ram, "runtime overhead"), GiB);
     QVERIFY(p.ram_total() <= p.ram_budget);
     QCOMPARE(p.vram_total(), std::uint64_t{0});
@@ -112,7 +116,8 @@ class TestPlanner : public QObject {
   // The 2-socket Xeon with AMX and a 24 GB GPU runs DeepSeek-V3 with INT4 experts on the
   // CPU and INT8 attention on the GPU, two thread pools.
   void xeon_deepseek_v3() {
-    const Plan p = make_plan(machine("xeon-2s-amx-24gb"), shape("deepseek-v3-0324"), {8192, Quality::Balanced, false});
+    const Plan p = make_plan(machine("xeon-2s-amx-24gb"), shape("deepseek-v3-0324"),
+                             {8192, Quality::Balanced, false});
     QCOMPARE(p.verdict, Verdict::FitsWithChanges);
     QVERIFY(p.uses_gpu);
     QCOMPARE(p.gpu_format, WeightFormat::Int8);
@@ -131,7 +136,8 @@ class TestPlanner : public QObject {
 
   // The Ryzen with 16 GB: Qwen3-30B-A3B fits as asked, with experts on the GPU.
   void ryzen_qwen3_30b() {
-    const Plan p = make_plan(machine("ryzen-avx512-16gb"), shape("qwen3-30b-a3b"), {8192, Quality::Balanced, true});
+    const Plan p = make_plan(machine("ryzen-avx512-16gb"), shape("qwen3-30b-a3b"),
+                             {8192, Quality::Balanced, true});
     QCOMPARE(p.verdict, Verdict::Fits);
     QCOMPARE(p.gpu_format, WeightFormat::Bf16);
     QCOMPARE(p.cpu_format, WeightFormat::Int8);
@@ -139,7 +145,8 @@ class TestPlanner : public QObject {
     // Whatever is not on the GPU is in RAM.
     QCOMPARE(line(p.ram, "routed experts (CPU)"),
              std::uint64_t(128 - p.gpu_experts_per_layer) * 48 * 3 * 2048 * 768);
-    QCOMPARE(line(p.vram, "routed experts (GPU)"), std::uint64_t(p.gpu_experts_per_layer) * 48 * 3 * 2048 * 768 * 2);
+    QCOMPARE(line(p.vram, "routed experts (GPU)"),
+             std::uint64_t(p.gpu_experts_per_layer) * 48 * 3 * 2048 * 768 * 2);
     std::map<std::string, std::string> params;
     for (const Parameter& x : p.parameters) params[x.name] = x.value;
     QCOMPARE(params["expert-placement-strategy"], std::string("frequency"));
@@ -147,7 +154,8 @@ class TestPlanner : public QObject {
   }
 
   void kimi_does_not_fit_on_a_laptop() {
-    const Plan p = make_plan(machine("laptop-avx2"), shape("kimi-k2-instruct"), {8192, Quality::Balanced, false});
+    const Plan p = make_plan(machine("laptop-avx2"), shape("kimi-k2-instruct"),
+                             {8192, Quality::Balanced, false});
     QCOMPARE(p.verdict, Verdict::DoesNotFit);
     QVERIFY(QString::fromStdString(p.verdict_reason).contains(QLatin1String("of RAM")));
   }
@@ -155,8 +163,9 @@ class TestPlanner : public QObject {
   // Every machine x catalog model x quality: a plan that fits stays inside its memory, and
   // every parameter the seeds name is there with a reason.
   void plans_never_exceed_memory() {
-    std::vector<hw::HardwareReport> machines = {machine("xeon-2s-amx-24gb"), machine("ryzen-avx512-16gb"), machine("laptop-avx2"),
-                                                hw::probe_hardware({})};
+    std::vector<hw::HardwareReport> machines = {machine("xeon-2s-amx-24gb"),
+                                                machine("ryzen-avx512-16gb"),
+                                                machine("laptop-avx2"), hw::probe_hardware({})};
     int plans = 0;
     for (const auto& m : machines) {
       for (const CatalogEntry& e : catalog()) {
@@ -176,8 +185,9 @@ class TestPlanner : public QObject {
               names.insert(x.name);
               QVERIFY2(!x.reason.empty(), x.name.c_str());
             }
-            for (const char* n : {"kt-method", "cpuinfer", "threadpool-count", "num-gpu-experts", "max-deferred-experts-per-token",
-                                  "gpu-prefill-token-threshold", "expert-placement-strategy", "enable-dynamic-expert-update"}) {
+            for (const char* n : {"kt-method", "cpuinfer", "threadpool-count", "num-gpu-experts",
+                                  "max-deferred-experts-per-token", "gpu-prefill-token-threshold",
+                                  "expert-placement-strategy", "enable-dynamic-expert-update"}) {
               QVERIFY2(names.count(n) == 1, n);
             }
           }
@@ -232,16 +242,18 @@ class TestPlanner : public QObject {
   }
 
   void catalog_is_complete() {
-    for (const char* id : {"tandem-demo", "glm-4.5", "glm-4.5-air", "qwen3-30b-a3b", "qwen3-235b-a22b-instruct-2507",
-                           "qwen3-235b-a22b-thinking-2507", "qwen3-next-80b-a3b-instruct", "deepseek-r1-0528", "deepseek-v3-0324",
-                           "kimi-k2-instruct"}) {
+    for (const char* id :
+         {"tandem-demo", "glm-4.5", "glm-4.5-air", "qwen3-30b-a3b", "qwen3-235b-a22b-instruct-2507",
+          "qwen3-235b-a22b-thinking-2507", "qwen3-next-80b-a3b-instruct", "deepseek-r1-0528",
+          "deepseek-v3-0324", "kimi-k2-instruct"}) {
       const CatalogEntry* e = find_catalog_entry(id);
       QVERIFY2(e != nullptr, id);
       QVERIFY(e->builtin || !e->repo.empty());
       QVERIFY(e->builtin || !e->config.is_null());
     }
     const SizeEstimate sizes = estimate_sizes(shape("qwen3-30b-a3b"));
-    QVERIFY(sizes.bf16_bytes > 60e9 && sizes.bf16_bytes < 62e9);  // the published download is about 61 GB
+    QVERIFY(sizes.bf16_bytes > 60e9 &&
+            sizes.bf16_bytes < 62e9);  // the published download is about 61 GB
   }
 };
 

@@ -37,8 +37,10 @@ class TestChatSession : public QObject {
     s.system_prompt = "Be brief.";
     chat.set_settings(s);
     chat.set_messages({{"user", "Hi", {}}});
-    QCOMPARE(chat.render_prompt(),
-             std::string("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    QCOMPARE(
+        chat.render_prompt(),
+        std::string("<|im_start|>system\nBe "
+                    "brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
   }
 
   // Each turn prefills only the tokens that are new since the previous one.
@@ -46,7 +48,8 @@ class TestChatSession : public QObject {
     ChatSession chat(*model_, *tokenizer_, *template_, *pool_, 256);
     chat.set_settings(greedy(6));
     std::string streamed;
-    const TurnResult first = chat.send("Hello there", [&](const ThinkingDelta& d) { streamed += d.answer + d.thinking; });
+    const TurnResult first = chat.send(
+        "Hello there", [&](const ThinkingDelta& d) { streamed += d.answer + d.thinking; });
     const auto firstPrompt = tokenizer_->encode(
         "<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n", true, false);
     QCOMPARE(first.stats.cached_tokens, std::int64_t{0});
@@ -114,7 +117,8 @@ class TestChatSession : public QObject {
     ChatSettings slow = s;
     const TurnResult r = chat.send("Keep talking", [&](const ThinkingDelta&) { ++pieces; });
     stopper.join();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     QCOMPARE(r.stats.stop, StopReason::Cancelled);
     QVERIFY(r.stats.generated_tokens < 200);
     QVERIFY(seconds < 1.0);

@@ -16,8 +16,9 @@ class TestReferenceEngine : public QObject {
   void matchesOracle_data() {
     QTest::addColumn<QString>("fixture");
     QTest::addColumn<int>("threads");
-    for (const char* f : {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
-                          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama"}) {
+    for (const char* f :
+         {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
+          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama"}) {
       QTest::newRow(f) << QString::fromLatin1(f) << 1;
     }
     // The same numbers with the work split across threads.
@@ -28,7 +29,8 @@ class TestReferenceEngine : public QObject {
   void matchesOracle() {
     QFETCH(QString, fixture);
     QFETCH(int, threads);
-    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
+    const std::string folder =
+        std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
     std::ifstream in(folder + "/expected.json");
     QVERIFY2(in.good(), "expected.json missing: run tests/tools/make_model_fixtures.py");
     const auto expected = nlohmann::json::parse(in);
@@ -43,10 +45,13 @@ class TestReferenceEngine : public QObject {
       QCOMPARE(got.size(), want.size());
       const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
       float worst = 0.0f;
-      for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+      for (std::size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, std::abs(got[i] - want[i]));
       const float relative = worst / (*hi - *lo);
       QVERIFY2(relative <= 1e-3f, qPrintable(QStringLiteral("max |diff| %1 over range %2 = %3")
-                                                 .arg(worst).arg(*hi - *lo).arg(relative)));
+                                                 .arg(worst)
+                                                 .arg(*hi - *lo)
+                                                 .arg(relative)));
 
       runtime::GenerationOptions options;
       options.sampling = runtime::SamplingParams::greedy();
@@ -78,8 +83,10 @@ class TestReferenceEngine : public QObject {
       kernels::parse_variant(variant, v);
       if (!kernels::variant_supported(v, usable)) continue;
       for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "llama"}) {
-        QTest::newRow(qPrintable(QStringLiteral("%1 int8 %2").arg(f, variant))) << f << "int8" << variant << 0.01 << 0;
-        QTest::newRow(qPrintable(QStringLiteral("%1 bf16 %2").arg(f, variant))) << f << "bf16" << variant << 0.002 << 0;
+        QTest::newRow(qPrintable(QStringLiteral("%1 int8 %2").arg(f, variant)))
+            << f << "int8" << variant << 0.01 << 0;
+        QTest::newRow(qPrintable(QStringLiteral("%1 bf16 %2").arg(f, variant)))
+            << f << "bf16" << variant << 0.002 << 0;
         // INT4 is held to a bound on the mean KL over the prompts (the target), and a
         // lower greedy agreement: 4-bit weights move the many near-ties of a random tiny model.
         QTest::newRow(qPrintable(QStringLiteral("%1 int4 %2").arg(f, variant)))
@@ -94,7 +101,8 @@ class TestReferenceEngine : public QObject {
     QFETCH(QString, variant);
     QFETCH(double, maxKl);
     QFETCH(int, group);
-    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
+    const std::string folder =
+        std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
     std::ifstream in(folder + "/expected.json");
     const auto expected = nlohmann::json::parse(in);
     qputenv("TANDEM_CPU_VARIANT", variant.toUtf8());
@@ -126,7 +134,8 @@ class TestReferenceEngine : public QObject {
       const auto p = softmax(want), q = softmax(got);
       double kl = 0;
       for (std::size_t i = 0; i < p.size(); ++i) kl += p[i] * std::log(p[i] / q[i]);
-      if (format != QLatin1String("int4")) QVERIFY2(kl <= maxKl, qPrintable(QStringLiteral("KL %1").arg(kl)));
+      if (format != QLatin1String("int4"))
+        QVERIFY2(kl <= maxKl, qPrintable(QStringLiteral("KL %1").arg(kl)));
       kl_sum += kl;
       ++prompts;
       // Along the oracle's greedy path, the packed model picks the same token wherever the
@@ -147,11 +156,14 @@ class TestReferenceEngine : public QObject {
         seq.push_back(next);
       }
     }
-    qInfo("mean KL %.6f over %d prompts; %d of %d decisive greedy steps agree", kl_sum / prompts, prompts, agree, decisive);
-    QVERIFY2(kl_sum / prompts <= maxKl, qPrintable(QStringLiteral("mean KL %1").arg(kl_sum / prompts)));
+    qInfo("mean KL %.6f over %d prompts; %d of %d decisive greedy steps agree", kl_sum / prompts,
+          prompts, agree, decisive);
+    QVERIFY2(kl_sum / prompts <= maxKl,
+             qPrintable(QStringLiteral("mean KL %1").arg(kl_sum / prompts)));
     QVERIFY(decisive >= 4);
     const double minAgreement = format == QLatin1String("int4") ? 0.7 : 0.85;
-    QVERIFY2(agree >= decisive * minAgreement, qPrintable(QStringLiteral("%1 of %2").arg(agree).arg(decisive)));
+    QVERIFY2(agree >= decisive * minAgreement,
+             qPrintable(QStringLiteral("%1 of %2").arg(agree).arg(decisive)));
   }
 
   // Prefill in one batch, in chunks, or token by token: the same logits.
@@ -171,13 +183,15 @@ class TestReferenceEngine : public QObject {
       results.push_back(g.last_logits());
     }
     for (std::size_t r = 1; r < results.size(); ++r) {
-      for (std::size_t i = 0; i < results[0].size(); ++i) QVERIFY(std::abs(results[r][i] - results[0][i]) < 1e-4f);
+      for (std::size_t i = 0; i < results[0].size(); ++i)
+        QVERIFY(std::abs(results[r][i] - results[0][i]) < 1e-4f);
     }
   }
 
   // A second call that extends the first only prefills the new tokens.
   void reusesTheCommonPrefix() {
-    auto model = runtime::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe");
+    auto model =
+        runtime::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe");
     runtime::ThreadPool pool(1);
     runtime::Generator g(*model, pool, 64);
     runtime::GenerationOptions o;
@@ -215,7 +229,8 @@ class TestReferenceEngine : public QObject {
     o.sampling = runtime::SamplingParams::greedy();
     o.max_tokens = 100;
     o.stop_at_eos = false;
-    const auto stats = g.generate(std::vector<std::int32_t>(6, 1), o, [](std::int32_t) { return true; });
+    const auto stats =
+        g.generate(std::vector<std::int32_t>(6, 1), o, [](std::int32_t) { return true; });
     QCOMPARE(stats.stop, runtime::StopReason::ContextFull);
   }
 };

@@ -25,7 +25,8 @@ class TestRouting : public QObject {
     const Routing r = route_grouped_sigmoid(logits.data(), nullptr, 1, 8, 2, 4, 2, true, 2.5f);
     std::vector<std::int32_t> chosen = r.experts;
     std::sort(chosen.begin(), chosen.end());
-    QCOMPARE(chosen, (std::vector<std::int32_t>{2, 3}));  // group 1 (1+1) beats group 0 (3-5)... and group 2
+    QCOMPARE(chosen, (std::vector<std::int32_t>{
+                         2, 3}));  // group 1 (1+1) beats group 0 (3-5)... and group 2
     QVERIFY(std::abs(r.weights[0] + r.weights[1] - 2.5f) < 1e-5f);
 
     std::vector<float> bias(8, 0.0f);
