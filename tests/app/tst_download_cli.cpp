@@ -17,14 +17,8 @@ using tandem::test::HubFixtureServer;
 
 namespace {
 
-const std::string kRepo = "tandem-test/tiny-moe";
-
-std::string random_bytes(std::size_t size, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string s(size, '\0');
-  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
-  return s;
-}
+const std::string kRepo = tandem::test::kFixtureRepo;
+using tandem::test::random_bytes;
 
 QByteArray read_all(const QString& path) {
   QFile f(path);

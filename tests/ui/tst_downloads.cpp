@@ -28,14 +28,8 @@ using Model = DownloadListModel;
 
 namespace {
 
-const std::string kRepo = "tandem-test/tiny-moe";
-
-std::string random_bytes(std::size_t size, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string s(size, '\0');
-  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
-  return s;
-}
+const std::string kRepo = tandem::test::kFixtureRepo;
+using tandem::test::random_bytes;
 
 std::string sha256(const std::string& s) {
   return QCryptographicHash::hash(QByteArray(s.data(), qsizetype(s.size())),

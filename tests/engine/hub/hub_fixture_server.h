@@ -3,12 +3,12 @@
 // does) with Range support, gated repositories, and faults injected per file. Plain
 // sockets on its own threads, so it also serves while a test blocks or runs a process.
 #pragma once
-
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,5 +109,14 @@ class HubFixtureServer {
   std::map<std::string, std::vector<ServedRequest>> requests_;
   int tree_requests_ = 0;
 };
+
+// The repository the fixture tests serve, and deterministic pseudo-random file contents.
+inline const std::string kFixtureRepo = "tandem-test/tiny-moe";
+inline std::string random_bytes(std::size_t size, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(size, '\0');
+  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
 
 }  // namespace tandem::test

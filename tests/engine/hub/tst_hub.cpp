@@ -27,14 +27,8 @@ using tandem::test::ServerFault;
 
 namespace {
 
-const std::string kRepo = "tandem-test/tiny-moe";
-
-std::string random_bytes(std::size_t size, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string s(size, '\0');
-  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
-  return s;
-}
+const std::string kRepo = tandem::test::kFixtureRepo;
+using tandem::test::random_bytes;
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
