@@ -3,6 +3,7 @@
 // does) with Range support, gated repositories, and faults injected per file. Plain
 // sockets on its own threads, so it also serves while a test blocks or runs a process.
 #pragma once
+
 #include <atomic>
 #include <cstdint>
 #include <map>
