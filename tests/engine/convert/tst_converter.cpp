@@ -6,10 +6,12 @@
 
 #include <QTemporaryDir>
 #include <QtTest>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include "tests/support/logit_divergence.h"
 
 #include "engine/convert/converter.h"
 #include "engine/model/model_error.h"
@@ -43,21 +45,6 @@ std::vector<std::vector<float>> logits(const std::string& folder,
     out.push_back(generator.evaluate(c["ids"].get<std::vector<std::int32_t>>()));
   if (out.empty()) throw std::runtime_error(folder + ": no prompts in expected.json");
   return out;
-}
-
-double kl_divergence(const std::vector<float>& reference, const std::vector<float>& other) {
-  auto softmax = [](const std::vector<float>& l) {
-    const float mx = *std::max_element(l.begin(), l.end());
-    std::vector<double> p(l.size());
-    double sum = 0;
-    for (std::size_t i = 0; i < l.size(); ++i) sum += p[i] = std::exp(double(l[i]) - mx);
-    for (double& v : p) v /= sum;
-    return p;
-  };
-  const auto p = softmax(reference), q = softmax(other);
-  double kl = 0;
-  for (std::size_t i = 0; i < p.size(); ++i) kl += p[i] > 0 ? p[i] * std::log(p[i] / q[i]) : 0.0;
-  return kl;
 }
 
 convert::ConvertResult convert_to(
@@ -153,7 +140,7 @@ class TestConverter : public QObject {
     double sum = 0;
     QCOMPARE(got.size(), reference.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
-      sum += kl_divergence(reference[i], got[i]);
+      sum += tandem::test::kl_divergence_of_logits(reference[i], got[i]);
     }
     const double mean = sum / static_cast<double>(got.size());
     qInfo("mean KL %.6f", mean);

@@ -2,8 +2,10 @@
 // tests/tools/make_model_fixtures.py): last-position logits within 1e-3 of the logit range,
 // and the same 16 greedy tokens.
 #include <QtTest>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include "tests/support/logit_divergence.h"
 
 #include "engine/runtime/generator.h"
 #include "engine/runtime/loaded_model.h"
@@ -123,17 +125,7 @@ class TestReferenceEngine : public QObject {
       const auto want = case_["logits"].get<std::vector<float>>();
       const std::vector<float> got = generator.evaluate(ids);
       // KL(reference || packed) of the softmax distributions.
-      auto softmax = [](const std::vector<float>& l) {
-        const float mx = *std::max_element(l.begin(), l.end());
-        std::vector<double> p(l.size());
-        double sum = 0;
-        for (std::size_t i = 0; i < l.size(); ++i) sum += p[i] = std::exp(double(l[i]) - mx);
-        for (double& v : p) v /= sum;
-        return p;
-      };
-      const auto p = softmax(want), q = softmax(got);
-      double kl = 0;
-      for (std::size_t i = 0; i < p.size(); ++i) kl += p[i] * std::log(p[i] / q[i]);
+      const double kl = test::kl_divergence_of_logits(want, got);
       if (format != QLatin1String("int4"))
         QVERIFY2(kl <= maxKl, qPrintable(QStringLiteral("KL %1").arg(kl)));
       kl_sum += kl;
