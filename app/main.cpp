@@ -6,6 +6,7 @@
 #include <QCoreApplication>
 #include <QStandardPaths>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 
 #include "app/bench_command.h"
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
   cli.set_version_flag("--version", std::string(tandem::kTandemVersion));
   bool verbose = false;
   cli.add_flag("-v,--verbose", verbose, "Log debug detail to the console as well as the log file");
+  std::string cpu_variant;
+  cli.add_option("--cpu-variant", cpu_variant,
+                 "Force the CPU kernels: scalar, avx2, avx512 or amx (as TANDEM_CPU_VARIANT)")
+      ->check(CLI::IsMember({"scalar", "avx2", "avx512", "amx"}));
 
   tandem::app::DesktopOptions desktop;
   std::string screenshot, page = "chat", size = "1280x800";
@@ -351,6 +356,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return cli.exit(e);
   }
+  // The kernels read the variant from the environment, so the flag and the variable are one
+  // setting; an unsupported choice is reported with a sentence when a model loads.
+  if (!cpu_variant.empty()) ::setenv("TANDEM_CPU_VARIANT", cpu_variant.c_str(), 1);
 
   if (detect_cmd->parsed()) {
     setup_logging(verbose, true);

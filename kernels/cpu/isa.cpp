@@ -243,13 +243,15 @@ CpuVariant active_variant() {
   if (forced == nullptr || *forced == '\0') return best_variant(usable);
   CpuVariant v;
   if (!parse_variant(forced, v)) {
-    throw std::runtime_error(std::string("TANDEM_CPU_VARIANT=") + forced +
-                             " is not a CPU variant; use scalar, avx2, avx512 or amx.");
+    throw std::runtime_error(std::string("The CPU variant \"") + forced +
+                             "\" (from --cpu-variant or TANDEM_CPU_VARIANT) is not one Tandem "
+                             "has; use scalar, avx2, avx512 or amx.");
   }
   if (!variant_supported(v, usable)) {
     throw std::runtime_error(
-        std::string("TANDEM_CPU_VARIANT=") + forced +
-        " asks for instructions this CPU does not have; the best it supports is " +
+        std::string("The CPU variant \"") + forced +
+        "\" (from --cpu-variant or TANDEM_CPU_VARIANT) needs instructions this CPU does not "
+        "have; the best it supports is " +
         std::string(variant_name(best_variant(usable))) + ".");
   }
   return v;

@@ -316,7 +316,9 @@ void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y,
                    std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                    CpuVariant variant) {
   switch (variant) {
-    case CpuVariant::Amx:  // AMX kernels are not written yet; AVX-512 runs on every AMX CPU.
+    case CpuVariant::Amx:
+      packed_matmul_amx(w, x, y, y_stride, block_begin, block_end);
+      return;
     case CpuVariant::Avx512:
       packed_matmul_avx512(w, x, y, y_stride, block_begin, block_end);
       return;

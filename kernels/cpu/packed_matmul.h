@@ -122,6 +122,19 @@ void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float
                         std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
 void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y,
                           std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
+// AMX from 16 tokens on; fewer tokens, and those after the last whole tile of 16, take the
+// AVX-512 kernels (every AMX CPU has them), so the integer sums agree to the bit.
+void packed_matmul_amx(const PackedMatrix& w, const PackedActivations& x, float* y,
+                       std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
+// The AMX kernels with the tile unit performed in software, after the instruction set
+// reference: for tests on CPUs without AMX (needs AVX-512 VNNI and BF16). Slow.
+void packed_matmul_amx_emulated(const PackedMatrix& w, const PackedActivations& x, float* y,
+                                std::int64_t y_stride, std::int64_t block_begin,
+                                std::int64_t block_end);
+// The AVX-512 kernels for tokens [t_begin, t_end) only.
+void packed_matmul_avx512_tokens(const PackedMatrix& w, const PackedActivations& x, float* y,
+                                 std::int64_t y_stride, std::int64_t block_begin,
+                                 std::int64_t block_end, std::int64_t t_begin, std::int64_t t_end);
 
 // Whole product, parallel over row blocks.
 void packed_matmul_all(const PackedMatrix& w, const PackedActivations& x, float* y,

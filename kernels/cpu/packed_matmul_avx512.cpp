@@ -123,11 +123,11 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
 
 template <int B>
 void run_tokens_int4(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                     float* y, std::int64_t y_stride) {
-  std::int64_t t = 0;
-  for (; t + kInt4TokenTile <= x.tokens; t += kInt4TokenTile)
+                     std::int64_t t_begin, std::int64_t t_end, float* y, std::int64_t y_stride) {
+  std::int64_t t = t_begin;
+  for (; t + kInt4TokenTile <= t_end; t += kInt4TokenTile)
     int4_tile<kInt4TokenTile, B>(w, x, block, t, y, y_stride);
-  switch (x.tokens - t) {
+  switch (t_end - t) {
     case 1:
       int4_tile<1, B>(w, x, block, t, y, y_stride);
       break;
@@ -170,15 +170,15 @@ void bf16_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
 }
 
 template <int B>
-void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t block, float* y,
-                std::int64_t y_stride) {
+void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                std::int64_t t_begin, std::int64_t t_end, float* y, std::int64_t y_stride) {
   const bool int8 = w.format == PackedFormat::Int8;
-  std::int64_t t = 0;
-  for (; t + kTokenTile <= x.tokens; t += kTokenTile) {
+  std::int64_t t = t_begin;
+  for (; t + kTokenTile <= t_end; t += kTokenTile) {
     int8 ? int8_tile<kTokenTile, B>(w, x, block, t, y, y_stride)
          : bf16_tile<kTokenTile, B>(w, x, block, t, y, y_stride);
   }
-  switch (x.tokens - t) {
+  switch (t_end - t) {
 #define TANDEM_TAIL(n)                                   \
   case n:                                                \
     int8 ? int8_tile<n, B>(w, x, block, t, y, y_stride)  \
@@ -199,24 +199,32 @@ void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
 
 }  // namespace
 
-void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y,
-                          std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
+void packed_matmul_avx512_tokens(const PackedMatrix& w, const PackedActivations& x, float* y,
+                                 std::int64_t y_stride, std::int64_t block_begin,
+                                 std::int64_t block_end, std::int64_t t_begin, std::int64_t t_end) {
+  if (t_end <= t_begin) return;
   std::int64_t b = block_begin;
+  const bool one_token = t_end - t_begin == 1;
   if (w.format == PackedFormat::Int4) {
-    if (x.tokens == 1) {
-      for (; b + 4 <= block_end; b += 4) int4_tile<1, 4>(w, x, b, 0, y, y_stride);
+    if (one_token) {
+      for (; b + 4 <= block_end; b += 4) int4_tile<1, 4>(w, x, b, t_begin, y, y_stride);
     }
-    for (; b + 2 <= block_end; b += 2) run_tokens_int4<2>(w, x, b, y, y_stride);
-    if (b < block_end) run_tokens_int4<1>(w, x, b, y, y_stride);
+    for (; b + 2 <= block_end; b += 2) run_tokens_int4<2>(w, x, b, t_begin, t_end, y, y_stride);
+    if (b < block_end) run_tokens_int4<1>(w, x, b, t_begin, t_end, y, y_stride);
     return;
   }
-  if (x.tokens == 1 && w.format == PackedFormat::Int8) {
+  if (one_token && w.format == PackedFormat::Int8) {
     // Decoding reads each weight once: four blocks at a time keep four independent
     // accumulators and four memory streams in flight.
-    for (; b + 4 <= block_end; b += 4) int8_tile<1, 4>(w, x, b, 0, y, y_stride);
+    for (; b + 4 <= block_end; b += 4) int8_tile<1, 4>(w, x, b, t_begin, y, y_stride);
   }
-  for (; b + 2 <= block_end; b += 2) run_tokens<2>(w, x, b, y, y_stride);
-  if (b < block_end) run_tokens<1>(w, x, b, y, y_stride);
+  for (; b + 2 <= block_end; b += 2) run_tokens<2>(w, x, b, t_begin, t_end, y, y_stride);
+  if (b < block_end) run_tokens<1>(w, x, b, t_begin, t_end, y, y_stride);
+}
+
+void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y,
+                          std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
+  packed_matmul_avx512_tokens(w, x, y, y_stride, block_begin, block_end, 0, x.tokens);
 }
 
 }  // namespace tandem::kernels

@@ -43,6 +43,14 @@ QString formatName(PackedFormat f) {
   return {};
 }
 
+// Not a CpuVariant: the AMX kernels with the tile unit emulated in software.
+constexpr int kEmulatedAmx = 100;
+
+QString variantLabel(int v) {
+  if (v == kEmulatedAmx) return QStringLiteral("amx-emulated");
+  return QString::fromUtf8(variant_name(static_cast<CpuVariant>(v)).data());
+}
+
 }  // namespace
 
 class TestPackedMatmul : public QObject {
@@ -56,25 +64,40 @@ class TestPackedMatmul : public QObject {
     QTest::addColumn<int>("cols");
     QTest::addColumn<int>("group");
     const IsaFeatures& usable = detect_isa().usable;
-    for (CpuVariant v : {CpuVariant::Avx2, CpuVariant::Avx512}) {
-      // A variant the CPU lacks cannot run here; the scalar one always runs.
-      if (!variant_supported(v, usable)) continue;
-      if (v == CpuVariant::Avx512 && !usable.avx512_bf16) continue;
+    for (int v :
+         {int(CpuVariant::Avx2), int(CpuVariant::Avx512), int(CpuVariant::Amx), kEmulatedAmx}) {
+      // A variant the CPU lacks cannot run here; the scalar one always runs. The emulated
+      // tile unit needs the AVX-512 kernels for its tails.
+      const CpuVariant needs = v == kEmulatedAmx ? CpuVariant::Avx512 : static_cast<CpuVariant>(v);
+      if (!variant_supported(needs, usable)) continue;
+      if (needs == CpuVariant::Avx512 && !usable.avx512_bf16) continue;
+      const bool tiles = v == int(CpuVariant::Amx) || v == kEmulatedAmx;
+      // The tile kernels start at 16 tokens: whole tiles, one or two at once, and tails.
+      const std::vector<int> token_counts = tiles ? std::vector<int>{1, 15, 16, 17, 32, 33, 47, 50}
+                                                  : std::vector<int>{1, 3, 5, 8, 9, 17};
+      // Shapes: one block, odd blocks, columns that leave a part of a 64-byte tile (30, 257,
+      // 200) or fill whole tiles (384).
+      const std::vector<std::pair<int, int>> shapes =
+          tiles
+              ? std::vector<std::pair<int, int>>{{16, 64},
+                                                 {37, 30},
+                                                 {64, 257},
+                                                 {48, 384},
+                                                 {21, 200}}
+              : std::vector<std::pair<int, int>>{{16, 64}, {37, 30}, {64, 257}, {5, 3}, {48, 384}};
       for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
-        for (int tokens : {1, 3, 5, 8, 9, 17}) {
-          for (auto [rows, cols] : {std::pair{16, 64}, {37, 30}, {64, 257}, {5, 3}, {48, 384}}) {
+        for (int tokens : token_counts) {
+          for (auto [rows, cols] : shapes) {
             // INT4: groups that divide k, that leave a short last group, and one group in all.
             for (int group :
                  f == PackedFormat::Int4 ? std::vector<int>{32, 64, 128} : std::vector<int>{0}) {
-              const QString name =
-                  QStringLiteral("%1 %2 t%3 %4x%5 g%6")
-                      .arg(QString::fromUtf8(variant_name(v).data()), formatName(f))
-                      .arg(tokens)
-                      .arg(rows)
-                      .arg(cols)
-                      .arg(group);
-              QTest::newRow(qPrintable(name))
-                  << int(v) << int(f) << tokens << rows << cols << group;
+              const QString name = QStringLiteral("%1 %2 t%3 %4x%5 g%6")
+                                       .arg(variantLabel(v), formatName(f))
+                                       .arg(tokens)
+                                       .arg(rows)
+                                       .arg(cols)
+                                       .arg(group);
+              QTest::newRow(qPrintable(name)) << v << int(f) << tokens << rows << cols << group;
             }
           }
         }
@@ -104,13 +127,48 @@ class TestPackedMatmul : public QObject {
     std::vector<float> want(static_cast<std::size_t>(tokens * stride), -7.0f);
     std::vector<float> got(want);
     packed_matmul_scalar(w, a, want.data(), stride, 0, w.blocks);
-    packed_matmul(w, a, got.data(), stride, 0, w.blocks, static_cast<CpuVariant>(variant));
+    if (variant == kEmulatedAmx) {
+      packed_matmul_amx_emulated(w, a, got.data(), stride, 0, w.blocks);
+    } else {
+      packed_matmul(w, a, got.data(), stride, 0, w.blocks, static_cast<CpuVariant>(variant));
+    }
     for (std::size_t i = 0; i < want.size(); ++i) {
       if (f != PackedFormat::Bf16) {
         QCOMPARE(got[i], want[i]);  // the same integer sums, scaled in the same order
       } else {
         QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * (1.0f + std::abs(want[i])),
                  qPrintable(QStringLiteral("%1 vs %2 at %3").arg(got[i]).arg(want[i]).arg(i)));
+      }
+    }
+  }
+
+  // The tile kernels over a block range that starts and ends inside the matrix, as the
+  // parallel jobs call them: rows outside the range stay untouched.
+  void tilesOnABlockRange() {
+    const IsaFeatures& usable = detect_isa().usable;
+    if (!variant_supported(CpuVariant::Avx512, usable) || !usable.avx512_bf16)
+      QSKIP("the AMX kernels (real or emulated) need AVX-512 VNNI and BF16 for their tails");
+    const int rows = 90, cols = 320, tokens = 35;
+    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 51);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
+      const PackedMatrix w = packAs(f, source, 64);
+      const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 52);
+      PackedActivations a;
+      pack_activations_for(w, x.data(), tokens, a);
+      std::vector<float> want(static_cast<std::size_t>(tokens * rows), -7.0f), got(want);
+      packed_matmul_scalar(w, a, want.data(), rows, 1, 4);
+      packed_matmul_amx_emulated(w, a, got.data(), rows, 1, 4);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * (1.0f + std::abs(want[i])),
+                 qPrintable(QStringLiteral("%1: %2 vs %3 at %4")
+                                .arg(formatName(f))
+                                .arg(got[i])
+                                .arg(want[i])
+                                .arg(i)));
       }
     }
   }

@@ -1,0 +1,488 @@
+// AMX kernels (AMX-TILE, AMX-INT8, AMX-BF16) for the packed formats, for 16 tokens and more:
+// prompt processing and the experts many tokens chose. Fewer tokens (decoding) and the
+// tokens left after the last full tile of 16 go to the AVX-512 kernels, which every AMX CPU
+// has and which compute the same integer sums, so every variant agrees to the bit.
+//
+// The packed layout is already the one AMX wants for its second operand: per block of 16
+// rows, 16 consecutive column quads (INT8) or column pairs (BF16) are one 16 x 64-byte tile,
+// 1 KiB contiguous. The activations are the first operand, 16 tokens x 64 bytes read with the
+// row stride of the activation matrix. TDPBSUD multiplies signed activations by the unsigned
+// stored weights (w + 128, as for VPDPBUSD); TDPBF16PS takes BF16 pairs. INT4 weights are
+// widened to bytes (0..15) one pair of blocks at a time into a per-thread buffer, then go
+// through the INT8 path with one flush of the integer sums per group, as the other variants.
+//
+// Eight tiles: four accumulators (2 token tiles x 2 row blocks), two activation tiles and two
+// weight tiles, so each loaded tile feeds two products. The columns that do not fill a last
+// 64-byte tile are added with AVX-512 before the sums are scaled.
+//
+// The tile unit is a template parameter: HardwareTiles issues the instructions; the
+// software EmulatedTiles, used by the tests on CPUs without AMX, performs them as the
+// instruction set reference describes (including its shape checks), so the layout, the tails
+// and the bookkeeping of these kernels are tested everywhere.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/dtype.h"
+#include "kernels/cpu/packed_matmul.h"
+
+namespace tandem::kernels {
+namespace {
+
+constexpr int kTileRows = 16;
+constexpr int kTileBytes = 64;                          // bytes per tile row
+constexpr std::int64_t kQuadsPerTile = kTileBytes / 4;  // INT8 columns per tile row: 64
+constexpr std::int64_t kPairsPerTile = kTileBytes / 4;  // BF16 column pairs per tile: 16
+
+// The 64-byte operand of LDTILECFG (palette 1).
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1;
+  std::uint8_t start_row = 0;
+  std::uint8_t reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// Tiles 0-3: accumulators C[token tile][row block]; 4-5: activations; 6-7: weights.
+TileConfig kernel_config() {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) {
+    c.rows[t] = kTileRows;
+    c.colsb[t] = kTileBytes;
+  }
+  return c;
+}
+
+struct HardwareTiles {
+  static void configure(const TileConfig& c) { asm volatile("ldtilecfg %0" ::"m"(c)); }
+  static void release() { asm volatile("tilerelease" ::); }
+  template <int T>
+  static void zero() {
+    asm volatile("tilezero %%tmm%c0" ::"i"(T));
+  }
+  template <int T>
+  static void load(const void* base, std::int64_t stride) {
+    asm volatile("tileloadd (%0,%1,1), %%tmm%c2" ::"r"(base), "r"(stride), "i"(T) : "memory");
+  }
+  template <int T>
+  static void store(void* base, std::int64_t stride) {
+    asm volatile("tilestored %%tmm%c2, (%0,%1,1)" ::"r"(base), "r"(stride), "i"(T) : "memory");
+  }
+  // C += A (signed bytes) . B (unsigned bytes), int32 sums.
+  template <int C, int A, int B>
+  static void dot_s8u8() {
+    asm volatile("tdpbsud %%tmm%c2, %%tmm%c1, %%tmm%c0" ::"i"(C), "i"(A), "i"(B));
+  }
+  // C += A (bf16 pairs) . B (bf16 pairs), fp32 sums.
+  template <int C, int A, int B>
+  static void dot_bf16() {
+    asm volatile("tdpbf16ps %%tmm%c2, %%tmm%c1, %%tmm%c0" ::"i"(C), "i"(A), "i"(B));
+  }
+};
+
+// The tile unit in software, per thread, after the pseudocode of the instruction set
+// reference: loads fill the configured rows and bytes and zero the rest; a product whose
+// shapes do not fit (where the hardware raises #UD) throws.
+struct EmulatedTiles {
+  struct State {
+    TileConfig config;
+    bool configured = false;
+    alignas(64) std::uint8_t tile[8][kTileRows][kTileBytes];
+  };
+  static State& state() {
+    static thread_local State s;
+    return s;
+  }
+  static void configure(const TileConfig& c) {
+    State& s = state();
+    s.config = c;
+    s.configured = true;
+    std::memset(s.tile, 0, sizeof(s.tile));
+  }
+  static void release() { state().configured = false; }
+  static void check(bool ok) {
+    if (!ok) throw std::logic_error("AMX emulation: instruction with an invalid tile shape");
+  }
+  template <int T>
+  static void zero() {
+    check(state().configured);
+    std::memset(state().tile[T], 0, sizeof(state().tile[T]));
+  }
+  template <int T>
+  static void load(const void* base, std::int64_t stride) {
+    State& s = state();
+    check(s.configured);
+    std::memset(s.tile[T], 0, sizeof(s.tile[T]));
+    for (int r = 0; r < s.config.rows[T]; ++r)
+      std::memcpy(s.tile[T][r], static_cast<const std::uint8_t*>(base) + r * stride,
+                  s.config.colsb[T]);
+  }
+  template <int T>
+  static void store(void* base, std::int64_t stride) {
+    State& s = state();
+    check(s.configured);
+    for (int r = 0; r < s.config.rows[T]; ++r)
+      std::memcpy(static_cast<std::uint8_t*>(base) + r * stride, s.tile[T][r], s.config.colsb[T]);
+  }
+  template <int C, int A, int B>
+  static void check_shapes() {
+    const TileConfig& c = state().config;
+    check(state().configured && c.rows[C] == c.rows[A] && c.colsb[A] == 4 * c.rows[B] &&
+          c.colsb[C] == c.colsb[B] && c.colsb[C] % 4 == 0);
+  }
+  template <int C, int A, int B>
+  static void dot_s8u8() {
+    check_shapes<C, A, B>();
+    State& s = state();
+    for (int m = 0; m < s.config.rows[C]; ++m) {
+      for (int n = 0; n < s.config.colsb[C] / 4; ++n) {
+        std::int32_t acc;
+        std::memcpy(&acc, &s.tile[C][m][4 * n], 4);
+        for (int k = 0; k < s.config.colsb[A] / 4; ++k) {
+          for (int j = 0; j < 4; ++j)
+            acc += static_cast<std::int32_t>(static_cast<std::int8_t>(s.tile[A][m][4 * k + j])) *
+                   static_cast<std::int32_t>(s.tile[B][k][4 * n + j]);
+        }
+        std::memcpy(&s.tile[C][m][4 * n], &acc, 4);
+      }
+    }
+  }
+  template <int C, int A, int B>
+  static void dot_bf16() {
+    check_shapes<C, A, B>();
+    State& s = state();
+    auto bf16_at = [&](int t, int r, int byte) {
+      std::uint16_t v;
+      std::memcpy(&v, &s.tile[t][r][byte], 2);
+      return bf16_to_f32(v);
+    };
+    for (int m = 0; m < s.config.rows[C]; ++m) {
+      for (int n = 0; n < s.config.colsb[C] / 4; ++n) {
+        float acc;
+        std::memcpy(&acc, &s.tile[C][m][4 * n], 4);
+        for (int k = 0; k < s.config.colsb[A] / 4; ++k) {
+          acc += bf16_at(A, m, 4 * k) * bf16_at(B, k, 4 * n) +
+                 bf16_at(A, m, 4 * k + 2) * bf16_at(B, k, 4 * n + 2);
+        }
+        std::memcpy(&s.tile[C][m][4 * n], &acc, 4);
+      }
+    }
+  }
+};
+
+// Per-thread scratch: INT4 blocks widened to bytes, and the accumulators read back.
+struct Scratch {
+  AlignedBytes widened;
+  alignas(64) std::int32_t sums[2][2][kTileRows][kTileRows];  // [token tile][block][token][row]
+  alignas(64) float results[2][2][kTileRows][kTileRows];
+};
+Scratch& scratch() {
+  static thread_local Scratch s;
+  return s;
+}
+
+// Accumulator tile for token tile TT and row block BB.
+template <int TT, int BB>
+constexpr int acc_tile() {
+  return TT * 2 + BB;
+}
+
+// One pass of AMX products over `chunks` 64-byte column chunks, for TT token tiles and BB row
+// blocks, starting at column chunk `chunk0`. a_base/a_stride: the activations of the first
+// token tile (the second follows 16 rows later); b_base[b]: the first weight tile of block b.
+template <class Tiles, int TT, int BB>
+void tile_products(const std::uint8_t* a_base, std::int64_t a_stride,
+                   const std::uint8_t* const* b_base, std::int64_t chunk0, std::int64_t chunks,
+                   bool int8) {
+  for (std::int64_t k = chunk0; k < chunk0 + chunks; ++k) {
+    Tiles::template load<4>(a_base + k * kTileBytes, a_stride);
+    if constexpr (TT == 2)
+      Tiles::template load<5>(a_base + 16 * a_stride + k * kTileBytes, a_stride);
+    Tiles::template load<6>(b_base[0] + k * kTileRows * kTileBytes, kTileBytes);
+    if constexpr (BB == 2)
+      Tiles::template load<7>(b_base[1] + k * kTileRows * kTileBytes, kTileBytes);
+    if (int8) {
+      Tiles::template dot_s8u8<0, 4, 6>();
+      if constexpr (BB == 2) Tiles::template dot_s8u8<1, 4, 7>();
+      if constexpr (TT == 2) Tiles::template dot_s8u8<2, 5, 6>();
+      if constexpr (TT == 2 && BB == 2) Tiles::template dot_s8u8<3, 5, 7>();
+    } else {
+      Tiles::template dot_bf16<0, 4, 6>();
+      if constexpr (BB == 2) Tiles::template dot_bf16<1, 4, 7>();
+      if constexpr (TT == 2) Tiles::template dot_bf16<2, 5, 6>();
+      if constexpr (TT == 2 && BB == 2) Tiles::template dot_bf16<3, 5, 7>();
+    }
+  }
+}
+
+template <class Tiles, int TT, int BB>
+void zero_accumulators() {
+  Tiles::template zero<0>();
+  if constexpr (BB == 2) Tiles::template zero<1>();
+  if constexpr (TT == 2) Tiles::template zero<2>();
+  if constexpr (TT == 2 && BB == 2) Tiles::template zero<3>();
+}
+
+template <class Tiles, int TT, int BB>
+void store_accumulators(void* out) {  // out: [2][2][16][16] of 4-byte values
+  auto* base = static_cast<std::uint8_t*>(out);
+  constexpr std::int64_t kTile = kTileRows * kTileRows * 4;
+  Tiles::template store<0>(base, kTileBytes);
+  if constexpr (BB == 2) Tiles::template store<1>(base + kTile, kTileBytes);
+  if constexpr (TT == 2) Tiles::template store<2>(base + 2 * kTile, kTileBytes);
+  if constexpr (TT == 2 && BB == 2) Tiles::template store<3>(base + 3 * kTile, kTileBytes);
+}
+
+// The integer sums of quads [q0, q1) that do not fill a tile, with VPDPBUSD over the
+// INT8-layout block `wb` (unsigned bytes): sums[t][row] += sum over the quads.
+void add_tail_quads(const std::uint8_t* wb, const std::int8_t* xq, std::int64_t x_stride,
+                    std::int64_t q0, std::int64_t q1, std::int32_t (*sums)[kTileRows]) {
+  if (q0 >= q1) return;
+  for (int t = 0; t < kTileRows; ++t) {
+    __m512i acc = _mm512_load_si512(sums[t]);
+    for (std::int64_t k = q0; k < q1; ++k) {
+      std::int32_t quad;
+      std::memcpy(&quad, xq + t * x_stride + k * 4, 4);
+      acc = _mm512_dpbusd_epi32(acc, _mm512_load_si512(wb + k * 64), _mm512_set1_epi32(quad));
+    }
+    _mm512_store_si512(sums[t], acc);
+  }
+}
+
+void add_tail_pairs(const std::uint8_t* wb, const std::uint16_t* xb, std::int64_t x_stride,
+                    std::int64_t p0, std::int64_t p1, float (*sums)[kTileRows]) {
+  if (p0 >= p1) return;
+  for (int t = 0; t < kTileRows; ++t) {
+    __m512 acc = _mm512_load_ps(sums[t]);
+    for (std::int64_t k = p0; k < p1; ++k) {
+      std::int32_t pair;
+      std::memcpy(&pair, xb + t * x_stride + k * 2, 4);
+      acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_load_si512(wb + k * 64),
+                             (__m512bh)_mm512_set1_epi32(pair));
+    }
+    _mm512_store_ps(sums[t], acc);
+  }
+}
+
+void store_rows(float* dst, __m512 v, std::int64_t rows) {
+  if (rows >= kPackRows) {
+    _mm512_storeu_ps(dst, v);
+  } else {
+    _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << rows) - 1), v);
+  }
+}
+
+template <class Tiles, int TT, int BB>
+void int8_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                std::int64_t t0, float* y, std::int64_t y_stride) {
+  Scratch& s = scratch();
+  const std::int64_t quads = w.cols_padded / 4;
+  const std::int64_t chunks = quads / kQuadsPerTile;
+  const std::uint8_t* wb[2] = {w.block(block), BB == 2 ? w.block(block + 1) : nullptr};
+  const auto* xq = reinterpret_cast<const std::uint8_t*>(x.q.data() + t0 * x.cols_padded);
+  zero_accumulators<Tiles, TT, BB>();
+  tile_products<Tiles, TT, BB>(xq, x.cols_padded, wb, 0, chunks, true);
+  store_accumulators<Tiles, TT, BB>(s.sums);
+  for (int tt = 0; tt < TT; ++tt) {
+    for (int b = 0; b < BB; ++b) {
+      add_tail_quads(wb[b], x.q.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
+                     chunks * kQuadsPerTile, quads, s.sums[tt][b]);
+      const std::int64_t r0 = (block + b) * kPackRows;
+      const __m512 row_scale = _mm512_loadu_ps(w.row_scale.data() + r0);
+      const std::int64_t rows = std::min(kPackRows, w.rows - r0);
+      for (int t = 0; t < kTileRows; ++t) {
+        const std::int64_t tok = t0 + tt * kTileRows + t;
+        const __m512i exact =
+            _mm512_sub_epi32(_mm512_load_si512(s.sums[tt][b][t]),
+                             _mm512_set1_epi32(128 * x.q_sum[static_cast<std::size_t>(tok)]));
+        const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(exact), row_scale),
+                                       _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)]));
+        store_rows(y + tok * y_stride + r0, v, rows);
+      }
+    }
+  }
+}
+
+// INT4 block -> INT8 layout with unsigned bytes 0..15: octet k's low nibbles are quad 2k,
+// its high nibbles quad 2k + 1.
+void widen_int4_block(const PackedMatrix& w, std::int64_t block, std::uint8_t* out) {
+  const std::uint8_t* src = w.block(block);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (std::int64_t k = 0; k < w.cols_padded / 8; ++k) {
+    const __m512i raw = _mm512_load_si512(src + k * 64);
+    _mm512_store_si512(out + (2 * k) * 64, _mm512_and_si512(raw, low));
+    _mm512_store_si512(out + (2 * k + 1) * 64, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low));
+  }
+}
+
+// `widened`: the BB blocks in the INT8 layout (cols_padded * 16 bytes each).
+template <class Tiles, int TT, int BB>
+void int4_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                const std::uint8_t* widened, std::int64_t t0, float* y, std::int64_t y_stride) {
+  Scratch& s = scratch();
+  const std::int64_t quads = w.cols_padded / 4;
+  const std::int64_t block_stride = w.cols_padded * kPackRows;
+  const std::uint8_t* wb[2] = {widened, widened + block_stride};
+  const auto* xq = reinterpret_cast<const std::uint8_t*>(x.q.data() + t0 * x.cols_padded);
+  const std::int64_t groups = w.groups();
+  const std::int64_t rows_padded = w.blocks * kPackRows;
+  const std::int64_t quads_per_group = w.group / 4;
+  for (int tt = 0; tt < TT; ++tt)
+    for (int b = 0; b < BB; ++b)
+      for (int t = 0; t < kTileRows; ++t) _mm512_store_ps(s.results[tt][b][t], _mm512_setzero_ps());
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t q0 = g * quads_per_group;
+    const std::int64_t q1 = std::min(quads, q0 + quads_per_group);
+    const std::int64_t full = (q1 - q0) / kQuadsPerTile;
+    zero_accumulators<Tiles, TT, BB>();
+    tile_products<Tiles, TT, BB>(xq, x.cols_padded, wb, q0 / kQuadsPerTile, full, true);
+    store_accumulators<Tiles, TT, BB>(s.sums);
+    for (int tt = 0; tt < TT; ++tt) {
+      for (int b = 0; b < BB; ++b) {
+        add_tail_quads(wb[b], x.q.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
+                       q0 + full * kQuadsPerTile, q1, s.sums[tt][b]);
+        const __m512 scale =
+            _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
+        for (int t = 0; t < kTileRows; ++t) {
+          const std::int64_t tok = t0 + tt * kTileRows + t;
+          const __m512i exact = _mm512_sub_epi32(
+              _mm512_load_si512(s.sums[tt][b][t]),
+              _mm512_set1_epi32(8 * x.group_sum[static_cast<std::size_t>(tok * groups + g)]));
+          _mm512_store_ps(s.results[tt][b][t],
+                          _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact),
+                                          _mm512_load_ps(s.results[tt][b][t])));
+        }
+      }
+    }
+  }
+  for (int tt = 0; tt < TT; ++tt) {
+    for (int b = 0; b < BB; ++b) {
+      const std::int64_t r0 = (block + b) * kPackRows;
+      const std::int64_t rows = std::min(kPackRows, w.rows - r0);
+      for (int t = 0; t < kTileRows; ++t) {
+        const std::int64_t tok = t0 + tt * kTileRows + t;
+        store_rows(y + tok * y_stride + r0,
+                   _mm512_mul_ps(_mm512_load_ps(s.results[tt][b][t]),
+                                 _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)])),
+                   rows);
+      }
+    }
+  }
+}
+
+template <class Tiles, int TT, int BB>
+void bf16_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                std::int64_t t0, float* y, std::int64_t y_stride) {
+  Scratch& s = scratch();
+  const std::int64_t pairs = w.cols_padded / 2;
+  const std::int64_t chunks = pairs / kPairsPerTile;
+  const std::uint8_t* wb[2] = {w.block(block), BB == 2 ? w.block(block + 1) : nullptr};
+  const auto* xb = reinterpret_cast<const std::uint8_t*>(x.bf16.data() + t0 * x.cols_padded);
+  zero_accumulators<Tiles, TT, BB>();
+  tile_products<Tiles, TT, BB>(xb, x.cols_padded * 2, wb, 0, chunks, false);
+  store_accumulators<Tiles, TT, BB>(s.results);
+  for (int tt = 0; tt < TT; ++tt) {
+    for (int b = 0; b < BB; ++b) {
+      add_tail_pairs(wb[b], x.bf16.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
+                     chunks * kPairsPerTile, pairs, s.results[tt][b]);
+      const std::int64_t r0 = (block + b) * kPackRows;
+      const std::int64_t rows = std::min(kPackRows, w.rows - r0);
+      for (int t = 0; t < kTileRows; ++t) {
+        store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0,
+                   _mm512_load_ps(s.results[tt][b][t]), rows);
+      }
+    }
+  }
+}
+
+template <class Tiles, int BB>
+void token_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                 const std::uint8_t* widened, std::int64_t token_tiles, float* y,
+                 std::int64_t y_stride) {
+  std::int64_t tt = 0;
+  for (; tt + 2 <= token_tiles; tt += 2) {
+    const std::int64_t t0 = tt * kTileRows;
+    switch (w.format) {
+      case PackedFormat::Int8:
+        int8_tiles<Tiles, 2, BB>(w, x, block, t0, y, y_stride);
+        break;
+      case PackedFormat::Int4:
+        int4_tiles<Tiles, 2, BB>(w, x, block, widened, t0, y, y_stride);
+        break;
+      case PackedFormat::Bf16:
+        bf16_tiles<Tiles, 2, BB>(w, x, block, t0, y, y_stride);
+        break;
+    }
+  }
+  if (tt < token_tiles) {
+    const std::int64_t t0 = tt * kTileRows;
+    switch (w.format) {
+      case PackedFormat::Int8:
+        int8_tiles<Tiles, 1, BB>(w, x, block, t0, y, y_stride);
+        break;
+      case PackedFormat::Int4:
+        int4_tiles<Tiles, 1, BB>(w, x, block, widened, t0, y, y_stride);
+        break;
+      case PackedFormat::Bf16:
+        bf16_tiles<Tiles, 1, BB>(w, x, block, t0, y, y_stride);
+        break;
+    }
+  }
+}
+
+// INT4 goes through the tiles when its groups are whole tiles of columns.
+bool tiles_apply(const PackedMatrix& w, const PackedActivations& x) {
+  if (x.tokens < kTileRows) return false;
+  return w.format != PackedFormat::Int4 || w.group % (kQuadsPerTile * 4) == 0;
+}
+
+template <class Tiles>
+void packed_matmul_tiles(const PackedMatrix& w, const PackedActivations& x, float* y,
+                         std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
+  if (!tiles_apply(w, x)) {
+    packed_matmul_avx512(w, x, y, y_stride, block_begin, block_end);
+    return;
+  }
+  const std::int64_t tiles = x.tokens / kTileRows;
+  Scratch& s = scratch();
+  const bool int4 = w.format == PackedFormat::Int4;
+  const std::size_t widened_bytes = static_cast<std::size_t>(2 * w.cols_padded * kPackRows);
+  if (int4 && s.widened.size < widened_bytes) s.widened = AlignedBytes::allocate(widened_bytes);
+  const TileConfig config = kernel_config();
+  Tiles::configure(config);
+  std::int64_t b = block_begin;
+  for (; b + 2 <= block_end; b += 2) {
+    if (int4) {
+      widen_int4_block(w, b, s.widened.data.get());
+      widen_int4_block(w, b + 1, s.widened.data.get() + widened_bytes / 2);
+    }
+    token_tiles<Tiles, 2>(w, x, b, s.widened.data.get(), tiles, y, y_stride);
+  }
+  if (b < block_end) {
+    if (int4) widen_int4_block(w, b, s.widened.data.get());
+    token_tiles<Tiles, 1>(w, x, b, s.widened.data.get(), tiles, y, y_stride);
+  }
+  Tiles::release();
+  packed_matmul_avx512_tokens(w, x, y, y_stride, block_begin, block_end, tiles * kTileRows,
+                              x.tokens);
+}
+
+}  // namespace
+
+void packed_matmul_amx(const PackedMatrix& w, const PackedActivations& x, float* y,
+                       std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
+  packed_matmul_tiles<HardwareTiles>(w, x, y, y_stride, block_begin, block_end);
+}
+
+void packed_matmul_amx_emulated(const PackedMatrix& w, const PackedActivations& x, float* y,
+                                std::int64_t y_stride, std::int64_t block_begin,
+                                std::int64_t block_end) {
+  packed_matmul_tiles<EmulatedTiles>(w, x, y, y_stride, block_begin, block_end);
+}
+
+}  // namespace tandem::kernels
