@@ -226,16 +226,18 @@ void Transformer::attention(std::int64_t layer, const float* x, std::int64_t n, 
   const std::int64_t group = nh / nkv;
   const float scale = static_cast<float>(spec_.attention_scale);
   std::vector<float> attended(static_cast<std::size_t>(n * nh * hd));
-  pool_.parallel_for(n * nh, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> scores(static_cast<std::size_t>(pos0 + n));
+  // One job per (token, key/value head): the query heads of a group read its keys and values
+  // once between them.
+  pool_.parallel_for(n * nkv, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> scores(static_cast<std::size_t>(group * (pos0 + n)));
     for (std::int64_t job = begin; job < end; ++job) {
-      const std::int64_t t = job / nh;
-      const std::int64_t head = job % nh;
-      const std::int64_t kvh = head / group;
+      const std::int64_t t = job / nkv;
+      const std::int64_t kvh = job % nkv;
       const std::int64_t len = pos0 + t + 1;  // causal: this token and everything before it
-      kernels::attend_head(q.data() + (t * nh + head) * hd, cache.keys_transposed(layer, kvh),
-                           cache.capacity(), cache.value(layer, 0) + kvh * hd, nkv * hd, len, hd,
-                           scale, scores.data(), attended.data() + (t * nh + head) * hd);
+      const std::int64_t head0 = t * nh + kvh * group;
+      kernels::attend_heads(q.data() + head0 * hd, group, cache.keys_transposed(layer, kvh),
+                            cache.capacity(), cache.value(layer, 0) + kvh * hd, nkv * hd, len, hd,
+                            scale, scores.data(), attended.data() + head0 * hd);
     }
   });
   matmul(attended.data(), n, w.o, out);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace tandem::kernels {
@@ -10,18 +11,171 @@ namespace {
 constexpr std::int64_t kPositions = 64;  // scored per pass: four AVX-512 registers
 constexpr std::int64_t kDims = 64;       // output dimensions kept in registers per pass
 
+// 16 floats: one AVX-512 register, two AVX2 ones; the compiler lowers it for each target.
+typedef float Vec16 __attribute__((vector_size(64)));
+
+inline __attribute__((always_inline)) Vec16 load16(const float* p) {
+  Vec16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline __attribute__((always_inline)) void store16(float* p, Vec16 v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+typedef std::int32_t Int16x __attribute__((vector_size(64)));
+
+// e^x for x <= 0 (softmax after subtracting the maximum), within 2 ulp: x = n ln2 + r with
+// |r| <= ln2 / 2, e^r by a degree-6 polynomial (Cephes' coefficients), 2^n built in the
+// exponent bits. Below -87 the result is flushed to 0, as e^-87 is under float's normal range.
+inline __attribute__((always_inline)) Vec16 exp16(Vec16 x) {
+  const Vec16 lowest = Vec16{} - 87.0f;
+  const auto underflow = x < lowest;
+  x = underflow ? lowest : x;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const Vec16 n = (x * 1.44269504088896341f + kRound) - kRound;
+  const Vec16 r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  Vec16 p = Vec16{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const Int16x bits = (__builtin_convertvector(n, Int16x) + 127) << 23;
+  Vec16 scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  const Vec16 result = p * scale;
+  return underflow ? Vec16{} : result;
+}
+
+constexpr std::int64_t kMaxQueries = 8;  // query heads per pass: accumulators in registers
+
+// Scores of NQ queries against positions [0, len): each 16-position slice of a key row is
+// loaded once and multiplied by every query's value for that dimension.
+template <int NQ>
+inline __attribute__((always_inline)) void score_queries(const float* q, std::int64_t dim,
+                                                         const float* keys_t,
+                                                         std::int64_t key_stride, std::int64_t len,
+                                                         float scale, float* scores,
+                                                         std::int64_t scores_stride) {
+  std::int64_t s0 = 0;
+  for (; s0 + 16 <= len; s0 += 16) {
+    Vec16 acc[NQ];
+    for (int i = 0; i < NQ; ++i) acc[i] = Vec16{};
+    for (std::int64_t d = 0; d < dim; ++d) {
+      const Vec16 k = load16(keys_t + d * key_stride + s0);
+      for (int i = 0; i < NQ; ++i) acc[i] += q[i * dim + d] * k;
+    }
+    for (int i = 0; i < NQ; ++i) store16(scores + i * scores_stride + s0, acc[i] * scale);
+  }
+  for (std::int64_t s = s0; s < len; ++s) {
+    float acc[NQ] = {};
+    for (std::int64_t d = 0; d < dim; ++d) {
+      const float k = keys_t[d * key_stride + s];
+      for (int i = 0; i < NQ; ++i) acc[i] += q[i * dim + d] * k;
+    }
+    for (int i = 0; i < NQ; ++i) scores[i * scores_stride + s] = acc[i] * scale;
+  }
+}
+
+// out[i] = sum_s p[i][s] * v_s for NQ queries: each 32-dimension slice of a value row is
+// loaded once for every query.
+template <int NQ>
+inline __attribute__((always_inline)) void weigh_values(const float* p, std::int64_t p_stride,
+                                                        const float* values,
+                                                        std::int64_t value_stride, std::int64_t len,
+                                                        std::int64_t dim, float* out) {
+  std::int64_t d0 = 0;
+  for (; d0 + 32 <= dim; d0 += 32) {
+    Vec16 a0[NQ], a1[NQ];
+    for (int i = 0; i < NQ; ++i) a0[i] = a1[i] = Vec16{};
+    for (std::int64_t s = 0; s < len; ++s) {
+      const Vec16 v0 = load16(values + s * value_stride + d0);
+      const Vec16 v1 = load16(values + s * value_stride + d0 + 16);
+      for (int i = 0; i < NQ; ++i) {
+        const float w = p[i * p_stride + s];
+        a0[i] += w * v0;
+        a1[i] += w * v1;
+      }
+    }
+    for (int i = 0; i < NQ; ++i) {
+      store16(out + i * dim + d0, a0[i]);
+      store16(out + i * dim + d0 + 16, a1[i]);
+    }
+  }
+  for (std::int64_t d = d0; d < dim; ++d) {
+    float acc[NQ] = {};
+    for (std::int64_t s = 0; s < len; ++s) {
+      const float v = values[s * value_stride + d];
+      for (int i = 0; i < NQ; ++i) acc[i] += p[i * p_stride + s] * v;
+    }
+    for (int i = 0; i < NQ; ++i) out[i * dim + d] = acc[i];
+  }
+}
+
+template <int NQ>
+inline __attribute__((always_inline)) void attend_queries(const float* q, const float* keys_t,
+                                                          std::int64_t key_stride,
+                                                          const float* values,
+                                                          std::int64_t value_stride,
+                                                          std::int64_t len, std::int64_t dim,
+                                                          float scale, float* scores, float* out) {
+  score_queries<NQ>(q, dim, keys_t, key_stride, len, scale, scores, len);
+  for (int i = 0; i < NQ; ++i) softmax_inplace(scores + i * len, len);
+  weigh_values<NQ>(scores, len, values, value_stride, len, dim, out);
+}
+
 }  // namespace
 
-void softmax_inplace(float* x, std::int64_t n) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_heads(
+    const float* q, std::int64_t nq, const float* keys_t, std::int64_t key_stride,
+    const float* values, std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale,
+    float* scores, float* out) {
+  for (std::int64_t i0 = 0; i0 < nq; i0 += kMaxQueries) {
+    const std::int64_t n = std::min(kMaxQueries, nq - i0);
+    const float* qi = q + i0 * dim;
+    float* si = scores + i0 * len;
+    float* oi = out + i0 * dim;
+    switch (n) {
+#define TANDEM_QUERIES(N)                                                                     \
+  case N:                                                                                     \
+    attend_queries<N>(qi, keys_t, key_stride, values, value_stride, len, dim, scale, si, oi); \
+    break;
+      TANDEM_QUERIES(1)
+      TANDEM_QUERIES(2)
+      TANDEM_QUERIES(3)
+      TANDEM_QUERIES(4)
+      TANDEM_QUERIES(5)
+      TANDEM_QUERIES(6)
+      TANDEM_QUERIES(7)
+      TANDEM_QUERIES(8)
+#undef TANDEM_QUERIES
+      default:
+        break;
+    }
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void softmax_inplace(
+    float* x, std::int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
   double sum = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const Vec16 e = exp16(load16(x + i) - mx);
+    store16(x + i, e);
+    float part = 0.0f;  // 16 terms of at most 1 each: exact enough before the double sum
+    for (int j = 0; j < 16; ++j) part += e[j];
+    sum += part;
+  }
+  for (; i < n; ++i) {
     x[i] = std::exp(x[i] - mx);
     sum += x[i];
   }
   const float inv = static_cast<float>(1.0 / sum);
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
+  for (std::int64_t k = 0; k < n; ++k) x[k] *= inv;
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_head(

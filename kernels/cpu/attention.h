@@ -14,6 +14,13 @@ void attend_head(const float* q, const float* keys_t, std::int64_t key_stride, c
                  std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale,
                  float* scores, float* out);
 
+// The same for `nq` query heads that share one key/value head (grouped-query attention, or
+// every head of a latent attention): each key and value row is read once for all of them.
+// q: nq x dim (row stride dim); out: nq x dim; `scores` needs room for nq * len floats.
+void attend_heads(const float* q, std::int64_t nq, const float* keys_t, std::int64_t key_stride,
+                  const float* values, std::int64_t value_stride, std::int64_t len,
+                  std::int64_t dim, float scale, float* scores, float* out);
+
 // x = softmax(x) over n values, in place (the sum in double, so long rows stay exact).
 void softmax_inplace(float* x, std::int64_t n);
 

@@ -37,6 +37,76 @@ class TestAttention : public QObject {
       QVERIFY2(std::abs(o1[i] - o2[i]) < 1e-5f,
                qPrintable(QStringLiteral("%1 vs %2").arg(o1[i]).arg(o2[i])));
   }
+
+  // Several query heads over one key/value head, as grouped-query and latent attention call
+  // it: each query's result equals the reference for that query alone.
+  void groupedHeadsMatchReference_data() {
+    QTest::addColumn<int>("nq");
+    QTest::addColumn<int>("len");
+    QTest::addColumn<int>("dim");
+    for (int nq : {1, 3, 8, 12, 16})
+      for (int len : {1, 15, 16, 17, 100})
+        for (int dim : {8, 40, 64, 128})
+          QTest::newRow(qPrintable(QStringLiteral("nq %1 len %2 dim %3").arg(nq).arg(len).arg(dim)))
+              << nq << len << dim;
+  }
+
+  void groupedHeadsMatchReference() {
+    QFETCH(int, nq);
+    QFETCH(int, len);
+    QFETCH(int, dim);
+    std::mt19937 rng(static_cast<unsigned>(nq * 7919 + len * 1000 + dim));
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int stride = len + 5, vstride = dim + 9;
+    std::vector<float> q(static_cast<std::size_t>(nq * dim)),
+        keys(static_cast<std::size_t>(dim * stride)),
+        values(static_cast<std::size_t>(len * vstride));
+    for (float& x : q) x = d(rng);
+    for (float& x : keys) x = d(rng);
+    for (float& x : values) x = d(rng);
+    std::vector<float> scores(static_cast<std::size_t>(nq * len)),
+        out(static_cast<std::size_t>(nq * dim));
+    attend_heads(q.data(), nq, keys.data(), stride, values.data(), vstride, len, dim, 0.125f,
+                 scores.data(), out.data());
+    std::vector<float> s2(len), o2(dim);
+    for (int i = 0; i < nq; ++i) {
+      attend_head_reference(q.data() + i * dim, keys.data(), stride, values.data(), vstride, len,
+                            dim, 0.125f, s2.data(), o2.data());
+      for (int j = 0; j < dim; ++j)
+        QVERIFY2(std::abs(out[static_cast<std::size_t>(i * dim + j)] - o2[j]) < 1e-5f,
+                 qPrintable(QStringLiteral("query %1 dim %2: %3 vs %4")
+                                .arg(i)
+                                .arg(j)
+                                .arg(out[static_cast<std::size_t>(i * dim + j)])
+                                .arg(o2[j])));
+    }
+  }
+
+  // The vectorised exponential in softmax against double precision, over the range softmax
+  // sees (0 down to far below float's smallest normal) and lengths with and without a tail.
+  void softmaxMatchesDouble() {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> spread(-120.0f, 3.0f);
+    for (int n : {1, 15, 16, 17, 64, 1000}) {
+      std::vector<float> x(static_cast<std::size_t>(n));
+      for (float& v : x) v = spread(rng);
+      x[0] = 3.0f;  // the maximum, so most values are far below it
+      std::vector<double> want(x.size()), tolerance(x.size());
+      double sum = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        sum += want[i] = std::exp(double(x[i]) - 3.0);
+        // x - max is rounded to float first: e^x inherits a relative error of |x - max| ulp.
+        tolerance[i] = 1e-6 + 1.2e-7 * std::abs(double(x[i]) - 3.0);
+      }
+      softmax_inplace(x.data(), n);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const double expected = want[i] / sum;
+        QVERIFY2(std::abs(x[i] - expected) <= tolerance[i] * expected + 1e-37,
+                 qPrintable(
+                     QStringLiteral("n %1 at %2: %3 vs %4").arg(n).arg(i).arg(x[i]).arg(expected)));
+      }
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TestAttention)
