@@ -15,10 +15,6 @@ namespace {
 // DeepSeek-V3's low-rank norms use the library default, not config.rms_norm_eps.
 constexpr double kLatentNormEps = 1e-6;
 
-float silu(float x) {
-  return x / (1.0f + std::exp(-x));
-}
-
 // Indices of the k largest values, largest first; ties go to the lower index.
 std::vector<std::int32_t> top_k(const float* v, std::int64_t n, std::int64_t k) {
   std::vector<std::int32_t> idx(static_cast<std::size_t>(n));
@@ -325,7 +321,7 @@ void Transformer::feed_forward(const model::FeedForwardWeights& w, const float* 
   std::vector<float> up(static_cast<std::size_t>(n * inner));
   matmul(x, n, w.gate, gate.data());
   matmul(x, n, w.up, up.data());
-  for (std::size_t i = 0; i < gate.size(); ++i) gate[i] = silu(gate[i]) * up[i];
+  kernels::silu_mul(gate.data(), up.data(), static_cast<std::int64_t>(gate.size()));
   matmul(gate.data(), n, w.down, out);
 }
 
@@ -446,10 +442,9 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std
           kernels::packed_matmul(*f.gate.packed, in, g, inner, b0, b1, variant);
           kernels::packed_matmul(*f.up.packed, in, u, inner, b0, b1, variant);
           const std::int64_t c1 = std::min(inner, b1 * kernels::kPackRows);
-          for (std::int64_t r = 0; r < a.rows; ++r) {
-            for (std::int64_t c = b0 * kernels::kPackRows; c < c1; ++c)
-              g[r * inner + c] = silu(g[r * inner + c]) * u[r * inner + c];
-          }
+          const std::int64_t c0 = b0 * kernels::kPackRows;
+          for (std::int64_t r = 0; r < a.rows; ++r)
+            kernels::silu_mul(g + r * inner + c0, u + r * inner + c0, c1 - c0);
         }
       });
   for (std::size_t a = 0; a < active.size(); ++a) {

@@ -1,5 +1,7 @@
 #include "kernels/cpu/attention.h"
 
+#include "kernels/cpu/vec16.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,44 +12,6 @@ namespace {
 
 constexpr std::int64_t kPositions = 64;  // scored per pass: four AVX-512 registers
 constexpr std::int64_t kDims = 64;       // output dimensions kept in registers per pass
-
-// 16 floats: one AVX-512 register, two AVX2 ones; the compiler lowers it for each target.
-typedef float Vec16 __attribute__((vector_size(64)));
-
-inline __attribute__((always_inline)) Vec16 load16(const float* p) {
-  Vec16 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline __attribute__((always_inline)) void store16(float* p, Vec16 v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
-typedef std::int32_t Int16x __attribute__((vector_size(64)));
-
-// e^x for x <= 0 (softmax after subtracting the maximum), within 2 ulp: x = n ln2 + r with
-// |r| <= ln2 / 2, e^r by a degree-6 polynomial (Cephes' coefficients), 2^n built in the
-// exponent bits. Below -87 the result is flushed to 0, as e^-87 is under float's normal range.
-inline __attribute__((always_inline)) Vec16 exp16(Vec16 x) {
-  const Vec16 lowest = Vec16{} - 87.0f;
-  const auto underflow = x < lowest;
-  x = underflow ? lowest : x;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const Vec16 n = (x * 1.44269504088896341f + kRound) - kRound;
-  const Vec16 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  Vec16 p = Vec16{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const Int16x bits = (__builtin_convertvector(n, Int16x) + 127) << 23;
-  Vec16 scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  const Vec16 result = p * scale;
-  return underflow ? Vec16{} : result;
-}
 
 constexpr std::int64_t kMaxQueries = 8;  // query heads per pass: accumulators in registers
 

@@ -1,8 +1,10 @@
 #include "kernels/cpu/dense_matmul.h"
 
 #include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/vec16.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace tandem::kernels {
@@ -51,6 +53,16 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) fl
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void axpy_f32(
     float a, const float* x, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void silu_mul(
+    float* gate, const float* up, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const Vec16 g = load16(gate + i);
+    store16(gate + i, g * load16(up + i) / (1.0f + exp16(-g)));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,

@@ -55,5 +55,8 @@ void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
 float dot_f32(const float* a, const float* b, std::int64_t n);
 // y += a * x over n values.
 void axpy_f32(float a, const float* x, float* y, std::int64_t n);
+// gate[i] = SiLU(gate[i]) * up[i] over n values (the gated FFN's activation), SiLU(x) =
+// x / (1 + e^-x) with a vectorised e^x within 2 ulp.
+void silu_mul(float* gate, const float* up, std::int64_t n);
 
 }  // namespace tandem::kernels
