@@ -37,6 +37,7 @@ int run_bench(const BenchCommandOptions& o) {
   options.decode_tokens = o.decode_tokens;
   options.threads = threads;
   options.repetitions = std::max(1, o.repetitions);
+  options.warmup = !o.no_warmup;
   const runtime::BenchResult r =
       runtime::run_benchmark(*model, options, [&](const std::string& line) {
         if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());

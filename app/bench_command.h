@@ -13,6 +13,7 @@ struct BenchCommandOptions {
   int repetitions = 3;
   std::string cpu_format = "int8";
   bool json = false;
+  bool no_warmup = false;
 };
 
 int run_bench(const BenchCommandOptions& options);

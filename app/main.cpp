@@ -218,6 +218,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
   bench_cmd->add_flag("--json", bench.json, "Print JSON");
+  bench_cmd->add_flag("--no-warmup", bench.no_warmup,
+                      "Count the first prompt and decode too (by default one uncounted pass "
+                      "warms the buffers, as llama-bench does)");
 
   tandem::app::ConvertCommandOptions convert;
   CLI::App* convert_cmd = cli.add_subcommand("convert",

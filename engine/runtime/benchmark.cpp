@@ -47,7 +47,9 @@ BenchResult run_benchmark(const LoadedModel& model, const BenchOptions& o,
   std::uniform_int_distribution<std::int32_t> token(
       0, static_cast<std::int32_t>(model.spec().vocab_size - 1));
   Generator generator(model, pool, o.prompt_tokens + o.decode_tokens + 1);
-  for (int r = 0; r < o.repetitions; ++r) {
+  // Run -1 is the warm-up: measured the same way, not recorded.
+  for (int r = o.warmup ? -1 : 0; r < o.repetitions; ++r) {
+    const bool counted = r >= 0;
     generator.reset();
     if (o.prompt_tokens > 0) {
       std::vector<std::int32_t> prompt(static_cast<std::size_t>(o.prompt_tokens));
@@ -55,10 +57,11 @@ BenchResult run_benchmark(const LoadedModel& model, const BenchOptions& o,
       const auto t0 = Clock::now();
       generator.evaluate(prompt);
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      result.prompt.tokens_per_s.push_back(static_cast<double>(o.prompt_tokens) / s);
+      if (counted) result.prompt.tokens_per_s.push_back(static_cast<double>(o.prompt_tokens) / s);
       if (progress)
-        progress(fmt::format("pp{} run {}: {:.2f} tokens/s", o.prompt_tokens, r + 1,
-                             result.prompt.tokens_per_s.back()));
+        progress(fmt::format("pp{} {}: {:.2f} tokens/s", o.prompt_tokens,
+                             counted ? fmt::format("run {}", r + 1) : std::string("warm-up"),
+                             static_cast<double>(o.prompt_tokens) / s));
     }
     if (o.decode_tokens > 0) {
       // Decode after a one-token context, as llama-bench's tg test does.
@@ -71,10 +74,11 @@ BenchResult run_benchmark(const LoadedModel& model, const BenchOptions& o,
         generator.evaluate(context);
       }
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      result.decode.tokens_per_s.push_back(static_cast<double>(o.decode_tokens) / s);
+      if (counted) result.decode.tokens_per_s.push_back(static_cast<double>(o.decode_tokens) / s);
       if (progress)
-        progress(fmt::format("tg{} run {}: {:.2f} tokens/s", o.decode_tokens, r + 1,
-                             result.decode.tokens_per_s.back()));
+        progress(fmt::format("tg{} {}: {:.2f} tokens/s", o.decode_tokens,
+                             counted ? fmt::format("run {}", r + 1) : std::string("warm-up"),
+                             static_cast<double>(o.decode_tokens) / s));
     }
   }
   // A buffer far larger than the caches: 1 GiB.

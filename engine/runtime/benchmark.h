@@ -17,6 +17,9 @@ struct BenchOptions {
   std::int64_t decode_tokens = 128;
   int threads = 1;
   int repetitions = 3;
+  // One uncounted prompt and decode first, as llama-bench does: the first pass pays for
+  // page faults in fresh buffers and the KV cache.
+  bool warmup = true;
   std::uint64_t seed = 1;
 };
 
