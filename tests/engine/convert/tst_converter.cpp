@@ -37,7 +37,7 @@ nlohmann::json expected(const std::string& folder) {
 std::vector<std::vector<float>> logits(const std::string& folder,
                                        const runtime::LoadOptions& options = {}) {
   auto model = runtime::LoadedModel::load(folder, options);
-  runtime::ThreadPool pool(2);
+  runtime::NumaPools pool(2, model->pools());
   runtime::Generator generator(*model, pool, 128);
   std::vector<std::vector<float>> out;
   const nlohmann::json cases = expected(folder);
