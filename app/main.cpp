@@ -242,8 +242,9 @@ int main(int argc, char** argv) {
   convert_cmd->add_option("--group", convert.group, "INT4: columns per scale (default 64)");
   convert_cmd
       ->add_option("--pools", convert.pools,
-                   "NUMA pools the experts are sliced for (only 1 for now)")
-      ->capture_default_str();
+                   "Thread pools the experts are split for, one per NUMA node of the machine that "
+                   "runs the model (default: this machine's NUMA nodes)")
+      ->check(CLI::Range(1, 256));
   convert_cmd->add_option("-t,--threads", convert.threads, "Packing threads (default: all)")
       ->check(CLI::Range(1, 4096));
   convert_cmd->add_flag("--verify", convert.verify,
