@@ -22,6 +22,7 @@ int run_bench(const BenchCommandOptions& o) {
   }
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
   load.threads = threads;
+  load.pools = o.pools;
   std::unique_ptr<runtime::LoadedModel> model;
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -52,6 +53,7 @@ int run_bench(const BenchCommandOptions& o) {
         {"cpu_format", format},
         {"cpu_variant", variant},
         {"threads", threads},
+        {"pools", model->pools()},
         {"load_seconds", load_s},
         {"prompt",
          {{"tokens", o.prompt_tokens},
@@ -71,21 +73,18 @@ int run_bench(const BenchCommandOptions& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>12} | {:>18} |\n", "model",
-                           "format", "variant", "threads", "test", "tokens/s");
-  std::cout << fmt::format("| {:-<24} | {:->6} | {:->7} | {:->7} | {:->12} | {:->18} |\n", "", "",
-                           "", "", "", "");
+  std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>12} | {:>18} |\n",
+                           "model", "format", "variant", "threads", "pools", "test", "tokens/s");
+  std::cout << fmt::format("| {:-<24} | {:->6} | {:->7} | {:->7} | {:->5} | {:->12} | {:->18} |\n",
+                           "", "", "", "", "", "", "");
   const std::string name = model->spec().architecture.substr(0, 24);
-  if (o.prompt_tokens > 0) {
-    std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>12} | {:>9.2f} ± {:<6.2f} |\n",
-                             name, format, variant, threads, fmt::format("pp{}", o.prompt_tokens),
-                             r.prompt.mean(), r.prompt.stddev());
-  }
-  if (o.decode_tokens > 0) {
-    std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>12} | {:>9.2f} ± {:<6.2f} |\n",
-                             name, format, variant, threads, fmt::format("tg{}", o.decode_tokens),
-                             r.decode.mean(), r.decode.stddev());
-  }
+  const auto row = [&](const std::string& test, const runtime::Measurement& m) {
+    std::cout << fmt::format(
+        "| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>12} | {:>9.2f} ± {:<6.2f} |\n", name, format,
+        variant, threads, model->pools(), test, m.mean(), m.stddev());
+  };
+  if (o.prompt_tokens > 0) row(fmt::format("pp{}", o.prompt_tokens), r.prompt);
+  if (o.decode_tokens > 0) row(fmt::format("tg{}", o.decode_tokens), r.decode);
   std::cout << fmt::format(
       "\nmemory read bandwidth: {:.1f} GB/s; active weights per token: {:.1f} MB\n",
       r.read_bandwidth_bytes_per_s / 1e9, static_cast<double>(r.active_bytes_per_token) / 1e6);

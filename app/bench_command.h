@@ -10,6 +10,7 @@ struct BenchCommandOptions {
   std::int64_t prompt_tokens = 512;
   std::int64_t decode_tokens = 128;
   int threads = 0;
+  int pools = 0;  // 0: a converted folder's own count, else one per NUMA node
   int repetitions = 3;
   std::string cpu_format = "int8";
   bool json = false;

@@ -43,7 +43,9 @@ int run_chat(const ChatOptions& o) {
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
   try {
-    model = runtime::LoadedModel::load(o.model);
+    runtime::LoadOptions load;
+    load.pools = o.pools;
+    model = runtime::LoadedModel::load(o.model, load);
     tokenizer = text::load_tokenizer(o.model);
     chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(o.model));
   } catch (const std::exception& e) {
@@ -54,7 +56,7 @@ int run_chat(const ChatOptions& o) {
   const std::int64_t context =
       o.context > 0 ? o.context
                     : std::min<std::int64_t>(model->spec().max_position_embeddings, 4096);
-  runtime::ThreadPool pool(threads);
+  runtime::NumaPools pool(threads, model->pools());
   runtime::ChatSession session(*model, *tokenizer, *chat_template, pool, context);
   runtime::ChatSettings settings;
   settings.system_prompt = o.system_prompt;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace tandem::app {
@@ -7,6 +8,7 @@ namespace tandem::app {
 struct ChatOptions {
   std::string model;
   int threads = 0;
+  int pools = 0;  // 0: a converted folder's own count, else one per NUMA node
   std::int64_t context = 0;
   std::string system_prompt;
   float temperature = 0.7f;

@@ -7,7 +7,7 @@ namespace tandem::app {
 struct ConvertCommandOptions {
   std::string input, output, method;
   int group = 0;
-  int pools = 1;
+  int pools = 0;  // 0: one per NUMA node of this machine
   int threads = 0;
   bool verify = false;
 };

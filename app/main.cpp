@@ -64,6 +64,15 @@ bool use_demo_model_if_none(std::string& model) {
   return false;
 }
 
+// --pools on the commands that run a model.
+void add_pools_option(CLI::App* command, int& pools) {
+  command
+      ->add_option("--pools", pools,
+                   "Thread pools, each with its slice of every expert (default: a converted "
+                   "folder's own count, otherwise one per NUMA node)")
+      ->check(CLI::Range(1, 256));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,6 +140,7 @@ int main(int argc, char** argv) {
       ->each([&](const std::string&) { run.seed_given = true; });
   run_cmd->add_option("-t,--threads", run.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
+  add_pools_option(run_cmd, run.pools);
   run_cmd->add_option("--temperature", run.temperature, "Sampling temperature")
       ->capture_default_str();
   run_cmd->add_option("--top-k", run.top_k, "Keep the k most likely tokens (0: off)")
@@ -208,6 +218,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_option("-t,--threads", bench.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
+  add_pools_option(bench_cmd, bench.pools);
   bench_cmd->add_option("-r,--repetitions", bench.repetitions, "Repetitions")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -239,8 +250,9 @@ int main(int argc, char** argv) {
   convert_cmd->add_option("--group", convert.group, "INT4: columns per scale (default 64)");
   convert_cmd
       ->add_option("--pools", convert.pools,
-                   "NUMA pools the experts are sliced for (only 1 for now)")
-      ->capture_default_str();
+                   "Thread pools the experts are split for, one per NUMA node of the machine that "
+                   "runs the model (default: this machine's NUMA nodes)")
+      ->check(CLI::Range(1, 256));
   convert_cmd->add_option("-t,--threads", convert.threads, "Packing threads (default: all)")
       ->check(CLI::Range(1, 4096));
   convert_cmd->add_flag("--verify", convert.verify,
@@ -285,6 +297,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   chat_cmd->add_option("-t,--threads", chat.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
+  add_pools_option(chat_cmd, chat.pools);
   chat_cmd->add_option("-c,--context", chat.context,
                        "Context length in tokens (default: the model's, at most 4096)");
   chat_cmd->add_option("--system", chat.system_prompt, "System prompt");
@@ -319,6 +332,7 @@ int main(int argc, char** argv) {
   perplexity_cmd
       ->add_option("-t,--threads", perplexity.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
+  add_pools_option(perplexity_cmd, perplexity.pools);
   perplexity_cmd->add_flag("--json", perplexity.json, "Print the result as JSON");
 
   tandem::app::TemplateRenderOptions render;

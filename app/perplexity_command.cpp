@@ -28,8 +28,10 @@ struct OpenedModel {
   std::unique_ptr<text::Tokenizer> tokenizer;
 };
 
-OpenedModel open_model(const std::string& folder) {
-  return {runtime::LoadedModel::load(folder), text::load_tokenizer(folder)};
+OpenedModel open_model(const std::string& folder, int pools) {
+  runtime::LoadOptions load;
+  load.pools = pools;
+  return {runtime::LoadedModel::load(folder, load), text::load_tokenizer(folder)};
 }
 
 }  // namespace
@@ -45,8 +47,9 @@ int run_perplexity(const PerplexityOptions& o) {
 
   OpenedModel model, base;
   try {
-    model = open_model(o.model);
-    if (!o.kl_base.empty()) base = open_model(o.kl_base);
+    model = open_model(o.model, o.pools);
+    // Both models run on the same pools.
+    if (!o.kl_base.empty()) base = open_model(o.kl_base, model.model->pools());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
@@ -66,7 +69,7 @@ int run_perplexity(const PerplexityOptions& o) {
   }
 
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
-  runtime::ThreadPool pool(threads);
+  runtime::NumaPools pool(threads, model.model->pools());
   runtime::PerplexityOptions options;
   options.context_tokens = context;
   options.cancel = &g_interrupted;
@@ -106,6 +109,7 @@ int run_perplexity(const PerplexityOptions& o) {
                           {"perplexity", r.perplexity()},
                           {"seconds", r.seconds},
                           {"threads", threads},
+                          {"pools", pool.pools()},
                           {"complete", !r.cancelled}};
     if (r.mean_kl) {
       out["kl_base"] = o.kl_base;

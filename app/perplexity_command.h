@@ -11,6 +11,7 @@ struct PerplexityOptions {
   std::int64_t context = 0;  // 0: 512, or the model's positions if fewer
   std::string kl_base;       // a second model folder; empty: no KL divergence
   int threads = 0;           // 0: the recommended number
+  int pools = 0;             // 0: a converted folder's own count, else one per NUMA node
   bool json = false;
 };
 

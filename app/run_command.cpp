@@ -51,6 +51,7 @@ int run_generate(const RunOptions& o) {
   try {
     runtime::LoadOptions load;
     runtime::parse_cpu_format(o.cpu_format, load.cpu_format);
+    load.pools = o.pools;
     model = runtime::LoadedModel::load(o.model, load);
     tokenizer = text::load_tokenizer(o.model);
   } catch (const std::exception& e) {
@@ -69,7 +70,7 @@ int run_generate(const RunOptions& o) {
   std::int64_t context =
       o.context > 0 ? o.context : std::min<std::int64_t>(spec.max_position_embeddings, 4096);
   context = std::max<std::int64_t>(context, static_cast<std::int64_t>(ids.size()) + 1);
-  runtime::ThreadPool pool(threads);
+  runtime::NumaPools pool(threads, model->pools());
   runtime::Generator generator(*model, pool, context);
 
   runtime::GenerationOptions options;

@@ -15,6 +15,7 @@ struct RunOptions {
   std::uint64_t seed = 0;
   bool seed_given = false;
   int threads = 0;  // 0: the recommended number
+  int pools = 0;    // 0: a converted folder's own count, else one per NUMA node
   float temperature = 0.7f;
   int top_k = 40;
   float top_p = 0.95f;

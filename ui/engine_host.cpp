@@ -65,7 +65,7 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context,
     const int n = threads > 0 ? threads : std::max(1, hw::probe_topology().physical_cores);
     const qint64 ctx =
         context > 0 ? context : std::min<qint64>(model->spec().max_position_embeddings, 4096);
-    pool_ = std::make_unique<runtime::ThreadPool>(n);
+    pool_ = std::make_unique<runtime::NumaPools>(n, model->pools());
     session_ =
         std::make_unique<runtime::ChatSession>(*model, *tokenizer, *chat_template, *pool_, ctx);
     ModelInfo info;

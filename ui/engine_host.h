@@ -15,7 +15,7 @@ namespace tandem::runtime {
 class ChatSession;
 class Metrics;
 class LoadedModel;
-class ThreadPool;
+class NumaPools;
 }  // namespace tandem::runtime
 namespace tandem::text {
 class Tokenizer;
@@ -88,7 +88,7 @@ class EngineWorker : public QObject {
   std::unique_ptr<runtime::LoadedModel> model_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
-  std::unique_ptr<runtime::ThreadPool> pool_;
+  std::unique_ptr<runtime::NumaPools> pool_;
   std::unique_ptr<runtime::ChatSession> session_;
   std::atomic<runtime::ChatSession*> active_{nullptr};
   qint64 started_ms_ = 0;

@@ -21,8 +21,20 @@ class ConvertedWeights {
   // The packed form of a matrix bound from this folder's checkpoint; a ModelError with a
   // sentence when it has none or its stored size does not match its shape.
   kernels::PackedMatrix load(const kernels::WeightMatrix& matrix) const;
+  // Pool `pool`'s slice of a routed expert's matrix in a folder converted for several
+  // pools, which must be rows x cols. Its bytes are copied to `destination` (64-byte
+  // aligned, with room for them), which the result views.
+  kernels::PackedMatrix load_slice(const kernels::WeightMatrix& matrix, int pool, std::int64_t rows,
+                                   std::int64_t cols, std::uint8_t* destination) const;
 
  private:
+  // The name a bound matrix was stored under, without the packed suffix; empty if none.
+  std::string stored_name(const kernels::WeightMatrix& matrix) const;
+  // Loads packed tensor `name`, which must be rows x cols, into `destination` when given,
+  // otherwise into memory of its own.
+  kernels::PackedMatrix load_named(const std::string& name, std::int64_t rows, std::int64_t cols,
+                                   std::uint8_t* destination) const;
+
   const model::Checkpoint& checkpoint_;
   Manifest manifest_;
   std::unordered_map<const void*, std::string> name_of_data_;

@@ -16,13 +16,16 @@
 #include <unordered_map>
 
 #include "engine/hub/content_digest.h"
+#include "engine/hw/topology.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/safetensors_file.h"
 #include "engine/model/safetensors_writer.h"
+#include "engine/runtime/expert_slicing.h"
 #include "engine/runtime/loaded_model.h"
+#include "engine/runtime/numa_pools.h"
 
 namespace tandem::convert {
 namespace {
@@ -44,6 +47,14 @@ struct PackedItem {
   const kernels::WeightMatrix* matrix = nullptr;
   const model::TensorRef* source = nullptr;
   kernels::PackedMatrix shape;  // sizes only
+  // A routed expert's matrix split for several pools is one item per pool, each packing
+  // `range` of the matrix along `axis`; the source's bytes count 1/pools to each, and its
+  // pages are released after the last.
+  bool sliced = false;
+  runtime::SliceAxis axis = runtime::SliceAxis::Rows;
+  runtime::SliceRange range;
+  std::uint64_t source_bytes = 0;
+  bool last_of_source = true;
 };
 
 struct RawItem {
@@ -66,6 +77,7 @@ struct Plan {
   std::unique_ptr<model::Checkpoint> checkpoint;
   model::ModelWeights weights;
   std::int64_t group = 0;
+  int pools = 1;
   std::vector<Unit> units;
   std::uint64_t source_bytes = 0;
   std::uint64_t output_bytes = 0;
@@ -111,6 +123,33 @@ std::int64_t checked_group(const ConvertOptions& o) {
   return g;
 }
 
+// The pool count to slice the experts for: the one asked for, which must split them; by
+// default one per NUMA node of this machine, or the most below that the experts allow.
+int checked_pools(const ConvertOptions& o, const Plan& p) {
+  const bool experts =
+      std::any_of(p.weights.layers.begin(), p.weights.layers.end(),
+                  [](const model::LayerWeights& l) { return l.moe && !l.experts.experts.empty(); });
+  const kernels::PackedFormat expert_format =
+      runtime::packed_format_for(cpu_format(o.method), runtime::MatrixRole::Expert, experts);
+  const std::int64_t int4_group = expert_format == kernels::PackedFormat::Int4 ? p.group : 0;
+  const std::int64_t width = p.spec.moe_intermediate_size;
+  if (o.pools > 0) {
+    if (o.pools > 1 && !experts) {
+      throw ConvertError("--pools " + std::to_string(o.pools) +
+                         ": this model has no routed experts, and pools split only experts; "
+                         "convert it with --pools 1.");
+    }
+    const std::string why =
+        experts ? runtime::expert_slicing_error(width, o.pools, int4_group) : std::string();
+    if (!why.empty()) throw ConvertError("--pools " + std::to_string(o.pools) + ": " + why + ".");
+    return o.pools;
+  }
+  if (!experts) return 1;
+  int pools = runtime::default_pool_count(hw::probe_topology());
+  while (!runtime::can_slice_experts(width, pools, int4_group)) --pools;
+  return pools;
+}
+
 Plan make_plan(const ConvertOptions& o) {
   if (o.input.empty() || !fs::is_directory(o.input)) {
     throw ConvertError(
@@ -126,11 +165,9 @@ Plan make_plan(const ConvertOptions& o) {
     throw ConvertError(o.input +
                        " is already a converted model; convert its source folder instead.");
   }
-  if (o.pools != 1) {
-    throw ConvertError(
-        "--pools " + std::to_string(o.pools) +
-        ": this converter writes every expert whole, which serves one pool; slicing experts for "
-        "several NUMA pools is not implemented yet, so convert with --pools 1.");
+  if (o.pools < 0) {
+    throw ConvertError("--pools " + std::to_string(o.pools) +
+                       ": give at least 1 pool (one per NUMA node is usual).");
   }
   if (o.output.empty())
     throw ConvertError("give --out the folder to write the converted model to.");
@@ -140,6 +177,7 @@ Plan make_plan(const ConvertOptions& o) {
   p.checkpoint = std::make_unique<model::Checkpoint>(o.input);
   p.checkpoint->set_fp8_block(p.spec.fp8_block_rows, p.spec.fp8_block_cols);
   p.weights = model::bind_weights(p.spec, *p.checkpoint);
+  p.pools = checked_pools(o, p);
 
   std::unordered_map<const void*, std::string> name_of_data;
   for (const auto& file : p.checkpoint->files()) {
@@ -159,13 +197,44 @@ Plan make_plan(const ConvertOptions& o) {
     if (!packed_names.insert(name).second) continue;
     const kernels::PackedFormat format =
         runtime::packed_format_for(cpu_format(o.method), m.role, p.spec.num_experts > 0);
-    PackedItem item{name, m.matrix, p.checkpoint->find(name),
-                    kernels::packed_shape(m.matrix->rows, m.matrix->cols, format, p.group)};
     Unit& unit = m.layer < 0 ? head : layers[static_cast<std::size_t>(m.layer)];
-    unit.source_bytes += tensor_bytes(*item.source);
-    unit.output_bytes += static_cast<std::uint64_t>(item.shape.blocks) * item.shape.block_bytes() +
-                         kernels::packed_scale_count(item.shape) * sizeof(float);
-    unit.packed.push_back(std::move(item));
+    const model::TensorRef* source = p.checkpoint->find(name);
+    const std::uint64_t source_bytes = tensor_bytes(*source);
+    unit.source_bytes += source_bytes;
+    std::vector<PackedItem> items;
+    if (m.role == runtime::MatrixRole::Expert && p.pools > 1) {
+      for (int pool = 0; pool < p.pools; ++pool) {
+        PackedItem item;
+        item.name = model::pool_slice_name(name, pool);
+        item.matrix = m.matrix;
+        item.source = source;
+        item.sliced = true;
+        item.axis = m.slice_axis;
+        item.range = runtime::expert_slice(p.spec.moe_intermediate_size, p.pools, pool);
+        item.shape = runtime::slice_shape(m.matrix->rows, m.matrix->cols, item.axis, item.range,
+                                          format, p.group);
+        item.source_bytes =
+            source_bytes * static_cast<std::uint64_t>(pool + 1) /
+                static_cast<std::uint64_t>(p.pools) -
+            source_bytes * static_cast<std::uint64_t>(pool) / static_cast<std::uint64_t>(p.pools);
+        item.last_of_source = pool + 1 == p.pools;
+        items.push_back(std::move(item));
+      }
+    } else {
+      PackedItem item;
+      item.name = name;
+      item.matrix = m.matrix;
+      item.source = source;
+      item.shape = kernels::packed_shape(m.matrix->rows, m.matrix->cols, format, p.group);
+      item.source_bytes = source_bytes;
+      items.push_back(std::move(item));
+    }
+    for (PackedItem& item : items) {
+      unit.output_bytes +=
+          static_cast<std::uint64_t>(item.shape.blocks) * item.shape.block_bytes() +
+          kernels::packed_scale_count(item.shape) * sizeof(float);
+      unit.packed.push_back(std::move(item));
+    }
   }
   // Everything else is copied as stored; the embedding always is (with tied embeddings it is
   // also packed, as the output head).
@@ -236,19 +305,6 @@ void release(const void* data, std::uint64_t bytes) {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-kernels::PackedMatrix pack(const kernels::WeightMatrix& m, kernels::PackedFormat f,
-                           std::int64_t group) {
-  switch (f) {
-    case kernels::PackedFormat::Int8:
-      return kernels::pack_int8(m);
-    case kernels::PackedFormat::Int4:
-      return kernels::pack_int4(m, group);
-    case kernels::PackedFormat::Bf16:
-      return kernels::pack_bf16(m);
-  }
-  return {};
-}
-
 double relative_error(const kernels::WeightMatrix& source, const kernels::PackedMatrix& packed) {
   std::vector<float> want(static_cast<std::size_t>(source.cols)), got(want.size());
   double err = 0, norm = 0;
@@ -303,7 +359,7 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
   Manifest manifest;
   manifest.method = options_.method;
   manifest.group = plan.group;
-  manifest.pools = options_.pools;
+  manifest.pools = plan.pools;
   manifest.source_folder = fs::absolute(options_.input).lexically_normal().string();
   {
     std::ifstream config(fs::path(options_.input) / "config.json", std::ios::binary);
@@ -430,10 +486,18 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
       for (std::size_t i = first; i < last; ++i) {
         workers.emplace_back([&, i] {
           try {
-            packed[i - first] =
-                pack(*unit.packed[i].matrix, unit.packed[i].shape.format, plan.group);
-            if (options_.verify)
-              errors[i - first] = relative_error(*unit.packed[i].matrix, packed[i - first]);
+            const PackedItem& item = unit.packed[i];
+            if (item.sliced) {
+              const runtime::SliceSource source(*item.matrix, item.axis, item.range);
+              packed[i - first] =
+                  runtime::pack_matrix(source.matrix(), item.shape.format, plan.group);
+              if (options_.verify)
+                errors[i - first] = relative_error(source.matrix(), packed[i - first]);
+            } else {
+              packed[i - first] = runtime::pack_matrix(*item.matrix, item.shape.format, plan.group);
+              if (options_.verify)
+                errors[i - first] = relative_error(*item.matrix, packed[i - first]);
+            }
           } catch (...) {
             const std::lock_guard lock(failure_lock);
             failure = std::current_exception();
@@ -449,8 +513,8 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
         const std::vector<float>& scales =
             p.format == kernels::PackedFormat::Int4 ? p.group_scale : p.row_scale;
         if (!scales.empty()) writer.write(scales.data(), scales.size() * sizeof(float));
-        release(item.source->data(), tensor_bytes(*item.source));
-        bytes_done += tensor_bytes(*item.source);
+        if (item.last_of_source) release(item.source->data(), tensor_bytes(*item.source));
+        bytes_done += item.source_bytes;
         if (options_.verify) result.verification.push_back({item.name, errors[i - first]});
         report(unit, item.name);
       }
@@ -467,11 +531,15 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
       t.cols = item.shape.cols;
       t.cols_padded = item.shape.cols_padded;
       t.group = item.shape.group;
+      // Appended, not item.name + std::string(...): GCC 12 warns falsely (-Wrestrict) on that.
+      std::string packed_name = item.name, scale_name = item.name;
+      packed_name += model::kPackedTensorSuffix;
+      scale_name += model::kPackedScaleSuffix;
       for (const auto& [name, info] : written.tensors()) {
-        if (name == item.name + std::string(model::kPackedTensorSuffix)) {
+        if (name == packed_name) {
           t.offset = info.begin;
           t.size = info.end - info.begin;
-        } else if (name == item.name + std::string(model::kPackedScaleSuffix)) {
+        } else if (name == scale_name) {
           t.scale_offset = info.begin;
           t.scale_size = info.end - info.begin;
         }

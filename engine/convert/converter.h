@@ -21,7 +21,9 @@ struct ConvertOptions {
   std::string input, output;
   Method method = Method::Int8;
   int group = 0;  // INT4 columns per scale; 0: the default (kernels::kDefaultInt4Group)
-  int pools = 1;  // NUMA slices of the experts; only 1 (unsliced) is written for now
+  // Thread pools the routed experts are split for (see runtime/expert_slicing.h); 0: one
+  // per NUMA node of this machine, or the most below that the experts' width allows.
+  int pools = 0;
   bool verify = false;
   int threads = 0;  // packing threads; 0: all hardware threads
 };

@@ -68,18 +68,22 @@ Manifest read_manifest(const std::string& folder) {
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
     m.format_version = j.at("format_version").get<int>();
-    if (m.format_version != kFormatVersion) {
-      throw model::ModelError(path + ": converted with format version " +
-                              std::to_string(m.format_version) +
-                              ", but this Tandem reads version " + std::to_string(kFormatVersion) +
-                              "; convert the model again with this version.");
+    if (m.format_version < 1 || m.format_version > kFormatVersion) {
+      throw model::ModelError(
+          path + ": converted with format version " + std::to_string(m.format_version) +
+          ", but this Tandem reads versions 1 to " + std::to_string(kFormatVersion) +
+          "; convert the model again with this version.");
     }
     m.complete = j.at("complete").get<bool>();
     if (!parse_method(j.at("method").get<std::string>(), m.method)) {
       throw model::ModelError(path + ": unknown conversion method " + j.at("method").dump() + ".");
     }
     m.group = j.at("group").get<std::int64_t>();
-    m.pools = j.at("pools").get<int>();
+    m.pools = m.format_version >= 2 ? j.at("pools").get<int>() : 1;
+    if (m.pools < 1) {
+      throw model::ModelError(path + ": the manifest names " + std::to_string(m.pools) +
+                              " pools; the folder is damaged, convert the model again.");
+    }
     const auto& source = j.at("source");
     m.source_folder = source.at("folder").get<std::string>();
     m.config_sha256 = source.at("config_sha256").get<std::string>();

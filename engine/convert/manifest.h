@@ -15,7 +15,9 @@
 namespace tandem::convert {
 
 inline constexpr const char* kManifestName = "tandem-manifest.json";
-inline constexpr int kFormatVersion = 1;
+// 2: routed experts may be split for several pools (`pools`), each slice a tensor of its
+// own. Version 1 folders (always one pool) still load.
+inline constexpr int kFormatVersion = 2;
 
 enum class Method { Int8, Int4, Bf16 };
 std::string_view method_name(Method m);
@@ -53,7 +55,7 @@ struct Manifest {
   bool complete = false;
   Method method = Method::Int8;
   std::int64_t group = 0;
-  int pools = 1;
+  int pools = 1;  // the thread pools the experts are split for
   std::string source_folder;
   std::string config_sha256;
   std::vector<SourceFile> source_files;

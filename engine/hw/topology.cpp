@@ -21,6 +21,16 @@ void read_cache(hwloc_topology_t topo, hwloc_obj_type_t type, std::uint64_t& byt
   }
 }
 
+std::vector<int> pu_indices(hwloc_const_bitmap_t set) {
+  std::vector<int> out;
+  unsigned pu = 0;
+  hwloc_bitmap_foreach_begin(pu, set) {
+    out.push_back(static_cast<int>(pu));
+  }
+  hwloc_bitmap_foreach_end();
+  return out;
+}
+
 Topology fallback(const std::string& why) {
   Topology t;
   t.error = why;
@@ -29,7 +39,10 @@ Topology fallback(const std::string& why) {
   t.hardware_threads = online > 0 ? static_cast<int>(online) : 1;
   t.physical_cores = t.hardware_threads;
   NumaNode node;
-  for (int i = 0; i < t.hardware_threads; ++i) node.cpus.push_back(i);
+  for (int i = 0; i < t.hardware_threads; ++i) {
+    node.cpus.push_back(i);
+    node.cores.push_back({i});  // without hwloc, each hardware thread is taken as a core
+  }
   node.physical_cores = t.physical_cores;
   node.memory_bytes = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   t.numa_nodes.push_back(node);
@@ -59,14 +72,12 @@ Topology probe_topology() {
     NumaNode node;
     node.os_index = static_cast<int>(node_obj->os_index);
     node.memory_bytes = node_obj->attr ? node_obj->attr->numanode.local_memory : 0;
-    unsigned pu = 0;
-    hwloc_bitmap_foreach_begin(pu, node_obj->cpuset) {
-      node.cpus.push_back(static_cast<int>(pu));
-    }
-    hwloc_bitmap_foreach_end();
+    node.cpus = pu_indices(node_obj->cpuset);
     for (int c = 0; c < t.physical_cores; ++c) {
       hwloc_obj_t core = hwloc_get_obj_by_type(raw, HWLOC_OBJ_CORE, c);
-      if (core && hwloc_bitmap_intersects(core->cpuset, node_obj->cpuset)) ++node.physical_cores;
+      if (core == nullptr || !hwloc_bitmap_intersects(core->cpuset, node_obj->cpuset)) continue;
+      ++node.physical_cores;
+      node.cores.push_back(pu_indices(core->cpuset));
     }
     // Memory-only nodes (CXL, HBM without cores) take no thread pool; keep them listed.
     t.numa_nodes.push_back(std::move(node));
@@ -74,7 +85,14 @@ Topology probe_topology() {
   if (t.numa_nodes.empty()) {
     NumaNode node;
     for (int i = 0; i < t.hardware_threads; ++i) node.cpus.push_back(i);
-    node.physical_cores = t.physical_cores;
+    for (int c = 0; c < t.physical_cores; ++c) {
+      hwloc_obj_t core = hwloc_get_obj_by_type(raw, HWLOC_OBJ_CORE, c);
+      if (core != nullptr) node.cores.push_back(pu_indices(core->cpuset));
+    }
+    if (node.cores.empty()) {
+      for (int cpu : node.cpus) node.cores.push_back({cpu});
+    }
+    node.physical_cores = static_cast<int>(node.cores.size());
     t.numa_nodes.push_back(node);
   }
   return t;

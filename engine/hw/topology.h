@@ -11,6 +11,9 @@ struct NumaNode {
   int os_index = 0;
   std::vector<int> cpus;  // OS indices of the hardware threads in this node
   int physical_cores = 0;
+  // Per physical core of this node, in hwloc's order: the OS indices of its hardware
+  // threads (what a worker pinned to that core is bound to).
+  std::vector<std::vector<int>> cores;
   std::uint64_t memory_bytes = 0;  // local memory as hwloc reports it
 };
 

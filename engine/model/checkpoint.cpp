@@ -126,7 +126,10 @@ TensorRef Checkpoint::require(const std::string& name,
 kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t rows,
                                          std::int64_t cols) const {
   if (find(name) == nullptr) {
-    if (const TensorRef* packed = find(name + std::string(kPackedTensorSuffix))) {
+    const TensorRef* packed = find(name + std::string(kPackedTensorSuffix));
+    if (packed == nullptr)
+      packed = find(pool_slice_name(name, 0) + std::string(kPackedTensorSuffix));
+    if (packed != nullptr) {
       kernels::WeightMatrix m;
       m.dtype = kernels::DType::U8;
       m.data = packed->data();

@@ -17,6 +17,11 @@ namespace tandem::model {
 // NAME + kPackedTensorSuffix (and its scales as NAME + kPackedScaleSuffix), not as NAME.
 inline constexpr std::string_view kPackedTensorSuffix = ".tandem.packed";
 inline constexpr std::string_view kPackedScaleSuffix = ".tandem.scale";
+// A folder converted for several NUMA pools stores a routed expert's matrix NAME as one
+// packed slice per pool (see runtime/expert_slicing.h), each under its own name.
+inline std::string pool_slice_name(std::string_view matrix, int pool) {
+  return std::string(matrix) + ".pool" + std::to_string(pool);
+}
 
 struct TensorRef {
   const SafetensorsFile* file = nullptr;
@@ -37,7 +42,8 @@ class Checkpoint {
   TensorRef require(const std::string& name, const std::vector<std::int64_t>& shape) const;
   // A 2-D weight as a matrix, with its fp8 block scales (`<name>_scale_inv`) when stored so.
   // A matrix stored only packed (a converted folder) comes back with `data` pointing at the
-  // packed bytes and dtype U8: the loader must attach its PackedMatrix before any use.
+  // packed bytes (of pool 0's slice when sliced) and dtype U8: the loader must attach its
+  // PackedMatrix or slices before any use.
   kernels::WeightMatrix matrix(const std::string& name, std::int64_t rows, std::int64_t cols) const;
   // A 1-D or small tensor converted to fp32 (norm weights, biases, scales).
   std::vector<float> vector_f32(const std::string& name,

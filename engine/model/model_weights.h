@@ -23,8 +23,21 @@ struct AttentionWeights {
   WeightMatrix kv_b;  // [heads * (nope + v), kv_lora_rank]
 };
 
+// One pool's share of a routed expert split for several NUMA pools: the packed gate and up
+// rows and down columns [begin, begin + width) of the intermediate dimension.
+struct ExpertSlice {
+  std::int64_t begin = 0, width = 0;
+  const kernels::PackedMatrix* gate = nullptr;
+  const kernels::PackedMatrix* up = nullptr;
+  const kernels::PackedMatrix* down = nullptr;
+  kernels::CpuVariant variant = kernels::CpuVariant::Scalar;
+};
+
 struct FeedForwardWeights {
   WeightMatrix gate, up, down;
+  // A routed expert packed for several pools: one slice per pool, and then gate, up and down
+  // carry no packed form of their own.
+  std::vector<ExpertSlice> slices;
 };
 
 struct MoeWeights {

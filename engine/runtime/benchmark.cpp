@@ -40,7 +40,7 @@ double BenchResult::roofline_fraction() const {
 BenchResult run_benchmark(const LoadedModel& model, const BenchOptions& o,
                           const std::function<void(const std::string&)>& progress) {
   using Clock = std::chrono::steady_clock;
-  ThreadPool pool(o.threads);
+  NumaPools pool(o.threads, model.pools());
   BenchResult result;
   result.active_bytes_per_token = model.active_weight_bytes_per_token();
   std::mt19937_64 rng(o.seed);

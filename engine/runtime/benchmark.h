@@ -15,7 +15,7 @@ namespace tandem::runtime {
 struct BenchOptions {
   std::int64_t prompt_tokens = 512;
   std::int64_t decode_tokens = 128;
-  int threads = 1;
+  int threads = 1;  // in all pools; the pool count is the model's
   int repetitions = 3;
   // One uncounted prompt and decode first, as llama-bench does: the first pass pays for
   // page faults in fresh buffers and the KV cache.

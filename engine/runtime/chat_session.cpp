@@ -15,7 +15,7 @@ ContextOverflow::ContextOverflow(std::int64_t needed, std::int64_t capacity)
       capacity_(capacity) {}
 
 ChatSession::ChatSession(const LoadedModel& model, const text::Tokenizer& tokenizer,
-                         const ChatTemplate& chat_template, ThreadPool& pool,
+                         const ChatTemplate& chat_template, NumaPools& pool,
                          std::int64_t context_tokens)
     : tokenizer_(tokenizer), template_(chat_template), generator_(model, pool, context_tokens) {}
 

@@ -56,7 +56,7 @@ class ChatSession {
   using OnDelta = std::function<void(const ThinkingDelta& delta)>;
 
   ChatSession(const LoadedModel& model, const text::Tokenizer& tokenizer,
-              const ChatTemplate& chat_template, ThreadPool& pool, std::int64_t context_tokens);
+              const ChatTemplate& chat_template, NumaPools& pool, std::int64_t context_tokens);
 
   void set_settings(const ChatSettings& settings) { settings_ = settings; }
   const ChatSettings& settings() const { return settings_; }

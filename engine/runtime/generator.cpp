@@ -12,7 +12,7 @@ double seconds_since(Clock::time_point t) {
 }
 }  // namespace
 
-Generator::Generator(const LoadedModel& model, ThreadPool& pool, std::int64_t context_tokens)
+Generator::Generator(const LoadedModel& model, NumaPools& pool, std::int64_t context_tokens)
     : model_(model),
       metrics_(std::make_shared<Metrics>(model.spec().num_layers,
                                          std::max<std::int64_t>(1, model.spec().num_experts))),

@@ -11,8 +11,8 @@
 
 #include "engine/runtime/kv_cache.h"
 #include "engine/runtime/loaded_model.h"
+#include "engine/runtime/numa_pools.h"
 #include "engine/runtime/sampler.h"
-#include "engine/runtime/thread_pool.h"
 #include "engine/runtime/transformer.h"
 
 namespace tandem::runtime {
@@ -47,7 +47,7 @@ struct GenerationStats {
 
 class Generator {
  public:
-  Generator(const LoadedModel& model, ThreadPool& pool, std::int64_t context_tokens);
+  Generator(const LoadedModel& model, NumaPools& pool, std::int64_t context_tokens);
 
   // Generates after `prompt` (the whole context, e.g. the rendered conversation). Calls
   // `on_token` for each new token; returning false stops with StopReason::Caller.

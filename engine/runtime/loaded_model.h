@@ -2,12 +2,15 @@
 // weights bound to their roles.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "engine/hw/binding.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
+#include "engine/runtime/expert_slicing.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::runtime {
@@ -24,6 +27,10 @@ struct LoadOptions {
   CpuFormat cpu_format = CpuFormat::Native;
   std::int64_t int4_group = kernels::kDefaultInt4Group;
   int threads = 0;  // for packing; 0: all hardware threads
+  // Thread pools the packed routed experts are split across (see expert_slicing.h); 0: a
+  // converted folder's own count, otherwise one per NUMA node (fewer when the experts'
+  // width cannot be split that many ways). A converted folder takes only its own count.
+  int pools = 0;
 };
 
 // Every matrix the fast kernels take, with its layer (-1: the output head): all but the
@@ -35,6 +42,8 @@ struct PackableMatrix {
   int layer = -1;
   MatrixRole role = MatrixRole::FeedForward;
   kernels::WeightMatrix* matrix = nullptr;
+  // Routed experts: how the matrix is cut for several pools (gate, up: rows; down: columns).
+  SliceAxis slice_axis = SliceAxis::Rows;
 };
 std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w);
 
@@ -62,6 +71,11 @@ class LoadedModel {
   std::uint64_t packed_bytes() const;
   // Whether the packed weights came from a `tandem convert` folder.
   bool converted() const { return converted_; }
+  // The pool count to run with (a NumaPools of as many pools). Packed routed experts are
+  // split this many ways; the fp32 reference path (CpuFormat::Native) splits nothing.
+  int pools() const { return pools_; }
+  // Whether the routed experts are split across the pools.
+  bool experts_sliced() const { return experts_sliced_; }
 
  private:
   std::string folder_;
@@ -70,10 +84,21 @@ class LoadedModel {
   model::ModelWeights weights_;
   CpuFormat cpu_format_ = CpuFormat::Native;
   kernels::CpuVariant variant_ = kernels::CpuVariant::Scalar;
+  // Each pool's slices of each layer's experts, bound to the pool's NUMA nodes; the slices
+  // in packed_ view into them.
+  std::vector<hw::NodeMemory> expert_memory_;
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
   bool converted_ = false;
+  int pools_ = 1;
+  bool experts_sliced_ = false;
 
   void load_converted(const std::string& folder, int threads);
+  // One pool's slice of an expert matrix in its part of pools_' memory: `destination`.
+  using SliceMaker = std::function<kernels::PackedMatrix(
+      const kernels::WeightMatrix& matrix, SliceAxis axis, int pool, std::uint8_t* destination)>;
+  // Fills every routed expert's slices (one per pool) with `make`, on `threads` threads.
+  void make_expert_slices(kernels::PackedFormat format, std::int64_t int4_group, int threads,
+                          const SliceMaker& make);
 };
 
 }  // namespace tandem::runtime

@@ -34,7 +34,7 @@ double kl_divergence(const std::vector<double>& log_p, const std::vector<double>
 
 // One model running windows of the text from an empty cache.
 struct Scorer {
-  Scorer(const LoadedModel& model, ThreadPool& pool, std::int64_t context)
+  Scorer(const LoadedModel& model, NumaPools& pool, std::int64_t context)
       : transformer(model.spec(), model.weights(), pool), cache(model.spec(), context) {}
   Transformer transformer;
   KvCache cache;
@@ -48,7 +48,7 @@ double PerplexityResult::perplexity() const {
 }
 
 PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view text,
-                                    ThreadPool& pool, const PerplexityOptions& options,
+                                    NumaPools& pool, const PerplexityOptions& options,
                                     const ScoredModel* base) {
   const auto started = Clock::now();
   if (options.context_tokens < 2) {

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "engine/runtime/loaded_model.h"
-#include "engine/runtime/thread_pool.h"
+#include "engine/runtime/numa_pools.h"
 #include "engine/text/tokenizer.h"
 
 namespace tandem::runtime {
@@ -55,7 +55,7 @@ struct ScoredModel {
 // both models must tokenize the text identically and share the vocabulary size; otherwise
 // throws PerplexityError.
 PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view text,
-                                    ThreadPool& pool, const PerplexityOptions& options,
+                                    NumaPools& pool, const PerplexityOptions& options,
                                     const ScoredModel* base = nullptr);
 
 }  // namespace tandem::runtime

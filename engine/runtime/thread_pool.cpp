@@ -3,7 +3,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
+#include <utility>
+
+#include "engine/hw/binding.h"
 
 namespace tandem::runtime {
 namespace {
@@ -13,11 +17,17 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this] { worker_loop(); });
+ThreadPool::ThreadPool(int threads)
+    : ThreadPool(
+          std::vector<std::vector<int>>(static_cast<std::size_t>(std::max(1, threads) - 1))) {}
+
+ThreadPool::ThreadPool(const std::vector<std::vector<int>>& worker_cpus) {
+  for (const std::vector<int>& cpus : worker_cpus)
+    workers_.emplace_back([this, cpus] { worker_loop(cpus); });
 }
 
 ThreadPool::~ThreadPool() {
+  wait();
   {
     std::lock_guard lock(mutex_);
     stopping_.store(true);
@@ -35,7 +45,9 @@ void ThreadPool::run_chunks() {
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(const std::vector<int>& cpus) {
+  // A worker that cannot be pinned still works; bind_this_thread logs the first failure.
+  if (!cpus.empty()) hw::bind_this_thread(cpus);
   std::uint64_t seen = 0;
   for (;;) {
     // Spin first: the next loop usually follows within microseconds. The clock is read
@@ -54,38 +66,30 @@ void ThreadPool::worker_loop() {
     if (stopping_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
     run_chunks();
-    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1 && caller_sleeping_.load()) {
+    // Sequentially consistent with the waiter's caller_sleeping_ store and active_ load, so
+    // one of the two always sees the other: the waiter never sleeps through the last one.
+    if (active_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
       std::lock_guard lock(mutex_);
       done_.notify_one();
     }
   }
 }
 
-void ThreadPool::parallel_for(std::int64_t n,
-                              const std::function<void(std::int64_t, std::int64_t)>& body) {
-  // Several chunks per thread balance uneven work without much counter traffic.
-  parallel_for(n, std::max<std::int64_t>(1, n / (static_cast<std::int64_t>(threads()) * 4)), body);
-}
-
-void ThreadPool::parallel_for(std::int64_t n, std::int64_t chunk,
-                              const std::function<void(std::int64_t, std::int64_t)>& body) {
-  if (n <= 0) return;
-  if (workers_.empty() || n == 1) {
-    body(0, n);
-    return;
-  }
+void ThreadPool::start_workers(std::int64_t n, std::int64_t chunk, const Body& body) {
   body_ = &body;
   n_ = n;
   chunk_ = std::max<std::int64_t>(1, chunk);
   next_.store(0);
-  active_.store(static_cast<int>(workers_.size()), std::memory_order_release);
+  active_.store(static_cast<int>(workers_.size()));
   {
     // The lock orders the generation change with a worker that is about to sleep.
     std::lock_guard lock(mutex_);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   if (sleeping_.load() > 0) wake_.notify_all();
-  run_chunks();
+}
+
+void ThreadPool::wait_for_workers() {
   // Spin a little for the workers' last chunks, then sleep: on a busy machine a worker may
   // not be running, and spinning would only take its core.
   const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(30);
@@ -93,19 +97,57 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t chunk,
     _mm_pause();
     if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) break;
   }
-  if (active_.load(std::memory_order_acquire) > 0) {
+  if (active_.load() > 0) {
     std::unique_lock lock(mutex_);
     caller_sleeping_.store(true);
-    done_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
+    done_.wait(lock, [&] { return active_.load() == 0; });
     caller_sleeping_.store(false);
   }
   body_ = nullptr;
 }
 
+void ThreadPool::parallel_for(std::int64_t n, const Body& body) {
+  // Several chunks per thread balance uneven work without much counter traffic.
+  parallel_for(n, std::max<std::int64_t>(1, n / (static_cast<std::int64_t>(threads()) * 4)), body);
+}
+
+void ThreadPool::parallel_for(std::int64_t n, std::int64_t chunk, const Body& body) {
+  assert(!submitted_ && "parallel_for while a submitted loop runs");
+  if (n <= 0) return;
+  if (workers_.empty() || n == 1) {
+    body(0, n);
+    return;
+  }
+  start_workers(n, chunk, body);
+  run_chunks();
+  wait_for_workers();
+}
+
+void ThreadPool::submit(std::int64_t n, std::int64_t chunk, const Body& body) {
+  assert(!submitted_ && "submit before the previous loop was waited for");
+  if (n <= 0) return;
+  submitted_ = true;
+  if (workers_.empty()) {
+    deferred_ = &body;
+    deferred_n_ = n;
+    return;
+  }
+  start_workers(n, chunk, body);
+}
+
+void ThreadPool::wait() {
+  if (!submitted_) return;
+  submitted_ = false;
+  if (deferred_ != nullptr) {
+    const Body* body = std::exchange(deferred_, nullptr);
+    (*body)(0, deferred_n_);
+    return;
+  }
+  wait_for_workers();
+}
+
 kernels::ParallelFor ThreadPool::as_parallel_for() {
-  return [this](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
-    parallel_for(n, body);
-  };
+  return [this](std::int64_t n, const Body& body) { parallel_for(n, body); };
 }
 
 }  // namespace tandem::runtime

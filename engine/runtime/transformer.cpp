@@ -102,12 +102,22 @@ Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64
 }
 
 Transformer::Transformer(const model::ModelSpec& spec, const model::ModelWeights& weights,
-                         ThreadPool& pool)
+                         NumaPools& pools)
     : spec_(spec),
       weights_(weights),
-      pool_(pool),
-      parallel_(pool.as_parallel_for()),
-      rope_(spec.rope, spec.rope_dim()) {}
+      pool_(pools),
+      parallel_(pools.as_parallel_for()),
+      rope_(spec.rope, spec.rope_dim()) {
+  for (const model::LayerWeights& l : weights.layers) {
+    if (!l.moe || l.experts.experts.empty()) continue;
+    const auto slices = static_cast<int>(l.experts.experts[0].slices.size());
+    if (slices > 1 && slices != pools.pools()) {
+      throw std::invalid_argument("the experts are split for " + std::to_string(slices) +
+                                  " pools but the threads are in " + std::to_string(pools.pools()) +
+                                  "; make the NumaPools with the model's pool count");
+    }
+  }
+}
 
 void Transformer::matmul(const float* x, std::int64_t n, const kernels::WeightMatrix& w, float* y) {
   kernels::matmul_xwt(x, n, w, y, w.rows, parallel_);
@@ -359,8 +369,8 @@ void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x,
   }
 
   std::fill(out, out + n * h, 0.0f);
-  if (!w.experts.empty() && w.experts[0].gate.packed != nullptr) {
-    packed_experts(w, x, n, count, slot_token, slot_weight, out);
+  if (!w.experts.empty() && (w.experts[0].gate.packed != nullptr || !w.experts[0].slices.empty())) {
+    packed_experts(w, x, count, slot_token, slot_weight, out);
   } else {
     std::vector<float> gathered;
     std::vector<float> result;
@@ -394,12 +404,30 @@ void Transformer::mixture_of_experts(const model::MoeWeights& w, const float* x,
 // The experts with packed weights, as two parallel jobs over (expert x row block) tasks:
 // gate and up with SiLU(gate)*up fused, then down; the weighted sum is added per token.
 // Two jobs instead of three per active expert keep a decode step's synchronisation low.
-void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std::int64_t n,
+// Experts split into slices (one per pool) run both jobs on every pool at once, each pool
+// on its own slice; the pools' partial down outputs are summed in pool order, so the result
+// does not depend on timing. Unsplit experts are one slice run on all threads.
+void Transformer::packed_experts(const model::MoeWeights& w, const float* x,
                                  const std::vector<std::int64_t>& count,
                                  const std::vector<std::int64_t>& slot_token,
                                  const std::vector<float>& slot_weight, float* out) {
   const std::int64_t h = spec_.hidden_size;
   const std::int64_t inner = spec_.moe_intermediate_size;
+  const auto slices =
+      static_cast<std::int64_t>(std::max<std::size_t>(1, w.experts[0].slices.size()));
+  const auto slice_of = [inner](const model::FeedForwardWeights& f, std::int64_t s) {
+    return f.slices.empty() ? model::ExpertSlice{0,           inner,         f.gate.packed,
+                                                 f.up.packed, f.down.packed, f.gate.packed_variant}
+                            : f.slices[static_cast<std::size_t>(s)];
+  };
+  // Runs body(slice, begin, end) over [0, tasks) for every slice.
+  const auto for_each_slice = [&](std::int64_t tasks, const NumaPools::PoolBody& body) {
+    if (slices == 1) {
+      pool_.parallel_for(tasks, 1, [&](std::int64_t t0, std::int64_t t1) { body(0, t0, t1); });
+    } else {
+      pool_.parallel_for_each_pool(tasks, 1, body);
+    }
+  };
   struct Active {
     std::int64_t expert, begin, rows;
   };
@@ -409,9 +437,13 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std
         count[static_cast<std::size_t>(e + 1)] - count[static_cast<std::size_t>(e)];
     if (rows > 0) active.push_back({e, count[static_cast<std::size_t>(e)], rows});
   }
+  const auto actives = static_cast<std::int64_t>(active.size());
   const std::int64_t slots = count.back();
+  // All slices of all experts have the shapes of the first.
+  const model::ExpertSlice shape = slice_of(w.experts[0], 0);
+  const std::int64_t width = shape.width;
   moe_inputs_.resize(active.size());
-  moe_hidden_.resize(active.size());
+  moe_hidden_.resize(static_cast<std::size_t>(slices * actives));
   std::vector<float> gathered;
   for (std::size_t a = 0; a < active.size(); ++a) {
     gathered.resize(static_cast<std::size_t>(active[a].rows * h));
@@ -419,55 +451,70 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x, std
       std::copy_n(x + slot_token[static_cast<std::size_t>(active[a].begin + r)] * h, h,
                   gathered.data() + r * h);
     }
-    kernels::pack_activations_for(*w.experts[0].gate.packed, gathered.data(), active[a].rows,
-                                  moe_inputs_[a]);
+    kernels::pack_activations_for(*shape.gate, gathered.data(), active[a].rows, moe_inputs_[a]);
   }
-  const kernels::CpuVariant variant = w.experts[0].gate.packed_variant;
+  const kernels::CpuVariant variant = shape.variant;
   constexpr std::int64_t kBlocksPerTask = 2;
-  const std::int64_t inner_tasks =
-      (w.experts[0].gate.packed->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
-  moe_gate_.resize(static_cast<std::size_t>(slots * inner));
-  moe_up_.resize(static_cast<std::size_t>(slots * inner));
-  pool_.parallel_for(
-      static_cast<std::int64_t>(active.size()) * inner_tasks, 1,
-      [&](std::int64_t t0, std::int64_t t1) {
-        for (std::int64_t t = t0; t < t1; ++t) {
-          const Active& a = active[static_cast<std::size_t>(t / inner_tasks)];
-          const model::FeedForwardWeights& f = w.experts[static_cast<std::size_t>(a.expert)];
-          const std::int64_t b0 = (t % inner_tasks) * kBlocksPerTask;
-          const std::int64_t b1 = std::min(f.gate.packed->blocks, b0 + kBlocksPerTask);
-          float* g = moe_gate_.data() + a.begin * inner;
-          float* u = moe_up_.data() + a.begin * inner;
-          const auto& in = moe_inputs_[static_cast<std::size_t>(t / inner_tasks)];
-          kernels::packed_matmul(*f.gate.packed, in, g, inner, b0, b1, variant);
-          kernels::packed_matmul(*f.up.packed, in, u, inner, b0, b1, variant);
-          const std::int64_t c1 = std::min(inner, b1 * kernels::kPackRows);
-          const std::int64_t c0 = b0 * kernels::kPackRows;
-          for (std::int64_t r = 0; r < a.rows; ++r)
-            kernels::silu_mul(g + r * inner + c0, u + r * inner + c0, c1 - c0);
-        }
-      });
-  for (std::size_t a = 0; a < active.size(); ++a) {
-    kernels::pack_activations_for(*w.experts[0].down.packed,
-                                  moe_gate_.data() + active[a].begin * inner, active[a].rows,
-                                  moe_hidden_[a]);
+  // moe_gate_ and moe_up_: per slice, [slots x width].
+  const std::int64_t inner_tasks = (shape.gate->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  moe_gate_.resize(static_cast<std::size_t>(slices * slots * width));
+  moe_up_.resize(static_cast<std::size_t>(slices * slots * width));
+  for_each_slice(actives * inner_tasks, [&](int s, std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const Active& a = active[static_cast<std::size_t>(t / inner_tasks)];
+      const model::ExpertSlice f = slice_of(w.experts[static_cast<std::size_t>(a.expert)], s);
+      const std::int64_t b0 = (t % inner_tasks) * kBlocksPerTask;
+      const std::int64_t b1 = std::min(f.gate->blocks, b0 + kBlocksPerTask);
+      float* g = moe_gate_.data() + (s * slots + a.begin) * width;
+      float* u = moe_up_.data() + (s * slots + a.begin) * width;
+      const auto& in = moe_inputs_[static_cast<std::size_t>(t / inner_tasks)];
+      kernels::packed_matmul(*f.gate, in, g, width, b0, b1, variant);
+      kernels::packed_matmul(*f.up, in, u, width, b0, b1, variant);
+      const std::int64_t c0 = b0 * kernels::kPackRows;
+      const std::int64_t c1 = std::min(width, b1 * kernels::kPackRows);
+      for (std::int64_t r = 0; r < a.rows; ++r)
+        kernels::silu_mul(g + r * width + c0, u + r * width + c0, c1 - c0);
+    }
+  });
+  for (std::int64_t s = 0; s < slices; ++s) {
+    for (std::int64_t a = 0; a < actives; ++a) {
+      const Active& act = active[static_cast<std::size_t>(a)];
+      kernels::pack_activations_for(*slice_of(w.experts[0], s).down,
+                                    moe_gate_.data() + (s * slots + act.begin) * width, act.rows,
+                                    moe_hidden_[static_cast<std::size_t>(s * actives + a)]);
+    }
   }
-  const std::int64_t hidden_tasks =
-      (w.experts[0].down.packed->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
-  moe_out_.resize(static_cast<std::size_t>(slots * h));
-  pool_.parallel_for(
-      static_cast<std::int64_t>(active.size()) * hidden_tasks, 1,
-      [&](std::int64_t t0, std::int64_t t1) {
-        for (std::int64_t t = t0; t < t1; ++t) {
-          const Active& a = active[static_cast<std::size_t>(t / hidden_tasks)];
-          const model::FeedForwardWeights& f = w.experts[static_cast<std::size_t>(a.expert)];
-          const std::int64_t b0 = (t % hidden_tasks) * kBlocksPerTask;
-          const std::int64_t b1 = std::min(f.down.packed->blocks, b0 + kBlocksPerTask);
-          kernels::packed_matmul(*f.down.packed,
-                                 moe_hidden_[static_cast<std::size_t>(t / hidden_tasks)],
-                                 moe_out_.data() + a.begin * h, h, b0, b1, variant);
+  // moe_out_: per slice, the partial down outputs [slots x h].
+  const std::int64_t hidden_tasks = (shape.down->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  moe_out_.resize(static_cast<std::size_t>(slices * slots * h));
+  for_each_slice(actives * hidden_tasks, [&](int s, std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t a = t / hidden_tasks;
+      const Active& act = active[static_cast<std::size_t>(a)];
+      const model::ExpertSlice f = slice_of(w.experts[static_cast<std::size_t>(act.expert)], s);
+      const std::int64_t b0 = (t % hidden_tasks) * kBlocksPerTask;
+      const std::int64_t b1 = std::min(f.down->blocks, b0 + kBlocksPerTask);
+      kernels::packed_matmul(*f.down, moe_hidden_[static_cast<std::size_t>(s * actives + a)],
+                             moe_out_.data() + (s * slots + act.begin) * h, h, b0, b1, variant);
+    }
+  });
+  if (slices > 1) {
+    const auto sum_partials = [&](std::int64_t s0, std::int64_t s1) {
+      for (std::int64_t s = s0; s < s1; ++s) {
+        float* sum = moe_out_.data() + s * h;
+        for (std::int64_t p = 1; p < slices; ++p) {
+          const float* part = moe_out_.data() + (p * slots + s) * h;
+          for (std::int64_t d = 0; d < h; ++d) sum[d] += part[d];
         }
-      });
+      }
+    };
+    // A decode step's few slots add up faster here than the pools wake up for them.
+    constexpr std::int64_t kParallelSumSlots = 64;
+    if (slots < kParallelSumSlots)
+      sum_partials(0, slots);
+    else
+      pool_.parallel_for(slots, sum_partials);
+  }
   for (std::int64_t s = 0; s < slots; ++s) {
     kernels::axpy_f32(slot_weight[static_cast<std::size_t>(s)], moe_out_.data() + s * h,
                       out + slot_token[static_cast<std::size_t>(s)] * h, h);

@@ -10,8 +10,8 @@
 #include "engine/model/model_weights.h"
 #include "engine/runtime/kv_cache.h"
 #include "engine/runtime/metrics.h"
+#include "engine/runtime/numa_pools.h"
 #include "engine/runtime/rope.h"
-#include "engine/runtime/thread_pool.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::runtime {
@@ -31,7 +31,9 @@ Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64
 
 class Transformer {
  public:
-  Transformer(const model::ModelSpec& spec, const model::ModelWeights& weights, ThreadPool& pool);
+  // Routed experts split for several pools run on the pools of `pools`, which must have as
+  // many (std::invalid_argument otherwise); everything else runs on all its threads.
+  Transformer(const model::ModelSpec& spec, const model::ModelWeights& weights, NumaPools& pools);
 
   // Runs `tokens` at positions cache.size() onwards and appends them to the cache. Writes
   // the logits of the last token to `logits` ([vocab]), or of every token ([n x vocab]) when
@@ -50,7 +52,7 @@ class Transformer {
                         KvCache& cache, float* out);
   void feed_forward(const model::FeedForwardWeights& w, const float* x, std::int64_t n, float* out);
   void mixture_of_experts(const model::MoeWeights& w, const float* x, std::int64_t n, float* out);
-  void packed_experts(const model::MoeWeights& w, const float* x, std::int64_t n,
+  void packed_experts(const model::MoeWeights& w, const float* x,
                       const std::vector<std::int64_t>& count,
                       const std::vector<std::int64_t>& slot_token,
                       const std::vector<float>& slot_weight, float* out);
@@ -58,12 +60,13 @@ class Transformer {
 
   const model::ModelSpec& spec_;
   const model::ModelWeights& weights_;
-  ThreadPool& pool_;
+  NumaPools& pool_;
   kernels::ParallelFor parallel_;
   RotaryEmbedding rope_;
   Metrics* metrics_ = nullptr;
   std::int64_t current_layer_ = 0;
-  // Scratch of the packed expert path, kept between calls to avoid reallocation.
+  // Scratch of the packed expert path, kept between calls to avoid reallocation. With
+  // several expert slices, each buffer holds one block per slice.
   std::vector<kernels::PackedActivations> moe_inputs_;
   std::vector<kernels::PackedActivations> moe_hidden_;
   std::vector<float> moe_gate_, moe_up_, moe_out_;

@@ -10,7 +10,14 @@
 namespace tandem::kernels {
 
 void AlignedBytes::Free::operator()(std::uint8_t* p) const {
-  std::free(p);
+  if (owned) std::free(p);
+}
+
+AlignedBytes AlignedBytes::view(std::uint8_t* p, std::size_t bytes) {
+  AlignedBytes a;
+  a.data = std::unique_ptr<std::uint8_t, Free>(p, Free{false});
+  a.size = bytes;
+  return a;
 }
 
 AlignedBytes AlignedBytes::allocate(std::size_t bytes) {

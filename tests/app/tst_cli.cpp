@@ -175,6 +175,48 @@ class TestCli : public QObject {
     QVERIFY2(again.err.contains(QLatin1String("resumed")), qPrintable(again.err));
   }
 
+  // --pools from the command line: a folder converted for 2 pools runs with 2 by default,
+  // like the same split made at load time, and names the way out when asked for another
+  // count; bench reports its threads and pools.
+  void poolsFromTheCommandLine() {
+    const QString fixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/deepseek-v3");
+    const QString out = home_.path() + "/converted-2-pools";
+    const Run c = runTandem(
+        {"convert", "--in", fixture, "--out", out, "--method", "int8", "--pools", "2"}, env());
+    QCOMPARE(c.code, 0);
+    const QStringList prompt = {"-p", "The quick brown fox", "-n", "8", "--greedy", "-t", "2"};
+    const Run converted = runTandem(QStringList{"run", "-m", out} + prompt, env());
+    const Run packed = runTandem(
+        QStringList{"run", "-m", fixture, "--cpu-format", "int8", "--pools", "2"} + prompt, env());
+    QCOMPARE(converted.code, 0);
+    QCOMPARE(packed.code, 0);
+    QCOMPARE(converted.out, packed.out);
+    const Run other = runTandem(QStringList{"run", "-m", out, "--pools", "1"} + prompt, env());
+    QCOMPARE(other.code, 1);
+    QVERIFY2(other.err.contains(QLatin1String(
+                 "was converted for 2 pools, but 1 pool was asked for; run it with --pools 2")),
+             qPrintable(other.err));
+    const Run impossible =
+        runTandem(QStringList{"run", "-m", TANDEM_TEST_DATA_DIR "/models/qwen3-moe", "--cpu-format",
+                              "int8", "--pools", "2"} +
+                      prompt,
+                  env());
+    QCOMPARE(impossible.code, 1);
+    QVERIFY2(impossible.err.contains(QLatin1String(
+                 "the expert width 40 cannot be split into 2 pools of whole 16-row blocks")),
+             qPrintable(impossible.err));
+    const Run json = runTandem(
+        {"bench", "-m", out, "-p", "8", "-n", "2", "-r", "1", "-t", "2", "--json"}, env());
+    QCOMPARE(json.code, 0);
+    const auto j = nlohmann::json::parse(json.out.toStdString());
+    QCOMPARE(j["threads"].get<int>(), 2);
+    QCOMPARE(j["pools"].get<int>(), 2);
+    const Run table =
+        runTandem({"bench", "-m", out, "-p", "8", "-n", "2", "-r", "1", "-t", "2"}, env());
+    QCOMPARE(table.code, 0);
+    QVERIFY2(table.out.contains(QLatin1String("| threads | pools |")), qPrintable(table.out));
+  }
+
   void convertExplainsBadInput() {
     const Run r = runTandem(
         {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "int4"}, env());

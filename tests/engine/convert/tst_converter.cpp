@@ -37,7 +37,7 @@ nlohmann::json expected(const std::string& folder) {
 std::vector<std::vector<float>> logits(const std::string& folder,
                                        const runtime::LoadOptions& options = {}) {
   auto model = runtime::LoadedModel::load(folder, options);
-  runtime::ThreadPool pool(2);
+  runtime::NumaPools pool(2, model->pools());
   runtime::Generator generator(*model, pool, 128);
   std::vector<std::vector<float>> out;
   const nlohmann::json cases = expected(folder);
@@ -49,13 +49,16 @@ std::vector<std::vector<float>> logits(const std::string& folder,
 
 convert::ConvertResult convert_to(
     const std::string& in, const std::string& out, convert::Method method, bool verify = false,
-    const std::function<void(const convert::ConvertProgress&)>& progress = {}) {
+    const std::function<void(const convert::ConvertProgress&)>& progress = {}, int pools = 1,
+    int group = 0) {
   convert::ConvertOptions o;
   o.input = in;
   o.output = out;
   o.method = method;
   o.verify = verify;
   o.threads = 2;
+  o.pools = pools;
+  o.group = group;
   convert::Converter converter(o);
   return converter.run(progress);
 }
@@ -102,6 +105,7 @@ class TestConverter : public QObject {
     auto model = runtime::LoadedModel::load(out);
     QVERIFY(model->converted());
     runtime::LoadOptions packed;
+    packed.pools = 1;  // as converted
     packed.cpu_format = method == int(convert::Method::Int8)   ? runtime::CpuFormat::Int8
                         : method == int(convert::Method::Int4) ? runtime::CpuFormat::Int4
                                                                : runtime::CpuFormat::Bf16;
@@ -182,17 +186,20 @@ class TestConverter : public QObject {
   void verifyReportsEveryTensor_data() {
     QTest::addColumn<int>("method");
     QTest::addColumn<double>("maxError");
-    QTest::newRow("int8") << int(convert::Method::Int8) << 0.01;
-    QTest::newRow("int4") << int(convert::Method::Int4) << 0.15;
-    QTest::newRow("bf16") << int(convert::Method::Bf16) << 0.005;
+    QTest::addColumn<int>("pools");
+    QTest::newRow("int8") << int(convert::Method::Int8) << 0.01 << 1;
+    QTest::newRow("int4") << int(convert::Method::Int4) << 0.15 << 1;
+    QTest::newRow("bf16") << int(convert::Method::Bf16) << 0.005 << 1;
+    QTest::newRow("int8, 3 pools") << int(convert::Method::Int8) << 0.01 << 3;  // each slice
   }
 
   void verifyReportsEveryTensor() {
     QFETCH(int, method);
     QFETCH(double, maxError);
+    QFETCH(int, pools);
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/converted";
-    const auto r = convert_to(fixture("mixtral"), out, convert::Method(method), true);
+    const auto r = convert_to(fixture("mixtral"), out, convert::Method(method), true, {}, pools);
     QCOMPARE(r.verification.size(), convert::read_manifest(out).tensors.size());
     for (const auto& c : r.verification) {
       QVERIFY2(c.relative_error > 0 && c.relative_error < maxError,
@@ -200,20 +207,29 @@ class TestConverter : public QObject {
     }
   }
 
+  void progressCountsEveryByte_data() {
+    QTest::addColumn<int>("pools");
+    QTest::newRow("1 pool") << 1;
+    QTest::newRow("2 pools") << 2;  // each slice counts its share of the source
+  }
+
   void progressCountsEveryByte() {
+    QFETCH(int, pools);
     QTemporaryDir dir;
     std::uint64_t last = 0, total = 0;
     int calls = 0;
-    convert_to(fixture("deepseek-v3"), dir.path().toStdString() + "/c", convert::Method::Int8,
-               false, [&](const convert::ConvertProgress& p) {
-                 QVERIFY(p.bytes_done >= last);
-                 QCOMPARE(p.layers, 3);
-                 QVERIFY(p.layer >= 0 && p.layer < 3);
-                 QVERIFY(!p.tensor.empty());
-                 last = p.bytes_done;
-                 total = p.bytes_total;
-                 ++calls;
-               });
+    convert_to(
+        fixture("deepseek-v3"), dir.path().toStdString() + "/c", convert::Method::Int8, false,
+        [&](const convert::ConvertProgress& p) {
+          QVERIFY(p.bytes_done >= last);
+          QCOMPARE(p.layers, 3);
+          QVERIFY(p.layer >= 0 && p.layer < 3);
+          QVERIFY(!p.tensor.empty());
+          last = p.bytes_done;
+          total = p.bytes_total;
+          ++calls;
+        },
+        pools);
     QVERIFY(calls > 10);
     QCOMPARE(last, total);
   }
@@ -279,7 +295,18 @@ class TestConverter : public QObject {
                                     << int(convert::Method::Int8) << 0 << 1 << "not a folder";
     QTest::newRow("no config.json") << QString::fromStdString(std::string(TANDEM_TEST_DATA_DIR))
                                     << int(convert::Method::Int8) << 0 << 1 << "not a model folder";
-    QTest::newRow("pools") << model << int(convert::Method::Int8) << 0 << 2 << "--pools 1";
+    // qwen3-moe's experts are 40 wide, not two pools of whole 16-row blocks.
+    QTest::newRow("pools that cannot split the experts")
+        << model << int(convert::Method::Int8) << 0 << 2
+        << "--pools 2: the expert width 40 cannot be split into 2 pools of whole 16-row blocks; "
+           "use 1 pool.";
+    // deepseek-v3's 32-wide experts split in two leave 16 columns, less than an INT4 group.
+    QTest::newRow("pools that cannot split the INT4 groups")
+        << QString::fromStdString(fixture("deepseek-v3")) << int(convert::Method::Int4) << 0 << 2
+        << "of whole 16-row blocks and INT4 groups of 64 columns; use 1 pool.";
+    QTest::newRow("pools without experts")
+        << QString::fromStdString(fixture("llama")) << int(convert::Method::Int8) << 0 << 2
+        << "no routed experts";
     QTest::newRow("group for int8")
         << model << int(convert::Method::Int8) << 64 << 1 << "int8 and bf16";
     QTest::newRow("group not a multiple of 8")
@@ -369,6 +396,137 @@ class TestConverter : public QObject {
     }
     QVERIFY(convert::read_manifest(out).complete);
     QCOMPARE(convert::read_manifest(out).method, convert::Method::Int8);
+    const std::string other = dir.path().toStdString() + "/pools";
+    convert_to(fixture("deepseek-v3"), other, convert::Method::Int8);
+    try {
+      convert_to(fixture("deepseek-v3"), other, convert::Method::Int8, false, {}, 2);
+      QFAIL("accepted");
+    } catch (const convert::ConvertError& e) {
+      QVERIFY2(std::string(e.what()).find("other settings") != std::string::npos, e.what());
+    }
+  }
+
+  void convertedForPoolsMatchesLoadTimeSplit_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<int>("method");
+    QTest::addColumn<int>("pools");
+    QTest::addColumn<int>("group");
+    // deepseek-v3's experts are 32 wide (2 pools of one block), mixtral's 48 (3 pools).
+    QTest::newRow("deepseek-v3 int8, 2 pools")
+        << "deepseek-v3" << int(convert::Method::Int8) << 2 << 0;
+    QTest::newRow("deepseek-v3 int4/16, 2 pools")
+        << "deepseek-v3" << int(convert::Method::Int4) << 2 << 16;
+    QTest::newRow("deepseek-v3 bf16, 2 pools")
+        << "deepseek-v3" << int(convert::Method::Bf16) << 2 << 0;
+    QTest::newRow("mixtral int8, 3 pools") << "mixtral" << int(convert::Method::Int8) << 3 << 0;
+  }
+
+  // A folder converted with --pools N holds each routed expert as N slices, exactly the
+  // bytes the loader's own split makes (so the logits are equal), and runs with N pools by
+  // default; against one pool it differs only by the noise of the down slices' quantization
+  // (tst_expert_slicing bounds it; here: a mean KL of 1e-3).
+  void convertedForPoolsMatchesLoadTimeSplit() {
+    QFETCH(QString, fixture);
+    QFETCH(int, method);
+    QFETCH(int, pools);
+    QFETCH(int, group);
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString() + "/split";
+    convert_to(::fixture(fixture), out, convert::Method(method), false, {}, pools, group);
+    const convert::Manifest m = convert::read_manifest(out);
+    QCOMPARE(m.pools, pools);
+    QCOMPARE(m.format_version, 2);
+    int slices = 0;
+    for (const auto& [name, t] : m.tensors) {
+      if (name.find(".experts.") == std::string::npos) continue;
+      // Only slices, named NAME.poolI; gate and up by rows, down by columns.
+      const auto at = name.rfind(".pool");
+      QVERIFY2(at != std::string::npos, name.c_str());
+      ++slices;
+      const bool down =
+          name.find("down_proj") != std::string::npos || name.find(".w2.") != std::string::npos;
+      const std::int64_t width = (down ? t.cols : t.rows);
+      QVERIFY2(width * pools == (fixture == "mixtral" ? 48 : 32), name.c_str());
+    }
+    QVERIFY(slices > 0);
+    QCOMPARE(slices % (3 * pools), 0);
+
+    runtime::LoadOptions split;
+    split.cpu_format = method == int(convert::Method::Int8)   ? runtime::CpuFormat::Int8
+                       : method == int(convert::Method::Int4) ? runtime::CpuFormat::Int4
+                                                              : runtime::CpuFormat::Bf16;
+    split.pools = pools;
+    if (group > 0) split.int4_group = group;
+    {
+      const auto model = runtime::LoadedModel::load(out);
+      QCOMPARE(model->pools(), pools);
+      QVERIFY(model->experts_sliced());
+      QCOMPARE(model->packed_bytes(),
+               runtime::LoadedModel::load(::fixture(fixture), split)->packed_bytes());
+    }
+    const auto got = logits(out);
+    QCOMPARE(got, logits(::fixture(fixture), split));
+    const std::string whole = dir.path().toStdString() + "/whole";
+    convert_to(::fixture(fixture), whole, convert::Method(method), false, {}, 1, group);
+    const auto one_pool = logits(whole);
+    double kl = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      kl += tandem::test::kl_divergence_of_logits(one_pool[i], got[i]);
+    kl /= static_cast<double>(got.size());
+    qInfo("mean KL against one pool %.2e", kl);
+    QVERIFY2(kl <= 1e-3, qPrintable(QString::number(kl)));
+  }
+
+  // A folder split for some pool count runs only with it: another count is a sentence that
+  // says what the folder was converted for and both ways out.
+  void otherPoolCountIsASentence() {
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString() + "/split";
+    convert_to(fixture("deepseek-v3"), out, convert::Method::Int8, false, {}, 2);
+    for (int asked : {1, 3}) {
+      runtime::LoadOptions o;
+      o.pools = asked;
+      try {
+        runtime::LoadedModel::load(out, o);
+        QFAIL("loaded");
+      } catch (const model::ModelError& e) {
+        const std::string want =
+            out + " was converted for 2 pools, but " +
+            (asked == 1 ? "1 pool was" : "3 pools were") +
+            " asked for; run it with --pools 2 (or without --pools), or convert it again with "
+            "--pools " +
+            std::to_string(asked) + ".";
+        QCOMPARE(std::string(e.what()), want);
+      }
+    }
+    runtime::LoadOptions same;
+    same.pools = 2;
+    QCOMPARE(runtime::LoadedModel::load(out, same)->pools(), 2);
+  }
+
+  // Folders written before pools existed (format version 1) are one pool; a newer format
+  // than this Tandem knows is refused with a sentence.
+  void olderManifestsMeanOnePool() {
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString() + "/c";
+    convert_to(fixture("qwen3-moe"), out, convert::Method::Int8);
+    const auto want = logits(out);
+    const std::string path = out + "/" + convert::kManifestName;
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
+    j["format_version"] = 1;
+    j.erase("pools");
+    std::ofstream(path) << j.dump(1);
+    QCOMPARE(convert::read_manifest(out).pools, 1);
+    QCOMPARE(runtime::LoadedModel::load(out)->pools(), 1);
+    QCOMPARE(logits(out), want);
+    j["format_version"] = 3;
+    std::ofstream(path) << j.dump(1);
+    try {
+      convert::read_manifest(out);
+      QFAIL("read");
+    } catch (const model::ModelError& e) {
+      QVERIFY2(std::string(e.what()).find("reads versions 1 to 2") != std::string::npos, e.what());
+    }
   }
 };
 

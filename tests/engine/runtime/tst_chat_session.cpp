@@ -13,7 +13,7 @@ class TestChatSession : public QObject {
   std::unique_ptr<LoadedModel> model_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<NumaPools> pool_;
 
   ChatSettings greedy(std::int64_t max_tokens) {
     ChatSettings s;
@@ -28,7 +28,7 @@ class TestChatSession : public QObject {
     model_ = LoadedModel::load(folder);
     tokenizer_ = text::load_tokenizer(folder);
     template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(folder));
-    pool_ = std::make_unique<ThreadPool>(2);
+    pool_ = std::make_unique<NumaPools>(2);
   }
 
   void rendersTheModelsTemplate() {

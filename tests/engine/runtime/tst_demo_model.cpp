@@ -53,7 +53,7 @@ std::vector<std::string> lowercase_words(const std::string& text) {
 std::vector<std::int32_t> sample_tokens(const runtime::LoadedModel& model,
                                         const std::vector<std::int32_t>& prompt,
                                         std::uint64_t seed) {
-  runtime::ThreadPool pool(2);
+  runtime::NumaPools pool(2);
   runtime::Generator generator(model, pool, 256);
   runtime::GenerationOptions options;
   options.max_tokens = 64;
@@ -127,7 +127,7 @@ class TestDemoModel : public QObject {
     QVERIFY(model_);
     const auto report = read_json(kDemo + "/training_report.json");
     const std::string text = read_text(kDemo + "/" + report["heldout_sample"].get<std::string>());
-    runtime::ThreadPool pool(2);
+    runtime::NumaPools pool(2);
     runtime::PerplexityOptions options;
     options.context_tokens = report["context_tokens"].get<std::int64_t>();
     const auto r = runtime::measure_perplexity({*model_, *tokenizer_}, text, pool, options);
@@ -178,7 +178,7 @@ class TestDemoModel : public QObject {
   void repliesInEnglish() {
     QVERIFY(model_);
     const ChatTemplate chat_template = ChatTemplate::from_model_folder(kDemo);
-    runtime::ThreadPool pool(2);
+    runtime::NumaPools pool(2);
     runtime::ChatSession session(*model_, *tokenizer_, chat_template, pool, 512);
     runtime::ChatSettings settings;
     settings.sampling.seed = 7;

@@ -65,7 +65,7 @@ class TestPerplexity : public QObject {
     // Both sides must read the same tokens, or the numbers are not comparable.
     QCOMPARE(f.tokenizer->encode(text_, false), expected_["ids"].get<std::vector<std::int32_t>>());
     const auto& want = expected_["perplexity"][fixture.toStdString()];
-    runtime::ThreadPool pool(threads);
+    runtime::NumaPools pool(threads);
     runtime::PerplexityOptions options;
     options.context_tokens = expected_["context_tokens"].get<std::int64_t>();
     options.batch_tokens = 20;  // windows span several forward passes
@@ -90,7 +90,7 @@ class TestPerplexity : public QObject {
     for (const auto& pair : expected_["kl"]) {
       const Fixture model(pair["model"].get<std::string>());
       const Fixture base(pair["base"].get<std::string>());
-      runtime::ThreadPool pool(2);
+      runtime::NumaPools pool(2);
       runtime::PerplexityOptions options;
       options.context_tokens = expected_["context_tokens"].get<std::int64_t>();
       const runtime::ScoredModel reference = base.scored();
@@ -110,7 +110,7 @@ class TestPerplexity : public QObject {
 
   void klOfAModelAgainstItselfIsZero() {
     const Fixture f("qwen3-moe");
-    runtime::ThreadPool pool(1);
+    runtime::NumaPools pool(1);
     runtime::PerplexityOptions options;
     options.context_tokens = 32;
     const runtime::ScoredModel self = f.scored();
@@ -125,7 +125,7 @@ class TestPerplexity : public QObject {
   // Longer windows give each prediction more context, so fewer tokens are context-only.
   void windowsCoverTheWholeText() {
     const Fixture f("llama");
-    runtime::ThreadPool pool(1);
+    runtime::NumaPools pool(1);
     const auto total = static_cast<std::int64_t>(f.tokenizer->encode(text_, false).size());
     for (std::int64_t context : {2, 7, 64, 4096}) {
       runtime::PerplexityOptions options;
@@ -142,7 +142,7 @@ class TestPerplexity : public QObject {
 
   void refusesWhatItCannotMeasure() {
     const Fixture f("qwen3-moe");
-    runtime::ThreadPool pool(1);
+    runtime::NumaPools pool(1);
     runtime::PerplexityOptions options;
     QVERIFY_THROWS_EXCEPTION(runtime::PerplexityError,
                              runtime::measure_perplexity(f.scored(), "a", pool, options));
@@ -166,7 +166,7 @@ class TestPerplexity : public QObject {
 
   void cancelStopsEarly() {
     const Fixture f("qwen3-moe");
-    runtime::ThreadPool pool(1);
+    runtime::NumaPools pool(1);
     std::atomic<bool> cancel{false};
     runtime::PerplexityOptions options;
     options.context_tokens = 16;

@@ -38,7 +38,7 @@ class TestReferenceEngine : public QObject {
     const auto expected = nlohmann::json::parse(in);
 
     auto model = runtime::LoadedModel::load(folder);
-    runtime::ThreadPool pool(threads);
+    runtime::NumaPools pool(threads);
     runtime::Generator generator(*model, pool, 128);
     for (const auto& case_ : expected["prompts"]) {
       const auto ids = case_["ids"].get<std::vector<std::int32_t>>();
@@ -114,7 +114,7 @@ class TestReferenceEngine : public QObject {
     auto model = runtime::LoadedModel::load(folder, options);
     qunsetenv("TANDEM_CPU_VARIANT");
     QCOMPARE(QString::fromUtf8(kernels::variant_name(model->cpu_variant()).data()), variant);
-    runtime::ThreadPool pool(2);
+    runtime::NumaPools pool(2);
     runtime::Generator generator(*model, pool, 128);
     auto native = runtime::LoadedModel::load(folder);
     runtime::Generator reference(*native, pool, 128);
@@ -162,7 +162,7 @@ class TestReferenceEngine : public QObject {
   void prefillChunkingDoesNotChangeResults() {
     const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/deepseek-v3";
     auto model = runtime::LoadedModel::load(folder);
-    runtime::ThreadPool pool(2);
+    runtime::NumaPools pool(2);
     const std::vector<std::int32_t> ids = {5, 17, 42, 99, 3, 150, 77, 8, 11};
     std::vector<std::vector<float>> results;
     for (std::int64_t chunk : {64, 4, 1}) {
@@ -184,7 +184,7 @@ class TestReferenceEngine : public QObject {
   void reusesTheCommonPrefix() {
     auto model =
         runtime::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe");
-    runtime::ThreadPool pool(1);
+    runtime::NumaPools pool(1);
     runtime::Generator g(*model, pool, 64);
     runtime::GenerationOptions o;
     o.sampling = runtime::SamplingParams::greedy();
@@ -213,7 +213,7 @@ class TestReferenceEngine : public QObject {
 
   void contextOverflowIsReported() {
     auto model = runtime::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/llama");
-    runtime::ThreadPool pool(1);
+    runtime::NumaPools pool(1);
     runtime::Generator g(*model, pool, 8);
     const std::vector<std::int32_t> ids(9, 1);
     QVERIFY_THROWS_EXCEPTION(std::length_error, g.evaluate(ids));
