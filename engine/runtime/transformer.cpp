@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -444,15 +445,28 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x,
   const std::int64_t width = shape.width;
   moe_inputs_.resize(active.size());
   moe_hidden_.resize(static_cast<std::size_t>(slices * actives));
-  std::vector<float> gathered;
-  for (std::size_t a = 0; a < active.size(); ++a) {
-    gathered.resize(static_cast<std::size_t>(active[a].rows * h));
-    for (std::int64_t r = 0; r < active[a].rows; ++r) {
-      std::copy_n(x + slot_token[static_cast<std::size_t>(active[a].begin + r)] * h, h,
+  // Quantising the activations is a tenth of a prompt's expert time: spread it over the
+  // threads when there is enough of it (a decode step's few rows are quicker alone).
+  const auto each_active = [&](std::int64_t n, const std::function<void(std::int64_t)>& body) {
+    if (slots < 32) {
+      for (std::int64_t i = 0; i < n; ++i) body(i);
+    } else {
+      pool_.parallel_for(n, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) body(i);
+      });
+    }
+  };
+  each_active(actives, [&](std::int64_t a) {
+    thread_local std::vector<float> gathered;
+    const Active& act = active[static_cast<std::size_t>(a)];
+    gathered.resize(static_cast<std::size_t>(act.rows * h));
+    for (std::int64_t r = 0; r < act.rows; ++r) {
+      std::copy_n(x + slot_token[static_cast<std::size_t>(act.begin + r)] * h, h,
                   gathered.data() + r * h);
     }
-    kernels::pack_activations_for(*shape.gate, gathered.data(), active[a].rows, moe_inputs_[a]);
-  }
+    kernels::pack_activations_for(*shape.gate, gathered.data(), act.rows,
+                                  moe_inputs_[static_cast<std::size_t>(a)]);
+  });
   const kernels::CpuVariant variant = shape.variant;
   constexpr std::int64_t kBlocksPerTask = 2;
   // moe_gate_ and moe_up_: per slice, [slots x width].
@@ -476,14 +490,13 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x,
         kernels::silu_mul(g + r * width + c0, u + r * width + c0, c1 - c0);
     }
   });
-  for (std::int64_t s = 0; s < slices; ++s) {
-    for (std::int64_t a = 0; a < actives; ++a) {
-      const Active& act = active[static_cast<std::size_t>(a)];
-      kernels::pack_activations_for(*slice_of(w.experts[0], s).down,
-                                    moe_gate_.data() + (s * slots + act.begin) * width, act.rows,
-                                    moe_hidden_[static_cast<std::size_t>(s * actives + a)]);
-    }
-  }
+  each_active(slices * actives, [&](std::int64_t i) {
+    const std::int64_t s = i / actives;
+    const Active& act = active[static_cast<std::size_t>(i % actives)];
+    kernels::pack_activations_for(*slice_of(w.experts[0], s).down,
+                                  moe_gate_.data() + (s * slots + act.begin) * width, act.rows,
+                                  moe_hidden_[static_cast<std::size_t>(i)]);
+  });
   // moe_out_: per slice, the partial down outputs [slots x h].
   const std::int64_t hidden_tasks = (shape.down->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   moe_out_.resize(static_cast<std::size_t>(slices * slots * h));

@@ -254,11 +254,15 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     }
     if (format == PackedFormat::Int4) {
       const std::int64_t groups = (out.cols_padded + group - 1) / group;
-      out.group_sum.assign(static_cast<std::size_t>(tokens * groups), 0);
+      out.group_sum.resize(static_cast<std::size_t>(tokens * groups));
       for (std::int64_t t = 0; t < tokens; ++t) {
         const std::int8_t* q = out.q.data() + t * out.cols_padded;
-        for (std::int64_t c = 0; c < out.cols_padded; ++c)
-          out.group_sum[static_cast<std::size_t>(t * groups + c / group)] += q[c];
+        for (std::int64_t g = 0; g < groups; ++g) {
+          std::int32_t sum = 0;
+          for (std::int64_t c = g * group; c < std::min(out.cols_padded, (g + 1) * group); ++c)
+            sum += q[c];
+          out.group_sum[static_cast<std::size_t>(t * groups + g)] = sum;
+        }
       }
     }
   } else {
