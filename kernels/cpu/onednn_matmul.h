@@ -1,0 +1,78 @@
+// A dense matrix product through oneDNN's matmul primitive (the 2.6 API), as the other
+// path beside our packed kernels: the weights are reordered once into the blocked layout
+// oneDNN prefers, and every product runs one primitive per slice of output rows.
+//
+// Values: built from a PackedMatrix, it multiplies with exactly the packed weights and
+// scales, and takes the activations pack_activations makes (INT8 per token, BF16), so its
+// INT8 results equal packed_matmul_scalar's to the bit (the same integer sums, scaled by
+// row scale then token scale) and its BF16 results differ only in summation order.
+//
+// Threads: Debian's libdnnl2 is built with the OpenMP runtime (libgomp). Left alone, each
+// primitive would start a team of omp_get_max_threads() threads beside our ThreadPool, whose
+// workers spin between loops: on 2 cores that is oversubscription. So the weights are cut
+// into slices of output rows, each with its own primitives; ParallelFor hands slices to our
+// threads, and each of those limits OpenMP to itself (omp_set_num_threads(1), before the
+// primitive is created: oneDNN fixes its thread count at creation). No OpenMP thread is
+// ever started. A primitive is created per token count (M) and kept (about 0.1 ms each,
+// the first one ~8 ms for JIT): with M as DNNL_RUNTIME_DIM_VAL, 2.6 falls back to its
+// reference implementation.
+//
+// Decision (tandem bench --kernels, this machine: AMD EPYC with AVX-512 VNNI and BF16, no
+// AMX; oneDNN picks brg:avx512_core_vnni and brg:avx512_core_bf16): see DECISION below.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/dense_matmul.h"
+#include "kernels/cpu/packed_matmul.h"
+
+namespace tandem::kernels {
+
+// Version and threading runtime of the oneDNN library loaded, e.g. "oneDNN 2.6.3 (OpenMP)".
+std::string onednn_description();
+
+class OnednnMatmul {
+ public:
+  // `weights` must be INT8 or BF16; `slices` (>= 1) parts of output rows, run in parallel.
+  OnednnMatmul(const PackedMatrix& weights, std::int64_t slices);
+  // Packs `weights` (its packed form when it has one in `format`) as INT8 or BF16 first.
+  OnednnMatmul(const WeightMatrix& weights, PackedFormat format, std::int64_t slices);
+  ~OnednnMatmul();
+  OnednnMatmul(const OnednnMatmul&) = delete;
+  OnednnMatmul& operator=(const OnednnMatmul&) = delete;
+
+  PackedFormat format() const { return format_; }
+  std::int64_t rows() const { return rows_; }
+  std::int64_t cols() const { return cols_; }
+  std::int64_t slices() const { return static_cast<std::int64_t>(slices_.size()); }
+  // Bytes of the reordered weights (with oneDNN's INT8 compensation) and the scales.
+  std::uint64_t weight_bytes() const;
+  // The implementation oneDNN chose for `tokens` rows of activations, e.g. "brg:avx512_core_vnni".
+  std::string implementation(std::int64_t tokens);
+
+  // y[t * y_stride + r] = sum_k x[t, k] * W[r, k]. Not re-entrant for one matrix: the
+  // primitives per token count are created on first use and kept.
+  void run(const float* x, std::int64_t tokens, float* y, std::int64_t y_stride,
+           const ParallelFor& parallel);
+  // The same with activations already packed for this matrix's format.
+  void run(const PackedActivations& x, float* y, std::int64_t y_stride,
+           const ParallelFor& parallel);
+
+ private:
+  struct Primitive;
+  struct Slice;
+  PackedFormat format_;
+  std::int64_t rows_ = 0;
+  std::int64_t cols_ = 0;
+  std::int64_t cols_padded_ = 0;
+  std::vector<std::unique_ptr<Slice>> slices_;
+
+  void init(const PackedMatrix& weights, std::int64_t slices);
+  const Primitive& primitive(Slice& slice, std::int64_t tokens);
+};
+
+}  // namespace tandem::kernels
