@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem::app {
 
@@ -13,6 +14,11 @@ struct BenchCommandOptions {
   int repetitions = 3;
   std::string cpu_format = "int8";
   bool json = false;
+  // --kernels: our packed kernels against oneDNN on Qwen3-30B-A3B's matrix shapes instead
+  // of a model.
+  bool kernels = false;
+  std::vector<std::int64_t> kernel_tokens = {1, 8, 64, 512};
+  std::int64_t head_rows = 151936;
 };
 
 int run_bench(const BenchCommandOptions& options);

@@ -198,10 +198,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   tandem::app::BenchCommandOptions bench;
   CLI::App* bench_cmd =
-      cli.add_subcommand("bench", "Measure prompt and decode speed on random tokens");
-  bench_cmd->add_option("-m,--model", bench.model, "Model folder")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+      cli.add_subcommand("bench",
+                         "Measure prompt and decode speed on random tokens (or, with --kernels, "
+                         "the matrix kernels)");
+  CLI::Option* bench_model = bench_cmd->add_option("-m,--model", bench.model, "Model folder")
+                                 ->check(CLI::ExistingDirectory);
   bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")
       ->capture_default_str();
   bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")
@@ -218,7 +219,20 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
   bench_cmd->add_flag("--json", bench.json, "Print JSON");
-
+  bench_cmd
+      ->add_flag("--kernels", bench.kernels,
+                 "Instead of a model: time our packed kernels against oneDNN on Qwen3-30B-A3B's "
+                 "matrix shapes (INT8 and BF16; all thread counts from -t, else all cores and 1)")
+      ->excludes(bench_model);
+  bench_cmd
+      ->add_option("--tokens", bench.kernel_tokens, "--kernels: token counts (M), e.g. 1,8,64,512")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  bench_cmd
+      ->add_option("--head-rows", bench.head_rows,
+                   "--kernels: rows of the output head (fewer save time and memory)")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
   tandem::app::ConvertCommandOptions convert;
   CLI::App* convert_cmd = cli.add_subcommand("convert",
                                              "Convert a Hugging Face model folder into Tandem's "
