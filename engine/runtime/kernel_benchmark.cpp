@@ -135,13 +135,15 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
         ours_copies.push_back(w);
       }
 
+      // Sliced as the engine slices them, each slice one single-threaded primitive.
+      std::vector<std::unique_ptr<kernels::OnednnMatmul>> onednn;
+      for (std::size_t c = 0; c < copies; ++c) {
+        onednn.push_back(std::make_unique<kernels::OnednnMatmul>(
+            packed, kernels::onednn_slices_for(shape.rows)));
+      }
       for (int threads : options.threads) {
         ThreadPool pool(threads);
         const kernels::ParallelFor parallel = pool.as_parallel_for();
-        // One slice per thread: each runs one single-threaded primitive.
-        std::vector<std::unique_ptr<kernels::OnednnMatmul>> onednn;
-        for (std::size_t c = 0; c < copies; ++c)
-          onednn.push_back(std::make_unique<kernels::OnednnMatmul>(packed, threads));
         for (std::int64_t tokens : options.tokens) {
           KernelBenchRow row;
           row.shape = shape;

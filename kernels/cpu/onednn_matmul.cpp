@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <stdexcept>
 #include <utility>
@@ -67,6 +68,11 @@ std::string onednn_description() {
          std::to_string(v->patch) + " (" + runtime + ")";
 }
 
+std::int64_t onednn_slices_for(std::int64_t rows) {
+  constexpr std::int64_t kRowsPerSlice = 256;
+  return std::max<std::int64_t>(1, rows / kRowsPerSlice);
+}
+
 struct OnednnMatmul::Primitive {
   dnnl::matmul matmul;
   std::string implementation;
@@ -77,8 +83,11 @@ struct OnednnMatmul::Slice {
   std::int64_t rows = 0;
   memory::desc weights_desc;
   memory weights;
-  std::vector<float> scales;                    // INT8: the packed row scales of this slice
-  std::map<std::int64_t, Primitive> by_tokens;  // oneDNN fixes the shapes at creation
+  std::vector<float> scales;  // INT8: the packed row scales of this slice
+  // oneDNN fixes the shapes at creation. Shared, so that a product in flight keeps its
+  // primitive while another thread replaces the set.
+  std::mutex lock;
+  std::map<std::int64_t, std::shared_ptr<const Primitive>> by_tokens;
 };
 
 OnednnMatmul::OnednnMatmul(const PackedMatrix& weights, std::int64_t slices)
@@ -160,7 +169,9 @@ void OnednnMatmul::init(const PackedMatrix& w, std::int64_t slices) {
 }
 
 // Created on first use by the thread that runs the slice, with OpenMP already limited to it.
-const OnednnMatmul::Primitive& OnednnMatmul::primitive(Slice& slice, std::int64_t tokens) {
+std::shared_ptr<const OnednnMatmul::Primitive> OnednnMatmul::primitive(Slice& slice,
+                                                                       std::int64_t tokens) const {
+  const std::lock_guard guard(slice.lock);
   auto it = slice.by_tokens.find(tokens);
   if (it != slice.by_tokens.end()) return it->second;
   if (slice.by_tokens.size() >= kMaxPrimitivesPerSlice) slice.by_tokens.clear();
@@ -170,16 +181,17 @@ const OnednnMatmul::Primitive& OnednnMatmul::primitive(Slice& slice, std::int64_
       dnnl::matmul::desc(memory::desc({tokens, cols_padded_}, type, Tag::ab), slice.weights_desc,
                          memory::desc({tokens, slice.rows}, DataType::f32, Tag::ab)),
       attributes(format_, slice.scales), cpu_engine());
-  return slice.by_tokens.emplace(tokens, Primitive{dnnl::matmul(pd), pd.impl_info_str()})
-      .first->second;
+  auto made = std::make_shared<const Primitive>(Primitive{dnnl::matmul(pd), pd.impl_info_str()});
+  slice.by_tokens.emplace(tokens, made);
+  return made;
 }
 
-std::string OnednnMatmul::implementation(std::int64_t tokens) {
-  return primitive(*slices_.front(), std::min(tokens, kScratchTokens)).implementation;
+std::string OnednnMatmul::implementation(std::int64_t tokens) const {
+  return primitive(*slices_.front(), std::min(tokens, kScratchTokens))->implementation;
 }
 
 void OnednnMatmul::run(const float* x, std::int64_t tokens, float* y, std::int64_t y_stride,
-                       const ParallelFor& parallel) {
+                       const ParallelFor& parallel) const {
   // One buffer per calling thread, as matmul_xwt keeps for the packed kernels.
   thread_local PackedActivations activations;
   pack_activations(x, tokens, cols_, format_, activations);
@@ -187,7 +199,7 @@ void OnednnMatmul::run(const float* x, std::int64_t tokens, float* y, std::int64
 }
 
 void OnednnMatmul::run(const PackedActivations& x, float* y, std::int64_t y_stride,
-                       const ParallelFor& parallel) {
+                       const ParallelFor& parallel) const {
   if (x.format != format_ || x.cols_padded != cols_padded_)
     throw std::invalid_argument("activations packed for another format or width");
   if (x.tokens == 0) return;
@@ -208,7 +220,7 @@ void OnednnMatmul::run(const PackedActivations& x, float* y, std::int64_t y_stri
       const std::int64_t step = direct ? x.tokens : kScratchTokens;
       for (std::int64_t t0 = 0; t0 < x.tokens; t0 += step) {
         const std::int64_t tokens = std::min(step, x.tokens - t0);
-        const Primitive& p = primitive(slice, tokens);
+        const std::shared_ptr<const Primitive> p = primitive(slice, tokens);
         const memory src({{tokens, cols_padded_}, type, Tag::ab}, cpu_engine(),
                          const_cast<char*>(src_data + t0 * src_row_bytes));
         float* out = y + t0 * y_stride + slice.row_begin;
@@ -217,7 +229,7 @@ void OnednnMatmul::run(const PackedActivations& x, float* y, std::int64_t y_stri
           out = scratch.data();
         }
         const memory dst({{tokens, slice.rows}, DataType::f32, Tag::ab}, cpu_engine(), out);
-        p.matmul.execute(
+        p->matmul.execute(
             stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, slice.weights}, {DNNL_ARG_DST, dst}});
         stream.wait();
         // INT8: the token's scale after the row's, in the order of the packed kernels.

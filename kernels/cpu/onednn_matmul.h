@@ -35,6 +35,10 @@ namespace tandem::kernels {
 // Version and threading runtime of the oneDNN library loaded, e.g. "oneDNN 2.6.3 (OpenMP)".
 std::string onednn_description();
 
+// Slices for a matrix of `rows` outputs: enough for any thread count to balance, each of
+// at least 256 rows, enough for oneDNN's kernels to run at full speed.
+std::int64_t onednn_slices_for(std::int64_t rows);
+
 class OnednnMatmul {
  public:
   // `weights` must be INT8 or BF16; `slices` (>= 1) parts of output rows, run in parallel.
@@ -52,15 +56,15 @@ class OnednnMatmul {
   // Bytes of the reordered weights (with oneDNN's INT8 compensation) and the scales.
   std::uint64_t weight_bytes() const;
   // The implementation oneDNN chose for `tokens` rows of activations, e.g. "brg:avx512_core_vnni".
-  std::string implementation(std::int64_t tokens);
+  std::string implementation(std::int64_t tokens) const;
 
-  // y[t * y_stride + r] = sum_k x[t, k] * W[r, k]. Not re-entrant for one matrix: the
-  // primitives per token count are created on first use and kept.
+  // y[t * y_stride + r] = sum_k x[t, k] * W[r, k]. Thread-safe: the primitives per token
+  // count are created on first use and kept, under a lock per slice.
   void run(const float* x, std::int64_t tokens, float* y, std::int64_t y_stride,
-           const ParallelFor& parallel);
+           const ParallelFor& parallel) const;
   // The same with activations already packed for this matrix's format.
   void run(const PackedActivations& x, float* y, std::int64_t y_stride,
-           const ParallelFor& parallel);
+           const ParallelFor& parallel) const;
 
  private:
   struct Primitive;
@@ -72,7 +76,7 @@ class OnednnMatmul {
   std::vector<std::unique_ptr<Slice>> slices_;
 
   void init(const PackedMatrix& weights, std::int64_t slices);
-  const Primitive& primitive(Slice& slice, std::int64_t tokens);
+  std::shared_ptr<const Primitive> primitive(Slice& slice, std::int64_t tokens) const;
 };
 
 }  // namespace tandem::kernels
