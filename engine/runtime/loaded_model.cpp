@@ -95,6 +95,24 @@ kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool 
   }
 }
 
+bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,
+                kernels::CpuVariant variant) {
+  // oneDNN 2.6 has no INT4; in BF16 it only ties with ours; the routed experts run in our
+  // batched expert path.
+  if (format != kernels::PackedFormat::Int8 || role == MatrixRole::Expert) return false;
+  switch (backend) {
+    case DenseBackend::Packed:
+      return false;
+    case DenseBackend::Onednn:
+      return true;
+    case DenseBackend::Auto:
+      // Measured with our AVX-512 kernels only (no AMX machine yet); a variant forced lower
+      // (tests, TANDEM_CPU_VARIANT) keeps our kernels.
+      return variant == kernels::CpuVariant::Avx512;
+  }
+  return false;
+}
+
 std::string_view cpu_format_name(CpuFormat f) {
   switch (f) {
     case CpuFormat::Native:
@@ -184,6 +202,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
               static_cast<double>(m->packed_bytes()) / (1u << 30));
   }
+  if (m->cpu_format_ != CpuFormat::Native) m->attach_onednn(options.dense, options.threads);
   log::info("loaded {} ({}, {} layers, hidden {}, {} experts) from {}", m->spec_.architecture,
             model::family_name(m->spec_.family), m->spec_.num_layers, m->spec_.hidden_size,
             m->spec_.num_experts, folder);
@@ -218,6 +237,40 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
             cpu_format_name(cpu_format_),
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
             static_cast<double>(packed_bytes()) / (1u << 30));
+}
+
+// The chosen matrices are reordered into oneDNN's layout and their packed bytes released,
+// so they are held once; oneDNN multiplies them for every token count (it ties with ours
+// for one token and wins from 8 on).
+void LoadedModel::attach_onednn(DenseBackend backend, int threads) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::vector<PackableMatrix> targets = packable_matrices(weights_);
+  std::vector<std::size_t> chosen;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const kernels::WeightMatrix& w = *targets[i].matrix;
+    if (w.packed != nullptr && onednn_for(backend, w.packed->format, targets[i].role, variant_))
+      chosen.push_back(i);
+  }
+  std::vector<std::unique_ptr<kernels::OnednnMatmul>> products(chosen.size());
+  for_each_on_threads(threads, chosen.size(), [&](std::size_t c) {
+    const kernels::WeightMatrix& w = *targets[chosen[c]].matrix;
+    products[c] =
+        std::make_unique<kernels::OnednnMatmul>(*w.packed, kernels::onednn_slices_for(w.rows));
+  });
+  std::string implementation;
+  for (std::size_t c = 0; c < chosen.size(); ++c) {
+    implementation = products[c]->implementation(1);
+    // Without its fast code for this CPU oneDNN runs its reference loops: keep ours.
+    if (backend == DenseBackend::Auto && implementation.rfind("brg:", 0) != 0) continue;
+    targets[chosen[c]].matrix->onednn = products[c].get();
+    packed_[chosen[c]]->bytes = kernels::AlignedBytes{};
+    onednn_.push_back(std::move(products[c]));
+  }
+  if (!onednn_.empty()) {
+    log::info("oneDNN ({}, {}) multiplies {} dense INT8 matrices; reordered in {:.1f} s",
+              kernels::onednn_description(), implementation, onednn_.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
 }
 
 std::uint64_t LoadedModel::packed_bytes() const {

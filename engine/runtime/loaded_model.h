@@ -8,6 +8,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
+#include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::runtime {
@@ -19,11 +20,18 @@ enum class CpuFormat { Native, Int8, Int4, Bf16 };
 std::string_view cpu_format_name(CpuFormat f);
 bool parse_cpu_format(std::string_view name, CpuFormat& out);
 
+// Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
+// output head). Auto: oneDNN where it was measured faster, with the AVX-512 kernels and
+// oneDNN's AVX-512 VNNI code (numbers in kernels/cpu/onednn_matmul.h); BF16 and the routed
+// experts always take our kernels.
+enum class DenseBackend { Auto, Packed, Onednn };
+
 struct LoadOptions {
   // Ignored for a converted folder, whose weights are already packed in one format.
   CpuFormat cpu_format = CpuFormat::Native;
   std::int64_t int4_group = kernels::kDefaultInt4Group;
   int threads = 0;  // for packing; 0: all hardware threads
+  DenseBackend dense = DenseBackend::Auto;
 };
 
 // Every matrix the fast kernels take, with its layer (-1: the output head): all but the
@@ -45,6 +53,10 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w);
 // precision. Not for CpuFormat::Native.
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts);
 
+// Whether a matrix packed as `format` in `role` goes through oneDNN.
+bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,
+                kernels::CpuVariant variant);
+
 class LoadedModel {
  public:
   // Throws model::ModelError with a sentence naming the file for anything wrong.
@@ -60,6 +72,8 @@ class LoadedModel {
   // Bytes of weights one token reads (attention, the active experts, the output head).
   std::uint64_t active_weight_bytes_per_token() const;
   std::uint64_t packed_bytes() const;
+  // How many matrices oneDNN multiplies (their packed bytes are released).
+  std::size_t onednn_matrices() const { return onednn_.size(); }
   // Whether the packed weights came from a `tandem convert` folder.
   bool converted() const { return converted_; }
 
@@ -71,9 +85,11 @@ class LoadedModel {
   CpuFormat cpu_format_ = CpuFormat::Native;
   kernels::CpuVariant variant_ = kernels::CpuVariant::Scalar;
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
+  std::vector<std::unique_ptr<kernels::OnednnMatmul>> onednn_;
   bool converted_ = false;
 
   void load_converted(const std::string& folder, int threads);
+  void attach_onednn(DenseBackend backend, int threads);
 };
 
 }  // namespace tandem::runtime
