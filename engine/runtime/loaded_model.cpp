@@ -239,9 +239,8 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
             static_cast<double>(packed_bytes()) / (1u << 30));
 }
 
-// The chosen matrices are reordered into oneDNN's layout and their packed bytes released,
-// so they are held once; oneDNN multiplies them for every token count (it ties with ours
-// for one token and wins from 8 on).
+// The chosen matrices are reordered into oneDNN's layout beside their packed form: oneDNN
+// wins from 64 tokens on (prefill), ours up to 8 (decode), see kernels/cpu/onednn_matmul.h.
 void LoadedModel::attach_onednn(DenseBackend backend, int threads) {
   const auto started = std::chrono::steady_clock::now();
   const std::vector<PackableMatrix> targets = packable_matrices(weights_);
@@ -263,14 +262,25 @@ void LoadedModel::attach_onednn(DenseBackend backend, int threads) {
     // Without its fast code for this CPU oneDNN runs its reference loops: keep ours.
     if (backend == DenseBackend::Auto && implementation.rfind("brg:", 0) != 0) continue;
     targets[chosen[c]].matrix->onednn = products[c].get();
-    packed_[chosen[c]]->bytes = kernels::AlignedBytes{};
+    targets[chosen[c]].matrix->onednn_min_tokens =
+        backend == DenseBackend::Auto ? kOnednnMinTokens : 1;
     onednn_.push_back(std::move(products[c]));
   }
   if (!onednn_.empty()) {
-    log::info("oneDNN ({}, {}) multiplies {} dense INT8 matrices; reordered in {:.1f} s",
-              kernels::onednn_description(), implementation, onednn_.size(),
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    log::info(
+        "oneDNN ({}, {}) multiplies {} dense INT8 matrices from {} tokens on; reordered "
+        "in {:.1f} s ({:.2f} GiB more)",
+        kernels::onednn_description(), implementation, onednn_.size(),
+        backend == DenseBackend::Auto ? kOnednnMinTokens : 1,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+        static_cast<double>(onednn_bytes()) / (1u << 30));
   }
+}
+
+std::uint64_t LoadedModel::onednn_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& p : onednn_) total += p->weight_bytes();
+  return total;
 }
 
 std::uint64_t LoadedModel::packed_bytes() const {

@@ -21,10 +21,12 @@ std::string_view cpu_format_name(CpuFormat f);
 bool parse_cpu_format(std::string_view name, CpuFormat& out);
 
 // Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
-// output head). Auto: oneDNN where it was measured faster, with the AVX-512 kernels and
-// oneDNN's AVX-512 VNNI code (numbers in kernels/cpu/onednn_matmul.h); BF16 and the routed
-// experts always take our kernels.
+// output head). Auto: oneDNN where it was measured faster, from kOnednnMinTokens tokens on
+// with our AVX-512 kernels beside oneDNN's AVX-512 VNNI code (numbers in
+// kernels/cpu/onednn_matmul.h); Onednn: always. BF16 and the routed experts always take our
+// kernels. oneDNN holds its own copy of the weights (our packed one serves fewer tokens).
 enum class DenseBackend { Auto, Packed, Onednn };
+inline constexpr std::int64_t kOnednnMinTokens = 64;
 
 struct LoadOptions {
   // Ignored for a converted folder, whose weights are already packed in one format.
@@ -72,8 +74,9 @@ class LoadedModel {
   // Bytes of weights one token reads (attention, the active experts, the output head).
   std::uint64_t active_weight_bytes_per_token() const;
   std::uint64_t packed_bytes() const;
-  // How many matrices oneDNN multiplies (their packed bytes are released).
+  // How many matrices oneDNN multiplies, and the bytes of its copies of them.
   std::size_t onednn_matrices() const { return onednn_.size(); }
+  std::uint64_t onednn_bytes() const;
   // Whether the packed weights came from a `tandem convert` folder.
   bool converted() const { return converted_; }
 

@@ -57,7 +57,7 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 
 void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
                 std::int64_t y_stride, const ParallelFor& parallel) {
-  if (w.onednn != nullptr) {
+  if (w.onednn != nullptr && m >= w.onednn_min_tokens) {
     w.onednn->run(x, m, y, y_stride, parallel);
     return;
   }

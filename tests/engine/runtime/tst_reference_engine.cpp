@@ -205,6 +205,40 @@ class TestReferenceEngine : public QObject {
     }
   }
 
+  // By default oneDNN takes the dense INT8 products of long prompts only, where it is faster,
+  // and only beside our AVX-512 kernels: the logits of an 80-token prompt and of the next
+  // token stay those of our kernels.
+  void autoUsesOnednnForLongPrompts() {
+    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe";
+    runtime::LoadOptions options;
+    options.cpu_format = runtime::CpuFormat::Int8;
+    options.dense = runtime::DenseBackend::Packed;
+    auto ours = runtime::LoadedModel::load(folder, options);
+    options.dense = runtime::DenseBackend::Auto;
+    auto automatic = runtime::LoadedModel::load(folder, options);
+    if (automatic->cpu_variant() != kernels::CpuVariant::Avx512) {
+      QCOMPARE(automatic->onednn_matrices(), std::size_t{0});
+      QSKIP("oneDNN is chosen only beside the AVX-512 kernels");
+    }
+    QVERIFY(automatic->onednn_matrices() > 0);
+    QVERIFY(automatic->weights().output.onednn != nullptr);
+    QCOMPARE(automatic->weights().output.onednn_min_tokens, runtime::kOnednnMinTokens);
+    std::vector<std::int32_t> ids;
+    for (std::int32_t i = 0; i < 80; ++i)
+      ids.push_back(static_cast<std::int32_t>((i * 37 + 11) % ours->spec().vocab_size));
+    runtime::ThreadPool pool(2);
+    runtime::Generator a(*ours, pool, 128);
+    runtime::Generator b(*automatic, pool, 128);
+    for (int step = 0; step < 2; ++step) {
+      const std::vector<float> want = a.evaluate(ids);
+      const std::vector<float> got = b.evaluate(ids);
+      const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+      for (std::size_t i = 0; i < want.size(); ++i)
+        QVERIFY(std::abs(got[i] - want[i]) <= 1e-5f * (*hi - *lo));
+      ids.push_back(static_cast<std::int32_t>(hi - want.begin()));
+    }
+  }
+
   // Prefill in one batch, in chunks, or token by token: the same logits.
   void prefillChunkingDoesNotChangeResults() {
     const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/deepseek-v3";
