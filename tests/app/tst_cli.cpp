@@ -175,6 +175,37 @@ class TestCli : public QObject {
     QVERIFY2(again.err.contains(QLatin1String("resumed")), qPrintable(again.err));
   }
 
+  // The kernel benchmark's report: a row per matrix, format, thread count and token count,
+  // each with both paths measured and a verdict; and bench without a model or --kernels is
+  // an error that says what is missing.
+  void benchKernels() {
+    const Run r = runTandem({"bench", "--kernels", "--tokens", "1,3", "--head-rows", "256", "-r",
+                             "2", "-t", "1", "--json"},
+                            env());
+    QCOMPARE(r.code, 0);
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    QVERIFY(doc["onednn"].get<std::string>().rfind("oneDNN ", 0) == 0);
+    const auto& rows = doc["rows"];
+    QCOMPARE(rows.size(), std::size_t{6 * 2 * 2});  // matrices x formats x token counts
+    for (const auto& row : rows) {
+      QCOMPARE(row["threads"].get<int>(), 1);
+      for (const char* path : {"packed", "onednn"}) {
+        QCOMPARE(row[path]["gflops"].size(), std::size_t{2});
+        QVERIFY(row[path]["gflops_mean"].get<double>() > 0);
+        QVERIFY(row[path]["weight_bytes"].get<std::uint64_t>() >=
+                row["rows"].get<std::uint64_t>() * row["cols"].get<std::uint64_t>());
+      }
+      const std::string winner = row["winner"].get<std::string>();
+      QVERIFY(winner == "packed" || winner == "onednn" || winner == "tie");
+    }
+    QCOMPARE(rows[12]["matrix"].get<std::string>(), std::string("head"));
+    QCOMPARE(rows[12]["rows"].get<int>(), 256);
+
+    const Run neither = runTandem({"bench"}, env());
+    QCOMPARE(neither.code, 2);
+    QVERIFY2(neither.err.contains(QLatin1String("--kernels")), qPrintable(neither.err));
+  }
+
   void convertExplainsBadInput() {
     const Run r = runTandem(
         {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "int4"}, env());
