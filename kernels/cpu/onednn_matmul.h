@@ -17,8 +17,23 @@
 // the first one ~8 ms for JIT): with M as DNNL_RUNTIME_DIM_VAL, 2.6 falls back to its
 // reference implementation.
 //
-// Decision (tandem bench --kernels, this machine: AMD EPYC with AVX-512 VNNI and BF16, no
-// AMX; oneDNN picks brg:avx512_core_vnni and brg:avx512_core_bf16): see DECISION below.
+// Decision, measured with `tandem bench --kernels -r 5` (quiet machine: AMD EPYC Zen 5, 2
+// cores, AVX-512 VNNI and BF16, no AMX; our avx512 variant against oneDNN's
+// brg:avx512_core_vnni / brg:avx512_core_bf16; weights rotated over 256 MiB so they come from
+// memory). oneDNN's GFLOP/s over ours, 2 threads / 1 thread:
+//
+//   INT8          M=1        M=8        M=64       M=512
+//   q 4096x2048   0.97/1.01  1.12/1.15  1.32/1.37  1.33/1.36   (M=512: 1503 vs 1134 GFLOP/s)
+//   k/v 512x2048  0.88/0.91  1.09/1.11  1.18/1.25  1.19/1.26
+//   o 2048x4096   0.89/0.96  0.95/0.91  1.23/1.27  1.28/1.34
+//   head 151936   0.84/0.68  0.86/0.82  1.22/1.26  1.36/1.41
+//   BF16: 0.72 to 1.05 for every matrix and M; ours wins or ties.
+//
+// So: dense INT8 matrices (attention, dense FFNs, shared experts, output head) go through
+// oneDNN from 64 tokens on (prefill), beside our AVX-512 kernels only (AMX and AVX2 machines
+// are unmeasured); decode and BF16 keep our kernels (runtime::DenseBackend,
+// runtime::kOnednnMinTokens). The routed experts stay on our batched path (INT8 experts:
+// 1.0 to 1.3x from 64 tokens; INT4 has no oneDNN 2.6 counterpart).
 #pragma once
 
 #include <cstdint>
