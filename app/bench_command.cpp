@@ -116,6 +116,9 @@ int run_bench(const BenchCommandOptions& o) {
   }
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
   load.threads = threads;
+  load.dense = o.dense == "packed"   ? runtime::DenseBackend::Packed
+               : o.dense == "onednn" ? runtime::DenseBackend::Onednn
+                                     : runtime::DenseBackend::Auto;
   std::unique_ptr<runtime::LoadedModel> model;
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -144,6 +147,8 @@ int run_bench(const BenchCommandOptions& o) {
         {"layers", model->spec().num_layers},
         {"cpu_format", format},
         {"cpu_variant", variant},
+        {"dense", o.dense},
+        {"onednn_matrices", model->onednn_matrices()},
         {"threads", threads},
         {"load_seconds", load_s},
         {"prompt",

@@ -13,6 +13,7 @@ struct BenchCommandOptions {
   int threads = 0;
   int repetitions = 3;
   std::string cpu_format = "int8";
+  std::string dense = "auto";  // runtime::DenseBackend: auto, packed or onednn
   bool json = false;
   // --kernels: our packed kernels against oneDNN on Qwen3-30B-A3B's matrix shapes instead
   // of a model.

@@ -218,6 +218,12 @@ int main(int argc, char** argv) {
           "Weights on the CPU: native, int8, int4 or bf16; a converted folder uses its own")
       ->capture_default_str()
       ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
+  bench_cmd
+      ->add_option("--dense", bench.dense,
+                   "Dense INT8 matrices: auto (oneDNN for long prompts where it is faster), "
+                   "packed (our kernels) or onednn (always)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "packed", "onednn"}));
   bench_cmd->add_flag("--json", bench.json, "Print JSON");
   bench_cmd
       ->add_flag("--kernels", bench.kernels,

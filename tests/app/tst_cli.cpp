@@ -168,6 +168,12 @@ class TestCli : public QObject {
     QCOMPARE(bench.code, 0);
     QCOMPARE(nlohmann::json::parse(bench.out.toStdString())["cpu_format"].get<std::string>(),
              std::string("int8"));
+    // The converted folder's dense INT8 matrices can go through oneDNN too.
+    const Run onednn = runTandem({"bench", "-m", out, "-p", "8", "-n", "4", "-r", "1", "-t", "2",
+                                  "--dense", "onednn", "--json"},
+                                 env());
+    QCOMPARE(onednn.code, 0);
+    QVERIFY(nlohmann::json::parse(onednn.out.toStdString())["onednn_matrices"].get<int>() > 0);
     // Again into the finished folder: everything is kept.
     const Run again =
         runTandem({"convert", "--in", fixture, "--out", out, "--method", "int8"}, env());
