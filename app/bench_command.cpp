@@ -11,10 +11,106 @@
 #include "engine/hw/topology.h"
 #include "engine/model/synthetic_checkpoint.h"
 #include "engine/runtime/benchmark.h"
+#include "engine/runtime/kernel_benchmark.h"
 
 namespace tandem::app {
 
+namespace {
+
+nlohmann::json path_json(const runtime::KernelPathResult& p) {
+  return {{"implementation", p.implementation},
+          {"weight_bytes", p.weight_bytes},
+          {"gflops_mean", p.gflops.mean()},
+          {"gflops_stddev", p.gflops.stddev()},
+          {"gflops", p.gflops.values},
+          {"weight_gb_per_s_mean", p.weight_gb_per_s.mean()},
+          {"weight_gb_per_s_stddev", p.weight_gb_per_s.stddev()}};
+}
+
+int run_kernel_bench(const BenchCommandOptions& o) {
+  runtime::KernelBenchOptions options;
+  options.shapes = runtime::qwen3_30b_a3b_shapes(o.head_rows);
+  options.tokens = o.kernel_tokens;
+  options.min_sample_seconds = o.sample_seconds;
+  options.working_set_bytes = o.working_set_mib << 20;
+  options.repetitions = std::max(1, o.repetitions);
+  const int cores = std::max(1, hw::probe_topology().physical_cores);
+  options.threads = o.threads > 0 ? std::vector<int>{o.threads}
+                    : cores > 1   ? std::vector<int>{cores, 1}
+                                  : std::vector<int>{1};
+  runtime::KernelBenchReport r;
+  try {
+    r = runtime::run_kernel_benchmark(options, [&](const std::string& line) {
+      if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
+    });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 1;
+  }
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const runtime::KernelBenchRow& row : r.rows) {
+      rows.push_back({{"matrix", row.shape.name},
+                      {"rows", row.shape.rows},
+                      {"cols", row.shape.cols},
+                      {"format", row.format},
+                      {"threads", row.threads},
+                      {"tokens", row.tokens},
+                      {"packed", path_json(row.packed)},
+                      {"onednn", path_json(row.onednn)},
+                      {"speedup", row.speedup()},
+                      {"winner", row.winner()}});
+    }
+    const nlohmann::json j = {{"cpu", r.cpu},
+                              {"cpu_variant", r.variant},
+                              {"onednn", r.onednn},
+                              {"repetitions", options.repetitions},
+                              {"rows", rows}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}; packed kernels: {}; {}\n", r.cpu, r.variant, r.onednn);
+  std::cout << "GFLOP/s (weights GB/s at 1 token), mean ± sd over " << options.repetitions
+            << " repetitions\n\n";
+  std::cout << fmt::format(
+      "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>24} | {:>5} | {:<6} |\n", "matrix",
+      "out x in", "fmt", "thr", "M", "packed", "oneDNN", "ratio", "winner");
+  std::cout << fmt::format(
+      "| {:-<11} | {:->13} | {:-<4} | {:->3} | {:->4} | {:->24} | {:->24} | {:->5} | {:-<6} |\n",
+      "", "", "", "", "", "", "", "", "");
+  const auto cell = [](const runtime::KernelBenchRow& row, const runtime::KernelPathResult& p) {
+    std::string s = fmt::format("{:.1f} ± {:.1f}", p.gflops.mean(), p.gflops.stddev());
+    if (row.tokens == 1) s += fmt::format(" ({:.1f} GB/s)", p.weight_gb_per_s.mean());
+    return s;
+  };
+  for (const runtime::KernelBenchRow& row : r.rows) {
+    std::cout << fmt::format(
+        "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>24} | {:>5.2f} | {:<6} |\n",
+        row.shape.name, fmt::format("{}x{}", row.shape.rows, row.shape.cols), row.format,
+        row.threads, row.tokens, cell(row, row.packed), cell(row, row.onednn), row.speedup(),
+        row.winner());
+  }
+  if (!r.rows.empty()) {
+    std::cout << fmt::format("\noneDNN implementations: {}", r.rows.front().onednn.implementation);
+    for (const runtime::KernelBenchRow& row : r.rows) {
+      if (row.format != r.rows.front().format) {
+        std::cout << ", " << row.onednn.implementation;
+        break;
+      }
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
 int run_bench(const BenchCommandOptions& o) {
+  if (o.kernels) return run_kernel_bench(o);
+  if (o.model.empty()) {
+    std::fprintf(stderr, "tandem: bench needs a model folder (-m) or --kernels.\n");
+    return 2;
+  }
   runtime::LoadOptions load;
   if (!runtime::parse_cpu_format(o.cpu_format, load.cpu_format)) {
     std::fprintf(stderr, "tandem: --cpu-format must be native, int8, int4 or bf16.\n");
@@ -23,6 +119,9 @@ int run_bench(const BenchCommandOptions& o) {
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
   load.threads = threads;
   load.pools = o.pools;
+  load.dense = o.dense == "packed"   ? runtime::DenseBackend::Packed
+               : o.dense == "onednn" ? runtime::DenseBackend::Onednn
+                                     : runtime::DenseBackend::Auto;
   std::unique_ptr<runtime::LoadedModel> model;
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -52,6 +151,8 @@ int run_bench(const BenchCommandOptions& o) {
         {"layers", model->spec().num_layers},
         {"cpu_format", format},
         {"cpu_variant", variant},
+        {"dense", o.dense},
+        {"onednn_matrices", model->onednn_matrices()},
         {"threads", threads},
         {"pools", model->pools()},
         {"load_seconds", load_s},

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem::app {
 
@@ -13,8 +14,16 @@ struct BenchCommandOptions {
   int pools = 0;  // 0: a converted folder's own count, else one per NUMA node
   int repetitions = 3;
   std::string cpu_format = "int8";
+  std::string dense = "auto";  // runtime::DenseBackend: auto, packed or onednn
   bool json = false;
   bool no_warmup = false;
+  // --kernels: our packed kernels against oneDNN on Qwen3-30B-A3B's matrix shapes instead
+  // of a model.
+  bool kernels = false;
+  std::vector<std::int64_t> kernel_tokens = {1, 8, 64, 512};
+  std::int64_t head_rows = 151936;
+  double sample_seconds = 0.2;  // --kernels: shortest time one sample repeats a product
+  std::uint64_t working_set_mib = 256;
 };
 
 int run_bench(const BenchCommandOptions& options);

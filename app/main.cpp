@@ -208,10 +208,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   tandem::app::BenchCommandOptions bench;
   CLI::App* bench_cmd =
-      cli.add_subcommand("bench", "Measure prompt and decode speed on random tokens");
-  bench_cmd->add_option("-m,--model", bench.model, "Model folder")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+      cli.add_subcommand("bench",
+                         "Measure prompt and decode speed on random tokens (or, with --kernels, "
+                         "the matrix kernels)");
+  CLI::Option* bench_model = bench_cmd->add_option("-m,--model", bench.model, "Model folder")
+                                 ->check(CLI::ExistingDirectory);
   bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")
       ->capture_default_str();
   bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")
@@ -228,11 +229,42 @@ int main(int argc, char** argv) {
           "Weights on the CPU: native, int8, int4 or bf16; a converted folder uses its own")
       ->capture_default_str()
       ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
+  bench_cmd
+      ->add_option("--dense", bench.dense,
+                   "Dense INT8 matrices: auto (oneDNN for long prompts where it is faster), "
+                   "packed (our kernels) or onednn (always)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "packed", "onednn"}));
   bench_cmd->add_flag("--json", bench.json, "Print JSON");
   bench_cmd->add_flag("--no-warmup", bench.no_warmup,
                       "Count the first prompt and decode too (by default one uncounted pass "
                       "warms the buffers, as llama-bench does)");
 
+  bench_cmd
+      ->add_flag("--kernels", bench.kernels,
+                 "Instead of a model: time our packed kernels against oneDNN on Qwen3-30B-A3B's "
+                 "matrix shapes (INT8 and BF16; all thread counts from -t, else all cores and 1)")
+      ->excludes(bench_model);
+  bench_cmd
+      ->add_option("--tokens", bench.kernel_tokens, "--kernels: token counts (M), e.g. 1,8,64,512")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  bench_cmd
+      ->add_option("--head-rows", bench.head_rows,
+                   "--kernels: rows of the output head (fewer save time and memory)")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
+  bench_cmd
+      ->add_option("--sample-time", bench.sample_seconds,
+                   "--kernels: seconds each sample repeats a product for (at least)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 60.0));
+  bench_cmd
+      ->add_option("--working-set", bench.working_set_mib,
+                   "--kernels: MiB of weight copies the products rotate over, so they come "
+                   "from memory rather than the cache")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   tandem::app::ConvertCommandOptions convert;
   CLI::App* convert_cmd = cli.add_subcommand("convert",
                                              "Convert a Hugging Face model folder into Tandem's "

@@ -11,6 +11,7 @@
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
 #include "engine/runtime/expert_slicing.h"
+#include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::runtime {
@@ -22,6 +23,14 @@ enum class CpuFormat { Native, Int8, Int4, Bf16 };
 std::string_view cpu_format_name(CpuFormat f);
 bool parse_cpu_format(std::string_view name, CpuFormat& out);
 
+// Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
+// output head). Auto: oneDNN where it was measured faster, from kOnednnMinTokens tokens on
+// with our AVX-512 kernels beside oneDNN's AVX-512 VNNI code (numbers in
+// kernels/cpu/onednn_matmul.h); Onednn: always. BF16 and the routed experts always take our
+// kernels. oneDNN holds its own copy of the weights (our packed one serves fewer tokens).
+enum class DenseBackend { Auto, Packed, Onednn };
+inline constexpr std::int64_t kOnednnMinTokens = 64;
+
 struct LoadOptions {
   // Ignored for a converted folder, whose weights are already packed in one format.
   CpuFormat cpu_format = CpuFormat::Native;
@@ -31,6 +40,7 @@ struct LoadOptions {
   // converted folder's own count, otherwise one per NUMA node (fewer when the experts'
   // width cannot be split that many ways). A converted folder takes only its own count.
   int pools = 0;
+  DenseBackend dense = DenseBackend::Auto;
 };
 
 // Every matrix the fast kernels take, with its layer (-1: the output head): all but the
@@ -54,6 +64,10 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w);
 // precision. Not for CpuFormat::Native.
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts);
 
+// Whether a matrix packed as `format` in `role` goes through oneDNN.
+bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,
+                kernels::CpuVariant variant);
+
 class LoadedModel {
  public:
   // Throws model::ModelError with a sentence naming the file for anything wrong.
@@ -69,6 +83,9 @@ class LoadedModel {
   // Bytes of weights one token reads (attention, the active experts, the output head).
   std::uint64_t active_weight_bytes_per_token() const;
   std::uint64_t packed_bytes() const;
+  // How many matrices oneDNN multiplies, and the bytes of its copies of them.
+  std::size_t onednn_matrices() const { return onednn_.size(); }
+  std::uint64_t onednn_bytes() const;
   // Whether the packed weights came from a `tandem convert` folder.
   bool converted() const { return converted_; }
   // The pool count to run with (a NumaPools of as many pools). Packed routed experts are
@@ -88,6 +105,7 @@ class LoadedModel {
   // in packed_ view into them.
   std::vector<hw::NodeMemory> expert_memory_;
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
+  std::vector<std::unique_ptr<kernels::OnednnMatmul>> onednn_;
   bool converted_ = false;
   int pools_ = 1;
   bool experts_sliced_ = false;
@@ -99,6 +117,7 @@ class LoadedModel {
   // Fills every routed expert's slices (one per pool) with `make`, on `threads` threads.
   void make_expert_slices(kernels::PackedFormat format, std::int64_t int4_group, int threads,
                           const SliceMaker& make);
+  void attach_onednn(DenseBackend backend, int threads);
 };
 
 }  // namespace tandem::runtime

@@ -1,5 +1,6 @@
 #include "kernels/cpu/dense_matmul.h"
 
+#include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/vec16.h"
 
@@ -16,6 +17,7 @@ WeightMatrix WeightMatrix::slice_rows(std::int64_t begin, std::int64_t count) co
   s.rows = count;
   s.first_row = first_row + begin;
   s.packed = nullptr;
+  s.onednn = nullptr;
   return s;
 }
 
@@ -67,6 +69,10 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 
 void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
                 std::int64_t y_stride, const ParallelFor& parallel) {
+  if (w.onednn != nullptr && m >= w.onednn_min_tokens) {
+    w.onednn->run(x, m, y, y_stride, parallel);
+    return;
+  }
   if (w.packed != nullptr) {
     // One buffer per calling thread: activations are packed once per product.
     thread_local PackedActivations activations;

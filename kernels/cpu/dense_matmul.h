@@ -12,6 +12,7 @@
 namespace tandem::kernels {
 
 struct PackedMatrix;
+class OnednnMatmul;
 
 // A row-major weight matrix [rows x cols] in place (usually memory-mapped), optionally with
 // DeepSeek-V3-style block scales: value = stored * scale[row / block_rows][col / block_cols].
@@ -28,6 +29,10 @@ struct WeightMatrix {
   // variant instead of converting the stored rows. Slices never carry it.
   const PackedMatrix* packed = nullptr;
   CpuVariant packed_variant = CpuVariant::Scalar;
+  // When set, products of at least `onednn_min_tokens` tokens go through oneDNN
+  // (kernels/cpu/onednn_matmul.h) instead. Slices never carry it.
+  const OnednnMatmul* onednn = nullptr;
+  std::int64_t onednn_min_tokens = 1;
 
   // Rows [begin, begin + count) as a matrix of their own.
   WeightMatrix slice_rows(std::int64_t begin, std::int64_t count) const;

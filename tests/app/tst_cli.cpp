@@ -168,6 +168,12 @@ class TestCli : public QObject {
     QCOMPARE(bench.code, 0);
     QCOMPARE(nlohmann::json::parse(bench.out.toStdString())["cpu_format"].get<std::string>(),
              std::string("int8"));
+    // The converted folder's dense INT8 matrices can go through oneDNN too.
+    const Run onednn = runTandem({"bench", "-m", out, "-p", "8", "-n", "4", "-r", "1", "-t", "2",
+                                  "--dense", "onednn", "--json"},
+                                 env());
+    QCOMPARE(onednn.code, 0);
+    QVERIFY(nlohmann::json::parse(onednn.out.toStdString())["onednn_matrices"].get<int>() > 0);
     // Again into the finished folder: everything is kept.
     const Run again =
         runTandem({"convert", "--in", fixture, "--out", out, "--method", "int8"}, env());
@@ -215,6 +221,38 @@ class TestCli : public QObject {
         runTandem({"bench", "-m", out, "-p", "8", "-n", "2", "-r", "1", "-t", "2"}, env());
     QCOMPARE(table.code, 0);
     QVERIFY2(table.out.contains(QLatin1String("| threads | pools |")), qPrintable(table.out));
+  }
+
+  // The kernel benchmark's report: a row per matrix, format, thread count and token count,
+  // each with both paths measured and a verdict; and bench without a model or --kernels is
+  // an error that says what is missing.
+  void benchKernels() {
+    const Run r =
+        runTandem({"bench", "--kernels", "--tokens", "1,3", "--head-rows", "256", "-r", "2", "-t",
+                   "1", "--sample-time", "0.01", "--working-set", "16", "--json"},
+                  env());
+    QCOMPARE(r.code, 0);
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    QVERIFY(doc["onednn"].get<std::string>().rfind("oneDNN ", 0) == 0);
+    const auto& rows = doc["rows"];
+    QCOMPARE(rows.size(), std::size_t{6 * 2 * 2});  // matrices x formats x token counts
+    for (const auto& row : rows) {
+      QCOMPARE(row["threads"].get<int>(), 1);
+      for (const char* path : {"packed", "onednn"}) {
+        QCOMPARE(row[path]["gflops"].size(), std::size_t{2});
+        QVERIFY(row[path]["gflops_mean"].get<double>() > 0);
+        QVERIFY(row[path]["weight_bytes"].get<std::uint64_t>() >=
+                row["rows"].get<std::uint64_t>() * row["cols"].get<std::uint64_t>());
+      }
+      const std::string winner = row["winner"].get<std::string>();
+      QVERIFY(winner == "packed" || winner == "onednn" || winner == "tie");
+    }
+    QCOMPARE(rows[12]["matrix"].get<std::string>(), std::string("head"));
+    QCOMPARE(rows[12]["rows"].get<int>(), 256);
+
+    const Run neither = runTandem({"bench"}, env());
+    QCOMPARE(neither.code, 2);
+    QVERIFY2(neither.err.contains(QLatin1String("--kernels")), qPrintable(neither.err));
   }
 
   void convertExplainsBadInput() {

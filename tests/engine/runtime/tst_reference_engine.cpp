@@ -158,6 +158,87 @@ class TestReferenceEngine : public QObject {
              qPrintable(QStringLiteral("%1 of %2").arg(agree).arg(decisive)));
   }
 
+  // The dense INT8 matrices through oneDNN or our kernels: the same logits (both compute the
+  // same integer sums with the same scales), on a whole prompt and on one more token.
+  void onednnDenseMatchesPackedKernels_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("format");
+    for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "llama"}) {
+      for (const char* format : {"int8", "int4"})
+        QTest::newRow(qPrintable(QStringLiteral("%1 %2").arg(f, format))) << f << format;
+    }
+  }
+
+  void onednnDenseMatchesPackedKernels() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, format);
+    const std::string folder =
+        std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
+    std::ifstream in(folder + "/expected.json");
+    const auto expected = nlohmann::json::parse(in);
+    runtime::LoadOptions options;
+    QVERIFY(runtime::parse_cpu_format(format.toStdString(), options.cpu_format));
+    options.dense = runtime::DenseBackend::Packed;
+    auto ours = runtime::LoadedModel::load(folder, options);
+    options.dense = runtime::DenseBackend::Onednn;
+    auto theirs = runtime::LoadedModel::load(folder, options);
+    QCOMPARE(ours->onednn_matrices(), std::size_t{0});
+    QVERIFY(theirs->onednn_matrices() > 0);
+    runtime::NumaPools pool(2);
+    runtime::Generator a(*ours, pool, 128);
+    runtime::Generator b(*theirs, pool, 128);
+    for (const auto& case_ : expected["prompts"]) {
+      std::vector<std::int32_t> ids = case_["ids"].get<std::vector<std::int32_t>>();
+      for (int step = 0; step < 2; ++step) {
+        const std::vector<float> want = a.evaluate(ids);
+        const std::vector<float> got = b.evaluate(ids);
+        QCOMPARE(got.size(), want.size());
+        const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+        const float tolerance = 1e-5f * (*hi - *lo);
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          QVERIFY2(
+              std::abs(got[i] - want[i]) <= tolerance,
+              qPrintable(QStringLiteral("logit %1: %2 vs %3").arg(i).arg(got[i]).arg(want[i])));
+        }
+        ids.push_back(static_cast<std::int32_t>(hi - want.begin()));
+      }
+    }
+  }
+
+  // By default oneDNN takes the dense INT8 products of long prompts only, where it is faster,
+  // and only beside our AVX-512 kernels: the logits of an 80-token prompt and of the next
+  // token stay those of our kernels.
+  void autoUsesOnednnForLongPrompts() {
+    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe";
+    runtime::LoadOptions options;
+    options.cpu_format = runtime::CpuFormat::Int8;
+    options.dense = runtime::DenseBackend::Packed;
+    auto ours = runtime::LoadedModel::load(folder, options);
+    options.dense = runtime::DenseBackend::Auto;
+    auto automatic = runtime::LoadedModel::load(folder, options);
+    if (automatic->cpu_variant() != kernels::CpuVariant::Avx512) {
+      QCOMPARE(automatic->onednn_matrices(), std::size_t{0});
+      QSKIP("oneDNN is chosen only beside the AVX-512 kernels");
+    }
+    QVERIFY(automatic->onednn_matrices() > 0);
+    QVERIFY(automatic->weights().output.onednn != nullptr);
+    QCOMPARE(automatic->weights().output.onednn_min_tokens, runtime::kOnednnMinTokens);
+    std::vector<std::int32_t> ids;
+    for (std::int32_t i = 0; i < 80; ++i)
+      ids.push_back(static_cast<std::int32_t>((i * 37 + 11) % ours->spec().vocab_size));
+    runtime::NumaPools pool(2);
+    runtime::Generator a(*ours, pool, 128);
+    runtime::Generator b(*automatic, pool, 128);
+    for (int step = 0; step < 2; ++step) {
+      const std::vector<float> want = a.evaluate(ids);
+      const std::vector<float> got = b.evaluate(ids);
+      const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+      for (std::size_t i = 0; i < want.size(); ++i)
+        QVERIFY(std::abs(got[i] - want[i]) <= 1e-5f * (*hi - *lo));
+      ids.push_back(static_cast<std::int32_t>(hi - want.begin()));
+    }
+  }
+
   // Prefill in one batch, in chunks, or token by token: the same logits.
   void prefillChunkingDoesNotChangeResults() {
     const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/deepseek-v3";
