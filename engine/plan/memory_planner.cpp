@@ -38,8 +38,10 @@ struct Layout {
 };
 
 // Where each category goes for the given choices.
+// `onednn`: the machine's prompts multiply the dense INT8 matrices through oneDNN, which keeps
+// its own copy of them (runtime::onednn_for).
 Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_fmt,
-              std::int64_t gpu_experts, std::int64_t context) {
+              std::int64_t gpu_experts, std::int64_t context, bool onednn) {
   Layout l;
   const std::int64_t attention_dense = m.attention_params + m.dense_ffn_params + m.router_params;
   const std::int64_t cpu_experts = m.experts - gpu_experts;
@@ -58,9 +60,18 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
         {"routed experts (CPU)", bytes(m.expert_params * cpu_experts * m.moe_layers, cpu)});
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   } else {
-    l.ram.push_back({"attention and dense weights", bytes(attention_dense, cpu)});
-    l.ram.push_back({"shared experts", bytes(m.shared_expert_params, cpu)});
-    l.ram.push_back({"output head", bytes(m.output_params, cpu)});
+    // Read by every token, the dense matrices stay INT8 when the experts are INT4
+    // (runtime::packed_format_for).
+    const WeightFormat dense = cpu == WeightFormat::Int4 ? WeightFormat::Int8 : cpu;
+    l.ram.push_back({"attention and dense weights", bytes(attention_dense, dense)});
+    l.ram.push_back({"shared experts", bytes(m.shared_expert_params, dense)});
+    l.ram.push_back({"output head", bytes(m.output_params, dense)});
+    if (onednn && dense == WeightFormat::Int8) {
+      l.ram.push_back(
+          {"dense weights in oneDNN's layout (prompts)",
+           bytes(attention_dense - m.router_params + m.shared_expert_params + m.output_params,
+                 WeightFormat::Int8)});
+    }
     l.ram.push_back(
         {"routed experts (CPU)", bytes(m.expert_params * m.experts * m.moe_layers, cpu)});
     // The CPU engine keeps keys and values in fp32.
@@ -169,6 +180,9 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   const auto& usable = hw.isa.usable;
   const kernels::CpuVariant variant = kernels::best_variant(usable);
   const bool native_bf16 = usable.avx512_bf16 || usable.amx_bf16;
+  // The runtime's policy (runtime::onednn_for with DenseBackend::Auto): oneDNN takes the
+  // prompts' dense INT8 products where our kernels are AVX-512.
+  const bool onednn = variant == kernels::CpuVariant::Avx512;
 
   // Budgets: leave the operating system and other programs some room.
   const std::uint64_t ram_reserve = std::max<std::uint64_t>(1ull << 30, hw.memory.total_bytes / 20);
@@ -193,7 +207,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   if (gpu != nullptr) {
     plan.vram_budget = gpu->free_bytes;
     for (WeightFormat f : {WeightFormat::Bf16, WeightFormat::Int8, WeightFormat::Int4}) {
-      if (sum(layout(m, true, cpu, f, 0, context).vram) <= plan.vram_budget) {
+      if (sum(layout(m, true, cpu, f, 0, context, onednn).vram) <= plan.vram_budget) {
         gpu_fmt = f;
         use_gpu = true;
         break;
@@ -210,7 +224,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
     }
     if (use_gpu && m.experts > 0 && m.moe_layers > 0) {
       const std::uint64_t left =
-          plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram);
+          plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context, onednn).vram);
       const std::uint64_t per_expert_all_layers = bytes(m.expert_params * m.moe_layers, gpu_fmt);
       gpu_experts = std::min<std::int64_t>(
           m.experts,
@@ -221,7 +235,9 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   plan.gpu_name = gpu != nullptr ? gpu->name : "";
 
   // RAM: make it fit by smaller CPU formats, then a shorter context.
-  auto ram_needed = [&] { return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context).ram); };
+  auto ram_needed = [&] {
+    return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, onednn).ram);
+  };
   while (ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4) {
     const WeightFormat smaller =
         cpu == WeightFormat::Bf16 ? WeightFormat::Int8 : WeightFormat::Int4;
@@ -249,7 +265,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   if (use_gpu) {
     // A shorter context also frees VRAM for more experts.
     const std::uint64_t left =
-        plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context).vram);
+        plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context, onednn).vram);
     if (m.experts > 0 && m.moe_layers > 0) {
       gpu_experts = std::min<std::int64_t>(
           m.experts,
@@ -258,7 +274,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
     }
   }
 
-  const Layout final_layout = layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context);
+  const Layout final_layout = layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, onednn);
   plan.ram = final_layout.ram;
   plan.vram = final_layout.vram;
   plan.cpu_format = cpu;
@@ -306,13 +322,14 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
       {"threadpool-count", std::to_string(pools), hw.recommendation.thread_pools.reason});
   plan.parameters.push_back(
       {"num-gpu-experts", std::to_string(gpu_experts),
-       !use_gpu         ? std::string("no usable GPU: every expert runs on the CPU")
-       : m.experts == 0 ? std::string("a dense model has no experts to place")
-                        : fmt::format("{} of VRAM left after attention, KV cache and scratch holds "
-                                      "{} of {} experts per layer",
-                                      gib(plan.vram_budget -
-                                          sum(layout(m, true, cpu, gpu_fmt, 0, context).vram)),
-                                      gpu_experts, m.experts)});
+       !use_gpu ? std::string("no usable GPU: every expert runs on the CPU")
+       : m.experts == 0
+           ? std::string("a dense model has no experts to place")
+           : fmt::format("{} of VRAM left after attention, KV cache and scratch holds "
+                         "{} of {} experts per layer",
+                         gib(plan.vram_budget -
+                             sum(layout(m, true, cpu, gpu_fmt, 0, context, onednn).vram)),
+                         gpu_experts, m.experts)});
   const std::int64_t deferred = use_gpu && m.experts_per_token > 2 && gpu_experts < m.experts
                                     ? std::min<std::int64_t>(2, m.experts_per_token - 1)
                                     : 0;

@@ -153,6 +153,28 @@ class TestPlanner : public QObject {
     QCOMPARE(params["enable-dynamic-expert-update"], std::string("true"));
   }
 
+  // CPU only: INT4 experts keep INT8 dense matrices, as the runtime packs them; where the
+  // prompts' INT8 products go through oneDNN (AVX-512 without AMX), its copy is counted too.
+  void cpu_only_dense_matrices() {
+    const ModelShape s = shape("qwen3-30b-a3b");
+    const std::uint64_t attention = std::uint64_t{48} * (2048 * 4096 * 2 + 2048 * 512 * 2);
+    const std::uint64_t head = std::uint64_t{151936} * 2048;
+    hw::HardwareReport avx512 = machine("ryzen-avx512-16gb");
+    avx512.gpus.devices.clear();
+    const Plan p = make_plan(avx512, s, {8192, Quality::Balanced, false});
+    QVERIFY(!p.uses_gpu);
+    QCOMPARE(line(p.ram, "output head"), head);  // INT8 whatever the experts' format
+    QVERIFY(line(p.ram, "attention and dense weights") >= attention);
+    // The planner's attention count includes its norms (4352 values a layer): within 0.1%.
+    const std::uint64_t copy = line(p.ram, "dense weights in oneDNN's layout (prompts)");
+    QVERIFY2(copy >= attention + head && copy - (attention + head) < (attention + head) / 1000,
+             qPrintable(QString::number(copy)));
+    const Plan laptop = make_plan(machine("laptop-avx2"), s, {8192, Quality::Balanced, false});
+    QCOMPARE(laptop.cpu_format, WeightFormat::Int4);
+    QCOMPARE(line(laptop.ram, "output head"), head);
+    QCOMPARE(line(laptop.ram, "dense weights in oneDNN's layout (prompts)"), ~0ull);  // AVX2
+  }
+
   void kimi_does_not_fit_on_a_laptop() {
     const Plan p = make_plan(machine("laptop-avx2"), shape("kimi-k2-instruct"),
                              {8192, Quality::Balanced, false});
