@@ -119,6 +119,7 @@ int run_bench(const BenchCommandOptions& o) {
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
   load.threads = threads;
   load.pools = o.pools;
+  load.dense_bf16 = o.dense_bf16;
   load.dense = o.dense == "packed"   ? runtime::DenseBackend::Packed
                : o.dense == "onednn" ? runtime::DenseBackend::Onednn
                                      : runtime::DenseBackend::Auto;

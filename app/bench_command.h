@@ -14,6 +14,7 @@ struct BenchCommandOptions {
   int pools = 0;  // 0: a converted folder's own count, else one per NUMA node
   int repetitions = 3;
   std::string cpu_format = "int8";
+  bool dense_bf16 = false;
   std::string dense = "auto";  // runtime::DenseBackend: auto, packed or onednn
   bool json = false;
   bool no_warmup = false;

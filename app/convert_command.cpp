@@ -48,6 +48,7 @@ int run_convert(const ConvertCommandOptions& o) {
   }
   options.group = o.group;
   options.pools = o.pools;
+  options.dense_bf16 = o.dense_bf16;
   options.threads = o.threads;
   options.verify = o.verify;
   InterruptGuard guard;

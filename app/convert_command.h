@@ -10,6 +10,7 @@ struct ConvertCommandOptions {
   int pools = 0;  // 0: one per NUMA node of this machine
   int threads = 0;
   bool verify = false;
+  bool dense_bf16 = false;
 };
 
 // Exit status: 0 done, 1 failed (run again to resume), 2 bad arguments or input, 130 interrupted.

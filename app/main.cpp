@@ -64,6 +64,17 @@ bool use_demo_model_if_none(std::string& model) {
   return false;
 }
 
+// --dense-bf16 on the commands that pack or convert weights.
+void add_dense_format_option(CLI::App* command, bool& dense_bf16) {
+  command
+      ->add_flag(
+          "--dense-bf16", dense_bf16,
+          "Keep attention, shared experts, dense layers and the output head in BF16 while the "
+          "routed experts take the chosen format (for attention that INT8 disturbs, as "
+          "DeepSeek-V3's)")
+      ->capture_default_str();
+}
+
 // --pools on the commands that run a model.
 void add_pools_option(CLI::App* command, int& pools) {
   command
@@ -141,6 +152,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("-t,--threads", run.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
   add_pools_option(run_cmd, run.pools);
+  add_dense_format_option(run_cmd, run.dense_bf16);
   run_cmd->add_option("--temperature", run.temperature, "Sampling temperature")
       ->capture_default_str();
   run_cmd->add_option("--top-k", run.top_k, "Keep the k most likely tokens (0: off)")
@@ -220,6 +232,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("-t,--threads", bench.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
   add_pools_option(bench_cmd, bench.pools);
+  add_dense_format_option(bench_cmd, bench.dense_bf16);
   bench_cmd->add_option("-r,--repetitions", bench.repetitions, "Repetitions")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -287,6 +300,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   convert_cmd->add_option("-t,--threads", convert.threads, "Packing threads (default: all)")
       ->check(CLI::Range(1, 4096));
+  add_dense_format_option(convert_cmd, convert.dense_bf16);
   convert_cmd->add_flag("--verify", convert.verify,
                         "Print each packed tensor's relative error against the source");
 

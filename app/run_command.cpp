@@ -52,6 +52,7 @@ int run_generate(const RunOptions& o) {
     runtime::LoadOptions load;
     runtime::parse_cpu_format(o.cpu_format, load.cpu_format);
     load.pools = o.pools;
+    load.dense_bf16 = o.dense_bf16;
     model = runtime::LoadedModel::load(o.model, load);
     tokenizer = text::load_tokenizer(o.model);
   } catch (const std::exception& e) {

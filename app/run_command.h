@@ -25,6 +25,7 @@ struct RunOptions {
   std::int64_t context = 0;  // 0: the model's, at most 4096
   std::string dump_logits;
   std::string cpu_format = "native";
+  bool dense_bf16 = false;
 };
 
 int run_generate(const RunOptions& options);

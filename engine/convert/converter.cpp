@@ -195,8 +195,8 @@ Plan make_plan(const ConvertOptions& o) {
   for (const runtime::PackableMatrix& m : runtime::packable_matrices(p.weights)) {
     const std::string& name = name_of_data.at(m.matrix->data);
     if (!packed_names.insert(name).second) continue;
-    const kernels::PackedFormat format =
-        runtime::packed_format_for(cpu_format(o.method), m.role, p.spec.num_experts > 0);
+    const kernels::PackedFormat format = runtime::packed_format_for(
+        cpu_format(o.method), m.role, p.spec.num_experts > 0, o.dense_bf16);
     Unit& unit = m.layer < 0 ? head : layers[static_cast<std::size_t>(m.layer)];
     const model::TensorRef* source = p.checkpoint->find(name);
     const std::uint64_t source_bytes = tensor_bytes(*source);
@@ -359,6 +359,7 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
   Manifest manifest;
   manifest.method = options_.method;
   manifest.group = plan.group;
+  manifest.dense_bf16 = options_.dense_bf16;
   manifest.pools = plan.pools;
   manifest.source_folder = fs::absolute(options_.input).lexically_normal().string();
   {
@@ -374,8 +375,8 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
   if (fs::exists(out / kManifestName)) {
     const Manifest old = read_manifest(options_.output);
     if (old.method != manifest.method || old.group != manifest.group ||
-        old.pools != manifest.pools || old.config_sha256 != manifest.config_sha256 ||
-        old.source_files != manifest.source_files) {
+        old.dense_bf16 != manifest.dense_bf16 || old.pools != manifest.pools ||
+        old.config_sha256 != manifest.config_sha256 || old.source_files != manifest.source_files) {
       throw ConvertError(options_.output +
                          " already holds a conversion with other settings or from another source; "
                          "choose an empty folder, or delete this one to start over.");

@@ -24,6 +24,9 @@ struct ConvertOptions {
   // Thread pools the routed experts are split for (see runtime/expert_slicing.h); 0: one
   // per NUMA node of this machine, or the most below that the experts' width allows.
   int pools = 0;
+  // Attention, shared experts, dense layers and the output head in BF16 (the experts keep
+  // `method`): see runtime::packed_format_for.
+  bool dense_bf16 = false;
   bool verify = false;
   int threads = 0;  // packing threads; 0: all hardware threads
 };

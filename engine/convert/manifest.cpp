@@ -80,6 +80,7 @@ Manifest read_manifest(const std::string& folder) {
     }
     m.group = j.at("group").get<std::int64_t>();
     m.pools = m.format_version >= 2 ? j.at("pools").get<int>() : 1;
+    m.dense_bf16 = j.value("dense_format", std::string("same")) == "bf16";
     if (m.pools < 1) {
       throw model::ModelError(path + ": the manifest names " + std::to_string(m.pools) +
                               " pools; the folder is damaged, convert the model again.");
@@ -125,6 +126,7 @@ void write_manifest(const std::string& folder, const Manifest& m) {
   j["method"] = method_name(m.method);
   j["group"] = m.group;
   j["pools"] = m.pools;
+  j["dense_format"] = m.dense_bf16 ? "bf16" : "same";
   nlohmann::json files = nlohmann::json::array();
   for (const SourceFile& f : m.source_files)
     files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"header_sha256", f.header_sha256}});

@@ -55,7 +55,8 @@ struct Manifest {
   bool complete = false;
   Method method = Method::Int8;
   std::int64_t group = 0;
-  int pools = 1;  // the thread pools the experts are split for
+  int pools = 1;            // the thread pools the experts are split for
+  bool dense_bf16 = false;  // "dense_format": "bf16"; absent or "same": as the method
   std::string source_folder;
   std::string config_sha256;
   std::vector<SourceFile> source_files;

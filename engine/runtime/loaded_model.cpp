@@ -120,18 +120,33 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w) {
   return out;
 }
 
-kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts) {
+kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
+                                        bool dense_bf16) {
+  const bool expert_like =
+      role == MatrixRole::Expert || (role == MatrixRole::FeedForward && !has_experts);
+  if (dense_bf16 && !expert_like) return kernels::PackedFormat::Bf16;
   switch (format) {
     case CpuFormat::Int4:
-      return role == MatrixRole::Expert || (role == MatrixRole::FeedForward && !has_experts)
-                 ? kernels::PackedFormat::Int4
-                 : kernels::PackedFormat::Int8;
+      return expert_like ? kernels::PackedFormat::Int4 : kernels::PackedFormat::Int8;
     case CpuFormat::Bf16:
       return kernels::PackedFormat::Bf16;
     default:
       return kernels::PackedFormat::Int8;
   }
 }
+
+namespace {
+
+// The variant for one matrix: the AVX-512 BF16 kernel needs AVX512_BF16, and the AVX2 code
+// reads the same layout.
+kernels::CpuVariant variant_for(kernels::PackedFormat format, kernels::CpuVariant variant) {
+  if (format == kernels::PackedFormat::Bf16 && variant == kernels::CpuVariant::Avx512 &&
+      !kernels::detect_isa().usable.avx512_bf16)
+    return kernels::CpuVariant::Avx2;
+  return variant;
+}
+
+}  // namespace
 
 bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,
                 kernels::CpuVariant variant) {
@@ -234,7 +249,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
     for (const PackableMatrix& p : packable_matrices(m->weights_)) {
       if (sliced && p.role == MatrixRole::Expert) continue;
       targets.push_back(p.matrix);
-      formats.push_back(packed_format_for(format, p.role, m->spec_.num_experts > 0));
+      formats.push_back(
+          packed_format_for(format, p.role, m->spec_.num_experts > 0, options.dense_bf16));
     }
     m->packed_.resize(targets.size());
     for_each_on_threads(options.threads, targets.size(), [&](std::size_t i) {
@@ -243,7 +259,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
     });
     for (std::size_t i = 0; i < targets.size(); ++i) {
       targets[i]->packed = m->packed_[i].get();
-      targets[i]->packed_variant = m->variant_;
+      targets[i]->packed_variant = variant_for(formats[i], m->variant_);
     }
     if (sliced) {
       const std::int64_t inner = m->spec_.moe_intermediate_size;
@@ -309,7 +325,7 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
   });
   for (std::size_t i = 0; i < targets.size(); ++i) {
     targets[i].matrix->packed = packed_[i].get();
-    targets[i].matrix->packed_variant = variant_;
+    targets[i].matrix->packed_variant = variant_for(packed_[i]->format, variant_);
   }
   if (sliced) {
     const std::int64_t inner = spec_.moe_intermediate_size;

@@ -41,6 +41,9 @@ struct LoadOptions {
   // width cannot be split that many ways). A converted folder takes only its own count.
   int pools = 0;
   DenseBackend dense = DenseBackend::Auto;
+  // Attention, shared experts, dense layers and the output head in BF16 whatever cpu_format
+  // says (packed_format_for); ignored for a converted folder, which carries its formats.
+  bool dense_bf16 = false;
 };
 
 // Every matrix the fast kernels take, with its layer (-1: the output head): all but the
@@ -61,8 +64,11 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w);
 // (nearly all the bytes of an MoE model, each read by few tokens) and, in a model without
 // experts, of the FFNs; attention, shared experts, dense layers and the output head, read by
 // every token, stay INT8, as 4-bit schemes elsewhere keep their sensitive tensors at higher
-// precision. Not for CpuFormat::Native.
-kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts);
+// precision. With `dense_bf16`, those matrices every token reads are BF16 instead (the
+// experts keep `format`): for models whose attention is sensitive to INT8, such as the MLA
+// of DeepSeek-V3. Not for CpuFormat::Native.
+kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
+                                        bool dense_bf16 = false);
 
 // Whether a matrix packed as `format` in `role` goes through oneDNN.
 bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,
