@@ -468,17 +468,25 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x,
                                   moe_inputs_[static_cast<std::size_t>(a)]);
   });
   const kernels::CpuVariant variant = shape.variant;
-  constexpr std::int64_t kBlocksPerTask = 2;
+  // Row blocks per task: long runs of one matrix let the prefetchers stream it (a decode
+  // step reads each expert once), yet at least about eight tasks per thread keep the threads
+  // evenly loaded. Even, so the kernels' two- and four-block tiles apply.
+  const std::int64_t threads = pool_.threads();
+  const auto blocks_per_task = [&](std::int64_t blocks) {
+    const std::int64_t fair = actives * blocks / (8 * threads);
+    return std::clamp<std::int64_t>(fair / 2 * 2, 2, 8);
+  };
+  const std::int64_t blocks_gate = blocks_per_task(shape.gate->blocks);
   // moe_gate_ and moe_up_: per slice, [slots x width].
-  const std::int64_t inner_tasks = (shape.gate->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  const std::int64_t inner_tasks = (shape.gate->blocks + blocks_gate - 1) / blocks_gate;
   moe_gate_.resize(static_cast<std::size_t>(slices * slots * width));
   moe_up_.resize(static_cast<std::size_t>(slices * slots * width));
   for_each_slice(actives * inner_tasks, [&](int s, std::int64_t t0, std::int64_t t1) {
     for (std::int64_t t = t0; t < t1; ++t) {
       const Active& a = active[static_cast<std::size_t>(t / inner_tasks)];
       const model::ExpertSlice f = slice_of(w.experts[static_cast<std::size_t>(a.expert)], s);
-      const std::int64_t b0 = (t % inner_tasks) * kBlocksPerTask;
-      const std::int64_t b1 = std::min(f.gate->blocks, b0 + kBlocksPerTask);
+      const std::int64_t b0 = (t % inner_tasks) * blocks_gate;
+      const std::int64_t b1 = std::min(f.gate->blocks, b0 + blocks_gate);
       float* g = moe_gate_.data() + (s * slots + a.begin) * width;
       float* u = moe_up_.data() + (s * slots + a.begin) * width;
       const auto& in = moe_inputs_[static_cast<std::size_t>(t / inner_tasks)];
@@ -498,15 +506,16 @@ void Transformer::packed_experts(const model::MoeWeights& w, const float* x,
                                   moe_hidden_[static_cast<std::size_t>(i)]);
   });
   // moe_out_: per slice, the partial down outputs [slots x h].
-  const std::int64_t hidden_tasks = (shape.down->blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  const std::int64_t blocks_down = blocks_per_task(shape.down->blocks);
+  const std::int64_t hidden_tasks = (shape.down->blocks + blocks_down - 1) / blocks_down;
   moe_out_.resize(static_cast<std::size_t>(slices * slots * h));
   for_each_slice(actives * hidden_tasks, [&](int s, std::int64_t t0, std::int64_t t1) {
     for (std::int64_t t = t0; t < t1; ++t) {
       const std::int64_t a = t / hidden_tasks;
       const Active& act = active[static_cast<std::size_t>(a)];
       const model::ExpertSlice f = slice_of(w.experts[static_cast<std::size_t>(act.expert)], s);
-      const std::int64_t b0 = (t % hidden_tasks) * kBlocksPerTask;
-      const std::int64_t b1 = std::min(f.down->blocks, b0 + kBlocksPerTask);
+      const std::int64_t b0 = (t % hidden_tasks) * blocks_down;
+      const std::int64_t b1 = std::min(f.down->blocks, b0 + blocks_down);
       kernels::packed_matmul(*f.down, moe_hidden_[static_cast<std::size_t>(s * actives + a)],
                              moe_out_.data() + (s * slots + act.begin) * h, h, b0, b1, variant);
     }
