@@ -12,18 +12,25 @@
 
 namespace tandem::runtime {
 
+double sample_mean(const std::vector<double>& values) {
+  if (values.empty()) return 0.0;
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+double sample_stddev(const std::vector<double>& values) {
+  if (values.size() < 2) return 0.0;
+  const double m = sample_mean(values);
+  double ss = 0.0;
+  for (double v : values) ss += (v - m) * (v - m);
+  return std::sqrt(ss / static_cast<double>(values.size() - 1));
+}
+
 double Measurement::mean() const {
-  if (tokens_per_s.empty()) return 0.0;
-  return std::accumulate(tokens_per_s.begin(), tokens_per_s.end(), 0.0) /
-         static_cast<double>(tokens_per_s.size());
+  return sample_mean(tokens_per_s);
 }
 
 double Measurement::stddev() const {
-  if (tokens_per_s.size() < 2) return 0.0;
-  const double m = mean();
-  double ss = 0.0;
-  for (double v : tokens_per_s) ss += (v - m) * (v - m);
-  return std::sqrt(ss / static_cast<double>(tokens_per_s.size() - 1));
+  return sample_stddev(tokens_per_s);
 }
 
 double BenchResult::roofline_tokens_per_s() const {

@@ -23,6 +23,10 @@ struct BenchOptions {
   std::uint64_t seed = 1;
 };
 
+// Mean and sample standard deviation (n - 1) of repeated measurements; 0 when too few.
+double sample_mean(const std::vector<double>& values);
+double sample_stddev(const std::vector<double>& values);
+
 struct Measurement {
   std::vector<double> tokens_per_s;  // one per repetition
   double mean() const;

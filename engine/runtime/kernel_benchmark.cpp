@@ -1,5 +1,7 @@
 #include "engine/runtime/kernel_benchmark.h"
 
+#include "engine/runtime/benchmark.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -66,16 +68,11 @@ std::vector<KernelShape> qwen3_30b_a3b_shapes(std::int64_t head_rows) {
 }
 
 double RateSamples::mean() const {
-  if (values.empty()) return 0;
-  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+  return sample_mean(values);
 }
 
 double RateSamples::stddev() const {
-  if (values.size() < 2) return 0;
-  const double m = mean();
-  double ss = 0;
-  for (double v : values) ss += (v - m) * (v - m);
-  return std::sqrt(ss / static_cast<double>(values.size() - 1));
+  return sample_stddev(values);
 }
 
 double KernelBenchRow::speedup() const {

@@ -400,39 +400,32 @@ void bf16_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   }
 }
 
+// TT token tiles from token t0 for the format of `w`.
+template <class Tiles, int TT, int BB>
+void format_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                  const std::uint8_t* widened, std::int64_t t0, float* y, std::int64_t y_stride) {
+  switch (w.format) {
+    case PackedFormat::Int8:
+      int8_tiles<Tiles, TT, BB>(w, x, block, t0, y, y_stride);
+      break;
+    case PackedFormat::Int4:
+      int4_tiles<Tiles, TT, BB>(w, x, block, widened, t0, y, y_stride);
+      break;
+    case PackedFormat::Bf16:
+      bf16_tiles<Tiles, TT, BB>(w, x, block, t0, y, y_stride);
+      break;
+  }
+}
+
 template <class Tiles, int BB>
 void token_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                  const std::uint8_t* widened, std::int64_t token_tiles, float* y,
                  std::int64_t y_stride) {
   std::int64_t tt = 0;
-  for (; tt + 2 <= token_tiles; tt += 2) {
-    const std::int64_t t0 = tt * kTileRows;
-    switch (w.format) {
-      case PackedFormat::Int8:
-        int8_tiles<Tiles, 2, BB>(w, x, block, t0, y, y_stride);
-        break;
-      case PackedFormat::Int4:
-        int4_tiles<Tiles, 2, BB>(w, x, block, widened, t0, y, y_stride);
-        break;
-      case PackedFormat::Bf16:
-        bf16_tiles<Tiles, 2, BB>(w, x, block, t0, y, y_stride);
-        break;
-    }
-  }
-  if (tt < token_tiles) {
-    const std::int64_t t0 = tt * kTileRows;
-    switch (w.format) {
-      case PackedFormat::Int8:
-        int8_tiles<Tiles, 1, BB>(w, x, block, t0, y, y_stride);
-        break;
-      case PackedFormat::Int4:
-        int4_tiles<Tiles, 1, BB>(w, x, block, widened, t0, y, y_stride);
-        break;
-      case PackedFormat::Bf16:
-        bf16_tiles<Tiles, 1, BB>(w, x, block, t0, y, y_stride);
-        break;
-    }
-  }
+  for (; tt + 2 <= token_tiles; tt += 2)
+    format_tiles<Tiles, 2, BB>(w, x, block, widened, tt * kTileRows, y, y_stride);
+  if (tt < token_tiles)
+    format_tiles<Tiles, 1, BB>(w, x, block, widened, tt * kTileRows, y, y_stride);
 }
 
 // INT4 goes through the tiles when its groups are whole tiles of columns.

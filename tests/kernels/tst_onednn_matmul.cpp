@@ -11,18 +11,13 @@
 #include <thread>
 
 #include "kernels/cpu/onednn_matmul.h"
+#include "tests/support/random_values.h"
 
 using namespace tandem::kernels;
 
 namespace {
 
-std::vector<float> randomValues(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using tandem::test::normal_values;
 
 int threadsInProcess() {
   int n = 0;
@@ -46,14 +41,14 @@ class TestOnednnMatmul : public QObject {
   void runsOnOurThreadsOnly() {
     const int rows = 512;
     const int cols = 256;
-    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 3);
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 3);
     WeightMatrix source;
     source.data = values.data();
     source.rows = rows;
     source.cols = cols;
     OnednnMatmul m(source, PackedFormat::Int8, 2);
     const int tokens = 64;
-    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 4);
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 4);
     std::vector<float> y(static_cast<std::size_t>(tokens * rows));
     m.run(x.data(), tokens, y.data(), rows, serial_for);
     QCOMPARE(threadsInProcess(), threads_at_start_);
@@ -105,8 +100,8 @@ class TestOnednnMatmul : public QObject {
     const PackedFormat f = static_cast<PackedFormat>(format);
     const int rows = 37;
     const int cols = 300;
-    const auto w = randomValues(static_cast<std::size_t>(rows * cols), 21);
-    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 22);
+    const auto w = normal_values(static_cast<std::size_t>(rows * cols), 21);
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 22);
     WeightMatrix source;
     source.data = w.data();
     source.rows = rows;
@@ -144,7 +139,7 @@ class TestOnednnMatmul : public QObject {
   }
 
   void rejectsAnotherFormat() {
-    const auto w = randomValues(16 * 8, 5);
+    const auto w = normal_values(16 * 8, 5);
     WeightMatrix source;
     source.data = w.data();
     source.rows = 16;
@@ -152,7 +147,7 @@ class TestOnednnMatmul : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, OnednnMatmul(pack_int4(source, 8), 1));
     OnednnMatmul m(source, PackedFormat::Int8, 1);
     PackedActivations bf16;
-    const auto x = randomValues(8, 6);
+    const auto x = normal_values(8, 6);
     pack_activations(x.data(), 1, 8, PackedFormat::Bf16, bf16);
     std::vector<float> y(16);
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, m.run(bf16, y.data(), 16, serial_for));
@@ -184,7 +179,7 @@ class TestOnednnMatmul : public QObject {
     QFETCH(int, rows);
     QFETCH(int, cols);
     QFETCH(int, slices);
-    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 11);
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 11);
     WeightMatrix source;
     source.data = values.data();
     source.rows = rows;
@@ -197,7 +192,7 @@ class TestOnednnMatmul : public QObject {
     const QString impl = QString::fromStdString(m.implementation(tokens));
     QVERIFY2(!impl.startsWith(QLatin1String("ref")),
              qPrintable(QStringLiteral("oneDNN fell back to %1").arg(impl)));
-    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 12);
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 12);
     PackedActivations a;
     pack_activations_for(packed, x.data(), tokens, a);
     // y has a wider stride than rows, and sentinels there must stay untouched.

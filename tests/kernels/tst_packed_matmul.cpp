@@ -5,18 +5,13 @@
 #include <random>
 
 #include "kernels/cpu/packed_matmul.h"
+#include "tests/support/random_values.h"
 
 using namespace tandem::kernels;
 
 namespace {
 
-std::vector<float> randomValues(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using tandem::test::normal_values;
 
 PackedMatrix packAs(PackedFormat f, const WeightMatrix& source,
                     std::int64_t group = kDefaultInt4Group) {
@@ -112,14 +107,14 @@ class TestPackedMatmul : public QObject {
     QFETCH(int, rows);
     QFETCH(int, cols);
     QFETCH(int, group);
-    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 11);
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 11);
     WeightMatrix source;
     source.data = values.data();
     source.rows = rows;
     source.cols = cols;
     const PackedFormat f = static_cast<PackedFormat>(format);
     const PackedMatrix w = packAs(f, source, group);
-    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 12);
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 12);
     PackedActivations a;
     pack_activations_for(w, x.data(), tokens, a);
     // y has a wider stride than rows, and sentinels there must stay untouched.
@@ -149,14 +144,14 @@ class TestPackedMatmul : public QObject {
     if (!variant_supported(CpuVariant::Avx512, usable) || !usable.avx512_bf16)
       QSKIP("the AMX kernels (real or emulated) need AVX-512 VNNI and BF16 for their tails");
     const int rows = 90, cols = 320, tokens = 35;
-    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 51);
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 51);
     WeightMatrix source;
     source.data = values.data();
     source.rows = rows;
     source.cols = cols;
     for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
       const PackedMatrix w = packAs(f, source, 64);
-      const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 52);
+      const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 52);
       PackedActivations a;
       pack_activations_for(w, x.data(), tokens, a);
       std::vector<float> want(static_cast<std::size_t>(tokens * rows), -7.0f), got(want);
@@ -187,14 +182,14 @@ class TestPackedMatmul : public QObject {
     QFETCH(int, format);
     QFETCH(double, tolerance);
     const int tokens = 4, rows = 48, cols = 256;
-    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 21);
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 21);
     WeightMatrix source;
     source.data = values.data();
     source.rows = rows;
     source.cols = cols;
     const PackedFormat f = static_cast<PackedFormat>(format);
     const PackedMatrix w = packAs(f, source);
-    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 22);
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 22);
     PackedActivations a;
     pack_activations_for(w, x.data(), tokens, a);
     std::vector<float> got(static_cast<std::size_t>(tokens * rows));
@@ -215,7 +210,7 @@ class TestPackedMatmul : public QObject {
   // left is the activations' INT8 rounding, so a broken nibble order or scale shows.
   void int4MatchesItsDequantisedWeights() {
     const int tokens = 3, rows = 21, cols = 200, group = 32;
-    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 41);
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 41);
     WeightMatrix source;
     source.data = values.data();
     source.rows = rows;
@@ -223,7 +218,7 @@ class TestPackedMatmul : public QObject {
     const PackedMatrix w = pack_int4(source, group);
     QCOMPARE(w.cols_padded, 200);
     QCOMPARE(w.groups(), 7);  // six of 32 and one of 8
-    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 42);
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 42);
     PackedActivations a;
     pack_activations_for(w, x.data(), tokens, a);
     std::vector<float> got(static_cast<std::size_t>(tokens * rows));
@@ -268,13 +263,13 @@ class TestPackedMatmul : public QObject {
 
   void allBlocksInParallelChunks() {
     const int rows = 100, cols = 64, tokens = 2;
-    const auto values = randomValues(static_cast<std::size_t>(rows * cols), 31);
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 31);
     WeightMatrix source;
     source.data = values.data();
     source.rows = rows;
     source.cols = cols;
     const PackedMatrix w = pack_int8(source);
-    const auto x = randomValues(static_cast<std::size_t>(tokens * cols), 32);
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 32);
     PackedActivations a;
     pack_activations(x.data(), tokens, cols, PackedFormat::Int8, a);
     std::vector<float> want(static_cast<std::size_t>(tokens * rows)), got(want.size());
