@@ -1,6 +1,6 @@
-// AVX2 kernels for CPUs without AVX-512. INT8 widens to 16 bits and uses VPMADDWD, which
-// cannot saturate (unlike VPMADDUBSW), so the sums equal the scalar reference exactly.
-// Each 16-byte piece of a packed group holds 4 rows x 4 columns.
+// AVX2 kernels for CPUs without AVX-512. Every sum equals the scalar reference's exactly:
+// INT8 and INT4 go through VPMADDUBSW in ways that cannot saturate (see int8_block and
+// int4_block). Each 32-byte half of a packed quad holds 8 rows x 4 columns.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,62 +11,58 @@ namespace tandem::kernels {
 namespace {
 
 constexpr int kTokenTile = 2;
+constexpr int kInt8TokenTile = 4;
 
+// INT8 with VPMADDUBSW, which multiplies unsigned by signed bytes and adds pairs into 16 bits
+// with saturation. The stored weights (w + 128) become signed again (w, never -128), and
+// |w| times x * sign(w) is w * x: each pair sums to at most 2 * 127 * 127 = 32258, so nothing
+// saturates and the 32-bit sums equal the scalar reference's exactly.
 template <int T>
 void int8_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                 std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t quads = w.cols_padded / 4;
   const std::uint8_t* wb = w.block(block);
   const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
-  __m256i acc[4][T];  // [group of 4 rows][token]: pairs of partial sums per row
-  for (int g = 0; g < 4; ++g)
-    for (int t = 0; t < T; ++t) acc[g][t] = _mm256_setzero_si256();
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[2][T];  // [rows 0-7, 8-15][token]: one 32-bit sum per row
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
   for (std::int64_t k = 0; k < quads; ++k) {
     __m256i xv[T];
     for (int t = 0; t < T; ++t) {
-      const std::int8_t* q = xq + t * x.cols_padded + k * 4;
-      const std::int64_t four =
-          static_cast<std::uint16_t>(q[0]) |
-          (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[1])) << 16) |
-          (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[2])) << 32) |
-          (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[3])) << 48);
-      xv[t] = _mm256_set1_epi64x(four);
+      std::int32_t quad;
+      __builtin_memcpy(&quad, xq + t * x.cols_padded + k * 4, 4);
+      xv[t] = _mm256_set1_epi32(quad);
     }
-    for (int g = 0; g < 4; ++g) {
-      const __m256i wv = _mm256_cvtepu8_epi16(
-          _mm_load_si128(reinterpret_cast<const __m128i*>(wb + k * 64 + g * 16)));
-      for (int t = 0; t < T; ++t)
-        acc[g][t] = _mm256_add_epi32(acc[g][t], _mm256_madd_epi16(wv, xv[t]));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ws = _mm256_xor_si256(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + k * 64 + h * 32)), bias);
+      const __m256i magnitude = _mm256_sign_epi8(ws, ws);
+      for (int t = 0; t < T; ++t) {
+        const __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv[t], ws));
+        acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(pairs, ones));
+      }
     }
   }
   const std::int64_t r0 = block * kPackRows;
   const std::int64_t rows = std::min(kPackRows, w.rows - r0);
   for (int t = 0; t < T; ++t) {
     const std::int64_t tok = t0 + t;
-    alignas(32) std::int32_t part[8];
-    for (int g = 0; g < 4; ++g) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(part), acc[g][t]);
-      for (int i = 0; i < 4; ++i) {
-        const std::int64_t lane = g * 4 + i;
-        if (lane >= rows) break;
-        const std::int32_t exact =
-            part[2 * i] + part[2 * i + 1] - 128 * x.q_sum[static_cast<std::size_t>(tok)];
-        y[tok * y_stride + r0 + lane] = static_cast<float>(exact) *
-                                        w.row_scale[static_cast<std::size_t>(r0 + lane)] *
-                                        x.scale[static_cast<std::size_t>(tok)];
-      }
+    alignas(32) std::int32_t sums[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums), acc[0][t]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8), acc[1][t]);
+    for (std::int64_t lane = 0; lane < rows; ++lane) {
+      y[tok * y_stride + r0 + lane] = static_cast<float>(sums[lane]) *
+                                      w.row_scale[static_cast<std::size_t>(r0 + lane)] *
+                                      x.scale[static_cast<std::size_t>(tok)];
     }
   }
 }
 
-// The four 32-bit pairs of partial sums per row (rows 4g..4g+3 in acc[g]) folded into the
-// exact sums of rows 8h..8h+7, in row order.
-inline __m256i row_sums(__m256i a, __m256i b) {
-  // hadd gives rows [0, 1, 4, 5, 2, 3, 6, 7] of the eight rows held by a and b.
-  return _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(a, b),
-                                     _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
-}
-
+// INT4: the nibbles are unsigned (0..15), so VPMADDUBSW takes them as they are: a pair sums
+// to at most 2 * 15 * 127, far from saturating. Exact sums per group, then one fused
+// multiply-add per group, in group order, as the scalar reference.
 template <int T>
 void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                 std::int64_t t0, float* y, std::int64_t y_stride) {
@@ -76,35 +72,33 @@ void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   const std::int64_t rows_padded = w.blocks * kPackRows;
   const std::uint8_t* wb = w.block(block);
   const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
-  const __m128i low_nibbles = _mm_set1_epi8(0x0F);
-  auto broadcast_quad = [](const std::int8_t* q) {
-    const std::int64_t four = static_cast<std::uint16_t>(q[0]) |
-                              (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[1])) << 16) |
-                              (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[2])) << 32) |
-                              (static_cast<std::int64_t>(static_cast<std::uint16_t>(q[3])) << 48);
-    return _mm256_set1_epi64x(four);
-  };
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256 result[2][T];  // [rows 0-7, 8-15][token]
   for (int h = 0; h < 2; ++h)
     for (int t = 0; t < T; ++t) result[h][t] = _mm256_setzero_ps();
   for (std::int64_t g = 0; g < groups; ++g) {
-    __m256i acc[4][T];
-    for (int q = 0; q < 4; ++q)
-      for (int t = 0; t < T; ++t) acc[q][t] = _mm256_setzero_si256();
+    __m256i acc[2][T];
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
     const std::int64_t k1 = std::min(octets, (g + 1) * octets_per_group);
     for (std::int64_t k = g * octets_per_group; k < k1; ++k) {
       __m256i x0[T], x1[T];
       for (int t = 0; t < T; ++t) {
-        x0[t] = broadcast_quad(xq + t * x.cols_padded + k * 8);
-        x1[t] = broadcast_quad(xq + t * x.cols_padded + k * 8 + 4);
+        std::int32_t quads[2];
+        __builtin_memcpy(quads, xq + t * x.cols_padded + k * 8, 8);
+        x0[t] = _mm256_set1_epi32(quads[0]);
+        x1[t] = _mm256_set1_epi32(quads[1]);
       }
-      for (int q = 0; q < 4; ++q) {
-        const __m128i raw = _mm_load_si128(reinterpret_cast<const __m128i*>(wb + k * 64 + q * 16));
-        const __m256i lo = _mm256_cvtepu8_epi16(_mm_and_si128(raw, low_nibbles));
-        const __m256i hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low_nibbles));
+      for (int h = 0; h < 2; ++h) {
+        const __m256i raw =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + k * 64 + h * 32));
+        const __m256i lo = _mm256_and_si256(raw, low_nibbles);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles);
         for (int t = 0; t < T; ++t) {
-          acc[q][t] = _mm256_add_epi32(acc[q][t], _mm256_add_epi32(_mm256_madd_epi16(lo, x0[t]),
-                                                                   _mm256_madd_epi16(hi, x1[t])));
+          const __m256i pairs =
+              _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0[t]), _mm256_maddubs_epi16(hi, x1[t]));
+          acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(pairs, ones));
         }
       }
     }
@@ -113,7 +107,7 @@ void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
           _mm256_loadu_ps(w.group_scale.data() + g * rows_padded + block * kPackRows + h * 8);
       for (int t = 0; t < T; ++t) {
         const __m256i exact = _mm256_sub_epi32(
-            row_sums(acc[2 * h][t], acc[2 * h + 1][t]),
+            acc[h][t],
             _mm256_set1_epi32(8 * x.group_sum[static_cast<std::size_t>((t0 + t) * groups + g)]));
         result[h][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(exact), result[h][t]);
       }
@@ -186,15 +180,32 @@ void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float
     }
     return;
   }
-  const bool int8 = w.format == PackedFormat::Int8;
+  if (w.format == PackedFormat::Int8) {
+    for (std::int64_t b = block_begin; b < block_end; ++b) {
+      std::int64_t t = 0;
+      for (; t + kInt8TokenTile <= x.tokens; t += kInt8TokenTile)
+        int8_block<kInt8TokenTile>(w, x, b, t, y, y_stride);
+      switch (x.tokens - t) {
+        case 1:
+          int8_block<1>(w, x, b, t, y, y_stride);
+          break;
+        case 2:
+          int8_block<2>(w, x, b, t, y, y_stride);
+          break;
+        case 3:
+          int8_block<3>(w, x, b, t, y, y_stride);
+          break;
+        default:
+          break;
+      }
+    }
+    return;
+  }
   for (std::int64_t b = block_begin; b < block_end; ++b) {
     std::int64_t t = 0;
-    for (; t + kTokenTile <= x.tokens; t += kTokenTile) {
-      int8 ? int8_block<kTokenTile>(w, x, b, t, y, y_stride)
-           : bf16_block<kTokenTile>(w, x, b, t, y, y_stride);
-    }
-    if (t < x.tokens)
-      int8 ? int8_block<1>(w, x, b, t, y, y_stride) : bf16_block<1>(w, x, b, t, y, y_stride);
+    for (; t + kTokenTile <= x.tokens; t += kTokenTile)
+      bf16_block<kTokenTile>(w, x, b, t, y, y_stride);
+    if (t < x.tokens) bf16_block<1>(w, x, b, t, y, y_stride);
   }
 }
 
