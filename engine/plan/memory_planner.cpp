@@ -74,9 +74,11 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     }
     l.ram.push_back(
         {"routed experts (CPU)", bytes(m.expert_params * m.experts * m.moe_layers, cpu)});
-    // The CPU engine keeps keys and values in fp32.
-    l.ram.push_back(
-        {"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 4)});
+    // The CPU engine keeps keys and values in fp32; for latent attention it keeps the latent
+    // twice, as rows to weigh and transposed beside the rotary key to score against (counted
+    // as two copies of latent and key: a little over, by the rotary key).
+    l.ram.push_back({"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token *
+                                                            (m.mla ? 2 : 1) * 4)});
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   }
   l.ram.push_back({"runtime overhead", kRuntimeOverheadBytes});

@@ -29,12 +29,17 @@ class KvCache {
   float* value(std::int64_t layer, std::int64_t pos) {
     return &values_[l(layer)][off(pos, value_row_)];
   }
-  // MLA: keys_ hold the normalised latent [kv_lora_rank] per position, values_ the rotary
-  // key [rope dim].
-  float* latent(std::int64_t layer, std::int64_t pos) {
+  // MLA: the normalised latent [kv_lora_rank] per position (what the heads weigh), and the
+  // keys every head scores against, the latent followed by the rotary key, transposed
+  // ([kv_lora_rank + rope dim][capacity]) for the attention kernel.
+  void store_latent(std::int64_t layer, std::int64_t pos, const float* latent,
+                    const float* rope_key);
+  const float* latent(std::int64_t layer, std::int64_t pos) const {
     return &keys_[l(layer)][off(pos, key_row_)];
   }
-  float* rope_key(std::int64_t layer, std::int64_t pos) { return value(layer, pos); }
+  const float* latent_keys_transposed(std::int64_t layer) const {
+    return latent_keys_[l(layer)].data();
+  }
 
  private:
   static std::size_t l(std::int64_t layer) { return static_cast<std::size_t>(layer); }
@@ -48,8 +53,10 @@ class KvCache {
   std::int64_t head_dim_ = 0;
   std::int64_t kv_heads_ = 0;
   std::int64_t value_row_;
+  std::int64_t latent_rank_ = 0, rope_dim_ = 0;  // MLA
   std::vector<std::vector<float>> keys_;
   std::vector<std::vector<float>> values_;
+  std::vector<std::vector<float>> latent_keys_;  // MLA
 };
 
 }  // namespace tandem::runtime

@@ -277,50 +277,71 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
   }
   std::vector<float> kv(static_cast<std::size_t>(n * (lora + rope)));
   matmul(x, n, w.kv_a, kv.data());
+  std::vector<float> latent(static_cast<std::size_t>(lora)),
+      rope_key(static_cast<std::size_t>(rope));
   for (std::int64_t t = 0; t < n; ++t) {
     const float* row = kv.data() + t * (lora + rope);
-    rms_norm(row, w.kv_a_norm.data(), lora, kLatentNormEps, cache.latent(layer, pos0 + t));
-    float* kr = cache.rope_key(layer, pos0 + t);
-    std::copy_n(row + lora, rope, kr);
-    rope_.apply(kr, pos0 + t);
+    rms_norm(row, w.kv_a_norm.data(), lora, kLatentNormEps, latent.data());
+    std::copy_n(row + lora, rope, rope_key.data());
+    rope_.apply(rope_key.data(), pos0 + t);
+    cache.store_latent(layer, pos0 + t, latent.data(), rope_key.data());
     rope_.apply_heads(q.data() + t * nh * qk + nope, nh, qk, pos0 + t);
   }
 
+  // Every head scores against the same keys (the latent and the rotary key) and weighs the
+  // same latent, so the heads of a token go through the attention kernel together, each key
+  // and latent row read once for eight heads. Queries are [latent | rotary] per head.
   const float scale = static_cast<float>(spec_.attention_scale);
+  const std::int64_t key_dim = lora + rope;
+  // Heads per pass: all of them for a few tokens (decode: enough jobs for the threads), a
+  // block of 16 for a prompt (bounded buffers).
+  const std::int64_t block = n >= 64 ? std::min<std::int64_t>(16, nh) : nh;
+  constexpr std::int64_t kHeadsPerJob = 8;
   std::vector<float> attended(static_cast<std::size_t>(n * nh * vd));
+  std::vector<float> q_keys(static_cast<std::size_t>(n * block * key_dim));
+  std::vector<float> o_latent(static_cast<std::size_t>(n * block * lora));
   std::vector<float> q_nope(static_cast<std::size_t>(n * nope));
   std::vector<float> q_latent(static_cast<std::size_t>(n * lora));
-  std::vector<float> o_latent(static_cast<std::size_t>(n * lora));
+  std::vector<float> gathered(static_cast<std::size_t>(n * lora));
   std::vector<float> v_head(static_cast<std::size_t>(n * vd));
-  for (std::int64_t head = 0; head < nh; ++head) {
-    const kernels::WeightMatrix w_uk = w.kv_b.slice_rows(head * (nope + vd), nope);
-    const kernels::WeightMatrix w_uv = w.kv_b.slice_rows(head * (nope + vd) + nope, vd);
-    for (std::int64_t t = 0; t < n; ++t)
-      std::copy_n(q.data() + (t * nh + head) * qk, nope, q_nope.data() + t * nope);
-    kernels::matmul_xw(q_nope.data(), n, w_uk, q_latent.data(), parallel_);
-    pool_.parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
-      std::vector<float> scores(static_cast<std::size_t>(pos0 + n));
-      for (std::int64_t t = begin; t < end; ++t) {
-        const std::int64_t len = pos0 + t + 1;
-        const float* ql = q_latent.data() + t * lora;
-        const float* qr = q.data() + (t * nh + head) * qk + nope;
-        for (std::int64_t s = 0; s < len; ++s) {
-          scores[static_cast<std::size_t>(s)] =
-              (kernels::dot_f32(ql, cache.latent(layer, s), lora) +
-               kernels::dot_f32(qr, cache.rope_key(layer, s), rope)) *
-              scale;
-        }
-        kernels::softmax_inplace(scores.data(), len);
-        float* ol = o_latent.data() + t * lora;
-        std::fill(ol, ol + lora, 0.0f);
-        for (std::int64_t s = 0; s < len; ++s) {
-          kernels::axpy_f32(scores[static_cast<std::size_t>(s)], cache.latent(layer, s), ol, lora);
-        }
+  const float* keys_t = cache.latent_keys_transposed(layer);
+  const float* values = cache.latent(layer, 0);
+  for (std::int64_t h0 = 0; h0 < nh; h0 += block) {
+    const std::int64_t heads = std::min(block, nh - h0);
+    for (std::int64_t j = 0; j < heads; ++j) {
+      const std::int64_t head = h0 + j;
+      const kernels::WeightMatrix w_uk = w.kv_b.slice_rows(head * (nope + vd), nope);
+      for (std::int64_t t = 0; t < n; ++t)
+        std::copy_n(q.data() + (t * nh + head) * qk, nope, q_nope.data() + t * nope);
+      kernels::matmul_xw(q_nope.data(), n, w_uk, q_latent.data(), parallel_);
+      for (std::int64_t t = 0; t < n; ++t) {
+        float* qk_row = q_keys.data() + (t * block + j) * key_dim;
+        std::copy_n(q_latent.data() + t * lora, lora, qk_row);
+        std::copy_n(q.data() + (t * nh + head) * qk + nope, rope, qk_row + lora);
+      }
+    }
+    const std::int64_t groups = (heads + kHeadsPerJob - 1) / kHeadsPerJob;
+    pool_.parallel_for(n * groups, [&](std::int64_t begin, std::int64_t end) {
+      std::vector<float> scores(static_cast<std::size_t>(kHeadsPerJob * (pos0 + n)));
+      for (std::int64_t job = begin; job < end; ++job) {
+        const std::int64_t t = job / groups;
+        const std::int64_t j0 = (job % groups) * kHeadsPerJob;
+        const std::int64_t len = pos0 + t + 1;  // causal
+        kernels::attend_heads_split(q_keys.data() + (t * block + j0) * key_dim,
+                                    std::min(kHeadsPerJob, heads - j0), keys_t, cache.capacity(),
+                                    key_dim, values, lora, lora, len, scale, scores.data(),
+                                    o_latent.data() + (t * block + j0) * lora);
       }
     });
-    kernels::matmul_xwt(o_latent.data(), n, w_uv, v_head.data(), vd, parallel_);
-    for (std::int64_t t = 0; t < n; ++t)
-      std::copy_n(v_head.data() + t * vd, vd, attended.data() + (t * nh + head) * vd);
+    for (std::int64_t j = 0; j < heads; ++j) {
+      const std::int64_t head = h0 + j;
+      const kernels::WeightMatrix w_uv = w.kv_b.slice_rows(head * (nope + vd) + nope, vd);
+      for (std::int64_t t = 0; t < n; ++t)
+        std::copy_n(o_latent.data() + (t * block + j) * lora, lora, gathered.data() + t * lora);
+      kernels::matmul_xwt(gathered.data(), n, w_uv, v_head.data(), vd, parallel_);
+      for (std::int64_t t = 0; t < n; ++t)
+        std::copy_n(v_head.data() + t * vd, vd, attended.data() + (t * nh + head) * vd);
+    }
   }
   matmul(attended.data(), n, w.o, out);
 }

@@ -81,30 +81,32 @@ inline __attribute__((always_inline)) void weigh_values(const float* p, std::int
 template <int NQ>
 inline __attribute__((always_inline)) void attend_queries(const float* q, const float* keys_t,
                                                           std::int64_t key_stride,
-                                                          const float* values,
+                                                          std::int64_t key_dim, const float* values,
                                                           std::int64_t value_stride,
-                                                          std::int64_t len, std::int64_t dim,
+                                                          std::int64_t value_dim, std::int64_t len,
                                                           float scale, float* scores, float* out) {
-  score_queries<NQ>(q, dim, keys_t, key_stride, len, scale, scores, len);
+  score_queries<NQ>(q, key_dim, keys_t, key_stride, len, scale, scores, len);
   for (int i = 0; i < NQ; ++i) softmax_inplace(scores + i * len, len);
-  weigh_values<NQ>(scores, len, values, value_stride, len, dim, out);
+  weigh_values<NQ>(scores, len, values, value_stride, len, value_dim, out);
 }
 
 }  // namespace
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_heads(
-    const float* q, std::int64_t nq, const float* keys_t, std::int64_t key_stride,
-    const float* values, std::int64_t value_stride, std::int64_t len, std::int64_t dim, float scale,
-    float* scores, float* out) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
+attend_heads_split(const float* q, std::int64_t nq, const float* keys_t, std::int64_t key_stride,
+                   std::int64_t key_dim, const float* values, std::int64_t value_stride,
+                   std::int64_t value_dim, std::int64_t len, float scale, float* scores,
+                   float* out) {
   for (std::int64_t i0 = 0; i0 < nq; i0 += kMaxQueries) {
     const std::int64_t n = std::min(kMaxQueries, nq - i0);
-    const float* qi = q + i0 * dim;
+    const float* qi = q + i0 * key_dim;
     float* si = scores + i0 * len;
-    float* oi = out + i0 * dim;
+    float* oi = out + i0 * value_dim;
     switch (n) {
-#define TANDEM_QUERIES(N)                                                                     \
-  case N:                                                                                     \
-    attend_queries<N>(qi, keys_t, key_stride, values, value_stride, len, dim, scale, si, oi); \
+#define TANDEM_QUERIES(N)                                                                    \
+  case N:                                                                                    \
+    attend_queries<N>(qi, keys_t, key_stride, key_dim, values, value_stride, value_dim, len, \
+                      scale, si, oi);                                                        \
     break;
       TANDEM_QUERIES(1)
       TANDEM_QUERIES(2)
@@ -119,6 +121,13 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
         break;
     }
   }
+}
+
+void attend_heads(const float* q, std::int64_t nq, const float* keys_t, std::int64_t key_stride,
+                  const float* values, std::int64_t value_stride, std::int64_t len,
+                  std::int64_t dim, float scale, float* scores, float* out) {
+  attend_heads_split(q, nq, keys_t, key_stride, dim, values, value_stride, dim, len, scale, scores,
+                     out);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void softmax_inplace(

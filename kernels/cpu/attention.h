@@ -21,6 +21,14 @@ void attend_heads(const float* q, std::int64_t nq, const float* keys_t, std::int
                   const float* values, std::int64_t value_stride, std::int64_t len,
                   std::int64_t dim, float scale, float* scores, float* out);
 
+// The same with keys of key_dim and values of value_dim (multi-head latent attention scores
+// against the latent and the rotary key, 576 values, and weighs the latent alone, 512).
+// q: nq x key_dim; out: nq x value_dim.
+void attend_heads_split(const float* q, std::int64_t nq, const float* keys_t,
+                        std::int64_t key_stride, std::int64_t key_dim, const float* values,
+                        std::int64_t value_stride, std::int64_t value_dim, std::int64_t len,
+                        float scale, float* scores, float* out);
+
 // x = softmax(x) over n values, in place (the sum in double, so long rows stay exact).
 void softmax_inplace(float* x, std::int64_t n);
 

@@ -97,26 +97,68 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
   });
 }
 
+namespace {
+
+constexpr std::int64_t kColumnBlock = 64;
+
+// y[i, c0 + c] = sum_r x[i, r] * wb[r, c] for c < width, where wb holds `rows` rows of 64
+// columns (zero past width). Four tokens at a time keep 16 vectors of sums in registers: each
+// loaded weight vector serves four tokens. Sums run over r in order, as a plain loop would.
+template <int T>
+inline __attribute__((always_inline)) void xw_tokens(const float* x, std::int64_t rows,
+                                                     const float* wb, std::int64_t width, float* y,
+                                                     std::int64_t y_stride) {
+  Vec16 acc[T][4];
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < 4; ++j) acc[t][j] = Vec16{};
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const Vec16 w0 = load16(wb + r * kColumnBlock), w1 = load16(wb + r * kColumnBlock + 16),
+                w2 = load16(wb + r * kColumnBlock + 32), w3 = load16(wb + r * kColumnBlock + 48);
+    for (int t = 0; t < T; ++t) {
+      const float xv = x[t * rows + r];
+      acc[t][0] += xv * w0;
+      acc[t][1] += xv * w1;
+      acc[t][2] += xv * w2;
+      acc[t][3] += xv * w3;
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    alignas(64) float out[kColumnBlock];
+    for (int j = 0; j < 4; ++j) store16(out + 16 * j, acc[t][j]);
+    std::copy_n(out, width, y + t * y_stride);
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void xw_block(
+    const float* x, std::int64_t m, std::int64_t rows, const float* wb, std::int64_t width,
+    float* y, std::int64_t y_stride) {
+  std::int64_t i = 0;
+  for (; i + 4 <= m; i += 4)
+    xw_tokens<4>(x + i * rows, rows, wb, width, y + i * y_stride, y_stride);
+  for (; i < m; ++i) xw_tokens<1>(x + i * rows, rows, wb, width, y + i * y_stride, y_stride);
+}
+
+}  // namespace
+
 void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
                const ParallelFor& parallel) {
   const std::int64_t rows = w.rows;
   const std::int64_t cols = w.cols;
-  // Split the output columns so threads never write the same element; each converts the
-  // rows it needs.
-  constexpr std::int64_t kColumnBlock = 64;
+  // Blocks of 64 output columns, so threads never write the same element; each task converts
+  // its columns of W once into a [rows x 64] buffer.
   const std::int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock;
   parallel(blocks, [&](std::int64_t b0, std::int64_t b1) {
-    const std::int64_t c0 = b0 * kColumnBlock;
-    const std::int64_t c1 = std::min(cols, b1 * kColumnBlock);
     std::vector<float> row(static_cast<std::size_t>(cols));
-    for (std::int64_t i = 0; i < m; ++i) std::fill(y + i * cols + c0, y + i * cols + c1, 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      w.row_f32(r, row.data());
-      for (std::int64_t i = 0; i < m; ++i) {
-        const float xr = x[i * rows + r];
-        float* yi = y + i * cols;
-        for (std::int64_t c = c0; c < c1; ++c) yi[c] += xr * row[c];
+    std::vector<float> wb(static_cast<std::size_t>(rows * kColumnBlock));
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int64_t c0 = b * kColumnBlock;
+      const std::int64_t width = std::min(kColumnBlock, cols - c0);
+      std::fill(wb.begin(), wb.end(), 0.0f);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        w.row_f32(r, row.data());
+        std::copy_n(row.data() + c0, width, wb.data() + r * kColumnBlock);
       }
+      xw_block(x, m, rows, wb.data(), width, y + c0, cols);
     }
   });
 }

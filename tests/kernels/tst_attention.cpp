@@ -107,6 +107,46 @@ class TestAttention : public QObject {
       }
     }
   }
+
+  // Keys and values of different widths, as latent attention uses them (scores over the
+  // latent and the rotary key, the latent alone weighed): against double precision.
+  void splitKeyAndValueWidths() {
+    const int nq = 12, len = 37, key_dim = 40, value_dim = 32;
+    std::mt19937 rng(77);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int stride = len + 3, vstride = value_dim + 5;
+    std::vector<float> q(static_cast<std::size_t>(nq * key_dim)),
+        keys(static_cast<std::size_t>(key_dim * stride)),
+        values(static_cast<std::size_t>(len * vstride));
+    for (float& x : q) x = d(rng);
+    for (float& x : keys) x = d(rng);
+    for (float& x : values) x = d(rng);
+    std::vector<float> scores(static_cast<std::size_t>(nq * len)),
+        out(static_cast<std::size_t>(nq * value_dim));
+    attend_heads_split(q.data(), nq, keys.data(), stride, key_dim, values.data(), vstride,
+                       value_dim, len, 0.2f, scores.data(), out.data());
+    for (int i = 0; i < nq; ++i) {
+      std::vector<double> p(len);
+      double mx = -1e300, sum = 0;
+      for (int s = 0; s < len; ++s) {
+        double dot = 0;
+        for (int k = 0; k < key_dim; ++k) dot += double(q[i * key_dim + k]) * keys[k * stride + s];
+        p[s] = dot * 0.2;
+        mx = std::max(mx, p[s]);
+      }
+      for (int s = 0; s < len; ++s) sum += p[s] = std::exp(p[s] - mx);
+      for (int v = 0; v < value_dim; ++v) {
+        double want = 0;
+        for (int s = 0; s < len; ++s) want += p[s] / sum * values[s * vstride + v];
+        QVERIFY2(std::abs(out[i * value_dim + v] - want) < 1e-5,
+                 qPrintable(QStringLiteral("query %1 value %2: %3 vs %4")
+                                .arg(i)
+                                .arg(v)
+                                .arg(out[i * value_dim + v])
+                                .arg(want)));
+      }
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TestAttention)
