@@ -300,26 +300,33 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
   std::vector<float> attended(static_cast<std::size_t>(n * nh * vd));
   std::vector<float> q_keys(static_cast<std::size_t>(n * block * key_dim));
   std::vector<float> o_latent(static_cast<std::size_t>(n * block * lora));
-  std::vector<float> q_nope(static_cast<std::size_t>(n * nope));
-  std::vector<float> q_latent(static_cast<std::size_t>(n * lora));
-  std::vector<float> gathered(static_cast<std::size_t>(n * lora));
-  std::vector<float> v_head(static_cast<std::size_t>(n * vd));
+  const kernels::ParallelFor serial =
+      [](std::int64_t count, const std::function<void(std::int64_t, std::int64_t)>& body) {
+        body(0, count);
+      };
   const float* keys_t = cache.latent_keys_transposed(layer);
   const float* values = cache.latent(layer, 0);
   for (std::int64_t h0 = 0; h0 < nh; h0 += block) {
     const std::int64_t heads = std::min(block, nh - h0);
-    for (std::int64_t j = 0; j < heads; ++j) {
-      const std::int64_t head = h0 + j;
-      const kernels::WeightMatrix w_uk = w.kv_b.slice_rows(head * (nope + vd), nope);
-      for (std::int64_t t = 0; t < n; ++t)
-        std::copy_n(q.data() + (t * nh + head) * qk, nope, q_nope.data() + t * nope);
-      kernels::matmul_xw(q_nope.data(), n, w_uk, q_latent.data(), parallel_);
-      for (std::int64_t t = 0; t < n; ++t) {
-        float* qk_row = q_keys.data() + (t * block + j) * key_dim;
-        std::copy_n(q_latent.data() + t * lora, lora, qk_row);
-        std::copy_n(q.data() + (t * nh + head) * qk + nope, rope, qk_row + lora);
+    // One task per head: a decode step's 128 small products would otherwise each be a
+    // parallel loop of its own.
+    pool_.parallel_for(heads, 1, [&](std::int64_t j0, std::int64_t j1) {
+      thread_local std::vector<float> q_nope, q_latent;
+      q_nope.resize(static_cast<std::size_t>(n * nope));
+      q_latent.resize(static_cast<std::size_t>(n * lora));
+      for (std::int64_t j = j0; j < j1; ++j) {
+        const std::int64_t head = h0 + j;
+        const kernels::WeightMatrix w_uk = w.kv_b.slice_rows(head * (nope + vd), nope);
+        for (std::int64_t t = 0; t < n; ++t)
+          std::copy_n(q.data() + (t * nh + head) * qk, nope, q_nope.data() + t * nope);
+        kernels::matmul_xw(q_nope.data(), n, w_uk, q_latent.data(), serial);
+        for (std::int64_t t = 0; t < n; ++t) {
+          float* qk_row = q_keys.data() + (t * block + j) * key_dim;
+          std::copy_n(q_latent.data() + t * lora, lora, qk_row);
+          std::copy_n(q.data() + (t * nh + head) * qk + nope, rope, qk_row + lora);
+        }
       }
-    }
+    });
     const std::int64_t groups = (heads + kHeadsPerJob - 1) / kHeadsPerJob;
     pool_.parallel_for(n * groups, [&](std::int64_t begin, std::int64_t end) {
       std::vector<float> scores(static_cast<std::size_t>(kHeadsPerJob * (pos0 + n)));
@@ -333,15 +340,20 @@ void Transformer::latent_attention(std::int64_t layer, const float* x, std::int6
                                     o_latent.data() + (t * block + j0) * lora);
       }
     });
-    for (std::int64_t j = 0; j < heads; ++j) {
-      const std::int64_t head = h0 + j;
-      const kernels::WeightMatrix w_uv = w.kv_b.slice_rows(head * (nope + vd) + nope, vd);
-      for (std::int64_t t = 0; t < n; ++t)
-        std::copy_n(o_latent.data() + (t * block + j) * lora, lora, gathered.data() + t * lora);
-      kernels::matmul_xwt(gathered.data(), n, w_uv, v_head.data(), vd, parallel_);
-      for (std::int64_t t = 0; t < n; ++t)
-        std::copy_n(v_head.data() + t * vd, vd, attended.data() + (t * nh + head) * vd);
-    }
+    pool_.parallel_for(heads, 1, [&](std::int64_t j0, std::int64_t j1) {
+      thread_local std::vector<float> gathered, v_head;
+      gathered.resize(static_cast<std::size_t>(n * lora));
+      v_head.resize(static_cast<std::size_t>(n * vd));
+      for (std::int64_t j = j0; j < j1; ++j) {
+        const std::int64_t head = h0 + j;
+        const kernels::WeightMatrix w_uv = w.kv_b.slice_rows(head * (nope + vd) + nope, vd);
+        for (std::int64_t t = 0; t < n; ++t)
+          std::copy_n(o_latent.data() + (t * block + j) * lora, lora, gathered.data() + t * lora);
+        kernels::matmul_xwt(gathered.data(), n, w_uv, v_head.data(), vd, serial);
+        for (std::int64_t t = 0; t < n; ++t)
+          std::copy_n(v_head.data() + t * vd, vd, attended.data() + (t * nh + head) * vd);
+      }
+    });
   }
   matmul(attended.data(), n, w.o, out);
 }
