@@ -1,5 +1,6 @@
 #include "ui/conversion_dialog.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFileDialog>
@@ -65,6 +66,12 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
                    QStringLiteral("int4"));
   method_->addItem(tr("BF16: full precision, twice the memory of INT8"), QStringLiteral("bf16"));
   form->addRow(tr("Method"), method_);
+  dense_bf16_ = new QCheckBox(tr("Keep attention and the output head in BF16"), this);
+  dense_bf16_->setToolTip(
+      tr("The matrices every token reads stay at full precision while the experts take the "
+         "method above: more accurate for models whose attention is sensitive (DeepSeek-V3, "
+         "Kimi-K2), at the cost of memory and some decoding speed."));
+  form->addRow(QString(), dense_bf16_);
   output_ = new QLineEdit(this);
   auto* browse_output = new QPushButton(tr("Browse…"), this);
   auto* output_row = new QHBoxLayout;
@@ -115,7 +122,10 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   });
   connect(source_, &QLineEdit::editingFinished, this, &ConversionDialog::updateEstimate);
   connect(output_, &QLineEdit::editingFinished, this, &ConversionDialog::updateEstimate);
+  connect(dense_bf16_, &QCheckBox::toggled, this, [this] { updateEstimate(); });
   connect(method_, &QComboBox::currentIndexChanged, this, [this] {
+    dense_bf16_->setEnabled(!running_ &&
+                            method_->currentData().toString() != QLatin1String("bf16"));
     if (!source_->text().isEmpty())
       setOutput(source_->text() + QStringLiteral("-tandem-") + method_->currentData().toString());
   });
@@ -129,6 +139,14 @@ ConversionDialog::~ConversionDialog() {
 void ConversionDialog::setSource(const QString& folder) {
   source_->setText(folder);
   setOutput(folder + QStringLiteral("-tandem-") + method_->currentData().toString());
+}
+
+void ConversionDialog::setDenseBf16(bool on) {
+  dense_bf16_->setChecked(on);
+}
+
+bool ConversionDialog::denseBf16() const {
+  return dense_bf16_->isChecked() && method_->currentData().toString() != QLatin1String("bf16");
 }
 
 void ConversionDialog::setMethod(const QString& method) {
@@ -164,6 +182,7 @@ void ConversionDialog::updateEstimate() {
     o.input = source_->text().toStdString();
     o.output = output_->text().toStdString();
     o.method = method_from(method_->currentData().toString());
+    o.dense_bf16 = denseBf16();
     const convert::ConvertEstimate e = convert::estimate_conversion(o);
     const hw::DiskSpace disk = hw::probe_disk_space(o.output);
     estimate_->setText(
@@ -184,6 +203,7 @@ void ConversionDialog::setRunning(bool running) {
   cancel_->setEnabled(running);
   source_->setEnabled(!running);
   method_->setEnabled(!running);
+  dense_bf16_->setEnabled(!running && method_->currentData().toString() != QLatin1String("bf16"));
   output_->setEnabled(!running);
 }
 
@@ -194,6 +214,7 @@ void ConversionDialog::start() {
   o.input = source_->text().toStdString();
   o.output = output_->text().toStdString();
   o.method = method_from(method_->currentData().toString());
+  o.dense_bf16 = denseBf16();
   o.verify = true;
   verification_->clear();
   verification_->setVisible(false);

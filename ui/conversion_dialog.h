@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -31,6 +32,10 @@ class ConversionDialog : public QDialog {
   void setSource(const QString& folder);
   void setMethod(const QString& method);  // "int8", "int4" or "bf16"
   void setOutput(const QString& folder);
+  // Attention, shared experts, dense layers and the output head in BF16 beside INT8 or INT4
+  // experts (convert::ConvertOptions::dense_bf16).
+  void setDenseBf16(bool on);
+  bool denseBf16() const;
   QString source() const;
   QString output() const;
   bool isRunning() const { return running_; }
@@ -54,6 +59,7 @@ class ConversionDialog : public QDialog {
 
   QLineEdit* source_;
   QComboBox* method_;
+  QCheckBox* dense_bf16_;
   QLineEdit* output_;
   QLabel* estimate_;
   QLabel* status_;

@@ -41,6 +41,30 @@ class TestConversionDialog : public QObject {
     QVERIFY(complete(dir.path() + "/int8"));
   }
 
+  // The BF16 choice for the dense matrices reaches the converter and its manifest; with the
+  // BF16 method it has no meaning and is off.
+  void denseMatricesInBf16() {
+    QTemporaryDir dir;
+    ConversionDialog dialog;
+    dialog.setSource(source_);
+    dialog.setOutput(dir.path() + "/int8-dense");
+    dialog.setDenseBf16(true);
+    QVERIFY(dialog.denseBf16());
+    dialog.setMethod(QStringLiteral("bf16"));
+    QVERIFY(!dialog.denseBf16());
+    dialog.setMethod(QStringLiteral("int8"));
+    dialog.setOutput(dir.path() + "/int8-dense");
+    QVERIFY(dialog.denseBf16());
+    QSignalSpy done(&dialog, &ConversionDialog::finished);
+    dialog.start();
+    QVERIFY(done.wait(30000));
+    QCOMPARE(done.first().at(0).toBool(), true);
+    QFile f(dir.path() + "/int8-dense/tandem-manifest.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const auto manifest = nlohmann::json::parse(f.readAll().toStdString());
+    QCOMPARE(manifest.value("dense_format", std::string()), std::string("bf16"));
+  }
+
   void cancelThenResume() {
     QTemporaryDir dir;
     ConversionDialog dialog;
