@@ -126,8 +126,17 @@ void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y,
 // The variants, for tests and benchmarks (packed_matmul dispatches to them).
 void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y,
                           std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
+// AVX2: INT8 and INT4 through AVX-VNNI where the CPU has it, else VPMADDUBSW (the _plain
+// kernels, which tests also run on AVX-VNNI machines).
 void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float* y,
                         std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
+void packed_matmul_avx2_plain(const PackedMatrix& w, const PackedActivations& x, float* y,
+                              std::int64_t y_stride, std::int64_t block_begin,
+                              std::int64_t block_end);
+// INT8 and INT4 only; needs AVX-VNNI.
+void packed_matmul_avx_vnni(const PackedMatrix& w, const PackedActivations& x, float* y,
+                            std::int64_t y_stride, std::int64_t block_begin,
+                            std::int64_t block_end);
 void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y,
                           std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
 // AMX from 16 tokens on; fewer tokens, and those after the last whole tile of 16, take the

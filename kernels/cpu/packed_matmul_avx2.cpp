@@ -171,6 +171,17 @@ void bf16_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
 
 void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float* y,
                         std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
+  static const bool vnni = detect_isa().usable.avx_vnni;
+  if (vnni && w.format != PackedFormat::Bf16) {
+    packed_matmul_avx_vnni(w, x, y, y_stride, block_begin, block_end);
+  } else {
+    packed_matmul_avx2_plain(w, x, y, y_stride, block_begin, block_end);
+  }
+}
+
+void packed_matmul_avx2_plain(const PackedMatrix& w, const PackedActivations& x, float* y,
+                              std::int64_t y_stride, std::int64_t block_begin,
+                              std::int64_t block_end) {
   if (w.format == PackedFormat::Int4) {
     for (std::int64_t b = block_begin; b < block_end; ++b) {
       std::int64_t t = 0;

@@ -38,11 +38,16 @@ QString formatName(PackedFormat f) {
   return {};
 }
 
-// Not a CpuVariant: the AMX kernels with the tile unit emulated in software.
+// Not CpuVariants: the AMX kernels with the tile unit emulated in software, and the two
+// kernels behind the AVX2 variant (VPMADDUBSW, and AVX-VNNI where the CPU has it).
 constexpr int kEmulatedAmx = 100;
+constexpr int kAvx2Plain = 101;
+constexpr int kAvxVnni = 102;
 
 QString variantLabel(int v) {
   if (v == kEmulatedAmx) return QStringLiteral("amx-emulated");
+  if (v == kAvx2Plain) return QStringLiteral("avx2-plain");
+  if (v == kAvxVnni) return QStringLiteral("avx-vnni");
   return QString::fromUtf8(variant_name(static_cast<CpuVariant>(v)).data());
 }
 
@@ -59,13 +64,16 @@ class TestPackedMatmul : public QObject {
     QTest::addColumn<int>("cols");
     QTest::addColumn<int>("group");
     const IsaFeatures& usable = detect_isa().usable;
-    for (int v :
-         {int(CpuVariant::Avx2), int(CpuVariant::Avx512), int(CpuVariant::Amx), kEmulatedAmx}) {
+    for (int v : {int(CpuVariant::Avx2), int(CpuVariant::Avx512), int(CpuVariant::Amx),
+                  kEmulatedAmx, kAvx2Plain, kAvxVnni}) {
       // A variant the CPU lacks cannot run here; the scalar one always runs. The emulated
       // tile unit needs the AVX-512 kernels for its tails.
-      const CpuVariant needs = v == kEmulatedAmx ? CpuVariant::Avx512 : static_cast<CpuVariant>(v);
+      const CpuVariant needs = v == kEmulatedAmx                  ? CpuVariant::Avx512
+                               : v == kAvx2Plain || v == kAvxVnni ? CpuVariant::Avx2
+                                                                  : static_cast<CpuVariant>(v);
       if (!variant_supported(needs, usable)) continue;
       if (needs == CpuVariant::Avx512 && !usable.avx512_bf16) continue;
+      if (v == kAvxVnni && !usable.avx_vnni) continue;
       const bool tiles = v == int(CpuVariant::Amx) || v == kEmulatedAmx;
       // The tile kernels start at 16 tokens: whole tiles, one or two at once, and tails.
       const std::vector<int> token_counts = tiles ? std::vector<int>{1, 15, 16, 17, 32, 33, 47, 50}
@@ -81,6 +89,7 @@ class TestPackedMatmul : public QObject {
                                                  {21, 200}}
               : std::vector<std::pair<int, int>>{{16, 64}, {37, 30}, {64, 257}, {5, 3}, {48, 384}};
       for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
+        if (v == kAvxVnni && f == PackedFormat::Bf16) continue;  // INT8 and INT4 only
         for (int tokens : token_counts) {
           for (auto [rows, cols] : shapes) {
             // INT4: groups that divide k, that leave a short last group, and one group in all.
@@ -124,6 +133,10 @@ class TestPackedMatmul : public QObject {
     packed_matmul_scalar(w, a, want.data(), stride, 0, w.blocks);
     if (variant == kEmulatedAmx) {
       packed_matmul_amx_emulated(w, a, got.data(), stride, 0, w.blocks);
+    } else if (variant == kAvx2Plain) {
+      packed_matmul_avx2_plain(w, a, got.data(), stride, 0, w.blocks);
+    } else if (variant == kAvxVnni) {
+      packed_matmul_avx_vnni(w, a, got.data(), stride, 0, w.blocks);
     } else {
       packed_matmul(w, a, got.data(), stride, 0, w.blocks, static_cast<CpuVariant>(variant));
     }
