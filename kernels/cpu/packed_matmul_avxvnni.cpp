@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/packed_int4_ymm.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::kernels {
@@ -50,66 +51,17 @@ void int8_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   }
 }
 
+struct VnniDot {
+  static __m256i add(__m256i acc, __m256i lo, __m256i hi, __m256i x0, __m256i x1) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, lo, x0), hi, x1);
+  }
+};
+
 template <int T>
 void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                 std::int64_t t0, float* y, std::int64_t y_stride) {
-  const std::int64_t octets = w.cols_padded / 8;
-  const std::int64_t octets_per_group = w.group / 8;
-  const std::int64_t groups = w.groups();
-  const std::int64_t rows_padded = w.blocks * kPackRows;
-  const std::uint8_t* wb = w.block(block);
-  const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
-  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
-  __m256 result[2][T];
-  for (int h = 0; h < 2; ++h)
-    for (int t = 0; t < T; ++t) result[h][t] = _mm256_setzero_ps();
-  for (std::int64_t g = 0; g < groups; ++g) {
-    __m256i acc[2][T];
-    for (int h = 0; h < 2; ++h)
-      for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
-    const std::int64_t k1 = std::min(octets, (g + 1) * octets_per_group);
-    for (std::int64_t k = g * octets_per_group; k < k1; ++k) {
-      __m256i x0[T], x1[T];
-      for (int t = 0; t < T; ++t) {
-        std::int32_t quads[2];
-        __builtin_memcpy(quads, xq + t * x.cols_padded + k * 8, 8);
-        x0[t] = _mm256_set1_epi32(quads[0]);
-        x1[t] = _mm256_set1_epi32(quads[1]);
-      }
-      for (int h = 0; h < 2; ++h) {
-        const __m256i raw =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + k * 64 + h * 32));
-        const __m256i lo = _mm256_and_si256(raw, low_nibbles);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles);
-        for (int t = 0; t < T; ++t) {
-          acc[h][t] = _mm256_dpbusd_avx_epi32(acc[h][t], lo, x0[t]);
-          acc[h][t] = _mm256_dpbusd_avx_epi32(acc[h][t], hi, x1[t]);
-        }
-      }
-    }
-    for (int h = 0; h < 2; ++h) {
-      const __m256 scale =
-          _mm256_loadu_ps(w.group_scale.data() + g * rows_padded + block * kPackRows + h * 8);
-      for (int t = 0; t < T; ++t) {
-        const __m256i exact = _mm256_sub_epi32(
-            acc[h][t],
-            _mm256_set1_epi32(8 * x.group_sum[static_cast<std::size_t>((t0 + t) * groups + g)]));
-        result[h][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(exact), result[h][t]);
-      }
-    }
-  }
-  const std::int64_t r0 = block * kPackRows;
-  const std::int64_t rows = std::min(kPackRows, w.rows - r0);
-  for (int t = 0; t < T; ++t) {
-    const std::int64_t tok = t0 + t;
-    alignas(32) float out[16];
-    const __m256 token_scale = _mm256_set1_ps(x.scale[static_cast<std::size_t>(tok)]);
-    _mm256_store_ps(out, _mm256_mul_ps(result[0][t], token_scale));
-    _mm256_store_ps(out + 8, _mm256_mul_ps(result[1][t], token_scale));
-    std::copy_n(out, rows, y + tok * y_stride + r0);
-  }
+  int4_block_ymm<VnniDot, T>(w, x, block, t0, y, y_stride);
 }
-
 template <int T>
 void run_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                std::int64_t t0, float* y, std::int64_t y_stride) {
