@@ -9,15 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/hw/topology.h"
+#include "engine/measure/benchmark.h"
+#include "engine/measure/kernel_benchmark.h"
 #include "engine/model/synthetic_checkpoint.h"
-#include "engine/runtime/benchmark.h"
-#include "engine/runtime/kernel_benchmark.h"
 
 namespace tandem::app {
 
 namespace {
 
-nlohmann::json path_json(const runtime::KernelPathResult& p) {
+nlohmann::json path_json(const measure::KernelPathResult& p) {
   return {{"implementation", p.implementation},
           {"weight_bytes", p.weight_bytes},
           {"gflops_mean", p.gflops.mean()},
@@ -28,8 +28,8 @@ nlohmann::json path_json(const runtime::KernelPathResult& p) {
 }
 
 int run_kernel_bench(const BenchCommandOptions& o) {
-  runtime::KernelBenchOptions options;
-  options.shapes = runtime::qwen3_30b_a3b_shapes(o.head_rows);
+  measure::KernelBenchOptions options;
+  options.shapes = measure::qwen3_30b_a3b_shapes(o.head_rows);
   options.tokens = o.kernel_tokens;
   options.min_sample_seconds = o.sample_seconds;
   options.working_set_bytes = o.working_set_mib << 20;
@@ -38,9 +38,9 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   options.threads = o.threads > 0 ? std::vector<int>{o.threads}
                     : cores > 1   ? std::vector<int>{cores, 1}
                                   : std::vector<int>{1};
-  runtime::KernelBenchReport r;
+  measure::KernelBenchReport r;
   try {
-    r = runtime::run_kernel_benchmark(options, [&](const std::string& line) {
+    r = measure::run_kernel_benchmark(options, [&](const std::string& line) {
       if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
     });
   } catch (const std::exception& e) {
@@ -49,7 +49,7 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   }
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
-    for (const runtime::KernelBenchRow& row : r.rows) {
+    for (const measure::KernelBenchRow& row : r.rows) {
       rows.push_back({{"matrix", row.shape.name},
                       {"rows", row.shape.rows},
                       {"cols", row.shape.cols},
@@ -78,12 +78,12 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   std::cout << fmt::format(
       "| {:-<11} | {:->13} | {:-<4} | {:->3} | {:->4} | {:->24} | {:->24} | {:->5} | {:-<6} |\n",
       "", "", "", "", "", "", "", "", "");
-  const auto cell = [](const runtime::KernelBenchRow& row, const runtime::KernelPathResult& p) {
+  const auto cell = [](const measure::KernelBenchRow& row, const measure::KernelPathResult& p) {
     std::string s = fmt::format("{:.1f} ± {:.1f}", p.gflops.mean(), p.gflops.stddev());
     if (row.tokens == 1) s += fmt::format(" ({:.1f} GB/s)", p.weight_gb_per_s.mean());
     return s;
   };
-  for (const runtime::KernelBenchRow& row : r.rows) {
+  for (const measure::KernelBenchRow& row : r.rows) {
     std::cout << fmt::format(
         "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>24} | {:>5.2f} | {:<6} |\n",
         row.shape.name, fmt::format("{}x{}", row.shape.rows, row.shape.cols), row.format,
@@ -92,7 +92,7 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   }
   if (!r.rows.empty()) {
     std::cout << fmt::format("\noneDNN implementations: {}", r.rows.front().onednn.implementation);
-    for (const runtime::KernelBenchRow& row : r.rows) {
+    for (const measure::KernelBenchRow& row : r.rows) {
       if (row.format != r.rows.front().format) {
         std::cout << ", " << row.onednn.implementation;
         break;
@@ -111,8 +111,8 @@ int run_bench(const BenchCommandOptions& o) {
     std::fprintf(stderr, "tandem: bench needs a model folder (-m) or --kernels.\n");
     return 2;
   }
-  runtime::LoadOptions load;
-  if (!runtime::parse_cpu_format(o.cpu_format, load.cpu_format)) {
+  model::LoadOptions load;
+  if (!model::parse_cpu_format(o.cpu_format, load.cpu_format)) {
     std::fprintf(stderr, "tandem: --cpu-format must be native, int8, int4 or bf16.\n");
     return 2;
   }
@@ -120,30 +120,30 @@ int run_bench(const BenchCommandOptions& o) {
   load.threads = threads;
   load.pools = o.pools;
   load.dense_bf16 = o.dense_bf16;
-  load.dense = o.dense == "packed"   ? runtime::DenseBackend::Packed
-               : o.dense == "onednn" ? runtime::DenseBackend::Onednn
-                                     : runtime::DenseBackend::Auto;
-  std::unique_ptr<runtime::LoadedModel> model;
+  load.dense = o.dense == "packed"   ? model::DenseBackend::Packed
+               : o.dense == "onednn" ? model::DenseBackend::Onednn
+                                     : model::DenseBackend::Auto;
+  std::unique_ptr<model::LoadedModel> model;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    model = runtime::LoadedModel::load(o.model, load);
+    model = model::LoadedModel::load(o.model, load);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
   }
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  runtime::BenchOptions options;
+  measure::BenchOptions options;
   options.prompt_tokens = o.prompt_tokens;
   options.decode_tokens = o.decode_tokens;
   options.threads = threads;
   options.repetitions = std::max(1, o.repetitions);
   options.warmup = !o.no_warmup;
-  const runtime::BenchResult r =
-      runtime::run_benchmark(*model, options, [&](const std::string& line) {
+  const measure::BenchResult r =
+      measure::run_benchmark(*model, options, [&](const std::string& line) {
         if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
       });
-  const std::string format(runtime::cpu_format_name(model->cpu_format()));
+  const std::string format(model::cpu_format_name(model->cpu_format()));
   const std::string variant(kernels::variant_name(model->cpu_variant()));
   if (o.json) {
     nlohmann::json j = {
@@ -180,7 +180,7 @@ int run_bench(const BenchCommandOptions& o) {
   std::cout << fmt::format("| {:-<24} | {:->6} | {:->7} | {:->7} | {:->5} | {:->12} | {:->18} |\n",
                            "", "", "", "", "", "", "");
   const std::string name = model->spec().architecture.substr(0, 24);
-  const auto row = [&](const std::string& test, const runtime::Measurement& m) {
+  const auto row = [&](const std::string& test, const measure::Measurement& m) {
     std::cout << fmt::format(
         "| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>12} | {:>9.2f} ± {:<6.2f} |\n", name, format,
         variant, threads, model->pools(), test, m.mean(), m.stddev());

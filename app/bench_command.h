@@ -15,7 +15,7 @@ struct BenchCommandOptions {
   int repetitions = 3;
   std::string cpu_format = "int8";
   bool dense_bf16 = false;
-  std::string dense = "auto";  // runtime::DenseBackend: auto, packed or onednn
+  std::string dense = "auto";  // model::DenseBackend: auto, packed or onednn
   bool json = false;
   bool no_warmup = false;
   // --kernels: our packed kernels against oneDNN on Qwen3-30B-A3B's matrix shapes instead

@@ -11,13 +11,13 @@
 #include <random>
 #include <sstream>
 
+#include "engine/generate/chat_session.h"
 #include "engine/hw/topology.h"
-#include "engine/runtime/chat_session.h"
 
 namespace tandem::app {
 namespace {
 
-runtime::ChatSession* g_session = nullptr;
+generate::ChatSession* g_session = nullptr;
 std::atomic<bool> g_generating{false};
 
 extern "C" void on_chat_interrupt(int) {
@@ -39,13 +39,13 @@ std::string read_file(const std::string& path, bool& ok) {
 }  // namespace
 
 int run_chat(const ChatOptions& o) {
-  std::unique_ptr<runtime::LoadedModel> model;
+  std::unique_ptr<model::LoadedModel> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
   try {
-    runtime::LoadOptions load;
+    model::LoadOptions load;
     load.pools = o.pools;
-    model = runtime::LoadedModel::load(o.model, load);
+    model = model::LoadedModel::load(o.model, load);
     tokenizer = text::load_tokenizer(o.model);
     chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(o.model));
   } catch (const std::exception& e) {
@@ -56,9 +56,9 @@ int run_chat(const ChatOptions& o) {
   const std::int64_t context =
       o.context > 0 ? o.context
                     : std::min<std::int64_t>(model->spec().max_position_embeddings, 4096);
-  runtime::NumaPools pool(threads, model->pools());
-  runtime::ChatSession session(*model, *tokenizer, *chat_template, pool, context);
-  runtime::ChatSettings settings;
+  backend::NumaPools pool(threads, model->pools());
+  generate::ChatSession session(*model, *tokenizer, *chat_template, pool, context);
+  generate::ChatSettings settings;
   settings.system_prompt = o.system_prompt;
   settings.sampling.temperature = o.temperature;
   settings.sampling.seed = o.seed_given ? o.seed : std::random_device{}();
@@ -76,7 +76,7 @@ int run_chat(const ChatOptions& o) {
 
   auto run_turn = [&](auto&& turn) {
     bool thinking_open = false;
-    auto on_delta = [&](const runtime::ThinkingDelta& d) {
+    auto on_delta = [&](const generate::ThinkingDelta& d) {
       if (!d.thinking.empty()) {
         if (!thinking_open)
           std::fputs(dim, stdout), std::fputs("(thinking) ", stdout), thinking_open = true;
@@ -91,10 +91,10 @@ int run_chat(const ChatOptions& o) {
     };
     g_generating.store(true);
     try {
-      runtime::TurnResult r;
+      generate::TurnResult r;
       try {
         r = turn(on_delta, false);
-      } catch (const runtime::ContextOverflow& e) {
+      } catch (const generate::ContextOverflow& e) {
         std::printf("\n%s\nDropping the oldest turns to make room.\n", e.what());
         r = turn(on_delta, true);
       }
@@ -107,7 +107,7 @@ int run_chat(const ChatOptions& o) {
                    r.stats.prompt_tokens_per_s(), static_cast<long long>(r.stats.generated_tokens),
                    r.stats.decode_tokens_per_s(), static_cast<long long>(r.context_tokens),
                    static_cast<long long>(session.context_capacity()),
-                   r.stats.stop == runtime::StopReason::Cancelled ? ", stopped" : "", plain);
+                   r.stats.stop == generate::StopReason::Cancelled ? ", stopped" : "", plain);
     } catch (const std::exception& e) {
       std::printf("\ntandem: %s\n", e.what());
     }

@@ -42,7 +42,7 @@ int run_convert(const ConvertCommandOptions& o) {
   convert::ConvertOptions options;
   options.input = o.input;
   options.output = o.output;
-  if (!convert::parse_method(o.method, options.method)) {
+  if (!model::parse_method(o.method, options.method)) {
     std::fprintf(stderr, "tandem: --method must be int8, int4 or bf16.\n");
     return 2;
   }

@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "engine/hw/topology.h"
-#include "engine/runtime/perplexity.h"
+#include "engine/measure/perplexity.h"
 
 namespace tandem::app {
 namespace {
@@ -24,14 +24,14 @@ extern "C" void on_perplexity_interrupt(int) {
 }
 
 struct OpenedModel {
-  std::unique_ptr<runtime::LoadedModel> model;
+  std::unique_ptr<model::LoadedModel> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
 };
 
 OpenedModel open_model(const std::string& folder, int pools) {
-  runtime::LoadOptions load;
+  model::LoadOptions load;
   load.pools = pools;
-  return {runtime::LoadedModel::load(folder, load), text::load_tokenizer(folder)};
+  return {model::LoadedModel::load(folder, load), text::load_tokenizer(folder)};
 }
 
 }  // namespace
@@ -69,8 +69,8 @@ int run_perplexity(const PerplexityOptions& o) {
   }
 
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
-  runtime::NumaPools pool(threads, model.model->pools());
-  runtime::PerplexityOptions options;
+  backend::NumaPools pool(threads, model.model->pools());
+  measure::PerplexityOptions options;
   options.context_tokens = context;
   options.cancel = &g_interrupted;
   const bool tty = !o.json && isatty(STDERR_FILENO);
@@ -80,20 +80,20 @@ int run_perplexity(const PerplexityOptions& o) {
                    static_cast<long long>(total));
     };
   }
-  const runtime::ScoredModel scored{*model.model, *model.tokenizer};
-  std::optional<runtime::ScoredModel> reference;
-  if (base.model) reference.emplace(runtime::ScoredModel{*base.model, *base.tokenizer});
+  const measure::ScoredModel scored{*model.model, *model.tokenizer};
+  std::optional<measure::ScoredModel> reference;
+  if (base.model) reference.emplace(measure::ScoredModel{*base.model, *base.tokenizer});
 
-  runtime::PerplexityResult r;
+  measure::PerplexityResult r;
   std::signal(SIGINT, on_perplexity_interrupt);
   try {
-    r = runtime::measure_perplexity(scored, text.str(), pool, options,
+    r = measure::measure_perplexity(scored, text.str(), pool, options,
                                     reference ? &*reference : nullptr);
   } catch (const std::exception& e) {
     std::signal(SIGINT, SIG_DFL);
     std::fprintf(stderr, "%standem: %s\n", tty ? "\n" : "", e.what());
     // A request that cannot be measured is a usage error; anything else a failure.
-    return dynamic_cast<const runtime::PerplexityError*>(&e) != nullptr ? 2 : 1;
+    return dynamic_cast<const measure::PerplexityError*>(&e) != nullptr ? 2 : 1;
   }
   std::signal(SIGINT, SIG_DFL);
   if (tty) std::fputs("\n", stderr);

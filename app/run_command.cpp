@@ -11,9 +11,9 @@
 #include <random>
 #include <sstream>
 
+#include "engine/generate/generator.h"
+#include "engine/generate/stop_strings.h"
 #include "engine/hw/topology.h"
-#include "engine/runtime/generator.h"
-#include "engine/runtime/stop_strings.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/utf8_stream.h"
 
@@ -46,14 +46,14 @@ int run_generate(const RunOptions& o) {
     return 2;
   }
 
-  std::unique_ptr<runtime::LoadedModel> model;
+  std::unique_ptr<model::LoadedModel> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   try {
-    runtime::LoadOptions load;
-    runtime::parse_cpu_format(o.cpu_format, load.cpu_format);
+    model::LoadOptions load;
+    model::parse_cpu_format(o.cpu_format, load.cpu_format);
     load.pools = o.pools;
     load.dense_bf16 = o.dense_bf16;
-    model = runtime::LoadedModel::load(o.model, load);
+    model = model::LoadedModel::load(o.model, load);
     tokenizer = text::load_tokenizer(o.model);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
@@ -71,14 +71,14 @@ int run_generate(const RunOptions& o) {
   std::int64_t context =
       o.context > 0 ? o.context : std::min<std::int64_t>(spec.max_position_embeddings, 4096);
   context = std::max<std::int64_t>(context, static_cast<std::int64_t>(ids.size()) + 1);
-  runtime::NumaPools pool(threads, model->pools());
-  runtime::Generator generator(*model, pool, context);
+  backend::NumaPools pool(threads, model->pools());
+  generate::Generator generator(*model, pool, context);
 
-  runtime::GenerationOptions options;
+  generate::GenerationOptions options;
   options.max_tokens = o.max_tokens;
   options.cancel = &g_interrupted;
   if (o.greedy) {
-    options.sampling = runtime::SamplingParams::greedy();
+    options.sampling = generate::SamplingParams::greedy();
   } else {
     options.sampling.temperature = o.temperature;
     options.sampling.top_k = o.top_k;
@@ -90,9 +90,9 @@ int run_generate(const RunOptions& o) {
 
   bool dumped = o.dump_logits.empty();
   text::StreamingDetokenizer detokenizer(*tokenizer);
-  runtime::StopStringFilter stops(o.stop);
+  generate::StopStringFilter stops(o.stop);
   std::signal(SIGINT, on_run_interrupt);
-  runtime::GenerationStats stats;
+  generate::GenerationStats stats;
   try {
     stats = generator.generate(ids, options, [&](std::int32_t token) {
       if (!dumped) {
@@ -129,19 +129,19 @@ int run_generate(const RunOptions& o) {
 
   const char* why = "";
   switch (stats.stop) {
-    case runtime::StopReason::EndOfSequence:
+    case generate::StopReason::EndOfSequence:
       why = "end of text";
       break;
-    case runtime::StopReason::MaxTokens:
+    case generate::StopReason::MaxTokens:
       why = "token limit";
       break;
-    case runtime::StopReason::ContextFull:
+    case generate::StopReason::ContextFull:
       why = "context full";
       break;
-    case runtime::StopReason::Cancelled:
+    case generate::StopReason::Cancelled:
       why = "interrupted";
       break;
-    case runtime::StopReason::Caller:
+    case generate::StopReason::Caller:
       why = "stop string";
       break;
   }
@@ -150,7 +150,7 @@ int run_generate(const RunOptions& o) {
   std::cerr << fmt::format("decode: {} tokens in {:.3f} s, {:.1f} tokens/s ({}; {} threads)\n",
                            stats.generated_tokens, stats.decode_seconds,
                            stats.decode_tokens_per_s(), why, threads);
-  return stats.stop == runtime::StopReason::Cancelled ? 130 : 0;
+  return stats.stop == generate::StopReason::Cancelled ? 130 : 0;
 }
 
 }  // namespace tandem::app

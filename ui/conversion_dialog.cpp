@@ -37,10 +37,10 @@ QString duration(double seconds) {
                    : QObject::tr("%1 s").arg(s);
 }
 
-convert::Method method_from(const QString& name) {
-  return name == QLatin1String("int4")   ? convert::Method::Int4
-         : name == QLatin1String("bf16") ? convert::Method::Bf16
-                                         : convert::Method::Int8;
+model::Method method_from(const QString& name) {
+  return name == QLatin1String("int4")   ? model::Method::Int4
+         : name == QLatin1String("bf16") ? model::Method::Bf16
+                                         : model::Method::Int8;
 }
 
 }  // namespace

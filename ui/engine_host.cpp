@@ -9,23 +9,23 @@
 #include <QElapsedTimer>
 #include <QFileInfo>
 
+#include "engine/generate/chat_session.h"
 #include "engine/hw/topology.h"
 #include "engine/log/log.h"
-#include "engine/runtime/chat_session.h"
 #include "engine/text/chat_template.h"
 #include "engine/text/tokenizer.h"
 
 namespace tandem::ui {
 namespace {
 
-std::vector<runtime::ChatMessage> toEngine(const QVector<StoredMessage>& messages) {
-  std::vector<runtime::ChatMessage> out;
+std::vector<generate::ChatMessage> toEngine(const QVector<StoredMessage>& messages) {
+  std::vector<generate::ChatMessage> out;
   for (const StoredMessage& m : messages)
     out.push_back({m.role.toStdString(), m.content.toStdString(), m.thinking.toStdString()});
   return out;
 }
 
-QVector<StoredMessage> fromEngine(const std::vector<runtime::ChatMessage>& messages) {
+QVector<StoredMessage> fromEngine(const std::vector<generate::ChatMessage>& messages) {
   QVector<StoredMessage> out;
   for (const auto& m : messages) {
     out.push_back({QString::fromStdString(m.role), QString::fromStdString(m.content),
@@ -40,7 +40,7 @@ EngineWorker::EngineWorker() = default;
 EngineWorker::~EngineWorker() = default;
 
 void EngineWorker::requestStop() {
-  if (runtime::ChatSession* s = active_.load()) s->request_stop();
+  if (generate::ChatSession* s = active_.load()) s->request_stop();
 }
 
 void EngineWorker::loadModel(const QString& folder, int threads, qint64 context,
@@ -52,22 +52,22 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context,
   model_.reset();
   try {
     const std::string path = folder.toStdString();
-    runtime::LoadOptions load;
+    model::LoadOptions load;
     if (!cpu_format.isEmpty() &&
-        !runtime::parse_cpu_format(cpu_format.toStdString(), load.cpu_format)) {
+        !model::parse_cpu_format(cpu_format.toStdString(), load.cpu_format)) {
       throw std::runtime_error("the CPU format \"" + cpu_format.toStdString() +
                                "\" is not one Tandem can load; choose int8, int4, bf16 or native");
     }
     load.threads = threads;
-    auto model = runtime::LoadedModel::load(path, load);
+    auto model = model::LoadedModel::load(path, load);
     auto tokenizer = text::load_tokenizer(path);
     auto chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(path));
     const int n = threads > 0 ? threads : std::max(1, hw::probe_topology().physical_cores);
     const qint64 ctx =
         context > 0 ? context : std::min<qint64>(model->spec().max_position_embeddings, 4096);
-    pool_ = std::make_unique<runtime::NumaPools>(n, model->pools());
+    pool_ = std::make_unique<backend::NumaPools>(n, model->pools());
     session_ =
-        std::make_unique<runtime::ChatSession>(*model, *tokenizer, *chat_template, *pool_, ctx);
+        std::make_unique<generate::ChatSession>(*model, *tokenizer, *chat_template, *pool_, ctx);
     ModelInfo info;
     info.folder = folder;
     info.name = QFileInfo(folder).fileName();
@@ -77,7 +77,7 @@ void EngineWorker::loadModel(const QString& folder, int threads, qint64 context,
     info.context = ctx;
     info.threads = n;
     // A converted folder brings its own format, whatever was asked for.
-    info.cpu_format = QString::fromUtf8(runtime::cpu_format_name(model->cpu_format()).data());
+    info.cpu_format = QString::fromUtf8(model::cpu_format_name(model->cpu_format()).data());
     info.metrics = session_->metrics();
     model_ = std::move(model);
     tokenizer_ = std::move(tokenizer);
@@ -100,7 +100,7 @@ void EngineWorker::runTurn(const TurnRequest& request) {
     emit turnFinished(outcome);
     return;
   }
-  runtime::ChatSettings settings;
+  generate::ChatSettings settings;
   settings.system_prompt = request.settings.system_prompt.toStdString();
   settings.sampling.temperature = static_cast<float>(request.settings.temperature);
   settings.sampling.top_p = static_cast<float>(request.settings.top_p);
@@ -116,7 +116,7 @@ void EngineWorker::runTurn(const TurnRequest& request) {
   qint64 last_sample_ms = -1000;
   qint64 pieces = 0;
   qint64 first_piece_ms = -1;
-  auto on_delta = [&](const runtime::ThinkingDelta& d) {
+  auto on_delta = [&](const generate::ThinkingDelta& d) {
     ++pieces;
     const qint64 now = clock.elapsed();
     if (first_piece_ms < 0) first_piece_ms = now;
@@ -132,7 +132,7 @@ void EngineWorker::runTurn(const TurnRequest& request) {
   };
   active_.store(session_.get());
   try {
-    runtime::TurnResult r;
+    generate::TurnResult r;
     switch (request.kind) {
       case TurnRequest::Kind::Send:
         r = session_->send(request.text.toStdString(), on_delta, request.drop_oldest);
@@ -145,7 +145,7 @@ void EngineWorker::runTurn(const TurnRequest& request) {
                            on_delta, request.drop_oldest);
         break;
     }
-    outcome.stopped = r.stats.stop == runtime::StopReason::Cancelled;
+    outcome.stopped = r.stats.stop == generate::StopReason::Cancelled;
     outcome.prompt_tokens = r.stats.prompt_tokens;
     outcome.cached_tokens = r.stats.cached_tokens;
     outcome.generated_tokens = r.stats.generated_tokens;
@@ -155,7 +155,7 @@ void EngineWorker::runTurn(const TurnRequest& request) {
     outcome.dropped_turns = r.dropped_turns;
     const double seconds = (QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0;
     emit throughputSample(seconds, outcome.prompt_tokens_per_s, outcome.decode_tokens_per_s);
-  } catch (const runtime::ContextOverflow& e) {
+  } catch (const generate::ContextOverflow& e) {
     outcome.overflow = true;
     outcome.error = QString::fromUtf8(e.what());
   } catch (const std::exception& e) {

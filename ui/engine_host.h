@@ -11,12 +11,18 @@
 
 #include "ui/conversation_store.h"
 
-namespace tandem::runtime {
+namespace tandem::generate {
 class ChatSession;
+}
+namespace tandem::measure {
 class Metrics;
+}
+namespace tandem::model {
 class LoadedModel;
+}
+namespace tandem::backend {
 class NumaPools;
-}  // namespace tandem::runtime
+}
 namespace tandem::text {
 class Tokenizer;
 }
@@ -35,7 +41,7 @@ struct ModelInfo {
   qint64 context = 0;
   int threads = 0;
   QString cpu_format;
-  std::shared_ptr<const runtime::Metrics> metrics;  // read by the live charts from any thread
+  std::shared_ptr<const measure::Metrics> metrics;  // read by the live charts from any thread
 };
 
 struct TurnRequest {
@@ -85,12 +91,12 @@ class EngineWorker : public QObject {
   void throughputSample(double seconds, double prompt_tokens_per_s, double decode_tokens_per_s);
 
  private:
-  std::unique_ptr<runtime::LoadedModel> model_;
+  std::unique_ptr<model::LoadedModel> model_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
-  std::unique_ptr<runtime::NumaPools> pool_;
-  std::unique_ptr<runtime::ChatSession> session_;
-  std::atomic<runtime::ChatSession*> active_{nullptr};
+  std::unique_ptr<backend::NumaPools> pool_;
+  std::unique_ptr<generate::ChatSession> session_;
+  std::atomic<generate::ChatSession*> active_{nullptr};
   qint64 started_ms_ = 0;
 };
 
@@ -100,7 +106,7 @@ class EngineHost : public QObject {
   explicit EngineHost(QObject* parent = nullptr);
   ~EngineHost() override;
 
-  // `cpu_format`: "native", "int8" or "bf16" (see runtime::CpuFormat); empty means native.
+  // `cpu_format`: "native", "int8" or "bf16" (see model::CpuFormat); empty means native.
   void loadModel(const QString& folder, int threads = 0, qint64 context = 0,
                  const QString& cpu_format = {});
   quint64 startTurn(TurnRequest request);

@@ -158,10 +158,10 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   setMetrics(nullptr, QString(), false);
 }
 
-void LivePanel::setMetrics(std::shared_ptr<const runtime::Metrics> metrics, const QString& strategy,
+void LivePanel::setMetrics(std::shared_ptr<const measure::Metrics> metrics, const QString& strategy,
                            bool gpu) {
   metrics_ = std::move(metrics);
-  last_ = metrics_ ? metrics_->snapshot() : runtime::MetricsSnapshot{};
+  last_ = metrics_ ? metrics_->snapshot() : measure::MetricsSnapshot{};
   heatmap_->setShape(metrics_ && last_.experts > 1 ? static_cast<int>(last_.layers) : 0,
                      static_cast<int>(last_.experts));
   if (!metrics_) {
@@ -196,12 +196,12 @@ void LivePanel::poll() {
     const hw::MemoryInfo m = hw::probe_memory();
     total_ram = m.total_bytes;
   }
-  const std::uint64_t rss = runtime::process_resident_bytes();
+  const std::uint64_t rss = measure::process_resident_bytes();
   ram_->setRange(0, 1000);
   ram_->setValue(total_ram > 0 ? static_cast<int>(1000 * rss / total_ram) : 0);
   ram_->setFormat(tr("RAM %1").arg(QString::fromStdString(hw::format_bytes(rss))));
   if (frozen_ || !metrics_) return;
-  const runtime::MetricsSnapshot now = metrics_->snapshot();
+  const measure::MetricsSnapshot now = metrics_->snapshot();
   if (now.hits.size() == last_.hits.size() && heatmap_->layers() > 0) {
     std::vector<std::uint64_t> delta(now.hits.size());
     for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = now.hits[i] - last_.hits[i];

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/runtime/metrics.h"
+#include "engine/measure/metrics.h"
 
 class QLabel;
 class QPushButton;
@@ -48,7 +48,7 @@ class LivePanel : public QWidget {
   QString timeSplitText() const;
 
   // The engine's metrics for the loaded model; null when none is loaded.
-  void setMetrics(std::shared_ptr<const runtime::Metrics> metrics,
+  void setMetrics(std::shared_ptr<const measure::Metrics> metrics,
                   const QString& placement_strategy, bool gpu);
   void setVramUse(std::uint64_t used_bytes, std::uint64_t total_bytes);
 
@@ -71,8 +71,8 @@ class LivePanel : public QWidget {
   QPushButton* freeze_ = nullptr;
   QTimer* timer_ = nullptr;
   bool frozen_ = false;
-  std::shared_ptr<const runtime::Metrics> metrics_;
-  runtime::MetricsSnapshot last_;
+  std::shared_ptr<const measure::Metrics> metrics_;
+  measure::MetricsSnapshot last_;
   std::vector<double> split_ms_per_token_;
 };
 

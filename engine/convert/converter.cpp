@@ -16,18 +16,25 @@
 #include <unordered_map>
 
 #include "engine/hub/content_digest.h"
+#include "engine/hw/pool_placement.h"
 #include "engine/hw/topology.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/expert_slicing.h"
+#include "engine/model/loaded_model.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/safetensors_file.h"
 #include "engine/model/safetensors_writer.h"
-#include "engine/runtime/expert_slicing.h"
-#include "engine/runtime/loaded_model.h"
-#include "engine/runtime/numa_pools.h"
 
 namespace tandem::convert {
+
+using model::Manifest;
+using model::Method;
+using model::OutputFile;
+using model::PackedTensor;
+using model::SourceFile;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -38,7 +45,7 @@ constexpr const char* kOutputHeadFile = "output.safetensors";
 // Source bytes per second and packing thread assumed by estimates, as measured on the
 // Qwen3-30B-A3B-shaped model (AVX-512 laptop-class core, bf16 source): INT8 and BF16 about
 // 200 MB/s, INT4 about 75 MB/s (its scale search tries nine clipping factors per group).
-double estimated_bytes_per_second_per_thread(Method m) {
+double estimated_bytes_per_second_per_thread(model::Method m) {
   return m == Method::Int4 ? 75e6 : 200e6;
 }
 
@@ -51,8 +58,8 @@ struct PackedItem {
   // `range` of the matrix along `axis`; the source's bytes count 1/pools to each, and its
   // pages are released after the last.
   bool sliced = false;
-  runtime::SliceAxis axis = runtime::SliceAxis::Rows;
-  runtime::SliceRange range;
+  model::SliceAxis axis = model::SliceAxis::Rows;
+  model::SliceRange range;
   std::uint64_t source_bytes = 0;
   bool last_of_source = true;
 };
@@ -83,16 +90,16 @@ struct Plan {
   std::uint64_t output_bytes = 0;
 };
 
-runtime::CpuFormat cpu_format(Method m) {
+model::CpuFormat cpu_format(model::Method m) {
   switch (m) {
     case Method::Int8:
-      return runtime::CpuFormat::Int8;
+      return model::CpuFormat::Int8;
     case Method::Int4:
-      return runtime::CpuFormat::Int4;
+      return model::CpuFormat::Int4;
     case Method::Bf16:
-      return runtime::CpuFormat::Bf16;
+      return model::CpuFormat::Bf16;
   }
-  return runtime::CpuFormat::Int8;
+  return model::CpuFormat::Int8;
 }
 
 std::uint64_t tensor_bytes(const model::TensorRef& r) {
@@ -130,7 +137,7 @@ int checked_pools(const ConvertOptions& o, const Plan& p) {
       std::any_of(p.weights.layers.begin(), p.weights.layers.end(),
                   [](const model::LayerWeights& l) { return l.moe && !l.experts.experts.empty(); });
   const kernels::PackedFormat expert_format =
-      runtime::packed_format_for(cpu_format(o.method), runtime::MatrixRole::Expert, experts);
+      model::packed_format_for(cpu_format(o.method), model::MatrixRole::Expert, experts);
   const std::int64_t int4_group = expert_format == kernels::PackedFormat::Int4 ? p.group : 0;
   const std::int64_t width = p.spec.moe_intermediate_size;
   if (o.pools > 0) {
@@ -140,13 +147,13 @@ int checked_pools(const ConvertOptions& o, const Plan& p) {
                          "convert it with --pools 1.");
     }
     const std::string why =
-        experts ? runtime::expert_slicing_error(width, o.pools, int4_group) : std::string();
+        experts ? model::expert_slicing_error(width, o.pools, int4_group) : std::string();
     if (!why.empty()) throw ConvertError("--pools " + std::to_string(o.pools) + ": " + why + ".");
     return o.pools;
   }
   if (!experts) return 1;
-  int pools = runtime::default_pool_count(hw::probe_topology());
-  while (!runtime::can_slice_experts(width, pools, int4_group)) --pools;
+  int pools = hw::default_pool_count(hw::probe_topology());
+  while (!model::can_slice_experts(width, pools, int4_group)) --pools;
   return pools;
 }
 
@@ -161,7 +168,7 @@ Plan make_plan(const ConvertOptions& o) {
         " is not a model folder: it has no config.json. Give --in the folder that holds "
         "config.json and the .safetensors files.");
   }
-  if (fs::exists(fs::path(o.input) / kManifestName)) {
+  if (fs::exists(fs::path(o.input) / model::kManifestName)) {
     throw ConvertError(o.input +
                        " is already a converted model; convert its source folder instead.");
   }
@@ -192,17 +199,17 @@ Plan make_plan(const ConvertOptions& o) {
   }
   Unit head{kOutputHeadFile, static_cast<int>(p.spec.num_layers) - 1, {}, {}, 0, 0};
   std::set<std::string> packed_names;
-  for (const runtime::PackableMatrix& m : runtime::packable_matrices(p.weights)) {
+  for (const model::PackableMatrix& m : model::packable_matrices(p.weights)) {
     const std::string& name = name_of_data.at(m.matrix->data);
     if (!packed_names.insert(name).second) continue;
-    const kernels::PackedFormat format = runtime::packed_format_for(
+    const kernels::PackedFormat format = model::packed_format_for(
         cpu_format(o.method), m.role, p.spec.num_experts > 0, o.dense_bf16);
     Unit& unit = m.layer < 0 ? head : layers[static_cast<std::size_t>(m.layer)];
     const model::TensorRef* source = p.checkpoint->find(name);
     const std::uint64_t source_bytes = tensor_bytes(*source);
     unit.source_bytes += source_bytes;
     std::vector<PackedItem> items;
-    if (m.role == runtime::MatrixRole::Expert && p.pools > 1) {
+    if (m.role == model::MatrixRole::Expert && p.pools > 1) {
       for (int pool = 0; pool < p.pools; ++pool) {
         PackedItem item;
         item.name = model::pool_slice_name(name, pool);
@@ -210,9 +217,9 @@ Plan make_plan(const ConvertOptions& o) {
         item.source = source;
         item.sliced = true;
         item.axis = m.slice_axis;
-        item.range = runtime::expert_slice(p.spec.moe_intermediate_size, p.pools, pool);
-        item.shape = runtime::slice_shape(m.matrix->rows, m.matrix->cols, item.axis, item.range,
-                                          format, p.group);
+        item.range = model::expert_slice(p.spec.moe_intermediate_size, p.pools, pool);
+        item.shape = model::slice_shape(m.matrix->rows, m.matrix->cols, item.axis, item.range,
+                                        format, p.group);
         item.source_bytes =
             source_bytes * static_cast<std::uint64_t>(pool + 1) /
                 static_cast<std::uint64_t>(p.pools) -
@@ -275,8 +282,8 @@ std::string sha256_of_file(const fs::path& path) {
   return digest.hex();
 }
 
-SourceFile fingerprint(const fs::path& path) {
-  SourceFile f{path.filename().string(), fs::file_size(path), {}};
+model::SourceFile fingerprint(const fs::path& path) {
+  model::SourceFile f{path.filename().string(), fs::file_size(path), {}};
   std::ifstream in(path, std::ios::binary);
   std::uint64_t header = 0;
   in.read(reinterpret_cast<char*>(&header), 8);
@@ -356,7 +363,7 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
                        "); choose a folder you can write to.");
   }
 
-  Manifest manifest;
+  model::Manifest manifest;
   manifest.method = options_.method;
   manifest.group = plan.group;
   manifest.dense_bf16 = options_.dense_bf16;
@@ -372,8 +379,8 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
 
   ConvertResult result;
   std::set<std::string> kept;
-  if (fs::exists(out / kManifestName)) {
-    const Manifest old = read_manifest(options_.output);
+  if (fs::exists(out / model::kManifestName)) {
+    const model::Manifest old = model::read_manifest(options_.output);
     if (old.method != manifest.method || old.group != manifest.group ||
         old.dense_bf16 != manifest.dense_bf16 || old.pools != manifest.pools ||
         old.config_sha256 != manifest.config_sha256 || old.source_files != manifest.source_files) {
@@ -382,7 +389,7 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
                          "choose an empty folder, or delete this one to start over.");
     }
     // Keep every finished file whose contents still match what the manifest recorded.
-    for (const OutputFile& f : old.files) {
+    for (const model::OutputFile& f : old.files) {
       const fs::path path = out / f.name;
       if (!fs::is_regular_file(path) || fs::file_size(path) != f.bytes ||
           sha256_of_file(path) != f.sha256)
@@ -420,7 +427,7 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
         gib(bytes_needed), gib(space.available), options_.output));
   }
   manifest.complete = false;
-  write_manifest(options_.output, manifest);
+  model::write_manifest(options_.output, manifest);
 
   const int threads = threads_for(options_);
   const auto writing_started = Clock::now();
@@ -489,13 +496,13 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
           try {
             const PackedItem& item = unit.packed[i];
             if (item.sliced) {
-              const runtime::SliceSource source(*item.matrix, item.axis, item.range);
+              const model::SliceSource source(*item.matrix, item.axis, item.range);
               packed[i - first] =
-                  runtime::pack_matrix(source.matrix(), item.shape.format, plan.group);
+                  model::pack_matrix(source.matrix(), item.shape.format, plan.group);
               if (options_.verify)
                 errors[i - first] = relative_error(source.matrix(), packed[i - first]);
             } else {
-              packed[i - first] = runtime::pack_matrix(*item.matrix, item.shape.format, plan.group);
+              packed[i - first] = model::pack_matrix(*item.matrix, item.shape.format, plan.group);
               if (options_.verify)
                 errors[i - first] = relative_error(*item.matrix, packed[i - first]);
             }
@@ -525,7 +532,7 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
     // Record where each packed tensor landed, then the file itself.
     const model::SafetensorsFile written(path.string());
     for (const PackedItem& item : unit.packed) {
-      PackedTensor t;
+      model::PackedTensor t;
       t.file = unit.file;
       t.format = item.shape.format;
       t.rows = item.shape.rows;
@@ -550,7 +557,7 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
     const std::uint64_t size = fs::file_size(path);
     manifest.files.push_back({unit.file, size, sha256_of_file(path)});
     result.bytes_written += size;
-    write_manifest(options_.output, manifest);
+    model::write_manifest(options_.output, manifest);
   }
 
   // config.json, the tokenizer, generation_config.json and the like, so the folder stands
@@ -569,7 +576,7 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
     result.bytes_written += fs::file_size(target);
   }
   manifest.complete = true;
-  write_manifest(options_.output, manifest);
+  model::write_manifest(options_.output, manifest);
   result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   result.peak_memory_bytes = peak_resident_bytes();
   return result;

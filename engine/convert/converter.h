@@ -13,19 +13,19 @@
 #include <string>
 #include <vector>
 
-#include "engine/convert/manifest.h"
+#include "engine/model/manifest.h"
 
 namespace tandem::convert {
 
 struct ConvertOptions {
   std::string input, output;
-  Method method = Method::Int8;
+  model::Method method = model::Method::Int8;
   int group = 0;  // INT4 columns per scale; 0: the default (kernels::kDefaultInt4Group)
-  // Thread pools the routed experts are split for (see runtime/expert_slicing.h); 0: one
+  // Thread pools the routed experts are split for (see model/expert_slicing.h); 0: one
   // per NUMA node of this machine, or the most below that the experts' width allows.
   int pools = 0;
   // Attention, shared experts, dense layers and the output head in BF16 (the experts keep
-  // `method`): see runtime::packed_format_for.
+  // `method`): see model::packed_format_for.
   bool dense_bf16 = false;
   bool verify = false;
   int threads = 0;  // packing threads; 0: all hardware threads

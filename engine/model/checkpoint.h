@@ -18,7 +18,7 @@ namespace tandem::model {
 inline constexpr std::string_view kPackedTensorSuffix = ".tandem.packed";
 inline constexpr std::string_view kPackedScaleSuffix = ".tandem.scale";
 // A folder converted for several NUMA pools stores a routed expert's matrix NAME as one
-// packed slice per pool (see runtime/expert_slicing.h), each under its own name.
+// packed slice per pool (see model/expert_slicing.h), each under its own name.
 inline std::string pool_slice_name(std::string_view matrix, int pool) {
   return std::string(matrix) + ".pool" + std::to_string(pool);
 }

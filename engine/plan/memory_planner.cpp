@@ -39,7 +39,7 @@ struct Layout {
 
 // Where each category goes for the given choices.
 // `onednn`: the machine's prompts multiply the dense INT8 matrices through oneDNN, which keeps
-// its own copy of them (runtime::onednn_for).
+// its own copy of them (model::onednn_for).
 Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_fmt,
               std::int64_t gpu_experts, std::int64_t context, bool onednn) {
   Layout l;
@@ -61,7 +61,7 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   } else {
     // Read by every token, the dense matrices stay INT8 when the experts are INT4
-    // (runtime::packed_format_for).
+    // (model::packed_format_for).
     const WeightFormat dense = cpu == WeightFormat::Int4 ? WeightFormat::Int8 : cpu;
     l.ram.push_back({"attention and dense weights", bytes(attention_dense, dense)});
     l.ram.push_back({"shared experts", bytes(m.shared_expert_params, dense)});
@@ -182,7 +182,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   const auto& usable = hw.isa.usable;
   const kernels::CpuVariant variant = kernels::best_variant(usable);
   const bool native_bf16 = usable.avx512_bf16 || usable.amx_bf16;
-  // The runtime's policy (runtime::onednn_for with DenseBackend::Auto): oneDNN takes the
+  // The runtime's policy (model::onednn_for with DenseBackend::Auto): oneDNN takes the
   // prompts' dense INT8 products where our kernels are AVX-512.
   const bool onednn = variant == kernels::CpuVariant::Avx512;
 

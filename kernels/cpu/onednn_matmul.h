@@ -31,8 +31,8 @@
 //
 // So: dense INT8 matrices (attention, dense FFNs, shared experts, output head) go through
 // oneDNN from 64 tokens on (prefill), beside our AVX-512 kernels only (AMX and AVX2 machines
-// are unmeasured); decode and BF16 keep our kernels (runtime::DenseBackend,
-// runtime::kOnednnMinTokens). The routed experts stay on our batched path (INT8 experts:
+// are unmeasured); decode and BF16 keep our kernels (model::DenseBackend,
+// model::kOnednnMinTokens). The routed experts stay on our batched path (INT8 experts:
 // 1.0 to 1.3x from 64 tokens; INT4 has no oneDNN 2.6 counterpart).
 #pragma once
 

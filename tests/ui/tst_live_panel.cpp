@@ -5,7 +5,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "engine/runtime/metrics.h"
+#include "engine/measure/metrics.h"
 #include "ui/expert_heatmap_model.h"
 #include "ui/live_panel.h"
 #include "ui/throughput_chart.h"
@@ -58,7 +58,7 @@ class TestLivePanel : public QObject {
   }
 
   void panelPollsMetricsFreezesAndExports() {
-    auto metrics = std::make_shared<runtime::Metrics>(2, 4);
+    auto metrics = std::make_shared<measure::Metrics>(2, 4);
     ui::LivePanel panel;
     panel.resize(300, 700);
     panel.show();

@@ -14,11 +14,11 @@
 #include "tests/support/logit_divergence.h"
 
 #include "engine/convert/converter.h"
+#include "engine/generate/generator.h"
+#include "engine/measure/perplexity.h"
+#include "engine/model/loaded_model.h"
 #include "engine/model/model_error.h"
 #include "engine/model/safetensors_file.h"
-#include "engine/runtime/generator.h"
-#include "engine/runtime/loaded_model.h"
-#include "engine/runtime/perplexity.h"
 #include "engine/text/tokenizer.h"
 
 using namespace tandem;
@@ -37,10 +37,10 @@ nlohmann::json expected(const std::string& folder) {
 
 // Last-position logits of every fixture prompt.
 std::vector<std::vector<float>> logits(const std::string& folder,
-                                       const runtime::LoadOptions& options = {}) {
-  auto model = runtime::LoadedModel::load(folder, options);
-  runtime::NumaPools pool(2, model->pools());
-  runtime::Generator generator(*model, pool, 128);
+                                       const model::LoadOptions& options = {}) {
+  auto model = model::LoadedModel::load(folder, options);
+  backend::NumaPools pool(2, model->pools());
+  generate::Generator generator(*model, pool, 128);
   std::vector<std::vector<float>> out;
   const nlohmann::json cases = expected(folder);
   for (const auto& c : cases["prompts"])
@@ -50,7 +50,7 @@ std::vector<std::vector<float>> logits(const std::string& folder,
 }
 
 convert::ConvertResult convert_to(
-    const std::string& in, const std::string& out, convert::Method method, bool verify = false,
+    const std::string& in, const std::string& out, model::Method method, bool verify = false,
     const std::function<void(const convert::ConvertProgress&)>& progress = {}, int pools = 1,
     int group = 0) {
   convert::ConvertOptions o;
@@ -84,12 +84,9 @@ class TestConverter : public QObject {
     for (const char* f :
          {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
           "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama"}) {
-      QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f)))
-          << f << int(convert::Method::Int8);
-      QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f)))
-          << f << int(convert::Method::Int4);
-      QTest::newRow(qPrintable(QStringLiteral("%1 bf16").arg(f)))
-          << f << int(convert::Method::Bf16);
+      QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f))) << f << int(model::Method::Int8);
+      QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f))) << f << int(model::Method::Int4);
+      QTest::newRow(qPrintable(QStringLiteral("%1 bf16").arg(f))) << f << int(model::Method::Bf16);
     }
   }
 
@@ -99,21 +96,21 @@ class TestConverter : public QObject {
     QFETCH(int, method);
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/converted";
-    const convert::ConvertResult r = convert_to(::fixture(fixture), out, convert::Method(method));
+    const convert::ConvertResult r = convert_to(::fixture(fixture), out, model::Method(method));
     QVERIFY(!r.resumed);
     QVERIFY(r.bytes_written > 0);
     QVERIFY(r.peak_memory_bytes > 0);
     QVERIFY(!any_temporary_files(out));
-    auto model = runtime::LoadedModel::load(out);
+    auto model = model::LoadedModel::load(out);
     QVERIFY(model->converted());
-    runtime::LoadOptions packed;
+    model::LoadOptions packed;
     packed.pools = 1;  // as converted
-    packed.cpu_format = method == int(convert::Method::Int8)   ? runtime::CpuFormat::Int8
-                        : method == int(convert::Method::Int4) ? runtime::CpuFormat::Int4
-                                                               : runtime::CpuFormat::Bf16;
+    packed.cpu_format = method == int(model::Method::Int8)   ? model::CpuFormat::Int8
+                        : method == int(model::Method::Int4) ? model::CpuFormat::Int4
+                                                             : model::CpuFormat::Bf16;
     QCOMPARE(model->cpu_format(), packed.cpu_format);
     QCOMPARE(model->packed_bytes(),
-             runtime::LoadedModel::load(::fixture(fixture), packed)->packed_bytes());
+             model::LoadedModel::load(::fixture(fixture), packed)->packed_bytes());
     model.reset();
     const auto got = logits(out);
     const auto want = logits(::fixture(fixture), packed);
@@ -127,9 +124,9 @@ class TestConverter : public QObject {
     QTest::addColumn<double>("maxMeanKl");
     for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "llama"}) {
       QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f)))
-          << f << int(convert::Method::Int8) << 0.01;
+          << f << int(model::Method::Int8) << 0.01;
       QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f)))
-          << f << int(convert::Method::Int4) << 0.05;
+          << f << int(model::Method::Int4) << 0.05;
     }
   }
 
@@ -140,7 +137,7 @@ class TestConverter : public QObject {
     QFETCH(double, maxMeanKl);
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/converted";
-    convert_to(::fixture(fixture), out, convert::Method(method));
+    convert_to(::fixture(fixture), out, model::Method(method));
     const auto reference = logits(::fixture(fixture));
     const auto got = logits(out);
     double sum = 0;
@@ -162,12 +159,12 @@ class TestConverter : public QObject {
     convert::ConvertOptions o;
     o.input = fixture("deepseek-v3");
     o.output = out;
-    o.method = convert::Method::Int8;
+    o.method = model::Method::Int8;
     o.dense_bf16 = true;
     o.threads = 2;
     o.pools = 1;
     convert::Converter(o).run({});
-    const convert::Manifest m = convert::read_manifest(out);
+    const model::Manifest m = model::read_manifest(out);
     QVERIFY(m.dense_bf16);
     int bf16 = 0, int8 = 0;
     for (const auto& [name, t] : m.tensors) {
@@ -178,31 +175,31 @@ class TestConverter : public QObject {
     }
     QVERIFY(bf16 > 0 && int8 > 0);
     // Packing at load time with the same choice gives the same matrices.
-    runtime::LoadOptions load;
-    load.cpu_format = runtime::CpuFormat::Int8;
+    model::LoadOptions load;
+    load.cpu_format = model::CpuFormat::Int8;
     load.dense_bf16 = true;
     load.pools = 1;
-    QCOMPARE(runtime::LoadedModel::load(fixture("deepseek-v3"), load)->packed_bytes(),
-             runtime::LoadedModel::load(out)->packed_bytes());
+    QCOMPARE(model::LoadedModel::load(fixture("deepseek-v3"), load)->packed_bytes(),
+             model::LoadedModel::load(out)->packed_bytes());
 
     // A different choice over the same folder is not a resume.
     o.dense_bf16 = false;
     QVERIFY_THROWS_EXCEPTION(convert::ConvertError, convert::Converter(o).run({}));
     const std::string plain = dir.path().toStdString() + "/int8";
-    convert_to(fixture("deepseek-v3"), plain, convert::Method::Int8);
+    convert_to(fixture("deepseek-v3"), plain, model::Method::Int8);
 
     std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/perplexity/fixture-text.txt");
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto tokenizer = text::load_tokenizer(fixture("deepseek-v3"));
-    const auto base = runtime::LoadedModel::load(fixture("deepseek-v3"));
-    const runtime::ScoredModel scored_base{*base, *tokenizer};
-    runtime::NumaPools pools(2);
-    runtime::PerplexityOptions po;
+    const auto base = model::LoadedModel::load(fixture("deepseek-v3"));
+    const measure::ScoredModel scored_base{*base, *tokenizer};
+    backend::NumaPools pools(2);
+    measure::PerplexityOptions po;
     po.context_tokens = 128;  // the whole text in one window
     const auto mean_kl = [&](const std::string& folder) {
-      const auto model = runtime::LoadedModel::load(folder);
+      const auto model = model::LoadedModel::load(folder);
       const auto r =
-          runtime::measure_perplexity({*model, *tokenizer}, text, pools, po, &scored_base);
+          measure::measure_perplexity({*model, *tokenizer}, text, pools, po, &scored_base);
       return r.mean_kl.value();
     };
     const double dense = mean_kl(out), all_int8 = mean_kl(plain);
@@ -214,10 +211,10 @@ class TestConverter : public QObject {
   void manifestDescribesEveryPackedTensor() {
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/converted";
-    convert_to(fixture("qwen3-moe"), out, convert::Method::Int4);
-    const convert::Manifest m = convert::read_manifest(out);
+    convert_to(fixture("qwen3-moe"), out, model::Method::Int4);
+    const model::Manifest m = model::read_manifest(out);
     QVERIFY(m.complete);
-    QCOMPARE(m.method, convert::Method::Int4);
+    QCOMPARE(m.method, model::Method::Int4);
     QCOMPARE(m.group, kernels::kDefaultInt4Group);
     QCOMPARE(m.pools, 1);
     QCOMPARE(m.source_files.size(), std::size_t(1));
@@ -247,10 +244,10 @@ class TestConverter : public QObject {
     QTest::addColumn<int>("method");
     QTest::addColumn<double>("maxError");
     QTest::addColumn<int>("pools");
-    QTest::newRow("int8") << int(convert::Method::Int8) << 0.01 << 1;
-    QTest::newRow("int4") << int(convert::Method::Int4) << 0.15 << 1;
-    QTest::newRow("bf16") << int(convert::Method::Bf16) << 0.005 << 1;
-    QTest::newRow("int8, 3 pools") << int(convert::Method::Int8) << 0.01 << 3;  // each slice
+    QTest::newRow("int8") << int(model::Method::Int8) << 0.01 << 1;
+    QTest::newRow("int4") << int(model::Method::Int4) << 0.15 << 1;
+    QTest::newRow("bf16") << int(model::Method::Bf16) << 0.005 << 1;
+    QTest::newRow("int8, 3 pools") << int(model::Method::Int8) << 0.01 << 3;  // each slice
   }
 
   void verifyReportsEveryTensor() {
@@ -259,8 +256,8 @@ class TestConverter : public QObject {
     QFETCH(int, pools);
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/converted";
-    const auto r = convert_to(fixture("mixtral"), out, convert::Method(method), true, {}, pools);
-    QCOMPARE(r.verification.size(), convert::read_manifest(out).tensors.size());
+    const auto r = convert_to(fixture("mixtral"), out, model::Method(method), true, {}, pools);
+    QCOMPARE(r.verification.size(), model::read_manifest(out).tensors.size());
     for (const auto& c : r.verification) {
       QVERIFY2(c.relative_error > 0 && c.relative_error < maxError,
                qPrintable(QString::fromStdString(c.name)));
@@ -279,7 +276,7 @@ class TestConverter : public QObject {
     std::uint64_t last = 0, total = 0;
     int calls = 0;
     convert_to(
-        fixture("deepseek-v3"), dir.path().toStdString() + "/c", convert::Method::Int8, false,
+        fixture("deepseek-v3"), dir.path().toStdString() + "/c", model::Method::Int8, false,
         [&](const convert::ConvertProgress& p) {
           QVERIFY(p.bytes_done >= last);
           QCOMPARE(p.layers, 3);
@@ -300,12 +297,12 @@ class TestConverter : public QObject {
     QTemporaryDir dir;
     const std::string whole = dir.path().toStdString() + "/whole";
     const std::string out = dir.path().toStdString() + "/resumed";
-    convert_to(fixture("qwen3-moe"), whole, convert::Method::Int8);
+    convert_to(fixture("qwen3-moe"), whole, model::Method::Int8);
 
     convert::ConvertOptions o;
     o.input = fixture("qwen3-moe");
     o.output = out;
-    o.method = convert::Method::Int8;
+    o.method = model::Method::Int8;
     {
       convert::Converter converter(o);
       int tensors = 0;
@@ -315,14 +312,14 @@ class TestConverter : public QObject {
                                }));
     }
     QVERIFY(!any_temporary_files(out));
-    QVERIFY(!convert::read_manifest(out).complete);
+    QVERIFY(!model::read_manifest(out).complete);
     try {
-      runtime::LoadedModel::load(out);
+      model::LoadedModel::load(out);
       QFAIL("an unfinished conversion loaded");
     } catch (const model::ModelError& e) {
       QVERIFY2(std::string(e.what()).find("did not finish") != std::string::npos, e.what());
     }
-    const auto finished = convert::read_manifest(out).files;
+    const auto finished = model::read_manifest(out).files;
     QCOMPARE(finished.size(), std::size_t(2));  // base and layer 0
     {
       // Damage the finished layer file: the resume must notice and redo it.
@@ -333,7 +330,7 @@ class TestConverter : public QObject {
     }
     const auto r = convert::Converter(o).run({});
     QVERIFY(r.resumed);
-    QVERIFY(convert::read_manifest(out).complete);
+    QVERIFY(model::read_manifest(out).complete);
     for (const char* name : {"base.safetensors", "layer-00000.safetensors",
                              "layer-00001.safetensors", "output.safetensors"}) {
       std::ifstream a(whole + "/" + name, std::ios::binary), b(out + "/" + name, std::ios::binary);
@@ -352,25 +349,25 @@ class TestConverter : public QObject {
     QTest::addColumn<QString>("says");
     const QString model = QString::fromStdString(fixture("qwen3-moe"));
     QTest::newRow("missing folder") << QStringLiteral("/nonexistent/model")
-                                    << int(convert::Method::Int8) << 0 << 1 << "not a folder";
+                                    << int(model::Method::Int8) << 0 << 1 << "not a folder";
     QTest::newRow("no config.json") << QString::fromStdString(std::string(TANDEM_TEST_DATA_DIR))
-                                    << int(convert::Method::Int8) << 0 << 1 << "not a model folder";
+                                    << int(model::Method::Int8) << 0 << 1 << "not a model folder";
     // qwen3-moe's experts are 40 wide, not two pools of whole 16-row blocks.
     QTest::newRow("pools that cannot split the experts")
-        << model << int(convert::Method::Int8) << 0 << 2
+        << model << int(model::Method::Int8) << 0 << 2
         << "--pools 2: the expert width 40 cannot be split into 2 pools of whole 16-row blocks; "
            "use 1 pool.";
     // deepseek-v3's 32-wide experts split in two leave 16 columns, less than an INT4 group.
     QTest::newRow("pools that cannot split the INT4 groups")
-        << QString::fromStdString(fixture("deepseek-v3")) << int(convert::Method::Int4) << 0 << 2
+        << QString::fromStdString(fixture("deepseek-v3")) << int(model::Method::Int4) << 0 << 2
         << "of whole 16-row blocks and INT4 groups of 64 columns; use 1 pool.";
     QTest::newRow("pools without experts")
-        << QString::fromStdString(fixture("llama")) << int(convert::Method::Int8) << 0 << 2
+        << QString::fromStdString(fixture("llama")) << int(model::Method::Int8) << 0 << 2
         << "no routed experts";
     QTest::newRow("group for int8")
-        << model << int(convert::Method::Int8) << 64 << 1 << "int8 and bf16";
+        << model << int(model::Method::Int8) << 64 << 1 << "int8 and bf16";
     QTest::newRow("group not a multiple of 8")
-        << model << int(convert::Method::Int4) << 12 << 1 << "multiple of 8";
+        << model << int(model::Method::Int4) << 12 << 1 << "multiple of 8";
   }
 
   void badInputsAreRefusedWithASentence() {
@@ -383,7 +380,7 @@ class TestConverter : public QObject {
     convert::ConvertOptions o;
     o.input = input.toStdString();
     o.output = dir.path().toStdString() + "/out";
-    o.method = convert::Method(method);
+    o.method = model::Method(method);
     o.group = group;
     o.pools = pools;
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -415,7 +412,7 @@ class TestConverter : public QObject {
     QVERIFY(setrlimit(RLIMIT_FSIZE, &small) == 0);
     std::string message;
     try {
-      convert_to(fixture("qwen3-moe"), out, convert::Method::Int8);
+      convert_to(fixture("qwen3-moe"), out, model::Method::Int8);
     } catch (const model::ModelError& e) {
       message = e.what();
     }
@@ -423,10 +420,10 @@ class TestConverter : public QObject {
     std::signal(SIGXFSZ, SIG_DFL);
     QVERIFY2(message.find("the disk may be full") != std::string::npos, message.c_str());
     QVERIFY(!any_temporary_files(out));
-    QVERIFY(!convert::read_manifest(out).complete);
+    QVERIFY(!model::read_manifest(out).complete);
     // With room again, the same command finishes the job.
-    QVERIFY(convert_to(fixture("qwen3-moe"), out, convert::Method::Int8).resumed);
-    QVERIFY(runtime::LoadedModel::load(out)->converted());
+    QVERIFY(convert_to(fixture("qwen3-moe"), out, model::Method::Int8).resumed);
+    QVERIFY(model::LoadedModel::load(out)->converted());
   }
 
   void refusesAFolderThatIsNotEmpty() {
@@ -441,25 +438,25 @@ class TestConverter : public QObject {
     } catch (const convert::ConvertError& e) {
       QVERIFY2(std::string(e.what()).find("not empty") != std::string::npos, e.what());
     }
-    QVERIFY(!fs::exists(dir.path().toStdString() + "/" + convert::kManifestName));
+    QVERIFY(!fs::exists(dir.path().toStdString() + "/" + model::kManifestName));
   }
 
   void refusesToResumeWithOtherSettings() {
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/c";
-    convert_to(fixture("qwen3-moe"), out, convert::Method::Int8);
+    convert_to(fixture("qwen3-moe"), out, model::Method::Int8);
     try {
-      convert_to(fixture("qwen3-moe"), out, convert::Method::Int4);
+      convert_to(fixture("qwen3-moe"), out, model::Method::Int4);
       QFAIL("accepted");
     } catch (const convert::ConvertError& e) {
       QVERIFY2(std::string(e.what()).find("other settings") != std::string::npos, e.what());
     }
-    QVERIFY(convert::read_manifest(out).complete);
-    QCOMPARE(convert::read_manifest(out).method, convert::Method::Int8);
+    QVERIFY(model::read_manifest(out).complete);
+    QCOMPARE(model::read_manifest(out).method, model::Method::Int8);
     const std::string other = dir.path().toStdString() + "/pools";
-    convert_to(fixture("deepseek-v3"), other, convert::Method::Int8);
+    convert_to(fixture("deepseek-v3"), other, model::Method::Int8);
     try {
-      convert_to(fixture("deepseek-v3"), other, convert::Method::Int8, false, {}, 2);
+      convert_to(fixture("deepseek-v3"), other, model::Method::Int8, false, {}, 2);
       QFAIL("accepted");
     } catch (const convert::ConvertError& e) {
       QVERIFY2(std::string(e.what()).find("other settings") != std::string::npos, e.what());
@@ -473,12 +470,12 @@ class TestConverter : public QObject {
     QTest::addColumn<int>("group");
     // deepseek-v3's experts are 32 wide (2 pools of one block), mixtral's 48 (3 pools).
     QTest::newRow("deepseek-v3 int8, 2 pools")
-        << "deepseek-v3" << int(convert::Method::Int8) << 2 << 0;
+        << "deepseek-v3" << int(model::Method::Int8) << 2 << 0;
     QTest::newRow("deepseek-v3 int4/16, 2 pools")
-        << "deepseek-v3" << int(convert::Method::Int4) << 2 << 16;
+        << "deepseek-v3" << int(model::Method::Int4) << 2 << 16;
     QTest::newRow("deepseek-v3 bf16, 2 pools")
-        << "deepseek-v3" << int(convert::Method::Bf16) << 2 << 0;
-    QTest::newRow("mixtral int8, 3 pools") << "mixtral" << int(convert::Method::Int8) << 3 << 0;
+        << "deepseek-v3" << int(model::Method::Bf16) << 2 << 0;
+    QTest::newRow("mixtral int8, 3 pools") << "mixtral" << int(model::Method::Int8) << 3 << 0;
   }
 
   // A folder converted with --pools N holds each routed expert as N slices, exactly the
@@ -492,8 +489,8 @@ class TestConverter : public QObject {
     QFETCH(int, group);
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/split";
-    convert_to(::fixture(fixture), out, convert::Method(method), false, {}, pools, group);
-    const convert::Manifest m = convert::read_manifest(out);
+    convert_to(::fixture(fixture), out, model::Method(method), false, {}, pools, group);
+    const model::Manifest m = model::read_manifest(out);
     QCOMPARE(m.pools, pools);
     QCOMPARE(m.format_version, 2);
     int slices = 0;
@@ -511,23 +508,23 @@ class TestConverter : public QObject {
     QVERIFY(slices > 0);
     QCOMPARE(slices % (3 * pools), 0);
 
-    runtime::LoadOptions split;
-    split.cpu_format = method == int(convert::Method::Int8)   ? runtime::CpuFormat::Int8
-                       : method == int(convert::Method::Int4) ? runtime::CpuFormat::Int4
-                                                              : runtime::CpuFormat::Bf16;
+    model::LoadOptions split;
+    split.cpu_format = method == int(model::Method::Int8)   ? model::CpuFormat::Int8
+                       : method == int(model::Method::Int4) ? model::CpuFormat::Int4
+                                                            : model::CpuFormat::Bf16;
     split.pools = pools;
     if (group > 0) split.int4_group = group;
     {
-      const auto model = runtime::LoadedModel::load(out);
+      const auto model = model::LoadedModel::load(out);
       QCOMPARE(model->pools(), pools);
       QVERIFY(model->experts_sliced());
       QCOMPARE(model->packed_bytes(),
-               runtime::LoadedModel::load(::fixture(fixture), split)->packed_bytes());
+               model::LoadedModel::load(::fixture(fixture), split)->packed_bytes());
     }
     const auto got = logits(out);
     QCOMPARE(got, logits(::fixture(fixture), split));
     const std::string whole = dir.path().toStdString() + "/whole";
-    convert_to(::fixture(fixture), whole, convert::Method(method), false, {}, 1, group);
+    convert_to(::fixture(fixture), whole, model::Method(method), false, {}, 1, group);
     const auto one_pool = logits(whole);
     double kl = 0;
     for (std::size_t i = 0; i < got.size(); ++i)
@@ -542,12 +539,12 @@ class TestConverter : public QObject {
   void otherPoolCountIsASentence() {
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/split";
-    convert_to(fixture("deepseek-v3"), out, convert::Method::Int8, false, {}, 2);
+    convert_to(fixture("deepseek-v3"), out, model::Method::Int8, false, {}, 2);
     for (int asked : {1, 3}) {
-      runtime::LoadOptions o;
+      model::LoadOptions o;
       o.pools = asked;
       try {
-        runtime::LoadedModel::load(out, o);
+        model::LoadedModel::load(out, o);
         QFAIL("loaded");
       } catch (const model::ModelError& e) {
         const std::string want =
@@ -559,9 +556,9 @@ class TestConverter : public QObject {
         QCOMPARE(std::string(e.what()), want);
       }
     }
-    runtime::LoadOptions same;
+    model::LoadOptions same;
     same.pools = 2;
-    QCOMPARE(runtime::LoadedModel::load(out, same)->pools(), 2);
+    QCOMPARE(model::LoadedModel::load(out, same)->pools(), 2);
   }
 
   // Folders written before pools existed (format version 1) are one pool; a newer format
@@ -569,20 +566,20 @@ class TestConverter : public QObject {
   void olderManifestsMeanOnePool() {
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/c";
-    convert_to(fixture("qwen3-moe"), out, convert::Method::Int8);
+    convert_to(fixture("qwen3-moe"), out, model::Method::Int8);
     const auto want = logits(out);
-    const std::string path = out + "/" + convert::kManifestName;
+    const std::string path = out + "/" + model::kManifestName;
     nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
     j["format_version"] = 1;
     j.erase("pools");
     std::ofstream(path) << j.dump(1);
-    QCOMPARE(convert::read_manifest(out).pools, 1);
-    QCOMPARE(runtime::LoadedModel::load(out)->pools(), 1);
+    QCOMPARE(model::read_manifest(out).pools, 1);
+    QCOMPARE(model::LoadedModel::load(out)->pools(), 1);
     QCOMPARE(logits(out), want);
     j["format_version"] = 3;
     std::ofstream(path) << j.dump(1);
     try {
-      convert::read_manifest(out);
+      model::read_manifest(out);
       QFAIL("read");
     } catch (const model::ModelError& e) {
       QVERIFY2(std::string(e.what()).find("reads versions 1 to 2") != std::string::npos, e.what());

@@ -6,8 +6,8 @@
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
+#include "engine/model/loaded_model.h"
 #include "engine/model/model_error.h"
-#include "engine/runtime/loaded_model.h"
 
 using namespace tandem;
 using nlohmann::json;
@@ -28,7 +28,7 @@ QString copyFixture(const QTemporaryDir& dir, const QString& from = kFixture) {
 
 QString loadError(const QString& folder) {
   try {
-    runtime::LoadedModel::load(folder.toStdString());
+    model::LoadedModel::load(folder.toStdString());
   } catch (const model::ModelError& e) {
     return QString::fromStdString(e.what());
   }

@@ -1,0 +1,62 @@
+// Keys and values of the tokens seen so far, per layer, in fp32. For multi-head latent
+// attention only the compressed latent and the shared rotary key are kept (MLA-aware).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/model_spec.h"
+
+namespace tandem::backend {
+
+class KvCache {
+ public:
+  KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens);
+
+  std::int64_t capacity() const { return capacity_; }
+  std::int64_t size() const { return size_; }
+  // Forgets every token from `tokens` on (a new turn that diverges, an edited message).
+  void truncate(std::int64_t tokens);
+  void set_size(std::int64_t tokens) { size_ = tokens; }
+  std::uint64_t bytes() const;
+
+  // Standard attention. Keys are kept transposed per KV head ([head_dim][capacity]) for the
+  // attention kernel; values row-major, [kv_heads * head_dim] per position.
+  void store_key(std::int64_t layer, std::int64_t pos, const float* k);
+  const float* keys_transposed(std::int64_t layer, std::int64_t kv_head) const {
+    return &keys_[l(layer)][static_cast<std::size_t>(kv_head * head_dim_ * capacity_)];
+  }
+  float* value(std::int64_t layer, std::int64_t pos) {
+    return &values_[l(layer)][off(pos, value_row_)];
+  }
+  // MLA: the normalised latent [kv_lora_rank] per position (what the heads weigh), and the
+  // keys every head scores against, the latent followed by the rotary key, transposed
+  // ([kv_lora_rank + rope dim][capacity]) for the attention kernel.
+  void store_latent(std::int64_t layer, std::int64_t pos, const float* latent,
+                    const float* rope_key);
+  const float* latent(std::int64_t layer, std::int64_t pos) const {
+    return &keys_[l(layer)][off(pos, key_row_)];
+  }
+  const float* latent_keys_transposed(std::int64_t layer) const {
+    return latent_keys_[l(layer)].data();
+  }
+
+ private:
+  static std::size_t l(std::int64_t layer) { return static_cast<std::size_t>(layer); }
+  std::size_t off(std::int64_t pos, std::int64_t row) const {
+    return static_cast<std::size_t>(pos * row);
+  }
+
+  std::int64_t capacity_;
+  std::int64_t size_ = 0;
+  std::int64_t key_row_;
+  std::int64_t head_dim_ = 0;
+  std::int64_t kv_heads_ = 0;
+  std::int64_t value_row_;
+  std::int64_t latent_rank_ = 0, rope_dim_ = 0;  // MLA
+  std::vector<std::vector<float>> keys_;
+  std::vector<std::vector<float>> values_;
+  std::vector<std::vector<float>> latent_keys_;  // MLA
+};
+
+}  // namespace tandem::backend

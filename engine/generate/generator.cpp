@@ -1,0 +1,108 @@
+#include "engine/generate/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace tandem::generate {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+Generator::Generator(const model::LoadedModel& model, backend::NumaPools& pool,
+                     std::int64_t context_tokens)
+    : model_(model),
+      metrics_(std::make_shared<measure::Metrics>(
+          model.spec().num_layers, std::max<std::int64_t>(1, model.spec().num_experts))),
+      transformer_(model.spec(), model.weights(), pool),
+      cache_(model.spec(), context_tokens) {
+  transformer_.set_metrics(metrics_.get());
+}
+
+void Generator::reset() {
+  cache_.truncate(0);
+  context_.clear();
+  logits_.clear();
+}
+
+std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64_t chunk) {
+  if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
+  if (static_cast<std::int64_t>(prompt.size()) > cache_.capacity()) {
+    throw std::length_error("the prompt has " + std::to_string(prompt.size()) +
+                            " tokens but the context holds " + std::to_string(cache_.capacity()));
+  }
+  // Keep the longest common prefix; at least the last prompt token is recomputed, since
+  // its logits are needed.
+  std::size_t common = 0;
+  while (common < context_.size() && common < prompt.size() && context_[common] == prompt[common])
+    ++common;
+  common = std::min(common, prompt.size() - 1);
+  cache_.truncate(static_cast<std::int64_t>(common));
+  context_.resize(common);
+  for (std::size_t at = common; at < prompt.size();) {
+    const std::size_t n = std::min<std::size_t>(
+        static_cast<std::size_t>(std::max<std::int64_t>(1, chunk)), prompt.size() - at);
+    transformer_.forward(prompt.subspan(at, n), cache_, logits_);
+    context_.insert(context_.end(), prompt.begin() + static_cast<std::ptrdiff_t>(at),
+                    prompt.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+  }
+  return static_cast<std::int64_t>(common);
+}
+
+const std::vector<float>& Generator::evaluate(std::span<const std::int32_t> prompt) {
+  prefill(prompt, 512);
+  return logits_;
+}
+
+GenerationStats Generator::generate(std::span<const std::int32_t> prompt,
+                                    const GenerationOptions& options,
+                                    const std::function<bool(std::int32_t)>& on_token) {
+  GenerationStats stats;
+  const auto t0 = Clock::now();
+  stats.cached_tokens = prefill(prompt, options.prefill_chunk);
+  stats.prompt_tokens = static_cast<std::int64_t>(prompt.size()) - stats.cached_tokens;
+  stats.prompt_seconds = seconds_since(t0);
+
+  Sampler sampler(options.sampling);
+  const auto& eos = model_.spec().eos_token_ids;
+  const auto t1 = Clock::now();
+  for (;;) {
+    if (options.cancel && options.cancel->load()) {
+      stats.stop = StopReason::Cancelled;
+      break;
+    }
+    if (stats.generated_tokens >= options.max_tokens) {
+      stats.stop = StopReason::MaxTokens;
+      break;
+    }
+    const std::int32_t next = sampler.sample(logits_, context_);
+    ++stats.generated_tokens;
+    if (options.stop_at_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) {
+      stats.stop = StopReason::EndOfSequence;
+      break;
+    }
+    if (!on_token(next)) {
+      stats.stop = StopReason::Caller;
+      break;
+    }
+    if (stats.generated_tokens >= options.max_tokens) {
+      stats.stop = StopReason::MaxTokens;
+      break;
+    }
+    if (cache_.size() >= cache_.capacity()) {
+      stats.stop = StopReason::ContextFull;
+      break;
+    }
+    const std::int32_t one[1] = {next};
+    transformer_.forward(one, cache_, logits_);
+    context_.push_back(next);
+  }
+  stats.decode_seconds = seconds_since(t1);
+  return stats;
+}
+
+}  // namespace tandem::generate

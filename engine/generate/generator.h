@@ -1,0 +1,79 @@
+// Prefill and decode over one KV cache, reusing the longest common prefix between calls
+// so a new turn only processes its new tokens.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/backend/cpu/kv_cache.h"
+#include "engine/backend/cpu/numa_pools.h"
+#include "engine/forward/transformer.h"
+#include "engine/generate/sampler.h"
+#include "engine/model/loaded_model.h"
+
+namespace tandem::generate {
+
+enum class StopReason { EndOfSequence, MaxTokens, ContextFull, Cancelled, Caller };
+
+struct GenerationOptions {
+  std::int64_t max_tokens = 256;
+  SamplingParams sampling;
+  bool stop_at_eos = true;
+  std::int64_t prefill_chunk = 512;           // tokens per forward pass during prefill
+  const std::atomic<bool>* cancel = nullptr;  // checked between tokens
+};
+
+struct GenerationStats {
+  std::int64_t cached_tokens = 0;  // reused from the previous call
+  std::int64_t prompt_tokens = 0;  // prefilled now
+  double prompt_seconds = 0.0;
+  std::int64_t generated_tokens = 0;
+  double decode_seconds = 0.0;
+  StopReason stop = StopReason::MaxTokens;
+
+  double prompt_tokens_per_s() const {
+    return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0;
+  }
+  double decode_tokens_per_s() const {
+    // The first generated token comes from the prefill's logits; decode time covers the rest.
+    return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds
+                                                      : 0.0;
+  }
+};
+
+class Generator {
+ public:
+  Generator(const model::LoadedModel& model, backend::NumaPools& pool, std::int64_t context_tokens);
+
+  // Generates after `prompt` (the whole context, e.g. the rendered conversation). Calls
+  // `on_token` for each new token; returning false stops with StopReason::Caller.
+  GenerationStats generate(std::span<const std::int32_t> prompt, const GenerationOptions& options,
+                           const std::function<bool(std::int32_t)>& on_token);
+
+  // Logits after the last prefill or decode step.
+  const std::vector<float>& last_logits() const { return logits_; }
+  // Runs `prompt` (reusing the cache) and returns the logits of its last token.
+  const std::vector<float>& evaluate(std::span<const std::int32_t> prompt);
+
+  const std::vector<std::int32_t>& context() const { return context_; }
+  // Routing hits and time split since the generator was made; safe to read from any thread.
+  const std::shared_ptr<measure::Metrics>& metrics() const { return metrics_; }
+  std::int64_t context_capacity() const { return cache_.capacity(); }
+  void reset();
+
+ private:
+  std::int64_t prefill(std::span<const std::int32_t> prompt, std::int64_t chunk);
+
+  const model::LoadedModel& model_;
+  std::shared_ptr<measure::Metrics> metrics_;
+  forward::Transformer transformer_;
+  backend::KvCache cache_;
+  std::vector<std::int32_t> context_;  // tokens whose keys and values are in the cache
+  std::vector<float> logits_;
+};
+
+}  // namespace tandem::generate

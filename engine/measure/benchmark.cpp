@@ -1,0 +1,97 @@
+#include "engine/measure/benchmark.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "engine/generate/generator.h"
+#include "kernels/cpu/memory_bandwidth.h"
+
+namespace tandem::measure {
+
+double sample_mean(const std::vector<double>& values) {
+  if (values.empty()) return 0.0;
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+double sample_stddev(const std::vector<double>& values) {
+  if (values.size() < 2) return 0.0;
+  const double m = sample_mean(values);
+  double ss = 0.0;
+  for (double v : values) ss += (v - m) * (v - m);
+  return std::sqrt(ss / static_cast<double>(values.size() - 1));
+}
+
+double Measurement::mean() const {
+  return sample_mean(tokens_per_s);
+}
+
+double Measurement::stddev() const {
+  return sample_stddev(tokens_per_s);
+}
+
+double BenchResult::roofline_tokens_per_s() const {
+  return active_bytes_per_token > 0
+             ? read_bandwidth_bytes_per_s / static_cast<double>(active_bytes_per_token)
+             : 0.0;
+}
+
+double BenchResult::roofline_fraction() const {
+  const double roof = roofline_tokens_per_s();
+  return roof > 0 ? decode.mean() / roof : 0.0;
+}
+
+BenchResult run_benchmark(const model::LoadedModel& model, const BenchOptions& o,
+                          const std::function<void(const std::string&)>& progress) {
+  using Clock = std::chrono::steady_clock;
+  backend::NumaPools pool(o.threads, model.pools());
+  BenchResult result;
+  result.active_bytes_per_token = model.active_weight_bytes_per_token();
+  std::mt19937_64 rng(o.seed);
+  std::uniform_int_distribution<std::int32_t> token(
+      0, static_cast<std::int32_t>(model.spec().vocab_size - 1));
+  generate::Generator generator(model, pool, o.prompt_tokens + o.decode_tokens + 1);
+  // Run -1 is the warm-up: measured the same way, not recorded.
+  for (int r = o.warmup ? -1 : 0; r < o.repetitions; ++r) {
+    const bool counted = r >= 0;
+    generator.reset();
+    if (o.prompt_tokens > 0) {
+      std::vector<std::int32_t> prompt(static_cast<std::size_t>(o.prompt_tokens));
+      for (auto& t : prompt) t = token(rng);
+      const auto t0 = Clock::now();
+      generator.evaluate(prompt);
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (counted) result.prompt.tokens_per_s.push_back(static_cast<double>(o.prompt_tokens) / s);
+      if (progress)
+        progress(fmt::format("pp{} {}: {:.2f} tokens/s", o.prompt_tokens,
+                             counted ? fmt::format("run {}", r + 1) : std::string("warm-up"),
+                             static_cast<double>(o.prompt_tokens) / s));
+    }
+    if (o.decode_tokens > 0) {
+      // Decode after a one-token context, as llama-bench's tg test does.
+      generator.reset();
+      std::vector<std::int32_t> context = {token(rng)};
+      generator.evaluate(context);
+      const auto t0 = Clock::now();
+      for (std::int64_t i = 0; i < o.decode_tokens; ++i) {
+        context.push_back(token(rng));
+        generator.evaluate(context);
+      }
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (counted) result.decode.tokens_per_s.push_back(static_cast<double>(o.decode_tokens) / s);
+      if (progress)
+        progress(fmt::format("tg{} {}: {:.2f} tokens/s", o.decode_tokens,
+                             counted ? fmt::format("run {}", r + 1) : std::string("warm-up"),
+                             static_cast<double>(o.decode_tokens) / s));
+    }
+  }
+  // A buffer far larger than the caches: 1 GiB.
+  result.read_bandwidth_bytes_per_s =
+      kernels::measure_read_bandwidth(1ull << 30, pool.as_parallel_for());
+  return result;
+}
+
+}  // namespace tandem::measure

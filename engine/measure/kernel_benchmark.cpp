@@ -1,0 +1,192 @@
+#include "engine/measure/kernel_benchmark.h"
+
+#include "engine/measure/benchmark.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "engine/backend/cpu/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/packed_matmul.h"
+
+namespace tandem::measure {
+namespace {
+
+// Uniform values in [-1, 1): fast enough for the 311 million of the output head.
+std::vector<float> random_values(std::size_t n, std::uint64_t seed) {
+  std::vector<float> v(n);
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ull << 23) - 1.0);
+  }
+  return v;
+}
+
+kernels::PackedMatrix copy_of(const kernels::PackedMatrix& m) {
+  kernels::PackedMatrix c = kernels::packed_shape(m.rows, m.cols, m.format, m.group);
+  c.bytes = kernels::AlignedBytes::allocate(m.bytes.size);
+  std::memcpy(c.bytes.data.get(), m.bytes.data.get(), m.bytes.size);
+  c.row_scale = m.row_scale;
+  c.group_scale = m.group_scale;
+  return c;
+}
+
+// Runs `product` once, then repeatedly for at least `min_seconds`; the seconds per product.
+double seconds_per_product(const std::function<void()>& product, double min_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  int calls = 0;
+  double elapsed = 0;
+  do {
+    product();
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < min_seconds);
+  return elapsed / calls;
+}
+
+void add_sample(KernelPathResult& r, double seconds, const KernelShape& s, std::int64_t tokens) {
+  const double flops = 2.0 * static_cast<double>(tokens) * static_cast<double>(s.rows * s.cols);
+  r.gflops.values.push_back(flops / seconds / 1e9);
+  r.weight_gb_per_s.values.push_back(static_cast<double>(r.weight_bytes) / seconds / 1e9);
+}
+
+}  // namespace
+
+std::vector<KernelShape> qwen3_30b_a3b_shapes(std::int64_t head_rows) {
+  return {{"q", 4096, 2048},         {"k/v", 512, 2048},       {"o", 2048, 4096},
+          {"head", head_rows, 2048}, {"expert up", 768, 2048}, {"expert down", 2048, 768}};
+}
+
+double RateSamples::mean() const {
+  return sample_mean(values);
+}
+
+double RateSamples::stddev() const {
+  return sample_stddev(values);
+}
+
+double KernelBenchRow::speedup() const {
+  const double ours = packed.gflops.mean();
+  return ours > 0 ? onednn.gflops.mean() / ours : 0;
+}
+
+std::string KernelBenchRow::winner() const {
+  const double a = packed.gflops.mean();
+  const double b = onednn.gflops.mean();
+  const double spread = packed.gflops.stddev() + onednn.gflops.stddev();
+  if (std::abs(a - b) <= std::max(0.05 * std::max(a, b), spread)) return "tie";
+  return b > a ? "onednn" : "packed";
+}
+
+KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
+                                       const std::function<void(const std::string&)>& progress) {
+  KernelBenchReport report;
+  report.cpu = kernels::detect_isa().identity.brand;
+  report.onednn = kernels::onednn_description();
+  const kernels::CpuVariant variant = kernels::active_variant();
+  report.variant = std::string(kernels::variant_name(variant));
+  std::int64_t max_tokens = 1;
+  for (std::int64_t t : options.tokens) max_tokens = std::max(max_tokens, t);
+
+  for (const KernelShape& shape : options.shapes) {
+    const std::vector<float> source_values =
+        random_values(static_cast<std::size_t>(shape.rows * shape.cols), options.seed);
+    kernels::WeightMatrix source;
+    source.data = source_values.data();
+    source.rows = shape.rows;
+    source.cols = shape.cols;
+    const std::vector<float> x =
+        random_values(static_cast<std::size_t>(max_tokens * shape.cols), options.seed + 1);
+    std::vector<float> y(static_cast<std::size_t>(max_tokens * shape.rows));
+
+    for (kernels::PackedFormat format :
+         {kernels::PackedFormat::Int8, kernels::PackedFormat::Bf16}) {
+      const bool int8 = format == kernels::PackedFormat::Int8;
+      const kernels::PackedMatrix packed =
+          int8 ? kernels::pack_int8(source) : kernels::pack_bf16(source);
+      const std::uint64_t bytes = kernels::packed_matrix_bytes(packed);
+      const std::size_t copies = static_cast<std::size_t>(
+          std::max<std::uint64_t>(1, (options.working_set_bytes + bytes - 1) / bytes));
+      std::vector<kernels::PackedMatrix> packed_copies;
+      std::vector<kernels::WeightMatrix> ours_copies;
+      for (std::size_t c = 0; c < copies; ++c) packed_copies.push_back(copy_of(packed));
+      for (const kernels::PackedMatrix& p : packed_copies) {
+        kernels::WeightMatrix w = source;
+        w.packed = &p;
+        w.packed_variant = variant;
+        // As LoadedModel does: the AVX-512 BF16 kernel needs AVX512_BF16, the AVX2 one not.
+        if (!int8 && variant == kernels::CpuVariant::Avx512 &&
+            !kernels::detect_isa().usable.avx512_bf16) {
+          w.packed_variant = kernels::CpuVariant::Avx2;
+        }
+        ours_copies.push_back(w);
+      }
+
+      // Sliced as the engine slices them, each slice one single-threaded primitive.
+      std::vector<std::unique_ptr<kernels::OnednnMatmul>> onednn;
+      for (std::size_t c = 0; c < copies; ++c) {
+        onednn.push_back(std::make_unique<kernels::OnednnMatmul>(
+            packed, kernels::onednn_slices_for(shape.rows)));
+      }
+      for (int threads : options.threads) {
+        backend::ThreadPool pool(threads);
+        const kernels::ParallelFor parallel = pool.as_parallel_for();
+        for (std::int64_t tokens : options.tokens) {
+          KernelBenchRow row;
+          row.shape = shape;
+          row.format = int8 ? "int8" : "bf16";
+          row.threads = threads;
+          row.tokens = tokens;
+          row.packed.implementation =
+              "packed " + std::string(kernels::variant_name(ours_copies[0].packed_variant));
+          row.packed.weight_bytes = bytes;
+          row.onednn.implementation = onednn[0]->implementation(tokens);
+          row.onednn.weight_bytes = onednn[0]->weight_bytes();
+          std::size_t next_ours = 0;
+          std::size_t next_theirs = 0;
+          const auto ours = [&] {
+            kernels::matmul_xwt(x.data(), tokens, ours_copies[next_ours++ % copies], y.data(),
+                                shape.rows, parallel);
+          };
+          const auto theirs = [&] {
+            onednn[next_theirs++ % copies]->run(x.data(), tokens, y.data(), shape.rows, parallel);
+          };
+          // First use of every copy: pages, primitives.
+          for (std::size_t c = 0; c < copies; ++c) {
+            ours();
+            theirs();
+          }
+          // Interleaved, so that a change in the machine's load hits both alike.
+          for (int r = 0; r < options.repetitions; ++r) {
+            add_sample(row.packed, seconds_per_product(ours, options.min_sample_seconds), shape,
+                       tokens);
+            add_sample(row.onednn, seconds_per_product(theirs, options.min_sample_seconds), shape,
+                       tokens);
+          }
+          if (progress) {
+            progress(
+                fmt::format("{} {}x{} {} threads {} tokens {}: packed {:.1f} ± {:.1f}, "
+                            "oneDNN {:.1f} ± {:.1f} GFLOP/s",
+                            shape.name, shape.rows, shape.cols, row.format, threads, tokens,
+                            row.packed.gflops.mean(), row.packed.gflops.stddev(),
+                            row.onednn.gflops.mean(), row.onednn.gflops.stddev()));
+          }
+          report.rows.push_back(std::move(row));
+        }
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace tandem::measure

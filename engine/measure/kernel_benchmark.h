@@ -1,0 +1,74 @@
+// `tandem bench --kernels`: our packed kernels against oneDNN's matmul on the dense
+// matrices of Qwen3-30B-A3B (attention projections, output head) and one of its experts,
+// INT8 and BF16, for a few token counts and thread counts. Random weights: speed does not
+// depend on the values.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tandem::measure {
+
+struct KernelShape {
+  std::string name;   // "q", "k/v", "o", "head", "expert up", "expert down"
+  std::int64_t rows;  // outputs
+  std::int64_t cols;  // inputs
+};
+
+// Qwen3-30B-A3B: hidden 2048, 32 query heads and 4 key/value heads of 128, experts of
+// 768, vocabulary 151936 (`head_rows` may cut the head short to save time and memory).
+std::vector<KernelShape> qwen3_30b_a3b_shapes(std::int64_t head_rows = 151936);
+
+struct KernelBenchOptions {
+  std::vector<KernelShape> shapes = qwen3_30b_a3b_shapes();
+  std::vector<std::int64_t> tokens = {1, 8, 64, 512};
+  std::vector<int> threads = {2, 1};
+  int repetitions = 5;
+  double min_sample_seconds = 0.2;  // each sample repeats the product at least this long
+  // Products rotate over copies of the weights totalling at least this many bytes, so that
+  // they come from memory as in a model (every layer has its own), not from the L3 cache.
+  std::uint64_t working_set_bytes = std::uint64_t{256} << 20;
+  std::uint64_t seed = 1;
+};
+
+struct RateSamples {
+  std::vector<double> values;  // one per repetition
+  double mean() const;
+  double stddev() const;
+};
+
+struct KernelPathResult {
+  std::string implementation;  // "packed avx512", "oneDNN brg:avx512_core_vnni"
+  std::uint64_t weight_bytes = 0;
+  RateSamples gflops;
+  RateSamples weight_gb_per_s;
+};
+
+struct KernelBenchRow {
+  KernelShape shape;
+  std::string format;  // "int8", "bf16"
+  int threads = 1;
+  std::int64_t tokens = 1;
+  KernelPathResult packed;
+  KernelPathResult onednn;
+  // oneDNN's mean over ours; "onednn" or "packed" when the means differ by more than 5% and
+  // by more than both standard deviations together, else "tie".
+  double speedup() const;
+  std::string winner() const;
+};
+
+struct KernelBenchReport {
+  std::string cpu;      // brand string
+  std::string variant;  // the packed kernels' variant
+  std::string onednn;   // version and threading runtime
+  std::vector<KernelBenchRow> rows;
+};
+
+// `progress` gets a line per measured row.
+KernelBenchReport run_kernel_benchmark(
+    const KernelBenchOptions& options,
+    const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace tandem::measure

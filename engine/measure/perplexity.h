@@ -1,0 +1,61 @@
+// How well a model predicts a text: perplexity over consecutive windows of the text's
+// tokens, and optionally the mean KL divergence of its next-token distributions from a
+// base model's (how much quantized or converted weights drift from the originals).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+
+#include "engine/backend/cpu/numa_pools.h"
+#include "engine/model/loaded_model.h"
+#include "engine/text/tokenizer.h"
+
+namespace tandem::measure {
+
+// A request that cannot be measured (an empty text, a base model with another tokenizer);
+// the message says what to change.
+class PerplexityError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct PerplexityOptions {
+  // The text is cut into consecutive windows of this many tokens; each window starts with
+  // an empty context, and every token after its first is predicted from those before it.
+  std::int64_t context_tokens = 512;
+  // Tokens per forward pass inside a window: bounds the [tokens x vocab] logits in memory.
+  std::int64_t batch_tokens = 128;
+  const std::atomic<bool>* cancel = nullptr;  // checked between batches
+  std::function<void(std::int64_t done_tokens, std::int64_t total_tokens)> progress;
+};
+
+struct PerplexityResult {
+  std::int64_t text_tokens = 0;       // the whole text
+  std::int64_t evaluated_tokens = 0;  // predicted: text_tokens minus one per window
+  std::int64_t windows = 0;
+  double mean_nll = 0.0;          // natural log
+  std::optional<double> mean_kl;  // KL(base || model) in nats, with a base model
+  double seconds = 0.0;
+  bool cancelled = false;
+
+  double perplexity() const;
+};
+
+// The model that is measured, or the base it is compared with.
+struct ScoredModel {
+  const model::LoadedModel& model;
+  const text::Tokenizer& tokenizer;
+};
+
+// Tokenizes `text` (no special tokens are added or parsed) and measures it. With `base`,
+// both models must tokenize the text identically and share the vocabulary size; otherwise
+// throws PerplexityError.
+PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view text,
+                                    backend::NumaPools& pool, const PerplexityOptions& options,
+                                    const ScoredModel* base = nullptr);
+
+}  // namespace tandem::measure

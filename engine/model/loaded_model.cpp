@@ -1,0 +1,489 @@
+#include "engine/model/loaded_model.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "engine/hw/pool_placement.h"
+#include "engine/hw/topology.h"
+#include "engine/log/log.h"
+#include "engine/model/converted_model.h"
+#include "engine/model/manifest.h"
+#include "engine/model/model_error.h"
+
+namespace tandem::model {
+namespace {
+
+std::uint64_t matrix_bytes(const kernels::WeightMatrix& m) {
+  if (m.data == nullptr) return 0;
+  if (m.packed != nullptr) return kernels::packed_matrix_bytes(*m.packed);
+  return static_cast<std::uint64_t>(m.rows * m.cols) * kernels::dtype_size(m.dtype);
+}
+
+// Runs work(i) for i in [0, count) on `threads` threads (the caller's among them); the
+// first exception is rethrown here once all have stopped.
+void for_each_on_threads(int threads, std::size_t count,
+                         const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  auto run = [&] {
+    for (std::size_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+      try {
+        work(i);
+      } catch (...) {
+        const std::lock_guard lock(failure_lock);
+        if (!failure) failure = std::current_exception();
+        next.store(count);
+      }
+    }
+  };
+  const unsigned n = threads > 0 ? static_cast<unsigned>(threads)
+                                 : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> workers;
+  for (unsigned i = 1; i < n; ++i) workers.emplace_back(run);
+  run();
+  for (std::thread& t : workers) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+std::string pools_phrase(int pools) {
+  return std::to_string(pools) + (pools == 1 ? " pool" : " pools");
+}
+
+bool has_routed_experts(const model::ModelWeights& w) {
+  return std::any_of(w.layers.begin(), w.layers.end(), [](const model::LayerWeights& l) {
+    return l.moe && !l.experts.experts.empty();
+  });
+}
+
+// The pool count for a folder that is not converted: the one asked for, which must split
+// the experts when they are packed; by default one per NUMA node, or the most below that
+// the experts' width allows.
+int pools_for(const std::string& folder, int asked, bool split_experts, std::int64_t width,
+              std::int64_t int4_group) {
+  if (asked > 0) {
+    const std::string why =
+        split_experts ? expert_slicing_error(width, asked, int4_group) : std::string();
+    if (!why.empty()) throw model::ModelError(folder + ": " + why + ".");
+    return asked;
+  }
+  const int nodes = hw::default_pool_count(hw::probe_topology());
+  int pools = nodes;
+  while (split_experts && !can_slice_experts(width, pools, int4_group)) --pools;
+  if (pools != nodes) {
+    log::info("the experts of {} cannot be split into {} (one per NUMA node); running with {}",
+              folder, pools_phrase(nodes), pools_phrase(pools));
+  }
+  return pools;
+}
+
+std::size_t packed_data_bytes(const kernels::PackedMatrix& m) {
+  return (static_cast<std::size_t>(m.blocks) * m.block_bytes() + 63) / 64 * 64;
+}
+
+}  // namespace
+
+std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w) {
+  std::vector<PackableMatrix> out;
+  int layer = 0;
+  MatrixRole role = MatrixRole::Attention;
+  auto add = [&](kernels::WeightMatrix& m, SliceAxis axis = SliceAxis::Rows) {
+    if (m.data != nullptr) out.push_back({layer, role, &m, axis});
+  };
+  auto add_ffn = [&](model::FeedForwardWeights& f, MatrixRole ffn_role = MatrixRole::FeedForward) {
+    role = ffn_role;
+    add(f.gate);
+    add(f.up);
+    add(f.down, SliceAxis::Columns);
+  };
+  for (model::LayerWeights& l : w.layers) {
+    model::AttentionWeights& a = l.attention;
+    role = MatrixRole::Attention;
+    for (kernels::WeightMatrix* m : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a}) add(*m);
+    if (l.moe) {
+      for (model::FeedForwardWeights& e : l.experts.experts) add_ffn(e, MatrixRole::Expert);
+      if (l.experts.shared) add_ffn(*l.experts.shared);
+    } else {
+      add_ffn(l.dense);
+    }
+    ++layer;
+  }
+  layer = -1;
+  role = MatrixRole::Output;
+  add(w.output);
+  return out;
+}
+
+kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
+                                        bool dense_bf16) {
+  const bool expert_like =
+      role == MatrixRole::Expert || (role == MatrixRole::FeedForward && !has_experts);
+  if (dense_bf16 && !expert_like) return kernels::PackedFormat::Bf16;
+  switch (format) {
+    case CpuFormat::Int4:
+      return expert_like ? kernels::PackedFormat::Int4 : kernels::PackedFormat::Int8;
+    case CpuFormat::Bf16:
+      return kernels::PackedFormat::Bf16;
+    default:
+      return kernels::PackedFormat::Int8;
+  }
+}
+
+namespace {
+
+// The variant for one matrix: the AVX-512 BF16 kernel needs AVX512_BF16, and the AVX2 code
+// reads the same layout.
+kernels::CpuVariant variant_for(kernels::PackedFormat format, kernels::CpuVariant variant) {
+  if (format == kernels::PackedFormat::Bf16 && variant == kernels::CpuVariant::Avx512 &&
+      !kernels::detect_isa().usable.avx512_bf16)
+    return kernels::CpuVariant::Avx2;
+  return variant;
+}
+
+}  // namespace
+
+bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,
+                kernels::CpuVariant variant) {
+  // oneDNN 2.6 has no INT4; in BF16 it only ties with ours; the routed experts run in our
+  // batched expert path.
+  if (format != kernels::PackedFormat::Int8 || role == MatrixRole::Expert) return false;
+  switch (backend) {
+    case DenseBackend::Packed:
+      return false;
+    case DenseBackend::Onednn:
+      return true;
+    case DenseBackend::Auto:
+      // Measured with our AVX-512 kernels only (no AMX machine yet); a variant forced lower
+      // (tests, TANDEM_CPU_VARIANT) keeps our kernels.
+      return variant == kernels::CpuVariant::Avx512;
+  }
+  return false;
+}
+
+std::string_view cpu_format_name(CpuFormat f) {
+  switch (f) {
+    case CpuFormat::Native:
+      return "native";
+    case CpuFormat::Int8:
+      return "int8";
+    case CpuFormat::Int4:
+      return "int4";
+    case CpuFormat::Bf16:
+      return "bf16";
+  }
+  return "native";
+}
+
+bool parse_cpu_format(std::string_view name, CpuFormat& out) {
+  for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16}) {
+    if (name == cpu_format_name(f)) {
+      out = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
+                                               const LoadOptions& options) {
+  auto m = std::unique_ptr<LoadedModel>(new LoadedModel);
+  m->folder_ = folder;
+  const bool converted =
+      std::filesystem::exists(std::filesystem::path(folder) / model::kManifestName);
+  if (converted) {
+    // An unfinished conversion is named as such before anything it lacks is complained about.
+    const model::Manifest manifest = model::read_manifest(folder);
+    if (!manifest.complete) {
+      throw model::ModelError(
+          folder +
+          ": the conversion into this folder did not finish; run tandem convert again with "
+          "the same options to resume it.");
+    }
+    if (options.pools > 0 && options.pools != manifest.pools) {
+      throw model::ModelError(folder + " was converted for " + pools_phrase(manifest.pools) +
+                              ", but " + pools_phrase(options.pools) +
+                              (options.pools == 1 ? " was" : " were") +
+                              " asked for; run it with --pools " + std::to_string(manifest.pools) +
+                              " (or without --pools), or convert it again with --pools " +
+                              std::to_string(options.pools) + ".");
+    }
+    m->pools_ = manifest.pools;
+  }
+  m->spec_ = model::load_model_spec(folder);
+  m->checkpoint_ = std::make_unique<model::Checkpoint>(folder);
+  m->checkpoint_->set_fp8_block(m->spec_.fp8_block_rows, m->spec_.fp8_block_cols);
+  m->weights_ = model::bind_weights(m->spec_, *m->checkpoint_);
+  m->cpu_format_ = options.cpu_format;
+  m->variant_ = kernels::active_variant();
+  const bool experts = has_routed_experts(m->weights_);
+  if (converted) {
+    if (options.cpu_format != CpuFormat::Native) {
+      log::info(
+          "{} was converted; its packed weights are used and the requested CPU format is ignored",
+          folder);
+    }
+    m->load_converted(folder, options.threads);
+  } else if (options.cpu_format != CpuFormat::Native) {
+    const auto started = std::chrono::steady_clock::now();
+    const CpuFormat format = options.cpu_format;
+    if (format == CpuFormat::Bf16 && m->variant_ == kernels::CpuVariant::Avx512 &&
+        !kernels::detect_isa().usable.avx512_bf16) {
+      // The AVX-512 BF16 kernel needs AVX512_BF16; AVX2 code reads the same layout.
+      m->variant_ = kernels::CpuVariant::Avx2;
+    }
+    const kernels::PackedFormat expert_format =
+        packed_format_for(format, MatrixRole::Expert, m->spec_.num_experts > 0);
+    const std::int64_t expert_group =
+        expert_format == kernels::PackedFormat::Int4 ? options.int4_group : 0;
+    m->pools_ =
+        pools_for(folder, options.pools, experts, m->spec_.moe_intermediate_size, expert_group);
+    const bool sliced = experts && m->pools_ > 1;
+    std::vector<kernels::WeightMatrix*> targets;
+    std::vector<kernels::PackedFormat> formats;
+    for (const PackableMatrix& p : packable_matrices(m->weights_)) {
+      if (sliced && p.role == MatrixRole::Expert) continue;
+      targets.push_back(p.matrix);
+      formats.push_back(
+          packed_format_for(format, p.role, m->spec_.num_experts > 0, options.dense_bf16));
+    }
+    m->packed_.resize(targets.size());
+    for_each_on_threads(options.threads, targets.size(), [&](std::size_t i) {
+      m->packed_[i] = std::make_unique<kernels::PackedMatrix>(
+          pack_matrix(*targets[i], formats[i], options.int4_group));
+    });
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      targets[i]->packed = m->packed_[i].get();
+      targets[i]->packed_variant = variant_for(formats[i], m->variant_);
+    }
+    if (sliced) {
+      const std::int64_t inner = m->spec_.moe_intermediate_size;
+      const int pools = m->pools_;
+      m->make_expert_slices(
+          expert_format, expert_group, options.threads,
+          [&](const kernels::WeightMatrix& matrix, SliceAxis axis, int pool,
+              std::uint8_t* destination) {
+            const SliceSource source(matrix, axis, expert_slice(inner, pools, pool));
+            kernels::PackedMatrix p = pack_matrix(source.matrix(), expert_format, expert_group);
+            const std::size_t bytes = static_cast<std::size_t>(p.blocks) * p.block_bytes();
+            std::memcpy(destination, p.bytes.data.get(), bytes);
+            p.bytes = kernels::AlignedBytes::view(destination, bytes);
+            return p;
+          });
+    }
+    log::info("packed {} matrices as {} in {:.1f} s ({:.2f} GiB)", m->packed_.size(),
+              cpu_format_name(options.cpu_format),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+              static_cast<double>(m->packed_bytes()) / (1u << 30));
+  } else {
+    // The reference path splits no expert; the pools only group the threads.
+    m->pools_ = options.pools > 0 ? options.pools : hw::default_pool_count(hw::probe_topology());
+  }
+  if (m->cpu_format_ != CpuFormat::Native) m->attach_onednn(options.dense, options.threads);
+  log::info("loaded {} ({}, {} layers, hidden {}, {} experts) from {}", m->spec_.architecture,
+            model::family_name(m->spec_.family), m->spec_.num_layers, m->spec_.hidden_size,
+            m->spec_.num_experts, folder);
+  return m;
+}
+
+// The packed matrices of a converted folder are copied from its mapped files into aligned
+// memory as they are; nothing is re-packed.
+void LoadedModel::load_converted(const std::string& folder, int threads) {
+  const auto started = std::chrono::steady_clock::now();
+  const model::ConvertedWeights converted(*checkpoint_, model::read_manifest(folder));
+  const model::Manifest& manifest = converted.manifest();
+  cpu_format_ = manifest.method == model::Method::Int8   ? CpuFormat::Int8
+                : manifest.method == model::Method::Int4 ? CpuFormat::Int4
+                                                         : CpuFormat::Bf16;
+  if (cpu_format_ == CpuFormat::Bf16 && variant_ == kernels::CpuVariant::Avx512 &&
+      !kernels::detect_isa().usable.avx512_bf16) {
+    variant_ = kernels::CpuVariant::Avx2;
+  }
+  const bool sliced = has_routed_experts(weights_) && pools_ > 1;
+  const kernels::PackedFormat expert_format =
+      packed_format_for(cpu_format_, MatrixRole::Expert, spec_.num_experts > 0);
+  const std::int64_t expert_group =
+      expert_format == kernels::PackedFormat::Int4 ? manifest.group : 0;
+  if (sliced && !can_slice_experts(spec_.moe_intermediate_size, pools_, expert_group)) {
+    throw model::ModelError(folder + ": the manifest says " + pools_phrase(pools_) +
+                            ", which cannot split this model's experts; the folder is damaged, "
+                            "convert the model again.");
+  }
+  std::vector<PackableMatrix> targets;
+  for (const PackableMatrix& p : packable_matrices(weights_)) {
+    if (!(sliced && p.role == MatrixRole::Expert)) targets.push_back(p);
+  }
+  packed_.resize(targets.size());
+  // Several threads copy at once: one alone is bound by page faults, not by memory.
+  for_each_on_threads(threads, targets.size(), [&](std::size_t i) {
+    packed_[i] = std::make_unique<kernels::PackedMatrix>(converted.load(*targets[i].matrix));
+  });
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    targets[i].matrix->packed = packed_[i].get();
+    targets[i].matrix->packed_variant = variant_for(packed_[i]->format, variant_);
+  }
+  if (sliced) {
+    const std::int64_t inner = spec_.moe_intermediate_size;
+    make_expert_slices(
+        expert_format, expert_group, threads,
+        [&](const kernels::WeightMatrix& matrix, SliceAxis axis, int pool,
+            std::uint8_t* destination) {
+          const kernels::PackedMatrix shape =
+              slice_shape(matrix.rows, matrix.cols, axis, expert_slice(inner, pools_, pool),
+                          expert_format, expert_group);
+          return converted.load_slice(matrix, pool, shape.rows, shape.cols, destination);
+        });
+  }
+  converted_ = true;
+  log::info("loaded {} converted {} matrices in {:.1f} s ({:.2f} GiB)", packed_.size(),
+            cpu_format_name(cpu_format_),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+            static_cast<double>(packed_bytes()) / (1u << 30));
+}
+
+void LoadedModel::make_expert_slices(kernels::PackedFormat format, std::int64_t int4_group,
+                                     int threads, const SliceMaker& make) {
+  const std::int64_t h = spec_.hidden_size;
+  const std::int64_t inner = spec_.moe_intermediate_size;
+  const auto pools = static_cast<std::size_t>(pools_);
+  const std::vector<std::vector<int>> nodes = hw::pool_numa_nodes(hw::probe_topology(), pools_);
+  // Every slice has one shape (the pools split the width evenly); in a pool's memory each
+  // expert's gate, up and down slices lie one after another.
+  const SliceRange range = expert_slice(inner, pools_, 0);
+  const std::size_t gate_bytes =
+      packed_data_bytes(slice_shape(inner, h, SliceAxis::Rows, range, format, int4_group));
+  const std::size_t down_bytes =
+      packed_data_bytes(slice_shape(h, inner, SliceAxis::Columns, range, format, int4_group));
+  const std::size_t part_offset[3] = {0, gate_bytes, 2 * gate_bytes};
+  const std::size_t stride = 2 * gate_bytes + down_bytes;
+
+  struct Expert {
+    model::FeedForwardWeights* weights;
+    std::size_t memory;  // index in expert_memory_ of pool 0's memory of its layer
+    std::size_t index;   // within its layer
+  };
+  std::vector<Expert> experts;
+  bool bound = true;
+  for (model::LayerWeights& layer : weights_.layers) {
+    if (!layer.moe || layer.experts.experts.empty()) continue;
+    const std::size_t memory = expert_memory_.size();
+    for (std::size_t p = 0; p < pools; ++p) {
+      expert_memory_.emplace_back(layer.experts.experts.size() * stride, nodes[p]);
+      bound = bound && expert_memory_.back().bound();
+    }
+    for (std::size_t e = 0; e < layer.experts.experts.size(); ++e) {
+      layer.experts.experts[e].slices.resize(pools);
+      experts.push_back({&layer.experts.experts[e], memory, e});
+    }
+  }
+  const std::size_t first = packed_.size();
+  packed_.resize(first + experts.size() * pools * 3);
+  for_each_on_threads(threads, experts.size(), [&](std::size_t i) {
+    const Expert& expert = experts[i];
+    const kernels::WeightMatrix* parts[3] = {&expert.weights->gate, &expert.weights->up,
+                                             &expert.weights->down};
+    const SliceAxis axes[3] = {SliceAxis::Rows, SliceAxis::Rows, SliceAxis::Columns};
+    for (std::size_t p = 0; p < pools; ++p) {
+      std::uint8_t* base = expert_memory_[expert.memory + p].data() + expert.index * stride;
+      std::unique_ptr<kernels::PackedMatrix>* slot = &packed_[first + (i * pools + p) * 3];
+      for (std::size_t k = 0; k < 3; ++k) {
+        slot[k] = std::make_unique<kernels::PackedMatrix>(
+            make(*parts[k], axes[k], static_cast<int>(p), base + part_offset[k]));
+      }
+      const SliceRange r = expert_slice(inner, pools_, static_cast<int>(p));
+      expert.weights->slices[p] = {r.begin,       r.width,       slot[0].get(),
+                                   slot[1].get(), slot[2].get(), variant_};
+    }
+  });
+  experts_sliced_ = true;
+  log::info("split {} experts into {} of width {}, each in memory {}", experts.size(),
+            pools_phrase(pools_), range.width,
+            bound ? "bound to its pool's NUMA nodes" : "of no particular node");
+}
+
+// The chosen matrices are reordered into oneDNN's layout beside their packed form: oneDNN
+// wins from 64 tokens on (prefill), ours up to 8 (decode), see kernels/cpu/onednn_matmul.h.
+void LoadedModel::attach_onednn(DenseBackend backend, int threads) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::vector<PackableMatrix> targets = packable_matrices(weights_);
+  std::vector<std::size_t> chosen;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const kernels::WeightMatrix& w = *targets[i].matrix;
+    if (w.packed != nullptr && onednn_for(backend, w.packed->format, targets[i].role, variant_))
+      chosen.push_back(i);
+  }
+  std::vector<std::unique_ptr<kernels::OnednnMatmul>> products(chosen.size());
+  for_each_on_threads(threads, chosen.size(), [&](std::size_t c) {
+    const kernels::WeightMatrix& w = *targets[chosen[c]].matrix;
+    products[c] =
+        std::make_unique<kernels::OnednnMatmul>(*w.packed, kernels::onednn_slices_for(w.rows));
+  });
+  std::string implementation;
+  for (std::size_t c = 0; c < chosen.size(); ++c) {
+    implementation = products[c]->implementation(1);
+    // Without its fast code for this CPU oneDNN runs its reference loops: keep ours.
+    if (backend == DenseBackend::Auto && implementation.rfind("brg:", 0) != 0) continue;
+    targets[chosen[c]].matrix->onednn = products[c].get();
+    targets[chosen[c]].matrix->onednn_min_tokens =
+        backend == DenseBackend::Auto ? kOnednnMinTokens : 1;
+    onednn_.push_back(std::move(products[c]));
+  }
+  if (!onednn_.empty()) {
+    log::info(
+        "oneDNN ({}, {}) multiplies {} dense INT8 matrices from {} tokens on; reordered "
+        "in {:.1f} s ({:.2f} GiB more)",
+        kernels::onednn_description(), implementation, onednn_.size(),
+        backend == DenseBackend::Auto ? kOnednnMinTokens : 1,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+        static_cast<double>(onednn_bytes()) / (1u << 30));
+  }
+}
+
+std::uint64_t LoadedModel::onednn_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& p : onednn_) total += p->weight_bytes();
+  return total;
+}
+
+std::uint64_t LoadedModel::packed_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& p : packed_) total += kernels::packed_matrix_bytes(*p);
+  return total;
+}
+
+std::uint64_t LoadedModel::active_weight_bytes_per_token() const {
+  std::uint64_t total = matrix_bytes(weights_.output);
+  for (const model::LayerWeights& l : weights_.layers) {
+    const model::AttentionWeights& a = l.attention;
+    for (const kernels::WeightMatrix* m :
+         {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
+      total += matrix_bytes(*m);
+    auto ffn = [&](const model::FeedForwardWeights& f) {
+      if (!f.slices.empty()) {
+        std::uint64_t sliced = 0;
+        for (const model::ExpertSlice& s : f.slices) {
+          sliced += kernels::packed_matrix_bytes(*s.gate) + kernels::packed_matrix_bytes(*s.up) +
+                    kernels::packed_matrix_bytes(*s.down);
+        }
+        return sliced;
+      }
+      return matrix_bytes(f.gate) + matrix_bytes(f.up) + matrix_bytes(f.down);
+    };
+    if (l.moe) {
+      total += matrix_bytes(l.experts.router);
+      if (!l.experts.experts.empty())
+        total += static_cast<std::uint64_t>(spec_.experts_per_token) * ffn(l.experts.experts[0]);
+      if (l.experts.shared) total += ffn(*l.experts.shared);
+    } else {
+      total += ffn(l.dense);
+    }
+  }
+  return total;
+}
+
+}  // namespace tandem::model

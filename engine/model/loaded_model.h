@@ -1,0 +1,129 @@
+// A model folder opened for inference: its spec, its memory-mapped checkpoint and the
+// weights bound to their roles.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/hw/binding.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/expert_slicing.h"
+#include "engine/model/model_spec.h"
+#include "engine/model/model_weights.h"
+#include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/packed_matmul.h"
+
+namespace tandem::model {
+
+// How the CPU computes with the weights: as stored (the fp32 reference path), or packed at
+// load time into INT8 (one scale per row), INT4 (one scale per row and group) or BF16 for
+// the fast kernels. A folder written by `tandem convert` carries its packed weights.
+enum class CpuFormat { Native, Int8, Int4, Bf16 };
+std::string_view cpu_format_name(CpuFormat f);
+bool parse_cpu_format(std::string_view name, CpuFormat& out);
+
+// Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
+// output head). Auto: oneDNN where it was measured faster, from kOnednnMinTokens tokens on
+// with our AVX-512 kernels beside oneDNN's AVX-512 VNNI code (numbers in
+// kernels/cpu/onednn_matmul.h); Onednn: always. BF16 and the routed experts always take our
+// kernels. oneDNN holds its own copy of the weights (our packed one serves fewer tokens).
+enum class DenseBackend { Auto, Packed, Onednn };
+inline constexpr std::int64_t kOnednnMinTokens = 64;
+
+struct LoadOptions {
+  // Ignored for a converted folder, whose weights are already packed in one format.
+  CpuFormat cpu_format = CpuFormat::Native;
+  std::int64_t int4_group = kernels::kDefaultInt4Group;
+  int threads = 0;  // for packing; 0: all hardware threads
+  // Thread pools the packed routed experts are split across (see expert_slicing.h); 0: a
+  // converted folder's own count, otherwise one per NUMA node (fewer when the experts'
+  // width cannot be split that many ways). A converted folder takes only its own count.
+  int pools = 0;
+  DenseBackend dense = DenseBackend::Auto;
+  // Attention, shared experts, dense layers and the output head in BF16 whatever cpu_format
+  // says (packed_format_for); ignored for a converted folder, which carries its formats.
+  bool dense_bf16 = false;
+};
+
+// Every matrix the fast kernels take, with its layer (-1: the output head): all but the
+// embedding (looked up by row), routers and MLA's kv_b (whose per-head slices feed the
+// absorbed attention). The converter packs exactly these.
+// Expert: a routed expert; FeedForward: a shared expert or a dense layer's FFN.
+enum class MatrixRole { Attention, Expert, FeedForward, Output };
+struct PackableMatrix {
+  int layer = -1;
+  MatrixRole role = MatrixRole::FeedForward;
+  kernels::WeightMatrix* matrix = nullptr;
+  // Routed experts: how the matrix is cut for several pools (gate, up: rows; down: columns).
+  SliceAxis slice_axis = SliceAxis::Rows;
+};
+std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w);
+
+// The packed format of a matrix for a CPU format. INT4 is the format of the routed experts
+// (nearly all the bytes of an MoE model, each read by few tokens) and, in a model without
+// experts, of the FFNs; attention, shared experts, dense layers and the output head, read by
+// every token, stay INT8, as 4-bit schemes elsewhere keep their sensitive tensors at higher
+// precision. With `dense_bf16`, those matrices every token reads are BF16 instead (the
+// experts keep `format`): for models whose attention is sensitive to INT8, such as the MLA
+// of DeepSeek-V3. Not for CpuFormat::Native.
+kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
+                                        bool dense_bf16 = false);
+
+// Whether a matrix packed as `format` in `role` goes through oneDNN.
+bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,
+                kernels::CpuVariant variant);
+
+class LoadedModel {
+ public:
+  // Throws model::ModelError with a sentence naming the file for anything wrong.
+  static std::unique_ptr<LoadedModel> load(const std::string& folder,
+                                           const LoadOptions& options = {});
+
+  const std::string& folder() const { return folder_; }
+  const model::ModelSpec& spec() const { return spec_; }
+  const model::Checkpoint& checkpoint() const { return *checkpoint_; }
+  const model::ModelWeights& weights() const { return weights_; }
+  CpuFormat cpu_format() const { return cpu_format_; }
+  kernels::CpuVariant cpu_variant() const { return variant_; }
+  // Bytes of weights one token reads (attention, the active experts, the output head).
+  std::uint64_t active_weight_bytes_per_token() const;
+  std::uint64_t packed_bytes() const;
+  // How many matrices oneDNN multiplies, and the bytes of its copies of them.
+  std::size_t onednn_matrices() const { return onednn_.size(); }
+  std::uint64_t onednn_bytes() const;
+  // Whether the packed weights came from a `tandem convert` folder.
+  bool converted() const { return converted_; }
+  // The pool count to run with (a NumaPools of as many pools). Packed routed experts are
+  // split this many ways; the fp32 reference path (CpuFormat::Native) splits nothing.
+  int pools() const { return pools_; }
+  // Whether the routed experts are split across the pools.
+  bool experts_sliced() const { return experts_sliced_; }
+
+ private:
+  std::string folder_;
+  model::ModelSpec spec_;
+  std::unique_ptr<model::Checkpoint> checkpoint_;
+  model::ModelWeights weights_;
+  CpuFormat cpu_format_ = CpuFormat::Native;
+  kernels::CpuVariant variant_ = kernels::CpuVariant::Scalar;
+  // Each pool's slices of each layer's experts, bound to the pool's NUMA nodes; the slices
+  // in packed_ view into them.
+  std::vector<hw::NodeMemory> expert_memory_;
+  std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
+  std::vector<std::unique_ptr<kernels::OnednnMatmul>> onednn_;
+  bool converted_ = false;
+  int pools_ = 1;
+  bool experts_sliced_ = false;
+
+  void load_converted(const std::string& folder, int threads);
+  // One pool's slice of an expert matrix in its part of pools_' memory: `destination`.
+  using SliceMaker = std::function<kernels::PackedMatrix(
+      const kernels::WeightMatrix& matrix, SliceAxis axis, int pool, std::uint8_t* destination)>;
+  // Fills every routed expert's slices (one per pool) with `make`, on `threads` threads.
+  void make_expert_slices(kernels::PackedFormat format, std::int64_t int4_group, int threads,
+                          const SliceMaker& make);
+  void attach_onednn(DenseBackend backend, int threads);
+};
+
+}  // namespace tandem::model

@@ -1,0 +1,167 @@
+#include "engine/model/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/model/model_error.h"
+
+namespace tandem::model {
+namespace {
+
+std::string_view format_name(kernels::PackedFormat f) {
+  switch (f) {
+    case kernels::PackedFormat::Int8:
+      return "int8";
+    case kernels::PackedFormat::Int4:
+      return "int4";
+    case kernels::PackedFormat::Bf16:
+      return "bf16";
+  }
+  return "int8";
+}
+
+}  // namespace
+
+std::string_view method_name(Method m) {
+  switch (m) {
+    case Method::Int8:
+      return "int8";
+    case Method::Int4:
+      return "int4";
+    case Method::Bf16:
+      return "bf16";
+  }
+  return "int8";
+}
+
+bool parse_method(std::string_view name, Method& out) {
+  for (Method m : {Method::Int8, Method::Int4, Method::Bf16}) {
+    if (name == method_name(m)) {
+      out = m;
+      return true;
+    }
+  }
+  return false;
+}
+
+kernels::PackedFormat packed_format(Method m) {
+  switch (m) {
+    case Method::Int8:
+      return kernels::PackedFormat::Int8;
+    case Method::Int4:
+      return kernels::PackedFormat::Int4;
+    case Method::Bf16:
+      return kernels::PackedFormat::Bf16;
+  }
+  return kernels::PackedFormat::Int8;
+}
+
+Manifest read_manifest(const std::string& folder) {
+  const std::string path = (std::filesystem::path(folder) / kManifestName).string();
+  std::ifstream in(path);
+  if (!in)
+    throw model::ModelError(path + ": cannot be read; is this a folder written by tandem convert?");
+  Manifest m;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    m.format_version = j.at("format_version").get<int>();
+    if (m.format_version < 1 || m.format_version > kFormatVersion) {
+      throw model::ModelError(
+          path + ": converted with format version " + std::to_string(m.format_version) +
+          ", but this Tandem reads versions 1 to " + std::to_string(kFormatVersion) +
+          "; convert the model again with this version.");
+    }
+    m.complete = j.at("complete").get<bool>();
+    if (!parse_method(j.at("method").get<std::string>(), m.method)) {
+      throw model::ModelError(path + ": unknown conversion method " + j.at("method").dump() + ".");
+    }
+    m.group = j.at("group").get<std::int64_t>();
+    m.pools = m.format_version >= 2 ? j.at("pools").get<int>() : 1;
+    m.dense_bf16 = j.value("dense_format", std::string("same")) == "bf16";
+    if (m.pools < 1) {
+      throw model::ModelError(path + ": the manifest names " + std::to_string(m.pools) +
+                              " pools; the folder is damaged, convert the model again.");
+    }
+    const auto& source = j.at("source");
+    m.source_folder = source.at("folder").get<std::string>();
+    m.config_sha256 = source.at("config_sha256").get<std::string>();
+    for (const auto& f : source.at("files")) {
+      m.source_files.push_back({f.at("name"), f.at("bytes"), f.at("header_sha256")});
+    }
+    for (const auto& f : j.at("files"))
+      m.files.push_back({f.at("name"), f.at("bytes"), f.at("sha256")});
+    for (const auto& [name, t] : j.at("tensors").items()) {
+      PackedTensor p;
+      p.file = t.at("file").get<std::string>();
+      const std::string format = t.at("format").get<std::string>();
+      Method fm;
+      if (!parse_method(format, fm))
+        throw model::ModelError(path + ": tensor " + name + " has unknown format " + format + ".");
+      p.format = packed_format(fm);
+      p.rows = t.at("rows");
+      p.cols = t.at("cols");
+      p.cols_padded = t.at("cols_padded");
+      p.group = t.at("group");
+      p.offset = t.at("offset");
+      p.size = t.at("size");
+      p.scale_offset = t.at("scale_offset");
+      p.scale_size = t.at("scale_size");
+      m.tensors.emplace(name, std::move(p));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw model::ModelError(path + ": the manifest is damaged (" + std::string(e.what()) +
+                            "); delete the folder and convert again.");
+  }
+  return m;
+}
+
+void write_manifest(const std::string& folder, const Manifest& m) {
+  nlohmann::json j;
+  j["format"] = "tandem-cpu-weights";
+  j["format_version"] = m.format_version;
+  j["complete"] = m.complete;
+  j["method"] = method_name(m.method);
+  j["group"] = m.group;
+  j["pools"] = m.pools;
+  j["dense_format"] = m.dense_bf16 ? "bf16" : "same";
+  nlohmann::json files = nlohmann::json::array();
+  for (const SourceFile& f : m.source_files)
+    files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"header_sha256", f.header_sha256}});
+  j["source"] = {{"folder", m.source_folder}, {"config_sha256", m.config_sha256}, {"files", files}};
+  nlohmann::json out = nlohmann::json::array();
+  for (const OutputFile& f : m.files)
+    out.push_back({{"name", f.name}, {"bytes", f.bytes}, {"sha256", f.sha256}});
+  j["files"] = out;
+  nlohmann::json tensors = nlohmann::json::object();
+  for (const auto& [name, t] : m.tensors) {
+    tensors[name] = {{"file", t.file},
+                     {"format", format_name(t.format)},
+                     {"rows", t.rows},
+                     {"cols", t.cols},
+                     {"cols_padded", t.cols_padded},
+                     {"group", t.group},
+                     {"offset", t.offset},
+                     {"size", t.size},
+                     {"scale_offset", t.scale_offset},
+                     {"scale_size", t.scale_size}};
+  }
+  j["tensors"] = tensors;
+  const std::filesystem::path final_path = std::filesystem::path(folder) / kManifestName;
+  const std::string temp = final_path.string() + ".tmp";
+  {
+    std::ofstream o(temp, std::ios::trunc);
+    o << j.dump(1) << '\n';
+    o.flush();
+    if (!o) {
+      std::filesystem::remove(temp);
+      throw model::ModelError(temp +
+                              ": cannot be written; is the disk full or the folder read-only?");
+    }
+  }
+  std::filesystem::rename(temp, final_path);
+}
+
+}  // namespace tandem::model

@@ -1,0 +1,72 @@
+// The manifest of a converted folder (tandem-manifest.json): what was converted from which
+// source, how, and where each packed tensor lies. It is rewritten after every finished file,
+// so an interrupted conversion can resume, and says "complete" only when everything is in
+// place; a loader refuses a folder whose manifest does not.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/cpu/packed_matmul.h"
+
+namespace tandem::model {
+
+inline constexpr const char* kManifestName = "tandem-manifest.json";
+// 2: routed experts may be split for several pools (`pools`), each slice a tensor of its
+// own. Version 1 folders (always one pool) still load.
+inline constexpr int kFormatVersion = 2;
+
+enum class Method { Int8, Int4, Bf16 };
+std::string_view method_name(Method m);
+bool parse_method(std::string_view name, Method& out);
+kernels::PackedFormat packed_format(Method m);
+
+// A source shard, fingerprinted by its size and the sha256 of its safetensors header (the
+// JSON that names every tensor, its dtype, shape and offsets), not of its contents: hashing
+// 60 GB would add minutes to every conversion and every resume, while any re-download,
+// different revision or truncation changes the header or the size.
+struct SourceFile {
+  std::string name;
+  std::uint64_t bytes = 0;
+  std::string header_sha256;
+  bool operator==(const SourceFile&) const = default;
+};
+
+// A finished output file with the sha256 of its contents, checked before a resume keeps it.
+struct OutputFile {
+  std::string name;
+  std::uint64_t bytes = 0;
+  std::string sha256;
+};
+
+struct PackedTensor {
+  std::string file;
+  kernels::PackedFormat format = kernels::PackedFormat::Int8;
+  std::int64_t rows = 0, cols = 0, cols_padded = 0, group = 0;
+  std::uint64_t offset = 0, size = 0;              // packed bytes, absolute in the file
+  std::uint64_t scale_offset = 0, scale_size = 0;  // fp32 scales (none for BF16)
+};
+
+struct Manifest {
+  int format_version = kFormatVersion;
+  bool complete = false;
+  Method method = Method::Int8;
+  std::int64_t group = 0;
+  int pools = 1;            // the thread pools the experts are split for
+  bool dense_bf16 = false;  // "dense_format": "bf16"; absent or "same": as the method
+  std::string source_folder;
+  std::string config_sha256;
+  std::vector<SourceFile> source_files;
+  std::vector<OutputFile> files;
+  std::map<std::string, PackedTensor> tensors;
+};
+
+// Throws model::ModelError with a sentence for a missing or malformed manifest.
+Manifest read_manifest(const std::string& folder);
+// Writes the manifest under a temporary name and renames it into place.
+void write_manifest(const std::string& folder, const Manifest& manifest);
+
+}  // namespace tandem::model

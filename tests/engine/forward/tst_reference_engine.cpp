@@ -1,0 +1,311 @@
+// Every supported family against the independent oracle (Hugging Face transformers, see
+// tests/tools/make_model_fixtures.py): last-position logits within 1e-3 of the logit range,
+// and the same 16 greedy tokens.
+#include <QtTest>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include "tests/support/logit_divergence.h"
+
+#include "engine/generate/generator.h"
+#include "engine/model/loaded_model.h"
+
+using namespace tandem;
+
+class TestReferenceEngine : public QObject {
+  Q_OBJECT
+ private slots:
+  void matchesOracle_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<int>("threads");
+    for (const char* f :
+         {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
+          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama"}) {
+      QTest::newRow(f) << QString::fromLatin1(f) << 1;
+    }
+    // The same numbers with the work split across threads.
+    QTest::newRow("qwen3-moe, 3 threads") << QStringLiteral("qwen3-moe") << 3;
+    QTest::newRow("deepseek-v3, 3 threads") << QStringLiteral("deepseek-v3") << 3;
+  }
+
+  void matchesOracle() {
+    QFETCH(QString, fixture);
+    QFETCH(int, threads);
+    const std::string folder =
+        std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
+    std::ifstream in(folder + "/expected.json");
+    QVERIFY2(in.good(), "expected.json missing: run tests/tools/make_model_fixtures.py");
+    const auto expected = nlohmann::json::parse(in);
+
+    auto model = model::LoadedModel::load(folder);
+    backend::NumaPools pool(threads);
+    generate::Generator generator(*model, pool, 128);
+    for (const auto& case_ : expected["prompts"]) {
+      const auto ids = case_["ids"].get<std::vector<std::int32_t>>();
+      const auto want = case_["logits"].get<std::vector<float>>();
+      const std::vector<float>& got = generator.evaluate(ids);
+      QCOMPARE(got.size(), want.size());
+      const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+      float worst = 0.0f;
+      for (std::size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, std::abs(got[i] - want[i]));
+      const float relative = worst / (*hi - *lo);
+      QVERIFY2(relative <= 1e-3f, qPrintable(QStringLiteral("max |diff| %1 over range %2 = %3")
+                                                 .arg(worst)
+                                                 .arg(*hi - *lo)
+                                                 .arg(relative)));
+
+      generate::GenerationOptions options;
+      options.sampling = generate::SamplingParams::greedy();
+      options.max_tokens = 16;
+      options.stop_at_eos = false;
+      std::vector<std::int32_t> tokens;
+      generator.reset();
+      const auto stats = generator.generate(ids, options, [&](std::int32_t t) {
+        tokens.push_back(t);
+        return true;
+      });
+      QCOMPARE(tokens, case_["greedy"].get<std::vector<std::int32_t>>());
+      QCOMPARE(stats.prompt_tokens, static_cast<std::int64_t>(ids.size()));
+      QCOMPARE(stats.generated_tokens, std::int64_t{16});
+    }
+  }
+
+  // The fast CPU formats against the reference: next-token distributions within a small KL
+  // divergence and, for INT8, the same greedy tokens; for every kernel variant this CPU runs.
+  void packedFormatsStayClose_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<QString>("variant");
+    QTest::addColumn<double>("maxKl");
+    QTest::addColumn<int>("group");
+    const auto& usable = kernels::detect_isa().usable;
+    for (const char* variant : {"scalar", "avx2", "avx512"}) {
+      kernels::CpuVariant v;
+      kernels::parse_variant(variant, v);
+      if (!kernels::variant_supported(v, usable)) continue;
+      for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "llama"}) {
+        QTest::newRow(qPrintable(QStringLiteral("%1 int8 %2").arg(f, variant)))
+            << f << "int8" << variant << 0.01 << 0;
+        QTest::newRow(qPrintable(QStringLiteral("%1 bf16 %2").arg(f, variant)))
+            << f << "bf16" << variant << 0.002 << 0;
+        // INT4 is held to a bound on the mean KL over the prompts (the target), and a
+        // lower greedy agreement: 4-bit weights move the many near-ties of a random tiny model.
+        QTest::newRow(qPrintable(QStringLiteral("%1 int4 %2").arg(f, variant)))
+            << f << "int4" << variant << 0.05 << int(kernels::kDefaultInt4Group);
+      }
+    }
+  }
+
+  void packedFormatsStayClose() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, format);
+    QFETCH(QString, variant);
+    QFETCH(double, maxKl);
+    QFETCH(int, group);
+    const std::string folder =
+        std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
+    std::ifstream in(folder + "/expected.json");
+    const auto expected = nlohmann::json::parse(in);
+    qputenv("TANDEM_CPU_VARIANT", variant.toUtf8());
+    model::LoadOptions options;
+    if (group > 0) options.int4_group = group;
+    QVERIFY(model::parse_cpu_format(format.toStdString(), options.cpu_format));
+    auto model = model::LoadedModel::load(folder, options);
+    qunsetenv("TANDEM_CPU_VARIANT");
+    QCOMPARE(QString::fromUtf8(kernels::variant_name(model->cpu_variant()).data()), variant);
+    backend::NumaPools pool(2);
+    generate::Generator generator(*model, pool, 128);
+    auto native = model::LoadedModel::load(folder);
+    generate::Generator reference(*native, pool, 128);
+    int decisive = 0, agree = 0, prompts = 0;
+    double kl_sum = 0;
+    for (const auto& case_ : expected["prompts"]) {
+      const auto ids = case_["ids"].get<std::vector<std::int32_t>>();
+      const auto want = case_["logits"].get<std::vector<float>>();
+      const std::vector<float> got = generator.evaluate(ids);
+      // KL(reference || packed) of the softmax distributions.
+      const double kl = test::kl_divergence_of_logits(want, got);
+      if (format != QLatin1String("int4"))
+        QVERIFY2(kl <= maxKl, qPrintable(QStringLiteral("KL %1").arg(kl)));
+      kl_sum += kl;
+      ++prompts;
+      // Along the oracle's greedy path, the packed model picks the same token wherever the
+      // reference is not close to a tie (a random tiny model has many near-ties, where any
+      // rounding may flip the choice and a free-running comparison would drift).
+      std::vector<std::int32_t> seq = ids;
+      for (std::int32_t next : case_["greedy"].get<std::vector<std::int32_t>>()) {
+        const std::vector<float> ref = reference.evaluate(seq);
+        const std::vector<float> fast = generator.evaluate(seq);
+        std::vector<float> sorted = ref;
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+        const float range = sorted.front() - *std::min_element(ref.begin(), ref.end());
+        if (sorted[0] - sorted[1] > 0.02f * range) {
+          ++decisive;
+          agree += (std::max_element(fast.begin(), fast.end()) - fast.begin()) ==
+                   (std::max_element(ref.begin(), ref.end()) - ref.begin());
+        }
+        seq.push_back(next);
+      }
+    }
+    qInfo("mean KL %.6f over %d prompts; %d of %d decisive greedy steps agree", kl_sum / prompts,
+          prompts, agree, decisive);
+    QVERIFY2(kl_sum / prompts <= maxKl,
+             qPrintable(QStringLiteral("mean KL %1").arg(kl_sum / prompts)));
+    QVERIFY(decisive >= 4);
+    const double minAgreement = format == QLatin1String("int4") ? 0.7 : 0.85;
+    QVERIFY2(agree >= decisive * minAgreement,
+             qPrintable(QStringLiteral("%1 of %2").arg(agree).arg(decisive)));
+  }
+
+  // The dense INT8 matrices through oneDNN or our kernels: the same logits (both compute the
+  // same integer sums with the same scales), on a whole prompt and on one more token.
+  void onednnDenseMatchesPackedKernels_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("format");
+    for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "llama"}) {
+      for (const char* format : {"int8", "int4"})
+        QTest::newRow(qPrintable(QStringLiteral("%1 %2").arg(f, format))) << f << format;
+    }
+  }
+
+  void onednnDenseMatchesPackedKernels() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, format);
+    const std::string folder =
+        std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
+    std::ifstream in(folder + "/expected.json");
+    const auto expected = nlohmann::json::parse(in);
+    model::LoadOptions options;
+    QVERIFY(model::parse_cpu_format(format.toStdString(), options.cpu_format));
+    options.dense = model::DenseBackend::Packed;
+    auto ours = model::LoadedModel::load(folder, options);
+    options.dense = model::DenseBackend::Onednn;
+    auto theirs = model::LoadedModel::load(folder, options);
+    QCOMPARE(ours->onednn_matrices(), std::size_t{0});
+    QVERIFY(theirs->onednn_matrices() > 0);
+    backend::NumaPools pool(2);
+    generate::Generator a(*ours, pool, 128);
+    generate::Generator b(*theirs, pool, 128);
+    for (const auto& case_ : expected["prompts"]) {
+      std::vector<std::int32_t> ids = case_["ids"].get<std::vector<std::int32_t>>();
+      for (int step = 0; step < 2; ++step) {
+        const std::vector<float> want = a.evaluate(ids);
+        const std::vector<float> got = b.evaluate(ids);
+        QCOMPARE(got.size(), want.size());
+        const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+        const float tolerance = 1e-5f * (*hi - *lo);
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          QVERIFY2(
+              std::abs(got[i] - want[i]) <= tolerance,
+              qPrintable(QStringLiteral("logit %1: %2 vs %3").arg(i).arg(got[i]).arg(want[i])));
+        }
+        ids.push_back(static_cast<std::int32_t>(hi - want.begin()));
+      }
+    }
+  }
+
+  // By default oneDNN takes the dense INT8 products of long prompts only, where it is faster,
+  // and only beside our AVX-512 kernels: the logits of an 80-token prompt and of the next
+  // token stay those of our kernels.
+  void autoUsesOnednnForLongPrompts() {
+    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe";
+    model::LoadOptions options;
+    options.cpu_format = model::CpuFormat::Int8;
+    options.dense = model::DenseBackend::Packed;
+    auto ours = model::LoadedModel::load(folder, options);
+    options.dense = model::DenseBackend::Auto;
+    auto automatic = model::LoadedModel::load(folder, options);
+    if (automatic->cpu_variant() != kernels::CpuVariant::Avx512) {
+      QCOMPARE(automatic->onednn_matrices(), std::size_t{0});
+      QSKIP("oneDNN is chosen only beside the AVX-512 kernels");
+    }
+    QVERIFY(automatic->onednn_matrices() > 0);
+    QVERIFY(automatic->weights().output.onednn != nullptr);
+    QCOMPARE(automatic->weights().output.onednn_min_tokens, model::kOnednnMinTokens);
+    std::vector<std::int32_t> ids;
+    for (std::int32_t i = 0; i < 80; ++i)
+      ids.push_back(static_cast<std::int32_t>((i * 37 + 11) % ours->spec().vocab_size));
+    backend::NumaPools pool(2);
+    generate::Generator a(*ours, pool, 128);
+    generate::Generator b(*automatic, pool, 128);
+    for (int step = 0; step < 2; ++step) {
+      const std::vector<float> want = a.evaluate(ids);
+      const std::vector<float> got = b.evaluate(ids);
+      const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+      for (std::size_t i = 0; i < want.size(); ++i)
+        QVERIFY(std::abs(got[i] - want[i]) <= 1e-5f * (*hi - *lo));
+      ids.push_back(static_cast<std::int32_t>(hi - want.begin()));
+    }
+  }
+
+  // Prefill in one batch, in chunks, or token by token: the same logits.
+  void prefillChunkingDoesNotChangeResults() {
+    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/deepseek-v3";
+    auto model = model::LoadedModel::load(folder);
+    backend::NumaPools pool(2);
+    const std::vector<std::int32_t> ids = {5, 17, 42, 99, 3, 150, 77, 8, 11};
+    std::vector<std::vector<float>> results;
+    for (std::int64_t chunk : {64, 4, 1}) {
+      generate::Generator g(*model, pool, 64);
+      generate::GenerationOptions o;
+      o.sampling = generate::SamplingParams::greedy();
+      o.max_tokens = 1;
+      o.prefill_chunk = chunk;
+      g.generate(ids, o, [](std::int32_t) { return true; });
+      results.push_back(g.last_logits());
+    }
+    for (std::size_t r = 1; r < results.size(); ++r) {
+      for (std::size_t i = 0; i < results[0].size(); ++i)
+        QVERIFY(std::abs(results[r][i] - results[0][i]) < 1e-4f);
+    }
+  }
+
+  // A second call that extends the first only prefills the new tokens.
+  void reusesTheCommonPrefix() {
+    auto model = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe");
+    backend::NumaPools pool(1);
+    generate::Generator g(*model, pool, 64);
+    generate::GenerationOptions o;
+    o.sampling = generate::SamplingParams::greedy();
+    o.max_tokens = 3;
+    std::vector<std::int32_t> prompt = {1, 2, 3, 4, 5};
+    std::vector<std::int32_t> produced;
+    auto first = g.generate(prompt, o, [&](std::int32_t t) {
+      produced.push_back(t);
+      return true;
+    });
+    QCOMPARE(first.cached_tokens, std::int64_t{0});
+    QCOMPARE(first.prompt_tokens, std::int64_t{5});
+    std::vector<std::int32_t> next = prompt;
+    next.insert(next.end(), produced.begin(), produced.end() - 1);  // the last token was never fed
+    next.push_back(7);
+    next.push_back(8);
+    auto second = g.generate(next, o, [](std::int32_t) { return true; });
+    QCOMPARE(second.cached_tokens, static_cast<std::int64_t>(prompt.size() + produced.size() - 1));
+    QCOMPARE(second.prompt_tokens, std::int64_t{2});
+    // And the logits equal a fresh run's.
+    generate::Generator fresh(*model, pool, 64);
+    const auto& want = fresh.evaluate(next);
+    const auto& got = g.evaluate(next);
+    for (std::size_t i = 0; i < want.size(); ++i) QVERIFY(std::abs(want[i] - got[i]) < 1e-4f);
+  }
+
+  void contextOverflowIsReported() {
+    auto model = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/llama");
+    backend::NumaPools pool(1);
+    generate::Generator g(*model, pool, 8);
+    const std::vector<std::int32_t> ids(9, 1);
+    QVERIFY_THROWS_EXCEPTION(std::length_error, g.evaluate(ids));
+    generate::GenerationOptions o;
+    o.sampling = generate::SamplingParams::greedy();
+    o.max_tokens = 100;
+    o.stop_at_eos = false;
+    const auto stats =
+        g.generate(std::vector<std::int32_t>(6, 1), o, [](std::int32_t) { return true; });
+    QCOMPARE(stats.stop, generate::StopReason::ContextFull);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestReferenceEngine)
+#include "tst_reference_engine.moc"

@@ -1,0 +1,56 @@
+// `tandem bench`'s measurement loop on the demo model: one measurement per repetition for
+// prompt and decode, the warm-up pass reported but never counted, and the roofline figures
+// derived from the measured bandwidth. Correctness only: no timing is asserted.
+#include <QtTest>
+
+#include "engine/measure/benchmark.h"
+#include "engine/model/loaded_model.h"
+
+using namespace tandem;
+
+namespace {
+const std::string kDemo = std::string(TANDEM_SOURCE_DIR) + "/resources/demo-model";
+}
+
+class TestBenchmark : public QObject {
+  Q_OBJECT
+ private slots:
+  void countsRepetitionsAndSkipsWarmup_data() {
+    QTest::addColumn<bool>("warmup");
+    QTest::newRow("with warm-up") << true;
+    QTest::newRow("without") << false;
+  }
+
+  void countsRepetitionsAndSkipsWarmup() {
+    QFETCH(bool, warmup);
+    model::LoadOptions load;
+    load.cpu_format = model::CpuFormat::Int8;
+    const auto model = model::LoadedModel::load(kDemo, load);
+    measure::BenchOptions o;
+    o.prompt_tokens = 12;
+    o.decode_tokens = 5;
+    o.threads = 2;
+    o.repetitions = 3;
+    o.warmup = warmup;
+    std::vector<std::string> lines;
+    const measure::BenchResult r =
+        measure::run_benchmark(*model, o, [&](const std::string& l) { lines.push_back(l); });
+    QCOMPARE(r.prompt.tokens_per_s.size(), std::size_t(3));
+    QCOMPARE(r.decode.tokens_per_s.size(), std::size_t(3));
+    for (double v : r.prompt.tokens_per_s) QVERIFY(v > 0);
+    for (double v : r.decode.tokens_per_s) QVERIFY(v > 0);
+    const auto warm = std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+      return l.find("warm-up") != std::string::npos;
+    });
+    QCOMPARE(warm, warmup ? 2 : 0);  // one prompt line and one decode line
+    QCOMPARE(lines.size(), std::size_t(warmup ? 8 : 6));
+    QVERIFY(r.read_bandwidth_bytes_per_s > 0);
+    QCOMPARE(r.active_bytes_per_token, model->active_weight_bytes_per_token());
+    QVERIFY(qFuzzyCompare(r.roofline_tokens_per_s(),
+                          r.read_bandwidth_bytes_per_s / double(r.active_bytes_per_token)));
+    QVERIFY(qFuzzyCompare(r.roofline_fraction(), r.decode.mean() / r.roofline_tokens_per_s()));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestBenchmark)
+#include "tst_benchmark.moc"

@@ -1,0 +1,189 @@
+// Perplexity and KL divergence against the independent oracle (Hugging Face transformers,
+// see tests/tools/make_perplexity_reference.py), and the rules around them: windows, a model
+// against itself, models that tokenize differently.
+#include <QtTest>
+#include <atomic>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/measure/perplexity.h"
+
+using namespace tandem;
+
+namespace {
+
+std::string data_path(const std::string& relative) {
+  return std::string(TANDEM_TEST_DATA_DIR) + "/" + relative;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Fixture {
+  explicit Fixture(const std::string& name)
+      : model(model::LoadedModel::load(data_path("models/" + name))),
+        tokenizer(text::load_tokenizer(data_path("models/" + name))) {}
+  measure::ScoredModel scored() const { return {*model, *tokenizer}; }
+  std::unique_ptr<model::LoadedModel> model;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+};
+
+}  // namespace
+
+class TestPerplexity : public QObject {
+  Q_OBJECT
+  nlohmann::json expected_;
+  std::string text_;
+
+ private slots:
+  void initTestCase() {
+    std::ifstream in(data_path("perplexity/expected.json"));
+    QVERIFY2(in.good(), "expected.json missing: run tests/tools/make_perplexity_reference.py");
+    expected_ = nlohmann::json::parse(in);
+    text_ = read_text(data_path("perplexity/fixture-text.txt"));
+    QVERIFY(!text_.empty());
+  }
+
+  void matchesOracle_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<int>("threads");
+    for (const auto& [name, _] : expected_["perplexity"].items()) {
+      QTest::newRow(name.c_str()) << QString::fromStdString(name) << 1;
+    }
+    QTest::newRow("qwen3-moe, 3 threads") << QStringLiteral("qwen3-moe") << 3;
+  }
+
+  void matchesOracle() {
+    QFETCH(QString, fixture);
+    QFETCH(int, threads);
+    const Fixture f(fixture.toStdString());
+    // Both sides must read the same tokens, or the numbers are not comparable.
+    QCOMPARE(f.tokenizer->encode(text_, false), expected_["ids"].get<std::vector<std::int32_t>>());
+    const auto& want = expected_["perplexity"][fixture.toStdString()];
+    backend::NumaPools pool(threads);
+    measure::PerplexityOptions options;
+    options.context_tokens = expected_["context_tokens"].get<std::int64_t>();
+    options.batch_tokens = 20;  // windows span several forward passes
+    const auto r = measure::measure_perplexity(f.scored(), text_, pool, options);
+    QCOMPARE(r.evaluated_tokens, want["evaluated_tokens"].get<std::int64_t>());
+    QCOMPARE(r.text_tokens, static_cast<std::int64_t>(expected_["ids"].size()));
+    QCOMPARE(r.evaluated_tokens,
+             r.text_tokens - r.windows);  // each window's first token is context only
+    QVERIFY(!r.mean_kl);
+    QVERIFY(!r.cancelled);
+    // Logits agree to about 1e-4 of their range (tst_reference_engine); the mean NLL to 1e-4.
+    const double nll = want["mean_nll"].get<double>();
+    QVERIFY2(std::abs(r.mean_nll - nll) < 1e-4 * nll,
+             qPrintable(QStringLiteral("mean NLL %1, oracle %2")
+                            .arg(r.mean_nll, 0, 'g', 10)
+                            .arg(nll, 0, 'g', 10)));
+    QVERIFY(std::abs(r.perplexity() - want["perplexity"].get<double>()) <
+            1e-3 * want["perplexity"].get<double>());
+  }
+
+  void klMatchesOracle() {
+    for (const auto& pair : expected_["kl"]) {
+      const Fixture model(pair["model"].get<std::string>());
+      const Fixture base(pair["base"].get<std::string>());
+      backend::NumaPools pool(2);
+      measure::PerplexityOptions options;
+      options.context_tokens = expected_["context_tokens"].get<std::int64_t>();
+      const measure::ScoredModel reference = base.scored();
+      const auto r = measure::measure_perplexity(model.scored(), text_, pool, options, &reference);
+      QVERIFY(r.mean_kl);
+      const double want = pair["mean_kl"].get<double>();
+      QVERIFY(*r.mean_kl > 0.0);
+      // A bf16 copy of the same weights drifts by ~1e-4 nats; the comparison is relative.
+      QVERIFY2(std::abs(*r.mean_kl - want) < 0.02 * want,
+               qPrintable(QStringLiteral("%1 vs %2: KL %3, oracle %4")
+                              .arg(QString::fromStdString(pair["model"]),
+                                   QString::fromStdString(pair["base"]))
+                              .arg(*r.mean_kl, 0, 'g', 8)
+                              .arg(want, 0, 'g', 8)));
+    }
+  }
+
+  void klOfAModelAgainstItselfIsZero() {
+    const Fixture f("qwen3-moe");
+    backend::NumaPools pool(1);
+    measure::PerplexityOptions options;
+    options.context_tokens = 32;
+    const measure::ScoredModel self = f.scored();
+    const auto r = measure::measure_perplexity(self, text_, pool, options, &self);
+    QVERIFY(r.mean_kl);
+    QVERIFY2(std::abs(*r.mean_kl) < 1e-12, qPrintable(QString::number(*r.mean_kl)));
+    // And the perplexity is the one measured without a base.
+    const auto alone = measure::measure_perplexity(self, text_, pool, options);
+    QCOMPARE(r.mean_nll, alone.mean_nll);
+  }
+
+  // Longer windows give each prediction more context, so fewer tokens are context-only.
+  void windowsCoverTheWholeText() {
+    const Fixture f("llama");
+    backend::NumaPools pool(1);
+    const auto total = static_cast<std::int64_t>(f.tokenizer->encode(text_, false).size());
+    for (std::int64_t context : {2, 7, 64, 4096}) {
+      measure::PerplexityOptions options;
+      options.context_tokens = context;
+      const auto r = measure::measure_perplexity(f.scored(), text_, pool, options);
+      const std::int64_t full = total / context;
+      const std::int64_t windows = full + (total % context >= 2 ? 1 : 0);
+      QCOMPARE(r.windows, windows);
+      QCOMPARE(r.evaluated_tokens,
+               full * (context - 1) + (total % context >= 2 ? total % context - 1 : 0));
+      QVERIFY(std::isfinite(r.perplexity()) && r.perplexity() > 1.0);
+    }
+  }
+
+  void refusesWhatItCannotMeasure() {
+    const Fixture f("qwen3-moe");
+    backend::NumaPools pool(1);
+    measure::PerplexityOptions options;
+    QVERIFY_THROWS_EXCEPTION(measure::PerplexityError,
+                             measure::measure_perplexity(f.scored(), "a", pool, options));
+    options.context_tokens = 1;
+    QVERIFY_THROWS_EXCEPTION(measure::PerplexityError,
+                             measure::measure_perplexity(f.scored(), text_, pool, options));
+
+    // The demo model has another tokenizer: KL against it is refused with a sentence.
+    const std::string demo = std::string(TANDEM_SOURCE_DIR) + "/resources/demo-model";
+    const auto other = model::LoadedModel::load(demo);
+    const auto other_tokenizer = text::load_tokenizer(demo);
+    const measure::ScoredModel base{*other, *other_tokenizer};
+    options.context_tokens = 32;
+    try {
+      measure::measure_perplexity(f.scored(), text_, pool, options, &base);
+      QFAIL("a base model with another tokenizer was accepted");
+    } catch (const measure::PerplexityError& e) {
+      QVERIFY2(std::string(e.what()).find("same tokenizer") != std::string::npos, e.what());
+    }
+  }
+
+  void cancelStopsEarly() {
+    const Fixture f("qwen3-moe");
+    backend::NumaPools pool(1);
+    std::atomic<bool> cancel{false};
+    measure::PerplexityOptions options;
+    options.context_tokens = 16;
+    options.batch_tokens = 8;
+    options.cancel = &cancel;
+    std::int64_t reports = 0;
+    options.progress = [&](std::int64_t done, std::int64_t total) {
+      QVERIFY(done <= total);
+      if (++reports == 3) cancel.store(true);
+    };
+    const auto r = measure::measure_perplexity(f.scored(), text_, pool, options);
+    QVERIFY(r.cancelled);
+    QCOMPARE(reports, std::int64_t{3});
+    QCOMPARE(r.evaluated_tokens,
+             std::int64_t{8 + 7 + 8});  // two batches of the first window, one of the second
+  }
+};
+
+QTEST_MAIN(TestPerplexity)
+#include "tst_perplexity.moc"
