@@ -19,6 +19,10 @@ ChatSession::ChatSession(const model::LoadedModel& model, const text::Tokenizer&
                          std::int64_t context_tokens)
     : tokenizer_(tokenizer), template_(chat_template), generator_(model, pool, context_tokens) {}
 
+ChatSession::ChatSession(forward::ModelRunner& runner, const text::Tokenizer& tokenizer,
+                         const ChatTemplate& chat_template, std::int64_t context_tokens)
+    : tokenizer_(tokenizer), template_(chat_template), generator_(runner, context_tokens) {}
+
 void ChatSession::reset() {
   messages_.clear();
   generator_.reset();

@@ -58,6 +58,9 @@ class ChatSession {
   ChatSession(const model::LoadedModel& model, const text::Tokenizer& tokenizer,
               const ChatTemplate& chat_template, backend::NumaPools& pool,
               std::int64_t context_tokens);
+  // On `runner` (the CPU alone, or hybrid), which must outlive the session.
+  ChatSession(forward::ModelRunner& runner, const text::Tokenizer& tokenizer,
+              const ChatTemplate& chat_template, std::int64_t context_tokens);
 
   void set_settings(const ChatSettings& settings) { settings_ = settings; }
   const ChatSettings& settings() const { return settings_; }

@@ -14,25 +14,24 @@ double seconds_since(Clock::time_point t) {
 
 Generator::Generator(const model::LoadedModel& model, backend::NumaPools& pool,
                      std::int64_t context_tokens)
-    : model_(model),
-      metrics_(std::make_shared<measure::Metrics>(
-          model.spec().num_layers, std::max<std::int64_t>(1, model.spec().num_experts))),
-      transformer_(model.spec(), model.weights(), pool),
-      cache_(model.spec(), context_tokens) {
-  transformer_.set_metrics(metrics_.get());
-}
+    : own_runner_(std::make_unique<forward::ModelRunner>(model, pool)),
+      runner_(own_runner_.get()),
+      cache_(runner_->make_cache(context_tokens)) {}
+
+Generator::Generator(forward::ModelRunner& runner, std::int64_t context_tokens)
+    : runner_(&runner), cache_(runner.make_cache(context_tokens)) {}
 
 void Generator::reset() {
-  cache_.truncate(0);
+  cache_->truncate(0);
   context_.clear();
   logits_.clear();
 }
 
 std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64_t chunk) {
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
-  if (static_cast<std::int64_t>(prompt.size()) > cache_.capacity()) {
+  if (static_cast<std::int64_t>(prompt.size()) > cache_->capacity()) {
     throw std::length_error("the prompt has " + std::to_string(prompt.size()) +
-                            " tokens but the context holds " + std::to_string(cache_.capacity()));
+                            " tokens but the context holds " + std::to_string(cache_->capacity()));
   }
   // Keep the longest common prefix; at least the last prompt token is recomputed, since
   // its logits are needed.
@@ -40,12 +39,14 @@ std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64
   while (common < context_.size() && common < prompt.size() && context_[common] == prompt[common])
     ++common;
   common = std::min(common, prompt.size() - 1);
-  cache_.truncate(static_cast<std::int64_t>(common));
+  cache_->truncate(static_cast<std::int64_t>(common));
   context_.resize(common);
   for (std::size_t at = common; at < prompt.size();) {
     const std::size_t n = std::min<std::size_t>(
         static_cast<std::size_t>(std::max<std::int64_t>(1, chunk)), prompt.size() - at);
-    transformer_.forward(prompt.subspan(at, n), cache_, logits_);
+    forward::ForwardOptions forward_options;
+    forward_options.prompt_tokens = static_cast<std::int64_t>(prompt.size() - common);
+    runner_->forward(prompt.subspan(at, n), *cache_, logits_, forward_options);
     context_.insert(context_.end(), prompt.begin() + static_cast<std::ptrdiff_t>(at),
                     prompt.begin() + static_cast<std::ptrdiff_t>(at + n));
     at += n;
@@ -68,7 +69,7 @@ GenerationStats Generator::generate(std::span<const std::int32_t> prompt,
   stats.prompt_seconds = seconds_since(t0);
 
   Sampler sampler(options.sampling);
-  const auto& eos = model_.spec().eos_token_ids;
+  const auto& eos = runner_->spec().eos_token_ids;
   const auto t1 = Clock::now();
   for (;;) {
     if (options.cancel && options.cancel->load()) {
@@ -93,12 +94,12 @@ GenerationStats Generator::generate(std::span<const std::int32_t> prompt,
       stats.stop = StopReason::MaxTokens;
       break;
     }
-    if (cache_.size() >= cache_.capacity()) {
+    if (cache_->size() >= cache_->capacity()) {
       stats.stop = StopReason::ContextFull;
       break;
     }
     const std::int32_t one[1] = {next};
-    transformer_.forward(one, cache_, logits_);
+    runner_->forward(one, *cache_, logits_);
     context_.push_back(next);
   }
   stats.decode_seconds = seconds_since(t1);

@@ -9,9 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/backend/cpu/kv_cache.h"
 #include "engine/backend/cpu/numa_pools.h"
-#include "engine/forward/transformer.h"
+#include "engine/forward/model_runner.h"
 #include "engine/generate/sampler.h"
 #include "engine/model/loaded_model.h"
 
@@ -47,7 +46,10 @@ struct GenerationStats {
 
 class Generator {
  public:
+  // On a CPU-only forward pass of its own.
   Generator(const model::LoadedModel& model, backend::NumaPools& pool, std::int64_t context_tokens);
+  // On `runner` (the CPU alone, or hybrid), which must outlive the generator.
+  Generator(forward::ModelRunner& runner, std::int64_t context_tokens);
 
   // Generates after `prompt` (the whole context, e.g. the rendered conversation). Calls
   // `on_token` for each new token; returning false stops with StopReason::Caller.
@@ -60,18 +62,18 @@ class Generator {
   const std::vector<float>& evaluate(std::span<const std::int32_t> prompt);
 
   const std::vector<std::int32_t>& context() const { return context_; }
-  // Routing hits and time split since the generator was made; safe to read from any thread.
-  const std::shared_ptr<measure::Metrics>& metrics() const { return metrics_; }
-  std::int64_t context_capacity() const { return cache_.capacity(); }
+  // Routing hits, residency and time split of the runner; safe to read from any thread.
+  const std::shared_ptr<measure::Metrics>& metrics() const { return runner_->metrics(); }
+  std::int64_t context_capacity() const { return cache_->capacity(); }
+  forward::ModelRunner& runner() { return *runner_; }
   void reset();
 
  private:
   std::int64_t prefill(std::span<const std::int32_t> prompt, std::int64_t chunk);
 
-  const model::LoadedModel& model_;
-  std::shared_ptr<measure::Metrics> metrics_;
-  forward::Transformer transformer_;
-  backend::KvCache cache_;
+  std::unique_ptr<forward::ModelRunner> own_runner_;
+  forward::ModelRunner* runner_;
+  std::unique_ptr<forward::ContextCache> cache_;
   std::vector<std::int32_t> context_;  // tokens whose keys and values are in the cache
   std::vector<float> logits_;
 };

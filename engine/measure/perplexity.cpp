@@ -7,8 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/cpu/kv_cache.h"
-#include "engine/forward/transformer.h"
+#include "engine/forward/model_runner.h"
 
 namespace tandem::measure {
 namespace {
@@ -35,9 +34,9 @@ double kl_divergence(const std::vector<double>& log_p, const std::vector<double>
 // One model running windows of the text from an empty cache.
 struct Scorer {
   Scorer(const model::LoadedModel& model, backend::NumaPools& pool, std::int64_t context)
-      : transformer(model.spec(), model.weights(), pool), cache(model.spec(), context) {}
-  forward::Transformer transformer;
-  backend::KvCache cache;
+      : runner(model, pool), cache(runner.make_cache(context)) {}
+  forward::ModelRunner runner;
+  std::unique_ptr<forward::ContextCache> cache;
   std::vector<float> logits;
 };
 
@@ -89,8 +88,8 @@ PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view t
   std::vector<double> log_p, log_base;
   for (std::int64_t start = 0; start + 1 < total && !result.cancelled; start += context) {
     const std::int64_t n = std::min(context, total - start);
-    scored.cache.truncate(0);
-    if (reference) reference->cache.truncate(0);
+    scored.cache->truncate(0);
+    if (reference) reference->cache->truncate(0);
     for (std::int64_t at = 0; at < n; at += batch) {
       if (options.cancel != nullptr && options.cancel->load()) {
         result.cancelled = true;
@@ -99,9 +98,9 @@ PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view t
       const std::int64_t m = std::min(batch, n - at);
       const std::span<const std::int32_t> chunk(ids.data() + start + at,
                                                 static_cast<std::size_t>(m));
-      scored.transformer.forward(chunk, scored.cache, scored.logits, /*all_logits=*/true);
-      if (reference)
-        reference->transformer.forward(chunk, reference->cache, reference->logits, true);
+      const forward::ForwardOptions all_logits{.all_logits = true};
+      scored.runner.forward(chunk, *scored.cache, scored.logits, all_logits);
+      if (reference) reference->runner.forward(chunk, *reference->cache, reference->logits, all_logits);
       // The window's last token has nothing after it inside the window to predict.
       const std::int64_t predicting = std::min(m, n - 1 - at);
       for (std::int64_t j = 0; j < predicting; ++j) {

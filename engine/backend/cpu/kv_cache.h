@@ -19,6 +19,8 @@ class KvCache {
   void truncate(std::int64_t tokens);
   void set_size(std::int64_t tokens) { size_ = tokens; }
   std::uint64_t bytes() const;
+  // What a cache for `spec` and `capacity_tokens` holds.
+  static std::uint64_t bytes_for(const model::ModelSpec& spec, std::int64_t capacity_tokens);
 
   // Standard attention. Keys are kept transposed per KV head ([head_dim][capacity]) for the
   // attention kernel; values row-major, [kv_heads * head_dim] per position.

@@ -1,8 +1,8 @@
 #include <QtTest>
 
-#include "engine/forward/transformer.h"
+#include "engine/backend/cpu/routing.h"
 
-using namespace tandem::forward;
+using namespace tandem::backend;
 
 class TestRouting : public QObject {
   Q_OBJECT

@@ -1,0 +1,155 @@
+#include "engine/backend/cpu/cpu_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "engine/backend/cpu/routing.h"
+#include "kernels/cpu/attention.h"
+
+namespace tandem::backend::cpu_ops {
+
+void embed(const kernels::WeightMatrix& table, const std::int32_t* ids, std::int64_t n,
+           float* out) {
+  for (std::int64_t t = 0; t < n; ++t) table.row_f32(ids[t], out + t * table.cols);
+}
+
+void rms_norm(const float* x, const float* weight, std::int64_t n, double eps, float* y) {
+  double ss = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void rms_norm_rows(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows,
+                   std::int64_t cols, double eps, float* y, std::int64_t y_stride) {
+  for (std::int64_t r = 0; r < rows; ++r) rms_norm(x + r * x_stride, weight, cols, eps, y + r * y_stride);
+}
+
+void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t token_stride,
+          std::int64_t heads, std::int64_t head_stride, std::int64_t pos0) {
+  for (std::int64_t t = 0; t < n; ++t) rope.apply_heads(x + t * token_stride, heads, head_stride, pos0 + t);
+}
+
+void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
+               std::int64_t layer, const float* q, const float* k, const float* v, std::int64_t n,
+               std::int64_t pos0, float* out) {
+  const std::int64_t hd = spec.head_dim;
+  const std::int64_t nh = spec.num_heads;
+  const std::int64_t nkv = spec.num_kv_heads;
+  for (std::int64_t t = 0; t < n; ++t) {
+    cache.store_key(layer, pos0 + t, k + t * nkv * hd);
+    std::copy_n(v + t * nkv * hd, nkv * hd, cache.value(layer, pos0 + t));
+  }
+  const std::int64_t group = nh / nkv;
+  const float scale = static_cast<float>(spec.attention_scale);
+  // One job per (token, key/value head): the query heads of a group read its keys and values
+  // once between them.
+  threads.parallel_for(n * nkv, 0, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> scores(static_cast<std::size_t>(group * (pos0 + n)));
+    for (std::int64_t job = begin; job < end; ++job) {
+      const std::int64_t t = job / nkv;
+      const std::int64_t kvh = job % nkv;
+      const std::int64_t len = pos0 + t + 1;  // causal: this token and everything before it
+      const std::int64_t head0 = t * nh + kvh * group;
+      kernels::attend_heads(q + head0 * hd, group, cache.keys_transposed(layer, kvh),
+                            cache.capacity(), cache.value(layer, 0) + kvh * hd, nkv * hd, len, hd,
+                            scale, scores.data(), out + head0 * hd);
+    }
+  });
+}
+
+// The cache holds only the normalised latent and the shared rotary key, and each head's query
+// is mapped into the latent space (q_nope · W_UK) instead of expanding every cached key.
+void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
+                      std::int64_t layer, const float* q, const float* kv,
+                      const kernels::WeightMatrix& kv_b, std::int64_t n, std::int64_t pos0,
+                      float* out) {
+  const std::int64_t nh = spec.num_heads;
+  const std::int64_t nope = spec.qk_nope_head_dim;
+  const std::int64_t rope = spec.qk_rope_head_dim;
+  const std::int64_t vd = spec.v_head_dim;
+  const std::int64_t lora = spec.kv_lora_rank;
+  const std::int64_t qk = nope + rope;
+  const std::int64_t key_dim = lora + rope;
+  for (std::int64_t t = 0; t < n; ++t) {
+    const float* row = kv + t * key_dim;
+    cache.store_latent(layer, pos0 + t, row, row + lora);
+  }
+
+  // Every head scores against the same keys (the latent and the rotary key) and weighs the
+  // same latent, so the heads of a token go through the attention kernel together, each key
+  // and latent row read once for eight heads. Queries are [latent | rotary] per head.
+  const float scale = static_cast<float>(spec.attention_scale);
+  // Heads per pass: all of them for a few tokens (decode: enough jobs for the threads), a
+  // block of 16 for a prompt (bounded buffers).
+  const std::int64_t block = n >= 64 ? std::min<std::int64_t>(16, nh) : nh;
+  constexpr std::int64_t kHeadsPerJob = 8;
+  std::vector<float> q_keys(static_cast<std::size_t>(n * block * key_dim));
+  std::vector<float> o_latent(static_cast<std::size_t>(n * block * lora));
+  const float* keys_t = cache.latent_keys_transposed(layer);
+  const float* values = cache.latent(layer, 0);
+  for (std::int64_t h0 = 0; h0 < nh; h0 += block) {
+    const std::int64_t heads = std::min(block, nh - h0);
+    // One task per head: a decode step's 128 small products would otherwise each be a
+    // parallel loop of its own.
+    threads.parallel_for(heads, 1, [&](std::int64_t j0, std::int64_t j1) {
+      thread_local std::vector<float> q_nope, q_latent;
+      q_nope.resize(static_cast<std::size_t>(n * nope));
+      q_latent.resize(static_cast<std::size_t>(n * lora));
+      for (std::int64_t j = j0; j < j1; ++j) {
+        const std::int64_t head = h0 + j;
+        const kernels::WeightMatrix w_uk = kv_b.slice_rows(head * (nope + vd), nope);
+        for (std::int64_t t = 0; t < n; ++t)
+          std::copy_n(q + (t * nh + head) * qk, nope, q_nope.data() + t * nope);
+        kernels::matmul_xw(q_nope.data(), n, w_uk, q_latent.data(), kernels::serial_for);
+        for (std::int64_t t = 0; t < n; ++t) {
+          float* qk_row = q_keys.data() + (t * block + j) * key_dim;
+          std::copy_n(q_latent.data() + t * lora, lora, qk_row);
+          std::copy_n(q + (t * nh + head) * qk + nope, rope, qk_row + lora);
+        }
+      }
+    });
+    const std::int64_t groups = (heads + kHeadsPerJob - 1) / kHeadsPerJob;
+    threads.parallel_for(n * groups, 0, [&](std::int64_t begin, std::int64_t end) {
+      std::vector<float> scores(static_cast<std::size_t>(kHeadsPerJob * (pos0 + n)));
+      for (std::int64_t job = begin; job < end; ++job) {
+        const std::int64_t t = job / groups;
+        const std::int64_t j0 = (job % groups) * kHeadsPerJob;
+        const std::int64_t len = pos0 + t + 1;  // causal
+        kernels::attend_heads_split(q_keys.data() + (t * block + j0) * key_dim,
+                                    std::min(kHeadsPerJob, heads - j0), keys_t, cache.capacity(),
+                                    key_dim, values, lora, lora, len, scale, scores.data(),
+                                    o_latent.data() + (t * block + j0) * lora);
+      }
+    });
+    threads.parallel_for(heads, 1, [&](std::int64_t j0, std::int64_t j1) {
+      thread_local std::vector<float> gathered, v_head;
+      gathered.resize(static_cast<std::size_t>(n * lora));
+      v_head.resize(static_cast<std::size_t>(n * vd));
+      for (std::int64_t j = j0; j < j1; ++j) {
+        const std::int64_t head = h0 + j;
+        const kernels::WeightMatrix w_uv = kv_b.slice_rows(head * (nope + vd) + nope, vd);
+        for (std::int64_t t = 0; t < n; ++t)
+          std::copy_n(o_latent.data() + (t * block + j) * lora, lora, gathered.data() + t * lora);
+        kernels::matmul_xwt(gathered.data(), n, w_uv, v_head.data(), vd, kernels::serial_for);
+        for (std::int64_t t = 0; t < n; ++t)
+          std::copy_n(v_head.data() + t * vd, vd, out + (t * nh + head) * vd);
+      }
+    });
+  }
+}
+
+void route(const float* logits, std::int64_t n, const RoutingParams& p, const float* bias,
+           std::int32_t* ids, float* weights) {
+  const Routing r =
+      p.scoring == model::RouterScoring::Sigmoid
+          ? route_grouped_sigmoid(logits, bias, n, p.experts, p.k, p.groups, p.top_groups,
+                                  p.normalize, p.scaling)
+          : route_softmax(logits, n, p.experts, p.k, p.normalize);
+  std::copy(r.experts.begin(), r.experts.end(), ids);
+  std::copy(r.weights.begin(), r.weights.end(), weights);
+}
+
+}  // namespace tandem::backend::cpu_ops

@@ -1,0 +1,40 @@
+// The operations of the Backend interface on host memory, on the threads they are given:
+// the CPU backend runs them on the model's NumaPools, the emulated accelerator on its own
+// worker threads. fp32 activations; the weights as the kernels read them.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_threads.h"
+#include "engine/backend/cpu/kv_cache.h"
+#include "engine/backend/cpu/rope.h"
+#include "kernels/cpu/dense_matmul.h"
+
+namespace tandem::backend::cpu_ops {
+
+void embed(const kernels::WeightMatrix& table, const std::int32_t* ids, std::int64_t n, float* out);
+
+// y = x / rms(x) * weight over `n` values (in place when y == x).
+void rms_norm(const float* x, const float* weight, std::int64_t n, double eps, float* y);
+void rms_norm_rows(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows,
+                   std::int64_t cols, double eps, float* y, std::int64_t y_stride);
+
+void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t token_stride,
+          std::int64_t heads, std::int64_t head_stride, std::int64_t pos0);
+
+// Grouped-query attention as Backend::attention, over `cache` made for `spec`.
+void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
+               std::int64_t layer, const float* q, const float* k, const float* v, std::int64_t n,
+               std::int64_t pos0, float* out);
+
+// Absorbed multi-head latent attention as Backend::latent_attention.
+void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
+                      std::int64_t layer, const float* q, const float* kv,
+                      const kernels::WeightMatrix& kv_b, std::int64_t n, std::int64_t pos0,
+                      float* out);
+
+void route(const float* logits, std::int64_t n, const RoutingParams& params, const float* bias,
+           std::int32_t* ids, float* weights);
+
+}  // namespace tandem::backend::cpu_ops

@@ -1,0 +1,204 @@
+#include "engine/backend/cpu/expert_compute.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace tandem::backend {
+namespace {
+
+bool is_packed(const model::FeedForwardWeights& f) {
+  return f.gate.packed != nullptr || !f.slices.empty();
+}
+
+}  // namespace
+
+void ExpertCompute::run(const CpuThreads& threads,
+                        const std::vector<const model::FeedForwardWeights*>& experts,
+                        const float* x, std::span<const ExpertPair> pairs, float* out) {
+  if (pairs.empty()) return;
+  // Bucket the (token, weight) pairs per expert: O(pairs + experts).
+  const auto n_experts = static_cast<std::int64_t>(experts.size());
+  count_.assign(static_cast<std::size_t>(n_experts + 1), 0);
+  for (const ExpertPair& p : pairs) ++count_[static_cast<std::size_t>(p.expert) + 1];
+  for (std::int64_t e = 0; e < n_experts; ++e)
+    count_[static_cast<std::size_t>(e + 1)] += count_[static_cast<std::size_t>(e)];
+  slot_token_.resize(pairs.size());
+  slot_weight_.resize(pairs.size());
+  std::vector<std::int64_t> fill(count_.begin(), count_.end() - 1);
+  for (const ExpertPair& p : pairs) {
+    const std::int64_t s = fill[static_cast<std::size_t>(p.expert)]++;
+    slot_token_[static_cast<std::size_t>(s)] = p.token;
+    slot_weight_[static_cast<std::size_t>(s)] = p.weight;
+  }
+  active_.clear();
+  const model::FeedForwardWeights* shape = nullptr;
+  for (std::int64_t e = 0; e < n_experts; ++e) {
+    const std::int64_t rows =
+        count_[static_cast<std::size_t>(e + 1)] - count_[static_cast<std::size_t>(e)];
+    if (rows == 0) continue;
+    active_.push_back({e, count_[static_cast<std::size_t>(e)], rows});
+    shape = experts[static_cast<std::size_t>(e)];
+  }
+  if (is_packed(*shape))
+    packed(threads, experts, *shape, x, out);
+  else
+    unpacked(threads, experts, x, out);
+}
+
+// The weights as stored (the fp32 reference path): one expert after another, each product
+// on all threads.
+void ExpertCompute::unpacked(const CpuThreads& threads,
+                             const std::vector<const model::FeedForwardWeights*>& experts,
+                             const float* x, float* out) {
+  const std::int64_t h = spec_.hidden_size;
+  std::vector<float> gathered, gate, up, result;
+  for (const Active& a : active_) {
+    const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+    const std::int64_t inner = w.gate.rows;
+    gathered.resize(static_cast<std::size_t>(a.rows * h));
+    gate.resize(static_cast<std::size_t>(a.rows * inner));
+    up.resize(gate.size());
+    result.resize(static_cast<std::size_t>(a.rows * h));
+    for (std::int64_t r = 0; r < a.rows; ++r) {
+      std::copy_n(x + slot_token_[static_cast<std::size_t>(a.begin + r)] * h, h,
+                  gathered.data() + r * h);
+    }
+    kernels::matmul_xwt(gathered.data(), a.rows, w.gate, gate.data(), inner, threads.kernels_for());
+    kernels::matmul_xwt(gathered.data(), a.rows, w.up, up.data(), inner, threads.kernels_for());
+    kernels::silu_mul(gate.data(), up.data(), static_cast<std::int64_t>(gate.size()));
+    kernels::matmul_xwt(gate.data(), a.rows, w.down, result.data(), h, threads.kernels_for());
+    for (std::int64_t r = 0; r < a.rows; ++r) {
+      kernels::axpy_f32(slot_weight_[static_cast<std::size_t>(a.begin + r)], result.data() + r * h,
+                        out + slot_token_[static_cast<std::size_t>(a.begin + r)] * h, h);
+    }
+  }
+}
+
+// The experts with packed weights, as two parallel jobs over (expert x row block) tasks:
+// gate and up with SiLU(gate)*up fused, then down; the weighted sum is added per token.
+// Two jobs instead of three per active expert keep a decode step's synchronisation low.
+// Experts split into slices (one per pool) run both jobs on every pool at once, each pool
+// on its own slice; the pools' partial down outputs are summed in pool order, so the result
+// does not depend on timing. Unsplit experts are one slice run on all threads.
+void ExpertCompute::packed(const CpuThreads& threads,
+                           const std::vector<const model::FeedForwardWeights*>& experts,
+                           const model::FeedForwardWeights& shape_of, const float* x, float* out) {
+  const std::int64_t h = spec_.hidden_size;
+  const std::int64_t inner = spec_.moe_intermediate_size;
+  const auto slices = static_cast<std::int64_t>(std::max<std::size_t>(1, shape_of.slices.size()));
+  const auto slice_of = [inner](const model::FeedForwardWeights& f, std::int64_t s) {
+    return f.slices.empty() ? model::ExpertSlice{0,           inner,         f.gate.packed,
+                                                 f.up.packed, f.down.packed, f.gate.packed_variant}
+                            : f.slices[static_cast<std::size_t>(s)];
+  };
+  const auto expert = [&](std::int64_t e) -> const model::FeedForwardWeights& {
+    return *experts[static_cast<std::size_t>(e)];
+  };
+  const auto actives = static_cast<std::int64_t>(active_.size());
+  const auto slots = static_cast<std::int64_t>(slot_token_.size());
+  // All slices of all experts have the shapes of the first.
+  const model::ExpertSlice shape = slice_of(shape_of, 0);
+  const std::int64_t width = shape.width;
+  inputs_.resize(active_.size());
+  hidden_.resize(static_cast<std::size_t>(slices * actives));
+  // Quantising the activations is a tenth of a prompt's expert time: spread it over the
+  // threads when there is enough of it (a decode step's few rows are quicker alone).
+  const auto each_active = [&](std::int64_t n, const std::function<void(std::int64_t)>& body) {
+    if (slots < 32) {
+      for (std::int64_t i = 0; i < n; ++i) body(i);
+    } else {
+      threads.parallel_for(n, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) body(i);
+      });
+    }
+  };
+  each_active(actives, [&](std::int64_t a) {
+    thread_local std::vector<float> gathered;
+    const Active& act = active_[static_cast<std::size_t>(a)];
+    gathered.resize(static_cast<std::size_t>(act.rows * h));
+    for (std::int64_t r = 0; r < act.rows; ++r) {
+      std::copy_n(x + slot_token_[static_cast<std::size_t>(act.begin + r)] * h, h,
+                  gathered.data() + r * h);
+    }
+    kernels::pack_activations_for(*shape.gate, gathered.data(), act.rows,
+                                  inputs_[static_cast<std::size_t>(a)]);
+  });
+  const kernels::CpuVariant variant = shape.variant;
+  // Row blocks per task: long runs of one matrix let the prefetchers stream it (a decode
+  // step reads each expert once), yet at least about eight tasks per thread keep the threads
+  // evenly loaded. Even, so the kernels' two- and four-block tiles apply.
+  const std::int64_t thread_count = threads.count();
+  const auto blocks_per_task = [&](std::int64_t blocks) {
+    const std::int64_t fair = actives * blocks / (8 * thread_count);
+    return std::clamp<std::int64_t>(fair / 2 * 2, 2, 8);
+  };
+  const std::int64_t blocks_gate = blocks_per_task(shape.gate->blocks);
+  // gate_ and up_: per slice, [slots x width].
+  const std::int64_t inner_tasks = (shape.gate->blocks + blocks_gate - 1) / blocks_gate;
+  gate_.resize(static_cast<std::size_t>(slices * slots * width));
+  up_.resize(static_cast<std::size_t>(slices * slots * width));
+  threads.for_each_slice(
+      static_cast<int>(slices), actives * inner_tasks, [&](int s, std::int64_t t0, std::int64_t t1) {
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const Active& a = active_[static_cast<std::size_t>(t / inner_tasks)];
+          const model::ExpertSlice f = slice_of(expert(a.expert), s);
+          const std::int64_t b0 = (t % inner_tasks) * blocks_gate;
+          const std::int64_t b1 = std::min(f.gate->blocks, b0 + blocks_gate);
+          float* g = gate_.data() + (s * slots + a.begin) * width;
+          float* u = up_.data() + (s * slots + a.begin) * width;
+          const auto& in = inputs_[static_cast<std::size_t>(t / inner_tasks)];
+          kernels::packed_matmul(*f.gate, in, g, width, b0, b1, variant);
+          kernels::packed_matmul(*f.up, in, u, width, b0, b1, variant);
+          const std::int64_t c0 = b0 * kernels::kPackRows;
+          const std::int64_t c1 = std::min(width, b1 * kernels::kPackRows);
+          for (std::int64_t r = 0; r < a.rows; ++r)
+            kernels::silu_mul(g + r * width + c0, u + r * width + c0, c1 - c0);
+        }
+      });
+  each_active(slices * actives, [&](std::int64_t i) {
+    const std::int64_t s = i / actives;
+    const Active& act = active_[static_cast<std::size_t>(i % actives)];
+    kernels::pack_activations_for(*slice_of(shape_of, s).down,
+                                  gate_.data() + (s * slots + act.begin) * width, act.rows,
+                                  hidden_[static_cast<std::size_t>(i)]);
+  });
+  // out_: per slice, the partial down outputs [slots x h].
+  const std::int64_t blocks_down = blocks_per_task(shape.down->blocks);
+  const std::int64_t hidden_tasks = (shape.down->blocks + blocks_down - 1) / blocks_down;
+  out_.resize(static_cast<std::size_t>(slices * slots * h));
+  threads.for_each_slice(
+      static_cast<int>(slices), actives * hidden_tasks, [&](int s, std::int64_t t0, std::int64_t t1) {
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const std::int64_t a = t / hidden_tasks;
+          const Active& act = active_[static_cast<std::size_t>(a)];
+          const model::ExpertSlice f = slice_of(expert(act.expert), s);
+          const std::int64_t b0 = (t % hidden_tasks) * blocks_down;
+          const std::int64_t b1 = std::min(f.down->blocks, b0 + blocks_down);
+          kernels::packed_matmul(*f.down, hidden_[static_cast<std::size_t>(s * actives + a)],
+                                 out_.data() + (s * slots + act.begin) * h, h, b0, b1, variant);
+        }
+      });
+  if (slices > 1) {
+    const auto sum_partials = [&](std::int64_t s0, std::int64_t s1) {
+      for (std::int64_t s = s0; s < s1; ++s) {
+        float* sum = out_.data() + s * h;
+        for (std::int64_t p = 1; p < slices; ++p) {
+          const float* part = out_.data() + (p * slots + s) * h;
+          for (std::int64_t d = 0; d < h; ++d) sum[d] += part[d];
+        }
+      }
+    };
+    // A decode step's few slots add up faster here than the pools wake up for them.
+    constexpr std::int64_t kParallelSumSlots = 64;
+    if (slots < kParallelSumSlots)
+      sum_partials(0, slots);
+    else
+      threads.parallel_for(slots, 0, sum_partials);
+  }
+  for (std::int64_t s = 0; s < slots; ++s) {
+    kernels::axpy_f32(slot_weight_[static_cast<std::size_t>(s)], out_.data() + s * h,
+                      out + slot_token_[static_cast<std::size_t>(s)] * h, h);
+  }
+}
+
+}  // namespace tandem::backend

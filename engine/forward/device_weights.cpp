@@ -1,0 +1,107 @@
+#include "engine/forward/device_weights.h"
+
+namespace tandem::forward {
+namespace {
+
+std::unique_ptr<backend::DeviceBuffer> place_vector(backend::Backend& device,
+                                                    const std::vector<float>& host) {
+  if (host.empty()) return nullptr;
+  auto b = device.allocate(host.size() * sizeof(float));
+  device.upload(backend::Queue::Compute, b->as<void>(), host.data(), host.size() * sizeof(float));
+  return b;
+}
+
+std::unique_ptr<backend::DeviceMatrix> place(backend::Backend& device,
+                                             const kernels::WeightMatrix& host) {
+  if (host.data == nullptr) return nullptr;
+  return device.place_matrix(host, backend::Queue::Compute);
+}
+
+DeviceFeedForward place_ffn(backend::Backend& device, const model::FeedForwardWeights& f) {
+  return {place(device, f.gate), place(device, f.up), place(device, f.down)};
+}
+
+// Every matrix and vector place_weights places, for counting and placing alike.
+template <class MatrixFn, class VectorFn>
+void for_each_placed(const model::ModelWeights& w, MatrixFn&& matrix, VectorFn&& vector) {
+  matrix(w.embedding);
+  matrix(w.output);
+  vector(w.final_norm);
+  for (const model::LayerWeights& l : w.layers) {
+    vector(l.attention_norm);
+    vector(l.ffn_norm);
+    const model::AttentionWeights& a = l.attention;
+    for (const kernels::WeightMatrix* m : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
+      matrix(*m);
+    for (const std::vector<float>* v : {&a.q_norm, &a.k_norm, &a.q_a_norm, &a.kv_a_norm}) vector(*v);
+    const auto ffn = [&](const model::FeedForwardWeights& f) {
+      matrix(f.gate);
+      matrix(f.up);
+      matrix(f.down);
+    };
+    if (l.moe) {
+      matrix(l.experts.router);
+      vector(l.experts.score_bias);
+      if (l.experts.shared) ffn(*l.experts.shared);
+    } else {
+      ffn(l.dense);
+    }
+  }
+}
+
+}  // namespace
+
+std::uint64_t device_weight_bytes(const backend::Backend& device,
+                                  const model::ModelWeights& weights) {
+  std::uint64_t total = 0;
+  for_each_placed(
+      weights,
+      [&](const kernels::WeightMatrix& m) {
+        if (m.data != nullptr) total += device.matrix_bytes(m);
+      },
+      [&](const std::vector<float>& v) {
+        if (device.memory_budget() > 0) total += v.size() * sizeof(float);
+      });
+  return total;
+}
+
+DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& spec,
+                            const model::ModelWeights& w) {
+  DeviceWeights d;
+  d.embedding = place(device, w.embedding);
+  d.output = place(device, w.output);
+  d.final_norm = place_vector(device, w.final_norm);
+  d.rope = device.make_rope(spec.rope, spec.rope_dim());
+  for (const model::LayerWeights& l : w.layers) {
+    DeviceLayer layer;
+    layer.attention_norm = place_vector(device, l.attention_norm);
+    layer.ffn_norm = place_vector(device, l.ffn_norm);
+    const model::AttentionWeights& a = l.attention;
+    DeviceAttention& da = layer.attention;
+    da.q = place(device, a.q);
+    da.k = place(device, a.k);
+    da.v = place(device, a.v);
+    da.o = place(device, a.o);
+    da.q_norm = place_vector(device, a.q_norm);
+    da.k_norm = place_vector(device, a.k_norm);
+    da.q_a = place(device, a.q_a);
+    da.q_b = place(device, a.q_b);
+    da.kv_a = place(device, a.kv_a);
+    da.kv_b = place(device, a.kv_b);
+    da.q_a_norm = place_vector(device, a.q_a_norm);
+    da.kv_a_norm = place_vector(device, a.kv_a_norm);
+    layer.moe = l.moe;
+    if (l.moe) {
+      layer.router = place(device, l.experts.router);
+      layer.score_bias = place_vector(device, l.experts.score_bias);
+      if (l.experts.shared)
+        layer.shared = std::make_unique<DeviceFeedForward>(place_ffn(device, *l.experts.shared));
+    } else {
+      layer.dense = place_ffn(device, l.dense);
+    }
+    d.layers.push_back(std::move(layer));
+  }
+  return d;
+}
+
+}  // namespace tandem::forward

@@ -1,0 +1,49 @@
+// The weights the forward pass reads, placed on the backend it runs on: everything but the
+// routed experts (their placement is the scheduler's, engine/schedule). On the CPU these are
+// views of the loaded model's own weights; on an accelerator, copies in its memory.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/model_spec.h"
+#include "engine/model/model_weights.h"
+
+namespace tandem::forward {
+
+struct DeviceFeedForward {
+  std::unique_ptr<backend::DeviceMatrix> gate, up, down;
+};
+
+struct DeviceAttention {
+  std::unique_ptr<backend::DeviceMatrix> q, k, v, o;
+  std::unique_ptr<backend::DeviceBuffer> q_norm, k_norm;
+  std::unique_ptr<backend::DeviceMatrix> q_a, q_b, kv_a, kv_b;
+  std::unique_ptr<backend::DeviceBuffer> q_a_norm, kv_a_norm;
+};
+
+struct DeviceLayer {
+  std::unique_ptr<backend::DeviceBuffer> attention_norm, ffn_norm;
+  DeviceAttention attention;
+  bool moe = false;
+  DeviceFeedForward dense;  // a dense layer's FFN
+  std::unique_ptr<backend::DeviceMatrix> router;
+  std::unique_ptr<backend::DeviceBuffer> score_bias;  // may be null
+  std::unique_ptr<DeviceFeedForward> shared;          // may be null
+};
+
+struct DeviceWeights {
+  std::unique_ptr<backend::DeviceMatrix> embedding, output;
+  std::unique_ptr<backend::DeviceBuffer> final_norm;
+  std::vector<DeviceLayer> layers;
+  std::unique_ptr<backend::DeviceRope> rope;
+};
+
+// Copies on the compute queue; throws backend::DeviceOutOfMemory when they do not fit.
+DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& spec,
+                            const model::ModelWeights& weights);
+// The device memory place_weights takes.
+std::uint64_t device_weight_bytes(const backend::Backend& device, const model::ModelWeights& weights);
+
+}  // namespace tandem::forward

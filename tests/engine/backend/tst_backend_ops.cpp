@@ -1,0 +1,469 @@
+// Every backend held against the CPU backend, operation by operation (as ggml's
+// test-backend-ops does): random inputs of odd sizes, one token and many, every weight format
+// Tandem holds, and the queues, events, memory budget and bus of the accelerators. A backend
+// that computes with the CPU's kernels (the emulated accelerator) must agree to the bit.
+#include <QtTest>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/numa_pools.h"
+#include "engine/backend/emulated/emulated_backend.h"
+#include "engine/model/loaded_model.h"
+#include "kernels/cpu/packed_matmul.h"
+#include "tests/support/random_values.h"
+
+using namespace tandem;
+using backend::Backend;
+using backend::DeviceBuffer;
+using backend::Queue;
+
+namespace {
+
+std::string fixture(const char* name) {
+  return std::string(TANDEM_TEST_DATA_DIR) + "/models/" + name;
+}
+
+// The backends under test, each with how far from the CPU it may be (relative to the
+// largest magnitude of the CPU's result).
+struct Candidate {
+  std::string name;
+  std::function<std::unique_ptr<Backend>(const model::ModelSpec&)> make;
+  double tolerance;
+};
+
+std::vector<Candidate> candidates() {
+  return {{"emulated",
+           [](const model::ModelSpec& spec) {
+             backend::EmulatedOptions o;
+             o.memory_bytes = 1ull << 30;
+             o.threads = 2;
+             return std::make_unique<backend::EmulatedBackend>(o, spec);
+           },
+           0.0}};
+}
+
+template <class T>
+std::unique_ptr<DeviceBuffer> put(Backend& b, const std::vector<T>& host) {
+  std::unique_ptr<DeviceBuffer> buffer = b.allocate(std::max<std::size_t>(1, host.size() * sizeof(T)));
+  b.upload(Queue::Compute, buffer->as<void>(), host.data(), host.size() * sizeof(T));
+  return buffer;
+}
+
+template <class T>
+std::vector<T> get(Backend& b, const DeviceBuffer& buffer, std::size_t n) {
+  std::vector<T> out(n);
+  b.download(Queue::Compute, out.data(), buffer.as<const void>(), n * sizeof(T));
+  b.record(Queue::Compute)->wait();
+  return out;
+}
+
+// max |a - b| over max |b|; 0 when equal.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 1e30;
+  double worst = 0.0, scale = 1e-30;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) != std::isnan(b[i])) return 1e30;
+    worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(b[i])));
+  }
+  return worst / scale;
+}
+
+// Host weight matrices of every stored and packed format, with their storage.
+struct HostWeights {
+  std::vector<float> f32;
+  std::vector<std::uint16_t> half;
+  std::vector<std::uint8_t> fp8;
+  std::vector<float> scales;
+  std::unique_ptr<kernels::PackedMatrix> packed;
+  kernels::WeightMatrix matrix;
+};
+
+std::unique_ptr<HostWeights> make_weights(const std::string& format, std::int64_t rows,
+                                          std::int64_t cols, std::uint32_t seed) {
+  auto w = std::make_unique<HostWeights>();
+  w->f32 = test::normal_values(static_cast<std::size_t>(rows * cols), seed);
+  kernels::WeightMatrix& m = w->matrix;
+  m.rows = rows;
+  m.cols = cols;
+  m.dtype = kernels::DType::F32;
+  m.data = w->f32.data();
+  if (format == "bf16" || format == "f16") {
+    w->half.resize(w->f32.size());
+    for (std::size_t i = 0; i < w->f32.size(); ++i) {
+      if (format == "bf16") {
+        w->half[i] = kernels::f32_to_bf16(w->f32[i]);
+      } else {
+        // A finite half with a random mantissa and an exponent near 1.
+        w->half[i] = static_cast<std::uint16_t>((seed * 2654435761u + i * 40503u) & 0x83ffu) |
+                     static_cast<std::uint16_t>((13 + i % 4) << 10);
+      }
+    }
+    m.dtype = format == "bf16" ? kernels::DType::BF16 : kernels::DType::F16;
+    m.data = w->half.data();
+  } else if (format == "fp8" || format == "fp8-slice") {
+    // DeepSeek-V3's layout with small blocks, so several scales cover one matrix; the slice
+    // starts inside a block, as a per-head slice of kv_b does.
+    const std::int64_t first = format == "fp8-slice" ? 20 : 0;
+    const std::int64_t total = rows + first;
+    w->fp8.resize(static_cast<std::size_t>(total * cols));
+    std::mt19937 rng(seed);
+    for (auto& b : w->fp8) b = static_cast<std::uint8_t>((rng() & 0x80) | (rng() % 0x60 + 0x10));
+    m.block_rows = 16;
+    m.block_cols = 32;
+    w->scales = test::normal_values(
+        static_cast<std::size_t>(((total + 15) / 16) * ((cols + 31) / 32)), seed + 1);
+    m.dtype = kernels::DType::F8E4M3;
+    m.data = w->fp8.data() + first * cols;
+    m.block_scale = w->scales.data();
+    m.first_row = first;
+  } else if (format == "int8" || format == "int4" || format == "packed-bf16") {
+    w->packed = std::make_unique<kernels::PackedMatrix>(
+        format == "int8"   ? kernels::pack_int8(m)
+        : format == "int4" ? kernels::pack_int4(m, 32)
+                           : kernels::pack_bf16(m));
+    m.packed = w->packed.get();
+    m.packed_variant = kernels::active_variant();
+    if (format == "packed-bf16" && m.packed_variant == kernels::CpuVariant::Avx512 &&
+        !kernels::detect_isa().usable.avx512_bf16)
+      m.packed_variant = kernels::CpuVariant::Avx2;
+  }
+  return w;
+}
+
+}  // namespace
+
+class TestBackendOps : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<model::LoadedModel> qwen_, deepseek_;
+  std::unique_ptr<backend::NumaPools> pools_;
+  std::unique_ptr<backend::CpuBackend> cpu_qwen_, cpu_deepseek_;
+
+  // Runs `op` on the CPU backend and on every candidate; each must agree.
+  void against_cpu(backend::CpuBackend& cpu, const model::ModelSpec& spec,
+                   const std::function<std::vector<float>(Backend&)>& op, const char* what) {
+    const std::vector<float> want = op(cpu);
+    QVERIFY2(!want.empty(), what);
+    for (const Candidate& c : candidates()) {
+      auto device = c.make(spec);
+      const std::vector<float> got = op(*device);
+      const double d = relative_difference(got, want);
+      QVERIFY2(d <= c.tolerance, qPrintable(QStringLiteral("%1 on %2: relative difference %3")
+                                                .arg(QLatin1String(what))
+                                                .arg(QString::fromStdString(c.name))
+                                                .arg(d)));
+    }
+  }
+
+ private slots:
+  void initTestCase() {
+    model::LoadOptions int8;
+    int8.cpu_format = model::CpuFormat::Int8;
+    qwen_ = model::LoadedModel::load(fixture("qwen3-moe"));
+    deepseek_ = model::LoadedModel::load(fixture("deepseek-v3"));
+    pools_ = std::make_unique<backend::NumaPools>(2, 1, /*pin=*/false);
+    cpu_qwen_ = std::make_unique<backend::CpuBackend>(*pools_, qwen_->spec());
+    cpu_deepseek_ = std::make_unique<backend::CpuBackend>(*pools_, deepseek_->spec());
+  }
+
+  void matmul_data() {
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("cols");
+    QTest::addColumn<int>("tokens");
+    for (const char* f : {"f32", "bf16", "f16", "fp8", "fp8-slice", "int8", "int4", "packed-bf16"}) {
+      for (int tokens : {1, 5, 33}) {
+        QTest::addRow("%s, 37x72, %d tokens", f, tokens) << QString::fromLatin1(f) << 37 << 72 << tokens;
+      }
+      QTest::addRow("%s, 16x8, 1 token", f) << QString::fromLatin1(f) << 16 << 8 << 1;
+    }
+  }
+  void matmul() {
+    QFETCH(QString, format);
+    QFETCH(int, rows);
+    QFETCH(int, cols);
+    QFETCH(int, tokens);
+    const auto host = make_weights(format.toStdString(), rows, cols, 7);
+    const std::vector<float> x = test::normal_values(static_cast<std::size_t>(tokens * cols), 3);
+    against_cpu(*cpu_qwen_, qwen_->spec(), [&](Backend& b) {
+      auto w = b.place_matrix(host->matrix, Queue::Compute);
+      auto dx = put(b, x);
+      // Written into every other row of a wider output (y_stride) to check the stride too.
+      auto dy = b.allocate(static_cast<std::size_t>(tokens * rows * 2) * sizeof(float));
+      b.zero(dy->as<float>(), tokens * rows * 2);
+      b.matmul(dx->as<const float>(), tokens, *w, dy->as<float>(), 2 * rows);
+      return get<float>(b, *dy, static_cast<std::size_t>(tokens * rows * 2));
+    }, "matmul");
+  }
+
+  void elementwise() {
+    const std::int64_t rows = 6, cols = 50;
+    const std::vector<float> x = test::normal_values(rows * cols, 11);
+    const std::vector<float> y = test::normal_values(rows * cols, 12);
+    const std::vector<float> weight = test::normal_values(cols, 13);
+    against_cpu(*cpu_qwen_, qwen_->spec(), [&](Backend& b) {
+      auto dx = put(b, x), dy = put(b, y), dw = put(b, weight);
+      auto out = b.allocate(rows * cols * sizeof(float));
+      // A norm of strided rows into a packed output, then in place.
+      b.rms_norm(dx->as<const float>(), cols, dw->as<const float>(), rows / 2, cols, 1e-6,
+                 out->as<float>(), cols);
+      b.rms_norm(dx->as<const float>() + cols, 2 * cols, dw->as<const float>(), rows / 2, cols,
+                 1e-5, out->as<float>() + (rows / 2) * cols, cols);
+      b.rms_norm(out->as<const float>(), cols, dw->as<const float>(), rows, cols, 1e-6,
+                 out->as<float>(), cols);
+      b.add_scaled(out->as<float>(), dy->as<const float>(), 1.0f, rows * cols);
+      b.add_scaled(out->as<float>(), dx->as<const float>(), -0.375f, rows * cols - 3);
+      b.silu_mul(out->as<float>(), dy->as<const float>(), rows * cols - 1);
+      b.zero(out->as<float>() + 5, 7);
+      return get<float>(b, *out, rows * cols);
+    }, "rms_norm, add_scaled, silu_mul, zero");
+  }
+
+  void embedAndRope() {
+    const model::ModelSpec& spec = deepseek_->spec();  // YaRN with interleaved pairs
+    const std::vector<std::int32_t> ids = {3, 0, 17, 5, 3};
+    against_cpu(*cpu_deepseek_, spec, [&](Backend& b) {
+      auto table = b.place_matrix(deepseek_->weights().embedding, Queue::Compute);
+      auto rope = b.make_rope(spec.rope, spec.rope_dim());
+      auto dids = put(b, ids);
+      const std::int64_t h = spec.hidden_size;
+      auto x = b.allocate(ids.size() * h * sizeof(float));
+      b.embed(*table, dids->as<const std::int32_t>(), 5, x->as<float>());
+      // Two heads of the rope's width per token at an offset, from position 9.
+      b.rope(*rope, x->as<float>() + 3, 5, h, 2, spec.rope_dim() + 1, 9);
+      return get<float>(b, *x, ids.size() * h);
+    }, "embed, rope (YaRN)");
+    const model::ModelSpec& qwen = qwen_->spec();
+    const std::vector<float> v = test::normal_values(4 * qwen.head_dim * 3, 21);
+    against_cpu(*cpu_qwen_, qwen, [&](Backend& b) {
+      auto rope = b.make_rope(qwen.rope, qwen.rope_dim());
+      auto x = put(b, v);
+      b.rope(*rope, x->as<float>(), 4, qwen.head_dim * 3, 3, qwen.head_dim, 0);
+      return get<float>(b, *x, v.size());
+    }, "rope (default)");
+  }
+
+  void groupedQueryAttention() {
+    const model::ModelSpec& spec = qwen_->spec();
+    const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
+    const auto q = test::normal_values(9 * nh * hd, 31), k = test::normal_values(9 * nkv * hd, 32),
+               v = test::normal_values(9 * nkv * hd, 33);
+    against_cpu(*cpu_qwen_, spec, [&](Backend& b) {
+      auto cache = b.allocate_kv_cache(spec, 16);
+      auto dq = put(b, q), dk = put(b, k), dv = put(b, v);
+      auto out = b.allocate(9 * nh * hd * sizeof(float));
+      // A prompt of 6 into layer 1, then 3 more after it (a decode-like second call).
+      b.attention(1, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(), 6, 0,
+                  *cache, out->as<float>());
+      b.attention(1, dq->as<const float>() + 6 * nh * hd, dk->as<const float>() + 6 * nkv * hd,
+                  dv->as<const float>() + 6 * nkv * hd, 3, 6, *cache,
+                  out->as<float>() + 6 * nh * hd);
+      return get<float>(b, *out, 9 * nh * hd);
+    }, "attention");
+  }
+
+  void latentAttention() {
+    const model::ModelSpec& spec = deepseek_->spec();
+    const std::int64_t nh = spec.num_heads;
+    const std::int64_t qk = spec.qk_nope_head_dim + spec.qk_rope_head_dim;
+    const std::int64_t row = spec.kv_lora_rank + spec.qk_rope_head_dim;
+    const auto q = test::normal_values(7 * nh * qk, 41), kv = test::normal_values(7 * row, 42);
+    against_cpu(*cpu_deepseek_, spec, [&](Backend& b) {
+      auto cache = b.allocate_kv_cache(spec, 8);
+      auto kv_b = b.place_matrix(deepseek_->weights().layers[0].attention.kv_b, Queue::Compute);
+      auto dq = put(b, q), dkv = put(b, kv);
+      auto out = b.allocate(7 * nh * spec.v_head_dim * sizeof(float));
+      b.latent_attention(0, dq->as<const float>(), dkv->as<const float>(), *kv_b, 5, 0, *cache,
+                         out->as<float>());
+      b.latent_attention(0, dq->as<const float>() + 5 * nh * qk, dkv->as<const float>() + 5 * row,
+                         *kv_b, 2, 5, *cache, out->as<float>() + 5 * nh * spec.v_head_dim);
+      return get<float>(b, *out, 7 * nh * spec.v_head_dim);
+    }, "latent attention");
+  }
+
+  void routing() {
+    for (const model::LoadedModel* m : {qwen_.get(), deepseek_.get()}) {
+      const model::ModelSpec& spec = m->spec();
+      const std::int64_t n = 11, e = spec.num_experts, k = spec.experts_per_token;
+      const auto logits = test::normal_values(n * e, 51);
+      const auto bias = test::normal_values(e, 52);
+      backend::CpuBackend& cpu = m == qwen_.get() ? *cpu_qwen_ : *cpu_deepseek_;
+      against_cpu(cpu, spec, [&](Backend& b) {
+        auto dl = put(b, logits), db = put(b, bias);
+        auto ids = b.allocate(n * k * 4), weights = b.allocate(n * k * 4);
+        b.route(dl->as<const float>(), n, backend::routing_params(spec),
+                spec.scoring == model::RouterScoring::Sigmoid ? db->as<const float>()
+                                                              : backend::DevicePtr<const float>(),
+                ids->as<std::int32_t>(), weights->as<float>());
+        std::vector<float> both = get<float>(b, *weights, n * k);
+        for (std::int32_t id : get<std::int32_t>(b, *ids, n * k)) both.push_back(static_cast<float>(id));
+        return both;
+      }, spec.scoring == model::RouterScoring::Sigmoid ? "grouped sigmoid routing"
+                                                       : "softmax routing");
+    }
+  }
+
+  void groupedExperts_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<int>("pools");
+    QTest::addColumn<int>("tokens");
+    for (const char* f : {"native", "int8", "int4", "bf16"}) {
+      for (int tokens : {1, 13})
+        QTest::addRow("qwen3-moe %s, %d tokens", f, tokens) << "qwen3-moe" << f << 1 << tokens;
+    }
+    // Experts of width 32 split in two 16-row slices, one per pool.
+    QTest::addRow("deepseek-v3 int8 split for 2 pools") << "deepseek-v3" << "int8" << 2 << 13;
+    QTest::addRow("deepseek-v3 int4 split for 2 pools") << "deepseek-v3" << "int4" << 2 << 5;
+  }
+  void groupedExperts() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, format);
+    QFETCH(int, pools);
+    QFETCH(int, tokens);
+    model::LoadOptions load;
+    QVERIFY(model::parse_cpu_format(format.toStdString(), load.cpu_format));
+    load.pools = pools;
+    load.int4_group = 16;
+    const auto m = model::LoadedModel::load(::fixture(fixture.toLatin1().constData()), load);
+    const model::ModelSpec& spec = m->spec();
+    backend::NumaPools threads(2, pools, false);
+    backend::CpuBackend cpu(threads, spec);
+    const std::int64_t h = spec.hidden_size, k = spec.experts_per_token, e = spec.num_experts;
+    const auto x = test::normal_values(tokens * h, 61);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * k));
+    std::vector<float> weights = test::normal_values(ids.size(), 62);
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 5 + i / k) % e);
+    const auto initial = test::normal_values(tokens * h, 63);
+    const auto& experts = m->weights().layers[2].experts.experts;  // layer 1 is dense
+    against_cpu(cpu, spec, [&](Backend& b) {
+      // Experts 0, 3 and 5 resident; pairs naming the others are not this backend's.
+      std::vector<std::unique_ptr<backend::DeviceExpert>> resident;
+      std::vector<const backend::DeviceExpert*> table(static_cast<std::size_t>(e), nullptr);
+      for (int id : {0, 3, 5}) {
+        resident.push_back(b.place_expert(experts[static_cast<std::size_t>(id)], Queue::Copy));
+        table[static_cast<std::size_t>(id)] = resident.back().get();
+      }
+      b.wait(Queue::Compute, b.record(Queue::Copy));
+      auto dx = put(b, x), dids = put(b, ids), dw = put(b, weights);
+      auto out = put(b, initial);  // the product adds to what is there
+      b.set_part(backend::Part::Experts);
+      b.grouped_experts(dx->as<const float>(), tokens, dids->as<const std::int32_t>(),
+                        dw->as<const float>(), k, table, out->as<float>());
+      return get<float>(b, *out, tokens * h);
+    }, "grouped experts");
+  }
+
+  // A slot refilled on the copy queue after the compute queue is done with its old expert:
+  // the product enqueued before the refill sees the old expert, the one after the new.
+  void refillWaitsForReadersAndArrivesBeforeUse() {
+    model::LoadOptions load;
+    load.cpu_format = model::CpuFormat::Int8;
+    const auto m = model::LoadedModel::load(fixture("qwen3-moe"), load);
+    const model::ModelSpec& spec = m->spec();
+    const auto& experts = m->weights().layers[0].experts.experts;
+    const std::int64_t h = spec.hidden_size, k = spec.experts_per_token, n = 64;
+    const auto x = test::normal_values(n * h, 71);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(n * k), 2);
+    std::vector<float> weights(ids.size(), 0.5f);
+    const auto expected = [&](int id) {
+      std::vector<const backend::DeviceExpert*> table(static_cast<std::size_t>(spec.num_experts));
+      auto e = cpu_qwen_->place_expert(experts[static_cast<std::size_t>(id)], Queue::Compute);
+      table[2] = e.get();
+      auto dx = put(*cpu_qwen_, x), dids = put(*cpu_qwen_, ids), dw = put(*cpu_qwen_, weights);
+      auto out = cpu_qwen_->allocate(n * h * 4);
+      cpu_qwen_->zero(out->as<float>(), n * h);
+      cpu_qwen_->grouped_experts(dx->as<const float>(), n, dids->as<const std::int32_t>(),
+                                 dw->as<const float>(), k, table, out->as<float>());
+      return get<float>(*cpu_qwen_, *out, n * h);
+    };
+    const std::vector<float> old_expert = expected(2), new_expert = expected(4);
+    for (const Candidate& c : candidates()) {
+      auto b = c.make(spec);
+      auto slot = b->place_expert(experts[2], Queue::Compute);
+      std::vector<const backend::DeviceExpert*> table(static_cast<std::size_t>(spec.num_experts));
+      table[2] = slot.get();
+      auto dx = put(*b, x), dids = put(*b, ids), dw = put(*b, weights);
+      auto before = b->allocate(n * h * 4), after = b->allocate(n * h * 4);
+      b->zero(before->as<float>(), n * h);
+      b->zero(after->as<float>(), n * h);
+      b->grouped_experts(dx->as<const float>(), n, dids->as<const std::int32_t>(),
+                         dw->as<const float>(), k, table, before->as<float>());
+      b->wait(Queue::Copy, b->record(Queue::Compute));
+      b->refill_expert(*slot, experts[4], Queue::Copy);
+      const backend::EventPtr arrived = b->record(Queue::Copy);
+      b->wait(Queue::Compute, arrived);
+      b->grouped_experts(dx->as<const float>(), n, dids->as<const std::int32_t>(),
+                         dw->as<const float>(), k, table, after->as<float>());
+      QCOMPARE(relative_difference(get<float>(*b, *before, n * h), old_expert), 0.0);
+      QCOMPARE(relative_difference(get<float>(*b, *after, n * h), new_expert), 0.0);
+      QVERIFY(arrived->ready());
+    }
+  }
+
+  void emulatedMemoryBudget() {
+    backend::EmulatedOptions o;
+    o.memory_bytes = 1 << 20;
+    backend::EmulatedBackend b(o, qwen_->spec());
+    auto first = b.allocate(600 << 10);
+    QCOMPARE(b.memory_used(), std::uint64_t{600 << 10});
+    try {
+      auto second = b.allocate(600 << 10);
+      QFAIL("an allocation beyond the budget succeeded");
+    } catch (const backend::DeviceOutOfMemory& e) {
+      QCOMPARE(e.requested_bytes(), std::uint64_t{600 << 10});
+      QCOMPARE(e.free_bytes(), std::uint64_t{(1 << 20) - (600 << 10)});
+      QVERIFY2(std::string(e.what()).find("out of memory") != std::string::npos, e.what());
+    }
+    QCOMPARE(b.memory_used(), std::uint64_t{600 << 10});  // the failed one took nothing
+    first.reset();
+    QCOMPARE(b.memory_used(), std::uint64_t{0});
+    auto third = b.allocate(1 << 20);  // the whole budget is free again
+    QVERIFY_THROWS_EXCEPTION(backend::DeviceOutOfMemory,
+                             b.place_matrix(qwen_->weights().output, Queue::Compute));
+  }
+
+  // The modelled bus charges latency + bytes / rate: a transfer never arrives sooner, and the
+  // time is counted as bus time on the queue that carried it.
+  void emulatedBusChargesTransfers() {
+    backend::EmulatedOptions o;
+    o.bus_bytes_per_s = 1e9;
+    o.bus_latency_s = 2e-3;
+    backend::EmulatedBackend b(o, qwen_->spec());
+    const std::vector<char> data(4 << 20, 'x');
+    auto buffer = b.allocate(data.size());
+    const auto start = std::chrono::steady_clock::now();
+    b.upload(Queue::Copy, buffer->as<void>(), data.data(), data.size());
+    b.record(Queue::Copy)->wait();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    QVERIFY2(seconds >= 2e-3 + 4.19e-3, qPrintable(QString::number(seconds)));
+    b.upload(Queue::Compute, buffer->as<void>(), data.data(), 1024);
+    b.synchronize();
+    const backend::DeviceTimes t = b.times();
+    QCOMPARE(t.bus_bytes, std::uint64_t{(4 << 20) + 1024});
+    QVERIFY(t.copy_ns >= 6'190'000);
+    QVERIFY(t.part_ns(backend::Part::Bus) >= 2'000'000);
+  }
+
+  // The host sees an accelerator's memory only through transfers.
+  void emulatedMemoryIsNotTheHosts() {
+    backend::EmulatedBackend b(backend::EmulatedOptions{}, qwen_->spec());
+    auto buffer = b.allocate(64);
+    QVERIFY(backend::host_address(b, buffer->as<float>()) == nullptr);
+    QVERIFY(backend::host_address(*cpu_qwen_, buffer->as<float>()) != nullptr);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestBackendOps)
+#include "tst_backend_ops.moc"
