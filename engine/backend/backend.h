@@ -32,8 +32,8 @@ class DevicePtr {
   DevicePtr() = default;
   explicit DevicePtr(T* address) : address_(address) {}
   template <class U>
-    requires std::is_convertible_v<U*, T*>
-  DevicePtr(DevicePtr<U> other) : address_(other.address()) {}  // NOLINT: like T* from U*
+  requires std::is_convertible_v<U*, T*> DevicePtr(DevicePtr<U> other)
+      : address_(other.address()) {}  // NOLINT: like T* from U*
 
   DevicePtr operator+(std::int64_t elements) const { return DevicePtr(address_ + elements); }
   explicit operator bool() const { return address_ != nullptr; }
@@ -258,9 +258,8 @@ class Backend {
   // ([n x (kv_lora_rank + rope dim)]), then attends with q [n x heads x (nope + rope)] (its
   // rope part rotated) through kv_b; out: [n x heads x v_head_dim].
   virtual void latent_attention(std::int64_t layer, DevicePtr<const float> q,
-                                DevicePtr<const float> kv, const DeviceMatrix& kv_b,
-                                std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
-                                DevicePtr<float> out) = 0;
+                                DevicePtr<const float> kv, const DeviceMatrix& kv_b, std::int64_t n,
+                                std::int64_t pos0, DeviceKvCache& cache, DevicePtr<float> out) = 0;
   // The routers' top-k: ids and weights [n x k] from logits [n x experts]; `bias` (may be
   // null) is DeepSeek-V3's e_score_correction_bias.
   virtual void route(DevicePtr<const float> logits, std::int64_t n, const RoutingParams& params,

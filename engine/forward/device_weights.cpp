@@ -31,9 +31,11 @@ void for_each_placed(const model::ModelWeights& w, MatrixFn&& matrix, VectorFn&&
     vector(l.attention_norm);
     vector(l.ffn_norm);
     const model::AttentionWeights& a = l.attention;
-    for (const kernels::WeightMatrix* m : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
+    for (const kernels::WeightMatrix* m :
+         {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
       matrix(*m);
-    for (const std::vector<float>* v : {&a.q_norm, &a.k_norm, &a.q_a_norm, &a.kv_a_norm}) vector(*v);
+    for (const std::vector<float>* v : {&a.q_norm, &a.k_norm, &a.q_a_norm, &a.kv_a_norm})
+      vector(*v);
     const auto ffn = [&](const model::FeedForwardWeights& f) {
       matrix(f.gate);
       matrix(f.up);

@@ -44,6 +44,7 @@ struct DeviceWeights {
 DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& spec,
                             const model::ModelWeights& weights);
 // The device memory place_weights takes.
-std::uint64_t device_weight_bytes(const backend::Backend& device, const model::ModelWeights& weights);
+std::uint64_t device_weight_bytes(const backend::Backend& device,
+                                  const model::ModelWeights& weights);
 
 }  // namespace tandem::forward

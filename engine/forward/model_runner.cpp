@@ -50,8 +50,8 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
       cpu_threads_(cpu),
       work_(std::make_unique<Workspace>()),
       deferred_(std::make_unique<PendingDeferral>()),
-      metrics_(std::make_shared<measure::Metrics>(
-          spec_.num_layers, std::max<std::int64_t>(1, spec_.num_experts))) {
+      metrics_(std::make_shared<measure::Metrics>(spec_.num_layers,
+                                                  std::max<std::int64_t>(1, spec_.num_experts))) {
   const model::ModelWeights& w = model.weights();
   for (const model::LayerWeights& l : w.layers) {
     if (l.moe && l.experts.experts.empty())
@@ -115,7 +115,8 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
   const std::int64_t fit = schedule::experts_that_fit(free, expert_bytes, spec_.num_experts, layers,
                                                       layerwise, hybrid_.strategy);
   gpu_experts_per_layer_ = hybrid_.gpu_experts_per_layer >= 0 ? hybrid_.gpu_experts_per_layer : fit;
-  const std::uint64_t wanted = static_cast<std::uint64_t>(gpu_experts_per_layer_ * layers) * expert_bytes;
+  const std::uint64_t wanted =
+      static_cast<std::uint64_t>(gpu_experts_per_layer_ * layers) * expert_bytes;
   if (wanted > free) {
     const std::int64_t fit_alone = schedule::experts_that_fit(free, expert_bytes, spec_.num_experts,
                                                               layers, false, hybrid_.strategy);
@@ -138,7 +139,8 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
       off_device = std::max(off_device, spec_.num_experts - residency_->resident(l));
     try {
       for (auto& set : staging_) {
-        for (std::int64_t i = 0; i < off_device; ++i) set.push_back(device_->allocate_expert(any_expert));
+        for (std::int64_t i = 0; i < off_device; ++i)
+          set.push_back(device_->allocate_expert(any_expert));
       }
       for (auto& t : staged_table_) t.assign(static_cast<std::size_t>(spec_.num_experts), nullptr);
     } catch (const backend::DeviceOutOfMemory& e) {
@@ -162,14 +164,14 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
   for (std::int64_t l : moe_layers_)
     for (std::int64_t e = 0; e < spec_.num_experts; ++e)
       metrics_->set_resident(l, e, residency_->on_device(l, e));
-  log::info("{}: {} experts per MoE layer of {} on it ({} in all, {}), placed {}; layerwise "
-            "prefill {}; deferral {}; dynamic update {}",
-            device_->description(), gpu_experts_per_layer_, spec_.num_experts,
-            residency_->slot_count(), hw::format_bytes(residency_->bytes()),
-            schedule::strategy_name(hybrid_.strategy),
-            layerwise_prefill() ? "from " + std::to_string(hybrid_.prefill_token_threshold) + " tokens"
-                                : std::string("off"),
-            hybrid_.max_deferred_per_token, dynamic_ ? "on" : "off");
+  log::info(
+      "{}: {} experts per MoE layer of {} on it ({} in all, {}), placed {}; layerwise "
+      "prefill {}; deferral {}; dynamic update {}",
+      device_->description(), gpu_experts_per_layer_, spec_.num_experts, residency_->slot_count(),
+      hw::format_bytes(residency_->bytes()), schedule::strategy_name(hybrid_.strategy),
+      layerwise_prefill() ? "from " + std::to_string(hybrid_.prefill_token_threshold) + " tokens"
+                          : std::string("off"),
+      hybrid_.max_deferred_per_token, dynamic_ ? "on" : "off");
   device_->synchronize();
 }
 
@@ -189,7 +191,8 @@ schedule::ExpertPlacement ModelRunner::placement() const {
 }
 
 std::unique_ptr<ContextCache> ModelRunner::make_cache(std::int64_t capacity) {
-  return std::unique_ptr<ContextCache>(new ContextCache(device_->allocate_kv_cache(spec_, capacity)));
+  return std::unique_ptr<ContextCache>(
+      new ContextCache(device_->allocate_kv_cache(spec_, capacity)));
 }
 
 void ModelRunner::check_tokens(std::span<const std::int32_t> tokens,
@@ -227,8 +230,8 @@ void ModelRunner::forward(std::span<const std::int32_t> tokens, ContextCache& ca
   ensure_workspace(n, rows);
   Workspace& w = *work_;
   w.tokens_now = n;
-  const bool layerwise = layerwise_prefill() &&
-                         std::max(options.prompt_tokens, n) >= hybrid_.prefill_token_threshold;
+  const bool layerwise =
+      layerwise_prefill() && std::max(options.prompt_tokens, n) >= hybrid_.prefill_token_threshold;
   cpu_expert_ns_ = waiting_ns_ = 0;
 
   device_->upload(Queue::Compute, w.ids->as<void>(), tokens.data(), tokens.size_bytes());
@@ -310,8 +313,7 @@ void ModelRunner::attention_block(std::int64_t layer, std::int64_t n, std::int64
                       lora + rope);
     device_->rope(*weights_.rope, f(w.kv) + lora, n, lora + rope, 1, 0, pos0);
     device_->rope(*weights_.rope, f(w.q) + nope, n, nh * qk, nh, qk, pos0);
-    device_->latent_attention(layer, cf(w.q), cf(w.kv), *a.kv_b, n, pos0, kv_cache,
-                              f(w.attended));
+    device_->latent_attention(layer, cf(w.q), cf(w.kv), *a.kv_b, n, pos0, kv_cache, f(w.attended));
   }
   device_->matmul(cf(w.attended), n, *a.o, f(w.branch), spec_.hidden_size);
 }
@@ -331,7 +333,8 @@ void ModelRunner::record_metrics(std::int64_t n, std::uint64_t wall_ns) {
   measure::Metrics& m = *metrics_;
   const std::int64_t experts = spec_.num_experts;
   const std::int64_t k = spec_.experts_per_token;
-  step_hits_.assign(static_cast<std::size_t>(spec_.num_layers * std::max<std::int64_t>(1, experts)), 0);
+  step_hits_.assign(static_cast<std::size_t>(spec_.num_layers * std::max<std::int64_t>(1, experts)),
+                    0);
   for (std::int64_t l : moe_layers_) {
     const std::int32_t* ids = w.layer_ids(l);
     for (std::int64_t i = 0; i < n * k; ++i) {
@@ -369,7 +372,8 @@ void ModelRunner::record_metrics(std::int64_t n, std::uint64_t wall_ns) {
     }
     if (step.arrived > 0 || step.started > 0) {
       for (std::int64_t l : moe_layers_)
-        for (std::int64_t e = 0; e < experts; ++e) m.set_resident(l, e, residency_->on_device(l, e));
+        for (std::int64_t e = 0; e < experts; ++e)
+          m.set_resident(l, e, residency_->on_device(l, e));
     }
   }
 }

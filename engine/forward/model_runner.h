@@ -71,8 +71,8 @@ class ModelRunner {
   // the logits of the last token to `logits` ([vocab]), or of every token. Throws
   // std::length_error when the cache has no room and std::out_of_range for a token id
   // outside the vocabulary.
-  void forward(std::span<const std::int32_t> tokens, ContextCache& cache, std::vector<float>& logits,
-               const ForwardOptions& options = {});
+  void forward(std::span<const std::int32_t> tokens, ContextCache& cache,
+               std::vector<float>& logits, const ForwardOptions& options = {});
 
   const model::ModelSpec& spec() const { return spec_; }
   const model::LoadedModel& model() const { return model_; }

@@ -3,7 +3,7 @@
 // resident experts run as one grouped product on its queue while the host's threads compute
 // the rest, and the partial outputs are summed into the residual. With deferral, each token's
 // lowest-weighted CPU experts are computed while the accelerator runs the next layer, and
-// added at that layer's end. Prompts at the layerwise threshold run every expert on the
+// added at that layer's end. Prompts at the layerwise threshold run the experts on the
 // accelerator, each layer's others staged on the copy queue while the layer before computes.
 #include <algorithm>
 #include <chrono>
@@ -63,28 +63,26 @@ void ModelRunner::moe_layer(std::int64_t layer, std::int64_t moe_index, std::int
     return true;
   };
 
-  if (layerwise) {
-    // Every expert on the accelerator: the resident ones and this layer's staged others.
-    const int b = static_cast<int>(moe_index % 2);
-    std::vector<const backend::DeviceExpert*> table = residency_->table(layer);
-    for (std::size_t e = 0; e < table.size(); ++e) {
-      if (table[e] == nullptr) table[e] = staged_table_[b][e];
-    }
-    device_->wait(Queue::Compute, staged_[b]);
-    device_->set_part(Part::Experts);
-    device_->zero(f(w.branch), n * h);
-    device_->grouped_experts(cf(w.xn), n, route_ids, route_weights, k, table, f(w.branch));
-    staging_free_[b] = device_->record(Queue::Compute);
-    start_staging(moe_index + 2);
-    add_shared(true);
-    device_->add_scaled(f(w.x), cf(w.branch), 1.0f, n * h);
-    finish_deferred(n);
-    return;
+  // The experts this layer computes on the device: the resident ones, and with layerwise
+  // prefill also the others staged for it. What neither holds (experts in flight, or more
+  // than the staging holds) the CPU computes.
+  const int stage = static_cast<int>(moe_index % 2);
+  std::vector<const backend::DeviceExpert*>& table = w.table;
+  if (residency_) {
+    table = residency_->table(layer);
+  } else {
+    table.assign(static_cast<std::size_t>(experts), nullptr);
   }
-
-  const std::int64_t resident = residency_ ? residency_->resident(layer) : 0;
-  const bool cpu_work = resident < experts;
-  const bool defer = accelerator_ && hybrid_.max_deferred_per_token > 0 && !last_layer;
+  if (layerwise) {
+    for (std::size_t e = 0; e < table.size(); ++e) {
+      if (table[e] == nullptr) table[e] = staged_table_[stage][e];
+    }
+  }
+  const auto on_device = static_cast<std::int64_t>(
+      std::count_if(table.begin(), table.end(), [](const auto* e) { return e != nullptr; }));
+  const bool cpu_work = on_device < experts;
+  const bool defer =
+      accelerator_ && !layerwise && hybrid_.max_deferred_per_token > 0 && !last_layer;
   // The CPU reads the normed activations in place where it can (the CPU backend), unless a
   // deferral must keep them past the next layer's norm.
   const int buffer = static_cast<int>(moe_index % 2);
@@ -100,12 +98,16 @@ void ModelRunner::moe_layer(std::int64_t layer, std::int64_t moe_index, std::int
   }
   const backend::EventPtr routed = device_->record(Queue::Compute);
   bool branch_used = false;
-  if (resident > 0) {
+  if (on_device > 0) {
+    if (layerwise) device_->wait(Queue::Compute, staged_[stage]);
     device_->set_part(Part::Experts);
     device_->zero(f(w.branch), n * h);
-    device_->grouped_experts(cf(w.xn), n, route_ids, route_weights, k, residency_->table(layer),
-                             f(w.branch));
+    device_->grouped_experts(cf(w.xn), n, route_ids, route_weights, k, table, f(w.branch));
     branch_used = true;
+  }
+  if (layerwise) {
+    staging_free_[stage] = device_->record(Queue::Compute);
+    start_staging(moe_index + 2);
   }
   branch_used = add_shared(branch_used);
 
@@ -142,7 +144,7 @@ void ModelRunner::moe_layer(std::int64_t layer, std::int64_t moe_index, std::int
       std::int64_t count = 0;
       for (std::int64_t j = 0; j < k; ++j) {
         const std::int32_t e = host_ids[t * k + j];
-        if (residency_ && residency_->on_device(layer, e)) continue;
+        if (table[static_cast<std::size_t>(e)] != nullptr) continue;
         token_pairs[static_cast<std::size_t>(count++)] = {static_cast<std::int32_t>(t), e,
                                                           host_weights[t * k + j]};
       }
@@ -216,7 +218,9 @@ void ModelRunner::start_staging(std::int64_t moe_index) {
   std::size_t slot = 0;
   for (std::int64_t e = 0; e < spec_.num_experts; ++e) {
     auto& entry = staged_table_[b][static_cast<std::size_t>(e)];
-    if (residency_->on_device(layer, e)) {
+    // Moves in flight can leave a layer more experts off the device than were sized for;
+    // those few stay with the CPU.
+    if (residency_->on_device(layer, e) || slot == staging_[b].size()) {
       entry = nullptr;
       continue;
     }

@@ -17,7 +17,8 @@ void ModelRunner::Workspace::for_each_buffer(const model::ModelSpec& spec,
     if (l.moe && l.experts.shared) inner = std::max(inner, l.experts.shared->gate.rows);
   }
   const std::int64_t heads = spec.num_heads;
-  const std::int64_t head_width = std::max(spec.qk_head_dim(), spec.mla ? spec.v_head_dim : spec.head_dim);
+  const std::int64_t head_width =
+      std::max(spec.qk_head_dim(), spec.mla ? spec.v_head_dim : spec.head_dim);
   add(&W::ids, n);  // int32, as wide as a float
   for (auto m : {&W::x, &W::xn, &W::branch, &W::ffn_out}) add(m, n * h);
   add(&W::q, n * heads * spec.qk_head_dim());
@@ -46,10 +47,9 @@ std::uint64_t ModelRunner::Workspace::device_bytes(const model::ModelSpec& spec,
                                                    const model::ModelWeights& w,
                                                    std::int64_t tokens, std::int64_t logit_rows) {
   std::uint64_t total = 0;
-  for_each_buffer(spec, w, tokens, logit_rows,
-                  [&](auto, std::int64_t floats) {
-                    total += static_cast<std::uint64_t>(std::max<std::int64_t>(0, floats)) * 4;
-                  });
+  for_each_buffer(spec, w, tokens, logit_rows, [&](auto, std::int64_t floats) {
+    total += static_cast<std::uint64_t>(std::max<std::int64_t>(0, floats)) * 4;
+  });
   return total;
 }
 

@@ -20,15 +20,15 @@ struct ModelRunner::Workspace {
   std::int64_t tokens_now = 0;  // in the pass running
   std::int64_t k = 0;
 
-  std::unique_ptr<backend::DeviceBuffer> ids, x, xn, branch, ffn_out, q, k_buf, v, attended, qa,
-      kv, gate, up, router_logits, route_ids, route_weights, cpu_out, deferred_out, head_in,
-      head_out;
+  std::unique_ptr<backend::DeviceBuffer> ids, x, xn, branch, ffn_out, q, k_buf, v, attended, qa, kv,
+      gate, up, router_logits, route_ids, route_weights, cpu_out, deferred_out, head_in, head_out;
 
   std::vector<std::int32_t> host_ids;  // [layers x tokens x k]
   std::vector<float> host_weights;     // [layers x tokens x k]
   std::vector<float> host_x[2];        // [tokens x hidden], alternate MoE layers
   std::vector<float> host_cpu_out, host_deferred_out;
   std::vector<backend::ExpertPair> pairs, token_pairs;
+  std::vector<const backend::DeviceExpert*> table;
 
   std::int32_t* layer_ids(std::int64_t layer) { return host_ids.data() + layer * tokens * k; }
   float* layer_weights(std::int64_t layer) { return host_weights.data() + layer * tokens * k; }
@@ -52,6 +52,7 @@ struct ModelRunner::PendingDeferral {
   std::int64_t layer = -1;
   int buffer = 0;  // which host_x holds the layer's activations
   std::vector<backend::ExpertPair> pairs, token_pairs;
+  std::vector<const backend::DeviceExpert*> table;
 };
 
 }  // namespace tandem::forward

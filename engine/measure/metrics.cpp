@@ -8,8 +8,8 @@
 namespace tandem::measure {
 
 double MetricsSnapshot::device_idle_seconds() const {
-  return std::max(0.0, forward_seconds - attention_seconds - gpu_expert_seconds - dense_seconds -
-                           bus_seconds);
+  return std::max(
+      0.0, forward_seconds - attention_seconds - gpu_expert_seconds - dense_seconds - bus_seconds);
 }
 
 Metrics::Metrics(std::int64_t layers, std::int64_t experts) : layers_(layers), experts_(experts) {

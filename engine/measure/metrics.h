@@ -83,8 +83,8 @@ class Metrics {
   std::unique_ptr<std::atomic<std::uint8_t>[]> resident_;
   std::atomic<bool> accelerator_{false};
   std::atomic<std::uint64_t> tokens_{0};
-  std::atomic<std::uint64_t> forward_ns_{0}, attention_ns_{0}, cpu_expert_ns_{0},
-      gpu_expert_ns_{0}, dense_ns_{0}, bus_ns_{0}, copy_ns_{0}, waiting_ns_{0}, other_ns_{0};
+  std::atomic<std::uint64_t> forward_ns_{0}, attention_ns_{0}, cpu_expert_ns_{0}, gpu_expert_ns_{0},
+      dense_ns_{0}, bus_ns_{0}, copy_ns_{0}, waiting_ns_{0}, other_ns_{0};
   std::atomic<std::uint64_t> bus_bytes_{0}, moves_{0}, moved_bytes_{0};
 };
 

@@ -100,7 +100,8 @@ PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view t
                                                 static_cast<std::size_t>(m));
       const forward::ForwardOptions all_logits{.all_logits = true};
       scored.runner.forward(chunk, *scored.cache, scored.logits, all_logits);
-      if (reference) reference->runner.forward(chunk, *reference->cache, reference->logits, all_logits);
+      if (reference)
+        reference->runner.forward(chunk, *reference->cache, reference->logits, all_logits);
       // The window's last token has nothing after it inside the window to predict.
       const std::int64_t predicting = std::min(m, n - 1 - at);
       for (std::int64_t j = 0; j < predicting; ++j) {

@@ -23,31 +23,42 @@ std::vector<ExpertMove> plan_moves(const RoutingHistogram& histogram,
                                    const ExpertResidency& residency, std::int64_t max_moves,
                                    double margin) {
   struct Cell {
-    std::int64_t layer, expert;
+    std::int64_t expert;
     double heat;
   };
-  std::vector<Cell> outside, inside;
+  struct Candidate {
+    ExpertMove move;
+    double gain;
+  };
+  std::vector<Candidate> candidates;
   const ExpertPlacement placement = residency.placement();
   for (std::size_t l = 0; l < placement.resident.size(); ++l) {
+    const auto layer = static_cast<std::int64_t>(l);
+    std::vector<Cell> outside, inside;
     for (std::size_t e = 0; e < placement.resident[l].size(); ++e) {
-      const auto layer = static_cast<std::int64_t>(l);
       const auto expert = static_cast<std::int64_t>(e);
       if (residency.in_flight(layer, expert)) continue;
-      const Cell c{layer, expert, histogram.heat(layer, expert)};
-      (placement.resident[l][e] ? inside : outside).push_back(c);
+      (placement.resident[l][e] ? inside : outside)
+          .push_back({expert, histogram.heat(layer, expert)});
+    }
+    std::stable_sort(outside.begin(), outside.end(),
+                     [](const Cell& a, const Cell& b) { return a.heat > b.heat; });
+    std::stable_sort(inside.begin(), inside.end(),
+                     [](const Cell& a, const Cell& b) { return a.heat < b.heat; });
+    for (std::size_t i = 0; i < std::min(outside.size(), inside.size()); ++i) {
+      const Cell& in = outside[i];
+      const Cell& out = inside[i];
+      if (in.heat < out.heat * (1.0 + margin) || in.heat < out.heat + 1.0) break;
+      candidates.push_back({{layer, out.expert, layer, in.expert}, in.heat - out.heat});
     }
   }
-  std::stable_sort(outside.begin(), outside.end(),
-                   [](const Cell& a, const Cell& b) { return a.heat > b.heat; });
-  std::stable_sort(inside.begin(), inside.end(),
-                   [](const Cell& a, const Cell& b) { return a.heat < b.heat; });
+  // The largest gains first, wherever they are.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.gain > b.gain; });
   std::vector<ExpertMove> moves;
-  for (std::size_t i = 0; i < std::min(outside.size(), inside.size()); ++i) {
+  for (const Candidate& c : candidates) {
     if (static_cast<std::int64_t>(moves.size()) >= max_moves) break;
-    const Cell& in = outside[i];
-    const Cell& out = inside[i];
-    if (in.heat < out.heat * (1.0 + margin) || in.heat < out.heat + 1.0) break;
-    moves.push_back({out.layer, out.expert, in.layer, in.expert});
+    moves.push_back(c.move);
   }
   return moves;
 }

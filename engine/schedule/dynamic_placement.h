@@ -27,10 +27,11 @@ class RoutingHistogram {
   std::vector<double> heat_;
 };
 
-// Up to `max_moves` swaps of the hottest non-resident experts for the coldest resident ones,
+// Up to `max_moves` swaps, within a layer, of its hottest non-resident experts for its coldest
+// resident ones (so every layer keeps the share of the accelerator its placement gave it),
 // each only where the newcomer's heat exceeds the leaver's by the factor 1 + `margin` and by
-// at least one hit, so experts do not move back and forth on noise. Experts in flight are
-// left alone.
+// at least one hit, so experts do not move back and forth on noise; the largest gains first.
+// Experts in flight are left alone.
 std::vector<ExpertMove> plan_moves(const RoutingHistogram& histogram,
                                    const ExpertResidency& residency, std::int64_t max_moves,
                                    double margin = 0.25);

@@ -30,6 +30,14 @@ ExpertResidency::ExpertResidency(backend::Backend& device, const model::ModelWei
   }
 }
 
+ExpertResidency::~ExpertResidency() {
+  try {
+    device_.synchronize();
+  } catch (const std::exception&) {
+    // The device failed and said so; nothing runs on the slots any more.
+  }
+}
+
 bool ExpertResidency::on_device(std::int64_t layer, std::int64_t expert) const {
   const auto& t = tables_[static_cast<std::size_t>(layer)];
   return !t.empty() && t[static_cast<std::size_t>(expert)] != nullptr;
@@ -69,7 +77,8 @@ void ExpertResidency::start(const ExpertMove& m) {
       on_device(m.in_layer, m.in_expert) || in_flight(m.in_layer, m.in_expert)) {
     throw std::logic_error("an expert move must take a resident expert off for one that is not");
   }
-  const int s = slot_of_[static_cast<std::size_t>(m.out_layer)][static_cast<std::size_t>(m.out_expert)];
+  const int s =
+      slot_of_[static_cast<std::size_t>(m.out_layer)][static_cast<std::size_t>(m.out_expert)];
   Slot& slot = slots_[static_cast<std::size_t>(s)];
   // From now on the CPU computes the leaving expert; the slot is refilled only after the
   // compute queue has run everything already enqueued, some of which may still read it.

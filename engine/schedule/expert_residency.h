@@ -25,6 +25,10 @@ class ExpertResidency {
   // Places `placement`'s experts on `device`, copied on its compute queue.
   ExpertResidency(backend::Backend& device, const model::ModelWeights& weights,
                   const ExpertPlacement& placement);
+  // Waits for the device first: queued copies and products may still use the slots.
+  ~ExpertResidency();
+  ExpertResidency(const ExpertResidency&) = delete;
+  ExpertResidency& operator=(const ExpertResidency&) = delete;
 
   // By expert id, the device copy of each expert of `layer` that is resident; null for the
   // others. Empty for dense layers.

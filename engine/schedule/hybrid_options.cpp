@@ -42,7 +42,8 @@ std::string check_hybrid_options(const HybridOptions& o, const model::ModelSpec&
 
 std::uint64_t staging_bytes(std::uint64_t expert_bytes, std::int64_t experts,
                             std::int64_t per_layer, PlacementStrategy strategy) {
-  const std::int64_t others = strategy == PlacementStrategy::Uniform ? experts - per_layer : experts;
+  const std::int64_t others =
+      strategy == PlacementStrategy::Uniform ? experts - per_layer : experts;
   return 2 * static_cast<std::uint64_t>(std::max<std::int64_t>(0, others)) * expert_bytes;
 }
 

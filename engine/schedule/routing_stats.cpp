@@ -44,14 +44,17 @@ std::string RoutingStatistics::mismatch(const model::ModelSpec& spec) const {
 
 RoutingStatistics read_routing_statistics(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read the expert statistics file " + path + "; check the path.");
+  if (!in)
+    throw std::runtime_error("cannot read the expert statistics file " + path +
+                             "; check the path.");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     throw bad(path, std::string("it is not valid JSON (") + e.what() + ")");
   }
-  if (!j.is_object() || j.value("format", "") != kFormat) throw bad(path, "it has no \"format\": \"tandem-expert-stats\"");
+  if (!j.is_object() || j.value("format", "") != kFormat)
+    throw bad(path, "it has no \"format\": \"tandem-expert-stats\"");
   if (j.value("version", 0) != kVersion)
     throw bad(path, "its version is not " + std::to_string(kVersion));
   RoutingStatistics s;
@@ -89,17 +92,21 @@ void write_routing_statistics(const std::string& path, const RoutingStatistics& 
   {
     std::ofstream out(temporary, std::ios::trunc);
     out << j.dump() << '\n';
-    if (!out) throw std::runtime_error("cannot write the expert statistics to " + path + "; check that its folder exists and is writable.");
+    if (!out)
+      throw std::runtime_error("cannot write the expert statistics to " + path +
+                               "; check that its folder exists and is writable.");
   }
   std::error_code ec;
   std::filesystem::rename(temporary, path, ec);
-  if (ec) throw std::runtime_error("cannot write the expert statistics to " + path + ": " + ec.message() + ".");
+  if (ec)
+    throw std::runtime_error("cannot write the expert statistics to " + path + ": " + ec.message() +
+                             ".");
 }
 
 void record_routing_statistics(const std::string& path, const model::ModelSpec& spec,
                                const std::vector<std::uint64_t>& hits, std::uint64_t tokens) {
   RoutingStatistics s = std::filesystem::exists(path) ? read_routing_statistics(path)
-                                                       : RoutingStatistics::empty_for(spec);
+                                                      : RoutingStatistics::empty_for(spec);
   const std::string why = s.mismatch(spec);
   if (!why.empty()) {
     throw std::runtime_error("the expert statistics in " + path + " are of another model: " + why +
@@ -108,7 +115,8 @@ void record_routing_statistics(const std::string& path, const model::ModelSpec& 
   for (std::int64_t l = 0; l < s.layers; ++l) {
     for (std::int64_t e = 0; e < s.experts; ++e) {
       const auto i = static_cast<std::size_t>(l * s.experts + e);
-      if (i < hits.size()) s.counts[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)] += hits[i];
+      if (i < hits.size())
+        s.counts[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)] += hits[i];
     }
   }
   s.tokens += tokens;

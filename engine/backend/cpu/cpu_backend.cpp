@@ -63,8 +63,7 @@ std::unique_ptr<DeviceExpert> CpuBackend::allocate_expert(const model::FeedForwa
   return HostExpert::view(host);
 }
 
-void CpuBackend::refill_expert(DeviceExpert& expert, const model::FeedForwardWeights& host,
-                               Queue) {
+void CpuBackend::refill_expert(DeviceExpert& expert, const model::FeedForwardWeights& host, Queue) {
   static_cast<HostExpert&>(expert).copy_from(host);
 }
 
@@ -99,8 +98,8 @@ EventPtr CpuBackend::record(Queue) {
   return ready;
 }
 
-void CpuBackend::embed(const DeviceMatrix& table, DevicePtr<const std::int32_t> ids,
-                       std::int64_t n, DevicePtr<float> out) {
+void CpuBackend::embed(const DeviceMatrix& table, DevicePtr<const std::int32_t> ids, std::int64_t n,
+                       DevicePtr<float> out) {
   Timed timed(*this);
   cpu_ops::embed(host_matrix(table), raw(ids), n, raw(out));
 }
@@ -126,8 +125,7 @@ void CpuBackend::rope(const DeviceRope& rope, DevicePtr<float> x, std::int64_t n
                 head_stride, pos0);
 }
 
-void CpuBackend::add_scaled(DevicePtr<float> y, DevicePtr<const float> x, float a,
-                            std::int64_t n) {
+void CpuBackend::add_scaled(DevicePtr<float> y, DevicePtr<const float> x, float a, std::int64_t n) {
   Timed timed(*this);
   if (a == 1.0f) {
     float* yy = raw(y);

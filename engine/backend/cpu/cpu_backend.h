@@ -29,7 +29,8 @@ class CpuBackend : public Backend {
   std::uint64_t memory_budget() const override { return 0; }
   std::uint64_t memory_used() const override { return memory_->used(); }
   std::unique_ptr<DeviceBuffer> allocate(std::size_t bytes) override;
-  std::unique_ptr<DeviceMatrix> place_matrix(const kernels::WeightMatrix& host, Queue queue) override;
+  std::unique_ptr<DeviceMatrix> place_matrix(const kernels::WeightMatrix& host,
+                                             Queue queue) override;
   std::uint64_t matrix_bytes(const kernels::WeightMatrix&) const override { return 0; }
   std::unique_ptr<DeviceExpert> allocate_expert(const model::FeedForwardWeights& host) override;
   std::uint64_t expert_bytes(const model::FeedForwardWeights&) const override { return 0; }

@@ -24,12 +24,14 @@ void rms_norm(const float* x, const float* weight, std::int64_t n, double eps, f
 
 void rms_norm_rows(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows,
                    std::int64_t cols, double eps, float* y, std::int64_t y_stride) {
-  for (std::int64_t r = 0; r < rows; ++r) rms_norm(x + r * x_stride, weight, cols, eps, y + r * y_stride);
+  for (std::int64_t r = 0; r < rows; ++r)
+    rms_norm(x + r * x_stride, weight, cols, eps, y + r * y_stride);
 }
 
 void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t token_stride,
           std::int64_t heads, std::int64_t head_stride, std::int64_t pos0) {
-  for (std::int64_t t = 0; t < n; ++t) rope.apply_heads(x + t * token_stride, heads, head_stride, pos0 + t);
+  for (std::int64_t t = 0; t < n; ++t)
+    rope.apply_heads(x + t * token_stride, heads, head_stride, pos0 + t);
 }
 
 void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
@@ -143,11 +145,10 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
 
 void route(const float* logits, std::int64_t n, const RoutingParams& p, const float* bias,
            std::int32_t* ids, float* weights) {
-  const Routing r =
-      p.scoring == model::RouterScoring::Sigmoid
-          ? route_grouped_sigmoid(logits, bias, n, p.experts, p.k, p.groups, p.top_groups,
-                                  p.normalize, p.scaling)
-          : route_softmax(logits, n, p.experts, p.k, p.normalize);
+  const Routing r = p.scoring == model::RouterScoring::Sigmoid
+                        ? route_grouped_sigmoid(logits, bias, n, p.experts, p.k, p.groups,
+                                                p.top_groups, p.normalize, p.scaling)
+                        : route_softmax(logits, n, p.experts, p.k, p.normalize);
   std::copy(r.experts.begin(), r.experts.end(), ids);
   std::copy(r.weights.begin(), r.weights.end(), weights);
 }

@@ -137,24 +137,24 @@ void ExpertCompute::packed(const CpuThreads& threads,
   const std::int64_t inner_tasks = (shape.gate->blocks + blocks_gate - 1) / blocks_gate;
   gate_.resize(static_cast<std::size_t>(slices * slots * width));
   up_.resize(static_cast<std::size_t>(slices * slots * width));
-  threads.for_each_slice(
-      static_cast<int>(slices), actives * inner_tasks, [&](int s, std::int64_t t0, std::int64_t t1) {
-        for (std::int64_t t = t0; t < t1; ++t) {
-          const Active& a = active_[static_cast<std::size_t>(t / inner_tasks)];
-          const model::ExpertSlice f = slice_of(expert(a.expert), s);
-          const std::int64_t b0 = (t % inner_tasks) * blocks_gate;
-          const std::int64_t b1 = std::min(f.gate->blocks, b0 + blocks_gate);
-          float* g = gate_.data() + (s * slots + a.begin) * width;
-          float* u = up_.data() + (s * slots + a.begin) * width;
-          const auto& in = inputs_[static_cast<std::size_t>(t / inner_tasks)];
-          kernels::packed_matmul(*f.gate, in, g, width, b0, b1, variant);
-          kernels::packed_matmul(*f.up, in, u, width, b0, b1, variant);
-          const std::int64_t c0 = b0 * kernels::kPackRows;
-          const std::int64_t c1 = std::min(width, b1 * kernels::kPackRows);
-          for (std::int64_t r = 0; r < a.rows; ++r)
-            kernels::silu_mul(g + r * width + c0, u + r * width + c0, c1 - c0);
-        }
-      });
+  threads.for_each_slice(static_cast<int>(slices), actives * inner_tasks,
+                         [&](int s, std::int64_t t0, std::int64_t t1) {
+                           for (std::int64_t t = t0; t < t1; ++t) {
+                             const Active& a = active_[static_cast<std::size_t>(t / inner_tasks)];
+                             const model::ExpertSlice f = slice_of(expert(a.expert), s);
+                             const std::int64_t b0 = (t % inner_tasks) * blocks_gate;
+                             const std::int64_t b1 = std::min(f.gate->blocks, b0 + blocks_gate);
+                             float* g = gate_.data() + (s * slots + a.begin) * width;
+                             float* u = up_.data() + (s * slots + a.begin) * width;
+                             const auto& in = inputs_[static_cast<std::size_t>(t / inner_tasks)];
+                             kernels::packed_matmul(*f.gate, in, g, width, b0, b1, variant);
+                             kernels::packed_matmul(*f.up, in, u, width, b0, b1, variant);
+                             const std::int64_t c0 = b0 * kernels::kPackRows;
+                             const std::int64_t c1 = std::min(width, b1 * kernels::kPackRows);
+                             for (std::int64_t r = 0; r < a.rows; ++r)
+                               kernels::silu_mul(g + r * width + c0, u + r * width + c0, c1 - c0);
+                           }
+                         });
   each_active(slices * actives, [&](std::int64_t i) {
     const std::int64_t s = i / actives;
     const Active& act = active_[static_cast<std::size_t>(i % actives)];
@@ -166,18 +166,19 @@ void ExpertCompute::packed(const CpuThreads& threads,
   const std::int64_t blocks_down = blocks_per_task(shape.down->blocks);
   const std::int64_t hidden_tasks = (shape.down->blocks + blocks_down - 1) / blocks_down;
   out_.resize(static_cast<std::size_t>(slices * slots * h));
-  threads.for_each_slice(
-      static_cast<int>(slices), actives * hidden_tasks, [&](int s, std::int64_t t0, std::int64_t t1) {
-        for (std::int64_t t = t0; t < t1; ++t) {
-          const std::int64_t a = t / hidden_tasks;
-          const Active& act = active_[static_cast<std::size_t>(a)];
-          const model::ExpertSlice f = slice_of(expert(act.expert), s);
-          const std::int64_t b0 = (t % hidden_tasks) * blocks_down;
-          const std::int64_t b1 = std::min(f.down->blocks, b0 + blocks_down);
-          kernels::packed_matmul(*f.down, hidden_[static_cast<std::size_t>(s * actives + a)],
+  threads.for_each_slice(static_cast<int>(slices), actives * hidden_tasks,
+                         [&](int s, std::int64_t t0, std::int64_t t1) {
+                           for (std::int64_t t = t0; t < t1; ++t) {
+                             const std::int64_t a = t / hidden_tasks;
+                             const Active& act = active_[static_cast<std::size_t>(a)];
+                             const model::ExpertSlice f = slice_of(expert(act.expert), s);
+                             const std::int64_t b0 = (t % hidden_tasks) * blocks_down;
+                             const std::int64_t b1 = std::min(f.down->blocks, b0 + blocks_down);
+                             kernels::packed_matmul(
+                                 *f.down, hidden_[static_cast<std::size_t>(s * actives + a)],
                                  out_.data() + (s * slots + act.begin) * h, h, b0, b1, variant);
-        }
-      });
+                           }
+                         });
   if (slices > 1) {
     const auto sum_partials = [&](std::int64_t s0, std::int64_t s1) {
       for (std::int64_t s = s0; s < s1; ++s) {

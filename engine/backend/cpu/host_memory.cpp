@@ -87,7 +87,8 @@ MemoryReservation& MemoryReservation::operator=(MemoryReservation&& other) noexc
   return *this;
 }
 
-HostBuffer::HostBuffer(std::size_t bytes) : HostBuffer(kernels::AlignedBytes::allocate(bytes), bytes) {}
+HostBuffer::HostBuffer(std::size_t bytes)
+    : HostBuffer(kernels::AlignedBytes::allocate(bytes), bytes) {}
 
 HostBuffer::HostBuffer(kernels::AlignedBytes storage, std::size_t bytes)
     : DeviceBuffer(storage.data.get(), bytes), storage_(std::move(storage)) {}

@@ -56,12 +56,10 @@ std::uint64_t KvCache::bytes() const {
 }
 
 std::uint64_t KvCache::bytes_for(const model::ModelSpec& spec, std::int64_t capacity_tokens) {
-  const std::int64_t per_position =
-      spec.mla ? 2 * spec.kv_lora_rank + spec.qk_rope_head_dim
-               : 2 * spec.num_kv_heads * spec.head_dim;
-  return static_cast<std::uint64_t>(spec.num_layers) *
-         static_cast<std::uint64_t>(capacity_tokens) * static_cast<std::uint64_t>(per_position) *
-         sizeof(float);
+  const std::int64_t per_position = spec.mla ? 2 * spec.kv_lora_rank + spec.qk_rope_head_dim
+                                             : 2 * spec.num_kv_heads * spec.head_dim;
+  return static_cast<std::uint64_t>(spec.num_layers) * static_cast<std::uint64_t>(capacity_tokens) *
+         static_cast<std::uint64_t>(per_position) * sizeof(float);
 }
 
 }  // namespace tandem::backend

@@ -13,8 +13,8 @@ BusModel::BusModel(double bytes_per_s, double latency_s)
 }
 
 void BusModel::transfer(Direction direction, std::size_t bytes, const std::function<void()>& copy) {
-  const auto duration = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-      latency_s_ + static_cast<double>(bytes) / bytes_per_s_));
+  const auto duration = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(latency_s_ + static_cast<double>(bytes) / bytes_per_s_));
   Clock::time_point arrival;
   {
     const std::lock_guard lock(mutex_);

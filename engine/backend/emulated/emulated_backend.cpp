@@ -228,8 +228,8 @@ void EmulatedBackend::latent_attention(std::int64_t layer, DevicePtr<const float
   auto* c = &static_cast<HostKvCache&>(cache);
   const kernels::WeightMatrix* b = &host_matrix(kv_b);
   compute([this, c, b, layer, q, kv, n, pos0, out] {
-    cpu_ops::latent_attention(threads_, c->spec(), c->cache(), layer, q.address(), kv.address(),
-                              *b, n, pos0, out.address());
+    cpu_ops::latent_attention(threads_, c->spec(), c->cache(), layer, q.address(), kv.address(), *b,
+                              n, pos0, out.address());
   });
 }
 

@@ -42,7 +42,8 @@ class EmulatedBackend : public Backend {
   std::uint64_t memory_budget() const override { return memory_->budget(); }
   std::uint64_t memory_used() const override { return memory_->used(); }
   std::unique_ptr<DeviceBuffer> allocate(std::size_t bytes) override;
-  std::unique_ptr<DeviceMatrix> place_matrix(const kernels::WeightMatrix& host, Queue queue) override;
+  std::unique_ptr<DeviceMatrix> place_matrix(const kernels::WeightMatrix& host,
+                                             Queue queue) override;
   std::uint64_t matrix_bytes(const kernels::WeightMatrix& host) const override;
   std::unique_ptr<DeviceExpert> allocate_expert(const model::FeedForwardWeights& host) override;
   std::uint64_t expert_bytes(const model::FeedForwardWeights& host) const override;

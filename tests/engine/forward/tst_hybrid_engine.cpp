@@ -1,0 +1,335 @@
+// The hybrid engine on the emulated accelerator against the CPU alone, on every fixture
+// family: every placement strategy, N from none to all experts, layerwise prefill on and off,
+// the dynamic update moving experts while it generates, all give the CPU's greedy tokens and
+// its logits within fp tolerance (only the order of the sums differs). Deferral changes the
+// result by design: its KL from no deferral is measured and reported.
+#include <QtTest>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/backend/cpu/numa_pools.h"
+#include "engine/backend/emulated/emulated_backend.h"
+#include "engine/forward/model_runner.h"
+#include "engine/generate/generator.h"
+#include "engine/model/loaded_model.h"
+#include "engine/schedule/routing_stats.h"
+#include "tests/support/logit_divergence.h"
+
+using namespace tandem;
+
+namespace {
+
+std::string fixture(const QString& name) {
+  return std::string(TANDEM_TEST_DATA_DIR) + "/models/" + name.toStdString();
+}
+
+nlohmann::json expected(const QString& name) {
+  std::ifstream in(fixture(name) + "/expected.json");
+  return nlohmann::json::parse(in);
+}
+
+struct Output {
+  std::vector<std::vector<float>> logits;  // per prompt: after the prompt, then per step
+  std::vector<std::vector<std::int32_t>> greedy;
+};
+
+// Each prompt evaluated, then 12 greedy tokens generated after it.
+Output run(generate::Generator& g, const nlohmann::json& prompts) {
+  Output out;
+  for (const auto& p : prompts) {
+    const auto ids = p["ids"].get<std::vector<std::int32_t>>();
+    g.reset();
+    out.logits.push_back(g.evaluate(ids));
+    generate::GenerationOptions o;
+    o.sampling = generate::SamplingParams::greedy();
+    o.max_tokens = 12;
+    o.stop_at_eos = false;
+    std::vector<std::int32_t> tokens;
+    g.reset();
+    g.generate(ids, o, [&](std::int32_t t) {
+      tokens.push_back(t);
+      out.logits.push_back(g.last_logits());
+      return true;
+    });
+    out.greedy.push_back(tokens);
+  }
+  return out;
+}
+
+std::unique_ptr<backend::Backend> emulated(const model::ModelSpec& spec) {
+  backend::EmulatedOptions o;
+  o.memory_bytes = 256ull << 20;
+  return std::make_unique<backend::EmulatedBackend>(o, spec);
+}
+
+double worst_relative(const Output& a, const Output& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.logits.size(); ++i) {
+    const auto& want = b.logits[i];
+    const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+    for (std::size_t j = 0; j < want.size(); ++j)
+      worst =
+          std::max(worst, static_cast<double>(std::abs(a.logits[i][j] - want[j]) / (*hi - *lo)));
+  }
+  return worst;
+}
+
+}  // namespace
+
+class TestHybridEngine : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void matchesTheCpu_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<int>("experts");  // per layer on the accelerator; -1: as many as fit
+    QTest::addColumn<int>("threshold");
+    QTest::addColumn<bool>("dynamic");
+    for (const char* f : {"qwen3-moe", "deepseek-v3", "mixtral"}) {
+      for (const char* format : {"native", "int8"}) {
+        for (const char* s : {"uniform", "frequency", "front-loading", "random"}) {
+          for (int n : {0, 3, -1}) {
+            for (int threshold : {0, 10}) {
+              QTest::addRow("%s %s %s N=%d layerwise=%d", f, format, s, n, threshold)
+                  << f << format << s << n << threshold << false;
+            }
+          }
+        }
+        QTest::addRow("%s %s dynamic update", f, format)
+            << f << format << "uniform" << 2 << 0 << true;
+        QTest::addRow("%s %s dynamic update, layerwise", f, format)
+            << f << format << "random" << 1 << 10 << true;
+      }
+    }
+    // Dense families: everything but nothing to place.
+    for (const char* f : {"qwen3", "llama"}) {
+      for (const char* format : {"native", "int8"})
+        QTest::addRow("%s %s", f, format) << f << format << "uniform" << -1 << 0 << false;
+    }
+    QTest::addRow("deepseek-v3-fp8 native") << "deepseek-v3-fp8"
+                                            << "native"
+                                            << "uniform" << 3 << 10 << true;
+    QTest::addRow("qwen3-moe int4") << "qwen3-moe"
+                                    << "int4"
+                                    << "uniform" << 2 << 10 << false;
+  }
+
+  void matchesTheCpu() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, format);
+    QFETCH(QString, strategy);
+    QFETCH(int, experts);
+    QFETCH(int, threshold);
+    QFETCH(bool, dynamic);
+    model::LoadOptions load;
+    QVERIFY(model::parse_cpu_format(format.toStdString(), load.cpu_format));
+    load.int4_group = 16;
+    const auto model = model::LoadedModel::load(::fixture(fixture), load);
+    const auto prompts = expected(fixture)["prompts"];
+    backend::NumaPools cpu(1);
+    generate::Generator alone(*model, cpu, 64);
+    const Output want = run(alone, prompts);
+
+    schedule::HybridOptions o;
+    QVERIFY(schedule::parse_strategy(strategy.toStdString(), o.strategy));
+    o.gpu_experts_per_layer = experts;
+    o.prefill_token_threshold = threshold;
+    o.dynamic_update = dynamic;
+    o.move_bytes_per_step = 1 << 20;  // several experts a step, so moves happen while it runs
+    o.histogram_half_life_tokens = 4;
+    o.context_tokens = 64;
+    if (o.strategy == schedule::PlacementStrategy::Frequency) {
+      // Statistics as --record-expert-stats writes them, from the CPU run above.
+      const auto snap = alone.metrics()->snapshot();
+      o.stats = schedule::RoutingStatistics::empty_for(model->spec());
+      for (std::int64_t l = 0; l < snap.layers; ++l)
+        for (std::int64_t e = 0; e < model->spec().num_experts; ++e)
+          o.stats->counts[l][e] = snap.hits[static_cast<std::size_t>(l * snap.experts + e)];
+    }
+    forward::ModelRunner runner(*model, cpu, emulated(model->spec()), o);
+    const std::int64_t moe_layers =
+        std::count(model->spec().layer_is_moe.begin(), model->spec().layer_is_moe.end(), true);
+    const std::int64_t all = model->spec().num_experts;
+    QCOMPARE(runner.gpu_experts_per_layer(),
+             experts < 0 ? all : std::min<std::int64_t>(experts, all));
+    QCOMPARE(runner.placement().count(), runner.gpu_experts_per_layer() * moe_layers);
+    QCOMPARE(runner.layerwise_prefill(),
+             threshold > 0 && moe_layers > 0 && runner.gpu_experts_per_layer() < all);
+    generate::Generator hybrid(runner, 64);
+    const Output got = run(hybrid, prompts);
+
+    QCOMPARE(got.greedy, want.greedy);
+    const double worst = worst_relative(got, want);
+    QVERIFY2(worst <= 1e-4,
+             qPrintable(QStringLiteral("largest difference %1 of the range").arg(worst)));
+    const auto snap = runner.metrics()->snapshot();
+    QVERIFY(snap.accelerator);
+    // The placement is real: experts on the accelerator are computed there, the others on
+    // the CPU, and the heat map sees what is resident.
+    if (moe_layers > 0) {
+      // Layerwise prefill runs every expert on the accelerator, whatever the placement.
+      if (runner.gpu_experts_per_layer() == 0 && !runner.layerwise_prefill())
+        QCOMPARE(snap.gpu_expert_seconds, 0.0);
+      if (runner.gpu_experts_per_layer() > 0) QVERIFY(snap.gpu_expert_seconds > 0);
+      if (runner.gpu_experts_per_layer() == all) QCOMPARE(snap.cpu_expert_seconds, 0.0);
+      if (runner.gpu_experts_per_layer() < all && threshold == 0)
+        QVERIFY(snap.cpu_expert_seconds > 0);
+      const auto placement = runner.placement();
+      std::int64_t marked = 0;
+      for (std::size_t i = 0; i < snap.resident.size(); ++i) marked += snap.resident[i];
+      QCOMPARE(marked, placement.count());
+    }
+    if (dynamic) {
+      QVERIFY2(snap.moves > 0, "the dynamic update moved no expert");
+      qInfo("%llu moves (%llu bytes) while generating", static_cast<unsigned long long>(snap.moves),
+            static_cast<unsigned long long>(snap.moved_bytes));
+    }
+  }
+
+  // Over a slow bus, staging takes longer than computing: a layer must wait for its experts
+  // to arrive (and a slot for its previous layer to finish) or it computes with garbage.
+  void layerwiseWaitsForItsStaging() {
+    model::LoadOptions load;
+    load.cpu_format = model::CpuFormat::Int8;
+    const auto model = model::LoadedModel::load(::fixture(QStringLiteral("deepseek-v3")), load);
+    const auto prompts = expected(QStringLiteral("deepseek-v3"))["prompts"];
+    backend::NumaPools cpu(1);
+    generate::Generator alone(*model, cpu, 64);
+    const Output want = run(alone, prompts);
+    schedule::HybridOptions o;
+    o.gpu_experts_per_layer = 1;
+    o.prefill_token_threshold = 2;
+    o.context_tokens = 64;
+    backend::EmulatedOptions slow;
+    slow.memory_bytes = 64 << 20;
+    slow.bus_bytes_per_s = 4e6;  // a staged layer takes about 5 ms
+    forward::ModelRunner runner(*model, cpu,
+                                std::make_unique<backend::EmulatedBackend>(slow, model->spec()), o);
+    QVERIFY(runner.layerwise_prefill());
+    generate::Generator hybrid(runner, 64);
+    const Output got = run(hybrid, prompts);
+    QCOMPARE(got.greedy, want.greedy);
+    QVERIFY(worst_relative(got, want) <= 1e-4);
+    // A prompt alone runs every expert on the accelerator; decode steps, below the
+    // threshold, split them.
+    forward::ModelRunner prompts_only(
+        *model, cpu, std::make_unique<backend::EmulatedBackend>(slow, model->spec()), o);
+    auto cache = prompts_only.make_cache(64);
+    std::vector<float> logits;
+    prompts_only.forward(prompts[0]["ids"].get<std::vector<std::int32_t>>(), *cache, logits);
+    QCOMPARE(prompts_only.metrics()->snapshot().cpu_expert_seconds, 0.0);
+    QVERIFY(prompts_only.metrics()->snapshot().gpu_expert_seconds > 0);
+  }
+
+  // An accelerator's memory that cannot hold all the experts gets as many per layer as fit,
+  // and one that cannot hold the dense part is refused with a sentence.
+  void expertsSizedToTheBudget() {
+    const auto model = model::LoadedModel::load(::fixture(QStringLiteral("qwen3-moe")));
+    backend::NumaPools cpu(1);
+    schedule::HybridOptions o;
+    o.context_tokens = 64;
+    forward::ModelRunner probe(*model, cpu, emulated(model->spec()), o);
+    const std::uint64_t expert =
+        probe.device().expert_bytes(model->weights().layers[0].experts.experts[0]);
+    const std::uint64_t fixed = probe.device().memory_used() -
+                                static_cast<std::uint64_t>(probe.placement().count()) * expert;
+    backend::EmulatedOptions small;
+    // The dense part, the KV cache of 64 tokens, and 5 experts: 2 per layer of 2 MoE layers.
+    small.memory_bytes = fixed + probe.device().kv_cache_bytes(model->spec(), 64) + 5 * expert;
+    o.gpu_experts_per_layer = -1;
+    forward::ModelRunner sized(*model, cpu,
+                               std::make_unique<backend::EmulatedBackend>(small, model->spec()), o);
+    QCOMPARE(sized.gpu_experts_per_layer(), std::int64_t{2});  // 5 experts for 2 MoE layers
+    o.gpu_experts_per_layer = 4;
+    try {
+      forward::ModelRunner refused(
+          *model, cpu, std::make_unique<backend::EmulatedBackend>(small, model->spec()), o);
+      QFAIL("more experts than fit were placed");
+    } catch (const backend::DeviceOutOfMemory& e) {
+      QVERIFY2(std::string(e.what()).find("give at most 2") != std::string::npos, e.what());
+    }
+    backend::EmulatedOptions tiny;
+    tiny.memory_bytes = 64 << 10;
+    try {
+      forward::ModelRunner refused(
+          *model, cpu, std::make_unique<backend::EmulatedBackend>(tiny, model->spec()), o);
+      QFAIL("a model was placed on an accelerator too small for it");
+    } catch (const backend::DeviceOutOfMemory& e) {
+      QVERIFY2(std::string(e.what()).find("--accelerator none") != std::string::npos, e.what());
+    }
+  }
+
+  void badOptionsHaveSentences() {
+    const auto model = model::LoadedModel::load(::fixture(QStringLiteral("qwen3-moe")));
+    backend::NumaPools cpu(1);
+    const auto refused = [&](const schedule::HybridOptions& o, const char* words) {
+      try {
+        forward::ModelRunner r(*model, cpu, emulated(model->spec()), o);
+      } catch (const std::invalid_argument& e) {
+        QVERIFY2(std::string(e.what()).find(words) != std::string::npos, e.what());
+        return;
+      }
+      QFAIL(words);
+    };
+    schedule::HybridOptions o;
+    o.gpu_experts_per_layer = 7;
+    refused(o, "give at most 6");
+    o = {};
+    o.max_deferred_per_token = 2;
+    refused(o, "give at most 1");
+    o = {};
+    o.strategy = schedule::PlacementStrategy::Frequency;
+    refused(o, "--record-expert-stats");
+    o.stats = schedule::RoutingStatistics::empty_for(model->spec());
+    o.stats->experts = 8;
+    refused(o, "do not fit this model");
+  }
+
+  // Deferral adds each token's lowest-weighted CPU experts one layer late: a different model
+  // by design. How far it moves the predictions, on every MoE fixture and the demo model.
+  void deferralKlIsReported_data() {
+    QTest::addColumn<QString>("folder");
+    for (const char* f : {"qwen3-moe", "deepseek-v3", "mixtral"})
+      QTest::newRow(f) << QString::fromStdString(fixture(QString::fromLatin1(f)));
+    QTest::newRow("demo model") << QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model");
+  }
+  void deferralKlIsReported() {
+    QFETCH(QString, folder);
+    const auto model = model::LoadedModel::load(folder.toStdString());
+    backend::NumaPools cpu(1);
+    const auto logits_with = [&](std::int64_t deferred) {
+      schedule::HybridOptions o;
+      o.gpu_experts_per_layer = 0;
+      o.max_deferred_per_token = deferred;
+      o.context_tokens = 64;
+      forward::ModelRunner runner(*model, cpu, emulated(model->spec()), o);
+      auto cache = runner.make_cache(64);
+      std::vector<std::int32_t> ids(48);
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        ids[i] = static_cast<std::int32_t>((i * 7919 + 13) % model->spec().vocab_size);
+      std::vector<float> logits;
+      runner.forward(ids, *cache, logits, {.all_logits = true});
+      return logits;
+    };
+    const std::vector<float> plain = logits_with(0), deferred = logits_with(1);
+    const std::int64_t vocab = model->spec().vocab_size;
+    double kl = 0;
+    const std::size_t rows = plain.size() / static_cast<std::size_t>(vocab);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::vector<float> a(plain.begin() + r * vocab, plain.begin() + (r + 1) * vocab);
+      const std::vector<float> b(deferred.begin() + r * vocab, deferred.begin() + (r + 1) * vocab);
+      kl += test::kl_divergence_of_logits(a, b);
+    }
+    kl /= static_cast<double>(rows);
+    qInfo("mean KL of one deferred expert per token from none: %.5f over %zu positions", kl, rows);
+    QVERIFY2(kl > 0, "deferral changed nothing: it is not deferring");
+    QVERIFY(std::isfinite(kl));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestHybridEngine)
+#include "tst_hybrid_engine.moc"
