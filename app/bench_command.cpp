@@ -111,38 +111,97 @@ int run_bench(const BenchCommandOptions& o) {
     std::fprintf(stderr, "tandem: bench needs a model folder (-m) or --kernels.\n");
     return 2;
   }
-  model::LoadOptions load;
-  if (!model::parse_cpu_format(o.cpu_format, load.cpu_format)) {
+  forward::RunSettings settings;
+  if (!model::parse_cpu_format(o.cpu_format, settings.load.cpu_format)) {
     std::fprintf(stderr, "tandem: --cpu-format must be native, int8, int4 or bf16.\n");
     return 2;
   }
-  const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
-  load.threads = threads;
-  load.pools = o.pools;
-  load.dense_bf16 = o.dense_bf16;
-  load.dense = o.dense == "packed"   ? model::DenseBackend::Packed
-               : o.dense == "onednn" ? model::DenseBackend::Onednn
-                                     : model::DenseBackend::Auto;
+  settings.threads = o.threads;
+  settings.load.pools = o.pools;
+  settings.load.dense_bf16 = o.dense_bf16;
+  settings.load.dense = o.dense == "packed"   ? model::DenseBackend::Packed
+                        : o.dense == "onednn" ? model::DenseBackend::Onednn
+                                              : model::DenseBackend::Auto;
+  std::string error;
+  if (!resolve_engine_flags(o.engine, o.threads > 0, o.pools > 0, settings, error)) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 2;
+  }
+  settings.hybrid.overlap = !o.serial;
+  const int threads =
+      settings.threads > 0 ? settings.threads : std::max(1, hw::probe_topology().physical_cores);
+  settings.load.threads = threads;
   std::unique_ptr<model::LoadedModel> model;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    model = model::LoadedModel::load(o.model, load);
+    model = model::LoadedModel::load(o.model, settings.load);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
   }
+  if (!check_expert_stats_target(o.engine, model->spec(), error)) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 2;
+  }
+  backend::NumaPools pool(threads, model->pools());
+  const std::int64_t context = o.prompt_tokens + o.decode_tokens + 1;
+  forward::BuiltRunner built;
+  try {
+    built = forward::make_runner(*model, pool, settings, context);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 1;
+  }
+  forward::ModelRunner& runner = *built.runner;
+  if (!o.json) std::fprintf(stderr, "%s\n", built.note.c_str());
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   measure::BenchOptions options;
   options.prompt_tokens = o.prompt_tokens;
   options.decode_tokens = o.decode_tokens;
-  options.threads = threads;
   options.repetitions = std::max(1, o.repetitions);
   options.warmup = !o.no_warmup;
   const measure::BenchResult r =
-      measure::run_benchmark(*model, options, [&](const std::string& line) {
+      measure::run_benchmark(runner, pool, options, [&](const std::string& line) {
         if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
       });
+  if (!record_expert_stats(o.engine, runner, error)) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 1;
+  }
+  const bool hybrid = runner.has_accelerator();
+  const auto split_json = [&](const measure::TimeSplit& s) {
+    nlohmann::json j = {{"attention_ms", s.attention_ms},
+                        {"cpu_experts_ms", s.cpu_experts_ms},
+                        {"dense_ms", s.dense_ms},
+                        {"other_ms", s.other_ms}};
+    if (hybrid) {
+      j["accelerator_experts_ms"] = s.gpu_experts_ms;
+      j["bus_ms"] = s.bus_ms;
+      j["waiting_ms"] = s.waiting_ms;
+      j["accelerator_idle_ms"] = s.device_idle_ms;
+      j["copy_queue_ms"] = s.copy_ms;
+      j["bus_bytes"] = s.bus_bytes;
+      j["moves"] = s.moves;
+    }
+    return j;
+  };
+  nlohmann::json accelerator = nullptr;
+  if (hybrid) {
+    const schedule::HybridOptions& h = runner.hybrid();
+    accelerator = {
+        {"device", runner.device().description()},
+        {"memory_used_bytes", runner.device().memory_used()},
+        {"gpu_experts_per_layer", runner.gpu_experts_per_layer()},
+        {"placement", std::string(schedule::strategy_name(h.strategy))},
+        {"max_deferred_experts_per_token", h.max_deferred_per_token},
+        {"gpu_prefill_token_threshold", runner.layerwise_prefill() ? h.prefill_token_threshold : 0},
+        {"dynamic_update", h.dynamic_update},
+        {"overlap", h.overlap}};
+  }
   const std::string format(model::cpu_format_name(model->cpu_format()));
   const std::string variant(kernels::variant_name(model->cpu_variant()));
   if (o.json) {
@@ -157,6 +216,9 @@ int run_bench(const BenchCommandOptions& o) {
         {"threads", threads},
         {"pools", model->pools()},
         {"load_seconds", load_s},
+        {"accelerator", accelerator},
+        {"prompt_time_per_token", split_json(r.prompt_split)},
+        {"decode_time_per_token", split_json(r.decode_split)},
         {"prompt",
          {{"tokens", o.prompt_tokens},
           {"tokens_per_s", r.prompt.tokens_per_s},
@@ -193,6 +255,35 @@ int run_bench(const BenchCommandOptions& o) {
   std::cout << fmt::format("decode roofline: {:.1f} tokens/s; achieved {:.0f}% of it\n",
                            r.roofline_tokens_per_s(), 100.0 * r.roofline_fraction());
   std::cout << fmt::format("load and pack: {:.1f} s\n", load_s);
+  std::cout << "\n" << built.note << "\n";
+  if (hybrid) {
+    const schedule::HybridOptions& h = runner.hybrid();
+    std::cout << fmt::format(
+        "{} experts per MoE layer on it ({} placement), {} deferred per token, layerwise "
+        "prefill {}, dynamic update {}, {} order\n",
+        runner.gpu_experts_per_layer(), schedule::strategy_name(h.strategy),
+        h.max_deferred_per_token,
+        runner.layerwise_prefill() ? fmt::format("from {} tokens", h.prefill_token_threshold)
+                                   : std::string("off"),
+        h.dynamic_update ? "on" : "off", h.overlap ? "overlapped" : "serial");
+  }
+  const auto split_line = [&](const std::string& test, const measure::TimeSplit& s) {
+    if (!hybrid) {
+      std::cout << fmt::format(
+          "{:>6} ms per token: attention {:.3f}, CPU experts {:.3f}, dense {:.3f}, other {:.3f}\n",
+          test, s.attention_ms, s.cpu_experts_ms, s.dense_ms, s.other_ms);
+      return;
+    }
+    std::cout << fmt::format(
+        "{:>6} ms per token: host: CPU experts {:.3f}, waiting {:.3f}, other {:.3f}; "
+        "accelerator: attention {:.3f}, experts {:.3f}, dense {:.3f}, bus {:.3f}, idle {:.3f}; "
+        "copy queue {:.3f}; {:.0f} bus bytes per token{}\n",
+        test, s.cpu_experts_ms, s.waiting_ms, s.other_ms, s.attention_ms, s.gpu_experts_ms,
+        s.dense_ms, s.bus_ms, s.device_idle_ms, s.copy_ms, s.bus_bytes,
+        s.moves > 0 ? fmt::format("; {} moves", s.moves) : std::string());
+  };
+  if (o.prompt_tokens > 0) split_line(fmt::format("pp{}", o.prompt_tokens), r.prompt_split);
+  if (o.decode_tokens > 0) split_line(fmt::format("tg{}", o.decode_tokens), r.decode_split);
   return 0;
 }
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "app/engine_flags.h"
+
 namespace tandem::app {
 
 struct BenchCommandOptions {
@@ -18,6 +20,9 @@ struct BenchCommandOptions {
   std::string dense = "auto";  // model::DenseBackend: auto, packed or onednn
   bool json = false;
   bool no_warmup = false;
+  // The hybrid engine's CPU experts only after the accelerator's, to measure the overlap.
+  bool serial = false;
+  EngineFlags engine;
   // --kernels: our packed kernels against oneDNN on Qwen3-30B-A3B's matrix shapes instead
   // of a model.
   bool kernels = false;

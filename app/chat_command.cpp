@@ -39,25 +39,48 @@ std::string read_file(const std::string& path, bool& ok) {
 }  // namespace
 
 int run_chat(const ChatOptions& o) {
+  forward::RunSettings run;
+  run.load.pools = o.pools;
+  run.threads = o.threads;
+  run.context = o.context;
+  std::string error;
+  if (!resolve_engine_flags(o.engine, o.threads > 0, o.pools > 0, run, error)) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 2;
+  }
   std::unique_ptr<model::LoadedModel> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
   try {
-    model::LoadOptions load;
-    load.pools = o.pools;
-    model = model::LoadedModel::load(o.model, load);
+    model = model::LoadedModel::load(o.model, run.load);
     tokenizer = text::load_tokenizer(o.model);
     chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(o.model));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
   }
-  const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
+  if (!check_expert_stats_target(o.engine, model->spec(), error)) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 2;
+  }
+  const int threads =
+      run.threads > 0 ? run.threads : std::max(1, hw::probe_topology().physical_cores);
   const std::int64_t context =
-      o.context > 0 ? o.context
-                    : std::min<std::int64_t>(model->spec().max_position_embeddings, 4096);
+      run.context > 0 ? run.context
+                      : std::min<std::int64_t>(model->spec().max_position_embeddings, 4096);
   backend::NumaPools pool(threads, model->pools());
-  generate::ChatSession session(*model, *tokenizer, *chat_template, pool, context);
+  forward::BuiltRunner built;
+  try {
+    built = forward::make_runner(*model, pool, run, context);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "tandem: %s\n", built.note.c_str());
+  generate::ChatSession session(*built.runner, *tokenizer, *chat_template, context);
   generate::ChatSettings settings;
   settings.system_prompt = o.system_prompt;
   settings.sampling.temperature = o.temperature;
@@ -146,6 +169,10 @@ int run_chat(const ChatOptions& o) {
   }
   g_session = nullptr;
   std::signal(SIGINT, SIG_DFL);
+  if (!record_expert_stats(o.engine, *built.runner, error)) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 1;
+  }
   return 0;
 }
 

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "app/engine_flags.h"
+
 namespace tandem::app {
 
 struct ChatOptions {
@@ -15,6 +17,7 @@ struct ChatOptions {
   std::uint64_t seed = 0;
   bool seed_given = false;
   std::int64_t max_tokens = 1024;
+  EngineFlags engine;
 };
 
 // An interactive chat in the terminal: type a message, the reply streams; Ctrl-C stops a

@@ -9,6 +9,7 @@
 
 #include "ui/chat_page.h"
 #include "ui/engine_host.h"
+#include "ui/live_panel.h"
 #include "ui/log_bridge.h"
 #include "ui/main_window.h"
 #include "ui/setup_wizard.h"
@@ -38,7 +39,7 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
   ui::theme::apply(app);
   ui::install_log_bridge();
 
-  ui::MainWindow window;
+  ui::MainWindow window(nullptr, {}, options.engine_overrides);
   if (options.page == QLatin1String("system")) window.showPage(ui::MainWindow::Page::System);
   if (options.page == QLatin1String("chat")) window.showPage(ui::MainWindow::Page::Chat);
   if (options.page == QLatin1String("downloads")) window.showPage(ui::MainWindow::Page::Downloads);
@@ -49,6 +50,9 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
     window.show();
     // The screenshot waits for the hardware probe so the System page shows real findings.
     auto save = [&] {
+      // The live panel as it stands now, not as of its last poll (a short reply can end
+      // between two).
+      window.livePanelWidget()->poll();
       QApplication::processEvents();
       const QPixmap pixmap = window.grab();
       if (!pixmap.save(options.screenshot_path, "PNG")) {

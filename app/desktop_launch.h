@@ -2,6 +2,12 @@
 
 #include <QSize>
 #include <QString>
+#include <functional>
+#include <string>
+
+namespace tandem::forward {
+struct RunSettings;
+}
 
 namespace tandem::app {
 
@@ -10,6 +16,9 @@ struct DesktopOptions {
   QString page;             // "chat", "system" or "downloads"
   QString prompt;  // with a screenshot: sent in a new chat, captured while the reply streams
   QSize size{1280, 800};
+  // --accelerator and the hybrid parameters given on the command line, applied to every model
+  // the window loads after its profile.
+  std::function<bool(forward::RunSettings&, std::string&)> engine_overrides;
 };
 
 // True when a window can be shown: a display, or a Qt platform chosen explicitly.

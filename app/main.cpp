@@ -15,12 +15,14 @@
 #include "app/desktop_launch.h"
 #include "app/detect_command.h"
 #include "app/download_command.h"
+#include "app/engine_flags.h"
 #include "app/perplexity_command.h"
 #include "app/recommend_command.h"
 #include "app/run_command.h"
 #include "app/tokenize_command.h"
 #include "engine/log/log.h"
 #include "engine/model/demo_model.h"
+#include "engine/plan/run_profile.h"
 #include "engine/version.h"
 #include "ui/main_window.h"
 
@@ -78,7 +80,7 @@ void add_dense_format_option(CLI::App* command, bool& dense_bf16) {
 // --pools on the commands that run a model.
 void add_pools_option(CLI::App* command, int& pools) {
   command
-      ->add_option("--pools", pools,
+      ->add_option("--pools,--threadpool-count", pools,
                    "Thread pools, each with its slice of every expert (default: a converted "
                    "folder's own count, otherwise one per NUMA node)")
       ->check(CLI::Range(1, 256));
@@ -108,6 +110,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"scalar", "avx2", "avx512", "amx"}));
 
   tandem::app::DesktopOptions desktop;
+  // The desktop app takes the same engine flags as run and chat, for every model it loads.
+  tandem::app::EngineFlags desktop_engine;
+  tandem::app::add_engine_flags(&cli, desktop_engine);
   std::string screenshot, page = "chat", size = "1280x800";
   cli.add_option("--screenshot", screenshot,
                  "Render the main window offscreen to this PNG file and exit");
@@ -149,9 +154,11 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--greedy", run.greedy, "Always take the most likely token");
   run_cmd->add_option("--seed", run.seed, "Random seed, for reproducible sampling")
       ->each([&](const std::string&) { run.seed_given = true; });
-  run_cmd->add_option("-t,--threads", run.threads, "CPU threads (default: physical cores)")
+  run_cmd
+      ->add_option("-t,--threads,--cpuinfer", run.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
   add_pools_option(run_cmd, run.pools);
+  tandem::app::add_engine_flags(run_cmd, run.engine);
   add_dense_format_option(run_cmd, run.dense_bf16);
   run_cmd->add_option("--temperature", run.temperature, "Sampling temperature")
       ->capture_default_str();
@@ -229,9 +236,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")
       ->capture_default_str();
-  bench_cmd->add_option("-t,--threads", bench.threads, "CPU threads (default: physical cores)")
+  bench_cmd
+      ->add_option("-t,--threads,--cpuinfer", bench.threads,
+                   "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
   add_pools_option(bench_cmd, bench.pools);
+  tandem::app::add_engine_flags(bench_cmd, bench.engine);
+  bench_cmd->add_flag("--serial", bench.serial,
+                      "Run the CPU's experts only after the accelerator's (the serial order), to "
+                      "measure what overlapping them gains");
   add_dense_format_option(bench_cmd, bench.dense_bf16);
   bench_cmd->add_option("-r,--repetitions", bench.repetitions, "Repetitions")
       ->capture_default_str()
@@ -341,9 +354,11 @@ int main(int argc, char** argv) {
   CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
   chat_cmd->add_option("-m,--model", chat.model, "Model folder; default: the built-in demo model")
       ->check(CLI::ExistingDirectory);
-  chat_cmd->add_option("-t,--threads", chat.threads, "CPU threads (default: physical cores)")
+  chat_cmd
+      ->add_option("-t,--threads,--cpuinfer", chat.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
   add_pools_option(chat_cmd, chat.pools);
+  tandem::app::add_engine_flags(chat_cmd, chat.engine);
   chat_cmd->add_option("-c,--context", chat.context,
                        "Context length in tokens (default: the model's, at most 4096)");
   chat_cmd->add_option("--system", chat.system_prompt, "System prompt");
@@ -486,6 +501,19 @@ int main(int argc, char** argv) {
     return tandem::app::run_tokenize(tokenize);
   }
 
+  desktop.engine_overrides = [&desktop_engine](tandem::forward::RunSettings& settings,
+                                               std::string& error) {
+    if (!desktop_engine.profile.empty()) {
+      try {
+        tandem::forward::apply_profile(tandem::plan::read_run_profile(desktop_engine.profile),
+                                       settings);
+      } catch (const std::exception& e) {
+        error = e.what();
+        return false;
+      }
+    }
+    return tandem::app::apply_engine_flags(desktop_engine, /*given_only=*/true, settings, error);
+  };
   desktop.screenshot_path = QString::fromStdString(screenshot);
   desktop.page = QString::fromStdString(page);
   desktop.prompt = QString::fromStdString(screenshot_prompt);

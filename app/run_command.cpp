@@ -46,18 +46,29 @@ int run_generate(const RunOptions& o) {
     return 2;
   }
 
+  forward::RunSettings settings;
+  model::parse_cpu_format(o.cpu_format, settings.load.cpu_format);
+  settings.load.pools = o.pools;
+  settings.load.dense_bf16 = o.dense_bf16;
+  settings.threads = o.threads;
+  settings.context = o.context;
+  std::string error;
+  if (!resolve_engine_flags(o.engine, o.threads > 0, o.pools > 0, settings, error)) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 2;
+  }
   std::unique_ptr<model::LoadedModel> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   try {
-    model::LoadOptions load;
-    model::parse_cpu_format(o.cpu_format, load.cpu_format);
-    load.pools = o.pools;
-    load.dense_bf16 = o.dense_bf16;
-    model = model::LoadedModel::load(o.model, load);
+    model = model::LoadedModel::load(o.model, settings.load);
     tokenizer = text::load_tokenizer(o.model);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
+  }
+  if (!check_expert_stats_target(o.engine, model->spec(), error)) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 2;
   }
   const model::ModelSpec& spec = model->spec();
   std::vector<std::int32_t> ids =
@@ -67,12 +78,25 @@ int run_generate(const RunOptions& o) {
     return 2;
   }
 
-  const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
-  std::int64_t context =
-      o.context > 0 ? o.context : std::min<std::int64_t>(spec.max_position_embeddings, 4096);
+  const int threads =
+      settings.threads > 0 ? settings.threads : std::max(1, hw::probe_topology().physical_cores);
+  std::int64_t context = settings.context > 0
+                             ? settings.context
+                             : std::min<std::int64_t>(spec.max_position_embeddings, 4096);
   context = std::max<std::int64_t>(context, static_cast<std::int64_t>(ids.size()) + 1);
   backend::NumaPools pool(threads, model->pools());
-  generate::Generator generator(*model, pool, context);
+  forward::BuiltRunner built;
+  try {
+    built = forward::make_runner(*model, pool, settings, context);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "tandem: %s\n", built.note.c_str());
+  generate::Generator generator(*built.runner, context);
 
   generate::GenerationOptions options;
   options.max_tokens = o.max_tokens;
@@ -150,6 +174,10 @@ int run_generate(const RunOptions& o) {
   std::cerr << fmt::format("decode: {} tokens in {:.3f} s, {:.1f} tokens/s ({}; {} threads)\n",
                            stats.generated_tokens, stats.decode_seconds,
                            stats.decode_tokens_per_s(), why, threads);
+  if (!record_expert_stats(o.engine, *built.runner, error)) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 1;
+  }
   return stats.stop == generate::StopReason::Cancelled ? 130 : 0;
 }
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "app/engine_flags.h"
+
 namespace tandem::app {
 
 struct RunOptions {
@@ -26,6 +28,7 @@ struct RunOptions {
   std::string dump_logits;
   std::string cpu_format = "native";
   bool dense_bf16 = false;
+  EngineFlags engine;
 };
 
 int run_generate(const RunOptions& options);

@@ -63,16 +63,21 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   connect(&engine_, &EngineHost::turnDelta, this, &ChatPage::onDelta);
   connect(&engine_, &EngineHost::turnFinished, this, &ChatPage::onFinished);
   connect(&engine_, &EngineHost::modelLoaded, this, [this] { updateState(); });
-  connect(&engine_, &EngineHost::modelLoadFailed, this,
-          [this](const QString& folder, const QString& message) {
-            no_model_detail_->setText(tr("Tandem could not load %1:\n%2").arg(folder, message));
-            updateState();
-          });
+  connect(&engine_, &EngineHost::modelLoadFailed, this, &ChatPage::showLoadFailure);
   connect(&engine_, &EngineHost::busyChanged, this, [this] { updateState(); });
   connect(&engine_, &EngineHost::loadingChanged, this, [this] { updateState(); });
 
   if (list_model_->rowCount() > 0) openConversation(list_model_->idAt(0));
   updateState();
+}
+
+void ChatPage::showLoadFailure(const QString& folder, const QString& message) {
+  no_model_detail_->setText(tr("Tandem could not load %1:\n%2").arg(folder, message));
+  updateState();
+}
+
+QString ChatPage::noModelText() const {
+  return no_model_detail_->text();
 }
 
 QWidget* ChatPage::buildConversationList() {

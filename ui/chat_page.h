@@ -30,6 +30,10 @@ class ChatPage : public QWidget {
   Q_OBJECT
  public:
   ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent = nullptr);
+  // Shows why a model could not be loaded where the chat would be.
+  void showLoadFailure(const QString& folder, const QString& message);
+  // What the page says while no model is loaded.
+  QString noModelText() const;
 
   ConversationListModel* conversations() const { return list_model_; }
   QSortFilterProxyModel* filteredConversations() const { return filter_; }

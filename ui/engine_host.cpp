@@ -12,6 +12,7 @@
 #include "engine/generate/chat_session.h"
 #include "engine/hw/topology.h"
 #include "engine/log/log.h"
+#include "engine/schedule/routing_stats.h"
 #include "engine/text/chat_template.h"
 #include "engine/text/tokenizer.h"
 
@@ -37,51 +38,81 @@ QVector<StoredMessage> fromEngine(const std::vector<generate::ChatMessage>& mess
 }  // namespace
 
 EngineWorker::EngineWorker() = default;
-EngineWorker::~EngineWorker() = default;
+EngineWorker::~EngineWorker() {
+  unload();
+}
+
+void EngineWorker::unload() {
+  active_.store(nullptr);
+  if (runner_ && !record_expert_stats_.empty() && runner_->spec().num_experts > 0) {
+    const measure::MetricsSnapshot s = runner_->metrics()->snapshot();
+    try {
+      schedule::record_routing_statistics(record_expert_stats_, runner_->spec(), s.hits, s.tokens);
+      log::info("added the routing of {} tokens to {}", s.tokens, record_expert_stats_);
+    } catch (const std::exception& e) {
+      log::warn("{}", e.what());
+    }
+  }
+  record_expert_stats_.clear();
+  session_.reset();
+  runner_.reset();
+  pool_.reset();
+  template_.reset();
+  tokenizer_.reset();
+  model_.reset();
+}
 
 void EngineWorker::requestStop() {
   if (generate::ChatSession* s = active_.load()) s->request_stop();
 }
 
-void EngineWorker::loadModel(const QString& folder, int threads, qint64 context,
-                             const QString& cpu_format) {
-  active_.store(nullptr);
-  session_.reset();
-  template_.reset();
-  tokenizer_.reset();
-  model_.reset();
+void EngineWorker::loadModel(const LoadRequest& request) {
+  unload();
+  const QString& folder = request.folder;
   try {
     const std::string path = folder.toStdString();
-    model::LoadOptions load;
-    if (!cpu_format.isEmpty() &&
-        !model::parse_cpu_format(cpu_format.toStdString(), load.cpu_format)) {
-      throw std::runtime_error("the CPU format \"" + cpu_format.toStdString() +
-                               "\" is not one Tandem can load; choose int8, int4, bf16 or native");
-    }
-    load.threads = threads;
-    auto model = model::LoadedModel::load(path, load);
+    const forward::RunSettings& s = request.settings;
+    auto model = model::LoadedModel::load(path, s.load);
     auto tokenizer = text::load_tokenizer(path);
     auto chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(path));
-    const int n = threads > 0 ? threads : std::max(1, hw::probe_topology().physical_cores);
+    const int n = s.threads > 0 ? s.threads : std::max(1, hw::probe_topology().physical_cores);
     const qint64 ctx =
-        context > 0 ? context : std::min<qint64>(model->spec().max_position_embeddings, 4096);
-    pool_ = std::make_unique<backend::NumaPools>(n, model->pools());
-    session_ =
-        std::make_unique<generate::ChatSession>(*model, *tokenizer, *chat_template, *pool_, ctx);
+        s.context > 0 ? s.context : std::min<qint64>(model->spec().max_position_embeddings, 4096);
+    auto pool = std::make_unique<backend::NumaPools>(n, model->pools());
+    forward::BuiltRunner built = forward::make_runner(*model, *pool, s, ctx);
+    auto session =
+        std::make_unique<generate::ChatSession>(*built.runner, *tokenizer, *chat_template, ctx);
+    const forward::ModelRunner& runner = *built.runner;
     ModelInfo info;
     info.folder = folder;
     info.name = QFileInfo(folder).fileName();
     info.architecture = QString::fromStdString(model->spec().architecture);
     info.layers = static_cast<int>(model->spec().num_layers);
     info.experts = static_cast<int>(model->spec().num_experts);
+    info.experts_per_token = static_cast<int>(model->spec().experts_per_token);
     info.context = ctx;
     info.threads = n;
     // A converted folder brings its own format, whatever was asked for.
     info.cpu_format = QString::fromUtf8(model::cpu_format_name(model->cpu_format()).data());
-    info.metrics = session_->metrics();
+    info.profile = request.profile;
+    info.placement_note = QString::fromStdString(built.note);
+    if (runner.has_accelerator()) {
+      const schedule::HybridOptions& h = runner.hybrid();
+      info.accelerator = QString::fromStdString(runner.device().description());
+      info.gpu_experts_per_layer = static_cast<int>(runner.gpu_experts_per_layer());
+      info.placement_strategy = QString::fromUtf8(schedule::strategy_name(h.strategy).data());
+      info.deferred_per_token = static_cast<int>(h.max_deferred_per_token);
+      info.layerwise_threshold = runner.layerwise_prefill() ? h.prefill_token_threshold : 0;
+      info.dynamic_update = h.dynamic_update;
+    }
+    info.metrics = session->metrics();
     model_ = std::move(model);
     tokenizer_ = std::move(tokenizer);
     template_ = std::move(chat_template);
+    pool_ = std::move(pool);
+    runner_ = std::move(built.runner);
+    session_ = std::move(session);
+    record_expert_stats_ = s.record_expert_stats;
     started_ms_ = QDateTime::currentMSecsSinceEpoch();
     emit modelLoaded(info);
   } catch (const std::exception& e) {
@@ -169,6 +200,7 @@ void EngineWorker::runTurn(const TurnRequest& request) {
 }
 
 EngineHost::EngineHost(QObject* parent) : QObject(parent), thread_(new QThread) {
+  qRegisterMetaType<LoadRequest>();
   qRegisterMetaType<ModelInfo>();
   qRegisterMetaType<TurnRequest>();
   qRegisterMetaType<TurnOutcome>();
@@ -210,13 +242,11 @@ EngineHost::~EngineHost() {
   if (worker_) worker_->requestStop();
 }
 
-void EngineHost::loadModel(const QString& folder, int threads, qint64 context,
-                           const QString& cpu_format) {
+void EngineHost::loadModel(const LoadRequest& request) {
   loading_ = true;
   emit loadingChanged(true);
-  QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection, Q_ARG(QString, folder),
-                            Q_ARG(int, threads), Q_ARG(qint64, context),
-                            Q_ARG(QString, cpu_format));
+  QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection,
+                            Q_ARG(tandem::ui::LoadRequest, request));
 }
 
 quint64 EngineHost::startTurn(TurnRequest request) {

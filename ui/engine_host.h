@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 
+#include "engine/forward/runner_settings.h"
 #include "ui/conversation_store.h"
 
 namespace tandem::generate {
@@ -16,12 +17,6 @@ class ChatSession;
 }
 namespace tandem::measure {
 class Metrics;
-}
-namespace tandem::model {
-class LoadedModel;
-}
-namespace tandem::backend {
-class NumaPools;
 }
 namespace tandem::text {
 class Tokenizer;
@@ -32,15 +27,33 @@ class ChatTemplate;
 
 namespace tandem::ui {
 
+// What to load and how to run it: the settings a saved profile, the setup wizard and the
+// command line made (forward/runner_settings.h).
+struct LoadRequest {
+  QString folder;
+  forward::RunSettings settings;
+  QString profile;  // the profile the settings came from, for display; empty: none
+};
+
 struct ModelInfo {
   QString folder;
   QString name;
   QString architecture;
   int layers = 0;
   int experts = 0;
+  int experts_per_token = 0;
   qint64 context = 0;
   int threads = 0;
   QString cpu_format;
+  // Where it runs: the accelerator's description, or empty for the CPU alone.
+  QString accelerator;
+  QString placement_note;  // why it runs where it does, for the user
+  QString profile;
+  int gpu_experts_per_layer = 0;
+  QString placement_strategy;
+  int deferred_per_token = 0;
+  qint64 layerwise_threshold = 0;  // 0: off
+  bool dynamic_update = false;
   std::shared_ptr<const measure::Metrics> metrics;  // read by the live charts from any thread
 };
 
@@ -80,7 +93,7 @@ class EngineWorker : public QObject {
   void requestStop();  // thread-safe
 
  public slots:
-  void loadModel(const QString& folder, int threads, qint64 context, const QString& cpu_format);
+  void loadModel(const tandem::ui::LoadRequest& request);
   void runTurn(const tandem::ui::TurnRequest& request);
 
  signals:
@@ -95,7 +108,12 @@ class EngineWorker : public QObject {
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
   std::unique_ptr<backend::NumaPools> pool_;
+  std::unique_ptr<forward::ModelRunner> runner_;
   std::unique_ptr<generate::ChatSession> session_;
+  std::string record_expert_stats_;  // where the loaded model's routing goes when unloaded
+
+  // Adds the loaded model's routing to its statistics file, when it has one; then unloads.
+  void unload();
   std::atomic<generate::ChatSession*> active_{nullptr};
   qint64 started_ms_ = 0;
 };
@@ -107,8 +125,7 @@ class EngineHost : public QObject {
   ~EngineHost() override;
 
   // `cpu_format`: "native", "int8" or "bf16" (see model::CpuFormat); empty means native.
-  void loadModel(const QString& folder, int threads = 0, qint64 context = 0,
-                 const QString& cpu_format = {});
+  void loadModel(const LoadRequest& request);
   quint64 startTurn(TurnRequest request);
   void stop();  // returns at once; the running turn ends after the current token
 
@@ -144,6 +161,7 @@ class EngineHost : public QObject {
 
 }  // namespace tandem::ui
 
+Q_DECLARE_METATYPE(tandem::ui::LoadRequest)
 Q_DECLARE_METATYPE(tandem::ui::ModelInfo)
 Q_DECLARE_METATYPE(tandem::ui::TurnRequest)
 Q_DECLARE_METATYPE(tandem::ui::TurnOutcome)

@@ -59,7 +59,7 @@ QVariant ExpertHeatmapModel::data(const QModelIndex& index, int role) const {
           .arg(index.row())
           .arg(index.column())
           .arg(total_[i])
-          .arg(gpu_.contains(static_cast<int>(i)) ? tr(" (on the GPU)") : QString());
+          .arg(gpu_.contains(static_cast<int>(i)) ? tr(" (on the accelerator)") : QString());
     default:
       return {};
   }

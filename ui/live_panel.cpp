@@ -1,25 +1,21 @@
 #include "ui/live_panel.h"
 
-#include <QBarCategoryAxis>
-#include <QBarSet>
-#include <QChart>
-#include <QChartView>
+#include <QDateTime>
 #include <QFileDialog>
 #include <QHBoxLayout>
-#include <QHorizontalStackedBarSeries>
 #include <QLabel>
 #include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QTimer>
 #include <QVBoxLayout>
-#include <QValueAxis>
 #include <algorithm>
 
 #include "engine/hw/hardware_report.h"
 #include "ui/expert_heatmap_model.h"
 #include "ui/theme.h"
 #include "ui/throughput_chart.h"
+#include "ui/time_split_view.h"
 
 namespace tandem::ui {
 namespace {
@@ -30,8 +26,39 @@ QLabel* heading(const QString& text, QWidget* parent) {
   return l;
 }
 
-const char* const kSplitNames[] = {"Attention", "CPU exp.", "GPU exp.", "Other"};
-const char* const kSplitColors[] = {"#2f6fdb", "#8b5cf6", "#1f9d55", "#9aa5b1"};
+// The parts of a token's time (measure/metrics.h). Without an accelerator one lane, the CPU:
+// attention, CPU experts, dense, other. With one, the host's lane (CPU experts, waiting,
+// other) and the accelerator's (attention, its experts, dense, bus, idle).
+enum Part {
+  kAttention,
+  kCpuExperts,
+  kAcceleratorExperts,
+  kDense,
+  kBus,
+  kWaiting,
+  kOther,
+  kIdle,
+  kParts
+};
+const char* const kSplitNames[kParts] = {
+    "Attention", "CPU experts", "Accelerator experts", "Dense", "Bus", "Waiting", "Other", "Idle"};
+const char* const kSplitColors[kParts] = {"#2f6fdb", "#8b5cf6", "#1f9d55", "#f59e0b",
+                                          "#ef4444", "#94a3b8", "#cbd5e1", "#e2e8f0"};
+// Which lane each part is drawn in: 0 the host (the CPU alone: its only lane), 1 the
+// accelerator; -1 not drawn.
+int lane_of(int part, bool accelerator) {
+  if (!accelerator) {
+    return part == kAttention || part == kCpuExperts || part == kDense || part == kOther ? 0 : -1;
+  }
+  switch (part) {
+    case kCpuExperts:
+    case kWaiting:
+    case kOther:
+      return 0;
+    default:
+      return 1;
+  }
+}
 
 }  // namespace
 
@@ -102,41 +129,20 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   placement_->setWordWrap(true);
   placement_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kMutedText));
   v->addWidget(placement_);
+  moves_ = new QLabel(this);
+  moves_->setObjectName(QStringLiteral("moves"));
+  moves_->setWordWrap(true);
+  moves_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kMutedText));
+  moves_->setVisible(false);
+  v->addWidget(moves_);
 
   v->addWidget(heading(tr("Time per token"), this));
-  split_chart_ = new QChart;
-  split_chart_->legend()->setAlignment(Qt::AlignBottom);
-  split_chart_->setMargins(QMargins(2, 2, 2, 2));
-  split_series_ = new QHorizontalStackedBarSeries(split_chart_);
-  for (int i = 0; i < 4; ++i) {
-    auto* set = new QBarSet(tr(kSplitNames[i]));
-    set->setColor(QColor(kSplitColors[i]));
-    set->append(0.0);
-    split_series_->append(set);
-    split_sets_.push_back(set);
-  }
-  split_chart_->addSeries(split_series_);
-  split_axis_ = new QValueAxis(split_chart_);
-  split_axis_->setTitleText(tr("ms per token"));
-  split_axis_->setLabelFormat(QStringLiteral("%.3g"));
-  split_axis_->setRange(0, 1);
-  auto* category = new QBarCategoryAxis(split_chart_);
-  category->append(tr("now"));
-  split_chart_->addAxis(split_axis_, Qt::AlignBottom);
-  split_chart_->addAxis(category, Qt::AlignLeft);
-  split_series_->attachAxis(split_axis_);
-  split_series_->attachAxis(category);
-  QFont small = split_chart_->font();
-  small.setPointSizeF(7.5);
-  split_chart_->legend()->setFont(small);
-  split_axis_->setLabelsFont(small);
-  split_axis_->setTitleFont(small);
-  split_axis_->setTickCount(3);
-  category->setLabelsFont(small);
-  auto* split_view = new QChartView(split_chart_, this);
-  split_view->setRenderHint(QPainter::Antialiasing);
-  split_view->setMinimumHeight(110);
-  v->addWidget(split_view, 2);
+  split_ = new TimeSplitView(this);
+  split_->setToolTip(
+      tr("Milliseconds per token. With an accelerator the host and the accelerator work at the "
+         "same time: the host runs its experts and waits, the accelerator computes, moves data "
+         "over the bus, and idles while it waits for the host."));
+  v->addWidget(split_);
 
   v->addWidget(heading(tr("Memory"), this));
   auto* mem = new QHBoxLayout;
@@ -155,33 +161,88 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   timer_->setInterval(250);
   connect(timer_, &QTimer::timeout, this, &LivePanel::poll);
   timer_->start();
-  setMetrics(nullptr, QString(), false);
+  clear();
 }
 
-void LivePanel::setMetrics(std::shared_ptr<const measure::Metrics> metrics, const QString& strategy,
-                           bool gpu) {
-  metrics_ = std::move(metrics);
-  last_ = metrics_ ? metrics_->snapshot() : measure::MetricsSnapshot{};
-  heatmap_->setShape(metrics_ && last_.experts > 1 ? static_cast<int>(last_.layers) : 0,
-                     static_cast<int>(last_.experts));
-  if (!metrics_) {
-    placement_->setText(tr("No model loaded."));
-  } else if (!gpu) {
-    placement_->setText(tr("No GPU: all experts run on the CPU. Placement strategy: none."));
-  } else {
-    placement_->setText(
-        tr("GPU-resident experts are outlined in green. Placement strategy: %1.").arg(strategy));
-  }
-  split_ms_per_token_.assign(4, 0.0);
-}
-
-void LivePanel::setVramUse(std::uint64_t used, std::uint64_t total) {
+void LivePanel::clear() {
+  metrics_.reset();
+  accelerator_ = dynamic_ = false;
+  last_ = {};
+  heatmap_->setShape(0, 0);
+  placement_->setText(tr("No model loaded."));
+  moves_->setVisible(false);
+  split_ms_per_token_.assign(kParts, 0.0);
+  setLanes();
   vram_->setRange(0, 1000);
-  vram_->setValue(total > 0 ? static_cast<int>(1000 * used / total) : 0);
-  vram_->setFormat(total > 0 ? tr("VRAM %1 of %2")
-                                   .arg(QString::fromStdString(hw::format_bytes(used)),
-                                        QString::fromStdString(hw::format_bytes(total)))
-                             : tr("no GPU"));
+  vram_->setValue(0);
+  vram_->setFormat(tr("no accelerator"));
+}
+
+void LivePanel::setModel(const ModelInfo& info) {
+  metrics_ = info.metrics;
+  if (!metrics_) {
+    clear();
+    return;
+  }
+  accelerator_ = !info.accelerator.isEmpty();
+  dynamic_ = info.dynamic_update;
+  last_ = metrics_->snapshot();
+  last_ms_ = QDateTime::currentMSecsSinceEpoch();
+  moves_per_s_ = 0;
+  heatmap_->setShape(last_.experts > 1 ? static_cast<int>(last_.layers) : 0,
+                     static_cast<int>(last_.experts));
+  QSet<int> resident;
+  for (std::size_t i = 0; i < last_.resident.size(); ++i)
+    if (last_.resident[i]) resident.insert(static_cast<int>(i));
+  heatmap_->setGpuResident(resident);
+  if (!accelerator_) {
+    placement_->setText(
+        info.experts > 0
+            ? tr("No accelerator: all experts run on the CPU. %1").arg(info.placement_note)
+            : tr("No accelerator: the model runs on the CPU."));
+  } else if (info.experts == 0) {
+    placement_->setText(tr("On the %1.").arg(info.accelerator));
+  } else {
+    QStringList extras;
+    if (info.deferred_per_token > 0)
+      extras << tr("%n lowest-weighted CPU expert(s) per token deferred a layer", nullptr,
+                   info.deferred_per_token);
+    if (info.layerwise_threshold > 0)
+      extras << tr("prompts from %1 tokens run layerwise on the accelerator")
+                    .arg(info.layerwise_threshold);
+    if (info.dynamic_update) extras << tr("experts that turn hot move onto it");
+    placement_->setText(tr("On the %1: %2 of %3 experts per layer (%4 placement), outlined in "
+                           "green.%5")
+                            .arg(info.accelerator)
+                            .arg(info.gpu_experts_per_layer)
+                            .arg(info.experts)
+                            .arg(info.placement_strategy)
+                            .arg(extras.isEmpty()
+                                     ? QString()
+                                     : QStringLiteral(" ") + extras.join(QStringLiteral("; ")) +
+                                           QStringLiteral(".")));
+  }
+  moves_->setVisible(dynamic_);
+  moves_->setText(tr("Moves: none yet"));
+  split_ms_per_token_.assign(kParts, 0.0);
+  setLanes();
+}
+
+void LivePanel::setLanes() {
+  split_->setLanes(accelerator_ ? QStringList{tr("Host"), tr("Accelerator")}
+                                : QStringList{tr("CPU")});
+  showSplit();
+}
+
+void LivePanel::showSplit() {
+  std::vector<TimeSplitView::Part> parts;
+  for (int i = 0; i < kParts; ++i) {
+    const int lane = lane_of(i, accelerator_);
+    if (lane < 0) continue;
+    parts.push_back({tr(kSplitNames[i]), QColor(QLatin1String(kSplitColors[i])), lane,
+                     split_ms_per_token_[static_cast<std::size_t>(i)]});
+  }
+  split_->setParts(parts);
 }
 
 void LivePanel::setFrozen(bool frozen) {
@@ -202,27 +263,56 @@ void LivePanel::poll() {
   ram_->setFormat(tr("RAM %1").arg(QString::fromStdString(hw::format_bytes(rss))));
   if (frozen_ || !metrics_) return;
   const measure::MetricsSnapshot now = metrics_->snapshot();
+  const qint64 now_ms = QDateTime::currentMSecsSinceEpoch();
   if (now.hits.size() == last_.hits.size() && heatmap_->layers() > 0) {
     std::vector<std::uint64_t> delta(now.hits.size());
     for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = now.hits[i] - last_.hits[i];
     heatmap_->addHits(delta);
+    if (now.resident != last_.resident) {
+      QSet<int> resident;
+      for (std::size_t i = 0; i < now.resident.size(); ++i)
+        if (now.resident[i]) resident.insert(static_cast<int>(i));
+      heatmap_->setGpuResident(resident);
+    }
+  }
+  if (now.device_memory_budget > 0) {
+    vram_->setRange(0, 1000);
+    vram_->setValue(static_cast<int>(1000 * now.device_memory_used / now.device_memory_budget));
+    vram_->setFormat(tr("Accel. %1 / %2")
+                         .arg(QString::fromStdString(hw::format_bytes(now.device_memory_used)),
+                              QString::fromStdString(hw::format_bytes(now.device_memory_budget))));
+  }
+  if (dynamic_) {
+    const double seconds = static_cast<double>(now_ms - last_ms_) / 1000.0;
+    if (seconds > 0) {
+      const double rate = static_cast<double>(now.moves - last_.moves) / seconds;
+      moves_per_s_ = 0.7 * moves_per_s_ + 0.3 * rate;
+    }
+    moves_->setText(tr("Moves: %1 per second · %2 in all (%3)")
+                        .arg(moves_per_s_, 0, 'f', 1)
+                        .arg(now.moves)
+                        .arg(QString::fromStdString(hw::format_bytes(now.moved_bytes))));
   }
   const std::uint64_t tokens = now.tokens - last_.tokens;
   if (tokens > 0) {
     const double per = 1000.0 / static_cast<double>(tokens);
-    const double parts[4] = {(now.attention_seconds - last_.attention_seconds) * per,
-                             (now.cpu_expert_seconds - last_.cpu_expert_seconds) * per,
-                             (now.gpu_expert_seconds - last_.gpu_expert_seconds) * per,
-                             (now.other_seconds - last_.other_seconds) * per};
-    double total = 0;
-    for (int i = 0; i < 4; ++i) {
-      split_ms_per_token_[static_cast<std::size_t>(i)] = parts[i];
-      split_sets_[static_cast<std::size_t>(i)]->replace(0, parts[i]);
-      total += parts[i];
-    }
-    split_axis_->setRange(0, std::max(0.1, total * 1.1));
+    const auto d = [&](double a, double b) { return (b - a) * per; };
+    double parts[kParts] = {};
+    parts[kAttention] = d(last_.attention_seconds, now.attention_seconds);
+    parts[kCpuExperts] = d(last_.cpu_expert_seconds, now.cpu_expert_seconds);
+    parts[kAcceleratorExperts] = d(last_.gpu_expert_seconds, now.gpu_expert_seconds);
+    parts[kDense] = d(last_.dense_seconds, now.dense_seconds);
+    parts[kBus] = d(last_.bus_seconds, now.bus_seconds);
+    parts[kWaiting] = d(last_.waiting_seconds, now.waiting_seconds);
+    parts[kOther] = d(last_.other_seconds, now.other_seconds);
+    parts[kIdle] = d(last_.device_idle_seconds(), now.device_idle_seconds());
+    for (int i = 0; i < kParts; ++i)
+      split_ms_per_token_[static_cast<std::size_t>(i)] =
+          lane_of(i, accelerator_) < 0 ? 0.0 : std::max(0.0, parts[i]);
+    showSplit();
   }
   last_ = now;
+  last_ms_ = now_ms;
 }
 
 QString LivePanel::placementText() const {
@@ -230,12 +320,17 @@ QString LivePanel::placementText() const {
 }
 
 QString LivePanel::timeSplitText() const {
-  QStringList parts;
-  for (int i = 0; i < 4; ++i)
-    parts << QStringLiteral("%1 %2 ms")
-                 .arg(tr(kSplitNames[i]))
-                 .arg(split_ms_per_token_[static_cast<std::size_t>(i)], 0, 'f', 2);
-  return parts.join(QStringLiteral(", "));
+  QStringList lanes[2];
+  for (int i = 0; i < kParts; ++i) {
+    const int lane = lane_of(i, accelerator_);
+    if (lane < 0) continue;
+    lanes[lane] << QStringLiteral("%1 %2 ms")
+                       .arg(tr(kSplitNames[i]))
+                       .arg(split_ms_per_token_[static_cast<std::size_t>(i)], 0, 'f', 2);
+  }
+  if (!accelerator_) return lanes[0].join(QStringLiteral(", "));
+  return tr("host: %1; accelerator: %2")
+      .arg(lanes[0].join(QStringLiteral(", ")), lanes[1].join(QStringLiteral(", ")));
 }
 
 bool LivePanel::exportPng(const QString& path) {

@@ -8,20 +8,18 @@
 #include <vector>
 
 #include "engine/measure/metrics.h"
+#include "ui/engine_host.h"
 
 class QLabel;
 class QPushButton;
 class QTimer;
-class QChart;
-class QHorizontalStackedBarSeries;
-class QBarSet;
-class QValueAxis;
 class QProgressBar;
 
 namespace tandem::ui {
 
 class ExpertHeatmapModel;
 class ThroughputChart;
+class TimeSplitView;
 
 class HeatmapView : public QWidget {
   Q_OBJECT
@@ -47,10 +45,10 @@ class LivePanel : public QWidget {
   QString placementText() const;
   QString timeSplitText() const;
 
-  // The engine's metrics for the loaded model; null when none is loaded.
-  void setMetrics(std::shared_ptr<const measure::Metrics> metrics,
-                  const QString& placement_strategy, bool gpu);
-  void setVramUse(std::uint64_t used_bytes, std::uint64_t total_bytes);
+  // The loaded model: its metrics, and where its experts run.
+  void setModel(const ModelInfo& info);
+  // No model loaded.
+  void clear();
 
  public slots:
   void setFrozen(bool frozen);
@@ -62,18 +60,24 @@ class LivePanel : public QWidget {
   ExpertHeatmapModel* heatmap_ = nullptr;
   HeatmapView* heatmap_view_ = nullptr;
   QLabel* placement_ = nullptr;
-  QChart* split_chart_ = nullptr;
-  QHorizontalStackedBarSeries* split_series_ = nullptr;
-  std::vector<QBarSet*> split_sets_;
-  QValueAxis* split_axis_ = nullptr;
+  QLabel* moves_ = nullptr;
+  TimeSplitView* split_ = nullptr;
   QProgressBar* ram_ = nullptr;
   QProgressBar* vram_ = nullptr;
   QPushButton* freeze_ = nullptr;
   QTimer* timer_ = nullptr;
   bool frozen_ = false;
+  bool accelerator_ = false;
+  bool dynamic_ = false;
   std::shared_ptr<const measure::Metrics> metrics_;
   measure::MetricsSnapshot last_;
+  qint64 last_ms_ = 0;
+  double moves_per_s_ = 0;
+  // Per part (the Part list in live_panel.cpp), ms per token in the last poll with tokens.
   std::vector<double> split_ms_per_token_;
+
+  void setLanes();
+  void showSplit();
 };
 
 }  // namespace tandem::ui

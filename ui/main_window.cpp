@@ -14,6 +14,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStandardPaths>
@@ -22,8 +23,10 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "engine/forward/runner_settings.h"
 #include "engine/log/log.h"
 #include "engine/model/demo_model.h"
+#include "engine/plan/run_profile.h"
 #include "engine/version.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_store.h"
@@ -46,8 +49,11 @@ constexpr auto kModelKey = "model/folder";
 
 }  // namespace
 
-MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
-    : QMainWindow(parent), store_(std::make_unique<ConversationStore>(conversations_path)) {
+MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
+                       EngineOverrides overrides)
+    : QMainWindow(parent),
+      store_(std::make_unique<ConversationStore>(conversations_path)),
+      overrides_(std::move(overrides)) {
   setWindowTitle(QStringLiteral("Tandem"));
   engine_ = new EngineHost(this);
   setObjectName(QStringLiteral("mainWindow"));
@@ -103,20 +109,40 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path)
   live_dock_->setObjectName(QStringLiteral("liveDock"));
   live_dock_->setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea |
                               Qt::BottomDockWidgetArea);
-  live_ = new LivePanel(live_dock_);
+  // The panel scrolls when the window is too short for all of it.
+  auto* live_scroll = new QScrollArea(live_dock_);
+  live_scroll->setWidgetResizable(true);
+  live_scroll->setFrameShape(QFrame::NoFrame);
+  live_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  live_ = new LivePanel(live_scroll);
   throughput_ = live_->throughput();
   live_->setMinimumWidth(250);
-  live_dock_->setWidget(live_);
+  live_->setMinimumHeight(560);
+  live_scroll->setWidget(live_);
+  live_dock_->setWidget(live_scroll);
   addDockWidget(Qt::RightDockWidgetArea, live_dock_);
   connect(engine_, &EngineHost::throughputSample, throughput_, &ThroughputChart::addSample);
   connect(engine_, &EngineHost::modelLoaded, this, [this](const ModelInfo& info) {
-    model_status_->setText(tr("%1 · %2 · %3 layers · %4 threads · context %5")
-                               .arg(info.name, info.architecture)
+    const QString where = info.accelerator.isEmpty() ? tr("CPU only")
+                          : info.experts > 0         ? tr("%1/%2 experts on the accelerator")
+                                                   .arg(info.gpu_experts_per_layer)
+                                                   .arg(info.experts)
+                                             : tr("on the accelerator");
+    model_status_->setText(tr("%1 · %2 layers · %3 threads · context %4 · %5")
+                               .arg(info.name)
                                .arg(info.layers)
                                .arg(info.threads)
-                               .arg(info.context));
+                               .arg(info.context)
+                               .arg(where));
+    model_status_->setToolTip(info.architecture + QStringLiteral("\n") + info.placement_note +
+                              (info.profile.isEmpty()
+                                   ? QString()
+                                   : tr("\nSettings from the profile %1").arg(info.profile)));
+    accelerator_in_use_ = info.accelerator;
+    showAcceleratorStatus();
     QSettings().setValue(kModelKey, info.folder);
-    live_->setMetrics(info.metrics, tr("none"), false);
+    live_->setModel(info);
+    system_->setActiveAccelerator(info.accelerator, info.placement_note);
   });
   connect(engine_, &EngineHost::modelLoadFailed, this,
           [this](const QString& folder, const QString&) {
@@ -183,8 +209,47 @@ void MainWindow::openConversion(const QString& source) {
 void MainWindow::loadModel(const QString& folder, int threads, qint64 context,
                            const QString& cpu_format) {
   if (engine_->isBusy()) return;
+  LoadRequest request;
+  request.folder = folder;
+  const auto refuse = [&](const QString& message) {
+    model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
+    chat_->showLoadFailure(folder, message);
+  };
+  // The model's saved profile first, then the assistant's choices, then the command line.
+  const QString profile = profileFor(folder);
+  if (QFileInfo::exists(profile)) {
+    try {
+      forward::apply_profile(plan::read_run_profile(profile.toStdString()), request.settings);
+      request.profile = profile;
+    } catch (const std::exception& e) {
+      refuse(QString::fromUtf8(e.what()));
+      return;
+    }
+  }
+  if (threads > 0) request.settings.threads = threads;
+  if (context > 0) request.settings.context = context;
+  if (!cpu_format.isEmpty() &&
+      !model::parse_cpu_format(cpu_format.toStdString(), request.settings.load.cpu_format)) {
+    refuse(tr("the CPU format \"%1\" is not one Tandem can load; choose int8, int4, bf16 or "
+              "native in the setup assistant.")
+               .arg(cpu_format));
+    return;
+  }
+  if (overrides_) {
+    std::string error;
+    if (!overrides_(request.settings, error)) {
+      refuse(QString::fromStdString(error));
+      return;
+    }
+  }
   model_status_->setText(tr("Loading %1…").arg(QFileInfo(folder).fileName()));
-  engine_->loadModel(folder, threads, context, cpu_format);
+  engine_->loadModel(request);
+}
+
+QString MainWindow::profileFor(const QString& model) {
+  const QString name = QFileInfo(model).fileName();
+  return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+         QStringLiteral("/profiles/") + (name.isEmpty() ? model : name) + QStringLiteral(".json");
 }
 
 MainWindow::~MainWindow() = default;
@@ -279,11 +344,25 @@ void MainWindow::onReport(const HardwareReportPtr& report) {
     const auto& gpus = report->gpus.devices;
     const auto usable =
         std::find_if(gpus.begin(), gpus.end(), [](const hw::GpuDevice& d) { return d.usable; });
-    gpu_status_->setText(usable == gpus.end()
-                             ? tr("No GPU: all on CPU")
-                             : tr("GPU: %1").arg(QString::fromStdString(usable->name)));
+    gpu_found_ = usable == gpus.end() ? QString() : QString::fromStdString(usable->name);
+    showAcceleratorStatus();
   }
   emit hardwareDetected(report);
+}
+
+void MainWindow::showAcceleratorStatus() {
+  if (!accelerator_in_use_.isEmpty()) {
+    gpu_status_->setText(tr("Accelerator: %1")
+                             .arg(accelerator_in_use_.section(QStringLiteral(" ("), 0, 0)
+                                      .remove(tr(" accelerator"))));
+    gpu_status_->setToolTip(accelerator_in_use_);
+  } else if (!gpu_found_.isEmpty()) {
+    gpu_status_->setText(tr("GPU: %1 · not in use").arg(gpu_found_));
+    gpu_status_->setToolTip(tr("The model runs on the CPU; the System page says why."));
+  } else {
+    gpu_status_->setText(tr("No GPU: all on CPU"));
+    gpu_status_->setToolTip({});
+  }
 }
 
 void MainWindow::showPage(Page page) {

@@ -4,7 +4,9 @@
 
 #include <QMainWindow>
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "ui/probe_runner.h"
 
@@ -13,6 +15,10 @@ class QStackedWidget;
 class QLabel;
 class QDockWidget;
 class QProgressBar;
+
+namespace tandem::forward {
+struct RunSettings;
+}
 
 namespace tandem::ui {
 
@@ -30,8 +36,13 @@ class MainWindow : public QMainWindow {
  public:
   enum class Page { Chat = 0, System = 1, Downloads = 2 };
 
+  // What the command line sets for every model the window loads, after the model's profile
+  // (--accelerator and the hybrid parameters); false with a sentence when they cannot apply.
+  using EngineOverrides = std::function<bool(forward::RunSettings&, std::string& error)>;
+
   // `conversations_path`: the SQLite file; empty means the default in the data folder.
-  explicit MainWindow(QWidget* parent = nullptr, const QString& conversations_path = {});
+  explicit MainWindow(QWidget* parent = nullptr, const QString& conversations_path = {},
+                      EngineOverrides overrides = {});
   ~MainWindow() override;
 
   void showPage(Page page);
@@ -50,6 +61,9 @@ class MainWindow : public QMainWindow {
 
   // Where models will be stored; the disk probe measures this folder.
   static QString modelsFolder();
+  // The profile `tandem recommend --save` and the setup assistant write for a model folder
+  // (or catalog id): what the window loads that model with.
+  static QString profileFor(const QString& model);
 
  public slots:
   void detectHardware();
@@ -74,8 +88,10 @@ class MainWindow : public QMainWindow {
   void saveSettings() const;
   void onReport(const HardwareReportPtr& report);
   void showAbout();
+  void showAcceleratorStatus();
 
   std::unique_ptr<ConversationStore> store_;
+  EngineOverrides overrides_;
   EngineHost* engine_ = nullptr;
   ProbeRunner* probe_ = nullptr;
   QListWidget* navigation_ = nullptr;
@@ -92,6 +108,8 @@ class MainWindow : public QMainWindow {
   QLabel* gpu_status_ = nullptr;
   QLabel* speed_status_ = nullptr;
   QProgressBar* context_bar_ = nullptr;
+  QString gpu_found_;           // the usable GPU the probe found
+  QString accelerator_in_use_;  // where the loaded model runs; empty: the CPU alone
 };
 
 }  // namespace tandem::ui

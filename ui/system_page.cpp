@@ -98,7 +98,7 @@ SystemPage::SystemPage(QWidget* parent) : QWidget(parent) {
   grid->setSpacing(16);
   grid->addWidget(makeCard(tr("Processor"), &processor_), 0, 0, 1, 2);
   grid->addWidget(makeCard(tr("Memory and topology"), &memory_), 1, 0);
-  grid->addWidget(makeCard(tr("Graphics"), &gpu_), 1, 1);
+  grid->addWidget(makeCard(tr("Accelerators"), &gpu_), 1, 1);
   grid->addWidget(makeCard(tr("Recommended settings"), &recommended_), 2, 0);
   grid->addWidget(makeCard(tr("Disk"), &disk_), 2, 1);
   grid->setColumnStretch(0, 1);
@@ -190,7 +190,7 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
   m += QStringLiteral("</table>");
   memory_->setText(m);
 
-  QString g = QStringLiteral("<table cellspacing='0' cellpadding='2'>");
+  QString g;
   if (r.gpus.devices.empty()) {
     g += row(tr("GPU"), tr("None — all experts run on the CPU"));
     g += row(tr("Why"), q(r.gpus.reason).toHtmlEscaped());
@@ -209,8 +209,8 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
   g += row(tr("Driver"), version(r.gpus.driver_version));
   g += row(tr("CUDA runtime"),
            r.gpus.compiled ? version(r.gpus.runtime_version) : tr("not built in"));
-  g += QStringLiteral("</table>");
-  gpu_->setText(g);
+  gpu_rows_ = g;
+  showAccelerators();
 
   const auto& rec = r.recommendation;
   QString s = QStringLiteral("<table cellspacing='0' cellpadding='3'>");
@@ -235,6 +235,26 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
   }
   d += QStringLiteral("</table>");
   disk_->setText(d);
+}
+
+void SystemPage::setActiveAccelerator(const QString& description, const QString& note) {
+  active_ = description;
+  active_note_ = note;
+  showAccelerators();
+}
+
+void SystemPage::showAccelerators() {
+  QString g = QStringLiteral("<table cellspacing='0' cellpadding='2'>");
+  g += row(tr("In use"), active_.isEmpty() ? tr("none: the model runs on the CPU alone")
+                                           : active_.toHtmlEscaped());
+  if (!active_note_.isEmpty() && active_.isEmpty())
+    g += row(tr("Why"), active_note_.toHtmlEscaped());
+  g += gpu_rows_;
+  g += row(tr("Emulated"),
+           tr("an accelerator emulated on the CPU, to try and measure the hybrid engine without a "
+              "GPU: start Tandem with --accelerator emulated"));
+  g += QStringLiteral("</table>");
+  gpu_->setText(g);
 }
 
 QString SystemPage::findingsText() const {

@@ -18,6 +18,8 @@ class SystemPage : public QWidget {
 
   void showProbing();
   void setReport(const HardwareReportPtr& report);
+  // The accelerator the loaded model runs on (empty: the CPU alone) and why.
+  void setActiveAccelerator(const QString& description, const QString& note);
   HardwareReportPtr report() const { return report_; }
 
   // The text shown on the page, for tests and accessibility tools.
@@ -28,6 +30,7 @@ class SystemPage : public QWidget {
 
  private:
   QWidget* makeCard(const QString& title, QLabel** body);
+  void showAccelerators();
 
   HardwareReportPtr report_;
   QLabel* status_ = nullptr;
@@ -38,6 +41,8 @@ class SystemPage : public QWidget {
   QLabel* gpu_ = nullptr;
   QLabel* disk_ = nullptr;
   QLabel* recommended_ = nullptr;
+  QString gpu_rows_;  // the GPUs the probe found, as table rows
+  QString active_, active_note_;
 };
 
 }  // namespace tandem::ui

@@ -363,6 +363,7 @@ void ModelRunner::record_metrics(std::int64_t n, std::uint64_t wall_ns) {
     m.add_other_ns(wall_ns > busy ? wall_ns - busy : 0);
   }
   last_times_ = now;
+  if (accelerator_) m.set_device_memory(device_->memory_used(), device_->memory_budget());
   if (dynamic_) {
     const schedule::DynamicPlacement::Step step =
         dynamic_->step(step_hits_, static_cast<std::uint64_t>(n));

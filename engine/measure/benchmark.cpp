@@ -44,16 +44,55 @@ double BenchResult::roofline_fraction() const {
   return roof > 0 ? decode.mean() / roof : 0.0;
 }
 
-BenchResult run_benchmark(const model::LoadedModel& model, const BenchOptions& o,
+TimeSplit TimeSplit::between(const MetricsSnapshot& a, const MetricsSnapshot& b) {
+  TimeSplit s;
+  const double tokens = static_cast<double>(b.tokens - a.tokens);
+  if (tokens <= 0) return s;
+  const auto ms = [&](double before, double after) { return (after - before) * 1e3 / tokens; };
+  s.attention_ms = ms(a.attention_seconds, b.attention_seconds);
+  s.cpu_experts_ms = ms(a.cpu_expert_seconds, b.cpu_expert_seconds);
+  s.gpu_experts_ms = ms(a.gpu_expert_seconds, b.gpu_expert_seconds);
+  s.dense_ms = ms(a.dense_seconds, b.dense_seconds);
+  s.bus_ms = ms(a.bus_seconds, b.bus_seconds);
+  s.waiting_ms = ms(a.waiting_seconds, b.waiting_seconds);
+  s.other_ms = ms(a.other_seconds, b.other_seconds);
+  s.copy_ms = ms(a.copy_seconds, b.copy_seconds);
+  s.device_idle_ms = ms(a.device_idle_seconds(), b.device_idle_seconds());
+  s.bus_bytes = static_cast<double>(b.bus_bytes - a.bus_bytes) / tokens;
+  s.moves = b.moves - a.moves;
+  return s;
+}
+
+namespace {
+
+// Adds what happened between `a` and `b` to `sum` (the counters only).
+void accumulate(MetricsSnapshot& sum, const MetricsSnapshot& a, const MetricsSnapshot& b) {
+  sum.tokens += b.tokens - a.tokens;
+  for (auto field : {&MetricsSnapshot::forward_seconds, &MetricsSnapshot::attention_seconds,
+                     &MetricsSnapshot::cpu_expert_seconds, &MetricsSnapshot::gpu_expert_seconds,
+                     &MetricsSnapshot::dense_seconds, &MetricsSnapshot::bus_seconds,
+                     &MetricsSnapshot::copy_seconds, &MetricsSnapshot::waiting_seconds,
+                     &MetricsSnapshot::other_seconds})
+    sum.*field += b.*field - a.*field;
+  sum.bus_bytes += b.bus_bytes - a.bus_bytes;
+  sum.moves += b.moves - a.moves;
+}
+
+}  // namespace
+
+BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool,
+                          const BenchOptions& o,
                           const std::function<void(const std::string&)>& progress) {
   using Clock = std::chrono::steady_clock;
-  backend::NumaPools pool(o.threads, model.pools());
+  const model::LoadedModel& model = runner.model();
   BenchResult result;
   result.active_bytes_per_token = model.active_weight_bytes_per_token();
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<std::int32_t> token(
       0, static_cast<std::int32_t>(model.spec().vocab_size - 1));
-  generate::Generator generator(model, pool, o.prompt_tokens + o.decode_tokens + 1);
+  generate::Generator generator(runner, o.prompt_tokens + o.decode_tokens + 1);
+  const Metrics& metrics = *runner.metrics();
+  MetricsSnapshot prompt_sum, decode_sum;
   // Run -1 is the warm-up: measured the same way, not recorded.
   for (int r = o.warmup ? -1 : 0; r < o.repetitions; ++r) {
     const bool counted = r >= 0;
@@ -61,10 +100,14 @@ BenchResult run_benchmark(const model::LoadedModel& model, const BenchOptions& o
     if (o.prompt_tokens > 0) {
       std::vector<std::int32_t> prompt(static_cast<std::size_t>(o.prompt_tokens));
       for (auto& t : prompt) t = token(rng);
+      const MetricsSnapshot before = metrics.snapshot();
       const auto t0 = Clock::now();
       generator.evaluate(prompt);
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (counted) result.prompt.tokens_per_s.push_back(static_cast<double>(o.prompt_tokens) / s);
+      if (counted) {
+        result.prompt.tokens_per_s.push_back(static_cast<double>(o.prompt_tokens) / s);
+        accumulate(prompt_sum, before, metrics.snapshot());
+      }
       if (progress)
         progress(fmt::format("pp{} {}: {:.2f} tokens/s", o.prompt_tokens,
                              counted ? fmt::format("run {}", r + 1) : std::string("warm-up"),
@@ -75,19 +118,25 @@ BenchResult run_benchmark(const model::LoadedModel& model, const BenchOptions& o
       generator.reset();
       std::vector<std::int32_t> context = {token(rng)};
       generator.evaluate(context);
+      const MetricsSnapshot before = metrics.snapshot();
       const auto t0 = Clock::now();
       for (std::int64_t i = 0; i < o.decode_tokens; ++i) {
         context.push_back(token(rng));
         generator.evaluate(context);
       }
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (counted) result.decode.tokens_per_s.push_back(static_cast<double>(o.decode_tokens) / s);
+      if (counted) {
+        result.decode.tokens_per_s.push_back(static_cast<double>(o.decode_tokens) / s);
+        accumulate(decode_sum, before, metrics.snapshot());
+      }
       if (progress)
         progress(fmt::format("tg{} {}: {:.2f} tokens/s", o.decode_tokens,
                              counted ? fmt::format("run {}", r + 1) : std::string("warm-up"),
                              static_cast<double>(o.decode_tokens) / s));
     }
   }
+  result.prompt_split = TimeSplit::between(MetricsSnapshot{}, prompt_sum);
+  result.decode_split = TimeSplit::between(MetricsSnapshot{}, decode_sum);
   // A buffer far larger than the caches: 1 GiB.
   result.read_bandwidth_bytes_per_s =
       kernels::measure_read_bandwidth(1ull << 30, pool.as_parallel_for());

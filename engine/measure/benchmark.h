@@ -8,14 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/loaded_model.h"
+#include "engine/backend/cpu/numa_pools.h"
+#include "engine/forward/model_runner.h"
+#include "engine/measure/metrics.h"
 
 namespace tandem::measure {
 
 struct BenchOptions {
   std::int64_t prompt_tokens = 512;
   std::int64_t decode_tokens = 128;
-  int threads = 1;  // in all pools; the pool count is the model's
   int repetitions = 3;
   // One uncounted prompt and decode first, as llama-bench does: the first pass pays for
   // page faults in fresh buffers and the KV cache.
@@ -33,17 +34,31 @@ struct Measurement {
   double stddev() const;
 };
 
+// Where a test's time went, per token, over its counted runs (measure/metrics.h says what
+// the parts are); with an accelerator the host's and the device's parts overlap.
+struct TimeSplit {
+  double attention_ms = 0, cpu_experts_ms = 0, gpu_experts_ms = 0, dense_ms = 0, bus_ms = 0,
+         waiting_ms = 0, other_ms = 0, device_idle_ms = 0, copy_ms = 0;
+  double bus_bytes = 0;
+  std::uint64_t moves = 0;  // dynamic-update moves that completed during the test
+  static TimeSplit between(const MetricsSnapshot& before, const MetricsSnapshot& after);
+};
+
 struct BenchResult {
   Measurement prompt;
   Measurement decode;
+  TimeSplit prompt_split;
+  TimeSplit decode_split;
   double read_bandwidth_bytes_per_s = 0;
   std::uint64_t active_bytes_per_token = 0;
   double roofline_tokens_per_s() const;
   double roofline_fraction() const;  // decode mean / roofline
 };
 
-// Runs on random token ids (no tokenizer needed). `progress` gets a line per step.
-BenchResult run_benchmark(const model::LoadedModel& model, const BenchOptions& options,
+// Runs on random token ids (no tokenizer needed) on `runner`, the CPU alone or hybrid; `pool`
+// holds the CPU's threads (the bandwidth probe runs on them). `progress` gets a line per step.
+BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool,
+                          const BenchOptions& options,
                           const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace tandem::measure

@@ -49,6 +49,8 @@ MetricsSnapshot Metrics::snapshot() const {
   s.bus_bytes = bus_bytes_.load(std::memory_order_relaxed);
   s.moves = moves_.load(std::memory_order_relaxed);
   s.moved_bytes = moved_bytes_.load(std::memory_order_relaxed);
+  s.device_memory_used = device_memory_used_.load(std::memory_order_relaxed);
+  s.device_memory_budget = device_memory_budget_.load(std::memory_order_relaxed);
   return s;
 }
 

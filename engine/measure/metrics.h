@@ -36,6 +36,8 @@ struct MetricsSnapshot {
   std::uint64_t bus_bytes = 0;
   std::uint64_t moves = 0;  // dynamic-update moves that completed
   std::uint64_t moved_bytes = 0;
+  std::uint64_t device_memory_used = 0;  // the accelerator's
+  std::uint64_t device_memory_budget = 0;
 
   double device_idle_seconds() const;
 };
@@ -62,6 +64,10 @@ class Metrics {
   void add_waiting_ns(std::uint64_t ns) { add(waiting_ns_, ns); }
   void add_other_ns(std::uint64_t ns) { add(other_ns_, ns); }
   void add_bus_bytes(std::uint64_t bytes) { add(bus_bytes_, bytes); }
+  void set_device_memory(std::uint64_t used, std::uint64_t budget) {
+    device_memory_used_.store(used, std::memory_order_relaxed);
+    device_memory_budget_.store(budget, std::memory_order_relaxed);
+  }
   void add_moves(std::uint64_t moves, std::uint64_t bytes) {
     add(moves_, moves);
     add(moved_bytes_, bytes);
@@ -86,6 +92,7 @@ class Metrics {
   std::atomic<std::uint64_t> forward_ns_{0}, attention_ns_{0}, cpu_expert_ns_{0}, gpu_expert_ns_{0},
       dense_ns_{0}, bus_ns_{0}, copy_ns_{0}, waiting_ns_{0}, other_ns_{0};
   std::atomic<std::uint64_t> bus_bytes_{0}, moves_{0}, moved_bytes_{0};
+  std::atomic<std::uint64_t> device_memory_used_{0}, device_memory_budget_{0};
 };
 
 // Resident memory of this process, from /proc/self/statm; 0 when unknown.

@@ -1,11 +1,16 @@
 // The chat window end to end on a tiny model: type, send, stream, stop, reopen and find
 // the conversation; markdown with code blocks; thinking folded; the UI stays responsive.
 #include <QAbstractItemModelTester>
+#include <QDir>
 #include <QDockWidget>
 #include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScopeGuard>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
@@ -13,11 +18,13 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "engine/forward/runner_settings.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_list_model.h"
 #include "ui/engine_host.h"
 #include "ui/main_window.h"
 #include "ui/message_widget.h"
+#include "ui/system_page.h"
 #include "ui/theme.h"
 
 using namespace tandem::ui;
@@ -133,6 +140,58 @@ class TestChatWindow : public QObject {
     QTest::mouseClick(chat->sendButton(), Qt::LeftButton);
     QVERIFY(finished.wait(20000));
     QCOMPARE(chat->messages().size(), 4);
+  }
+
+  // The profile `tandem recommend --save` writes is what the window runs a model with; the
+  // command line's flags come after it. A broken one is said in the window, and nothing loads.
+  void runsWithTheSavedProfile() {
+    const QString profile = MainWindow::profileFor(kModel);
+    QVERIFY(QDir().mkpath(QFileInfo(profile).path()));
+    const auto remove = qScopeGuard([&] { QFile::remove(profile); });
+    const auto write = [&](const QByteArray& parameters) {
+      QFile f(profile);
+      QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      f.write("{\"verdict\": \"fits\", \"parameters\": [" + parameters + "]}");
+    };
+    write(R"({"name": "accelerator", "value": "emulated", "reason": ""},
+             {"name": "num-gpu-experts", "value": "2", "reason": ""},
+             {"name": "expert-placement-strategy", "value": "random", "reason": ""},
+             {"name": "max-deferred-experts-per-token", "value": "1", "reason": ""})");
+    {
+      MainWindow window(nullptr, dir_.path() + "/profile.sqlite");
+      window.show();
+      window.loadModel(kModel);
+      QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+      const ModelInfo& info = window.engine()->model();
+      QVERIFY2(info.accelerator.contains(QLatin1String("emulated")), qPrintable(info.accelerator));
+      QCOMPARE(info.gpu_experts_per_layer, 2);
+      QCOMPARE(info.placement_strategy, QStringLiteral("random"));
+      QCOMPARE(info.deferred_per_token, 1);
+      QCOMPARE(info.profile, profile);
+      QVERIFY(window.statusSummary().contains(QLatin1String("Accelerator: emulated")));
+      QVERIFY(window.systemPage()->findingsText().contains(QLatin1String("emulated accelerator")));
+    }
+    {
+      // The command line (here: what main.cpp passes for --num-gpu-experts 1) wins.
+      MainWindow window(nullptr, dir_.path() + "/profile2.sqlite",
+                        [](tandem::forward::RunSettings& s, std::string&) {
+                          s.hybrid.gpu_experts_per_layer = 1;
+                          return true;
+                        });
+      window.show();
+      window.loadModel(kModel);
+      QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+      QCOMPARE(window.engine()->model().gpu_experts_per_layer, 1);
+    }
+    write(R"({"name": "num-gpu-experts", "value": "lots", "reason": ""})");
+    {
+      MainWindow window(nullptr, dir_.path() + "/profile3.sqlite");
+      window.show();
+      window.loadModel(kModel);
+      QTRY_VERIFY_WITH_TIMEOUT(
+          window.chatPage()->noModelText().contains(QLatin1String("num-gpu-experts")), 5000);
+      QVERIFY(!window.engine()->hasModel());
+    }
   }
 
   void stopAndStayResponsive() {

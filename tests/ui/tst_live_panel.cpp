@@ -2,6 +2,7 @@
 // polling of engine metrics, freezing and export.
 #include <QAbstractItemModelTester>
 #include <QImage>
+#include <QLabel>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -50,8 +51,10 @@ class TestLivePanel : public QObject {
     model.setGpuResident({2});
     QVERIFY(model.index(0, 2).data(ExpertHeatmapModel::GpuResidentRole).toBool());
     QVERIFY(!model.index(1, 2).data(ExpertHeatmapModel::GpuResidentRole).toBool());
-    QVERIFY(
-        model.index(0, 2).data(Qt::ToolTipRole).toString().contains(QLatin1String("on the GPU")));
+    QVERIFY(model.index(0, 2)
+                .data(Qt::ToolTipRole)
+                .toString()
+                .contains(QLatin1String("on the accelerator")));
     // A delta of the wrong size (another model) is ignored, not misread.
     model.addHits(std::vector<std::uint64_t>(3, 1));
     QCOMPARE(model.index(0, 2).data(ExpertHeatmapModel::HitsRole).toULongLong(), 30ull);
@@ -62,7 +65,10 @@ class TestLivePanel : public QObject {
     ui::LivePanel panel;
     panel.resize(300, 700);
     panel.show();
-    panel.setMetrics(metrics, QStringLiteral("none"), false);
+    ui::ModelInfo info;
+    info.metrics = metrics;
+    info.experts = 4;
+    panel.setModel(info);
     QVERIFY(panel.placementText().contains(QLatin1String("all experts run on the CPU")));
     for (auto [layer, expert] : recordedTrace()) metrics->add_hit(layer, expert);
     metrics->add_tokens(10);
@@ -85,6 +91,52 @@ class TestLivePanel : public QObject {
     QTemporaryDir dir;
     QVERIFY(panel.exportPng(dir.path() + "/charts.png"));
     QCOMPARE(QImage(dir.path() + "/charts.png").size(), panel.size());
+  }
+
+  // With an accelerator: the host's lane and the accelerator's, the outline of what is
+  // resident read from the engine (so moves show), and the moves per second.
+  void panelShowsTheAcceleratorsLane() {
+    auto metrics = std::make_shared<measure::Metrics>(2, 4);
+    metrics->set_accelerator(true);
+    metrics->set_resident(0, 1, true);
+    ui::ModelInfo info;
+    info.metrics = metrics;
+    info.experts = 4;
+    info.accelerator = QStringLiteral("emulated accelerator (1 GiB)");
+    info.gpu_experts_per_layer = 1;
+    info.placement_strategy = QStringLiteral("uniform");
+    info.dynamic_update = true;
+    ui::LivePanel panel;
+    panel.resize(300, 700);
+    panel.setModel(info);
+    QVERIFY(panel.placementText().contains(QLatin1String("1 of 4 experts per layer")));
+    QVERIFY(panel.heatmap()->index(0, 1).data(ExpertHeatmapModel::GpuResidentRole).toBool());
+    metrics->add_tokens(4);
+    metrics->add_forward_ns(4'000'000);
+    metrics->add_cpu_expert_ns(2'000'000);
+    metrics->add_waiting_ns(1'000'000);
+    metrics->add_other_ns(1'000'000);
+    metrics->add_attention_ns(1'200'000);
+    metrics->add_gpu_expert_ns(800'000);
+    metrics->add_bus_ns(400'000);
+    metrics->add_moves(3, 3000);
+    metrics->set_resident(0, 1, false);  // moved off
+    metrics->set_resident(1, 2, true);   // and another on
+    panel.poll();
+    const QString split = panel.timeSplitText();
+    QVERIFY2(
+        split.contains(QLatin1String("host: ")) && split.contains(QLatin1String("accelerator: ")),
+        qPrintable(split));
+    QVERIFY2(split.contains(QLatin1String("CPU experts 0.50 ms")), qPrintable(split));
+    QVERIFY2(split.contains(QLatin1String("Waiting 0.25 ms")), qPrintable(split));
+    QVERIFY2(split.contains(QLatin1String("Accelerator experts 0.20 ms")), qPrintable(split));
+    QVERIFY2(split.contains(QLatin1String("Bus 0.10 ms")), qPrintable(split));
+    QVERIFY2(split.contains(QLatin1String("Idle 0.40 ms")),
+             qPrintable(split));  // 4 - 1.2 - 0.8 - 0.4 ms
+    QVERIFY(!panel.heatmap()->index(0, 1).data(ExpertHeatmapModel::GpuResidentRole).toBool());
+    QVERIFY(panel.heatmap()->index(1, 2).data(ExpertHeatmapModel::GpuResidentRole).toBool());
+    auto* moves = panel.findChild<QLabel*>(QStringLiteral("moves"));
+    QVERIFY(moves && moves->text().contains(QLatin1String("3 in all")));
   }
 };
 

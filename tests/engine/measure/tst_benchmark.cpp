@@ -29,12 +29,13 @@ class TestBenchmark : public QObject {
     measure::BenchOptions o;
     o.prompt_tokens = 12;
     o.decode_tokens = 5;
-    o.threads = 2;
     o.repetitions = 3;
     o.warmup = warmup;
+    backend::NumaPools pool(2, model->pools());
+    forward::ModelRunner runner(*model, pool);
     std::vector<std::string> lines;
     const measure::BenchResult r =
-        measure::run_benchmark(*model, o, [&](const std::string& l) { lines.push_back(l); });
+        measure::run_benchmark(runner, pool, o, [&](const std::string& l) { lines.push_back(l); });
     QCOMPARE(r.prompt.tokens_per_s.size(), std::size_t(3));
     QCOMPARE(r.decode.tokens_per_s.size(), std::size_t(3));
     for (double v : r.prompt.tokens_per_s) QVERIFY(v > 0);

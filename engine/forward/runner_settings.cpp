@@ -1,0 +1,63 @@
+#include "engine/forward/runner_settings.h"
+
+#include <stdexcept>
+
+#include "engine/log/log.h"
+
+namespace tandem::forward {
+
+void apply_profile(const plan::RunProfile& p, RunSettings& s) {
+  const std::string in = " in the profile " + p.path;
+  if (p.kt_method)
+    model::parse_cpu_format(plan::cpu_format_of_method(*p.kt_method), s.load.cpu_format);
+  if (p.cpuinfer) s.threads = *p.cpuinfer;
+  if (p.threadpool_count) s.load.pools = *p.threadpool_count;
+  if (p.context_length) s.context = *p.context_length;
+  if (p.num_gpu_experts) s.hybrid.gpu_experts_per_layer = *p.num_gpu_experts;
+  if (p.max_deferred_experts_per_token)
+    s.hybrid.max_deferred_per_token = *p.max_deferred_experts_per_token;
+  if (p.gpu_prefill_token_threshold)
+    s.hybrid.prefill_token_threshold = *p.gpu_prefill_token_threshold;
+  if (p.enable_dynamic_expert_update) s.hybrid.dynamic_update = *p.enable_dynamic_expert_update;
+  if (p.expert_placement_strategy &&
+      !schedule::parse_strategy(*p.expert_placement_strategy, s.hybrid.strategy)) {
+    throw std::invalid_argument("the expert placement strategy \"" + *p.expert_placement_strategy +
+                                "\"" + in + " is not one Tandem knows; use " +
+                                schedule::strategy_names());
+  }
+  if (p.accelerator && !backend::parse_accelerator_choice(*p.accelerator, s.accelerator.choice)) {
+    throw std::invalid_argument("the accelerator \"" + *p.accelerator + "\"" + in +
+                                " is not one Tandem knows; use auto, cuda, emulated or none");
+  }
+  if (p.expert_stats) s.expert_stats = *p.expert_stats;
+}
+
+bool asks_for_hybrid(const schedule::HybridOptions& h) {
+  return h.gpu_experts_per_layer > 0 || h.max_deferred_per_token > 0 ||
+         h.prefill_token_threshold > 0 || h.dynamic_update ||
+         h.strategy != schedule::PlacementStrategy::Uniform;
+}
+
+BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& pools,
+                        const RunSettings& settings, std::int64_t context_tokens) {
+  backend::AcceleratorResult accelerator =
+      backend::make_accelerator(settings.accelerator, model.spec());
+  BuiltRunner built;
+  built.note = accelerator.note;
+  if (!accelerator.backend) {
+    if (asks_for_hybrid(settings.hybrid))
+      built.note += "; the settings for the accelerator's experts are not used";
+    built.runner = std::make_unique<ModelRunner>(model, pools);
+    return built;
+  }
+  schedule::HybridOptions hybrid = settings.hybrid;
+  hybrid.context_tokens = context_tokens;
+  if (!settings.expert_stats.empty()) {
+    hybrid.stats = schedule::read_routing_statistics(settings.expert_stats);
+  }
+  built.runner =
+      std::make_unique<ModelRunner>(model, pools, std::move(accelerator.backend), hybrid);
+  return built;
+}
+
+}  // namespace tandem::forward

@@ -1,0 +1,48 @@
+// What a model runs with, as the command line and the desktop app collect it: the defaults,
+// then a saved profile (plan/run_profile.h), then what the user gave explicitly; and the
+// runner built from it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/backend/accelerator.h"
+#include "engine/backend/cpu/numa_pools.h"
+#include "engine/forward/model_runner.h"
+#include "engine/model/loaded_model.h"
+#include "engine/plan/run_profile.h"
+#include "engine/schedule/hybrid_options.h"
+
+namespace tandem::forward {
+
+struct RunSettings {
+  model::LoadOptions load;
+  int threads = 0;           // 0: one per physical core
+  std::int64_t context = 0;  // 0: the model's, at most 4096
+  backend::AcceleratorRequest accelerator;
+  schedule::HybridOptions hybrid;
+  std::string expert_stats;  // the statistics file the frequency strategy places by
+  // The statistics file the run's routing is added to when it ends; empty: none.
+  std::string record_expert_stats;
+};
+
+// Takes the profile's values; std::invalid_argument with a sentence for one that means
+// nothing (an unknown strategy or accelerator).
+void apply_profile(const plan::RunProfile& profile, RunSettings& settings);
+
+// Whether the settings ask for anything only an accelerator does.
+bool asks_for_hybrid(const schedule::HybridOptions& hybrid);
+
+struct BuiltRunner {
+  std::unique_ptr<ModelRunner> runner;
+  std::string note;  // where it runs, for the user
+};
+
+// The runner for `model` on `pools` with a KV cache of `context_tokens` in mind: resolves
+// the accelerator, reads the statistics for the frequency strategy. Throws
+// std::invalid_argument, backend::DeviceOutOfMemory or std::runtime_error with a sentence.
+BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& pools,
+                        const RunSettings& settings, std::int64_t context_tokens);
+
+}  // namespace tandem::forward
