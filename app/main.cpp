@@ -347,6 +347,11 @@ int main(int argc, char** argv) {
                    "Plan for a machine recorded with tandem detect --json")
       ->check(CLI::ExistingFile);
   recommend_cmd->add_flag("--json", recommend.json, "Print JSON");
+  recommend_cmd
+      ->add_option("--expert-stats", recommend.expert_stats,
+                   "Routing statistics recorded with --record-expert-stats, for the frequency "
+                   "placement (default: the model folder's tandem-expert-stats.json)")
+      ->check(CLI::ExistingFile);
   recommend_cmd->add_flag("--save", save_profile,
                           "Save the plan as the model's profile in the data folder");
 

@@ -12,6 +12,8 @@
 #include "engine/plan/catalog.h"
 #include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
+#include "engine/plan/run_profile.h"
+#include "engine/schedule/routing_stats.h"
 
 namespace tandem::app {
 
@@ -20,7 +22,7 @@ int run_recommend(const RecommendOptions& o) {
   try {
     nlohmann::json config;
     std::string source;
-    bool stats = false;
+    std::string stats_file = o.expert_stats;
     std::optional<plan::ModelShape> gguf_shape;
     if (fs::is_regular_file(o.model) && fs::path(o.model).extension() == ".gguf") {
       gguf_shape = plan::model_shape_from_gguf(model::GgufFile(o.model));
@@ -30,7 +32,9 @@ int run_recommend(const RecommendOptions& o) {
       if (!in)
         throw std::runtime_error(source + " is missing; give a model folder or a catalog id.");
       config = nlohmann::json::parse(in);
-      stats = fs::exists(fs::path(o.model) / "expert_activations.json");
+      // Statistics recorded into the model folder under the conventional name.
+      if (o.expert_stats.empty() && fs::exists(fs::path(o.model) / schedule::kExpertStatsName))
+        stats_file = (fs::path(o.model) / schedule::kExpertStatsName).string();
     } else if (const plan::CatalogEntry* e = plan::find_catalog_entry(o.model);
                e != nullptr && !e->config.is_null()) {
       source = "catalog entry " + e->id;
@@ -60,7 +64,15 @@ int run_recommend(const RecommendOptions& o) {
     }
     plan::PlanWishes wishes;
     wishes.context_tokens = o.context;
-    wishes.has_activation_stats = stats;
+    if (!stats_file.empty()) {
+      const schedule::RoutingStatistics s = schedule::read_routing_statistics(stats_file);
+      if (s.experts != shape.experts || s.layers != shape.layers)
+        throw std::runtime_error(stats_file + " holds the routing of a model with " +
+                                 std::to_string(s.layers) + " layers of " +
+                                 std::to_string(s.experts) +
+                                 " experts, not this one; give this model's statistics.");
+      wishes.expert_stats = stats_file;
+    }
     if (!plan::parse_quality(o.quality, wishes.quality))
       throw std::runtime_error("--quality must be quality, balanced or speed.");
     const plan::Plan p = plan::make_plan(hardware, shape, wishes);
@@ -70,12 +82,7 @@ int run_recommend(const RecommendOptions& o) {
     doc["architecture"] = shape.architecture;
     doc["total_params"] = shape.total_params();
     doc["active_params_per_token"] = shape.active_params_per_token();
-    if (!o.save.empty()) {
-      fs::create_directories(fs::path(o.save).parent_path());
-      const std::string temp = o.save + ".tmp";
-      std::ofstream(temp) << doc.dump(2) << "\n";
-      fs::rename(temp, o.save);
-    }
+    if (!o.save.empty()) plan::write_run_profile(o.save, doc);
     if (o.json) {
       std::cout << doc.dump(2) << "\n";
     } else {

@@ -12,6 +12,8 @@ struct RecommendOptions {
   std::string hardware;  // a recorded `tandem detect --json` file instead of this machine
   bool json = false;
   std::string save;  // write the profile here ("" : do not save)
+  // Recorded routing statistics (default: the model folder's tandem-expert-stats.json).
+  std::string expert_stats;
 };
 
 int run_recommend(const RecommendOptions& options);

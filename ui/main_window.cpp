@@ -26,7 +26,10 @@
 #include "engine/forward/runner_settings.h"
 #include "engine/log/log.h"
 #include "engine/model/demo_model.h"
+#include "engine/plan/memory_planner.h"
 #include "engine/plan/run_profile.h"
+
+#include <nlohmann/json.hpp>
 #include "engine/version.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_store.h"
@@ -182,6 +185,21 @@ void MainWindow::openSetupAssistant() {
   connect(wizard, &QWizard::accepted, this, [this, wizard] {
     const SetupChoices c = wizard->choices();
     SetupWizard::saveChoices(c);
+    // What the assistant showed, with the user's changes, is the model's profile from now on.
+    if (!wizard->plan().parameters.empty() && !c.folder.isEmpty()) {
+      nlohmann::json doc = plan::to_json(wizard->plan());
+      for (auto& x : doc["parameters"]) {
+        const std::string name = x["name"].get<std::string>();
+        if (name == "cpuinfer" && c.threads > 0) x["value"] = std::to_string(c.threads);
+        if (name == "context-length" && c.context > 0) x["value"] = std::to_string(c.context);
+      }
+      doc["model"] = c.folder.toStdString();
+      try {
+        plan::write_run_profile(profileFor(c.folder).toStdString(), doc);
+      } catch (const std::exception& e) {
+        statusBar()->showMessage(QString::fromUtf8(e.what()), 10000);
+      }
+    }
     showPage(Page::Chat);
     if (QFileInfo::exists(c.folder + QStringLiteral("/config.json"))) {
       loadModel(c.folder, c.threads, c.context, c.cpu_format);

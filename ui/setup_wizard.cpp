@@ -32,6 +32,7 @@
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
 #include "engine/plan/catalog.h"
+#include "engine/schedule/routing_stats.h"
 #include "ui/download_queue.h"
 #include "ui/main_window.h"
 #include "ui/theme.h"
@@ -251,7 +252,7 @@ class ModelPage : public QWizardPage {
         QStringList per_quality;
         for (plan::Quality quality :
              {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
-          const plan::Plan p = plan::make_plan(*hw, shape, {8192, quality, false});
+          const plan::Plan p = plan::make_plan(*hw, shape, {8192, quality, {}});
           const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
           per_quality << (p.verdict == plan::Verdict::Fits ? tr("%1 fits").arg(fmt)
                           : p.verdict == plan::Verdict::FitsWithChanges
@@ -657,8 +658,9 @@ void SetupWizard::replan() {
   try {
     plan::PlanWishes wishes;
     wishes.context_tokens = choices_.context > 0 ? choices_.context : 8192;
-    wishes.has_activation_stats =
-        QFileInfo::exists(choices_.folder + QStringLiteral("/expert_activations.json"));
+    const QString stats =
+        choices_.folder + QLatin1Char('/') + QLatin1String(schedule::kExpertStatsName);
+    if (QFileInfo::exists(stats)) wishes.expert_stats = stats.toStdString();
     if (choices_.source == QLatin1String("demo")) {
       wishes.context_tokens = choices_.context > 0 ? choices_.context : 2048;
     }

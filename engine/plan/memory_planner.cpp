@@ -1,5 +1,7 @@
 #include "engine/plan/memory_planner.h"
 
+#include "engine/schedule/hybrid_options.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -40,8 +42,10 @@ struct Layout {
 // Where each category goes for the given choices.
 // `onednn`: the machine's prompts multiply the dense INT8 matrices through oneDNN, which keeps
 // its own copy of them (model::onednn_for).
+// `staging`: with layerwise prefill, the two layers of the other experts staged on the GPU.
 Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_fmt,
-              std::int64_t gpu_experts, std::int64_t context, bool onednn) {
+              std::int64_t gpu_experts, std::int64_t context, bool onednn,
+              std::uint64_t staging = 0) {
   Layout l;
   const std::int64_t attention_dense = m.attention_params + m.dense_ffn_params + m.router_params;
   const std::int64_t cpu_experts = m.experts - gpu_experts;
@@ -52,6 +56,7 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     l.vram.push_back({"output head", bytes(m.output_params, gpu_fmt)});
     l.vram.push_back(
         {"routed experts (GPU)", bytes(m.expert_params * gpu_experts * m.moe_layers, gpu_fmt)});
+    if (staging > 0) l.vram.push_back({"layerwise prefill staging", staging});
     l.vram.push_back(
         {"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 2)});
     l.vram.push_back({"activations and scratch", scratch_bytes(m)});
@@ -206,6 +211,28 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   WeightFormat gpu_fmt = WeightFormat::Bf16;
   std::int64_t gpu_experts = 0;
   bool use_gpu = false;
+  const bool stats = !wishes.expert_stats.empty();
+  const schedule::PlacementStrategy strategy =
+      stats ? schedule::PlacementStrategy::Frequency : schedule::PlacementStrategy::Uniform;
+  const bool moe = m.experts > 0 && m.moe_layers > 0;
+  // Layerwise prefill, which the plan turns on with a GPU, keeps two layers of the experts
+  // not on it staged there; the runtime sizes N with the same code (schedule::experts_that_fit).
+  bool layerwise = moe;
+  const auto expert_bytes = [&] { return bytes(m.expert_params, gpu_fmt); };
+  const auto staging_for = [&](std::int64_t n) -> std::uint64_t {
+    return use_gpu && layerwise ? schedule::staging_bytes(expert_bytes(), m.experts, n, strategy)
+                                : 0;
+  };
+  const auto size_gpu_experts = [&](std::int64_t ctx) -> std::int64_t {
+    if (!moe) return 0;
+    const std::uint64_t fixed = sum(layout(m, true, cpu, gpu_fmt, 0, ctx, onednn).vram);
+    const std::uint64_t left = plan.vram_budget > fixed ? plan.vram_budget - fixed : 0;
+    if (layerwise && schedule::staging_bytes(expert_bytes(), m.experts, 0, strategy) > left) {
+      layerwise = false;  // not even the staging fits: prompts use the hybrid split
+    }
+    return schedule::experts_that_fit(left, expert_bytes(), m.experts, m.moe_layers, layerwise,
+                                      strategy);
+  };
   if (gpu != nullptr) {
     plan.vram_budget = gpu->free_bytes;
     for (WeightFormat f : {WeightFormat::Bf16, WeightFormat::Int8, WeightFormat::Int4}) {
@@ -224,14 +251,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
       plan.changes.push_back(fmt::format("GPU weights stored as {} so they fit in {} of VRAM",
                                          format_name(gpu_fmt), gib(gpu->free_bytes)));
     }
-    if (use_gpu && m.experts > 0 && m.moe_layers > 0) {
-      const std::uint64_t left =
-          plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context, onednn).vram);
-      const std::uint64_t per_expert_all_layers = bytes(m.expert_params * m.moe_layers, gpu_fmt);
-      gpu_experts = std::min<std::int64_t>(
-          m.experts,
-          static_cast<std::int64_t>(left / std::max<std::uint64_t>(1, per_expert_all_layers)));
-    }
+    if (use_gpu) gpu_experts = size_gpu_experts(context);
   }
   plan.uses_gpu = use_gpu;
   plan.gpu_name = gpu != nullptr ? gpu->name : "";
@@ -264,19 +284,11 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
       context = wished;
     }
   }
-  if (use_gpu) {
-    // A shorter context also frees VRAM for more experts.
-    const std::uint64_t left =
-        plan.vram_budget - sum(layout(m, true, cpu, gpu_fmt, 0, context, onednn).vram);
-    if (m.experts > 0 && m.moe_layers > 0) {
-      gpu_experts = std::min<std::int64_t>(
-          m.experts,
-          static_cast<std::int64_t>(
-              left / std::max<std::uint64_t>(1, bytes(m.expert_params * m.moe_layers, gpu_fmt))));
-    }
-  }
+  // A shorter context also frees VRAM for more experts.
+  if (use_gpu) gpu_experts = size_gpu_experts(context);
 
-  const Layout final_layout = layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, onednn);
+  const Layout final_layout =
+      layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, onednn, staging_for(gpu_experts));
   plan.ram = final_layout.ram;
   plan.vram = final_layout.vram;
   plan.cpu_format = cpu;
@@ -341,7 +353,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
            ? "the lowest-weighted CPU experts of a layer finish during the GPU's next attention"
        : use_gpu ? "all experts are on the GPU or too few are active to defer"
                  : "without a GPU there is nothing to overlap the CPU experts with"});
-  if (use_gpu && m.experts > 0 && m.moe_layers > 0) {
+  if (use_gpu && moe && layerwise) {
     const double layer_bytes = static_cast<double>(bytes(m.expert_params * m.experts, gpu_fmt));
     const double rate =
         cores * kCpuMacsPerCoreInt8 * (variant == kernels::CpuVariant::Amx ? kAmxSpeedup : 1.0);
@@ -352,23 +364,29 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
     plan.parameters.push_back(
         {"gpu-prefill-token-threshold", std::to_string(threshold),
          fmt::format("above {} prompt tokens, copying a layer's experts to the GPU ({} over PCIe) "
-                     "is faster "
-                     "than running them on the CPU",
+                     "is faster than running them on the CPU",
                      threshold, gib(static_cast<std::uint64_t>(layer_bytes)))});
   } else {
     plan.parameters.push_back(
-        {"gpu-prefill-token-threshold", "0", "no GPU prefill: the CPU processes prompts"});
+        {"gpu-prefill-token-threshold", "0",
+         !use_gpu || !moe
+             ? std::string("no GPU prefill: the CPU processes prompts")
+             : fmt::format("the GPU cannot also hold two layers of the other experts "
+                           "({}) to stage them, so prompts split like decoding",
+                           gib(schedule::staging_bytes(expert_bytes(), m.experts, 0, strategy)))});
   }
-  const std::string strategy = gpu_experts == 0              ? "uniform"
-                               : wishes.has_activation_stats ? "frequency"
-                                                             : "uniform";
-  plan.parameters.push_back({"expert-placement-strategy", strategy,
-                             gpu_experts == 0 ? "no experts are placed on the GPU"
-                             : wishes.has_activation_stats
-                                 ? "recorded activation counts put the most used experts on the GPU"
-                                 : "no activation counts for this model yet, so the GPU experts "
-                                   "are spread evenly (front-loading "
-                                   "and random are the alternatives)"});
+  const std::string strategy_name =
+      gpu_experts == 0 ? "uniform" : std::string(schedule::strategy_name(strategy));
+  plan.parameters.push_back(
+      {"expert-placement-strategy", strategy_name,
+       gpu_experts == 0 ? "no experts are placed on the GPU"
+       : stats          ? "recorded routing statistics put the most used experts on the GPU"
+                        : "no routing statistics for this model yet, so the GPU experts "
+                          "are spread evenly (record them with --record-expert-stats; "
+                          "front-loading and random are the alternatives)"});
+  if (stats && gpu_experts > 0)
+    plan.parameters.push_back(
+        {"expert-stats", wishes.expert_stats, "what the frequency placement reads"});
   const bool dynamic = gpu_experts > 0 && gpu_experts < m.experts;
   plan.parameters.push_back({"enable-dynamic-expert-update", dynamic ? "true" : "false",
                              dynamic ? "experts that turn hot during use move onto the GPU"
@@ -376,6 +394,12 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   plan.parameters.push_back(
       {"context-length", std::to_string(context),
        context == wishes.context_tokens ? "as asked" : "shortened so the KV cache fits"});
+  plan.parameters.push_back(
+      {"accelerator", use_gpu ? "auto" : "none",
+       use_gpu ? fmt::format("the GPU ({}) runs attention, the dense layers and {} experts per "
+                             "layer; the CPU the others",
+                             plan.gpu_name, gpu_experts)
+               : std::string("everything runs on the CPU")});
   return plan;
 }
 

@@ -27,7 +27,9 @@ double bytes_per_param(WeightFormat f);
 struct PlanWishes {
   std::int64_t context_tokens = 8192;
   Quality quality = Quality::Balanced;
-  bool has_activation_stats = false;  // per-expert activation counts exist for the model
+  // Recorded routing statistics of the model (schedule/routing_stats.h); empty: none. With
+  // them the plan places the most routed experts on the GPU (the frequency strategy).
+  std::string expert_stats;
 };
 
 struct MemoryLine {

@@ -1,5 +1,6 @@
 #include "engine/plan/run_profile.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -81,6 +82,22 @@ RunProfile run_profile_from_json(const nlohmann::json& doc, const std::string& p
     }
   }
   return p;
+}
+
+void write_run_profile(const std::string& path, const nlohmann::json& document) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
+  const std::string temporary = path + ".part";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << document.dump(2) << "\n";
+    if (!out)
+      throw std::runtime_error("cannot write the profile " + path +
+                               "; check that its folder is writable.");
+  }
+  fs::rename(temporary, path, ec);
+  if (ec) throw std::runtime_error("cannot write the profile " + path + ": " + ec.message() + ".");
 }
 
 RunProfile read_run_profile(const std::string& path) {

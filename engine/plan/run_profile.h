@@ -31,6 +31,11 @@ struct RunProfile {
 RunProfile read_run_profile(const std::string& path);
 RunProfile run_profile_from_json(const nlohmann::json& document, const std::string& path);
 
+// Writes a profile document (the plan's JSON, plan/memory_planner.h) to `path`, creating
+// its folder, under a temporary name renamed into place. Throws std::runtime_error with a
+// sentence when it cannot.
+void write_run_profile(const std::string& path, const nlohmann::json& document);
+
 // The CPU format a kt-method names ("AMXINT4" -> "int4"); empty when it names none.
 std::string cpu_format_of_method(const std::string& kt_method);
 

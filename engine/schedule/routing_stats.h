@@ -16,6 +16,10 @@
 
 namespace tandem::schedule {
 
+// What statistics kept in a model's folder are called: the planner and the setup assistant
+// find them there.
+inline constexpr const char* kExpertStatsName = "tandem-expert-stats.json";
+
 struct RoutingStatistics {
   std::string architecture;
   std::int64_t layers = 0;

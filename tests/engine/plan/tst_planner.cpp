@@ -11,6 +11,7 @@
 #include "engine/plan/catalog.h"
 #include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
+#include "engine/schedule/hybrid_options.h"
 #include "tests/support/gguf_writer.h"
 
 using namespace tandem;
@@ -96,7 +97,7 @@ class TestPlanner : public QObject {
   void laptop_qwen3_30b() {
     const hw::HardwareReport hw = machine("laptop-avx2");
     const ModelShape s = shape("qwen3-30b-a3b");
-    const Plan p = make_plan(hw, s, {8192, Quality::Balanced, false});
+    const Plan p = make_plan(hw, s, {8192, Quality::Balanced, {}});
     QCOMPARE(p.verdict, Verdict::FitsWithChanges);
     QVERIFY(!p.uses_gpu);
     QCOMPARE(p.cpu_format, WeightFormat::Int4);
@@ -117,7 +118,7 @@ class TestPlanner : public QObject {
   // CPU and INT8 attention on the GPU, two thread pools.
   void xeon_deepseek_v3() {
     const Plan p = make_plan(machine("xeon-2s-amx-24gb"), shape("deepseek-v3-0324"),
-                             {8192, Quality::Balanced, false});
+                             {8192, Quality::Balanced, {}});
     QCOMPARE(p.verdict, Verdict::FitsWithChanges);
     QVERIFY(p.uses_gpu);
     QCOMPARE(p.gpu_format, WeightFormat::Int8);
@@ -137,7 +138,7 @@ class TestPlanner : public QObject {
   // The Ryzen with 16 GB: Qwen3-30B-A3B fits as asked, with experts on the GPU.
   void ryzen_qwen3_30b() {
     const Plan p = make_plan(machine("ryzen-avx512-16gb"), shape("qwen3-30b-a3b"),
-                             {8192, Quality::Balanced, true});
+                             {8192, Quality::Balanced, "qwen3-stats.json"});
     QCOMPARE(p.verdict, Verdict::Fits);
     QCOMPARE(p.gpu_format, WeightFormat::Bf16);
     QCOMPARE(p.cpu_format, WeightFormat::Int8);
@@ -150,7 +151,20 @@ class TestPlanner : public QObject {
     std::map<std::string, std::string> params;
     for (const Parameter& x : p.parameters) params[x.name] = x.value;
     QCOMPARE(params["expert-placement-strategy"], std::string("frequency"));
+    QCOMPARE(params["expert-stats"], std::string("qwen3-stats.json"));
     QCOMPARE(params["enable-dynamic-expert-update"], std::string("true"));
+    QCOMPARE(params["accelerator"], std::string("auto"));
+    // N is what the hybrid engine places with the same memory: the code is shared.
+    const std::uint64_t expert = std::uint64_t{3} * 2048 * 768 * 2;  // BF16 on the GPU
+    const std::uint64_t staging = line(p.vram, "layerwise prefill staging");
+    QCOMPARE(staging,
+             tandem::schedule::staging_bytes(expert, 128, p.gpu_experts_per_layer,
+                                             tandem::schedule::PlacementStrategy::Frequency));
+    const std::uint64_t fixed = p.vram_total() - line(p.vram, "routed experts (GPU)") - staging;
+    QCOMPARE(p.gpu_experts_per_layer,
+             tandem::schedule::experts_that_fit(p.vram_budget - fixed, expert, 128, 48, true,
+                                                tandem::schedule::PlacementStrategy::Frequency));
+    QVERIFY(std::stoll(params["gpu-prefill-token-threshold"]) > 0);
   }
 
   // CPU only: INT4 experts keep INT8 dense matrices, as the runtime packs them; where the
@@ -161,7 +175,7 @@ class TestPlanner : public QObject {
     const std::uint64_t head = std::uint64_t{151936} * 2048;
     hw::HardwareReport avx512 = machine("ryzen-avx512-16gb");
     avx512.gpus.devices.clear();
-    const Plan p = make_plan(avx512, s, {8192, Quality::Balanced, false});
+    const Plan p = make_plan(avx512, s, {8192, Quality::Balanced, {}});
     QVERIFY(!p.uses_gpu);
     QCOMPARE(line(p.ram, "output head"), head);  // INT8 whatever the experts' format
     QVERIFY(line(p.ram, "attention and dense weights") >= attention);
@@ -169,15 +183,15 @@ class TestPlanner : public QObject {
     const std::uint64_t copy = line(p.ram, "dense weights in oneDNN's layout (prompts)");
     QVERIFY2(copy >= attention + head && copy - (attention + head) < (attention + head) / 1000,
              qPrintable(QString::number(copy)));
-    const Plan laptop = make_plan(machine("laptop-avx2"), s, {8192, Quality::Balanced, false});
+    const Plan laptop = make_plan(machine("laptop-avx2"), s, {8192, Quality::Balanced, {}});
     QCOMPARE(laptop.cpu_format, WeightFormat::Int4);
     QCOMPARE(line(laptop.ram, "output head"), head);
     QCOMPARE(line(laptop.ram, "dense weights in oneDNN's layout (prompts)"), ~0ull);  // AVX2
   }
 
   void kimi_does_not_fit_on_a_laptop() {
-    const Plan p = make_plan(machine("laptop-avx2"), shape("kimi-k2-instruct"),
-                             {8192, Quality::Balanced, false});
+    const Plan p =
+        make_plan(machine("laptop-avx2"), shape("kimi-k2-instruct"), {8192, Quality::Balanced, {}});
     QCOMPARE(p.verdict, Verdict::DoesNotFit);
     QVERIFY(QString::fromStdString(p.verdict_reason).contains(QLatin1String("of RAM")));
   }
@@ -195,7 +209,7 @@ class TestPlanner : public QObject {
         const ModelShape s = model_shape_from_config(e.config, e.id);
         for (Quality q : {Quality::Quality, Quality::Balanced, Quality::Speed}) {
           for (std::int64_t ctx : {4096, 32768}) {
-            const Plan p = make_plan(m, s, {ctx, q, false});
+            const Plan p = make_plan(m, s, {ctx, q, {}});
             ++plans;
             if (p.verdict != Verdict::DoesNotFit) {
               QVERIFY2(p.ram_total() <= p.ram_budget, qPrintable(QString::fromStdString(e.id)));
