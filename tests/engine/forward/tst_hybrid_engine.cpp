@@ -15,6 +15,7 @@
 #include "engine/generate/generator.h"
 #include "engine/model/loaded_model.h"
 #include "engine/schedule/routing_stats.h"
+#include "engine/text/tokenizer.h"
 #include "tests/support/logit_divergence.h"
 
 using namespace tandem;
@@ -290,42 +291,53 @@ class TestHybridEngine : public QObject {
   }
 
   // Deferral adds each token's lowest-weighted CPU experts one layer late: a different model
-  // by design. How far it moves the predictions, on every MoE fixture and the demo model.
+  // by design. How far it moves the predictions on real text (the perplexity fixture's, and
+  // for the demo model its README), for every MoE fixture and the trained demo model.
   void deferralKlIsReported_data() {
     QTest::addColumn<QString>("folder");
+    QTest::addColumn<QString>("text");
+    const QString fixture_text =
+        QStringLiteral(TANDEM_TEST_DATA_DIR "/perplexity/fixture-text.txt");
     for (const char* f : {"qwen3-moe", "deepseek-v3", "mixtral"})
-      QTest::newRow(f) << QString::fromStdString(fixture(QString::fromLatin1(f)));
-    QTest::newRow("demo model") << QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model");
+      QTest::newRow(f) << QString::fromStdString(fixture(QString::fromLatin1(f))) << fixture_text;
+    QTest::newRow("demo model") << QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model")
+                                << QStringLiteral(TANDEM_SOURCE_DIR
+                                                  "/resources/demo-model/README.md");
   }
   void deferralKlIsReported() {
     QFETCH(QString, folder);
+    QFETCH(QString, text);
     const auto model = model::LoadedModel::load(folder.toStdString());
+    const auto tokenizer = text::load_tokenizer(folder.toStdString());
+    std::ifstream in(text.toStdString());
+    const std::string words((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::int32_t> ids = tokenizer->encode(words, /*parse_special=*/false);
+    ids.resize(std::min<std::size_t>(ids.size(), 128));
+    QVERIFY(ids.size() >= 64);
     backend::NumaPools cpu(1);
     const auto logits_with = [&](std::int64_t deferred) {
       schedule::HybridOptions o;
       o.gpu_experts_per_layer = 0;
       o.max_deferred_per_token = deferred;
-      o.context_tokens = 64;
+      o.context_tokens = 128;
       forward::ModelRunner runner(*model, cpu, emulated(model->spec()), o);
-      auto cache = runner.make_cache(64);
-      std::vector<std::int32_t> ids(48);
-      for (std::size_t i = 0; i < ids.size(); ++i)
-        ids[i] = static_cast<std::int32_t>((i * 7919 + 13) % model->spec().vocab_size);
+      auto cache = runner.make_cache(128);
       std::vector<float> logits;
       runner.forward(ids, *cache, logits, {.all_logits = true});
       return logits;
     };
     const std::vector<float> plain = logits_with(0), deferred = logits_with(1);
-    const std::int64_t vocab = model->spec().vocab_size;
+    const auto vocab = static_cast<std::size_t>(model->spec().vocab_size);
     double kl = 0;
-    const std::size_t rows = plain.size() / static_cast<std::size_t>(vocab);
+    const std::size_t rows = plain.size() / vocab;
     for (std::size_t r = 0; r < rows; ++r) {
       const std::vector<float> a(plain.begin() + r * vocab, plain.begin() + (r + 1) * vocab);
       const std::vector<float> b(deferred.begin() + r * vocab, deferred.begin() + (r + 1) * vocab);
       kl += test::kl_divergence_of_logits(a, b);
     }
     kl /= static_cast<double>(rows);
-    qInfo("mean KL of one deferred expert per token from none: %.5f over %zu positions", kl, rows);
+    qInfo("mean KL of one of %lld experts per token deferred, from none: %.5f over %zu positions",
+          static_cast<long long>(model->spec().experts_per_token), kl, rows);
     QVERIFY2(kl > 0, "deferral changed nothing: it is not deferring");
     QVERIFY(std::isfinite(kl));
   }
