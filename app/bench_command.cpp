@@ -151,6 +151,10 @@ int run_bench(const BenchCommandOptions& o) {
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 2;
+  } catch (const backend::DeviceOutOfMemory& e) {
+    // What was asked of the accelerator does not fit in it: the settings must change.
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;

@@ -75,6 +75,10 @@ int run_chat(const ChatOptions& o) {
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 2;
+  } catch (const backend::DeviceOutOfMemory& e) {
+    // What was asked of the accelerator does not fit in it: the settings must change.
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;

@@ -1,0 +1,219 @@
+// The hybrid engine from the command line, as a user runs it: --accelerator emulated gives
+// the CPU's text; routing statistics recorded by one run place the experts of the next; a
+// saved profile is what runs, the flags given beside it win; bench reports the time split;
+// and every bad value or contradiction is refused with a sentence and exit status 2.
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+const QString kFixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+
+struct Run {
+  int code = -1;
+  QString out;
+  QString err;
+};
+
+}  // namespace
+
+class TestHybridCli : public QObject {
+  Q_OBJECT
+  QTemporaryDir home_;
+
+  Run tandem(const QStringList& args) const {
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    e.insert(QStringLiteral("HOME"), home_.path());
+    e.insert(QStringLiteral("XDG_DATA_HOME"), home_.path() + "/data");
+    e.insert(QStringLiteral("XDG_CONFIG_HOME"), home_.path() + "/config");
+    QProcess p;
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(TANDEM_EXECUTABLE), args);
+    Run r;
+    if (!p.waitForFinished(60000)) {
+      p.kill();
+      return r;
+    }
+    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = QString::fromUtf8(p.readAllStandardOutput());
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+  }
+
+  static QStringList generate(const QStringList& more) {
+    return QStringList{"run", "-m", kFixture,   "-p", "The quick brown fox",
+                       "-n",  "16", "--greedy", "-t", "1"} +
+           more;
+  }
+
+ private slots:
+  void emulatedAcceleratorGivesTheCpusText_data() {
+    QTest::addColumn<QStringList>("flags");
+    QTest::newRow("some experts") << QStringList{"--num-gpu-experts", "3"};
+    QTest::newRow("all, random") << QStringList{"--expert-placement-strategy", "random"};
+    QTest::newRow("layerwise and moving") << QStringList{"--num-gpu-experts",
+                                                         "1",
+                                                         "--gpu-prefill-token-threshold",
+                                                         "2",
+                                                         "--enable-dynamic-expert-update",
+                                                         "--dynamic-update-budget",
+                                                         "1M"};
+    QTest::newRow("a small slow device")
+        << QStringList{"--emulated-memory",         "16M", "--emulated-bus-gbps", "0.5",
+                       "--emulated-bus-latency-us", "50",  "--emulated-threads",  "2"};
+  }
+  void emulatedAcceleratorGivesTheCpusText() {
+    QFETCH(QStringList, flags);
+    const Run cpu = tandem(generate({"--accelerator", "none"}));
+    QCOMPARE(cpu.code, 0);
+    const Run hybrid = tandem(generate(QStringList{"--accelerator", "emulated"} + flags));
+    QCOMPARE(hybrid.code, 0);
+    QVERIFY2(hybrid.err.contains(QLatin1String("on the emulated accelerator")),
+             qPrintable(hybrid.err));
+    QCOMPARE(hybrid.out, cpu.out);
+  }
+
+  void statisticsPlaceTheNextRun() {
+    const QString stats = home_.path() + "/stats.json";
+    for (int i = 0; i < 2; ++i)
+      QCOMPARE(tandem(generate({"--record-expert-stats", stats})).code, 0);
+    std::ifstream in(stats.toStdString());
+    const auto doc = nlohmann::json::parse(in);
+    QCOMPARE(doc["format"].get<std::string>(), std::string("tandem-expert-stats"));
+    QCOMPARE(doc["model"]["layers"].get<int>(), 3);
+    const auto tokens = doc["tokens"].get<std::uint64_t>();
+    QVERIFY(tokens >= 2 * 16);  // two runs' prompts and replies
+    std::uint64_t routed = 0;
+    for (const auto& row : doc["counts"])
+      for (const auto& c : row) routed += c.get<std::uint64_t>();
+    QCOMPARE(routed, tokens * 2 * 2);  // 2 MoE layers, 2 experts per token
+    const Run placed =
+        tandem(generate({"--accelerator", "emulated", "--num-gpu-experts", "2",
+                         "--expert-placement-strategy", "frequency", "--expert-stats", stats}));
+    QCOMPARE(placed.code, 0);
+    // Another model's file is refused before anything runs.
+    const Run other = tandem({"run", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/mixtral"),
+                              "-p", "x", "-n", "1", "--record-expert-stats", stats});
+    QCOMPARE(other.code, 2);
+    QVERIFY2(other.err.contains(QLatin1String("another model")), qPrintable(other.err));
+    const Run mismatched =
+        tandem({"run", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/mixtral"), "-p", "x",
+                "-n", "1", "--accelerator", "emulated", "--expert-placement-strategy", "frequency",
+                "--expert-stats", stats});
+    QCOMPARE(mismatched.code, 2);
+    QVERIFY2(mismatched.err.contains(QLatin1String("do not fit this model")),
+             qPrintable(mismatched.err));
+  }
+
+  void aSavedProfileIsWhatRuns() {
+    const QString profile = home_.path() + "/profile.json";
+    {
+      std::ofstream out(profile.toStdString());
+      out << R"({"parameters": [
+        {"name": "accelerator", "value": "emulated", "reason": ""},
+        {"name": "num-gpu-experts", "value": "2", "reason": ""},
+        {"name": "max-deferred-experts-per-token", "value": "1", "reason": ""},
+        {"name": "cpuinfer", "value": "1", "reason": ""}]})";
+    }
+    const auto bench = [&](const QStringList& more) {
+      const Run r = tandem(QStringList{"bench", "-m", kFixture, "-p", "8", "-n", "4", "-r", "1",
+                                       "--json", "--profile", profile} +
+                           more);
+      return std::make_pair(
+          r.code, r.code == 0 ? nlohmann::json::parse(r.out.toStdString()) : nlohmann::json());
+    };
+    auto [code, doc] = bench({});
+    QCOMPARE(code, 0);
+    QCOMPARE(doc["threads"].get<int>(), 1);
+    QCOMPARE(doc["accelerator"]["gpu_experts_per_layer"].get<int>(), 2);
+    QCOMPARE(doc["accelerator"]["max_deferred_experts_per_token"].get<int>(), 1);
+    QVERIFY(doc["accelerator"]["overlap"].get<bool>());
+    for (const char* part : {"cpu_experts_ms", "accelerator_experts_ms", "attention_ms", "bus_ms",
+                             "waiting_ms", "accelerator_idle_ms"})
+      QVERIFY2(doc["decode_time_per_token"].contains(part), part);
+    QVERIFY(doc["decode_time_per_token"]["bus_bytes"].get<double>() > 0);
+    // The flags given beside it win.
+    std::tie(code, doc) = bench({"--num-gpu-experts", "1", "-t", "2", "--serial"});
+    QCOMPARE(code, 0);
+    QCOMPARE(doc["accelerator"]["gpu_experts_per_layer"].get<int>(), 1);
+    QCOMPARE(doc["threads"].get<int>(), 2);
+    QVERIFY(!doc["accelerator"]["overlap"].get<bool>());
+    std::tie(code, doc) = bench({"--accelerator", "none"});
+    QCOMPARE(code, 0);
+    QVERIFY(doc["accelerator"].is_null());
+    // What recommend --save writes runs as it is.
+    const QString saved = home_.path() + "/data/Tandem/Tandem/profiles/qwen3-moe.json";
+    QCOMPARE(tandem({"recommend", "-m", kFixture, "--save"}).code, 0);
+    QVERIFY(QFile::exists(saved));
+    const Run run = tandem(generate({"--profile", saved}));
+    QCOMPARE(run.code, 0);
+    // A broken profile is refused with a sentence that names it.
+    {
+      std::ofstream out(profile.toStdString());
+      out << R"({"parameters": [{"name": "num-gpu-experts", "value": "many", "reason": ""}]})";
+    }
+    const Run broken = tandem(generate({"--profile", profile}));
+    QCOMPARE(broken.code, 2);
+    QVERIFY2(broken.err.contains(profile) && broken.err.contains(QLatin1String("num-gpu-experts")),
+             qPrintable(broken.err));
+  }
+
+  // Exit status 2 for settings that cannot be (105 where the command-line parser itself
+  // refuses a value, as for every flag).
+  void badValuesHaveSentences_data() {
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<QString>("words");
+    QTest::addColumn<int>("code");
+    QTest::newRow("cuda here") << QStringList{"--accelerator", "cuda"} << "--accelerator none" << 2;
+    QTest::newRow("unknown accelerator")
+        << QStringList{"--accelerator", "tpu"} << "auto, cuda, emulated or none" << 105;
+    QTest::newRow("experts without accelerator")
+        << QStringList{"--accelerator", "none", "--num-gpu-experts", "2"} << "--accelerator none"
+        << 2;
+    QTest::newRow("emulated settings alone")
+        << QStringList{"--emulated-memory", "1G"} << "--accelerator emulated" << 2;
+    QTest::newRow("negative experts")
+        << QStringList{"--num-gpu-experts", "-1"} << "0 or more" << 105;
+    QTest::newRow("too many experts")
+        << QStringList{"--accelerator", "emulated", "--num-gpu-experts", "9"} << "give at most 6"
+        << 2;
+    QTest::newRow("deferring everything")
+        << QStringList{"--accelerator", "emulated", "--max-deferred-experts-per-token", "2"}
+        << "give at most 1" << 2;
+    QTest::newRow("frequency without statistics")
+        << QStringList{"--accelerator", "emulated", "--expert-placement-strategy", "frequency"}
+        << "--expert-stats" << 2;
+    QTest::newRow("unknown strategy") << QStringList{"--expert-placement-strategy", "hottest"}
+                                      << "uniform, frequency, front-loading or random" << 105;
+    QTest::newRow("bad size") << QStringList{"--accelerator", "emulated", "--emulated-memory",
+                                             "lots"}
+                              << "512M or 8G" << 105;
+    QTest::newRow("too small a device")
+        << QStringList{"--accelerator", "emulated", "--emulated-memory", "64K"} << "cannot hold"
+        << 2;
+    QTest::newRow("more experts than fit")
+        << QStringList{"--accelerator", "emulated",          "--emulated-memory",
+                       "3584K",         "--num-gpu-experts", "6"}
+        << "--num-gpu-experts 6 needs" << 2;
+    QTest::newRow("zero bus") << QStringList{"--accelerator", "emulated", "--emulated-bus-gbps",
+                                             "0"}
+                              << "above 0" << 105;
+    QTest::newRow("bad budget") << QStringList{"--dynamic-update-budget", "some"} << "64M" << 105;
+    QTest::newRow("bad method") << QStringList{"--kt-method", "AMXFP4"} << "INT8, INT4 or BF16"
+                                << 105;
+  }
+  void badValuesHaveSentences() {
+    QFETCH(QStringList, flags);
+    QFETCH(QString, words);
+    QFETCH(int, code);
+    const Run r = tandem(generate(flags));
+    QCOMPARE(r.code, code);
+    QVERIFY2(r.err.contains(words), qPrintable(r.err));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestHybridCli)
+#include "tst_hybrid_cli.moc"
