@@ -192,7 +192,7 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
 
   QString g;
   if (r.gpus.devices.empty()) {
-    g += row(tr("GPU"), tr("None — all experts run on the CPU"));
+    g += row(tr("GPU"), tr("None found"));
     g += row(tr("Why"), q(r.gpus.reason).toHtmlEscaped());
   }
   for (const hw::GpuDevice& d : r.gpus.devices) {
