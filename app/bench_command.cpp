@@ -145,20 +145,10 @@ int run_bench(const BenchCommandOptions& o) {
   }
   backend::NumaPools pool(threads, model->pools());
   const std::int64_t context = o.prompt_tokens + o.decode_tokens + 1;
-  forward::BuiltRunner built;
-  try {
-    built = forward::make_runner(*model, pool, settings, context);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "tandem: %s\n", e.what());
-    return 2;
-  } catch (const backend::DeviceOutOfMemory& e) {
-    // What was asked of the accelerator does not fit in it: the settings must change.
-    std::fprintf(stderr, "tandem: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tandem: %s\n", e.what());
-    return 1;
-  }
+  int status = 0;
+  std::optional<forward::BuiltRunner> made = build_runner(*model, pool, settings, context, status);
+  if (!made) return status;
+  forward::BuiltRunner& built = *made;
   forward::ModelRunner& runner = *built.runner;
   if (!o.json) std::fprintf(stderr, "%s\n", built.note.c_str());
   const double load_s =

@@ -69,20 +69,10 @@ int run_chat(const ChatOptions& o) {
       run.context > 0 ? run.context
                       : std::min<std::int64_t>(model->spec().max_position_embeddings, 4096);
   backend::NumaPools pool(threads, model->pools());
-  forward::BuiltRunner built;
-  try {
-    built = forward::make_runner(*model, pool, run, context);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "tandem: %s\n", e.what());
-    return 2;
-  } catch (const backend::DeviceOutOfMemory& e) {
-    // What was asked of the accelerator does not fit in it: the settings must change.
-    std::fprintf(stderr, "tandem: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tandem: %s\n", e.what());
-    return 1;
-  }
+  int status = 0;
+  std::optional<forward::BuiltRunner> made = build_runner(*model, pool, run, context, status);
+  if (!made) return status;
+  forward::BuiltRunner& built = *made;
   std::fprintf(stderr, "tandem: %s\n", built.note.c_str());
   generate::ChatSession session(*built.runner, *tokenizer, *chat_template, context);
   generate::ChatSettings settings;

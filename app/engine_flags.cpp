@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "engine/plan/run_profile.h"
@@ -200,6 +201,26 @@ bool apply_engine_flags(const EngineFlags& f, bool given_only, forward::RunSetti
     return false;
   }
   return true;
+}
+
+std::optional<forward::BuiltRunner> build_runner(const model::LoadedModel& model,
+                                                 backend::NumaPools& pool,
+                                                 const forward::RunSettings& settings,
+                                                 std::int64_t context_tokens, int& status) {
+  try {
+    return forward::make_runner(model, pool, settings, context_tokens);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    status = 2;
+  } catch (const backend::DeviceOutOfMemory& e) {
+    // What was asked of the accelerator does not fit in it: the settings must change.
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    status = 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    status = 1;
+  }
+  return std::nullopt;
 }
 
 bool check_expert_stats_target(const EngineFlags& f, const model::ModelSpec& spec,

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/forward/runner_settings.h"
@@ -60,6 +61,13 @@ bool apply_engine_flags(const EngineFlags& flags, bool given_only, forward::RunS
 // Before a run: whether --record-expert-stats' file can take this model's statistics.
 bool check_expert_stats_target(const EngineFlags& flags, const model::ModelSpec& spec,
                                std::string& error);
+
+// The runner for a command: `tandem: SENTENCE` on stderr and the exit status in `status` (2
+// for settings that cannot be, 1 for other failures) when it cannot be made.
+std::optional<forward::BuiltRunner> build_runner(const model::LoadedModel& model,
+                                                 backend::NumaPools& pool,
+                                                 const forward::RunSettings& settings,
+                                                 std::int64_t context_tokens, int& status);
 
 // After a run: adds the routing the model did to --record-expert-stats' file, when given.
 // False with a sentence on failure.

@@ -85,20 +85,10 @@ int run_generate(const RunOptions& o) {
                              : std::min<std::int64_t>(spec.max_position_embeddings, 4096);
   context = std::max<std::int64_t>(context, static_cast<std::int64_t>(ids.size()) + 1);
   backend::NumaPools pool(threads, model->pools());
-  forward::BuiltRunner built;
-  try {
-    built = forward::make_runner(*model, pool, settings, context);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "tandem: %s\n", e.what());
-    return 2;
-  } catch (const backend::DeviceOutOfMemory& e) {
-    // What was asked of the accelerator does not fit in it: the settings must change.
-    std::fprintf(stderr, "tandem: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tandem: %s\n", e.what());
-    return 1;
-  }
+  int status = 0;
+  std::optional<forward::BuiltRunner> made = build_runner(*model, pool, settings, context, status);
+  if (!made) return status;
+  forward::BuiltRunner& built = *made;
   std::fprintf(stderr, "tandem: %s\n", built.note.c_str());
   generate::Generator generator(*built.runner, context);
 

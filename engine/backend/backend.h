@@ -276,6 +276,12 @@ class Backend {
   virtual DeviceTimes times() const = 0;
 };
 
+// The buffer's memory as T; null for no buffer (an optional weight such as a missing bias).
+template <class T>
+DevicePtr<T> device_ptr(const std::unique_ptr<DeviceBuffer>& buffer) {
+  return buffer ? buffer->as<T>() : DevicePtr<T>();
+}
+
 // Reads `host` back as the host address of device memory when the backend allows it.
 template <class T>
 T* host_address(const Backend& backend, DevicePtr<T> device) {

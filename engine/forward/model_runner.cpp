@@ -19,20 +19,13 @@ using backend::Queue;
 // DeepSeek-V3's low-rank norms use the library default, not config.rms_norm_eps.
 constexpr double kLatentNormEps = 1e-6;
 
-std::uint64_t now_ns() {
+}  // namespace
+
+std::uint64_t ModelRunner::now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
 }
-
-DevicePtr<const float> cf(const std::unique_ptr<backend::DeviceBuffer>& b) {
-  return b ? DevicePtr<const float>(b->as<float>()) : DevicePtr<const float>();
-}
-DevicePtr<float> f(const std::unique_ptr<backend::DeviceBuffer>& b) {
-  return b->as<float>();
-}
-
-}  // namespace
 
 ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cpu)
     : ModelRunner(model, cpu, nullptr, schedule::HybridOptions{}) {}

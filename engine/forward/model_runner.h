@@ -93,6 +93,7 @@ class ModelRunner {
   struct Workspace;
   struct PendingDeferral;
 
+  static std::uint64_t now_ns();
   void check_tokens(std::span<const std::int32_t> tokens, const ContextCache& cache) const;
   void ensure_workspace(std::int64_t n, std::int64_t logit_rows);
   void attention_block(std::int64_t layer, std::int64_t n, std::int64_t pos0, ContextCache& cache);

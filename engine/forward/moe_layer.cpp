@@ -18,19 +18,6 @@ using backend::DevicePtr;
 using backend::Part;
 using backend::Queue;
 
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
-DevicePtr<const float> cf(const std::unique_ptr<backend::DeviceBuffer>& b) {
-  return b ? DevicePtr<const float>(b->as<float>()) : DevicePtr<const float>();
-}
-DevicePtr<float> f(const std::unique_ptr<backend::DeviceBuffer>& b) {
-  return b->as<float>();
-}
-
 }  // namespace
 
 void ModelRunner::moe_layer(std::int64_t layer, std::int64_t moe_index, std::int64_t n,

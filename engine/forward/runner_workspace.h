@@ -47,6 +47,14 @@ struct ModelRunner::Workspace {
                               const std::function<void(Member, std::int64_t)>& add);
 };
 
+// Short names for the buffers' views as fp32; the forward pass is full of them.
+inline backend::DevicePtr<const float> cf(const std::unique_ptr<backend::DeviceBuffer>& b) {
+  return backend::device_ptr<const float>(b);
+}
+inline backend::DevicePtr<float> f(const std::unique_ptr<backend::DeviceBuffer>& b) {
+  return backend::device_ptr<float>(b);
+}
+
 // Each token's lowest-weighted CPU experts of one layer, computed while the next layer runs.
 struct ModelRunner::PendingDeferral {
   std::int64_t layer = -1;

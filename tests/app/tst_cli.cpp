@@ -6,27 +6,14 @@
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/tandem_process.h"
+
+using tandem::test::Run;
+
 namespace {
 
-struct Run {
-  int code = -1;
-  QString out;
-  QString err;
-};
-
 Run runTandem(const QStringList& args, const QProcessEnvironment& env) {
-  QProcess p;
-  p.setProcessEnvironment(env);
-  p.start(QStringLiteral(TANDEM_EXECUTABLE), args);
-  Run r;
-  if (!p.waitForFinished(60000)) {
-    p.kill();
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
+  return tandem::test::run_tandem(args, env);
 }
 
 }  // namespace

@@ -8,15 +8,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/tandem_process.h"
+
+using tandem::test::Run;
+
 namespace {
 
 const QString kFixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
-
-struct Run {
-  int code = -1;
-  QString out;
-  QString err;
-};
 
 }  // namespace
 
@@ -29,18 +27,7 @@ class TestHybridCli : public QObject {
     e.insert(QStringLiteral("HOME"), home_.path());
     e.insert(QStringLiteral("XDG_DATA_HOME"), home_.path() + "/data");
     e.insert(QStringLiteral("XDG_CONFIG_HOME"), home_.path() + "/config");
-    QProcess p;
-    p.setProcessEnvironment(e);
-    p.start(QStringLiteral(TANDEM_EXECUTABLE), args);
-    Run r;
-    if (!p.waitForFinished(60000)) {
-      p.kill();
-      return r;
-    }
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
+    return tandem::test::run_tandem(args, e);
   }
 
   static QStringList generate(const QStringList& more) {
