@@ -103,6 +103,7 @@ class ModelRunner {
   void moe_layer(std::int64_t layer, std::int64_t moe_index, std::int64_t n, bool layerwise,
                  bool last_layer);
   void finish_deferred(std::int64_t n);
+  bool compute_deferred(std::int64_t n);
   void cpu_experts(std::int64_t layer, const float* x, std::span<const backend::ExpertPair> pairs,
                    float* out);
   void start_staging(std::int64_t moe_index);

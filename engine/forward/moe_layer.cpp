@@ -99,15 +99,7 @@ void ModelRunner::moe_layer(std::int64_t layer, std::int64_t moe_index, std::int
   branch_used = add_shared(branch_used);
 
   // The previous layer's deferred experts, while the accelerator runs this one.
-  const bool deferred_ready = !deferred_->pairs.empty();
-  if (deferred_ready) {
-    float* out = w.host_deferred_out.data();
-    std::fill_n(out, n * h, 0.0f);
-    cpu_experts(deferred_->layer, w.host_x[deferred_->buffer].data(), deferred_->pairs, out);
-    deferred_->pairs.clear();
-    device_->upload(Queue::Compute, w.deferred_out->as<void>(), out,
-                    static_cast<std::size_t>(n * h) * sizeof(float));
-  }
+  const bool deferred_ready = compute_deferred(n);
 
   if (cpu_work) {
     const auto wait = [&](const backend::EventPtr& event) {
@@ -169,7 +161,15 @@ void ModelRunner::moe_layer(std::int64_t layer, std::int64_t moe_index, std::int
 // A dense layer after a deferring MoE layer, or the end of the stack: the deferred experts
 // are computed now and added at the end of this layer.
 void ModelRunner::finish_deferred(std::int64_t n) {
-  if (deferred_->pairs.empty()) return;
+  if (!compute_deferred(n)) return;
+  device_->set_part(Part::Dense);
+  device_->add_scaled(f(work_->x), cf(work_->deferred_out), 1.0f, n * spec_.hidden_size);
+}
+
+// The pending deferred experts on the CPU, their output uploaded into deferred_out; false
+// when none were pending.
+bool ModelRunner::compute_deferred(std::int64_t n) {
+  if (deferred_->pairs.empty()) return false;
   Workspace& w = *work_;
   const std::int64_t h = spec_.hidden_size;
   float* out = w.host_deferred_out.data();
@@ -178,8 +178,7 @@ void ModelRunner::finish_deferred(std::int64_t n) {
   deferred_->pairs.clear();
   device_->upload(Queue::Compute, w.deferred_out->as<void>(), out,
                   static_cast<std::size_t>(n * h) * sizeof(float));
-  device_->set_part(Part::Dense);
-  device_->add_scaled(f(w.x), cf(w.deferred_out), 1.0f, n * h);
+  return true;
 }
 
 void ModelRunner::cpu_experts(std::int64_t layer, const float* x,

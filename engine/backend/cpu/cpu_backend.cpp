@@ -21,10 +21,6 @@ class ReadyEvent : public Event {
   void wait() const override {}
 };
 
-const kernels::WeightMatrix& host_matrix(const DeviceMatrix& m) {
-  return static_cast<const HostMatrix&>(m).matrix();
-}
-
 template <class T>
 T* raw(DevicePtr<T> p) {
   return p.address();
@@ -101,7 +97,7 @@ EventPtr CpuBackend::record(Queue) {
 void CpuBackend::embed(const DeviceMatrix& table, DevicePtr<const std::int32_t> ids, std::int64_t n,
                        DevicePtr<float> out) {
   Timed timed(*this);
-  cpu_ops::embed(host_matrix(table), raw(ids), n, raw(out));
+  cpu_ops::embed(HostMatrix::of(table), raw(ids), n, raw(out));
 }
 
 void CpuBackend::rms_norm(DevicePtr<const float> x, std::int64_t x_stride,
@@ -114,7 +110,7 @@ void CpuBackend::rms_norm(DevicePtr<const float> x, std::int64_t x_stride,
 void CpuBackend::matmul(DevicePtr<const float> x, std::int64_t n, const DeviceMatrix& w,
                         DevicePtr<float> y, std::int64_t y_stride) {
   Timed timed(*this);
-  kernels::matmul_xwt(raw(x), n, host_matrix(w), raw(y), y_stride, threads_.kernels_for());
+  kernels::matmul_xwt(raw(x), n, HostMatrix::of(w), raw(y), y_stride, threads_.kernels_for());
 }
 
 void CpuBackend::rope(const DeviceRope& rope, DevicePtr<float> x, std::int64_t n,
@@ -161,7 +157,7 @@ void CpuBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,
   Timed timed(*this);
   auto& c = static_cast<HostKvCache&>(cache);
   cpu_ops::latent_attention(threads_, c.spec(), c.cache(), layer, raw(q), raw(kv),
-                            host_matrix(kv_b), n, pos0, raw(out));
+                            HostMatrix::of(kv_b), n, pos0, raw(out));
 }
 
 void CpuBackend::route(DevicePtr<const float> logits, std::int64_t n, const RoutingParams& params,

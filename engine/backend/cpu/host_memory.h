@@ -71,6 +71,10 @@ class HostMatrix : public DeviceMatrix {
   void copy_from(const kernels::WeightMatrix& host);
 
   const kernels::WeightMatrix& matrix() const { return matrix_; }
+  // What the kernels multiply with, of a matrix a CPU-run backend placed.
+  static const kernels::WeightMatrix& of(const DeviceMatrix& m) {
+    return static_cast<const HostMatrix&>(m).matrix();
+  }
   MemoryReservation reservation;
 
  private:

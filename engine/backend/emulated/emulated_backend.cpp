@@ -17,10 +17,6 @@ std::int64_t now_ns() {
       .count();
 }
 
-const kernels::WeightMatrix& host_matrix(const DeviceMatrix& m) {
-  return static_cast<const HostMatrix&>(m).matrix();
-}
-
 }  // namespace
 
 EmulatedBackend::EmulatedBackend(const EmulatedOptions& options, const model::ModelSpec& spec)
@@ -162,7 +158,7 @@ void EmulatedBackend::set_part(Part part) {
 
 void EmulatedBackend::embed(const DeviceMatrix& table, DevicePtr<const std::int32_t> ids,
                             std::int64_t n, DevicePtr<float> out) {
-  const kernels::WeightMatrix* t = &host_matrix(table);
+  const kernels::WeightMatrix* t = &HostMatrix::of(table);
   compute([t, ids, n, out] { cpu_ops::embed(*t, ids.address(), n, out.address()); });
 }
 
@@ -177,7 +173,7 @@ void EmulatedBackend::rms_norm(DevicePtr<const float> x, std::int64_t x_stride,
 
 void EmulatedBackend::matmul(DevicePtr<const float> x, std::int64_t n, const DeviceMatrix& w,
                              DevicePtr<float> y, std::int64_t y_stride) {
-  const kernels::WeightMatrix* m = &host_matrix(w);
+  const kernels::WeightMatrix* m = &HostMatrix::of(w);
   compute([this, x, n, m, y, y_stride] {
     kernels::matmul_xwt(x.address(), n, *m, y.address(), y_stride, threads_.kernels_for());
   });
@@ -226,7 +222,7 @@ void EmulatedBackend::latent_attention(std::int64_t layer, DevicePtr<const float
                                        std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
                                        DevicePtr<float> out) {
   auto* c = &static_cast<HostKvCache&>(cache);
-  const kernels::WeightMatrix* b = &host_matrix(kv_b);
+  const kernels::WeightMatrix* b = &HostMatrix::of(kv_b);
   compute([this, c, b, layer, q, kv, n, pos0, out] {
     cpu_ops::latent_attention(threads_, c->spec(), c->cache(), layer, q.address(), kv.address(), *b,
                               n, pos0, out.address());
