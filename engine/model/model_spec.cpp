@@ -35,6 +35,12 @@ class ConfigReader {
     if (!j_.contains(key) || j_[key].is_null()) return fallback;
     return positive(key, j_[key]);
   }
+  double number(const char* key) const {
+    if (!j_.contains(key) || j_[key].is_null())
+      throw ModelError(source_ + ": the required setting \"" + key + "\" is missing.");
+    return number(key, 0.0);
+  }
+  bool has(const char* key) const { return j_.contains(key); }
   double number(const char* key, double fallback) const {
     if (!j_.contains(key) || j_[key].is_null()) return fallback;
     if (!j_[key].is_number()) throw ModelError(source_ + ": \"" + key + "\" must be a number.");
@@ -77,21 +83,57 @@ std::vector<std::int32_t> token_ids(const json& v) {
   return ids;
 }
 
+// RoPE as either transformers spells it: 4.x writes "rope_theta" and "rope_scaling" at the top
+// level, 5.x one "rope_parameters" object holding the base and the scaling together. The base
+// matters (every position depends on it) and must be there in one spelling.
 void read_rope(const ConfigReader& c, ModelSpec& s) {
-  s.rope.theta = c.number("rope_theta", 10000.0);
   const json& raw = c.raw();
-  if (!raw.contains("rope_scaling") || raw["rope_scaling"].is_null()) return;
-  const json& r = raw["rope_scaling"];
-  if (!r.is_object()) throw ModelError(c.source() + ": \"rope_scaling\" must be an object.");
-  const ConfigReader rs(r, c.source() + " (rope_scaling)");
+  const bool v5 = raw.contains("rope_parameters") && !raw["rope_parameters"].is_null();
+  if (v5 && !raw["rope_parameters"].is_object())
+    throw ModelError(c.source() + ": \"rope_parameters\" must be an object.");
+  if (v5 && raw.contains("rope_theta") && !raw["rope_theta"].is_null() &&
+      raw["rope_parameters"].contains("rope_theta") &&
+      raw["rope_theta"] != raw["rope_parameters"]["rope_theta"]) {
+    throw ModelError(c.source() +
+                     ": \"rope_theta\" and \"rope_parameters\".\"rope_theta\" disagree; the config "
+                     "was edited by hand, so say which base the model uses by keeping one.");
+  }
+  json params = json::object();
+  if (v5) {
+    params = raw["rope_parameters"];
+    if (!params.contains("rope_theta")) {
+      // Per-attention-type parameters ({"full_attention": {...}, ...}) belong to models
+      // Tandem does not run yet.
+      throw ModelError(c.source() +
+                       ": \"rope_parameters\" has no \"rope_theta\"; Tandem reads one set of RoPE "
+                       "parameters for all layers.");
+    }
+  } else {
+    if (!raw.contains("rope_theta") || raw["rope_theta"].is_null()) {
+      throw ModelError(c.source() +
+                       ": the RoPE base is missing: neither \"rope_theta\" (transformers 4) nor "
+                       "\"rope_parameters\" (transformers 5) is there.");
+    }
+    if (raw.contains("rope_scaling") && !raw["rope_scaling"].is_null()) {
+      if (!raw["rope_scaling"].is_object())
+        throw ModelError(c.source() + ": \"rope_scaling\" must be an object.");
+      params = raw["rope_scaling"];
+    }
+    params["rope_theta"] = raw["rope_theta"];
+  }
+  const ConfigReader rs(params, c.source() + (v5 ? " (rope_parameters)" : " (rope_scaling)"));
+  s.rope.theta = rs.number("rope_theta");
+  if (s.rope.theta <= 0) throw ModelError(c.source() + ": the RoPE base must be above zero.");
   const std::string type = rs.string("rope_type", rs.string("type", "default"));
   s.rope.factor = rs.number("factor", 1.0);
   if (type == "default") {
     s.rope.type = RopeType::Default;
   } else if (type == "linear") {
     s.rope.type = RopeType::Linear;
+    s.rope.factor = rs.number("factor");
   } else if (type == "yarn") {
     s.rope.type = RopeType::Yarn;
+    s.rope.factor = rs.number("factor");
     s.rope.original_max_position =
         rs.integer("original_max_position_embeddings", s.max_position_embeddings);
     s.rope.beta_fast = rs.number("beta_fast", 32.0);
@@ -104,7 +146,7 @@ void read_rope(const ConfigReader& c, ModelSpec& s) {
     auto get_mscale = [](double scale, double m) {
       return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
     };
-    if (r.contains("attention_factor") && !r["attention_factor"].is_null()) {
+    if (params.contains("attention_factor") && !params["attention_factor"].is_null()) {
       s.rope.attention_factor = rs.number("attention_factor", 1.0);
     } else if (s.rope.mscale != 0 && s.rope.mscale_all_dim != 0) {
       s.rope.attention_factor = get_mscale(s.rope.factor, s.rope.mscale) /
@@ -114,13 +156,29 @@ void read_rope(const ConfigReader& c, ModelSpec& s) {
     }
   } else if (type == "llama3") {
     s.rope.type = RopeType::Llama3;
-    s.rope.low_freq_factor = rs.number("low_freq_factor", 1.0);
-    s.rope.high_freq_factor = rs.number("high_freq_factor", 4.0);
-    s.rope.original_max_position = rs.integer("original_max_position_embeddings", 8192);
+    s.rope.factor = rs.number("factor");
+    s.rope.low_freq_factor = rs.number("low_freq_factor");
+    s.rope.high_freq_factor = rs.number("high_freq_factor");
+    s.rope.original_max_position = rs.integer("original_max_position_embeddings");
   } else {
     throw ModelError(c.source() + ": RoPE scaling \"" + type +
                      "\" is not supported (Tandem supports default, linear, yarn and llama3).");
   }
+}
+
+// A setting transformers 5 renamed: the one given, in either spelling; both given must agree.
+std::int64_t renamed_integer(const ConfigReader& c, const char* old_name, const char* new_name) {
+  const bool has_old = c.has(old_name) && !c.raw()[old_name].is_null();
+  const bool has_new = c.has(new_name) && !c.raw()[new_name].is_null();
+  if (!has_old && !has_new) {
+    throw ModelError(c.source() + ": the required setting \"" + old_name + "\" (\"" + new_name +
+                     "\" in configs saved by transformers 5) is missing.");
+  }
+  if (has_old && has_new && c.integer(old_name) != c.integer(new_name)) {
+    throw ModelError(c.source() + ": \"" + old_name + "\" and \"" + new_name +
+                     "\" disagree; keep the one the model was trained with.");
+  }
+  return c.integer(has_new ? new_name : old_name);
 }
 
 }  // namespace
@@ -174,7 +232,10 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
   s.hidden_size = c.integer("hidden_size");
   s.num_layers = c.integer("num_hidden_layers");
   s.num_heads = c.integer("num_attention_heads");
-  s.num_kv_heads = c.integer("num_key_value_heads", s.num_heads);
+  // transformers derives a missing num_key_value_heads from the heads for Llama only; the
+  // other families' classes have defaults of their own, so the setting must be given.
+  s.num_kv_heads = s.family == Family::Llama ? c.integer("num_key_value_heads", s.num_heads)
+                                             : c.integer("num_key_value_heads");
   if (s.num_heads == 0 || s.hidden_size == 0 || s.num_layers == 0 || s.vocab_size == 0) {
     throw ModelError(
         source +
@@ -185,10 +246,15 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
                      ") must be a multiple of num_key_value_heads (" +
                      std::to_string(s.num_kv_heads) + ").");
   }
-  s.head_dim = c.integer("head_dim", s.hidden_size / s.num_heads);
+  // Llama and Mixtral derive a missing head_dim from the hidden size, as transformers does;
+  // Qwen3's class default (128) is not derived, so there it must be given.
+  const bool derived_head_dim =
+      s.family == Family::Llama || s.family == Family::Mixtral || s.family == Family::DeepseekV3;
+  s.head_dim =
+      derived_head_dim ? c.integer("head_dim", s.hidden_size / s.num_heads) : c.integer("head_dim");
   s.intermediate_size = c.integer("intermediate_size", 0);
-  s.rms_norm_eps = c.number("rms_norm_eps", 1e-6);
-  s.max_position_embeddings = c.integer("max_position_embeddings", 4096);
+  s.rms_norm_eps = c.number("rms_norm_eps");
+  s.max_position_embeddings = c.integer("max_position_embeddings");
   s.tie_word_embeddings = c.boolean("tie_word_embeddings", false);
   if (c.boolean("attention_bias", false)) {
     throw ModelError(source + ": attention projections with bias terms are not supported for " +
@@ -208,10 +274,10 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       break;
     case Family::Qwen3Moe: {
       s.qk_norm = true;
-      s.num_experts = c.integer("num_experts");
+      s.num_experts = renamed_integer(c, "num_experts", "num_local_experts");
       s.experts_per_token = c.integer("num_experts_per_tok");
       s.moe_intermediate_size = c.integer("moe_intermediate_size");
-      s.norm_topk_prob = c.boolean("norm_topk_prob", false);
+      s.norm_topk_prob = c.boolean("norm_topk_prob", false);  // transformers' own default
       const std::int64_t step = std::max<std::int64_t>(1, c.integer("decoder_sparse_step", 1));
       std::vector<std::int64_t> dense_layers;
       if (config.contains("mlp_only_layers") && config["mlp_only_layers"].is_array()) {
@@ -244,6 +310,11 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
     }
     case Family::DeepseekV3: {
       s.mla = true;
+      // null means "no low-rank query"; absent would mean transformers' default (1536), so
+      // the setting must be there, as every DeepSeek-V3 and Kimi-K2 config has it.
+      if (!c.has("q_lora_rank"))
+        throw ModelError(source +
+                         ": the required setting \"q_lora_rank\" is missing (null for none).");
       s.q_lora_rank = c.integer("q_lora_rank", 0);
       s.kv_lora_rank = c.integer("kv_lora_rank");
       s.qk_nope_head_dim = c.integer("qk_nope_head_dim");
@@ -256,14 +327,13 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       s.num_experts = c.integer("n_routed_experts");
       s.experts_per_token = c.integer("num_experts_per_tok");
       s.moe_intermediate_size = c.integer("moe_intermediate_size");
-      s.shared_expert_intermediate_size =
-          s.moe_intermediate_size * c.integer("n_shared_experts", 0);
+      s.shared_expert_intermediate_size = s.moe_intermediate_size * c.integer("n_shared_experts");
       s.norm_topk_prob = c.boolean("norm_topk_prob", true);
       s.scoring = c.string("scoring_func", "sigmoid") == "softmax" ? RouterScoring::Softmax
                                                                    : RouterScoring::Sigmoid;
-      s.n_group = std::max<std::int64_t>(1, c.integer("n_group", 1));
-      s.topk_group = std::max<std::int64_t>(1, c.integer("topk_group", 1));
-      s.routed_scaling_factor = c.number("routed_scaling_factor", 1.0);
+      s.n_group = std::max<std::int64_t>(1, c.integer("n_group"));
+      s.topk_group = std::max<std::int64_t>(1, c.integer("topk_group"));
+      s.routed_scaling_factor = c.number("routed_scaling_factor");
       s.score_correction_bias = true;
       if (s.num_experts % s.n_group != 0 || s.topk_group > s.n_group) {
         throw ModelError(
@@ -271,7 +341,7 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
             ": n_routed_experts must split evenly into n_group groups, and topk_group cannot "
             "exceed n_group.");
       }
-      const std::int64_t first_dense = c.integer("first_k_dense_replace", 0);
+      const std::int64_t first_dense = c.integer("first_k_dense_replace");
       for (std::int64_t l = 0; l < s.num_layers; ++l)
         s.layer_is_moe[l] = l >= first_dense && s.num_experts > 0;
       // The YaRN "all dimensions" magnitude correction enters the softmax scale squared.

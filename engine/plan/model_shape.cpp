@@ -20,6 +20,13 @@ std::int64_t get_or(const json& c, const char* key, std::int64_t fallback) {
   return c.contains(key) && c[key].is_number_integer() ? c[key].get<std::int64_t>() : fallback;
 }
 
+// A count transformers 5 writes under a new name (leaving the old one null).
+std::int64_t get_renamed(const json& c, const char* old_name, const char* new_name,
+                         const std::string& source) {
+  return c.contains(new_name) && c[new_name].is_number_integer() ? c[new_name].get<std::int64_t>()
+                                                                 : get(c, old_name, source);
+}
+
 }  // namespace
 
 ModelShape model_shape_from_config(const json& c, const std::string& source) {
@@ -83,7 +90,8 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     shared_inter = moe_inter * get_or(c, "n_shared_experts", 0);
     dense_layers = get_or(c, "first_k_dense_replace", 0);
   } else if (a == "Qwen3MoeForCausalLM") {
-    experts = get(c, "num_experts", source);
+    // transformers 5 writes Qwen3-MoE's expert count as num_local_experts.
+    experts = get_renamed(c, "num_experts", "num_local_experts", source);
     moe_inter = get(c, "moe_intermediate_size", source);
     const std::int64_t step = std::max<std::int64_t>(1, get_or(c, "decoder_sparse_step", 1));
     std::int64_t moe = 0;
@@ -96,7 +104,7 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     }
     dense_layers = layers - moe;
   } else if (a == "Qwen3NextForCausalLM") {
-    experts = get(c, "num_experts", source);
+    experts = get_renamed(c, "num_experts", "num_local_experts", source);
     moe_inter = get(c, "moe_intermediate_size", source);
     shared_inter = get_or(c, "shared_expert_intermediate_size", 0);
   } else if (a == "MixtralForCausalLM") {

@@ -6,6 +6,10 @@ Run by developers, not by CI:  python3 tests/tools/make_model_fixtures.py
 Needs: torch, transformers==4.57.1, safetensors, tokenizers (pip).
 Writes tests/data/models/<fixture>/ with config.json, tokenizer files, safetensors weights
 and expected.json (prompt ids, last-position logits, 16 greedy tokens).
+
+Run it again with a transformers 5 release (5.24.0 was used) to write <fixture>-tf5/ for every
+family: the same models saved the way transformers 5 saves them (its config spellings:
+"rope_parameters", Qwen3-MoE's "num_local_experts"), with its own oracle.
 """
 import json
 import math
@@ -106,7 +110,12 @@ def quantize_fp8_blockwise(w, block):
     return q, scale_inv, deq
 
 
+TF5 = int(transformers.__version__.split(".")[0]) >= 5
+
+
 def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=None):
+    if TF5:
+        name += "-tf5"
     folder = os.path.join(ROOT, name)
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
@@ -116,7 +125,8 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
     config.eos_token_id = [eos_id, tok.token_to_id("<|im_end|>")]
     config.bos_token_id = eos_id
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32, attn_implementation="eager")
+    dtype_arg = {"dtype" if TF5 else "torch_dtype": torch.float32}
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager", **dtype_arg)
     randomize(model, seed)
     model.eval()
 
@@ -178,10 +188,13 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
 
 
 def main():
-    if transformers.__version__ != "4.57.1":
-        print(f"warning: fixtures were made with transformers 4.57.1, this is {transformers.__version__}", file=sys.stderr)
+    if transformers.__version__ not in ("4.57.1", "5.24.0"):
+        print(f"warning: fixtures were made with transformers 4.57.1 and 5.24.0, this is {transformers.__version__}", file=sys.stderr)
     V = build_tokenizer(320).get_vocab_size()  # the text allows fewer merges than asked for
-    common = dict(vocab_size=V, max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=10000.0)
+    # The transformers 5 fixtures use a RoPE base other than 10000 (1e6, as Mixtral and Qwen3
+    # ship with), so that a reader which misses "rope_parameters" and falls back to 10000 fails.
+    common = dict(vocab_size=V, max_position_embeddings=256, rms_norm_eps=1e-6,
+                  rope_theta=1000000.0 if TF5 else 10000.0)
 
     qwen3_moe = transformers.Qwen3MoeConfig(hidden_size=96, num_hidden_layers=3, num_attention_heads=4,
                                             num_key_value_heads=2, head_dim=32, intermediate_size=80,
@@ -189,15 +202,17 @@ def main():
                                             norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
                                             tie_word_embeddings=False, **common)
     save_fixture("qwen3-moe", qwen3_moe, seed=1)
-    save_fixture("qwen3-moe-bf16-sharded", transformers.Qwen3MoeConfig(**qwen3_moe.to_dict()), seed=1,
-                 storage="bfloat16", shard="150KB")
+    if not TF5:
+        save_fixture("qwen3-moe-bf16-sharded", transformers.Qwen3MoeConfig(**qwen3_moe.to_dict()), seed=1,
+                     storage="bfloat16", shard="150KB")
 
     mixtral = transformers.MixtralConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=6,
                                          num_key_value_heads=2, intermediate_size=48, num_local_experts=6,
                                          num_experts_per_tok=2, sliding_window=None, tie_word_embeddings=False,
                                          **common)
     save_fixture("mixtral", mixtral, seed=2)
-    save_fixture("mixtral-f16", transformers.MixtralConfig(**mixtral.to_dict()), seed=2, storage="float16")
+    if not TF5:
+        save_fixture("mixtral-f16", transformers.MixtralConfig(**mixtral.to_dict()), seed=2, storage="float16")
 
     deepseek = dict(hidden_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
                     intermediate_size=112, moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=1,
@@ -208,8 +223,9 @@ def main():
                                   "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
                     tie_word_embeddings=False, **common)
     save_fixture("deepseek-v3", transformers.DeepseekV3Config(**deepseek), seed=3)
-    save_fixture("deepseek-v3-no-q-lora", transformers.DeepseekV3Config(**{**deepseek, "q_lora_rank": None}), seed=4)
-    save_fixture("deepseek-v3-fp8", transformers.DeepseekV3Config(**deepseek), seed=3, storage="fp8", fp8_block=32)
+    if not TF5:
+        save_fixture("deepseek-v3-no-q-lora", transformers.DeepseekV3Config(**{**deepseek, "q_lora_rank": None}), seed=4)
+        save_fixture("deepseek-v3-fp8", transformers.DeepseekV3Config(**deepseek), seed=3, storage="fp8", fp8_block=32)
 
     qwen3 = transformers.Qwen3Config(hidden_size=80, num_hidden_layers=2, num_attention_heads=5,
                                      num_key_value_heads=1, head_dim=24, intermediate_size=112,

@@ -20,7 +20,9 @@ class TestReferenceEngine : public QObject {
     QTest::addColumn<int>("threads");
     for (const char* f :
          {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
-          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama"}) {
+          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama",
+          // The same families saved by transformers 5 (its config spellings), its own oracle.
+          "qwen3-moe-tf5", "mixtral-tf5", "deepseek-v3-tf5", "qwen3-tf5", "llama-tf5"}) {
       QTest::newRow(f) << QString::fromLatin1(f) << 1;
     }
     // The same numbers with the work split across threads.

@@ -124,6 +124,67 @@ class TestModelErrors : public QObject {
     QVERIFY2(e.contains("multiple of num_key_value_heads"), qPrintable(e));
   }
 
+  // Settings that matter are read in either transformers spelling and never guessed: what is
+  // missing or contradictory gets a sentence naming the setting.
+  void settingsThatMatter_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("edit");
+    QTest::addColumn<QString>("words");
+    QTest::newRow("no rope base (4.x)") << "qwen3-moe"
+                                        << "drop rope_theta"
+                                        << "\"rope_parameters\" (transformers 5)";
+    QTest::newRow("no rope base (5.x)") << "qwen3-moe-tf5"
+                                        << "drop rope_parameters.rope_theta"
+                                        << "has no \"rope_theta\"";
+    QTest::newRow("spellings disagree") << "qwen3-moe-tf5"
+                                        << "add rope_theta 5"
+                                        << "disagree";
+    QTest::newRow("experts in neither spelling") << "qwen3-moe-tf5"
+                                                 << "drop num_local_experts"
+                                                 << "\"num_experts\" (\"num_local_experts\"";
+    QTest::newRow("experts disagree") << "qwen3-moe-tf5"
+                                      << "add num_experts 5"
+                                      << "disagree";
+    QTest::newRow("no rms eps") << "qwen3-moe"
+                                << "drop rms_norm_eps"
+                                << "\"rms_norm_eps\" is missing";
+    QTest::newRow("no head_dim for Qwen3") << "qwen3-tf5"
+                                           << "drop head_dim"
+                                           << "\"head_dim\" is missing";
+    QTest::newRow("no q_lora_rank") << "deepseek-v3-tf5"
+                                    << "drop q_lora_rank"
+                                    << "null for none";
+    QTest::newRow("no n_group") << "deepseek-v3"
+                                << "drop n_group"
+                                << "\"n_group\" is missing";
+    QTest::newRow("unknown rope type") << "llama-tf5"
+                                       << "rope type ntk"
+                                       << "\"ntk\" is not supported";
+  }
+  void settingsThatMatter() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, edit);
+    QFETCH(QString, words);
+    QTemporaryDir dir;
+    const QString folder =
+        copyFixture(dir, QStringLiteral(TANDEM_TEST_DATA_DIR "/models/") + fixture);
+    QCOMPARE(loadError(folder), QString());  // the fixture as saved loads
+    editConfig(folder, [&](json& c) {
+      const QStringList parts = edit.split(QLatin1Char(' '));
+      const std::string key = parts[1].toStdString();
+      if (parts[0] == QLatin1String("drop") && key == "rope_parameters.rope_theta")
+        c["rope_parameters"].erase("rope_theta");
+      else if (parts[0] == QLatin1String("drop"))
+        c.erase(key);
+      else if (parts[0] == QLatin1String("add"))
+        c[key] = parts[2].toInt();
+      else
+        c["rope_parameters"]["rope_type"] = parts[2].toStdString();
+    });
+    const QString e = loadError(folder);
+    QVERIFY2(e.contains(words) && e.contains(QLatin1String("config.json")), qPrintable(e));
+  }
+
   void missingTensor() {
     editHeader(weights_, [](json& h) { h.erase("model.layers.1.mlp.up_proj.weight"); });
     const QString e = loadError(folder_);

@@ -46,6 +46,22 @@ class TestPlanner : public QObject {
  private slots:
   // Qwen3-30B-A3B, by hand: hidden 2048, 32 query heads and 4 KV heads of 128, 48 layers,
   // 128 experts of intermediate 768, vocabulary 151936.
+  // A config saved by transformers 5 plans as its transformers 4 twin does.
+  void bothTransformersSpellings() {
+    for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "qwen3", "llama"}) {
+      const auto read = [](const std::string& folder) {
+        std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/models/" + folder + "/config.json");
+        return nlohmann::json::parse(in);
+      };
+      const ModelShape a = model_shape_from_config(read(f), f);
+      const ModelShape b = model_shape_from_config(read(std::string(f) + "-tf5"), f);
+      QCOMPARE(b.experts, a.experts);
+      QCOMPARE(b.moe_layers, a.moe_layers);
+      QCOMPARE(b.total_params(), a.total_params());
+      QCOMPARE(b.kv_elements_per_token, a.kv_elements_per_token);
+    }
+  }
+
   void qwen3_30b_shape() {
     const ModelShape s = shape("qwen3-30b-a3b");
     QCOMPARE(s.embedding_params, std::int64_t{151936} * 2048);
