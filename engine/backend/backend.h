@@ -245,6 +245,9 @@ class Backend {
   virtual void add_scaled(DevicePtr<float> y, DevicePtr<const float> x, float a,
                           std::int64_t n) = 0;
   virtual void zero(DevicePtr<float> x, std::int64_t n) = 0;
+  // y[r * cols + c] += bias[c] for `rows` rows (a projection's bias).
+  virtual void add_bias(DevicePtr<float> y, DevicePtr<const float> bias, std::int64_t rows,
+                        std::int64_t cols) = 0;
   // gate = SiLU(gate) * up over n values.
   virtual void silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std::int64_t n) = 0;
   // Grouped-query attention of layer `layer` for n tokens at positions pos0...: stores the

@@ -86,6 +86,9 @@ DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& sp
     da.o = place(device, a.o);
     da.q_norm = place_vector(device, a.q_norm);
     da.k_norm = place_vector(device, a.k_norm);
+    da.q_bias = place_vector(device, a.q_bias);
+    da.k_bias = place_vector(device, a.k_bias);
+    da.v_bias = place_vector(device, a.v_bias);
     da.q_a = place(device, a.q_a);
     da.q_b = place(device, a.q_b);
     da.kv_a = place(device, a.kv_a);

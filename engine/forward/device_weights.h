@@ -19,6 +19,7 @@ struct DeviceFeedForward {
 struct DeviceAttention {
   std::unique_ptr<backend::DeviceMatrix> q, k, v, o;
   std::unique_ptr<backend::DeviceBuffer> q_norm, k_norm;
+  std::unique_ptr<backend::DeviceBuffer> q_bias, k_bias, v_bias;  // may be null
   std::unique_ptr<backend::DeviceMatrix> q_a, q_b, kv_a, kv_b;
   std::unique_ptr<backend::DeviceBuffer> q_a_norm, kv_a_norm;
 };

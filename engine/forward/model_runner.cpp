@@ -280,6 +280,11 @@ void ModelRunner::attention_block(std::int64_t layer, std::int64_t n, std::int64
     device_->matmul(cf(w.xn), n, *a.q, f(w.q), nh * hd);
     device_->matmul(cf(w.xn), n, *a.k, f(w.k_buf), nkv * hd);
     device_->matmul(cf(w.xn), n, *a.v, f(w.v), nkv * hd);
+    if (a.q_bias) {
+      device_->add_bias(f(w.q), cf(a.q_bias), n, nh * hd);
+      device_->add_bias(f(w.k_buf), cf(a.k_bias), n, nkv * hd);
+      device_->add_bias(f(w.v), cf(a.v_bias), n, nkv * hd);
+    }
     if (spec_.qk_norm) {
       device_->rms_norm(cf(w.q), hd, cf(a.q_norm), n * nh, hd, eps, f(w.q), hd);
       device_->rms_norm(cf(w.k_buf), hd, cf(a.k_norm), n * nkv, hd, eps, f(w.k_buf), hd);

@@ -20,6 +20,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"LlamaForCausalLM", Family::Llama},           {"Qwen3ForCausalLM", Family::Qwen3},
     {"Qwen3MoeForCausalLM", Family::Qwen3Moe},     {"MixtralForCausalLM", Family::Mixtral},
     {"DeepseekV3ForCausalLM", Family::DeepseekV3}, {"KimiK2ForCausalLM", Family::DeepseekV3},
+    {"Glm4MoeForCausalLM", Family::Glm4Moe},
 };
 
 class ConfigReader {
@@ -123,6 +124,9 @@ void read_rope(const ConfigReader& c, ModelSpec& s) {
   }
   const ConfigReader rs(params, c.source() + (v5 ? " (rope_parameters)" : " (rope_scaling)"));
   s.rope.theta = rs.number("rope_theta");
+  // The rotated share of each head: top level in transformers 4, in rope_parameters in 5.
+  s.rope.partial_rotary_factor =
+      v5 ? rs.number("partial_rotary_factor", 0.0) : c.number("partial_rotary_factor", 0.0);
   if (s.rope.theta <= 0) throw ModelError(c.source() + ": the RoPE base must be above zero.");
   const std::string type = rs.string("rope_type", rs.string("type", "default"));
   s.rope.factor = rs.number("factor", 1.0);
@@ -195,6 +199,8 @@ std::string_view family_name(Family f) {
       return "mixtral";
     case Family::DeepseekV3:
       return "deepseek_v3";
+    case Family::Glm4Moe:
+      return "glm4_moe";
   }
   return "?";
 }
@@ -256,7 +262,8 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
   s.rms_norm_eps = c.number("rms_norm_eps");
   s.max_position_embeddings = c.integer("max_position_embeddings");
   s.tie_word_embeddings = c.boolean("tie_word_embeddings", false);
-  if (c.boolean("attention_bias", false)) {
+  s.attention_bias = c.boolean("attention_bias", false);
+  if (s.attention_bias && s.family != Family::Glm4Moe) {
     throw ModelError(source + ": attention projections with bias terms are not supported for " +
                      s.architecture + ".");
   }
@@ -306,6 +313,42 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
         }
       }
       s.layer_is_moe.assign(static_cast<std::size_t>(s.num_layers), true);
+      break;
+    }
+    case Family::Glm4Moe: {
+      // GLM-4.5/4.6/4.7: standard grouped-query attention (q, k and v with biases, per-head
+      // q/k norms where use_qk_norm says so, RoPE over the first part of each head), and the
+      // sigmoid router of DeepSeek-V3 with its correction bias, groups and scaling.
+      s.qk_norm = c.boolean("use_qk_norm", false);
+      if (s.rope.partial_rotary_factor <= 0 || s.rope.partial_rotary_factor > 1) {
+        throw ModelError(source +
+                         ": \"partial_rotary_factor\" (in \"rope_parameters\" for configs saved by "
+                         "transformers 5) must be given, above 0 and at most 1.");
+      }
+      const double rotated = static_cast<double>(s.head_dim) * s.rope.partial_rotary_factor;
+      s.rotary_dim = static_cast<std::int64_t>(rotated);
+      if (static_cast<double>(s.rotary_dim) != rotated || s.rotary_dim % 2 != 0) {
+        throw ModelError(source +
+                         ": head_dim × partial_rotary_factor must be an even whole number.");
+      }
+      s.num_experts = c.integer("n_routed_experts");
+      s.experts_per_token = c.integer("num_experts_per_tok");
+      s.moe_intermediate_size = c.integer("moe_intermediate_size");
+      s.shared_expert_intermediate_size = s.moe_intermediate_size * c.integer("n_shared_experts");
+      s.norm_topk_prob = c.boolean("norm_topk_prob", true);  // transformers' own default
+      s.scoring = RouterScoring::Sigmoid;
+      s.n_group = std::max<std::int64_t>(1, c.integer("n_group"));
+      s.topk_group = std::max<std::int64_t>(1, c.integer("topk_group"));
+      s.routed_scaling_factor = c.number("routed_scaling_factor");
+      s.score_correction_bias = true;
+      if (s.num_experts % s.n_group != 0 || s.topk_group > s.n_group) {
+        throw ModelError(source +
+                         ": n_routed_experts must split evenly into n_group groups, and topk_group "
+                         "cannot exceed n_group.");
+      }
+      const std::int64_t first_dense = c.integer("first_k_dense_replace");
+      for (std::int64_t l = 0; l < s.num_layers; ++l)
+        s.layer_is_moe[l] = l >= first_dense && s.num_experts > 0;
       break;
     }
     case Family::DeepseekV3: {

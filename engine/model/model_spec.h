@@ -10,7 +10,7 @@
 
 namespace tandem::model {
 
-enum class Family { Llama, Qwen3, Qwen3Moe, Mixtral, DeepseekV3 };
+enum class Family { Llama, Qwen3, Qwen3Moe, Mixtral, DeepseekV3, Glm4Moe };
 std::string_view family_name(Family f);
 // The Hugging Face architecture names Tandem runs, for messages.
 std::string supported_architectures();
@@ -31,6 +31,8 @@ struct RopeSpec {
   double low_freq_factor = 1.0;  // Llama 3
   double high_freq_factor = 4.0;
   bool interleaved = false;  // rotate (2i, 2i+1) pairs instead of the two halves
+  // The share of each head's dimensions rotated (GLM-4.5: 0.5, the first half); 0: not given.
+  double partial_rotary_factor = 0.0;
 };
 
 enum class RouterScoring { Softmax, Sigmoid };
@@ -48,7 +50,10 @@ struct ModelSpec {
   double rms_norm_eps = 1e-6;
   std::int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
-  bool qk_norm = false;  // Qwen3: RMSNorm over each head's q and k before RoPE
+  bool qk_norm = false;         // Qwen3: RMSNorm over each head's q and k before RoPE
+  bool attention_bias = false;  // GLM-4.5: the q, k and v projections add a bias
+  // Dimensions of each head that RoPE rotates, from its start (GLM-4.5: half); 0: all.
+  std::int64_t rotary_dim = 0;
   RopeSpec rope;
 
   // Multi-head latent attention (DeepSeek-V3, Kimi-K2).
@@ -81,7 +86,9 @@ struct ModelSpec {
   std::int32_t bos_token_id = -1;
 
   std::int64_t qk_head_dim() const { return mla ? qk_nope_head_dim + qk_rope_head_dim : head_dim; }
-  std::int64_t rope_dim() const { return mla ? qk_rope_head_dim : head_dim; }
+  std::int64_t rope_dim() const {
+    return mla ? qk_rope_head_dim : rotary_dim > 0 ? rotary_dim : head_dim;
+  }
   bool is_moe() const { return num_experts > 0; }
 };
 

@@ -61,6 +61,11 @@ ModelWeights bind_weights(const ModelSpec& s, const Checkpoint& c) {
         a.q_norm = c.vector_f32(ap + "q_norm.weight", {s.head_dim});
         a.k_norm = c.vector_f32(ap + "k_norm.weight", {s.head_dim});
       }
+      if (s.attention_bias) {
+        a.q_bias = c.vector_f32(ap + "q_proj.bias", {s.num_heads * s.head_dim});
+        a.k_bias = c.vector_f32(ap + "k_proj.bias", {s.num_kv_heads * s.head_dim});
+        a.v_bias = c.vector_f32(ap + "v_proj.bias", {s.num_kv_heads * s.head_dim});
+      }
     }
 
     layer.moe = s.layer_is_moe[static_cast<std::size_t>(l)];

@@ -14,7 +14,8 @@ using kernels::WeightMatrix;
 
 struct AttentionWeights {
   WeightMatrix q, k, v, o;
-  std::vector<float> q_norm, k_norm;  // Qwen3: per-head RMSNorm weights
+  std::vector<float> q_norm, k_norm;          // Qwen3: per-head RMSNorm weights
+  std::vector<float> q_bias, k_bias, v_bias;  // GLM-4.5
   // Multi-head latent attention.
   WeightMatrix q_a, q_b;  // with q_lora_rank; otherwise `q` is the full projection
   std::vector<float> q_a_norm;

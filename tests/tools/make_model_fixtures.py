@@ -74,6 +74,9 @@ def randomize(model, seed):
         for name, b in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
                 b.copy_(0.1 * torch.randn(b.shape, generator=g))
+        for name, p in model.named_parameters():
+            if name.endswith("_proj.bias"):  # GLM-4.5's attention biases: small, not around 1
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
 
 
 def record(model, tok, eos_id):
@@ -231,6 +234,18 @@ def main():
                                      num_key_value_heads=1, head_dim=24, intermediate_size=112,
                                      tie_word_embeddings=True, **common)
     save_fixture("qwen3", qwen3, seed=5)
+
+    # GLM-4.5 (Glm4MoeForCausalLM): biased q/k/v, per-head q/k norms, RoPE over the first half
+    # of each head, DeepSeek-V3's sigmoid routing with groups, a shared expert, a dense layer.
+    glm = transformers.Glm4MoeConfig(hidden_size=96, num_hidden_layers=3, num_attention_heads=4,
+                                     num_key_value_heads=2, head_dim=32, intermediate_size=112,
+                                     moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=1,
+                                     num_experts_per_tok=2, n_group=2, topk_group=1,
+                                     first_k_dense_replace=1, routed_scaling_factor=2.5,
+                                     norm_topk_prob=True, use_qk_norm=True, attention_bias=True,
+                                     partial_rotary_factor=0.5, tie_word_embeddings=False,
+                                     **{**common, "rms_norm_eps": 1e-5})
+    save_fixture("glm4-moe", glm, seed=7)
 
     llama = transformers.LlamaConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
                                      num_key_value_heads=4, intermediate_size=160, tie_word_embeddings=False,

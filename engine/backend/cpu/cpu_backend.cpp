@@ -136,6 +136,12 @@ void CpuBackend::zero(DevicePtr<float> x, std::int64_t n) {
   std::memset(raw(x), 0, static_cast<std::size_t>(n) * sizeof(float));
 }
 
+void CpuBackend::add_bias(DevicePtr<float> y, DevicePtr<const float> bias, std::int64_t rows,
+                          std::int64_t cols) {
+  Timed timed(*this);
+  cpu_ops::add_bias(raw(y), raw(bias), rows, cols);
+}
+
 void CpuBackend::silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std::int64_t n) {
   Timed timed(*this);
   kernels::silu_mul(raw(gate), raw(up), n);

@@ -28,6 +28,10 @@ void rms_norm_rows(const float* x, std::int64_t x_stride, const float* weight, s
     rms_norm(x + r * x_stride, weight, cols, eps, y + r * y_stride);
 }
 
+void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r) kernels::axpy_f32(1.0f, bias, y + r * cols, cols);
+}
+
 void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t token_stride,
           std::int64_t heads, std::int64_t head_stride, std::int64_t pos0) {
   for (std::int64_t t = 0; t < n; ++t)

@@ -20,6 +20,9 @@ void rms_norm(const float* x, const float* weight, std::int64_t n, double eps, f
 void rms_norm_rows(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows,
                    std::int64_t cols, double eps, float* y, std::int64_t y_stride);
 
+// y[r * cols + c] += bias[c] for `rows` rows.
+void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols);
+
 void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t token_stride,
           std::int64_t heads, std::int64_t head_stride, std::int64_t pos0);
 

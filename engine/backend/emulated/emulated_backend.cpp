@@ -203,6 +203,11 @@ void EmulatedBackend::zero(DevicePtr<float> x, std::int64_t n) {
   compute([=] { std::memset(x.address(), 0, static_cast<std::size_t>(n) * sizeof(float)); });
 }
 
+void EmulatedBackend::add_bias(DevicePtr<float> y, DevicePtr<const float> bias, std::int64_t rows,
+                               std::int64_t cols) {
+  compute([=] { cpu_ops::add_bias(y.address(), bias.address(), rows, cols); });
+}
+
 void EmulatedBackend::silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std::int64_t n) {
   compute([=] { kernels::silu_mul(gate.address(), up.address(), n); });
 }

@@ -73,6 +73,8 @@ class EmulatedBackend : public Backend {
             std::int64_t heads, std::int64_t head_stride, std::int64_t pos0) override;
   void add_scaled(DevicePtr<float> y, DevicePtr<const float> x, float a, std::int64_t n) override;
   void zero(DevicePtr<float> x, std::int64_t n) override;
+  void add_bias(DevicePtr<float> y, DevicePtr<const float> bias, std::int64_t rows,
+                std::int64_t cols) override;
   void silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std::int64_t n) override;
   void attention(std::int64_t layer, DevicePtr<const float> q, DevicePtr<const float> k,
                  DevicePtr<const float> v, std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,

@@ -22,7 +22,8 @@ class TestReferenceEngine : public QObject {
          {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
           "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama",
           // The same families saved by transformers 5 (its config spellings), its own oracle.
-          "qwen3-moe-tf5", "mixtral-tf5", "deepseek-v3-tf5", "qwen3-tf5", "llama-tf5"}) {
+          "qwen3-moe-tf5", "mixtral-tf5", "deepseek-v3-tf5", "qwen3-tf5", "llama-tf5", "glm4-moe",
+          "glm4-moe-tf5"}) {
       QTest::newRow(f) << QString::fromLatin1(f) << 1;
     }
     // The same numbers with the work split across threads.
@@ -86,7 +87,7 @@ class TestReferenceEngine : public QObject {
       kernels::CpuVariant v;
       kernels::parse_variant(variant, v);
       if (!kernels::variant_supported(v, usable)) continue;
-      for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "llama"}) {
+      for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "llama", "glm4-moe"}) {
         QTest::newRow(qPrintable(QStringLiteral("%1 int8 %2").arg(f, variant)))
             << f << "int8" << variant << 0.01 << 0;
         QTest::newRow(qPrintable(QStringLiteral("%1 bf16 %2").arg(f, variant)))
