@@ -182,7 +182,7 @@ Plan make_plan(const ConvertOptions& o) {
   p.group = checked_group(o);
   p.spec = model::load_model_spec(o.input);
   p.checkpoint = std::make_unique<model::Checkpoint>(o.input);
-  p.checkpoint->set_fp8_block(p.spec.fp8_block_rows, p.spec.fp8_block_cols);
+  p.checkpoint->set_fp8_scales(p.spec.fp8);
   p.weights = model::bind_weights(p.spec, *p.checkpoint);
   p.pools = checked_pools(o, p);
 
@@ -246,12 +246,14 @@ Plan make_plan(const ConvertOptions& o) {
   // Everything else is copied as stored; the embedding always is (with tied embeddings it is
   // also packed, as the output head).
   Unit base{kBaseFile, 0, {}, {}, 0, 0};
+  const std::string& scale_suffix = p.spec.fp8.suffix;
   for (const auto& file : p.checkpoint->files()) {
     for (const auto& [name, info] : file->tensors()) {
       const bool packed = packed_names.count(name) != 0 && name != embedding;
-      const bool packed_scale = name.size() > 10 && name.ends_with("_scale_inv") &&
-                                packed_names.count(name.substr(0, name.size() - 10)) != 0 &&
-                                name.substr(0, name.size() - 10) != embedding;
+      const std::string scaled =
+          name.ends_with(scale_suffix) ? name.substr(0, name.size() - scale_suffix.size()) : "";
+      const bool packed_scale =
+          !scaled.empty() && packed_names.count(scaled) != 0 && scaled != embedding;
       if (packed || packed_scale) continue;
       const model::TensorRef* ref = p.checkpoint->find(name);
       base.raw.push_back({name, ref});

@@ -153,15 +153,17 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
   m.rows = rows;
   m.cols = cols;
   if (t == kernels::DType::F8E4M3) {
-    const std::string scale_name = name + "_scale_inv";
+    const std::string scale_name = name + fp8_.suffix;
     const TensorRef* scale = find(scale_name);
     if (scale == nullptr) {
-      throw ModelError(ref.file->path() + ": tensor " + name + " is FP8 but its block scales (" +
-                       scale_name + ") are missing; the checkpoint is incomplete.");
+      throw ModelError(ref.file->path() + ": tensor " + name + " is FP8 but its scales (" +
+                       scale_name +
+                       ") are missing; the checkpoint is incomplete, or its config.json does not "
+                       "describe how it was quantized.");
     }
     const auto& s = scale->info->shape;
-    m.block_rows = fp8_block_rows_;
-    m.block_cols = fp8_block_cols_;
+    m.block_rows = fp8_.block_rows;
+    m.block_cols = fp8_.block_cols > 0 ? fp8_.block_cols : cols;
     const std::vector<std::int64_t> expected = {(rows + m.block_rows - 1) / m.block_rows,
                                                 (cols + m.block_cols - 1) / m.block_cols};
     if (s != expected) {

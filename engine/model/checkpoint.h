@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/model/model_spec.h"
 #include "engine/model/safetensors_file.h"
 #include "kernels/cpu/dense_matmul.h"
 
@@ -40,7 +41,7 @@ class Checkpoint {
   // The tensor, which must exist and have `shape`; otherwise a ModelError naming the file
   // and the tensor.
   TensorRef require(const std::string& name, const std::vector<std::int64_t>& shape) const;
-  // A 2-D weight as a matrix, with its fp8 block scales (`<name>_scale_inv`) when stored so.
+  // A 2-D weight as a matrix, with its fp8 scales (`<name>` + Fp8Scales::suffix) when stored so.
   // A matrix stored only packed (a converted folder) comes back with `data` pointing at the
   // packed bytes (of pool 0's slice when sliced) and dtype U8: the loader must attach its
   // PackedMatrix or slices before any use.
@@ -49,11 +50,9 @@ class Checkpoint {
   std::vector<float> vector_f32(const std::string& name,
                                 const std::vector<std::int64_t>& shape) const;
 
-  // The block size of FP8 weights (quantization_config.weight_block_size); 128x128 by default.
-  void set_fp8_block(std::int64_t rows, std::int64_t cols) {
-    fp8_block_rows_ = rows;
-    fp8_block_cols_ = cols;
-  }
+  // How FP8 weights are scaled (from the config); DeepSeek-V3's 128x128 blocks by default.
+  void set_fp8_scales(const Fp8Scales& scales) { fp8_ = scales; }
+  const Fp8Scales& fp8_scales() const { return fp8_; }
 
   std::size_t tensor_count() const { return index_.size(); }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
@@ -62,8 +61,7 @@ class Checkpoint {
   std::string folder_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::unordered_map<std::string, TensorRef> index_;
-  std::int64_t fp8_block_rows_ = 128;
-  std::int64_t fp8_block_cols_ = 128;
+  Fp8Scales fp8_;
   // fp32 copies of fp8 block scales, kept for the matrices that use them.
   mutable std::unordered_map<std::string, std::vector<float>> scales_;
 };

@@ -217,7 +217,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
   }
   m->spec_ = model::load_model_spec(folder);
   m->checkpoint_ = std::make_unique<model::Checkpoint>(folder);
-  m->checkpoint_->set_fp8_block(m->spec_.fp8_block_rows, m->spec_.fp8_block_cols);
+  m->checkpoint_->set_fp8_scales(m->spec_.fp8);
   m->weights_ = model::bind_weights(m->spec_, *m->checkpoint_);
   m->cpu_format_ = options.cpu_format;
   m->variant_ = kernels::active_variant();

@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 #include "engine/model/model_error.h"
 
@@ -183,6 +186,95 @@ std::int64_t renamed_integer(const ConfigReader& c, const char* old_name, const 
                      "\" disagree; keep the one the model was trained with.");
   }
   return c.integer(has_new ? new_name : old_name);
+}
+
+// A [rows, cols] block shape from the config, both at least 1.
+std::pair<std::int64_t, std::int64_t> block_shape(const json& v, const std::string& what,
+                                                  const std::string& source) {
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+      v[0].get<std::int64_t>() < 1 || v[1].get<std::int64_t>() < 1) {
+    throw ModelError(source + ": " + what + " must be two whole numbers [rows, columns], not " +
+                     v.dump() + ".");
+  }
+  return {v[0].get<std::int64_t>(), v[1].get<std::int64_t>()};
+}
+
+// How the checkpoint's FP8 weights are scaled, from its quantization_config. Any other
+// quantization is refused by name: reading its packed integers as plain weights would give
+// text that looks like a model's and is not.
+Fp8Scales fp8_scales(const json& q, const std::string& source) {
+  const std::string where = source + ": quantization_config";
+  if (!q.is_object()) throw ModelError(where + " must be an object.");
+  const std::string method = q.contains("quant_method") && q["quant_method"].is_string()
+                                 ? q["quant_method"].get<std::string>()
+                                 : "";
+  const std::string other_release =
+      " Download the model's BF16 release, or its FP8 release with block or per-channel scales.";
+  if (method == "fp8") {
+    if (q.contains("fmt") && q["fmt"].is_string() && q["fmt"] != "e4m3") {
+      throw ModelError(where + " stores FP8 as " + q["fmt"].get<std::string>() +
+                       "; Tandem reads e4m3 only." + other_release);
+    }
+    if (!q.contains("weight_block_size") || q["weight_block_size"].is_null()) {
+      throw ModelError(where +
+                       " says FP8 with one scale per tensor (no weight_block_size), which Tandem "
+                       "does not read." +
+                       other_release);
+    }
+    const auto [rows, cols] = block_shape(q["weight_block_size"], "weight_block_size", where);
+    return {"_scale_inv", rows, cols};
+  }
+  if (method == "compressed-tensors") {
+    if (!q.contains("config_groups") || !q["config_groups"].is_object() ||
+        q["config_groups"].empty()) {
+      throw ModelError(where +
+                       " (compressed-tensors) has no config_groups saying how the "
+                       "weights were quantized.");
+    }
+    const std::string top_format =
+        q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
+    std::optional<Fp8Scales> found;
+    for (const auto& [group_name, group] : q["config_groups"].items()) {
+      const std::string g = where + ".config_groups." + group_name;
+      std::string format = top_format;
+      if (group.is_object() && group.contains("format") && group["format"].is_string())
+        format = group["format"].get<std::string>();
+      if (format != "float-quantized") {
+        throw ModelError(g + " stores its weights as \"" + (format.empty() ? "?" : format) +
+                         "\"; Tandem reads compressed-tensors FP8 (\"float-quantized\") only." +
+                         other_release);
+      }
+      const json* w = group.is_object() && group.contains("weights") ? &group["weights"] : nullptr;
+      if (w == nullptr || !w->is_object()) throw ModelError(g + " does not describe its weights.");
+      const std::string type = w->value("type", std::string());
+      const std::int64_t bits = w->value("num_bits", std::int64_t{0});
+      if (type != "float" || bits != 8) {
+        throw ModelError(g + " quantizes weights to " + std::to_string(bits) + "-bit " + type +
+                         "; Tandem reads 8-bit float (FP8 e4m3) only." + other_release);
+      }
+      const std::string strategy = w->value("strategy", std::string());
+      Fp8Scales f{"_scale", 1, 0};
+      if (strategy == "block") {
+        if (!w->contains("block_structure"))
+          throw ModelError(g + ": block quantization without block_structure.");
+        std::tie(f.block_rows, f.block_cols) =
+            block_shape((*w)["block_structure"], "block_structure", g);
+      } else if (strategy != "channel") {
+        throw ModelError(g + " scales FP8 weights by \"" + strategy +
+                         "\"; Tandem reads per-channel and block scales only." + other_release);
+      }
+      if (found && (found->block_rows != f.block_rows || found->block_cols != f.block_cols)) {
+        throw ModelError(where +
+                         " mixes FP8 scale layouts across config_groups, which Tandem "
+                         "does not read.");
+      }
+      found = f;
+    }
+    return *found;
+  }
+  throw ModelError(where + " says the weights are quantized with \"" +
+                   (method.empty() ? "an unnamed method" : method) +
+                   "\", which Tandem does not read." + other_release);
 }
 
 }  // namespace
@@ -394,14 +486,6 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
         scale *= m * m;
       }
       s.attention_scale = scale;
-      if (config.contains("quantization_config") && config["quantization_config"].is_object()) {
-        const json& q = config["quantization_config"];
-        if (q.contains("weight_block_size") && q["weight_block_size"].is_array() &&
-            q["weight_block_size"].size() == 2) {
-          s.fp8_block_rows = q["weight_block_size"][0].get<std::int64_t>();
-          s.fp8_block_cols = q["weight_block_size"][1].get<std::int64_t>();
-        }
-      }
       break;
     }
   }
@@ -410,6 +494,9 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
   }
   if (s.attention_scale == 0.0)
     s.attention_scale = 1.0 / std::sqrt(static_cast<double>(s.qk_head_dim()));
+
+  if (config.contains("quantization_config") && !config["quantization_config"].is_null())
+    s.fp8 = fp8_scales(config["quantization_config"], source);
 
   if (config.contains("eos_token_id")) s.eos_token_ids = token_ids(config["eos_token_id"]);
   if (config.contains("bos_token_id") && config["bos_token_id"].is_number_integer()) {

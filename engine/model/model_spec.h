@@ -37,6 +37,17 @@ struct RopeSpec {
 
 enum class RouterScoring { Softmax, Sigmoid };
 
+// An FP8 weight `w` is stored with a tensor `w` + suffix of fp32-convertible scales:
+// value = stored * scale[row / block_rows][col / block_cols]. Block FP8 (DeepSeek-V3, Qwen3
+// "-FP8": quant_method "fp8") names it "_scale_inv"; llm-compressor's channel FP8
+// (quant_method "compressed-tensors", e.g. GLM-4.5-FP8) names it "_scale" and keeps one
+// scale per output row: block_rows 1, block_cols 0 (the whole row).
+struct Fp8Scales {
+  std::string suffix = "_scale_inv";
+  std::int64_t block_rows = 128;
+  std::int64_t block_cols = 128;  // 0: the whole row
+};
+
 struct ModelSpec {
   Family family = Family::Llama;
   std::string architecture;  // "Qwen3MoeForCausalLM"
@@ -78,9 +89,8 @@ struct ModelSpec {
   bool score_correction_bias = false;
   std::vector<bool> layer_is_moe;  // one entry per layer
 
-  // FP8 checkpoints (quantization_config.weight_block_size).
-  std::int64_t fp8_block_rows = 128;
-  std::int64_t fp8_block_cols = 128;
+  // How an FP8 checkpoint scales its weights (from quantization_config).
+  Fp8Scales fp8;
 
   std::vector<std::int32_t> eos_token_ids;
   std::int32_t bos_token_id = -1;

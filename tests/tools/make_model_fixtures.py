@@ -113,6 +113,13 @@ def quantize_fp8_blockwise(w, block):
     return q, scale_inv, deq
 
 
+def quantize_fp8_channel(w):
+    # llm-compressor's FP8 "channel" scheme: one scale per output row, stored in bfloat16.
+    scale = (w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0).to(torch.bfloat16)
+    q = (w / scale.float()).to(torch.float8_e4m3fn)
+    return q, scale, q.float() * scale.float()
+
+
 TF5 = int(transformers.__version__.split(".")[0]) >= 5
 
 
@@ -143,13 +150,16 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
         with torch.no_grad():
             for p in model.parameters():
                 p.copy_(p.to(torch.float16).float())
-    elif storage == "fp8":
+    elif storage in ("fp8", "fp8-channel"):
         with torch.no_grad():
             for pname, p in model.named_parameters():
                 skip = p.dim() != 2 or "embed_tokens" in pname or "lm_head" in pname or pname.endswith("mlp.gate.weight")
                 if skip:
                     continue
-                q, s, deq = quantize_fp8_blockwise(p.detach().float(), fp8_block)
+                if storage == "fp8":
+                    q, s, deq = quantize_fp8_blockwise(p.detach().float(), fp8_block)
+                else:
+                    q, s, deq = quantize_fp8_channel(p.detach().float())
                 p.copy_(deq)
                 fp8_tensors[pname] = (q, s)
 
@@ -159,8 +169,22 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
         model.to(dtype)
         model.save_pretrained(folder, safe_serialization=True, max_shard_size=shard or "100MB")
     else:
-        model.config.quantization_config = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                                            "weight_block_size": [fp8_block, fp8_block]}
+        if storage == "fp8":
+            model.config.quantization_config = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                                "weight_block_size": [fp8_block, fp8_block]}
+            scale_suffix = "_scale_inv"
+        else:
+            # As llm-compressor writes it for FP8_DYNAMIC (e.g. zai-org/GLM-4.5-Air-FP8).
+            model.config.quantization_config = {
+                "quant_method": "compressed-tensors", "format": "float-quantized",
+                "quantization_status": "compressed", "ignore": ["lm_head", "re:.*mlp.gate$"],
+                "config_groups": {"group_0": {
+                    "targets": ["Linear"], "output_activations": None,
+                    "input_activations": {"dynamic": True, "num_bits": 8, "strategy": "token",
+                                          "symmetric": True, "type": "float"},
+                    "weights": {"dynamic": False, "num_bits": 8, "observer": "minmax",
+                                "strategy": "channel", "symmetric": True, "type": "float"}}}}
+            scale_suffix = "_scale"
         model.config.architectures = [type(model).__name__]
         model.config.save_pretrained(folder)
         model.generation_config.save_pretrained(folder)
@@ -168,7 +192,7 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
         for k, v in model.state_dict().items():
             if k in fp8_tensors:
                 state[k] = fp8_tensors[k][0].contiguous()
-                state[k + "_scale_inv"] = fp8_tensors[k][1].contiguous()
+                state[k + scale_suffix] = fp8_tensors[k][1].contiguous()
             else:
                 state[k] = v.to(torch.bfloat16).contiguous()
         # The oracle used the non-quantized tensors in fp32; store them exactly.
@@ -246,6 +270,8 @@ def main():
                                      partial_rotary_factor=0.5, tie_word_embeddings=False,
                                      **{**common, "rms_norm_eps": 1e-5})
     save_fixture("glm4-moe", glm, seed=7)
+    if not TF5:
+        save_fixture("glm4-moe-fp8", transformers.Glm4MoeConfig(**glm.to_dict()), seed=7, storage="fp8-channel")
 
     llama = transformers.LlamaConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
                                      num_key_value_heads=4, intermediate_size=160, tie_word_embeddings=False,

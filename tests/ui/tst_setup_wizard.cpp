@@ -77,7 +77,7 @@ class TestSetupWizard : public QObject {
       verdicts += list->model()->index(r, 2).data().toString() + "\n";
     QVERIFY2(verdicts.contains(QLatin1String("fits")), qPrintable(verdicts));
     QVERIFY2(verdicts.contains(QLatin1String("planned")),
-             qPrintable(verdicts));  // GLM-4.5 and Qwen3-Next
+             qPrintable(verdicts));  // Qwen3-Next
     shot(w, QStringLiteral("3-model"));
     w.next();
     // The demo needs no download.

@@ -114,6 +114,9 @@ class TestHybridEngine : public QObject {
     QTest::addRow("deepseek-v3-fp8 native") << "deepseek-v3-fp8"
                                             << "native"
                                             << "uniform" << 3 << 10 << true;
+    QTest::addRow("glm4-moe-fp8 int8") << "glm4-moe-fp8"
+                                       << "int8"
+                                       << "uniform" << 3 << 10 << true;
     QTest::addRow("qwen3-moe int4") << "qwen3-moe"
                                     << "int4"
                                     << "uniform" << 2 << 10 << false;

@@ -196,6 +196,8 @@ class TestExpertSlicing : public QObject {
                                                   << "int4" << 2 << 16 << 2.5e-2;
     QTest::newRow("deepseek-v3-fp8 int8, 2 pools") << "deepseek-v3-fp8"
                                                    << "int8" << 2 << 0 << 2.5e-2;
+    QTest::newRow("glm4-moe-fp8 int8, 2 pools") << "glm4-moe-fp8"
+                                                << "int8" << 2 << 0 << 2.5e-2;
     QTest::newRow("mixtral int8, 3 pools") << "mixtral"
                                            << "int8" << 3 << 0 << 2.5e-2;
     QTest::newRow("mixtral int4/16, 3 pools") << "mixtral"

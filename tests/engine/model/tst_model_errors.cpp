@@ -8,6 +8,7 @@
 
 #include "engine/model/loaded_model.h"
 #include "engine/model/model_error.h"
+#include "engine/model/model_spec.h"
 
 using namespace tandem;
 using nlohmann::json;
@@ -183,6 +184,104 @@ class TestModelErrors : public QObject {
     });
     const QString e = loadError(folder);
     QVERIFY2(e.contains(words) && e.contains(QLatin1String("config.json")), qPrintable(e));
+  }
+
+  // A checkpoint quantized some other way must be refused by name: its packed integers read
+  // as weights would give fluent nonsense.
+  void quantizationsNotRead_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("quantization");
+    QTest::addColumn<QString>("words");
+    QTest::newRow("gptq") << "glm4-moe-fp8"
+                          << R"({"quant_method": "gptq", "bits": 4})"
+                          << "quantized with \"gptq\"";
+    QTest::newRow("mxfp4") << "glm4-moe-fp8"
+                           << R"({"quant_method": "mxfp4"})"
+                           << "quantized with \"mxfp4\"";
+    QTest::newRow("unnamed") << "glm4-moe-fp8"
+                             << R"({"bits": 4})"
+                             << "an unnamed method";
+    QTest::newRow("int4 compressed-tensors")
+        << "glm4-moe-fp8"
+        << R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups":
+              {"group_0": {"weights": {"num_bits": 4, "type": "int", "strategy": "group"}}}})"
+        << "\"pack-quantized\"";
+    QTest::newRow("per-tensor compressed-tensors")
+        << "glm4-moe-fp8"
+        << R"({"quant_method": "compressed-tensors", "format": "float-quantized", "config_groups":
+              {"group_0": {"weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}}}})"
+        << "by \"tensor\"";
+    QTest::newRow("per-tensor fp8") << "deepseek-v3-fp8"
+                                    << R"({"quant_method": "fp8"})"
+                                    << "one scale per tensor";
+    QTest::newRow("e5m2")
+        << "deepseek-v3-fp8"
+        << R"({"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [32, 32]})"
+        << "e4m3 only";
+    // The config and the tensors disagree: the block fixture's scales under a channel config.
+    QTest::newRow("channel config, block scales")
+        << "deepseek-v3-fp8"
+        << R"({"quant_method": "compressed-tensors", "format": "float-quantized", "config_groups":
+              {"group_0": {"weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}})"
+        << "_scale) are missing";
+    QTest::newRow("wrong block size")
+        << "deepseek-v3-fp8"
+        << R"({"quant_method": "fp8", "weight_block_size": [128, 128]})"
+        << "in blocks of 128x128";
+  }
+  void quantizationsNotRead() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, quantization);
+    QFETCH(QString, words);
+    QTemporaryDir dir;
+    const QString folder =
+        copyFixture(dir, QStringLiteral(TANDEM_TEST_DATA_DIR "/models/") + fixture);
+    QCOMPARE(loadError(folder), QString());
+    editConfig(folder, [&](json& c) {
+      c["quantization_config"] = json::parse(quantization.toStdString());
+    });
+    const QString e = loadError(folder);
+    QVERIFY2(e.contains(words), qPrintable(e));
+  }
+
+  // Where each FP8 layout puts its scales: channel scales span the whole row, whatever its
+  // width (the fixtures' rows are narrower than one 128 block, so this is asserted here).
+  void fp8ScaleLayouts_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("quantization");  // empty: as saved
+    QTest::addColumn<QString>("suffix");
+    QTest::addColumn<int>("blockRows");
+    QTest::addColumn<int>("blockCols");
+    QTest::newRow("block fp8") << "deepseek-v3-fp8"
+                               << ""
+                               << "_scale_inv" << 32 << 32;
+    QTest::newRow("channel fp8") << "glm4-moe-fp8"
+                                 << ""
+                                 << "_scale" << 1 << 0;
+    QTest::newRow("compressed-tensors blocks")
+        << "glm4-moe-fp8"
+        << R"({"quant_method": "compressed-tensors", "config_groups": {"g": {"format": "float-quantized",
+              "weights": {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 64]}}}})"
+        << "_scale" << 128 << 64;
+    QTest::newRow("not quantized") << "glm4-moe"
+                                   << ""
+                                   << "_scale_inv" << 128 << 128;
+  }
+  void fp8ScaleLayouts() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, quantization);
+    QFETCH(QString, suffix);
+    QFETCH(int, blockRows);
+    QFETCH(int, blockCols);
+    QFile f(QStringLiteral(TANDEM_TEST_DATA_DIR "/models/") + fixture + "/config.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    json config = json::parse(f.readAll().toStdString());
+    if (!quantization.isEmpty())
+      config["quantization_config"] = json::parse(quantization.toStdString());
+    const model::ModelSpec spec = model::parse_model_spec(config, "config.json");
+    QCOMPARE(QString::fromStdString(spec.fp8.suffix), suffix);
+    QCOMPARE(spec.fp8.block_rows, blockRows);
+    QCOMPARE(spec.fp8.block_cols, blockCols);
   }
 
   void missingTensor() {
