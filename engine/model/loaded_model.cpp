@@ -22,7 +22,7 @@ namespace {
 std::uint64_t matrix_bytes(const kernels::WeightMatrix& m) {
   if (m.data == nullptr) return 0;
   if (m.packed != nullptr) return kernels::packed_matrix_bytes(*m.packed);
-  return static_cast<std::uint64_t>(m.rows * m.cols) * kernels::dtype_size(m.dtype);
+  return kernels::dtype_bytes(m.dtype, m.rows * m.cols);
 }
 
 // Runs work(i) for i in [0, count) on `threads` threads (the caller's among them); the

@@ -104,7 +104,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
                        redownload);
     }
     const std::uint64_t expected =
-        static_cast<std::uint64_t>(t.elements()) * kernels::dtype_size(t.dtype);
+        kernels::dtype_bytes(t.dtype, t.elements());
     if (e - b != expected) {
       throw ModelError(where + " has " + std::to_string(e - b) + " bytes but shape " +
                        shape_string(t.shape) + " of " + dtype + " needs " +

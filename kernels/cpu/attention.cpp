@@ -79,14 +79,15 @@ inline __attribute__((always_inline)) void weigh_values(const float* p, std::int
 }
 
 template <int NQ>
-inline __attribute__((always_inline)) void attend_queries(const float* q, const float* keys_t,
-                                                          std::int64_t key_stride,
-                                                          std::int64_t key_dim, const float* values,
-                                                          std::int64_t value_stride,
-                                                          std::int64_t value_dim, std::int64_t len,
-                                                          float scale, float* scores, float* out) {
+inline __attribute__((always_inline)) void attend_queries(
+    const float* q, const float* keys_t, std::int64_t key_stride, std::int64_t key_dim,
+    const float* values, std::int64_t value_stride, std::int64_t value_dim, std::int64_t len,
+    float scale, float* scores, float* out, const float* sinks) {
   score_queries<NQ>(q, key_dim, keys_t, key_stride, len, scale, scores, len);
-  for (int i = 0; i < NQ; ++i) softmax_inplace(scores + i * len, len);
+  for (int i = 0; i < NQ; ++i) {
+    softmax_inplace(scores + i * len, len,
+                    sinks != nullptr ? sinks[i] : -std::numeric_limits<float>::infinity());
+  }
   weigh_values<NQ>(scores, len, values, value_stride, len, value_dim, out);
 }
 
@@ -95,18 +96,19 @@ inline __attribute__((always_inline)) void attend_queries(const float* q, const 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
 attend_heads_split(const float* q, std::int64_t nq, const float* keys_t, std::int64_t key_stride,
                    std::int64_t key_dim, const float* values, std::int64_t value_stride,
-                   std::int64_t value_dim, std::int64_t len, float scale, float* scores,
-                   float* out) {
+                   std::int64_t value_dim, std::int64_t len, float scale, float* scores, float* out,
+                   const float* sinks) {
   for (std::int64_t i0 = 0; i0 < nq; i0 += kMaxQueries) {
     const std::int64_t n = std::min(kMaxQueries, nq - i0);
     const float* qi = q + i0 * key_dim;
     float* si = scores + i0 * len;
     float* oi = out + i0 * value_dim;
+    const float* sk = sinks != nullptr ? sinks + i0 : nullptr;
     switch (n) {
 #define TANDEM_QUERIES(N)                                                                    \
   case N:                                                                                    \
     attend_queries<N>(qi, keys_t, key_stride, key_dim, values, value_stride, value_dim, len, \
-                      scale, si, oi);                                                        \
+                      scale, si, oi, sk);                                                    \
     break;
       TANDEM_QUERIES(1)
       TANDEM_QUERIES(2)
@@ -125,16 +127,17 @@ attend_heads_split(const float* q, std::int64_t nq, const float* keys_t, std::in
 
 void attend_heads(const float* q, std::int64_t nq, const float* keys_t, std::int64_t key_stride,
                   const float* values, std::int64_t value_stride, std::int64_t len,
-                  std::int64_t dim, float scale, float* scores, float* out) {
+                  std::int64_t dim, float scale, float* scores, float* out, const float* sinks) {
   attend_heads_split(q, nq, keys_t, key_stride, dim, values, value_stride, dim, len, scale, scores,
-                     out);
+                     out, sinks);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void softmax_inplace(
-    float* x, std::int64_t n) {
-  float mx = -std::numeric_limits<float>::infinity();
+    float* x, std::int64_t n, float sink) {
+  float mx = sink;
   for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0.0;
+  // exp(-inf - mx) is 0: no sink adds nothing.
+  double sum = std::exp(static_cast<double>(sink) - mx);
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const Vec16 e = exp16(load16(x + i) - mx);
@@ -196,14 +199,21 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 
 void attend_head_reference(const float* q, const float* keys_t, std::int64_t key_stride,
                            const float* values, std::int64_t value_stride, std::int64_t len,
-                           std::int64_t dim, float scale, float* scores, float* out) {
+                           std::int64_t dim, float scale, float* scores, float* out, float sink) {
   for (std::int64_t s = 0; s < len; ++s) {
     double dot = 0.0;
     for (std::int64_t d = 0; d < dim; ++d)
       dot += static_cast<double>(q[d]) * keys_t[d * key_stride + s];
     scores[s] = static_cast<float>(dot) * scale;
   }
-  softmax_inplace(scores, len);
+  // Written out here rather than through softmax_inplace, so the kernels' softmax is checked
+  // against an independent one.
+  double mx = sink;
+  for (std::int64_t s = 0; s < len; ++s) mx = std::max(mx, static_cast<double>(scores[s]));
+  double sum = std::exp(static_cast<double>(sink) - mx);
+  for (std::int64_t s = 0; s < len; ++s) sum += std::exp(scores[s] - mx);
+  for (std::int64_t s = 0; s < len; ++s)
+    scores[s] = static_cast<float>(std::exp(scores[s] - mx) / sum);
   for (std::int64_t d = 0; d < dim; ++d) {
     double sum = 0.0;
     for (std::int64_t s = 0; s < len; ++s)

@@ -12,8 +12,7 @@ namespace tandem::kernels {
 
 WeightMatrix WeightMatrix::slice_rows(std::int64_t begin, std::int64_t count) const {
   WeightMatrix s = *this;
-  s.data =
-      static_cast<const char*>(data) + begin * cols * static_cast<std::int64_t>(dtype_size(dtype));
+  s.data = static_cast<const char*>(data) + dtype_bytes(dtype, begin * cols);
   s.rows = count;
   s.first_row = first_row + begin;
   s.packed = nullptr;
@@ -22,8 +21,7 @@ WeightMatrix WeightMatrix::slice_rows(std::int64_t begin, std::int64_t count) co
 }
 
 void WeightMatrix::row_f32(std::int64_t r, float* out) const {
-  const auto* src =
-      static_cast<const char*>(data) + r * cols * static_cast<std::int64_t>(dtype_size(dtype));
+  const auto* src = static_cast<const char*>(data) + dtype_bytes(dtype, r * cols);
   convert_to_f32(dtype, src, out, static_cast<std::size_t>(cols));
   if (block_scale != nullptr) {
     const std::int64_t scale_cols = (cols + block_cols - 1) / block_cols;
@@ -65,6 +63,32 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     store16(gate + i, g * load16(up + i) / (1.0f + exp16(-g)));
   }
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void clamped_swiglu(
+    float* gate, const float* up, std::int64_t n, float alpha, float limit) {
+  std::int64_t i = 0;
+  const Vec16 top = Vec16{} + limit, bottom = Vec16{} - limit;
+  for (; i + 16 <= n; i += 16) {
+    Vec16 g = load16(gate + i);
+    g = g > top ? top : g;
+    Vec16 u = load16(up + i);
+    u = u > top ? top : u;
+    u = u < bottom ? bottom : u;
+    store16(gate + i, g / (1.0f + exp16(-(alpha * g))) * (u + 1.0f));
+  }
+  for (; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    gate[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
+  }
+}
+
+void glu(const Glu& g, float* gate, const float* up, std::int64_t n) {
+  if (g.kind == Glu::Kind::ClampedSwiglu)
+    clamped_swiglu(gate, up, n, g.alpha, g.limit);
+  else
+    silu_mul(gate, up, n);
 }
 
 void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,

@@ -64,4 +64,15 @@ void axpy_f32(float a, const float* x, float* y, std::int64_t n);
 // x / (1 + e^-x) with a vectorised e^x within 2 ulp.
 void silu_mul(float* gate, const float* up, std::int64_t n);
 
+// A gated FFN's activation. Silu: SiLU(gate) * up. ClampedSwiglu (gpt-oss): gate clamped
+// from above and up on both sides at `limit`, then gate * sigmoid(alpha * gate) * (up + 1).
+struct Glu {
+  enum class Kind { Silu, ClampedSwiglu };
+  Kind kind = Kind::Silu;
+  float alpha = 0.0f;
+  float limit = 0.0f;
+};
+// gate[i] = the activation of gate[i] and up[i], over n values.
+void glu(const Glu& g, float* gate, const float* up, std::int64_t n);
+
 }  // namespace tandem::kernels

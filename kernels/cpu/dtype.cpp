@@ -24,6 +24,8 @@ std::size_t dtype_size(DType t) {
       return 1;
     case DType::I8:
       return 1;
+    case DType::F4E2M1:
+      return 0;
   }
   return 0;
 }
@@ -46,6 +48,8 @@ std::string_view dtype_name(DType t) {
       return "U8";
     case DType::I8:
       return "I8";
+    case DType::F4E2M1:
+      return "MXFP4";
   }
   return "?";
 }
@@ -100,6 +104,11 @@ float f8e4m3_to_f32(std::uint8_t v) {
   return sign ? -value : value;
 }
 
+float e8m0_to_f32(std::uint8_t v) {
+  if (v == 0xff) return std::numeric_limits<float>::quiet_NaN();
+  return std::ldexp(1.0f, static_cast<int>(v) - 127);
+}
+
 void convert_to_f32(DType t, const void* src, float* dst, std::size_t n) {
   switch (t) {
     case DType::F32:
@@ -144,6 +153,12 @@ void convert_to_f32(DType t, const void* src, float* dst, std::size_t n) {
     case DType::I8: {
       const auto* s = static_cast<const std::int8_t*>(src);
       for (std::size_t i = 0; i < n; ++i) dst[i] = s[i];
+      return;
+    }
+    case DType::F4E2M1: {
+      const auto* s = static_cast<const std::uint8_t*>(src);
+      for (std::size_t i = 0; i < n; ++i)
+        dst[i] = kFp4E2M1Values[i % 2 == 0 ? s[i / 2] & 0x0F : s[i / 2] >> 4];
       return;
     }
   }

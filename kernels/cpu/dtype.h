@@ -8,9 +8,14 @@
 
 namespace tandem::kernels {
 
-enum class DType { F32, F16, BF16, F8E4M3, I32, I64, U8, I8 };
+// F4E2M1: OCP FP4 codes, two per byte (the first element in the low nibble), as MXFP4
+// weights store them; never a safetensors dtype (checkpoints store the bytes as U8).
+enum class DType { F32, F16, BF16, F8E4M3, I32, I64, U8, I8, F4E2M1 };
 
+// Bytes per element; 0 for F4E2M1 (half a byte): use dtype_bytes.
 std::size_t dtype_size(DType t);
+// Bytes of `n` elements (F4E2M1: two per byte).
+inline std::uint64_t dtype_bytes(DType t, std::int64_t n);
 std::string_view dtype_name(DType t);  // safetensors spelling: "F32", "BF16", "F8_E4M3"
 bool parse_safetensors_dtype(std::string_view name, DType& out);
 
@@ -34,7 +39,19 @@ float f16_to_f32(std::uint16_t v);
 // OCP FP8 E4M3 ("e4m3fn"): no infinities, 0x7f/0xff are NaN, max 448.
 float f8e4m3_to_f32(std::uint8_t v);
 
-// Converts `n` elements of type `t` at `src` to fp32.
+// The 16 FP4 E2M1 values by code: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.
+inline constexpr float kFp4E2M1Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,
+                                             4.0f,  6.0f,  -0.0f, -0.5f, -1.0f, -1.5f,
+                                             -2.0f, -3.0f, -4.0f, -6.0f};
+// An E8M0 scale (MXFP4's shared exponent): 2^(v - 127); 0xff is NaN.
+float e8m0_to_f32(std::uint8_t v);
+
+// Converts `n` elements of type `t` at `src` to fp32 (F4E2M1: from the start of a byte).
 void convert_to_f32(DType t, const void* src, float* dst, std::size_t n);
+
+inline std::uint64_t dtype_bytes(DType t, std::int64_t n) {
+  const auto count = static_cast<std::uint64_t>(n);
+  return t == DType::F4E2M1 ? (count + 1) / 2 : count * dtype_size(t);
+}
 
 }  // namespace tandem::kernels

@@ -35,6 +35,7 @@ std::size_t PackedMatrix::block_bytes() const {
     case PackedFormat::Int8:
       return static_cast<std::size_t>(kPackRows * cols_padded);
     case PackedFormat::Int4:
+    case PackedFormat::Mxfp4:
       return static_cast<std::size_t>(kPackRows * cols_padded / 2);
     case PackedFormat::Bf16:
       return static_cast<std::size_t>(kPackRows * cols_padded) * 2;
@@ -62,6 +63,7 @@ std::int64_t padded_cols(std::int64_t cols, PackedFormat f) {
     case PackedFormat::Int8:
       return (cols + 3) / 4 * 4;
     case PackedFormat::Int4:
+    case PackedFormat::Mxfp4:
       return (cols + 7) / 8 * 8;
     case PackedFormat::Bf16:
       return (cols + 1) / 2 * 2;
@@ -85,7 +87,7 @@ PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat for
   p.cols = cols;
   p.cols_padded = padded_cols(cols, format);
   p.blocks = (rows + kPackRows - 1) / kPackRows;
-  p.group = format == PackedFormat::Int4 ? group : 0;
+  p.group = format == PackedFormat::Int4 ? group : format == PackedFormat::Mxfp4 ? kMxfp4Group : 0;
   return p;
 }
 
@@ -94,6 +96,7 @@ std::size_t packed_scale_count(const PackedMatrix& m) {
     case PackedFormat::Int8:
       return static_cast<std::size_t>(m.blocks * kPackRows);
     case PackedFormat::Int4:
+    case PackedFormat::Mxfp4:
       return static_cast<std::size_t>(m.groups() * m.blocks * kPackRows);
     case PackedFormat::Bf16:
       return 0;
@@ -110,9 +113,12 @@ void unpack_row(const PackedMatrix& m, std::int64_t r, float* out) {
         out[c] = static_cast<float>(block[(c / 4) * 64 + lane * 4 + c % 4] - 128) *
                  m.row_scale[static_cast<std::size_t>(r)];
         break;
-      case PackedFormat::Int4: {
+      case PackedFormat::Int4:
+      case PackedFormat::Mxfp4: {
         const std::uint8_t byte = block[(c / 8) * 64 + lane * 4 + c % 4];
-        const int q = ((c % 8) < 4 ? byte & 0x0F : byte >> 4) - 8;
+        const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+        const int q =
+            m.format == PackedFormat::Int4 ? nibble - 8 : kMxfp4Biased[nibble] - kMxfp4Bias;
         out[c] = static_cast<float>(q) *
                  m.group_scale[static_cast<std::size_t>((c / m.group) * m.blocks * kPackRows + r)];
         break;
@@ -209,6 +215,38 @@ PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group) {
   return p;
 }
 
+PackedMatrix pack_mxfp4(const WeightMatrix& source) {
+  if (source.dtype != DType::F4E2M1 || source.block_scale == nullptr || source.block_rows != 1 ||
+      source.block_cols != kMxfp4Group || source.cols % 2 != 0) {
+    throw std::invalid_argument(
+        "MXFP4 packing keeps weights stored as MXFP4 (FP4 codes with a scale per row and 32 "
+        "columns); these are stored otherwise");
+  }
+  PackedMatrix p = empty_packed(source, PackedFormat::Mxfp4);
+  std::memset(p.bytes.data.get(), 0, p.bytes.size);  // code 0 is +0
+  const std::int64_t rows_padded = p.blocks * kPackRows;
+  const std::int64_t groups = p.groups();
+  const std::int64_t scale_cols = (source.cols + kMxfp4Group - 1) / kMxfp4Group;
+  p.group_scale.assign(static_cast<std::size_t>(groups * rows_padded), 0.0f);
+  const auto* codes = static_cast<const std::uint8_t*>(source.data);
+  for (std::int64_t r = 0; r < source.rows; ++r) {
+    const std::uint8_t* row = codes + r * source.cols / 2;
+    const float* scales = source.block_scale + (source.first_row + r) * scale_cols;
+    std::uint8_t* block = p.block(r / kPackRows);
+    const std::int64_t lane = r % kPackRows;
+    // The codes stand for 2 * value in the kernels' sums: half the scale makes up for it.
+    for (std::int64_t g = 0; g < groups; ++g)
+      p.group_scale[static_cast<std::size_t>(g * rows_padded + r)] = 0.5f * scales[g];
+    for (std::int64_t c = 0; c < source.cols; ++c) {
+      const int code = c % 2 == 0 ? row[c / 2] & 0x0F : row[c / 2] >> 4;
+      std::uint8_t& byte = block[(c / 8) * 64 + lane * 4 + c % 4];
+      byte = (c % 8) < 4 ? static_cast<std::uint8_t>((byte & 0xF0) | code)
+                         : static_cast<std::uint8_t>((byte & 0x0F) | (code << 4));
+    }
+  }
+  return p;
+}
+
 PackedMatrix pack_bf16(const WeightMatrix& source) {
   PackedMatrix p = empty_packed(source, PackedFormat::Bf16);
   std::memset(p.bytes.data.get(), 0, p.bytes.size);
@@ -230,7 +268,10 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   out.format = format;
   out.tokens = tokens;
   out.cols_padded = padded_cols(cols, format);
-  out.group = format == PackedFormat::Int4 ? group : 0;
+  out.group = format == PackedFormat::Int4    ? group
+              : format == PackedFormat::Mxfp4 ? kMxfp4Group
+                                              : 0;
+  group = out.group;
   const std::size_t n = static_cast<std::size_t>(tokens * out.cols_padded);
   if (format != PackedFormat::Bf16) {
     out.q.assign(n, 0);
@@ -252,7 +293,7 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
       out.scale[static_cast<std::size_t>(t)] = scale;
       out.q_sum[static_cast<std::size_t>(t)] = sum;
     }
-    if (format == PackedFormat::Int4) {
+    if (nibble_format(format)) {
       const std::int64_t groups = (out.cols_padded + group - 1) / group;
       out.group_sum.resize(static_cast<std::size_t>(tokens * groups));
       for (std::int64_t t = 0; t < tokens; ++t) {
@@ -291,9 +332,10 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
           acc -= 128 * x.q_sum[static_cast<std::size_t>(t)];
           y[t * y_stride + r] = static_cast<float>(acc) * w.row_scale[static_cast<std::size_t>(r)] *
                                 x.scale[static_cast<std::size_t>(t)];
-        } else if (w.format == PackedFormat::Int4) {
+        } else if (nibble_format(w.format)) {
           // Exact integer sums per group, combined with one fused multiply-add per group in
           // group order: the vector variants do the same, so all agree to the bit.
+          const bool fp4 = w.format == PackedFormat::Mxfp4;
           const std::int8_t* q = x.q.data() + t * kp;
           const std::int64_t groups = w.groups();
           float acc = 0.0f;
@@ -301,9 +343,10 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
             std::int32_t sum = 0;
             for (std::int64_t c = g * w.group; c < std::min(kp, (g + 1) * w.group); ++c) {
               const std::uint8_t byte = block[(c / 8) * 64 + lane * 4 + c % 4];
-              sum += ((c % 8) < 4 ? byte & 0x0F : byte >> 4) * q[c];
+              const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+              sum += (fp4 ? kMxfp4Biased[nibble] : nibble) * q[c];
             }
-            sum -= 8 * x.group_sum[static_cast<std::size_t>(t * groups + g)];
+            sum -= (fp4 ? kMxfp4Bias : 8) * x.group_sum[static_cast<std::size_t>(t * groups + g)];
             acc = std::fma(w.group_scale[static_cast<std::size_t>(g * w.blocks * kPackRows + r)],
                            static_cast<float>(sum), acc);
           }

@@ -13,6 +13,12 @@
 // one, every nibble the weight plus 8 (0..15). Two AND/shift steps turn the 64 bytes into
 // two INT8-layout registers of unsigned bytes for VPDPBUSD; the +8 comes back out per group
 // as 8 * (sum of the token's quantised activations over the group).
+//
+// MXFP4 (gpt-oss's experts, kept as the checkpoint stores them) has INT4's layout with
+// groups of 32 columns, each nibble an FP4 E2M1 code. The kernels turn codes into the
+// unsigned bytes 2 * value + 12 (0..24) with one table lookup (VPSHUFB) where INT4 takes the
+// nibble as it is, and take 12 * (group sum) back out; the group's scale is its E8M0
+// exponent 2^(e - 127) halved. Every MXFP4 weight is kept exactly.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +30,17 @@
 
 namespace tandem::kernels {
 
-enum class PackedFormat { Int8, Int4, Bf16 };
+enum class PackedFormat { Int8, Int4, Bf16, Mxfp4 };
+
+inline constexpr std::int64_t kMxfp4Group = 32;
+// 2 * value + 12 for each FP4 E2M1 code: what the kernels multiply MXFP4 weights as.
+inline constexpr std::uint8_t kMxfp4Biased[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                  12, 11, 10, 9,  8,  6,  4,  0};
+inline constexpr int kMxfp4Bias = 12;
+// Formats whose bytes hold two columns each (INT4's layout).
+inline bool nibble_format(PackedFormat f) {
+  return f == PackedFormat::Int4 || f == PackedFormat::Mxfp4;
+}
 
 inline constexpr std::int64_t kPackRows = 16;
 
@@ -50,14 +66,14 @@ struct PackedMatrix {
   PackedFormat format = PackedFormat::Int8;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  std::int64_t cols_padded = 0;  // a multiple of 4 (INT8), 8 (INT4) or 2 (BF16)
+  std::int64_t cols_padded = 0;  // a multiple of 4 (INT8), 8 (INT4, MXFP4) or 2 (BF16)
   std::int64_t blocks = 0;       // ceil(rows / 16)
-  std::int64_t group = 0;        // INT4: columns per scale, a multiple of 8
+  std::int64_t group = 0;        // INT4: columns per scale, a multiple of 8; MXFP4: 32
   AlignedBytes bytes;
   std::vector<float> row_scale;  // INT8: weight = (stored - 128) * row_scale[row]
   // INT4: weight = (nibble - 8) * group_scale[g * blocks * 16 + row] (a scale may be
-  // negative), group-major so that a
-  // block's 16 scales of one group are one vector load.
+  // negative), group-major so that a block's 16 scales of one group are one vector load.
+  // MXFP4: weight = (kMxfp4Biased[code] - 12) * group_scale[...], the same layout.
   std::vector<float> group_scale;
 
   std::int64_t groups() const { return group > 0 ? (cols_padded + group - 1) / group : 0; }
@@ -81,6 +97,10 @@ PackedMatrix pack_bf16(const WeightMatrix& source);
 // group may be shorter).
 PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group);
 inline constexpr std::int64_t kDefaultInt4Group = 64;
+// MXFP4, exactly: `source` must hold FP4 codes (DType::F4E2M1) with one E8M0-derived scale
+// per row and 32 columns (block_rows 1, block_cols 32), as gpt-oss's experts do; anything
+// else throws std::invalid_argument (MXFP4 is read, not made).
+PackedMatrix pack_mxfp4(const WeightMatrix& source);
 
 // Bytes a packed matrix holds (weights and scales), e.g. for memory estimates.
 std::uint64_t packed_matrix_bytes(const PackedMatrix& m);
@@ -101,11 +121,11 @@ struct PackedActivations {
   PackedFormat format = PackedFormat::Int8;
   std::int64_t tokens = 0;
   std::int64_t cols_padded = 0;
-  std::int64_t group = 0;               // INT4
+  std::int64_t group = 0;               // INT4, MXFP4
   std::vector<std::int8_t> q;           // INT8, INT4: [tokens x cols_padded]
   std::vector<float> scale;             // INT8, INT4: per token
   std::vector<std::int32_t> q_sum;      // INT8, INT4: per token
-  std::vector<std::int32_t> group_sum;  // INT4: [tokens x groups]
+  std::vector<std::int32_t> group_sum;  // INT4, MXFP4: [tokens x groups]
   std::vector<std::uint16_t> bf16;      // BF16: [tokens x cols_padded]
 };
 

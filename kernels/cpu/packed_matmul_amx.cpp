@@ -414,6 +414,8 @@ void format_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_
     case PackedFormat::Bf16:
       bf16_tiles<Tiles, TT, BB>(w, x, block, t0, y, y_stride);
       break;
+    case PackedFormat::Mxfp4:  // never tiled (tiles_apply)
+      break;
   }
 }
 
@@ -431,6 +433,8 @@ void token_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t
 // INT4 goes through the tiles when its groups are whole tiles of columns.
 bool tiles_apply(const PackedMatrix& w, const PackedActivations& x) {
   if (x.tokens < kTileRows) return false;
+  // MXFP4's groups of 32 columns are half a tile: the AVX-512 kernels take it.
+  if (w.format == PackedFormat::Mxfp4) return false;
   return w.format != PackedFormat::Int4 || w.group % (kQuadsPerTile * 4) == 0;
 }
 

@@ -75,7 +75,10 @@ struct MaddubsDot {
 template <int T>
 void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                 std::int64_t t0, float* y, std::int64_t y_stride) {
-  int4_block_ymm<MaddubsDot, T>(w, x, block, t0, y, y_stride);
+  if (w.format == PackedFormat::Mxfp4)
+    int4_block_ymm<MaddubsDot, T, true>(w, x, block, t0, y, y_stride);
+  else
+    int4_block_ymm<MaddubsDot, T, false>(w, x, block, t0, y, y_stride);
 }
 template <int T>
 void bf16_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
@@ -134,7 +137,7 @@ void packed_matmul_avx2(const PackedMatrix& w, const PackedActivations& x, float
 void packed_matmul_avx2_plain(const PackedMatrix& w, const PackedActivations& x, float* y,
                               std::int64_t y_stride, std::int64_t block_begin,
                               std::int64_t block_end) {
-  if (w.format == PackedFormat::Int4) {
+  if (nibble_format(w.format)) {
     for (std::int64_t b = block_begin; b < block_end; ++b) {
       std::int64_t t = 0;
       for (; t + kTokenTile <= x.tokens; t += kTokenTile)

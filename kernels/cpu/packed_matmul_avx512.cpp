@@ -75,7 +75,8 @@ void int8_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
 // thread, 768 x 2048 at 32 tokens).
 constexpr int kInt4TokenTile = 8;
 
-template <int T, int B>
+// Fp4: MXFP4, whose codes one table lookup turns into the unsigned bytes INT4's nibbles are.
+template <int T, int B, bool Fp4>
 void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t octets = w.cols_padded / 8;
@@ -86,6 +87,9 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
   for (int b = 0; b < B; ++b) wb[b] = w.block(block + b);
   const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+  const __m512i fp4_table =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Biased)));
+  constexpr int bias = Fp4 ? kMxfp4Bias : 8;
   __m512 result[B][T];
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) result[b][t] = _mm512_setzero_ps();
@@ -100,6 +104,10 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
         const __m512i raw = _mm512_load_si512(wb[b] + k * 64);
         lo[b] = _mm512_and_si512(raw, low_nibbles);
         hi[b] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles);
+        if constexpr (Fp4) {
+          lo[b] = _mm512_shuffle_epi8(fp4_table, lo[b]);
+          hi[b] = _mm512_shuffle_epi8(fp4_table, hi[b]);
+        }
       }
       for (int t = 0; t < T; ++t) {
         std::int32_t quads[2];
@@ -116,10 +124,11 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
       const __m512 scale =
           _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
       for (int t = 0; t < T; ++t) {
-        // Stored nibbles are w + 8: take 8 * (the group's activation sum) back out.
+        // Stored nibbles are w + 8 (MXFP4: 2w + 12): take the bias times the group's
+        // activation sum back out.
         const __m512i exact = _mm512_sub_epi32(
             acc[b][t],
-            _mm512_set1_epi32(8 * x.group_sum[static_cast<std::size_t>((t0 + t) * groups + g)]));
+            _mm512_set1_epi32(bias * x.group_sum[static_cast<std::size_t>((t0 + t) * groups + g)]));
         result[b][t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact), result[b][t]);
       }
     }
@@ -137,16 +146,16 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
   }
 }
 
-template <int B>
+template <int B, bool Fp4>
 void run_tokens_int4(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                      std::int64_t t_begin, std::int64_t t_end, float* y, std::int64_t y_stride) {
   std::int64_t t = t_begin;
   for (; t + kInt4TokenTile <= t_end; t += kInt4TokenTile)
-    int4_tile<kInt4TokenTile, B>(w, x, block, t, y, y_stride);
+    int4_tile<kInt4TokenTile, B, Fp4>(w, x, block, t, y, y_stride);
   switch (t_end - t) {
-#define TANDEM_INT4_TAIL(n)                       \
-  case n:                                         \
-    int4_tile<n, B>(w, x, block, t, y, y_stride); \
+#define TANDEM_INT4_TAIL(n)                            \
+  case n:                                              \
+    int4_tile<n, B, Fp4>(w, x, block, t, y, y_stride); \
     break;
     TANDEM_INT4_TAIL(1)
     TANDEM_INT4_TAIL(2)
@@ -216,6 +225,18 @@ void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   }
 }
 
+template <bool Fp4>
+void nibble_blocks(const PackedMatrix& w, const PackedActivations& x, float* y,
+                   std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
+                   std::int64_t t_begin, std::int64_t t_end) {
+  std::int64_t b = block_begin;
+  if (t_end - t_begin == 1) {
+    for (; b + 4 <= block_end; b += 4) int4_tile<1, 4, Fp4>(w, x, b, t_begin, y, y_stride);
+  }
+  for (; b + 2 <= block_end; b += 2) run_tokens_int4<2, Fp4>(w, x, b, t_begin, t_end, y, y_stride);
+  if (b < block_end) run_tokens_int4<1, Fp4>(w, x, b, t_begin, t_end, y, y_stride);
+}
+
 }  // namespace
 
 void packed_matmul_avx512_tokens(const PackedMatrix& w, const PackedActivations& x, float* y,
@@ -225,11 +246,11 @@ void packed_matmul_avx512_tokens(const PackedMatrix& w, const PackedActivations&
   std::int64_t b = block_begin;
   const bool one_token = t_end - t_begin == 1;
   if (w.format == PackedFormat::Int4) {
-    if (one_token) {
-      for (; b + 4 <= block_end; b += 4) int4_tile<1, 4>(w, x, b, t_begin, y, y_stride);
-    }
-    for (; b + 2 <= block_end; b += 2) run_tokens_int4<2>(w, x, b, t_begin, t_end, y, y_stride);
-    if (b < block_end) run_tokens_int4<1>(w, x, b, t_begin, t_end, y, y_stride);
+    nibble_blocks<false>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
+    return;
+  }
+  if (w.format == PackedFormat::Mxfp4) {
+    nibble_blocks<true>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
     return;
   }
   if (one_token && w.format == PackedFormat::Int8) {

@@ -60,7 +60,10 @@ struct VnniDot {
 template <int T>
 void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                 std::int64_t t0, float* y, std::int64_t y_stride) {
-  int4_block_ymm<VnniDot, T>(w, x, block, t0, y, y_stride);
+  if (w.format == PackedFormat::Mxfp4)
+    int4_block_ymm<VnniDot, T, true>(w, x, block, t0, y, y_stride);
+  else
+    int4_block_ymm<VnniDot, T, false>(w, x, block, t0, y, y_stride);
 }
 template <int T>
 void run_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,

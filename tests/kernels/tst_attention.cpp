@@ -82,6 +82,43 @@ class TestAttention : public QObject {
     }
   }
 
+  // gpt-oss's attention sinks: each head's sink logit joins the denominator only, so the
+  // weights sum to less than one, by the sink's share.
+  void sinksJoinTheDenominator() {
+    for (int len : {1, 17, 70}) {
+      const int nq = 3, dim = 40, stride = len + 3, vstride = dim;
+      std::mt19937 rng(static_cast<unsigned>(len));
+      std::normal_distribution<float> d(0.0f, 1.0f);
+      std::vector<float> q(static_cast<std::size_t>(nq * dim)),
+          keys(static_cast<std::size_t>(dim * stride)),
+          values(static_cast<std::size_t>(len * vstride), 1.0f);  // all ones: out = sum of p
+      for (float& x : q) x = d(rng);
+      for (float& x : keys) x = d(rng);
+      const std::vector<float> sinks = {-1.0f, 2.0f, 9.0f};
+      std::vector<float> scores(static_cast<std::size_t>(nq * len)),
+          out(static_cast<std::size_t>(nq * dim));
+      attend_heads(q.data(), nq, keys.data(), stride, values.data(), vstride, len, dim, 0.125f,
+                   scores.data(), out.data(), sinks.data());
+      std::vector<float> s2(static_cast<std::size_t>(len)), o2(dim);
+      for (int i = 0; i < nq; ++i) {
+        attend_head_reference(q.data() + i * dim, keys.data(), stride, values.data(), vstride, len,
+                              dim, 0.125f, s2.data(), o2.data(), sinks[i]);
+        double sum = 0, scored = 0;
+        for (int s = 0; s < len; ++s) {
+          double dot = 0;
+          for (int j = 0; j < dim; ++j) dot += q[i * dim + j] * keys[j * stride + s];
+          scored += std::exp(0.125 * dot);
+        }
+        sum = scored / (scored + std::exp(double(sinks[i])));
+        QVERIFY2(std::abs(o2[0] - sum) < 1e-5,
+                 qPrintable(QStringLiteral("%1 vs %2").arg(o2[0]).arg(sum)));
+        for (int j = 0; j < dim; ++j)
+          QVERIFY(std::abs(out[static_cast<std::size_t>(i * dim + j)] - o2[j]) < 1e-5f);
+      }
+      QVERIFY(out[2 * dim] < out[0]);  // the largest sink takes the most
+    }
+  }
+
   // The vectorised exponential in softmax against double precision, over the range softmax
   // sees (0 down to far below float's smallest normal) and lengths with and without a tail.
   void softmaxMatchesDouble() {

@@ -178,6 +178,33 @@ class TestDenseMatmul : public QObject {
                 QStringLiteral("n %1 at %2: %3 vs %4").arg(n).arg(i).arg(gate[i]).arg(want[i])));
     }
   }
+
+  // gpt-oss's clamped SwiGLU against double precision: values inside and beyond the clamp
+  // (7), where gate is clamped from above only and up on both sides.
+  void clampedSwigluMatchesDouble() {
+    const Glu g{Glu::Kind::ClampedSwiglu, 1.702f, 7.0f};
+    for (int n : {1, 15, 16, 33, 1000}) {
+      std::vector<float> gate(static_cast<std::size_t>(n)), up(gate.size());
+      for (int i = 0; i < n; ++i) {
+        gate[static_cast<std::size_t>(i)] =
+            -30.0f + 60.0f * static_cast<float>(i) / static_cast<float>(n);
+        up[static_cast<std::size_t>(i)] = -12.0f + static_cast<float>((i * 5) % 25);
+      }
+      gate[0] = 9.0f;  // above the clamp
+      std::vector<double> want(gate.size());
+      for (std::size_t i = 0; i < gate.size(); ++i) {
+        const double gi = std::min(double(gate[i]), 7.0);
+        const double ui = std::clamp(double(up[i]), -7.0, 7.0);
+        want[i] = gi / (1.0 + std::exp(-1.702 * gi)) * (ui + 1.0);
+      }
+      glu(g, gate.data(), up.data(), n);
+      for (std::size_t i = 0; i < gate.size(); ++i)
+        QVERIFY2(
+            std::abs(gate[i] - want[i]) <= 2e-6 * std::abs(want[i]) + 1e-12,
+            qPrintable(
+                QStringLiteral("n %1 at %2: %3 vs %4").arg(n).arg(i).arg(gate[i]).arg(want[i])));
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TestDenseMatmul)

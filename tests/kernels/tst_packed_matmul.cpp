@@ -13,9 +13,34 @@ namespace {
 
 using tandem::test::normal_values;
 
+// Random MXFP4 weights as a checkpoint stores them: FP4 codes two per byte and one
+// power-of-two scale per row and 32 columns (exponents around 2^-3, as trained weights have).
+struct Mxfp4Source {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;
+  WeightMatrix matrix;
+  Mxfp4Source(std::int64_t rows, std::int64_t cols, unsigned seed) {
+    std::mt19937 rng(seed);
+    codes.resize(static_cast<std::size_t>(rows * cols / 2));
+    for (auto& b : codes) b = static_cast<std::uint8_t>(rng() & 0xff);
+    const std::int64_t groups = (cols + 31) / 32;
+    scales.resize(static_cast<std::size_t>(rows * groups));
+    for (auto& s : scales) s = e8m0_to_f32(static_cast<std::uint8_t>(120 + rng() % 8));
+    matrix.dtype = DType::F4E2M1;
+    matrix.data = codes.data();
+    matrix.rows = rows;
+    matrix.cols = cols;
+    matrix.block_scale = scales.data();
+    matrix.block_rows = 1;
+    matrix.block_cols = 32;
+  }
+};
+
 PackedMatrix packAs(PackedFormat f, const WeightMatrix& source,
                     std::int64_t group = kDefaultInt4Group) {
   switch (f) {
+    case PackedFormat::Mxfp4:
+      return pack_mxfp4(source);
     case PackedFormat::Int8:
       return pack_int8(source);
     case PackedFormat::Int4:
@@ -34,6 +59,8 @@ QString formatName(PackedFormat f) {
       return QStringLiteral("int4");
     case PackedFormat::Bf16:
       return QStringLiteral("bf16");
+    case PackedFormat::Mxfp4:
+      return QStringLiteral("mxfp4");
   }
   return {};
 }
@@ -88,10 +115,12 @@ class TestPackedMatmul : public QObject {
                                                  {48, 384},
                                                  {21, 200}}
               : std::vector<std::pair<int, int>>{{16, 64}, {37, 30}, {64, 257}, {5, 3}, {48, 384}};
-      for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
+      for (PackedFormat f :
+           {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16, PackedFormat::Mxfp4}) {
         if (v == kAvxVnni && f == PackedFormat::Bf16) continue;  // INT8 and INT4 only
         for (int tokens : token_counts) {
           for (auto [rows, cols] : shapes) {
+            if (f == PackedFormat::Mxfp4 && cols % 2 != 0) ++cols;  // whole bytes per row
             // INT4: groups that divide k, that leave a short last group, and one group in all.
             for (int group :
                  f == PackedFormat::Int4 ? std::vector<int>{32, 64, 128} : std::vector<int>{0}) {
@@ -122,7 +151,8 @@ class TestPackedMatmul : public QObject {
     source.rows = rows;
     source.cols = cols;
     const PackedFormat f = static_cast<PackedFormat>(format);
-    const PackedMatrix w = packAs(f, source, group);
+    const Mxfp4Source fp4(rows, cols, 13);
+    const PackedMatrix w = packAs(f, f == PackedFormat::Mxfp4 ? fp4.matrix : source, group);
     const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 12);
     PackedActivations a;
     pack_activations_for(w, x.data(), tokens, a);
@@ -262,6 +292,60 @@ class TestPackedMatmul : public QObject {
                  qPrintable(QStringLiteral("%1 vs %2").arg(got[t * rows + r]).arg(want)));
       }
     }
+  }
+
+  // MXFP4 keeps every weight: the packed rows are the checkpoint's values, the stored
+  // matrix converts to the same, and the scalar product differs from the fp32 one by the
+  // activations' INT8 rounding alone.
+  void mxfp4KeepsTheCheckpointsWeights() {
+    const int tokens = 3, rows = 21, cols = 200;
+    const Mxfp4Source fp4(rows, cols, 61);
+    const PackedMatrix w = pack_mxfp4(fp4.matrix);
+    QCOMPARE(w.groups(), 7);  // six of 32 and one of 8
+    std::vector<float> dequantised(static_cast<std::size_t>(rows * cols));
+    std::vector<float> packed_row(static_cast<std::size_t>(cols)),
+        stored_row(static_cast<std::size_t>(cols));
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        const std::uint8_t byte = fp4.codes[static_cast<std::size_t>((r * cols + c) / 2)];
+        const int code = c % 2 == 0 ? byte & 0x0F : byte >> 4;
+        dequantised[static_cast<std::size_t>(r * cols + c)] =
+            kFp4E2M1Values[code] * fp4.scales[static_cast<std::size_t>(r * 7 + c / 32)];
+      }
+      unpack_row(w, r, packed_row.data());
+      fp4.matrix.row_f32(r, stored_row.data());
+      for (int c = 0; c < cols; ++c) {
+        QCOMPARE(packed_row[static_cast<std::size_t>(c)],
+                 dequantised[static_cast<std::size_t>(r * cols + c)]);
+        QCOMPARE(stored_row[static_cast<std::size_t>(c)],
+                 dequantised[static_cast<std::size_t>(r * cols + c)]);
+      }
+    }
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 62);
+    PackedActivations a;
+    pack_activations_for(w, x.data(), tokens, a);
+    std::vector<float> got(static_cast<std::size_t>(tokens * rows));
+    packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
+    for (int t = 0; t < tokens; ++t) {
+      for (int r = 0; r < rows; ++r) {
+        double want = 0, magnitude = 0;
+        for (int c = 0; c < cols; ++c) {
+          const double weight = dequantised[static_cast<std::size_t>(r * cols + c)];
+          want += weight * a.q[static_cast<std::size_t>(t * a.cols_padded + c)] *
+                  a.scale[static_cast<std::size_t>(t)];
+          magnitude += std::abs(weight * x[t * cols + c]);
+        }
+        QVERIFY2(std::abs(got[t * rows + r] - want) <= 1e-5 * (1 + magnitude),
+                 qPrintable(QStringLiteral("%1 vs %2").arg(got[t * rows + r]).arg(want)));
+      }
+    }
+    // Weights stored otherwise are refused, not quantised.
+    const std::vector<float> values(64, 1.0f);
+    WeightMatrix plain;
+    plain.data = values.data();
+    plain.rows = 2;
+    plain.cols = 32;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_mxfp4(plain));
   }
 
   void int4RejectsGroupsThatAreNotMultiplesOf8() {

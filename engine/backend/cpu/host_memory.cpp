@@ -36,7 +36,7 @@ void copy_packed(const kernels::PackedMatrix& source, kernels::PackedMatrix& tar
 }
 
 std::uint64_t stored_bytes(const kernels::WeightMatrix& m) {
-  return static_cast<std::uint64_t>(m.rows * m.cols) * kernels::dtype_size(m.dtype);
+  return kernels::dtype_bytes(m.dtype, m.rows * m.cols);
 }
 
 // The block-scale rows that cover the matrix's rows, and the first of them.
