@@ -113,7 +113,7 @@ int run_bench(const BenchCommandOptions& o) {
   }
   forward::RunSettings settings;
   if (!model::parse_cpu_format(o.cpu_format, settings.load.cpu_format)) {
-    std::fprintf(stderr, "tandem: --cpu-format must be native, int8, int4 or bf16.\n");
+    std::fprintf(stderr, "tandem: --cpu-format must be native, int8, int4, bf16 or mxfp4.\n");
     return 2;
   }
   settings.threads = o.threads;

@@ -43,7 +43,7 @@ int run_convert(const ConvertCommandOptions& o) {
   options.input = o.input;
   options.output = o.output;
   if (!model::parse_method(o.method, options.method)) {
-    std::fprintf(stderr, "tandem: --method must be int8, int4 or bf16.\n");
+    std::fprintf(stderr, "tandem: --method must be int8, int4, bf16 or mxfp4.\n");
     return 2;
   }
   options.group = o.group;

@@ -101,9 +101,9 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
   f.kt_method_option =
       c->add_option("--kt-method", f.kt_method,
                     "The experts' CPU format as the seeds name it (AMXINT8, AVX512INT4, ...)")
-          ->check(
-              sentence([](const std::string& v) { return !plan::cpu_format_of_method(v).empty(); },
-                       "give a method ending in INT8, INT4 or BF16, such as AMXINT8"));
+          ->check(sentence(
+              [](const std::string& v) { return !plan::cpu_format_of_method(v).empty(); },
+              "give AMX, AVX512 or AVX2 followed by INT8, INT4, BF16 or MXFP4, such as AMXINT8"));
   c->add_option("--profile", f.profile,
                 "Run with a profile saved by tandem recommend --save (flags given here win)")
       ->check(CLI::ExistingFile);

@@ -180,10 +180,10 @@ int main(int argc, char** argv) {
                       "Context length in tokens (default: the model's, at most 4096)");
   run_cmd
       ->add_option("--cpu-format", run.cpu_format,
-                   "Weights on the CPU: native (as stored), int8, int4 or bf16; a converted folder "
-                   "uses its own")
+                   "Weights on the CPU: native (as stored), int8, int4, bf16, or mxfp4 (experts "
+                   "stored as MXFP4 kept so: gpt-oss); a converted folder uses its own")
       ->capture_default_str()
-      ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
+      ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
   run_cmd->add_option("--dump-logits", run.dump_logits,
                       "Write the logits of the prompt's last position to this JSON file");
 
@@ -252,9 +252,9 @@ int main(int argc, char** argv) {
   bench_cmd
       ->add_option(
           "--cpu-format", bench.cpu_format,
-          "Weights on the CPU: native, int8, int4 or bf16; a converted folder uses its own")
+          "Weights on the CPU: native, int8, int4, bf16 or mxfp4; a converted folder uses its own")
       ->capture_default_str()
-      ->check(CLI::IsMember({"native", "int8", "int4", "bf16"}));
+      ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
   bench_cmd
       ->add_option("--dense", bench.dense,
                    "Dense INT8 matrices: auto (oneDNN for long prompts where it is faster), "
@@ -303,7 +303,8 @@ int main(int argc, char** argv) {
       ->required();
   convert_cmd
       ->add_option("--method", convert.method,
-                   "int8 (per-row scales), int4 (per-group scales) or bf16")
+                   "int8 (per-row scales), int4 (per-group scales), bf16, or mxfp4 (experts stored "
+                   "as MXFP4 kept exactly: gpt-oss)")
       ->required();
   convert_cmd->add_option("--group", convert.group, "INT4: columns per scale (default 64)");
   convert_cmd

@@ -251,11 +251,14 @@ class Backend {
   // gate = SiLU(gate) * up over n values.
   virtual void silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std::int64_t n) = 0;
   // Grouped-query attention of layer `layer` for n tokens at positions pos0...: stores the
-  // keys (normed and rotated) and values into the cache, then attends causally.
-  // q: [n x heads x head_dim], k and v: [n x kv_heads x head_dim], out: like q.
+  // keys (normed and rotated) and values into the cache, then attends causally, within the
+  // layer's sliding window where the spec gives one (ModelSpec::layer_window).
+  // q: [n x heads x head_dim], k and v: [n x kv_heads x head_dim], out: like q. `sinks`
+  // (may be null): one logit per head that joins each softmax's denominator (gpt-oss).
   virtual void attention(std::int64_t layer, DevicePtr<const float> q, DevicePtr<const float> k,
                          DevicePtr<const float> v, std::int64_t n, std::int64_t pos0,
-                         DeviceKvCache& cache, DevicePtr<float> out) = 0;
+                         DeviceKvCache& cache, DevicePtr<float> out,
+                         DevicePtr<const float> sinks) = 0;
   // Multi-head latent attention with the up-projections absorbed (DeepSeek-V3): stores each
   // token's kv row [normalised latent (kv_lora_rank) | rotated key (rope dim)] of `kv`
   // ([n x (kv_lora_rank + rope dim)]), then attends with q [n x heads x (nope + rope)] (its

@@ -18,6 +18,7 @@
 #include "engine/hub/content_digest.h"
 #include "engine/hw/pool_placement.h"
 #include "engine/hw/topology.h"
+#include "engine/log/log.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/expert_slicing.h"
 #include "engine/model/loaded_model.h"
@@ -98,6 +99,8 @@ model::CpuFormat cpu_format(model::Method m) {
       return model::CpuFormat::Int4;
     case Method::Bf16:
       return model::CpuFormat::Bf16;
+    case Method::Mxfp4:
+      return model::CpuFormat::Mxfp4;
   }
   return model::CpuFormat::Int8;
 }
@@ -118,7 +121,7 @@ int threads_for(const ConvertOptions& o) {
 std::int64_t checked_group(const ConvertOptions& o) {
   if (o.method != Method::Int4) {
     if (o.group != 0)
-      throw ConvertError("--group sets the INT4 group size; leave it out for int8 and bf16.");
+      throw ConvertError("--group sets the INT4 group size; leave it out for the other methods.");
     return 0;
   }
   const std::int64_t g = o.group == 0 ? kernels::kDefaultInt4Group : o.group;
@@ -138,7 +141,7 @@ int checked_pools(const ConvertOptions& o, const Plan& p) {
                   [](const model::LayerWeights& l) { return l.moe && !l.experts.experts.empty(); });
   const kernels::PackedFormat expert_format =
       model::packed_format_for(cpu_format(o.method), model::MatrixRole::Expert, experts);
-  const std::int64_t int4_group = expert_format == kernels::PackedFormat::Int4 ? p.group : 0;
+  const std::int64_t int4_group = model::scale_group(expert_format, p.group);
   const std::int64_t width = p.spec.moe_intermediate_size;
   if (o.pools > 0) {
     if (o.pools > 1 && !experts) {
@@ -184,12 +187,26 @@ Plan make_plan(const ConvertOptions& o) {
   p.checkpoint = std::make_unique<model::Checkpoint>(o.input);
   p.checkpoint->set_fp8_scales(p.spec.fp8);
   p.weights = model::bind_weights(p.spec, *p.checkpoint);
+  if (o.method == Method::Mxfp4) {
+    const std::string why = model::mxfp4_refusal(p.spec);
+    if (!why.empty()) throw ConvertError(o.input + ": " + why);
+  }
+  if (o.method == Method::Int4 && p.spec.mxfp4_experts) {
+    log::warn(
+        "{}: its experts are MXFP4 already; int4 rounds them a second time, while --method "
+        "mxfp4 keeps them exactly at the same size",
+        o.input);
+  }
   p.pools = checked_pools(o, p);
 
   std::unordered_map<const void*, std::string> name_of_data;
   for (const auto& file : p.checkpoint->files()) {
     for (const auto& [name, info] : file->tensors()) name_of_data.emplace(file->data(info), name);
   }
+  // Derived tensors (gpt-oss's experts, split per expert) first: a view may share its
+  // address with the stored tensor it came from, and the derived name is the one packed.
+  for (const std::string& name : p.checkpoint->derived_names())
+    name_of_data[p.checkpoint->find(name)->data()] = name;
   const std::string embedding = name_of_data.at(p.weights.embedding.data);
 
   std::vector<Unit> layers(static_cast<std::size_t>(p.spec.num_layers));
@@ -254,7 +271,8 @@ Plan make_plan(const ConvertOptions& o) {
           name.ends_with(scale_suffix) ? name.substr(0, name.size() - scale_suffix.size()) : "";
       const bool packed_scale =
           !scaled.empty() && packed_names.count(scaled) != 0 && scaled != embedding;
-      if (packed || packed_scale) continue;
+      // What binding derived tensors from is written as those (packed above), not as stored.
+      if (packed || packed_scale || p.checkpoint->consumed(name)) continue;
       const model::TensorRef* ref = p.checkpoint->find(name);
       base.raw.push_back({name, ref});
       base.source_bytes += tensor_bytes(*ref);
@@ -521,9 +539,12 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
         const kernels::PackedMatrix& p = packed[i - first];
         writer.write(p.bytes.data.get(), static_cast<std::size_t>(p.blocks) * p.block_bytes());
         const std::vector<float>& scales =
-            p.format == kernels::PackedFormat::Int4 ? p.group_scale : p.row_scale;
+            kernels::nibble_format(p.format) ? p.group_scale : p.row_scale;
         if (!scales.empty()) writer.write(scales.data(), scales.size() * sizeof(float));
-        if (item.last_of_source) release(item.source->data(), tensor_bytes(*item.source));
+        // Mapped pages come back from the file when read again; heap memory (a tensor
+        // derived at load) would not, nor would its neighbours'.
+        if (item.last_of_source && !item.source->owned)
+          release(item.source->data(), tensor_bytes(*item.source));
         bytes_done += item.source_bytes;
         if (options_.verify) result.verification.push_back({item.name, errors[i - first]});
         report(unit, item.name);

@@ -1,5 +1,7 @@
 #include "engine/forward/device_weights.h"
 
+#include <stdexcept>
+
 namespace tandem::forward {
 namespace {
 
@@ -18,6 +20,10 @@ std::unique_ptr<backend::DeviceMatrix> place(backend::Backend& device,
 }
 
 DeviceFeedForward place_ffn(backend::Backend& device, const model::FeedForwardWeights& f) {
+  // Dense FFNs and shared experts run through the backend's SiLU product; no family has a
+  // biased or clamped one (gpt-oss's experts are all routed).
+  if (f.glu.kind != kernels::Glu::Kind::Silu || !f.gate_bias.empty() || !f.down_bias.empty())
+    throw std::invalid_argument("a dense FFN with biases or a clamped SwiGLU is not supported");
   return {place(device, f.gate), place(device, f.up), place(device, f.down)};
 }
 
@@ -34,7 +40,8 @@ void for_each_placed(const model::ModelWeights& w, MatrixFn&& matrix, VectorFn&&
     for (const kernels::WeightMatrix* m :
          {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
       matrix(*m);
-    for (const std::vector<float>* v : {&a.q_norm, &a.k_norm, &a.q_a_norm, &a.kv_a_norm})
+    for (const std::vector<float>* v : {&a.q_norm, &a.k_norm, &a.q_a_norm, &a.kv_a_norm, &a.q_bias,
+                                        &a.k_bias, &a.v_bias, &a.o_bias, &a.sinks})
       vector(*v);
     const auto ffn = [&](const model::FeedForwardWeights& f) {
       matrix(f.gate);
@@ -44,6 +51,7 @@ void for_each_placed(const model::ModelWeights& w, MatrixFn&& matrix, VectorFn&&
     if (l.moe) {
       matrix(l.experts.router);
       vector(l.experts.score_bias);
+      vector(l.experts.router_bias);
       if (l.experts.shared) ffn(*l.experts.shared);
     } else {
       ffn(l.dense);
@@ -89,6 +97,8 @@ DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& sp
     da.q_bias = place_vector(device, a.q_bias);
     da.k_bias = place_vector(device, a.k_bias);
     da.v_bias = place_vector(device, a.v_bias);
+    da.o_bias = place_vector(device, a.o_bias);
+    da.sinks = place_vector(device, a.sinks);
     da.q_a = place(device, a.q_a);
     da.q_b = place(device, a.q_b);
     da.kv_a = place(device, a.kv_a);
@@ -99,6 +109,7 @@ DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& sp
     if (l.moe) {
       layer.router = place(device, l.experts.router);
       layer.score_bias = place_vector(device, l.experts.score_bias);
+      layer.router_bias = place_vector(device, l.experts.router_bias);
       if (l.experts.shared)
         layer.shared = std::make_unique<DeviceFeedForward>(place_ffn(device, *l.experts.shared));
     } else {

@@ -19,7 +19,8 @@ struct DeviceFeedForward {
 struct DeviceAttention {
   std::unique_ptr<backend::DeviceMatrix> q, k, v, o;
   std::unique_ptr<backend::DeviceBuffer> q_norm, k_norm;
-  std::unique_ptr<backend::DeviceBuffer> q_bias, k_bias, v_bias;  // may be null
+  std::unique_ptr<backend::DeviceBuffer> q_bias, k_bias, v_bias, o_bias;  // may be null
+  std::unique_ptr<backend::DeviceBuffer> sinks;                           // may be null
   std::unique_ptr<backend::DeviceMatrix> q_a, q_b, kv_a, kv_b;
   std::unique_ptr<backend::DeviceBuffer> q_a_norm, kv_a_norm;
 };
@@ -30,8 +31,9 @@ struct DeviceLayer {
   bool moe = false;
   DeviceFeedForward dense;  // a dense layer's FFN
   std::unique_ptr<backend::DeviceMatrix> router;
-  std::unique_ptr<backend::DeviceBuffer> score_bias;  // may be null
-  std::unique_ptr<DeviceFeedForward> shared;          // may be null
+  std::unique_ptr<backend::DeviceBuffer> score_bias;   // may be null
+  std::unique_ptr<backend::DeviceBuffer> router_bias;  // may be null
+  std::unique_ptr<DeviceFeedForward> shared;           // may be null
 };
 
 struct DeviceWeights {

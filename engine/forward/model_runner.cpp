@@ -291,7 +291,8 @@ void ModelRunner::attention_block(std::int64_t layer, std::int64_t n, std::int64
     }
     device_->rope(*weights_.rope, f(w.q), n, nh * hd, nh, hd, pos0);
     device_->rope(*weights_.rope, f(w.k_buf), n, nkv * hd, nkv, hd, pos0);
-    device_->attention(layer, cf(w.q), cf(w.k_buf), cf(w.v), n, pos0, kv_cache, f(w.attended));
+    device_->attention(layer, cf(w.q), cf(w.k_buf), cf(w.v), n, pos0, kv_cache, f(w.attended),
+                       cf(a.sinks));
   } else {
     const std::int64_t nope = spec_.qk_nope_head_dim;
     const std::int64_t rope = spec_.qk_rope_head_dim;
@@ -314,6 +315,7 @@ void ModelRunner::attention_block(std::int64_t layer, std::int64_t n, std::int64
     device_->latent_attention(layer, cf(w.q), cf(w.kv), *a.kv_b, n, pos0, kv_cache, f(w.attended));
   }
   device_->matmul(cf(w.attended), n, *a.o, f(w.branch), spec_.hidden_size);
+  if (a.o_bias) device_->add_bias(f(w.branch), cf(a.o_bias), n, spec_.hidden_size);
 }
 
 void ModelRunner::feed_forward(const DeviceFeedForward& ffn, DevicePtr<const float> x,

@@ -32,6 +32,7 @@ void ModelRunner::moe_layer(std::int64_t layer, std::int64_t moe_index, std::int
 
   device_->set_part(Part::Dense);
   device_->matmul(cf(w.xn), n, *dl.router, f(w.router_logits), experts);
+  if (dl.router_bias) device_->add_bias(f(w.router_logits), cf(dl.router_bias), n, experts);
   device_->route(cf(w.router_logits), n, backend::routing_params(spec_), cf(dl.score_bias),
                  w.route_ids->as<std::int32_t>(), f(w.route_weights));
   // The host's copy of the routing: for the CPU's pairs now, for the live heat map at the end.

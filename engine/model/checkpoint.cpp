@@ -140,6 +140,27 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
   }
   const TensorRef ref = require(name, {rows, cols});
   const kernels::DType t = ref.info->dtype;
+  if (t == kernels::DType::F4E2M1) {
+    // MXFP4 (derived from gpt-oss's blocks): one E8M0 exponent per row and 32 columns.
+    const std::string scale_name = name + "_scales";
+    const TensorRef scale = require(scale_name, {rows, (cols + 31) / 32});
+    auto [it, inserted] = scales_.try_emplace(scale_name);
+    if (inserted) {
+      const auto* e = static_cast<const std::uint8_t*>(scale.data());
+      it->second.resize(static_cast<std::size_t>(rows * ((cols + 31) / 32)));
+      for (std::size_t i = 0; i < it->second.size(); ++i)
+        it->second[i] = kernels::e8m0_to_f32(e[i]);
+    }
+    kernels::WeightMatrix m;
+    m.dtype = t;
+    m.data = ref.data();
+    m.rows = rows;
+    m.cols = cols;
+    m.block_scale = it->second.data();
+    m.block_rows = 1;
+    m.block_cols = 32;
+    return m;
+  }
   if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16 &&
       t != kernels::DType::F8E4M3) {
     throw ModelError(
@@ -177,6 +198,46 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
     m.block_scale = it->second.data();
   }
   return m;
+}
+
+void* Checkpoint::derive(const std::string& name, kernels::DType dtype,
+                         std::vector<std::int64_t> shape, const std::string& source) {
+  const TensorRef* from = find(source);
+  if (from == nullptr) throw ModelError(folder_ + ": tensor " + source + " is missing.");
+  auto d = std::make_unique<Derived>();
+  d->info.name = name;
+  d->info.dtype = dtype;
+  d->info.shape = std::move(shape);
+  d->info.end = kernels::dtype_bytes(dtype, d->info.elements());
+  d->storage = kernels::AlignedBytes::allocate(static_cast<std::size_t>(d->info.end));
+  void* bytes = d->storage.data.get();
+  const SafetensorsFile* file = from->file;
+  consumed_.insert(source);
+  const auto [it, inserted] = index_.emplace(name, TensorRef{file, &d->info, bytes, true});
+  if (!inserted) throw ModelError(folder_ + ": tensor " + name + " is both stored and derived.");
+  derived_names_.push_back(name);
+  derived_.push_back(std::move(d));
+  return bytes;
+}
+
+void Checkpoint::derive_view(const std::string& name, kernels::DType dtype,
+                             std::vector<std::int64_t> shape, const std::string& source,
+                             std::uint64_t offset) {
+  const TensorRef* from = find(source);
+  if (from == nullptr) throw ModelError(folder_ + ": tensor " + source + " is missing.");
+  auto d = std::make_unique<Derived>();
+  d->info.name = name;
+  d->info.dtype = dtype;
+  d->info.shape = std::move(shape);
+  d->info.end = kernels::dtype_bytes(dtype, d->info.elements());
+  if (offset + d->info.end > from->info->end - from->info->begin)
+    throw ModelError(folder_ + ": tensor " + source + " is shorter than its shape says.");
+  const void* bytes = static_cast<const char*>(from->data()) + offset;
+  consumed_.insert(source);
+  const auto [it, inserted] = index_.emplace(name, TensorRef{from->file, &d->info, bytes});
+  if (!inserted) throw ModelError(folder_ + ": tensor " + name + " is both stored and derived.");
+  derived_names_.push_back(name);
+  derived_.push_back(std::move(d));
 }
 
 std::vector<float> Checkpoint::vector_f32(const std::string& name,

@@ -6,11 +6,13 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/model/model_spec.h"
 #include "engine/model/safetensors_file.h"
 #include "kernels/cpu/dense_matmul.h"
+#include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::model {
 
@@ -25,9 +27,11 @@ inline std::string pool_slice_name(std::string_view matrix, int pool) {
 }
 
 struct TensorRef {
-  const SafetensorsFile* file = nullptr;
+  const SafetensorsFile* file = nullptr;  // of a derived tensor: the file it came from
   const TensorInfo* info = nullptr;
-  const void* data() const { return file->data(*info); }
+  const void* bytes = nullptr;  // a derived tensor's data; stored ones are in `file`
+  bool owned = false;           // `bytes` are heap memory of the checkpoint's, not the file's
+  const void* data() const { return bytes != nullptr ? bytes : file->data(*info); }
 };
 
 class Checkpoint {
@@ -54,6 +58,19 @@ class Checkpoint {
   void set_fp8_scales(const Fp8Scales& scales) { fp8_ = scales; }
   const Fp8Scales& fp8_scales() const { return fp8_; }
 
+  // Tensors made at load time from stored ones, found by name like stored ones: gpt-oss
+  // keeps each layer's experts fused in one tensor (gate and up rows interleaved), which
+  // binding splits into one matrix per expert under the names the other families use. The
+  // new tensor holds `bytes` of its own (derive, to be filled by the caller), or views the
+  // stored tensor `source` from `offset` (derive_view). Either way `source` is consumed: the
+  // converter packs the derived tensors and leaves it out.
+  void* derive(const std::string& name, kernels::DType dtype, std::vector<std::int64_t> shape,
+               const std::string& source);
+  void derive_view(const std::string& name, kernels::DType dtype, std::vector<std::int64_t> shape,
+                   const std::string& source, std::uint64_t offset);
+  const std::vector<std::string>& derived_names() const { return derived_names_; }
+  bool consumed(const std::string& stored) const { return consumed_.count(stored) != 0; }
+
   std::size_t tensor_count() const { return index_.size(); }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
 
@@ -64,6 +81,13 @@ class Checkpoint {
   Fp8Scales fp8_;
   // fp32 copies of fp8 block scales, kept for the matrices that use them.
   mutable std::unordered_map<std::string, std::vector<float>> scales_;
+  struct Derived {
+    TensorInfo info;
+    kernels::AlignedBytes storage;  // empty for a view
+  };
+  std::vector<std::unique_ptr<Derived>> derived_;
+  std::vector<std::string> derived_names_;
+  std::unordered_set<std::string> consumed_;
 };
 
 }  // namespace tandem::model

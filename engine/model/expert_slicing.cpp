@@ -34,7 +34,7 @@ std::string expert_slicing_error(std::int64_t width, int pools, std::int64_t int
     counts += std::to_string(valid[i]);
   }
   const std::string units =
-      int4_group > 0 ? fmt::format("whole 16-row blocks and INT4 groups of {} columns", int4_group)
+      int4_group > 0 ? fmt::format("whole 16-row blocks and scale groups of {} columns", int4_group)
                      : std::string("whole 16-row blocks");
   return fmt::format("the expert width {} cannot be split into {} pools of {}; use {} pool{}",
                      width, pools, units, counts, valid.size() == 1 ? "" : "s");
@@ -43,6 +43,30 @@ std::string expert_slicing_error(std::int64_t width, int pools, std::int64_t int
 SliceSource::SliceSource(const kernels::WeightMatrix& matrix, SliceAxis axis, SliceRange range) {
   if (axis == SliceAxis::Rows) {
     matrix_ = matrix.slice_rows(range.begin, range.width);
+    return;
+  }
+  if (matrix.dtype == kernels::DType::F4E2M1) {
+    // MXFP4 columns stay codes: a slice of whole 32-column groups is whole bytes and whole
+    // scales, so the packed slice holds exactly the stored weights.
+    const std::int64_t group = kernels::kMxfp4Group;
+    const std::int64_t scale_cols = (matrix.cols + group - 1) / group;
+    const std::int64_t width_scales = (range.width + group - 1) / group;
+    codes_.resize(static_cast<std::size_t>(matrix.rows * range.width / 2));
+    scales_.resize(static_cast<std::size_t>(matrix.rows * width_scales));
+    const auto* codes = static_cast<const std::uint8_t*>(matrix.data);
+    for (std::int64_t r = 0; r < matrix.rows; ++r) {
+      std::copy_n(codes + r * matrix.cols / 2 + range.begin / 2, range.width / 2,
+                  codes_.begin() + r * range.width / 2);
+      std::copy_n(matrix.block_scale + (matrix.first_row + r) * scale_cols + range.begin / group,
+                  width_scales, scales_.begin() + r * width_scales);
+    }
+    matrix_ = matrix;
+    matrix_.data = codes_.data();
+    matrix_.cols = range.width;
+    matrix_.block_scale = scales_.data();
+    matrix_.first_row = 0;
+    matrix_.packed = nullptr;
+    matrix_.onednn = nullptr;
     return;
   }
   copy_.resize(static_cast<std::size_t>(matrix.rows * range.width));
@@ -73,6 +97,8 @@ kernels::PackedMatrix pack_matrix(const kernels::WeightMatrix& matrix, kernels::
       return kernels::pack_int4(matrix, int4_group);
     case kernels::PackedFormat::Bf16:
       return kernels::pack_bf16(matrix);
+    case kernels::PackedFormat::Mxfp4:
+      return kernels::pack_mxfp4(matrix);
   }
   return {};
 }

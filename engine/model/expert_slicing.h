@@ -48,6 +48,8 @@ class SliceSource {
 
  private:
   std::vector<float> copy_;
+  std::vector<std::uint8_t> codes_;  // an MXFP4 column slice
+  std::vector<float> scales_;
   kernels::WeightMatrix matrix_;
 };
 
@@ -55,6 +57,14 @@ class SliceSource {
 kernels::PackedMatrix slice_shape(std::int64_t rows, std::int64_t cols, SliceAxis axis,
                                   SliceRange range, kernels::PackedFormat format,
                                   std::int64_t int4_group);
+
+// The columns per scale a format's slices must keep whole: INT4's group, MXFP4's 32; 0 for
+// the formats with one scale per row.
+inline std::int64_t scale_group(kernels::PackedFormat format, std::int64_t int4_group) {
+  return format == kernels::PackedFormat::Int4    ? int4_group
+         : format == kernels::PackedFormat::Mxfp4 ? kernels::kMxfp4Group
+                                                  : 0;
+}
 
 // Packs a matrix in a packed format (INT4 with `int4_group` columns per scale).
 kernels::PackedMatrix pack_matrix(const kernels::WeightMatrix& matrix, kernels::PackedFormat format,

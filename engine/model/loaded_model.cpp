@@ -120,6 +120,15 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w) {
   return out;
 }
 
+std::string mxfp4_refusal(const ModelSpec& spec) {
+  if (spec.mxfp4_experts) return {};
+  return spec.is_moe()
+             ? "the mxfp4 format keeps routed experts stored as MXFP4 as they are, and this "
+               "model's experts are not stored so; use int4 (or int8) instead."
+             : "the mxfp4 format is for routed experts stored as MXFP4, and this model has "
+               "none; use int4 (or int8) instead.";
+}
+
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
                                         bool dense_bf16) {
   const bool expert_like =
@@ -128,6 +137,9 @@ kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool 
   switch (format) {
     case CpuFormat::Int4:
       return expert_like ? kernels::PackedFormat::Int4 : kernels::PackedFormat::Int8;
+    case CpuFormat::Mxfp4:
+      return role == MatrixRole::Expert ? kernels::PackedFormat::Mxfp4
+                                        : kernels::PackedFormat::Int8;
     case CpuFormat::Bf16:
       return kernels::PackedFormat::Bf16;
     default:
@@ -176,12 +188,15 @@ std::string_view cpu_format_name(CpuFormat f) {
       return "int4";
     case CpuFormat::Bf16:
       return "bf16";
+    case CpuFormat::Mxfp4:
+      return "mxfp4";
   }
   return "native";
 }
 
 bool parse_cpu_format(std::string_view name, CpuFormat& out) {
-  for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16}) {
+  for (CpuFormat f :
+       {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16, CpuFormat::Mxfp4}) {
     if (name == cpu_format_name(f)) {
       out = f;
       return true;
@@ -239,8 +254,17 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
     }
     const kernels::PackedFormat expert_format =
         packed_format_for(format, MatrixRole::Expert, m->spec_.num_experts > 0);
-    const std::int64_t expert_group =
-        expert_format == kernels::PackedFormat::Int4 ? options.int4_group : 0;
+    if (format == CpuFormat::Mxfp4) {
+      const std::string why = mxfp4_refusal(m->spec_);
+      if (!why.empty()) throw model::ModelError(folder + ": " + why);
+    }
+    if (format == CpuFormat::Int4 && m->spec_.mxfp4_experts) {
+      log::warn(
+          "{}: its experts are MXFP4 already; int4 rounds them a second time, while mxfp4 keeps "
+          "them exactly at the same size",
+          folder);
+    }
+    const std::int64_t expert_group = scale_group(expert_format, options.int4_group);
     m->pools_ =
         pools_for(folder, options.pools, experts, m->spec_.moe_intermediate_size, expert_group);
     const bool sliced = experts && m->pools_ > 1;
@@ -297,9 +321,10 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
   const auto started = std::chrono::steady_clock::now();
   const model::ConvertedWeights converted(*checkpoint_, model::read_manifest(folder));
   const model::Manifest& manifest = converted.manifest();
-  cpu_format_ = manifest.method == model::Method::Int8   ? CpuFormat::Int8
-                : manifest.method == model::Method::Int4 ? CpuFormat::Int4
-                                                         : CpuFormat::Bf16;
+  cpu_format_ = manifest.method == model::Method::Int8    ? CpuFormat::Int8
+                : manifest.method == model::Method::Int4  ? CpuFormat::Int4
+                : manifest.method == model::Method::Mxfp4 ? CpuFormat::Mxfp4
+                                                          : CpuFormat::Bf16;
   if (cpu_format_ == CpuFormat::Bf16 && variant_ == kernels::CpuVariant::Avx512 &&
       !kernels::detect_isa().usable.avx512_bf16) {
     variant_ = kernels::CpuVariant::Avx2;
@@ -307,8 +332,7 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
   const bool sliced = has_routed_experts(weights_) && pools_ > 1;
   const kernels::PackedFormat expert_format =
       packed_format_for(cpu_format_, MatrixRole::Expert, spec_.num_experts > 0);
-  const std::int64_t expert_group =
-      expert_format == kernels::PackedFormat::Int4 ? manifest.group : 0;
+  const std::int64_t expert_group = scale_group(expert_format, manifest.group);
   if (sliced && !can_slice_experts(spec_.moe_intermediate_size, pools_, expert_group)) {
     throw model::ModelError(folder + ": the manifest says " + pools_phrase(pools_) +
                             ", which cannot split this model's experts; the folder is damaged, "

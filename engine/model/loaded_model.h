@@ -19,7 +19,8 @@ namespace tandem::model {
 // How the CPU computes with the weights: as stored (the fp32 reference path), or packed at
 // load time into INT8 (one scale per row), INT4 (one scale per row and group) or BF16 for
 // the fast kernels. A folder written by `tandem convert` carries its packed weights.
-enum class CpuFormat { Native, Int8, Int4, Bf16 };
+// Mxfp4: routed experts stored as MXFP4 (gpt-oss) stay so, exactly; the rest as for Int4.
+enum class CpuFormat { Native, Int8, Int4, Bf16, Mxfp4 };
 std::string_view cpu_format_name(CpuFormat f);
 bool parse_cpu_format(std::string_view name, CpuFormat& out);
 
@@ -69,6 +70,9 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w);
 // of DeepSeek-V3. Not for CpuFormat::Native.
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
                                         bool dense_bf16 = false);
+// Empty when CpuFormat::Mxfp4 (and Method::Mxfp4) applies to the model: its routed experts
+// are stored as MXFP4; otherwise the sentence saying why not and what to use.
+std::string mxfp4_refusal(const ModelSpec& spec);
 
 // Whether a matrix packed as `format` in `role` goes through oneDNN.
 bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,

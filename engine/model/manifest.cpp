@@ -19,6 +19,8 @@ std::string_view format_name(kernels::PackedFormat f) {
       return "int4";
     case kernels::PackedFormat::Bf16:
       return "bf16";
+    case kernels::PackedFormat::Mxfp4:
+      return "mxfp4";
   }
   return "int8";
 }
@@ -33,12 +35,14 @@ std::string_view method_name(Method m) {
       return "int4";
     case Method::Bf16:
       return "bf16";
+    case Method::Mxfp4:
+      return "mxfp4";
   }
   return "int8";
 }
 
 bool parse_method(std::string_view name, Method& out) {
-  for (Method m : {Method::Int8, Method::Int4, Method::Bf16}) {
+  for (Method m : {Method::Int8, Method::Int4, Method::Bf16, Method::Mxfp4}) {
     if (name == method_name(m)) {
       out = m;
       return true;
@@ -55,6 +59,8 @@ kernels::PackedFormat packed_format(Method m) {
       return kernels::PackedFormat::Int4;
     case Method::Bf16:
       return kernels::PackedFormat::Bf16;
+    case Method::Mxfp4:
+      return kernels::PackedFormat::Mxfp4;
   }
   return kernels::PackedFormat::Int8;
 }

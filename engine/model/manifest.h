@@ -19,7 +19,9 @@ inline constexpr const char* kManifestName = "tandem-manifest.json";
 // own. Version 1 folders (always one pool) still load.
 inline constexpr int kFormatVersion = 2;
 
-enum class Method { Int8, Int4, Bf16 };
+// Mxfp4: the routed experts kept as MXFP4 (models that store them so: gpt-oss), the rest
+// INT8 as for Int4.
+enum class Method { Int8, Int4, Bf16, Mxfp4 };
 std::string_view method_name(Method m);
 bool parse_method(std::string_view name, Method& out);
 kernels::PackedFormat packed_format(Method m);

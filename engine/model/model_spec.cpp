@@ -23,7 +23,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"LlamaForCausalLM", Family::Llama},           {"Qwen3ForCausalLM", Family::Qwen3},
     {"Qwen3MoeForCausalLM", Family::Qwen3Moe},     {"MixtralForCausalLM", Family::Mixtral},
     {"DeepseekV3ForCausalLM", Family::DeepseekV3}, {"KimiK2ForCausalLM", Family::DeepseekV3},
-    {"Glm4MoeForCausalLM", Family::Glm4Moe},
+    {"Glm4MoeForCausalLM", Family::Glm4Moe},       {"GptOssForCausalLM", Family::GptOss},
 };
 
 class ConfigReader {
@@ -173,6 +173,49 @@ void read_rope(const ConfigReader& c, ModelSpec& s) {
   }
 }
 
+// Which layers attend through a sliding window, and how wide, as transformers decides it:
+// "layer_types" where the config lists them; otherwise Mixtral slides every layer when
+// "sliding_window" is set, Qwen3 the layers from "max_window_layers" on and Qwen3-MoE every
+// layer when "use_sliding_window" is true, and gpt-oss alternates (sliding first).
+void read_windows(const ConfigReader& c, ModelSpec& s) {
+  const json& raw = c.raw();
+  const auto layers = static_cast<std::size_t>(s.num_layers);
+  s.layer_window.assign(layers, 0);
+  std::vector<bool> sliding(layers, false);
+  const bool use_flag = c.boolean("use_sliding_window", false);
+  if (raw.contains("layer_types") && !raw["layer_types"].is_null()) {
+    const json& types = raw["layer_types"];
+    if (!types.is_array() || types.size() != layers) {
+      throw ModelError(c.source() + ": \"layer_types\" must list one type per layer (" +
+                       std::to_string(s.num_layers) + ").");
+    }
+    for (std::size_t l = 0; l < layers; ++l) {
+      const std::string t = types[l].is_string() ? types[l].get<std::string>() : "";
+      if (t == "sliding_attention") {
+        sliding[l] = true;
+      } else if (t != "full_attention") {
+        throw ModelError(c.source() + ": layer " + std::to_string(l) + " is of type \"" + t +
+                         "\"; Tandem runs full_attention and sliding_attention layers.");
+      }
+    }
+  } else if (s.family == Family::GptOss) {
+    for (std::size_t l = 0; l < layers; ++l) sliding[l] = l % 2 == 0;
+  } else if (s.family == Family::Mixtral) {
+    const bool set = raw.contains("sliding_window") && !raw["sliding_window"].is_null();
+    sliding.assign(layers, set);
+  } else if (s.family == Family::Qwen3 && use_flag) {
+    const std::int64_t from = c.integer("max_window_layers");
+    for (std::size_t l = 0; l < layers; ++l) sliding[l] = static_cast<std::int64_t>(l) >= from;
+  } else if (s.family == Family::Qwen3Moe && use_flag) {
+    sliding.assign(layers, true);
+  }
+  if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return;
+  if (s.mla) throw ModelError(c.source() + ": sliding-window attention with MLA is not supported.");
+  const std::int64_t window = c.integer("sliding_window");
+  if (window == 0) throw ModelError(c.source() + ": \"sliding_window\" must be above zero.");
+  for (std::size_t l = 0; l < layers; ++l) s.layer_window[l] = sliding[l] ? window : 0;
+}
+
 // A setting transformers 5 renamed: the one given, in either spelling; both given must agree.
 std::int64_t renamed_integer(const ConfigReader& c, const char* old_name, const char* new_name) {
   const bool has_old = c.has(old_name) && !c.raw()[old_name].is_null();
@@ -202,7 +245,7 @@ std::pair<std::int64_t, std::int64_t> block_shape(const json& v, const std::stri
 // How the checkpoint's FP8 weights are scaled, from its quantization_config. Any other
 // quantization is refused by name: reading its packed integers as plain weights would give
 // text that looks like a model's and is not.
-Fp8Scales fp8_scales(const json& q, const std::string& source) {
+Fp8Scales fp8_scales(const json& q, const std::string& source, bool mxfp4_allowed, bool& mxfp4) {
   const std::string where = source + ": quantization_config";
   if (!q.is_object()) throw ModelError(where + " must be an object.");
   const std::string method = q.contains("quant_method") && q["quant_method"].is_string()
@@ -210,6 +253,10 @@ Fp8Scales fp8_scales(const json& q, const std::string& source) {
                                  : "";
   const std::string other_release =
       " Download the model's BF16 release, or its FP8 release with block or per-channel scales.";
+  if (method == "mxfp4" && mxfp4_allowed) {
+    mxfp4 = true;
+    return {};
+  }
   if (method == "fp8") {
     if (q.contains("fmt") && q["fmt"].is_string() && q["fmt"] != "e4m3") {
       throw ModelError(where + " stores FP8 as " + q["fmt"].get<std::string>() +
@@ -293,6 +340,8 @@ std::string_view family_name(Family f) {
       return "deepseek_v3";
     case Family::Glm4Moe:
       return "glm4_moe";
+    case Family::GptOss:
+      return "gpt_oss";
   }
   return "?";
 }
@@ -355,7 +404,7 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
   s.max_position_embeddings = c.integer("max_position_embeddings");
   s.tie_word_embeddings = c.boolean("tie_word_embeddings", false);
   s.attention_bias = c.boolean("attention_bias", false);
-  if (s.attention_bias && s.family != Family::Glm4Moe) {
+  if (s.attention_bias && s.family != Family::Glm4Moe && s.family != Family::GptOss) {
     throw ModelError(source + ": attention projections with bias terms are not supported for " +
                      s.architecture + ".");
   }
@@ -395,15 +444,33 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       s.experts_per_token = c.integer("num_experts_per_tok");
       s.moe_intermediate_size = s.intermediate_size;
       s.norm_topk_prob = true;
-      if (config.contains("sliding_window") && !config["sliding_window"].is_null()) {
-        const std::int64_t window = c.integer("sliding_window", 0);
-        if (window > 0 && window < s.max_position_embeddings) {
-          throw ModelError(
-              source +
-              ": sliding-window attention is not supported; set \"sliding_window\" to null to "
-              "run with full attention.");
-        }
-      }
+      s.layer_is_moe.assign(static_cast<std::size_t>(s.num_layers), true);
+      break;
+    }
+    case Family::GptOss: {
+      // gpt-oss-20b/120b: grouped-query attention with biases everywhere and a sink logit
+      // per head, sliding-window layers between full ones (layer_types), a biased router
+      // whose top-k logits are softmaxed (the same as softmax then renormalising over the
+      // top k), and experts with biases and a clamped SwiGLU.
+      if (!s.attention_bias)
+        throw ModelError(source +
+                         ": gpt-oss's attention has biases; \"attention_bias\" must be true.");
+      s.output_bias = true;
+      s.attention_sinks = true;
+      s.num_experts = c.integer("num_local_experts");
+      s.experts_per_token = c.integer("num_experts_per_tok");
+      s.moe_intermediate_size = s.intermediate_size;
+      s.norm_topk_prob = true;
+      s.router_bias = true;
+      s.expert_bias = true;
+      // transformers 4 fixes these in the model (7 and 1.702) and does not save them; 5
+      // saves them in the config.
+      s.swiglu_limit = c.number("swiglu_limit", 7.0);
+      s.swiglu_alpha = c.number("swiglu_alpha", 1.702);
+      if (s.swiglu_limit <= 0 || s.swiglu_alpha <= 0)
+        throw ModelError(source + ": swiglu_limit and swiglu_alpha must be above zero.");
+      if (s.moe_intermediate_size == 0)
+        throw ModelError(source + ": the required setting \"intermediate_size\" is missing.");
       s.layer_is_moe.assign(static_cast<std::size_t>(s.num_layers), true);
       break;
     }
@@ -495,8 +562,11 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
   if (s.attention_scale == 0.0)
     s.attention_scale = 1.0 / std::sqrt(static_cast<double>(s.qk_head_dim()));
 
-  if (config.contains("quantization_config") && !config["quantization_config"].is_null())
-    s.fp8 = fp8_scales(config["quantization_config"], source);
+  if (config.contains("quantization_config") && !config["quantization_config"].is_null()) {
+    s.fp8 = fp8_scales(config["quantization_config"], source, s.family == Family::GptOss,
+                       s.mxfp4_experts);
+  }
+  read_windows(c, s);
 
   if (config.contains("eos_token_id")) s.eos_token_ids = token_ids(config["eos_token_id"]);
   if (config.contains("bos_token_id") && config["bos_token_id"].is_number_integer()) {

@@ -10,7 +10,7 @@
 
 namespace tandem::model {
 
-enum class Family { Llama, Qwen3, Qwen3Moe, Mixtral, DeepseekV3, Glm4Moe };
+enum class Family { Llama, Qwen3, Qwen3Moe, Mixtral, DeepseekV3, Glm4Moe, GptOss };
 std::string_view family_name(Family f);
 // The Hugging Face architecture names Tandem runs, for messages.
 std::string supported_architectures();
@@ -61,8 +61,12 @@ struct ModelSpec {
   double rms_norm_eps = 1e-6;
   std::int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
-  bool qk_norm = false;         // Qwen3: RMSNorm over each head's q and k before RoPE
-  bool attention_bias = false;  // GLM-4.5: the q, k and v projections add a bias
+  bool qk_norm = false;          // Qwen3: RMSNorm over each head's q and k before RoPE
+  bool attention_bias = false;   // GLM-4.5, gpt-oss: the q, k and v projections add a bias
+  bool output_bias = false;      // gpt-oss: so does the output projection
+  bool attention_sinks = false;  // gpt-oss: a learned logit per head in each softmax
+  // Per layer, how many positions back a token attends (itself included); 0: all of them.
+  std::vector<std::int64_t> layer_window;
   // Dimensions of each head that RoPE rotates, from its start (GLM-4.5: half); 0: all.
   std::int64_t rotary_dim = 0;
   RopeSpec rope;
@@ -87,6 +91,14 @@ struct ModelSpec {
   std::int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
   bool score_correction_bias = false;
+  bool router_bias = false;  // gpt-oss: the router's logits add a bias
+  // gpt-oss: the experts' products add biases, and their activation is a clamped SwiGLU
+  // (swiglu_limit > 0) instead of SiLU(gate) * up.
+  bool expert_bias = false;
+  double swiglu_limit = 0.0;
+  double swiglu_alpha = 0.0;
+  // gpt-oss: the routed experts are stored as MXFP4 (quant_method "mxfp4").
+  bool mxfp4_experts = false;
   std::vector<bool> layer_is_moe;  // one entry per layer
 
   // How an FP8 checkpoint scales its weights (from quantization_config).

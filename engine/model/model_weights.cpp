@@ -1,6 +1,9 @@
 #include "engine/model/model_weights.h"
 
+#include <cstring>
 #include <string>
+
+#include "engine/model/model_error.h"
 
 namespace tandem::model {
 namespace {
@@ -18,9 +21,108 @@ FeedForwardWeights swiglu(const Checkpoint& c, const std::string& prefix, std::i
   return feed_forward(c, prefix, "gate_proj", "up_proj", "down_proj", hidden, inner);
 }
 
+// gpt-oss keeps a layer's experts in three fused tensors: gate_up_proj with the gate and up
+// rows interleaved (gate i is row 2i, up i row 2i + 1), and down_proj; as MXFP4 (_blocks and
+// _scales, [experts, out, in / 32, 16] codes and [experts, out, in / 32] exponents, as openai
+// ships them) or plain ([experts, in, out], as transformers saves a dequantised model). Each
+// expert's gate, up and down become derived tensors in the usual [out, in] layout, named as
+// the other families' experts are, so the converter packs them like any other; a converted
+// folder already holds those names.
+void derive_gpt_oss_experts(Checkpoint& c, const std::string& mp, std::int64_t experts,
+                            std::int64_t h, std::int64_t inner) {
+  const std::string fused = mp + "experts.gate_up_proj";
+  const std::string down = mp + "experts.down_proj";
+  const auto name = [&](std::int64_t e, const char* part) {
+    return mp + "experts." + std::to_string(e) + "." + part + ".weight";
+  };
+  if (c.find(fused + "_blocks") != nullptr) {
+    if (h % 32 != 0 || inner % 32 != 0) {
+      throw ModelError(c.folder() +
+                       ": MXFP4 experts need hidden_size and intermediate_size in "
+                       "multiples of 32.");
+    }
+    const std::int64_t hb = h / 32, ib = inner / 32;
+    const TensorRef gu_codes = c.require(fused + "_blocks", {experts, 2 * inner, hb, 16});
+    const TensorRef gu_scales = c.require(fused + "_scales", {experts, 2 * inner, hb});
+    c.require(down + "_blocks", {experts, h, ib, 16});
+    c.require(down + "_scales", {experts, h, ib});
+    for (const TensorRef* t : {&gu_codes, &gu_scales}) {
+      if (t->info->dtype != kernels::DType::U8)
+        throw ModelError(c.folder() + ": MXFP4 blocks and scales must be stored as U8.");
+    }
+    const auto* codes = static_cast<const std::uint8_t*>(gu_codes.data());
+    const auto* scales = static_cast<const std::uint8_t*>(gu_scales.data());
+    const std::int64_t row_bytes = h / 2;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      for (int part = 0; part < 2; ++part) {  // gate: even rows, up: odd rows
+        const std::string n = name(e, part == 0 ? "gate_proj" : "up_proj");
+        auto* out = static_cast<std::uint8_t*>(
+            c.derive(n, kernels::DType::F4E2M1, {inner, h}, fused + "_blocks"));
+        auto* out_scales = static_cast<std::uint8_t*>(
+            c.derive(n + "_scales", kernels::DType::U8, {inner, hb}, fused + "_scales"));
+        for (std::int64_t i = 0; i < inner; ++i) {
+          const std::int64_t row = e * 2 * inner + 2 * i + part;
+          std::memcpy(out + i * row_bytes, codes + row * row_bytes,
+                      static_cast<std::size_t>(row_bytes));
+          std::memcpy(out_scales + i * hb, scales + row * hb, static_cast<std::size_t>(hb));
+        }
+      }
+      const std::string n = name(e, "down_proj");
+      c.derive_view(n, kernels::DType::F4E2M1, {h, inner}, down + "_blocks",
+                    static_cast<std::uint64_t>(e * h * inner / 2));
+      c.derive_view(n + "_scales", kernels::DType::U8, {h, ib}, down + "_scales",
+                    static_cast<std::uint64_t>(e * h * ib));
+    }
+    return;
+  }
+  if (c.find(fused) != nullptr) {
+    const TensorRef gu = c.require(fused, {experts, h, 2 * inner});
+    const TensorRef dn = c.require(down, {experts, inner, h});
+    const kernels::DType t = gu.info->dtype;
+    const std::size_t size = kernels::dtype_size(t);
+    if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16) {
+      throw ModelError(gu.file->path() + ": tensor " + fused + " is stored as " +
+                       std::string(kernels::dtype_name(t)) +
+                       "; Tandem reads F32, F16 or BF16 here.");
+    }
+    const auto* src = static_cast<const char*>(gu.data());
+    const auto* dsrc = static_cast<const char*>(dn.data());
+    for (std::int64_t e = 0; e < experts; ++e) {
+      for (int part = 0; part < 2; ++part) {
+        auto* out = static_cast<char*>(
+            c.derive(name(e, part == 0 ? "gate_proj" : "up_proj"), t, {inner, h}, fused));
+        for (std::int64_t i = 0; i < inner; ++i)
+          for (std::int64_t k = 0; k < h; ++k)
+            std::memcpy(out + (i * h + k) * size,
+                        src + ((e * h + k) * 2 * inner + 2 * i + part) * size, size);
+      }
+      auto* out =
+          static_cast<char*>(c.derive(name(e, "down_proj"), dn.info->dtype, {h, inner}, down));
+      const std::size_t dsize = kernels::dtype_size(dn.info->dtype);
+      for (std::int64_t r = 0; r < h; ++r)
+        for (std::int64_t i = 0; i < inner; ++i)
+          std::memcpy(out + (r * inner + i) * dsize, dsrc + ((e * inner + i) * h + r) * dsize,
+                      dsize);
+    }
+  }
+  // Neither: a converted folder, whose packed experts bind by name.
+}
+
+// The per-expert halves of gpt-oss's interleaved gate/up bias.
+void split_gate_up_bias(const std::vector<float>& fused, std::int64_t e, std::int64_t inner,
+                        FeedForwardWeights& f) {
+  f.gate_bias.resize(static_cast<std::size_t>(inner));
+  f.up_bias.resize(static_cast<std::size_t>(inner));
+  for (std::int64_t i = 0; i < inner; ++i) {
+    f.gate_bias[static_cast<std::size_t>(i)] = fused[static_cast<std::size_t>((e * inner + i) * 2)];
+    f.up_bias[static_cast<std::size_t>(i)] =
+        fused[static_cast<std::size_t>((e * inner + i) * 2 + 1)];
+  }
+}
+
 }  // namespace
 
-ModelWeights bind_weights(const ModelSpec& s, const Checkpoint& c) {
+ModelWeights bind_weights(const ModelSpec& s, Checkpoint& c) {
   ModelWeights w;
   const std::int64_t h = s.hidden_size;
   w.embedding = c.matrix("model.embed_tokens.weight", s.vocab_size, h);
@@ -66,11 +168,29 @@ ModelWeights bind_weights(const ModelSpec& s, const Checkpoint& c) {
         a.k_bias = c.vector_f32(ap + "k_proj.bias", {s.num_kv_heads * s.head_dim});
         a.v_bias = c.vector_f32(ap + "v_proj.bias", {s.num_kv_heads * s.head_dim});
       }
+      if (s.output_bias) a.o_bias = c.vector_f32(ap + "o_proj.bias", {h});
+      if (s.attention_sinks) a.sinks = c.vector_f32(ap + "sinks", {s.num_heads});
     }
 
     layer.moe = s.layer_is_moe[static_cast<std::size_t>(l)];
     if (!layer.moe) {
       layer.dense = swiglu(c, p + "mlp.", h, s.intermediate_size);
+    } else if (s.family == Family::GptOss) {
+      const std::string mp = p + "mlp.";
+      const std::int64_t inner = s.moe_intermediate_size;
+      layer.experts.router = c.matrix(mp + "router.weight", s.num_experts, h);
+      layer.experts.router_bias = c.vector_f32(mp + "router.bias", {s.num_experts});
+      derive_gpt_oss_experts(c, mp, s.num_experts, h, inner);
+      const std::vector<float> gate_up_bias =
+          c.vector_f32(mp + "experts.gate_up_proj_bias", {s.num_experts, 2 * inner});
+      const std::vector<float> down_bias =
+          c.vector_f32(mp + "experts.down_proj_bias", {s.num_experts, h});
+      for (std::int64_t e = 0; e < s.num_experts; ++e) {
+        FeedForwardWeights f = swiglu(c, mp + "experts." + std::to_string(e) + ".", h, inner);
+        split_gate_up_bias(gate_up_bias, e, inner, f);
+        f.down_bias.assign(down_bias.begin() + e * h, down_bias.begin() + (e + 1) * h);
+        layer.experts.experts.push_back(std::move(f));
+      }
     } else if (s.family == Family::Mixtral) {
       const std::string mp = p + "block_sparse_moe.";
       layer.experts.router = c.matrix(mp + "gate.weight", s.num_experts, h);
@@ -93,6 +213,13 @@ ModelWeights bind_weights(const ModelSpec& s, const Checkpoint& c) {
         layer.experts.shared =
             swiglu(c, mp + "shared_experts.", h, s.shared_expert_intermediate_size);
       }
+    }
+    if (s.swiglu_limit > 0) {
+      const kernels::Glu glu{kernels::Glu::Kind::ClampedSwiglu, static_cast<float>(s.swiglu_alpha),
+                             static_cast<float>(s.swiglu_limit)};
+      layer.dense.glu = glu;
+      for (FeedForwardWeights& f : layer.experts.experts) f.glu = glu;
+      if (layer.experts.shared) layer.experts.shared->glu = glu;
     }
     w.layers.push_back(std::move(layer));
   }

@@ -15,7 +15,9 @@ using kernels::WeightMatrix;
 struct AttentionWeights {
   WeightMatrix q, k, v, o;
   std::vector<float> q_norm, k_norm;          // Qwen3: per-head RMSNorm weights
-  std::vector<float> q_bias, k_bias, v_bias;  // GLM-4.5
+  std::vector<float> q_bias, k_bias, v_bias;  // GLM-4.5, gpt-oss
+  std::vector<float> o_bias;                  // gpt-oss
+  std::vector<float> sinks;                   // gpt-oss: one logit per head
   // Multi-head latent attention.
   WeightMatrix q_a, q_b;  // with q_lora_rank; otherwise `q` is the full projection
   std::vector<float> q_a_norm;
@@ -36,14 +38,18 @@ struct ExpertSlice {
 
 struct FeedForwardWeights {
   WeightMatrix gate, up, down;
+  // gpt-oss: biases of the three products (empty: none) and its activation.
+  std::vector<float> gate_bias, up_bias, down_bias;
+  kernels::Glu glu;
   // A routed expert packed for several pools: one slice per pool, and then gate, up and down
   // carry no packed form of their own.
   std::vector<ExpertSlice> slices;
 };
 
 struct MoeWeights {
-  WeightMatrix router;            // [experts, hidden]
-  std::vector<float> score_bias;  // DeepSeek-V3 e_score_correction_bias
+  WeightMatrix router;             // [experts, hidden]
+  std::vector<float> router_bias;  // gpt-oss
+  std::vector<float> score_bias;   // DeepSeek-V3 e_score_correction_bias
   std::vector<FeedForwardWeights> experts;
   std::optional<FeedForwardWeights> shared;
 };
@@ -65,6 +71,7 @@ struct ModelWeights {
 };
 
 // Throws ModelError naming the file and tensor when one is missing or has the wrong shape.
-ModelWeights bind_weights(const ModelSpec& spec, const Checkpoint& checkpoint);
+// Derives the tensors a family stores fused (gpt-oss's experts) into `checkpoint`.
+ModelWeights bind_weights(const ModelSpec& spec, Checkpoint& checkpoint);
 
 }  // namespace tandem::model

@@ -103,8 +103,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
                        " bytes of data in the file; the file is truncated or corrupt." +
                        redownload);
     }
-    const std::uint64_t expected =
-        kernels::dtype_bytes(t.dtype, t.elements());
+    const std::uint64_t expected = kernels::dtype_bytes(t.dtype, t.elements());
     if (e - b != expected) {
       throw ModelError(where + " has " + std::to_string(e - b) + " bytes but shape " +
                        shape_string(t.shape) + " of " + dtype + " needs " +

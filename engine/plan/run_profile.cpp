@@ -29,11 +29,11 @@ std::int64_t integer(const std::string& path, const std::string& name, const std
 }  // namespace
 
 std::string cpu_format_of_method(const std::string& m) {
-  for (const char* f : {"INT8", "INT4", "BF16"}) {
-    const std::string suffix(f);
-    if (m.size() > suffix.size() &&
-        m.compare(m.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      std::string lower = suffix;
+  // An instruction set, then a format: AMXINT8, AVX512MXFP4, AVX2BF16.
+  for (const char* isa : {"AMX", "AVX512", "AVX2"}) {
+    for (const char* f : {"INT8", "INT4", "BF16", "MXFP4"}) {
+      if (m != std::string(isa) + f) continue;
+      std::string lower = f;
       for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       return lower;
     }

@@ -36,7 +36,8 @@ RunProfile run_profile_from_json(const nlohmann::json& document, const std::stri
 // sentence when it cannot.
 void write_run_profile(const std::string& path, const nlohmann::json& document);
 
-// The CPU format a kt-method names ("AMXINT4" -> "int4"); empty when it names none.
+// The CPU format a kt-method names ("AMXINT4" -> "int4"): AMX, AVX512 or AVX2 followed by
+// INT8, INT4, BF16 or MXFP4; empty when it names none.
 std::string cpu_format_of_method(const std::string& kt_method);
 
 }  // namespace tandem::plan

@@ -250,7 +250,7 @@ class TestCli : public QObject {
     const Run method = runTandem(
         {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "q4"}, env());
     QCOMPARE(method.code, 2);
-    QVERIFY2(method.err.contains(QLatin1String("int8, int4 or bf16")), qPrintable(method.err));
+    QVERIFY2(method.err.contains(QLatin1String("int8, int4, bf16 or mxfp4")), qPrintable(method.err));
     QVERIFY(!QFileInfo::exists(home_.path() + "/x"));
   }
 

@@ -189,8 +189,8 @@ class TestHybridCli : public QObject {
                                              "0"}
                               << "above 0" << 105;
     QTest::newRow("bad budget") << QStringList{"--dynamic-update-budget", "some"} << "64M" << 105;
-    QTest::newRow("bad method") << QStringList{"--kt-method", "AMXFP4"} << "INT8, INT4 or BF16"
-                                << 105;
+    QTest::newRow("bad method") << QStringList{"--kt-method", "AMXFP4"}
+                                << "INT8, INT4, BF16 or MXFP4" << 105;
   }
   void badValuesHaveSentences() {
     QFETCH(QStringList, flags);

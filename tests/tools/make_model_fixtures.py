@@ -68,8 +68,12 @@ def randomize(model, seed):
             if p.dim() == 1:
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
             else:
-                fan_in = p.shape[-1]
-                scale = 2.0 if ("gate.weight" in name and "proj" not in name) else 1.0
+                # gpt-oss keeps its experts as [experts, in, out]; every other matrix (and the
+                # fused experts transformers 5 holds for the other families) is [..., out, in].
+                gpt_oss = model.config.model_type == "gpt_oss"
+                fan_in = p.shape[1] if p.dim() == 3 and gpt_oss else p.shape[-1]
+                router = ("gate.weight" in name and "proj" not in name) or "router.weight" in name
+                scale = 2.0 if router else 1.0
                 p.copy_(torch.randn(p.shape, generator=g) * scale / math.sqrt(fan_in))
         for name, b in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
@@ -120,6 +124,25 @@ def quantize_fp8_channel(w):
     return q, scale, q.float() * scale.float()
 
 
+FP4_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                           -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def quantize_mxfp4(w):
+    """[rows, cols] -> OCP MXFP4 as gpt-oss stores it: per row and block of 32 columns, 16
+    bytes of FP4 codes (element 2j in byte j's low nibble) and one E8M0 exponent (bias 127)."""
+    rows, cols = w.shape
+    blocks = w.reshape(rows, cols // 32, 32)
+    amax = blocks.abs().amax(dim=-1).clamp(min=1e-30)
+    exponent = torch.ceil(torch.log2(amax / 6.0)).clamp(-127, 127)
+    scale = torch.pow(2.0, exponent)
+    scaled = blocks / scale[..., None]
+    codes = (scaled[..., None] - FP4_VALUES).abs().argmin(dim=-1)  # nearest value, first on ties
+    deq = FP4_VALUES[codes] * scale[..., None]
+    packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).to(torch.uint8)
+    return packed, (exponent + 127).to(torch.uint8), deq.reshape(rows, cols)
+
+
 TF5 = int(transformers.__version__.split(".")[0]) >= 5
 
 
@@ -163,8 +186,39 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
                 p.copy_(deq)
                 fp8_tensors[pname] = (q, s)
 
+    mxfp4_tensors = {}
+    if storage == "mxfp4":
+        # gpt-oss's routed experts, as openai ships them; everything else stays fp32.
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if not (pname.endswith("experts.gate_up_proj") or pname.endswith("experts.down_proj")):
+                    continue
+                per_expert = []
+                for e in range(p.shape[0]):
+                    packed, scales, deq = quantize_mxfp4(p[e].detach().float().t().contiguous())
+                    p[e].copy_(deq.t())
+                    per_expert.append((packed, scales))
+                mxfp4_tensors[pname] = (torch.stack([b for b, _ in per_expert]),
+                                        torch.stack([s for _, s in per_expert]))
+
     expected = record(model, tok, eos_id)
-    if storage in ("float32", "bfloat16", "float16"):
+    if storage == "mxfp4":
+        model.config.quantization_config = {
+            "quant_method": "mxfp4",
+            "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                       "model.embed_tokens", "lm_head"]}
+        model.config.architectures = [type(model).__name__]
+        model.config.save_pretrained(folder)
+        model.generation_config.save_pretrained(folder)
+        state = {}
+        for k, v in model.state_dict().items():
+            if k in mxfp4_tensors:
+                state[k + "_blocks"] = mxfp4_tensors[k][0].contiguous()
+                state[k + "_scales"] = mxfp4_tensors[k][1].contiguous()
+            else:
+                state[k] = v.float().contiguous()
+        save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    elif storage in ("float32", "bfloat16", "float16"):
         dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[storage]
         model.to(dtype)
         model.save_pretrained(folder, safe_serialization=True, max_shard_size=shard or "100MB")
@@ -272,6 +326,19 @@ def main():
     save_fixture("glm4-moe", glm, seed=7)
     if not TF5:
         save_fixture("glm4-moe-fp8", transformers.Glm4MoeConfig(**glm.to_dict()), seed=7, storage="fp8-channel")
+
+    # gpt-oss: sliding-window layers (a window shorter than the prompts) between full ones,
+    # attention sinks, biased projections and router, clamped SwiGLU experts stored as MXFP4
+    # (the experts' widths are multiples of MXFP4's 32-column blocks), YaRN without truncation.
+    gpt_oss = transformers.GptOssConfig(
+        hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=4, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        tie_word_embeddings=False,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                      "truncate": False, "original_max_position_embeddings": 64},
+        **{**common, "rms_norm_eps": 1e-5, "rope_theta": 150000.0})
+    save_fixture("gpt-oss", gpt_oss, seed=8, storage="float32" if TF5 else "mxfp4")
 
     llama = transformers.LlamaConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
                                      num_key_value_heads=4, intermediate_size=160, tie_word_embeddings=False,

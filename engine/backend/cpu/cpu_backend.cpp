@@ -149,11 +149,12 @@ void CpuBackend::silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std:
 
 void CpuBackend::attention(std::int64_t layer, DevicePtr<const float> q, DevicePtr<const float> k,
                            DevicePtr<const float> v, std::int64_t n, std::int64_t pos0,
-                           DeviceKvCache& cache, DevicePtr<float> out) {
+                           DeviceKvCache& cache, DevicePtr<float> out,
+                           DevicePtr<const float> sinks) {
   Timed timed(*this);
   auto& c = static_cast<HostKvCache&>(cache);
   cpu_ops::attention(threads_, c.spec(), c.cache(), layer, raw(q), raw(k), raw(v), n, pos0,
-                     raw(out));
+                     raw(out), raw(sinks));
 }
 
 void CpuBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,

@@ -65,7 +65,7 @@ class CpuBackend : public Backend {
   void silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std::int64_t n) override;
   void attention(std::int64_t layer, DevicePtr<const float> q, DevicePtr<const float> k,
                  DevicePtr<const float> v, std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
-                 DevicePtr<float> out) override;
+                 DevicePtr<float> out, DevicePtr<const float> sinks) override;
   void latent_attention(std::int64_t layer, DevicePtr<const float> q, DevicePtr<const float> kv,
                         const DeviceMatrix& kv_b, std::int64_t n, std::int64_t pos0,
                         DeviceKvCache& cache, DevicePtr<float> out) override;

@@ -40,7 +40,7 @@ void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t to
 
 void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
                std::int64_t layer, const float* q, const float* k, const float* v, std::int64_t n,
-               std::int64_t pos0, float* out) {
+               std::int64_t pos0, float* out, const float* sinks) {
   const std::int64_t hd = spec.head_dim;
   const std::int64_t nh = spec.num_heads;
   const std::int64_t nkv = spec.num_kv_heads;
@@ -50,6 +50,8 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
   }
   const std::int64_t group = nh / nkv;
   const float scale = static_cast<float>(spec.attention_scale);
+  const std::int64_t window =
+      spec.layer_window.empty() ? 0 : spec.layer_window[static_cast<std::size_t>(layer)];
   // One job per (token, key/value head): the query heads of a group read its keys and values
   // once between them.
   threads.parallel_for(n * nkv, 0, [&](std::int64_t begin, std::int64_t end) {
@@ -57,11 +59,15 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
     for (std::int64_t job = begin; job < end; ++job) {
       const std::int64_t t = job / nkv;
       const std::int64_t kvh = job % nkv;
-      const std::int64_t len = pos0 + t + 1;  // causal: this token and everything before it
+      // Causal: this token and everything before it, or within a sliding window the last
+      // `window` positions up to it.
+      const std::int64_t end_pos = pos0 + t + 1;
+      const std::int64_t first = window > 0 ? std::max<std::int64_t>(0, end_pos - window) : 0;
       const std::int64_t head0 = t * nh + kvh * group;
-      kernels::attend_heads(q + head0 * hd, group, cache.keys_transposed(layer, kvh),
-                            cache.capacity(), cache.value(layer, 0) + kvh * hd, nkv * hd, len, hd,
-                            scale, scores.data(), out + head0 * hd);
+      kernels::attend_heads(q + head0 * hd, group, cache.keys_transposed(layer, kvh) + first,
+                            cache.capacity(), cache.value(layer, first) + kvh * hd, nkv * hd,
+                            end_pos - first, hd, scale, scores.data(), out + head0 * hd,
+                            sinks != nullptr ? sinks + kvh * group : nullptr);
     }
   });
 }

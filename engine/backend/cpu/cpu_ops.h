@@ -27,9 +27,10 @@ void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t to
           std::int64_t heads, std::int64_t head_stride, std::int64_t pos0);
 
 // Grouped-query attention as Backend::attention, over `cache` made for `spec`.
+// `sinks`: null, or one logit per head (gpt-oss).
 void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
                std::int64_t layer, const float* q, const float* k, const float* v, std::int64_t n,
-               std::int64_t pos0, float* out);
+               std::int64_t pos0, float* out, const float* sinks = nullptr);
 
 // Absorbed multi-head latent attention as Backend::latent_attention.
 void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,

@@ -10,6 +10,13 @@ bool is_packed(const model::FeedForwardWeights& f) {
   return f.gate.packed != nullptr || !f.slices.empty();
 }
 
+// rows x width values `stride` apart += bias[0..width) (gpt-oss's biased experts).
+void add_bias_rows(float* y, std::int64_t rows, std::int64_t stride, const float* bias,
+                   std::int64_t width) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < width; ++c) y[r * stride + c] += bias[c];
+}
+
 }  // namespace
 
 void ExpertCompute::run(const CpuThreads& threads,
@@ -65,8 +72,13 @@ void ExpertCompute::unpacked(const CpuThreads& threads,
     }
     kernels::matmul_xwt(gathered.data(), a.rows, w.gate, gate.data(), inner, threads.kernels_for());
     kernels::matmul_xwt(gathered.data(), a.rows, w.up, up.data(), inner, threads.kernels_for());
-    kernels::silu_mul(gate.data(), up.data(), static_cast<std::int64_t>(gate.size()));
+    if (!w.gate_bias.empty()) {
+      add_bias_rows(gate.data(), a.rows, inner, w.gate_bias.data(), inner);
+      add_bias_rows(up.data(), a.rows, inner, w.up_bias.data(), inner);
+    }
+    kernels::glu(w.glu, gate.data(), up.data(), static_cast<std::int64_t>(gate.size()));
     kernels::matmul_xwt(gate.data(), a.rows, w.down, result.data(), h, threads.kernels_for());
+    if (!w.down_bias.empty()) add_bias_rows(result.data(), a.rows, h, w.down_bias.data(), h);
     for (std::int64_t r = 0; r < a.rows; ++r) {
       kernels::axpy_f32(slot_weight_[static_cast<std::size_t>(a.begin + r)], result.data() + r * h,
                         out + slot_token_[static_cast<std::size_t>(a.begin + r)] * h, h);
@@ -137,24 +149,30 @@ void ExpertCompute::packed(const CpuThreads& threads,
   const std::int64_t inner_tasks = (shape.gate->blocks + blocks_gate - 1) / blocks_gate;
   gate_.resize(static_cast<std::size_t>(slices * slots * width));
   up_.resize(static_cast<std::size_t>(slices * slots * width));
-  threads.for_each_slice(static_cast<int>(slices), actives * inner_tasks,
-                         [&](int s, std::int64_t t0, std::int64_t t1) {
-                           for (std::int64_t t = t0; t < t1; ++t) {
-                             const Active& a = active_[static_cast<std::size_t>(t / inner_tasks)];
-                             const model::ExpertSlice f = slice_of(expert(a.expert), s);
-                             const std::int64_t b0 = (t % inner_tasks) * blocks_gate;
-                             const std::int64_t b1 = std::min(f.gate->blocks, b0 + blocks_gate);
-                             float* g = gate_.data() + (s * slots + a.begin) * width;
-                             float* u = up_.data() + (s * slots + a.begin) * width;
-                             const auto& in = inputs_[static_cast<std::size_t>(t / inner_tasks)];
-                             kernels::packed_matmul(*f.gate, in, g, width, b0, b1, variant);
-                             kernels::packed_matmul(*f.up, in, u, width, b0, b1, variant);
-                             const std::int64_t c0 = b0 * kernels::kPackRows;
-                             const std::int64_t c1 = std::min(width, b1 * kernels::kPackRows);
-                             for (std::int64_t r = 0; r < a.rows; ++r)
-                               kernels::silu_mul(g + r * width + c0, u + r * width + c0, c1 - c0);
-                           }
-                         });
+  threads.for_each_slice(
+      static_cast<int>(slices), actives * inner_tasks,
+      [&](int s, std::int64_t t0, std::int64_t t1) {
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const Active& a = active_[static_cast<std::size_t>(t / inner_tasks)];
+          const model::ExpertSlice f = slice_of(expert(a.expert), s);
+          const std::int64_t b0 = (t % inner_tasks) * blocks_gate;
+          const std::int64_t b1 = std::min(f.gate->blocks, b0 + blocks_gate);
+          float* g = gate_.data() + (s * slots + a.begin) * width;
+          float* u = up_.data() + (s * slots + a.begin) * width;
+          const auto& in = inputs_[static_cast<std::size_t>(t / inner_tasks)];
+          kernels::packed_matmul(*f.gate, in, g, width, b0, b1, variant);
+          kernels::packed_matmul(*f.up, in, u, width, b0, b1, variant);
+          const std::int64_t c0 = b0 * kernels::kPackRows;
+          const std::int64_t c1 = std::min(width, b1 * kernels::kPackRows);
+          const model::FeedForwardWeights& e = expert(a.expert);
+          if (!e.gate_bias.empty()) {
+            add_bias_rows(g + c0, a.rows, width, e.gate_bias.data() + f.begin + c0, c1 - c0);
+            add_bias_rows(u + c0, a.rows, width, e.up_bias.data() + f.begin + c0, c1 - c0);
+          }
+          for (std::int64_t r = 0; r < a.rows; ++r)
+            kernels::glu(e.glu, g + r * width + c0, u + r * width + c0, c1 - c0);
+        }
+      });
   each_active(slices * actives, [&](std::int64_t i) {
     const std::int64_t s = i / actives;
     const Active& act = active_[static_cast<std::size_t>(i % actives)];
@@ -195,6 +213,12 @@ void ExpertCompute::packed(const CpuThreads& threads,
       sum_partials(0, slots);
     else
       threads.parallel_for(slots, 0, sum_partials);
+  }
+  // The down products' biases, once per slot after the pools' partials are summed.
+  for (const Active& a : active_) {
+    const model::FeedForwardWeights& e = expert(a.expert);
+    if (!e.down_bias.empty())
+      add_bias_rows(out_.data() + a.begin * h, a.rows, h, e.down_bias.data(), h);
   }
   for (std::int64_t s = 0; s < slots; ++s) {
     kernels::axpy_f32(slot_weight_[static_cast<std::size_t>(s)], out_.data() + s * h,

@@ -142,15 +142,18 @@ void HostMatrix::copy_from(const kernels::WeightMatrix& host) {
 }
 
 std::uint64_t host_expert_bytes(const model::FeedForwardWeights& host) {
+  const std::uint64_t biases =
+      (host.gate_bias.size() + host.up_bias.size() + host.down_bias.size()) * sizeof(float);
   if (!host.slices.empty()) {
-    std::uint64_t total = 0;
+    std::uint64_t total = biases;
     for (const model::ExpertSlice& s : host.slices) {
       total += kernels::packed_matrix_bytes(*s.gate) + kernels::packed_matrix_bytes(*s.up) +
                kernels::packed_matrix_bytes(*s.down);
     }
     return total;
   }
-  return host_matrix_bytes(host.gate) + host_matrix_bytes(host.up) + host_matrix_bytes(host.down);
+  return biases + host_matrix_bytes(host.gate) + host_matrix_bytes(host.up) +
+         host_matrix_bytes(host.down);
 }
 
 std::unique_ptr<HostExpert> HostExpert::view(const model::FeedForwardWeights& host) {
@@ -194,6 +197,11 @@ void HostExpert::copy_from(const model::FeedForwardWeights& host) {
     weights_ = host;
     return;
   }
+  // The biases (gpt-oss) travel with the expert: copied, as the matrices are.
+  weights_.gate_bias = host.gate_bias;
+  weights_.up_bias = host.up_bias;
+  weights_.down_bias = host.down_bias;
+  weights_.glu = host.glu;
   if (!slices_.empty()) {
     assert(host.slices.size() * 3 == slices_.size());
     for (std::size_t s = 0; s < host.slices.size(); ++s) {

@@ -214,11 +214,12 @@ void EmulatedBackend::silu_mul(DevicePtr<float> gate, DevicePtr<const float> up,
 
 void EmulatedBackend::attention(std::int64_t layer, DevicePtr<const float> q,
                                 DevicePtr<const float> k, DevicePtr<const float> v, std::int64_t n,
-                                std::int64_t pos0, DeviceKvCache& cache, DevicePtr<float> out) {
+                                std::int64_t pos0, DeviceKvCache& cache, DevicePtr<float> out,
+                                DevicePtr<const float> sinks) {
   auto* c = &static_cast<HostKvCache&>(cache);
-  compute([this, c, layer, q, k, v, n, pos0, out] {
+  compute([this, c, layer, q, k, v, n, pos0, out, sinks] {
     cpu_ops::attention(threads_, c->spec(), c->cache(), layer, q.address(), k.address(),
-                       v.address(), n, pos0, out.address());
+                       v.address(), n, pos0, out.address(), sinks.address());
   });
 }
 

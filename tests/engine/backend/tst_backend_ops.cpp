@@ -281,13 +281,51 @@ class TestBackendOps : public QObject {
           auto out = b.allocate(9 * nh * hd * sizeof(float));
           // A prompt of 6 into layer 1, then 3 more after it (a decode-like second call).
           b.attention(1, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(), 6, 0,
-                      *cache, out->as<float>());
+                      *cache, out->as<float>(), {});
           b.attention(1, dq->as<const float>() + 6 * nh * hd, dk->as<const float>() + 6 * nkv * hd,
                       dv->as<const float>() + 6 * nkv * hd, 3, 6, *cache,
-                      out->as<float>() + 6 * nh * hd);
+                      out->as<float>() + 6 * nh * hd, {});
           return get<float>(b, *out, 9 * nh * hd);
         },
         "attention");
+    // gpt-oss's kind: layer 1 slides over the last 4 positions, and every head has a sink.
+    model::ModelSpec windowed = spec;
+    windowed.layer_window.assign(static_cast<std::size_t>(spec.num_layers), 0);
+    windowed.layer_window[1] = 4;
+    const auto sinks = test::normal_values(nh, 34);
+    const auto run = [&](Backend& b, bool with_sinks) {
+      auto cache = b.allocate_kv_cache(windowed, 16);
+      auto dq = put(b, q), dk = put(b, k), dv = put(b, v), ds = put(b, sinks);
+      auto out = b.allocate(9 * nh * hd * sizeof(float));
+      const backend::DevicePtr<const float> s =
+          with_sinks ? ds->as<const float>() : backend::DevicePtr<const float>();
+      b.attention(1, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(), 6, 0,
+                  *cache, out->as<float>(), s);
+      b.attention(1, dq->as<const float>() + 6 * nh * hd, dk->as<const float>() + 6 * nkv * hd,
+                  dv->as<const float>() + 6 * nkv * hd, 3, 6, *cache,
+                  out->as<float>() + 6 * nh * hd, s);
+      return get<float>(b, *out, 9 * nh * hd);
+    };
+    against_cpu(
+        *cpu_qwen_, windowed, [&](Backend& b) { return run(b, true); },
+        "attention, sliding window and sinks");
+    // Both change the result: the window from the fifth token on, the sinks everywhere.
+    const auto full = run(*cpu_qwen_, false);
+    auto unwindowed_spec = windowed;
+    unwindowed_spec.layer_window[1] = 0;
+    {
+      auto cache = cpu_qwen_->allocate_kv_cache(unwindowed_spec, 16);
+      auto dq = put(*cpu_qwen_, q), dk = put(*cpu_qwen_, k), dv = put(*cpu_qwen_, v);
+      auto out = cpu_qwen_->allocate(9 * nh * hd * sizeof(float));
+      cpu_qwen_->attention(1, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(),
+                           9, 0, *cache, out->as<float>(), {});
+      const auto all = get<float>(*cpu_qwen_, *out, 9 * nh * hd);
+      QCOMPARE(std::vector<float>(all.begin(), all.begin() + 4 * nh * hd),
+               std::vector<float>(full.begin(), full.begin() + 4 * nh * hd));
+      QVERIFY(std::vector<float>(all.begin() + 4 * nh * hd, all.end()) !=
+              std::vector<float>(full.begin() + 4 * nh * hd, full.end()));
+    }
+    QVERIFY(run(*cpu_qwen_, true) != full);
   }
 
   void latentAttention() {

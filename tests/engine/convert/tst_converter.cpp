@@ -88,6 +88,13 @@ class TestConverter : public QObject {
       QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f))) << f << int(model::Method::Int4);
       QTest::newRow(qPrintable(QStringLiteral("%1 bf16").arg(f))) << f << int(model::Method::Bf16);
     }
+    // gpt-oss's fused experts, split per expert: as openai ships them (MXFP4) and as
+    // transformers saves them dequantised ([experts, in, out]).
+    for (const char* f : {"gpt-oss", "gpt-oss-tf5"}) {
+      QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f))) << f << int(model::Method::Int8);
+      QTest::newRow(qPrintable(QStringLiteral("%1 bf16").arg(f))) << f << int(model::Method::Bf16);
+    }
+    QTest::newRow("gpt-oss mxfp4") << "gpt-oss" << int(model::Method::Mxfp4);
   }
 
   // The converted folder holds the very bytes load-time packing makes, so the logits are equal.
@@ -105,9 +112,10 @@ class TestConverter : public QObject {
     QVERIFY(model->converted());
     model::LoadOptions packed;
     packed.pools = 1;  // as converted
-    packed.cpu_format = method == int(model::Method::Int8)   ? model::CpuFormat::Int8
-                        : method == int(model::Method::Int4) ? model::CpuFormat::Int4
-                                                             : model::CpuFormat::Bf16;
+    packed.cpu_format = method == int(model::Method::Int8)    ? model::CpuFormat::Int8
+                        : method == int(model::Method::Int4)  ? model::CpuFormat::Int4
+                        : method == int(model::Method::Mxfp4) ? model::CpuFormat::Mxfp4
+                                                              : model::CpuFormat::Bf16;
     QCOMPARE(model->cpu_format(), packed.cpu_format);
     QCOMPARE(model->packed_bytes(),
              model::LoadedModel::load(::fixture(fixture), packed)->packed_bytes());
@@ -128,6 +136,7 @@ class TestConverter : public QObject {
       QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f)))
           << f << int(model::Method::Int4) << 0.05;
     }
+    QTest::newRow("gpt-oss mxfp4") << "gpt-oss" << int(model::Method::Mxfp4) << 0.01;
   }
 
   // The accuracy targets: mean KL of next-token distributions against the source.
@@ -148,6 +157,47 @@ class TestConverter : public QObject {
     const double mean = sum / static_cast<double>(got.size());
     qInfo("mean KL %.6f", mean);
     QVERIFY2(mean <= maxMeanKl, qPrintable(QString::number(mean)));
+  }
+
+  // gpt-oss converted: the fused expert tensors are written as the per-expert ones binding
+  // derives, not copied as stored; MXFP4 keeps every expert weight; a model whose experts
+  // are not MXFP4 is refused by name.
+  void gptOssExpertsAreWrittenOnce() {
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString() + "/mxfp4";
+    convert_to(fixture("gpt-oss"), out, model::Method::Mxfp4);
+    const model::Manifest m = model::read_manifest(out);
+    QVERIFY(m.tensors.count("model.layers.0.mlp.experts.3.up_proj.weight") == 1);
+    QCOMPARE(m.tensors.at("model.layers.0.mlp.experts.3.up_proj.weight").format,
+             kernels::PackedFormat::Mxfp4);
+    QCOMPARE(m.tensors.at("model.layers.0.self_attn.q_proj.weight").format,
+             kernels::PackedFormat::Int8);
+    const model::Checkpoint converted(out);
+    QVERIFY(converted.find("model.layers.0.mlp.experts.gate_up_proj_blocks") == nullptr);
+    QVERIFY(converted.find("model.layers.0.mlp.experts.down_proj_scales") == nullptr);
+    QVERIFY(converted.find("model.layers.0.mlp.experts.gate_up_proj_bias") != nullptr);
+    // Each packed expert row is the checkpoint's MXFP4 row.
+    auto source = model::LoadedModel::load(fixture("gpt-oss"));
+    auto loaded = model::LoadedModel::load(out);
+    const auto& want = source->weights().layers[2].experts.experts[1].gate;
+    const auto& got = loaded->weights().layers[2].experts.experts[1].gate;
+    QVERIFY(got.packed != nullptr);
+    std::vector<float> a(static_cast<std::size_t>(want.cols)), b(a.size());
+    for (std::int64_t r = 0; r < want.rows; ++r) {
+      want.row_f32(r, a.data());
+      kernels::unpack_row(*got.packed, r, b.data());
+      QCOMPARE(b, a);
+    }
+    convert::ConvertOptions o;
+    o.input = fixture("qwen3-moe");
+    o.output = dir.path().toStdString() + "/refused";
+    o.method = model::Method::Mxfp4;
+    try {
+      convert::Converter(o).run({});
+      QFAIL("converted a model without MXFP4 experts to mxfp4");
+    } catch (const convert::ConvertError& e) {
+      QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("use int4")), e.what());
+    }
   }
 
   // --dense-bf16: the matrices every token reads stay BF16 while the experts are INT8. On
@@ -360,12 +410,12 @@ class TestConverter : public QObject {
     // deepseek-v3's 32-wide experts split in two leave 16 columns, less than an INT4 group.
     QTest::newRow("pools that cannot split the INT4 groups")
         << QString::fromStdString(fixture("deepseek-v3")) << int(model::Method::Int4) << 0 << 2
-        << "of whole 16-row blocks and INT4 groups of 64 columns; use 1 pool.";
+        << "of whole 16-row blocks and scale groups of 64 columns; use 1 pool.";
     QTest::newRow("pools without experts")
         << QString::fromStdString(fixture("llama")) << int(model::Method::Int8) << 0 << 2
         << "no routed experts";
     QTest::newRow("group for int8")
-        << model << int(model::Method::Int8) << 64 << 1 << "int8 and bf16";
+        << model << int(model::Method::Int8) << 64 << 1 << "leave it out for the other methods";
     QTest::newRow("group not a multiple of 8")
         << model << int(model::Method::Int4) << 12 << 1 << "multiple of 8";
   }

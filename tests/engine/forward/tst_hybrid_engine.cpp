@@ -90,7 +90,7 @@ class TestHybridEngine : public QObject {
     QTest::addColumn<int>("experts");  // per layer on the accelerator; -1: as many as fit
     QTest::addColumn<int>("threshold");
     QTest::addColumn<bool>("dynamic");
-    for (const char* f : {"qwen3-moe", "deepseek-v3", "mixtral", "glm4-moe"}) {
+    for (const char* f : {"qwen3-moe", "deepseek-v3", "mixtral", "glm4-moe", "gpt-oss"}) {
       for (const char* format : {"native", "int8"}) {
         for (const char* s : {"uniform", "frequency", "front-loading", "random"}) {
           for (int n : {0, 3, -1}) {
@@ -114,6 +114,9 @@ class TestHybridEngine : public QObject {
     QTest::addRow("deepseek-v3-fp8 native") << "deepseek-v3-fp8"
                                             << "native"
                                             << "uniform" << 3 << 10 << true;
+    QTest::addRow("gpt-oss mxfp4") << "gpt-oss"
+                                   << "mxfp4"
+                                   << "frequency" << 2 << 10 << true;
     QTest::addRow("glm4-moe-fp8 int8") << "glm4-moe-fp8"
                                        << "int8"
                                        << "uniform" << 3 << 10 << true;
