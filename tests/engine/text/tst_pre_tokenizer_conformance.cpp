@@ -333,6 +333,20 @@ class TestPreTokenizerConformance : public QObject {
     // TikTokenTokenizer adds no bos or eos.
     QVERIFY(!tokenizer->adds_bos() && !tokenizer->adds_eos());
     QCOMPARE(tokenizer->encode("Hi", false, true), tokenizer->encode("Hi", false, false));
+
+    // The 258 ids exist whether or not the config names them.
+    json config = json::parse(read_file(kKimiDir + "tokenizer_config.json"));
+    config["added_tokens_decoder"].erase(std::to_string(ranks + 256));
+    config["added_tokens_decoder"].erase(std::to_string(ranks + 257));
+    config.erase("pad_token");
+    config.erase("unk_token");
+    QTemporaryDir dir;
+    copy_kimi(dir, "", {{"tokenizer_config.json", config.dump()}});
+    const auto unnamed = load_tokenizer(dir.path().toStdString());
+    QCOMPARE(unnamed->vocab_size(), ranks + 258);
+    QCOMPARE(unnamed->token_text(TokenId(ranks + 257)),
+             "<|reserved_token_" + std::to_string(ranks + 257) + "|>");
+    QVERIFY(!unnamed->special_ids().pad);
   }
 
   void kimiFolderProblemsAreExplained_data() {
