@@ -181,6 +181,8 @@ const std::vector<Entry>& entries() {
       {.names = {"superbpe"}, .patterns = {R"(\p{N}+)", R"((?=(\d{3})+(?!\d)))"}},
       {.names = {"bailingmoe", "bailingmoe2", "llada-moe"}, .patterns = {kBailing}},
       {.names = {"seed-coder"}, .patterns = {kSeedCoder}},
+      // llama.cpp merges Kimi-K2 by its merge list; tiktoken, the model's own tokenizer,
+      // merges by rank and takes whole words first, which can give other ids.
       {.names = {"kimi-k2"},
        .patterns = {kimi_k2_pattern()},
        .ignore_merges = true,

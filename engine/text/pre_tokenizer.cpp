@@ -138,18 +138,6 @@ std::size_t character_length(std::string_view text, std::size_t at) {
   return length;
 }
 
-char32_t decode_at(std::string_view text, std::size_t at, std::size_t length) {
-  const auto lead = static_cast<unsigned char>(text[at]);
-  char32_t codepoint = length == 1   ? lead
-                       : length == 2 ? lead & 0x1Fu
-                       : length == 3 ? lead & 0x0Fu
-                                     : lead & 0x07u;
-  for (std::size_t i = 1; i < length; ++i) {
-    codepoint = (codepoint << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3Fu);
-  }
-  return codepoint;
-}
-
 // Python's str.isspace(): general category Zs or bidirectional class WS, B or S.
 bool is_python_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
@@ -476,8 +464,8 @@ void split_unicode_scripts(const Word& word, std::vector<Word>& out) {
   int last = ScriptClassifier::kAny;
   for (std::size_t at = 0; at < text.size();) {
     const std::size_t length = character_length(text, at);
-    const int script = classifier.script_of(text.substr(at, length), decode_at(text, at, length),
-                                            match_data.get());
+    const int script = classifier.script_of(text.substr(at, length),
+                                            utf8_codepoint_at(text, at, length), match_data.get());
     if (script != ScriptClassifier::kAny && (!have_last || last != script)) starts.push_back(at);
     if (script != ScriptClassifier::kAny) {
       last = script;
@@ -508,7 +496,7 @@ void split_tiktoken_chunks(const Word& word, std::vector<Word>& out) {
     bool run_is_space = false;
     while (at < text.size() && characters < kMaxChunkCharacters) {
       const std::size_t length = character_length(text, at);
-      const bool is_space = is_python_space(decode_at(text, at, length));
+      const bool is_space = is_python_space(utf8_codepoint_at(text, at, length));
       if (characters == 0) run_is_space = is_space;
       if (is_space != run_is_space) {
         run_length = 1;
