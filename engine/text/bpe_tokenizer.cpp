@@ -38,62 +38,44 @@ BpeTokenizer::BpeTokenizer(Vocabulary vocab, SpecialTokenPolicy policy,
 }
 
 int BpeTokenizer::merge_rank(std::string_view left, std::string_view right) const {
+  if (options_.merges_by_rank) {
+    std::string joined;
+    joined.reserve(left.size() + right.size());
+    joined.append(left);
+    joined.append(right);
+    const auto id = vocab_.find(joined);
+    return id && vocab_.at(*id).kind == TokenKind::kNormal ? *id : -1;
+  }
   const auto it = rank_by_pair_.find(pair_key(left, right));
   return it == rank_by_pair_.end() ? -1 : it->second;
 }
 
 void BpeTokenizer::encode_fragment(std::string_view text, FragmentPlace place,
                                    std::vector<TokenId>& out) const {
-  const std::string normalized = normalizer_.empty() ? std::string(text) : normalizer_.apply(text);
-  std::vector<std::string> words = pre_tokenizer_.split(normalized);
-  if (options_.metaspace) words = apply_metaspace(std::move(words), place.at_text_start);
-  for (const std::string& word : words) {
-    encode_word(options_.byte_level ? to_byte_level(word) : word, out);
+  Normalizer::Result normalized{std::string(text), true};
+  if (!normalizer_.empty()) normalized = normalizer_.normalize(text);
+  const bool at_origin = place.at_text_start && normalized.starts_at_origin;
+  for (const std::string& word : pre_tokenizer_.split(normalized.text, at_origin)) {
+    encode_word(word, out);
   }
 }
 
-// Hugging Face's Metaspace pre-tokenizer: spaces become the replacement, which is also
-// put before a word by the prepend scheme ("first": only the word that starts the whole
-// text), and with `split` each replacement starts a new word.
-std::vector<std::string> BpeTokenizer::apply_metaspace(std::vector<std::string> words,
-                                                       bool at_text_start) const {
-  const MetaspaceOptions& metaspace = *options_.metaspace;
-  std::vector<std::string> result;
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    std::string word;
-    for (char c : words[i]) {
-      if (c == ' ')
-        word += metaspace.replacement;
-      else
-        word += c;
-    }
-    const bool starts_marked =
-        word.compare(0, metaspace.replacement.size(), metaspace.replacement) == 0;
-    const bool prepend =
-        metaspace.prepend == MetaspaceOptions::Prepend::kAlways ||
-        (metaspace.prepend == MetaspaceOptions::Prepend::kFirst && at_text_start && i == 0);
-    if (prepend && !starts_marked) word.insert(0, metaspace.replacement);
-    if (!metaspace.split) {
-      result.push_back(std::move(word));
-      continue;
-    }
-    std::size_t begin = 0;
-    for (std::size_t at = word.find(metaspace.replacement, 1); at != std::string::npos;
-         at = word.find(metaspace.replacement, at + 1)) {
-      if (at > begin) result.push_back(word.substr(begin, at - begin));
-      begin = at;
-    }
-    result.push_back(word.substr(begin));
-  }
-  return result;
+std::optional<TokenId> BpeTokenizer::whole_word(const std::string& word) const {
+  const bool newline_run =
+      options_.whole_newline_runs && word.find_first_not_of('\n') == std::string::npos;
+  if (!options_.ignore_merges && !newline_run) return std::nullopt;
+  const auto id = vocab_.find(word);
+  // Only the model's own tokens: special and added tokens are matched before, or not at all.
+  if (!id) return std::nullopt;
+  const TokenKind kind = vocab_.at(*id).kind;
+  if (kind != TokenKind::kNormal && kind != TokenKind::kByte) return std::nullopt;
+  return id;
 }
 
 void BpeTokenizer::encode_word(const std::string& word, std::vector<TokenId>& out) const {
-  if (options_.ignore_merges) {
-    if (const auto id = vocab_.find(word)) {
-      out.push_back(*id);
-      return;
-    }
+  if (const auto id = whole_word(word)) {
+    out.push_back(*id);
+    return;
   }
   // Symbols form a doubly linked list over the word's characters; a merge joins a symbol
   // with its right neighbour. The queue holds candidate merges ordered by rank, then by
@@ -149,34 +131,48 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<TokenId>& ou
     consider(top.left);
   }
 
+  bool unknown_pending = false;  // the last token of this word is a fusable unknown
+  auto push_unknown = [&] {
+    if (!policy_.ids.unknown) return;
+    if (options_.fuse_unknown && unknown_pending) return;
+    out.push_back(*policy_.ids.unknown);
+    unknown_pending = true;
+  };
   for (int i = 0; i >= 0; i = symbols[i].next) {
     const std::string_view piece = text_of(i);
     if (const auto id = vocab_.find(piece)) {
       out.push_back(*id);
+      unknown_pending = false;
       continue;
     }
-    // Without a token for the merged text, fall back to its characters one by one.
+    // Without a token for the merged text, fall back to its characters one by one, and a
+    // character without a token to its bytes when every byte has a token.
     for (std::size_t at = 0; at < piece.size();) {
       std::size_t length = utf8_sequence_length(static_cast<unsigned char>(piece[at]));
       if (length == 0 || at + length > piece.size()) length = 1;
       const std::string_view character = piece.substr(at, length);
+      at += length;
       if (const auto id = vocab_.find(character)) {
         out.push_back(*id);
-      } else if (options_.byte_fallback) {
+        unknown_pending = false;
+        continue;
+      }
+      if (options_.byte_fallback) {
         const std::string raw =
             options_.byte_level ? from_byte_level(character) : std::string(character);
+        std::vector<TokenId> bytes;
         for (char byte : raw) {
           char name[8];
           std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned char>(byte));
-          if (const auto byte_id = vocab_.find(name))
-            out.push_back(*byte_id);
-          else if (policy_.ids.unknown)
-            out.push_back(*policy_.ids.unknown);
+          if (const auto byte_id = vocab_.find(name)) bytes.push_back(*byte_id);
         }
-      } else if (policy_.ids.unknown) {
-        out.push_back(*policy_.ids.unknown);
+        if (bytes.size() == raw.size()) {
+          out.insert(out.end(), bytes.begin(), bytes.end());
+          unknown_pending = false;
+          continue;
+        }
       }
-      at += length;
+      push_unknown();
     }
   }
 }

@@ -17,32 +17,31 @@
 
 namespace tandem::text {
 
-// How spaces are written before the model sees the text.
-struct MetaspaceOptions {
-  std::string replacement = "\xE2\x96\x81";  // "▁"
-  enum class Prepend { kNever, kFirst, kAlways } prepend = Prepend::kAlways;
-  bool split = false;  // each "▁" starts a new word
-};
-
 struct BpeOptions {
-  // False for SentencePiece-style vocabularies, whose tokens are plain UTF-8 with "▁".
+  // False for SentencePiece-style vocabularies, whose tokens are plain UTF-8 with "▁". The
+  // pre-tokenizer writes words in the byte alphabet; this says how tokens decode.
   bool byte_level = true;
-  // A Metaspace pre-tokenizer (replaces spaces after the other pre-tokenizer steps).
-  std::optional<MetaspaceOptions> metaspace;
   // Decoding: "▁" reads as a space (Metaspace or Replace decoders).
   bool decode_space_mark = false;
   // Decoding: the first space of the text is dropped (Strip decoder, Metaspace prepend).
   bool strip_leading_space = false;
-  // Llama 3: a word that is already a token skips the merges.
+  // Llama 3, tiktoken: a word that is already a token skips the merges.
   bool ignore_merges = false;
-  // Symbols left without a token become <0xAB> byte tokens instead of being dropped.
+  // tiktoken: no merge list; two adjacent pieces merge when their joined text is a token,
+  // the one with the lowest id first.
+  bool merges_by_rank = false;
+  // Gemma 4: a word of newlines only that is a token is taken whole.
+  bool whole_newline_runs = false;
+  // Characters without a token become <0xAB> byte tokens instead of the unknown token.
   bool byte_fallback = false;
+  // Consecutive unknown characters of a word give one unknown token.
+  bool fuse_unknown = false;
 };
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  // `merges` in priority order (rank 0 first), each a pair of byte-level texts. Throws
-  // std::invalid_argument when a merge names a token missing from the vocabulary.
+  // `merges` in priority order (rank 0 first), each a pair of token texts; unused with
+  // merges_by_rank.
   BpeTokenizer(Vocabulary vocab, SpecialTokenPolicy policy,
                const std::vector<std::pair<std::string, std::string>>& merges,
                PreTokenizer pre_tokenizer, Normalizer normalizer, BpeOptions options);
@@ -59,8 +58,8 @@ class BpeTokenizer final : public Tokenizer {
 
  private:
   void encode_word(const std::string& word, std::vector<TokenId>& out) const;
-  std::vector<std::string> apply_metaspace(std::vector<std::string> words,
-                                           bool at_text_start) const;
+  // A token for the whole word when the options allow taking it whole.
+  std::optional<TokenId> whole_word(const std::string& word) const;
   int merge_rank(std::string_view left, std::string_view right) const;
 
   // Key: left text, a NUL byte, right text (no byte-level symbol contains NUL).

@@ -92,10 +92,12 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& gguf_path) {
   const GgufVocabReader reader(file);
 
   const std::string model_type = reader.require_string("tokenizer.ggml.model");
-  if (model_type != "gpt2" && model_type != "llama") {
+  // "gemma4" and "whitespace" are BPE vocabularies whose tokens are plain UTF-8.
+  if (model_type != "gpt2" && model_type != "llama" && model_type != "gemma4" &&
+      model_type != "whitespace") {
     reader.fail("its tokenizer type \"" + model_type +
-                "\" is not supported; Tandem reads \"gpt2\" (byte-level BPE) and \"llama\" "
-                "(SentencePiece) vocabularies");
+                "\" is not supported; Tandem reads \"gpt2\" (byte-level BPE), \"gemma4\" and "
+                "\"whitespace\" (BPE) and \"llama\" (SentencePiece) vocabularies");
   }
 
   const auto& tokens = reader.require_array("tokenizer.ggml.tokens", GgufType::kString);
@@ -137,39 +139,62 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& gguf_path) {
   policy.ids.eos = reader.token_id("tokenizer.ggml.eos_token_id", count);
   policy.ids.pad = reader.token_id("tokenizer.ggml.padding_token_id", count);
   policy.ids.unknown = reader.token_id("tokenizer.ggml.unknown_token_id", count);
-  // SentencePiece models add bos unless the file says otherwise; BPE models only when told.
-  policy.add_bos = reader.bool_or("tokenizer.ggml.add_bos_token", is_spm);
   policy.add_eos = reader.bool_or("tokenizer.ggml.add_eos_token", false);
 
   if (is_spm) {
+    // SentencePiece models add bos unless the file says otherwise.
+    policy.add_bos = reader.bool_or("tokenizer.ggml.add_bos_token", true);
     return std::make_unique<SpmTokenizer>(std::move(vocab), policy,
                                           reader.bool_or("tokenizer.ggml.add_space_prefix", true));
   }
 
-  const auto& merge_texts = reader.require_array("tokenizer.ggml.merges", GgufType::kString);
-  std::vector<std::pair<std::string, std::string>> merges;
-  merges.reserve(merge_texts.elements.size());
-  for (const GgufValue& merge : merge_texts.elements) {
-    const std::string& text = merge.as_string();
-    // Merge texts hold no spaces (byte-level writes a space as "Ġ"), so the first space
-    // separates the pair; searching from 1 keeps a pair whose left side is " " intact.
-    const std::size_t space = text.find(' ', 1);
-    if (space == std::string::npos) {
-      reader.fail("the merge \"" + text + "\" is not two symbols separated by a space");
-    }
-    merges.emplace_back(text.substr(0, space), text.substr(space + 1));
-  }
-  PreTokenizer pre_tokenizer;
-  const std::string pre = reader.string_or("tokenizer.ggml.pre", "default");
+  // llama.cpp runs Gemma 4 vocabularies with their own pre-tokenizer whatever the file says.
+  const std::string pre = model_type == "gemma4"
+                              ? std::string("gemma4")
+                              : reader.string_or("tokenizer.ggml.pre", "default");
+  NamedPreTokenizer named;
   try {
-    pre_tokenizer = pre_tokenizer_for_gguf(pre);
+    named = pre_tokenizer_for_gguf(pre);
   } catch (const std::invalid_argument& error) {
     reader.fail(error.what());
   }
+  // BPE models add bos only when told, except for the families llama.cpp defaults to it.
+  policy.add_bos = reader.bool_or("tokenizer.ggml.add_bos_token", named.adds_bos);
+  if (named.forces_bos) policy.add_bos = true;
+
+  std::vector<std::pair<std::string, std::string>> merges;
+  // tiktoken vocabularies (Kimi-K2) merge by rank and may come without a merge list.
+  if (!named.merges_by_rank || reader.find("tokenizer.ggml.merges") != nullptr) {
+    const auto& merge_texts = reader.require_array("tokenizer.ggml.merges", GgufType::kString);
+    merges.reserve(merge_texts.elements.size());
+    for (const GgufValue& merge : merge_texts.elements) {
+      const std::string& text = merge.as_string();
+      // Merge texts hold no spaces (byte-level writes a space as "Ġ"), so the first space
+      // separates the pair; searching from 1 keeps a pair whose left side is " " intact.
+      const std::size_t space = text.find(' ', 1);
+      if (space == std::string::npos) {
+        reader.fail("the merge \"" + text + "\" is not two symbols separated by a space");
+      }
+      merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+    }
+  }
+  if (named.merges_by_rank) merges.clear();
+
+  Normalizer normalizer;
+  if (named.escapes_spaces) normalizer.add_replace(" ", "\xE2\x96\x81");
+  if (model_type == "whitespace" && reader.bool_or("tokenizer.ggml.normalizer.lowercase", false)) {
+    normalizer.add_lowercase();
+  }
   BpeOptions options;
-  options.ignore_merges = pre == "llama3" || pre == "llama-bpe";
-  return std::make_unique<BpeTokenizer>(std::move(vocab), policy, merges, std::move(pre_tokenizer),
-                                        Normalizer(), options);
+  options.byte_level = named.byte_level;
+  options.byte_fallback = !named.byte_level;
+  options.decode_space_mark = named.escapes_spaces;
+  options.ignore_merges = named.ignore_merges;
+  options.merges_by_rank = named.merges_by_rank;
+  options.whole_newline_runs = named.newline_runs_whole;
+  return std::make_unique<BpeTokenizer>(std::move(vocab), policy, merges,
+                                        std::move(named.pre_tokenizer), std::move(normalizer),
+                                        options);
 }
 
 }  // namespace tandem::text

@@ -25,6 +25,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
   }
   std::vector<TokenId> ids;
   if (add_special && policy_.add_bos && policy_.ids.bos) ids.push_back(*policy_.ids.bos);
+  if (add_special) ids.insert(ids.end(), policy_.prefix.begin(), policy_.prefix.end());
   FragmentPlace place{true, true};
   for (const TextFragment& fragment : specials_.partition(text, parse_special)) {
     if (fragment.token != TextFragment::kNoToken) {
@@ -36,6 +37,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
     }
     place.at_text_start = false;
   }
+  if (add_special) ids.insert(ids.end(), policy_.suffix.begin(), policy_.suffix.end());
   if (add_special && policy_.add_eos && policy_.ids.eos) ids.push_back(*policy_.ids.eos);
   return ids;
 }
@@ -93,15 +95,25 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (!fs::exists(status)) {
     throw std::runtime_error(path + " does not exist. Give a model folder or a .gguf file.");
   }
-  if (fs::is_directory(status)) return load_tokenizer_json(path);
+  if (fs::is_directory(status)) {
+    // Kimi ships tiktoken.model instead of tokenizer.json; tokenizer.json wins when both exist.
+    if (!fs::exists(fs::path(path) / "tokenizer.json") &&
+        fs::exists(fs::path(path) / "tiktoken.model")) {
+      return load_tiktoken_tokenizer(path);
+    }
+    return load_tokenizer_json(path);
+  }
   const std::string extension = fs::path(path).extension().string();
   if (extension == ".gguf") return load_gguf_tokenizer(path);
   if (fs::path(path).filename() == "tokenizer.json") {
     return load_tokenizer_json(fs::path(path).parent_path().string());
   }
+  if (fs::path(path).filename() == "tiktoken.model") {
+    return load_tiktoken_tokenizer(fs::path(path).parent_path().string());
+  }
   throw std::runtime_error(path +
                            " is neither a model folder nor a .gguf file. Give the folder that "
-                           "holds tokenizer.json, or a .gguf file.");
+                           "holds tokenizer.json (or tiktoken.model), or a .gguf file.");
 }
 
 }  // namespace tandem::text

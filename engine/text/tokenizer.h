@@ -29,6 +29,9 @@ struct SpecialTokenPolicy {
   SpecialTokenIds ids;
   bool add_bos = false;  // encode(..., add_special = true) puts bos first
   bool add_eos = false;  // ... and eos last
+  // Other tokens a tokenizer.json post-processor puts after bos and before eos
+  // ("[gMASK]<sop>", "[CLS]" ... "[SEP]").
+  std::vector<TokenId> prefix, suffix;
 };
 
 // A loaded tokenizer never changes: encode and decode may run on several threads at once.
@@ -88,12 +91,14 @@ class Tokenizer {
 };
 
 // Loads the tokenizer of `path`: a model folder with tokenizer.json (and optionally
-// tokenizer_config.json), the tokenizer.json file itself, or a .gguf file. Throws
+// tokenizer_config.json) or with Kimi's tiktoken.model, the tokenizer.json file itself, or a
+// .gguf file. Throws
 // std::runtime_error with a sentence naming the file, what is wrong and what to do.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
-// The two loaders load_tokenizer chooses between.
+// The loaders load_tokenizer chooses between.
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& folder);
+std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const std::string& folder);
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& gguf_path);
 
 }  // namespace tandem::text

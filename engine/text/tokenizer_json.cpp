@@ -1,7 +1,9 @@
 // Builds a BPE tokenizer (byte-level, or SentencePiece-style with "▁" and byte fallback)
-// from a Hugging Face model folder: tokenizer.json (the
-// model, normalizer, pre-tokenizer and added tokens) and tokenizer_config.json (which
-// added tokens are bos / eos / pad and whether they are added).
+// from a Hugging Face model folder: tokenizer.json (the model, normalizer, pre-tokenizer,
+// post-processor, decoder and added tokens) and tokenizer_config.json (which added tokens
+// are bos / eos / pad and whether they are added). Every step a file names is either
+// implemented exactly or refused with a sentence naming it: a tokenizer that silently
+// skipped a step would give the model other ids than it was trained on.
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 
 #include "engine/text/bpe_tokenizer.h"
 #include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_config.h"
 
 namespace tandem::text {
 
@@ -40,6 +43,11 @@ json read_json(const fs::path& file) {
   }
 }
 
+// What the post-processor puts around the text when special tokens are added.
+struct Template {
+  std::vector<TokenId> prefix, suffix;
+};
+
 class TokenizerJsonReader {
  public:
   explicit TokenizerJsonReader(fs::path file) : file_(std::move(file)) {}
@@ -56,8 +64,35 @@ class TokenizerJsonReader {
     return node["type"].get<std::string>();
   }
 
-  void add_normalizer(const json& node, Normalizer& normalizer) const {
-    if (node.is_null()) return;
+  // A Split or Replace pattern: {"String": "..."} or {"Regex": "..."}.
+  TokenizerRegex pattern_of(const json& node, const std::string& where) const {
+    const json& pattern = node.value("pattern", json::object());
+    try {
+      if (pattern.contains("Regex") && pattern["Regex"].is_string()) {
+        return TokenizerRegex(pattern["Regex"].get<std::string>(), RegexDialect::kOniguruma);
+      }
+      if (pattern.contains("String") && pattern["String"].is_string()) {
+        return TokenizerRegex::literal(pattern["String"].get<std::string>());
+      }
+    } catch (const std::invalid_argument& error) {
+      fail(std::string("in its ") + where + ", " + error.what());
+    }
+    fail(std::string("a ") + where + " has neither a \"Regex\" nor a \"String\" pattern");
+  }
+
+  SplitBehavior behavior_of(const json& node, const std::string& where) const {
+    const std::string behavior = node.value("behavior", std::string("Isolated"));
+    if (behavior == "Isolated") return SplitBehavior::kIsolated;
+    if (behavior == "Removed") return SplitBehavior::kRemoved;
+    if (behavior == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+    if (behavior == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+    if (behavior == "Contiguous") return SplitBehavior::kContiguous;
+    fail("a " + where + " pre-tokenizer has the unknown behavior \"" + behavior + "\"");
+  }
+
+  // Returns whether the step writes text in the byte-level alphabet.
+  bool add_normalizer(const json& node, Normalizer& normalizer) const {
+    if (node.is_null()) return false;
     const std::string type = type_of(node, "the normalizer");
     if (type == "NFC") {
       normalizer.add_normal_form(NormalForm::kNfc);
@@ -70,21 +105,48 @@ class TokenizerJsonReader {
     } else if (type == "Prepend") {
       normalizer.add_prepend(node.at("prepend").get<std::string>());
     } else if (type == "Replace") {
-      const json& pattern = node.at("pattern");
-      if (!pattern.contains("String")) {
-        fail("its Replace normalizer uses a regex pattern; Tandem replaces literal strings only");
-      }
-      normalizer.add_replace(pattern["String"].get<std::string>(),
+      normalizer.add_replace(pattern_of(node, "Replace normalizer"),
                              node.at("content").get<std::string>());
+    } else if (type == "Lowercase") {
+      normalizer.add_lowercase();
+    } else if (type == "Strip") {
+      normalizer.add_strip(flag(node, "strip_left", true), flag(node, "strip_right", true));
+    } else if (type == "StripAccents") {
+      normalizer.add_strip_accents();
+    } else if (type == "BertNormalizer") {
+      const bool lowercase = flag(node, "lowercase", true);
+      if (flag(node, "clean_text", true)) normalizer.add_bert_clean_text();
+      if (flag(node, "handle_chinese_chars", true)) normalizer.add_bert_chinese_padding();
+      // strip_accents null follows lowercase, as in Hugging Face.
+      if (flag(node, "strip_accents", lowercase)) normalizer.add_bert_strip_accents();
+      if (lowercase) normalizer.add_lowercase();
+    } else if (type == "Nmt") {
+      normalizer.add_nmt();
+    } else if (type == "ByteLevel") {
+      normalizer.add_byte_level_alphabet();
+      return true;
     } else if (type == "Sequence") {
+      bool byte_level = false;
       for (const json& step : node.value("normalizers", json::array())) {
-        add_normalizer(step, normalizer);
+        byte_level = add_normalizer(step, normalizer) || byte_level;
+      }
+      return byte_level;
+    } else if (type == "Precompiled") {
+      // An empty character map changes nothing; a real one is SentencePiece's compiled
+      // normalization rules, which Tandem does not read.
+      const json& map = node.value("precompiled_charsmap", json());
+      if (!map.is_null() && !(map.is_string() && map.get<std::string>().empty())) {
+        fail(
+            "its normalizer \"Precompiled\" holds SentencePiece's compiled normalization rules, "
+            "which Tandem does not read; use the model's .gguf file instead");
       }
     } else {
       fail("its normalizer \"" + type +
-           "\" is not supported; Tandem knows NFC, NFD, NFKC, NFKD, Prepend, Replace and "
-           "Sequence");
+           "\" is not supported; Tandem knows NFC, NFD, NFKC, NFKD, Prepend, Replace, "
+           "Lowercase, Strip, StripAccents, BertNormalizer, Nmt, ByteLevel, Precompiled (empty) "
+           "and Sequence");
     }
+    return false;
   }
 
   static MetaspaceOptions metaspace_options(const json& node) {
@@ -119,87 +181,137 @@ class TokenizerJsonReader {
       options.decode_space_mark = true;
     } else if (type == "Strip") {
       if (node.value("start", 0) > 0) options.strip_leading_space = true;
-    } else if (type != "ByteLevel" && type != "ByteFallback" && type != "Fuse") {
+    } else if (type == "ByteLevel") {
+      options.byte_level = true;
+    } else if (type != "ByteFallback" && type != "Fuse") {
       fail("its decoder \"" + type +
            "\" is not supported; Tandem knows ByteLevel, Metaspace, Replace, ByteFallback, "
-           "Fuse, Strip and Sequence");
+           "Fuse, Strip and Sequence (WordPiece, BPEDecoder and CTC belong to models Tandem "
+           "does not run)");
     }
   }
 
-  // Adds the regex steps to `pre`; records in `options` whether the words are mapped to
-  // the byte-level alphabet or go through Metaspace.
-  void add_pre_tokenizer_steps(const json& node, PreTokenizer& pre, BpeOptions& options) const {
-    if (node.is_null()) return;
+  // Adds the steps of `node` to `pre`; returns whether a step writes the byte-level
+  // alphabet.
+  bool add_pre_tokenizer_steps(const json& node, PreTokenizer& pre) const {
+    if (node.is_null()) return false;
     const std::string type = type_of(node, "the pre_tokenizer");
     if (type == "Sequence") {
+      bool byte_level = false;
       for (const json& step : node.value("pretokenizers", json::array())) {
-        add_pre_tokenizer_steps(step, pre, options);
+        byte_level = add_pre_tokenizer_steps(step, pre) || byte_level;
       }
-      return;
+      return byte_level;
     }
     if (type == "ByteLevel") {
-      if (flag(node, "add_prefix_space", false)) pre.add_prefix_space();
+      // trim_offsets changes offsets only, never ids.
+      if (flag(node, "add_prefix_space", true)) pre.add_prefix_space();
       if (flag(node, "use_regex", true))
         pre.add_split(RegexSplit(kGpt2Pattern, SplitBehavior::kIsolated));
-      options.byte_level = true;
-      return;
+      pre.add_byte_level_alphabet();
+      return true;
     }
     if (type == "Metaspace") {
-      options.metaspace = metaspace_options(node);
-      return;
-    }
-    if (type == "Split") {
-      const json& pattern = node.value("pattern", json::object());
-      std::string text;
-      bool literal = false;
-      if (pattern.contains("Regex") && pattern["Regex"].is_string()) {
-        text = pattern["Regex"].get<std::string>();
-      } else if (pattern.contains("String") && pattern["String"].is_string()) {
-        text = pattern["String"].get<std::string>();
-        literal = true;
-      } else {
-        fail("a Split pre-tokenizer has neither a \"Regex\" nor a \"String\" pattern");
+      pre.add_metaspace(metaspace_options(node));
+    } else if (type == "Split") {
+      pre.add_split(RegexSplit(pattern_of(node, "Split pre-tokenizer"), behavior_of(node, "Split"),
+                               flag(node, "invert", false)));
+    } else if (type == "Whitespace") {
+      pre.add_split(whitespace_words());
+    } else if (type == "WhitespaceSplit") {
+      pre.add_split(whitespace_split());
+    } else if (type == "BertPreTokenizer") {
+      pre.add_split(whitespace_split());
+      pre.add_split(punctuation_split(SplitBehavior::kIsolated));
+    } else if (type == "Digits") {
+      pre.add_split(digits_split(flag(node, "individual_digits", false)));
+    } else if (type == "Punctuation") {
+      pre.add_split(punctuation_split(behavior_of(node, "Punctuation")));
+    } else if (type == "CharDelimiterSplit") {
+      const std::string delimiter = node.at("delimiter").get<std::string>();
+      if (delimiter.empty()) fail("its CharDelimiterSplit has an empty delimiter");
+      pre.add_split(char_delimiter_split(delimiter));
+    } else if (type == "UnicodeScripts") {
+      pre.add_unicode_scripts();
+    } else if (type == "FixedLength") {
+      const json& length = node.value("length", json(5));
+      if (!length.is_number_unsigned() || length.get<std::uint64_t>() == 0) {
+        fail("its FixedLength pre-tokenizer has no positive length");
       }
-      const std::string behavior = node.value("behavior", std::string("Isolated"));
-      SplitBehavior split_behavior;
-      if (behavior == "Isolated")
-        split_behavior = SplitBehavior::kIsolated;
-      else if (behavior == "Removed")
-        split_behavior = SplitBehavior::kRemoved;
-      else if (behavior == "MergedWithPrevious")
-        split_behavior = SplitBehavior::kMergedWithPrevious;
-      else if (behavior == "MergedWithNext")
-        split_behavior = SplitBehavior::kMergedWithNext;
-      else if (behavior == "Contiguous")
-        split_behavior = SplitBehavior::kContiguous;
-      else
-        fail("a Split pre-tokenizer has the unknown behavior \"" + behavior + "\"");
-      try {
-        pre.add_split(RegexSplit(text, split_behavior, flag(node, "invert", false), literal));
-      } catch (const std::invalid_argument& error) {
-        fail(error.what());
-      }
-      return;
+      pre.add_fixed_length(length.get<std::size_t>());
+    } else {
+      fail("its pre-tokenizer \"" + type +
+           "\" is not supported; Tandem knows Sequence, Split, ByteLevel, Metaspace, "
+           "Whitespace, WhitespaceSplit, BertPreTokenizer, Digits, Punctuation, "
+           "CharDelimiterSplit, UnicodeScripts and FixedLength");
     }
-    fail("its pre-tokenizer \"" + type +
-         "\" is not supported; Tandem knows Sequence, Split, ByteLevel and Metaspace");
+    return false;
+  }
+
+  // The special tokens of a post-processor template entry, by their name in the
+  // template's special_tokens table.
+  std::vector<TokenId> template_ids(const json& processor, const std::string& name) const {
+    const json& table = processor.value("special_tokens", json::object());
+    if (!table.contains(name)) {
+      fail("its post-processor template names \"" + name + "\", which it does not define");
+    }
+    return table[name].at("ids").get<std::vector<TokenId>>();
+  }
+
+  void read_post_processor(const json& node, Template& result) const {
+    if (node.is_null()) return;
+    const std::string type = type_of(node, "the post_processor");
+    if (type == "Sequence") {
+      for (const json& step : node.value("processors", json::array())) {
+        read_post_processor(step, result);
+      }
+    } else if (type == "ByteLevel") {
+      // Offsets only.
+    } else if (type == "TemplateProcessing") {
+      bool after_text = false;
+      for (const json& piece : node.at("single")) {
+        if (piece.contains("Sequence")) {
+          if (piece["Sequence"].value("id", std::string("A")) != "A" || after_text) {
+            fail("its post-processor template for single texts is not one text");
+          }
+          after_text = true;
+        } else if (piece.contains("SpecialToken")) {
+          const std::vector<TokenId> ids =
+              template_ids(node, piece["SpecialToken"].at("id").get<std::string>());
+          std::vector<TokenId>& side = after_text ? result.suffix : result.prefix;
+          side.insert(side.end(), ids.begin(), ids.end());
+        } else {
+          fail("its post-processor template has a piece that is neither text nor token");
+        }
+      }
+    } else if (type == "RobertaProcessing" || type == "BertProcessing") {
+      result.prefix.push_back(node.at("cls").at(1).get<TokenId>());
+      result.suffix.push_back(node.at("sep").at(1).get<TokenId>());
+    } else {
+      fail("its post-processor \"" + type +
+           "\" is not supported; Tandem knows TemplateProcessing, ByteLevel, "
+           "RobertaProcessing, BertProcessing and Sequence");
+    }
   }
 
  private:
   fs::path file_;
 };
 
-std::optional<std::string> token_content(const json& config, const char* key) {
-  if (!config.contains(key)) return std::nullopt;
-  const json& value = config[key];
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_object() && value.contains("content") && value["content"].is_string()) {
-    return value["content"].get<std::string>();
-  }
-  return std::nullopt;  // null: the model has no such token
-}
-
 std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder);
+
+// The transformers classes that build their template from add_bos_token / add_eos_token
+// instead of taking tokenizer.json's post-processor, with their defaults.
+struct ClassDefaults {
+  std::string_view name;
+  bool add_bos, add_eos;
+};
+constexpr ClassDefaults kTemplateFromConfig[] = {
+    {"LlamaTokenizer", true, false},      {"LlamaTokenizerFast", true, false},
+    {"CodeLlamaTokenizer", true, false},  {"CodeLlamaTokenizerFast", true, false},
+    {"GemmaTokenizer", true, false},      {"GemmaTokenizerFast", true, false},
+    {"CohereTokenizerFast", true, false},
+};
 
 }  // namespace
 
@@ -255,6 +367,11 @@ std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
     }
     TokenEntry entry;
     entry.text = added["content"].get<std::string>();
+    if (flag(added, "single_word", false)) {
+      reader.fail("its added token \"" + entry.text +
+                  "\" matches only as a single word (single_word), which Tandem does not "
+                  "support");
+    }
     entry.kind = flag(added, "special", false) ? TokenKind::kControl : TokenKind::kUserDefined;
     entry.strip_left = flag(added, "lstrip", false);
     entry.strip_right = flag(added, "rstrip", false);
@@ -288,15 +405,25 @@ std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
         "its BPE model marks word pieces (continuing_subword_prefix or "
         "end_of_word_suffix), which Tandem does not support");
   }
+  if (model.contains("dropout") && model["dropout"].is_number() &&
+      model["dropout"].get<double>() > 0.0) {
+    reader.fail(
+        "its BPE model has dropout, which makes the reference tokenizer skip merges at "
+        "random; set \"dropout\" to null to use it for inference");
+  }
   Normalizer normalizer;
-  reader.add_normalizer(root.value("normalizer", json()), normalizer);
-  BpeOptions options;
-  options.byte_level = false;
+  bool byte_level = reader.add_normalizer(root.value("normalizer", json()), normalizer);
   PreTokenizer pre_tokenizer;
-  reader.add_pre_tokenizer_steps(root.value("pre_tokenizer", json()), pre_tokenizer, options);
+  byte_level = reader.add_pre_tokenizer_steps(root.value("pre_tokenizer", json()), pre_tokenizer) ||
+               byte_level;
+  Template special_template;
+  reader.read_post_processor(root.value("post_processor", json()), special_template);
+  BpeOptions options;
+  options.byte_level = byte_level;
   reader.read_decoder(root.value("decoder", json()), options);
   options.ignore_merges = flag(model, "ignore_merges", false);
   options.byte_fallback = flag(model, "byte_fallback", false);
+  options.fuse_unknown = flag(model, "fuse_unk", false);
   if (options.byte_fallback) {
     for (TokenId id = 0; id < static_cast<TokenId>(vocab.size()); ++id) {
       TokenEntry& entry = vocab.at(id);
@@ -311,11 +438,12 @@ std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     policy.ids.unknown = vocab.find(model["unk_token"].get<std::string>());
   }
-  const fs::path config_file = fs::path(folder) / "tokenizer_config.json";
-  if (fs::exists(config_file)) {
-    const json config = read_json(config_file);
-    auto resolve = [&](const char* key) -> std::optional<TokenId> {
-      const auto content = token_content(config, key);
+  const std::optional<TokenizerConfig> config = read_tokenizer_config(folder);
+  const ClassDefaults* class_defaults = nullptr;
+  if (config) {
+    const fs::path config_file = fs::path(folder) / "tokenizer_config.json";
+    auto resolve = [&](const std::optional<std::string>& content,
+                       const char* key) -> std::optional<TokenId> {
       if (!content) return std::nullopt;
       const auto id = vocab.find(*content);
       if (!id) {
@@ -325,12 +453,49 @@ std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
       }
       return id;
     };
-    policy.ids.bos = resolve("bos_token");
-    policy.ids.eos = resolve("eos_token");
-    policy.ids.pad = resolve("pad_token");
-    if (!policy.ids.unknown) policy.ids.unknown = resolve("unk_token");
-    policy.add_bos = flag(config, "add_bos_token", false) && policy.ids.bos.has_value();
-    policy.add_eos = flag(config, "add_eos_token", false) && policy.ids.eos.has_value();
+    policy.ids.bos = resolve(config->bos, "bos_token");
+    policy.ids.eos = resolve(config->eos, "eos_token");
+    policy.ids.pad = resolve(config->pad, "pad_token");
+    if (!policy.ids.unknown) policy.ids.unknown = resolve(config->unknown, "unk_token");
+    for (const ClassDefaults& defaults : kTemplateFromConfig) {
+      if (defaults.name == config->tokenizer_class) class_defaults = &defaults;
+    }
+  }
+  const bool has_post_processor =
+      root.contains("post_processor") && !root["post_processor"].is_null();
+  // Without a class the folder's model type picks one; files without a post-processor
+  // come from converters that meant the config's flags.
+  const bool class_named = config && !config->tokenizer_class.empty();
+  if (class_defaults != nullptr || (!class_named && !has_post_processor)) {
+    // The class rebuilds the template from the config's flags (transformers' Llama, Gemma
+    // and Cohere tokenizers), or there is no template to follow.
+    const bool bos_default = class_defaults != nullptr && class_defaults->add_bos;
+    const bool eos_default = class_defaults != nullptr && class_defaults->add_eos;
+    policy.add_bos = config && config->add_bos.value_or(bos_default) && policy.ids.bos;
+    policy.add_eos = config && config->add_eos.value_or(eos_default) && policy.ids.eos;
+  } else {
+    // transformers' generic fast tokenizer adds what tokenizer.json's post-processor says,
+    // whatever add_bos_token says.
+    std::vector<TokenId>& prefix = special_template.prefix;
+    std::vector<TokenId>& suffix = special_template.suffix;
+    if (!prefix.empty() && policy.ids.bos == prefix.front()) {
+      policy.add_bos = true;
+      prefix.erase(prefix.begin());
+    }
+    if (!suffix.empty() && policy.ids.eos == suffix.back()) {
+      policy.add_eos = true;
+      suffix.pop_back();
+    }
+    policy.prefix = std::move(prefix);
+    policy.suffix = std::move(suffix);
+  }
+  for (TokenId id : policy.prefix) {
+    if (!vocab.contains(id))
+      reader.fail("its post-processor adds the unknown id " + std::to_string(id));
+  }
+  for (TokenId id : policy.suffix) {
+    if (!vocab.contains(id))
+      reader.fail("its post-processor adds the unknown id " + std::to_string(id));
   }
 
   return std::make_unique<BpeTokenizer>(std::move(vocab), policy, merges, std::move(pre_tokenizer),

@@ -77,4 +77,35 @@ void append_utf8(std::string& out, char32_t codepoint) {
   }
 }
 
+char32_t utf8_codepoint_at(std::string_view text, std::size_t at, std::size_t length) {
+  const auto lead = static_cast<unsigned char>(text[at]);
+  char32_t codepoint = length == 1   ? lead
+                       : length == 2 ? lead & 0x1Fu
+                       : length == 3 ? lead & 0x0Fu
+                                     : lead & 0x07u;
+  for (std::size_t i = 1; i < length; ++i) {
+    codepoint = (codepoint << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3Fu);
+  }
+  return codepoint;
+}
+
+std::u32string decode_utf8(std::string_view text) {
+  std::u32string codepoints;
+  codepoints.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t length = utf8_sequence_length(static_cast<unsigned char>(text[at]));
+    if (length == 0 || at + length > text.size()) length = 1;
+    codepoints.push_back(utf8_codepoint_at(text, at, length));
+    at += length;
+  }
+  return codepoints;
+}
+
+std::string encode_utf8(std::u32string_view codepoints) {
+  std::string out;
+  out.reserve(codepoints.size());
+  for (char32_t codepoint : codepoints) append_utf8(out, codepoint);
+  return out;
+}
+
 }  // namespace tandem::text

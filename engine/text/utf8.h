@@ -22,4 +22,10 @@ std::string repair_utf8(std::string_view bytes);
 
 void append_utf8(std::string& out, char32_t codepoint);
 
+// The code point of the `length`-byte sequence at `at` (valid UTF-8).
+char32_t utf8_codepoint_at(std::string_view text, std::size_t at, std::size_t length);
+// The code points of valid UTF-8 `text`.
+std::u32string decode_utf8(std::string_view text);
+std::string encode_utf8(std::u32string_view codepoints);
+
 }  // namespace tandem::text

@@ -245,6 +245,67 @@ class TestTokenizer : public QObject {
              std::vector<TokenId>(expected.begin(), expected.end()));
   }
 
+  // Which special tokens encode(..., add_special) adds follows transformers 4.57: the
+  // generic fast tokenizer takes tokenizer.json's post-processor, the Llama family rebuilds
+  // it from add_bos_token / add_eos_token (bos by default). Ids of "Hi" from transformers.
+  void postProcessorOrConfigAddsSpecials_data() {
+    QTest::addColumn<QByteArray>("post_processor");
+    QTest::addColumn<QByteArray>("config");
+    QTest::addColumn<QList<int>>("expected");
+    const QByteArray template_processing = R"({"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}},
+                   {"SpecialToken": {"id": "<|im_end|>", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<|im_start|>": {"id": "<|im_start|>", "ids": [1], "tokens": ["<|im_start|>"]},
+                           "<|im_end|>": {"id": "<|im_end|>", "ids": [2], "tokens": ["<|im_end|>"]}}})";
+    QTest::newRow("generic class, template")
+        << template_processing << QByteArray(R"({"tokenizer_class": "PreTrainedTokenizerFast"})")
+        << QList<int>{1, 374, 2};
+    QTest::newRow("generic class, template beats add_bos_token")
+        << template_processing
+        << QByteArray(R"({"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": false,
+                         "bos_token": "<|im_start|>"})")
+        << QList<int>{1, 374, 2};
+    QTest::newRow("generic class, no template")
+        << QByteArray("null")
+        << QByteArray(R"({"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": true,
+                         "bos_token": "<|im_start|>"})")
+        << QList<int>{374};
+    QTest::newRow("Llama class, bos by default")
+        << template_processing
+        << QByteArray(R"({"tokenizer_class": "LlamaTokenizerFast", "bos_token": "<|im_start|>",
+                         "eos_token": "<|im_end|>"})")
+        << QList<int>{1, 374};
+    QTest::newRow("Llama class, eos asked for")
+        << QByteArray("null")
+        << QByteArray(R"({"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": false,
+                         "add_eos_token": true, "bos_token": "<|im_start|>",
+                         "eos_token": "<|im_end|>"})")
+        << QList<int>{374, 2};
+    QTest::newRow("Roberta processing")
+        << QByteArray(R"({"type": "RobertaProcessing", "sep": ["<|im_end|>", 2],
+                         "cls": ["<|im_start|>", 1], "trim_offsets": true,
+                         "add_prefix_space": false})")
+        << QByteArray(R"({"tokenizer_class": "PreTrainedTokenizerFast"})") << QList<int>{1, 374, 2};
+  }
+
+  void postProcessorOrConfigAddsSpecials() {
+    QFETCH(QByteArray, post_processor);
+    QFETCH(QByteArray, config);
+    QFETCH(QList<int>, expected);
+    nlohmann::json document =
+        nlohmann::json::parse(read_file(kDataDir + "bpe-fixture/tokenizer.json"));
+    document["post_processor"] = nlohmann::json::parse(post_processor.toStdString());
+    QTemporaryDir dir;
+    write_text(dir.filePath("tokenizer.json"), QByteArray::fromStdString(document.dump()));
+    write_text(dir.filePath("tokenizer_config.json"), config);
+    const auto tokenizer = load_tokenizer(dir.path().toStdString());
+    QCOMPARE(tokenizer->encode("Hi", false, true),
+             std::vector<TokenId>(expected.begin(), expected.end()));
+    QCOMPARE(tokenizer->encode("Hi", false, false), std::vector<TokenId>{374});
+  }
+
   void ggufSpecialTokens() {
     const Tokenizer& gpt2 = vocabulary_tokenizer("gpt-2");
     QCOMPARE(gpt2.special_ids().eos, std::optional<TokenId>(50256));
@@ -290,15 +351,46 @@ class TestTokenizer : public QObject {
         << "tokenizer.json"
         << QByteArray(
                "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
-               "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}")
-        << "pre-tokenizer \"BertPreTokenizer\" is not supported";
+               "\"pre_tokenizer\": {\"type\": \"SentencePieceSplit\"}}")
+        << "pre-tokenizer \"SentencePieceSplit\" is not supported; Tandem knows Sequence";
     QTest::newRow("bad regex")
         << "tokenizer.json"
         << QByteArray(
                "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
                "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, "
                "\"behavior\": \"Isolated\"}}")
-        << "regex does not compile";
+        << "in its Split pre-tokenizer, the regex \"(a\" does not compile";
+    const QByteArray model = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": []})";
+    QTest::newRow("compiled SentencePiece rules")
+        << "tokenizer.json"
+        << "{" + model +
+               R"(, "normalizer": {"type": "Precompiled", "precompiled_charsmap": "AAEC"}})"
+        << "its normalizer \"Precompiled\" holds SentencePiece's compiled normalization rules";
+    QTest::newRow("single-word added token")
+        << "tokenizer.json"
+        << "{" + model + R"(, "added_tokens": [{"id": 1, "content": "<x>", "single_word": true}]})"
+        << "its added token \"<x>\" matches only as a single word";
+    QTest::newRow("dropout") << "tokenizer.json"
+                             << QByteArray(
+                                    R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [],
+                         "dropout": 0.1}})")
+                             << "its BPE model has dropout";
+    QTest::newRow("WordPiece decoder") << "tokenizer.json"
+                                       << "{" + model + R"(, "decoder": {"type": "WordPiece"}})"
+                                       << "its decoder \"WordPiece\" is not supported";
+    QTest::newRow("unknown post-processor")
+        << "tokenizer.json"
+        << "{" + model + R"(, "post_processor": {"type": "Shuffle"}})"
+        << "its post-processor \"Shuffle\" is not supported";
+    QTest::newRow("unknown normalizer") << "tokenizer.json"
+                                        << "{" + model + R"(, "normalizer": {"type": "Uppercase"}})"
+                                        << "its normalizer \"Uppercase\" is not supported";
+    QTest::newRow("untranslatable regex")
+        << "tokenizer.json"
+        << "{" + model +
+               R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[[:graph:]]"},
+                  "behavior": "Isolated", "invert": false}})"
+        << "uses the POSIX class [:graph:], which Tandem cannot translate";
     QTest::newRow("field of the wrong type")
         << "tokenizer.json"
         << QByteArray(
