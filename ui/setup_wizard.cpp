@@ -32,6 +32,7 @@
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
 #include "engine/plan/catalog.h"
+#include "engine/plan/model_lookup.h"
 #include "engine/schedule/routing_stats.h"
 #include "ui/download_queue.h"
 #include "ui/main_window.h"
@@ -53,14 +54,32 @@ QLabel* paragraph(const QString& text, QWidget* parent) {
   return l;
 }
 
-// Whether Tandem's engine runs this architecture today (the planner knows more).
-bool runnable(const nlohmann::json& config) {
-  try {
-    model::parse_model_spec(config, "config");
-    return true;
-  } catch (const std::exception&) {
-    return false;
+// The verdict for each quality on this machine ("INT8 fits · INT4 fits"), coloured by the
+// balanced one's.
+struct Verdicts {
+  QString text;
+  QColor color;
+};
+Verdicts verdicts_for(const hw::HardwareReport& hw, const plan::ModelShape& shape) {
+  Verdicts out{QString(), QColor(theme::kMutedText)};
+  QStringList per_quality;
+  for (plan::Quality quality :
+       {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
+    const plan::Plan p = plan::make_plan(hw, shape, {8192, quality, {}});
+    const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
+    per_quality << (p.verdict == plan::Verdict::Fits ? SetupWizard::tr("%1 fits").arg(fmt)
+                    : p.verdict == plan::Verdict::FitsWithChanges
+                        ? SetupWizard::tr("%1 fits with changes").arg(fmt)
+                        : SetupWizard::tr("does not fit"));
+    if (quality == plan::Quality::Balanced) {
+      out.color = QColor(p.verdict == plan::Verdict::Fits              ? theme::kGood
+                         : p.verdict == plan::Verdict::FitsWithChanges ? theme::kWarning
+                                                                       : "#b91c1c");
+    }
   }
+  per_quality.removeDuplicates();
+  out.text = per_quality.join(QStringLiteral(" · "));
+  return out;
 }
 
 nlohmann::json read_config(const QString& folder) {
@@ -231,41 +250,21 @@ class ModelPage : public QWizardPage {
     const HardwareReportPtr hw = wizard_->hardware();
     for (const plan::CatalogEntry& e : plan::catalog()) {
       if (e.builtin || e.config.is_null()) continue;
-      const plan::ModelShape shape = plan::model_shape_from_config(e.config, e.id);
-      const plan::SizeEstimate size = plan::estimate_sizes(shape);
+      const plan::ModelLookup entry = plan::lookup_catalog_entry(e);
       auto* name = new QStandardItem(q(e.name));
       name->setData(q(e.id), Qt::UserRole);
       name->setToolTip(q(e.description));
-      const bool can_run = runnable(e.config);
-      const bool fp8 = std::find(e.quantizations.begin(), e.quantizations.end(), "fp8") !=
-                           e.quantizations.end() &&
-                       std::find(e.quantizations.begin(), e.quantizations.end(), "bf16") ==
-                           e.quantizations.end();
-      auto* download = new QStandardItem(fp8 ? tr("%1 (FP8)").arg(gib(size.fp8_bytes))
-                                             : tr("%1 (BF16)").arg(gib(size.bf16_bytes)));
+      auto* download = new QStandardItem(
+          tr("%1 (%2)").arg(gib(entry.download_bytes), q(entry.stored.name).toUpper()));
       QString verdict = tr("checking…");
       QColor color(theme::kMutedText);
-      if (!can_run) {
+      if (!entry.cannot_run.empty()) {
         verdict = tr("planned: Tandem cannot run this architecture yet");
         name->setEnabled(false);
       } else if (hw) {
-        QStringList per_quality;
-        for (plan::Quality quality :
-             {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
-          const plan::Plan p = plan::make_plan(*hw, shape, {8192, quality, {}});
-          const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
-          per_quality << (p.verdict == plan::Verdict::Fits ? tr("%1 fits").arg(fmt)
-                          : p.verdict == plan::Verdict::FitsWithChanges
-                              ? tr("%1 fits with changes").arg(fmt)
-                              : tr("does not fit"));
-          if (quality == plan::Quality::Balanced) {
-            color = QColor(p.verdict == plan::Verdict::Fits              ? theme::kGood
-                           : p.verdict == plan::Verdict::FitsWithChanges ? theme::kWarning
-                                                                         : "#b91c1c");
-          }
-        }
-        per_quality.removeDuplicates();
-        verdict = per_quality.join(QStringLiteral(" · "));
+        const Verdicts v = verdicts_for(*hw, entry.shape);
+        verdict = v.text;
+        color = v.color;
       }
       auto* fits = new QStandardItem(verdict);
       fits->setForeground(color);
@@ -292,7 +291,7 @@ class ModelPage : public QWizardPage {
         const plan::CatalogEntry* e = plan::find_catalog_entry(id.toStdString());
         if (e == nullptr) {
           problem_->setText(tr("Pick a model from the list."));
-        } else if (!runnable(e->config)) {
+        } else if (!plan::lookup_catalog_entry(*e).cannot_run.empty()) {
           problem_->setText(
               tr("%1 can be planned but not run yet; pick another model.").arg(q(e->name)));
         } else {

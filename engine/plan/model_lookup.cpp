@@ -198,6 +198,10 @@ StoredFormat stored_format(const json& config, std::uint64_t safetensors_bytes,
   return {"unknown", "neither the configuration nor file sizes say"};
 }
 
+ModelLookup lookup_catalog_entry(const CatalogEntry& entry, bool fp8) {
+  return from_catalog(entry, fp8, fp8 ? entry.fp8_repo : entry.repo);
+}
+
 ModelLookup lookup_repository(const hub::HubConfig& hub, const std::string& repo,
                               const std::function<bool()>& should_stop) {
   if (const CatalogMatch m = find_catalog_repo(repo);

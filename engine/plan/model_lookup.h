@@ -57,6 +57,9 @@ bool looks_like_repo_id(std::string_view text);
 StoredFormat stored_format(const nlohmann::json& config, std::uint64_t safetensors_bytes,
                            std::int64_t params);
 
+// A catalog entry as a lookup (its FP8 release when `fp8`); never touches the network.
+ModelLookup lookup_catalog_entry(const CatalogEntry& entry, bool fp8 = false);
+
 // A Hugging Face repository: the catalog entry whose repo or fp8_repo it is (any case; no
 // network), otherwise the Hub's file list and config.json, with at most a few quick attempts
 // (a question, not a download). Throws hub::HubError with a sentence for what a user can

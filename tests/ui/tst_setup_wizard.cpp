@@ -145,6 +145,29 @@ class TestSetupWizard : public QObject {
     QVERIFY(w.plan().uses_gpu);
     QVERIFY(w.plan().gpu_experts_per_layer > 0);
   }
+
+  void catalogModelsTandemRunsHaveAVerdict() {
+    // The catalog keeps only what the planner reads; a model of an architecture Tandem runs
+    // (GLM-4.5, DeepSeek-V3, Kimi-K2) is not called unrunnable for what it leaves out.
+    SetupWizard w(recorded("xeon-2s-amx-24gb"), nullptr);
+    w.show();
+    w.next();
+    w.next();
+    auto* list = w.currentPage()->findChild<QTreeView*>();
+    int planned = 0;
+    for (int r = 0; r < list->model()->rowCount(); ++r) {
+      const QString name = list->model()->index(r, 0).data().toString();
+      const QString verdict = list->model()->index(r, 2).data().toString();
+      const bool next = name.startsWith(QLatin1String("Qwen3-Next"));
+      QVERIFY2(verdict.startsWith(QLatin1String("planned")) == next,
+               qPrintable(name + ": " + verdict));
+      planned += next ? 1 : 0;
+      if (name == QLatin1String("DeepSeek-V3-0324"))
+        QVERIFY2(list->model()->index(r, 1).data().toString().endsWith(QLatin1String("(FP8)")),
+                 qPrintable(list->model()->index(r, 1).data().toString()));
+    }
+    QCOMPARE(planned, 1);
+  }
 };
 
 QTEST_MAIN(TestSetupWizard)
