@@ -49,6 +49,7 @@ constexpr const char* kHeadlessHelp =
     "  tandem run -m DIR -p TEXT       ... or with a model folder\n"
     "  tandem tokenize -m DIR --text T the token ids of a text\n"
     "  tandem download ORG/MODEL       download a model from Hugging Face\n"
+    "  tandem recommend -m ORG/MODEL   whether a model fits here, before downloading it\n"
     "  tandem chat [-m DIR]            chat in the terminal (default: the demo model)\n"
     "  tandem perplexity -m DIR --file TEXT   how well a model predicts a text\n"
     "  tandem --screenshot out.png   render the window offscreen to a PNG\n"
@@ -335,7 +336,11 @@ int main(int argc, char** argv) {
       "recommend", "Plan memory and recommend parameters for a model on this machine");
   recommend_cmd
       ->add_option("-m,--model", recommend.model,
-                   "A model folder, a .gguf file or a catalog id (e.g. qwen3-30b-a3b)")
+                   "A model folder, a .gguf file, a catalog id (e.g. qwen3-30b-a3b) or a "
+                   "Hugging Face repository (e.g. Qwen/Qwen3-30B-A3B). A repository in the "
+                   "catalog is answered offline; any other is asked of the Hub (HF_ENDPOINT, "
+                   "HF_TOKEN) for its config.json and file list only. A folder on this computer "
+                   "wins over a repository of the same relative name")
       ->required();
   recommend_cmd->add_option("-c,--context", recommend.context, "Context length in tokens")
       ->capture_default_str()

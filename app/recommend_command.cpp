@@ -5,13 +5,11 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <optional>
 
+#include "engine/hub/hub_config.h"
 #include "engine/hw/hardware_report.h"
-#include "engine/model/gguf_file.h"
-#include "engine/plan/catalog.h"
-#include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
+#include "engine/plan/model_lookup.h"
 #include "engine/plan/run_profile.h"
 #include "engine/schedule/routing_stats.h"
 
@@ -20,37 +18,15 @@ namespace tandem::app {
 int run_recommend(const RecommendOptions& o) {
   namespace fs = std::filesystem;
   try {
-    nlohmann::json config;
-    std::string source;
+    // HF_ENDPOINT and HF_TOKEN as for tandem download; only a repository outside the catalog
+    // is asked of the Hub, for its config.json and file list.
+    const plan::ModelLookup model = plan::lookup_model(hub::hub_config_from("", ""), o.model);
+    const plan::ModelShape& shape = model.shape;
     std::string stats_file = o.expert_stats;
-    std::optional<plan::ModelShape> gguf_shape;
-    if (fs::is_regular_file(o.model) && fs::path(o.model).extension() == ".gguf") {
-      gguf_shape = plan::model_shape_from_gguf(model::GgufFile(o.model));
-    } else if (fs::is_directory(o.model)) {
-      source = (fs::path(o.model) / "config.json").string();
-      std::ifstream in(source);
-      if (!in)
-        throw std::runtime_error(source + " is missing; give a model folder or a catalog id.");
-      config = nlohmann::json::parse(in);
-      // Statistics recorded into the model folder under the conventional name.
-      if (o.expert_stats.empty() && fs::exists(fs::path(o.model) / schedule::kExpertStatsName))
-        stats_file = (fs::path(o.model) / schedule::kExpertStatsName).string();
-    } else if (const plan::CatalogEntry* e = plan::find_catalog_entry(o.model);
-               e != nullptr && !e->config.is_null()) {
-      source = "catalog entry " + e->id;
-      config = e->config;
-    } else {
-      std::string ids;
-      for (const auto& e : plan::catalog()) {
-        if (!e.config.is_null()) ids += (ids.empty() ? "" : ", ") + e.id;
-      }
-      throw std::runtime_error(
-          "\"" + o.model +
-          "\" is neither a model folder, a .gguf file nor a catalog model. Catalog models: " + ids +
-          ".");
-    }
-    const plan::ModelShape shape =
-        gguf_shape ? *gguf_shape : plan::model_shape_from_config(config, source);
+    // Statistics recorded into the model folder under the conventional name.
+    if (model.origin == plan::ModelOrigin::Folder && o.expert_stats.empty() &&
+        fs::exists(fs::path(model.path) / schedule::kExpertStatsName))
+      stats_file = (fs::path(model.path) / schedule::kExpertStatsName).string();
 
     hw::HardwareReport hardware;
     if (!o.hardware.empty()) {
@@ -79,6 +55,7 @@ int run_recommend(const RecommendOptions& o) {
 
     nlohmann::json doc = plan::to_json(p);
     doc["model"] = o.model;
+    doc["source"] = plan::to_json(model);
     doc["architecture"] = shape.architecture;
     doc["total_params"] = shape.total_params();
     doc["active_params_per_token"] = shape.active_params_per_token();
@@ -86,6 +63,10 @@ int run_recommend(const RecommendOptions& o) {
     if (o.json) {
       std::cout << doc.dump(2) << "\n";
     } else {
+      std::cout << plan::describe_lookup(model) << "\n";
+      if (!model.cannot_run.empty())
+        std::cout << "Tandem cannot run it yet; this is what it would need. " << model.cannot_run
+                  << "\n";
       std::cout << shape.architecture << ": " << shape.total_params() / 1000000000.0
                 << "B parameters, " << shape.active_params_per_token() / 1000000000.0
                 << "B active per token\n\n"

@@ -6,7 +6,7 @@
 namespace tandem::app {
 
 struct RecommendOptions {
-  std::string model;  // a model folder or a catalog id
+  std::string model;  // a model folder, a .gguf file, a catalog id or a Hugging Face repository
   std::int64_t context = 8192;
   std::string quality = "balanced";
   std::string hardware;  // a recorded `tandem detect --json` file instead of this machine

@@ -58,6 +58,12 @@ quint64 DownloadQueue::start(const DownloadJobSpec& spec) {
   return id;
 }
 
+hub::HubConfig DownloadQueue::hubConfig() {
+  QSettings settings;
+  return hub::hub_config_from(settings.value(kEndpointKey).toString().toStdString(),
+                              settings.value(kTokenKey).toString().toStdString());
+}
+
 void DownloadQueue::run(quint64 id) {
   auto& slot = jobs_[id];
   if (slot) stopAndJoin(*slot);  // a finished earlier run of the same download
@@ -66,10 +72,7 @@ void DownloadQueue::run(quint64 id) {
   model_->setState(id, DownloadJobState::Listing);
 
   const DownloadJobSpec spec = model_->spec(id);
-  QSettings settings;
-  const hub::HubConfig hub =
-      hub::hub_config_from(settings.value(kEndpointKey).toString().toStdString(),
-                           settings.value(kTokenKey).toString().toStdString());
+  const hub::HubConfig hub = hubConfig();
   hub::DownloadRequest request;
   request.repo = spec.repo.toStdString();
   request.revision = spec.revision.toStdString();

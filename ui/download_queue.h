@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "engine/hub/hub_config.h"
 #include "engine/hub/preflight.h"
 #include "ui/download_list_model.h"
 
@@ -38,6 +39,8 @@ class DownloadQueue : public QObject {
   // Where the settings keep the mirror and the token (empty: HF_ENDPOINT, HF_TOKEN).
   static constexpr const char* kEndpointKey = "hub/endpoint";
   static constexpr const char* kTokenKey = "hub/token";
+  // The Hub those settings name, falling back to HF_ENDPOINT and HF_TOKEN.
+  static hub::HubConfig hubConfig();
 
  signals:
   void finished(quint64 id, bool ok);

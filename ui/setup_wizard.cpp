@@ -28,10 +28,12 @@
 #include <QWizardPage>
 #include <fstream>
 
+#include "engine/hub/repo_metadata.h"
 #include "engine/model/demo_model.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
 #include "engine/plan/catalog.h"
+#include "engine/plan/model_lookup.h"
 #include "engine/schedule/routing_stats.h"
 #include "ui/download_queue.h"
 #include "ui/main_window.h"
@@ -53,14 +55,43 @@ QLabel* paragraph(const QString& text, QWidget* parent) {
   return l;
 }
 
-// Whether Tandem's engine runs this architecture today (the planner knows more).
-bool runnable(const nlohmann::json& config) {
-  try {
-    model::parse_model_spec(config, "config");
-    return true;
-  } catch (const std::exception&) {
-    return false;
+// The verdict for each quality on this machine ("INT8 fits · INT4 fits"), coloured by the
+// balanced one's.
+struct Verdicts {
+  QString text;
+  QColor color;
+};
+Verdicts verdicts_for(const hw::HardwareReport& hw, const plan::ModelShape& shape) {
+  Verdicts out{QString(), QColor(theme::kMutedText)};
+  QStringList per_quality;
+  for (plan::Quality quality :
+       {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
+    const plan::Plan p = plan::make_plan(hw, shape, {8192, quality, {}});
+    const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
+    per_quality << (p.verdict == plan::Verdict::Fits ? SetupWizard::tr("%1 fits").arg(fmt)
+                    : p.verdict == plan::Verdict::FitsWithChanges
+                        ? SetupWizard::tr("%1 fits with changes").arg(fmt)
+                        : SetupWizard::tr("does not fit"));
+    if (quality == plan::Quality::Balanced) {
+      out.color = QColor(p.verdict == plan::Verdict::Fits              ? theme::kGood
+                         : p.verdict == plan::Verdict::FitsWithChanges ? theme::kWarning
+                                                                       : "#b91c1c");
+    }
   }
+  per_quality.removeDuplicates();
+  out.text = per_quality.join(QStringLiteral(" · "));
+  return out;
+}
+
+// What the model's files take: listed by the Hub, or estimated from the parameters.
+QString download_size(const plan::ModelLookup& l) {
+  const QString format = q(l.stored.name).toUpper();
+  if (l.download_bytes_listed) {
+    return SetupWizard::tr("%1 to download (%2, %3 files)")
+        .arg(gib(l.download_bytes), format)
+        .arg(l.download_files);
+  }
+  return SetupWizard::tr("about %1 to download (%2)").arg(gib(l.download_bytes), format);
 }
 
 nlohmann::json read_config(const QString& folder) {
@@ -154,9 +185,11 @@ class ModelPage : public QWizardPage {
     demo_ = new QRadioButton(tr("Try the built-in demo model (small, works offline)"), this);
     catalog_ = new QRadioButton(tr("A model from the catalog:"), this);
     folder_ = new QRadioButton(tr("A model folder on this computer:"), this);
+    repository_ = new QRadioButton(tr("Or a Hugging Face repository:"), this);
     group_->addButton(demo_, 0);
     group_->addButton(catalog_, 1);
     group_->addButton(folder_, 2);
+    group_->addButton(repository_, 3);
     v->addWidget(demo_);
     v->addWidget(catalog_);
     list_ = new QStandardItemModel(0, 3, this);
@@ -170,9 +203,26 @@ class ModelPage : public QWizardPage {
     view_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
     view_->setMinimumHeight(180);
     v->addWidget(view_, 1);
+    v->addWidget(repository_);
+    auto* repo_row = new QHBoxLayout;
+    repo_ = new QLineEdit(this);
+    repo_->setObjectName(QStringLiteral("repository"));
+    repo_->setPlaceholderText(tr("owner/name, for example mistralai/Mixtral-8x7B-Instruct-v0.1"));
+    check_ = new QPushButton(tr("Check"), this);
+    check_->setObjectName(QStringLiteral("checkRepository"));
+    check_->setEnabled(false);
+    repo_row->addWidget(repo_, 1);
+    repo_row->addWidget(check_);
+    v->addLayout(repo_row);
+    answer_ = paragraph(QString(), this);
+    answer_->setObjectName(QStringLiteral("repositoryAnswer"));
+    answer_->setTextFormat(Qt::RichText);
+    v->addWidget(answer_);
+    checker_ = new RepositoryCheck(this);
     v->addWidget(folder_);
     auto* row = new QHBoxLayout;
     path_ = new QLineEdit(this);
+    path_->setObjectName(QStringLiteral("folder"));
     path_->setPlaceholderText(
         tr("A folder with config.json, the tokenizer and .safetensors files"));
     auto* browse = new QPushButton(tr("Browse…"), this);
@@ -180,6 +230,7 @@ class ModelPage : public QWizardPage {
     row->addWidget(browse);
     v->addLayout(row);
     problem_ = paragraph(QString(), this);
+    problem_->setObjectName(QStringLiteral("problem"));
     problem_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kWarning));
     v->addWidget(problem_);
 
@@ -200,7 +251,40 @@ class ModelPage : public QWizardPage {
       catalog_->setChecked(true);
       update_choice();
     });
-    connect(wizard_, &SetupWizard::hardwareChanged, this, [this] { fill(); });
+    connect(repo_, &QLineEdit::textChanged, this, [this] {
+      const QString repo = repo_->text().trimmed();
+      if (!repo.isEmpty()) repository_->setChecked(true);
+      check_->setEnabled(!repo.isEmpty());
+      if (repo != asked_) {
+        // The answer on the page is about another name now.
+        checker_->cancel();
+        asked_.clear();
+        failure_.clear();
+        answer_->clear();
+        wizard_->setRepository(nullptr);
+      }
+      update_choice();
+    });
+    connect(repo_, &QLineEdit::returnPressed, this, [this] { check_repository(); });
+    connect(check_, &QPushButton::clicked, this, [this] { check_repository(); });
+    connect(checker_, &RepositoryCheck::finished, this,
+            [this](const QString& repo, ModelLookupPtr lookup) {
+              if (repo != asked_) return;
+              wizard_->setRepository(std::move(lookup));
+              show_answer();
+              update_choice();
+            });
+    connect(checker_, &RepositoryCheck::failed, this,
+            [this](const QString& repo, const QString& message) {
+              if (repo != asked_) return;
+              failure_ = message;
+              answer_->clear();
+              update_choice();
+            });
+    connect(wizard_, &SetupWizard::hardwareChanged, this, [this] {
+      fill();
+      show_answer();
+    });
     fill();
   }
 
@@ -209,6 +293,10 @@ class ModelPage : public QWizardPage {
     if (c.source == QLatin1String("folder")) {
       path_->setText(c.folder);
       folder_->setChecked(true);
+    } else if (c.source == QLatin1String("repository")) {
+      // Filled in, not asked: nothing goes to the network until the user presses Check.
+      if (repo_->text().trimmed() != c.repo) repo_->setText(c.repo);
+      repository_->setChecked(true);
     } else if (c.source == QLatin1String("catalog")) {
       for (int r = 0; r < list_->rowCount(); ++r) {
         if (list_->item(r, 0)->data(Qt::UserRole).toString() == c.catalog_id)
@@ -226,46 +314,70 @@ class ModelPage : public QWizardPage {
   }
 
  private:
+  void check_repository() {
+    const QString repo = repo_->text().trimmed();
+    repository_->setChecked(true);
+    failure_.clear();
+    wizard_->setRepository(nullptr);
+    if (!plan::looks_like_repo_id(repo.toStdString())) {
+      checker_->cancel();
+      asked_.clear();
+      answer_->clear();
+      failure_ = tr("\"%1\" is not a repository name; write it as owner/name, as its address "
+                    "on Hugging Face does (for example mistralai/Mixtral-8x7B-Instruct-v0.1).")
+                     .arg(repo);
+    } else {
+      const hub::HubConfig hub = DownloadQueue::hubConfig();
+      asked_ = repo;
+      answer_->setText(tr("Asking about %1 (the catalog, then %2)…").arg(repo, q(hub.endpoint)));
+      checker_->start(repo, hub);
+    }
+    update_choice();
+  }
+
+  // The checked repository's verdict on this machine, as the catalog shows its models'.
+  void show_answer() {
+    const plan::ModelLookup* l = wizard_->repository();
+    if (l == nullptr) return;
+    const HardwareReportPtr hw = wizard_->hardware();
+    const QString from = l->origin == plan::ModelOrigin::Catalog
+                             ? tr("from Tandem's catalog")
+                             : tr("from %1").arg(q(l->endpoint));
+    Verdicts v{tr("checking this computer…"), QColor(theme::kMutedText)};
+    if (!l->cannot_run.empty()) {
+      v = {tr("planned: Tandem cannot run this architecture yet"), QColor(theme::kMutedText)};
+    } else if (hw) {
+      v = verdicts_for(*hw, l->shape);
+    }
+    answer_->setText(
+        tr("<b>%1</b> (%2): %3, %4B parameters, %5B active per token; %6.<br/>On this computer: "
+           "<span style='color:%7'>%8</span>")
+            .arg(q(l->repo).toHtmlEscaped(), from.toHtmlEscaped(), q(l->shape.architecture))
+            .arg(static_cast<double>(l->shape.total_params()) / 1e9, 0, 'f', 1)
+            .arg(static_cast<double>(l->shape.active_params_per_token()) / 1e9, 0, 'f', 1)
+            .arg(download_size(*l).toHtmlEscaped(), v.color.name(), v.text.toHtmlEscaped()));
+  }
+
   void fill() {
     list_->removeRows(0, list_->rowCount());
     const HardwareReportPtr hw = wizard_->hardware();
     for (const plan::CatalogEntry& e : plan::catalog()) {
       if (e.builtin || e.config.is_null()) continue;
-      const plan::ModelShape shape = plan::model_shape_from_config(e.config, e.id);
-      const plan::SizeEstimate size = plan::estimate_sizes(shape);
+      const plan::ModelLookup entry = plan::lookup_catalog_entry(e);
       auto* name = new QStandardItem(q(e.name));
       name->setData(q(e.id), Qt::UserRole);
       name->setToolTip(q(e.description));
-      const bool can_run = runnable(e.config);
-      const bool fp8 = std::find(e.quantizations.begin(), e.quantizations.end(), "fp8") !=
-                           e.quantizations.end() &&
-                       std::find(e.quantizations.begin(), e.quantizations.end(), "bf16") ==
-                           e.quantizations.end();
-      auto* download = new QStandardItem(fp8 ? tr("%1 (FP8)").arg(gib(size.fp8_bytes))
-                                             : tr("%1 (BF16)").arg(gib(size.bf16_bytes)));
+      auto* download = new QStandardItem(
+          tr("%1 (%2)").arg(gib(entry.download_bytes), q(entry.stored.name).toUpper()));
       QString verdict = tr("checking…");
       QColor color(theme::kMutedText);
-      if (!can_run) {
+      if (!entry.cannot_run.empty()) {
         verdict = tr("planned: Tandem cannot run this architecture yet");
         name->setEnabled(false);
       } else if (hw) {
-        QStringList per_quality;
-        for (plan::Quality quality :
-             {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
-          const plan::Plan p = plan::make_plan(*hw, shape, {8192, quality, {}});
-          const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
-          per_quality << (p.verdict == plan::Verdict::Fits ? tr("%1 fits").arg(fmt)
-                          : p.verdict == plan::Verdict::FitsWithChanges
-                              ? tr("%1 fits with changes").arg(fmt)
-                              : tr("does not fit"));
-          if (quality == plan::Quality::Balanced) {
-            color = QColor(p.verdict == plan::Verdict::Fits              ? theme::kGood
-                           : p.verdict == plan::Verdict::FitsWithChanges ? theme::kWarning
-                                                                         : "#b91c1c");
-          }
-        }
-        per_quality.removeDuplicates();
-        verdict = per_quality.join(QStringLiteral(" · "));
+        const Verdicts v = verdicts_for(*hw, entry.shape);
+        verdict = v.text;
+        color = v.color;
       }
       auto* fits = new QStandardItem(verdict);
       fits->setForeground(color);
@@ -277,6 +389,7 @@ class ModelPage : public QWizardPage {
   void update_choice() {
     SetupChoices& c = wizard_->mutableChoices();
     problem_->clear();
+    c.repo.clear();
     switch (group_->checkedId()) {
       case 0:
         c.source = QStringLiteral("demo");
@@ -292,12 +405,35 @@ class ModelPage : public QWizardPage {
         const plan::CatalogEntry* e = plan::find_catalog_entry(id.toStdString());
         if (e == nullptr) {
           problem_->setText(tr("Pick a model from the list."));
-        } else if (!runnable(e->config)) {
+        } else if (!plan::lookup_catalog_entry(*e).cannot_run.empty()) {
           problem_->setText(
               tr("%1 can be planned but not run yet; pick another model.").arg(q(e->name)));
         } else {
           c.catalog_id = id;
+          c.repo = q(e->repo);
           c.folder = catalog_folder(*e);
+        }
+        break;
+      }
+      case 3: {
+        c.source = QStringLiteral("repository");
+        const plan::ModelLookup* l = wizard_->repository();
+        const QString repo = repo_->text().trimmed();
+        if (!failure_.isEmpty()) {
+          problem_->setText(failure_);
+        } else if (checker_->isRunning()) {
+          problem_->setText(tr("Waiting for the answer about %1.").arg(asked_));
+        } else if (repo.isEmpty()) {
+          problem_->setText(tr("Type a repository as owner/name, then press Check."));
+        } else if (l == nullptr) {
+          problem_->setText(tr("Press Check to see whether %1 fits on this computer.").arg(repo));
+        } else if (!l->cannot_run.empty()) {
+          problem_->setText(
+              tr("%1 can be planned but Tandem cannot run it yet: %2").arg(repo, q(l->cannot_run)));
+        } else {
+          c.catalog_id = l->catalog_entry ? q(l->catalog_entry->id) : QString();
+          c.repo = q(l->repo);
+          c.folder = MainWindow::modelsFolder() + QLatin1Char('/') + c.repo;
         }
         break;
       }
@@ -329,10 +465,16 @@ class ModelPage : public QWizardPage {
 
   SetupWizard* wizard_;
   QButtonGroup* group_;
-  QRadioButton *demo_, *catalog_, *folder_;
+  QRadioButton *demo_, *catalog_, *folder_, *repository_;
   QStandardItemModel* list_;
   QTreeView* view_;
   QLineEdit* path_;
+  QLineEdit* repo_;
+  QPushButton* check_;
+  QLabel* answer_;  // the checked repository's verdict, or what is being asked
+  RepositoryCheck* checker_;
+  QString asked_;    // the repository the answer on the page is (or will be) about
+  QString failure_;  // why the check failed, in a sentence
   QLabel* problem_;
 };
 
@@ -352,14 +494,12 @@ class DownloadPage : public QWizardPage {
     v->addWidget(start_, 0, Qt::AlignLeft);
     v->addStretch(1);
     connect(start_, &QPushButton::clicked, this, [this] {
-      const plan::CatalogEntry* e =
-          plan::find_catalog_entry(wizard_->choices().catalog_id.toStdString());
-      if (e == nullptr || queue_ == nullptr) return;
+      const QString repo = wizard_->choices().repo;
+      if (repo.isEmpty() || queue_ == nullptr) return;
       DownloadJobSpec spec;
-      spec.repo = q(e->repo);
-      spec.include = {QStringLiteral("*.safetensors"), QStringLiteral("*.json"),
-                      QStringLiteral("*.jinja"), QStringLiteral("*.txt"),
-                      QStringLiteral("*.model")};
+      spec.repo = repo;
+      for (const std::string& pattern : hub::model_files_filter().include)
+        spec.include << q(pattern);
       spec.destination = wizard_->choices().folder;
       job_ = queue_->start(spec);
       started_ = true;
@@ -387,32 +527,33 @@ class DownloadPage : public QWizardPage {
            !QDir(folder).entryList({QStringLiteral("*.safetensors")}, QDir::Files).isEmpty();
   }
   void refresh() {
-    const plan::CatalogEntry* e =
-        plan::find_catalog_entry(wizard_->choices().catalog_id.toStdString());
-    const QString repo = e ? q(e->repo) : QString();
-    if (present()) {
-      status_->setText(
-          tr("%1 is already on this computer in %2.").arg(repo, wizard_->choices().folder));
+    const SetupChoices& c = wizard_->choices();
+    const QString repo = c.repo;
+    if (finished_) {
+      status_->setText(tr("%1 has been downloaded to %2.").arg(repo, c.folder));
       start_->hide();
-    } else if (finished_) {
-      status_->setText(tr("%1 has been downloaded to %2.").arg(repo, wizard_->choices().folder));
+    } else if (present()) {
+      status_->setText(tr("%1 is already on this computer in %2.").arg(repo, c.folder));
       start_->hide();
     } else if (started_) {
       status_->setText(
           tr("Downloading %1 into %2. It goes on in the background: you can finish the assistant "
              "now and "
              "follow it on the Downloads page; the model loads once its files are complete.")
-              .arg(repo, wizard_->choices().folder));
+              .arg(repo, c.folder));
       start_->hide();
     } else {
+      // The Hub's listing when the repository was checked, otherwise the catalog's estimate.
       QString size;
-      if (e)
-        size =
-            gib(plan::estimate_sizes(plan::model_shape_from_config(e->config, e->id)).bf16_bytes);
+      if (c.source == QLatin1String("repository") && wizard_->repository() != nullptr) {
+        size = download_size(*wizard_->repository());
+      } else if (const plan::CatalogEntry* e = plan::find_catalog_entry(c.catalog_id.toStdString());
+                 e != nullptr && !e->config.is_null()) {
+        size = download_size(plan::lookup_catalog_entry(*e));
+      }
       const hw::DiskSpace disk = hw::probe_disk_space(MainWindow::modelsFolder().toStdString());
       status_->setText(
-          tr("%1 is about %2 (BF16). %3 are free in %4. Only the safetensors weights, the "
-             "configuration and the "
+          tr("%1: %2. %3 are free in %4. Only the safetensors weights, the configuration and the "
              "tokenizer are fetched.")
               .arg(repo, size, q(hw::format_bytes(disk.free_bytes)), MainWindow::modelsFolder()));
       start_->setVisible(queue_ != nullptr);
@@ -644,7 +785,14 @@ void SetupWizard::setHardware(HardwareReportPtr hardware) {
   emit hardwareChanged();
 }
 
+void SetupWizard::setRepository(ModelLookupPtr lookup) {
+  repository_ = std::move(lookup);
+  replan();
+}
+
 nlohmann::json SetupWizard::selectedConfig() const {
+  if (choices_.source == QLatin1String("repository"))
+    return repository_ ? repository_->config : nlohmann::json(nullptr);
   if (choices_.source == QLatin1String("catalog")) {
     const plan::CatalogEntry* e = plan::find_catalog_entry(choices_.catalog_id.toStdString());
     return e ? e->config : nlohmann::json(nullptr);
@@ -675,7 +823,10 @@ void SetupWizard::replan() {
 int SetupWizard::nextId() const {
   switch (currentId()) {
     case Model:
-      return choices_.source == QLatin1String("catalog") ? Download : Conversion;
+      return choices_.source == QLatin1String("catalog") ||
+                     choices_.source == QLatin1String("repository")
+                 ? Download
+                 : Conversion;
     default:
       return QWizard::nextId();
   }
@@ -690,6 +841,7 @@ void SetupWizard::saveChoices(const SetupChoices& c) {
   s.setValue(QStringLiteral("wizard/completed"), true);
   s.setValue(QStringLiteral("wizard/source"), c.source);
   s.setValue(QStringLiteral("wizard/catalogId"), c.catalog_id);
+  s.setValue(QStringLiteral("wizard/repo"), c.repo);
   s.setValue(QStringLiteral("wizard/folder"), c.folder);
   s.setValue(QStringLiteral("wizard/cpuFormat"), c.cpu_format);
   s.setValue(QStringLiteral("wizard/threads"), c.threads);
@@ -701,6 +853,7 @@ SetupChoices SetupWizard::savedChoices() {
   SetupChoices c;
   c.source = s.value(QStringLiteral("wizard/source"), QStringLiteral("demo")).toString();
   c.catalog_id = s.value(QStringLiteral("wizard/catalogId")).toString();
+  c.repo = s.value(QStringLiteral("wizard/repo")).toString();
   c.folder = s.value(QStringLiteral("wizard/folder")).toString();
   c.cpu_format = s.value(QStringLiteral("wizard/cpuFormat")).toString();
   c.threads = s.value(QStringLiteral("wizard/threads"), 0).toInt();

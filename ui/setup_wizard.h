@@ -1,5 +1,6 @@
 // The setup wizard: welcome, hardware, model (catalog with a verdict per quantization on
-// this machine, a local folder, or the built-in demo), download, conversion, parameters
+// this machine, any Hugging Face repository checked against the Hub, a local folder, or the
+// built-in demo), download, conversion, parameters
 // (recommended values with their reasons and the memory plan as stacked bars), finish.
 // It remembers its choices and can be re-run from the menu.
 #pragma once
@@ -8,6 +9,7 @@
 
 #include "engine/plan/memory_planner.h"
 #include "ui/probe_runner.h"
+#include "ui/repository_check.h"
 
 class QButtonGroup;
 class QLabel;
@@ -26,8 +28,9 @@ class DownloadQueue;
 
 // What the wizard decided; the main window loads the model with it.
 struct SetupChoices {
-  QString source;  // "demo", "catalog" or "folder"
-  QString catalog_id;
+  QString source;      // "demo", "catalog", "repository" or "folder"
+  QString catalog_id;  // catalog, and a repository the catalog has
+  QString repo;        // catalog, repository: where the files download from
   QString folder;      // where the model is (or will be, after the download)
   QString cpu_format;  // "int8", "int4", "bf16" or "native"
   int threads = 0;
@@ -49,6 +52,9 @@ class SetupWizard : public QWizard {
   HardwareReportPtr hardware() const { return hardware_; }
   // The model's config as the planner sees it; null when it cannot be read.
   nlohmann::json selectedConfig() const;
+  // The repository the model page checked (source "repository"); null before an answer.
+  const plan::ModelLookup* repository() const { return repository_.get(); }
+  void setRepository(ModelLookupPtr lookup);
   void replan();
 
   int nextId() const override;
@@ -66,6 +72,7 @@ class SetupWizard : public QWizard {
   DownloadQueue* queue_;
   plan::Plan plan_;
   SetupChoices choices_;
+  ModelLookupPtr repository_;
 };
 
 }  // namespace tandem::ui

@@ -2,14 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "engine/hub/http_transfer.h"
 #include "engine/hub/hub_error.h"
 #include "engine/hub/hub_failure.h"
-#include "engine/log/log.h"
 
 namespace tandem::hub {
 
@@ -119,19 +116,8 @@ std::vector<RepoFile> list_repo_files(const HubConfig& hub, const std::string& r
       failed_attempts = 0;
       continue;
     }
-    const HubError error = describe_failure(answer, context);
-    if (!is_retryable(error.kind()) || ++failed_attempts >= hub.retry.max_attempts) throw error;
-    std::int64_t wait_ms = backoff_delay_ms(hub.retry, failed_attempts);
-    if (const auto asked = requested_wait_ms(answer)) {
-      if (*asked > hub.retry.max_retry_after_ms) throw error;
-      wait_ms = std::max(wait_ms, *asked);
-    }
-    log::warn("hub: {} (attempt {}; retrying in {} ms)", error.what(), failed_attempts, wait_ms);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-    while (std::chrono::steady_clock::now() < until) {
-      if (should_stop && should_stop()) throw HubError(HubErrorKind::Cancelled, "Cancelled.");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    wait_before_retry(hub, describe_failure(answer, context), answer, ++failed_attempts,
+                      should_stop);
   }
   return files;
 }

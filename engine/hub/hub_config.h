@@ -18,6 +18,10 @@ struct HubConfig {
   long connect_timeout_s = 30;
   long stall_timeout_s = 60;
   RetryPolicy retry;
+  // Each retry is a warning on the console while a download runs; a quick question (a
+  // repository's config.json) logs its retries to the log file only and says what failed
+  // once, at the end.
+  bool warn_on_retry = true;
 };
 
 // The app's settings win; empty settings fall back to HF_ENDPOINT and HF_TOKEN (then

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tandem::hub {
 
@@ -25,12 +26,16 @@ enum class HubErrorKind {
 
 class HubError : public std::runtime_error {
  public:
-  HubError(HubErrorKind kind, const std::string& message)
-      : std::runtime_error(message), kind_(kind) {}
+  HubError(HubErrorKind kind, const std::string& message, std::string detail = {})
+      : std::runtime_error(message), kind_(kind), detail_(std::move(detail)) {}
   HubErrorKind kind() const { return kind_; }
+  // The technical cause inside the sentence, for callers that word their own (libcurl's
+  // words for Network and Stalled); may be empty.
+  const std::string& detail() const { return detail_; }
 
  private:
   HubErrorKind kind_;
+  std::string detail_;
 };
 
 // Transient failures that another attempt may cure.

@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <ctime>
+#include <thread>
+
+#include "engine/log/log.h"
 
 namespace tandem::hub {
 
@@ -15,7 +20,8 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& c) {
         HubErrorKind::Stalled,
         fmt::format("The transfer of {} stalled: no data arrived for {} s. Check the network "
                     "connection. Tandem retries, and a download resumes where it stopped.",
-                    c.what, hub.stall_timeout_s));
+                    c.what, hub.stall_timeout_s),
+        fmt::format("no data for {} s", hub.stall_timeout_s));
   }
   if (answer.failure == Failure::Network) {
     return HubError(
@@ -23,7 +29,8 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& c) {
         fmt::format("The connection to {} failed while fetching {} ({}). Check the network "
                     "connection and proxy settings (https_proxy), or use a mirror "
                     "(HF_ENDPOINT). Tandem retries, and a download resumes where it stopped.",
-                    hub.endpoint, c.what, answer.network_error));
+                    hub.endpoint, c.what, answer.network_error),
+        answer.network_error);
   }
   const std::string code = answer.header("x-error-code");
   const long status = answer.status;
@@ -77,6 +84,26 @@ std::optional<std::int64_t> requested_wait_ms(const HttpAnswer& answer) {
   const std::string value = answer.header("retry-after");
   if (value.empty()) return std::nullopt;
   return parse_retry_after_ms(value, std::time(nullptr));
+}
+
+void wait_before_retry(const HubConfig& hub, const HubError& error, const HttpAnswer& answer,
+                       int failed_attempts, const std::function<bool()>& should_stop) {
+  if (!is_retryable(error.kind()) || failed_attempts >= hub.retry.max_attempts) throw error;
+  std::int64_t wait_ms = backoff_delay_ms(hub.retry, failed_attempts);
+  if (const auto asked = requested_wait_ms(answer)) {
+    if (*asked > hub.retry.max_retry_after_ms) throw error;
+    wait_ms = std::max(wait_ms, *asked);
+  }
+  if (hub.warn_on_retry) {
+    log::warn("hub: {} (attempt {}; retrying in {} ms)", error.what(), failed_attempts, wait_ms);
+  } else {
+    log::info("hub: {} (attempt {}; retrying in {} ms)", error.what(), failed_attempts, wait_ms);
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (std::chrono::steady_clock::now() < until) {
+    if (should_stop && should_stop()) throw HubError(HubErrorKind::Cancelled, "Cancelled.");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 }  // namespace tandem::hub

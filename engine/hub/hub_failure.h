@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -22,5 +23,13 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& contex
 
 // How long the server asked us to wait (429 and 503 carry Retry-After), if it did.
 std::optional<std::int64_t> requested_wait_ms(const HttpAnswer& answer);
+
+// After the failed `answer` (described by `error`) of a request tried `failed_attempts`
+// times: throws `error` when another attempt is not worth making (not retryable, the
+// attempts of `hub.retry` used up, or a Retry-After longer than the policy waits), else
+// waits the backoff or the server's Retry-After, whichever is longer. Throws
+// HubError(Cancelled) promptly when `should_stop` turns true while waiting.
+void wait_before_retry(const HubConfig& hub, const HubError& error, const HttpAnswer& answer,
+                       int failed_attempts, const std::function<bool()>& should_stop);
 
 }  // namespace tandem::hub

@@ -352,6 +352,13 @@ std::string supported_architectures() {
   return out;
 }
 
+bool is_supported_architecture(std::string_view architecture) {
+  for (const auto& a : kArchitectures) {
+    if (architecture == a.name) return true;
+  }
+  return false;
+}
+
 ModelSpec parse_model_spec(const json& config, const std::string& source) {
   if (!config.is_object()) throw ModelError(source + ": expected a JSON object.");
   const ConfigReader c(config, source);

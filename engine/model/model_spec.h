@@ -14,6 +14,8 @@ enum class Family { Llama, Qwen3, Qwen3Moe, Mixtral, DeepseekV3, Glm4Moe, GptOss
 std::string_view family_name(Family f);
 // The Hugging Face architecture names Tandem runs, for messages.
 std::string supported_architectures();
+// Whether `architecture` ("Qwen3MoeForCausalLM") is one of them.
+bool is_supported_architecture(std::string_view architecture);
 
 enum class RopeType { Default, Linear, Yarn, Llama3 };
 

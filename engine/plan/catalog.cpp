@@ -1,5 +1,8 @@
 #include "engine/plan/catalog.h"
 
+#include <algorithm>
+#include <cctype>
+
 namespace tandem::plan {
 
 // Generated from resources/catalog.json at build time.
@@ -32,6 +35,33 @@ const CatalogEntry* find_catalog_entry(const std::string& id) {
     if (e.id == id) return &e;
   }
   return nullptr;
+}
+
+namespace {
+
+bool same_repo(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+}  // namespace
+
+CatalogMatch find_catalog_repo(const std::string& repo) {
+  if (repo.empty()) return {};
+  for (const CatalogEntry& e : catalog()) {
+    if (!e.repo.empty() && same_repo(e.repo, repo)) return {&e, false};
+    if (!e.fp8_repo.empty() && same_repo(e.fp8_repo, repo)) return {&e, true};
+  }
+  return {};
+}
+
+std::string catalog_stored_format(const CatalogEntry& e) {
+  const auto has = [&](const char* q) {
+    return std::find(e.quantizations.begin(), e.quantizations.end(), q) != e.quantizations.end();
+  };
+  return has("fp8") && !has("bf16") ? "fp8" : "bf16";
 }
 
 SizeEstimate estimate_sizes(const ModelShape& shape) {

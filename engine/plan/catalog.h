@@ -26,6 +26,19 @@ struct CatalogEntry {
 const std::vector<CatalogEntry>& catalog();
 const CatalogEntry* find_catalog_entry(const std::string& id);
 
+// The catalog entry a Hugging Face repository belongs to: its `repo`, or its `fp8_repo`
+// (then `fp8` is true). Repository names are compared without regard to case, as the Hub
+// compares them. Null when the catalog does not have it.
+struct CatalogMatch {
+  const CatalogEntry* entry = nullptr;
+  bool fp8 = false;
+};
+CatalogMatch find_catalog_repo(const std::string& repo);
+
+// How the entry's `repo` stores its weights: "fp8" when FP8 is its only quantization
+// (DeepSeek-V3, Kimi-K2), otherwise "bf16".
+std::string catalog_stored_format(const CatalogEntry& entry);
+
 // Download sizes estimated from the parameter count.
 struct SizeEstimate {
   std::uint64_t bf16_bytes = 0;

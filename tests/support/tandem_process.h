@@ -14,9 +14,12 @@ struct Run {
   QString err;
 };
 
-inline Run run_tandem(const QStringList& args, const QProcessEnvironment& env) {
+// `working_directory` empty: the test's own.
+inline Run run_tandem(const QStringList& args, const QProcessEnvironment& env,
+                      const QString& working_directory = {}) {
   QProcess p;
   p.setProcessEnvironment(env);
+  if (!working_directory.isEmpty()) p.setWorkingDirectory(working_directory);
   p.start(QStringLiteral(TANDEM_EXECUTABLE), args);
   Run r;
   if (!p.waitForFinished(60000)) {

@@ -1,8 +1,13 @@
 // The setup assistant offscreen: navigation, validation, defaults from the probe and the
-// planner, and that it remembers its choices.
+// planner, that it remembers its choices, and a repository checked against a stand-in Hub
+// off the UI thread, then downloaded.
 #include <QAbstractButton>
 #include <QComboBox>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QRadioButton>
 #include <QSettings>
 #include <QSpinBox>
@@ -15,6 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/plan/memory_planner.h"
+#include "engine/plan/model_shape.h"
+#include "hub_fixture_server.h"
+#include "ui/download_queue.h"
 #include "ui/setup_wizard.h"
 #include "ui/theme.h"
 
@@ -34,6 +42,28 @@ QRadioButton* radio(QWizard& w, const QString& startsWith) {
     if (b->text().startsWith(startsWith)) return b;
   }
   return nullptr;
+}
+
+std::string hub_config_text(const char* name) {
+  std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/hub/" + name + ".json");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+const std::string kMixtral = "mistralai/Mixtral-8x7B-Instruct-v0.1";
+
+// The model page's repository row and what it says.
+struct RepositoryRow {
+  QLineEdit* name;
+  QPushButton* check;
+  QLabel* answer;
+  QLabel* problem;
+};
+RepositoryRow repository_row(QWizard& w) {
+  QWizardPage* page = w.currentPage();
+  return {page->findChild<QLineEdit*>(QStringLiteral("repository")),
+          page->findChild<QPushButton*>(QStringLiteral("checkRepository")),
+          page->findChild<QLabel*>(QStringLiteral("repositoryAnswer")),
+          page->findChild<QLabel*>(QStringLiteral("problem"))};
 }
 
 void shot(QWizard& w, const QString& name) {
@@ -110,7 +140,7 @@ class TestSetupWizard : public QObject {
     w.next();
     w.next();
     QCOMPARE(w.currentId(), int(SetupWizard::Model));
-    auto* path = w.currentPage()->findChild<QLineEdit*>();
+    auto* path = w.currentPage()->findChild<QLineEdit*>(QStringLiteral("folder"));
     QTemporaryDir empty;
     path->setText(empty.path());
     QVERIFY(!w.currentPage()->isComplete());
@@ -144,6 +174,188 @@ class TestSetupWizard : public QObject {
     // The plan for the Xeon puts experts on its GPU.
     QVERIFY(w.plan().uses_gpu);
     QVERIFY(w.plan().gpu_experts_per_layer > 0);
+  }
+
+  void catalogModelsTandemRunsHaveAVerdict() {
+    // The catalog keeps only what the planner reads; a model of an architecture Tandem runs
+    // (GLM-4.5, DeepSeek-V3, Kimi-K2) is not called unrunnable for what it leaves out.
+    SetupWizard w(recorded("xeon-2s-amx-24gb"), nullptr);
+    w.show();
+    w.next();
+    w.next();
+    auto* list = w.currentPage()->findChild<QTreeView*>();
+    int planned = 0;
+    for (int r = 0; r < list->model()->rowCount(); ++r) {
+      const QString name = list->model()->index(r, 0).data().toString();
+      const QString verdict = list->model()->index(r, 2).data().toString();
+      const bool next = name.startsWith(QLatin1String("Qwen3-Next"));
+      QVERIFY2(verdict.startsWith(QLatin1String("planned")) == next,
+               qPrintable(name + ": " + verdict));
+      planned += next ? 1 : 0;
+      if (name == QLatin1String("DeepSeek-V3-0324"))
+        QVERIFY2(list->model()->index(r, 1).data().toString().endsWith(QLatin1String("(FP8)")),
+                 qPrintable(list->model()->index(r, 1).data().toString()));
+    }
+    QCOMPARE(planned, 1);
+  }
+
+  void checksARepositoryOffTheUiThread() {
+    tandem::test::HubFixtureServer server;
+    const std::string config = hub_config_text("mixtral-8x7b-instruct");
+    const auto weights =
+        2 * static_cast<std::uint64_t>(
+                plan::model_shape_from_config(nlohmann::json::parse(config), "t").total_params());
+    server.add_model_repo(kMixtral, config, weights, 19);
+    // A slow Hub: each answer takes 300 ms, and the page goes on while it waits.
+    server.set_answer_delay_ms(300);
+    QSettings().setValue(DownloadQueue::kEndpointKey, QString::fromStdString(server.endpoint()));
+    SetupWizard w(recorded("ryzen-avx512-16gb"), nullptr);
+    w.show();
+    w.next();
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Model));
+    const RepositoryRow row = repository_row(w);
+    QVERIFY(row.name && row.check && row.answer && row.problem);
+    QVERIFY(!row.check->isEnabled());
+    row.name->setText(QString::fromStdString(kMixtral));
+    QVERIFY(radio(w, QStringLiteral("Or a Hugging Face repository"))->isChecked());
+    QVERIFY(!w.currentPage()->isComplete());  // not checked yet
+    QVERIFY2(row.problem->text().contains(QLatin1String("Press Check")),
+             qPrintable(row.problem->text()));
+
+    QElapsedTimer click;
+    click.start();
+    QTest::mouseClick(row.check, Qt::LeftButton);
+    QVERIFY2(click.elapsed() < 250, "the click waited for the Hub");
+    QVERIFY2(row.answer->text().contains(QLatin1String("Asking about")),
+             qPrintable(row.answer->text()));
+    QVERIFY(!w.currentPage()->isComplete());
+    QTRY_VERIFY_WITH_TIMEOUT(w.currentPage()->isComplete(), 15000);
+    QVERIFY(click.elapsed() >= 600);  // the listing and config.json, 300 ms each
+    const QString answer = row.answer->text();
+    QVERIFY2(answer.contains(QLatin1String("MixtralForCausalLM, 46.7B parameters")),
+             qPrintable(answer));
+    QVERIFY2(answer.contains(QString::fromStdString(server.endpoint())), qPrintable(answer));
+    QVERIFY2(answer.contains(QLatin1String("(BF16, 21 files)")), qPrintable(answer));
+    QVERIFY2(answer.contains(QLatin1String("INT8 fits")), qPrintable(answer));
+    QVERIFY(row.problem->text().isEmpty());
+    QCOMPARE(w.choices().source, QStringLiteral("repository"));
+    QCOMPARE(w.choices().repo, QString::fromStdString(kMixtral));
+    QVERIFY(
+        w.choices().folder.endsWith(QLatin1String("models/") + QString::fromStdString(kMixtral)));
+    // The plan is Mixtral's: its 8 experts per layer, INT8 on the CPU.
+    QCOMPARE(w.plan().verdict, plan::Verdict::Fits);
+    QVERIFY(w.plan().ram_total() > (40ull << 30));
+    for (const std::string f : {"tokenizer.json", "model-00001-of-00019.safetensors"})
+      QCOMPARE(server.file_requests(kMixtral, f).size(), std::size_t{0});
+    shot(w, QStringLiteral("repository"));
+
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Download));
+    const QString status = w.currentPage()->findChild<QLabel*>()->text();
+    QVERIFY2(status.contains(QString::fromStdString(kMixtral) + ": ") &&
+                 status.contains(QLatin1String("(BF16, 21 files)")),
+             qPrintable(status));
+    QVERIFY(!w.currentPage()->isComplete());  // no download queue in this test
+    QSettings().remove(DownloadQueue::kEndpointKey);
+  }
+
+  void repositoryFailuresAreSentencesOnThePage_data() {
+    QTest::addColumn<QString>("repo");
+    QTest::addColumn<bool>("reachable");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("not a name") << "just-a-name" << true << "write it as owner/name";
+    QTest::newRow("no such repository") << "nobody/nothing" << true << "There is no repository";
+    QTest::newRow("gated") << "someone/gated" << true << "add a token (set HF_TOKEN";
+    QTest::newRow("architecture") << "google-bert/bert-base-uncased" << true
+                                  << "BertForMaskedLM is not supported. Tandem runs ";
+    QTest::newRow("offline") << QString::fromStdString(kMixtral) << false
+                             << "model folders on this computer still work";
+  }
+  void repositoryFailuresAreSentencesOnThePage() {
+    QFETCH(QString, repo);
+    QFETCH(bool, reachable);
+    QFETCH(QString, expected);
+    tandem::test::HubFixtureServer server;
+    server.add_model_repo("google-bert/bert-base-uncased", hub_config_text("bert-base-uncased"),
+                          440'000'000ull, 3);
+    server.add_model_repo("someone/gated", hub_config_text("mixtral-8x7b-instruct"), 1000, 1);
+    server.set_gated("someone/gated", "hf_secret", true);
+    QSettings().setValue(DownloadQueue::kEndpointKey,
+                         reachable ? QString::fromStdString(server.endpoint())
+                                   : QStringLiteral("http://127.0.0.1:1"));
+    SetupWizard w(recorded("laptop-avx2"), nullptr);
+    w.show();
+    w.next();
+    w.next();
+    const RepositoryRow row = repository_row(w);
+    row.name->setText(repo);
+    QTest::mouseClick(row.check, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(row.problem->text().contains(expected), 15000);
+    QVERIFY(!w.currentPage()->isComplete());
+    QVERIFY(w.repository() == nullptr);
+    // Editing the name clears the failure: it was about the name before.
+    row.name->setText(repo + QLatin1Char('x'));
+    QVERIFY(!row.problem->text().contains(expected));
+    QSettings().remove(DownloadQueue::kEndpointKey);
+  }
+
+  void aCatalogRepositoryIsAnsweredWithoutTheHub() {
+    QSettings().setValue(DownloadQueue::kEndpointKey, QStringLiteral("http://127.0.0.1:1"));
+    SetupWizard w(recorded("xeon-2s-amx-24gb"), nullptr);
+    w.show();
+    w.next();
+    w.next();
+    const RepositoryRow row = repository_row(w);
+    row.name->setText(QStringLiteral("zai-org/glm-4.5-air-fp8"));
+    QTest::keyClick(row.name, Qt::Key_Return);
+    QTRY_VERIFY_WITH_TIMEOUT(w.repository() != nullptr, 5000);
+    QVERIFY2(row.answer->text().contains(QLatin1String("from Tandem's catalog")),
+             qPrintable(row.answer->text()));
+    QVERIFY2(row.answer->text().contains(QLatin1String("(FP8)")), qPrintable(row.answer->text()));
+    QCOMPARE(w.choices().catalog_id, QStringLiteral("glm-4.5-air"));
+    QCOMPARE(w.choices().repo, QStringLiteral("zai-org/GLM-4.5-Air-FP8"));
+    QVERIFY(w.currentPage()->isComplete());
+    QSettings().remove(DownloadQueue::kEndpointKey);
+  }
+
+  void aCheckedRepositoryDownloadsThroughTheQueue() {
+    // Tiny weights this time, so the download really completes.
+    tandem::test::HubFixtureServer server;
+    const std::string repo = "tandem-test/tiny-mixtral";
+    server.add_model_repo(repo, hub_config_text("mixtral-8x7b-instruct"), 7, 1);
+    QSettings().setValue(DownloadQueue::kEndpointKey, QString::fromStdString(server.endpoint()));
+    DownloadQueue queue;
+    SetupWizard w(recorded("ryzen-avx512-16gb"), &queue);
+    w.show();
+    w.next();
+    w.next();
+    const RepositoryRow row = repository_row(w);
+    row.name->setText(QString::fromStdString(repo));
+    QTest::mouseClick(row.check, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(w.currentPage()->isComplete(), 15000);
+    QDir(w.choices().folder).removeRecursively();  // left by an earlier run that failed
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Download));
+    QSignalSpy finished(&queue, &DownloadQueue::finished);
+    auto* start = w.currentPage()->findChild<QPushButton*>(QStringLiteral("primary"));
+    QVERIFY(start && start->isVisible());
+    QTest::mouseClick(start, Qt::LeftButton);
+    QVERIFY(w.currentPage()->isComplete());  // it goes on in the background
+    QCOMPARE(queue.model()->ids().size(), 1);
+    const DownloadJobSpec spec = queue.model()->spec(queue.model()->ids().front());
+    QCOMPARE(spec.repo, QString::fromStdString(repo));
+    QCOMPARE(spec.destination, w.choices().folder);
+    QVERIFY(spec.include.contains(QStringLiteral("*.safetensors")));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 15000);
+    QCOMPARE(finished.front().at(1).toBool(), true);
+    QVERIFY(QFile::exists(w.choices().folder + "/config.json"));
+    QVERIFY(QFile::exists(w.choices().folder + "/model-00001-of-00001.safetensors"));
+    QVERIFY2(w.currentPage()->findChild<QLabel*>()->text().contains(
+                 QLatin1String("has been downloaded")),
+             qPrintable(w.currentPage()->findChild<QLabel*>()->text()));
+    QDir(w.choices().folder).removeRecursively();
+    QSettings().remove(DownloadQueue::kEndpointKey);
   }
 };
 

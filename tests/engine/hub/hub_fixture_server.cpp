@@ -9,6 +9,7 @@
 #include <QCryptographicHash>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -47,6 +48,8 @@ const char* reason(int status) {
       return "Found";
     case 401:
       return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 416:
@@ -107,9 +110,24 @@ void HubFixtureServer::add_file(const std::string& repo, const std::string& path
   f.lfs = lfs;
 }
 
-void HubFixtureServer::set_gated(const std::string& repo, const std::string& token) {
+void HubFixtureServer::set_gated(const std::string& repo, const std::string& token,
+                                 bool listing_public) {
   std::lock_guard lock(mutex_);
   repos_[repo].token = token;
+  repos_[repo].listing_public = listing_public;
+}
+
+void HubFixtureServer::add_model_repo(const std::string& repo, const std::string& config_json,
+                                      std::uint64_t weight_bytes, int shards) {
+  add_file(repo, "config.json", config_json, false);
+  add_file(repo, "tokenizer.json", R"({"model":{"type":"BPE"}})", false);
+  for (int i = 1; i <= shards; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", i, shards);
+    const std::uint64_t share = weight_bytes / static_cast<std::uint64_t>(shards);
+    add_file(repo, name, "shard " + std::to_string(i));
+    set_listed_size(repo, name, i < shards ? share : weight_bytes - share * (shards - 1));
+  }
 }
 
 void HubFixtureServer::set_page_size(int entries) {
@@ -144,6 +162,11 @@ void HubFixtureServer::push_fault(const std::string& repo, const std::string& pa
 void HubFixtureServer::set_throttle(std::uint64_t bytes_per_s) {
   std::lock_guard lock(mutex_);
   throttle_bytes_per_s_ = bytes_per_s;
+}
+
+void HubFixtureServer::set_answer_delay_ms(int ms) {
+  std::lock_guard lock(mutex_);
+  answer_delay_ms_ = ms;
 }
 
 std::uint64_t HubFixtureServer::bytes_served(const std::string& repo,
@@ -220,12 +243,19 @@ void HubFixtureServer::send_simple(int fd, int status, const std::string& body,
   send_all(fd, body.data(), body.size(), false);
 }
 
-bool HubFixtureServer::authorised(const Request& request, const std::string& repo) const {
+int HubFixtureServer::refusal(const Request& request, const std::string& repo, bool listing) const {
   std::lock_guard lock(mutex_);
   const auto it = repos_.find(repo);
-  if (it == repos_.end() || it->second.token.empty()) return true;
+  if (it == repos_.end() || it->second.token.empty()) return 0;
+  if (listing && it->second.listing_public) return 0;
   const auto auth = request.headers.find("authorization");
-  return auth != request.headers.end() && auth->second == "Bearer " + it->second.token;
+  if (auth == request.headers.end()) return 401;
+  return auth->second == "Bearer " + it->second.token ? 0 : 403;
+}
+
+void HubFixtureServer::send_refusal(int fd, int status) {
+  send_simple(fd, status, R"({"error":"Access to this model is restricted."})",
+              "X-Error-Code: GatedRepo\r\n");
 }
 
 void HubFixtureServer::serve(int fd) {
@@ -257,6 +287,14 @@ void HubFixtureServer::serve(int fd) {
       }
       pos = end + 2;
     }
+    int delay_ms = 0;
+    {
+      std::lock_guard lock(mutex_);
+      delay_ms = answer_delay_ms_;
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms);
+    while (!stopping_ && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     const auto q = request.target.find('?');
     const std::string path = request.target.substr(0, q);
     const std::string query = q == std::string::npos ? std::string() : request.target.substr(q + 1);
@@ -285,9 +323,8 @@ void HubFixtureServer::serve(int fd) {
           lfs = r->second.files.at(file).lfs;
         }
       }
-      if (!authorised(request, repo)) {
-        send_simple(fd, 401, R"({"error":"Access to this model is restricted."})",
-                    "X-Error-Code: GatedRepo\r\n");
+      if (const int refused = refusal(request, repo, false)) {
+        send_refusal(fd, refused);
       } else if (!known || percent_decode(parts[3]) != "main") {
         send_simple(fd, 404, R"({"error":"Entry not found"})", "X-Error-Code: EntryNotFound\r\n");
       } else if (lfs) {
@@ -315,9 +352,8 @@ void HubFixtureServer::serve_tree(int fd, const Request& request, const std::str
     std::lock_guard lock(mutex_);
     ++tree_requests_;
   }
-  if (!authorised(request, repo)) {
-    send_simple(fd, 401, R"({"error":"Access to this model is restricted."})",
-                "X-Error-Code: GatedRepo\r\n");
+  if (const int refused = refusal(request, repo, true)) {
+    send_refusal(fd, refused);
     return;
   }
   nlohmann::json entries = nlohmann::json::array();

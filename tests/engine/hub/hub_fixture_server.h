@@ -49,7 +49,15 @@ class HubFixtureServer {
 
   void add_file(const std::string& repo, const std::string& path, const std::string& content,
                 bool lfs = true);
-  void set_gated(const std::string& repo, const std::string& token);
+  // Requests without the token are refused with 401, with another token with 403, as the
+  // Hub refuses them. `listing_public`: the file list is served to anyone (the Hub lists a
+  // gated repository's files; only their contents need the licence).
+  void set_gated(const std::string& repo, const std::string& token, bool listing_public = false);
+  // A model repository as the Hub lists it: config.json and tokenizer.json (in git) and
+  // `shards` safetensors files (LFS) whose listed sizes add up to `weight_bytes`. Their
+  // contents are a few bytes: a test of planning must never fetch them.
+  void add_model_repo(const std::string& repo, const std::string& config_json,
+                      std::uint64_t weight_bytes, int shards);
   void set_page_size(int entries);
   // The listing says one thing, the file route serves another.
   void set_listed_sha256(const std::string& repo, const std::string& path,
@@ -60,6 +68,8 @@ class HubFixtureServer {
   // Faults are used up one per request for that file, in order.
   void push_fault(const std::string& repo, const std::string& path, const ServerFault& fault);
   void set_throttle(std::uint64_t bytes_per_s);  // 0: as fast as possible
+  // Every answer waits this long first (a slow Hub, for tests of who waits on it).
+  void set_answer_delay_ms(int ms);
 
   std::uint64_t bytes_served(const std::string& repo, const std::string& path) const;
   std::vector<ServedRequest> file_requests(const std::string& repo, const std::string& path) const;
@@ -80,6 +90,7 @@ class HubFixtureServer {
   struct Repo {
     std::map<std::string, File> files;
     std::string token;
+    bool listing_public = false;
   };
   struct Request {
     std::string method, target;
@@ -91,7 +102,9 @@ class HubFixtureServer {
   void serve_tree(int fd, const Request& request, const std::string& repo,
                   const std::string& query);
   void serve_file(int fd, const Request& request, const std::string& repo, const std::string& path);
-  bool authorised(const Request& request, const std::string& repo) const;
+  // 0 when the request may have the repository's files, else the status refusing it.
+  int refusal(const Request& request, const std::string& repo, bool listing) const;
+  void send_refusal(int fd, int status);
   bool send_all(int fd, const char* data, std::size_t size, bool throttled);
   void send_simple(int fd, int status, const std::string& body,
                    const std::string& extra_headers = {});
@@ -106,6 +119,7 @@ class HubFixtureServer {
   std::map<std::string, Repo> repos_;
   int page_size_ = 1000;
   std::uint64_t throttle_bytes_per_s_ = 0;
+  int answer_delay_ms_ = 0;
   std::map<std::string, std::uint64_t> bytes_served_;  // "repo:path"
   std::map<std::string, std::vector<ServedRequest>> requests_;
   int tree_requests_ = 0;

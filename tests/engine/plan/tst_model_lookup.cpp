@@ -1,0 +1,388 @@
+// Finding the model to plan from what the user typed: catalog repositories without the
+// network, any other repository from a stand-in Hub's config.json and file list (and
+// nothing else of it), the stored format, precedence of local folders, and a sentence for
+// every failure a user can cause.
+#include <QDir>
+#include <QElapsedTimer>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "engine/hub/hub_config.h"
+#include "engine/hub/hub_error.h"
+#include "engine/model/model_error.h"
+#include "engine/model/model_spec.h"
+#include "engine/plan/model_lookup.h"
+#include "hub_fixture_server.h"
+
+namespace fs = std::filesystem;
+using namespace tandem;
+using namespace tandem::plan;
+using tandem::test::HubFixtureServer;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string hub_config_text(const char* name) {
+  return read_text(std::string(TANDEM_TEST_DATA_DIR) + "/hub/" + name + ".json");
+}
+
+std::int64_t params_of(const std::string& config_text) {
+  return model_shape_from_config(nlohmann::json::parse(config_text), "test").total_params();
+}
+
+hub::HubConfig hub_at(const std::string& endpoint) {
+  hub::HubConfig h = hub::hub_config_from(endpoint, "");
+  h.token.clear();
+  h.connect_timeout_s = 5;
+  h.stall_timeout_s = 2;
+  h.retry.initial_delay_ms = 20;
+  h.retry.max_delay_ms = 100;
+  return h;
+}
+
+// Nothing listens there: any attempt to use the network fails at once.
+const std::string kUnreachable = "http://127.0.0.1:1";
+
+const std::string kMixtral = "mistralai/Mixtral-8x7B-Instruct-v0.1";
+const std::string kQwenFp8 = "Qwen/Qwen3-30B-A3B-FP8";
+const std::string kBert = "google-bert/bert-base-uncased";
+
+}  // namespace
+
+class TestModelLookup : public QObject {
+  Q_OBJECT
+  std::unique_ptr<HubFixtureServer> server_;
+  std::int64_t mixtral_params_ = 0;
+
+ private slots:
+  void init() {
+    server_ = std::make_unique<HubFixtureServer>();
+    const std::string mixtral = hub_config_text("mixtral-8x7b-instruct");
+    mixtral_params_ = params_of(mixtral);
+    server_->add_model_repo(kMixtral, mixtral, 2 * static_cast<std::uint64_t>(mixtral_params_), 19);
+    // Files a model does not need are listed but not counted in its download.
+    server_->add_file(kMixtral, "original/consolidated.00.pt", "pt");
+    server_->set_listed_size(kMixtral, "original/consolidated.00.pt", 90'000'000'000ull);
+    const std::string fp8 = hub_config_text("qwen3-30b-a3b-fp8");
+    server_->add_model_repo(kQwenFp8, fp8, static_cast<std::uint64_t>(params_of(fp8) * 1.03), 7);
+    server_->add_model_repo(kBert, hub_config_text("bert-base-uncased"), 440'000'000ull, 3);
+  }
+  void cleanup() { server_.reset(); }
+
+  void catalogRepositoriesNeedNoNetwork_data() {
+    QTest::addColumn<QString>("repo");
+    QTest::addColumn<QString>("id");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<QString>("downloadFrom");
+    QTest::newRow("as written") << "Qwen/Qwen3-30B-A3B"
+                                << "qwen3-30b-a3b"
+                                << "bf16"
+                                << "Qwen/Qwen3-30B-A3B";
+    QTest::newRow("any case") << "qwen/qwen3-30b-a3b"
+                              << "qwen3-30b-a3b"
+                              << "bf16"
+                              << "Qwen/Qwen3-30B-A3B";
+    QTest::newRow("FP8 release") << "zai-org/glm-4.5-air-fp8"
+                                 << "glm-4.5-air"
+                                 << "fp8"
+                                 << "zai-org/GLM-4.5-Air-FP8";
+    QTest::newRow("FP8 only") << "deepseek-ai/DeepSeek-V3-0324"
+                              << "deepseek-v3-0324"
+                              << "fp8"
+                              << "deepseek-ai/DeepSeek-V3-0324";
+  }
+  void catalogRepositoriesNeedNoNetwork() {
+    QFETCH(QString, repo);
+    QFETCH(QString, id);
+    QFETCH(QString, format);
+    QFETCH(QString, downloadFrom);
+    const ModelLookup l = lookup_repository(hub_at(kUnreachable), repo.toStdString());
+    QCOMPARE(l.origin, ModelOrigin::Catalog);
+    QVERIFY(l.catalog_entry != nullptr);
+    QCOMPARE(QString::fromStdString(l.catalog_entry->id), id);
+    QCOMPARE(QString::fromStdString(l.stored.name), format);
+    QCOMPARE(QString::fromStdString(l.repo), downloadFrom);
+    QVERIFY(!l.download_bytes_listed);
+    const SizeEstimate size = estimate_sizes(l.shape);
+    QCOMPARE(l.download_bytes, format == "fp8" ? size.fp8_bytes : size.bf16_bytes);
+    QVERIFY2(l.cannot_run.empty(), l.cannot_run.c_str());
+    // The same through the command's lookup.
+    QCOMPARE(lookup_model(hub_at(kUnreachable), repo.toStdString()).catalog_entry, l.catalog_entry);
+  }
+
+  void everyCatalogArchitectureTandemRunsIsRunnable() {
+    // The catalog keeps only what the planner reads; a model whose architecture Tandem runs
+    // is not called "not runnable" for the settings the catalog leaves out.
+    for (const CatalogEntry& e : catalog()) {
+      if (e.config.is_null()) continue;
+      const ModelLookup l = lookup_model(hub_at(kUnreachable), e.id);
+      if (l.shape.architecture == "Qwen3NextForCausalLM") continue;
+      QVERIFY2(l.cannot_run.empty(), l.cannot_run.c_str());
+    }
+  }
+
+  void catalogIdsAndWhatIsPlannedButNotRun() {
+    const ModelLookup qwen = lookup_model(hub_at(kUnreachable), "QWEN3-30B-A3B");
+    QCOMPARE(qwen.origin, ModelOrigin::Catalog);
+    QCOMPARE(qwen.repo, std::string("Qwen/Qwen3-30B-A3B"));
+    const ModelLookup next = lookup_model(hub_at(kUnreachable), "Qwen/Qwen3-Next-80B-A3B-Instruct");
+    QCOMPARE(next.origin, ModelOrigin::Catalog);
+    QVERIFY2(next.cannot_run.find("Qwen3NextForCausalLM") != std::string::npos,
+             next.cannot_run.c_str());
+    QVERIFY(next.shape.experts > 0);  // planned all the same
+  }
+
+  void aRepositoryOutsideTheCatalogIsAskedOfTheHub() {
+    const ModelLookup l = lookup_repository(hub_at(server_->endpoint()), kMixtral);
+    QCOMPARE(l.origin, ModelOrigin::Hub);
+    QCOMPARE(l.repo, kMixtral);
+    QCOMPARE(l.endpoint, server_->endpoint());
+    QVERIFY(l.catalog_entry == nullptr);
+    QCOMPARE(l.shape.architecture, std::string("MixtralForCausalLM"));
+    QCOMPARE(l.shape.experts, std::int64_t{8});
+    QCOMPARE(l.shape.experts_per_token, std::int64_t{2});
+    QVERIFY(l.shape.total_params() > 46e9 && l.shape.total_params() < 47.5e9);
+    QCOMPARE(l.stored.name, std::string("bf16"));
+    QVERIFY2(l.stored.evidence.find("2.00 bytes per parameter") != std::string::npos,
+             l.stored.evidence.c_str());
+    // The weights, config.json and tokenizer.json; not the original/ checkpoint.
+    QVERIFY(l.download_bytes_listed);
+    QCOMPARE(l.download_files, std::size_t{21});
+    const std::uint64_t weights = 2 * static_cast<std::uint64_t>(mixtral_params_);
+    QVERIFY(l.download_bytes > weights && l.download_bytes < weights + 4096);
+    QVERIFY2(l.cannot_run.empty(), l.cannot_run.c_str());
+    // Only the file list and config.json were asked for.
+    QCOMPARE(server_->tree_requests(), 1);
+    QCOMPARE(server_->file_requests(kMixtral, "config.json").size(), std::size_t{1});
+    QCOMPARE(server_->file_requests(kMixtral, "tokenizer.json").size(), std::size_t{0});
+    QCOMPARE(server_->file_requests(kMixtral, "model-00001-of-00019.safetensors").size(),
+             std::size_t{0});
+
+    const nlohmann::json doc = to_json(l);
+    QCOMPARE(doc["origin"].get<std::string>(), std::string("hub"));
+    QCOMPARE(doc["download_bytes"].get<std::uint64_t>(), l.download_bytes);
+    QCOMPARE(doc["runs"].get<bool>(), true);
+    const std::string line = describe_lookup(l);
+    QVERIFY2(line.find(server_->endpoint()) != std::string::npos, line.c_str());
+    QVERIFY2(line.find("BF16") != std::string::npos, line.c_str());
+    QVERIFY2(line.find("21 files") != std::string::npos, line.c_str());
+  }
+
+  void fp8FromTheQuantizationConfig() {
+    const ModelLookup l = lookup_model(hub_at(server_->endpoint()), kQwenFp8);
+    QCOMPARE(l.origin, ModelOrigin::Hub);
+    QCOMPARE(l.stored.name, std::string("fp8"));
+    QCOMPARE(l.stored.evidence, std::string("quantization_config: fp8"));
+    QVERIFY2(l.cannot_run.empty(), l.cannot_run.c_str());
+  }
+
+  void storedFormat_data() {
+    QTest::addColumn<QString>("config");
+    QTest::addColumn<double>("bytesPerParam");
+    QTest::addColumn<QString>("format");
+    QTest::newRow("bf16 by sizes and dtype") << R"({"torch_dtype":"bfloat16"})" << 2.0 << "bf16";
+    QTest::newRow("f16 (transformers 5 dtype)") << R"({"dtype":"float16"})" << 2.01 << "f16";
+    QTest::newRow("8-bit files despite a bf16 dtype")
+        << R"({"torch_dtype":"bfloat16"})" << 1.03 << "8-bit";
+    QTest::newRow("4-bit files") << R"({})" << 0.55 << "4-bit";
+    QTest::newRow("f32 files") << R"({"torch_dtype":"bfloat16"})" << 4.0 << "f32";
+    QTest::newRow("dtype alone") << R"({"torch_dtype":"float32"})" << 0.0 << "f32";
+    QTest::newRow("nothing says") << R"({})" << 0.0 << "unknown";
+    QTest::newRow("block fp8")
+        << R"({"quantization_config":{"quant_method":"fp8","weight_block_size":[128,128]}})" << 1.0
+        << "fp8";
+    QTest::newRow("compressed-tensors fp8")
+        << R"({"quantization_config":{"quant_method":"compressed-tensors","config_groups":{"g":{"weights":{"type":"float","num_bits":8}}}}})"
+        << 1.0 << "fp8";
+    QTest::newRow("compressed-tensors int4")
+        << R"({"quantization_config":{"quant_method":"compressed-tensors","config_groups":{"g":{"weights":{"type":"int","num_bits":4}}}}})"
+        << 0.6 << "compressed-tensors";
+    QTest::newRow("gptq") << R"({"quantization_config":{"quant_method":"gptq","bits":4}})" << 0.6
+                          << "gptq";
+  }
+  void storedFormat() {
+    QFETCH(QString, config);
+    QFETCH(double, bytesPerParam);
+    QFETCH(QString, format);
+    const std::int64_t params = 1'000'000'000;
+    const StoredFormat f = stored_format(
+        nlohmann::json::parse(config.toStdString()),
+        static_cast<std::uint64_t>(bytesPerParam * static_cast<double>(params)), params);
+    QCOMPARE(QString::fromStdString(f.name), format);
+    QVERIFY(!f.evidence.empty());
+  }
+
+  void noSuchRepository() {
+    try {
+      lookup_model(hub_at(server_->endpoint()), "nobody/no-such-model");
+      QFAIL("a repository the Hub does not have was planned");
+    } catch (const hub::HubError& e) {
+      QCOMPARE(e.kind(), hub::HubErrorKind::NotFound);
+      const std::string m = e.what();
+      QVERIFY2(m.find("There is no repository nobody/no-such-model on " + server_->endpoint()) !=
+                   std::string::npos,
+               e.what());
+      QVERIFY2(m.find("HF_TOKEN") != std::string::npos, e.what());
+    }
+  }
+
+  void aRepositoryWithoutConfigJson() {
+    server_->add_file("someone/tiny-GGUF", "tiny-Q4_K_M.gguf", "gguf");
+    server_->add_file("someone/tiny-GGUF", "tiny-Q8_0.gguf", "gguf");
+    try {
+      lookup_repository(hub_at(server_->endpoint()), "someone/tiny-GGUF");
+      QFAIL("a repository without config.json was planned");
+    } catch (const hub::HubError& e) {
+      QCOMPARE(e.kind(), hub::HubErrorKind::NotFound);
+      const std::string m = e.what();
+      QVERIFY2(m.find("no config.json but GGUF files (tiny-Q4_K_M.gguf, tiny-Q8_0.gguf)") !=
+                   std::string::npos,
+               e.what());
+      QVERIFY2(m.find("tandem download someone/tiny-GGUF --include") != std::string::npos,
+               e.what());
+    }
+  }
+
+  void gatedRepositories_data() {
+    QTest::addColumn<bool>("listingPublic");
+    QTest::addColumn<QString>("token");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("no token, listing refused") << false << ""
+                                               << "Accept the licence on the model page";
+    QTest::newRow("no token, listing public (as the Hub)")
+        << true << ""
+        << "Accept the licence on the model page";
+    QTest::newRow("a token without access (403)") << true << "hf_other"
+                                                  << "refused the token";
+  }
+  void gatedRepositories() {
+    QFETCH(bool, listingPublic);
+    QFETCH(QString, token);
+    QFETCH(QString, expected);
+    server_->set_gated(kMixtral, "hf_secret", listingPublic);
+    hub::HubConfig h = hub_at(server_->endpoint());
+    h.token = token.toStdString();
+    try {
+      lookup_repository(h, kMixtral);
+      QFAIL("a gated repository was read without its token");
+    } catch (const hub::HubError& e) {
+      QCOMPARE(e.kind(), hub::HubErrorKind::AuthRequired);
+      const std::string m = e.what();
+      QVERIFY2(m.find(expected.toStdString()) != std::string::npos, e.what());
+      QVERIFY2(m.find(server_->endpoint() + "/" + kMixtral) != std::string::npos, e.what());
+      if (token.isEmpty()) QVERIFY2(m.find("HF_TOKEN") != std::string::npos, e.what());
+    }
+    h.token = "hf_secret";
+    QCOMPARE(lookup_repository(h, kMixtral).shape.experts, std::int64_t{8});
+  }
+
+  void anArchitectureTandemDoesNotRun() {
+    try {
+      lookup_repository(hub_at(server_->endpoint()), kBert);
+      QFAIL("an architecture Tandem does not run was planned as if it were dense");
+    } catch (const model::ModelError& e) {
+      const std::string m = e.what();
+      QVERIFY2(m.find("BertForMaskedLM is not supported") != std::string::npos, e.what());
+      QVERIFY2(m.find(model::supported_architectures()) != std::string::npos, e.what());
+      QVERIFY2(m.find(kBert) != std::string::npos, e.what());
+    }
+  }
+
+  void offlineSaysWhatStillWorks() {
+    QElapsedTimer timer;
+    timer.start();
+    try {
+      lookup_model(hub_at(kUnreachable), kMixtral);
+      QFAIL("an unreachable Hub answered");
+    } catch (const hub::HubError& e) {
+      QCOMPARE(e.kind(), hub::HubErrorKind::Network);
+      const std::string m = e.what();
+      QVERIFY2(m.find(kUnreachable + " could not be reached") != std::string::npos, e.what());
+      QVERIFY2(m.find("the catalog's models (by id or repository: ") != std::string::npos,
+               e.what());
+      QVERIFY2(m.find("qwen3-30b-a3b") != std::string::npos, e.what());
+      QVERIFY2(m.find("model folders on this computer") != std::string::npos, e.what());
+    }
+    QVERIFY2(timer.elapsed() < 5000, "a question to the Hub retries as long as a download");
+  }
+
+  void aFolderHereWinsOverARepositoryOfTheSameName() {
+    QTemporaryDir dir;
+    const fs::path folder = fs::path(dir.path().toStdString()) / kMixtral;
+    fs::create_directories(folder);
+    fs::copy_file(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe/config.json",
+                  folder / "config.json");
+    const QString previous = QDir::currentPath();
+    QVERIFY(QDir::setCurrent(dir.path()));
+    ModelLookup l;
+    try {
+      l = lookup_model(hub_at(server_->endpoint()), kMixtral);
+    } catch (...) {
+      QDir::setCurrent(previous);
+      throw;
+    }
+    QDir::setCurrent(previous);
+    QCOMPARE(l.origin, ModelOrigin::Folder);
+    QCOMPARE(l.shape.architecture, std::string("Qwen3MoeForCausalLM"));
+    QCOMPARE(server_->tree_requests(), 0);
+  }
+
+  void neitherFolderCatalogNorRepository() {
+    try {
+      lookup_model(hub_at(kUnreachable), "no-such-model");
+      QFAIL("a name that is nothing was planned");
+    } catch (const std::runtime_error& e) {
+      const std::string m = e.what();
+      QVERIFY2(m.find("Catalog models: ") != std::string::npos, e.what());
+      QVERIFY2(m.find("ORGANISATION/NAME") != std::string::npos, e.what());
+    }
+  }
+
+  void aLookupStopsWhenAsked() {
+    server_->set_answer_delay_ms(5000);
+    std::atomic<bool> stop{false};
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      stop = true;
+    });
+    QElapsedTimer timer;
+    timer.start();
+    try {
+      lookup_repository(hub_at(server_->endpoint()), kMixtral, [&] { return stop.load(); });
+      stopper.join();
+      QFAIL("a stopped lookup answered");
+    } catch (const hub::HubError& e) {
+      stopper.join();
+      QCOMPARE(e.kind(), hub::HubErrorKind::Cancelled);
+    }
+    QVERIFY(timer.elapsed() < 2000);
+  }
+
+  void repositoryNames_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<bool>("repo");
+    QTest::newRow("org/name") << "Qwen/Qwen3-30B-A3B" << true;
+    QTest::newRow("dots and underscores") << "a.b/c_d-1.5" << true;
+    QTest::newRow("bare name") << "qwen3-30b-a3b" << false;
+    QTest::newRow("relative path") << "./models/x" << false;
+    QTest::newRow("absolute path") << "/models/x" << false;
+    QTest::newRow("three parts") << "a/b/c" << false;
+    QTest::newRow("dot dot") << "a/..b" << false;
+  }
+  void repositoryNames() {
+    QFETCH(QString, text);
+    QFETCH(bool, repo);
+    QCOMPARE(looks_like_repo_id(text.toStdString()), repo);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestModelLookup)
+#include "tst_model_lookup.moc"
