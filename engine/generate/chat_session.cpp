@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "engine/generate/harmony_channels.h"
 #include "engine/text/utf8_stream.h"
 
 namespace tandem::generate {
@@ -35,7 +36,11 @@ nlohmann::ordered_json ChatSession::template_messages() const {
     list.push_back({{"role", "system"}, {"content", settings_.system_prompt}});
   for (const ChatMessage& m : messages_) {
     nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
-    if (!m.thinking.empty()) j["reasoning_content"] = m.thinking;
+    if (!m.thinking.empty()) {
+      // Qwen3, DeepSeek-R1 and GLM templates read reasoning_content, gpt-oss's thinking.
+      j["reasoning_content"] = m.thinking;
+      j["thinking"] = m.thinking;
+    }
     list.push_back(std::move(j));
   }
   return list;
@@ -96,6 +101,11 @@ TurnResult ChatSession::reply(const OnDelta& on_delta, bool drop_oldest) {
   options.cancel = &stop_;
   text::StreamingDetokenizer detokenizer(tokenizer_, /*render_special=*/false);
   ThinkingSplitter splitter(prompt);
+  // gpt-oss: channels by control token instead of thinking tags.
+  std::optional<HarmonyChannels> harmony;
+  if (const auto controls = HarmonyChannels::find(tokenizer_);
+      controls && std::string_view(prompt).ends_with("<|start|>assistant"))
+    harmony.emplace(*controls);
   std::string raw_fed;  // pieces of the generated tokens that went into the cache
   bool first = true;
   std::int32_t pending_piece_token = -1;
@@ -113,11 +123,13 @@ TurnResult ChatSession::reply(const OnDelta& on_delta, bool drop_oldest) {
     // one before it).
     if (pending_piece_token >= 0) raw_fed += tokenizer_.token_piece(pending_piece_token, true);
     pending_piece_token = token;
-    deliver(splitter.push(detokenizer.push(token)));
+    const std::string piece = detokenizer.push(token);
+    deliver(harmony ? harmony->push(token, piece) : splitter.push(piece));
     return true;
   });
-  ThinkingDelta tail = splitter.push(detokenizer.finish());
-  const ThinkingDelta rest = splitter.finish();
+  ThinkingDelta tail =
+      harmony ? harmony->push(-1, detokenizer.finish()) : splitter.push(detokenizer.finish());
+  const ThinkingDelta rest = harmony ? harmony->finish() : splitter.finish();
   tail.answer += rest.answer;
   tail.thinking += rest.thinking;
   deliver(tail);

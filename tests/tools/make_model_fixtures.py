@@ -27,6 +27,12 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "m
 PROMPTS = ["The quick brown fox jumps over the lazy dog.", "Hello, world! 1234 tokens"]
 GREEDY_TOKENS = 16
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# gpt-oss's fixture speaks harmony: o200k_harmony's control tokens (names as openai's
+# tokenizer.json has them) and the real chat template (tests/data/chat-templates).
+HARMONY_TOKENS = ["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>",
+                  "<|start|>", "<|end|>", "<|message|>", "<|call|>"]
+HARMONY_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                                "chat-templates", "templates", "openai-gpt-oss-120b.jinja")
 # A ChatML template written for these fixtures, with an optional thinking block.
 CHAT_TEMPLATE = (
     "{%- if messages[0].role == 'system' %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{% endif %}\n"
@@ -42,7 +48,8 @@ Experts that are hot run on the GPU; cold experts run on the CPU with AMX kernel
 """
 
 
-def build_tokenizer(vocab_size):
+def build_tokenizer(vocab_size, specials=None):
+    specials = specials or SPECIAL_TOKENS
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -54,9 +61,9 @@ def build_tokenizer(vocab_size):
     tok.decoder = decoders.ByteLevel()
     # Only the characters of the training text form the base alphabet, so every token is
     # ASCII and whatever a random model generates is valid UTF-8 (the chat tests rely on it).
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(SPECIAL_TOKENS), show_progress=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(specials), show_progress=False)
     tok.train_from_iterator([TOKENIZER_TEXT] * 4, trainer)
-    tok.add_special_tokens(SPECIAL_TOKENS)
+    tok.add_special_tokens(specials)
     return tok
 
 
@@ -152,11 +159,16 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
     folder = os.path.join(ROOT, name)
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
-    tok = build_tokenizer(320)
+    harmony = config.model_type == "gpt_oss"
+    tok = build_tokenizer(320, HARMONY_TOKENS if harmony else None)
     assert tok.get_vocab_size() == config.vocab_size, tok.get_vocab_size()
     eos_id = tok.token_to_id("<|endoftext|>")
-    config.eos_token_id = [eos_id, tok.token_to_id("<|im_end|>")]
-    config.bos_token_id = eos_id
+    if harmony:  # as openai's generation_config: <|return|>, <|endoftext|>, <|call|>
+        config.eos_token_id = [tok.token_to_id("<|return|>"), eos_id, tok.token_to_id("<|call|>")]
+        config.bos_token_id = tok.token_to_id("<|startoftext|>")
+    else:
+        config.eos_token_id = [eos_id, tok.token_to_id("<|im_end|>")]
+        config.bos_token_id = eos_id
     torch.manual_seed(seed)
     dtype_arg = {"dtype" if TF5 else "torch_dtype": torch.float32}
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager", **dtype_arg)
@@ -258,9 +270,16 @@ def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=No
         save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     tok.save(os.path.join(folder, "tokenizer.json"))
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>",
-                   "bos_token": None, "add_bos_token": False, "model_max_length": 256,
-                   "chat_template": CHAT_TEMPLATE}, f, indent=2)
+        if harmony:
+            with open(HARMONY_TEMPLATE) as t:
+                template = t.read()
+            json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|return|>",
+                       "bos_token": "<|startoftext|>", "model_max_length": 256,
+                       "chat_template": template}, f, indent=2)
+        else:
+            json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>",
+                       "bos_token": None, "add_bos_token": False, "model_max_length": 256,
+                       "chat_template": CHAT_TEMPLATE}, f, indent=2)
     with open(os.path.join(folder, "expected.json"), "w") as f:
         json.dump({"fixture": name, "storage": storage, "oracle": f"transformers {transformers.__version__}, torch {torch.__version__}",
                    "prompts": expected}, f)
@@ -330,6 +349,7 @@ def main():
     # gpt-oss: sliding-window layers (a window shorter than the prompts) between full ones,
     # attention sinks, biased projections and router, clamped SwiGLU experts stored as MXFP4
     # (the experts' widths are multiples of MXFP4's 32-column blocks), YaRN without truncation.
+    V_harmony = build_tokenizer(320, HARMONY_TOKENS).get_vocab_size()
     gpt_oss = transformers.GptOssConfig(
         hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
         head_dim=16, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2,
@@ -337,8 +357,8 @@ def main():
         tie_word_embeddings=False,
         rope_scaling={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
                       "truncate": False, "original_max_position_embeddings": 64},
-        **{**common, "rms_norm_eps": 1e-5, "rope_theta": 150000.0})
-    save_fixture("gpt-oss", gpt_oss, seed=8, storage="float32" if TF5 else "mxfp4")
+        **{**common, "rms_norm_eps": 1e-5, "rope_theta": 150000.0, "vocab_size": V_harmony})
+    save_fixture("gpt-oss", gpt_oss, seed=9, storage="float32" if TF5 else "mxfp4")
 
     llama = transformers.LlamaConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
                                      num_key_value_heads=4, intermediate_size=160, tie_word_embeddings=False,
