@@ -38,9 +38,10 @@ QString duration(double seconds) {
 }
 
 model::Method method_from(const QString& name) {
-  return name == QLatin1String("int4")   ? model::Method::Int4
-         : name == QLatin1String("bf16") ? model::Method::Bf16
-                                         : model::Method::Int8;
+  return name == QLatin1String("int4")    ? model::Method::Int4
+         : name == QLatin1String("bf16")  ? model::Method::Bf16
+         : name == QLatin1String("mxfp4") ? model::Method::Mxfp4
+                                          : model::Method::Int8;
 }
 
 }  // namespace
@@ -65,6 +66,8 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"),
                    QStringLiteral("int4"));
   method_->addItem(tr("BF16: full precision, twice the memory of INT8"), QStringLiteral("bf16"));
+  method_->addItem(tr("MXFP4: experts stored as MXFP4 (gpt-oss) kept exactly, the rest INT8"),
+                   QStringLiteral("mxfp4"));
   form->addRow(tr("Method"), method_);
   dense_bf16_ = new QCheckBox(tr("Keep attention and the output head in BF16"), this);
   dense_bf16_->setToolTip(

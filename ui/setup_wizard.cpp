@@ -599,6 +599,14 @@ class ConversionPage : public QWizardPage {
   void initializePage() override {
     const plan::Plan& p = wizard_->plan();
     QString recommended = q(std::string(plan::format_name(p.cpu_format)));
+    // MXFP4 is offered for the models whose experts are stored so (gpt-oss) and only there.
+    const int mxfp4 = method_->findData(QStringLiteral("mxfp4"));
+    if (p.cpu_format == plan::WeightFormat::Mxfp4 && mxfp4 < 0) {
+      method_->insertItem(0, tr("MXFP4: the model's own 4-bit experts, kept exactly"),
+                          QStringLiteral("mxfp4"));
+    } else if (p.cpu_format != plan::WeightFormat::Mxfp4 && mxfp4 >= 0) {
+      method_->removeItem(mxfp4);
+    }
     QString reason;
     for (const plan::Parameter& x : p.parameters) {
       if (x.name == "kt-method") reason = tr("Recommended: %1 — %2.").arg(q(x.value), q(x.reason));

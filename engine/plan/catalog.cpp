@@ -61,13 +61,16 @@ std::string catalog_stored_format(const CatalogEntry& e) {
   const auto has = [&](const char* q) {
     return std::find(e.quantizations.begin(), e.quantizations.end(), q) != e.quantizations.end();
   };
+  if (has("mxfp4") && !has("bf16")) return "mxfp4";
   return has("fp8") && !has("bf16") ? "fp8" : "bf16";
 }
 
 SizeEstimate estimate_sizes(const ModelShape& shape) {
   const auto params = static_cast<double>(shape.total_params());
+  const auto experts = static_cast<double>(shape.routed_expert_params());
   return {static_cast<std::uint64_t>(params * 2), static_cast<std::uint64_t>(params),
-          static_cast<std::uint64_t>(params * (0.5 + 1.0 / 64.0))};
+          static_cast<std::uint64_t>(params * (0.5 + 1.0 / 64.0)),
+          static_cast<std::uint64_t>(experts * (0.5 + 1.0 / 32.0) + (params - experts) * 2)};
 }
 
 }  // namespace tandem::plan

@@ -36,7 +36,8 @@ struct CatalogMatch {
 CatalogMatch find_catalog_repo(const std::string& repo);
 
 // How the entry's `repo` stores its weights: "fp8" when FP8 is its only quantization
-// (DeepSeek-V3, Kimi-K2), otherwise "bf16".
+// (DeepSeek-V3, Kimi-K2), "mxfp4" when MXFP4 is (gpt-oss: the experts MXFP4, the rest BF16),
+// otherwise "bf16".
 std::string catalog_stored_format(const CatalogEntry& entry);
 
 // Download sizes estimated from the parameter count.
@@ -44,6 +45,7 @@ struct SizeEstimate {
   std::uint64_t bf16_bytes = 0;
   std::uint64_t fp8_bytes = 0;
   std::uint64_t int4_bytes = 0;
+  std::uint64_t mxfp4_bytes = 0;  // experts as MXFP4, the rest BF16 (gpt-oss's release)
 };
 SizeEstimate estimate_sizes(const ModelShape& shape);
 

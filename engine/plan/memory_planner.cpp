@@ -67,7 +67,8 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
   } else {
     // Read by every token, the dense matrices stay INT8 when the experts are INT4
     // (model::packed_format_for).
-    const WeightFormat dense = cpu == WeightFormat::Int4 ? WeightFormat::Int8 : cpu;
+    const WeightFormat dense =
+        cpu == WeightFormat::Int4 || cpu == WeightFormat::Mxfp4 ? WeightFormat::Int8 : cpu;
     l.ram.push_back({"attention and dense weights", bytes(attention_dense, dense)});
     l.ram.push_back({"shared experts", bytes(m.shared_expert_params, dense)});
     l.ram.push_back({"output head", bytes(m.output_params, dense)});
@@ -99,9 +100,10 @@ const hw::GpuDevice* best_gpu(const hw::HardwareReport& hw) {
 }
 
 std::string method_name(kernels::CpuVariant v, WeightFormat f) {
-  const std::string fmt_part = f == WeightFormat::Bf16   ? "BF16"
-                               : f == WeightFormat::Int8 ? "INT8"
-                                                         : "INT4";
+  const std::string fmt_part = f == WeightFormat::Bf16    ? "BF16"
+                               : f == WeightFormat::Int8  ? "INT8"
+                               : f == WeightFormat::Mxfp4 ? "MXFP4"
+                                                          : "INT4";
   switch (v) {
     case kernels::CpuVariant::Amx:
       return "AMX" + fmt_part;
@@ -147,6 +149,8 @@ std::string_view format_name(WeightFormat f) {
       return "int8";
     case WeightFormat::Int4:
       return "int4";
+    case WeightFormat::Mxfp4:
+      return "mxfp4";
   }
   return "int8";
 }
@@ -159,6 +163,8 @@ double bytes_per_param(WeightFormat f) {
       return 1.0;
     case WeightFormat::Int4:
       return 0.5 + 1.0 / 64.0;
+    case WeightFormat::Mxfp4:
+      return 0.5 + 1.0 / 32.0;
   }
   return 1.0;
 }
@@ -201,7 +207,10 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
                          ? (native_bf16 ? WeightFormat::Bf16 : WeightFormat::Int8)
                      : wishes.quality == Quality::Balanced ? WeightFormat::Int8
                                                            : WeightFormat::Int4;
-  if (wishes.quality == Quality::Quality && !native_bf16) {
+  if (m.mxfp4_experts) {
+    // Stored as MXFP4, the experts are kept so at any quality: exact, and as small as INT4.
+    cpu = WeightFormat::Mxfp4;
+  } else if (wishes.quality == Quality::Quality && !native_bf16) {
     plan.changes.push_back(
         "BF16 experts need AVX512_BF16 or AMX, which this CPU lacks: INT8 instead");
   }
@@ -260,7 +269,8 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   auto ram_needed = [&] {
     return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, onednn).ram);
   };
-  while (ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4) {
+  while (ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4 &&
+         cpu != WeightFormat::Mxfp4) {
     const WeightFormat smaller =
         cpu == WeightFormat::Bf16 ? WeightFormat::Int8 : WeightFormat::Int4;
     plan.changes.push_back(fmt::format("CPU experts as {} instead of {} to fit in {} of RAM",
@@ -326,9 +336,10 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
                    : variant == kernels::CpuVariant::Avx512 ? "AVX-512"
                    : variant == kernels::CpuVariant::Avx2   ? "AVX2"
                                                             : "portable",
-                   cpu == WeightFormat::Bf16 ? "full precision, twice the memory of INT8"
-                   : cpu == WeightFormat::Int8
-                       ? "near-lossless and fast"
+                   cpu == WeightFormat::Bf16   ? "full precision, twice the memory of INT8"
+                   : cpu == WeightFormat::Int8 ? "near-lossless and fast"
+                   : cpu == WeightFormat::Mxfp4
+                       ? "the model's own MXFP4 experts, kept exactly at 4.25 bits"
                        : "half the memory of INT8, a little less accurate")});
   plan.parameters.push_back(
       {"cpuinfer", std::to_string(cores), hw.recommendation.cpu_threads.reason});

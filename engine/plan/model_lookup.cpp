@@ -79,7 +79,9 @@ ModelLookup from_catalog(const CatalogEntry& e, bool fp8, const std::string& nam
   const std::string format = fp8 ? "fp8" : catalog_stored_format(e);
   l.stored = {format, fp8 ? "the catalog's FP8 release" : "the catalog's release"};
   const SizeEstimate size = estimate_sizes(l.shape);
-  l.download_bytes = format == "fp8" ? size.fp8_bytes : size.bf16_bytes;
+  l.download_bytes = format == "fp8"     ? size.fp8_bytes
+                     : format == "mxfp4" ? size.mxfp4_bytes
+                                         : size.bf16_bytes;
   l.cannot_run = architecture_refusal(l.shape.architecture, l.source);
   return l;
 }

@@ -107,6 +107,9 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     experts = get_renamed(c, "num_experts", "num_local_experts", source);
     moe_inter = get(c, "moe_intermediate_size", source);
     shared_inter = get_or(c, "shared_expert_intermediate_size", 0);
+  } else if (a == "GptOssForCausalLM") {
+    experts = get(c, "num_local_experts", source);
+    moe_inter = inter;
   } else if (a == "MixtralForCausalLM") {
     experts = get(c, "num_local_experts", source);
     moe_inter = inter;
@@ -120,6 +123,18 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
   s.expert_params = 3 * h * moe_inter;
   s.shared_expert_params = s.moe_layers * 3 * h * shared_inter;
   s.router_params = s.moe_layers * experts * h;
+  if (a == "GptOssForCausalLM") {
+    // Biases on every expert product and the router, a sink logit per head.
+    s.expert_params += 2 * moe_inter + h;
+    s.router_params += s.moe_layers * experts;
+    s.attention_params += layers * heads;
+    s.mxfp4_experts = c.contains("quantization_config") && c["quantization_config"].is_object() &&
+                      c["quantization_config"].value("quant_method", std::string()) == "mxfp4";
+  }
+  if (c.contains("layer_types") && c["layer_types"].is_array()) {
+    for (const auto& t : c["layer_types"])
+      s.sliding_layers += t.is_string() && t.get<std::string>() == "sliding_attention" ? 1 : 0;
+  }
   return s;
 }
 

@@ -28,6 +28,11 @@ struct ModelShape {
   // KV cache elements per token over all layers (MLA: the latent and the rotary key).
   std::int64_t kv_elements_per_token = 0;
   bool mla = false;
+  // The routed experts are stored as MXFP4 (gpt-oss: quantization_config quant_method mxfp4).
+  bool mxfp4_experts = false;
+  // Layers that attend through a sliding window (gpt-oss: every other one). The CPU engine
+  // keeps every position of them as of the others, so the KV cache counts all layers.
+  std::int64_t sliding_layers = 0;
 
   std::int64_t routed_expert_params() const { return expert_params * experts * moe_layers; }
   std::int64_t always_active_params() const {

@@ -8,6 +8,8 @@
 
 #include <QTemporaryDir>
 
+#include "engine/model/loaded_model.h"
+#include "engine/model/model_spec.h"
 #include "engine/plan/catalog.h"
 #include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
@@ -38,6 +40,35 @@ std::uint64_t line(const std::vector<MemoryLine>& lines, const std::string& cate
 }
 
 constexpr std::uint64_t GiB = 1ull << 30;
+
+// Every parameter the engine bound, counted from its weights.
+std::int64_t bound_params(const model::ModelWeights& w, bool tied) {
+  std::int64_t n = 0;
+  const auto m = [&](const kernels::WeightMatrix& x) { n += x.rows * x.cols; };
+  const auto v = [&](const std::vector<float>& x) { n += static_cast<std::int64_t>(x.size()); };
+  const auto ffn = [&](const model::FeedForwardWeights& f) {
+    m(f.gate), m(f.up), m(f.down), v(f.gate_bias), v(f.up_bias), v(f.down_bias);
+  };
+  m(w.embedding);
+  if (!tied) m(w.output);
+  v(w.final_norm);
+  for (const model::LayerWeights& l : w.layers) {
+    v(l.attention_norm), v(l.ffn_norm);
+    const model::AttentionWeights& a = l.attention;
+    for (const auto* x : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b}) m(*x);
+    for (const auto* x : {&a.q_norm, &a.k_norm, &a.q_bias, &a.k_bias, &a.v_bias, &a.o_bias,
+                          &a.sinks, &a.q_a_norm, &a.kv_a_norm})
+      v(*x);
+    if (l.moe) {
+      m(l.experts.router), v(l.experts.router_bias), v(l.experts.score_bias);
+      for (const auto& e : l.experts.experts) ffn(e);
+      if (l.experts.shared) ffn(*l.experts.shared);
+    } else {
+      ffn(l.dense);
+    }
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -214,6 +245,68 @@ class TestPlanner : public QObject {
 
   // Every machine x catalog model x quality: a plan that fits stays inside its memory, and
   // every parameter the seeds name is there with a reason.
+  // The planner's parameter counts from config.json alone, for every family the engine
+  // runs, against what the engine binds from the fixture's weights (each saved by
+  // transformers 4 and 5): only the small vectors the planner leaves out may differ (the
+  // final norm, DeepSeek's low-rank norms, GLM's correction bias).
+  void plannerKnowsEveryFamily_data() {
+    QTest::addColumn<QString>("fixture");
+    for (const char* f :
+         {"qwen3-moe", "mixtral", "deepseek-v3", "qwen3", "llama", "glm4-moe", "gpt-oss",
+          "qwen3-moe-tf5", "mixtral-tf5", "deepseek-v3-tf5", "glm4-moe-tf5", "gpt-oss-tf5"})
+      QTest::newRow(f) << QString::fromLatin1(f);
+  }
+  void plannerKnowsEveryFamily() {
+    QFETCH(QString, fixture);
+    const std::string folder =
+        std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
+    std::ifstream in(folder + "/config.json");
+    const nlohmann::json config = nlohmann::json::parse(in);
+    const ModelShape s = model_shape_from_config(config, folder);
+    const auto loaded = model::LoadedModel::load(folder);
+    const std::int64_t bound = bound_params(loaded->weights(), loaded->spec().tie_word_embeddings);
+    const double off = std::abs(double(s.total_params() - bound)) / double(bound);
+    qInfo("off %g", off);
+    QVERIFY2(off < 1e-3,
+             qPrintable(QStringLiteral("planned %1, bound %2").arg(s.total_params()).arg(bound)));
+    QCOMPARE(s.experts, loaded->spec().num_experts);
+    QCOMPARE(s.mxfp4_experts, loaded->spec().mxfp4_experts);
+    std::int64_t sliding = 0;
+    for (std::int64_t w : loaded->spec().layer_window) sliding += w > 0 ? 1 : 0;
+    QCOMPARE(s.sliding_layers, sliding);
+  }
+
+  // The catalog lists what runs; an entry whose architecture Tandem does not run says so,
+  // and what it lacks, in its description. Models stored as MXFP4 plan their experts so.
+  void catalogSaysWhatRuns() {
+    for (const CatalogEntry& e : catalog()) {
+      if (e.config.is_null()) continue;
+      const std::string arch = e.config["architectures"][0].get<std::string>();
+      bool runs = false;
+      for (const std::string& a :
+           {std::string("Qwen3MoeForCausalLM"), std::string("MixtralForCausalLM"),
+            std::string("DeepseekV3ForCausalLM"), std::string("KimiK2ForCausalLM"),
+            std::string("Glm4MoeForCausalLM"), std::string("GptOssForCausalLM"),
+            std::string("Qwen3ForCausalLM"), std::string("LlamaForCausalLM")})
+        runs = runs || (arch == a && model::supported_architectures().find(a) != std::string::npos);
+      const bool says_not =
+          e.description.find("Not runnable yet: Tandem lacks") != std::string::npos;
+      QVERIFY2(runs != says_not, e.id.c_str());
+      QVERIFY2(e.description.find("planned") == std::string::npos, e.id.c_str());
+    }
+    const ModelShape oss = shape("gpt-oss-120b");
+    QVERIFY(oss.mxfp4_experts);
+    QCOMPARE(oss.sliding_layers, std::int64_t{18});
+    // openai's figures: 117B parameters, 5.1B active.
+    QVERIFY(std::abs(oss.total_params() / 1e9 - 116.8) < 0.2);
+    QVERIFY(std::abs(oss.active_params_per_token() / 1e9 - 5.13) < 0.05);
+    const Plan p = make_plan(machine("xeon-2s-amx-24gb"), oss, {8192, Quality::Quality, {}});
+    QCOMPARE(p.cpu_format, WeightFormat::Mxfp4);
+    QCOMPARE(format_name(p.cpu_format), std::string_view("mxfp4"));
+    QCOMPARE(find_catalog_entry("gpt-oss-20b") != nullptr, true);
+    QCOMPARE(catalog_stored_format(*find_catalog_entry("gpt-oss-20b")), std::string("mxfp4"));
+  }
+
   void plans_never_exceed_memory() {
     std::vector<hw::HardwareReport> machines = {machine("xeon-2s-amx-24gb"),
                                                 machine("ryzen-avx512-16gb"),
