@@ -65,6 +65,25 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void decay_update_row(
+    float* s, float decay, float k, const float* u, float q, float* o, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = decay * s[i] + k * u[i];
+    s[i] = v;
+    o[i] += q * v;
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void silu(
+    float* x, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const Vec16 v = load16(x + i);
+    store16(x + i, v / (1.0f + exp16(-v)));
+  }
+  for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void clamped_swiglu(
     float* gate, const float* up, std::int64_t n, float alpha, float limit) {
   std::int64_t i = 0;

@@ -63,6 +63,12 @@ void axpy_f32(float a, const float* x, float* y, std::int64_t n);
 // gate[i] = SiLU(gate[i]) * up[i] over n values (the gated FFN's activation), SiLU(x) =
 // x / (1 + e^-x) with a vectorised e^x within 2 ulp.
 void silu_mul(float* gate, const float* up, std::int64_t n);
+// x[i] = SiLU(x[i]) over n values, as silu_mul.
+void silu(float* x, std::int64_t n);
+// One row of a decaying outer-product update, read and written once: s = decay s + k u,
+// then o += q s, over n values (the delta rule's state row, see gated_delta_net.cpp).
+void decay_update_row(float* s, float decay, float k, const float* u, float q, float* o,
+                      std::int64_t n);
 
 // A gated FFN's activation. Silu: SiLU(gate) * up. ClampedSwiglu (gpt-oss): gate clamped
 // from above and up on both sides at `limit`, then gate * sigmoid(alpha * gate) * (up + 1).

@@ -252,4 +252,15 @@ std::uint64_t OnednnMatmul::weight_bytes() const {
   return total;
 }
 
+void gemm_f32(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+              float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+              float beta, float* c, std::int64_t ldc) {
+  keep_onednn_on_this_thread();
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
+                                          a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success)
+    throw std::runtime_error("oneDNN's sgemm refused a " + std::to_string(m) + "x" +
+                             std::to_string(n) + "x" + std::to_string(k) + " product.");
+}
+
 }  // namespace tandem::kernels

@@ -54,6 +54,14 @@ std::string onednn_description();
 // at least 256 rows, enough for oneDNN's kernels to run at full speed.
 std::int64_t onednn_slices_for(std::int64_t rows);
 
+// C = alpha op(A) op(B) + beta C in fp32, row-major (op: transposed where asked; A is M x K
+// after op, B K x N, C M x N, each `ld` floats between rows), through oneDNN's sgemm on the
+// calling thread only: for products small enough to be one thread's share of a loop (Qwen3-
+// Next's delta rule, a chunk of tokens per head).
+void gemm_f32(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+              float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+              float beta, float* c, std::int64_t ldc);
+
 class OnednnMatmul {
  public:
   // `weights` must be INT8 or BF16; `slices` (>= 1) parts of output rows, run in parallel.

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "kernels/cpu/dense_matmul.h"
+#include "tests/support/random_values.h"
 
 using namespace tandem::kernels;
 
@@ -156,8 +157,9 @@ class TestDenseMatmul : public QObject {
     }
   }
 
-  // The vectorised SiLU(gate) * up against double precision, over values from far negative
-  // (e^-x overflows there) to far positive, with and without a tail after the 16-wide part.
+  // The vectorised SiLU(gate) * up, and SiLU alone, against double precision, over values from far
+  // negative (e^-x overflows there) to far positive, with and without a tail after the 16-wide
+  // part.
   void siluMulMatchesDouble() {
     for (int n : {1, 15, 16, 33, 1000}) {
       std::vector<float> gate(static_cast<std::size_t>(n)), up(gate.size());
@@ -170,12 +172,45 @@ class TestDenseMatmul : public QObject {
       std::vector<double> want(gate.size());
       for (std::size_t i = 0; i < gate.size(); ++i)
         want[i] = gate[i] / (1.0 + std::exp(-double(gate[i]))) * up[i];
+      std::vector<float> alone = gate;
       silu_mul(gate.data(), up.data(), n);
-      for (std::size_t i = 0; i < gate.size(); ++i)
+      silu(alone.data(), n);  // SiLU alone: the same without the product
+      for (std::size_t i = 0; i < gate.size(); ++i) {
         QVERIFY2(
             std::abs(gate[i] - want[i]) <= 1e-6 * std::abs(want[i]) + 1e-30,
             qPrintable(
                 QStringLiteral("n %1 at %2: %3 vs %4").arg(n).arg(i).arg(gate[i]).arg(want[i])));
+        const double silu_want = want[i] / up[i];
+        QVERIFY2(std::abs(alone[i] - silu_want) <= 1e-6 * std::abs(silu_want) + 1e-30,
+                 qPrintable(QStringLiteral("silu, n %1 at %2: %3 vs %4")
+                                .arg(n)
+                                .arg(i)
+                                .arg(alone[i])
+                                .arg(silu_want)));
+      }
+    }
+  }
+
+  // The delta rule's fused state-row update against double precision, with and without a
+  // tail after the 16-wide part.
+  void decayUpdateRowMatchesDouble() {
+    for (int n : {1, 15, 16, 33, 130}) {
+      const auto count = static_cast<std::size_t>(n);
+      std::vector<float> s = tandem::test::normal_values(count, 61),
+                         u = tandem::test::normal_values(count, 62),
+                         o = tandem::test::normal_values(count, 63);
+      std::vector<double> want_s(count), want_o(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        want_s[i] = 0.75 * double(s[i]) + -1.25 * double(u[i]);
+        want_o[i] = double(o[i]) + 0.5 * want_s[i];
+      }
+      decay_update_row(s.data(), 0.75f, -1.25f, u.data(), 0.5f, o.data(), n);
+      for (std::size_t i = 0; i < count; ++i) {
+        QVERIFY2(std::abs(s[i] - want_s[i]) <= 1e-6 * (1 + std::abs(want_s[i])),
+                 qPrintable(QStringLiteral("n %1, s at %2").arg(n).arg(i)));
+        QVERIFY2(std::abs(o[i] - want_o[i]) <= 1e-6 * (1 + std::abs(want_o[i])),
+                 qPrintable(QStringLiteral("n %1, o at %2").arg(n).arg(i)));
+      }
     }
   }
 
