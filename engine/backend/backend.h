@@ -250,6 +250,10 @@ class Backend {
                         std::int64_t cols) = 0;
   // gate = SiLU(gate) * up over n values.
   virtual void silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std::int64_t n) = 0;
+  // y[r, c] *= sigmoid(gate[r, gate_cols == 1 ? 0 : c]) for `rows` rows of `cols` values:
+  // Qwen3-Next's attention output gate (gate_cols == cols) and shared-expert gate (1).
+  virtual void sigmoid_gate(DevicePtr<float> y, DevicePtr<const float> gate, std::int64_t rows,
+                            std::int64_t cols, std::int64_t gate_cols) = 0;
   // Grouped-query attention of layer `layer` for n tokens at positions pos0...: stores the
   // keys (normed and rotated) and values into the cache, then attends causally, within the
   // layer's sliding window where the spec gives one (ModelSpec::layer_window).
@@ -266,6 +270,23 @@ class Backend {
   virtual void latent_attention(std::int64_t layer, DevicePtr<const float> q,
                                 DevicePtr<const float> kv, const DeviceMatrix& kv_b, std::int64_t n,
                                 std::int64_t pos0, DeviceKvCache& cache, DevicePtr<float> out) = 0;
+  // Qwen3-Next's gated DeltaNet layer `layer` for n tokens at positions pos0... (from a
+  // fresh state at 0), its state in `cache`. qkvz: [n x (2 key dim + 2 value dim)] as
+  // [q | k | v | z], all heads; ba: [n x 2 value heads] as [b | a]. The causal convolution
+  // over q, k and v and SiLU, L2-normalised q and k, the gated delta rule, then the RMSNorm
+  // gated by SiLU(z); out: [n x value heads x value dim].
+  struct GatedDeltaNetWeights {
+    DevicePtr<const float> conv, a_log, dt_bias, norm;
+  };
+  virtual void gated_delta_net(std::int64_t layer, DevicePtr<const float> qkvz,
+                               DevicePtr<const float> ba, std::int64_t n, std::int64_t pos0,
+                               const GatedDeltaNetWeights& w, DeviceKvCache& cache,
+                               DevicePtr<float> out) = 0;
+  // The gated DeltaNet states of `cache` copied aside, and back: the one position a cache
+  // of such layers can return to (KvCache's class comment).
+  virtual void save_recurrent_state(DeviceKvCache& cache) = 0;
+  virtual void restore_recurrent_state(DeviceKvCache& cache) = 0;
+
   // The routers' top-k: ids and weights [n x k] from logits [n x experts]; `bias` (may be
   // null) is DeepSeek-V3's e_score_correction_bias.
   virtual void route(DevicePtr<const float> logits, std::int64_t n, const RoutingParams& params,

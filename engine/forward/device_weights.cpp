@@ -38,8 +38,11 @@ void for_each_placed(const model::ModelWeights& w, MatrixFn&& matrix, VectorFn&&
     vector(l.ffn_norm);
     const model::AttentionWeights& a = l.attention;
     for (const kernels::WeightMatrix* m :
-         {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
+         {&a.q, &a.q_gate, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
       matrix(*m);
+    const model::LinearAttentionWeights& la = l.linear_attention;
+    for (const kernels::WeightMatrix* m : {&la.in_qkvz, &la.in_ba, &la.out}) matrix(*m);
+    for (const std::vector<float>* v : {&la.conv, &la.a_log, &la.dt_bias, &la.norm}) vector(*v);
     for (const std::vector<float>* v : {&a.q_norm, &a.k_norm, &a.q_a_norm, &a.kv_a_norm, &a.q_bias,
                                         &a.k_bias, &a.v_bias, &a.o_bias, &a.sinks})
       vector(*v);
@@ -52,6 +55,7 @@ void for_each_placed(const model::ModelWeights& w, MatrixFn&& matrix, VectorFn&&
       matrix(l.experts.router);
       vector(l.experts.score_bias);
       vector(l.experts.router_bias);
+      matrix(l.experts.shared_gate);
       if (l.experts.shared) ffn(*l.experts.shared);
     } else {
       ffn(l.dense);
@@ -89,6 +93,17 @@ DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& sp
     const model::AttentionWeights& a = l.attention;
     DeviceAttention& da = layer.attention;
     da.q = place(device, a.q);
+    da.q_gate = place(device, a.q_gate);
+    layer.linear = l.linear;
+    const model::LinearAttentionWeights& la = l.linear_attention;
+    DeviceLinearAttention& dla = layer.linear_attention;
+    dla.in_qkvz = place(device, la.in_qkvz);
+    dla.in_ba = place(device, la.in_ba);
+    dla.out = place(device, la.out);
+    dla.conv = place_vector(device, la.conv);
+    dla.a_log = place_vector(device, la.a_log);
+    dla.dt_bias = place_vector(device, la.dt_bias);
+    dla.norm = place_vector(device, la.norm);
     da.k = place(device, a.k);
     da.v = place(device, a.v);
     da.o = place(device, a.o);
@@ -110,6 +125,7 @@ DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& sp
       layer.router = place(device, l.experts.router);
       layer.score_bias = place_vector(device, l.experts.score_bias);
       layer.router_bias = place_vector(device, l.experts.router_bias);
+      layer.shared_gate = place(device, l.experts.shared_gate);
       if (l.experts.shared)
         layer.shared = std::make_unique<DeviceFeedForward>(place_ffn(device, *l.experts.shared));
     } else {

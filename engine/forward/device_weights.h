@@ -18,6 +18,7 @@ struct DeviceFeedForward {
 
 struct DeviceAttention {
   std::unique_ptr<backend::DeviceMatrix> q, k, v, o;
+  std::unique_ptr<backend::DeviceMatrix> q_gate;  // may be null
   std::unique_ptr<backend::DeviceBuffer> q_norm, k_norm;
   std::unique_ptr<backend::DeviceBuffer> q_bias, k_bias, v_bias, o_bias;  // may be null
   std::unique_ptr<backend::DeviceBuffer> sinks;                           // may be null
@@ -25,15 +26,23 @@ struct DeviceAttention {
   std::unique_ptr<backend::DeviceBuffer> q_a_norm, kv_a_norm;
 };
 
+struct DeviceLinearAttention {
+  std::unique_ptr<backend::DeviceMatrix> in_qkvz, in_ba, out;
+  std::unique_ptr<backend::DeviceBuffer> conv, a_log, dt_bias, norm;
+};
+
 struct DeviceLayer {
   std::unique_ptr<backend::DeviceBuffer> attention_norm, ffn_norm;
+  bool linear = false;
   DeviceAttention attention;
+  DeviceLinearAttention linear_attention;
   bool moe = false;
   DeviceFeedForward dense;  // a dense layer's FFN
   std::unique_ptr<backend::DeviceMatrix> router;
   std::unique_ptr<backend::DeviceBuffer> score_bias;   // may be null
   std::unique_ptr<backend::DeviceBuffer> router_bias;  // may be null
   std::unique_ptr<DeviceFeedForward> shared;           // may be null
+  std::unique_ptr<backend::DeviceMatrix> shared_gate;  // may be null
 };
 
 struct DeviceWeights {

@@ -240,7 +240,10 @@ void ModelRunner::forward(std::span<const std::int32_t> tokens, ContextCache& ca
     device_->set_part(Part::Dense);
     device_->rms_norm(cf(w.x), h, cf(dl.attention_norm), n, h, spec_.rms_norm_eps, f(w.xn), h);
     device_->set_part(Part::Attention);
-    attention_block(l, n, pos0, cache);
+    if (dl.linear)
+      linear_attention_block(l, n, pos0, cache);
+    else
+      attention_block(l, n, pos0, cache);
     device_->add_scaled(f(w.x), cf(w.branch), 1.0f, n * h);
     device_->set_part(Part::Dense);
     device_->rms_norm(cf(w.x), h, cf(dl.ffn_norm), n, h, spec_.rms_norm_eps, f(w.xn), h);
@@ -278,6 +281,7 @@ void ModelRunner::attention_block(std::int64_t layer, std::int64_t n, std::int64
     const std::int64_t hd = spec_.head_dim;
     const std::int64_t nkv = spec_.num_kv_heads;
     device_->matmul(cf(w.xn), n, *a.q, f(w.q), nh * hd);
+    if (a.q_gate) device_->matmul(cf(w.xn), n, *a.q_gate, f(w.q_gate), nh * hd);
     device_->matmul(cf(w.xn), n, *a.k, f(w.k_buf), nkv * hd);
     device_->matmul(cf(w.xn), n, *a.v, f(w.v), nkv * hd);
     if (a.q_bias) {
@@ -293,6 +297,7 @@ void ModelRunner::attention_block(std::int64_t layer, std::int64_t n, std::int64
     device_->rope(*weights_.rope, f(w.k_buf), n, nkv * hd, nkv, hd, pos0);
     device_->attention(layer, cf(w.q), cf(w.k_buf), cf(w.v), n, pos0, kv_cache, f(w.attended),
                        cf(a.sinks));
+    if (a.q_gate) device_->sigmoid_gate(f(w.attended), cf(w.q_gate), n, nh * hd, nh * hd);
   } else {
     const std::int64_t nope = spec_.qk_nope_head_dim;
     const std::int64_t rope = spec_.qk_rope_head_dim;
@@ -316,6 +321,42 @@ void ModelRunner::attention_block(std::int64_t layer, std::int64_t n, std::int64
   }
   device_->matmul(cf(w.attended), n, *a.o, f(w.branch), spec_.hidden_size);
   if (a.o_bias) device_->add_bias(f(w.branch), cf(a.o_bias), n, spec_.hidden_size);
+}
+
+void ModelRunner::linear_attention_block(std::int64_t layer, std::int64_t n, std::int64_t pos0,
+                                         ContextCache& cache) {
+  Workspace& w = *work_;
+  const DeviceLinearAttention& a =
+      weights_.layers[static_cast<std::size_t>(layer)].linear_attention;
+  const std::int64_t value_width = spec_.linear_value_heads * spec_.linear_value_dim;
+  device_->matmul(cf(w.xn), n, *a.in_qkvz, f(w.qkvz), spec_.linear_conv_channels() + value_width);
+  device_->matmul(cf(w.xn), n, *a.in_ba, f(w.ba), 2 * spec_.linear_value_heads);
+  device_->gated_delta_net(layer, cf(w.qkvz), cf(w.ba), n, pos0,
+                           {cf(a.conv), cf(a.a_log), cf(a.dt_bias), cf(a.norm)}, *cache.device_,
+                           f(w.attended));
+  device_->matmul(cf(w.attended), n, *a.out, f(w.branch), spec_.hidden_size);
+}
+
+std::int64_t ModelRunner::rewind(ContextCache& cache, std::int64_t tokens) {
+  tokens = std::clamp<std::int64_t>(tokens, 0, cache.size_);
+  if (!spec_.has_linear_layers() || tokens == cache.size_) {
+    cache.size_ = tokens;
+    return tokens;
+  }
+  if (cache.checkpoint_ >= 0 && cache.checkpoint_ <= tokens) {
+    device_->restore_recurrent_state(*cache.device_);
+    cache.size_ = cache.checkpoint_;
+  } else {
+    cache.size_ = 0;  // the next pass starts from a fresh state
+    cache.checkpoint_ = -1;
+  }
+  return cache.size_;
+}
+
+void ModelRunner::checkpoint(ContextCache& cache) {
+  if (!spec_.has_linear_layers()) return;
+  device_->save_recurrent_state(*cache.device_);
+  cache.checkpoint_ = cache.size_;
 }
 
 void ModelRunner::feed_forward(const DeviceFeedForward& ffn, DevicePtr<const float> x,

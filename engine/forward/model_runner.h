@@ -33,7 +33,12 @@ class ContextCache {
   std::int64_t size() const { return size_; }
   std::uint64_t bytes() const { return device_->bytes(); }
   // Forgets every position from `tokens` on (a new turn that diverges, an edited message).
-  void truncate(std::int64_t tokens) { size_ = std::clamp<std::int64_t>(tokens, 0, size_); }
+  // A model with recurrent layers cannot keep an arbitrary prefix: ModelRunner::rewind says
+  // what it kept, and truncate(0) (start over) is always right.
+  void truncate(std::int64_t tokens) {
+    size_ = std::clamp<std::int64_t>(tokens, 0, size_);
+    if (size_ < checkpoint_) checkpoint_ = -1;  // the saved state is of tokens now gone
+  }
 
  private:
   friend class ModelRunner;
@@ -41,6 +46,7 @@ class ContextCache {
       : device_(std::move(device)) {}
   std::unique_ptr<backend::DeviceKvCache> device_;
   std::int64_t size_ = 0;
+  std::int64_t checkpoint_ = -1;  // where the saved recurrent state stands; -1: none
 };
 
 struct ForwardOptions {
@@ -74,6 +80,15 @@ class ModelRunner {
   void forward(std::span<const std::int32_t> tokens, ContextCache& cache,
                std::vector<float>& logits, const ForwardOptions& options = {});
 
+  // Keeps the first `tokens` positions of `cache` where it can and returns how many it kept.
+  // Attention keeps any prefix; the recurrent state of gated DeltaNet layers (Qwen3-Next)
+  // only the position of its checkpoint, if at most `tokens`, or nothing, and then the
+  // caller recomputes from what is kept.
+  std::int64_t rewind(ContextCache& cache, std::int64_t tokens);
+  // Remembers the state at the cache's present size as the position rewind can return to
+  // (nothing to do for a model without recurrent layers).
+  void checkpoint(ContextCache& cache);
+
   const model::ModelSpec& spec() const { return spec_; }
   const model::LoadedModel& model() const { return model_; }
   // Routing hits, residency and the time split; safe to read from any thread.
@@ -97,6 +112,8 @@ class ModelRunner {
   void check_tokens(std::span<const std::int32_t> tokens, const ContextCache& cache) const;
   void ensure_workspace(std::int64_t n, std::int64_t logit_rows);
   void attention_block(std::int64_t layer, std::int64_t n, std::int64_t pos0, ContextCache& cache);
+  void linear_attention_block(std::int64_t layer, std::int64_t n, std::int64_t pos0,
+                              ContextCache& cache);
   void feed_forward(const DeviceFeedForward& f, backend::DevicePtr<const float> x, std::int64_t n,
                     backend::DevicePtr<float> out);
   // The MoE layer; engine/forward/moe_layer.cpp.

@@ -46,7 +46,12 @@ void ModelRunner::moe_layer(std::int64_t layer, std::int64_t moe_index, std::int
   const auto add_shared = [&](bool branch_used) {
     if (!dl.shared) return branch_used;
     device_->set_part(Part::Dense);
-    feed_forward(*dl.shared, cf(w.xn), n, branch_used ? f(w.ffn_out) : f(w.branch));
+    const DevicePtr<float> out = branch_used ? f(w.ffn_out) : f(w.branch);
+    feed_forward(*dl.shared, cf(w.xn), n, out);
+    if (dl.shared_gate) {  // Qwen3-Next: scaled by sigmoid(gate · x), one value per token
+      device_->matmul(cf(w.xn), n, *dl.shared_gate, f(w.shared_gate), 1);
+      device_->sigmoid_gate(out, cf(w.shared_gate), n, h, 1);
+    }
     if (branch_used) device_->add_scaled(f(w.branch), cf(w.ffn_out), 1.0f, n * h);
     return true;
   };

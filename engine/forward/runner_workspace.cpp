@@ -22,7 +22,8 @@ void ModelRunner::Workspace::for_each_buffer(const model::ModelSpec& spec,
   add(&W::ids, n);  // int32, as wide as a float
   for (auto m : {&W::x, &W::xn, &W::branch, &W::ffn_out}) add(m, n * h);
   add(&W::q, n * heads * spec.qk_head_dim());
-  add(&W::attended, n * heads * head_width);
+  add(&W::attended,
+      n * std::max(heads * head_width, spec.linear_value_heads * spec.linear_value_dim));
   if (spec.mla) {
     add(&W::qa, n * spec.q_lora_rank);
     add(&W::kv, n * (spec.kv_lora_rank + spec.qk_rope_head_dim));
@@ -32,6 +33,14 @@ void ModelRunner::Workspace::for_each_buffer(const model::ModelSpec& spec,
   }
   add(&W::gate, n * inner);
   add(&W::up, n * inner);
+  if (spec.attention_output_gate) add(&W::q_gate, n * heads * spec.head_dim);
+  if (spec.has_linear_layers()) {
+    const std::int64_t value_width = spec.linear_value_heads * spec.linear_value_dim;
+    add(&W::qkvz, n * (spec.linear_conv_channels() + value_width));
+    add(&W::ba, n * 2 * spec.linear_value_heads);
+    // The DeltaNet's output goes into `attended`, as wide as the widest.
+  }
+  if (spec.shared_expert_gate) add(&W::shared_gate, n);
   if (spec.num_experts > 0) {
     add(&W::router_logits, n * spec.num_experts);
     add(&W::route_ids, n * spec.experts_per_token);

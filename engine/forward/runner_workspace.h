@@ -21,7 +21,8 @@ struct ModelRunner::Workspace {
   std::int64_t k = 0;
 
   std::unique_ptr<backend::DeviceBuffer> ids, x, xn, branch, ffn_out, q, k_buf, v, attended, qa, kv,
-      gate, up, router_logits, route_ids, route_weights, cpu_out, deferred_out, head_in, head_out;
+      gate, up, router_logits, route_ids, route_weights, cpu_out, deferred_out, head_in, head_out,
+      q_gate, qkvz, ba, shared_gate;
 
   std::vector<std::int32_t> host_ids;  // [layers x tokens x k]
   std::vector<float> host_weights;     // [layers x tokens x k]

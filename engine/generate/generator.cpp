@@ -39,11 +39,17 @@ std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64
   while (common < context_.size() && common < prompt.size() && context_[common] == prompt[common])
     ++common;
   common = std::min(common, prompt.size() - 1);
-  cache_->truncate(static_cast<std::int64_t>(common));
+  // Recurrent layers (Qwen3-Next) keep less than asked where they cannot go back that far.
+  common = static_cast<std::size_t>(runner_->rewind(*cache_, static_cast<std::int64_t>(common)));
   context_.resize(common);
+  const bool recurrent = runner_->spec().has_linear_layers();
   for (std::size_t at = common; at < prompt.size();) {
-    const std::size_t n = std::min<std::size_t>(
+    std::size_t n = std::min<std::size_t>(
         static_cast<std::size_t>(std::max<std::int64_t>(1, chunk)), prompt.size() - at);
+    // The state before the prompt's last token is where the next call most likely returns:
+    // the same prompt again (a regenerated reply), or a next turn that rewrites the reply.
+    if (recurrent && at + n == prompt.size() && n > 1) --n;
+    if (recurrent && at == prompt.size() - 1) runner_->checkpoint(*cache_);
     forward::ForwardOptions forward_options;
     forward_options.prompt_tokens = static_cast<std::int64_t>(prompt.size() - common);
     runner_->forward(prompt.subspan(at, n), *cache_, logits_, forward_options);

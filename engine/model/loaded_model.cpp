@@ -105,7 +105,10 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w) {
   for (model::LayerWeights& l : w.layers) {
     model::AttentionWeights& a = l.attention;
     role = MatrixRole::Attention;
-    for (kernels::WeightMatrix* m : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a}) add(*m);
+    for (kernels::WeightMatrix* m : {&a.q, &a.q_gate, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a})
+      add(*m);
+    model::LinearAttentionWeights& la = l.linear_attention;
+    for (kernels::WeightMatrix* m : {&la.in_qkvz, &la.in_ba, &la.out}) add(*m);
     if (l.moe) {
       for (model::FeedForwardWeights& e : l.experts.experts) add_ffn(e, MatrixRole::Expert);
       if (l.experts.shared) add_ffn(*l.experts.shared);

@@ -24,6 +24,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"Qwen3MoeForCausalLM", Family::Qwen3Moe},     {"MixtralForCausalLM", Family::Mixtral},
     {"DeepseekV3ForCausalLM", Family::DeepseekV3}, {"KimiK2ForCausalLM", Family::DeepseekV3},
     {"Glm4MoeForCausalLM", Family::Glm4Moe},       {"GptOssForCausalLM", Family::GptOss},
+    {"Qwen3NextForCausalLM", Family::Qwen3Next},
 };
 
 class ConfigReader {
@@ -173,6 +174,33 @@ void read_rope(const ConfigReader& c, ModelSpec& s) {
   }
 }
 
+// The rotated share of each head (GLM-4.5, Qwen3-Next), which these families must give.
+void read_partial_rotary(const std::string& source, ModelSpec& s) {
+  if (s.rope.partial_rotary_factor <= 0 || s.rope.partial_rotary_factor > 1) {
+    throw ModelError(source +
+                     ": \"partial_rotary_factor\" (in \"rope_parameters\" for configs saved by "
+                     "transformers 5) must be given, above 0 and at most 1.");
+  }
+  const double rotated = static_cast<double>(s.head_dim) * s.rope.partial_rotary_factor;
+  s.rotary_dim = static_cast<std::int64_t>(rotated);
+  if (static_cast<double>(s.rotary_dim) != rotated || s.rotary_dim % 2 != 0)
+    throw ModelError(source + ": head_dim × partial_rotary_factor must be an even whole number.");
+}
+
+// Qwen3-MoE's and Qwen3-Next's MoE layers: every decoder_sparse_step-th layer but those in
+// mlp_only_layers.
+void read_sparse_layers(const ConfigReader& c, const json& config, ModelSpec& s) {
+  const std::int64_t step = std::max<std::int64_t>(1, c.integer("decoder_sparse_step", 1));
+  std::vector<std::int64_t> dense_layers;
+  if (config.contains("mlp_only_layers") && config["mlp_only_layers"].is_array()) {
+    for (const auto& l : config["mlp_only_layers"]) dense_layers.push_back(l.get<std::int64_t>());
+  }
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    const bool dense = std::find(dense_layers.begin(), dense_layers.end(), l) != dense_layers.end();
+    s.layer_is_moe[l] = !dense && s.num_experts > 0 && (l + 1) % step == 0;
+  }
+}
+
 // Which layers attend through a sliding window, and how wide, as transformers decides it:
 // "layer_types" where the config lists them; otherwise Mixtral slides every layer when
 // "sliding_window" is set, Qwen3 the layers from "max_window_layers" on and Qwen3-MoE every
@@ -193,6 +221,8 @@ void read_windows(const ConfigReader& c, ModelSpec& s) {
       const std::string t = types[l].is_string() ? types[l].get<std::string>() : "";
       if (t == "sliding_attention") {
         sliding[l] = true;
+      } else if (t == "linear_attention" && s.family == Family::Qwen3Next) {
+        // a gated DeltaNet layer (layer_is_linear)
       } else if (t != "full_attention") {
         throw ModelError(c.source() + ": layer " + std::to_string(l) + " is of type \"" + t +
                          "\"; Tandem runs full_attention and sliding_attention layers.");
@@ -342,6 +372,8 @@ std::string_view family_name(Family f) {
       return "glm4_moe";
     case Family::GptOss:
       return "gpt_oss";
+    case Family::Qwen3Next:
+      return "qwen3_next";
   }
   return "?";
 }
@@ -433,16 +465,45 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       s.experts_per_token = c.integer("num_experts_per_tok");
       s.moe_intermediate_size = c.integer("moe_intermediate_size");
       s.norm_topk_prob = c.boolean("norm_topk_prob", false);  // transformers' own default
-      const std::int64_t step = std::max<std::int64_t>(1, c.integer("decoder_sparse_step", 1));
-      std::vector<std::int64_t> dense_layers;
-      if (config.contains("mlp_only_layers") && config["mlp_only_layers"].is_array()) {
-        for (const auto& l : config["mlp_only_layers"])
-          dense_layers.push_back(l.get<std::int64_t>());
+      read_sparse_layers(c, config, s);
+      break;
+    }
+    case Family::Qwen3Next: {
+      // Qwen3-Next: gated DeltaNet layers with one gated full-attention layer among every few
+      // (layer_types, else every full_attention_interval-th), partial RoPE, q/k norms, norms
+      // stored as w for 1 + w, Qwen3-MoE's router and a sigmoid-gated shared expert.
+      s.qk_norm = true;
+      s.norm_plus_one = true;
+      s.attention_output_gate = true;
+      read_partial_rotary(source, s);
+      s.num_experts = renamed_integer(c, "num_experts", "num_local_experts");
+      s.experts_per_token = c.integer("num_experts_per_tok");
+      s.moe_intermediate_size = c.integer("moe_intermediate_size");
+      s.shared_expert_intermediate_size = c.integer("shared_expert_intermediate_size");
+      s.shared_expert_gate = s.shared_expert_intermediate_size > 0;
+      s.norm_topk_prob = c.boolean("norm_topk_prob", true);  // transformers' own default
+      read_sparse_layers(c, config, s);
+      s.linear_key_heads = c.integer("linear_num_key_heads");
+      s.linear_value_heads = c.integer("linear_num_value_heads");
+      s.linear_key_dim = c.integer("linear_key_head_dim");
+      s.linear_value_dim = c.integer("linear_value_head_dim");
+      s.linear_conv_kernel = c.integer("linear_conv_kernel_dim");
+      if (s.linear_key_heads == 0 || s.linear_value_heads % s.linear_key_heads != 0 ||
+          s.linear_key_dim == 0 || s.linear_value_dim == 0 || s.linear_conv_kernel == 0) {
+        throw ModelError(source +
+                         ": the linear-attention settings must be above zero, with "
+                         "linear_num_value_heads a multiple of linear_num_key_heads.");
       }
-      for (std::int64_t l = 0; l < s.num_layers; ++l) {
-        const bool dense =
-            std::find(dense_layers.begin(), dense_layers.end(), l) != dense_layers.end();
-        s.layer_is_moe[l] = !dense && s.num_experts > 0 && (l + 1) % step == 0;
+      s.layer_is_linear.assign(static_cast<std::size_t>(s.num_layers), false);
+      if (config.contains("layer_types") && config["layer_types"].is_array()) {
+        for (std::size_t l = 0; l < s.layer_is_linear.size() && l < config["layer_types"].size();
+             ++l)
+          s.layer_is_linear[l] = config["layer_types"][l] == "linear_attention";
+      } else {
+        const std::int64_t interval =
+            std::max<std::int64_t>(1, c.integer("full_attention_interval", 4));
+        for (std::int64_t l = 0; l < s.num_layers; ++l)
+          s.layer_is_linear[l] = (l + 1) % interval != 0;
       }
       break;
     }
@@ -486,17 +547,7 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       // q/k norms where use_qk_norm says so, RoPE over the first part of each head), and the
       // sigmoid router of DeepSeek-V3 with its correction bias, groups and scaling.
       s.qk_norm = c.boolean("use_qk_norm", false);
-      if (s.rope.partial_rotary_factor <= 0 || s.rope.partial_rotary_factor > 1) {
-        throw ModelError(source +
-                         ": \"partial_rotary_factor\" (in \"rope_parameters\" for configs saved by "
-                         "transformers 5) must be given, above 0 and at most 1.");
-      }
-      const double rotated = static_cast<double>(s.head_dim) * s.rope.partial_rotary_factor;
-      s.rotary_dim = static_cast<std::int64_t>(rotated);
-      if (static_cast<double>(s.rotary_dim) != rotated || s.rotary_dim % 2 != 0) {
-        throw ModelError(source +
-                         ": head_dim × partial_rotary_factor must be an even whole number.");
-      }
+      read_partial_rotary(source, s);
       s.num_experts = c.integer("n_routed_experts");
       s.experts_per_token = c.integer("num_experts_per_tok");
       s.moe_intermediate_size = c.integer("moe_intermediate_size");

@@ -10,7 +10,7 @@
 
 namespace tandem::model {
 
-enum class Family { Llama, Qwen3, Qwen3Moe, Mixtral, DeepseekV3, Glm4Moe, GptOss };
+enum class Family { Llama, Qwen3, Qwen3Moe, Mixtral, DeepseekV3, Glm4Moe, GptOss, Qwen3Next };
 std::string_view family_name(Family f);
 // The Hugging Face architecture names Tandem runs, for messages.
 std::string supported_architectures();
@@ -69,6 +69,26 @@ struct ModelSpec {
   bool attention_sinks = false;  // gpt-oss: a learned logit per head in each softmax
   // Per layer, how many positions back a token attends (itself included); 0: all of them.
   std::vector<std::int64_t> layer_window;
+  // Qwen3-Next: the query projection also gives a gate per query dimension, and the
+  // attention's output is multiplied by its sigmoid before o_proj.
+  bool attention_output_gate = false;
+  // Qwen3-Next: RMSNorm weights are stored as w and scale by 1 + w (folded in at binding).
+  bool norm_plus_one = false;
+
+  // Qwen3-Next's gated DeltaNet layers (linear attention with a recurrent state instead of
+  // a KV cache): which layers, and their shapes. A layer is linear or attends, never both.
+  std::vector<bool> layer_is_linear;
+  std::int64_t linear_key_heads = 0, linear_value_heads = 0;
+  std::int64_t linear_key_dim = 0, linear_value_dim = 0;  // per head
+  std::int64_t linear_conv_kernel = 0;
+  bool has_linear_layers() const {
+    for (bool b : layer_is_linear)
+      if (b) return true;
+    return false;
+  }
+  std::int64_t linear_conv_channels() const {
+    return 2 * linear_key_heads * linear_key_dim + linear_value_heads * linear_value_dim;
+  }
   // Dimensions of each head that RoPE rotates, from its start (GLM-4.5: half); 0: all.
   std::int64_t rotary_dim = 0;
   RopeSpec rope;
@@ -93,7 +113,8 @@ struct ModelSpec {
   std::int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
   bool score_correction_bias = false;
-  bool router_bias = false;  // gpt-oss: the router's logits add a bias
+  bool shared_expert_gate = false;  // Qwen3-Next: the shared expert scaled by a sigmoid gate
+  bool router_bias = false;         // gpt-oss: the router's logits add a bias
   // gpt-oss: the experts' products add biases, and their activation is a clamped SwiGLU
   // (swiglu_limit > 0) instead of SiLU(gate) * up.
   bool expert_bias = false;

@@ -108,6 +108,76 @@ void derive_gpt_oss_experts(Checkpoint& c, const std::string& mp, std::int64_t e
   // Neither: a converted folder, whose packed experts bind by name.
 }
 
+// A derived matrix of `source`'s rows in the order `rows` lists them (Qwen3-Next's fused
+// projections, regrouped so that one product gives each part contiguously).
+void derive_rows(Checkpoint& c, const std::string& source, const std::string& name,
+                 const std::vector<std::int64_t>& rows, std::int64_t total_rows,
+                 std::int64_t cols) {
+  const TensorRef ref = c.require(source, {total_rows, cols});
+  const kernels::DType t = ref.info->dtype;
+  if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16) {
+    throw ModelError(ref.file->path() + ": tensor " + source + " is stored as " +
+                     std::string(kernels::dtype_name(t)) +
+                     "; Tandem reads Qwen3-Next's fused projections in F32, F16 or BF16 only, "
+                     "so use the BF16 release.");
+  }
+  const std::uint64_t row_bytes = kernels::dtype_bytes(t, cols);
+  auto* out =
+      static_cast<char*>(c.derive(name, t, {static_cast<std::int64_t>(rows.size()), cols}, source));
+  const auto* in = static_cast<const char*>(ref.data());
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(out + i * row_bytes, in + static_cast<std::uint64_t>(rows[i]) * row_bytes,
+                row_bytes);
+}
+
+// Binds a matrix derived from `source` by derive_rows, or, in a converted folder (which
+// holds the derived matrix packed and no longer `source`), the packed one by its name.
+WeightMatrix regrouped(Checkpoint& c, const std::string& source, const std::string& name,
+                       const std::vector<std::int64_t>& rows, std::int64_t total_rows,
+                       std::int64_t cols) {
+  if (c.find(source) != nullptr) derive_rows(c, source, name, rows, total_rows, cols);
+  return c.matrix(name, static_cast<std::int64_t>(rows.size()), cols);
+}
+
+void plus_one(std::vector<float>& w) {
+  for (float& x : w) x += 1.0f;
+}
+
+// Qwen3-Next's gated DeltaNet layer.
+LinearAttentionWeights linear_attention(Checkpoint& c, const ModelSpec& s, const std::string& p) {
+  const std::int64_t h = s.hidden_size, nk = s.linear_key_heads, nv = s.linear_value_heads;
+  const std::int64_t dk = s.linear_key_dim, dv = s.linear_value_dim, r = nv / nk;
+  // in_proj_qkvz holds, per key head g, [q (dk) | k (dk) | v (r dv) | z (r dv)].
+  const std::int64_t group = 2 * dk + 2 * r * dv;
+  std::vector<std::int64_t> qkvz;
+  for (int part = 0; part < 4; ++part) {
+    const std::int64_t offset = part == 0   ? 0
+                                : part == 1 ? dk
+                                : part == 2 ? 2 * dk
+                                            : 2 * dk + r * dv;
+    const std::int64_t width = part < 2 ? dk : r * dv;
+    for (std::int64_t g = 0; g < nk; ++g)
+      for (std::int64_t i = 0; i < width; ++i) qkvz.push_back(g * group + offset + i);
+  }
+  // in_proj_ba holds, per key head, [b (r) | a (r)].
+  std::vector<std::int64_t> ba;
+  for (int part = 0; part < 2; ++part)
+    for (std::int64_t g = 0; g < nk; ++g)
+      for (std::int64_t i = 0; i < r; ++i) ba.push_back(g * 2 * r + part * r + i);
+  const std::string lp = p + "linear_attn.";
+  LinearAttentionWeights w;
+  w.in_qkvz = regrouped(c, lp + "in_proj_qkvz.weight", lp + "in_proj_qkvz.regrouped.weight", qkvz,
+                        nk * group, h);
+  w.in_ba =
+      regrouped(c, lp + "in_proj_ba.weight", lp + "in_proj_ba.regrouped.weight", ba, 2 * nv, h);
+  w.out = c.matrix(lp + "out_proj.weight", h, nv * dv);
+  w.conv = c.vector_f32(lp + "conv1d.weight", {s.linear_conv_channels(), 1, s.linear_conv_kernel});
+  w.a_log = c.vector_f32(lp + "A_log", {nv});
+  w.dt_bias = c.vector_f32(lp + "dt_bias", {nv});
+  w.norm = c.vector_f32(lp + "norm.weight", {dv});
+  return w;
+}
+
 // The per-expert halves of gpt-oss's interleaved gate/up bias.
 void split_gate_up_bias(const std::vector<float>& fused, std::int64_t e, std::int64_t inner,
                         FeedForwardWeights& f) {
@@ -127,6 +197,7 @@ ModelWeights bind_weights(const ModelSpec& s, Checkpoint& c) {
   const std::int64_t h = s.hidden_size;
   w.embedding = c.matrix("model.embed_tokens.weight", s.vocab_size, h);
   w.final_norm = c.vector_f32("model.norm.weight", {h});
+  if (s.norm_plus_one) plus_one(w.final_norm);
   if (s.tie_word_embeddings && c.find("lm_head.weight") == nullptr) {
     w.output = w.embedding;
   } else {
@@ -140,7 +211,10 @@ ModelWeights bind_weights(const ModelSpec& s, Checkpoint& c) {
     layer.ffn_norm = c.vector_f32(p + "post_attention_layernorm.weight", {h});
     AttentionWeights& a = layer.attention;
     const std::string ap = p + "self_attn.";
-    if (s.mla) {
+    layer.linear = !s.layer_is_linear.empty() && s.layer_is_linear[static_cast<std::size_t>(l)];
+    if (layer.linear) {
+      layer.linear_attention = linear_attention(c, s, p);
+    } else if (s.mla) {
       const std::int64_t qk = s.qk_head_dim();
       if (s.q_lora_rank > 0) {
         a.q_a = c.matrix(ap + "q_a_proj.weight", s.q_lora_rank, h);
@@ -154,6 +228,28 @@ ModelWeights bind_weights(const ModelSpec& s, Checkpoint& c) {
       a.kv_b = c.matrix(ap + "kv_b_proj.weight", s.num_heads * (s.qk_nope_head_dim + s.v_head_dim),
                         s.kv_lora_rank);
       a.o = c.matrix(ap + "o_proj.weight", h, s.num_heads * s.v_head_dim);
+    } else if (s.attention_output_gate) {
+      // Qwen3-Next's q_proj gives, per head, [query (head_dim) | gate (head_dim)].
+      std::vector<std::int64_t> query, gate;
+      for (std::int64_t head = 0; head < s.num_heads; ++head) {
+        for (std::int64_t i = 0; i < s.head_dim; ++i) {
+          query.push_back(head * 2 * s.head_dim + i);
+          gate.push_back(head * 2 * s.head_dim + s.head_dim + i);
+        }
+      }
+      const std::int64_t rows = 2 * s.num_heads * s.head_dim;
+      const std::string q = ap + "q_proj.weight";
+      if (c.find(q) != nullptr) {
+        derive_rows(c, q, ap + "q_proj.query.weight", query, rows, h);
+        derive_rows(c, q, ap + "q_proj.gate.weight", gate, rows, h);
+      }
+      a.q = c.matrix(ap + "q_proj.query.weight", s.num_heads * s.head_dim, h);
+      a.q_gate = c.matrix(ap + "q_proj.gate.weight", s.num_heads * s.head_dim, h);
+      a.k = c.matrix(ap + "k_proj.weight", s.num_kv_heads * s.head_dim, h);
+      a.v = c.matrix(ap + "v_proj.weight", s.num_kv_heads * s.head_dim, h);
+      a.o = c.matrix(ap + "o_proj.weight", h, s.num_heads * s.head_dim);
+      a.q_norm = c.vector_f32(ap + "q_norm.weight", {s.head_dim});
+      a.k_norm = c.vector_f32(ap + "k_norm.weight", {s.head_dim});
     } else {
       a.q = c.matrix(ap + "q_proj.weight", s.num_heads * s.head_dim, h);
       a.k = c.matrix(ap + "k_proj.weight", s.num_kv_heads * s.head_dim, h);
@@ -209,10 +305,21 @@ ModelWeights bind_weights(const ModelSpec& s, Checkpoint& c) {
         layer.experts.experts.push_back(
             swiglu(c, mp + "experts." + std::to_string(e) + ".", h, s.moe_intermediate_size));
       }
-      if (s.shared_expert_intermediate_size > 0) {
+      if (s.shared_expert_gate) {
+        // Qwen3-Next: one shared expert ("shared_expert"), scaled by sigmoid(gate · x).
+        layer.experts.shared =
+            swiglu(c, mp + "shared_expert.", h, s.shared_expert_intermediate_size);
+        layer.experts.shared_gate = c.matrix(mp + "shared_expert_gate.weight", 1, h);
+      } else if (s.shared_expert_intermediate_size > 0) {
         layer.experts.shared =
             swiglu(c, mp + "shared_experts.", h, s.shared_expert_intermediate_size);
       }
+    }
+    if (s.norm_plus_one) {
+      plus_one(layer.attention_norm);
+      plus_one(layer.ffn_norm);
+      plus_one(a.q_norm);
+      plus_one(a.k_norm);
     }
     if (s.swiglu_limit > 0) {
       const kernels::Glu glu{kernels::Glu::Kind::ClampedSwiglu, static_cast<float>(s.swiglu_alpha),

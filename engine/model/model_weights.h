@@ -14,6 +14,7 @@ using kernels::WeightMatrix;
 
 struct AttentionWeights {
   WeightMatrix q, k, v, o;
+  WeightMatrix q_gate;                        // Qwen3-Next: the output gate's half of q_proj
   std::vector<float> q_norm, k_norm;          // Qwen3: per-head RMSNorm weights
   std::vector<float> q_bias, k_bias, v_bias;  // GLM-4.5, gpt-oss
   std::vector<float> o_bias;                  // gpt-oss
@@ -52,12 +53,24 @@ struct MoeWeights {
   std::vector<float> score_bias;   // DeepSeek-V3 e_score_correction_bias
   std::vector<FeedForwardWeights> experts;
   std::optional<FeedForwardWeights> shared;
+  WeightMatrix shared_gate;  // Qwen3-Next: [1, hidden], the shared expert's sigmoid gate
+};
+
+// Qwen3-Next's gated DeltaNet: the input projections with their rows reordered so that one
+// product gives [q | k | v | z] (all key heads' q, then k, then all value heads' v, then the
+// output gate z) and one [b | a] per value head; the causal convolution over q, k and v
+// ([channels x kernel]); the decay's A_log and dt_bias and the gated norm per value head.
+struct LinearAttentionWeights {
+  WeightMatrix in_qkvz, in_ba, out;
+  std::vector<float> conv, a_log, dt_bias, norm;
 };
 
 struct LayerWeights {
   std::vector<float> attention_norm;
   std::vector<float> ffn_norm;
+  bool linear = false;  // a gated DeltaNet layer: linear_attention instead of attention
   AttentionWeights attention;
+  LinearAttentionWeights linear_attention;
   bool moe = false;
   FeedForwardWeights dense;  // when !moe
   MoeWeights experts;        // when moe

@@ -39,6 +39,13 @@ struct Layout {
   std::vector<MemoryLine> ram, vram;
 };
 
+// Qwen3-Next's linear-attention layers: a state of fixed size, whatever the context, kept in
+// fp32 twice (live, and the snapshot a regenerated reply returns to: backend::KvCache).
+MemoryLine recurrent_state(const ModelShape& m) {
+  return {"linear-attention state",
+          static_cast<std::uint64_t>(m.recurrent_state_elements) * 2 * sizeof(float)};
+}
+
 // Where each category goes for the given choices.
 // `onednn`: the machine's prompts multiply the dense INT8 matrices through oneDNN, which keeps
 // its own copy of them (model::onednn_for).
@@ -59,6 +66,7 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     if (staging > 0) l.vram.push_back({"layerwise prefill staging", staging});
     l.vram.push_back(
         {"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 2)});
+    if (m.recurrent_state_elements > 0) l.vram.push_back(recurrent_state(m));
     l.vram.push_back({"activations and scratch", scratch_bytes(m)});
     l.vram.push_back({"CUDA context", kCudaContextBytes});
     l.ram.push_back(
@@ -85,6 +93,7 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     // as two copies of latent and key: a little over, by the rotary key).
     l.ram.push_back({"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token *
                                                             (m.mla ? 2 : 1) * 4)});
+    if (m.recurrent_state_elements > 0) l.ram.push_back(recurrent_state(m));
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   }
   l.ram.push_back({"runtime overhead", kRuntimeOverheadBytes});

@@ -70,15 +70,38 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     if (c.value("attention_bias", false))
       attention_per_layer += heads * head_dim + 2 * kv_heads * head_dim + h;
     s.kv_elements_per_token = layers * 2 * kv_heads * head_dim;
-    if (a == "Qwen3NextForCausalLM") {
-      // Only every full_attention_interval-th layer keeps a KV cache; the linear-attention
-      // layers keep a fixed state instead (counted as activations).
-      const std::int64_t interval = get_or(c, "full_attention_interval", 4);
-      s.kv_elements_per_token = (layers / interval) * 2 * kv_heads * head_dim;
-    }
   }
   attention_per_layer += 2 * h;  // the two RMSNorms around attention and the MLP
   s.attention_params = attention_per_layer * layers;
+  if (a == "Qwen3NextForCausalLM") {
+    // The full-attention layers' q_proj gives a sigmoid gate beside each query. The other
+    // layers are gated DeltaNet: fused projections to q, k, v, z and to b, a, a causal
+    // convolution over q, k and v, per-head decay and step, a gated norm, and the output
+    // product; no KV cache but a fixed state per sequence.
+    const std::int64_t nk = get(c, "linear_num_key_heads", source);
+    const std::int64_t nv = get(c, "linear_num_value_heads", source);
+    const std::int64_t dk = get(c, "linear_key_head_dim", source);
+    const std::int64_t dv = get(c, "linear_value_head_dim", source);
+    const std::int64_t kernel = get(c, "linear_conv_kernel_dim", source);
+    const std::int64_t channels = 2 * nk * dk + nv * dv;
+    std::int64_t linear = 0;
+    if (c.contains("layer_types") && c["layer_types"].is_array()) {
+      for (const auto& t : c["layer_types"])
+        linear += t.is_string() && t.get<std::string>() == "linear_attention" ? 1 : 0;
+    } else {
+      const std::int64_t interval =
+          std::max<std::int64_t>(1, get_or(c, "full_attention_interval", 4));
+      for (std::int64_t l = 0; l < layers; ++l) linear += (l + 1) % interval != 0 ? 1 : 0;
+    }
+    const std::int64_t full = layers - linear;
+    const std::int64_t full_attention = attention_per_layer + h * heads * head_dim;
+    const std::int64_t linear_attention = h * (channels + nv * dv) + h * 2 * nv +
+                                          channels * kernel + 2 * nv + dv + nv * dv * h + 2 * h;
+    s.attention_params = full * full_attention + linear * linear_attention;
+    s.kv_elements_per_token = full * 2 * kv_heads * head_dim;
+    s.linear_layers = linear;
+    s.recurrent_state_elements = linear * ((kernel - 1) * channels + nv * dk * dv);
+  }
 
   // Which layers are MoE, and their expert sizes.
   std::int64_t experts = 0, top_k = get_or(c, "num_experts_per_tok", 0), moe_inter = 0,
@@ -89,10 +112,12 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     moe_inter = get(c, "moe_intermediate_size", source);
     shared_inter = moe_inter * get_or(c, "n_shared_experts", 0);
     dense_layers = get_or(c, "first_k_dense_replace", 0);
-  } else if (a == "Qwen3MoeForCausalLM") {
+  } else if (a == "Qwen3MoeForCausalLM" || a == "Qwen3NextForCausalLM") {
     // transformers 5 writes Qwen3-MoE's expert count as num_local_experts.
     experts = get_renamed(c, "num_experts", "num_local_experts", source);
     moe_inter = get(c, "moe_intermediate_size", source);
+    if (a == "Qwen3NextForCausalLM")
+      shared_inter = get(c, "shared_expert_intermediate_size", source);
     const std::int64_t step = std::max<std::int64_t>(1, get_or(c, "decoder_sparse_step", 1));
     std::int64_t moe = 0;
     for (std::int64_t l = 0; l < layers; ++l) {
@@ -103,10 +128,6 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
       moe += dense ? 0 : 1;
     }
     dense_layers = layers - moe;
-  } else if (a == "Qwen3NextForCausalLM") {
-    experts = get_renamed(c, "num_experts", "num_local_experts", source);
-    moe_inter = get(c, "moe_intermediate_size", source);
-    shared_inter = get_or(c, "shared_expert_intermediate_size", 0);
   } else if (a == "GptOssForCausalLM") {
     experts = get(c, "num_local_experts", source);
     moe_inter = inter;
@@ -123,6 +144,8 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
   s.expert_params = 3 * h * moe_inter;
   s.shared_expert_params = s.moe_layers * 3 * h * shared_inter;
   s.router_params = s.moe_layers * experts * h;
+  // Qwen3-Next scales its shared expert by sigmoid(gate . x).
+  if (a == "Qwen3NextForCausalLM" && shared_inter > 0) s.shared_expert_params += s.moe_layers * h;
   if (a == "GptOssForCausalLM") {
     // Biases on every expert product and the router, a sink logit per head.
     s.expert_params += 2 * moe_inter + h;

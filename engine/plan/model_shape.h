@@ -1,6 +1,6 @@
 // What the planner needs to know about a model, from its config.json alone: parameter counts
 // by category and the size of one token's KV cache. Covers the families Tandem runs and the
-// ones it can plan for before they run (GLM-4.5, Qwen3-Next).
+// ones it can plan for before they run.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,10 @@ struct ModelShape {
   // Layers that attend through a sliding window (gpt-oss: every other one). The CPU engine
   // keeps every position of them as of the others, so the KV cache counts all layers.
   std::int64_t sliding_layers = 0;
+  // Qwen3-Next's gated DeltaNet layers: no KV cache, but a state per sequence of this many
+  // elements over all of them (the convolution's last inputs and each head's matrix).
+  std::int64_t linear_layers = 0;
+  std::int64_t recurrent_state_elements = 0;
 
   std::int64_t routed_expert_params() const { return expert_params * experts * moe_layers; }
   std::int64_t always_active_params() const {

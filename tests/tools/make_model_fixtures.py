@@ -88,6 +88,15 @@ def randomize(model, seed):
         for name, p in model.named_parameters():
             if name.endswith("_proj.bias"):  # GLM-4.5's attention biases: small, not around 1
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
+        if model.config.model_type == "qwen3_next":
+            for name, p in model.named_parameters():
+                # Its RMSNorms scale by 1 + w (the gated one inside the linear attention by w):
+                # weights around 0 as trained ones are, not a doubling at every norm.
+                if name.endswith("norm.weight") and "linear_attn.norm" not in name:
+                    p.copy_(0.2 * torch.randn(p.shape, generator=g))
+                # Decay rates that keep a few tokens of memory (exp(-A softplus(dt)) ~ 0.5).
+                if name.endswith("A_log"):
+                    p.copy_(torch.log(0.2 + 0.6 * torch.rand(p.shape, generator=g)))
 
 
 def record(model, tok, eos_id):
@@ -359,6 +368,18 @@ def main():
                       "truncate": False, "original_max_position_embeddings": 64},
         **{**common, "rms_norm_eps": 1e-5, "rope_theta": 150000.0, "vocab_size": V_harmony})
     save_fixture("gpt-oss", gpt_oss, seed=9, storage="float32" if TF5 else "mxfp4")
+
+    # Qwen3-Next: three gated DeltaNet layers (a causal conv, then the recurrent delta rule,
+    # two value heads per key head) before one gated full-attention layer with partial RoPE;
+    # Qwen3-MoE's routing with a sigmoid-gated shared expert; one dense layer; norms as 1 + w.
+    qwen3_next = transformers.Qwen3NextConfig(
+        hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, partial_rotary_factor=0.25, intermediate_size=96, linear_conv_kernel_dim=4,
+        linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+        linear_num_value_heads=4, num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, norm_topk_prob=True, decoder_sparse_step=1,
+        mlp_only_layers=[1], tie_word_embeddings=False, **common)
+    save_fixture("qwen3-next", qwen3_next, seed=10)
 
     llama = transformers.LlamaConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
                                      num_key_value_heads=4, intermediate_size=160, tie_word_embeddings=False,

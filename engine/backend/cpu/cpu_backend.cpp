@@ -147,6 +147,30 @@ void CpuBackend::silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std:
   kernels::silu_mul(raw(gate), raw(up), n);
 }
 
+void CpuBackend::sigmoid_gate(DevicePtr<float> y, DevicePtr<const float> gate, std::int64_t rows,
+                              std::int64_t cols, std::int64_t gate_cols) {
+  Timed timed(*this);
+  cpu_ops::sigmoid_gate(raw(y), raw(gate), rows, cols, gate_cols);
+}
+
+void CpuBackend::gated_delta_net(std::int64_t layer, DevicePtr<const float> qkvz,
+                                 DevicePtr<const float> ba, std::int64_t n, std::int64_t pos0,
+                                 const GatedDeltaNetWeights& w, DeviceKvCache& cache,
+                                 DevicePtr<float> out) {
+  Timed timed(*this);
+  auto& c = static_cast<HostKvCache&>(cache);
+  cpu_ops::gated_delta_net(threads_, c.spec(), c.cache(), layer, raw(qkvz), raw(ba), n, pos0,
+                           raw(w.conv), raw(w.a_log), raw(w.dt_bias), raw(w.norm), raw(out));
+}
+
+void CpuBackend::save_recurrent_state(DeviceKvCache& cache) {
+  static_cast<HostKvCache&>(cache).cache().save_recurrent();
+}
+
+void CpuBackend::restore_recurrent_state(DeviceKvCache& cache) {
+  static_cast<HostKvCache&>(cache).cache().restore_recurrent();
+}
+
 void CpuBackend::attention(std::int64_t layer, DevicePtr<const float> q, DevicePtr<const float> k,
                            DevicePtr<const float> v, std::int64_t n, std::int64_t pos0,
                            DeviceKvCache& cache, DevicePtr<float> out,

@@ -32,6 +32,16 @@ void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols)
   for (std::int64_t r = 0; r < rows; ++r) kernels::axpy_f32(1.0f, bias, y + r * cols, cols);
 }
 
+void sigmoid_gate(float* y, const float* gate, std::int64_t rows, std::int64_t cols,
+                  std::int64_t gate_cols) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float g = gate[r * gate_cols + (gate_cols == 1 ? 0 : c)];
+      y[r * cols + c] *= 1.0f / (1.0f + std::exp(-g));
+    }
+  }
+}
+
 void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t token_stride,
           std::int64_t heads, std::int64_t head_stride, std::int64_t pos0) {
   for (std::int64_t t = 0; t < n; ++t)

@@ -38,6 +38,19 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
                       const kernels::WeightMatrix& kv_b, std::int64_t n, std::int64_t pos0,
                       float* out);
 
+// y[r, c] *= sigmoid(gate[r, gate_cols == 1 ? 0 : c]) for `rows` rows of `cols`.
+void sigmoid_gate(float* y, const float* gate, std::int64_t rows, std::int64_t cols,
+                  std::int64_t gate_cols);
+
+// Qwen3-Next's gated DeltaNet as Backend::gated_delta_net, over `cache` made for `spec`
+// (engine/backend/cpu/gated_delta_net.cpp). From chunk / 2 tokens on (a prompt) the delta
+// rule runs `chunk` tokens at a time; fewer (decode), or chunk <= 1, token by token.
+inline constexpr std::int64_t kDeltaRuleChunk = 32;
+void gated_delta_net(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
+                     std::int64_t layer, const float* qkvz, const float* ba, std::int64_t n,
+                     std::int64_t pos0, const float* conv, const float* a_log, const float* dt_bias,
+                     const float* norm, float* out, std::int64_t chunk = kDeltaRuleChunk);
+
 void route(const float* logits, std::int64_t n, const RoutingParams& params, const float* bias,
            std::int32_t* ids, float* weights);
 

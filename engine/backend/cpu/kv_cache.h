@@ -1,5 +1,10 @@
 // Keys and values of the tokens seen so far, per layer, in fp32. For multi-head latent
-// attention only the compressed latent and the shared rotary key are kept (MLA-aware).
+// attention only the compressed latent and the shared rotary key are kept (MLA-aware). A
+// gated DeltaNet layer (Qwen3-Next) keeps no keys or values but its state after the last
+// token: the convolution's last inputs and the recurrent matrix of every value head. That
+// state cannot go back to an earlier position; a snapshot of it, taken at one position,
+// can be restored (the session's last prompt, for a regenerated reply or a turn whose
+// history the template rewrote).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +48,16 @@ class KvCache {
     return latent_keys_[l(layer)].data();
   }
 
+  // Gated DeltaNet: the last (kernel - 1) convolution inputs, oldest first ([kernel - 1] x
+  // channels), and the recurrent state ([value heads][key dim][value dim]) of `layer`.
+  float* conv_state(std::int64_t layer) { return conv_[l(layer)].data(); }
+  float* recurrent_state(std::int64_t layer) { return recurrent_[l(layer)].data(); }
+  void clear_recurrent(std::int64_t layer);
+  bool has_recurrent() const { return recurrent_bytes_ > 0; }
+  // Copies every layer's state aside / back (see the class comment).
+  void save_recurrent();
+  void restore_recurrent();
+
  private:
   static std::size_t l(std::int64_t layer) { return static_cast<std::size_t>(layer); }
   std::size_t off(std::int64_t pos, std::int64_t row) const {
@@ -58,7 +73,10 @@ class KvCache {
   std::int64_t latent_rank_ = 0, rope_dim_ = 0;  // MLA
   std::vector<std::vector<float>> keys_;
   std::vector<std::vector<float>> values_;
-  std::vector<std::vector<float>> latent_keys_;  // MLA
+  std::vector<std::vector<float>> latent_keys_;       // MLA
+  std::vector<std::vector<float>> conv_, recurrent_;  // gated DeltaNet layers
+  std::vector<std::vector<float>> saved_conv_, saved_recurrent_;
+  std::uint64_t recurrent_bytes_ = 0;
 };
 
 }  // namespace tandem::backend

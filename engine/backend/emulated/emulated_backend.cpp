@@ -212,6 +212,33 @@ void EmulatedBackend::silu_mul(DevicePtr<float> gate, DevicePtr<const float> up,
   compute([=] { kernels::silu_mul(gate.address(), up.address(), n); });
 }
 
+void EmulatedBackend::sigmoid_gate(DevicePtr<float> y, DevicePtr<const float> gate,
+                                   std::int64_t rows, std::int64_t cols, std::int64_t gate_cols) {
+  compute([=] { cpu_ops::sigmoid_gate(y.address(), gate.address(), rows, cols, gate_cols); });
+}
+
+void EmulatedBackend::gated_delta_net(std::int64_t layer, DevicePtr<const float> qkvz,
+                                      DevicePtr<const float> ba, std::int64_t n, std::int64_t pos0,
+                                      const GatedDeltaNetWeights& w, DeviceKvCache& cache,
+                                      DevicePtr<float> out) {
+  auto* c = &static_cast<HostKvCache&>(cache);
+  compute([this, c, layer, qkvz, ba, n, pos0, w, out] {
+    cpu_ops::gated_delta_net(threads_, c->spec(), c->cache(), layer, qkvz.address(), ba.address(),
+                             n, pos0, w.conv.address(), w.a_log.address(), w.dt_bias.address(),
+                             w.norm.address(), out.address());
+  });
+}
+
+void EmulatedBackend::save_recurrent_state(DeviceKvCache& cache) {
+  auto* c = &static_cast<HostKvCache&>(cache);
+  compute([c] { c->cache().save_recurrent(); });
+}
+
+void EmulatedBackend::restore_recurrent_state(DeviceKvCache& cache) {
+  auto* c = &static_cast<HostKvCache&>(cache);
+  compute([c] { c->cache().restore_recurrent(); });
+}
+
 void EmulatedBackend::attention(std::int64_t layer, DevicePtr<const float> q,
                                 DevicePtr<const float> k, DevicePtr<const float> v, std::int64_t n,
                                 std::int64_t pos0, DeviceKvCache& cache, DevicePtr<float> out,

@@ -76,6 +76,13 @@ class EmulatedBackend : public Backend {
   void add_bias(DevicePtr<float> y, DevicePtr<const float> bias, std::int64_t rows,
                 std::int64_t cols) override;
   void silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std::int64_t n) override;
+  void sigmoid_gate(DevicePtr<float> y, DevicePtr<const float> gate, std::int64_t rows,
+                    std::int64_t cols, std::int64_t gate_cols) override;
+  void gated_delta_net(std::int64_t layer, DevicePtr<const float> qkvz, DevicePtr<const float> ba,
+                       std::int64_t n, std::int64_t pos0, const GatedDeltaNetWeights& w,
+                       DeviceKvCache& cache, DevicePtr<float> out) override;
+  void save_recurrent_state(DeviceKvCache& cache) override;
+  void restore_recurrent_state(DeviceKvCache& cache) override;
   void attention(std::int64_t layer, DevicePtr<const float> q, DevicePtr<const float> k,
                  DevicePtr<const float> v, std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
                  DevicePtr<float> out, DevicePtr<const float> sinks) override;

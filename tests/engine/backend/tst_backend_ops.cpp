@@ -15,6 +15,9 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/cpu_threads.h"
+#include "engine/backend/cpu/kv_cache.h"
 #include "engine/backend/cpu/numa_pools.h"
 #include "engine/backend/emulated/emulated_backend.h"
 #include "engine/model/loaded_model.h"
@@ -50,6 +53,83 @@ std::vector<Candidate> candidates() {
            },
            0.0}};
 }
+
+// Qwen3-Next's gated DeltaNet layer as transformers' recurrent form writes it, in double
+// precision, for n tokens from the state (conv_state, state) it updates: the test's own
+// reference for the CPU's recurrent and chunked forms.
+struct DeltaNetReference {
+  const model::ModelSpec& spec;
+  std::vector<double> conv_state, state;
+  explicit DeltaNetReference(const model::ModelSpec& s)
+      : spec(s),
+        conv_state(static_cast<std::size_t>((s.linear_conv_kernel - 1) * s.linear_conv_channels())),
+        state(static_cast<std::size_t>(s.linear_value_heads * s.linear_key_dim *
+                                       s.linear_value_dim)) {}
+
+  std::vector<float> run(const std::vector<float>& qkvz, const std::vector<float>& ba,
+                         std::int64_t n, const std::vector<float>& conv,
+                         const std::vector<float>& a_log, const std::vector<float>& dt_bias,
+                         const std::vector<float>& norm) {
+    const std::int64_t nk = spec.linear_key_heads, nv = spec.linear_value_heads;
+    const std::int64_t dk = spec.linear_key_dim, dv = spec.linear_value_dim;
+    const std::int64_t channels = spec.linear_conv_channels(), kernel = spec.linear_conv_kernel;
+    const std::int64_t row = channels + nv * dv;
+    const auto at = [](auto& v, std::int64_t i) -> auto& {
+      return v[static_cast<std::size_t>(i)];
+    };
+    std::vector<float> out(static_cast<std::size_t>(n * nv * dv));
+    for (std::int64_t t = 0; t < n; ++t) {
+      std::vector<double> mixed(static_cast<std::size_t>(channels));
+      for (std::int64_t c = 0; c < channels; ++c) {
+        double y = at(conv, c * kernel + kernel - 1) * at(qkvz, t * row + c);
+        for (std::int64_t j = 0; j + 1 < kernel; ++j)
+          y += at(conv, c * kernel + j) * at(conv_state, j * channels + c);
+        for (std::int64_t j = 0; j + 2 < kernel; ++j)
+          at(conv_state, j * channels + c) = at(conv_state, (j + 1) * channels + c);
+        at(conv_state, (kernel - 2) * channels + c) = at(qkvz, t * row + c);
+        at(mixed, c) = y / (1.0 + std::exp(-y));
+      }
+      for (std::int64_t h = 0; h < nv; ++h) {
+        const std::int64_t g = h / (nv / nk);
+        std::vector<double> q(static_cast<std::size_t>(dk)), k(q.size()),
+            u(static_cast<std::size_t>(dv)), o(u.size());
+        double qq = 0, kk = 0;
+        for (std::int64_t i = 0; i < dk; ++i) {
+          qq += at(mixed, g * dk + i) * at(mixed, g * dk + i);
+          kk += at(mixed, nk * dk + g * dk + i) * at(mixed, nk * dk + g * dk + i);
+        }
+        for (std::int64_t i = 0; i < dk; ++i) {
+          at(q, i) = at(mixed, g * dk + i) / std::sqrt(qq + 1e-6) / std::sqrt(double(dk));
+          at(k, i) = at(mixed, nk * dk + g * dk + i) / std::sqrt(kk + 1e-6);
+        }
+        const double beta = 1.0 / (1.0 + std::exp(-double(at(ba, t * 2 * nv + h))));
+        const double a = double(at(ba, t * 2 * nv + nv + h)) + at(dt_bias, h);
+        const double decay = std::exp(-std::exp(double(at(a_log, h))) * std::log1p(std::exp(a)));
+        double* S = state.data() + h * dk * dv;
+        for (std::int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;
+        for (std::int64_t j = 0; j < dv; ++j) {
+          double sk = 0;
+          for (std::int64_t i = 0; i < dk; ++i) sk += S[i * dv + j] * at(k, i);
+          at(u, j) = beta * (at(mixed, 2 * nk * dk + h * dv + j) - sk);
+        }
+        for (std::int64_t i = 0; i < dk; ++i)
+          for (std::int64_t j = 0; j < dv; ++j) S[i * dv + j] += at(k, i) * at(u, j);
+        double sq = 0;
+        for (std::int64_t j = 0; j < dv; ++j) {
+          for (std::int64_t i = 0; i < dk; ++i) at(o, j) += S[i * dv + j] * at(q, i);
+          sq += at(o, j) * at(o, j);
+        }
+        const double inv = 1.0 / std::sqrt(sq / double(dv) + spec.rms_norm_eps);
+        for (std::int64_t j = 0; j < dv; ++j) {
+          const double z = at(qkvz, t * row + channels + h * dv + j);
+          at(out, t * nv * dv + h * dv + j) =
+              static_cast<float>(at(o, j) * inv * at(norm, j) * z / (1.0 + std::exp(-z)));
+        }
+      }
+    }
+    return out;
+  }
+};
 
 template <class T>
 std::unique_ptr<DeviceBuffer> put(Backend& b, const std::vector<T>& host) {
@@ -146,9 +226,9 @@ std::unique_ptr<HostWeights> make_weights(const std::string& format, std::int64_
 class TestBackendOps : public QObject {
   Q_OBJECT
 
-  std::unique_ptr<model::LoadedModel> qwen_, deepseek_;
+  std::unique_ptr<model::LoadedModel> qwen_, deepseek_, next_;
   std::unique_ptr<backend::NumaPools> pools_;
-  std::unique_ptr<backend::CpuBackend> cpu_qwen_, cpu_deepseek_;
+  std::unique_ptr<backend::CpuBackend> cpu_qwen_, cpu_deepseek_, cpu_next_;
 
   // Runs `op` on the CPU backend and on every candidate; each must agree.
   void against_cpu(backend::CpuBackend& cpu, const model::ModelSpec& spec,
@@ -172,9 +252,11 @@ class TestBackendOps : public QObject {
     int8.cpu_format = model::CpuFormat::Int8;
     qwen_ = model::LoadedModel::load(fixture("qwen3-moe"));
     deepseek_ = model::LoadedModel::load(fixture("deepseek-v3"));
+    next_ = model::LoadedModel::load(fixture("qwen3-next"));
     pools_ = std::make_unique<backend::NumaPools>(2, 1, /*pin=*/false);
     cpu_qwen_ = std::make_unique<backend::CpuBackend>(*pools_, qwen_->spec());
     cpu_deepseek_ = std::make_unique<backend::CpuBackend>(*pools_, deepseek_->spec());
+    cpu_next_ = std::make_unique<backend::CpuBackend>(*pools_, next_->spec());
   }
 
   void matmul_data() {
@@ -326,6 +408,90 @@ class TestBackendOps : public QObject {
               std::vector<float>(full.begin() + 4 * nh * hd, full.end()));
     }
     QVERIFY(run(*cpu_qwen_, true) != full);
+  }
+
+  // The gated DeltaNet layer against the double-precision reference: token by token and in
+  // chunks (whole, ragged and one-token chunks), a prompt continued by decode steps and by a
+  // second prompt; the snapshot taken mid-way restored; the emulated device as the CPU.
+  void gatedDeltaNet() {
+    const model::ModelSpec& spec = next_->spec();
+    const std::int64_t nv = spec.linear_value_heads, dv = spec.linear_value_dim;
+    const std::int64_t channels = spec.linear_conv_channels(), kernel = spec.linear_conv_kernel;
+    const std::int64_t row = channels + nv * dv;
+    const std::int64_t total = 150;
+    auto qkvz = test::normal_values(static_cast<std::size_t>(total * row), 51);
+    const auto ba = test::normal_values(static_cast<std::size_t>(total * 2 * nv), 52);
+    const auto conv = test::normal_values(static_cast<std::size_t>(channels * kernel), 53);
+    auto a_log = test::normal_values(static_cast<std::size_t>(nv), 54);
+    a_log[0] = 3.0f;  // one head that forgets almost at once, to test e^G far below 1
+    const auto dt_bias = test::normal_values(static_cast<std::size_t>(nv), 55);
+    const auto norm = test::normal_values(static_cast<std::size_t>(dv), 56);
+    const std::int64_t layer = 0;
+    QVERIFY(spec.layer_is_linear[layer]);
+    // Steps: a prompt of 100, one decode token, a second prompt of 37, 12 decode tokens.
+    const std::vector<std::int64_t> steps = {100, 1, 37, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    DeltaNetReference reference(spec);
+    std::vector<float> want;
+    for (std::int64_t pos = 0, i = 0; i < std::int64_t(steps.size());
+         pos += steps[size_t(i)], ++i) {
+      const std::vector<float> x(qkvz.begin() + pos * row,
+                                 qkvz.begin() + (pos + steps[size_t(i)]) * row);
+      const std::vector<float> b(ba.begin() + pos * 2 * nv,
+                                 ba.begin() + (pos + steps[size_t(i)]) * 2 * nv);
+      const auto o = reference.run(x, b, steps[size_t(i)], conv, a_log, dt_bias, norm);
+      want.insert(want.end(), o.begin(), o.end());
+    }
+    backend::CpuThreads threads(*pools_);
+    for (std::int64_t chunk : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7},
+                               backend::cpu_ops::kDeltaRuleChunk, std::int64_t{128}}) {
+      backend::KvCache cache(spec, 4);
+      std::vector<float> got(want.size());
+      for (std::int64_t pos = 0, i = 0; i < std::int64_t(steps.size());
+           pos += steps[size_t(i)], ++i) {
+        backend::cpu_ops::gated_delta_net(threads, spec, cache, layer, qkvz.data() + pos * row,
+                                          ba.data() + pos * 2 * nv, steps[size_t(i)], pos,
+                                          conv.data(), a_log.data(), dt_bias.data(), norm.data(),
+                                          got.data() + pos * nv * dv, chunk);
+      }
+      const double d = relative_difference(got, want);
+      QVERIFY2(d < 2e-5,
+               qPrintable(QStringLiteral("chunk %1: relative difference %2").arg(chunk).arg(d)));
+    }
+    // The backends: 20 tokens, the snapshot, 5 more, back to the snapshot and the same 5
+    // again (the same numbers), then 64 tokens as one prompt; sigmoid gates both ways.
+    const auto gate = test::normal_values(static_cast<std::size_t>(89 * nv * dv), 57);
+    against_cpu(
+        *cpu_next_, spec,
+        [&](Backend& b) {
+          auto cache = b.allocate_kv_cache(spec, 4);
+          auto dx = put(b, qkvz), dba = put(b, ba), dc = put(b, conv), da = put(b, a_log),
+               ddt = put(b, dt_bias), dn = put(b, norm), dg = put(b, gate);
+          auto out = b.allocate(static_cast<std::size_t>(94 * nv * dv) * sizeof(float));
+          const Backend::GatedDeltaNetWeights w{dc->as<const float>(), da->as<const float>(),
+                                                ddt->as<const float>(), dn->as<const float>()};
+          const auto step = [&](std::int64_t from, std::int64_t n, std::int64_t pos,
+                                std::int64_t to) {
+            b.gated_delta_net(layer, dx->as<const float>() + from * row,
+                              dba->as<const float>() + from * 2 * nv, n, pos, w, *cache,
+                              out->as<float>() + to * nv * dv);
+          };
+          step(0, 20, 0, 0);
+          b.save_recurrent_state(*cache);
+          step(20, 5, 20, 20);
+          b.restore_recurrent_state(*cache);
+          step(20, 5, 20, 25);
+          step(25, 64, 25, 30);
+          const auto ungated = get<float>(b, *out, static_cast<std::size_t>(94 * nv * dv));
+          const auto first =
+              std::vector<float>(ungated.begin() + 20 * nv * dv, ungated.begin() + 25 * nv * dv);
+          const auto again =
+              std::vector<float>(ungated.begin() + 25 * nv * dv, ungated.begin() + 30 * nv * dv);
+          if (first != again) return std::vector<float>{};  // the snapshot did not restore
+          b.sigmoid_gate(out->as<float>(), dg->as<const float>(), 89, nv * dv, nv * dv);
+          b.sigmoid_gate(out->as<float>(), dg->as<const float>(), 89, nv * dv, 1);
+          return get<float>(b, *out, static_cast<std::size_t>(94 * nv * dv));
+        },
+        "gated_delta_net, save/restore_recurrent_state, sigmoid_gate");
   }
 
   void latentAttention() {

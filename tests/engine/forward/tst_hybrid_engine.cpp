@@ -90,7 +90,8 @@ class TestHybridEngine : public QObject {
     QTest::addColumn<int>("experts");  // per layer on the accelerator; -1: as many as fit
     QTest::addColumn<int>("threshold");
     QTest::addColumn<bool>("dynamic");
-    for (const char* f : {"qwen3-moe", "deepseek-v3", "mixtral", "glm4-moe", "gpt-oss"}) {
+    for (const char* f :
+         {"qwen3-moe", "deepseek-v3", "mixtral", "glm4-moe", "gpt-oss", "qwen3-next"}) {
       for (const char* format : {"native", "int8"}) {
         for (const char* s : {"uniform", "frequency", "front-loading", "random"}) {
           for (int n : {0, 3, -1}) {

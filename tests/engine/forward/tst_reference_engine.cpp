@@ -23,7 +23,8 @@ class TestReferenceEngine : public QObject {
           "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama",
           // The same families saved by transformers 5 (its config spellings), its own oracle.
           "qwen3-moe-tf5", "mixtral-tf5", "deepseek-v3-tf5", "qwen3-tf5", "llama-tf5", "glm4-moe",
-          "glm4-moe-tf5", "glm4-moe-fp8", "gpt-oss", "gpt-oss-tf5"}) {
+          "glm4-moe-tf5", "glm4-moe-fp8", "gpt-oss", "gpt-oss-tf5", "qwen3-next",
+          "qwen3-next-tf5"}) {
       QTest::newRow(f) << QString::fromLatin1(f) << 1;
     }
     // The same numbers with the work split across threads.
@@ -74,6 +75,72 @@ class TestReferenceEngine : public QObject {
     }
   }
 
+  // Qwen3-Next's recurrent state across chat turns: a regenerated reply goes back to the
+  // snapshot before the prompt's last token, a next turn continues the state, an edited
+  // earlier message starts over; each gives what a fresh generator gives for that context.
+  // The prompt is long enough for the delta rule's chunked form.
+  void recurrentStateAcrossTurns() {
+    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-next";
+    std::ifstream in(folder + "/expected.json");
+    const auto expected = nlohmann::json::parse(in);
+    std::vector<std::int32_t> prompt;
+    while (prompt.size() < 70) {
+      for (const auto& c : expected["prompts"]) {
+        const auto ids = c["ids"].get<std::vector<std::int32_t>>();
+        prompt.insert(prompt.end(), ids.begin(), ids.end());
+      }
+    }
+    auto model = model::LoadedModel::load(folder);
+    backend::NumaPools pool(2, 1, /*pin=*/false);
+    const auto fresh = [&](const std::vector<std::int32_t>& ids) {
+      generate::Generator g(*model, pool, 256);
+      return g.evaluate(ids);
+    };
+    const auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
+      float worst = 0.0f, range = 0.0f;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, std::abs(a[i] - b[i]));
+        range = std::max(range, std::abs(b[i]));
+      }
+      return a.size() == b.size() && worst <= 1e-4f * range;
+    };
+    generate::Generator chat(*model, pool, 256);
+    generate::GenerationOptions options;
+    options.sampling = generate::SamplingParams::greedy();
+    options.max_tokens = 6;
+    options.stop_at_eos = false;
+    std::vector<std::int32_t> reply;
+    const auto first = chat.generate(prompt, options, [&](std::int32_t t) {
+      reply.push_back(t);
+      return true;
+    });
+    QCOMPARE(first.cached_tokens, std::int64_t{0});
+    // Regenerated: from the snapshot, only the last prompt token again; the same reply.
+    std::vector<std::int32_t> again;
+    const auto second = chat.generate(prompt, options, [&](std::int32_t t) {
+      again.push_back(t);
+      return true;
+    });
+    QCOMPARE(second.cached_tokens, static_cast<std::int64_t>(prompt.size()) - 1);
+    QCOMPARE(again, reply);
+    QVERIFY(close(chat.last_logits(), [&] {
+      generate::Generator g(*model, pool, 256);
+      std::vector<std::int32_t> ids = prompt;
+      ids.insert(ids.end(), reply.begin(), reply.end() - 1);
+      return g.evaluate(ids);
+    }()));
+    // The next turn: the prompt, the reply, a new message; the whole context reused.
+    std::vector<std::int32_t> next = prompt;
+    next.insert(next.end(), reply.begin(), reply.end() - 1);
+    next.insert(next.end(), prompt.begin(), prompt.begin() + 20);
+    QVERIFY(close(chat.evaluate(next), fresh(next)));
+    // An earlier message edited: nothing of the state can be kept; computed afresh.
+    std::vector<std::int32_t> edited = next;
+    edited[5] = edited[5] == 7 ? 8 : 7;
+    QVERIFY(close(chat.evaluate(edited), fresh(edited)));
+    QVERIFY(!close(fresh(edited), fresh(next)));
+  }
+
   // The fast CPU formats against the reference: next-token distributions within a small KL
   // divergence and, for INT8, the same greedy tokens; for every kernel variant this CPU runs.
   void packedFormatsStayClose_data() {
@@ -82,6 +149,7 @@ class TestReferenceEngine : public QObject {
     QTest::addColumn<QString>("variant");
     QTest::addColumn<double>("maxKl");
     QTest::addColumn<int>("group");
+    QTest::addColumn<double>("minAgreement");  // of the decisive greedy steps
     const auto& usable = kernels::detect_isa().usable;
     for (const char* variant : {"scalar", "avx2", "avx512"}) {
       kernels::CpuVariant v;
@@ -90,21 +158,36 @@ class TestReferenceEngine : public QObject {
       for (const char* f :
            {"qwen3-moe", "mixtral", "deepseek-v3", "llama", "glm4-moe", "gpt-oss"}) {
         QTest::newRow(qPrintable(QStringLiteral("%1 int8 %2").arg(f, variant)))
-            << f << "int8" << variant << 0.01 << 0;
+            << f << "int8" << variant << 0.01 << 0 << 0.85;
         QTest::newRow(qPrintable(QStringLiteral("%1 bf16 %2").arg(f, variant)))
-            << f << "bf16" << variant << 0.002 << 0;
+            << f << "bf16" << variant << 0.002 << 0 << 0.85;
         // INT4 is held to a bound on the mean KL over the prompts (the target), and a
         // lower greedy agreement: 4-bit weights move the many near-ties of a random tiny model.
         // gpt-oss's experts are MXFP4 already: a second 4-bit rounding onto INT4's grid
         // (measured mean KL 0.10 here) is what the mxfp4 format below avoids.
         if (std::string_view(f) == "gpt-oss") continue;
         QTest::newRow(qPrintable(QStringLiteral("%1 int4 %2").arg(f, variant)))
-            << f << "int4" << variant << 0.05 << int(kernels::kDefaultInt4Group);
+            << f << "int4" << variant << 0.05 << int(kernels::kDefaultInt4Group) << 0.7;
       }
       // gpt-oss's MXFP4 experts kept exactly: only the INT8 attention and activations differ.
       QTest::newRow(qPrintable(QStringLiteral("gpt-oss mxfp4 %1").arg(variant)))
           << "gpt-oss"
-          << "mxfp4" << variant << 0.01 << 0;
+          << "mxfp4" << variant << 0.01 << 0 << 0.85;
+      // Qwen3-Next with random weights is far more sensitive to rounding than the others, and
+      // transformers is as much: a DeltaNet output is a sum over past tokens weighted by q.k,
+      // often near zero for unrelated random q and k, which the gated RMSNorm then scales up
+      // to unit size. Rounding in_proj_qkvz alone to BF16 moves the oracle's own logits by up
+      // to 8% of their range (tests/tools/qwen3_next_sensitivity.py), so INT8 activations
+      // flip more of its greedy steps than elsewhere. The exact check is matchesOracle.
+      QTest::newRow(qPrintable(QStringLiteral("qwen3-next int8 %1").arg(variant)))
+          << "qwen3-next"
+          << "int8" << variant << 0.01 << 0 << 0.65;
+      QTest::newRow(qPrintable(QStringLiteral("qwen3-next bf16 %1").arg(variant)))
+          << "qwen3-next"
+          << "bf16" << variant << 0.002 << 0 << 0.85;
+      QTest::newRow(qPrintable(QStringLiteral("qwen3-next int4 %1").arg(variant)))
+          << "qwen3-next"
+          << "int4" << variant << 0.05 << int(kernels::kDefaultInt4Group) << 0.5;
     }
   }
 
@@ -114,6 +197,7 @@ class TestReferenceEngine : public QObject {
     QFETCH(QString, variant);
     QFETCH(double, maxKl);
     QFETCH(int, group);
+    QFETCH(double, minAgreement);
     const std::string folder =
         std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
     std::ifstream in(folder + "/expected.json");
@@ -164,7 +248,6 @@ class TestReferenceEngine : public QObject {
     QVERIFY2(kl_sum / prompts <= maxKl,
              qPrintable(QStringLiteral("mean KL %1").arg(kl_sum / prompts)));
     QVERIFY(decisive >= 4);
-    const double minAgreement = format == QLatin1String("int4") ? 0.7 : 0.85;
     QVERIFY2(agree >= decisive * minAgreement,
              qPrintable(QStringLiteral("%1 of %2").arg(agree).arg(decisive)));
   }

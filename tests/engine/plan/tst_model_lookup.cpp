@@ -54,6 +54,14 @@ const std::string kUnreachable = "http://127.0.0.1:1";
 const std::string kMixtral = "mistralai/Mixtral-8x7B-Instruct-v0.1";
 const std::string kQwenFp8 = "Qwen/Qwen3-30B-A3B-FP8";
 const std::string kBert = "google-bert/bert-base-uncased";
+// Mixtral's config with a rotary scaling Tandem does not compute: sized, but not runnable.
+const std::string kDynamicRope = "someone/Mixtral-dynamic-rope";
+
+std::string with_dynamic_rope(const std::string& config_text) {
+  nlohmann::json c = nlohmann::json::parse(config_text);
+  c["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  return c.dump(2);
+}
 
 }  // namespace
 
@@ -74,6 +82,8 @@ class TestModelLookup : public QObject {
     const std::string fp8 = hub_config_text("qwen3-30b-a3b-fp8");
     server_->add_model_repo(kQwenFp8, fp8, static_cast<std::uint64_t>(params_of(fp8) * 1.03), 7);
     server_->add_model_repo(kBert, hub_config_text("bert-base-uncased"), 440'000'000ull, 3);
+    server_->add_model_repo(kDynamicRope, with_dynamic_rope(mixtral),
+                            2 * static_cast<std::uint64_t>(mixtral_params_), 19);
   }
   void cleanup() { server_.reset(); }
 
@@ -124,20 +134,41 @@ class TestModelLookup : public QObject {
     for (const CatalogEntry& e : catalog()) {
       if (e.config.is_null()) continue;
       const ModelLookup l = lookup_model(hub_at(kUnreachable), e.id);
-      if (l.shape.architecture == "Qwen3NextForCausalLM") continue;
       QVERIFY2(l.cannot_run.empty(), l.cannot_run.c_str());
     }
   }
 
-  void catalogIdsAndWhatIsPlannedButNotRun() {
+  void catalogIdsAnswerOffline() {
     const ModelLookup qwen = lookup_model(hub_at(kUnreachable), "QWEN3-30B-A3B");
     QCOMPARE(qwen.origin, ModelOrigin::Catalog);
     QCOMPARE(qwen.repo, std::string("Qwen/Qwen3-30B-A3B"));
     const ModelLookup next = lookup_model(hub_at(kUnreachable), "Qwen/Qwen3-Next-80B-A3B-Instruct");
     QCOMPARE(next.origin, ModelOrigin::Catalog);
-    QVERIFY2(next.cannot_run.find("Qwen3NextForCausalLM") != std::string::npos,
-             next.cannot_run.c_str());
-    QVERIFY(next.shape.experts > 0);  // planned all the same
+    QVERIFY2(next.cannot_run.empty(), next.cannot_run.c_str());
+    QCOMPARE(next.shape.experts, std::int64_t{512});
+    QCOMPARE(next.shape.linear_layers, std::int64_t{36});
+  }
+
+  // A model of an architecture Tandem runs with a setting it does not compute: a folder on
+  // this computer is planned and says in a sentence why it cannot run; the same config on
+  // the Hub is refused with that sentence (Tandem plans for download only what it runs).
+  void plannedButNotRun() {
+    QTemporaryDir dir;
+    {
+      std::ofstream out(dir.path().toStdString() + "/config.json");
+      out << with_dynamic_rope(hub_config_text("mixtral-8x7b-instruct"));
+    }
+    const ModelLookup l = lookup_model(hub_at(kUnreachable), dir.path().toStdString());
+    QCOMPARE(l.shape.experts, std::int64_t{8});
+    QVERIFY2(l.cannot_run.find("\"dynamic\" is not supported") != std::string::npos,
+             l.cannot_run.c_str());
+    try {
+      lookup_repository(hub_at(server_->endpoint()), kDynamicRope);
+      QFAIL("a model Tandem cannot run was planned for download");
+    } catch (const model::ModelError& e) {
+      QVERIFY2(std::string(e.what()).find("\"dynamic\" is not supported") != std::string::npos,
+               e.what());
+    }
   }
 
   void aRepositoryOutsideTheCatalogIsAskedOfTheHub() {

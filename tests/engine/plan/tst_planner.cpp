@@ -8,6 +8,7 @@
 
 #include <QTemporaryDir>
 
+#include "engine/backend/cpu/kv_cache.h"
 #include "engine/model/loaded_model.h"
 #include "engine/model/model_spec.h"
 #include "engine/plan/catalog.h"
@@ -55,12 +56,16 @@ std::int64_t bound_params(const model::ModelWeights& w, bool tied) {
   for (const model::LayerWeights& l : w.layers) {
     v(l.attention_norm), v(l.ffn_norm);
     const model::AttentionWeights& a = l.attention;
-    for (const auto* x : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b}) m(*x);
+    for (const auto* x : {&a.q, &a.q_gate, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
+      m(*x);
     for (const auto* x : {&a.q_norm, &a.k_norm, &a.q_bias, &a.k_bias, &a.v_bias, &a.o_bias,
                           &a.sinks, &a.q_a_norm, &a.kv_a_norm})
       v(*x);
+    const model::LinearAttentionWeights& la = l.linear_attention;
+    m(la.in_qkvz), m(la.in_ba), m(la.out), v(la.conv), v(la.a_log), v(la.dt_bias), v(la.norm);
     if (l.moe) {
       m(l.experts.router), v(l.experts.router_bias), v(l.experts.score_bias);
+      m(l.experts.shared_gate);
       for (const auto& e : l.experts.experts) ffn(e);
       if (l.experts.shared) ffn(*l.experts.shared);
     } else {
@@ -251,9 +256,9 @@ class TestPlanner : public QObject {
   // final norm, DeepSeek's low-rank norms, GLM's correction bias).
   void plannerKnowsEveryFamily_data() {
     QTest::addColumn<QString>("fixture");
-    for (const char* f :
-         {"qwen3-moe", "mixtral", "deepseek-v3", "qwen3", "llama", "glm4-moe", "gpt-oss",
-          "qwen3-moe-tf5", "mixtral-tf5", "deepseek-v3-tf5", "glm4-moe-tf5", "gpt-oss-tf5"})
+    for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "qwen3", "llama", "glm4-moe",
+                          "gpt-oss", "qwen3-next", "qwen3-moe-tf5", "mixtral-tf5",
+                          "deepseek-v3-tf5", "glm4-moe-tf5", "gpt-oss-tf5", "qwen3-next-tf5"})
       QTest::newRow(f) << QString::fromLatin1(f);
   }
   void plannerKnowsEveryFamily() {
@@ -274,6 +279,15 @@ class TestPlanner : public QObject {
     std::int64_t sliding = 0;
     for (std::int64_t w : loaded->spec().layer_window) sliding += w > 0 ? 1 : 0;
     QCOMPARE(s.sliding_layers, sliding);
+    // The cache the planner counts is the one the engine allocates: for Qwen3-Next only the
+    // full-attention layers' keys and values, and the recurrent state twice (live and the
+    // snapshot a regenerated reply returns to). Latent attention is checked by hand below.
+    if (loaded->spec().mla) return;
+    const auto capacity = std::int64_t{64};
+    const std::uint64_t kv = backend::KvCache::bytes_for(loaded->spec(), capacity);
+    QCOMPARE(kv, static_cast<std::uint64_t>(capacity * s.kv_elements_per_token +
+                                            2 * s.recurrent_state_elements) *
+                     sizeof(float));
   }
 
   // The catalog lists what runs; an entry whose architecture Tandem does not run says so,
@@ -287,7 +301,8 @@ class TestPlanner : public QObject {
            {std::string("Qwen3MoeForCausalLM"), std::string("MixtralForCausalLM"),
             std::string("DeepseekV3ForCausalLM"), std::string("KimiK2ForCausalLM"),
             std::string("Glm4MoeForCausalLM"), std::string("GptOssForCausalLM"),
-            std::string("Qwen3ForCausalLM"), std::string("LlamaForCausalLM")})
+            std::string("Qwen3NextForCausalLM"), std::string("Qwen3ForCausalLM"),
+            std::string("LlamaForCausalLM")})
         runs = runs || (arch == a && model::supported_architectures().find(a) != std::string::npos);
       const bool says_not =
           e.description.find("Not runnable yet: Tandem lacks") != std::string::npos;
