@@ -109,21 +109,60 @@ void derive_gpt_oss_experts(Checkpoint& c, const std::string& mp, std::int64_t e
 }
 
 // A derived matrix of `source`'s rows in the order `rows` lists them (Qwen3-Next's fused
-// projections, regrouped so that one product gives each part contiguously).
+// projections, regrouped so that one product gives each part contiguously). An FP8 source
+// keeps its format when every block of derived rows comes from one block of source rows
+// (the parts of the real checkpoints are whole 128-row blocks): its scales are regrouped
+// alike, under the derived name.
 void derive_rows(Checkpoint& c, const std::string& source, const std::string& name,
                  const std::vector<std::int64_t>& rows, std::int64_t total_rows,
                  std::int64_t cols) {
   const TensorRef ref = c.require(source, {total_rows, cols});
   const kernels::DType t = ref.info->dtype;
-  if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16) {
+  const bool fp8 = t == kernels::DType::F8E4M3;
+  if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16 && !fp8) {
     throw ModelError(ref.file->path() + ": tensor " + source + " is stored as " +
                      std::string(kernels::dtype_name(t)) +
-                     "; Tandem reads Qwen3-Next's fused projections in F32, F16 or BF16 only, "
-                     "so use the BF16 release.");
+                     "; Tandem reads Qwen3-Next's fused projections in F32, F16, BF16 or FP8 "
+                     "only, so use the BF16 or FP8 release.");
+  }
+  const auto n = static_cast<std::int64_t>(rows.size());
+  if (fp8) {
+    const Fp8Scales& f = c.fp8_scales();
+    const std::string scale = source + f.suffix;
+    const TensorRef* s = c.find(scale);
+    if (s == nullptr) {
+      throw ModelError(ref.file->path() + ": tensor " + source + " is FP8 but its scales (" +
+                       scale + ") are missing; the checkpoint is incomplete.");
+    }
+    const std::int64_t block = f.block_rows;
+    const std::int64_t blocks_out = (n + block - 1) / block;
+    std::vector<std::int64_t> from(static_cast<std::size_t>(blocks_out));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t b = rows[static_cast<std::size_t>(i)] / block;
+      if (i % block == 0) from[static_cast<std::size_t>(i / block)] = b;
+      if (from[static_cast<std::size_t>(i / block)] != b) {
+        throw ModelError(ref.file->path() + ": tensor " + source + " is FP8 in blocks of " +
+                         std::to_string(block) +
+                         " rows, which do not line up with its parts (query, key, value, "
+                         "gate); Tandem cannot regroup it without changing its scales. Use "
+                         "the BF16 release.");
+      }
+    }
+    const auto& shape = s->info->shape;
+    const std::uint64_t scale_row =
+        kernels::dtype_bytes(s->info->dtype, shape.size() > 1 ? shape[1] : 1);
+    auto* out = static_cast<char*>(c.derive(name + f.suffix, s->info->dtype,
+                                            shape.size() > 1
+                                                ? std::vector<std::int64_t>{blocks_out, shape[1]}
+                                                : std::vector<std::int64_t>{blocks_out},
+                                            scale));
+    const auto* in = static_cast<const char*>(s->data());
+    for (std::size_t b = 0; b < from.size(); ++b)
+      std::memcpy(out + b * scale_row, in + static_cast<std::uint64_t>(from[b]) * scale_row,
+                  scale_row);
   }
   const std::uint64_t row_bytes = kernels::dtype_bytes(t, cols);
-  auto* out =
-      static_cast<char*>(c.derive(name, t, {static_cast<std::int64_t>(rows.size()), cols}, source));
+  auto* out = static_cast<char*>(c.derive(name, t, {n, cols}, source));
   const auto* in = static_cast<const char*>(ref.data());
   for (std::size_t i = 0; i < rows.size(); ++i)
     std::memcpy(out + i * row_bytes, in + static_cast<std::uint64_t>(rows[i]) * row_bytes,

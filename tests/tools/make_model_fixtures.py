@@ -380,6 +380,11 @@ def main():
         shared_expert_intermediate_size=48, norm_topk_prob=True, decoder_sparse_step=1,
         mlp_only_layers=[1], tie_word_embeddings=False, **common)
     save_fixture("qwen3-next", qwen3_next, seed=10)
+    if not TF5:
+        # As Qwen's FP8 release: 128-row blocks that its fused projections' parts fill whole
+        # (here 16, the parts' size), so the regrouped rows keep their scales.
+        save_fixture("qwen3-next-fp8", transformers.Qwen3NextConfig(**qwen3_next.to_dict()), seed=10,
+                     storage="fp8", fp8_block=16)
 
     llama = transformers.LlamaConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
                                      num_key_value_heads=4, intermediate_size=160, tie_word_embeddings=False,

@@ -118,6 +118,9 @@ class TestHybridEngine : public QObject {
     QTest::addRow("gpt-oss mxfp4") << "gpt-oss"
                                    << "mxfp4"
                                    << "frequency" << 2 << 10 << true;
+    QTest::addRow("qwen3-next-fp8 native") << "qwen3-next-fp8"
+                                           << "native"
+                                           << "frequency" << 2 << 10 << true;
     QTest::addRow("glm4-moe-fp8 int8") << "glm4-moe-fp8"
                                        << "int8"
                                        << "uniform" << 3 << 10 << true;

@@ -23,8 +23,8 @@ class TestReferenceEngine : public QObject {
           "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama",
           // The same families saved by transformers 5 (its config spellings), its own oracle.
           "qwen3-moe-tf5", "mixtral-tf5", "deepseek-v3-tf5", "qwen3-tf5", "llama-tf5", "glm4-moe",
-          "glm4-moe-tf5", "glm4-moe-fp8", "gpt-oss", "gpt-oss-tf5", "qwen3-next",
-          "qwen3-next-tf5"}) {
+          "glm4-moe-tf5", "glm4-moe-fp8", "gpt-oss", "gpt-oss-tf5", "qwen3-next", "qwen3-next-tf5",
+          "qwen3-next-fp8"}) {
       QTest::newRow(f) << QString::fromLatin1(f) << 1;
     }
     // The same numbers with the work split across threads.
