@@ -10,6 +10,7 @@
 
 #include "engine/hw/topology.h"
 #include "engine/measure/benchmark.h"
+#include "engine/measure/delta_rule_benchmark.h"
 #include "engine/measure/kernel_benchmark.h"
 #include "engine/model/synthetic_checkpoint.h"
 
@@ -103,12 +104,59 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   return 0;
 }
 
+int run_delta_rule_bench(const BenchCommandOptions& o) {
+  measure::DeltaRuleBenchOptions options;
+  if (o.tokens_given) options.tokens = o.kernel_tokens;
+  options.min_sample_seconds = o.sample_seconds;
+  options.repetitions = std::max(1, o.repetitions);
+  const int cores = std::max(1, hw::probe_topology().physical_cores);
+  options.threads = o.threads > 0 ? std::vector<int>{o.threads}
+                    : cores > 1   ? std::vector<int>{cores, 1}
+                                  : std::vector<int>{1};
+  const measure::DeltaRuleBenchReport r =
+      measure::run_delta_rule_benchmark(options, [&](const std::string& line) {
+        if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
+      });
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const measure::DeltaRuleBenchRow& row : r.rows) {
+      rows.push_back({{"form", row.form},
+                      {"threads", row.threads},
+                      {"tokens", row.tokens},
+                      {"us_per_token_mean", row.microseconds_per_token.mean()},
+                      {"us_per_token_stddev", row.microseconds_per_token.stddev()},
+                      {"us_per_token", row.microseconds_per_token.values}});
+    }
+    std::cout << nlohmann::json{{"cpu", r.cpu},
+                                {"shape", r.shape},
+                                {"repetitions", options.repetitions},
+                                {"rows", rows}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}; {}\n", r.cpu, r.shape);
+  std::cout << "µs per token (one token: a decode step), mean ± sd over " << options.repetitions
+            << " repetitions\n\n";
+  std::cout << fmt::format("| {:<15} | {:>3} | {:>6} | {:>16} |\n", "form", "thr", "tokens",
+                           "µs per token");
+  std::cout << fmt::format("| {:-<15} | {:->3} | {:->6} | {:->16} |\n", "", "", "", "");
+  for (const measure::DeltaRuleBenchRow& row : r.rows) {
+    std::cout << fmt::format("| {:<15} | {:>3} | {:>6} | {:>16} |\n", row.form, row.threads,
+                             row.tokens,
+                             fmt::format("{:.1f} ± {:.1f}", row.microseconds_per_token.mean(),
+                                         row.microseconds_per_token.stddev()));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_bench(const BenchCommandOptions& o) {
   if (o.kernels) return run_kernel_bench(o);
+  if (o.delta_rule) return run_delta_rule_bench(o);
   if (o.model.empty()) {
-    std::fprintf(stderr, "tandem: bench needs a model folder (-m) or --kernels.\n");
+    std::fprintf(stderr, "tandem: bench needs a model folder (-m), --kernels or --delta-rule.\n");
     return 2;
   }
   forward::RunSettings settings;

@@ -26,6 +26,10 @@ struct BenchCommandOptions {
   // --kernels: our packed kernels against oneDNN on Qwen3-30B-A3B's matrix shapes instead
   // of a model.
   bool kernels = false;
+  // --delta-rule: the CPU's gated DeltaNet layer at Qwen3-Next-80B's shapes, token by token
+  // against chunked, at the --tokens counts (default 1, 64, 512).
+  bool delta_rule = false;
+  bool tokens_given = false;
   std::vector<std::int64_t> kernel_tokens = {1, 8, 64, 512};
   std::int64_t head_rows = 151936;
   double sample_seconds = 0.2;  // --kernels: shortest time one sample repeats a product

@@ -267,15 +267,25 @@ int main(int argc, char** argv) {
                       "Count the first prompt and decode too (by default one uncounted pass "
                       "warms the buffers, as llama-bench does)");
 
+  auto* kernels_flag =
+      bench_cmd
+          ->add_flag(
+              "--kernels", bench.kernels,
+              "Instead of a model: time our packed kernels against oneDNN on Qwen3-30B-A3B's "
+              "matrix shapes (INT8 and BF16; all thread counts from -t, else all cores and 1)")
+          ->excludes(bench_model);
   bench_cmd
-      ->add_flag("--kernels", bench.kernels,
-                 "Instead of a model: time our packed kernels against oneDNN on Qwen3-30B-A3B's "
-                 "matrix shapes (INT8 and BF16; all thread counts from -t, else all cores and 1)")
-      ->excludes(bench_model);
-  bench_cmd
-      ->add_option("--tokens", bench.kernel_tokens, "--kernels: token counts (M), e.g. 1,8,64,512")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->add_flag("--delta-rule", bench.delta_rule,
+                 "Instead of a model: time the CPU's gated DeltaNet layer (Qwen3-Next's linear "
+                 "attention) at Qwen3-Next-80B's shapes, token by token and chunked")
+      ->excludes(bench_model)
+      ->excludes(kernels_flag);
+  auto* kernel_tokens =
+      bench_cmd
+          ->add_option("--tokens", bench.kernel_tokens,
+                       "--kernels, --delta-rule: token counts (M), e.g. 1,8,64,512")
+          ->delimiter(',')
+          ->check(CLI::PositiveNumber);
   bench_cmd
       ->add_option("--head-rows", bench.head_rows,
                    "--kernels: rows of the output head (fewer save time and memory)")
@@ -483,6 +493,7 @@ int main(int argc, char** argv) {
   }
   if (bench_cmd->parsed()) {
     setup_logging(verbose, true);
+    bench.tokens_given = kernel_tokens->count() > 0;
     return tandem::app::run_bench(bench);
   }
   if (convert_cmd->parsed()) {

@@ -242,6 +242,27 @@ class TestCli : public QObject {
     QVERIFY2(neither.err.contains(QLatin1String("--kernels")), qPrintable(neither.err));
   }
 
+  // The delta-rule benchmark: token by token for every count, chunked where a prompt is long
+  // enough to be split, each measured.
+  void benchDeltaRule() {
+    const Run r = runTandem({"bench", "--delta-rule", "--tokens", "1,40", "-r", "2", "-t", "1",
+                             "--sample-time", "0.01", "--json"},
+                            env());
+    QCOMPARE(r.code, 0);
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    const auto& rows = doc["rows"];
+    QCOMPARE(rows.size(), std::size_t{3});  // 1 token by token; 40 both ways
+    QCOMPARE(rows[0]["form"].get<std::string>(), std::string("token by token"));
+    QCOMPARE(rows[2]["form"].get<std::string>(), std::string("chunks of 32"));
+    QCOMPARE(rows[2]["tokens"].get<int>(), 40);
+    for (const auto& row : rows) {
+      QCOMPARE(row["us_per_token"].size(), std::size_t{2});
+      QVERIFY(row["us_per_token_mean"].get<double>() > 0);
+    }
+    const Run both = runTandem({"bench", "--delta-rule", "--kernels"}, env());
+    QVERIFY(both.code != 0);
+  }
+
   void convertExplainsBadInput() {
     const Run r = runTandem(
         {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "int4"}, env());
@@ -250,7 +271,8 @@ class TestCli : public QObject {
     const Run method = runTandem(
         {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "q4"}, env());
     QCOMPARE(method.code, 2);
-    QVERIFY2(method.err.contains(QLatin1String("int8, int4, bf16 or mxfp4")), qPrintable(method.err));
+    QVERIFY2(method.err.contains(QLatin1String("int8, int4, bf16 or mxfp4")),
+             qPrintable(method.err));
     QVERIFY(!QFileInfo::exists(home_.path() + "/x"));
   }
 
