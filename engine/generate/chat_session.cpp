@@ -26,6 +26,7 @@ ChatSession::ChatSession(forward::ModelRunner& runner, const text::Tokenizer& to
 
 void ChatSession::reset() {
   messages_.clear();
+  turns_ = 0;
   generator_.reset();
   cached_text_.clear();
 }
@@ -98,6 +99,7 @@ TurnResult ChatSession::reply(const OnDelta& on_delta, bool drop_oldest) {
   GenerationOptions options;
   options.max_tokens = settings_.max_tokens;
   options.sampling = settings_.sampling;
+  options.sampling.seed = settings_.sampling.seed + 0x9E3779B97F4A7C15ull * turns_++;
   options.cancel = &stop_;
   text::StreamingDetokenizer detokenizer(tokenizer_, /*render_special=*/false);
   ThinkingSplitter splitter(prompt);

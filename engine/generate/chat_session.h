@@ -99,6 +99,10 @@ class ChatSession {
   const ChatTemplate& template_;
   Generator generator_;
   ChatSettings settings_;
+  // Turns sampled so far: each draws with its own seed, derived from the settings' seed, so
+  // a regenerated reply is another draw while a session with the same seed (or one reset)
+  // repeats itself.
+  std::uint64_t turns_ = 0;
   std::vector<ChatMessage> messages_;
   std::atomic<bool> stop_{false};
   // The exact text that the tokens in the cache stand for, so a new turn can tokenize just

@@ -1,6 +1,7 @@
 // ChatSession on a tiny model: the model's own template, KV-cache reuse across turns
 // (checked by the prefill counts), stop, regenerate, edit and context overflow.
 #include <QtTest>
+#include <set>
 #include <thread>
 
 #include "engine/generate/chat_session.h"
@@ -89,6 +90,25 @@ class TestChatSession : public QObject {
     QCOMPARE(chat.messages().back().content, again.reply.content);
     // The user turn was still cached: only the assistant reply is new.
     QVERIFY(again.stats.cached_tokens > 0);
+  }
+
+  // A regenerated reply is another draw, not the same one again; a session started with the
+  // same seed draws the same replies in the same order.
+  void regenerateDrawsAgain() {
+    const auto replies = [&] {
+      ChatSession chat(*model_, *tokenizer_, *template_, *pool_, 256);
+      ChatSettings s;
+      s.sampling.temperature = 1.0f;
+      s.sampling.seed = 7;
+      s.max_tokens = 12;
+      chat.set_settings(s);
+      std::vector<std::string> out{chat.send("Pick something", {}).reply.content};
+      for (int i = 0; i < 3; ++i) out.push_back(chat.regenerate({}).reply.content);
+      return out;
+    };
+    const std::vector<std::string> first = replies();
+    QCOMPARE(std::set<std::string>(first.begin(), first.end()).size(), first.size());
+    QCOMPARE(replies(), first);
   }
 
   // Editing an earlier message cuts the conversation (and the cache) there.
