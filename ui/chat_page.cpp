@@ -67,6 +67,8 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   connect(&engine_, &EngineHost::busyChanged, this, [this] { updateState(); });
   connect(&engine_, &EngineHost::loadingChanged, this, [this] { updateState(); });
 
+  // Until a conversation is opened, a first message is sent with the defaults.
+  showSettings(ConversationSettings{});
   if (list_model_->rowCount() > 0) openConversation(list_model_->idAt(0));
   updateState();
 }
@@ -192,6 +194,7 @@ QWidget* ChatPage::buildChatArea() {
   min_p_->setRange(0.0, 1.0);
   min_p_->setSingleStep(0.01);
   max_tokens_ = new QSpinBox(form_host);
+  max_tokens_->setObjectName(QStringLiteral("maxTokens"));
   max_tokens_->setRange(16, 32768);
   max_tokens_->setSingleStep(256);
   form->addRow(tr("Temperature"), temperature_);
@@ -316,6 +319,15 @@ ConversationSettings ChatPage::currentSettings() const {
   return s;
 }
 
+void ChatPage::showSettings(const ConversationSettings& s) {
+  system_prompt_->setText(s.system_prompt);
+  temperature_->setValue(s.temperature);
+  top_p_->setValue(s.top_p);
+  top_k_->setValue(s.top_k);
+  min_p_->setValue(s.min_p);
+  max_tokens_->setValue(s.max_tokens);
+}
+
 void ChatPage::saveSettings() {
   if (current_ != 0) store_.setSettings(current_, currentSettings());
 }
@@ -338,12 +350,7 @@ void ChatPage::openConversation(qint64 id) {
   current_ = id;
   messages_ = store_.messages(id);
   const ConversationSettings s = store_.settings(id);
-  system_prompt_->setText(s.system_prompt);
-  temperature_->setValue(s.temperature);
-  top_p_->setValue(s.top_p);
-  top_k_->setValue(s.top_k);
-  min_p_->setValue(s.min_p);
-  max_tokens_->setValue(s.max_tokens);
+  showSettings(s);
   const int row = list_model_->rowOf(id);
   title_->setText(row >= 0 ? list_model_->index(row).data().toString() : QString());
   if (row >= 0) list_view_->setCurrentIndex(filter_->mapFromSource(list_model_->index(row)));
@@ -360,10 +367,12 @@ void ChatPage::deleteConversationAt(int row) {
   if (id == current_) {
     current_ = 0;
     messages_.clear();
-    if (list_model_->rowCount() > 0)
+    if (list_model_->rowCount() > 0) {
       openConversation(list_model_->idAt(0));
-    else
+    } else {
+      showSettings(ConversationSettings{});  // the next first message starts afresh
       rebuildMessages();
+    }
   }
   updateState();
 }

@@ -38,6 +38,8 @@ class ChatPage : public QWidget {
   ConversationListModel* conversations() const { return list_model_; }
   QSortFilterProxyModel* filteredConversations() const { return filter_; }
   qint64 currentConversation() const { return current_; }
+  // What the sampling form and system prompt say now (what the next turn is generated with).
+  ConversationSettings currentSettings() const;
   void openConversation(qint64 id);
 
   // For tests and accessibility.
@@ -81,8 +83,9 @@ class ChatPage : public QWidget {
   void renderStreaming();
   void updateState();
   void showError(const QString& message, bool offer_drop);
-  ConversationSettings currentSettings() const;
   void saveSettings();
+  // The sampling form and system prompt show `s`.
+  void showSettings(const ConversationSettings& s);
   void scrollToBottom();
   void editRequested(int index);
 

@@ -14,6 +14,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
+#include <QSpinBox>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -107,6 +108,8 @@ class TestChatWindow : public QObject {
       window.loadModel(kModel);
       QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
       ChatPage* chat = window.chatPage();
+      // Short replies, so that the second turn fits this test's small context.
+      chat->findChild<QSpinBox*>(QStringLiteral("maxTokens"))->setValue(24);
       QTest::keyClicks(chat->composer(), QStringLiteral("Hello there"));
       QSignalSpy deltas(window.engine(), &EngineHost::turnDelta);
       QSignalSpy finished(window.engine(), &EngineHost::turnFinished);
@@ -139,6 +142,7 @@ class TestChatWindow : public QObject {
     QTest::keyClicks(chat->composer(), QStringLiteral("More"));
     QTest::mouseClick(chat->sendButton(), Qt::LeftButton);
     QVERIFY(finished.wait(20000));
+    QVERIFY2(chat->errorText().isEmpty(), qPrintable(chat->errorText()));
     QCOMPARE(chat->messages().size(), 4);
   }
 
@@ -268,6 +272,40 @@ class TestChatWindow : public QObject {
     QCOMPARE(chat->filteredConversations()->rowCount(), 1);
     chat->searchField()->clear();
     saveScreenshot(window, QStringLiteral("chat-markdown"));
+  }
+
+  // A first message, sent before any conversation exists, is generated with the defaults
+  // (not the form's minimums) and those are what the new conversation saves.
+  void firstChatHasTheDefaultSettings() {
+    const QString path = dir_.path() + "/first.sqlite";
+    qint64 id = 0;
+    {
+      MainWindow window(nullptr, path);
+      window.show();
+      window.loadModel(kModel);
+      QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+      ChatPage* chat = window.chatPage();
+      QCOMPARE(chat->currentConversation(), qint64{0});
+      const ConversationSettings shown = chat->currentSettings();
+      const ConversationSettings defaults;
+      QCOMPARE(shown.temperature, defaults.temperature);
+      QCOMPARE(shown.top_p, defaults.top_p);
+      QCOMPARE(shown.top_k, defaults.top_k);
+      QCOMPARE(shown.min_p, defaults.min_p);
+      QCOMPARE(shown.max_tokens, defaults.max_tokens);
+      QSignalSpy finished(window.engine(), &EngineHost::turnFinished);
+      QTest::keyClicks(chat->composer(), QStringLiteral("Hello"));
+      QTest::keyClick(chat->composer(), Qt::Key_Return);
+      QVERIFY(finished.wait(20000));
+      id = chat->currentConversation();
+      QVERIFY(id != 0);
+    }
+    ConversationStore store(path);
+    const ConversationSettings saved = store.settings(id);
+    QCOMPARE(saved.temperature, 0.7);
+    QCOMPARE(saved.top_p, 0.95);
+    QCOMPARE(saved.top_k, 40);
+    QCOMPARE(saved.max_tokens, 1024);
   }
 
   void systemPromptAndSettingsPersist() {
