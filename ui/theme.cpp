@@ -40,6 +40,8 @@ void apply(QApplication& app) {
     QPushButton { padding: 5px 14px; border: 1px solid #c9d0d9; border-radius: 6px; background: #ffffff; }
     QPushButton:hover { border-color: #2f6fdb; }
     QPushButton#primary { background: #2f6fdb; color: white; border-color: #2f6fdb; }
+    QPushButton:disabled { color: #9aa3ae; background: #f1f3f6; border-color: #dde2e8; }
+    QPushButton#primary:disabled { color: #eef2f8; background: #a9bfe6; border-color: #a9bfe6; }
   )"));
 }
 
