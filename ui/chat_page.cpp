@@ -14,6 +14,7 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QShortcut>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QStackedWidget>
@@ -275,8 +276,15 @@ QWidget* ChatPage::buildChatArea() {
   send_ = new QPushButton(tr("Send"), area);
   send_->setObjectName(QStringLiteral("primary"));
   stop_ = new QPushButton(tr("Stop"), area);
+  stop_->setToolTip(tr("Stop the reply (Esc)"));
   connect(send_, &QPushButton::clicked, this, &ChatPage::send);
   connect(stop_, &QPushButton::clicked, this, &ChatPage::stop);
+  // Escape stops a reply from anywhere on the page.
+  auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), this);
+  escape->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(escape, &QShortcut::activated, this, [this] {
+    if (engine_.isBusy()) stop();
+  });
   auto* buttons = new QVBoxLayout;
   buttons->addWidget(send_);
   buttons->addWidget(stop_);
@@ -383,6 +391,7 @@ MessageWidget* ChatPage::appendMessage(int index, const StoredMessage& message) 
                               : (engine_.hasModel() ? engine_.model().name : tr("Assistant"));
   auto* w = new MessageWidget(index, message.role, speaker, messages_widget_);
   w->setContent(message.content, message.thinking, false);
+  w->setStopped(message.stopped);
   connect(w, &MessageWidget::editRequested, this, &ChatPage::editRequested);
   connect(w, &MessageWidget::regenerateRequested, this, &ChatPage::regenerate);
   messages_layout_->insertWidget(messages_layout_->count() - 1, w);
@@ -543,16 +552,33 @@ void ChatPage::onFinished(const TurnOutcome& outcome) {
   if (outcome.id != turn_) return;
   render_timer_->stop();
   streaming_ = nullptr;
-  if (!outcome.error.isEmpty() && outcome.generated_tokens == 0) {
-    // Nothing was generated: show the conversation as it was, and why.
+  const bool empty_reply =
+      outcome.messages.isEmpty() || (outcome.messages.back().role == QLatin1String("assistant") &&
+                                     outcome.messages.back().content.trimmed().isEmpty() &&
+                                     outcome.messages.back().thinking.trimmed().isEmpty());
+  if ((!outcome.error.isEmpty() && outcome.generated_tokens == 0) ||
+      (outcome.stopped && empty_reply)) {
+    // Nothing was generated (or stopped before a word): the conversation as it was, the
+    // message back in the box, and why; nothing half-written is saved.
     messages_ = last_request_.history;
     rebuildMessages();
     if (last_request_.kind == TurnRequest::Kind::Send) composer_->setPlainText(last_request_.text);
-    showError(outcome.error, outcome.overflow);
+    showError(outcome.error.isEmpty()
+                  ? tr("Stopped before the model wrote anything; nothing was saved.")
+                  : outcome.error,
+              outcome.overflow);
     updateState();
     return;
   }
   messages_ = outcome.messages;
+  // The engine keeps no marks: earlier replies keep theirs, the new one is marked if stopped.
+  for (int i = 0; i + 1 < messages_.size() && i < last_request_.history.size(); ++i) {
+    const StoredMessage& before = last_request_.history[i];
+    if (before.role == messages_[i].role && before.content == messages_[i].content)
+      messages_[i].stopped = before.stopped;
+  }
+  if (!messages_.isEmpty() && messages_.back().role == QLatin1String("assistant"))
+    messages_.back().stopped = outcome.stopped;
   if (current_ != 0) {
     if (!store_.setMessages(current_, messages_))
       showError(tr("The conversation could not be saved to %1.").arg(store_.path()), false);

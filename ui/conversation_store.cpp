@@ -66,7 +66,16 @@ ConversationStore::ConversationStore(const QString& path)
           "conversations(id) ON DELETE CASCADE, position INTEGER NOT NULL, role TEXT NOT NULL, "
           "content TEXT NOT NULL, thinking TEXT NOT NULL DEFAULT '', "
           "PRIMARY KEY (conversation, position))"));
-  if (!ok) {
+  // Stores made before replies could be marked stopped gain the column.
+  bool has_stopped = false;
+  if (ok && q.exec(QStringLiteral("PRAGMA table_info(messages)"))) {
+    while (q.next()) has_stopped = has_stopped || q.value(1).toString() == QLatin1String("stopped");
+  }
+  const bool migrated =
+      ok &&
+      (has_stopped || q.exec(QStringLiteral(
+                          "ALTER TABLE messages ADD COLUMN stopped INTEGER NOT NULL DEFAULT 0")));
+  if (!ok || !migrated) {
     error_ = QObject::tr("Conversations cannot be saved: %1").arg(q.lastError().text());
     return;
   }
@@ -123,11 +132,14 @@ QVector<StoredMessage> ConversationStore::messages(qint64 id) const {
   QVector<StoredMessage> out;
   QSqlQuery q(db(connection_));
   q.prepare(QStringLiteral(
-      "SELECT role, content, thinking FROM messages WHERE conversation = ? ORDER BY position"));
+      "SELECT role, content, thinking, stopped FROM messages WHERE conversation = ? ORDER BY "
+      "position"));
   q.addBindValue(id);
   q.exec();
-  while (q.next())
-    out.push_back({q.value(0).toString(), q.value(1).toString(), q.value(2).toString()});
+  while (q.next()) {
+    out.push_back(
+        {q.value(0).toString(), q.value(1).toString(), q.value(2).toString(), q.value(3).toBool()});
+  }
   return out;
 }
 
@@ -140,14 +152,15 @@ bool ConversationStore::setMessages(qint64 id, const QVector<StoredMessage>& mes
   bool ok = q.exec();
   for (int i = 0; ok && i < messages.size(); ++i) {
     q.prepare(
-        QStringLiteral("INSERT INTO messages (conversation, position, role, content, thinking) "
-                       "VALUES (?, ?, ?, ?, ?)"));
+        QStringLiteral("INSERT INTO messages (conversation, position, role, content, thinking, "
+                       "stopped) VALUES (?, ?, ?, ?, ?, ?)"));
     q.addBindValue(id);
     q.addBindValue(i);
     q.addBindValue(messages[i].role);
     // A null QString binds as SQL NULL; the columns hold text, empty when there is none.
     q.addBindValue(messages[i].content.isNull() ? QStringLiteral("") : messages[i].content);
     q.addBindValue(messages[i].thinking.isNull() ? QStringLiteral("") : messages[i].thinking);
+    q.addBindValue(messages[i].stopped ? 1 : 0);
     ok = q.exec();
   }
   if (ok) {

@@ -12,6 +12,7 @@ struct StoredMessage {
   QString role;  // "user" or "assistant"
   QString content;
   QString thinking;
+  bool stopped = false;  // a reply the user stopped before it ended
 };
 
 struct ConversationSettings {

@@ -62,8 +62,14 @@ void EngineWorker::unload() {
   model_.reset();
 }
 
-void EngineWorker::requestStop() {
-  if (generate::ChatSession* s = active_.load()) s->request_stop();
+void EngineWorker::requestStop(quint64 turn) {
+  quint64 through = stop_through_.load();
+  while (through < turn && !stop_through_.compare_exchange_weak(through, turn)) {
+  }
+  const quint64 active = active_turn_.load();
+  if (active != 0 && active <= turn) {
+    if (generate::ChatSession* s = active_.load()) s->request_stop();
+  }
 }
 
 void EngineWorker::loadModel(const LoadRequest& request) {
@@ -162,6 +168,9 @@ void EngineWorker::runTurn(const TurnRequest& request) {
     }
   };
   active_.store(session_.get());
+  active_turn_.store(request.id);
+  // Stop was pressed before this turn started: it stops before its first token.
+  if (stop_through_.load() >= request.id) session_->request_stop();
   try {
     generate::TurnResult r;
     switch (request.kind) {
@@ -192,6 +201,7 @@ void EngineWorker::runTurn(const TurnRequest& request) {
   } catch (const std::exception& e) {
     outcome.error = tr("The reply failed: %1").arg(QString::fromUtf8(e.what()));
   }
+  active_turn_.store(0);
   active_.store(nullptr);
   outcome.messages = fromEngine(session_->messages());
   outcome.context_used = session_->context_used();
@@ -259,7 +269,7 @@ quint64 EngineHost::startTurn(TurnRequest request) {
 }
 
 void EngineHost::stop() {
-  worker_->requestStop();
+  if (next_turn_ > 1) worker_->requestStop(next_turn_ - 1);
 }
 
 }  // namespace tandem::ui

@@ -90,7 +90,9 @@ class EngineWorker : public QObject {
  public:
   EngineWorker();
   ~EngineWorker() override;
-  void requestStop();  // thread-safe
+  // Thread-safe: stops the turns up to `turn` (all, by default), the running one after its
+  // current token, one still queued as soon as it starts.
+  void requestStop(quint64 turn = ~quint64{0});
 
  public slots:
   void loadModel(const tandem::ui::LoadRequest& request);
@@ -115,6 +117,8 @@ class EngineWorker : public QObject {
   // Adds the loaded model's routing to its statistics file, when it has one; then unloads.
   void unload();
   std::atomic<generate::ChatSession*> active_{nullptr};
+  std::atomic<quint64> active_turn_{0};
+  std::atomic<quint64> stop_through_{0};  // turns with ids up to this one are to stop
   qint64 started_ms_ = 0;
 };
 

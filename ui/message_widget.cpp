@@ -156,6 +156,20 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
   body_ = new QVBoxLayout;
   body_->setSpacing(8);
   v->addLayout(body_);
+  stopped_ = new QLabel(tr("Stopped"), this);
+  stopped_->setObjectName(QStringLiteral("stoppedMark"));
+  stopped_->setStyleSheet(QStringLiteral("color: %1; font-style: italic;").arg(theme::kMutedText));
+  stopped_->setToolTip(tr("You stopped this reply before the model finished it."));
+  stopped_->setVisible(false);
+  v->addWidget(stopped_);
+}
+
+void MessageWidget::setStopped(bool stopped) {
+  stopped_->setVisible(stopped);
+}
+
+bool MessageWidget::stopped() const {
+  return !stopped_->isHidden();
 }
 
 void MessageWidget::setRegenerateVisible(bool visible) {

@@ -42,6 +42,9 @@ class MessageWidget : public QFrame {
 
   void setContent(const QString& content, const QString& thinking, bool streaming);
   void setRegenerateVisible(bool visible);
+  // Marks a reply the user stopped ("Stopped" under it).
+  void setStopped(bool stopped);
+  bool stopped() const;
   int index() const { return index_; }
   QString role() const { return role_; }
   QString content() const { return content_; }
@@ -66,6 +69,7 @@ class MessageWidget : public QFrame {
   QVector<QWidget*> segments_;
   QVector<MessageSegment> shown_;
   QToolButton* regenerate_ = nullptr;
+  QLabel* stopped_ = nullptr;
 };
 
 }  // namespace tandem::ui

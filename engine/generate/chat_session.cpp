@@ -71,7 +71,11 @@ std::vector<std::int32_t> ChatSession::prompt_tokens(const std::string& prompt_t
 TurnResult ChatSession::reply(const OnDelta& on_delta, bool drop_oldest) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  stop_.store(false);
+  // A stop asked for before the turn began stops it; the request ends with the turn.
+  struct ClearStop {
+    std::atomic<bool>& stop;
+    ~ClearStop() { stop.store(false); }
+  } clear_stop{stop_};
   TurnResult result;
   const std::vector<ChatMessage> before = messages_;
   std::string prompt = render_prompt();

@@ -79,7 +79,8 @@ class ChatSession {
   TurnResult edit(std::size_t index, const std::string& user_text, const OnDelta& on_delta,
                   bool drop_oldest = false);
 
-  // Thread-safe: the running turn stops after the current token (well under a second).
+  // Thread-safe: the running turn stops after the current token (well under a second); asked
+  // before a turn begins, that turn stops before its first token.
   void request_stop() { stop_.store(true); }
 
   // The prompt text the model would see now, with the generation prompt.

@@ -15,6 +15,8 @@
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
+#include <QSqlDatabase>
+#include <QSqlQuery>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -239,7 +241,50 @@ class TestChatWindow : public QObject {
     QVERIFY2(worst < 50, qPrintable(QStringLiteral("the event loop stalled for %1 ms").arg(worst)));
     QVERIFY(!chat->stopButton()->isEnabled());
     QVERIFY(chat->sendButton()->isEnabled());
-    QCOMPARE(chat->messages().size(), 2);  // the partial reply is kept
+    QCOMPARE(chat->messages().size(), 2);  // the partial reply is kept, marked if stopped
+    const bool stopped = finished.at(0).at(0).value<TurnOutcome>().stopped;
+    QCOMPARE(chat->messages()[1].stopped, stopped);
+    QTRY_COMPARE(chat->messageAt(1)->stopped(), stopped);
+    QCOMPARE(ConversationStore(dir_.path() + "/stop.sqlite")
+                 .messages(chat->currentConversation())[1]
+                 .stopped,
+             stopped);
+  }
+
+  // Escape stops a reply; stopped before the first word, nothing is saved and the message
+  // goes back into the box. A disabled button looks disabled.
+  void escapeAndAStopBeforeAnyWord() {
+    MainWindow window(nullptr, dir_.path() + "/escape.sqlite");
+    window.show();
+    QVERIFY(!window.chatPage()->sendButton()->isEnabled());
+    const QImage disabled = window.chatPage()->sendButton()->grab().toImage();
+    window.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    ChatPage* chat = window.chatPage();
+    QVERIFY(chat->sendButton()->isEnabled());
+    QVERIFY(chat->sendButton()->grab().toImage() != disabled);
+    chat->newConversation();
+    QSignalSpy finished(window.engine(), &EngineHost::turnFinished);
+    chat->composer()->setPlainText(QStringLiteral("Tell me a long story"));
+    chat->send();
+    QTest::keyClick(chat->composer(), Qt::Key_Escape);  // at once: before any token
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 5000);
+    QTRY_VERIFY(!chat->stopButton()->isEnabled());
+    // The stop reaches the turn whether it had started or was still queued.
+    QVERIFY(finished.at(0).at(0).value<TurnOutcome>().stopped);
+    if (chat->messages().isEmpty()) {
+      QCOMPARE(chat->composer()->toPlainText(), QStringLiteral("Tell me a long story"));
+      QVERIFY2(chat->errorText().contains(QLatin1String("Stopped before the model wrote")),
+               qPrintable(chat->errorText()));
+      QVERIFY(ConversationStore(dir_.path() + "/escape.sqlite")
+                  .messages(chat->currentConversation())
+                  .isEmpty());
+    } else {
+      // A token came out before the key: it is kept and marked.
+      QCOMPARE(chat->messages().size(), 2);
+      QVERIFY(chat->messages()[1].stopped);
+      QVERIFY(!chat->messages()[1].content.isEmpty());
+    }
   }
 
   void markdownCodeAndThinking() {
@@ -306,6 +351,36 @@ class TestChatWindow : public QObject {
     QCOMPARE(saved.top_p, 0.95);
     QCOMPARE(saved.top_k, 40);
     QCOMPARE(saved.max_tokens, 1024);
+  }
+
+  // A store written before replies could be marked stopped opens, keeps its messages, and
+  // takes the mark from then on.
+  void anOlderStoreGainsTheStoppedMark() {
+    const QString path = dir_.path() + "/older.sqlite";
+    {
+      QSqlDatabase d = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("old"));
+      d.setDatabaseName(path);
+      QVERIFY(d.open());
+      QSqlQuery q(d);
+      QVERIFY(q.exec(QStringLiteral(
+          "CREATE TABLE conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT "
+          "NULL, created INTEGER NOT NULL, updated INTEGER NOT NULL, settings TEXT NOT NULL "
+          "DEFAULT '{}')")));
+      QVERIFY(q.exec(QStringLiteral(
+          "CREATE TABLE messages (conversation INTEGER NOT NULL REFERENCES conversations(id) ON "
+          "DELETE CASCADE, position INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, "
+          "thinking TEXT NOT NULL DEFAULT '', PRIMARY KEY (conversation, position))")));
+      QVERIFY(q.exec(QStringLiteral("INSERT INTO conversations VALUES (1, 'Old', 0, 0, '{}')")));
+      QVERIFY(q.exec(QStringLiteral("INSERT INTO messages VALUES (1, 0, 'user', 'Hi', '')")));
+      d.close();
+    }
+    QSqlDatabase::removeDatabase(QStringLiteral("old"));
+    ConversationStore store(path);
+    QVERIFY2(store.error().isEmpty(), qPrintable(store.error()));
+    QCOMPARE(store.messages(1).size(), 1);
+    QVERIFY(!store.messages(1)[0].stopped);
+    QVERIFY(store.setMessages(1, {{"user", "Hi", {}}, {"assistant", "Hel", {}, true}}));
+    QVERIFY(store.messages(1)[1].stopped);
   }
 
   void systemPromptAndSettingsPersist() {
