@@ -1,6 +1,7 @@
 #include "ui/chat_page.h"
 
 #include <QDoubleSpinBox>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QInputDialog>
@@ -63,7 +64,13 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   connect(render_timer_, &QTimer::timeout, this, &ChatPage::renderStreaming);
   connect(&engine_, &EngineHost::turnDelta, this, &ChatPage::onDelta);
   connect(&engine_, &EngineHost::turnFinished, this, &ChatPage::onFinished);
-  connect(&engine_, &EngineHost::modelLoaded, this, [this] { updateState(); });
+  connect(&engine_, &EngineHost::modelLoaded, this, [this](const ModelInfo& info) {
+    loaded_folder_ = info.folder;
+    load_again_->setVisible(false);
+    notice_load_again_->setVisible(false);
+    showError({}, false);
+    updateState();
+  });
   connect(&engine_, &EngineHost::modelLoadFailed, this, &ChatPage::showLoadFailure);
   connect(&engine_, &EngineHost::busyChanged, this, [this] { updateState(); });
   connect(&engine_, &EngineHost::loadingChanged, this, [this] { updateState(); });
@@ -74,8 +81,19 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   updateState();
 }
 
-void ChatPage::showLoadFailure(const QString& folder, const QString& message) {
+void ChatPage::showLoadFailure(const QString& folder, const QString& message, bool kept) {
+  const QString name = QFileInfo(folder).fileName();
   no_model_detail_->setText(tr("Tandem could not load %1:\n%2").arg(folder, message));
+  const bool offer = !kept && !loaded_folder_.isEmpty() && loaded_folder_ != folder;
+  const QString again = tr("Load %1 Again").arg(QFileInfo(loaded_folder_).fileName());
+  for (QPushButton* b : {load_again_, notice_load_again_}) {
+    b->setText(again);
+    b->setVisible(offer);
+  }
+  showError(kept ? tr("Tandem could not load %1, so %2 stays loaded. %3")
+                       .arg(name, engine_.model().name, message)
+                 : tr("Tandem could not load %1. %2").arg(name, message),
+            false);
   updateState();
 }
 
@@ -151,7 +169,13 @@ QWidget* ChatPage::buildNoModelPage() {
   connect(open, &QPushButton::clicked, this, &ChatPage::openModelRequested);
   auto* system = new QPushButton(tr("See what this computer can run"), page);
   connect(system, &QPushButton::clicked, this, &ChatPage::showSystemRequested);
+  load_again_ = new QPushButton(page);
+  load_again_->setObjectName(QStringLiteral("loadAgain"));
+  load_again_->setVisible(false);
+  connect(load_again_, &QPushButton::clicked, this,
+          [this] { emit loadModelRequested(loaded_folder_); });
   buttons->addStretch(1);
+  buttons->addWidget(load_again_);
   buttons->addWidget(open);
   buttons->addWidget(system);
   buttons->addStretch(1);
@@ -264,7 +288,13 @@ QWidget* ChatPage::buildChatArea() {
   model_notice_text_->setWordWrap(true);
   auto* notice_open = new QPushButton(tr("Open Model Folder…"), model_notice_);
   connect(notice_open, &QPushButton::clicked, this, &ChatPage::openModelRequested);
+  notice_load_again_ = new QPushButton(model_notice_);
+  notice_load_again_->setObjectName(QStringLiteral("loadAgain"));
+  notice_load_again_->setVisible(false);
+  connect(notice_load_again_, &QPushButton::clicked, this,
+          [this] { emit loadModelRequested(loaded_folder_); });
   notice_row->addWidget(model_notice_text_, 1);
+  notice_row->addWidget(notice_load_again_);
   notice_row->addWidget(notice_open);
   v->addWidget(model_notice_);
 

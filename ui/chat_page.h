@@ -31,7 +31,9 @@ class ChatPage : public QWidget {
  public:
   ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent = nullptr);
   // Shows why a model could not be loaded where the chat would be.
-  void showLoadFailure(const QString& folder, const QString& message);
+  // Says in the window why `folder` did not load; `kept`: the model in use is still loaded.
+  // Where the model in use was lost with it, offers to load that one again.
+  void showLoadFailure(const QString& folder, const QString& message, bool kept = false);
   // What the page says while no model is loaded.
   QString noModelText() const;
 
@@ -64,6 +66,7 @@ class ChatPage : public QWidget {
  signals:
   void showSystemRequested();
   void openModelRequested();
+  void loadModelRequested(const QString& folder);
   // After each turn: for the status bar.
   void turnStats(double decode_tokens_per_s, double first_token_seconds, qint64 context_used,
                  qint64 context_capacity);
@@ -113,6 +116,9 @@ class ChatPage : public QWidget {
   QPlainTextEdit* composer_ = nullptr;
   QPushButton* send_ = nullptr;
   QPushButton* stop_ = nullptr;
+  QString loaded_folder_;              // the model that loaded last, offered again after a failure
+  QPushButton* load_again_ = nullptr;  // on the no-model page
+  QPushButton* notice_load_again_ = nullptr;  // in the conversation's model notice
   QLabel* no_model_detail_ = nullptr;
   QWidget* model_notice_ = nullptr;
   QLabel* model_notice_text_ = nullptr;

@@ -12,6 +12,8 @@
 #include "engine/generate/chat_session.h"
 #include "engine/hw/topology.h"
 #include "engine/log/log.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/model_spec.h"
 #include "engine/schedule/routing_stats.h"
 #include "engine/text/chat_template.h"
 #include "engine/text/tokenizer.h"
@@ -73,8 +75,22 @@ void EngineWorker::requestStop(quint64 turn) {
 }
 
 void EngineWorker::loadModel(const LoadRequest& request) {
-  unload();
   const QString& folder = request.folder;
+  // What can be checked without reading the weights (the config, tokenizer, template and
+  // the safetensors headers) is checked before the model in use is unloaded: a folder that
+  // fails there leaves it loaded.
+  try {
+    const std::string path = folder.toStdString();
+    model::load_model_spec(path);
+    model::Checkpoint headers(path);
+    text::load_tokenizer(path);
+    ChatTemplate::from_model_folder(path);
+  } catch (const std::exception& e) {
+    log::warn("loading {} failed: {}", folder.toStdString(), e.what());
+    emit modelLoadFailed(folder, QString::fromUtf8(e.what()), session_ != nullptr);
+    return;
+  }
+  unload();
   try {
     const std::string path = folder.toStdString();
     const forward::RunSettings& s = request.settings;
@@ -124,7 +140,7 @@ void EngineWorker::loadModel(const LoadRequest& request) {
   } catch (const std::exception& e) {
     session_.reset();
     log::warn("loading {} failed: {}", folder.toStdString(), e.what());
-    emit modelLoadFailed(folder, QString::fromUtf8(e.what()));
+    emit modelLoadFailed(folder, QString::fromUtf8(e.what()), false);
   }
 }
 
@@ -225,11 +241,11 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), thread_(new QThread) 
     emit modelLoaded(info);
   });
   connect(worker_, &EngineWorker::modelLoadFailed, this,
-          [this](const QString& folder, const QString& message) {
-            model_ = {};
+          [this](const QString& folder, const QString& message, bool kept) {
+            if (!kept) model_ = {};
             loading_ = false;
             emit loadingChanged(false);
-            emit modelLoadFailed(folder, message);
+            emit modelLoadFailed(folder, message, kept);
           });
   connect(worker_, &EngineWorker::turnDelta, this, &EngineHost::turnDelta);
   connect(worker_, &EngineWorker::throughputSample, this, &EngineHost::throughputSample);

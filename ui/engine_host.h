@@ -100,7 +100,9 @@ class EngineWorker : public QObject {
 
  signals:
   void modelLoaded(const tandem::ui::ModelInfo& info);
-  void modelLoadFailed(const QString& folder, const QString& message);
+  // `kept`: the model in use before is still loaded (the folder failed its checks before
+  // anything was unloaded).
+  void modelLoadFailed(const QString& folder, const QString& message, bool kept);
   void turnDelta(quint64 id, const QString& answer, const QString& thinking);
   void turnFinished(const tandem::ui::TurnOutcome& outcome);
   void throughputSample(double seconds, double prompt_tokens_per_s, double decode_tokens_per_s);
@@ -140,7 +142,7 @@ class EngineHost : public QObject {
 
  signals:
   void modelLoaded(const tandem::ui::ModelInfo& info);
-  void modelLoadFailed(const QString& folder, const QString& message);
+  void modelLoadFailed(const QString& folder, const QString& message, bool kept);
   void turnDelta(quint64 id, const QString& answer, const QString& thinking);
   void turnFinished(const tandem::ui::TurnOutcome& outcome);
   void throughputSample(double seconds, double prompt_tokens_per_s, double decode_tokens_per_s);

@@ -95,6 +95,8 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
   connect(chat_, &ChatPage::showSystemRequested, this, [this] { showPage(Page::System); });
   connect(system_, &SystemPage::refreshRequested, this, &MainWindow::detectHardware);
   connect(chat_, &ChatPage::openModelRequested, this, &MainWindow::openModelFolder);
+  connect(chat_, &ChatPage::loadModelRequested, this,
+          [this](const QString& folder) { loadModel(folder); });
   connect(chat_, &ChatPage::turnStats, this,
           [this](double tps, double ttft, qint64 used, qint64 capacity) {
             const QString first =
@@ -148,8 +150,9 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
     system_->setActiveAccelerator(info.accelerator, info.placement_note);
   });
   connect(engine_, &EngineHost::modelLoadFailed, this,
-          [this](const QString& folder, const QString&) {
-            model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
+          [this](const QString& folder, const QString&, bool kept) {
+            if (!kept)
+              model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
           });
 
   buildMenus();
@@ -229,9 +232,11 @@ void MainWindow::loadModel(const QString& folder, int threads, qint64 context,
   if (engine_->isBusy()) return;
   LoadRequest request;
   request.folder = folder;
+  // Refused before the engine is asked: whatever model is loaded stays.
   const auto refuse = [&](const QString& message) {
-    model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
-    chat_->showLoadFailure(folder, message);
+    if (!engine_->hasModel())
+      model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
+    chat_->showLoadFailure(folder, message, engine_->hasModel());
   };
   // The model's saved profile first, then the assistant's choices, then the command line.
   const QString profile = profileFor(folder);

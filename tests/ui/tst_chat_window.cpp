@@ -20,6 +20,8 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "engine/forward/runner_settings.h"
 #include "ui/chat_page.h"
@@ -198,6 +200,64 @@ class TestChatWindow : public QObject {
           window.chatPage()->noModelText().contains(QLatin1String("num-gpu-experts")), 5000);
       QVERIFY(!window.engine()->hasModel());
     }
+  }
+
+  // A folder that fails its checks leaves the model in use loaded, and the window says why;
+  // one that fails while loading its weights (after the model in use is gone) says why and
+  // offers to load the model that worked again.
+  void aFailedLoadSaysWhyAndKeepsOrOffersTheModel() {
+    const auto copy = [&](const QString& name, const std::function<void(nlohmann::json&)>& edit) {
+      const QString to = dir_.path() + "/" + name;
+      QDir().mkpath(to);
+      for (const QString& f : QDir(kModel).entryList(QDir::Files)) {
+        QFile::remove(to + "/" + f);
+        QFile::copy(kModel + "/" + f, to + "/" + f);
+      }
+      QFile c(to + "/config.json");
+      QVERIFY(c.open(QIODevice::ReadOnly));
+      nlohmann::json config = nlohmann::json::parse(c.readAll().toStdString());
+      c.close();
+      edit(config);
+      QFile::remove(to + "/config.json");
+      QVERIFY(c.open(QIODevice::WriteOnly));
+      c.write(QByteArray::fromStdString(config.dump(2)));
+    };
+    copy("bad-config", [](nlohmann::json& c) { c["architectures"] = {"BertForMaskedLM"}; });
+    copy("bad-weights", [](nlohmann::json& c) {
+      c["moe_intermediate_size"] = c["moe_intermediate_size"].get<int>() + 8;
+    });
+    MainWindow window(nullptr, dir_.path() + "/failed-load.sqlite");
+    window.show();
+    window.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    ChatPage* chat = window.chatPage();
+    const QString name = window.engine()->model().name;
+    QSignalSpy failed(window.engine(), &EngineHost::modelLoadFailed);
+
+    window.loadModel(dir_.path() + "/bad-config");
+    QVERIFY(failed.wait(20000));
+    QVERIFY(window.engine()->hasModel());
+    QCOMPARE(window.engine()->model().name, name);
+    QVERIFY2(chat->errorText().contains(QLatin1String("could not load bad-config, so ")) &&
+                 chat->errorText().contains(QLatin1String("BertForMaskedLM is not supported")),
+             qPrintable(chat->errorText()));
+    QVERIFY(chat->sendButton()->isEnabled());
+
+    window.loadModel(dir_.path() + "/bad-weights");
+    QVERIFY(failed.wait(20000));
+    QVERIFY(!window.engine()->hasModel());
+    QVERIFY2(chat->noModelText().contains(QLatin1String("bad-weights")),
+             qPrintable(chat->noModelText()));
+    QPushButton* again = nullptr;
+    for (QPushButton* b : chat->findChildren<QPushButton*>(QStringLiteral("loadAgain")))
+      if (b->isVisibleTo(chat)) again = b;
+    QVERIFY(again != nullptr);
+    QCOMPARE(again->text(), QStringLiteral("Load %1 Again").arg(name));
+    saveScreenshot(window, QStringLiteral("load-failed"));
+    QTest::mouseClick(again, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    QCOMPARE(window.engine()->model().name, name);
+    QVERIFY(!again->isVisibleTo(chat));
   }
 
   void stopAndStayResponsive() {
