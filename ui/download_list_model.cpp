@@ -49,6 +49,33 @@ QString fileStateText(hub::FileState state) {
   return {};
 }
 
+// A retry in a few words, for the state column: what is wrong, and that Tandem tries again.
+QString retryText(const hub::RetryNotice& n) {
+  QString what;
+  switch (n.kind) {
+    case hub::HubErrorKind::Network:
+      what = QObject::tr("No connection to the Hub");
+      break;
+    case hub::HubErrorKind::Stalled:
+      what = QObject::tr("The connection stalled");
+      break;
+    case hub::HubErrorKind::RateLimited:
+      what = QObject::tr("The Hub is limiting requests");
+      break;
+    case hub::HubErrorKind::ServerError:
+      what = QObject::tr("The Hub has trouble");
+      break;
+    default:
+      what = QObject::tr("A request failed");
+      break;
+  }
+  return QObject::tr("%1 · retrying in %2 s (attempt %3 of %4) ⚠")
+      .arg(what)
+      .arg(std::max<qint64>(1, (n.wait_ms + 999) / 1000))
+      .arg(n.attempt + 1)
+      .arg(n.max_attempts);
+}
+
 QString jobStateText(DownloadJobState state) {
   switch (state) {
     case DownloadJobState::Queued:
@@ -140,6 +167,7 @@ void DownloadListModel::setState(quint64 id, DownloadJobState state, const QStri
   DownloadRow& d = downloads_[row];
   d.state = state;
   d.message = message;
+  d.retry.reset();
   if (state != DownloadJobState::Downloading) {
     d.speed = 0;
     d.eta_s.reset();
@@ -147,10 +175,18 @@ void DownloadListModel::setState(quint64 id, DownloadJobState state, const QStri
   rowChanged(row);
 }
 
+void DownloadListModel::setRetrying(quint64 id, const hub::RetryNotice& notice) {
+  const int row = rowOf(id);
+  if (row < 0) return;
+  downloads_[row].retry = notice;
+  rowChanged(row);
+}
+
 void DownloadListModel::setProgress(quint64 id, const hub::DownloadProgress& progress) {
   const int row = rowOf(id);
   if (row < 0) return;
   DownloadRow& d = downloads_[row];
+  if (progress.bytes_done > d.done) d.retry.reset();  // bytes flow again
   d.done = progress.bytes_done;
   d.total = progress.bytes_total;
   d.speed = progress.bytes_per_s;
@@ -276,6 +312,7 @@ QVariant DownloadListModel::downloadData(const DownloadRow& d, int column, int r
     case StateRole:
       return static_cast<int>(d.state);
     case ErrorRole:
+      if (d.retry) return QString::fromStdString(d.retry->message);
       return d.state == DownloadJobState::Failed ? d.message : QString();
     case IsDownloadRole:
       return true;
@@ -284,12 +321,14 @@ QVariant DownloadListModel::downloadData(const DownloadRow& d, int column, int r
     case ActionsRole:
       return actionsFor(d.state);
     case Qt::ToolTipRole:
+      if (d.retry) return QString::fromStdString(d.retry->message);
       return d.message.isEmpty() ? QVariant() : QVariant(d.message);
     case Qt::DisplayRole:
       break;
     default:
       return {};
   }
+  if (column == StateColumn && d.retry) return retryText(*d.retry);
   switch (column) {
     case NameColumn:
       return d.spec.revision == QLatin1String("main")

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "engine/hub/downloader.h"
+#include "engine/hub/hub_config.h"
 
 namespace tandem::ui {
 
@@ -54,6 +55,9 @@ class DownloadListModel : public QAbstractItemModel {
   void addDownload(quint64 id, const DownloadJobSpec& spec, DownloadJobState state,
                    const QString& message = {});
   void setState(quint64 id, DownloadJobState state, const QString& message = {});
+  // A request of the download failed and is retried: the row says so in its state column
+  // (what is wrong, the attempt) and carries the sentence; cleared by progress or a new state.
+  void setRetrying(quint64 id, const hub::RetryNotice& notice);
   void setProgress(quint64 id, const hub::DownloadProgress& progress);
   void removeDownload(quint64 id);
 
@@ -94,6 +98,7 @@ class DownloadListModel : public QAbstractItemModel {
     double speed = 0;
     std::optional<double> eta_s;
     QVector<FileRow> files;
+    std::optional<hub::RetryNotice> retry;
   };
   QVariant downloadData(const DownloadRow& d, int column, int role) const;
   QVariant fileData(const DownloadRow& d, const FileRow& f, int column, int role) const;

@@ -92,8 +92,13 @@ void DownloadQueue::run(quint64 id) {
       ~MarkFinished() { job->finished = true; }
     } mark_finished{job};
     try {
+      // Retries while listing (offline, the Hub down) are shown at once on the row.
+      hub::HubConfig listing = hub;
+      listing.on_retry = [this, id, post](const hub::RetryNotice& n) {
+        post([this, id, n] { model_->setRetrying(id, n); });
+      };
       const hub::DownloadPlan plan =
-          hub::plan_download(hub, request, [job] { return job->cancelled.load(); });
+          hub::plan_download(listing, request, [job] { return job->cancelled.load(); });
       const hub::Preflight preflight = hub::run_preflight(plan, memory);
       if (!preflight.may_start()) {
         const QString message = QString::fromStdString(preflight.space.message);
@@ -105,6 +110,9 @@ void DownloadQueue::run(quint64 id) {
         warning = QString::fromStdString(preflight.memory->message);
       hub::DownloadOptions options;
       options.hub = hub;
+      options.hub.on_retry = [this, id, post](const hub::RetryNotice& n) {
+        post([this, id, n] { model_->setRetrying(id, n); });
+      };
       options.on_progress = [this, id, post, job](const hub::DownloadProgress& p) {
         const DownloadJobState state =
             job->paused ? DownloadJobState::Paused : DownloadJobState::Downloading;

@@ -374,7 +374,7 @@ void Downloader::fetch(Slot& slot) {
       if (*asked > options_.hub.retry.max_retry_after_ms) throw error;
       wait_ms = std::max(wait_ms, *asked);
     }
-    log::warn("hub: {} (attempt {}; retrying in {} ms)", error.what(), failed_attempts, wait_ms);
+    report_retry(options_.hub, error, failed_attempts, wait_ms);
     set_state(slot, FileState::Waiting, error.what(), error.kind());
     if (!sleep_unless_cancelled(wait_ms)) {
       set_state(slot, FileState::Cancelled);

@@ -2,15 +2,27 @@
 // token for gated and private repositories, timeouts and the retry policy.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/hub/hub_error.h"
 #include "engine/hub/retry_policy.h"
 
 namespace tandem::hub {
 
 inline constexpr const char* kDefaultEndpoint = "https://huggingface.co";
+
+// A request that failed and will be tried again: what went wrong, and when the next try is.
+struct RetryNotice {
+  HubErrorKind kind = HubErrorKind::Network;
+  std::string message;  // the failure's sentence
+  int attempt = 0;      // failed attempts so far
+  int max_attempts = 0;
+  std::int64_t wait_ms = 0;
+};
 
 struct HubConfig {
   std::string endpoint = kDefaultEndpoint;  // no trailing slash
@@ -22,6 +34,9 @@ struct HubConfig {
   // repository's config.json) logs its retries to the log file only and says what failed
   // once, at the end.
   bool warn_on_retry = true;
+  // Told of every retry, on the thread that waits for it (so a window can say at once what
+  // is wrong and that Tandem retries, instead of showing nothing until it gives up).
+  std::function<void(const RetryNotice&)> on_retry;
 };
 
 // The app's settings win; empty settings fall back to HF_ENDPOINT and HF_TOKEN (then

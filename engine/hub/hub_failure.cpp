@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <mutex>
 #include <thread>
 
 #include "engine/log/log.h"
@@ -86,6 +87,32 @@ std::optional<std::int64_t> requested_wait_ms(const HttpAnswer& answer) {
   return parse_retry_after_ms(value, std::time(nullptr));
 }
 
+void report_retry(const HubConfig& hub, const HubError& error, int attempt, std::int64_t wait_ms) {
+  if (hub.on_retry)
+    hub.on_retry({error.kind(), error.what(), attempt, hub.retry.max_attempts, wait_ms});
+  // The same sentence within ten minutes (another file, the next attempt) is not repeated.
+  static std::mutex mutex;
+  static std::string last;
+  static std::chrono::steady_clock::time_point last_time;
+  const auto now = std::chrono::steady_clock::now();
+  bool repeated = false;
+  {
+    std::lock_guard lock(mutex);
+    repeated = last == error.what() && now - last_time < std::chrono::minutes(10);
+    last = error.what();
+    last_time = now;
+  }
+  if (hub.warn_on_retry && !repeated) {
+    log::warn(
+        "hub: {} (Attempt {} of {}; the next in {:.0f} s. Further retries of this go to the "
+        "log file only.)",
+        error.what(), attempt, hub.retry.max_attempts, static_cast<double>(wait_ms) / 1000.0);
+  } else {
+    log::info("hub: {} (attempt {} of {}; retrying in {} ms)", error.what(), attempt,
+              hub.retry.max_attempts, wait_ms);
+  }
+}
+
 void wait_before_retry(const HubConfig& hub, const HubError& error, const HttpAnswer& answer,
                        int failed_attempts, const std::function<bool()>& should_stop) {
   if (!is_retryable(error.kind()) || failed_attempts >= hub.retry.max_attempts) throw error;
@@ -94,11 +121,7 @@ void wait_before_retry(const HubConfig& hub, const HubError& error, const HttpAn
     if (*asked > hub.retry.max_retry_after_ms) throw error;
     wait_ms = std::max(wait_ms, *asked);
   }
-  if (hub.warn_on_retry) {
-    log::warn("hub: {} (attempt {}; retrying in {} ms)", error.what(), failed_attempts, wait_ms);
-  } else {
-    log::info("hub: {} (attempt {}; retrying in {} ms)", error.what(), failed_attempts, wait_ms);
-  }
+  report_retry(hub, error, failed_attempts, wait_ms);
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (std::chrono::steady_clock::now() < until) {
     if (should_stop && should_stop()) throw HubError(HubErrorKind::Cancelled, "Cancelled.");

@@ -24,6 +24,11 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& contex
 // How long the server asked us to wait (429 and 503 carry Retry-After), if it did.
 std::optional<std::int64_t> requested_wait_ms(const HttpAnswer& answer);
 
+// Says that `error` (failed attempt `attempt`) will be retried in `wait_ms`: to
+// `hub.on_retry`, and on the console once (with warn_on_retry) while the same failure
+// repeats, then in the log file only, so an offline machine is told once, not per retry.
+void report_retry(const HubConfig& hub, const HubError& error, int attempt, std::int64_t wait_ms);
+
 // After the failed `answer` (described by `error`) of a request tried `failed_attempts`
 // times: throws `error` when another attempt is not worth making (not retryable, the
 // attempts of `hub.retry` used up, or a Retry-After longer than the policy waits), else

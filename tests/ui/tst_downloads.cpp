@@ -4,6 +4,7 @@
 #include <QAbstractItemModelTester>
 #include <QCryptographicHash>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSettings>
@@ -145,6 +146,34 @@ class TestDownloads : public QObject {
     QVERIFY(finished.wait(20000));
     QCOMPARE(model.state(id), DownloadJobState::Done);
     QVERIFY(model.indexOf(id).data(Model::ErrorRole).toString().isEmpty());
+  }
+
+  // Offline: within a moment, each download's own row says there is no connection and that
+  // Tandem retries (the attempt), with the sentence in its tooltip and detail, instead of
+  // "Checking files and space…" until the retries run out.
+  void offlineIsSaidAtOnceOnEveryRow() {
+    QSettings().setValue(DownloadQueue::kEndpointKey, QStringLiteral("http://127.0.0.1:1"));
+    DownloadQueue queue;
+    const quint64 first = queue.start(spec());
+    DownloadJobSpec other = spec();
+    other.destination += QStringLiteral("-2");
+    const quint64 second = queue.start(other);
+    const Model& model = *queue.model();
+    QElapsedTimer clock;
+    clock.start();
+    for (const quint64 id : {first, second}) {
+      QTRY_VERIFY_WITH_TIMEOUT(
+          stateText(model, id).startsWith(QStringLiteral("No connection to the Hub · retrying")),
+          5000);
+      QVERIFY2(stateText(model, id).contains(QLatin1String("of 8)")),
+               qPrintable(stateText(model, id)));
+      const QString why = model.indexOf(id).data(Model::ErrorRole).toString();
+      QVERIFY2(why.contains(QLatin1String("127.0.0.1")), qPrintable(why));
+      QCOMPARE(model.indexOf(id).data(Qt::ToolTipRole).toString(), why);
+    }
+    QVERIFY(clock.elapsed() < 5000);
+    queue.cancel(first);
+    queue.cancel(second);
   }
 
   void gatedDownloadExplainsWhatToDo() {

@@ -1,6 +1,7 @@
 // The Hub client against a local stand-in for huggingface.co: listing, filters, ranged and
 // resumable downloads, verification, and every fault a real network or server produces.
 #include <QElapsedTimer>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cerrno>
@@ -18,6 +19,7 @@
 #include "engine/hub/hub_error.h"
 #include "engine/hub/preflight.h"
 #include "engine/hub/retry_policy.h"
+#include "engine/log/log.h"
 #include "hub_fixture_server.h"
 
 namespace fs = std::filesystem;
@@ -190,6 +192,39 @@ class TestHub : public QObject {
     QVERIFY(!filter.accepts("tokenizer.json"));
     QVERIFY(!filter.accepts("gguf/tiny-Q4_K_M.gguf"));
     QVERIFY(FileFilter{}.accepts("anything/at/all"));
+  }
+
+  // Offline: each retry is told at once (what failed, the attempt, the wait), and the console
+  // gets the sentence once, not once per retry; the rest goes to the log file only.
+  void retriesAreToldAtOnceAndWarnedOnce() {
+    HubConfig hub = fast_hub(*server_);
+    hub.endpoint = "http://127.0.0.1:1";
+    std::vector<RetryNotice> notices;
+    hub.on_retry = [&](const RetryNotice& n) { notices.push_back(n); };
+    std::vector<std::string> warnings;
+    tandem::log::set_forwarder([&](tandem::log::Level level, std::string_view message) {
+      if (level == tandem::log::Level::Warn) warnings.emplace_back(message);
+    });
+    const auto forget = qScopeGuard([] { tandem::log::set_forwarder({}); });
+    for (int run = 0; run < 2; ++run) {  // a second download of the same: still no repeat
+      try {
+        list_repo_files(hub, kRepo, "main");
+        QFAIL("an unreachable endpoint answered");
+      } catch (const HubError& e) {
+        QCOMPARE(e.kind(), HubErrorKind::Network);
+      }
+    }
+    QCOMPARE(notices.size(), std::size_t{6});  // 3 retries of 4 attempts, twice
+    for (std::size_t i = 0; i < 3; ++i) {
+      QCOMPARE(notices[i].attempt, int(i) + 1);
+      QCOMPARE(notices[i].max_attempts, 4);
+      QCOMPARE(notices[i].kind, HubErrorKind::Network);
+      QVERIFY(notices[i].wait_ms > 0);
+      QVERIFY(!notices[i].message.empty());
+    }
+    QCOMPARE(warnings.size(), std::size_t{1});
+    QVERIFY2(warnings[0].find("(Attempt 1 of 4; the next in") != std::string::npos,
+             warnings[0].c_str());
   }
 
   void retryWaitsDoubleUpToTheCap() {
