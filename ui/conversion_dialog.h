@@ -7,7 +7,10 @@
 #include <QDialog>
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 class QCheckBox;
 class QComboBox;
@@ -15,6 +18,7 @@ class QLabel;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
+class QTimer;
 class QTreeWidget;
 
 namespace tandem::convert {
@@ -41,7 +45,11 @@ class ConversionDialog : public QDialog {
   bool isRunning() const { return running_; }
   bool wasCancelled() const { return cancelled_; }
   QString statusText() const;
+  QString estimateText() const;
+  // The verification's verdict over all tensors, after a conversion.
+  QString verdictText() const;
   int verifiedTensors() const;
+  bool canStart() const;
 
  public slots:
   void start();
@@ -49,9 +57,15 @@ class ConversionDialog : public QDialog {
 
  signals:
   void finished(bool ok, const QString& output);
+  // "Load Converted Model" was pressed: the window loads `folder`.
+  void loadRequested(const QString& folder);
 
  private:
   void updateEstimate();
+  // What keeps the fields from being converted, in the window's words; empty when nothing.
+  QString problem() const;
+  void fieldsEdited();
+  void showVerdict(const std::vector<std::pair<std::string, double>>& errors);
   void onProgress(double done, double total, double bytes_per_s, double eta_s, int layer,
                   int layers);
   void onDone(bool ok, bool cancelled, const QString& message);
@@ -65,6 +79,10 @@ class ConversionDialog : public QDialog {
   QLabel* status_;
   QProgressBar* progress_;
   QTreeWidget* verification_;
+  QLabel* verdict_;
+  QPushButton* load_;
+  QTimer* recheck_;
+  QString suggested_output_;  // the output folder last suggested from the source
   QPushButton* start_;
   QPushButton* cancel_;
   std::unique_ptr<convert::Converter> converter_;

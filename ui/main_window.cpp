@@ -219,6 +219,8 @@ void MainWindow::openConversion(const QString& source) {
   auto* dialog = new ConversionDialog(this);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   if (!source.isEmpty()) dialog->setSource(source);
+  connect(dialog, &ConversionDialog::loadRequested, this,
+          [this](const QString& folder) { loadModel(folder); });
   connect(dialog, &ConversionDialog::finished, this, [this](bool ok, const QString& output) {
     if (ok)
       statusBar()->showMessage(

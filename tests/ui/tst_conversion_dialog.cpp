@@ -2,6 +2,8 @@
 // verification summary, and cancel then resume.
 #include <QComboBox>
 #include <QFile>
+#include <QLineEdit>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -39,6 +41,63 @@ class TestConversionDialog : public QObject {
              qPrintable(dialog.statusText()));
     QVERIFY(dialog.verifiedTensors() > 0);
     QVERIFY(complete(dir.path() + "/int8"));
+    // One verdict over the table, and the converted copy offered to load.
+    QVERIFY2(dialog.verdictText().startsWith(QStringLiteral("✓ All ")) &&
+                 dialog.verdictText().contains(QLatin1String("as close to the original as INT8")),
+             qPrintable(dialog.verdictText()));
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
+      dialog.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/conversion-done.png");
+    QSignalSpy load(&dialog, &ConversionDialog::loadRequested);
+    auto* button = dialog.findChild<QPushButton*>();
+    for (QPushButton* b : dialog.findChildren<QPushButton*>())
+      if (b->text() == QLatin1String("Load Converted Model")) button = b;
+    QVERIFY(button->isVisible());
+    QTest::mouseClick(button, Qt::LeftButton);
+    QCOMPARE(load.count(), 1);
+    QCOMPARE(load.first().at(0).toString(), dir.path() + "/int8");
+  }
+
+  // The fields are checked as they are typed, in the window's words (no command-line flags):
+  // Convert stays off until they can be converted, a message about old text goes when it is
+  // edited, and the output folder follows the source until it is chosen.
+  void fieldsAreCheckedInPlainWords() {
+    ConversionDialog dialog;
+    dialog.show();
+    QVERIFY(!dialog.canStart());
+    QVERIFY2(dialog.estimateText().contains(QLatin1String("Choose the folder of the model")),
+             qPrintable(dialog.estimateText()));
+    QLineEdit* source = nullptr;
+    QLineEdit* output = nullptr;
+    const auto edits = dialog.findChildren<QLineEdit*>();
+    QCOMPARE(edits.size(), 2);
+    source = edits[0];
+    output = edits[1];
+    QTemporaryDir empty;
+    source->setFocus();
+    QTest::keyClicks(source, empty.path());
+    QTRY_VERIFY(dialog.estimateText().contains(QLatin1String("has no config.json")));
+    QVERIFY(!dialog.estimateText().contains(QLatin1String("--")));
+    QVERIFY(!dialog.canStart());
+    QCOMPARE(output->text(), empty.path() + "-tandem-int8");  // suggested from the source
+    dialog.start();  // refused with the same sentence, nothing started
+    QVERIFY(!dialog.isRunning());
+    QVERIFY(dialog.statusText().contains(QLatin1String("has no config.json")));
+    source->selectAll();
+    QTest::keyClicks(source, source_);
+    QVERIFY(dialog.statusText().isEmpty());  // the message was about the old text
+    QTRY_VERIFY(dialog.canStart());
+    QCOMPARE(output->text(), source_ + "-tandem-int8");
+    QVERIFY2(!dialog.estimateText().contains(QLatin1String("about 0 s")),
+             qPrintable(dialog.estimateText()));
+    output->selectAll();
+    QTest::keyClicks(output, source_);
+    QTRY_VERIFY(dialog.estimateText().contains(QLatin1String("a folder of its own")));
+    QVERIFY(!dialog.canStart());
+    output->clear();
+    QTest::keyClicks(output, QStringLiteral("x"));
+    output->clear();
+    emit output->textEdited(QString());
+    QTRY_VERIFY(dialog.estimateText().contains(QLatin1String("Choose the folder the converted")));
   }
 
   // The BF16 choice for the dense matrices reaches the converter and its manifest; with the
