@@ -21,6 +21,9 @@
 namespace tandem::ui {
 namespace {
 
+// Prompts shorter than this are not plotted: their rate is mostly timer noise.
+constexpr qint64 kMeasuredPromptTokens = 32;
+
 std::vector<generate::ChatMessage> toEngine(const QVector<StoredMessage>& messages) {
   std::vector<generate::ChatMessage> out;
   for (const StoredMessage& m : messages)
@@ -210,7 +213,11 @@ void EngineWorker::runTurn(const TurnRequest& request) {
     outcome.first_token_seconds = r.first_token_seconds;
     outcome.dropped_turns = r.dropped_turns;
     const double seconds = (QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0;
-    emit throughputSample(seconds, outcome.prompt_tokens_per_s, outcome.decode_tokens_per_s);
+    // A prompt of a few tokens takes too little time to give a meaningful rate.
+    emit throughputSample(
+        seconds,
+        outcome.prompt_tokens >= kMeasuredPromptTokens ? outcome.prompt_tokens_per_s : -1.0,
+        outcome.decode_tokens_per_s);
   } catch (const generate::ContextOverflow& e) {
     outcome.overflow = true;
     outcome.error = QString::fromUtf8(e.what());

@@ -3,11 +3,14 @@
 #include <QDateTime>
 #include <QFileDialog>
 #include <QHBoxLayout>
+#include <QHelpEvent>
 #include <QLabel>
+#include <QLinearGradient>
 #include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QTimer>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
 
@@ -64,9 +67,49 @@ int lane_of(int part, bool accelerator) {
 
 HeatmapView::HeatmapView(ExpertHeatmapModel* model, QWidget* parent)
     : QWidget(parent), model_(model) {
-  setMinimumHeight(90);
+  setMinimumHeight(110);
+  setMouseTracking(true);
+  setAccessibleName(tr("Experts in use"));
+  setToolTip(
+      tr("Each cell is one expert of one layer; the darker, the more tokens it took "
+         "lately. Point at a cell for its count."));
   connect(model_, &QAbstractItemModel::dataChanged, this, qOverload<>(&QWidget::update));
   connect(model_, &QAbstractItemModel::modelReset, this, qOverload<>(&QWidget::update));
+}
+
+namespace {
+constexpr int kLabelLeft = 30;    // "layer" and its numbers
+constexpr int kLabelBottom = 28;  // "expert" and its numbers, and the colour scale
+QColor heat_color(double v) {     // white to deep blue: hot experts stand out at a glance
+  return QColor::fromRgbF(1.0 - 0.82 * v, 1.0 - 0.62 * v, 1.0 - 0.15 * v);
+}
+}  // namespace
+
+QRect HeatmapView::cellArea() const {
+  return rect().adjusted(kLabelLeft, 2, -2, -kLabelBottom);
+}
+
+QModelIndex HeatmapView::cellAt(const QPoint& pos) const {
+  const int layers = model_->layers(), experts = model_->experts();
+  const QRect area = cellArea();
+  if (layers == 0 || experts == 0 || !area.contains(pos)) return {};
+  const int e =
+      std::min(experts - 1, (pos.x() - area.left()) * experts / std::max(1, area.width()));
+  const int l = std::min(layers - 1, (pos.y() - area.top()) * layers / std::max(1, area.height()));
+  return model_->index(l, e);
+}
+
+bool HeatmapView::event(QEvent* event) {
+  if (event->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(event);
+    const QModelIndex cell = cellAt(help->pos());
+    if (cell.isValid())
+      QToolTip::showText(help->globalPos(), cell.data(Qt::ToolTipRole).toString(), this);
+    else
+      QToolTip::showText(help->globalPos(), toolTip(), this);
+    return true;
+  }
+  return QWidget::event(event);
 }
 
 void HeatmapView::paintEvent(QPaintEvent*) {
@@ -79,23 +122,57 @@ void HeatmapView::paintEvent(QPaintEvent*) {
                tr("Load a mixture-of-experts model to see which experts it uses."));
     return;
   }
-  const double cw = static_cast<double>(width()) / experts;
-  const double ch = static_cast<double>(height()) / layers;
+  const QRect area = cellArea();
+  const double cw = static_cast<double>(area.width()) / experts;
+  const double ch = static_cast<double>(area.height()) / layers;
   const double max = std::max(1e-9, model_->maxHeat());
   for (int l = 0; l < layers; ++l) {
     for (int e = 0; e < experts; ++e) {
       const QModelIndex i = model_->index(l, e);
       const double v = i.data(ExpertHeatmapModel::HeatRole).toDouble() / max;
-      // White to deep blue: hot experts stand out at a glance.
-      const QColor c = QColor::fromRgbF(1.0 - 0.82 * v, 1.0 - 0.62 * v, 1.0 - 0.15 * v);
-      const QRectF cell(e * cw, l * ch, cw, ch);
-      p.fillRect(cell, c);
+      const QRectF cell(area.left() + e * cw, area.top() + l * ch, cw, ch);
+      p.fillRect(cell, heat_color(v));
       if (i.data(ExpertHeatmapModel::GpuResidentRole).toBool()) {
         p.setPen(QPen(QColor(theme::kGood), 1.5));
         p.drawRect(cell.adjusted(0.75, 0.75, -0.75, -0.75));
       }
     }
   }
+  // Axes: the first and last layer and expert, and what each axis is.
+  QFont small = font();
+  small.setPointSizeF(7.0);
+  p.setFont(small);
+  p.setPen(QColor(theme::kMutedText));
+  const QFontMetrics fm(small);
+  const int text_h = fm.height();
+  p.drawText(QRect(0, area.top(), kLabelLeft - 4, text_h), Qt::AlignRight, QStringLiteral("0"));
+  p.drawText(QRect(0, area.bottom() - text_h, kLabelLeft - 4, text_h), Qt::AlignRight,
+             QString::number(layers - 1));
+  p.save();
+  p.translate(9, area.center().y());
+  p.rotate(-90);
+  p.drawText(QRect(-area.height() / 2, -text_h / 2 - 2, area.height(), text_h), Qt::AlignCenter,
+             tr("layer"));
+  p.restore();
+  const int row = area.bottom() + 2;
+  p.drawText(QRect(area.left(), row, 40, text_h), Qt::AlignLeft, QStringLiteral("0"));
+  p.drawText(QRect(area.right() - 40, row, 40, text_h), Qt::AlignRight,
+             QString::number(experts - 1));
+  p.drawText(QRect(area.left(), row, area.width() / 2, text_h), Qt::AlignCenter, tr("expert"));
+  // The colour scale on a row of its own: from no tokens to the most a cell took lately.
+  const int scale_row = row + text_h;
+  const int label_w = fm.horizontalAdvance(tr("none")) + 4;
+  const QRect scale(area.left() + label_w, scale_row + 3, std::min(120, area.width() / 2), 6);
+  QLinearGradient g(scale.topLeft(), scale.topRight());
+  g.setColorAt(0, heat_color(0));
+  g.setColorAt(1, heat_color(1));
+  p.fillRect(scale, g);
+  p.setPen(QColor(QStringLiteral("#d5dae1")));
+  p.drawRect(scale);
+  p.setPen(QColor(theme::kMutedText));
+  p.drawText(QRect(area.left(), scale_row, label_w, text_h), Qt::AlignLeft, tr("none"));
+  p.drawText(QRect(scale.right() + 4, scale_row, area.right() - scale.right(), text_h),
+             Qt::AlignLeft, tr("busiest lately"));
 }
 
 LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
@@ -105,6 +182,7 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
 
   auto* bar = new QHBoxLayout;
   freeze_ = new QPushButton(tr("Freeze"), this);
+  freeze_->setToolTip(tr("Stop updating the charts, to read or export them"));
   freeze_->setCheckable(true);
   auto* save = new QPushButton(tr("Export PNG…"), this);
   bar->addWidget(freeze_);
@@ -118,33 +196,40 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
     if (!path.isEmpty()) exportPng(path);
   });
 
-  throughput_ = new ThroughputChart(this);
-  v->addWidget(throughput_, 3);
+  // What the panel shows, apart from its buttons (and what Export PNG saves).
+  content_ = new QWidget(this);
+  auto* c = new QVBoxLayout(content_);
+  c->setContentsMargins(0, 0, 0, 0);
+  c->setSpacing(6);
+  v->addWidget(content_, 1);
 
-  v->addWidget(heading(tr("Experts in use"), this));
+  throughput_ = new ThroughputChart(this);
+  c->addWidget(throughput_, 3);
+
+  c->addWidget(heading(tr("Experts in use"), this));
   heatmap_ = new ExpertHeatmapModel(this);
   heatmap_view_ = new HeatmapView(heatmap_, this);
-  v->addWidget(heatmap_view_, 2);
+  c->addWidget(heatmap_view_, 2);
   placement_ = new QLabel(this);
   placement_->setWordWrap(true);
   placement_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kMutedText));
-  v->addWidget(placement_);
+  c->addWidget(placement_);
   moves_ = new QLabel(this);
   moves_->setObjectName(QStringLiteral("moves"));
   moves_->setWordWrap(true);
   moves_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kMutedText));
   moves_->setVisible(false);
-  v->addWidget(moves_);
+  c->addWidget(moves_);
 
-  v->addWidget(heading(tr("Time per token"), this));
+  c->addWidget(heading(tr("Time per token"), this));
   split_ = new TimeSplitView(this);
   split_->setToolTip(
       tr("Milliseconds per token. With an accelerator the host and the accelerator work at the "
          "same time: the host runs its experts and waits, the accelerator computes, moves data "
          "over the bus, and idles while it waits for the host."));
-  v->addWidget(split_);
+  c->addWidget(split_);
 
-  v->addWidget(heading(tr("Memory"), this));
+  c->addWidget(heading(tr("Memory"), this));
   auto* mem = new QHBoxLayout;
   ram_ = new QProgressBar(this);
   vram_ = new QProgressBar(this);
@@ -155,7 +240,7 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   vram_->setValue(0);
   mem->addWidget(ram_);
   mem->addWidget(vram_);
-  v->addLayout(mem);
+  c->addLayout(mem);
 
   timer_ = new QTimer(this);
   timer_->setInterval(250);
@@ -266,8 +351,10 @@ void LivePanel::poll() {
   const qint64 now_ms = QDateTime::currentMSecsSinceEpoch();
   if (now.hits.size() == last_.hits.size() && heatmap_->layers() > 0) {
     std::vector<std::uint64_t> delta(now.hits.size());
-    for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = now.hits[i] - last_.hits[i];
-    heatmap_->addHits(delta);
+    std::uint64_t any = 0;
+    for (std::size_t i = 0; i < delta.size(); ++i) any |= delta[i] = now.hits[i] - last_.hits[i];
+    // Idle, the map keeps showing the last reply's experts instead of fading to white.
+    if (any != 0) heatmap_->addHits(delta);
     if (now.resident != last_.resident) {
       QSet<int> resident;
       for (std::size_t i = 0; i < now.resident.size(); ++i)
@@ -334,7 +421,8 @@ QString LivePanel::timeSplitText() const {
 }
 
 bool LivePanel::exportPng(const QString& path) {
-  return grab().save(path, "PNG");
+  // The charts, not the buttons above them.
+  return content_->grab().save(path, "PNG");
 }
 
 }  // namespace tandem::ui

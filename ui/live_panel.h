@@ -26,9 +26,14 @@ class HeatmapView : public QWidget {
  public:
   explicit HeatmapView(ExpertHeatmapModel* model, QWidget* parent = nullptr);
   QSize sizeHint() const override { return {260, 160}; }
+  // The cell (layer, expert) under `pos`, or an invalid index.
+  QModelIndex cellAt(const QPoint& pos) const;
+  // Where the cells are drawn (the rest holds the axis labels and the colour scale).
+  QRect cellArea() const;
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+  bool event(QEvent* event) override;
 
  private:
   ExpertHeatmapModel* model_;
@@ -56,6 +61,7 @@ class LivePanel : public QWidget {
   bool exportPng(const QString& path);
 
  private:
+  QWidget* content_ = nullptr;
   ThroughputChart* throughput_ = nullptr;
   ExpertHeatmapModel* heatmap_ = nullptr;
   HeatmapView* heatmap_view_ = nullptr;

@@ -4,6 +4,7 @@
 #include <QChartView>
 #include <QGridLayout>
 #include <QLabel>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QValueAxis>
 #include <algorithm>
@@ -23,6 +24,22 @@ double nice_ceiling(double v) {
   return 10.0 * magnitude;
 }
 
+// A range and its tick spacing, in the order that never asks the axis for more ticks than
+// either the old or the new setting gives (a wide range with a narrow spacing is thousands
+// of ticks, laid out on the UI thread).
+void set_range(QValueAxis* axis, double lo, double hi, double interval) {
+  if (interval >= axis->tickInterval()) {
+    axis->setTickInterval(interval);
+    axis->setRange(lo, hi);
+  } else {
+    axis->setRange(lo, hi);
+    axis->setTickInterval(interval);
+  }
+}
+
+// The gap left on the time axis between two replies.
+constexpr double kShownGap = 1.0;
+
 }  // namespace
 
 ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
@@ -32,33 +49,24 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   chart_->setMargins(QMargins(4, 4, 4, 4));
   chart_->setBackgroundRoundness(6);
 
-  prompt_ = new QLineSeries(chart_);
-  prompt_->setName(tr("Prompt"));
-  prompt_->setPen(QPen(QColor(theme::kPrompt), 2));
-  decode_ = new QLineSeries(chart_);
-  decode_->setName(tr("Decode"));
-  decode_->setPen(QPen(QColor(theme::kDecode), 2));
-  chart_->addSeries(prompt_);
-  chart_->addSeries(decode_);
-
   time_axis_ = new QValueAxis(chart_);
-  time_axis_->setTitleText(tr("seconds"));
+  time_axis_->setTitleText(tr("generation time, s"));
   time_axis_->setLabelFormat(QStringLiteral("%.0f"));
   time_axis_->setRange(0, window_s_);
-  rate_axis_ = new QValueAxis(chart_);
-  rate_axis_->setLabelFormat(QStringLiteral("%.0f"));
-  rate_axis_->setRange(0, 10);
+  decode_axis_ = new QValueAxis(chart_);
+  decode_axis_->setLabelFormat(QStringLiteral("%.0f"));
+  decode_axis_->setLabelsColor(QColor(theme::kDecode));
+  prompt_axis_ = new QValueAxis(chart_);
+  prompt_axis_->setLabelFormat(QStringLiteral("%.0f"));
+  prompt_axis_->setLabelsColor(QColor(theme::kPrompt));
   chart_->addAxis(time_axis_, Qt::AlignBottom);
-  chart_->addAxis(rate_axis_, Qt::AlignLeft);
-  for (QLineSeries* s : {prompt_, decode_}) {
-    s->attachAxis(time_axis_);
-    s->attachAxis(rate_axis_);
-  }
+  chart_->addAxis(decode_axis_, Qt::AlignLeft);
+  chart_->addAxis(prompt_axis_, Qt::AlignRight);
 
   // Small fonts: the chart lives in a narrow side panel.
   QFont small = chart_->font();
   small.setPointSizeF(7.5);
-  for (QValueAxis* axis : {time_axis_, rate_axis_}) {
+  for (QValueAxis* axis : {time_axis_, decode_axis_, prompt_axis_}) {
     axis->setLabelsFont(small);
     axis->setTitleFont(small);
   }
@@ -67,66 +75,148 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   title.setPointSizeF(8.5);
   title.setBold(true);
   chart_->setTitleFont(title);
-  time_axis_->setTickCount(4);
-  rate_axis_->setTickCount(5);
+  // Round ticks (0, 5, 10 or 0, 250, 500), set from each range in updateAxes; the rate axes
+  // are told apart by the colour of their labels, as the legend's.
+  for (QValueAxis* axis : {time_axis_, decode_axis_, prompt_axis_}) {
+    axis->setTickInterval(5);
+    axis->setRange(0, 10);
+    axis->setTickType(QValueAxis::TicksDynamic);
+    axis->setTickAnchor(0);
+  }
   view_ = new QChartView(chart_, this);
   view_->setRenderHint(QPainter::Antialiasing);
   view_->setMinimumHeight(170);
 
   empty_ = new QLabel(tr("No generation yet.\nThe chart fills while a model writes."), this);
   empty_->setAlignment(Qt::AlignCenter);
-  empty_->setStyleSheet(QStringLiteral("color: %1; background: rgba(255, 255, 255, 200); "
-                                       "border-radius: 6px; padding: 8px;")
-                            .arg(theme::kMutedText));
-  empty_->setSizePolicy(QSizePolicy::Maximum, QSizePolicy::Maximum);
+  empty_->setWordWrap(true);
+  empty_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kMutedText));
   empty_->setAttribute(Qt::WA_TransparentForMouseEvents);
+  empty_->setMinimumHeight(view_->minimumHeight());
 
-  // The hint sits over the middle of the empty chart; both share one grid cell.
+  // The hint takes the chart's place while there is nothing to draw.
   auto* grid = new QGridLayout(this);
   grid->setContentsMargins(0, 0, 0, 0);
   grid->addWidget(view_, 0, 0);
-  grid->addWidget(empty_, 0, 0, Qt::AlignCenter);
+  grid->addWidget(empty_, 0, 0);
   empty_->raise();
-  updateEmptyState();
+  clear();
 }
 
 void ThroughputChart::setWindowSeconds(double seconds) {
   window_s_ = std::max(1.0, seconds);
+  updateAxes();
 }
 
 int ThroughputChart::sampleCount() const {
-  return static_cast<int>(std::max(prompt_->count(), decode_->count()));
+  int n = 0;
+  for (const Segment& s : segments_)
+    n += static_cast<int>(std::max(s.prompt->count(), s.decode->count()));
+  return n;
+}
+
+void ThroughputChart::startSegment() {
+  Segment s;
+  s.prompt = new QLineSeries(chart_);
+  s.prompt->setName(tr("Prompt"));
+  s.prompt->setPen(QPen(QColor(theme::kPrompt), 2));
+  s.decode = new QLineSeries(chart_);
+  s.decode->setName(tr("Decode"));
+  s.decode->setPen(QPen(QColor(theme::kDecode), 2));
+  // Points too: a prompt is often one sample, which a line alone would not show.
+  s.prompt->setPointsVisible(true);
+  s.decode->setPointsVisible(true);
+  chart_->addSeries(s.prompt);
+  chart_->addSeries(s.decode);
+  s.prompt->attachAxis(time_axis_);
+  s.prompt->attachAxis(prompt_axis_);
+  s.decode->attachAxis(time_axis_);
+  s.decode->attachAxis(decode_axis_);
+  // One legend entry per kind, however many replies.
+  if (!segments_.isEmpty()) {
+    for (QLineSeries* series : {s.prompt, s.decode})
+      for (QLegendMarker* m : chart_->legend()->markers(series)) m->setVisible(false);
+  }
+  segments_.push_back(s);
 }
 
 void ThroughputChart::addSample(double seconds, double prompt_tps, double decode_tps) {
-  if (prompt_tps >= 0) prompt_->append(seconds, prompt_tps);
-  if (decode_tps >= 0) decode_->append(seconds, decode_tps);
-  const double oldest = seconds - window_s_;
-  for (QLineSeries* s : {prompt_, decode_}) {
-    int drop = 0;
-    while (drop < s->count() && s->at(drop).x() < oldest) ++drop;
-    if (drop > 0) s->removePoints(0, drop);
+  if (prompt_tps < 0 && decode_tps < 0) return;
+  // Idle time between replies is closed up; a new reply starts a new line.
+  double x = last_x_;
+  if (segments_.isEmpty() || last_seconds_ < 0) {
+    x = 0;
+    if (segments_.isEmpty()) startSegment();
+  } else if (seconds - last_seconds_ > kGapSeconds) {
+    x = last_x_ + kShownGap;
+    startSegment();
+  } else {
+    x = last_x_ + std::max(0.0, seconds - last_seconds_);
   }
-  max_tps_ = 0.0;
-  for (QLineSeries* s : {prompt_, decode_}) {
-    for (const QPointF& p : s->points()) max_tps_ = std::max(max_tps_, p.y());
+  last_seconds_ = seconds;
+  last_x_ = x;
+  Segment& s = segments_.back();
+  if (prompt_tps >= 0) s.prompt->append(x, prompt_tps);
+  if (decode_tps >= 0) s.decode->append(x, decode_tps);
+  // What scrolled out of the window goes, and so do replies left with nothing.
+  const double oldest = x - window_s_;
+  for (Segment& seg : segments_) {
+    for (QLineSeries* series : {seg.prompt, seg.decode}) {
+      int drop = 0;
+      while (drop < series->count() && series->at(drop).x() < oldest) ++drop;
+      if (drop > 0) series->removePoints(0, drop);
+    }
   }
-  time_axis_->setRange(std::max(0.0, oldest), std::max(window_s_, seconds));
-  rate_axis_->setRange(0, nice_ceiling(std::max(10.0, max_tps_ * 1.1)));
+  while (segments_.size() > 1 && segments_.front().prompt->count() == 0 &&
+         segments_.front().decode->count() == 0) {
+    chart_->removeSeries(segments_.front().prompt);
+    chart_->removeSeries(segments_.front().decode);
+    delete segments_.front().prompt;
+    delete segments_.front().decode;
+    segments_.pop_front();
+    // The first reply shown carries the legend entries.
+    for (QLineSeries* series : {segments_.front().prompt, segments_.front().decode})
+      for (QLegendMarker* m : chart_->legend()->markers(series)) m->setVisible(true);
+  }
+  updateAxes();
   updateEmptyState();
 }
 
+void ThroughputChart::updateAxes() {
+  max_decode_ = max_prompt_ = 0.0;
+  for (const Segment& s : segments_) {
+    for (const QPointF& p : s.decode->points()) max_decode_ = std::max(max_decode_, p.y());
+    for (const QPointF& p : s.prompt->points()) max_prompt_ = std::max(max_prompt_, p.y());
+  }
+  // From 10 s up to the window, then scrolling.
+  const double t0 = std::max(0.0, last_x_ - window_s_);
+  const double t1 = std::max(std::min(10.0, window_s_), nice_ceiling(std::max(1.0, last_x_)));
+  set_range(time_axis_, t0, t1, nice_ceiling((t1 - t0) / 4.0));
+  const double decode_top = nice_ceiling(std::max(10.0, max_decode_ * 1.1));
+  const double prompt_top = nice_ceiling(std::max(10.0, max_prompt_ * 1.1));
+  set_range(decode_axis_, 0, decode_top, decode_top / 2);
+  set_range(prompt_axis_, 0, prompt_top, prompt_top / 2);
+}
+
 void ThroughputChart::clear() {
-  prompt_->clear();
-  decode_->clear();
-  max_tps_ = 0.0;
-  time_axis_->setRange(0, window_s_);
-  rate_axis_->setRange(0, 10);
+  for (const Segment& s : segments_) {
+    chart_->removeSeries(s.prompt);
+    chart_->removeSeries(s.decode);
+    delete s.prompt;
+    delete s.decode;
+  }
+  segments_.clear();
+  startSegment();  // the legend shows what the lines will be
+  last_seconds_ = -1.0;
+  last_x_ = 0.0;
+  updateAxes();
   updateEmptyState();
 }
 
 void ThroughputChart::updateEmptyState() {
-  empty_->setVisible(sampleCount() == 0);
+  const bool empty = sampleCount() == 0;
+  empty_->setVisible(empty);
+  view_->setVisible(!empty);
 }
 
 }  // namespace tandem::ui

@@ -1,7 +1,12 @@
-// Tokens per second over time, for prompt processing and decoding.
+// Tokens per second while the model writes: decoding on the left axis, prompt processing on
+// the right (often ten times faster, so one axis would flatten the other). The time axis
+// counts generation time: the idle time between replies is closed up to a short gap, and
+// each reply is its own line, never joined to the one before.
 #pragma once
 
+#include <QVector>
 #include <QWidget>
+#include <algorithm>
 
 class QChart;
 class QChartView;
@@ -16,28 +21,46 @@ class ThroughputChart : public QWidget {
  public:
   explicit ThroughputChart(QWidget* parent = nullptr);
 
-  // Seconds shown on the time axis; older samples scroll out and are dropped.
+  // Seconds of generation shown on the time axis; older samples scroll out and are dropped.
   void setWindowSeconds(double seconds);
   int sampleCount() const;
-  double maxTokensPerSecond() const { return max_tps_; }
+  double maxTokensPerSecond() const { return std::max(max_decode_, max_prompt_); }
+  double maxDecodeTokensPerSecond() const { return max_decode_; }
+  double maxPromptTokensPerSecond() const { return max_prompt_; }
+  // Replies shown (line segments of each kind).
+  int segmentCount() const { return segments_.size(); }
+  // Where the last sample was placed on the time axis.
+  double lastX() const { return last_x_; }
+
+  // More than this many seconds without a sample ends a reply's line.
+  static constexpr double kGapSeconds = 1.5;
 
  public slots:
-  // A sample at `seconds` since the session started; a rate below zero means "not measured".
+  // A sample at `seconds` (any clock that only goes forward); a rate below zero means "not
+  // measured".
   void addSample(double seconds, double prompt_tokens_per_s, double decode_tokens_per_s);
   void clear();
 
  private:
+  struct Segment {
+    QLineSeries* prompt = nullptr;
+    QLineSeries* decode = nullptr;
+  };
+  void startSegment();
+  void updateAxes();
   void updateEmptyState();
 
   QChart* chart_ = nullptr;
   QChartView* view_ = nullptr;
-  QLineSeries* prompt_ = nullptr;
-  QLineSeries* decode_ = nullptr;
+  QVector<Segment> segments_;
   QValueAxis* time_axis_ = nullptr;
-  QValueAxis* rate_axis_ = nullptr;
+  QValueAxis* decode_axis_ = nullptr;
+  QValueAxis* prompt_axis_ = nullptr;
   QLabel* empty_ = nullptr;
   double window_s_ = 60.0;
-  double max_tps_ = 0.0;
+  double max_decode_ = 0.0, max_prompt_ = 0.0;
+  double last_seconds_ = -1.0;  // the clock of the last sample
+  double last_x_ = 0.0;         // where it went on the axis
 };
 
 }  // namespace tandem::ui

@@ -3,6 +3,7 @@
 #include <QAbstractItemModelTester>
 #include <QImage>
 #include <QLabel>
+#include <QPushButton>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -88,9 +89,22 @@ class TestLivePanel : public QObject {
     panel.setFrozen(false);
     panel.poll();
     QCOMPARE(panel.heatmap()->index(1, 1).data(ExpertHeatmapModel::HitsRole).toULongLong(), 11ull);
+    // Idle, the map keeps the last reply's heat instead of fading to white.
+    const double heat = panel.heatmap()->index(0, 2).data(ExpertHeatmapModel::HeatRole).toDouble();
+    for (int i = 0; i < 20; ++i) panel.poll();
+    QCOMPARE(panel.heatmap()->index(0, 2).data(ExpertHeatmapModel::HeatRole).toDouble(), heat);
+    // A cell under the pointer is the one the tooltip names.
+    auto* view = panel.findChild<ui::HeatmapView*>();
+    const QRect area = view->cellArea();
+    const QPoint in_cell(area.left() + area.width() * 5 / 8, area.top() + area.height() / 4);
+    QCOMPARE(view->cellAt(in_cell), panel.heatmap()->index(0, 2));
+    QVERIFY(!view->cellAt(QPoint(1, 1)).isValid());  // the axis labels, not a cell
+    // The export holds the charts, not the Freeze and Export buttons above them.
     QTemporaryDir dir;
     QVERIFY(panel.exportPng(dir.path() + "/charts.png"));
-    QCOMPARE(QImage(dir.path() + "/charts.png").size(), panel.size());
+    const QImage exported(dir.path() + "/charts.png");
+    QCOMPARE(exported.width(), panel.width() - 12);  // the panel's margins
+    QVERIFY(exported.height() < panel.height() - panel.findChild<QPushButton*>()->height());
   }
 
   // With an accelerator: the host's lane and the accelerator's, the outline of what is

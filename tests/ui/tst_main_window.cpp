@@ -102,6 +102,18 @@ class TestMainWindow : public QObject {
     chart.clear();
     QCOMPARE(chart.sampleCount(), 0);
     QCOMPARE(chart.maxTokensPerSecond(), 0.0);
+    // Two replies a minute and a half apart: two lines, the idle time closed up to a short
+    // gap; prompt and decode each scaled on their own axis.
+    chart.setWindowSeconds(60);
+    for (int t = 0; t < 5; ++t) chart.addSample(t, t == 0 ? 900.0 : -1.0, 30.0);
+    for (int t = 100; t < 105; ++t) chart.addSample(t, -1.0, 40.0);
+    QCOMPARE(chart.segmentCount(), 2);
+    QCOMPARE(chart.lastX(), 4.0 + 1.0 + 4.0);
+    QCOMPARE(chart.maxDecodeTokensPerSecond(), 40.0);
+    QCOMPARE(chart.maxPromptTokensPerSecond(), 900.0);
+    // Nothing measured is no sample.
+    chart.addSample(106, -1.0, -1.0);
+    QCOMPARE(chart.sampleCount(), 10);
   }
 };
 
