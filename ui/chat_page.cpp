@@ -24,6 +24,7 @@
 #include <QVBoxLayout>
 #include <QWidgetAction>
 
+#include "ui/eliding_label.h"
 #include "ui/message_widget.h"
 #include "ui/theme.h"
 
@@ -123,6 +124,11 @@ QWidget* ChatPage::buildConversationList() {
   list_view_->setEditTriggers(QAbstractItemView::EditKeyPressed |
                               QAbstractItemView::SelectedClicked);
   list_view_->setContextMenuPolicy(Qt::CustomContextMenu);
+  // Long titles are shortened with "…", never scrolled sideways.
+  list_view_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  list_view_->setTextElideMode(Qt::ElideRight);
+  list_view_->setWordWrap(false);
+  list_view_->setUniformItemSizes(true);
   list_view_->setStyleSheet(
       QStringLiteral("QListView { background: transparent; border: none; } "
                      "QListView::item { padding: 7px 6px; border-radius: 6px; } "
@@ -195,7 +201,7 @@ QWidget* ChatPage::buildChatArea() {
   v->setSpacing(8);
 
   auto* header = new QHBoxLayout;
-  title_ = new QLabel(area);
+  title_ = new ElidingLabel(QString(), area);  // a long title is shortened, not widening the page
   title_->setObjectName(QStringLiteral("cardTitle"));
   header->addWidget(title_, 1);
   sampling_ = new QToolButton(area);
@@ -253,6 +259,7 @@ QWidget* ChatPage::buildChatArea() {
   empty_conversation_ =
       new QLabel(tr("Ask anything. Replies stream in as the model writes them."), messages_widget_);
   empty_conversation_->setObjectName(QStringLiteral("emptyText"));
+  empty_conversation_->setWordWrap(true);
   empty_conversation_->setAlignment(Qt::AlignCenter);
   messages_layout_->addWidget(empty_conversation_);
   messages_layout_->addStretch(1);
@@ -391,6 +398,7 @@ void ChatPage::openConversation(qint64 id) {
   showSettings(s);
   const int row = list_model_->rowOf(id);
   title_->setText(row >= 0 ? list_model_->index(row).data().toString() : QString());
+  title_->setToolTip(title_->text());
   if (row >= 0) list_view_->setCurrentIndex(filter_->mapFromSource(list_model_->index(row)));
   error_->setVisible(false);
   drop_and_retry_->setVisible(false);
@@ -416,9 +424,10 @@ void ChatPage::deleteConversationAt(int row) {
 }
 
 MessageWidget* ChatPage::appendMessage(int index, const StoredMessage& message) {
-  const QString speaker = message.role == QLatin1String("user")
-                              ? tr("You")
-                              : (engine_.hasModel() ? engine_.model().name : tr("Assistant"));
+  // A reply is labelled with the model that wrote it, whatever is loaded now.
+  const QString speaker = message.role == QLatin1String("user") ? tr("You")
+                          : !message.model.isEmpty()            ? message.model
+                                                                : tr("Assistant");
   auto* w = new MessageWidget(index, message.role, speaker, messages_widget_);
   w->setContent(message.content, message.thinking, false);
   w->setStopped(message.stopped);
@@ -491,7 +500,8 @@ void ChatPage::startTurn(TurnRequest request) {
   messages_ = shown;
   rebuildMessages();
   empty_conversation_->setVisible(false);
-  streaming_ = appendMessage(messages_.size(), {QStringLiteral("assistant"), {}, {}});
+  streaming_ = appendMessage(messages_.size(),
+                             {QStringLiteral("assistant"), {}, {}, false, engine_.model().name});
   streaming_->setContent({}, {}, true);
   turn_ = engine_.startTurn(request);
   updateState();
@@ -519,6 +529,7 @@ void ChatPage::send() {
     }
   }
   title_->setText(list_model_->index(list_model_->rowOf(current_)).data().toString());
+  title_->setToolTip(title_->text());
   composer_->clear();
   TurnRequest request;
   request.kind = TurnRequest::Kind::Send;
@@ -604,11 +615,15 @@ void ChatPage::onFinished(const TurnOutcome& outcome) {
   // The engine keeps no marks: earlier replies keep theirs, the new one is marked if stopped.
   for (int i = 0; i + 1 < messages_.size() && i < last_request_.history.size(); ++i) {
     const StoredMessage& before = last_request_.history[i];
-    if (before.role == messages_[i].role && before.content == messages_[i].content)
+    if (before.role == messages_[i].role && before.content == messages_[i].content) {
       messages_[i].stopped = before.stopped;
+      messages_[i].model = before.model;
+    }
   }
-  if (!messages_.isEmpty() && messages_.back().role == QLatin1String("assistant"))
+  if (!messages_.isEmpty() && messages_.back().role == QLatin1String("assistant")) {
     messages_.back().stopped = outcome.stopped;
+    messages_.back().model = engine_.model().name;
+  }
   if (current_ != 0) {
     if (!store_.setMessages(current_, messages_))
       showError(tr("The conversation could not be saved to %1.").arg(store_.path()), false);

@@ -24,6 +24,8 @@ class QTimer;
 
 namespace tandem::ui {
 
+class ElidingLabel;
+
 class MessageWidget;
 
 class ChatPage : public QWidget {
@@ -99,7 +101,7 @@ class ChatPage : public QWidget {
   QListView* list_view_ = nullptr;
   QLineEdit* search_ = nullptr;
   QStackedWidget* stack_ = nullptr;
-  QLabel* title_ = nullptr;
+  ElidingLabel* title_ = nullptr;
   QLineEdit* system_prompt_ = nullptr;
   QToolButton* sampling_ = nullptr;
   QDoubleSpinBox* temperature_ = nullptr;

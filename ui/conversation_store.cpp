@@ -66,15 +66,18 @@ ConversationStore::ConversationStore(const QString& path)
           "conversations(id) ON DELETE CASCADE, position INTEGER NOT NULL, role TEXT NOT NULL, "
           "content TEXT NOT NULL, thinking TEXT NOT NULL DEFAULT '', "
           "PRIMARY KEY (conversation, position))"));
-  // Stores made before replies could be marked stopped gain the column.
-  bool has_stopped = false;
+  // Stores made before replies carried these gain the columns.
+  QStringList columns;
   if (ok && q.exec(QStringLiteral("PRAGMA table_info(messages)"))) {
-    while (q.next()) has_stopped = has_stopped || q.value(1).toString() == QLatin1String("stopped");
+    while (q.next()) columns << q.value(1).toString();
   }
-  const bool migrated =
-      ok &&
-      (has_stopped || q.exec(QStringLiteral(
-                          "ALTER TABLE messages ADD COLUMN stopped INTEGER NOT NULL DEFAULT 0")));
+  bool migrated = ok;
+  for (const auto& [name, type] :
+       {std::pair{QStringLiteral("stopped"), QStringLiteral("INTEGER NOT NULL DEFAULT 0")},
+        std::pair{QStringLiteral("model"), QStringLiteral("TEXT NOT NULL DEFAULT ''")}}) {
+    if (migrated && !columns.contains(name))
+      migrated = q.exec(QStringLiteral("ALTER TABLE messages ADD COLUMN %1 %2").arg(name, type));
+  }
   if (!ok || !migrated) {
     error_ = QObject::tr("Conversations cannot be saved: %1").arg(q.lastError().text());
     return;
@@ -132,13 +135,13 @@ QVector<StoredMessage> ConversationStore::messages(qint64 id) const {
   QVector<StoredMessage> out;
   QSqlQuery q(db(connection_));
   q.prepare(QStringLiteral(
-      "SELECT role, content, thinking, stopped FROM messages WHERE conversation = ? ORDER BY "
-      "position"));
+      "SELECT role, content, thinking, stopped, model FROM messages WHERE conversation = ? "
+      "ORDER BY position"));
   q.addBindValue(id);
   q.exec();
   while (q.next()) {
-    out.push_back(
-        {q.value(0).toString(), q.value(1).toString(), q.value(2).toString(), q.value(3).toBool()});
+    out.push_back({q.value(0).toString(), q.value(1).toString(), q.value(2).toString(),
+                   q.value(3).toBool(), q.value(4).toString()});
   }
   return out;
 }
@@ -153,7 +156,7 @@ bool ConversationStore::setMessages(qint64 id, const QVector<StoredMessage>& mes
   for (int i = 0; ok && i < messages.size(); ++i) {
     q.prepare(
         QStringLiteral("INSERT INTO messages (conversation, position, role, content, thinking, "
-                       "stopped) VALUES (?, ?, ?, ?, ?, ?)"));
+                       "stopped, model) VALUES (?, ?, ?, ?, ?, ?, ?)"));
     q.addBindValue(id);
     q.addBindValue(i);
     q.addBindValue(messages[i].role);
@@ -161,6 +164,7 @@ bool ConversationStore::setMessages(qint64 id, const QVector<StoredMessage>& mes
     q.addBindValue(messages[i].content.isNull() ? QStringLiteral("") : messages[i].content);
     q.addBindValue(messages[i].thinking.isNull() ? QStringLiteral("") : messages[i].thinking);
     q.addBindValue(messages[i].stopped ? 1 : 0);
+    q.addBindValue(messages[i].model.isNull() ? QStringLiteral("") : messages[i].model);
     ok = q.exec();
   }
   if (ok) {

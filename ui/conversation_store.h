@@ -13,6 +13,7 @@ struct StoredMessage {
   QString content;
   QString thinking;
   bool stopped = false;  // a reply the user stopped before it ended
+  QString model;         // the model that wrote a reply (its folder's name)
 };
 
 struct ConversationSettings {

@@ -176,6 +176,8 @@ void HeatmapView::paintEvent(QPaintEvent*) {
 }
 
 LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
+  // Narrower, the buttons, legends and heat-map labels would be cut.
+  setMinimumWidth(260);
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(6, 6, 6, 6);
   v->setSpacing(6);

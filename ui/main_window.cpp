@@ -36,6 +36,7 @@
 #include "ui/conversion_dialog.h"
 #include "ui/download_queue.h"
 #include "ui/downloads_page.h"
+#include "ui/eliding_label.h"
 #include "ui/engine_host.h"
 #include "ui/live_panel.h"
 #include "ui/setup_wizard.h"
@@ -139,7 +140,8 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
                                .arg(info.threads)
                                .arg(info.context)
                                .arg(where));
-    model_status_->setToolTip(info.architecture + QStringLiteral("\n") + info.placement_note +
+    model_status_->setToolTip(model_status_->text() + QStringLiteral("\n") + info.architecture +
+                              QStringLiteral("\n") + info.placement_note +
                               (info.profile.isEmpty()
                                    ? QString()
                                    : tr("\nSettings from the profile %1").arg(info.profile)));
@@ -336,7 +338,7 @@ void MainWindow::buildMenus() {
 }
 
 void MainWindow::buildStatusBar() {
-  model_status_ = new QLabel(tr("No model loaded"), this);
+  model_status_ = new ElidingLabel(tr("No model loaded"), this);
   cpu_status_ = new QLabel(tr("Detecting hardware…"), this);
   gpu_status_ = new QLabel(this);
   speed_status_ = new QLabel(this);
@@ -418,7 +420,10 @@ void MainWindow::showAbout() {
 void MainWindow::restoreSettings() {
   QSettings settings;
   restoreGeometry(settings.value(kGeometryKey).toByteArray());
-  restoreState(settings.value(kStateKey).toByteArray());
+  if (!restoreState(settings.value(kStateKey).toByteArray())) {
+    // A first start: the live panel as wide as its charts and labels need.
+    resizeDocks({live_dock_}, {290}, Qt::Horizontal);
+  }
   const int page = settings.value(kPageKey, 0).toInt();
   if (page >= 0 && page < pages_->count()) showPage(static_cast<Page>(page));
 }

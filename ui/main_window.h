@@ -22,6 +22,8 @@ struct RunSettings;
 
 namespace tandem::ui {
 
+class ElidingLabel;
+
 class ChatPage;
 class ConversationStore;
 class DownloadQueue;
@@ -103,7 +105,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* live_dock_ = nullptr;
   ThroughputChart* throughput_ = nullptr;
   LivePanel* live_ = nullptr;
-  QLabel* model_status_ = nullptr;
+  ElidingLabel* model_status_ = nullptr;  // shortened with "…" when the bar is narrow
   QLabel* cpu_status_ = nullptr;
   QLabel* gpu_status_ = nullptr;
   QLabel* speed_status_ = nullptr;

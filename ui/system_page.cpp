@@ -36,7 +36,8 @@ QString row(const QString& key, const QString& value) {
 // "avx512_vnni" -> "AVX512-VNNI", "sse4_2" -> "SSE4.2": the spelling vendors use.
 QString displayName(std::string_view name) {
   if (name == "sse4_2") return QStringLiteral("SSE4.2");
-  return q(name).toUpper().replace(QLatin1Char('_'), QLatin1Char('-'));
+  // A non-breaking hyphen: a chip never breaks across lines.
+  return q(name).toUpper().replace(QLatin1Char('_'), QChar(0x2011));
 }
 
 QString featureChips(const kernels::IsaFeatures& usable) {
@@ -69,6 +70,11 @@ SystemPage::SystemPage(QWidget* parent) : QWidget(parent) {
   outer->setContentsMargins(0, 0, 0, 0);
   auto* scroll = new QScrollArea(this);
   scroll->setWidgetResizable(true);
+  // The page fits its width: texts wrap, nothing scrolls sideways.
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  // Without a horizontal scroll bar the area would ask for its content's widest line as its
+  // minimum, which, through the window's page stack, squeezed the live panel on every page.
+  scroll->setMinimumWidth(360);
   scroll->setFrameShape(QFrame::NoFrame);
   outer->addWidget(scroll);
 
@@ -85,6 +91,7 @@ SystemPage::SystemPage(QWidget* parent) : QWidget(parent) {
   title->setObjectName(QStringLiteral("pageTitle"));
   status_ = new QLabel(content);
   status_->setObjectName(QStringLiteral("pageSubtitle"));
+  status_->setWordWrap(true);
   titles->addWidget(title);
   titles->addWidget(status_);
   header->addLayout(titles, 1);
@@ -122,6 +129,9 @@ QWidget* SystemPage::makeCard(const QString& title, QLabel** body) {
   (*body)->setTextFormat(Qt::RichText);
   (*body)->setTextInteractionFlags(Qt::TextSelectableByMouse);
   (*body)->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  // As wide as the card lets it be (rich text would otherwise ask for its longest line).
+  (*body)->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::MinimumExpanding);
+  (*body)->setMinimumWidth(120);
   v->addWidget(*body, 1);
   return card;
 }

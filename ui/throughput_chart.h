@@ -20,6 +20,8 @@ class ThroughputChart : public QWidget {
   Q_OBJECT
  public:
   explicit ThroughputChart(QWidget* parent = nullptr);
+  // The same whether the chart or its empty hint shows, so the panel keeps its width.
+  QSize sizeHint() const override { return {280, 200}; }
 
   // Seconds of generation shown on the time axis; older samples scroll out and are dropped.
   void setWindowSeconds(double seconds);

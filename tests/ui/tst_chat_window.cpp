@@ -131,6 +131,7 @@ class TestChatWindow : public QObject {
       QVERIFY(window.statusSummary().contains(QLatin1String("context ")));
       QCOMPARE(chat->conversations()->rowCount(), 1);
       QCOMPARE(chat->conversations()->index(0).data().toString(), QStringLiteral("Hello there"));
+      QCOMPARE(chat->messages()[1].model, QStringLiteral("qwen3-moe"));  // who wrote it
       saveScreenshot(window, QStringLiteral("chat-round-trip"));
       window.close();
     }
@@ -140,6 +141,7 @@ class TestChatWindow : public QObject {
     QCOMPARE(chat->conversations()->rowCount(), 1);
     QCOMPARE(chat->messages().size(), 2);
     QCOMPARE(chat->messages()[0].content, QStringLiteral("Hello there"));
+    QCOMPARE(chat->messages()[1].model, QStringLiteral("qwen3-moe"));  // kept with the reply
     // The model is loaded again by itself, and the conversation goes on.
     QTRY_VERIFY_WITH_TIMEOUT(reopened.engine()->hasModel(), 20000);
     QSignalSpy finished(reopened.engine(), &EngineHost::turnFinished);
@@ -439,8 +441,9 @@ class TestChatWindow : public QObject {
     QVERIFY2(store.error().isEmpty(), qPrintable(store.error()));
     QCOMPARE(store.messages(1).size(), 1);
     QVERIFY(!store.messages(1)[0].stopped);
-    QVERIFY(store.setMessages(1, {{"user", "Hi", {}}, {"assistant", "Hel", {}, true}}));
+    QVERIFY(store.setMessages(1, {{"user", "Hi", {}}, {"assistant", "Hel", {}, true, "m"}}));
     QVERIFY(store.messages(1)[1].stopped);
+    QCOMPARE(store.messages(1)[1].model, QStringLiteral("m"));
   }
 
   void systemPromptAndSettingsPersist() {

@@ -2,12 +2,16 @@
 // and its live chart follows the samples it is fed.
 #include <QDockWidget>
 #include <QFileInfo>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QtTest>
 
 #include "ui/engine_host.h"
+#include "ui/chat_page.h"
+#include "ui/conversation_list_model.h"
 #include "ui/main_window.h"
 #include "ui/system_page.h"
 #include "ui/theme.h"
@@ -89,6 +93,37 @@ class TestMainWindow : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
     QCOMPARE(QFileInfo(window.engine()->model().folder).canonicalFilePath(), loaded);
     QSettings().clear();
+  }
+
+  // At 1024 x 640 on a first start, the live panel keeps the width its content needs and the
+  // pages fit beside it without scrolling sideways.
+  void fitsAt1024() {
+    QSettings().clear();
+    MainWindow window;
+    window.resize(1024, 640);
+    window.show();
+    QTest::qWait(100);
+    // A conversation with a long title must not widen the chat page either.
+    window.chatPage()->newConversation();
+    window.chatPage()->conversations()->setData(
+        window.chatPage()->conversations()->index(0),
+        QStringLiteral("Tell me a fortune about a very long journey across the sea and back home"),
+        Qt::EditRole);
+    window.chatPage()->openConversation(window.chatPage()->currentConversation());
+    QTest::qWait(50);
+    auto* dock = window.findChild<QDockWidget*>(QStringLiteral("liveDock"));
+    QVERIFY(dock);
+    QVERIFY2(dock->width() >= 260, qPrintable(QString::number(dock->width())));
+    for (int page = 0; page < 3; ++page) {
+      window.showPage(static_cast<MainWindow::Page>(page));
+      for (QScrollArea* area : window.centralWidget()->findChildren<QScrollArea*>()) {
+        if (!area->isVisible()) continue;
+        QVERIFY2(!area->horizontalScrollBar()->isVisible(),
+                 qPrintable(QStringLiteral("page %1 scrolls sideways").arg(page)));
+      }
+    }
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
+      window.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/main-1024.png");
   }
 
   void throughputChartFollowsSamples() {
