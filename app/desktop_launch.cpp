@@ -92,7 +92,7 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
     window.show();
     // The first start walks the user through the setup assistant (the demo model already
     // answers in the chat behind it).
-    if (!ui::SetupWizard::completedBefore())
+    if (!ui::SetupWizard::completedBefore() && !ui::SetupWizard::dismissedBefore())
       QTimer::singleShot(0, &window, &ui::MainWindow::openSetupAssistant);
   }
   const int code = app.exec();

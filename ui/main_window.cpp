@@ -187,6 +187,8 @@ void MainWindow::openSetupAssistant() {
   auto* wizard = new SetupWizard(probe_->lastReport(), download_queue_, this);
   wizard->setAttribute(Qt::WA_DeleteOnClose);
   connect(probe_, &ProbeRunner::finished, wizard, &SetupWizard::setHardware);
+  // Closed without finishing: not opened by itself at the next start.
+  connect(wizard, &QWizard::rejected, this, [] { SetupWizard::markDismissed(); });
   connect(wizard, &QWizard::accepted, this, [this, wizard] {
     const SetupChoices c = wizard->choices();
     SetupWizard::saveChoices(c);

@@ -27,6 +27,7 @@
 #include <QValueAxis>
 #include <QWizardPage>
 #include <fstream>
+#include <optional>
 
 #include "engine/hub/repo_metadata.h"
 #include "engine/model/demo_model.h"
@@ -94,14 +95,35 @@ QString download_size(const plan::ModelLookup& l) {
   return SetupWizard::tr("about %1 to download (%2)").arg(gib(l.download_bytes), format);
 }
 
-nlohmann::json read_config(const QString& folder) {
+// The folder's config.json; null with `why` (a sentence) when it is missing or not JSON.
+nlohmann::json read_config(const QString& folder, QString* why = nullptr) {
   std::ifstream in((folder + QStringLiteral("/config.json")).toStdString());
-  if (!in) return nullptr;
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception&) {
+  if (!in) {
+    if (why)
+      *why = QObject::tr("%1 has no config.json; choose the folder that holds the model's files.")
+                 .arg(folder);
     return nullptr;
   }
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    if (why) {
+      *why = QObject::tr(
+                 "The config.json in %1 is not valid JSON (at byte %2): the file is "
+                 "damaged or was cut short; download the model again.")
+                 .arg(folder)
+                 .arg(e.byte);
+    }
+    return nullptr;
+  }
+}
+
+std::optional<plan::WeightFormat> format_from(const QString& name) {
+  if (name == QLatin1String("int8")) return plan::WeightFormat::Int8;
+  if (name == QLatin1String("int4")) return plan::WeightFormat::Int4;
+  if (name == QLatin1String("bf16")) return plan::WeightFormat::Bf16;
+  if (name == QLatin1String("mxfp4")) return plan::WeightFormat::Mxfp4;
+  return std::nullopt;  // "native" or none: the plan's own choice
 }
 
 QString catalog_folder(const plan::CatalogEntry& e) {
@@ -440,13 +462,12 @@ class ModelPage : public QWizardPage {
       case 2: {
         c.source = QStringLiteral("folder");
         c.folder = path_->text().trimmed();
-        const nlohmann::json config = read_config(c.folder);
+        QString why;
+        const nlohmann::json config = read_config(c.folder, &why);
         if (c.folder.isEmpty()) {
           problem_->setText(tr("Choose the model's folder."));
         } else if (config.is_null()) {
-          problem_->setText(
-              tr("%1 has no readable config.json; choose the folder that holds the model's files.")
-                  .arg(c.folder));
+          problem_->setText(why);
         } else {
           try {
             model::parse_model_spec(config, "config.json");
@@ -492,6 +513,10 @@ class DownloadPage : public QWizardPage {
     start_ = new QPushButton(tr("Download now"), this);
     start_->setObjectName(QStringLiteral("primary"));
     v->addWidget(start_, 0, Qt::AlignLeft);
+    check_again_ = new QPushButton(tr("Check the Space Again"), this);
+    check_again_->setVisible(false);
+    v->addWidget(check_again_, 0, Qt::AlignLeft);
+    connect(check_again_, &QPushButton::clicked, this, [this] { refresh(); });
     v->addStretch(1);
     connect(start_, &QPushButton::clicked, this, [this] {
       const QString repo = wizard_->choices().repo;
@@ -545,18 +570,33 @@ class DownloadPage : public QWizardPage {
     } else {
       // The Hub's listing when the repository was checked, otherwise the catalog's estimate.
       QString size;
+      std::uint64_t needed = 0;
       if (c.source == QLatin1String("repository") && wizard_->repository() != nullptr) {
         size = download_size(*wizard_->repository());
+        needed = wizard_->repository()->download_bytes;
       } else if (const plan::CatalogEntry* e = plan::find_catalog_entry(c.catalog_id.toStdString());
                  e != nullptr && !e->config.is_null()) {
-        size = download_size(plan::lookup_catalog_entry(*e));
+        const plan::ModelLookup l = plan::lookup_catalog_entry(*e);
+        size = download_size(l);
+        needed = l.download_bytes;
       }
       const hw::DiskSpace disk = hw::probe_disk_space(MainWindow::modelsFolder().toStdString());
-      status_->setText(
-          tr("%1: %2. %3 are free in %4. Only the safetensors weights, the configuration and the "
-             "tokenizer are fetched.")
-              .arg(repo, size, q(hw::format_bytes(disk.free_bytes)), MainWindow::modelsFolder()));
-      start_->setVisible(queue_ != nullptr);
+      if (needed > 0 && disk.error.empty() && needed > disk.free_bytes) {
+        // Not offered: it would stop part-way with the disk full.
+        status_->setText(
+            tr("%1: %2, but only %3 are free in %4. Free some space there (or go "
+               "back and choose a smaller model), then check again.")
+                .arg(repo, size, q(hw::format_bytes(disk.free_bytes)), MainWindow::modelsFolder()));
+        start_->setVisible(false);
+        check_again_->setVisible(true);
+      } else {
+        status_->setText(
+            tr("%1: %2. %3 are free in %4. Only the safetensors weights, the configuration and "
+               "the tokenizer are fetched.")
+                .arg(repo, size, q(hw::format_bytes(disk.free_bytes)), MainWindow::modelsFolder()));
+        start_->setVisible(queue_ != nullptr);
+        check_again_->setVisible(false);
+      }
     }
     emit completeChanged();
   }
@@ -564,6 +604,7 @@ class DownloadPage : public QWizardPage {
   DownloadQueue* queue_;
   QLabel* status_;
   QPushButton* start_;
+  QPushButton* check_again_;
   quint64 job_ = 0;
   bool started_ = false;
   bool finished_ = false;
@@ -593,12 +634,17 @@ class ConversionPage : public QWizardPage {
                "for here. For a large model, Tools → Convert Weights saves a converted copy that "
                "loads in seconds."),
             this));
-    connect(method_, &QComboBox::currentIndexChanged, this,
-            [this] { wizard_->mutableChoices().cpu_format = method_->currentData().toString(); });
+    connect(method_, &QComboBox::currentIndexChanged, this, [this] {
+      wizard_->mutableChoices().cpu_format = method_->currentData().toString();
+      wizard_->replan();
+      showReason();
+    });
   }
   void initializePage() override {
     const plan::Plan& p = wizard_->plan();
-    QString recommended = q(std::string(plan::format_name(p.cpu_format)));
+    const QString recommended =
+        q(std::string(plan::format_name(wizard_->recommendedFormat()))).toLower();
+    recommended_ = recommended;
     // MXFP4 is offered for the models whose experts are stored so (gpt-oss) and only there.
     const int mxfp4 = method_->findData(QStringLiteral("mxfp4"));
     if (p.cpu_format == plan::WeightFormat::Mxfp4 && mxfp4 < 0) {
@@ -607,21 +653,38 @@ class ConversionPage : public QWizardPage {
     } else if (p.cpu_format != plan::WeightFormat::Mxfp4 && mxfp4 >= 0) {
       method_->removeItem(mxfp4);
     }
-    QString reason;
-    for (const plan::Parameter& x : p.parameters) {
-      if (x.name == "kt-method") reason = tr("Recommended: %1 — %2.").arg(q(x.value), q(x.reason));
-    }
+    // An earlier choice stands only for the model it was made for.
     const QString saved = wizard_->choices().cpu_format;
-    const int index = method_->findData(saved.isEmpty() ? recommended : saved);
+    const bool same_model = wizard_->choices().folder == SetupWizard::savedChoices().folder;
+    const int index = method_->findData(!saved.isEmpty() && same_model ? saved : recommended);
     method_->setCurrentIndex(index >= 0 ? index : 0);
     wizard_->mutableChoices().cpu_format = method_->currentData().toString();
-    reason_->setText(reason);
+    wizard_->replan();
+    showReason();
+  }
+
+  void showReason() {
+    QString why;
+    for (const plan::Parameter& x : wizard_->plan().parameters)
+      if (x.name == "kt-method") why = q(x.reason);
+    const QString chosen = method_->currentData().toString();
+    QString text = tr("Recommended for this computer and model: %1.").arg(recommended_.toUpper());
+    if (chosen == recommended_) {
+      text += QLatin1Char(' ') + tr("Kernels: %1.").arg(why);
+    } else {
+      text +=
+          QLatin1Char(' ') +
+          tr("You chose %1 instead; the settings and memory plan that follow are for it.")
+              .arg(chosen == QLatin1String("native") ? tr("the stored format") : chosen.toUpper());
+    }
+    reason_->setText(text);
   }
 
  private:
   SetupWizard* wizard_;
   QComboBox* method_;
   QLabel* reason_;
+  QString recommended_;
 };
 
 class ParametersPage : public QWizardPage {
@@ -752,14 +815,33 @@ class FinishPage : public QWizardPage {
   }
   void initializePage() override {
     const SetupChoices& c = wizard_->choices();
-    summary_->setText(tr("Tandem will load %1 with %2 weights on the CPU, %3 threads and a context "
-                         "of %4 tokens, then open the "
-                         "chat. You can run this assistant again from Tools → Setup Assistant.")
-                          .arg(c.source == QLatin1String("demo") ? tr("the built-in demo model")
-                                                                 : QFileInfo(c.folder).fileName(),
-                               c.cpu_format.toUpper())
-                          .arg(c.threads)
-                          .arg(c.context));
+    const plan::Plan& p = wizard_->plan();
+    // The same figures as the settings page: the plan's, with the user's threads and context.
+    QString method;
+    for (const plan::Parameter& x : p.parameters)
+      if (x.name == "kt-method") method = q(x.value);
+    const QString format = c.cpu_format == QLatin1String("native")
+                               ? tr("the stored")
+                               : q(std::string(plan::format_name(p.cpu_format))).toUpper();
+    QString gpu = tr("everything on the CPU");
+    if (p.uses_gpu) {
+      gpu = tr("attention and %1 experts per layer on %2")
+                .arg(p.gpu_experts_per_layer)
+                .arg(q(p.gpu_name));
+    }
+    summary_->setText(
+        tr("Tandem will load %1 with %2 weights on the CPU%3, %4 threads and a "
+           "context of %5 tokens, %6; then it opens the chat.%7\n\nYou can run "
+           "this assistant again from Tools → Setup Assistant.")
+            .arg(c.source == QLatin1String("demo") ? tr("the built-in demo model")
+                                                   : QFileInfo(c.folder).fileName(),
+                 format, method.isEmpty() ? QString() : tr(" (kernels: %1)").arg(method))
+            .arg(c.threads)
+            .arg(c.context)
+            .arg(gpu,
+                 p.verdict == plan::Verdict::DoesNotFit
+                     ? tr("\n\nThe memory plan says it does not fit: %1").arg(q(p.verdict_reason))
+                     : QString()));
   }
 
  private:
@@ -820,8 +902,14 @@ void SetupWizard::replan() {
     if (choices_.source == QLatin1String("demo")) {
       wishes.context_tokens = choices_.context > 0 ? choices_.context : 2048;
     }
-    plan_ =
-        plan::make_plan(*hardware_, plan::model_shape_from_config(config, "config.json"), wishes);
+    const plan::ModelShape shape = plan::model_shape_from_config(config, "config.json");
+    const plan::Plan own = plan::make_plan(*hardware_, shape, wishes);
+    recommended_format_ = own.cpu_format;
+    // The format box's choice, when it differs, is what the settings are planned for.
+    wishes.cpu_format = format_from(choices_.cpu_format);
+    plan_ = wishes.cpu_format && *wishes.cpu_format != own.cpu_format
+                ? plan::make_plan(*hardware_, shape, wishes)
+                : own;
     emit planChanged();
   } catch (const std::exception&) {
     plan_ = {};
@@ -842,6 +930,14 @@ int SetupWizard::nextId() const {
 
 bool SetupWizard::completedBefore() {
   return QSettings().value(QStringLiteral("wizard/completed"), false).toBool();
+}
+
+bool SetupWizard::dismissedBefore() {
+  return QSettings().value(QStringLiteral("wizard/dismissed"), false).toBool();
+}
+
+void SetupWizard::markDismissed() {
+  QSettings().setValue(QStringLiteral("wizard/dismissed"), true);
 }
 
 void SetupWizard::saveChoices(const SetupChoices& c) {

@@ -48,6 +48,8 @@ class SetupWizard : public QWizard {
   SetupChoices choices() const { return choices_; }
   SetupChoices& mutableChoices() { return choices_; }
   const plan::Plan& plan() const { return plan_; }
+  // The CPU format the plan would choose by itself, whatever the format box says.
+  plan::WeightFormat recommendedFormat() const { return recommended_format_; }
   void setHardware(HardwareReportPtr hardware);
   HardwareReportPtr hardware() const { return hardware_; }
   // The model's config as the planner sees it; null when it cannot be read.
@@ -60,6 +62,10 @@ class SetupWizard : public QWizard {
   int nextId() const override;
 
   static bool completedBefore();
+  // Closed without finishing at some start: not opened by itself again (Tools → Setup
+  // Assistant still opens it).
+  static bool dismissedBefore();
+  static void markDismissed();
   static void saveChoices(const SetupChoices& choices);
   static SetupChoices savedChoices();
 
@@ -71,6 +77,7 @@ class SetupWizard : public QWizard {
   HardwareReportPtr hardware_;
   DownloadQueue* queue_;
   plan::Plan plan_;
+  plan::WeightFormat recommended_format_ = plan::WeightFormat::Int8;
   SetupChoices choices_;
   ModelLookupPtr repository_;
 };

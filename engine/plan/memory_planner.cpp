@@ -216,7 +216,9 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
                          ? (native_bf16 ? WeightFormat::Bf16 : WeightFormat::Int8)
                      : wishes.quality == Quality::Balanced ? WeightFormat::Int8
                                                            : WeightFormat::Int4;
-  if (m.mxfp4_experts) {
+  if (wishes.cpu_format) {
+    cpu = *wishes.cpu_format;
+  } else if (m.mxfp4_experts) {
     // Stored as MXFP4, the experts are kept so at any quality: exact, and as small as INT4.
     cpu = WeightFormat::Mxfp4;
   } else if (wishes.quality == Quality::Quality && !native_bf16) {
@@ -278,7 +280,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   auto ram_needed = [&] {
     return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, onednn).ram);
   };
-  while (ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4 &&
+  while (!wishes.cpu_format && ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4 &&
          cpu != WeightFormat::Mxfp4) {
     const WeightFormat smaller =
         cpu == WeightFormat::Bf16 ? WeightFormat::Int8 : WeightFormat::Int4;

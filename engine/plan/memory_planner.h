@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct PlanWishes {
   // Recorded routing statistics of the model (schedule/routing_stats.h); empty: none. With
   // them the plan places the most routed experts on the GPU (the frequency strategy).
   std::string expert_stats;
+  // The CPU format the user chose (the setup assistant's format box); absent: the plan
+  // chooses by quality and shrinks it to fit. A chosen one is kept, and the verdict says
+  // whether it fits.
+  std::optional<WeightFormat> cpu_format;
 };
 
 struct MemoryLine {

@@ -9,10 +9,11 @@
 #include <QStandardPaths>
 #include <QtTest>
 
-#include "ui/engine_host.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_list_model.h"
+#include "ui/engine_host.h"
 #include "ui/main_window.h"
+#include "ui/setup_wizard.h"
 #include "ui/system_page.h"
 #include "ui/theme.h"
 #include "ui/throughput_chart.h"
@@ -124,6 +125,20 @@ class TestMainWindow : public QObject {
     }
     if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
       window.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/main-1024.png");
+  }
+
+  // Cancelling the assistant at a first start keeps it from opening at every next start.
+  void aCancelledAssistantStaysClosed() {
+    QSettings().clear();
+    QVERIFY(!tandem::ui::SetupWizard::dismissedBefore());
+    MainWindow window;
+    window.openSetupAssistant();
+    auto* wizard = window.findChild<tandem::ui::SetupWizard*>();
+    QVERIFY(wizard);
+    wizard->reject();
+    QVERIFY(tandem::ui::SetupWizard::dismissedBefore());
+    QVERIFY(!tandem::ui::SetupWizard::completedBefore());
+    QSettings().clear();
   }
 
   void throughputChartFollowsSamples() {

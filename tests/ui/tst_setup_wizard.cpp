@@ -5,6 +5,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -148,6 +149,81 @@ class TestSetupWizard : public QObject {
     QCOMPARE(w.choices().source, QStringLiteral("folder"));
     w.next();
     QCOMPARE(w.currentId(), int(SetupWizard::Conversion));
+  }
+
+  // A config.json that is not JSON is said to be damaged, not missing.
+  void aDamagedConfigIsCalledDamaged() {
+    SetupWizard w(recorded("laptop-avx2"), nullptr);
+    w.show();
+    w.next();
+    w.next();
+    QTemporaryDir dir;
+    {
+      QFile f(dir.path() + "/config.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"hidden_size\": 20");
+    }
+    w.currentPage()->findChild<QLineEdit*>(QStringLiteral("folder"))->setText(dir.path());
+    QVERIFY(!w.currentPage()->isComplete());
+    QString problems;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) problems += l->text() + "\n";
+    QVERIFY2(problems.contains(QLatin1String("is not valid JSON")), qPrintable(problems));
+    QVERIFY(!problems.contains(QLatin1String("no config.json")));
+  }
+
+  // The format box and the plan agree: choosing INT4 where INT8 is recommended says so, and
+  // the settings and the last page are planned for INT4.
+  void theFormatChosenIsTheFormatPlanned() {
+    SetupWizard w(recorded("ryzen-avx512-16gb"), nullptr);
+    w.show();
+    w.next();
+    w.next();
+    w.next();  // the demo: no download
+    QCOMPARE(w.currentId(), int(SetupWizard::Conversion));
+    auto* box = w.currentPage()->findChild<QComboBox*>();
+    QCOMPARE(box->currentData().toString(), QStringLiteral("int8"));
+    box->setCurrentIndex(box->findData(QStringLiteral("int4")));
+    QString text;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) text += l->text() + "\n";
+    QVERIFY2(text.contains(QLatin1String("Recommended for this computer and model: INT8")) &&
+                 text.contains(QLatin1String("You chose INT4 instead")),
+             qPrintable(text));
+    QCOMPARE(w.plan().cpu_format, tandem::plan::WeightFormat::Int4);
+    QString method;
+    for (const auto& x : w.plan().parameters)
+      if (x.name == "kt-method") method = QString::fromStdString(x.value);
+    QVERIFY2(method.endsWith(QLatin1String("INT4")), qPrintable(method));
+    w.next();
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Finish));
+    QString summary;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) summary += l->text();
+    QVERIFY2(summary.contains(QLatin1String("INT4 weights")) && summary.contains(method),
+             qPrintable(summary));
+  }
+
+  // A download larger than the free disk is not offered (Kimi-K2's is about a terabyte).
+  void aDownloadThatDoesNotFitIsNotOffered() {
+    DownloadQueue queue;
+    SetupWizard w(recorded("xeon-2s-amx-24gb"), &queue);
+    w.show();
+    w.next();
+    w.next();
+    auto* list = w.currentPage()->findChild<QTreeView*>();
+    for (int r = 0; r < list->model()->rowCount(); ++r) {
+      if (list->model()->index(r, 0).data().toString() == QLatin1String("Kimi-K2-Instruct"))
+        list->setCurrentIndex(list->model()->index(r, 0));
+    }
+    QCOMPARE(w.choices().catalog_id, QStringLiteral("kimi-k2-instruct"));
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Download));
+    QString text;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) text += l->text();
+    QVERIFY2(text.contains(QLatin1String("but only")), qPrintable(text));
+    for (QPushButton* b : w.currentPage()->findChildren<QPushButton*>()) {
+      if (b->text() == QLatin1String("Download now")) QVERIFY(!b->isVisible());
+      if (b->text() == QLatin1String("Check the Space Again")) QVERIFY(b->isVisible());
+    }
   }
 
   void catalogModelsNeedTheirDownload() {

@@ -187,6 +187,23 @@ class TestPlanner : public QObject {
     QCOMPARE(params["num-gpu-experts"], std::to_string(p.gpu_experts_per_layer));
   }
 
+  // A format the user chose is planned as chosen: smaller than the plan's own, and larger
+  // even when it does not fit (the verdict says so instead of quietly shrinking it).
+  void aChosenFormatIsKept() {
+    PlanWishes wishes{8192, Quality::Balanced, {}};
+    wishes.cpu_format = WeightFormat::Int4;
+    const Plan small = make_plan(machine("ryzen-avx512-16gb"), shape("qwen3-30b-a3b"), wishes);
+    QCOMPARE(small.cpu_format, WeightFormat::Int4);
+    wishes.cpu_format = WeightFormat::Bf16;
+    const Plan big =
+        make_plan(machine("laptop-avx2"), shape("qwen3-235b-a22b-instruct-2507"), wishes);
+    QCOMPARE(big.cpu_format, WeightFormat::Bf16);
+    QCOMPARE(big.verdict, Verdict::DoesNotFit);
+    wishes.cpu_format.reset();
+    QVERIFY(make_plan(machine("laptop-avx2"), shape("qwen3-235b-a22b-instruct-2507"), wishes)
+                .cpu_format != WeightFormat::Bf16);
+  }
+
   // The Ryzen with 16 GB: Qwen3-30B-A3B fits as asked, with experts on the GPU.
   void ryzen_qwen3_30b() {
     const Plan p = make_plan(machine("ryzen-avx512-16gb"), shape("qwen3-30b-a3b"),
