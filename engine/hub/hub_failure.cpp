@@ -6,6 +6,7 @@
 #include <chrono>
 #include <ctime>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "engine/log/log.h"
@@ -90,7 +91,11 @@ std::optional<std::int64_t> requested_wait_ms(const HttpAnswer& answer) {
 void report_retry(const HubConfig& hub, const HubError& error, int attempt, std::int64_t wait_ms) {
   if (hub.on_retry)
     hub.on_retry({error.kind(), error.what(), attempt, hub.retry.max_attempts, wait_ms});
-  // The same sentence within ten minutes (another file, the next attempt) is not repeated.
+  // The same failure within ten minutes (another file, the next attempt) is not repeated.
+  // Its sentence without digits is the key: curl's "after 30001 ms" varies between tries.
+  std::string key = std::to_string(static_cast<int>(error.kind())) + ':';
+  for (const char ch : std::string_view(error.what()))
+    if (ch < '0' || ch > '9') key += ch;
   static std::mutex mutex;
   static std::string last;
   static std::chrono::steady_clock::time_point last_time;
@@ -98,8 +103,8 @@ void report_retry(const HubConfig& hub, const HubError& error, int attempt, std:
   bool repeated = false;
   {
     std::lock_guard lock(mutex);
-    repeated = last == error.what() && now - last_time < std::chrono::minutes(10);
-    last = error.what();
+    repeated = last == key && now - last_time < std::chrono::minutes(10);
+    last = key;
     last_time = now;
   }
   if (hub.warn_on_retry && !repeated) {
