@@ -1,7 +1,9 @@
 #include "app/chat_command.h"
 
 #include <fmt/format.h>
+
 #include <unistd.h>
+#include <filesystem>
 
 #include <atomic>
 #include <csignal>
@@ -88,8 +90,10 @@ int run_chat(const ChatOptions& o) {
   const char* dim = tty ? "\033[2m" : "";
   const char* plain = tty ? "\033[0m" : "";
   std::printf(
-      "Chatting with %s (%s). Ctrl-C stops a reply; /regenerate, /system TEXT, /reset, /quit.\n",
-      model->spec().architecture.c_str(), o.model.c_str());
+      "Chatting with %s (%s, in %s). Ctrl-C stops a reply; /regenerate, /system TEXT, /reset, "
+      "/quit.\n",
+      std::filesystem::path(o.model).filename().string().c_str(),
+      model::architecture_display_name(model->spec().architecture).c_str(), o.model.c_str());
 
   auto run_turn = [&](auto&& turn) {
     bool thinking_open = false;
@@ -117,12 +121,20 @@ int run_chat(const ChatOptions& o) {
       }
       if (thinking_open) std::fputs(plain, stdout);
       std::printf("\n");
-      std::fprintf(stderr,
-                   "%s[%lld prompt tokens at %.1f tokens/s, %lld generated at %.1f tokens/s, "
-                   "context %lld/%lld%s]%s\n",
-                   dim, static_cast<long long>(r.stats.prompt_tokens),
-                   r.stats.prompt_tokens_per_s(), static_cast<long long>(r.stats.generated_tokens),
-                   r.stats.decode_tokens_per_s(), static_cast<long long>(r.context_tokens),
+      // Counts as people read them: "1 prompt token", and no rate for too few to time.
+      const auto count = [](long long n, const char* one, const char* many) {
+        return fmt::format("{} {}", n, n == 1 ? one : many);
+      };
+      const auto rate = [](long long n, double per_s) {
+        return n >= 8 ? fmt::format(" at {:.1f} tokens/s", per_s) : std::string();
+      };
+      const long long prompt = r.stats.prompt_tokens, generated = r.stats.generated_tokens;
+      std::fprintf(stderr, "%s[%s%s, %s generated%s, context %lld of %lld%s]%s\n", dim,
+                   count(prompt, "prompt token", "prompt tokens").c_str(),
+                   rate(prompt, r.stats.prompt_tokens_per_s()).c_str(),
+                   count(generated, "token", "tokens").c_str(),
+                   rate(generated, r.stats.decode_tokens_per_s()).c_str(),
+                   static_cast<long long>(r.context_tokens),
                    static_cast<long long>(session.context_capacity()),
                    r.stats.stop == generate::StopReason::Cancelled ? ", stopped" : "", plain);
     } catch (const std::exception& e) {

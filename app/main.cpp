@@ -352,9 +352,10 @@ int main(int argc, char** argv) {
                    "HF_TOKEN) for its config.json and file list only. A folder on this computer "
                    "wins over a repository of the same relative name")
       ->required();
-  recommend_cmd->add_option("-c,--context", recommend.context, "Context length in tokens")
-      ->capture_default_str()
-      ->check(CLI::Range(256, 10000000));
+  auto* recommend_context =
+      recommend_cmd->add_option("-c,--context", recommend.context, "Context length in tokens")
+          ->capture_default_str()
+          ->check(CLI::Range(256, 10000000));
   recommend_cmd->add_option("--quality", recommend.quality, "quality, balanced or speed")
       ->capture_default_str()
       ->check(CLI::IsMember({"quality", "balanced", "speed"}));
@@ -473,6 +474,7 @@ int main(int argc, char** argv) {
   }
   if (recommend_cmd->parsed()) {
     setup_logging(verbose, true);
+    recommend.context_given = recommend_context->count() > 0;
     if (save_profile) {
       QString name = QString::fromStdString(recommend.model)
                          .section(QLatin1Char('/'), -1, -1, QString::SectionSkipEmpty);

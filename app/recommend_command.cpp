@@ -40,6 +40,7 @@ int run_recommend(const RecommendOptions& o) {
     }
     plan::PlanWishes wishes;
     wishes.context_tokens = o.context;
+    wishes.context_asked = o.context_given;
     if (!stats_file.empty()) {
       const schedule::RoutingStatistics s = schedule::read_routing_statistics(stats_file);
       if (s.experts != shape.experts || s.layers != shape.layers)

@@ -8,6 +8,7 @@ namespace tandem::app {
 struct RecommendOptions {
   std::string model;  // a model folder, a .gguf file, a catalog id or a Hugging Face repository
   std::int64_t context = 8192;
+  bool context_given = false;  // -c was on the command line
   std::string quality = "balanced";
   std::string hardware;  // a recorded `tandem detect --json` file instead of this machine
   bool json = false;

@@ -27,6 +27,7 @@
 #include <QValueAxis>
 #include <QWizardPage>
 #include <fstream>
+#include <map>
 #include <optional>
 
 #include "engine/hub/repo_metadata.h"
@@ -116,6 +117,29 @@ nlohmann::json read_config(const QString& folder, QString* why = nullptr) {
     }
     return nullptr;
   }
+}
+
+// A plan parameter in plain words; the seeds' name (kt-method, cpuinfer, ...) goes beside it.
+QString plain_name(const std::string& name) {
+  static const std::map<std::string, const char*> names = {
+      {"kt-method", QT_TRANSLATE_NOOP("SetupWizard", "How the CPU computes its experts")},
+      {"cpuinfer", QT_TRANSLATE_NOOP("SetupWizard", "CPU threads")},
+      {"threadpool-count", QT_TRANSLATE_NOOP("SetupWizard", "Groups of CPU threads")},
+      {"num-gpu-experts", QT_TRANSLATE_NOOP("SetupWizard", "Experts per layer on the GPU")},
+      {"max-deferred-experts-per-token",
+       QT_TRANSLATE_NOOP("SetupWizard", "CPU experts per token left for the next layer")},
+      {"gpu-prefill-token-threshold",
+       QT_TRANSLATE_NOOP("SetupWizard", "Prompts long enough to run on the GPU layer by layer")},
+      {"expert-placement-strategy",
+       QT_TRANSLATE_NOOP("SetupWizard", "Which experts go on the GPU")},
+      {"enable-dynamic-expert-update",
+       QT_TRANSLATE_NOOP("SetupWizard", "Move experts that turn busy onto the GPU")},
+      {"expert-stats", QT_TRANSLATE_NOOP("SetupWizard", "Routing statistics read")},
+      {"context-length", QT_TRANSLATE_NOOP("SetupWizard", "Context length (tokens)")},
+      {"accelerator", QT_TRANSLATE_NOOP("SetupWizard", "Accelerator")},
+  };
+  const auto it = names.find(name);
+  return it == names.end() ? q(name) : SetupWizard::tr(it->second);
 }
 
 std::optional<plan::WeightFormat> format_from(const QString& name) {
@@ -372,9 +396,10 @@ class ModelPage : public QWizardPage {
       v = verdicts_for(*hw, l->shape);
     }
     answer_->setText(
-        tr("<b>%1</b> (%2): %3, %4B parameters, %5B active per token; %6.<br/>On this computer: "
+        tr("<b>%1</b> (%2): %3, %4 B parameters, %5 B active per token; %6.<br/>On this computer: "
            "<span style='color:%7'>%8</span>")
-            .arg(q(l->repo).toHtmlEscaped(), from.toHtmlEscaped(), q(l->shape.architecture))
+            .arg(q(l->repo).toHtmlEscaped(), from.toHtmlEscaped(),
+                 tr("a %1 model").arg(q(model::architecture_display_name(l->shape.architecture))))
             .arg(static_cast<double>(l->shape.total_params()) / 1e9, 0, 'f', 1)
             .arg(static_cast<double>(l->shape.active_params_per_token()) / 1e9, 0, 'f', 1)
             .arg(download_size(*l).toHtmlEscaped(), v.color.name(), v.text.toHtmlEscaped()));
@@ -708,7 +733,7 @@ class ParametersPage : public QWizardPage {
     v->addLayout(form);
     params_ = new QTreeWidget(this);
     params_->setColumnCount(3);
-    params_->setHeaderLabels({tr("Parameter"), tr("Value"), tr("Why")});
+    params_->setHeaderLabels({tr("Setting"), tr("Value"), tr("Why")});
     params_->setRootIsDecorated(false);
     params_->setWordWrap(true);
     params_->header()->setSectionResizeMode(2, QHeaderView::Stretch);
@@ -718,10 +743,16 @@ class ParametersPage : public QWizardPage {
     chart_->setTitle(tr("Memory plan"));
     chart_->legend()->setAlignment(Qt::AlignRight);
     chart_->setMargins(QMargins(2, 2, 2, 2));
+    // The categories are listed under the chart, wrapped to its width: the chart's own
+    // legend cut them off.
+    chart_->legend()->hide();
     auto* view = new QChartView(chart_, this);
     view->setRenderHint(QPainter::Antialiasing);
-    view->setMinimumHeight(170);
+    view->setMinimumHeight(150);
     v->addWidget(view);
+    legend_ = paragraph(QString(), this);
+    legend_->setTextFormat(Qt::RichText);
+    v->addWidget(legend_);
     connect(threads_, &QSpinBox::valueChanged, this,
             [this](int n) { wizard_->mutableChoices().threads = n; });
     connect(context_, &QSpinBox::valueChanged, this, [this](int n) {
@@ -759,7 +790,11 @@ class ParametersPage : public QWizardPage {
     verdict_->setText(QStringLiteral("<b>%1</b>").arg(q(p.verdict_reason).toHtmlEscaped()));
     params_->clear();
     for (const plan::Parameter& x : p.parameters) {
-      auto* item = new QTreeWidgetItem({q(x.name), q(x.value), q(x.reason)});
+      // Plain words first; the name the seeds and `tandem recommend` use as the detail.
+      auto* item = new QTreeWidgetItem({plain_name(x.name), q(x.value), q(x.reason)});
+      item->setToolTip(
+          0, tr("%1 (%2 in tandem recommend and kt-kernel)").arg(plain_name(x.name), q(x.name)));
+      item->setData(0, Qt::UserRole, q(x.name));
       item->setToolTip(2, q(x.reason));
       params_->addTopLevelItem(item);
     }
@@ -781,6 +816,15 @@ class ParametersPage : public QWizardPage {
       series->append(set);
     }
     chart_->addSeries(series);
+    QStringList entries;
+    for (QBarSet* set : series->barSets()) {
+      const double total = set->at(0) + set->at(1);
+      entries << QStringLiteral("<span style='color:%1'>■</span>&nbsp;%2&nbsp;%3")
+                     .arg(set->color().name(), set->label().toHtmlEscaped(),
+                          total < 0.05 ? tr("under 0.1 GiB")
+                                       : tr("%1 GiB").arg(total, 0, 'f', total < 10 ? 1 : 0));
+    }
+    legend_->setText(entries.join(QStringLiteral(" &nbsp; ")));
     auto* axis = new QBarCategoryAxis(chart_);
     axis->append({tr("RAM (%1 available)").arg(gib(p.ram_budget)),
                   p.uses_gpu ? tr("VRAM (%1 free)").arg(gib(p.vram_budget)) : tr("VRAM (no GPU)")});
@@ -802,6 +846,7 @@ class ParametersPage : public QWizardPage {
   QSpinBox* context_;
   QTreeWidget* params_;
   QChart* chart_;
+  QLabel* legend_;
 };
 
 class FinishPage : public QWizardPage {
@@ -896,6 +941,7 @@ void SetupWizard::replan() {
   try {
     plan::PlanWishes wishes;
     wishes.context_tokens = choices_.context > 0 ? choices_.context : 8192;
+    wishes.context_asked = choices_.context > 0;
     const QString stats =
         choices_.folder + QLatin1Char('/') + QLatin1String(schedule::kExpertStatsName);
     if (QFileInfo::exists(stats)) wishes.expert_stats = stats.toStdString();

@@ -18,13 +18,18 @@ using nlohmann::json;
 struct ArchitectureName {
   const char* name;
   Family family;
+  const char* shown;  // as people call the family
 };
 constexpr ArchitectureName kArchitectures[] = {
-    {"LlamaForCausalLM", Family::Llama},           {"Qwen3ForCausalLM", Family::Qwen3},
-    {"Qwen3MoeForCausalLM", Family::Qwen3Moe},     {"MixtralForCausalLM", Family::Mixtral},
-    {"DeepseekV3ForCausalLM", Family::DeepseekV3}, {"KimiK2ForCausalLM", Family::DeepseekV3},
-    {"Glm4MoeForCausalLM", Family::Glm4Moe},       {"GptOssForCausalLM", Family::GptOss},
-    {"Qwen3NextForCausalLM", Family::Qwen3Next},
+    {"LlamaForCausalLM", Family::Llama, "Llama"},
+    {"Qwen3ForCausalLM", Family::Qwen3, "Qwen3"},
+    {"Qwen3MoeForCausalLM", Family::Qwen3Moe, "Qwen3-MoE"},
+    {"MixtralForCausalLM", Family::Mixtral, "Mixtral"},
+    {"DeepseekV3ForCausalLM", Family::DeepseekV3, "DeepSeek-V3"},
+    {"KimiK2ForCausalLM", Family::DeepseekV3, "Kimi-K2"},
+    {"Glm4MoeForCausalLM", Family::Glm4Moe, "GLM-4.5"},
+    {"GptOssForCausalLM", Family::GptOss, "gpt-oss"},
+    {"Qwen3NextForCausalLM", Family::Qwen3Next, "Qwen3-Next"},
 };
 
 class ConfigReader {
@@ -382,6 +387,13 @@ std::string supported_architectures() {
   std::string out;
   for (const auto& a : kArchitectures) out += (out.empty() ? "" : ", ") + std::string(a.name);
   return out;
+}
+
+std::string architecture_display_name(std::string_view architecture) {
+  for (const auto& a : kArchitectures) {
+    if (architecture == a.name) return a.shown;
+  }
+  return std::string(architecture);
 }
 
 bool is_supported_architecture(std::string_view architecture) {

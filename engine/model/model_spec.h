@@ -15,6 +15,9 @@ std::string_view family_name(Family f);
 // The Hugging Face architecture names Tandem runs, for messages.
 std::string supported_architectures();
 // Whether `architecture` ("Qwen3MoeForCausalLM") is one of them.
+// The family as people call it ("Qwen3-MoE" for Qwen3MoeForCausalLM); the architecture
+// itself when Tandem does not know it.
+std::string architecture_display_name(std::string_view architecture);
 bool is_supported_architecture(std::string_view architecture);
 
 enum class RopeType { Default, Linear, Yarn, Llama3 };

@@ -413,9 +413,12 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   plan.parameters.push_back({"enable-dynamic-expert-update", dynamic ? "true" : "false",
                              dynamic ? "experts that turn hot during use move onto the GPU"
                                      : "nothing to move: the GPU holds all experts or none"});
-  plan.parameters.push_back(
-      {"context-length", std::to_string(context),
-       context == wishes.context_tokens ? "as asked" : "shortened so the KV cache fits"});
+  plan.parameters.push_back({"context-length", std::to_string(context),
+                             context != wishes.context_tokens ? "shortened so the KV cache fits"
+                             : wishes.context_asked
+                                 ? "as asked"
+                                 : "the default, which fits; ask for more or less with "
+                                   "the context setting"});
   plan.parameters.push_back(
       {"accelerator", use_gpu ? "auto" : "none",
        use_gpu ? fmt::format("the GPU ({}) runs attention, the dense layers and {} experts per "

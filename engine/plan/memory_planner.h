@@ -37,6 +37,8 @@ struct PlanWishes {
   // chooses by quality and shrinks it to fit. A chosen one is kept, and the verdict says
   // whether it fits.
   std::optional<WeightFormat> cpu_format;
+  // Whether the user gave context_tokens (else it is the default), for the reason's words.
+  bool context_asked = false;
 };
 
 struct MemoryLine {

@@ -121,8 +121,15 @@ class TestSetupWizard : public QObject {
     QCOMPARE(spins[0]->value(), 16);  // one thread per physical core of the recorded Ryzen
     auto* params = w.currentPage()->findChild<QTreeWidget*>();
     QVERIFY(params->topLevelItemCount() >= 8);
-    for (int i = 0; i < params->topLevelItemCount(); ++i)
-      QVERIFY(!params->topLevelItem(i)->text(2).isEmpty());  // every value has its reason
+    for (int i = 0; i < params->topLevelItemCount(); ++i) {
+      QTreeWidgetItem* item = params->topLevelItem(i);
+      QVERIFY(!item->text(2).isEmpty());  // every value has its reason
+      // Plain words, with the seeds' name as the detail.
+      const QString seeds = item->data(0, Qt::UserRole).toString();
+      QVERIFY2(item->text(0) != seeds && !item->text(0).contains(QLatin1Char('-')),
+               qPrintable(item->text(0)));
+      QVERIFY(item->toolTip(0).contains(seeds));
+    }
     shot(w, QStringLiteral("5-parameters"));
     w.next();
     QCOMPARE(w.currentId(), int(SetupWizard::Finish));
@@ -307,7 +314,7 @@ class TestSetupWizard : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(w.currentPage()->isComplete(), 15000);
     QVERIFY(click.elapsed() >= 600);  // the listing and config.json, 300 ms each
     const QString answer = row.answer->text();
-    QVERIFY2(answer.contains(QLatin1String("MixtralForCausalLM, 46.7B parameters")),
+    QVERIFY2(answer.contains(QLatin1String("a Mixtral model, 46.7 B parameters")),
              qPrintable(answer));
     QVERIFY2(answer.contains(QString::fromStdString(server.endpoint())), qPrintable(answer));
     QVERIFY2(answer.contains(QLatin1String("(BF16, 21 files)")), qPrintable(answer));
