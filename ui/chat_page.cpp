@@ -431,6 +431,7 @@ MessageWidget* ChatPage::appendMessage(int index, const StoredMessage& message) 
   auto* w = new MessageWidget(index, message.role, speaker, messages_widget_);
   w->setContent(message.content, message.thinking, false);
   w->setStopped(message.stopped);
+  w->setStats(message.tokens, message.tokens_per_s);
   connect(w, &MessageWidget::editRequested, this, &ChatPage::editRequested);
   connect(w, &MessageWidget::regenerateRequested, this, &ChatPage::regenerate);
   messages_layout_->insertWidget(messages_layout_->count() - 1, w);
@@ -618,11 +619,15 @@ void ChatPage::onFinished(const TurnOutcome& outcome) {
     if (before.role == messages_[i].role && before.content == messages_[i].content) {
       messages_[i].stopped = before.stopped;
       messages_[i].model = before.model;
+      messages_[i].tokens = before.tokens;
+      messages_[i].tokens_per_s = before.tokens_per_s;
     }
   }
   if (!messages_.isEmpty() && messages_.back().role == QLatin1String("assistant")) {
     messages_.back().stopped = outcome.stopped;
     messages_.back().model = engine_.model().name;
+    messages_.back().tokens = outcome.generated_tokens;
+    messages_.back().tokens_per_s = outcome.decode_tokens_per_s;
   }
   if (current_ != 0) {
     if (!store_.setMessages(current_, messages_))

@@ -74,7 +74,9 @@ ConversationStore::ConversationStore(const QString& path)
   bool migrated = ok;
   for (const auto& [name, type] :
        {std::pair{QStringLiteral("stopped"), QStringLiteral("INTEGER NOT NULL DEFAULT 0")},
-        std::pair{QStringLiteral("model"), QStringLiteral("TEXT NOT NULL DEFAULT ''")}}) {
+        std::pair{QStringLiteral("model"), QStringLiteral("TEXT NOT NULL DEFAULT ''")},
+        std::pair{QStringLiteral("tokens"), QStringLiteral("INTEGER NOT NULL DEFAULT 0")},
+        std::pair{QStringLiteral("tokens_per_s"), QStringLiteral("REAL NOT NULL DEFAULT 0")}}) {
     if (migrated && !columns.contains(name))
       migrated = q.exec(QStringLiteral("ALTER TABLE messages ADD COLUMN %1 %2").arg(name, type));
   }
@@ -135,13 +137,14 @@ QVector<StoredMessage> ConversationStore::messages(qint64 id) const {
   QVector<StoredMessage> out;
   QSqlQuery q(db(connection_));
   q.prepare(QStringLiteral(
-      "SELECT role, content, thinking, stopped, model FROM messages WHERE conversation = ? "
-      "ORDER BY position"));
+      "SELECT role, content, thinking, stopped, model, tokens, tokens_per_s FROM messages WHERE "
+      "conversation = ? ORDER BY position"));
   q.addBindValue(id);
   q.exec();
   while (q.next()) {
     out.push_back({q.value(0).toString(), q.value(1).toString(), q.value(2).toString(),
-                   q.value(3).toBool(), q.value(4).toString()});
+                   q.value(3).toBool(), q.value(4).toString(), q.value(5).toLongLong(),
+                   q.value(6).toDouble()});
   }
   return out;
 }
@@ -156,7 +159,7 @@ bool ConversationStore::setMessages(qint64 id, const QVector<StoredMessage>& mes
   for (int i = 0; ok && i < messages.size(); ++i) {
     q.prepare(
         QStringLiteral("INSERT INTO messages (conversation, position, role, content, thinking, "
-                       "stopped, model) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+                       "stopped, model, tokens, tokens_per_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     q.addBindValue(id);
     q.addBindValue(i);
     q.addBindValue(messages[i].role);
@@ -165,6 +168,8 @@ bool ConversationStore::setMessages(qint64 id, const QVector<StoredMessage>& mes
     q.addBindValue(messages[i].thinking.isNull() ? QStringLiteral("") : messages[i].thinking);
     q.addBindValue(messages[i].stopped ? 1 : 0);
     q.addBindValue(messages[i].model.isNull() ? QStringLiteral("") : messages[i].model);
+    q.addBindValue(messages[i].tokens);
+    q.addBindValue(messages[i].tokens_per_s);
     ok = q.exec();
   }
   if (ok) {

@@ -12,8 +12,10 @@ struct StoredMessage {
   QString role;  // "user" or "assistant"
   QString content;
   QString thinking;
-  bool stopped = false;  // a reply the user stopped before it ended
-  QString model;         // the model that wrote a reply (its folder's name)
+  bool stopped = false;     // a reply the user stopped before it ended
+  QString model;            // the model that wrote a reply (its folder's name)
+  qint64 tokens = 0;        // a reply's generated tokens (0: not recorded)
+  double tokens_per_s = 0;  // and its decoding speed
 };
 
 struct ConversationSettings {

@@ -161,7 +161,31 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
   stopped_->setStyleSheet(QStringLiteral("color: %1; font-style: italic;").arg(theme::kMutedText));
   stopped_->setToolTip(tr("You stopped this reply before the model finished it."));
   stopped_->setVisible(false);
-  v->addWidget(stopped_);
+  stats_ = new QLabel(this);
+  stats_->setObjectName(QStringLiteral("replyStats"));
+  stats_->setStyleSheet(QStringLiteral("color: %1; font-size: 8pt;").arg(theme::kMutedText));
+  stats_->setVisible(false);
+  auto* footer = new QHBoxLayout;
+  footer->addWidget(stopped_);
+  footer->addStretch(1);
+  footer->addWidget(stats_);
+  v->addLayout(footer);
+}
+
+void MessageWidget::setStats(qint64 tokens, double tokens_per_s) {
+  if (tokens <= 0) {
+    stats_->setVisible(false);
+    return;
+  }
+  QString text = tr("%n token(s)", nullptr, static_cast<int>(tokens));
+  if (tokens >= 8 && tokens_per_s > 0)
+    text += tr(" · %1 tokens/s").arg(tokens_per_s, 0, 'f', tokens_per_s < 100 ? 1 : 0);
+  stats_->setText(text);
+  stats_->setVisible(true);
+}
+
+QString MessageWidget::statsText() const {
+  return stats_->isHidden() ? QString() : stats_->text();
 }
 
 void MessageWidget::setStopped(bool stopped) {

@@ -45,6 +45,9 @@ class MessageWidget : public QFrame {
   // Marks a reply the user stopped ("Stopped" under it).
   void setStopped(bool stopped);
   bool stopped() const;
+  // A reply's size and speed, under it ("42 tokens · 35.2 tokens/s"); 0 tokens: nothing.
+  void setStats(qint64 tokens, double tokens_per_s);
+  QString statsText() const;
   int index() const { return index_; }
   QString role() const { return role_; }
   QString content() const { return content_; }
@@ -70,6 +73,7 @@ class MessageWidget : public QFrame {
   QVector<MessageSegment> shown_;
   QToolButton* regenerate_ = nullptr;
   QLabel* stopped_ = nullptr;
+  QLabel* stats_ = nullptr;
 };
 
 }  // namespace tandem::ui

@@ -132,6 +132,9 @@ class TestChatWindow : public QObject {
       QCOMPARE(chat->conversations()->rowCount(), 1);
       QCOMPARE(chat->conversations()->index(0).data().toString(), QStringLiteral("Hello there"));
       QCOMPARE(chat->messages()[1].model, QStringLiteral("qwen3-moe"));  // who wrote it
+      // Each reply says how long it is, and how fast it came.
+      QVERIFY(chat->messages()[1].tokens > 0);
+      QTRY_VERIFY(chat->messageAt(1)->statsText().contains(QLatin1String("token")));
       saveScreenshot(window, QStringLiteral("chat-round-trip"));
       window.close();
     }
@@ -142,6 +145,7 @@ class TestChatWindow : public QObject {
     QCOMPARE(chat->messages().size(), 2);
     QCOMPARE(chat->messages()[0].content, QStringLiteral("Hello there"));
     QCOMPARE(chat->messages()[1].model, QStringLiteral("qwen3-moe"));  // kept with the reply
+    QVERIFY(chat->messages()[1].tokens > 0);
     // The model is loaded again by itself, and the conversation goes on.
     QTRY_VERIFY_WITH_TIMEOUT(reopened.engine()->hasModel(), 20000);
     QSignalSpy finished(reopened.engine(), &EngineHost::turnFinished);
