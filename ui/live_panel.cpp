@@ -285,7 +285,8 @@ void LivePanel::setModel(const ModelInfo& info) {
   if (!accelerator_) {
     placement_->setText(
         info.experts > 0
-            ? tr("No accelerator: all experts run on the CPU. %1").arg(info.placement_note)
+            ? tr("No accelerator: all experts run on the CPU. %1")
+                  .arg(info.placement_note.left(1).toUpper() + info.placement_note.mid(1))
             : tr("No accelerator: the model runs on the CPU."));
   } else if (info.experts == 0) {
     placement_->setText(tr("On the %1.").arg(info.accelerator));

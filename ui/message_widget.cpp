@@ -177,7 +177,7 @@ void MessageWidget::setStats(qint64 tokens, double tokens_per_s) {
     stats_->setVisible(false);
     return;
   }
-  QString text = tr("%n token(s)", nullptr, static_cast<int>(tokens));
+  QString text = tokens == 1 ? tr("1 token") : tr("%1 tokens").arg(tokens);
   if (tokens >= 8 && tokens_per_s > 0)
     text += tr(" · %1 tokens/s").arg(tokens_per_s, 0, 'f', tokens_per_s < 100 ? 1 : 0);
   stats_->setText(text);
