@@ -1,6 +1,8 @@
 #include "ui/chat_page.h"
 
+#include <QDir>
 #include <QDoubleSpinBox>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -13,17 +15,20 @@
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QShortcut>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QStackedWidget>
+#include <QStandardPaths>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QWidgetAction>
 
+#include "ui/conversation_export.h"
 #include "ui/eliding_label.h"
 #include "ui/message_widget.h"
 #include "ui/theme.h"
@@ -141,6 +146,17 @@ QWidget* ChatPage::buildConversationList() {
     if (!index.isValid()) return;
     QMenu menu(this);
     menu.addAction(tr("Rename"), this, [this, index] { list_view_->edit(index); });
+    menu.addAction(tr("Export…"), this, [this, index] {
+      const qint64 id = index.data(ConversationListModel::IdRole).toLongLong();
+      QString name = index.data().toString();
+      name.replace(QRegularExpression(QStringLiteral("[/\\\\:*?\"<>|]")), QStringLiteral("-"));
+      const QString path = QFileDialog::getSaveFileName(
+          this, tr("Export conversation"),
+          QDir(QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation))
+              .filePath(name + QStringLiteral(".md")),
+          tr("Markdown (*.md);;JSON (*.json)"));
+      if (!path.isEmpty()) exportConversation(id, path);
+    });
     menu.addAction(tr("Delete"), this, [this, index] {
       if (QMessageBox::question(
               this, tr("Delete conversation"),
@@ -404,6 +420,17 @@ void ChatPage::openConversation(qint64 id) {
   drop_and_retry_->setVisible(false);
   rebuildMessages();
   updateState();
+}
+
+bool ChatPage::exportConversation(qint64 id, const QString& path) {
+  ConversationExport c;
+  const int row = list_model_->rowOf(id);
+  c.title = row >= 0 ? list_model_->index(row).data().toString() : tr("Conversation");
+  c.settings = store_.settings(id);
+  c.messages = id == current_ ? messages_ : store_.messages(id);
+  const QString error = write_conversation(c, path);
+  showError(error, false);
+  return error.isEmpty();
 }
 
 void ChatPage::deleteConversationAt(int row) {

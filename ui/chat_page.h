@@ -45,6 +45,9 @@ class ChatPage : public QWidget {
   // What the sampling form and system prompt say now (what the next turn is generated with).
   ConversationSettings currentSettings() const;
   void openConversation(qint64 id);
+  // Writes conversation `id` to `path` (Markdown, or JSON for .json); a failure is said in
+  // the window.
+  bool exportConversation(qint64 id, const QString& path);
 
   // For tests and accessibility.
   QPlainTextEdit* composer() const { return composer_; }

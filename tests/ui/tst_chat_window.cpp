@@ -450,6 +450,47 @@ class TestChatWindow : public QObject {
     QCOMPARE(store.messages(1)[1].model, QStringLiteral("m"));
   }
 
+  // A conversation exported as Markdown for people and as JSON in the OpenAI chat shape,
+  // written whole; a folder that cannot be written to is said in the window.
+  void exportsAConversation() {
+    const QString path = dir_.path() + "/export.sqlite";
+    qint64 id = 0;
+    {
+      ConversationStore store(path);
+      id = store.createConversation(QStringLiteral("Sorting"));
+      ConversationSettings settings;
+      settings.system_prompt = QStringLiteral("Be brief.");
+      store.setSettings(id, settings);
+      store.setMessages(id,
+                        {{"user", "How do I sort?", {}},
+                         {"assistant", "Use sorted().", "The basics.", true, "qwen3-moe", 4, 0}});
+    }
+    MainWindow window(nullptr, path);
+    window.show();
+    ChatPage* chat = window.chatPage();
+    QVERIFY(chat->exportConversation(id, dir_.path() + "/sorting.md"));
+    QFile md(dir_.path() + "/sorting.md");
+    QVERIFY(md.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(md.readAll());
+    for (const char* part :
+         {"# Sorting", "Be brief.", "**You**", "How do I sort?",
+          "**qwen3-moe** · 4 tokens · stopped", "<summary>Thinking</summary>", "Use sorted()."})
+      QVERIFY2(text.contains(QString::fromUtf8(part)), part);
+    QVERIFY(chat->exportConversation(id, dir_.path() + "/sorting.json"));
+    QFile js(dir_.path() + "/sorting.json");
+    QVERIFY(js.open(QIODevice::ReadOnly));
+    const auto doc = nlohmann::json::parse(js.readAll().toStdString());
+    QCOMPARE(doc["title"].get<std::string>(), std::string("Sorting"));
+    QCOMPARE(doc["messages"].size(), std::size_t{3});
+    QCOMPARE(doc["messages"][0]["role"].get<std::string>(), std::string("system"));
+    QCOMPARE(doc["messages"][2]["reasoning_content"].get<std::string>(),
+             std::string("The basics."));
+    QCOMPARE(doc["sampling"]["temperature"].get<double>(), 0.7);
+    QVERIFY(!chat->exportConversation(id, QStringLiteral("/proc/nowhere/x.md")));
+    QVERIFY2(chat->errorText().contains(QLatin1String("could not be written")),
+             qPrintable(chat->errorText()));
+  }
+
   void systemPromptAndSettingsPersist() {
     const QString path = dir_.path() + "/settings.sqlite";
     qint64 id = 0;
