@@ -263,6 +263,32 @@ QWidget* ChatPage::buildChatArea() {
   connect(system_prompt_, &QLineEdit::editingFinished, this, &ChatPage::saveSettings);
   v->addWidget(system_prompt_);
 
+  // Ctrl+F: find in this conversation.
+  find_bar_ = new QWidget(area);
+  auto* find_row = new QHBoxLayout(find_bar_);
+  find_row->setContentsMargins(0, 0, 0, 0);
+  find_ = new QLineEdit(find_bar_);
+  find_->setObjectName(QStringLiteral("find"));
+  find_->setPlaceholderText(tr("Find in this conversation (Enter: next, Shift+Enter: previous)"));
+  find_->setAccessibleName(tr("Find in this conversation"));
+  find_->setClearButtonEnabled(true);
+  find_->installEventFilter(this);
+  find_count_ = new QLabel(find_bar_);
+  find_count_->setObjectName(QStringLiteral("findCount"));
+  auto* find_close = new QToolButton(find_bar_);
+  find_close->setText(tr("Close"));
+  find_close->setAutoRaise(true);
+  find_row->addWidget(find_, 1);
+  find_row->addWidget(find_count_);
+  find_row->addWidget(find_close);
+  find_bar_->setVisible(false);
+  v->addWidget(find_bar_);
+  connect(find_, &QLineEdit::textChanged, this, [this] { findMatches(); });
+  connect(find_close, &QToolButton::clicked, this, &ChatPage::closeFind);
+  auto* find_key = new QShortcut(QKeySequence::Find, this);
+  find_key->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(find_key, &QShortcut::activated, this, &ChatPage::openFind);
+
   scroll_ = new QScrollArea(area);
   scroll_->setWidgetResizable(true);
   scroll_->setFrameShape(QFrame::NoFrame);
@@ -347,7 +373,78 @@ QWidget* ChatPage::buildChatArea() {
   return area;
 }
 
+void ChatPage::openFind() {
+  find_bar_->setVisible(true);
+  find_->setFocus();
+  find_->selectAll();
+  findMatches();
+}
+
+void ChatPage::closeFind() {
+  find_bar_->setVisible(false);
+  for (MessageWidget* w : widgets_) w->setHighlighted(false);
+  found_.clear();
+  found_at_ = -1;
+  composer_->setFocus();
+}
+
+void ChatPage::findMatches() {
+  found_.clear();
+  const QString term = find_->text();
+  if (!term.isEmpty()) {
+    for (int i = 0; i < widgets_.size(); ++i) {
+      if (widgets_[i]->content().contains(term, Qt::CaseInsensitive) ||
+          widgets_[i]->thinking().contains(term, Qt::CaseInsensitive))
+        found_.push_back(i);
+    }
+  }
+  found_at_ = found_.isEmpty() ? -1 : 0;
+  showMatch();
+}
+
+void ChatPage::findStep(int step) {
+  if (found_.isEmpty()) return;
+  found_at_ = (found_at_ + step + found_.size()) % found_.size();
+  showMatch();
+}
+
+void ChatPage::showMatch() {
+  for (int i = 0; i < widgets_.size(); ++i)
+    widgets_[i]->setHighlighted(found_at_ >= 0 && found_[found_at_] == i);
+  if (find_->text().isEmpty()) {
+    find_count_->clear();
+  } else if (found_.isEmpty()) {
+    find_count_->setText(tr("no match"));
+  } else {
+    find_count_->setText(tr("%1 of %2").arg(found_at_ + 1).arg(found_.size()));
+    scroll_->ensureWidgetVisible(widgets_[found_[found_at_]]);
+  }
+}
+
+QString ChatPage::findStatus() const {
+  return find_bar_->isVisible() ? find_count_->text() : QString();
+}
+
+int ChatPage::currentMatch() const {
+  return found_at_ >= 0 ? found_[found_at_] : -1;
+}
+
 bool ChatPage::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == find_ &&
+      (event->type() == QEvent::KeyPress || event->type() == QEvent::ShortcutOverride)) {
+    auto* key = static_cast<QKeyEvent*>(event);
+    // The find bar takes Escape (closing it) before the page's Escape stops a reply.
+    if (key->key() == Qt::Key_Escape) {
+      event->accept();
+      if (event->type() == QEvent::KeyPress) closeFind();
+      return true;
+    }
+    if (event->type() == QEvent::KeyPress &&
+        (key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter)) {
+      findStep(key->modifiers() & Qt::ShiftModifier ? -1 : 1);
+      return true;
+    }
+  }
   if (watched == composer_ && event->type() == QEvent::KeyPress) {
     auto* key = static_cast<QKeyEvent*>(event);
     if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) &&
@@ -474,6 +571,7 @@ void ChatPage::rebuildMessages() {
   if (!widgets_.isEmpty() && widgets_.back()->role() == QLatin1String("assistant"))
     widgets_.back()->setRegenerateVisible(true);
   empty_conversation_->setVisible(messages_.isEmpty());
+  if (find_bar_->isVisible()) findMatches();  // the widgets are new
   scrollToBottom();
 }
 

@@ -48,6 +48,12 @@ class ChatPage : public QWidget {
   // Writes conversation `id` to `path` (Markdown, or JSON for .json); a failure is said in
   // the window.
   bool exportConversation(qint64 id, const QString& path);
+  // The find bar (Ctrl+F): "2 of 5", "no match", or empty when it is closed; the index of
+  // the message found now, or -1.
+  void openFind();
+  void closeFind();
+  QString findStatus() const;
+  int currentMatch() const;
 
   // For tests and accessibility.
   QPlainTextEdit* composer() const { return composer_; }
@@ -121,6 +127,14 @@ class ChatPage : public QWidget {
   QPlainTextEdit* composer_ = nullptr;
   QPushButton* send_ = nullptr;
   QPushButton* stop_ = nullptr;
+  QWidget* find_bar_ = nullptr;
+  QLineEdit* find_ = nullptr;
+  QLabel* find_count_ = nullptr;
+  QVector<int> found_;  // messages that match, in order
+  int found_at_ = -1;
+  void findMatches();
+  void findStep(int step);
+  void showMatch();
   QString loaded_folder_;              // the model that loaded last, offered again after a failure
   QPushButton* load_again_ = nullptr;  // on the no-model page
   QPushButton* notice_load_again_ = nullptr;  // in the conversation's model notice

@@ -99,10 +99,12 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
     : QFrame(parent), index_(index), role_(role) {
   const bool user = role == QLatin1String("user");
   setObjectName(user ? QStringLiteral("userMessage") : QStringLiteral("assistantMessage"));
-  setStyleSheet(
+  base_style_ =
       user ? QStringLiteral("QFrame#userMessage { background: #e8f0fe; border-radius: 10px; }")
-           : QStringLiteral("QFrame#assistantMessage { background: #ffffff; border: 1px solid "
-                            "#e1e5ea; border-radius: 10px; }"));
+           : QStringLiteral(
+                 "QFrame#assistantMessage { background: #ffffff; border: 1px solid "
+                 "#e1e5ea; border-radius: 10px; }");
+  setStyleSheet(base_style_);
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(14, 10, 14, 10);
   v->setSpacing(6);
@@ -170,6 +172,15 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
   footer->addStretch(1);
   footer->addWidget(stats_);
   v->addLayout(footer);
+}
+
+void MessageWidget::setHighlighted(bool on) {
+  if (on == highlighted_) return;
+  highlighted_ = on;
+  setStyleSheet(
+      on ? base_style_ +
+               QStringLiteral(" QFrame#%1 { border: 2px solid #f59e0b; }").arg(objectName())
+         : base_style_);
 }
 
 void MessageWidget::setStats(qint64 tokens, double tokens_per_s) {

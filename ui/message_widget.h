@@ -47,6 +47,10 @@ class MessageWidget : public QFrame {
   bool stopped() const;
   // A reply's size and speed, under it ("42 tokens · 35.2 tokens/s"); 0 tokens: nothing.
   void setStats(qint64 tokens, double tokens_per_s);
+  // Outlined as the current match of the conversation's find bar.
+  void setHighlighted(bool on);
+  bool highlighted() const { return highlighted_; }
+  QString thinking() const { return thinking_; }
   QString statsText() const;
   int index() const { return index_; }
   QString role() const { return role_; }
@@ -74,6 +78,8 @@ class MessageWidget : public QFrame {
   QToolButton* regenerate_ = nullptr;
   QLabel* stopped_ = nullptr;
   QLabel* stats_ = nullptr;
+  bool highlighted_ = false;
+  QString base_style_;
 };
 
 }  // namespace tandem::ui

@@ -491,6 +491,44 @@ class TestChatWindow : public QObject {
              qPrintable(chat->errorText()));
   }
 
+  // Ctrl+F finds in the conversation: "1 of 2", Enter to the next, Escape closes the bar
+  // (and does not stop anything).
+  void findsInTheConversation() {
+    const QString path = dir_.path() + "/find.sqlite";
+    {
+      ConversationStore store(path);
+      const qint64 id = store.createConversation(QStringLiteral("Sorting"));
+      store.setMessages(id, {{"user", "How do I sort a list?", {}},
+                             {"assistant", "Use sorted().", {}},
+                             {"user", "And in place?", {}},
+                             {"assistant", "list.sort() sorts in place.", {}}});
+    }
+    MainWindow window(nullptr, path);
+    window.show();
+    ChatPage* chat = window.chatPage();
+    QVERIFY(QTest::qWaitForWindowActive(&window));
+    QCOMPARE(chat->messageCount(), 4);
+    chat->composer()->setFocus();
+    QTest::keyClick(chat->composer(), Qt::Key_F, Qt::ControlModifier);
+    auto* find = chat->findChild<QLineEdit*>(QStringLiteral("find"));
+    QVERIFY(find && find->isVisible());
+    QTest::keyClicks(find, QStringLiteral("SORT"));
+    QCOMPARE(chat->findStatus(), QStringLiteral("1 of 3"));
+    QCOMPARE(chat->currentMatch(), 0);
+    QVERIFY(chat->messageAt(0)->highlighted());
+    QTest::keyClick(find, Qt::Key_Return);
+    QCOMPARE(chat->findStatus(), QStringLiteral("2 of 3"));
+    QCOMPARE(chat->currentMatch(), 1);
+    QTest::keyClick(find, Qt::Key_Return, Qt::ShiftModifier);
+    QCOMPARE(chat->currentMatch(), 0);
+    find->clear();
+    QTest::keyClicks(find, QStringLiteral("nothing like this"));
+    QCOMPARE(chat->findStatus(), QStringLiteral("no match"));
+    QTest::keyClick(find, Qt::Key_Escape);
+    QVERIFY(!find->isVisible());
+    for (int i = 0; i < chat->messageCount(); ++i) QVERIFY(!chat->messageAt(i)->highlighted());
+  }
+
   void systemPromptAndSettingsPersist() {
     const QString path = dir_.path() + "/settings.sqlite";
     qint64 id = 0;
