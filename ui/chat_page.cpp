@@ -110,8 +110,9 @@ QString ChatPage::noModelText() const {
 QWidget* ChatPage::buildConversationList() {
   auto* panel = new QFrame(this);
   panel->setObjectName(QStringLiteral("conversationPanel"));
-  panel->setStyleSheet(QStringLiteral(
-      "QFrame#conversationPanel { background: #eef1f5; border-right: 1px solid #dde2e8; }"));
+  panel->setStyleSheet(
+      QStringLiteral("QFrame#conversationPanel { background: %1; border-right: 1px solid %2; }")
+          .arg(theme::colors().sidebar, theme::colors().border));
   panel->setFixedWidth(200);
   auto* v = new QVBoxLayout(panel);
   v->setContentsMargins(10, 12, 10, 10);
@@ -137,7 +138,8 @@ QWidget* ChatPage::buildConversationList() {
   list_view_->setStyleSheet(
       QStringLiteral("QListView { background: transparent; border: none; } "
                      "QListView::item { padding: 7px 6px; border-radius: 6px; } "
-                     "QListView::item:selected { background: #ffffff; color: #1d2430; }"));
+                     "QListView::item:selected { background: %1; color: %2; }")
+          .arg(theme::colors().surface, theme::colors().text));
   connect(list_view_, &QListView::clicked, this, [this](const QModelIndex& index) {
     openConversation(index.data(ConversationListModel::IdRole).toLongLong());
   });
@@ -312,8 +314,10 @@ QWidget* ChatPage::buildChatArea() {
   error_ = new QLabel(area);
   error_->setWordWrap(true);
   error_->setStyleSheet(
-      QStringLiteral("color: #9a3412; background: #fff7ed; border: 1px solid #fed7aa; "
-                     "border-radius: 6px; padding: 6px;"));
+      QStringLiteral("color: %1; background: %2; border: 1px solid %3; border-radius: 6px; "
+                     "padding: 6px;")
+          .arg(theme::colors().problem_text, theme::colors().problem,
+               theme::colors().problem_border));
   error_->setVisible(false);
   drop_and_retry_ = new QPushButton(tr("Drop oldest turns and retry"), area);
   drop_and_retry_->setVisible(false);
@@ -329,8 +333,9 @@ QWidget* ChatPage::buildChatArea() {
   model_notice_ = new QFrame(area);
   model_notice_->setObjectName(QStringLiteral("modelNotice"));
   model_notice_->setStyleSheet(
-      QStringLiteral("QFrame#modelNotice { background: #eef2ff; border: 1px solid #c7d2fe; "
-                     "border-radius: 6px; }"));
+      QStringLiteral("QFrame#modelNotice { background: %1; border: 1px solid %2; "
+                     "border-radius: 6px; }")
+          .arg(theme::colors().notice, theme::colors().notice_border));
   auto* notice_row = new QHBoxLayout(model_notice_);
   notice_row->setContentsMargins(10, 4, 6, 4);
   model_notice_text_ = new QLabel(model_notice_);

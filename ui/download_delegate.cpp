@@ -58,7 +58,7 @@ void DownloadDelegate::paint(QPainter* painter, const QStyleOptionViewItem& opti
   } else {
     QStyleOptionViewItem styled = option;
     if (index.column() == DownloadListModel::StateColumn && isFailed(index)) {
-      styled.palette.setColor(QPalette::Text, QColor(theme::kError));
+      styled.palette.setColor(QPalette::Text, QColor(theme::colors().error));
     }
     if (index.data(DownloadListModel::IsDownloadRole).toBool() &&
         index.column() == DownloadListModel::NameColumn) {
@@ -84,21 +84,21 @@ void DownloadDelegate::paintProgress(QPainter* painter, const QStyleOptionViewIt
   painter->save();
   painter->setRenderHint(QPainter::Antialiasing);
   painter->setPen(Qt::NoPen);
-  painter->setBrush(QColor("#e3e8ef"));
+  painter->setBrush(QColor(theme::colors().track));
   painter->drawRoundedRect(bar, kBarHeight / 2.0, kBarHeight / 2.0);
   if (fraction > 0) {
     const int state = index.data(DownloadListModel::StateRole).toInt();
     const bool is_download = index.data(DownloadListModel::IsDownloadRole).toBool();
     const bool done = is_download ? state == static_cast<int>(DownloadJobState::Done)
                                   : state == static_cast<int>(hub::FileState::Done);
-    QColor fill(theme::kAccent);
+    QColor fill(theme::colors().accent);
     if (isFailed(index))
-      fill = QColor(theme::kError);
+      fill = QColor(theme::colors().error);
     else if (done)
-      fill = QColor(theme::kGood);
+      fill = QColor(theme::colors().good);
     else if (is_download ? state == static_cast<int>(DownloadJobState::Paused)
                          : state == static_cast<int>(hub::FileState::Paused))
-      fill = QColor(theme::kMutedText);
+      fill = QColor(theme::colors().muted_text);
     QRect filled = bar;
     filled.setWidth(std::max(kBarHeight, static_cast<int>(bar.width() * std::min(1.0, fraction))));
     painter->setBrush(fill);
@@ -111,7 +111,7 @@ void DownloadDelegate::paintProgress(QPainter* painter, const QStyleOptionViewIt
     const QString percent =
         fraction >= 0 ? QStringLiteral("%1%  ").arg(static_cast<int>(fraction * 100)) : QString();
     // Dark text on the track, white where the filled part lies under it.
-    painter->setPen(QColor("#1d2430"));
+    painter->setPen(QColor(theme::colors().text));
     painter->drawText(bar, Qt::AlignCenter, percent + text);
     if (fraction > 0) {
       painter->setClipRect(QRect(bar.left(), bar.top(),
@@ -135,10 +135,11 @@ void DownloadDelegate::paintButtons(QPainter* painter, const QStyleOptionViewIte
     const bool primary =
         actions[i] == QLatin1String("resume") || actions[i] == QLatin1String("retry");
     const bool on_selection = option.state & QStyle::State_Selected;
-    painter->setPen(QColor(primary ? (on_selection ? "#ffffff" : theme::kAccent) : "#c9d0d9"));
-    painter->setBrush(primary ? QColor(theme::kAccent) : QColor(Qt::white));
+    painter->setPen(QColor(primary ? (on_selection ? "#ffffff" : theme::colors().accent)
+                                   : theme::colors().border));
+    painter->setBrush(primary ? QColor(theme::colors().accent) : QColor(theme::colors().surface));
     painter->drawRoundedRect(r, 5, 5);
-    painter->setPen(primary ? QColor(Qt::white) : QColor("#1d2430"));
+    painter->setPen(primary ? QColor(Qt::white) : QColor(theme::colors().text));
     painter->drawText(rects[i], Qt::AlignCenter, buttonText(actions[i]));
   }
   painter->restore();

@@ -62,7 +62,7 @@ DownloadDialog::DownloadDialog(const QString& modelsFolder, QWidget* parent)
 
   problem_ = new QLabel(this);
   problem_->setWordWrap(true);
-  problem_->setStyleSheet(QStringLiteral("color: %1").arg(theme::kError));
+  problem_->setStyleSheet(QStringLiteral("color: %1").arg(theme::colors().error));
   layout->addWidget(problem_);
 
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Cancel, this);

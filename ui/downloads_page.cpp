@@ -142,7 +142,8 @@ void DownloadsPage::showDetails() {
     const QString tip = row.data(Qt::ToolTipRole).toString();
     text = !error.isEmpty() ? error : tip;
     details_->setStyleSheet(
-        QStringLiteral("color: %1").arg(error.isEmpty() ? theme::kMutedText : theme::kError));
+        QStringLiteral("color: %1")
+            .arg(error.isEmpty() ? theme::colors().muted_text : theme::colors().error));
     if (text.isEmpty() && row.parent().isValid())
       text = row.parent().data(Qt::ToolTipRole).toString();
   }

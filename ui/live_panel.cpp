@@ -80,8 +80,14 @@ HeatmapView::HeatmapView(ExpertHeatmapModel* model, QWidget* parent)
 namespace {
 constexpr int kLabelLeft = 30;    // "layer" and its numbers
 constexpr int kLabelBottom = 28;  // "expert" and its numbers, and the colour scale
-QColor heat_color(double v) {     // white to deep blue: hot experts stand out at a glance
-  return QColor::fromRgbF(1.0 - 0.82 * v, 1.0 - 0.62 * v, 1.0 - 0.15 * v);
+// From the empty cell's colour to deep blue: hot experts stand out at a glance.
+QColor heat_color(double v) {
+  const QColor low(theme::colors().surface);
+  const QColor high = theme::scheme() == theme::Scheme::Dark ? QColor(QStringLiteral("#7aa7ff"))
+                                                             : QColor::fromRgbF(0.18, 0.38, 0.85);
+  return QColor::fromRgbF(low.redF() + (high.redF() - low.redF()) * v,
+                          low.greenF() + (high.greenF() - low.greenF()) * v,
+                          low.blueF() + (high.blueF() - low.blueF()) * v);
 }
 }  // namespace
 
@@ -114,10 +120,10 @@ bool HeatmapView::event(QEvent* event) {
 
 void HeatmapView::paintEvent(QPaintEvent*) {
   QPainter p(this);
-  p.fillRect(rect(), Qt::white);
+  p.fillRect(rect(), QColor(theme::colors().surface));
   const int layers = model_->layers(), experts = model_->experts();
   if (layers == 0 || experts == 0) {
-    p.setPen(QColor(theme::kMutedText));
+    p.setPen(QColor(theme::colors().muted_text));
     p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
                tr("Load a mixture-of-experts model to see which experts it uses."));
     return;
@@ -133,7 +139,7 @@ void HeatmapView::paintEvent(QPaintEvent*) {
       const QRectF cell(area.left() + e * cw, area.top() + l * ch, cw, ch);
       p.fillRect(cell, heat_color(v));
       if (i.data(ExpertHeatmapModel::GpuResidentRole).toBool()) {
-        p.setPen(QPen(QColor(theme::kGood), 1.5));
+        p.setPen(QPen(QColor(theme::colors().good), 1.5));
         p.drawRect(cell.adjusted(0.75, 0.75, -0.75, -0.75));
       }
     }
@@ -142,7 +148,7 @@ void HeatmapView::paintEvent(QPaintEvent*) {
   QFont small = font();
   small.setPointSizeF(7.0);
   p.setFont(small);
-  p.setPen(QColor(theme::kMutedText));
+  p.setPen(QColor(theme::colors().muted_text));
   const QFontMetrics fm(small);
   const int text_h = fm.height();
   p.drawText(QRect(0, area.top(), kLabelLeft - 4, text_h), Qt::AlignRight, QStringLiteral("0"));
@@ -167,9 +173,9 @@ void HeatmapView::paintEvent(QPaintEvent*) {
   g.setColorAt(0, heat_color(0));
   g.setColorAt(1, heat_color(1));
   p.fillRect(scale, g);
-  p.setPen(QColor(QStringLiteral("#d5dae1")));
+  p.setPen(QColor(theme::colors().border));
   p.drawRect(scale);
-  p.setPen(QColor(theme::kMutedText));
+  p.setPen(QColor(theme::colors().muted_text));
   p.drawText(QRect(area.left(), scale_row, label_w, text_h), Qt::AlignLeft, tr("none"));
   p.drawText(QRect(scale.right() + 4, scale_row, area.right() - scale.right(), text_h),
              Qt::AlignLeft, tr("busiest lately"));
@@ -214,12 +220,12 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   c->addWidget(heatmap_view_, 2);
   placement_ = new QLabel(this);
   placement_->setWordWrap(true);
-  placement_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kMutedText));
+  placement_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().muted_text));
   c->addWidget(placement_);
   moves_ = new QLabel(this);
   moves_->setObjectName(QStringLiteral("moves"));
   moves_->setWordWrap(true);
-  moves_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kMutedText));
+  moves_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().muted_text));
   moves_->setVisible(false);
   c->addWidget(moves_);
 
@@ -283,11 +289,10 @@ void LivePanel::setModel(const ModelInfo& info) {
     if (last_.resident[i]) resident.insert(static_cast<int>(i));
   heatmap_->setGpuResident(resident);
   if (!accelerator_) {
-    placement_->setText(
-        info.experts > 0
-            ? tr("No accelerator: all experts run on the CPU. %1")
-                  .arg(info.placement_note.left(1).toUpper() + info.placement_note.mid(1))
-            : tr("No accelerator: the model runs on the CPU."));
+    placement_->setText(info.experts > 0 ? tr("No accelerator: all experts run on the CPU. %1")
+                                               .arg(info.placement_note.left(1).toUpper() +
+                                                    info.placement_note.mid(1))
+                                         : tr("No accelerator: the model runs on the CPU."));
   } else if (info.experts == 0) {
     placement_->setText(tr("On the %1.").arg(info.accelerator));
   } else {

@@ -99,11 +99,13 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
     : QFrame(parent), index_(index), role_(role) {
   const bool user = role == QLatin1String("user");
   setObjectName(user ? QStringLiteral("userMessage") : QStringLiteral("assistantMessage"));
-  base_style_ =
-      user ? QStringLiteral("QFrame#userMessage { background: #e8f0fe; border-radius: 10px; }")
-           : QStringLiteral(
-                 "QFrame#assistantMessage { background: #ffffff; border: 1px solid "
-                 "#e1e5ea; border-radius: 10px; }");
+  const theme::Colors& c = theme::colors();
+  base_style_ = user ? QStringLiteral("QFrame#userMessage { background: %1; border-radius: 10px; }")
+                           .arg(c.user_bubble)
+                     : QStringLiteral(
+                           "QFrame#assistantMessage { background: %1; border: 1px "
+                           "solid %2; border-radius: 10px; }")
+                           .arg(c.surface, c.border);
   setStyleSheet(base_style_);
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(14, 10, 14, 10);
@@ -145,8 +147,8 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
   thinking_text_->setWordWrap(true);
   thinking_text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   thinking_text_->setStyleSheet(
-      QStringLiteral("color: %1; border-left: 3px solid #d5dae1; padding-left: 8px;")
-          .arg(theme::kMutedText));
+      QStringLiteral("color: %1; border-left: 3px solid %2; padding-left: 8px;")
+          .arg(theme::colors().muted_text, theme::colors().border));
   thinking_text_->setVisible(false);
   connect(thinking_toggle_, &QToolButton::toggled, this, [this](bool on) {
     thinking_text_->setVisible(on);
@@ -160,12 +162,14 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
   v->addLayout(body_);
   stopped_ = new QLabel(tr("Stopped"), this);
   stopped_->setObjectName(QStringLiteral("stoppedMark"));
-  stopped_->setStyleSheet(QStringLiteral("color: %1; font-style: italic;").arg(theme::kMutedText));
+  stopped_->setStyleSheet(
+      QStringLiteral("color: %1; font-style: italic;").arg(theme::colors().muted_text));
   stopped_->setToolTip(tr("You stopped this reply before the model finished it."));
   stopped_->setVisible(false);
   stats_ = new QLabel(this);
   stats_->setObjectName(QStringLiteral("replyStats"));
-  stats_->setStyleSheet(QStringLiteral("color: %1; font-size: 8pt;").arg(theme::kMutedText));
+  stats_->setStyleSheet(
+      QStringLiteral("color: %1; font-size: 8pt;").arg(theme::colors().muted_text));
   stats_->setVisible(false);
   auto* footer = new QHBoxLayout;
   footer->addWidget(stopped_);

@@ -64,7 +64,7 @@ struct Verdicts {
   QColor color;
 };
 Verdicts verdicts_for(const hw::HardwareReport& hw, const plan::ModelShape& shape) {
-  Verdicts out{QString(), QColor(theme::kMutedText)};
+  Verdicts out{QString(), QColor(theme::colors().muted_text)};
   QStringList per_quality;
   for (plan::Quality quality :
        {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
@@ -75,9 +75,9 @@ Verdicts verdicts_for(const hw::HardwareReport& hw, const plan::ModelShape& shap
                         ? SetupWizard::tr("%1 fits with changes").arg(fmt)
                         : SetupWizard::tr("does not fit"));
     if (quality == plan::Quality::Balanced) {
-      out.color = QColor(p.verdict == plan::Verdict::Fits              ? theme::kGood
-                         : p.verdict == plan::Verdict::FitsWithChanges ? theme::kWarning
-                                                                       : "#b91c1c");
+      out.color = QColor(p.verdict == plan::Verdict::Fits              ? theme::colors().good
+                         : p.verdict == plan::Verdict::FitsWithChanges ? theme::colors().warning
+                                                                       : theme::colors().error);
     }
   }
   per_quality.removeDuplicates();
@@ -202,13 +202,13 @@ class HardwarePage : public QWizardPage {
     } else {
       QString html = QStringLiteral("<table cellpadding='3'>");
       for (const hw::Finding& f : hw->findings) {
-        const char* color = f.level == hw::FindingLevel::Good      ? theme::kGood
-                            : f.level == hw::FindingLevel::Warning ? theme::kWarning
-                                                                   : theme::kAccent;
+        const char* color = f.level == hw::FindingLevel::Good      ? theme::colors().good
+                            : f.level == hw::FindingLevel::Warning ? theme::colors().warning
+                                                                   : theme::colors().accent;
         html += QStringLiteral(
                     "<tr><td style='color:%1'>●</td><td><b>%2</b><br/><span "
                     "style='color:%3'>%4</span></td></tr>")
-                    .arg(color, q(f.headline).toHtmlEscaped(), theme::kMutedText,
+                    .arg(color, q(f.headline).toHtmlEscaped(), theme::colors().muted_text,
                          q(f.detail).toHtmlEscaped());
       }
       text_->setText(html + QStringLiteral("</table>"));
@@ -277,7 +277,7 @@ class ModelPage : public QWizardPage {
     v->addLayout(row);
     problem_ = paragraph(QString(), this);
     problem_->setObjectName(QStringLiteral("problem"));
-    problem_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kWarning));
+    problem_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().warning));
     v->addWidget(problem_);
 
     connect(browse, &QPushButton::clicked, this, [this] {
@@ -389,9 +389,10 @@ class ModelPage : public QWizardPage {
     const QString from = l->origin == plan::ModelOrigin::Catalog
                              ? tr("from Tandem's catalog")
                              : tr("from %1").arg(q(l->endpoint));
-    Verdicts v{tr("checking this computer…"), QColor(theme::kMutedText)};
+    Verdicts v{tr("checking this computer…"), QColor(theme::colors().muted_text)};
     if (!l->cannot_run.empty()) {
-      v = {tr("planned: Tandem cannot run this architecture yet"), QColor(theme::kMutedText)};
+      v = {tr("planned: Tandem cannot run this architecture yet"),
+           QColor(theme::colors().muted_text)};
     } else if (hw) {
       v = verdicts_for(*hw, l->shape);
     }
@@ -417,7 +418,7 @@ class ModelPage : public QWizardPage {
       auto* download = new QStandardItem(
           tr("%1 (%2)").arg(gib(entry.download_bytes), q(entry.stored.name).toUpper()));
       QString verdict = tr("checking…");
-      QColor color(theme::kMutedText);
+      QColor color(theme::colors().muted_text);
       if (!entry.cannot_run.empty()) {
         verdict = tr("planned: Tandem cannot run this architecture yet");
         name->setEnabled(false);
@@ -740,6 +741,7 @@ class ParametersPage : public QWizardPage {
     params_->setMinimumHeight(150);
     v->addWidget(params_, 1);
     chart_ = new QChart;
+    if (theme::scheme() == theme::Scheme::Dark) chart_->setTheme(QChart::ChartThemeDark);
     chart_->setTitle(tr("Memory plan"));
     chart_->legend()->setAlignment(Qt::AlignRight);
     chart_->setMargins(QMargins(2, 2, 2, 2));

@@ -30,7 +30,7 @@ QString row(const QString& key, const QString& value) {
   return QStringLiteral(
              "<tr><td style='color:%1; padding-right:14px; white-space:nowrap'>%2</td>"
              "<td>%3</td></tr>")
-      .arg(theme::kMutedText, key.toHtmlEscaped(), value);
+      .arg(theme::colors().muted_text, key.toHtmlEscaped(), value);
 }
 
 // "avx512_vnni" -> "AVX512-VNNI", "sse4_2" -> "SSE4.2": the spelling vendors use.
@@ -45,8 +45,9 @@ QString featureChips(const kernels::IsaFeatures& usable) {
   for (const auto& info : kernels::kIsaFeatureTable) {
     const bool on = usable.*(info.member);
     html += QStringLiteral("<span style='background-color:%1; color:%2'>&nbsp;%3&nbsp;</span> ")
-                .arg(on ? theme::kChipOn : theme::kChipOff,
-                     on ? theme::kChipOnText : theme::kMutedText, displayName(info.name));
+                .arg(on ? theme::colors().chip_on : theme::colors().chip_off,
+                     on ? theme::colors().chip_on_text : theme::colors().muted_text,
+                     displayName(info.name));
   }
   return html;
 }
@@ -141,7 +142,7 @@ void SystemPage::showProbing() {
   refresh_->setEnabled(false);
   for (QLabel* l : {findings_, processor_, memory_, gpu_, disk_, recommended_}) {
     l->setText(QStringLiteral("<span style='color:%1'>%2</span>")
-                   .arg(theme::kMutedText, tr("Detecting…")));
+                   .arg(theme::colors().muted_text, tr("Detecting…")));
   }
 }
 
@@ -156,13 +157,13 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
 
   QString f = QStringLiteral("<table cellspacing='0' cellpadding='3'>");
   for (const hw::Finding& finding : r.findings) {
-    const char* color = finding.level == hw::FindingLevel::Good      ? theme::kGood
-                        : finding.level == hw::FindingLevel::Warning ? theme::kWarning
-                                                                     : theme::kAccent;
+    const char* color = finding.level == hw::FindingLevel::Good      ? theme::colors().good
+                        : finding.level == hw::FindingLevel::Warning ? theme::colors().warning
+                                                                     : theme::colors().accent;
     f += QStringLiteral(
              "<tr><td valign='top' style='color:%1; font-size:14px; padding-right:8px'>●</td>"
              "<td><b>%2</b><br/><span style='color:%3'>%4</span></td></tr>")
-             .arg(color, q(finding.headline).toHtmlEscaped(), theme::kMutedText,
+             .arg(color, q(finding.headline).toHtmlEscaped(), theme::colors().muted_text,
                   q(finding.detail).toHtmlEscaped());
   }
   f += QStringLiteral("</table>");
@@ -228,7 +229,7 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
     s += QStringLiteral(
              "<tr><td style='color:%1; padding-right:14px; white-space:nowrap'>%2</td>"
              "<td><b>%3</b><br/><span style='color:%1'>%4</span></td></tr>")
-             .arg(theme::kMutedText, name, value, q(reason).toHtmlEscaped());
+             .arg(theme::colors().muted_text, name, value, q(reason).toHtmlEscaped());
   };
   recRow(tr("CPU backend"), q(hw::backend_label(rec.cpu_backend.value)), rec.cpu_backend.reason);
   recRow(tr("CPU threads"), QString::number(rec.cpu_threads.value), rec.cpu_threads.reason);

@@ -1,22 +1,45 @@
-// Colours and the application style sheet: one place, so every page looks the same.
+// Colours and the application style sheet: one place, so every page looks the same, in a
+// light and a dark scheme. The scheme follows the desktop (its palette, GTK_THEME), unless
+// the Preferences' "ui/theme" setting or TANDEM_THEME says light or dark.
 #pragma once
 
 class QApplication;
 
 namespace tandem::ui::theme {
 
-inline constexpr const char* kAccent = "#2f6fdb";
-inline constexpr const char* kGood = "#1f9d55";
-inline constexpr const char* kWarning = "#d97706";
-inline constexpr const char* kError = "#d14343";
-inline constexpr const char* kMutedText = "#5f6b7a";
-inline constexpr const char* kChipOn = "#dcfce7";
-inline constexpr const char* kChipOnText = "#14532d";
-inline constexpr const char* kChipOff = "#eef0f3";
-inline constexpr const char* kPrompt = "#8b5cf6";
-inline constexpr const char* kDecode = "#2f6fdb";
+enum class Scheme { Light, Dark };
 
-// Fusion style, a light palette and the style sheet for cards, titles and the sidebar.
-void apply(QApplication& app);
+struct Colors {
+  const char* accent;
+  const char* good;
+  const char* warning;
+  const char* error;
+  const char* muted_text;
+  const char* text;
+  const char* chip_on;
+  const char* chip_on_text;
+  const char* chip_off;
+  const char* prompt;
+  const char* decode;
+  const char* page;     // behind the cards
+  const char* surface;  // cards, replies, the heat map's empty cells
+  const char* sidebar;  // navigation, conversation list, status bar
+  const char* border;
+  const char* user_bubble;
+  const char* track;   // empty bars
+  const char* notice;  // an information banner and its border
+  const char* notice_border;
+  const char* problem;  // an error banner, its text and border
+  const char* problem_text;
+  const char* problem_border;
+};
+
+// The colours of the scheme in use.
+const Colors& colors();
+Scheme scheme();
+
+// Fusion style, the scheme's palette and the style sheet for cards, titles and the sidebar.
+// `scheme_setting`: "light", "dark", or anything else to follow the desktop.
+void apply(QApplication& app, const char* scheme_setting = nullptr);
 
 }  // namespace tandem::ui::theme

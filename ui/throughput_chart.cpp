@@ -44,6 +44,7 @@ constexpr double kShownGap = 1.0;
 
 ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   chart_ = new QChart;
+  if (theme::scheme() == theme::Scheme::Dark) chart_->setTheme(QChart::ChartThemeDark);
   chart_->setTitle(tr("Tokens per second"));
   chart_->legend()->setAlignment(Qt::AlignBottom);
   chart_->setMargins(QMargins(4, 4, 4, 4));
@@ -55,10 +56,10 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   time_axis_->setRange(0, window_s_);
   decode_axis_ = new QValueAxis(chart_);
   decode_axis_->setLabelFormat(QStringLiteral("%.0f"));
-  decode_axis_->setLabelsColor(QColor(theme::kDecode));
+  decode_axis_->setLabelsColor(QColor(theme::colors().decode));
   prompt_axis_ = new QValueAxis(chart_);
   prompt_axis_->setLabelFormat(QStringLiteral("%.0f"));
-  prompt_axis_->setLabelsColor(QColor(theme::kPrompt));
+  prompt_axis_->setLabelsColor(QColor(theme::colors().prompt));
   chart_->addAxis(time_axis_, Qt::AlignBottom);
   chart_->addAxis(decode_axis_, Qt::AlignLeft);
   chart_->addAxis(prompt_axis_, Qt::AlignRight);
@@ -90,7 +91,7 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   empty_ = new QLabel(tr("No generation yet.\nThe chart fills while a model writes."), this);
   empty_->setAlignment(Qt::AlignCenter);
   empty_->setWordWrap(true);
-  empty_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::kMutedText));
+  empty_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().muted_text));
   empty_->setAttribute(Qt::WA_TransparentForMouseEvents);
   empty_->setMinimumHeight(view_->minimumHeight());
 
@@ -119,10 +120,10 @@ void ThroughputChart::startSegment() {
   Segment s;
   s.prompt = new QLineSeries(chart_);
   s.prompt->setName(tr("Prompt"));
-  s.prompt->setPen(QPen(QColor(theme::kPrompt), 2));
+  s.prompt->setPen(QPen(QColor(theme::colors().prompt), 2));
   s.decode = new QLineSeries(chart_);
   s.decode->setName(tr("Decode"));
-  s.decode->setPen(QPen(QColor(theme::kDecode), 2));
+  s.decode->setPen(QPen(QColor(theme::colors().decode), 2));
   // Points too: a prompt is often one sample, which a line alone would not show.
   s.prompt->setPointsVisible(true);
   s.decode->setPointsVisible(true);

@@ -79,9 +79,9 @@ void TimeSplitView::paintEvent(QPaintEvent*) {
       std::max(1e-9, *std::max_element(totals.begin(), totals.end(), std::less<>()));
   for (int lane = 0; lane < lanes_.size(); ++lane) {
     const int y = lane * (kBarHeight + kLaneGap);
-    p.setPen(QColor(theme::kMutedText));
+    p.setPen(QColor(theme::colors().muted_text));
     p.drawText(QRect(0, y, label, kBarHeight), Qt::AlignVCenter | Qt::AlignLeft, lanes_[lane]);
-    p.fillRect(QRect(label, y, bar_width, kBarHeight), QColor(QStringLiteral("#f1f3f6")));
+    p.fillRect(QRect(label, y, bar_width, kBarHeight), QColor(theme::colors().track));
     double x = label;
     for (const Part& part : parts_) {
       if (part.lane != lane || part.ms <= 0) continue;
@@ -100,7 +100,7 @@ void TimeSplitView::paintEvent(QPaintEvent*) {
   for (std::size_t i = 0; i < parts_.size(); ++i) {
     const QRect r = items[i].translated(0, top);
     p.fillRect(QRect(r.left(), r.center().y() - kSwatch / 2, kSwatch, kSwatch), parts_[i].color);
-    p.setPen(QColor(theme::kMutedText));
+    p.setPen(QColor(theme::colors().muted_text));
     p.drawText(r.adjusted(kSwatch + 4, 0, 0, 0), Qt::AlignVCenter | Qt::AlignLeft,
                legendText(parts_[i]));
   }

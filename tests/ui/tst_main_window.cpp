@@ -1,5 +1,6 @@
 // The main window: it shows the probe's findings without blocking, persists its layout,
 // and its live chart follows the samples it is fed.
+#include <QApplication>
 #include <QDockWidget>
 #include <QFileInfo>
 #include <QScrollArea>
@@ -139,6 +140,22 @@ class TestMainWindow : public QObject {
     QVERIFY(tandem::ui::SetupWizard::dismissedBefore());
     QVERIFY(!tandem::ui::SetupWizard::completedBefore());
     QSettings().clear();
+  }
+
+  // Dark mode: asked for, or the desktop's (its palette); every colour from the scheme.
+  void darkModeFollowsTheSettingAndTheDesktop() {
+    auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
+    tandem::ui::theme::apply(*app, "dark");
+    QCOMPARE(tandem::ui::theme::scheme(), tandem::ui::theme::Scheme::Dark);
+    QVERIFY(app->palette().color(QPalette::Window).lightness() < 64);
+    QVERIFY(app->palette().color(QPalette::WindowText).lightness() > 192);
+    QVERIFY(QColor(tandem::ui::theme::colors().surface).lightness() < 64);
+    // "system" follows the palette the desktop gave: the dark one set just now.
+    tandem::ui::theme::apply(*app, "system");
+    QCOMPARE(tandem::ui::theme::scheme(), tandem::ui::theme::Scheme::Dark);
+    tandem::ui::theme::apply(*app, "light");
+    QCOMPARE(tandem::ui::theme::scheme(), tandem::ui::theme::Scheme::Light);
+    QVERIFY(app->palette().color(QPalette::Window).lightness() > 192);
   }
 
   void throughputChartFollowsSamples() {
