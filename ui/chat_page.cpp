@@ -82,7 +82,7 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   connect(&engine_, &EngineHost::loadingChanged, this, [this] { updateState(); });
 
   // Until a conversation is opened, a first message is sent with the defaults.
-  showSettings(ConversationSettings{});
+  showSettings(default_settings());
   if (list_model_->rowCount() > 0) openConversation(list_model_->idAt(0));
   updateState();
 }
@@ -545,7 +545,7 @@ void ChatPage::deleteConversationAt(int row) {
     if (list_model_->rowCount() > 0) {
       openConversation(list_model_->idAt(0));
     } else {
-      showSettings(ConversationSettings{});  // the next first message starts afresh
+      showSettings(default_settings());  // the next first message starts afresh
       rebuildMessages();
     }
   }

@@ -1,5 +1,7 @@
 #include "ui/conversation_store.h"
 
+#include <QSettings>
+
 #include <QDir>
 #include <QFileInfo>
 #include <QJsonDocument>
@@ -12,6 +14,18 @@
 #include <QVariant>
 
 namespace tandem::ui {
+
+ConversationSettings default_settings() {
+  ConversationSettings s;
+  QSettings q;
+  s.temperature = q.value(QStringLiteral("chat/temperature"), s.temperature).toDouble();
+  s.top_p = q.value(QStringLiteral("chat/topP"), s.top_p).toDouble();
+  s.top_k = q.value(QStringLiteral("chat/topK"), s.top_k).toInt();
+  s.min_p = q.value(QStringLiteral("chat/minP"), s.min_p).toDouble();
+  s.max_tokens = q.value(QStringLiteral("chat/maxTokens"), s.max_tokens).toInt();
+  return s;
+}
+
 namespace {
 
 QSqlDatabase db(const QString& connection) {
@@ -28,7 +42,7 @@ QJsonObject toJson(const ConversationSettings& s) {
 }
 
 ConversationSettings fromJson(const QJsonObject& o) {
-  ConversationSettings s;
+  ConversationSettings s = default_settings();
   s.system_prompt = o.value("system_prompt").toString();
   s.temperature = o.value("temperature").toDouble(s.temperature);
   s.top_p = o.value("top_p").toDouble(s.top_p);

@@ -27,6 +27,10 @@ struct ConversationSettings {
   int max_tokens = 1024;
 };
 
+// The sampling a new conversation starts with: the Preferences' (QSettings "chat/...") over
+// the values above.
+ConversationSettings default_settings();
+
 struct ConversationInfo {
   qint64 id = 0;
   QString title;

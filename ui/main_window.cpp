@@ -39,6 +39,7 @@
 #include "ui/eliding_label.h"
 #include "ui/engine_host.h"
 #include "ui/live_panel.h"
+#include "ui/preferences_dialog.h"
 #include "ui/setup_wizard.h"
 #include "ui/system_page.h"
 #include "ui/throughput_chart.h"
@@ -255,6 +256,8 @@ void MainWindow::loadModel(const QString& folder, int threads, qint64 context,
       return;
     }
   }
+  // Threads: the command line's, else the Preferences', else the profile's or the machine's.
+  if (threads <= 0) threads = QSettings().value(QStringLiteral("engine/threads"), 0).toInt();
   if (threads > 0) request.settings.threads = threads;
   if (context > 0) request.settings.context = context;
   if (!cpu_format.isEmpty() &&
@@ -284,6 +287,8 @@ QString MainWindow::profileFor(const QString& model) {
 MainWindow::~MainWindow() = default;
 
 QString MainWindow::modelsFolder() {
+  const QString chosen = QSettings().value(QStringLiteral("paths/models")).toString();
+  if (!chosen.isEmpty()) return chosen;
   return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
          QStringLiteral("/models");
 }
@@ -326,6 +331,13 @@ void MainWindow::buildMenus() {
     openConversion(engine_->hasModel() ? engine_->model().folder : QString());
   });
   tools->addAction(tr("&Detect Hardware Again"), this, &MainWindow::detectHardware);
+  tools->addSeparator();
+  QAction* preferences = tools->addAction(tr("&Preferences…"), this, [this] {
+    PreferencesDialog dialog(this);
+    dialog.exec();
+  });
+  preferences->setShortcut(QKeySequence::Preferences);
+  preferences->setMenuRole(QAction::PreferencesRole);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("Open &Log Folder"), this, [] {

@@ -2,18 +2,24 @@
 // and its live chart follows the samples it is fed.
 #include <QApplication>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QFileInfo>
+#include <QLineEdit>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include "ui/chat_page.h"
 #include "ui/conversation_list_model.h"
+#include "ui/conversation_store.h"
+#include "ui/download_queue.h"
 #include "ui/engine_host.h"
 #include "ui/main_window.h"
+#include "ui/preferences_dialog.h"
 #include "ui/setup_wizard.h"
 #include "ui/system_page.h"
 #include "ui/theme.h"
@@ -156,6 +162,44 @@ class TestMainWindow : public QObject {
     tandem::ui::theme::apply(*app, "light");
     QCOMPARE(tandem::ui::theme::scheme(), tandem::ui::theme::Scheme::Light);
     QVERIFY(app->palette().color(QPalette::Window).lightness() > 192);
+  }
+
+  // Preferences are stored and used: new chats start with its sampling, downloads go to its
+  // models folder; an address that is not one is refused with a sentence.
+  void preferencesAreUsed() {
+    QSettings().clear();
+    QTemporaryDir dir;
+    tandem::ui::PreferencesDialog dialog;
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR")) {
+      dialog.show();
+      dialog.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/preferences.png");
+    }
+    const auto doubles = dialog.findChildren<QDoubleSpinBox*>();
+    QCOMPARE(doubles.size(), 3);
+    doubles[0]->setValue(0.3);  // temperature
+    const auto edits = dialog.findChildren<QLineEdit*>();
+    QLineEdit* models = nullptr;
+    QLineEdit* endpoint = nullptr;
+    for (QLineEdit* e : edits) {
+      if (e->accessibleName() == QLatin1String("Models folder")) models = e;
+      if (e->accessibleName() == QLatin1String("Hub address")) endpoint = e;
+    }
+    QVERIFY(models && endpoint);
+    models->setText(dir.path() + "/models");
+    endpoint->setText(QStringLiteral("huggingface.co"));
+    QVERIFY(!dialog.save());
+    QVERIFY2(dialog.problemText().contains(QLatin1String("must start with https://")),
+             qPrintable(dialog.problemText()));
+    endpoint->setText(QStringLiteral("https://hf-mirror.example"));
+    QVERIFY(dialog.save());
+    QCOMPARE(tandem::ui::default_settings().temperature, 0.3);
+    QCOMPARE(MainWindow::modelsFolder(), dir.path() + "/models");
+    QCOMPARE(tandem::ui::DownloadQueue::hubConfig().endpoint,
+             std::string("https://hf-mirror.example"));
+    MainWindow window(nullptr, dir.path() + "/prefs.sqlite");
+    window.chatPage()->newConversation();
+    QCOMPARE(window.chatPage()->currentSettings().temperature, 0.3);
+    QSettings().clear();
   }
 
   void throughputChartFollowsSamples() {

@@ -1,0 +1,164 @@
+#include "ui/preferences_dialog.h"
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "ui/conversation_store.h"
+#include "ui/download_queue.h"
+#include "ui/main_window.h"
+#include "ui/theme.h"
+
+namespace tandem::ui {
+
+PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
+  setWindowTitle(tr("Preferences"));
+  setMinimumWidth(580);
+  auto* v = new QVBoxLayout(this);
+
+  auto* look = new QGroupBox(tr("Appearance"), this);
+  auto* look_form = new QFormLayout(look);
+  theme_ = new QComboBox(look);
+  theme_->addItem(tr("Follow the desktop"), QStringLiteral("system"));
+  theme_->addItem(tr("Light"), QStringLiteral("light"));
+  theme_->addItem(tr("Dark"), QStringLiteral("dark"));
+  theme_->setAccessibleName(tr("Theme"));
+  look_form->addRow(tr("Theme (from the next start)"), theme_);
+  v->addWidget(look);
+
+  auto* chat = new QGroupBox(tr("New chats start with"), this);
+  auto* chat_form = new QFormLayout(chat);
+  temperature_ = new QDoubleSpinBox(chat);
+  temperature_->setRange(0.0, 2.0);
+  temperature_->setSingleStep(0.05);
+  top_p_ = new QDoubleSpinBox(chat);
+  top_p_->setRange(0.05, 1.0);
+  top_p_->setSingleStep(0.05);
+  top_k_ = new QSpinBox(chat);
+  top_k_->setRange(0, 1000);
+  top_k_->setSpecialValueText(tr("off"));
+  min_p_ = new QDoubleSpinBox(chat);
+  min_p_->setRange(0.0, 1.0);
+  min_p_->setSingleStep(0.01);
+  max_tokens_ = new QSpinBox(chat);
+  max_tokens_->setRange(16, 32768);
+  max_tokens_->setSingleStep(256);
+  chat_form->addRow(tr("Temperature"), temperature_);
+  chat_form->addRow(tr("Top-p"), top_p_);
+  chat_form->addRow(tr("Top-k"), top_k_);
+  chat_form->addRow(tr("Min-p"), min_p_);
+  chat_form->addRow(tr("Longest reply (tokens)"), max_tokens_);
+  v->addWidget(chat);
+
+  auto* engine = new QGroupBox(tr("Models and the engine"), this);
+  auto* engine_form = new QFormLayout(engine);
+  models_ = new QLineEdit(engine);
+  models_->setAccessibleName(tr("Models folder"));
+  auto* browse = new QPushButton(tr("Browse…"), engine);
+  auto* models_row = new QHBoxLayout;
+  models_row->addWidget(models_, 1);
+  models_row->addWidget(browse);
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Models folder"), models_->text());
+    if (!dir.isEmpty()) models_->setText(dir);
+  });
+  engine_form->addRow(tr("Models folder (downloads go here)"), models_row);
+  threads_ = new QSpinBox(engine);
+  threads_->setRange(0, 4096);
+  threads_->setSpecialValueText(tr("as planned for this computer"));
+  engine_form->addRow(tr("CPU threads"), threads_);
+  v->addWidget(engine);
+
+  auto* hub = new QGroupBox(tr("Hugging Face"), this);
+  auto* hub_form = new QFormLayout(hub);
+  token_ = new QLineEdit(hub);
+  token_->setEchoMode(QLineEdit::Password);
+  token_->setPlaceholderText(tr("hf_… (for gated and private models; HF_TOKEN otherwise)"));
+  token_->setAccessibleName(tr("Hugging Face token"));
+  endpoint_ = new QLineEdit(hub);
+  endpoint_->setPlaceholderText(tr("https://huggingface.co (or a mirror; HF_ENDPOINT otherwise)"));
+  endpoint_->setAccessibleName(tr("Hub address"));
+  hub_form->addRow(tr("Token"), token_);
+  hub_form->addRow(tr("Hub or mirror"), endpoint_);
+  v->addWidget(hub);
+
+  problem_ = new QLabel(this);
+  problem_->setWordWrap(true);
+  problem_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().error));
+  problem_->setVisible(false);
+  v->addWidget(problem_);
+
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+  connect(buttons, &QDialogButtonBox::accepted, this, [this] {
+    if (save()) accept();
+  });
+  connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  v->addWidget(buttons);
+  load();
+}
+
+void PreferencesDialog::load() {
+  QSettings s;
+  const int t = theme_->findData(s.value(QStringLiteral("ui/theme"), QStringLiteral("system")));
+  theme_->setCurrentIndex(t >= 0 ? t : 0);
+  const ConversationSettings c = default_settings();
+  temperature_->setValue(c.temperature);
+  top_p_->setValue(c.top_p);
+  top_k_->setValue(c.top_k);
+  min_p_->setValue(c.min_p);
+  max_tokens_->setValue(c.max_tokens);
+  models_->setText(MainWindow::modelsFolder());
+  threads_->setValue(s.value(QStringLiteral("engine/threads"), 0).toInt());
+  token_->setText(s.value(QLatin1String(DownloadQueue::kTokenKey)).toString());
+  endpoint_->setText(s.value(QLatin1String(DownloadQueue::kEndpointKey)).toString());
+}
+
+bool PreferencesDialog::save() {
+  const QString models = models_->text().trimmed();
+  if (models.isEmpty() || !QDir().mkpath(models)) {
+    problem_->setText(tr("The models folder %1 cannot be created; choose another one.")
+                          .arg(models.isEmpty() ? tr("(empty)") : models));
+    problem_->setVisible(true);
+    return false;
+  }
+  const QString endpoint = endpoint_->text().trimmed();
+  if (!endpoint.isEmpty() && !endpoint.startsWith(QLatin1String("https://")) &&
+      !endpoint.startsWith(QLatin1String("http://"))) {
+    problem_->setText(
+        tr("The Hub's address must start with https:// (or http:// for a mirror on this "
+           "network)."));
+    problem_->setVisible(true);
+    return false;
+  }
+  QSettings s;
+  s.setValue(QStringLiteral("ui/theme"), theme_->currentData());
+  s.setValue(QStringLiteral("chat/temperature"), temperature_->value());
+  s.setValue(QStringLiteral("chat/topP"), top_p_->value());
+  s.setValue(QStringLiteral("chat/topK"), top_k_->value());
+  s.setValue(QStringLiteral("chat/minP"), min_p_->value());
+  s.setValue(QStringLiteral("chat/maxTokens"), max_tokens_->value());
+  s.setValue(QStringLiteral("paths/models"), models);
+  s.setValue(QStringLiteral("engine/threads"), threads_->value());
+  s.setValue(QLatin1String(DownloadQueue::kTokenKey), token_->text().trimmed());
+  s.setValue(QLatin1String(DownloadQueue::kEndpointKey), endpoint);
+  problem_->setVisible(false);
+  return true;
+}
+
+QString PreferencesDialog::problemText() const {
+  return problem_->isHidden() ? QString() : problem_->text();
+}
+
+}  // namespace tandem::ui
