@@ -122,11 +122,13 @@ QWidget* ChatPage::buildConversationList() {
   v->addWidget(fresh);
   search_ = new QLineEdit(panel);
   search_->setPlaceholderText(tr("Search conversations"));
+  search_->setAccessibleName(tr("Search conversations"));
   search_->setClearButtonEnabled(true);
   connect(search_, &QLineEdit::textChanged, filter_, &QSortFilterProxyModel::setFilterFixedString);
   v->addWidget(search_);
   list_view_ = new QListView(panel);
   list_view_->setModel(filter_);
+  list_view_->setAccessibleName(tr("Conversations"));
   list_view_->setEditTriggers(QAbstractItemView::EditKeyPressed |
                               QAbstractItemView::SelectedClicked);
   list_view_->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -260,6 +262,7 @@ QWidget* ChatPage::buildChatArea() {
   v->addLayout(header);
 
   system_prompt_ = new QLineEdit(area);
+  system_prompt_->setAccessibleName(tr("System prompt"));
   system_prompt_->setPlaceholderText(
       tr("System prompt (optional): how the model should behave in this conversation"));
   connect(system_prompt_, &QLineEdit::editingFinished, this, &ChatPage::saveSettings);
@@ -355,6 +358,7 @@ QWidget* ChatPage::buildChatArea() {
   auto* composer_row = new QHBoxLayout;
   composer_ = new QPlainTextEdit(area);
   composer_->setPlaceholderText(tr("Write a message. Enter sends, Shift+Enter starts a new line."));
+  composer_->setAccessibleName(tr("Message"));
   composer_->setFixedHeight(76);
   composer_->installEventFilter(this);
   send_ = new QPushButton(tr("Send"), area);

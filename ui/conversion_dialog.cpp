@@ -67,6 +67,7 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
       this));
   auto* form = new QFormLayout;
   source_ = new QLineEdit(this);
+  source_->setAccessibleName(tr("Model folder"));
   auto* browse_source = new QPushButton(tr("Browse…"), this);
   auto* source_row = new QHBoxLayout;
   source_row->addWidget(source_, 1);
@@ -87,6 +88,7 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
          "Kimi-K2), at the cost of memory and some decoding speed."));
   form->addRow(QString(), dense_bf16_);
   output_ = new QLineEdit(this);
+  output_->setAccessibleName(tr("Output folder"));
   auto* browse_output = new QPushButton(tr("Browse…"), this);
   auto* output_row = new QHBoxLayout;
   output_row->addWidget(output_, 1);

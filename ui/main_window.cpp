@@ -73,6 +73,7 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
   row->setSpacing(0);
   navigation_ = new QListWidget(central);
   navigation_->setObjectName(QStringLiteral("navigation"));
+  navigation_->setAccessibleName(tr("Pages"));
   navigation_->setFixedWidth(150);
   navigation_->setFocusPolicy(Qt::NoFocus);
   navigation_->setIconSize(QSize(18, 18));

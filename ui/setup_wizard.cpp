@@ -241,6 +241,7 @@ class ModelPage : public QWizardPage {
     list_ = new QStandardItemModel(0, 3, this);
     list_->setHorizontalHeaderLabels({tr("Model"), tr("Download"), tr("On this computer")});
     view_ = new QTreeView(this);
+    view_->setAccessibleName(tr("Models in the catalog"));
     view_->setModel(list_);
     view_->setRootIsDecorated(false);
     view_->setAlternatingRowColors(true);
@@ -252,6 +253,7 @@ class ModelPage : public QWizardPage {
     v->addWidget(repository_);
     auto* repo_row = new QHBoxLayout;
     repo_ = new QLineEdit(this);
+    repo_->setAccessibleName(tr("Hugging Face repository"));
     repo_->setObjectName(QStringLiteral("repository"));
     repo_->setPlaceholderText(tr("owner/name, for example mistralai/Mixtral-8x7B-Instruct-v0.1"));
     check_ = new QPushButton(tr("Check"), this);
@@ -268,6 +270,7 @@ class ModelPage : public QWizardPage {
     v->addWidget(folder_);
     auto* row = new QHBoxLayout;
     path_ = new QLineEdit(this);
+    path_->setAccessibleName(tr("Model folder"));
     path_->setObjectName(QStringLiteral("folder"));
     path_->setPlaceholderText(
         tr("A folder with config.json, the tokenizer and .safetensors files"));
@@ -733,6 +736,7 @@ class ParametersPage : public QWizardPage {
     form->addRow(tr("Context length (tokens)"), context_);
     v->addLayout(form);
     params_ = new QTreeWidget(this);
+    params_->setAccessibleName(tr("Recommended settings"));
     params_->setColumnCount(3);
     params_->setHeaderLabels({tr("Setting"), tr("Value"), tr("Why")});
     params_->setRootIsDecorated(false);

@@ -1,10 +1,17 @@
 // The main window: it shows the probe's findings without blocking, persists its layout,
 // and its live chart follows the samples it is fed.
+#include <QAbstractButton>
+#include <QAbstractItemView>
+#include <QAbstractSpinBox>
+#include <QAccessible>
 #include <QApplication>
+#include <QComboBox>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFileInfo>
+#include <QHeaderView>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
@@ -16,6 +23,7 @@
 #include "ui/chat_page.h"
 #include "ui/conversation_list_model.h"
 #include "ui/conversation_store.h"
+#include "ui/conversion_dialog.h"
 #include "ui/download_queue.h"
 #include "ui/engine_host.h"
 #include "ui/main_window.h"
@@ -199,6 +207,57 @@ class TestMainWindow : public QObject {
     MainWindow window(nullptr, dir.path() + "/prefs.sqlite");
     window.chatPage()->newConversation();
     QCOMPARE(window.chatPage()->currentSettings().temperature, 0.3);
+    QSettings().clear();
+  }
+
+  // Every control a screen reader reaches has a name: its text, its form label, or one set
+  // for it (icon buttons, fields without a label), on every page and in the dialogs.
+  void everyControlHasAnAccessibleName() {
+    QSettings().clear();
+    MainWindow window;
+    window.resize(1280, 800);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowActive(&window));
+    const auto unnamed = [](QWidget* root) {
+      QStringList missing;
+      for (QWidget* w : root->findChildren<QWidget*>()) {
+        if (!w->isVisibleTo(root)) continue;
+        const bool control = qobject_cast<QAbstractButton*>(w) || qobject_cast<QLineEdit*>(w) ||
+                             qobject_cast<QPlainTextEdit*>(w) ||
+                             qobject_cast<QAbstractSpinBox*>(w) || qobject_cast<QComboBox*>(w) ||
+                             qobject_cast<QAbstractItemView*>(w);
+        if (!control) continue;
+        // Parts of compound widgets (a spin box's line edit, a combo's view) are named by it.
+        if (qobject_cast<QAbstractSpinBox*>(w->parentWidget()) ||
+            qobject_cast<QComboBox*>(w->parentWidget()) || qobject_cast<QHeaderView*>(w))
+          continue;
+        QAccessibleInterface* a = QAccessible::queryAccessibleInterface(w);
+        if (a == nullptr || a->text(QAccessible::Name).trimmed().isEmpty())
+          missing << QStringLiteral("%1 %2").arg(w->metaObject()->className(), w->objectName());
+      }
+      return missing;
+    };
+    QStringList missing;
+    for (int page = 0; page < 3; ++page) {
+      window.showPage(static_cast<MainWindow::Page>(page));
+      missing << unnamed(&window);
+    }
+    tandem::ui::PreferencesDialog preferences(&window);
+    preferences.show();
+    missing << unnamed(&preferences);
+    tandem::ui::ConversionDialog conversion(&window);
+    conversion.show();
+    missing << unnamed(&conversion);
+    window.openSetupAssistant();
+    auto* wizard = window.findChild<tandem::ui::SetupWizard*>();
+    QVERIFY(wizard);
+    for (int page = 0; page < 6 && wizard->currentPage() != nullptr; ++page) {
+      missing << unnamed(wizard);
+      wizard->next();
+    }
+    wizard->reject();
+    missing.removeDuplicates();
+    QVERIFY2(missing.isEmpty(), qPrintable(missing.join(QStringLiteral("\n"))));
     QSettings().clear();
   }
 
