@@ -14,6 +14,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "ui/code_highlighter.h"
 #include "ui/theme.h"
 
 namespace tandem::ui {
@@ -60,6 +61,7 @@ CodeBlockWidget::CodeBlockWidget(QWidget* parent) : QFrame(parent) {
   header->addWidget(copy_);
   v->addLayout(header);
   text_ = new QPlainTextEdit(this);
+  highlighter_ = new CodeHighlighter(text_->document());
   text_->setReadOnly(true);
   text_->setLineWrapMode(QPlainTextEdit::NoWrap);
   text_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
@@ -74,6 +76,7 @@ CodeBlockWidget::CodeBlockWidget(QWidget* parent) : QFrame(parent) {
 
 void CodeBlockWidget::setCode(const QString& language, const QString& code) {
   language_->setText(language.isEmpty() ? tr("code") : language);
+  if (highlighter_->language() != language.trimmed().toLower()) highlighter_->setLanguage(language);
   if (text_->toPlainText() != code) text_->setPlainText(code);
   const int lines = std::min(30, static_cast<int>(code.count(QLatin1Char('\n'))) + 1);
   const int longest = [&] {

@@ -13,6 +13,8 @@ class QPlainTextEdit;
 
 namespace tandem::ui {
 
+class CodeHighlighter;
+
 // Splits markdown into prose and fenced code blocks (``` ... ```); an unclosed fence while
 // streaming is a code block still being written.
 struct MessageSegment {
@@ -33,6 +35,7 @@ class CodeBlockWidget : public QFrame {
   QLabel* language_;
   QPushButton* copy_;
   QPlainTextEdit* text_;
+  CodeHighlighter* highlighter_;
 };
 
 class MessageWidget : public QFrame {

@@ -19,6 +19,8 @@
 #include <QSqlQuery>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QTextBlock>
+#include <QTextLayout>
 #include <QtTest>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -90,6 +92,31 @@ class TestChatWindow : public QObject {
     filter.setFilterFixedString(QStringLiteral("nothing"));
     QCOMPARE(filter.rowCount(), 0);
     Q_UNUSED(a);
+  }
+
+  // Code blocks are coloured by their language: keywords, strings and comments.
+  void codeBlocksAreHighlighted() {
+    tandem::ui::CodeBlockWidget block;
+    block.setCode(QStringLiteral("python"), QStringLiteral("def f():\n    return 'x'  # note"));
+    auto* text = block.findChild<QPlainTextEdit*>();
+    QVERIFY(text);
+    const auto formats_at = [&](int line, int column) {
+      const QTextBlock b = text->document()->findBlockByNumber(line);
+      for (const QTextLayout::FormatRange& r : b.layout()->formats())
+        if (column >= r.start && column < r.start + r.length) return r.format;
+      return QTextCharFormat();
+    };
+    const QColor keyword = formats_at(0, 1).foreground().color();
+    const QColor string = formats_at(1, 12).foreground().color();
+    const QColor comment = formats_at(1, 16).foreground().color();
+    QVERIFY(formats_at(0, 1).fontWeight() > QFont::Normal);  // "def"
+    QVERIFY(keyword != string && string != comment && keyword != comment);
+    QVERIFY(formats_at(1, 16).fontItalic());
+    QCOMPARE(formats_at(0, 4).foreground().style(), Qt::NoBrush);  // "f": plain
+    // A language it does not know: strings and comments still, no keywords.
+    block.setCode(QStringLiteral("brainfart"), QStringLiteral("def x = \"y\""));
+    QCOMPARE(formats_at(0, 1).foreground().style(), Qt::NoBrush);
+    QVERIFY(formats_at(0, 9).foreground().style() != Qt::NoBrush);
   }
 
   void codeBlocksAreSplitOut() {
