@@ -72,12 +72,14 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   connect(&engine_, &EngineHost::turnFinished, this, &ChatPage::onFinished);
   connect(&engine_, &EngineHost::modelLoaded, this, [this](const ModelInfo& info) {
     loaded_folder_ = info.folder;
+    load_status_.clear();
     load_again_->setVisible(false);
     notice_load_again_->setVisible(false);
     showError({}, false);
     updateState();
   });
   connect(&engine_, &EngineHost::modelLoadFailed, this, &ChatPage::showLoadFailure);
+  connect(&engine_, &EngineHost::loadProgress, this, &ChatPage::showLoadProgress);
   connect(&engine_, &EngineHost::busyChanged, this, [this] { updateState(); });
   connect(&engine_, &EngineHost::loadingChanged, this, [this] { updateState(); });
 
@@ -87,7 +89,32 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   updateState();
 }
 
+void ChatPage::showLoadProgress(const QString& folder, const QString& stage, qint64 done,
+                                qint64 total) {
+  if (stage != load_stage_ || done == 0) {
+    load_stage_ = stage;
+    load_clock_.start();
+  }
+  const double fraction = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0;
+  QString left;
+  if (fraction > 0.02 && fraction < 1.0 && load_clock_.elapsed() > 1000) {
+    const double seconds = load_clock_.elapsed() / 1000.0 * (1.0 - fraction) / fraction;
+    left = seconds < 60 ? tr(" · about %1 s left").arg(qRound(seconds))
+                        : tr(" · about %1 min left").arg(qRound(seconds / 60.0));
+  }
+  load_status_ = tr("Loading %1: %2, %3%%4")
+                     .arg(QFileInfo(folder).fileName(), stage)
+                     .arg(qRound(100.0 * fraction))
+                     .arg(left);
+  updateState();
+}
+
+QString ChatPage::loadStatus() const {
+  return engine_.isLoading() ? load_status_ : QString();
+}
+
 void ChatPage::showLoadFailure(const QString& folder, const QString& message, bool kept) {
+  load_status_.clear();
   const QString name = QFileInfo(folder).fileName();
   no_model_detail_->setText(tr("Tandem could not load %1:\n%2").arg(folder, message));
   const bool offer = !kept && !loaded_folder_.isEmpty() && loaded_folder_ != folder;
@@ -595,9 +622,9 @@ void ChatPage::updateState() {
   stack_->setCurrentIndex(engine_.hasModel() || engine_.isBusy() || current_ != 0 ? kConversation
                                                                                   : kNoModel);
   model_notice_->setVisible(!engine_.hasModel());
-  model_notice_text_->setText(engine_.isLoading()
-                                  ? tr("Loading the model…")
-                                  : tr("No model is loaded, so the model cannot reply yet."));
+  model_notice_text_->setText(
+      engine_.isLoading() ? (load_status_.isEmpty() ? tr("Loading the model…") : load_status_)
+                          : tr("No model is loaded, so the model cannot reply yet."));
   const bool busy = engine_.isBusy();
   send_->setEnabled(!busy && engine_.hasModel());
   stop_->setEnabled(busy);

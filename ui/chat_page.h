@@ -3,6 +3,7 @@
 // Talks to the engine only through EngineHost, so the UI never waits for a reply.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QWidget>
 
 #include "ui/conversation_list_model.h"
@@ -36,6 +37,9 @@ class ChatPage : public QWidget {
   // Says in the window why `folder` did not load; `kept`: the model in use is still loaded.
   // Where the model in use was lost with it, offers to load that one again.
   void showLoadFailure(const QString& folder, const QString& message, bool kept = false);
+  // "Loading NAME: packing the weights, 45% · about 20 s left" while a model loads.
+  void showLoadProgress(const QString& folder, const QString& stage, qint64 done, qint64 total);
+  QString loadStatus() const;
   // What the page says while no model is loaded.
   QString noModelText() const;
 
@@ -135,6 +139,8 @@ class ChatPage : public QWidget {
   void findMatches();
   void findStep(int step);
   void showMatch();
+  QString load_stage_, load_status_;
+  QElapsedTimer load_clock_;
   QString loaded_folder_;              // the model that loaded last, offered again after a failure
   QPushButton* load_again_ = nullptr;  // on the no-model page
   QPushButton* notice_load_again_ = nullptr;  // in the conversation's model notice

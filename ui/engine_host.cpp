@@ -97,7 +97,12 @@ void EngineWorker::loadModel(const LoadRequest& request) {
   try {
     const std::string path = folder.toStdString();
     const forward::RunSettings& s = request.settings;
-    auto model = model::LoadedModel::load(path, s.load);
+    model::LoadOptions load = s.load;
+    load.on_progress = [this, folder](const model::LoadProgress& p) {
+      emit loadProgress(folder, QString::fromStdString(p.stage), static_cast<qint64>(p.done),
+                        static_cast<qint64>(p.total));
+    };
+    auto model = model::LoadedModel::load(path, load);
     auto tokenizer = text::load_tokenizer(path);
     auto chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(path));
     const int n = s.threads > 0 ? s.threads : std::max(1, hw::probe_topology().physical_cores);
@@ -243,17 +248,18 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), thread_(new QThread) 
   connect(thread_.get(), &QThread::finished, worker_, &QObject::deleteLater);
   connect(worker_, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
     model_ = info;
-    loading_ = false;
-    emit loadingChanged(false);
+    loads_ = std::max(0, loads_ - 1);
+    emit loadingChanged(loads_ > 0);
     emit modelLoaded(info);
   });
   connect(worker_, &EngineWorker::modelLoadFailed, this,
           [this](const QString& folder, const QString& message, bool kept) {
             if (!kept) model_ = {};
-            loading_ = false;
-            emit loadingChanged(false);
+            loads_ = std::max(0, loads_ - 1);
+            emit loadingChanged(loads_ > 0);
             emit modelLoadFailed(folder, message, kept);
           });
+  connect(worker_, &EngineWorker::loadProgress, this, &EngineHost::loadProgress);
   connect(worker_, &EngineWorker::turnDelta, this, &EngineHost::turnDelta);
   connect(worker_, &EngineWorker::throughputSample, this, &EngineHost::throughputSample);
   connect(worker_, &EngineWorker::turnFinished, this, [this](const TurnOutcome& outcome) {
@@ -276,7 +282,7 @@ EngineHost::~EngineHost() {
 }
 
 void EngineHost::loadModel(const LoadRequest& request) {
-  loading_ = true;
+  ++loads_;
   emit loadingChanged(true);
   QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection,
                             Q_ARG(tandem::ui::LoadRequest, request));

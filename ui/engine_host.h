@@ -103,6 +103,8 @@ class EngineWorker : public QObject {
   // `kept`: the model in use before is still loaded (the folder failed its checks before
   // anything was unloaded).
   void modelLoadFailed(const QString& folder, const QString& message, bool kept);
+  // A model being loaded: `done` of `total` items of `stage` ("packing the weights").
+  void loadProgress(const QString& folder, const QString& stage, qint64 done, qint64 total);
   void turnDelta(quint64 id, const QString& answer, const QString& thinking);
   void turnFinished(const tandem::ui::TurnOutcome& outcome);
   void throughputSample(double seconds, double prompt_tokens_per_s, double decode_tokens_per_s);
@@ -135,7 +137,7 @@ class EngineHost : public QObject {
   quint64 startTurn(TurnRequest request);
   void stop();  // returns at once; the running turn ends after the current token
 
-  bool isLoading() const { return loading_; }
+  bool isLoading() const { return loads_ > 0; }
   bool isBusy() const { return busy_; }
   bool hasModel() const { return !model_.folder.isEmpty(); }
   const ModelInfo& model() const { return model_; }
@@ -143,6 +145,8 @@ class EngineHost : public QObject {
  signals:
   void modelLoaded(const tandem::ui::ModelInfo& info);
   void modelLoadFailed(const QString& folder, const QString& message, bool kept);
+  // A model being loaded: `done` of `total` items of `stage` ("packing the weights").
+  void loadProgress(const QString& folder, const QString& stage, qint64 done, qint64 total);
   void turnDelta(quint64 id, const QString& answer, const QString& thinking);
   void turnFinished(const tandem::ui::TurnOutcome& outcome);
   void throughputSample(double seconds, double prompt_tokens_per_s, double decode_tokens_per_s);
@@ -160,7 +164,7 @@ class EngineHost : public QObject {
   std::unique_ptr<QThread, ThreadStopper> thread_;
   EngineWorker* worker_ = nullptr;  // lives on thread_, deleted when it finishes
   ModelInfo model_;
-  bool loading_ = false;
+  int loads_ = 0;  // asked for and not answered yet (a second may be queued behind one)
   bool busy_ = false;
   quint64 next_turn_ = 1;
 };

@@ -98,6 +98,9 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
   connect(chat_, &ChatPage::showSystemRequested, this, [this] { showPage(Page::System); });
   connect(system_, &SystemPage::refreshRequested, this, &MainWindow::detectHardware);
   connect(chat_, &ChatPage::openModelRequested, this, &MainWindow::openModelFolder);
+  // The status bar follows a long load as the chat's notice does.
+  connect(engine_, &EngineHost::loadProgress, this,
+          [this] { model_status_->setText(chat_->loadStatus()); });
   connect(chat_, &ChatPage::loadModelRequested, this,
           [this](const QString& folder) { loadModel(folder); });
   connect(chat_, &ChatPage::turnStats, this,

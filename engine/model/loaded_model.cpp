@@ -27,8 +27,34 @@ std::uint64_t matrix_bytes(const kernels::WeightMatrix& m) {
 
 // Runs work(i) for i in [0, count) on `threads` threads (the caller's among them); the
 // first exception is rethrown here once all have stopped.
+// Tells `report` (if any) of `stage` as its items complete, once per percent.
+struct StageProgress {
+  const std::function<void(const LoadProgress&)>* report = nullptr;
+  std::string stage;
+  std::size_t total = 0;
+  std::atomic<std::size_t> done{0};
+  std::atomic<int> percent{-1};
+  StageProgress(const std::function<void(const LoadProgress&)>& r, std::string s, std::size_t n)
+      : report(r ? &r : nullptr), stage(std::move(s)), total(n) {
+    step(0);
+  }
+  void step(std::size_t n = 1) {
+    if (report == nullptr || total == 0) return;
+    const std::size_t now = done.fetch_add(n) + n;
+    const int p = static_cast<int>(100 * now / total);
+    int seen = percent.load();
+    while (p > seen) {
+      if (percent.compare_exchange_weak(seen, p)) {
+        (*report)({stage, now, total});
+        break;
+      }
+    }
+  }
+};
+
 void for_each_on_threads(int threads, std::size_t count,
-                         const std::function<void(std::size_t)>& work) {
+                         const std::function<void(std::size_t)>& work,
+                         StageProgress* progress = nullptr) {
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_lock;
@@ -36,6 +62,7 @@ void for_each_on_threads(int threads, std::size_t count,
     for (std::size_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
       try {
         work(i);
+        if (progress != nullptr) progress->step();
       } catch (...) {
         const std::lock_guard lock(failure_lock);
         if (!failure) failure = std::current_exception();
@@ -211,6 +238,7 @@ bool parse_cpu_format(std::string_view name, CpuFormat& out) {
 std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
                                                const LoadOptions& options) {
   auto m = std::unique_ptr<LoadedModel>(new LoadedModel);
+  m->on_progress_ = options.on_progress;
   m->folder_ = folder;
   const bool converted =
       std::filesystem::exists(std::filesystem::path(folder) / model::kManifestName);
@@ -280,10 +308,14 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
           packed_format_for(format, p.role, m->spec_.num_experts > 0, options.dense_bf16));
     }
     m->packed_.resize(targets.size());
-    for_each_on_threads(options.threads, targets.size(), [&](std::size_t i) {
-      m->packed_[i] = std::make_unique<kernels::PackedMatrix>(
-          pack_matrix(*targets[i], formats[i], options.int4_group));
-    });
+    StageProgress packing(m->on_progress_, "packing the weights", targets.size());
+    for_each_on_threads(
+        options.threads, targets.size(),
+        [&](std::size_t i) {
+          m->packed_[i] = std::make_unique<kernels::PackedMatrix>(
+              pack_matrix(*targets[i], formats[i], options.int4_group));
+        },
+        &packing);
     for (std::size_t i = 0; i < targets.size(); ++i) {
       targets[i]->packed = m->packed_[i].get();
       targets[i]->packed_variant = variant_for(formats[i], m->variant_);
@@ -315,6 +347,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
   log::info("loaded {} ({}, {} layers, hidden {}, {} experts) from {}", m->spec_.architecture,
             model::family_name(m->spec_.family), m->spec_.num_layers, m->spec_.hidden_size,
             m->spec_.num_experts, folder);
+  m->on_progress_ = nullptr;  // the load is over: nothing is told after it returns
   return m;
 }
 
@@ -347,9 +380,13 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
   }
   packed_.resize(targets.size());
   // Several threads copy at once: one alone is bound by page faults, not by memory.
-  for_each_on_threads(threads, targets.size(), [&](std::size_t i) {
-    packed_[i] = std::make_unique<kernels::PackedMatrix>(converted.load(*targets[i].matrix));
-  });
+  StageProgress reading(on_progress_, "reading the converted weights", targets.size());
+  for_each_on_threads(
+      threads, targets.size(),
+      [&](std::size_t i) {
+        packed_[i] = std::make_unique<kernels::PackedMatrix>(converted.load(*targets[i].matrix));
+      },
+      &reading);
   for (std::size_t i = 0; i < targets.size(); ++i) {
     targets[i].matrix->packed = packed_[i].get();
     targets[i].matrix->packed_variant = variant_for(packed_[i]->format, variant_);
@@ -410,23 +447,27 @@ void LoadedModel::make_expert_slices(kernels::PackedFormat format, std::int64_t 
   }
   const std::size_t first = packed_.size();
   packed_.resize(first + experts.size() * pools * 3);
-  for_each_on_threads(threads, experts.size(), [&](std::size_t i) {
-    const Expert& expert = experts[i];
-    const kernels::WeightMatrix* parts[3] = {&expert.weights->gate, &expert.weights->up,
-                                             &expert.weights->down};
-    const SliceAxis axes[3] = {SliceAxis::Rows, SliceAxis::Rows, SliceAxis::Columns};
-    for (std::size_t p = 0; p < pools; ++p) {
-      std::uint8_t* base = expert_memory_[expert.memory + p].data() + expert.index * stride;
-      std::unique_ptr<kernels::PackedMatrix>* slot = &packed_[first + (i * pools + p) * 3];
-      for (std::size_t k = 0; k < 3; ++k) {
-        slot[k] = std::make_unique<kernels::PackedMatrix>(
-            make(*parts[k], axes[k], static_cast<int>(p), base + part_offset[k]));
-      }
-      const SliceRange r = expert_slice(inner, pools_, static_cast<int>(p));
-      expert.weights->slices[p] = {r.begin,       r.width,       slot[0].get(),
-                                   slot[1].get(), slot[2].get(), variant_};
-    }
-  });
+  StageProgress splitting(on_progress_, "splitting the experts", experts.size());
+  for_each_on_threads(
+      threads, experts.size(),
+      [&](std::size_t i) {
+        const Expert& expert = experts[i];
+        const kernels::WeightMatrix* parts[3] = {&expert.weights->gate, &expert.weights->up,
+                                                 &expert.weights->down};
+        const SliceAxis axes[3] = {SliceAxis::Rows, SliceAxis::Rows, SliceAxis::Columns};
+        for (std::size_t p = 0; p < pools; ++p) {
+          std::uint8_t* base = expert_memory_[expert.memory + p].data() + expert.index * stride;
+          std::unique_ptr<kernels::PackedMatrix>* slot = &packed_[first + (i * pools + p) * 3];
+          for (std::size_t k = 0; k < 3; ++k) {
+            slot[k] = std::make_unique<kernels::PackedMatrix>(
+                make(*parts[k], axes[k], static_cast<int>(p), base + part_offset[k]));
+          }
+          const SliceRange r = expert_slice(inner, pools_, static_cast<int>(p));
+          expert.weights->slices[p] = {r.begin,       r.width,       slot[0].get(),
+                                       slot[1].get(), slot[2].get(), variant_};
+        }
+      },
+      &splitting);
   experts_sliced_ = true;
   log::info("split {} experts into {} of width {}, each in memory {}", experts.size(),
             pools_phrase(pools_), range.width,

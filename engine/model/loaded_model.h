@@ -32,6 +32,12 @@ bool parse_cpu_format(std::string_view name, CpuFormat& out);
 enum class DenseBackend { Auto, Packed, Onednn };
 inline constexpr std::int64_t kOnednnMinTokens = 64;
 
+// How far a load has got: `done` of `total` items of the stage ("packing weights", ...).
+struct LoadProgress {
+  std::string stage;
+  std::size_t done = 0, total = 0;
+};
+
 struct LoadOptions {
   // Ignored for a converted folder, whose weights are already packed in one format.
   CpuFormat cpu_format = CpuFormat::Native;
@@ -45,6 +51,9 @@ struct LoadOptions {
   // Attention, shared experts, dense layers and the output head in BF16 whatever cpu_format
   // says (packed_format_for); ignored for a converted folder, which carries its formats.
   bool dense_bf16 = false;
+  // Told as each stage advances by a percent, from the loading threads (so a window can show
+  // a bar and the time left while a large model packs); may be empty.
+  std::function<void(const LoadProgress&)> on_progress;
 };
 
 // Every matrix the fast kernels take, with its layer (-1: the output head): all but the
@@ -120,6 +129,7 @@ class LoadedModel {
   int pools_ = 1;
   bool experts_sliced_ = false;
 
+  std::function<void(const LoadProgress&)> on_progress_;  // from LoadOptions, during load
   void load_converted(const std::string& folder, int threads);
   // One pool's slice of an expert matrix in its part of pools_' memory: `destination`.
   using SliceMaker = std::function<kernels::PackedMatrix(

@@ -293,6 +293,26 @@ class TestChatWindow : public QObject {
     QVERIFY(!again->isVisibleTo(chat));
   }
 
+  // A load reports its stages to the window: the chat's notice and the status bar read
+  // "Loading NAME: packing the weights, N%" while it packs.
+  void loadingShowsProgress() {
+    MainWindow window(nullptr, dir_.path() + "/progress.sqlite");
+    window.show();
+    QSignalSpy progress(window.engine(), &EngineHost::loadProgress);
+    QStringList statuses;
+    connect(window.engine(), &EngineHost::loadProgress, &window,
+            [&] { statuses << window.chatPage()->loadStatus(); });
+    window.loadModel(kModel, 0, 0, QStringLiteral("int8"));
+    QTRY_COMPARE_WITH_TIMEOUT(window.engine()->model().name, QStringLiteral("qwen3-moe"), 20000);
+    QTRY_VERIFY(!window.engine()->isLoading());
+    QVERIFY(progress.count() >= 2);
+    QCOMPARE(progress.last().at(1).toString(), QStringLiteral("packing the weights"));
+    QCOMPARE(progress.last().at(2).toLongLong(), progress.last().at(3).toLongLong());
+    QVERIFY2(statuses.last().startsWith(QLatin1String("Loading qwen3-moe: packing the weights, ")),
+             qPrintable(statuses.join(QLatin1Char('\n'))));
+    QVERIFY(window.chatPage()->loadStatus().isEmpty());  // loaded: nothing to report
+  }
+
   void stopAndStayResponsive() {
     MainWindow window(nullptr, dir_.path() + "/stop.sqlite");
     window.show();

@@ -2,6 +2,7 @@
 // tests/tools/make_model_fixtures.py): last-position logits within 1e-3 of the logit range,
 // and the same 16 greedy tokens.
 #include <QtTest>
+#include <mutex>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -73,6 +74,28 @@ class TestReferenceEngine : public QObject {
       QCOMPARE(stats.prompt_tokens, static_cast<std::int64_t>(ids.size()));
       QCOMPARE(stats.generated_tokens, std::int64_t{16});
     }
+  }
+
+  // A load tells how far it has got: the packing stage from 0 to all its matrices, each
+  // percent at most once, in order.
+  void loadReportsProgress() {
+    model::LoadOptions options;
+    QVERIFY(model::parse_cpu_format("int8", options.cpu_format));
+    std::mutex lock;
+    std::vector<model::LoadProgress> seen;
+    options.on_progress = [&](const model::LoadProgress& p) {
+      const std::lock_guard guard(lock);
+      seen.push_back(p);
+    };
+    auto model =
+        model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe", options);
+    QVERIFY(seen.size() >= 2);
+    QCOMPARE(seen.front().stage, std::string("packing the weights"));
+    QCOMPARE(seen.front().done, std::size_t{0});
+    for (std::size_t i = 1; i < seen.size(); ++i)
+      if (seen[i].stage == seen[i - 1].stage) QVERIFY(seen[i].done > seen[i - 1].done);
+    QCOMPARE(seen.back().done, seen.back().total);
+    QVERIFY(seen.size() <= 101 + 1);
   }
 
   // Qwen3-Next's recurrent state across chat turns: a regenerated reply goes back to the
