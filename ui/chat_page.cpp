@@ -1,5 +1,6 @@
 #include "ui/chat_page.h"
 
+#include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -18,7 +19,9 @@
 #include <QRegularExpression>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QSettings>
 #include <QShortcut>
+#include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QStackedWidget>
@@ -28,8 +31,10 @@
 #include <QVBoxLayout>
 #include <QWidgetAction>
 
+#include "engine/model/demo_model.h"
 #include "ui/conversation_export.h"
 #include "ui/eliding_label.h"
+#include "ui/main_window.h"
 #include "ui/message_widget.h"
 #include "ui/theme.h"
 
@@ -73,6 +78,8 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   connect(&engine_, &EngineHost::modelLoaded, this, [this](const ModelInfo& info) {
     loaded_folder_ = info.folder;
     load_status_.clear();
+    rememberModel(info.folder);
+    refreshModels();
     load_again_->setVisible(false);
     notice_load_again_->setVisible(false);
     showError({}, false);
@@ -83,6 +90,7 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   connect(&engine_, &EngineHost::busyChanged, this, [this] { updateState(); });
   connect(&engine_, &EngineHost::loadingChanged, this, [this] { updateState(); });
 
+  refreshModels();
   // Until a conversation is opened, a first message is sent with the defaults.
   showSettings(default_settings());
   if (list_model_->rowCount() > 0) openConversation(list_model_->idAt(0));
@@ -107,6 +115,52 @@ void ChatPage::showLoadProgress(const QString& folder, const QString& stage, qin
                      .arg(qRound(100.0 * fraction))
                      .arg(left);
   updateState();
+}
+
+void ChatPage::rememberModel(const QString& folder) {
+  QSettings settings;
+  QStringList recent = settings.value(QStringLiteral("model/recent")).toStringList();
+  recent.removeAll(folder);
+  recent.prepend(folder);
+  while (recent.size() > 8) recent.removeLast();
+  settings.setValue(QStringLiteral("model/recent"), recent);
+}
+
+QStringList ChatPage::modelChoices() const {
+  QStringList folders;
+  const auto add = [&](const QString& f) {
+    if (!f.isEmpty() && !folders.contains(f) &&
+        QFileInfo(f + QStringLiteral("/config.json")).isFile())
+      folders << f;
+  };
+  add(loaded_folder_);
+  for (const QString& f : QSettings().value(QStringLiteral("model/recent")).toStringList()) add(f);
+  add(QString::fromStdString(model::demo_model_folder()));
+  // Downloaded models: ORG/NAME folders of the models folder, and converted copies beside.
+  const QDir models(MainWindow::modelsFolder());
+  for (const QString& org : models.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
+    add(models.filePath(org));
+    const QDir sub(models.filePath(org));
+    for (const QString& name : sub.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
+      add(sub.filePath(name));
+  }
+  return folders;
+}
+
+void ChatPage::refreshModels() {
+  const QSignalBlocker quiet(models_);
+  models_->clear();
+  for (const QString& folder : modelChoices()) {
+    const bool demo = folder == QString::fromStdString(model::demo_model_folder());
+    models_->addItem(demo ? tr("Built-in demo model") : QFileInfo(folder).fileName(), folder);
+    models_->setItemData(models_->count() - 1, folder, Qt::ToolTipRole);
+  }
+  if (loaded_folder_.isEmpty()) {
+    models_->insertItem(0, tr("No model loaded"), QString());
+  }
+  models_->insertSeparator(models_->count());
+  models_->addItem(tr("Open a Model Folder…"), QStringLiteral("open"));
+  models_->setCurrentIndex(std::max(0, models_->findData(loaded_folder_)));
 }
 
 QString ChatPage::loadStatus() const {
@@ -285,6 +339,24 @@ QWidget* ChatPage::buildChatArea() {
   menu->addAction(action);
   sampling_->setMenu(menu);
   connect(menu, &QMenu::aboutToHide, this, &ChatPage::saveSettings);
+  // The model picker: the one loaded, the demo, what is in the models folder, the recent.
+  models_ = new QComboBox(area);
+  models_->setObjectName(QStringLiteral("modelPicker"));
+  models_->setAccessibleName(tr("Model"));
+  models_->setToolTip(tr("The model that replies; choose another to load it"));
+  models_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  models_->setMinimumContentsLength(14);
+  connect(models_, &QComboBox::activated, this, [this](int index) {
+    const QString folder = models_->itemData(index).toString();
+    if (folder.isEmpty() || folder == loaded_folder_) return;
+    if (folder == QLatin1String("open")) {
+      refreshModels();
+      emit openModelRequested();
+      return;
+    }
+    emit loadModelRequested(folder);
+  });
+  header->addWidget(models_);
   header->addWidget(sampling_);
   v->addLayout(header);
 

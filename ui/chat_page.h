@@ -9,6 +9,7 @@
 #include "ui/conversation_list_model.h"
 #include "ui/engine_host.h"
 
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListView;
@@ -40,6 +41,8 @@ class ChatPage : public QWidget {
   // "Loading NAME: packing the weights, 45% · about 20 s left" while a model loads.
   void showLoadProgress(const QString& folder, const QString& stage, qint64 done, qint64 total);
   QString loadStatus() const;
+  // Fills the model picker (the loaded model, recent ones, the demo, the models folder's).
+  void refreshModels();
   // What the page says while no model is loaded.
   QString noModelText() const;
 
@@ -139,6 +142,9 @@ class ChatPage : public QWidget {
   void findMatches();
   void findStep(int step);
   void showMatch();
+  QComboBox* models_ = nullptr;  // the model picker in the header
+  void rememberModel(const QString& folder);
+  QStringList modelChoices() const;
   QString load_stage_, load_status_;
   QElapsedTimer load_clock_;
   QString loaded_folder_;              // the model that loaded last, offered again after a failure

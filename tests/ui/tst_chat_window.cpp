@@ -1,6 +1,7 @@
 // The chat window end to end on a tiny model: type, send, stream, stop, reopen and find
 // the conversation; markdown with code blocks; thinking folded; the UI stays responsive.
 #include <QAbstractItemModelTester>
+#include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
 #include <QElapsedTimer>
@@ -311,6 +312,37 @@ class TestChatWindow : public QObject {
     QVERIFY2(statuses.last().startsWith(QLatin1String("Loading qwen3-moe: packing the weights, ")),
              qPrintable(statuses.join(QLatin1Char('\n'))));
     QVERIFY(window.chatPage()->loadStatus().isEmpty());  // loaded: nothing to report
+  }
+
+  // The model picker lists the loaded model, the demo and what the models folder holds, and
+  // choosing one loads it (and it is remembered as recent).
+  void thePickerLoadsAnotherModel() {
+    QTemporaryDir models;
+    QSettings().setValue(QStringLiteral("paths/models"), models.path());
+    const QString copy = models.path() + "/someone/tiny-moe";
+    QDir().mkpath(copy);
+    for (const QString& f : QDir(kModel).entryList(QDir::Files))
+      QFile::copy(kModel + "/" + f, copy + "/" + f);
+    MainWindow window(nullptr, dir_.path() + "/picker.sqlite");
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel() && !window.engine()->isLoading(), 20000);
+    auto* picker = window.chatPage()->findChild<QComboBox*>(QStringLiteral("modelPicker"));
+    QVERIFY(picker);
+    QStringList names;
+    for (int i = 0; i < picker->count(); ++i) names << picker->itemText(i);
+    QVERIFY2(names.contains(QStringLiteral("tiny-moe")) &&
+                 names.contains(QStringLiteral("Open a Model Folder…")),
+             qPrintable(names.join(QStringLiteral(", "))));
+    QCOMPARE(picker->currentData().toString(), window.engine()->model().folder);
+    const int tiny = picker->findData(copy);
+    QVERIFY(tiny >= 0);
+    picker->setCurrentIndex(tiny);
+    emit picker->activated(tiny);
+    QTRY_COMPARE_WITH_TIMEOUT(window.engine()->model().folder, copy, 20000);
+    QTRY_COMPARE(picker->currentData().toString(), copy);
+    QCOMPARE(QSettings().value(QStringLiteral("model/recent")).toStringList().value(0), copy);
+    QSettings().remove(QStringLiteral("paths/models"));
+    QSettings().remove(QStringLiteral("model/recent"));
   }
 
   void stopAndStayResponsive() {
