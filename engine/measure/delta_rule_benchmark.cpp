@@ -32,15 +32,8 @@ model::ModelSpec qwen3_next_80b_layer() {
 }
 
 std::vector<float> values(std::size_t n, std::uint64_t seed, float scale) {
-  std::vector<float> v(n);
-  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = scale *
-        static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ull << 23) - 1.0);
-  }
+  std::vector<float> v = random_values(n, seed);
+  for (float& x : v) x *= scale;
   return v;
 }
 
@@ -48,7 +41,6 @@ std::vector<float> values(std::size_t n, std::uint64_t seed, float scale) {
 
 DeltaRuleBenchReport run_delta_rule_benchmark(
     const DeltaRuleBenchOptions& options, const std::function<void(const std::string&)>& progress) {
-  using Clock = std::chrono::steady_clock;
   DeltaRuleBenchReport report;
   report.cpu = kernels::detect_isa().identity.brand;
   const model::ModelSpec spec = qwen3_next_80b_layer();
@@ -89,17 +81,9 @@ DeltaRuleBenchReport run_delta_rule_benchmark(
                 conv.data(), a_log.data(), dt_bias.data(), norm.data(), out.data(), chunk);
           }
         };
-        once();  // warm
         for (int rep = 0; rep < options.repetitions; ++rep) {
-          const auto start = Clock::now();
-          int calls = 0;
-          double elapsed = 0;
-          do {
-            once();
-            ++calls;
-            elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-          } while (elapsed < options.min_sample_seconds);
-          r.microseconds_per_token.values.push_back(elapsed / calls / static_cast<double>(steps) /
+          const double seconds = seconds_per_product(once, options.min_sample_seconds);
+          r.microseconds_per_token.values.push_back(seconds / static_cast<double>(steps) /
                                                     static_cast<double>(tokens) * 1e6);
         }
         if (progress) {

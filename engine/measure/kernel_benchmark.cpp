@@ -18,6 +18,23 @@
 namespace tandem::measure {
 namespace {
 
+kernels::PackedMatrix copy_of(const kernels::PackedMatrix& m) {
+  kernels::PackedMatrix c = kernels::packed_shape(m.rows, m.cols, m.format, m.group);
+  c.bytes = kernels::AlignedBytes::allocate(m.bytes.size);
+  std::memcpy(c.bytes.data.get(), m.bytes.data.get(), m.bytes.size);
+  c.row_scale = m.row_scale;
+  c.group_scale = m.group_scale;
+  return c;
+}
+
+void add_sample(KernelPathResult& r, double seconds, const KernelShape& s, std::int64_t tokens) {
+  const double flops = 2.0 * static_cast<double>(tokens) * static_cast<double>(s.rows * s.cols);
+  r.gflops.values.push_back(flops / seconds / 1e9);
+  r.weight_gb_per_s.values.push_back(static_cast<double>(r.weight_bytes) / seconds / 1e9);
+}
+
+}  // namespace
+
 // Uniform values in [-1, 1): fast enough for the 311 million of the output head.
 std::vector<float> random_values(std::size_t n, std::uint64_t seed) {
   std::vector<float> v(n);
@@ -29,15 +46,6 @@ std::vector<float> random_values(std::size_t n, std::uint64_t seed) {
     x = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ull << 23) - 1.0);
   }
   return v;
-}
-
-kernels::PackedMatrix copy_of(const kernels::PackedMatrix& m) {
-  kernels::PackedMatrix c = kernels::packed_shape(m.rows, m.cols, m.format, m.group);
-  c.bytes = kernels::AlignedBytes::allocate(m.bytes.size);
-  std::memcpy(c.bytes.data.get(), m.bytes.data.get(), m.bytes.size);
-  c.row_scale = m.row_scale;
-  c.group_scale = m.group_scale;
-  return c;
 }
 
 // Runs `product` once, then repeatedly for at least `min_seconds`; the seconds per product.
@@ -53,14 +61,6 @@ double seconds_per_product(const std::function<void()>& product, double min_seco
   } while (elapsed < min_seconds);
   return elapsed / calls;
 }
-
-void add_sample(KernelPathResult& r, double seconds, const KernelShape& s, std::int64_t tokens) {
-  const double flops = 2.0 * static_cast<double>(tokens) * static_cast<double>(s.rows * s.cols);
-  r.gflops.values.push_back(flops / seconds / 1e9);
-  r.weight_gb_per_s.values.push_back(static_cast<double>(r.weight_bytes) / seconds / 1e9);
-}
-
-}  // namespace
 
 std::vector<KernelShape> qwen3_30b_a3b_shapes(std::int64_t head_rows) {
   return {{"q", 4096, 2048},         {"k/v", 512, 2048},       {"o", 2048, 4096},

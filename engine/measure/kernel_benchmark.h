@@ -67,6 +67,12 @@ struct KernelBenchReport {
 };
 
 // `progress` gets a line per measured row.
+// What the benchmarks share: uniform values in [-1, 1) (fast enough for the output head's
+// 311 million), and the seconds one call of `product` takes, repeated for at least
+// `min_seconds` after a first call.
+std::vector<float> random_values(std::size_t n, std::uint64_t seed);
+double seconds_per_product(const std::function<void()>& product, double min_seconds);
+
 KernelBenchReport run_kernel_benchmark(
     const KernelBenchOptions& options,
     const std::function<void(const std::string&)>& progress = {});
