@@ -43,6 +43,7 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
   if (options.page == QLatin1String("system")) window.showPage(ui::MainWindow::Page::System);
   if (options.page == QLatin1String("chat")) window.showPage(ui::MainWindow::Page::Chat);
   if (options.page == QLatin1String("downloads")) window.showPage(ui::MainWindow::Page::Downloads);
+  if (options.page == QLatin1String("models")) window.showPage(ui::MainWindow::Page::Models);
 
   int status = 0;
   if (screenshot) {

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   cli.add_option("--screenshot", screenshot,
                  "Render the main window offscreen to this PNG file and exit");
   cli.add_option("--page", page, "The page to show first")
-      ->check(CLI::IsMember({"chat", "system", "downloads"}));
+      ->check(CLI::IsMember({"chat", "system", "downloads", "models"}));
   std::string screenshot_prompt;
   cli.add_option("--screenshot-prompt", screenshot_prompt,
                  "With --screenshot: send this in a new chat and capture the reply as it streams");

@@ -36,6 +36,7 @@
 #include "ui/eliding_label.h"
 #include "ui/main_window.h"
 #include "ui/message_widget.h"
+#include "ui/models_page.h"
 #include "ui/theme.h"
 
 namespace tandem::ui {
@@ -78,7 +79,7 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   connect(&engine_, &EngineHost::modelLoaded, this, [this](const ModelInfo& info) {
     loaded_folder_ = info.folder;
     load_status_.clear();
-    rememberModel(info.folder);
+    remember_model_use(info.folder);
     refreshModels();
     load_again_->setVisible(false);
     notice_load_again_->setVisible(false);
@@ -117,40 +118,10 @@ void ChatPage::showLoadProgress(const QString& folder, const QString& stage, qin
   updateState();
 }
 
-void ChatPage::rememberModel(const QString& folder) {
-  QSettings settings;
-  QStringList recent = settings.value(QStringLiteral("model/recent")).toStringList();
-  recent.removeAll(folder);
-  recent.prepend(folder);
-  while (recent.size() > 8) recent.removeLast();
-  settings.setValue(QStringLiteral("model/recent"), recent);
-}
-
-QStringList ChatPage::modelChoices() const {
-  QStringList folders;
-  const auto add = [&](const QString& f) {
-    if (!f.isEmpty() && !folders.contains(f) &&
-        QFileInfo(f + QStringLiteral("/config.json")).isFile())
-      folders << f;
-  };
-  add(loaded_folder_);
-  for (const QString& f : QSettings().value(QStringLiteral("model/recent")).toStringList()) add(f);
-  add(QString::fromStdString(model::demo_model_folder()));
-  // Downloaded models: ORG/NAME folders of the models folder, and converted copies beside.
-  const QDir models(MainWindow::modelsFolder());
-  for (const QString& org : models.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
-    add(models.filePath(org));
-    const QDir sub(models.filePath(org));
-    for (const QString& name : sub.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
-      add(sub.filePath(name));
-  }
-  return folders;
-}
-
 void ChatPage::refreshModels() {
   const QSignalBlocker quiet(models_);
   models_->clear();
-  for (const QString& folder : modelChoices()) {
+  for (const QString& folder : known_model_folders(loaded_folder_)) {
     const bool demo = folder == QString::fromStdString(model::demo_model_folder());
     models_->addItem(demo ? tr("Built-in demo model") : QFileInfo(folder).fileName(), folder);
     models_->setItemData(models_->count() - 1, folder, Qt::ToolTipRole);

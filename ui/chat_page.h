@@ -143,8 +143,6 @@ class ChatPage : public QWidget {
   void findStep(int step);
   void showMatch();
   QComboBox* models_ = nullptr;  // the model picker in the header
-  void rememberModel(const QString& folder);
-  QStringList modelChoices() const;
   QString load_stage_, load_status_;
   QElapsedTimer load_clock_;
   QString loaded_folder_;              // the model that loaded last, offered again after a failure

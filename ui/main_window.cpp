@@ -39,6 +39,7 @@
 #include "ui/eliding_label.h"
 #include "ui/engine_host.h"
 #include "ui/live_panel.h"
+#include "ui/models_page.h"
 #include "ui/preferences_dialog.h"
 #include "ui/setup_wizard.h"
 #include "ui/system_page.h"
@@ -83,6 +84,8 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
       new QListWidgetItem(style()->standardIcon(QStyle::SP_ComputerIcon), tr("System")));
   navigation_->addItem(
       new QListWidgetItem(style()->standardIcon(QStyle::SP_ArrowDown), tr("Downloads")));
+  navigation_->addItem(
+      new QListWidgetItem(style()->standardIcon(QStyle::SP_DirIcon), tr("Models")));
   pages_ = new QStackedWidget(central);
   chat_ = new ChatPage(*engine_, *store_, pages_);
   system_ = new SystemPage(pages_);
@@ -91,10 +94,19 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
   download_queue_ = new DownloadQueue(this);
   downloads_ = new DownloadsPage(download_queue_, modelsFolder(), pages_);
   pages_->addWidget(downloads_);
+  models_ = new ModelsPage(pages_);
+  pages_->addWidget(models_);
+  connect(models_, &ModelsPage::loadRequested, this, [this](const QString& f) { loadModel(f); });
+  connect(engine_, &EngineHost::modelLoaded, models_,
+          [this](const ModelInfo& info) { models_->setLoaded(info.folder); });
   row->addWidget(navigation_);
   row->addWidget(pages_, 1);
   setCentralWidget(central);
   connect(navigation_, &QListWidget::currentRowChanged, pages_, &QStackedWidget::setCurrentIndex);
+  // What is on disk may have changed (a download finished, a conversion): looked at anew.
+  connect(navigation_, &QListWidget::currentRowChanged, this, [this](int row) {
+    if (row == static_cast<int>(Page::Models)) models_->refresh();
+  });
   connect(chat_, &ChatPage::showSystemRequested, this, [this] { showPage(Page::System); });
   connect(system_, &SystemPage::refreshRequested, this, &MainWindow::detectHardware);
   connect(chat_, &ChatPage::openModelRequested, this, &MainWindow::openModelFolder);

@@ -23,6 +23,7 @@ struct RunSettings;
 namespace tandem::ui {
 
 class ElidingLabel;
+class ModelsPage;
 
 class ChatPage;
 class ConversationStore;
@@ -36,7 +37,7 @@ class ThroughputChart;
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum class Page { Chat = 0, System = 1, Downloads = 2 };
+  enum class Page { Chat = 0, System = 1, Downloads = 2, Models = 3 };
 
   // What the command line sets for every model the window loads, after the model's profile
   // (--accelerator and the hybrid parameters); false with a sentence when they cannot apply.
@@ -105,6 +106,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* live_dock_ = nullptr;
   ThroughputChart* throughput_ = nullptr;
   LivePanel* live_ = nullptr;
+  ModelsPage* models_ = nullptr;
   ElidingLabel* model_status_ = nullptr;  // shortened with "…" when the bar is narrow
   QLabel* cpu_status_ = nullptr;
   QLabel* gpu_status_ = nullptr;

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_threads.h"

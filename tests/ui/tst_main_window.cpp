@@ -6,11 +6,14 @@
 #include <QAccessible>
 #include <QApplication>
 #include <QComboBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
+#include <QFile>
 #include <QFileInfo>
 #include <QHeaderView>
 #include <QLineEdit>
+#include <QMap>
 #include <QPlainTextEdit>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -19,6 +22,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 
 #include "ui/chat_page.h"
 #include "ui/conversation_list_model.h"
@@ -27,6 +31,7 @@
 #include "ui/download_queue.h"
 #include "ui/engine_host.h"
 #include "ui/main_window.h"
+#include "ui/models_page.h"
 #include "ui/preferences_dialog.h"
 #include "ui/setup_wizard.h"
 #include "ui/system_page.h"
@@ -130,7 +135,7 @@ class TestMainWindow : public QObject {
     auto* dock = window.findChild<QDockWidget*>(QStringLiteral("liveDock"));
     QVERIFY(dock);
     QVERIFY2(dock->width() >= 260, qPrintable(QString::number(dock->width())));
-    for (int page = 0; page < 3; ++page) {
+    for (int page = 0; page < 4; ++page) {
       window.showPage(static_cast<MainWindow::Page>(page));
       for (QScrollArea* area : window.centralWidget()->findChildren<QScrollArea*>()) {
         if (!area->isVisible()) continue;
@@ -238,7 +243,7 @@ class TestMainWindow : public QObject {
       return missing;
     };
     QStringList missing;
-    for (int page = 0; page < 3; ++page) {
+    for (int page = 0; page < 4; ++page) {
       window.showPage(static_cast<MainWindow::Page>(page));
       missing << unnamed(&window);
     }
@@ -258,6 +263,50 @@ class TestMainWindow : public QObject {
     wizard->reject();
     missing.removeDuplicates();
     QVERIFY2(missing.isEmpty(), qPrintable(missing.join(QStringLiteral("\n"))));
+    QSettings().clear();
+  }
+
+  // The Models page lists what is on this computer with its family, format and size, loads
+  // one, and deletes one (not the demo, not the one loaded) off the UI thread.
+  void theModelsPageListsLoadsAndDeletes() {
+    QSettings().clear();
+    QTemporaryDir models;
+    QSettings().setValue(QStringLiteral("paths/models"), models.path());
+    const QString source = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    const auto copy = [&](const QString& to) {
+      QDir().mkpath(to);
+      for (const QString& f : QDir(source).entryList(QDir::Files))
+        QFile::copy(source + "/" + f, to + "/" + f);
+    };
+    copy(models.path() + "/someone/tiny");
+    copy(models.path() + "/someone/tiny-tandem-int8");
+    {
+      QFile manifest(models.path() + "/someone/tiny-tandem-int8/tandem-manifest.json");
+      QVERIFY(manifest.open(QIODevice::WriteOnly));
+      manifest.write(R"({"method": "int8"})");
+    }
+    tandem::ui::ModelsPage page;
+    QMap<QString, tandem::ui::ModelFolderInfo> rows;
+    for (const auto& r : page.rows()) rows[QFileInfo(r.folder).fileName()] = r;
+    QVERIFY(rows.contains(QStringLiteral("tiny")) &&
+            rows.contains(QStringLiteral("tiny-tandem-int8")));
+    QCOMPARE(rows["tiny"].family, QStringLiteral("Qwen3-MoE"));
+    QCOMPARE(rows["tiny"].format, QStringLiteral("F32"));
+    QCOMPARE(rows["tiny-tandem-int8"].format, QStringLiteral("converted INT8"));
+    QVERIFY(rows["tiny"].bytes > 100000);
+    QVERIFY(
+        std::any_of(page.rows().begin(), page.rows().end(), [](const auto& r) { return r.demo; }));
+    QSignalSpy load(&page, &tandem::ui::ModelsPage::loadRequested);
+    QSignalSpy deleted(&page, &tandem::ui::ModelsPage::deleted);
+    page.setLoaded(rows["tiny"].folder);
+    page.deleteFolder(rows["tiny"].folder);  // the one loaded: refused
+    QVERIFY(!deleted.wait(300));
+    page.deleteFolder(rows["tiny-tandem-int8"].folder);
+    QVERIFY(deleted.wait(5000));
+    QCOMPARE(deleted.first().at(1).toBool(), true);
+    QVERIFY(!QFileInfo::exists(rows["tiny-tandem-int8"].folder));
+    QVERIFY(QFileInfo::exists(rows["tiny"].folder));
+    for (const auto& r : page.rows()) QVERIFY(r.folder != rows["tiny-tandem-int8"].folder);
     QSettings().clear();
   }
 

@@ -1,0 +1,235 @@
+#include "ui/models_page.h"
+
+#include <QDesktopServices>
+#include <QDir>
+#include <QDirIterator>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPointer>
+#include <QPushButton>
+#include <QSettings>
+#include <QTreeWidget>
+#include <QUrl>
+#include <QVBoxLayout>
+#include <QtConcurrent>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/hw/hardware_report.h"
+#include "engine/model/demo_model.h"
+#include "engine/model/model_spec.h"
+#include "ui/main_window.h"
+#include "ui/theme.h"
+
+namespace tandem::ui {
+namespace {
+
+QString demo_folder() {
+  return QString::fromStdString(model::demo_model_folder());
+}
+
+bool is_model_folder(const QString& f) {
+  return !f.isEmpty() && QFileInfo(f + QStringLiteral("/config.json")).isFile();
+}
+
+nlohmann::json read_json(const QString& path) {
+  std::ifstream in(path.toStdString());
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace
+
+QStringList known_model_folders(const QString& loaded) {
+  QStringList folders;
+  const auto add = [&](const QString& f) {
+    if (is_model_folder(f) && !folders.contains(f)) folders << f;
+  };
+  add(loaded);
+  for (const QString& f : QSettings().value(QStringLiteral("model/recent")).toStringList()) add(f);
+  add(demo_folder());
+  // Downloaded models: ORG/NAME folders of the models folder, and converted copies beside.
+  const QDir models(MainWindow::modelsFolder());
+  for (const QString& org : models.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
+    add(models.filePath(org));
+    const QDir sub(models.filePath(org));
+    for (const QString& name : sub.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
+      add(sub.filePath(name));
+  }
+  return folders;
+}
+
+ModelFolderInfo describe_model_folder(const QString& folder) {
+  ModelFolderInfo m;
+  m.folder = folder;
+  m.demo = folder == demo_folder();
+  m.name = m.demo ? QObject::tr("Built-in demo model") : QFileInfo(folder).fileName();
+  const nlohmann::json config = read_json(folder + QStringLiteral("/config.json"));
+  if (config.is_object() && config.contains("architectures") &&
+      config["architectures"].is_array() && !config["architectures"].empty() &&
+      config["architectures"][0].is_string()) {
+    m.family = QString::fromStdString(
+        model::architecture_display_name(config["architectures"][0].get<std::string>()));
+  }
+  const nlohmann::json manifest = read_json(folder + QStringLiteral("/tandem-manifest.json"));
+  if (manifest.is_object() && manifest.contains("method") && manifest["method"].is_string()) {
+    m.format = QObject::tr("converted %1")
+                   .arg(QString::fromStdString(manifest["method"].get<std::string>()).toUpper());
+  } else if (config.is_object() && config.contains("quantization_config") &&
+             config["quantization_config"].is_object()) {
+    const std::string method = config["quantization_config"].value("quant_method", std::string());
+    m.format = method == "mxfp4"                                   ? QStringLiteral("MXFP4")
+               : method == "fp8" || method == "compressed-tensors" ? QStringLiteral("FP8")
+                                                                   : QString::fromStdString(method);
+  } else if (config.is_object()) {
+    const std::string dtype = config.value("torch_dtype", config.value("dtype", std::string()));
+    m.format = dtype == "bfloat16"  ? QStringLiteral("BF16")
+               : dtype == "float16" ? QStringLiteral("F16")
+               : dtype == "float32" ? QStringLiteral("F32")
+                                    : QString::fromStdString(dtype);
+  }
+  QDirIterator files(folder, QDir::Files, QDirIterator::Subdirectories);
+  while (files.hasNext()) {
+    files.next();
+    m.bytes += files.fileInfo().size();
+  }
+  m.last_used = QSettings().value(QStringLiteral("model/lastUsed/") + folder).toDateTime();
+  return m;
+}
+
+void remember_model_use(const QString& folder) {
+  QSettings settings;
+  QStringList recent = settings.value(QStringLiteral("model/recent")).toStringList();
+  recent.removeAll(folder);
+  recent.prepend(folder);
+  while (recent.size() > 8) recent.removeLast();
+  settings.setValue(QStringLiteral("model/recent"), recent);
+  settings.setValue(QStringLiteral("model/lastUsed/") + folder, QDateTime::currentDateTime());
+}
+
+ModelsPage::ModelsPage(QWidget* parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("modelsPage"));
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(28, 22, 28, 22);
+  auto* title = new QLabel(tr("Models"), this);
+  title->setObjectName(QStringLiteral("pageTitle"));
+  v->addWidget(title);
+  auto* subtitle =
+      new QLabel(tr("The models on this computer: downloaded, converted, and the built-in demo. "
+                    "Downloads and converted copies go to %1.")
+                     .arg(MainWindow::modelsFolder()),
+                 this);
+  subtitle->setObjectName(QStringLiteral("pageSubtitle"));
+  subtitle->setWordWrap(true);
+  v->addWidget(subtitle);
+  table_ = new QTreeWidget(this);
+  table_->setAccessibleName(tr("Models on this computer"));
+  table_->setRootIsDecorated(false);
+  table_->setHeaderLabels({tr("Model"), tr("Family"), tr("Format"), tr("Size"), tr("Last used")});
+  table_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+  v->addWidget(table_, 1);
+  auto* buttons = new QHBoxLayout;
+  load_ = new QPushButton(tr("Load"), this);
+  load_->setObjectName(QStringLiteral("primary"));
+  reveal_ = new QPushButton(tr("Show in File Manager"), this);
+  delete_ = new QPushButton(tr("Delete…"), this);
+  status_ = new QLabel(this);
+  status_->setWordWrap(true);
+  buttons->addWidget(load_);
+  buttons->addWidget(reveal_);
+  buttons->addWidget(delete_);
+  buttons->addWidget(status_, 1);
+  v->addLayout(buttons);
+  connect(table_, &QTreeWidget::itemSelectionChanged, this, &ModelsPage::updateButtons);
+  connect(table_, &QTreeWidget::itemDoubleClicked, this, [this] {
+    if (!selected().isEmpty()) emit loadRequested(selected());
+  });
+  connect(load_, &QPushButton::clicked, this, [this] { emit loadRequested(selected()); });
+  connect(reveal_, &QPushButton::clicked, this,
+          [this] { QDesktopServices::openUrl(QUrl::fromLocalFile(selected())); });
+  connect(delete_, &QPushButton::clicked, this, [this] {
+    const QString folder = selected();
+    if (QMessageBox::question(this, tr("Delete model"),
+                              tr("Delete %1 and its files from this computer? This cannot be "
+                                 "undone.")
+                                  .arg(folder)) == QMessageBox::Yes)
+      deleteFolder(folder);
+  });
+  refresh();
+}
+
+void ModelsPage::setLoaded(const QString& folder) {
+  loaded_ = folder;
+  refresh();
+}
+
+void ModelsPage::refresh() {
+  const QString keep = selected();
+  rows_.clear();
+  table_->clear();
+  for (const QString& folder : known_model_folders(loaded_)) {
+    const ModelFolderInfo m = describe_model_folder(folder);
+    rows_ << m;
+    auto* item = new QTreeWidgetItem(
+        {m.name + (folder == loaded_ ? tr(" (loaded)") : QString()), m.family, m.format,
+         QString::fromStdString(hw::format_bytes(static_cast<std::uint64_t>(m.bytes))),
+         m.last_used.isValid() ? QLocale().toString(m.last_used, QLocale::ShortFormat)
+                               : tr("never here")});
+    item->setData(0, Qt::UserRole, folder);
+    item->setToolTip(0, folder);
+    table_->addTopLevelItem(item);
+    if (folder == keep) table_->setCurrentItem(item);
+  }
+  for (int c = 1; c < 5; ++c) table_->resizeColumnToContents(c);
+  updateButtons();
+}
+
+QString ModelsPage::selected() const {
+  const QTreeWidgetItem* item = table_->currentItem();
+  return item != nullptr ? item->data(0, Qt::UserRole).toString() : QString();
+}
+
+void ModelsPage::updateButtons() {
+  const QString folder = selected();
+  load_->setEnabled(!folder.isEmpty() && folder != loaded_);
+  reveal_->setEnabled(!folder.isEmpty());
+  // The demo ships with Tandem, and the model in use stays until another is loaded.
+  const bool demo = folder == demo_folder();
+  delete_->setEnabled(!folder.isEmpty() && !demo && folder != loaded_);
+  delete_->setToolTip(demo ? tr("The built-in demo model is part of Tandem.")
+                      : folder == loaded_ && !folder.isEmpty() ? tr("Load another model first.")
+                                                               : QString());
+}
+
+void ModelsPage::deleteFolder(const QString& folder) {
+  if (folder.isEmpty() || folder == loaded_ || folder == demo_folder()) return;
+  status_->setText(tr("Deleting %1…").arg(QFileInfo(folder).fileName()));
+  delete_->setEnabled(false);
+  // A model is many gigabytes: removed off the UI thread.
+  QPointer<ModelsPage> self(this);
+  (void)QtConcurrent::run([self, folder] {
+    const bool ok = QDir(folder).removeRecursively();
+    QMetaObject::invokeMethod(
+        qApp,
+        [self, folder, ok] {
+          if (!self) return;
+          QSettings settings;
+          QStringList recent = settings.value(QStringLiteral("model/recent")).toStringList();
+          recent.removeAll(folder);
+          settings.setValue(QStringLiteral("model/recent"), recent);
+          settings.remove(QStringLiteral("model/lastUsed/") + folder);
+          self->status_->setText(ok ? tr("%1 was deleted.").arg(QFileInfo(folder).fileName())
+                                    : tr("%1 could not be deleted completely; check its "
+                                         "permissions in the file manager.")
+                                          .arg(folder));
+          self->refresh();
+          emit self->deleted(folder, ok);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+}  // namespace tandem::ui
