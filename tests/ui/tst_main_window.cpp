@@ -15,12 +15,14 @@
 #include <QLineEdit>
 #include <QMap>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QTreeWidget>
 #include <QtTest>
 #include <algorithm>
 
@@ -287,17 +289,28 @@ class TestMainWindow : public QObject {
     }
     tandem::ui::ModelsPage page;
     QMap<QString, tandem::ui::ModelFolderInfo> rows;
-    for (const auto& r : page.rows()) rows[QFileInfo(r.folder).fileName()] = r;
+    const QList<tandem::ui::ModelFolderInfo> listed = page.rows();
+    for (const auto& r : listed) rows[QFileInfo(r.folder).fileName()] = r;
     QVERIFY(rows.contains(QStringLiteral("tiny")) &&
             rows.contains(QStringLiteral("tiny-tandem-int8")));
     QCOMPARE(rows["tiny"].family, QStringLiteral("Qwen3-MoE"));
     QCOMPARE(rows["tiny"].format, QStringLiteral("F32"));
     QCOMPARE(rows["tiny-tandem-int8"].format, QStringLiteral("converted INT8"));
     QVERIFY(rows["tiny"].bytes > 100000);
-    QVERIFY(
-        std::any_of(page.rows().begin(), page.rows().end(), [](const auto& r) { return r.demo; }));
+    const QList<tandem::ui::ModelFolderInfo> all = page.rows();
+    QVERIFY(std::any_of(all.begin(), all.end(), [](const auto& r) { return r.demo; }));
     QSignalSpy load(&page, &tandem::ui::ModelsPage::loadRequested);
     QSignalSpy deleted(&page, &tandem::ui::ModelsPage::deleted);
+    // Load: the selected row is asked of the window.
+    auto* table = page.findChild<QTreeWidget*>();
+    for (int i = 0; i < table->topLevelItemCount(); ++i) {
+      if (table->topLevelItem(i)->data(0, Qt::UserRole).toString() == rows["tiny"].folder)
+        table->setCurrentItem(table->topLevelItem(i));
+    }
+    for (QPushButton* b : page.findChildren<QPushButton*>())
+      if (b->text() == QLatin1String("Load")) b->click();
+    QCOMPARE(load.count(), 1);
+    QCOMPARE(load.first().at(0).toString(), rows["tiny"].folder);
     page.setLoaded(rows["tiny"].folder);
     page.deleteFolder(rows["tiny"].folder);  // the one loaded: refused
     QVERIFY(!deleted.wait(300));
@@ -306,7 +319,8 @@ class TestMainWindow : public QObject {
     QCOMPARE(deleted.first().at(1).toBool(), true);
     QVERIFY(!QFileInfo::exists(rows["tiny-tandem-int8"].folder));
     QVERIFY(QFileInfo::exists(rows["tiny"].folder));
-    for (const auto& r : page.rows()) QVERIFY(r.folder != rows["tiny-tandem-int8"].folder);
+    const QList<tandem::ui::ModelFolderInfo> after = page.rows();
+    for (const auto& r : after) QVERIFY(r.folder != rows["tiny-tandem-int8"].folder);
     QSettings().clear();
   }
 
