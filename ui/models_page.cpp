@@ -117,14 +117,10 @@ ModelsPage::ModelsPage(QWidget* parent) : QWidget(parent) {
   auto* title = new QLabel(tr("Models"), this);
   title->setObjectName(QStringLiteral("pageTitle"));
   v->addWidget(title);
-  auto* subtitle =
-      new QLabel(tr("The models on this computer: downloaded, converted, and the built-in demo. "
-                    "Downloads and converted copies go to %1.")
-                     .arg(MainWindow::modelsFolder()),
-                 this);
-  subtitle->setObjectName(QStringLiteral("pageSubtitle"));
-  subtitle->setWordWrap(true);
-  v->addWidget(subtitle);
+  subtitle_ = new QLabel(this);
+  subtitle_->setObjectName(QStringLiteral("pageSubtitle"));
+  subtitle_->setWordWrap(true);
+  v->addWidget(subtitle_);
   table_ = new QTreeWidget(this);
   table_->setAccessibleName(tr("Models on this computer"));
   table_->setRootIsDecorated(false);
@@ -167,6 +163,10 @@ void ModelsPage::setLoaded(const QString& folder) {
 }
 
 void ModelsPage::refresh() {
+  // The folder may have changed in Preferences since the page was made.
+  subtitle_->setText(tr("The models on this computer: downloaded, converted, and the built-in "
+                        "demo. Downloads and converted copies go to %1.")
+                         .arg(MainWindow::modelsFolder()));
   const QString keep = selected();
   rows_.clear();
   table_->clear();

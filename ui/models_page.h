@@ -53,6 +53,7 @@ class ModelsPage : public QWidget {
   QPushButton* reveal_;
   QPushButton* delete_;
   QLabel* status_;
+  QLabel* subtitle_;
   QString loaded_;
   QList<ModelFolderInfo> rows_;
 };
