@@ -27,13 +27,15 @@ std::uint64_t matrix_bytes(const kernels::WeightMatrix& m) {
 
 // Runs work(i) for i in [0, count) on `threads` threads (the caller's among them); the
 // first exception is rethrown here once all have stopped.
-// Tells `report` (if any) of `stage` as its items complete, once per percent.
+// Tells `report` (if any) of `stage` as its items complete, once per percent, in order
+// (the threads that finish items report one at a time).
 struct StageProgress {
   const std::function<void(const LoadProgress&)>* report = nullptr;
   std::string stage;
   std::size_t total = 0;
   std::atomic<std::size_t> done{0};
   std::atomic<int> percent{-1};
+  std::mutex order;
   StageProgress(const std::function<void(const LoadProgress&)>& r, std::string s, std::size_t n)
       : report(r ? &r : nullptr), stage(std::move(s)), total(n) {
     step(0);
@@ -42,13 +44,14 @@ struct StageProgress {
     if (report == nullptr || total == 0) return;
     const std::size_t now = done.fetch_add(n) + n;
     const int p = static_cast<int>(100 * now / total);
-    int seen = percent.load();
-    while (p > seen) {
-      if (percent.compare_exchange_weak(seen, p)) {
-        (*report)({stage, now, total});
-        break;
-      }
-    }
+    if (p <= percent.load()) return;
+    const std::lock_guard lock(order);
+    // Under the lock: the furthest count reached, never one behind an earlier report.
+    const std::size_t latest = done.load();
+    const int q = static_cast<int>(100 * latest / total);
+    if (q <= percent.load()) return;
+    percent.store(q);
+    (*report)({stage, latest, total});
   }
 };
 
