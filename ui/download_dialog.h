@@ -4,10 +4,18 @@
 
 #include <QDialog>
 
+#include <memory>
+
+#include "engine/hub/hub_config.h"
 #include "ui/download_list_model.h"
+
+namespace tandem::hw {
+struct HardwareReport;
+}
 
 class QLineEdit;
 class QLabel;
+class QListWidget;
 class QPushButton;
 
 namespace tandem::ui {
@@ -27,10 +35,28 @@ class DownloadDialog : public QDialog {
   QLineEdit* repoEdit() const { return repo_; }
   QLineEdit* includeEdit() const { return include_; }
   QPushButton* startButton() const { return start_; }
+  // Hugging Face search: the term is asked of the Hub off the UI thread; the matches are
+  // listed, and choosing one fills the repository and shows its size and whether it fits.
+  void search(const QString& term);
+  QListWidget* results() const { return results_; }
+  QString resultText() const;
+
+ signals:
+  void searchFinished();
+  void checkFinished();
 
  private:
   void validate();
+  hub::HubConfig hubConfig() const;
+  void choose(const QString& repo);
 
+  QLineEdit* search_ = nullptr;
+  QListWidget* results_ = nullptr;
+  QLabel* search_status_ = nullptr;
+  QLabel* answer_ = nullptr;
+  class RepositoryCheck* check_ = nullptr;
+  std::shared_ptr<const hw::HardwareReport> hardware_;
+  quint64 search_generation_ = 0;
   QString models_folder_;
   QLineEdit* repo_ = nullptr;
   QLineEdit* revision_ = nullptr;

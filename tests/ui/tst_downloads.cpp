@@ -6,6 +6,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QLineEdit>
+#include <QListWidget>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -174,6 +175,34 @@ class TestDownloads : public QObject {
     QVERIFY(clock.elapsed() < 5000);
     queue.cancel(first);
     queue.cancel(second);
+  }
+
+  // The dialog searches the Hub by name, lists the matches, and choosing one fills the
+  // repository and says its size and whether it fits this computer, all off the UI thread.
+  void dialogSearchesTheHub() {
+    QFile config(QStringLiteral(TANDEM_TEST_DATA_DIR "/hub/mixtral-8x7b-instruct.json"));
+    QVERIFY(config.open(QIODevice::ReadOnly));
+    server_->add_model_repo("mistralai/Mixtral-8x7B-Instruct-v0.1", config.readAll().toStdString(),
+                            93'000'000'000ull, 19);
+    DownloadDialog dialog(dir_->path());
+    QSignalSpy searched(&dialog, &DownloadDialog::searchFinished);
+    QSignalSpy checked(&dialog, &DownloadDialog::checkFinished);
+    dialog.search(QStringLiteral("mixtral"));
+    QVERIFY(searched.wait(15000));
+    QCOMPARE(dialog.results()->count(), 1);
+    QVERIFY(dialog.results()->item(0)->text().startsWith(
+        QStringLiteral("mistralai/Mixtral-8x7B-Instruct-v0.1 · ")));
+    dialog.results()->setCurrentRow(0);
+    QCOMPARE(dialog.repoEdit()->text(), QStringLiteral("mistralai/Mixtral-8x7B-Instruct-v0.1"));
+    QVERIFY(checked.wait(15000));
+    const QString answer = dialog.resultText();
+    QVERIFY2(answer.contains(QLatin1String("a Mixtral model, 46.7 B parameters")) &&
+                 answer.contains(QLatin1String("to download")) &&
+                 answer.contains(QLatin1String("this computer")),
+             qPrintable(answer));
+    dialog.search(QStringLiteral("nothing like it"));
+    QVERIFY(searched.wait(15000));
+    QCOMPARE(dialog.results()->count(), 0);
   }
 
   void gatedDownloadExplainsWhatToDo() {

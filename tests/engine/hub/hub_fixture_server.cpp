@@ -1,5 +1,7 @@
 #include "hub_fixture_server.h"
 
+#include <cctype>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -309,7 +311,32 @@ void HubFixtureServer::serve(int fd) {
       for (; i < parts.size(); ++i) joined += (joined.empty() ? "" : "/") + parts[i];
       return percent_decode(joined);
     };
-    if (parts.size() >= 6 && parts[0] == "api" && parts[1] == "models" && parts[4] == "tree") {
+    if (parts.size() == 2 && parts[0] == "api" && parts[1] == "models") {
+      // The model search: repositories whose name holds the term, any case.
+      std::string term;
+      for (std::size_t at = 0; at < query.size();) {
+        const auto amp = std::min(query.find('&', at), query.size());
+        const std::string pair = query.substr(at, amp - at);
+        if (pair.rfind("search=", 0) == 0) term = percent_decode(pair.substr(7));
+        at = amp + 1;
+      }
+      const auto lower = [](std::string t) {
+        for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        return t;
+      };
+      std::string body = "[";
+      {
+        std::lock_guard lock(mutex_);
+        for (const auto& [repo, r] : repos_) {
+          if (lower(repo).find(lower(term)) == std::string::npos) continue;
+          body += std::string(body.size() > 1 ? "," : "") + "{\"id\":\"" + repo +
+                  "\",\"downloads\":" + std::to_string(r.files.size() * 100) +
+                  ",\"likes\":1,\"pipeline_tag\":\"text-generation\"}";
+        }
+      }
+      send_simple(fd, 200, body + "]");
+    } else if (parts.size() >= 6 && parts[0] == "api" && parts[1] == "models" &&
+               parts[4] == "tree") {
       serve_tree(fd, request, parts[2] + "/" + parts[3], query);
     } else if (parts.size() >= 5 && parts[2] == "resolve") {
       const std::string repo = parts[0] + "/" + parts[1];

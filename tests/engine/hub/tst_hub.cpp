@@ -17,6 +17,7 @@
 #include "engine/hub/glob_match.h"
 #include "engine/hub/hub_config.h"
 #include "engine/hub/hub_error.h"
+#include "engine/hub/model_search.h"
 #include "engine/hub/preflight.h"
 #include "engine/hub/retry_policy.h"
 #include "engine/log/log.h"
@@ -225,6 +226,30 @@ class TestHub : public QObject {
     QCOMPARE(warnings.size(), std::size_t{1});
     QVERIFY2(warnings[0].find("(Attempt 1 of 4; the next in") != std::string::npos,
              warnings[0].c_str());
+  }
+
+  // The model search: the stand-in Hub's repositories whose name matches, any case; an
+  // empty term is a sentence, not a request; offline is the Hub's usual sentence.
+  void searchFindsRepositories() {
+    const auto hits = search_models(fast_hub(*server_), "TINY");
+    QVERIFY(!hits.empty());
+    for (const ModelSearchHit& h : hits) {
+      QVERIFY2(QString::fromStdString(h.repo).contains(QLatin1String("tiny"), Qt::CaseInsensitive),
+               h.repo.c_str());
+      QVERIFY(h.downloads > 0);
+      QCOMPARE(h.pipeline, std::string("text-generation"));
+    }
+    QVERIFY(search_models(fast_hub(*server_), "no such model anywhere").empty());
+    try {
+      search_models(fast_hub(*server_), "");
+      QFAIL("an empty search was sent");
+    } catch (const HubError& e) {
+      QCOMPARE(e.kind(), HubErrorKind::InvalidRequest);
+    }
+    QCOMPARE(
+        parse_model_search(R"([{"modelId": "a/b"}, 7, {"id": 3}, {"id": "c/d", "downloads": 5}])")
+            .size(),
+        std::size_t{2});
   }
 
   void retryWaitsDoubleUpToTheCap() {
