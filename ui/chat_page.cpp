@@ -840,8 +840,11 @@ void ChatPage::onFinished(const TurnOutcome& outcome) {
   }
   rebuildMessages();
   if (outcome.dropped_turns > 0) {
-    showError(tr("The oldest %n turn(s) were left out so the conversation fits in the context.",
-                 nullptr, outcome.dropped_turns),
+    showError(outcome.dropped_turns == 1
+                  ? tr("The oldest turn was left out so the conversation fits in the context.")
+                  : tr("The oldest %1 turns were left out so the conversation fits in the "
+                       "context.")
+                        .arg(outcome.dropped_turns),
               false);
   }
   updateState();

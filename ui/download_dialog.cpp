@@ -208,9 +208,9 @@ void DownloadDialog::search(const QString& term) {
           self->search_status_->setText(
               !error.isEmpty() ? error
               : hits.empty()   ? tr("Nothing on Hugging Face matches “%1”.").arg(query)
-                               : tr("%n model(s) found; choose one to see its size and whether "
-                                      "it fits.",
-                                    nullptr, static_cast<int>(hits.size())));
+                               : (hits.size() == 1 ? tr("1 model found")
+                                                   : tr("%1 models found").arg(hits.size())) +
+                                   tr("; choose one to see its size and whether it fits."));
           emit self->searchFinished();
         },
         Qt::QueuedConnection);

@@ -298,8 +298,10 @@ void LivePanel::setModel(const ModelInfo& info) {
   } else {
     QStringList extras;
     if (info.deferred_per_token > 0)
-      extras << tr("%n lowest-weighted CPU expert(s) per token deferred a layer", nullptr,
-                   info.deferred_per_token);
+      extras << (info.deferred_per_token == 1
+                     ? tr("the lowest-weighted CPU expert of each token deferred a layer")
+                     : tr("the %1 lowest-weighted CPU experts of each token deferred a layer")
+                           .arg(info.deferred_per_token));
     if (info.layerwise_threshold > 0)
       extras << tr("prompts from %1 tokens run layerwise on the accelerator")
                     .arg(info.layerwise_threshold);

@@ -172,10 +172,12 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
   const auto& id = r.isa.identity;
   QString p = QStringLiteral("<table cellspacing='0' cellpadding='2'>");
   p += row(tr("Model"), q(id.brand.empty() ? id.vendor : id.brand).toHtmlEscaped());
-  p += row(tr("Cores"), tr("%1 physical cores, %2 hardware threads, %3 package(s)")
-                            .arg(r.topology.physical_cores)
-                            .arg(r.topology.hardware_threads)
-                            .arg(r.topology.packages));
+  p += row(tr("Cores"),
+           tr("%1 physical cores, %2 hardware threads, %3")
+               .arg(r.topology.physical_cores)
+               .arg(r.topology.hardware_threads)
+               .arg(r.topology.packages == 1 ? tr("1 package")
+                                             : tr("%1 packages").arg(r.topology.packages)));
   p += row(tr("Caches"), tr("L2 %1 × %2, L3 %3 × %4")
                              .arg(r.topology.l2_caches)
                              .arg(bytes(r.topology.l2_cache_bytes))

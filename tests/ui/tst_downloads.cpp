@@ -200,6 +200,10 @@ class TestDownloads : public QObject {
                  answer.contains(QLatin1String("to download")) &&
                  answer.contains(QLatin1String("this computer")),
              qPrintable(answer));
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR")) {
+      dialog.show();
+      dialog.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/download-search.png");
+    }
     dialog.search(QStringLiteral("nothing like it"));
     QVERIFY(searched.wait(15000));
     QCOMPARE(dialog.results()->count(), 0);
