@@ -56,6 +56,11 @@ class ConfigReader {
     if (!j_[key].is_number()) throw ModelError(source_ + ": \"" + key + "\" must be a number.");
     return j_[key].get<double>();
   }
+  bool boolean(const char* key) const {
+    if (!j_.contains(key) || j_[key].is_null())
+      throw ModelError(source_ + ": the required setting \"" + key + "\" is missing.");
+    return boolean(key, false);
+  }
   bool boolean(const char* key, bool fallback) const {
     if (!j_.contains(key) || j_[key].is_null()) return fallback;
     if (!j_[key].is_boolean())
@@ -493,7 +498,9 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       s.moe_intermediate_size = c.integer("moe_intermediate_size");
       s.shared_expert_intermediate_size = c.integer("shared_expert_intermediate_size");
       s.shared_expert_gate = s.shared_expert_intermediate_size > 0;
-      s.norm_topk_prob = c.boolean("norm_topk_prob", true);  // transformers' own default
+      // Whether the top-k routing weights are renormalised: required, as config.json
+      // always writes it, since either value gives plausible but different text.
+      s.norm_topk_prob = c.boolean("norm_topk_prob");
       read_sparse_layers(c, config, s);
       s.linear_key_heads = c.integer("linear_num_key_heads");
       s.linear_value_heads = c.integer("linear_num_value_heads");
@@ -507,13 +514,24 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
                          "linear_num_value_heads a multiple of linear_num_key_heads.");
       }
       s.layer_is_linear.assign(static_cast<std::size_t>(s.num_layers), false);
+      // Which layers are linear: layer_types, one entry per layer, else every
+      // full_attention_interval-th layer is full attention; neither is an error.
       if (config.contains("layer_types") && config["layer_types"].is_array()) {
-        for (std::size_t l = 0; l < s.layer_is_linear.size() && l < config["layer_types"].size();
-             ++l)
-          s.layer_is_linear[l] = config["layer_types"][l] == "linear_attention";
+        const json& types = config["layer_types"];
+        if (types.size() != s.layer_is_linear.size()) {
+          throw ModelError(source + ": \"layer_types\" lists " + std::to_string(types.size()) +
+                           " layers but the model has " + std::to_string(s.num_layers) + ".");
+        }
+        for (std::size_t l = 0; l < types.size(); ++l) {
+          if (types[l] != "linear_attention" && types[l] != "full_attention") {
+            throw ModelError(source + ": layer " + std::to_string(l) + " of \"layer_types\" is " +
+                             types[l].dump() +
+                             "; Qwen3-Next's are linear_attention or full_attention.");
+          }
+          s.layer_is_linear[l] = types[l] == "linear_attention";
+        }
       } else {
-        const std::int64_t interval =
-            std::max<std::int64_t>(1, c.integer("full_attention_interval", 4));
+        const std::int64_t interval = c.integer("full_attention_interval");
         for (std::int64_t l = 0; l < s.num_layers; ++l)
           s.layer_is_linear[l] = (l + 1) % interval != 0;
       }

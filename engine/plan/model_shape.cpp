@@ -89,8 +89,7 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
       for (const auto& t : c["layer_types"])
         linear += t.is_string() && t.get<std::string>() == "linear_attention" ? 1 : 0;
     } else {
-      const std::int64_t interval =
-          std::max<std::int64_t>(1, get_or(c, "full_attention_interval", 4));
+      const std::int64_t interval = get(c, "full_attention_interval", source);
       for (std::int64_t l = 0; l < layers; ++l) linear += (l + 1) % interval != 0 ? 1 : 0;
     }
     const std::int64_t full = layers - linear;

@@ -158,6 +158,16 @@ class TestModelErrors : public QObject {
     QTest::newRow("no n_group") << "deepseek-v3"
                                 << "drop n_group"
                                 << "\"n_group\" is missing";
+    // Qwen3-Next: the routing's renormalisation and which layers are linear.
+    QTest::newRow("Qwen3-Next without norm_topk_prob") << "qwen3-next"
+                                                       << "drop norm_topk_prob"
+                                                       << "\"norm_topk_prob\" is missing";
+    QTest::newRow("Qwen3-Next without layer kinds") << "qwen3-next-tf5"
+                                                    << "drop layer_types"
+                                                    << "\"full_attention_interval\" is missing";
+    QTest::newRow("Qwen3-Next with too few layer kinds") << "qwen3-next"
+                                                         << "trim layer_types"
+                                                         << "lists 3 layers but the model has 4";
     QTest::newRow("unknown rope type") << "llama-tf5"
                                        << "rope type ntk"
                                        << "\"ntk\" is not supported";
@@ -179,6 +189,8 @@ class TestModelErrors : public QObject {
         c.erase(key);
       else if (parts[0] == QLatin1String("add"))
         c[key] = parts[2].toInt();
+      else if (parts[0] == QLatin1String("trim"))
+        c[key].erase(c[key].size() - 1);
       else
         c["rope_parameters"]["rope_type"] = parts[2].toStdString();
     });
