@@ -235,13 +235,10 @@ void Downloader::fetch(Slot& slot) {
     std::uint64_t received = 0;
     HttpAnswer answer;
     if (offset < file.size) {
-      HttpGet get;
-      get.url = resolve_url(options_.hub, plan_.repo, plan_.revision, file.path);
-      get.headers = hub_headers(options_.hub);
+      HttpGet get =
+          hub_get(options_.hub, resolve_url(options_.hub, plan_.repo, plan_.revision, file.path),
+                  should_stop);
       if (offset > 0) get.headers.push_back(fmt::format("Range: bytes={}-", offset));
-      get.connect_timeout_s = options_.hub.connect_timeout_s;
-      get.stall_timeout_s = options_.hub.stall_timeout_s;
-      get.should_stop = should_stop;
       auto changed = [&](std::uint64_t server_size) {
         return HubError(
             HubErrorKind::FileChanged,

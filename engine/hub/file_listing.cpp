@@ -97,12 +97,7 @@ std::vector<RepoFile> list_repo_files(const HubConfig& hub, const std::string& r
   int failed_attempts = 0;
   while (!url.empty()) {
     std::string body;
-    HttpGet get;
-    get.url = url;
-    get.headers = hub_headers(hub);
-    get.connect_timeout_s = hub.connect_timeout_s;
-    get.stall_timeout_s = hub.stall_timeout_s;
-    get.should_stop = should_stop;
+    HttpGet get = hub_get(hub, url, should_stop);
     get.on_body = [&body](std::string_view bytes) {
       body.append(bytes);
       return body.size() < (256u << 20);  // a runaway answer is not a file list

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "engine/log/log.h"
 
@@ -80,6 +81,16 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& c) {
       fmt::format("{} answered HTTP {} for {}, which Tandem did not expect. Check that the "
                   "endpoint is the Hugging Face Hub or a mirror of it.",
                   hub.endpoint, status, c.what));
+}
+
+HttpGet hub_get(const HubConfig& hub, std::string url, const std::function<bool()>& should_stop) {
+  HttpGet get;
+  get.url = std::move(url);
+  get.headers = hub_headers(hub);
+  get.connect_timeout_s = hub.connect_timeout_s;
+  get.stall_timeout_s = hub.stall_timeout_s;
+  get.should_stop = should_stop;
+  return get;
 }
 
 std::optional<std::int64_t> requested_wait_ms(const HttpAnswer& answer) {

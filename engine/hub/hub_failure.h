@@ -19,6 +19,10 @@ struct FailureContext {
   std::string what;  // "the file list of ORG/NAME", "model.safetensors"
 };
 
+// A GET of `url` from the Hub as every Hub request makes it: the token's headers, the
+// timeouts of `hub`, stopped by `should_stop`; the caller sets on_body.
+HttpGet hub_get(const HubConfig& hub, std::string url, const std::function<bool()>& should_stop);
+
 HubError describe_failure(const HttpAnswer& answer, const FailureContext& context);
 
 // How long the server asked us to wait (429 and 503 carry Retry-After), if it did.

@@ -42,12 +42,7 @@ std::vector<ModelSearchHit> search_models(const HubConfig& hub, const std::strin
   int failed_attempts = 0;
   for (;;) {
     std::string body;
-    HttpGet get;
-    get.url = url;
-    get.headers = hub_headers(hub);
-    get.connect_timeout_s = hub.connect_timeout_s;
-    get.stall_timeout_s = hub.stall_timeout_s;
-    get.should_stop = should_stop;
+    HttpGet get = hub_get(hub, url, should_stop);
     get.on_body = [&body](std::string_view bytes) {
       body.append(bytes);
       return body.size() < (16u << 20);  // a search answer is small

@@ -66,12 +66,7 @@ std::string fetch_small_file(const HubConfig& hub, const std::string& repo,
   for (;;) {
     std::string body;
     bool too_large = false;
-    HttpGet get;
-    get.url = resolve_url(hub, repo, revision, path);
-    get.headers = hub_headers(hub);
-    get.connect_timeout_s = hub.connect_timeout_s;
-    get.stall_timeout_s = hub.stall_timeout_s;
-    get.should_stop = should_stop;
+    HttpGet get = hub_get(hub, resolve_url(hub, repo, revision, path), should_stop);
     get.on_body = [&](std::string_view bytes) {
       body.append(bytes);
       too_large = body.size() > max_bytes;
