@@ -154,12 +154,12 @@ ModelsPage::ModelsPage(QWidget* parent) : QWidget(parent) {
                                   .arg(folder)) == QMessageBox::Yes)
       deleteFolder(folder);
   });
-  refresh();
 }
 
 void ModelsPage::setLoaded(const QString& folder) {
   loaded_ = folder;
-  refresh();
+  updateButtons();
+  if (isVisible()) refresh();  // otherwise when the page is shown
 }
 
 void ModelsPage::refresh() {
@@ -167,24 +167,40 @@ void ModelsPage::refresh() {
   subtitle_->setText(tr("The models on this computer: downloaded, converted, and the built-in "
                         "demo. Downloads and converted copies go to %1.")
                          .arg(MainWindow::modelsFolder()));
+  // Listing folders and adding up gigabytes of files is disk work: off the UI thread.
+  const quint64 generation = ++generation_;
+  const QString loaded = loaded_;
+  QPointer<ModelsPage> self(this);
+  (void)QtConcurrent::run([self, generation, loaded] {
+    QList<ModelFolderInfo> rows;
+    for (const QString& folder : known_model_folders(loaded)) rows << describe_model_folder(folder);
+    QMetaObject::invokeMethod(
+        qApp,
+        [self, generation, rows] {
+          if (self && generation == self->generation_) self->showRows(rows);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+void ModelsPage::showRows(const QList<ModelFolderInfo>& rows) {
   const QString keep = selected();
-  rows_.clear();
+  rows_ = rows;
   table_->clear();
-  for (const QString& folder : known_model_folders(loaded_)) {
-    const ModelFolderInfo m = describe_model_folder(folder);
-    rows_ << m;
+  for (const ModelFolderInfo& m : rows_) {
     auto* item = new QTreeWidgetItem(
-        {m.name + (folder == loaded_ ? tr(" (loaded)") : QString()), m.family, m.format,
+        {m.name + (m.folder == loaded_ ? tr(" (loaded)") : QString()), m.family, m.format,
          QString::fromStdString(hw::format_bytes(static_cast<std::uint64_t>(m.bytes))),
          m.last_used.isValid() ? QLocale().toString(m.last_used, QLocale::ShortFormat)
                                : tr("never here")});
-    item->setData(0, Qt::UserRole, folder);
-    item->setToolTip(0, folder);
+    item->setData(0, Qt::UserRole, m.folder);
+    item->setToolTip(0, m.folder);
     table_->addTopLevelItem(item);
-    if (folder == keep) table_->setCurrentItem(item);
+    if (m.folder == keep) table_->setCurrentItem(item);
   }
   for (int c = 1; c < 5; ++c) table_->resizeColumnToContents(c);
   updateButtons();
+  emit refreshed();
 }
 
 QString ModelsPage::selected() const {

@@ -36,16 +36,20 @@ class ModelsPage : public QWidget {
 
   void setLoaded(const QString& folder);
   void refresh();
-  // The rows shown, and deleting one (off the UI thread; `deleted` when it is gone).
+  // Reads the folders anew, off the UI thread (`refreshed` when shown). The rows shown, and
+  // deleting one (off the UI thread; `deleted` when it is gone, then a refresh).
   QList<ModelFolderInfo> rows() const { return rows_; }
   void deleteFolder(const QString& folder);
 
  signals:
   void loadRequested(const QString& folder);
+  // The rows were read anew (refresh runs off the UI thread).
+  void refreshed();
   void deleted(const QString& folder, bool ok);
 
  private:
   QString selected() const;
+  void showRows(const QList<ModelFolderInfo>& rows);
   void updateButtons();
 
   QTreeWidget* table_;
@@ -56,6 +60,7 @@ class ModelsPage : public QWidget {
   QLabel* subtitle_;
   QString loaded_;
   QList<ModelFolderInfo> rows_;
+  quint64 generation_ = 0;  // of the newest refresh; older answers are dropped
 };
 
 }  // namespace tandem::ui

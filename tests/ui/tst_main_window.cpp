@@ -288,6 +288,9 @@ class TestMainWindow : public QObject {
       manifest.write(R"({"method": "int8"})");
     }
     tandem::ui::ModelsPage page;
+    QSignalSpy refreshed(&page, &tandem::ui::ModelsPage::refreshed);
+    page.refresh();  // read off the UI thread
+    QVERIFY(refreshed.wait(5000));
     QMap<QString, tandem::ui::ModelFolderInfo> rows;
     const QList<tandem::ui::ModelFolderInfo> listed = page.rows();
     for (const auto& r : listed) rows[QFileInfo(r.folder).fileName()] = r;
@@ -316,6 +319,7 @@ class TestMainWindow : public QObject {
     QVERIFY(!deleted.wait(300));
     page.deleteFolder(rows["tiny-tandem-int8"].folder);
     QVERIFY(deleted.wait(5000));
+    QVERIFY(refreshed.wait(5000));
     QCOMPARE(deleted.first().at(1).toBool(), true);
     QVERIFY(!QFileInfo::exists(rows["tiny-tandem-int8"].folder));
     QVERIFY(QFileInfo::exists(rows["tiny"].folder));
