@@ -162,9 +162,11 @@ QString ChatPage::noModelText() const {
 QWidget* ChatPage::buildConversationList() {
   auto* panel = new QFrame(this);
   panel->setObjectName(QStringLiteral("conversationPanel"));
-  panel->setStyleSheet(
-      QStringLiteral("QFrame#conversationPanel { background: %1; border-right: 1px solid %2; }")
-          .arg(theme::colors().sidebar, theme::colors().border));
+  theme::follow(panel, [panel] {
+    panel->setStyleSheet(
+        QStringLiteral("QFrame#conversationPanel { background: %1; border-right: 1px solid %2; }")
+            .arg(theme::colors().sidebar, theme::colors().border));
+  });
   panel->setFixedWidth(200);
   auto* v = new QVBoxLayout(panel);
   v->setContentsMargins(10, 12, 10, 10);
@@ -189,11 +191,12 @@ QWidget* ChatPage::buildConversationList() {
   list_view_->setTextElideMode(Qt::ElideRight);
   list_view_->setWordWrap(false);
   list_view_->setUniformItemSizes(true);
-  list_view_->setStyleSheet(
-      QStringLiteral("QListView { background: transparent; border: none; } "
-                     "QListView::item { padding: 7px 6px; border-radius: 6px; } "
-                     "QListView::item:selected { background: %1; color: %2; }")
-          .arg(theme::colors().surface, theme::colors().text));
+  theme::follow(list_view_, [view = list_view_] {
+    view->setStyleSheet(QStringLiteral("QListView { background: transparent; border: none; } "
+                                       "QListView::item { padding: 7px 6px; border-radius: 6px; } "
+                                       "QListView::item:selected { background: %1; color: %2; }")
+                            .arg(theme::colors().surface, theme::colors().text));
+  });
   connect(list_view_, &QListView::clicked, this, [this](const QModelIndex& index) {
     openConversation(index.data(ConversationListModel::IdRole).toLongLong());
   });
@@ -386,11 +389,13 @@ QWidget* ChatPage::buildChatArea() {
   auto* error_row = new QHBoxLayout;
   error_ = new QLabel(area);
   error_->setWordWrap(true);
-  error_->setStyleSheet(
-      QStringLiteral("color: %1; background: %2; border: 1px solid %3; border-radius: 6px; "
-                     "padding: 6px;")
-          .arg(theme::colors().problem_text, theme::colors().problem,
-               theme::colors().problem_border));
+  theme::follow(error_, [label = error_] {
+    label->setStyleSheet(
+        QStringLiteral("color: %1; background: %2; border: 1px solid %3; border-radius: 6px; "
+                       "padding: 6px;")
+            .arg(theme::colors().problem_text, theme::colors().problem,
+                 theme::colors().problem_border));
+  });
   error_->setVisible(false);
   drop_and_retry_ = new QPushButton(tr("Drop oldest turns and retry"), area);
   drop_and_retry_->setVisible(false);
@@ -405,10 +410,12 @@ QWidget* ChatPage::buildChatArea() {
 
   model_notice_ = new QFrame(area);
   model_notice_->setObjectName(QStringLiteral("modelNotice"));
-  model_notice_->setStyleSheet(
-      QStringLiteral("QFrame#modelNotice { background: %1; border: 1px solid %2; "
-                     "border-radius: 6px; }")
-          .arg(theme::colors().notice, theme::colors().notice_border));
+  theme::follow(model_notice_, [notice = model_notice_] {
+    notice->setStyleSheet(
+        QStringLiteral("QFrame#modelNotice { background: %1; border: 1px solid %2; "
+                       "border-radius: 6px; }")
+            .arg(theme::colors().notice, theme::colors().notice_border));
+  });
   auto* notice_row = new QHBoxLayout(model_notice_);
   notice_row->setContentsMargins(10, 4, 6, 4);
   model_notice_text_ = new QLabel(model_notice_);
@@ -622,6 +629,21 @@ void ChatPage::deleteConversationAt(int row) {
       showSettings(default_settings());  // the next first message starts afresh
       rebuildMessages();
     }
+  }
+  updateState();
+}
+
+void ChatPage::reloadConversations() {
+  if (engine_.isBusy()) return;
+  list_model_->reload();
+  current_ = 0;
+  messages_.clear();
+  if (list_model_->rowCount() > 0) {
+    openConversation(list_model_->idAt(0));
+  } else {
+    showSettings(default_settings());
+    title_->clear();
+    rebuildMessages();
   }
   updateState();
 }

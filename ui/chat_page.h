@@ -80,6 +80,8 @@ class ChatPage : public QWidget {
   void regenerate();
   void editMessage(int index, const QString& text);
   void deleteConversationAt(int row);
+  // The store moved (Preferences): the list read anew, its newest conversation opened.
+  void reloadConversations();
 
  signals:
   void showSystemRequested();

@@ -3,6 +3,7 @@
 #include <QSettings>
 
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -54,19 +55,69 @@ ConversationSettings fromJson(const QJsonObject& o) {
 
 }  // namespace
 
-ConversationStore::ConversationStore(const QString& path)
-    : connection_(QStringLiteral("conversations-") +
-                  QUuid::createUuid().toString(QUuid::WithoutBraces)) {
-  path_ = path.isEmpty() ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
-                               QStringLiteral("/conversations.sqlite")
-                         : path;
+QString ConversationStore::defaultFolder() {
+  const QString chosen = QSettings().value(QStringLiteral("paths/data")).toString();
+  return chosen.isEmpty() ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)
+                          : chosen;
+}
+
+ConversationStore::ConversationStore(const QString& path) {
+  open(path.isEmpty() ? defaultFolder() + QLatin1Char('/') + QLatin1String(kFileName) : path);
+}
+
+bool ConversationStore::moveTo(const QString& folder) {
+  const QString target = QDir(folder).absoluteFilePath(QLatin1String(kFileName));
+  if (QFileInfo(target) == QFileInfo(path_)) return open_;
+  if (!QDir().mkpath(folder)) {
+    error_ = QObject::tr("The folder %1 cannot be created; choose another one.").arg(folder);
+    return false;
+  }
+  const QString previous = path_;
+  close();  // everything written is in the file now
+  if (!QFileInfo::exists(target) && QFileInfo::exists(previous)) {
+    // Copied whole under another name, then renamed into place: never half a database.
+    const QString part = target + QStringLiteral(".part");
+    QFile::remove(part);
+    if (!QFile::copy(previous, part) || !QFile::rename(part, target)) {
+      QFile::remove(part);
+      open(previous);
+      error_ = QObject::tr("The conversations could not be copied to %1; they stay in %2.")
+                   .arg(folder, QFileInfo(previous).absolutePath());
+      return false;
+    }
+  }
+  if (open(target)) return true;
+  const QString why = error_;
+  open(previous);
+  error_ =
+      QObject::tr("%1 The conversations stay in %2.").arg(why, QFileInfo(previous).absolutePath());
+  return false;
+}
+
+void ConversationStore::close() {
+  if (connection_.isEmpty()) return;
+  {
+    QSqlDatabase d = db(connection_);
+    d.close();
+  }
+  QSqlDatabase::removeDatabase(connection_);
+  connection_.clear();
+  open_ = false;
+}
+
+bool ConversationStore::open(const QString& path) {
+  close();
+  path_ = path;
+  error_.clear();
+  connection_ =
+      QStringLiteral("conversations-") + QUuid::createUuid().toString(QUuid::WithoutBraces);
   QDir().mkpath(QFileInfo(path_).absolutePath());
   QSqlDatabase d = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), connection_);
   d.setDatabaseName(path_);
   if (!d.open()) {
     error_ = QObject::tr("Conversations cannot be saved: the database %1 could not be opened (%2).")
                  .arg(path_, d.lastError().text());
-    return;
+    return false;
   }
   QSqlQuery q(d);
   const bool ok =
@@ -95,18 +146,16 @@ ConversationStore::ConversationStore(const QString& path)
       migrated = q.exec(QStringLiteral("ALTER TABLE messages ADD COLUMN %1 %2").arg(name, type));
   }
   if (!ok || !migrated) {
-    error_ = QObject::tr("Conversations cannot be saved: %1").arg(q.lastError().text());
-    return;
+    error_ =
+        QObject::tr("Conversations cannot be saved in %1: %2").arg(path_, q.lastError().text());
+    return false;
   }
   open_ = true;
+  return true;
 }
 
 ConversationStore::~ConversationStore() {
-  {
-    QSqlDatabase d = db(connection_);
-    d.close();
-  }
-  QSqlDatabase::removeDatabase(connection_);
+  close();
 }
 
 QVector<ConversationInfo> ConversationStore::conversations() const {

@@ -46,6 +46,17 @@ class ConversationStore {
   ConversationStore(const ConversationStore&) = delete;
   ConversationStore& operator=(const ConversationStore&) = delete;
 
+  // Where conversations are kept: the Preferences' folder ("paths/data"), else the
+  // application data folder.
+  static QString defaultFolder();
+  static constexpr const char* kFileName = "conversations.sqlite";
+
+  // Keeps the conversations in `folder` from now on: the database already there if it has
+  // one, else a copy of this one (the old file stays where it was). On failure (a folder
+  // that cannot be made, a database that cannot be opened) this store stays as it was and
+  // error() says why.
+  bool moveTo(const QString& folder);
+
   bool isOpen() const { return open_; }
   QString error() const { return error_; }
   QString path() const { return path_; }
@@ -63,6 +74,9 @@ class ConversationStore {
   bool setSettings(qint64 id, const ConversationSettings& settings);
 
  private:
+  bool open(const QString& path);
+  void close();
+
   QString connection_;
   QString path_;
   QString error_;

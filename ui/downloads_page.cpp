@@ -125,6 +125,7 @@ DownloadsPage::DownloadsPage(DownloadQueue* queue, const QString& modelsFolder, 
   connect(new_download_, &QPushButton::clicked, this, &DownloadsPage::askForDownload);
   for (int row = 0; row < model->rowCount(); ++row) view_->expand(model->index(row, 0));
   updateEmptyState();
+  theme::follow(this, [this] { showDetails(); });
 }
 
 void DownloadsPage::updateEmptyState() {

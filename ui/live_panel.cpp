@@ -220,12 +220,16 @@ LivePanel::LivePanel(QWidget* parent) : QWidget(parent) {
   c->addWidget(heatmap_view_, 2);
   placement_ = new QLabel(this);
   placement_->setWordWrap(true);
-  placement_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().muted_text));
+  theme::follow(placement_, [label = placement_] {
+    label->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().muted_text));
+  });
   c->addWidget(placement_);
   moves_ = new QLabel(this);
   moves_->setObjectName(QStringLiteral("moves"));
   moves_->setWordWrap(true);
-  moves_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().muted_text));
+  theme::follow(moves_, [label = moves_] {
+    label->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().muted_text));
+  });
   moves_->setVisible(false);
   c->addWidget(moves_);
 

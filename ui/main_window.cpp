@@ -43,6 +43,7 @@
 #include "ui/preferences_dialog.h"
 #include "ui/setup_wizard.h"
 #include "ui/system_page.h"
+#include "ui/theme.h"
 #include "ui/throughput_chart.h"
 
 namespace tandem::ui {
@@ -350,7 +351,10 @@ void MainWindow::buildMenus() {
   tools->addSeparator();
   QAction* preferences = tools->addAction(tr("&Preferences…"), this, [this] {
     PreferencesDialog dialog(this);
-    dialog.exec();
+    dialog.setConversationStore(store_.get(), engine_->isBusy());
+    if (dialog.exec() != QDialog::Accepted) return;
+    if (dialog.conversationsMoved()) chat_->reloadConversations();
+    theme::apply(*qApp);  // a new theme shows at once
   });
   preferences->setShortcut(QKeySequence::Preferences);
   preferences->setMenuRole(QAction::PreferencesRole);

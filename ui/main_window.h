@@ -58,6 +58,7 @@ class MainWindow : public QMainWindow {
   ThroughputChart* throughputChart() const { return throughput_; }
   LivePanel* livePanelWidget() const { return live_; }
   ChatPage* chatPage() const { return chat_; }
+  ConversationStore& conversationStore() const { return *store_; }
   EngineHost* engine() const { return engine_; }
   QDockWidget* livePanel() const { return live_dock_; }
   QString statusSummary() const;

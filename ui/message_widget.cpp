@@ -102,14 +102,6 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
     : QFrame(parent), index_(index), role_(role) {
   const bool user = role == QLatin1String("user");
   setObjectName(user ? QStringLiteral("userMessage") : QStringLiteral("assistantMessage"));
-  const theme::Colors& c = theme::colors();
-  base_style_ = user ? QStringLiteral("QFrame#userMessage { background: %1; border-radius: 10px; }")
-                           .arg(c.user_bubble)
-                     : QStringLiteral(
-                           "QFrame#assistantMessage { background: %1; border: 1px "
-                           "solid %2; border-radius: 10px; }")
-                           .arg(c.surface, c.border);
-  setStyleSheet(base_style_);
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(14, 10, 14, 10);
   v->setSpacing(6);
@@ -149,9 +141,6 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
   thinking_text_ = new QLabel(this);
   thinking_text_->setWordWrap(true);
   thinking_text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  thinking_text_->setStyleSheet(
-      QStringLiteral("color: %1; border-left: 3px solid %2; padding-left: 8px;")
-          .arg(theme::colors().muted_text, theme::colors().border));
   thinking_text_->setVisible(false);
   connect(thinking_toggle_, &QToolButton::toggled, this, [this](bool on) {
     thinking_text_->setVisible(on);
@@ -165,29 +154,44 @@ MessageWidget::MessageWidget(int index, const QString& role, const QString& spea
   v->addLayout(body_);
   stopped_ = new QLabel(tr("Stopped"), this);
   stopped_->setObjectName(QStringLiteral("stoppedMark"));
-  stopped_->setStyleSheet(
-      QStringLiteral("color: %1; font-style: italic;").arg(theme::colors().muted_text));
   stopped_->setToolTip(tr("You stopped this reply before the model finished it."));
   stopped_->setVisible(false);
   stats_ = new QLabel(this);
   stats_->setObjectName(QStringLiteral("replyStats"));
-  stats_->setStyleSheet(
-      QStringLiteral("color: %1; font-size: 8pt;").arg(theme::colors().muted_text));
   stats_->setVisible(false);
   auto* footer = new QHBoxLayout;
   footer->addWidget(stopped_);
   footer->addStretch(1);
   footer->addWidget(stats_);
   v->addLayout(footer);
+  theme::follow(this, [this] { restyle(); });
+}
+
+void MessageWidget::restyle() {
+  const theme::Colors& c = theme::colors();
+  base_style_ = role_ == QLatin1String("user")
+                    ? QStringLiteral("QFrame#userMessage { background: %1; border-radius: 10px; }")
+                          .arg(c.user_bubble)
+                    : QStringLiteral(
+                          "QFrame#assistantMessage { background: %1; border: 1px "
+                          "solid %2; border-radius: 10px; }")
+                          .arg(c.surface, c.border);
+  setStyleSheet(highlighted_ ? base_style_ + highlight_style() : base_style_);
+  thinking_text_->setStyleSheet(
+      QStringLiteral("color: %1; border-left: 3px solid %2; padding-left: 8px;")
+          .arg(c.muted_text, c.border));
+  stopped_->setStyleSheet(QStringLiteral("color: %1; font-style: italic;").arg(c.muted_text));
+  stats_->setStyleSheet(QStringLiteral("color: %1; font-size: 8pt;").arg(c.muted_text));
+}
+
+QString MessageWidget::highlight_style() const {
+  return QStringLiteral(" QFrame#%1 { border: 2px solid #f59e0b; }").arg(objectName());
 }
 
 void MessageWidget::setHighlighted(bool on) {
   if (on == highlighted_) return;
   highlighted_ = on;
-  setStyleSheet(
-      on ? base_style_ +
-               QStringLiteral(" QFrame#%1 { border: 2px solid #f59e0b; }").arg(objectName())
-         : base_style_);
+  setStyleSheet(on ? base_style_ + highlight_style() : base_style_);
 }
 
 void MessageWidget::setStats(qint64 tokens, double tokens_per_s) {

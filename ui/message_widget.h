@@ -67,6 +67,8 @@ class MessageWidget : public QFrame {
 
  private:
   void rebuildBody();
+  void restyle();
+  QString highlight_style() const;
 
   int index_;
   QString role_;

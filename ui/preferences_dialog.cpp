@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -34,7 +35,7 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   theme_->addItem(tr("Light"), QStringLiteral("light"));
   theme_->addItem(tr("Dark"), QStringLiteral("dark"));
   theme_->setAccessibleName(tr("Theme"));
-  look_form->addRow(tr("Theme (from the next start)"), theme_);
+  look_form->addRow(tr("Theme"), theme_);
   v->addWidget(look);
 
   auto* chat = new QGroupBox(tr("New chats start with"), this);
@@ -66,6 +67,7 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   models_ = new QLineEdit(engine);
   models_->setAccessibleName(tr("Models folder"));
   auto* browse = new QPushButton(tr("Browse…"), engine);
+  browse->setAccessibleName(tr("Browse for the models folder"));
   auto* models_row = new QHBoxLayout;
   models_row->addWidget(models_, 1);
   models_row->addWidget(browse);
@@ -75,6 +77,19 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
     if (!dir.isEmpty()) models_->setText(dir);
   });
   engine_form->addRow(tr("Models folder (downloads go here)"), models_row);
+  conversations_ = new QLineEdit(engine);
+  conversations_->setAccessibleName(tr("Conversations folder"));
+  auto* browse_conversations = new QPushButton(tr("Browse…"), engine);
+  browse_conversations->setAccessibleName(tr("Browse for the conversations folder"));
+  auto* conversations_row = new QHBoxLayout;
+  conversations_row->addWidget(conversations_, 1);
+  conversations_row->addWidget(browse_conversations);
+  connect(browse_conversations, &QPushButton::clicked, this, [this] {
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Conversations folder"), conversations_->text());
+    if (!dir.isEmpty()) conversations_->setText(dir);
+  });
+  engine_form->addRow(tr("Conversations are kept in"), conversations_row);
   threads_ = new QSpinBox(engine);
   threads_->setRange(0, 4096);
   threads_->setSpecialValueText(tr("as planned for this computer"));
@@ -120,6 +135,8 @@ void PreferencesDialog::load() {
   min_p_->setValue(c.min_p);
   max_tokens_->setValue(c.max_tokens);
   models_->setText(MainWindow::modelsFolder());
+  shown_conversations_ = ConversationStore::defaultFolder();
+  conversations_->setText(shown_conversations_);
   threads_->setValue(s.value(QStringLiteral("engine/threads"), 0).toInt());
   token_->setText(s.value(QLatin1String(DownloadQueue::kTokenKey)).toString());
   endpoint_->setText(s.value(QLatin1String(DownloadQueue::kEndpointKey)).toString());
@@ -133,6 +150,17 @@ bool PreferencesDialog::save() {
     problem_->setVisible(true);
     return false;
   }
+  const QString conversations = conversations_->text().trimmed();
+  const auto same_folder = [](const QString& a, const QString& b) {
+    return QDir::cleanPath(QFileInfo(a).absoluteFilePath()) ==
+           QDir::cleanPath(QFileInfo(b).absoluteFilePath());
+  };
+  const bool move = !same_folder(conversations, shown_conversations_);
+  if (conversations.isEmpty()) {
+    problem_->setText(tr("Choose a folder for the conversations."));
+    problem_->setVisible(true);
+    return false;
+  }
   const QString endpoint = endpoint_->text().trimmed();
   if (!endpoint.isEmpty() && !endpoint.startsWith(QLatin1String("https://")) &&
       !endpoint.startsWith(QLatin1String("http://"))) {
@@ -142,7 +170,31 @@ bool PreferencesDialog::save() {
     problem_->setVisible(true);
     return false;
   }
+  if (move) {
+    if (store_ != nullptr && replying_) {
+      problem_->setText(
+          tr("A reply is being written: stop it or let it finish, then move the conversations."));
+      problem_->setVisible(true);
+      return false;
+    }
+    if (store_ != nullptr && !store_->moveTo(conversations)) {
+      problem_->setText(store_->error());
+      problem_->setVisible(true);
+      return false;
+    }
+    if (store_ == nullptr && !QDir().mkpath(conversations)) {
+      problem_->setText(
+          tr("The folder %1 cannot be created; choose another one.").arg(conversations));
+      problem_->setVisible(true);
+      return false;
+    }
+    moved_ = store_ != nullptr;
+  }
   QSettings s;
+  if (move) {
+    s.setValue(QStringLiteral("paths/data"), conversations);
+    shown_conversations_ = conversations;
+  }
   s.setValue(QStringLiteral("ui/theme"), theme_->currentData());
   s.setValue(QStringLiteral("chat/temperature"), temperature_->value());
   s.setValue(QStringLiteral("chat/topP"), top_p_->value());
@@ -155,6 +207,15 @@ bool PreferencesDialog::save() {
   s.setValue(QLatin1String(DownloadQueue::kEndpointKey), endpoint);
   problem_->setVisible(false);
   return true;
+}
+
+void PreferencesDialog::setConversationStore(ConversationStore* store, bool replying) {
+  store_ = store;
+  replying_ = replying;
+  if (store != nullptr) {
+    shown_conversations_ = QFileInfo(store->path()).absolutePath();
+    conversations_->setText(shown_conversations_);
+  }
 }
 
 QString PreferencesDialog::problemText() const {

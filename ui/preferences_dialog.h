@@ -14,6 +14,8 @@ class QSpinBox;
 
 namespace tandem::ui {
 
+class ConversationStore;
+
 class PreferencesDialog : public QDialog {
   Q_OBJECT
  public:
@@ -23,6 +25,11 @@ class PreferencesDialog : public QDialog {
   // cannot be stored as it is (a models folder that cannot be created).
   bool save();
   QString problemText() const;
+
+  // Lets the dialog move the conversations (the store reopened in the chosen folder);
+  // `replying`: a reply is being written, so they cannot move now.
+  void setConversationStore(ConversationStore* store, bool replying);
+  bool conversationsMoved() const { return moved_; }
 
  private:
   void load();
@@ -34,6 +41,11 @@ class PreferencesDialog : public QDialog {
   QDoubleSpinBox* min_p_;
   QSpinBox* max_tokens_;
   QLineEdit* models_;
+  QLineEdit* conversations_;
+  QString shown_conversations_;  // where they are now
+  ConversationStore* store_ = nullptr;
+  bool replying_ = false;
+  bool moved_ = false;
   QSpinBox* threads_;
   QLineEdit* token_;
   QLineEdit* endpoint_;

@@ -114,6 +114,10 @@ SystemPage::SystemPage(QWidget* parent) : QWidget(parent) {
   layout->addLayout(grid);
   layout->addStretch(1);
   showProbing();
+  // The findings' colours are written into their text: written anew in a new scheme.
+  theme::follow(this, [this] {
+    if (report_) setReport(report_);
+  });
 }
 
 QWidget* SystemPage::makeCard(const QString& title, QLabel** body) {

@@ -2,9 +2,12 @@
 
 #include <QApplication>
 #include <QPalette>
+#include <QPointer>
 #include <QSettings>
 #include <QStyleFactory>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 namespace tandem::ui::theme {
 namespace {
@@ -19,6 +22,16 @@ constexpr Colors kDark = {"#5b8def", "#34c47c", "#f0a43a", "#f07070", "#9aa6b5",
                           "#34406b", "#3a2416", "#f5c29a", "#6b3a1c"};
 
 Scheme g_scheme = Scheme::Light;
+
+struct Follower {
+  QPointer<QObject> context;
+  std::function<void()> restyle;
+};
+// UI thread only, as every widget.
+std::vector<Follower>& followers() {
+  static std::vector<Follower> list;
+  return list;
+}
 
 // The desktop's preference, as far as Qt 6.4 can tell: GTK_THEME's ":dark" variant, or a
 // dark platform palette (KDE, and GNOME with a platform theme plugin).
@@ -89,6 +102,20 @@ void apply(QApplication& app, const char* scheme_setting) {
   )")
           .arg(c.surface, c.border, c.text, c.muted_text, c.page, c.sidebar, c.accent, c.track)
           .arg(dark ? "#8a94a6" : "#eef2f8", dark ? "#2c3e63" : "#a9bfe6"));
+
+  std::vector<Follower>& list = followers();
+  std::erase_if(list, [](const Follower& f) { return f.context.isNull(); });
+  // A restyle may add followers (a widget built anew): iterate over a copy.
+  const std::vector<Follower> now = list;
+  for (const Follower& f : now)
+    if (!f.context.isNull()) f.restyle();
+}
+
+void follow(QObject* context, std::function<void()> restyle) {
+  restyle();
+  std::vector<Follower>& list = followers();
+  std::erase_if(list, [](const Follower& f) { return f.context.isNull(); });
+  list.push_back({context, std::move(restyle)});
 }
 
 }  // namespace tandem::ui::theme

@@ -3,7 +3,10 @@
 // the Preferences' "ui/theme" setting or TANDEM_THEME says light or dark.
 #pragma once
 
+#include <functional>
+
 class QApplication;
+class QObject;
 
 namespace tandem::ui::theme {
 
@@ -40,6 +43,12 @@ Scheme scheme();
 
 // Fusion style, the scheme's palette and the style sheet for cards, titles and the sidebar.
 // `scheme_setting`: "light", "dark", or anything else to follow the desktop.
+// Applying again (the Preferences' theme changed) restyles the running window: the palette
+// and style sheet at once, and each widget that baked colours in through follow().
 void apply(QApplication& app, const char* scheme_setting = nullptr);
+
+// Calls `restyle` now, and again after each apply(), for as long as `context` lives: the
+// place for a widget's own style sheets and pens, which the palette does not reach.
+void follow(QObject* context, std::function<void()> restyle);
 
 }  // namespace tandem::ui::theme

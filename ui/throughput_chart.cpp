@@ -44,7 +44,6 @@ constexpr double kShownGap = 1.0;
 
 ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   chart_ = new QChart;
-  if (theme::scheme() == theme::Scheme::Dark) chart_->setTheme(QChart::ChartThemeDark);
   chart_->setTitle(tr("Tokens per second"));
   chart_->legend()->setAlignment(Qt::AlignBottom);
   chart_->setMargins(QMargins(4, 4, 4, 4));
@@ -56,26 +55,12 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   time_axis_->setRange(0, window_s_);
   decode_axis_ = new QValueAxis(chart_);
   decode_axis_->setLabelFormat(QStringLiteral("%.0f"));
-  decode_axis_->setLabelsColor(QColor(theme::colors().decode));
   prompt_axis_ = new QValueAxis(chart_);
   prompt_axis_->setLabelFormat(QStringLiteral("%.0f"));
-  prompt_axis_->setLabelsColor(QColor(theme::colors().prompt));
   chart_->addAxis(time_axis_, Qt::AlignBottom);
   chart_->addAxis(decode_axis_, Qt::AlignLeft);
   chart_->addAxis(prompt_axis_, Qt::AlignRight);
 
-  // Small fonts: the chart lives in a narrow side panel.
-  QFont small = chart_->font();
-  small.setPointSizeF(7.5);
-  for (QValueAxis* axis : {time_axis_, decode_axis_, prompt_axis_}) {
-    axis->setLabelsFont(small);
-    axis->setTitleFont(small);
-  }
-  chart_->legend()->setFont(small);
-  QFont title = small;
-  title.setPointSizeF(8.5);
-  title.setBold(true);
-  chart_->setTitleFont(title);
   // Round ticks (0, 5, 10 or 0, 250, 500), set from each range in updateAxes; the rate axes
   // are told apart by the colour of their labels, as the legend's.
   for (QValueAxis* axis : {time_axis_, decode_axis_, prompt_axis_}) {
@@ -91,7 +76,6 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   empty_ = new QLabel(tr("No generation yet.\nThe chart fills while a model writes."), this);
   empty_->setAlignment(Qt::AlignCenter);
   empty_->setWordWrap(true);
-  empty_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().muted_text));
   empty_->setAttribute(Qt::WA_TransparentForMouseEvents);
   empty_->setMinimumHeight(view_->minimumHeight());
 
@@ -102,6 +86,33 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   grid->addWidget(empty_, 0, 0);
   empty_->raise();
   clear();
+  theme::follow(this, [this] { restyle(); });
+}
+
+void ThroughputChart::restyle() {
+  // A chart theme sets colours and fonts both: ours are put back over it.
+  chart_->setTheme(theme::scheme() == theme::Scheme::Dark ? QChart::ChartThemeDark
+                                                          : QChart::ChartThemeLight);
+  chart_->setBackgroundRoundness(6);
+  decode_axis_->setLabelsColor(QColor(theme::colors().decode));
+  prompt_axis_->setLabelsColor(QColor(theme::colors().prompt));
+  // Small fonts: the chart lives in a narrow side panel.
+  QFont small = chart_->font();
+  small.setPointSizeF(7.5);
+  for (QValueAxis* axis : {time_axis_, decode_axis_, prompt_axis_}) {
+    axis->setLabelsFont(small);
+    axis->setTitleFont(small);
+  }
+  chart_->legend()->setFont(small);
+  QFont title = small;
+  title.setPointSizeF(8.5);
+  title.setBold(true);
+  chart_->setTitleFont(title);
+  for (const Segment& seg : segments_) {
+    seg.prompt->setPen(QPen(QColor(theme::colors().prompt), 2));
+    seg.decode->setPen(QPen(QColor(theme::colors().decode), 2));
+  }
+  empty_->setStyleSheet(QStringLiteral("color: %1;").arg(theme::colors().muted_text));
 }
 
 void ThroughputChart::setWindowSeconds(double seconds) {

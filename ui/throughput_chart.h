@@ -50,6 +50,7 @@ class ThroughputChart : public QWidget {
   };
   void startSegment();
   void updateAxes();
+  void restyle();
   void updateEmptyState();
 
   QChart* chart_ = nullptr;

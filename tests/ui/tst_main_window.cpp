@@ -5,6 +5,8 @@
 #include <QAbstractSpinBox>
 #include <QAccessible>
 #include <QApplication>
+#include <QChart>
+#include <QChartView>
 #include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
@@ -13,6 +15,7 @@
 #include <QFileInfo>
 #include <QHeaderView>
 #include <QLineEdit>
+#include <QListView>
 #include <QMap>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -177,6 +180,115 @@ class TestMainWindow : public QObject {
     tandem::ui::theme::apply(*app, "light");
     QCOMPARE(tandem::ui::theme::scheme(), tandem::ui::theme::Scheme::Light);
     QVERIFY(app->palette().color(QPalette::Window).lightness() > 192);
+  }
+
+  // A theme chosen in the Preferences shows at once: the palette, and the colours widgets
+  // wrote into their own style sheets and charts (the conversation list, the replies, the
+  // live chart), without a restart.
+  void aNewThemeShowsAtOnce() {
+    QSettings().clear();
+    auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
+    tandem::ui::theme::apply(*app, "light");
+    QTemporaryDir dir;
+    MainWindow window(nullptr, dir.path() + "/theme.sqlite");
+    const QString light_sidebar = QString::fromLatin1(tandem::ui::theme::colors().sidebar);
+    auto* panel = window.findChild<QWidget*>(QStringLiteral("conversationPanel"));
+    QVERIFY(panel);
+    QVERIFY(panel->styleSheet().contains(light_sidebar));
+    auto* view = window.findChild<QChartView*>();
+    QVERIFY(view);
+    QChart* chart = view->chart();
+    QCOMPARE(chart->theme(), QChart::ChartThemeLight);
+    tandem::ui::PreferencesDialog preferences(&window);
+    auto* theme = preferences.findChild<QComboBox*>();
+    QVERIFY(theme && theme->accessibleName() == QLatin1String("Theme"));
+    theme->setCurrentIndex(theme->findData(QStringLiteral("dark")));
+    QVERIFY(preferences.save());
+    tandem::ui::theme::apply(*app);  // what the window does after OK
+    QCOMPARE(tandem::ui::theme::scheme(), tandem::ui::theme::Scheme::Dark);
+    const QString dark_sidebar = QString::fromLatin1(tandem::ui::theme::colors().sidebar);
+    QVERIFY(dark_sidebar != light_sidebar);
+    QVERIFY2(panel->styleSheet().contains(dark_sidebar), qPrintable(panel->styleSheet()));
+    QCOMPARE(chart->theme(), QChart::ChartThemeDark);
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR")) {
+      window.resize(1024, 640);
+      window.show();
+      QTest::qWait(200);
+      window.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/switched-to-dark.png");
+    }
+    QSettings().clear();
+    tandem::ui::theme::apply(*app, "light");
+    QVERIFY(panel->styleSheet().contains(light_sidebar));
+  }
+
+  // The conversations move to the folder chosen in the Preferences: copied there whole,
+  // reopened from there, the list read anew; a folder that cannot be made, or a move while
+  // a reply is written, is refused with a sentence and leaves them where they were.
+  void conversationsMoveToTheChosenFolder() {
+    QSettings().clear();
+    QTemporaryDir dir;
+    const QString first = dir.path() + "/first";
+    MainWindow window(nullptr, first + "/conversations.sqlite");
+    window.chatPage()->newConversation();
+    tandem::ui::ConversationStore& store = window.conversationStore();
+    QCOMPARE(store.conversations().size(), 1);
+    const auto field = [](tandem::ui::PreferencesDialog& d) {
+      for (QLineEdit* e : d.findChildren<QLineEdit*>())
+        if (e->accessibleName() == QLatin1String("Conversations folder")) return e;
+      return static_cast<QLineEdit*>(nullptr);
+    };
+    {
+      tandem::ui::PreferencesDialog preferences(&window);
+      preferences.setConversationStore(&store, /*replying=*/true);
+      QVERIFY(field(preferences));
+      QCOMPARE(field(preferences)->text(), first);
+      QVERIFY(preferences.save());  // nothing moves: allowed while replying
+      field(preferences)->setText(dir.path() + "/second");
+      QVERIFY(!preferences.save());
+      QVERIFY2(preferences.problemText().contains(QLatin1String("reply is being written")),
+               qPrintable(preferences.problemText()));
+    }
+    {
+      QFile blocker(dir.path() + "/a-file");
+      QVERIFY(blocker.open(QIODevice::WriteOnly));
+      tandem::ui::PreferencesDialog preferences(&window);
+      preferences.setConversationStore(&store, false);
+      field(preferences)->setText(dir.path() + "/a-file/inside");
+      QVERIFY(!preferences.save());
+      QVERIFY2(preferences.problemText().contains(QLatin1String("cannot be created")),
+               qPrintable(preferences.problemText()));
+      QVERIFY(!preferences.conversationsMoved());
+      QVERIFY(store.isOpen());
+      QCOMPARE(store.conversations().size(), 1);
+      QCOMPARE(QFileInfo(store.path()).absolutePath(), first);
+    }
+    {
+      tandem::ui::PreferencesDialog preferences(&window);
+      preferences.setConversationStore(&store, false);
+      field(preferences)->setText(dir.path() + "/second");
+      QVERIFY2(preferences.save(), qPrintable(preferences.problemText()));
+      QVERIFY(preferences.conversationsMoved());
+    }
+    QVERIFY(QFileInfo::exists(dir.path() + "/second/conversations.sqlite"));
+    QVERIFY(!QFileInfo::exists(dir.path() + "/second/conversations.sqlite.part"));
+    QVERIFY(QFileInfo::exists(first + "/conversations.sqlite"));  // the old copy stays
+    QCOMPARE(QFileInfo(store.path()).absolutePath(), dir.path() + "/second");
+    QCOMPARE(store.conversations().size(), 1);
+    QCOMPARE(tandem::ui::ConversationStore::defaultFolder(), dir.path() + "/second");
+    // A folder with conversations of its own: those are opened, not overwritten, and the
+    // chat's list shows them once read anew.
+    {
+      tandem::ui::ConversationStore other(dir.path() + "/third/conversations.sqlite");
+      other.createConversation(QStringLiteral("a"));
+      other.createConversation(QStringLiteral("b"));
+    }
+    QVERIFY(store.moveTo(dir.path() + "/third"));
+    QCOMPARE(store.conversations().size(), 2);
+    window.chatPage()->reloadConversations();
+    auto* list = window.chatPage()->findChild<QListView*>();
+    QVERIFY(list);
+    QCOMPARE(list->model()->rowCount(), 2);
+    QSettings().clear();
   }
 
   // Preferences are stored and used: new chats start with its sampling, downloads go to its
