@@ -19,6 +19,7 @@
 #include "app/perplexity_command.h"
 #include "app/recommend_command.h"
 #include "app/run_command.h"
+#include "app/serve_command.h"
 #include "app/tokenize_command.h"
 #include "engine/log/log.h"
 #include "engine/model/demo_model.h"
@@ -392,6 +393,39 @@ int main(int argc, char** argv) {
   chat_cmd->add_option("-n,--max-tokens", chat.max_tokens, "Longest reply in tokens")
       ->capture_default_str();
 
+  tandem::app::ServeOptions serve;
+  CLI::App* serve_cmd = cli.add_subcommand(
+      "serve", "Serve the model through OpenAI's API (chat, completions, models) until Ctrl+C");
+  serve_cmd->add_option("-m,--model", serve.model, "Model folder; default: the built-in demo model")
+      ->check(CLI::ExistingDirectory);
+  serve_cmd
+      ->add_option("-t,--threads,--cpuinfer", serve.threads,
+                   "CPU threads (default: physical cores)")
+      ->check(CLI::Range(1, 4096));
+  add_pools_option(serve_cmd, serve.pools);
+  tandem::app::add_engine_flags(serve_cmd, serve.engine);
+  serve_cmd->add_option("-c,--context", serve.context,
+                        "Context length in tokens (default: the model's, at most 4096)");
+  serve_cmd
+      ->add_option("--host", serve.host,
+                   "Address to listen on; another than 127.0.0.1 needs --api-key")
+      ->capture_default_str();
+  serve_cmd->add_option("--port", serve.port, "Port to listen on (0: any free one)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  serve_cmd->add_option("--api-key", serve.api_key,
+                        "Key clients must send as 'Authorization: Bearer KEY' (or TANDEM_API_KEY)");
+  serve_cmd->add_option("--cors", serve.cors,
+                        "Origin allowed to call from a browser (repeat; * for any); default: none");
+  serve_cmd
+      ->add_option("--max-waiting", serve.max_waiting,
+                   "Requests that may wait behind the running one; more are told to retry")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  serve_cmd->add_option("--max-body-mib", serve.max_body_mib, "Largest request body, in MiB")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+
   tandem::app::PerplexityOptions perplexity;
   CLI::App* perplexity_cmd = cli.add_subcommand(
       "perplexity",
@@ -510,6 +544,11 @@ int main(int argc, char** argv) {
     setup_logging(verbose, true);
     if (!use_demo_model_if_none(chat.model)) return 2;
     return tandem::app::run_chat(chat);
+  }
+  if (serve_cmd->parsed()) {
+    setup_logging(verbose, true);
+    if (!use_demo_model_if_none(serve.model)) return 2;
+    return tandem::app::run_serve(argc, argv, serve);
   }
   if (perplexity_cmd->parsed()) {
     setup_logging(verbose, true);

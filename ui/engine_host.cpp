@@ -59,6 +59,7 @@ void EngineWorker::unload() {
     }
   }
   record_expert_stats_.clear();
+  completions_.reset();
   session_.reset();
   runner_.reset();
   pool_.reset();
@@ -142,6 +143,7 @@ void EngineWorker::loadModel(const LoadRequest& request) {
     pool_ = std::move(pool);
     runner_ = std::move(built.runner);
     session_ = std::move(session);
+    context_ = ctx;
     record_expert_stats_ = s.record_expert_stats;
     started_ms_ = QDateTime::currentMSecsSinceEpoch();
     emit modelLoaded(info);
@@ -295,6 +297,40 @@ quint64 EngineHost::startTurn(TurnRequest request) {
   QMetaObject::invokeMethod(worker_, "runTurn", Qt::QueuedConnection,
                             Q_ARG(tandem::ui::TurnRequest, request));
   return request.id;
+}
+
+void EngineWorker::runCompletion(const std::shared_ptr<serve::CompletionJob>& job) {
+  if (job->cancel.load()) {  // the client left while it waited
+    serve::CompletionResult gone;
+    gone.cancelled = true;
+    job->on_done(gone, nullptr);
+    return;
+  }
+  if (!runner_) {
+    const serve::RequestError e(503, "No model is loaded yet; load one in Tandem, then try again.");
+    job->on_done({}, &e);
+    return;
+  }
+  try {
+    if (!completions_)
+      completions_ =
+          std::make_unique<serve::CompletionRunner>(*runner_, *tokenizer_, *template_, context_);
+    const serve::CompletionResult r = completions_->run(job->request, job->on_delta, &job->cancel);
+    job->on_done(r, nullptr);
+  } catch (const serve::RequestError& e) {
+    job->on_done({}, &e);
+  } catch (const std::exception& e) {
+    log::warn("a server request failed: {}", e.what());
+    const serve::RequestError error(500, std::string("The engine failed: ") + e.what());
+    job->on_done({}, &error);
+  }
+}
+
+void EngineHost::submit(std::shared_ptr<serve::CompletionJob> job) {
+  EngineWorker* worker = worker_;
+  QMetaObject::invokeMethod(
+      worker_, [worker, job = std::move(job)] { worker->runCompletion(job); },
+      Qt::QueuedConnection);
 }
 
 void EngineHost::stop() {

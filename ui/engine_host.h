@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "engine/forward/runner_settings.h"
+#include "engine/serve/completion.h"
 #include "ui/conversation_store.h"
 
 namespace tandem::generate {
@@ -98,6 +99,11 @@ class EngineWorker : public QObject {
   void loadModel(const tandem::ui::LoadRequest& request);
   void runTurn(const tandem::ui::TurnRequest& request);
 
+ public:
+  // A request of the local server, on a KV cache of its own (the chat's stays as it is),
+  // between the chat's turns.
+  void runCompletion(const std::shared_ptr<serve::CompletionJob>& job);
+
  signals:
   void modelLoaded(const tandem::ui::ModelInfo& info);
   // `kept`: the model in use before is still loaded (the folder failed its checks before
@@ -116,6 +122,8 @@ class EngineWorker : public QObject {
   std::unique_ptr<backend::NumaPools> pool_;
   std::unique_ptr<forward::ModelRunner> runner_;
   std::unique_ptr<generate::ChatSession> session_;
+  std::unique_ptr<serve::CompletionRunner> completions_;  // made at the server's first request
+  qint64 context_ = 0;
   std::string record_expert_stats_;  // where the loaded model's routing goes when unloaded
 
   // Adds the loaded model's routing to its statistics file, when it has one; then unloads.
@@ -126,7 +134,9 @@ class EngineWorker : public QObject {
   qint64 started_ms_ = 0;
 };
 
-class EngineHost : public QObject {
+// Also lends the loaded model to the local server (serve::CompletionPort): its requests run
+// on the engine's thread, one at a time, between the chat's turns.
+class EngineHost : public QObject, public serve::CompletionPort {
   Q_OBJECT
  public:
   explicit EngineHost(QObject* parent = nullptr);
@@ -141,6 +151,9 @@ class EngineHost : public QObject {
   bool isBusy() const { return busy_; }
   bool hasModel() const { return !model_.folder.isEmpty(); }
   const ModelInfo& model() const { return model_; }
+
+  std::string served_model() const override { return model_.name.toStdString(); }
+  void submit(std::shared_ptr<serve::CompletionJob> job) override;
 
  signals:
   void modelLoaded(const tandem::ui::ModelInfo& info);
