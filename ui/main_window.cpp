@@ -9,6 +9,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
+#include <QHostAddress>
 #include <QLabel>
 #include <QListWidget>
 #include <QMenuBar>
@@ -20,6 +21,7 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QStyle>
+#include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
 
@@ -31,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 #include "engine/version.h"
+#include "server/openai_server.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_store.h"
 #include "ui/conversion_dialog.h"
@@ -354,7 +357,8 @@ void MainWindow::buildMenus() {
     dialog.setConversationStore(store_.get(), engine_->isBusy());
     if (dialog.exec() != QDialog::Accepted) return;
     if (dialog.conversationsMoved()) chat_->reloadConversations();
-    theme::apply(*qApp);  // a new theme shows at once
+    if (server_) setServing(true);  // on the port and access chosen now
+    theme::apply(*qApp);            // a new theme shows at once
   });
   preferences->setShortcut(QKeySequence::Preferences);
   preferences->setMenuRole(QAction::PreferencesRole);
@@ -382,10 +386,85 @@ void MainWindow::buildStatusBar() {
   context_bar_->setTextVisible(true);
   context_bar_->setVisible(false);
   statusBar()->addWidget(model_status_, 1);
+  server_button_ = new QToolButton(this);
+  server_button_->setObjectName(QStringLiteral("serverSwitch"));
+  server_button_->setCheckable(true);
+  server_button_->setAutoRaise(true);
+  server_button_->setAccessibleName(tr("Local server"));
+  connect(server_button_, &QToolButton::clicked, this, [this](bool on) { setServing(on); });
+  statusBar()->addPermanentWidget(server_button_);
+  showServerStatus();
   statusBar()->addPermanentWidget(speed_status_);
   statusBar()->addPermanentWidget(context_bar_);
   statusBar()->addPermanentWidget(cpu_status_);
   statusBar()->addPermanentWidget(gpu_status_);
+}
+
+server::ServerOptions MainWindow::serverOptions() {
+  QSettings s;
+  server::ServerOptions o;
+  o.port = static_cast<quint16>(s.value(QStringLiteral("server/port"), 8080).toInt());
+  if (s.value(QStringLiteral("server/network"), false).toBool()) o.address = QHostAddress::AnyIPv4;
+  o.api_key = s.value(QStringLiteral("server/apiKey")).toString();
+  for (const QString& origin : s.value(QStringLiteral("server/origins"))
+                                   .toString()
+                                   .split(QLatin1Char(','), Qt::SkipEmptyParts))
+    o.cors_origins << origin.trimmed();
+  return o;
+}
+
+bool MainWindow::setServing(bool on) {
+  if (!on) {
+    server_.reset();
+    showServerStatus();
+    return true;
+  }
+  server_.reset();  // a running one lets go of its port first
+  auto s = std::make_unique<server::OpenAiServer>(*engine_, serverOptions());
+  const QString problem = s->start();
+  if (!problem.isEmpty()) {
+    server_.reset();
+    showServerStatus();
+    // Not modal: the window goes on while the user reads why.
+    auto* box = new QMessageBox(QMessageBox::Warning, tr("Local server"), problem,
+                                QMessageBox::Ok, this);
+    box->setObjectName(QStringLiteral("serverProblem"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+    return false;
+  }
+  server_ = std::move(s);
+  connect(server_.get(), &server::OpenAiServer::activityChanged, this,
+          &MainWindow::showServerStatus);
+  showServerStatus();
+  return true;
+}
+
+QString MainWindow::serverStatusText() const {
+  return server_button_->text();
+}
+
+void MainWindow::showServerStatus() {
+  const bool on = server_ && server_->isListening();
+  server_button_->setChecked(on);
+  if (!on) {
+    server_button_->setText(tr("Local server: off"));
+    server_button_->setToolTip(
+        tr("Let editors, agents and scripts use the loaded model through OpenAI's API on this "
+           "computer. Port and access are in Preferences."));
+    return;
+  }
+  QString text = tr("Serving at %1").arg(server_->address().mid(7));
+  const int n = server_->requestsServed();
+  if (n > 0) text += n == 1 ? tr(" · 1 request") : tr(" · %1 requests").arg(n);
+  if (server_->inFlight() > 0) text += tr(" · %1 running").arg(server_->inFlight());
+  if (server_->lastTokensPerSecond() > 0)
+    text += tr(" · %1 tokens/s").arg(server_->lastTokensPerSecond(), 0, 'f', 1);
+  server_button_->setText(text);
+  server_button_->setToolTip(tr("OpenAI-compatible API at %1/v1 on %2. Click to stop serving.")
+                                 .arg(server_->address(), engine_->hasModel()
+                                                              ? engine_->model().name
+                                                              : tr("the model you load")));
 }
 
 void MainWindow::detectHardware() {

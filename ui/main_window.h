@@ -13,6 +13,7 @@
 class QListWidget;
 class QStackedWidget;
 class QLabel;
+class QToolButton;
 class QDockWidget;
 class QProgressBar;
 
@@ -27,6 +28,12 @@ class ModelsPage;
 
 class ChatPage;
 class ConversationStore;
+}  // namespace tandem::ui
+namespace tandem::server {
+class OpenAiServer;
+struct ServerOptions;
+}  // namespace tandem::server
+namespace tandem::ui {
 class DownloadQueue;
 class DownloadsPage;
 class EngineHost;
@@ -59,6 +66,14 @@ class MainWindow : public QMainWindow {
   LivePanel* livePanelWidget() const { return live_; }
   ChatPage* chatPage() const { return chat_; }
   ConversationStore& conversationStore() const { return *store_; }
+
+  // The local OpenAI-compatible server on the loaded model, as the status bar's switch
+  // turns it on; false, with the reason shown, when it cannot listen.
+  bool setServing(bool on);
+  server::OpenAiServer* server() const { return server_.get(); }
+  QString serverStatusText() const;
+  // Its settings, as the Preferences store them.
+  static server::ServerOptions serverOptions();
   EngineHost* engine() const { return engine_; }
   QDockWidget* livePanel() const { return live_dock_; }
   QString statusSummary() const;
@@ -88,6 +103,7 @@ class MainWindow : public QMainWindow {
  private:
   void buildMenus();
   void buildStatusBar();
+  void showServerStatus();
   void restoreSettings();
   void saveSettings() const;
   void onReport(const HardwareReportPtr& report);
@@ -112,6 +128,8 @@ class MainWindow : public QMainWindow {
   QLabel* cpu_status_ = nullptr;
   QLabel* gpu_status_ = nullptr;
   QLabel* speed_status_ = nullptr;
+  QToolButton* server_button_ = nullptr;
+  std::unique_ptr<server::OpenAiServer> server_;
   QProgressBar* context_bar_ = nullptr;
   QString gpu_found_;           // the usable GPU the probe found
   QString accelerator_in_use_;  // where the loaded model runs; empty: the CPU alone

@@ -1,5 +1,6 @@
 #include "ui/preferences_dialog.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDir>
@@ -14,6 +15,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include "ui/conversation_store.h"
@@ -27,8 +29,20 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   setWindowTitle(tr("Preferences"));
   setMinimumWidth(580);
   auto* v = new QVBoxLayout(this);
+  // Three tabs, so the dialog fits a 1024×640 screen.
+  auto* tabs = new QTabWidget(this);
+  auto* general = new QWidget(tabs);
+  auto* folders = new QWidget(tabs);
+  auto* connections = new QWidget(tabs);
+  auto* general_v = new QVBoxLayout(general);
+  auto* folders_v = new QVBoxLayout(folders);
+  auto* connections_v = new QVBoxLayout(connections);
+  tabs->addTab(general, tr("General"));
+  tabs->addTab(folders, tr("Folders and engine"));
+  tabs->addTab(connections, tr("Server and Hub"));
+  v->addWidget(tabs);
 
-  auto* look = new QGroupBox(tr("Appearance"), this);
+  auto* look = new QGroupBox(tr("Appearance"), general);
   auto* look_form = new QFormLayout(look);
   theme_ = new QComboBox(look);
   theme_->addItem(tr("Follow the desktop"), QStringLiteral("system"));
@@ -36,9 +50,9 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   theme_->addItem(tr("Dark"), QStringLiteral("dark"));
   theme_->setAccessibleName(tr("Theme"));
   look_form->addRow(tr("Theme"), theme_);
-  v->addWidget(look);
+  general_v->addWidget(look);
 
-  auto* chat = new QGroupBox(tr("New chats start with"), this);
+  auto* chat = new QGroupBox(tr("New chats start with"), general);
   auto* chat_form = new QFormLayout(chat);
   temperature_ = new QDoubleSpinBox(chat);
   temperature_->setRange(0.0, 2.0);
@@ -60,9 +74,10 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   chat_form->addRow(tr("Top-k"), top_k_);
   chat_form->addRow(tr("Min-p"), min_p_);
   chat_form->addRow(tr("Longest reply (tokens)"), max_tokens_);
-  v->addWidget(chat);
+  general_v->addWidget(chat);
+  general_v->addStretch(1);
 
-  auto* engine = new QGroupBox(tr("Models and the engine"), this);
+  auto* engine = new QGroupBox(tr("Models and the engine"), folders);
   auto* engine_form = new QFormLayout(engine);
   models_ = new QLineEdit(engine);
   models_->setAccessibleName(tr("Models folder"));
@@ -94,9 +109,29 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   threads_->setRange(0, 4096);
   threads_->setSpecialValueText(tr("as planned for this computer"));
   engine_form->addRow(tr("CPU threads"), threads_);
-  v->addWidget(engine);
+  folders_v->addWidget(engine);
+  folders_v->addStretch(1);
 
-  auto* hub = new QGroupBox(tr("Hugging Face"), this);
+  auto* serving = new QGroupBox(tr("Local server (OpenAI API)"), connections);
+  auto* serving_form = new QFormLayout(serving);
+  server_port_ = new QSpinBox(serving);
+  server_port_->setRange(1, 65535);
+  server_port_->setAccessibleName(tr("Server port"));
+  server_network_ = new QCheckBox(tr("Let other computers on the network use it"), serving);
+  server_key_ = new QLineEdit(serving);
+  server_key_->setEchoMode(QLineEdit::Password);
+  server_key_->setPlaceholderText(tr("clients send it as a Bearer token; needed for the network"));
+  server_key_->setAccessibleName(tr("Server API key"));
+  server_origins_ = new QLineEdit(serving);
+  server_origins_->setPlaceholderText(tr("none (e.g. http://localhost:3000, or * for any)"));
+  server_origins_->setAccessibleName(tr("Web pages allowed to call the server"));
+  serving_form->addRow(tr("Port"), server_port_);
+  serving_form->addRow(QString(), server_network_);
+  serving_form->addRow(tr("API key"), server_key_);
+  serving_form->addRow(tr("Web pages allowed"), server_origins_);
+  connections_v->addWidget(serving);
+
+  auto* hub = new QGroupBox(tr("Hugging Face"), connections);
   auto* hub_form = new QFormLayout(hub);
   token_ = new QLineEdit(hub);
   token_->setEchoMode(QLineEdit::Password);
@@ -107,7 +142,8 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   endpoint_->setAccessibleName(tr("Hub address"));
   hub_form->addRow(tr("Token"), token_);
   hub_form->addRow(tr("Hub or mirror"), endpoint_);
-  v->addWidget(hub);
+  connections_v->addWidget(hub);
+  connections_v->addStretch(1);
 
   problem_ = new QLabel(this);
   problem_->setWordWrap(true);
@@ -138,6 +174,10 @@ void PreferencesDialog::load() {
   shown_conversations_ = ConversationStore::defaultFolder();
   conversations_->setText(shown_conversations_);
   threads_->setValue(s.value(QStringLiteral("engine/threads"), 0).toInt());
+  server_port_->setValue(s.value(QStringLiteral("server/port"), 8080).toInt());
+  server_network_->setChecked(s.value(QStringLiteral("server/network"), false).toBool());
+  server_key_->setText(s.value(QStringLiteral("server/apiKey")).toString());
+  server_origins_->setText(s.value(QStringLiteral("server/origins")).toString());
   token_->setText(s.value(QLatin1String(DownloadQueue::kTokenKey)).toString());
   endpoint_->setText(s.value(QLatin1String(DownloadQueue::kEndpointKey)).toString());
 }
@@ -147,6 +187,13 @@ bool PreferencesDialog::save() {
   if (models.isEmpty() || !QDir().mkpath(models)) {
     problem_->setText(tr("The models folder %1 cannot be created; choose another one.")
                           .arg(models.isEmpty() ? tr("(empty)") : models));
+    problem_->setVisible(true);
+    return false;
+  }
+  if (server_network_->isChecked() && server_key_->text().trimmed().isEmpty()) {
+    problem_->setText(
+        tr("Other computers can use the server only with an API key: enter one, or "
+           "keep the server to this computer."));
     problem_->setVisible(true);
     return false;
   }
@@ -203,6 +250,10 @@ bool PreferencesDialog::save() {
   s.setValue(QStringLiteral("chat/maxTokens"), max_tokens_->value());
   s.setValue(QStringLiteral("paths/models"), models);
   s.setValue(QStringLiteral("engine/threads"), threads_->value());
+  s.setValue(QStringLiteral("server/port"), server_port_->value());
+  s.setValue(QStringLiteral("server/network"), server_network_->isChecked());
+  s.setValue(QStringLiteral("server/apiKey"), server_key_->text().trimmed());
+  s.setValue(QStringLiteral("server/origins"), server_origins_->text().trimmed());
   s.setValue(QLatin1String(DownloadQueue::kTokenKey), token_->text().trimmed());
   s.setValue(QLatin1String(DownloadQueue::kEndpointKey), endpoint);
   problem_->setVisible(false);

@@ -6,6 +6,7 @@
 
 #include <QDialog>
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -47,6 +48,10 @@ class PreferencesDialog : public QDialog {
   bool replying_ = false;
   bool moved_ = false;
   QSpinBox* threads_;
+  QSpinBox* server_port_;
+  QCheckBox* server_network_;
+  QLineEdit* server_key_;
+  QLineEdit* server_origins_;
   QLineEdit* token_;
   QLineEdit* endpoint_;
   QLabel* problem_;

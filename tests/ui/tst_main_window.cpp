@@ -17,6 +17,7 @@
 #include <QLineEdit>
 #include <QListView>
 #include <QMap>
+#include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
@@ -24,11 +25,18 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTcpServer>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <QTreeWidget>
 #include <QtTest>
+#include <QTabWidget>
 #include <algorithm>
+#include <future>
+#include <nlohmann/json.hpp>
 
+#include "server/openai_server.h"
+#include "tests/support/http_client.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_list_model.h"
 #include "ui/conversation_store.h"
@@ -291,6 +299,58 @@ class TestMainWindow : public QObject {
     QSettings().clear();
   }
 
+  // The status bar's switch serves the model the window has loaded (one model in memory)
+  // and says where and how much; a port already taken is said in the window.
+  void theLocalServerServesTheLoadedModel() {
+    QSettings().clear();
+    QTemporaryDir dir;
+    QSettings().setValue(QStringLiteral("server/port"), 0);  // any free port
+    MainWindow window(nullptr, dir.path() + "/server.sqlite");
+    window.show();
+    auto* engine = window.findChild<tandem::ui::EngineHost*>();
+    QVERIFY(engine);
+    QTRY_VERIFY_WITH_TIMEOUT(engine->hasModel(), 30000);  // the demo model
+    auto* button = window.findChild<QToolButton*>(QStringLiteral("serverSwitch"));
+    QVERIFY(button && !button->isChecked());
+    QVERIFY(window.serverStatusText().contains(QLatin1String("off")));
+    button->click();
+    QVERIFY(window.server() && window.server()->isListening());
+    QVERIFY(button->isChecked());
+    const int port = window.server()->port();
+    QVERIFY2(window.serverStatusText().contains(QStringLiteral("127.0.0.1:%1").arg(port)),
+             qPrintable(window.serverStatusText()));
+    auto reply = std::async(std::launch::async, [port] {
+      tandem::test::HttpRequest r;
+      r.method = "POST";
+      r.path = "/v1/chat/completions";
+      r.body = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})";
+      return tandem::test::http(port, r);
+    });
+    while (reply.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready)
+      QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+    const tandem::test::HttpResponse a = reply.get();
+    QCOMPARE(a.status, 200);
+    QCOMPARE(nlohmann::json::parse(a.body)["model"], nlohmann::json("demo-model"));
+    QTRY_VERIFY2(window.serverStatusText().contains(QLatin1String("1 request")),
+                 qPrintable(window.serverStatusText()));
+    // The chat goes on beside it, on the same model.
+    window.chatPage()->newConversation();
+    button->click();
+    QVERIFY(!window.server());
+    QVERIFY(window.serverStatusText().contains(QLatin1String("off")));
+
+    QTcpServer taken;
+    QVERIFY(taken.listen(QHostAddress::LocalHost, 0));
+    QSettings().setValue(QStringLiteral("server/port"), taken.serverPort());
+    QVERIFY(!window.setServing(true));
+    QVERIFY(!button->isChecked());
+    auto* problem = window.findChild<QMessageBox*>(QStringLiteral("serverProblem"));
+    QVERIFY(problem && problem->isVisible());
+    QVERIFY2(problem->text().contains(QLatin1String("another port")), qPrintable(problem->text()));
+    problem->close();
+    QSettings().clear();
+  }
+
   // Preferences are stored and used: new chats start with its sampling, downloads go to its
   // models folder; an address that is not one is refused with a sentence.
   void preferencesAreUsed() {
@@ -299,7 +359,13 @@ class TestMainWindow : public QObject {
     tandem::ui::PreferencesDialog dialog;
     if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR")) {
       dialog.show();
-      dialog.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/preferences.png");
+      auto* tabs = dialog.findChild<QTabWidget*>();
+      for (int t = 0; tabs && t < tabs->count(); ++t) {
+        tabs->setCurrentIndex(t);
+        dialog.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") +
+                           QStringLiteral("/preferences-%1.png").arg(t));
+      }
+      if (tabs) tabs->setCurrentIndex(0);
     }
     const auto doubles = dialog.findChildren<QDoubleSpinBox*>();
     QCOMPARE(doubles.size(), 3);
