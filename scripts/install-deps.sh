@@ -11,7 +11,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
   libfmt-dev libspdlog-dev libcli11-dev
   libgl-dev libxkbcommon-dev fonts-dejavu-core
-  python3
+  python3 curl
 )
 
 missing=()

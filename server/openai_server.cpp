@@ -409,6 +409,10 @@ QString OpenAiServer::start() {
                           : serve::parse_completion_request(body, options_.limits);
     } catch (const serve::RequestError& e) {
       return answer(e.status(), QByteArray::fromStdString(e.body().dump()));
+    } catch (const std::exception& e) {
+      // A shape the checks above did not foresee: still the client's request at fault.
+      return answer(400,
+                    error_body(400, std::string("The request could not be read: ") + e.what()));
     }
     if (in_flight_ >= 1 + options_.max_waiting) {
       const int wait = std::clamp(static_cast<int>(std::ceil(mean_seconds_ * in_flight_)), 1, 120);
