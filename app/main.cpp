@@ -16,6 +16,7 @@
 #include "app/detect_command.h"
 #include "app/download_command.h"
 #include "app/engine_flags.h"
+#include "app/export_command.h"
 #include "app/perplexity_command.h"
 #include "app/recommend_command.h"
 #include "app/run_command.h"
@@ -393,6 +394,41 @@ int main(int argc, char** argv) {
   chat_cmd->add_option("-n,--max-tokens", chat.max_tokens, "Longest reply in tokens")
       ->capture_default_str();
 
+  tandem::app::ExportOptions export_options;
+  CLI::App* export_cmd = cli.add_subcommand("export", "Hand the model over to another engine");
+  CLI::App* export_sglang_cmd = export_cmd->add_subcommand(
+      "sglang",
+      "Print the SGLang + kt-kernel commands (weight conversion and launch) for the model and "
+      "this computer's plan");
+  export_cmd->require_subcommand(1);
+  export_sglang_cmd
+      ->add_option("-m,--model", export_options.plan.model,
+                   "Model folder, catalog id or Hugging Face repository")
+      ->required();
+  CLI::Option* export_context =
+      export_sglang_cmd
+          ->add_option("-c,--context", export_options.plan.context, "Context length in tokens")
+          ->capture_default_str();
+  export_sglang_cmd
+      ->add_option("--quality", export_options.plan.quality, "quality, balanced or speed")
+      ->capture_default_str();
+  export_sglang_cmd->add_option("--hardware", export_options.plan.hardware,
+                                "Plan for the machine recorded by tandem detect --json");
+  export_sglang_cmd
+      ->add_option("--gpus", export_options.gpus,
+                   "GPUs for tensor parallelism (default: the usable ones found)")
+      ->check(CLI::Range(1, 64));
+  export_sglang_cmd->add_option("--host", export_options.host, "Address SGLang listens on")
+      ->capture_default_str();
+  export_sglang_cmd->add_option("--port", export_options.port, "Port SGLang listens on")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  export_sglang_cmd->add_option("--kt-weight-path", export_options.kt_weight_path,
+                                "Where kt-kernel's converted experts go (default: beside the "
+                                "model)");
+  export_sglang_cmd->add_flag("--json", export_options.json, "Print JSON");
+  export_sglang_cmd->add_option("-o,--out", export_options.out, "Write the script to this file");
+
   tandem::app::ServeOptions serve;
   CLI::App* serve_cmd = cli.add_subcommand(
       "serve", "Serve the model through OpenAI's API (chat, completions, models) until Ctrl+C");
@@ -544,6 +580,12 @@ int main(int argc, char** argv) {
     setup_logging(verbose, true);
     if (!use_demo_model_if_none(chat.model)) return 2;
     return tandem::app::run_chat(chat);
+  }
+  if (export_sglang_cmd->parsed()) {
+    setup_logging(verbose, true);
+    export_options.plan.context_given = export_context->count() > 0;
+    export_options.models_folder = tandem::ui::MainWindow::modelsFolder().toStdString();
+    return tandem::app::run_export_sglang(export_options);
   }
   if (serve_cmd->parsed()) {
     setup_logging(verbose, true);

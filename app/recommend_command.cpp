@@ -15,44 +15,56 @@
 
 namespace tandem::app {
 
+PlannedModel plan_model(const RecommendOptions& o) {
+  namespace fs = std::filesystem;
+  // HF_ENDPOINT and HF_TOKEN as for tandem download; only a repository outside the catalog
+  // is asked of the Hub, for its config.json and file list.
+  PlannedModel out;
+  out.model = plan::lookup_model(hub::hub_config_from("", ""), o.model);
+  const plan::ModelLookup& model = out.model;
+  const plan::ModelShape& shape = model.shape;
+  std::string stats_file = o.expert_stats;
+  // Statistics recorded into the model folder under the conventional name.
+  if (model.origin == plan::ModelOrigin::Folder && o.expert_stats.empty() &&
+      fs::exists(fs::path(model.path) / schedule::kExpertStatsName))
+    stats_file = (fs::path(model.path) / schedule::kExpertStatsName).string();
+
+  hw::HardwareReport hardware;
+  if (!o.hardware.empty()) {
+    std::ifstream in(o.hardware);
+    if (!in)
+      throw std::runtime_error("cannot read " + o.hardware +
+                               "; give a file written by tandem detect --json.");
+    hardware = plan::hardware_from_json(nlohmann::json::parse(in));
+  } else {
+    hardware = hw::probe_hardware({});
+  }
+  plan::PlanWishes wishes;
+  wishes.context_tokens = o.context;
+  wishes.context_asked = o.context_given;
+  if (!stats_file.empty()) {
+    const schedule::RoutingStatistics s = schedule::read_routing_statistics(stats_file);
+    if (s.experts != shape.experts || s.layers != shape.layers)
+      throw std::runtime_error(stats_file + " holds the routing of a model with " +
+                               std::to_string(s.layers) + " layers of " +
+                               std::to_string(s.experts) +
+                               " experts, not this one; give this model's statistics.");
+    wishes.expert_stats = stats_file;
+  }
+  if (!plan::parse_quality(o.quality, wishes.quality))
+    throw std::runtime_error("--quality must be quality, balanced or speed.");
+  out.plan = plan::make_plan(hardware, shape, wishes);
+  out.hardware = std::move(hardware);
+  return out;
+}
+
 int run_recommend(const RecommendOptions& o) {
   namespace fs = std::filesystem;
   try {
-    // HF_ENDPOINT and HF_TOKEN as for tandem download; only a repository outside the catalog
-    // is asked of the Hub, for its config.json and file list.
-    const plan::ModelLookup model = plan::lookup_model(hub::hub_config_from("", ""), o.model);
+    const PlannedModel planned = plan_model(o);
+    const plan::ModelLookup& model = planned.model;
     const plan::ModelShape& shape = model.shape;
-    std::string stats_file = o.expert_stats;
-    // Statistics recorded into the model folder under the conventional name.
-    if (model.origin == plan::ModelOrigin::Folder && o.expert_stats.empty() &&
-        fs::exists(fs::path(model.path) / schedule::kExpertStatsName))
-      stats_file = (fs::path(model.path) / schedule::kExpertStatsName).string();
-
-    hw::HardwareReport hardware;
-    if (!o.hardware.empty()) {
-      std::ifstream in(o.hardware);
-      if (!in)
-        throw std::runtime_error("cannot read " + o.hardware +
-                                 "; give a file written by tandem detect --json.");
-      hardware = plan::hardware_from_json(nlohmann::json::parse(in));
-    } else {
-      hardware = hw::probe_hardware({});
-    }
-    plan::PlanWishes wishes;
-    wishes.context_tokens = o.context;
-    wishes.context_asked = o.context_given;
-    if (!stats_file.empty()) {
-      const schedule::RoutingStatistics s = schedule::read_routing_statistics(stats_file);
-      if (s.experts != shape.experts || s.layers != shape.layers)
-        throw std::runtime_error(stats_file + " holds the routing of a model with " +
-                                 std::to_string(s.layers) + " layers of " +
-                                 std::to_string(s.experts) +
-                                 " experts, not this one; give this model's statistics.");
-      wishes.expert_stats = stats_file;
-    }
-    if (!plan::parse_quality(o.quality, wishes.quality))
-      throw std::runtime_error("--quality must be quality, balanced or speed.");
-    const plan::Plan p = plan::make_plan(hardware, shape, wishes);
+    const plan::Plan& p = planned.plan;
 
     nlohmann::json doc = plan::to_json(p);
     doc["model"] = o.model;

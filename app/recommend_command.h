@@ -3,6 +3,10 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/hw/hardware_report.h"
+#include "engine/plan/memory_planner.h"
+#include "engine/plan/model_lookup.h"
+
 namespace tandem::app {
 
 struct RecommendOptions {
@@ -18,5 +22,14 @@ struct RecommendOptions {
 };
 
 int run_recommend(const RecommendOptions& options);
+
+struct PlannedModel {
+  plan::ModelLookup model;
+  hw::HardwareReport hardware;
+  plan::Plan plan;
+};
+// The model looked up and planned for this machine (or the recorded one) as `tandem
+// recommend` plans it. Throws std::runtime_error with a sentence.
+PlannedModel plan_model(const RecommendOptions& options);
 
 }  // namespace tandem::app

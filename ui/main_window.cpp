@@ -426,8 +426,8 @@ bool MainWindow::setServing(bool on) {
     server_.reset();
     showServerStatus();
     // Not modal: the window goes on while the user reads why.
-    auto* box = new QMessageBox(QMessageBox::Warning, tr("Local server"), problem,
-                                QMessageBox::Ok, this);
+    auto* box =
+        new QMessageBox(QMessageBox::Warning, tr("Local server"), problem, QMessageBox::Ok, this);
     box->setObjectName(QStringLiteral("serverProblem"));
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->open();

@@ -30,6 +30,7 @@
 #include <map>
 #include <optional>
 
+#include "engine/hub/hub_config.h"
 #include "engine/hub/repo_metadata.h"
 #include "engine/model/demo_model.h"
 #include "engine/model/model_error.h"
@@ -39,6 +40,7 @@
 #include "engine/schedule/routing_stats.h"
 #include "ui/download_queue.h"
 #include "ui/main_window.h"
+#include "ui/sglang_export_dialog.h"
 #include "ui/theme.h"
 
 namespace tandem::ui {
@@ -744,6 +746,26 @@ class ParametersPage : public QWizardPage {
     params_->header()->setSectionResizeMode(2, QHeaderView::Stretch);
     params_->setMinimumHeight(150);
     v->addWidget(params_, 1);
+    auto* handover = new QHBoxLayout;
+    auto* sglang = new QPushButton(tr("Run on SGLang Instead…"), this);
+    sglang->setObjectName(QStringLiteral("exportSglang"));
+    sglang->setToolTip(
+        tr("The SGLang + kt-kernel commands for this model and these settings: the better "
+           "choice for several GPUs or several users at once."));
+    export_problem_ = paragraph(QString(), this);
+    handover->addWidget(sglang);
+    handover->addWidget(export_problem_, 1);
+    v->addLayout(handover);
+    connect(sglang, &QPushButton::clicked, this, [this] {
+      try {
+        export_problem_->clear();
+        auto* dialog = new SglangExportDialog(wizard_->exportSglang(), this);
+        dialog->setAttribute(Qt::WA_DeleteOnClose);
+        dialog->open();
+      } catch (const std::exception& e) {
+        export_problem_->setText(QString::fromUtf8(e.what()));
+      }
+    });
     chart_ = new QChart;
     if (theme::scheme() == theme::Scheme::Dark) chart_->setTheme(QChart::ChartThemeDark);
     chart_->setTitle(tr("Memory plan"));
@@ -848,6 +870,7 @@ class ParametersPage : public QWizardPage {
 
   SetupWizard* wizard_;
   QLabel* verdict_;
+  QLabel* export_problem_;
   QSpinBox* threads_;
   QSpinBox* context_;
   QTreeWidget* params_;
@@ -966,6 +989,31 @@ void SetupWizard::replan() {
   } catch (const std::exception&) {
     plan_ = {};
   }
+}
+
+plan::SglangExport SetupWizard::exportSglang() const {
+  if (selectedConfig().is_null() || !hardware_)
+    throw std::runtime_error("Choose a model first: the commands are written for it.");
+  // The model as the planner knows it (its stored format included), found where the
+  // wizard puts it.
+  plan::ModelLookup model;
+  if (choices_.source == QLatin1String("catalog")) {
+    const plan::CatalogEntry* e = plan::find_catalog_entry(choices_.catalog_id.toStdString());
+    if (e == nullptr)
+      throw std::runtime_error("Choose a model first: the commands are written for it.");
+    model = plan::lookup_catalog_entry(*e);
+  } else if (choices_.source == QLatin1String("repository") && repository_) {
+    model = *repository_;
+  } else {
+    model = plan::lookup_model(hub::hub_config_from("", ""), choices_.folder.toStdString());
+  }
+  model.origin = plan::ModelOrigin::Folder;
+  model.path = choices_.folder.toStdString();
+  plan::SglangInputs in;
+  in.gpus = 0;
+  for (const hw::GpuDevice& d : hardware_->gpus.devices) in.gpus += d.usable ? 1 : 0;
+  in.gpus = std::max(1, in.gpus);
+  return plan::export_sglang(model, plan_, in);
 }
 
 int SetupWizard::nextId() const {

@@ -8,6 +8,7 @@
 #include <QWizard>
 
 #include "engine/plan/memory_planner.h"
+#include "engine/plan/sglang_export.h"
 #include "ui/probe_runner.h"
 #include "ui/repository_check.h"
 
@@ -58,6 +59,9 @@ class SetupWizard : public QWizard {
   const plan::ModelLookup* repository() const { return repository_.get(); }
   void setRepository(ModelLookupPtr lookup);
   void replan();
+  // The SGLang + kt-kernel commands for the chosen model and the plan; throws
+  // std::runtime_error with a sentence when it cannot be handed over.
+  plan::SglangExport exportSglang() const;
 
   int nextId() const override;
 

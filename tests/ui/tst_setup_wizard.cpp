@@ -25,6 +25,7 @@
 #include "hub_fixture_server.h"
 #include "ui/download_queue.h"
 #include "ui/setup_wizard.h"
+#include "ui/sglang_export_dialog.h"
 #include "ui/theme.h"
 
 using namespace tandem;
@@ -180,6 +181,53 @@ class TestSetupWizard : public QObject {
 
   // The format box and the plan agree: choosing INT4 where INT8 is recommended says so, and
   // the settings and the last page are planned for INT4.
+  // The settings page hands the model over to SGLang + kt-kernel: the commands in a dialog,
+  // saved as an executable script; a model kt-kernel cannot take is said on the page.
+  void handsOverToSglang() {
+    QTemporaryDir dir;
+    SetupWizard w(recorded("xeon-2s-amx-24gb"), nullptr);
+    w.show();
+    for (int i = 0; i < 4; ++i) w.next();  // the demo: no download
+    QCOMPARE(w.currentId(), int(SetupWizard::Parameters));
+    auto* button = w.currentPage()->findChild<QPushButton*>(QStringLiteral("exportSglang"));
+    QVERIFY(button);
+    w.mutableChoices().source = QStringLiteral("catalog");
+    w.mutableChoices().catalog_id = QStringLiteral("gpt-oss-20b");
+    w.mutableChoices().folder = dir.path() + "/openai/gpt-oss-20b";
+    w.replan();
+    button->click();
+    QString said;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) said += l->text() + "\n";
+    QVERIFY2(said.contains(QLatin1String("kt-kernel converts BF16, FP16 or FP8 checkpoints; this "
+                                         "one is mxfp4")),
+             qPrintable(said));
+    QVERIFY(!w.findChild<SglangExportDialog*>());
+
+    w.mutableChoices().catalog_id = QStringLiteral("qwen3-30b-a3b");
+    w.mutableChoices().folder = dir.path() + "/Qwen/Qwen3-30B-A3B";
+    w.replan();
+    button->click();
+    auto* dialog = w.findChild<SglangExportDialog*>();
+    QString after;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) after += l->text() + "\n";
+    QVERIFY2(dialog && dialog->isVisible(), qPrintable(after.right(400)));
+    const QString script = dialog->script();
+    QVERIFY2(script.contains(QLatin1String("--kt-method AMXINT8")) &&
+                 script.contains(QLatin1String("sglang.launch_server")) &&
+                 script.contains(dir.path() + "/Qwen/Qwen3-30B-A3B"),
+             qPrintable(script));
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
+      dialog->grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/sglang-export.png");
+    QVERIFY(dialog->saveTo(dir.path() + "/run-sglang.sh"));
+    QFile saved(dir.path() + "/run-sglang.sh");
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    QCOMPARE(QString::fromUtf8(saved.readAll()), script);
+    QVERIFY(saved.permissions() & QFileDevice::ExeOwner);
+    QVERIFY(!dialog->saveTo(dir.path() + "/no/such/folder/run.sh"));
+    QVERIFY(dialog->problemText().contains(QLatin1String("could not be saved")));
+    dialog->close();
+  }
+
   void theFormatChosenIsTheFormatPlanned() {
     SetupWizard w(recorded("ryzen-avx512-16gb"), nullptr);
     w.show();
