@@ -15,7 +15,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_spec.h"
 #include "engine/schedule/routing_stats.h"
-#include "engine/text/chat_template.h"
+#include "engine/template/chat_template.h"
 #include "engine/text/tokenizer.h"
 
 namespace tandem::ui {

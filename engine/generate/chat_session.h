@@ -12,7 +12,7 @@
 
 #include "engine/generate/generator.h"
 #include "engine/generate/thinking_splitter.h"
-#include "engine/text/chat_template.h"
+#include "engine/template/chat_template.h"
 #include "engine/text/tokenizer.h"
 
 namespace tandem::generate {

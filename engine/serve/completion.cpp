@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "engine/text/jinja_error.h"
+#include "engine/template/jinja/error.h"
 #include "engine/text/utf8_stream.h"
 
 namespace tandem::serve {

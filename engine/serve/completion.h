@@ -18,7 +18,7 @@
 #include "engine/generate/thinking_splitter.h"
 #include "engine/serve/openai_request.h"
 #include "engine/serve/tool_calls.h"
-#include "engine/text/chat_template.h"
+#include "engine/template/chat_template.h"
 #include "engine/text/tokenizer.h"
 
 namespace tandem::serve {

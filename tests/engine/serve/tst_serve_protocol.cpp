@@ -9,7 +9,7 @@
 #include "engine/serve/completion.h"
 #include "engine/serve/openai_request.h"
 #include "engine/serve/tool_calls.h"
-#include "engine/text/chat_template.h"
+#include "engine/template/chat_template.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/utf8_stream.h"
 

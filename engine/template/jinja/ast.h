@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/text/jinja_value.h"
+#include "engine/template/jinja/value.h"
 
 namespace tandem::jinja {
 

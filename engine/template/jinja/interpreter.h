@@ -8,8 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/text/jinja_ast.h"
-#include "engine/text/jinja_value.h"
+#include "engine/template/jinja/ast.h"
+#include "engine/template/jinja/value.h"
 
 namespace tandem::jinja {
 

@@ -1,11 +1,11 @@
-// Parses template text into a syntax tree (jinja_ast.h).
+// Parses template text into a syntax tree (jinja/ast.h).
 #pragma once
 
 #include <memory>
 #include <string_view>
 
-#include "engine/text/jinja_ast.h"
-#include "engine/text/jinja_lexer.h"
+#include "engine/template/jinja/ast.h"
+#include "engine/template/jinja/lexer.h"
 
 namespace tandem::jinja {
 

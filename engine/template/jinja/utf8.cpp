@@ -1,4 +1,4 @@
-#include "engine/text/jinja_utf8.h"
+#include "engine/template/jinja/utf8.h"
 
 namespace tandem::jinja {
 

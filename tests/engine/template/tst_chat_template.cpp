@@ -5,7 +5,7 @@
 #include <QtTest>
 #include <fstream>
 
-#include "engine/text/chat_template.h"
+#include "engine/template/chat_template.h"
 
 using nlohmann::ordered_json;
 using tandem::ChatTemplate;

@@ -25,9 +25,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/text/jinja_error.h"
-#include "engine/text/jinja_interpreter.h"
-#include "engine/text/jinja_value.h"
+#include "engine/template/jinja/error.h"
+#include "engine/template/jinja/interpreter.h"
+#include "engine/template/jinja/value.h"
 
 namespace tandem::jinja {
 

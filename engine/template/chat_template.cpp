@@ -1,4 +1,4 @@
-#include "engine/text/chat_template.h"
+#include "engine/template/chat_template.h"
 
 #include <locale.h>
 #include <time.h>
@@ -7,8 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "engine/text/jinja_arguments.h"
-#include "engine/text/jinja_json.h"
+#include "engine/template/jinja/arguments.h"
+#include "engine/template/jinja/json.h"
 
 namespace tandem {
 namespace {

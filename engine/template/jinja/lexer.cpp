@@ -1,11 +1,11 @@
-#include "engine/text/jinja_lexer.h"
+#include "engine/template/jinja/lexer.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "engine/text/jinja_error.h"
-#include "engine/text/jinja_utf8.h"
-#include "engine/text/jinja_value.h"
+#include "engine/template/jinja/error.h"
+#include "engine/template/jinja/utf8.h"
+#include "engine/template/jinja/value.h"
 
 namespace tandem::jinja {
 namespace {

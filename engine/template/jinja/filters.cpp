@@ -1,4 +1,4 @@
-#include "engine/text/jinja_filters.h"
+#include "engine/template/jinja/filters.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,12 +8,12 @@
 #include <functional>
 #include <unordered_map>
 
-#include "engine/text/jinja_arguments.h"
-#include "engine/text/jinja_interpreter.h"
-#include "engine/text/jinja_json.h"
-#include "engine/text/jinja_methods.h"
-#include "engine/text/jinja_operators.h"
-#include "engine/text/jinja_utf8.h"
+#include "engine/template/jinja/arguments.h"
+#include "engine/template/jinja/interpreter.h"
+#include "engine/template/jinja/json.h"
+#include "engine/template/jinja/methods.h"
+#include "engine/template/jinja/operators.h"
+#include "engine/template/jinja/utf8.h"
 
 namespace tandem::jinja {
 namespace {

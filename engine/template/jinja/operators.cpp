@@ -1,4 +1,4 @@
-#include "engine/text/jinja_operators.h"
+#include "engine/template/jinja/operators.h"
 
 #include <locale.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/text/jinja_utf8.h"
+#include "engine/template/jinja/utf8.h"
 
 namespace tandem::jinja {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/text/jinja_value.h"
+#include "engine/template/jinja/value.h"
 
 namespace tandem::jinja {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/text/chat_template.h"
+#include "engine/template/chat_template.h"
 
 using nlohmann::ordered_json;
 

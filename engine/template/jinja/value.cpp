@@ -1,4 +1,4 @@
-#include "engine/text/jinja_value.h"
+#include "engine/template/jinja/value.h"
 
 #include <locale.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/text/jinja_utf8.h"
+#include "engine/template/jinja/utf8.h"
 
 namespace tandem::jinja {
 

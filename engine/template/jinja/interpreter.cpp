@@ -1,10 +1,10 @@
-#include "engine/text/jinja_interpreter.h"
+#include "engine/template/jinja/interpreter.h"
 
-#include "engine/text/jinja_filters.h"
-#include "engine/text/jinja_methods.h"
-#include "engine/text/jinja_operators.h"
-#include "engine/text/jinja_predicates.h"
-#include "engine/text/jinja_utf8.h"
+#include "engine/template/jinja/filters.h"
+#include "engine/template/jinja/methods.h"
+#include "engine/template/jinja/operators.h"
+#include "engine/template/jinja/predicates.h"
+#include "engine/template/jinja/utf8.h"
 
 namespace tandem::jinja {
 namespace {

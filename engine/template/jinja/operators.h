@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "engine/text/jinja_value.h"
+#include "engine/template/jinja/value.h"
 
 namespace tandem::jinja {
 

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/text/jinja_template.h"
+#include "engine/template/jinja/template.h"
 
 namespace tandem {
 

@@ -1,10 +1,10 @@
-#include "engine/text/jinja_json.h"
+#include "engine/template/jinja/json.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "engine/text/jinja_utf8.h"
+#include "engine/template/jinja/utf8.h"
 
 namespace tandem::jinja {
 namespace {

@@ -1,8 +1,8 @@
-#include "engine/text/jinja_parser.h"
+#include "engine/template/jinja/parser.h"
 
 #include <initializer_list>
 
-#include "engine/text/jinja_error.h"
+#include "engine/template/jinja/error.h"
 
 namespace tandem::jinja {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/text/jinja_arguments.h"
+#include "engine/template/jinja/arguments.h"
 
 namespace tandem::jinja {
 

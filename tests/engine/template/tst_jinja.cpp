@@ -5,8 +5,8 @@
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
-#include "engine/text/jinja_json.h"
-#include "engine/text/jinja_template.h"
+#include "engine/template/jinja/json.h"
+#include "engine/template/jinja/template.h"
 
 using namespace tandem::jinja;
 

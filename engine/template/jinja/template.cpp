@@ -1,8 +1,8 @@
-#include "engine/text/jinja_template.h"
+#include "engine/template/jinja/template.h"
 
-#include "engine/text/jinja_arguments.h"
-#include "engine/text/jinja_json.h"
-#include "engine/text/jinja_parser.h"
+#include "engine/template/jinja/arguments.h"
+#include "engine/template/jinja/json.h"
+#include "engine/template/jinja/parser.h"
 
 namespace tandem::jinja {
 namespace {

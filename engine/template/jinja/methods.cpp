@@ -1,9 +1,9 @@
-#include "engine/text/jinja_methods.h"
+#include "engine/template/jinja/methods.h"
 
 #include <algorithm>
 
-#include "engine/text/jinja_arguments.h"
-#include "engine/text/jinja_utf8.h"
+#include "engine/template/jinja/arguments.h"
+#include "engine/template/jinja/utf8.h"
 
 namespace tandem::jinja {
 namespace {

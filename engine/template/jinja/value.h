@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "engine/text/jinja_error.h"
+#include "engine/template/jinja/error.h"
 
 namespace tandem::jinja {
 
