@@ -8,7 +8,9 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <atomic>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tests/support/http_client.h"
 #include "tests/support/tandem_process.h"
@@ -177,6 +179,53 @@ class TestServeCli : public QObject {
     QVERIFY2(curled.contains(QLatin1String("chat.completion.chunk")) &&
                  curled.trimmed().endsWith(QLatin1String("data: [DONE]")),
              qPrintable(curled + curl.readAllStandardError()));
+  }
+
+  // The real engine under a bounded load: 8 clients, 200 requests, streaming and not, every
+  // answer whole; the server's memory does not grow with the requests served.
+  void boundedLoadOnTheRealEngine() {
+    Served s({}, env());
+    QVERIFY2(s.port() > 0, qPrintable(s.output()));
+    const int port = s.port();
+    const auto rss_kib = [&] {
+      QFile status(QStringLiteral("/proc/%1/status").arg(s.process().processId()));
+      if (!status.open(QIODevice::ReadOnly)) return -1LL;
+      for (const QByteArray& line : status.readAll().split('\n'))
+        if (line.startsWith("VmRSS:")) return line.mid(6).trimmed().split(' ').first().toLongLong();
+      return -1LL;
+    };
+    const auto round = [&](int clients, int each) {
+      std::atomic<int> whole{0};
+      std::vector<std::thread> threads;
+      for (int c = 0; c < clients; ++c)
+        threads.emplace_back([&, c] {
+          for (int i = 0; i < each; ++i) {
+            const bool stream = (c + i) % 2 == 0;
+            json body = {{"messages", user("Hello number " + std::to_string(c * 1000 + i))},
+                         {"max_tokens", 4}};
+            if (stream) body["stream"] = true;
+            const HttpResponse a = http(port, post("/v1/chat/completions", body));
+            const bool ok =
+                a.status == 200 &&
+                (stream ? !a.events.empty() && a.events.back() == "[DONE]"
+                        : json::parse(a.body)["choices"][0]["message"].contains("content"));
+            if (ok) ++whole;
+          }
+        });
+      for (auto& t : threads) t.join();
+      return whole.load();
+    };
+    QCOMPARE(round(8, 5), 40);  // warm: caches and buffers at their working size
+    const long long before = rss_kib();
+    QCOMPARE(round(8, 25), 200);
+    const long long after = rss_kib();
+    qInfo("server memory: %lld KiB after 40 requests, %lld KiB after 240", before, after);
+    QVERIFY(before > 0 && after > 0);
+    QVERIFY2(after - before < 32 * 1024,
+             qPrintable(QStringLiteral("grew %1 KiB").arg(after - before)));
+    HttpRequest health;
+    health.path = "/health";
+    QCOMPARE(http(port, health).status, 200);
   }
 
   // Tools rendered through a real model's template (Qwen3's) on the demo's weights.
