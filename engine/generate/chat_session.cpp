@@ -144,7 +144,12 @@ TurnResult ChatSession::reply(const OnDelta& on_delta, bool drop_oldest) {
       generator_.context().back() == pending_piece_token) {
     raw_fed += tokenizer_.token_piece(pending_piece_token, true);
   }
-  cached_text_ = prompt + raw_fed;
+  // A stop during the prompt leaves only part of it in the cache: the next turn tokenizes
+  // its whole text again (the cache still serves the part they share).
+  if (generator_.context().size() < tokens.size())
+    cached_text_.clear();
+  else
+    cached_text_ = prompt + raw_fed;
   result.reply.role = "assistant";
   messages_.push_back(result.reply);
   result.context_tokens = context_used();

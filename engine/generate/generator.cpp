@@ -27,7 +27,8 @@ void Generator::reset() {
   logits_.clear();
 }
 
-std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64_t chunk) {
+std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64_t chunk,
+                                const std::atomic<bool>* cancel) {
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
   if (static_cast<std::int64_t>(prompt.size()) > cache_->capacity()) {
     throw std::length_error("the prompt has " + std::to_string(prompt.size()) +
@@ -44,6 +45,9 @@ std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64
   context_.resize(common);
   const bool recurrent = runner_->spec().has_linear_layers();
   for (std::size_t at = common; at < prompt.size();) {
+    // A stop asked for during a long prompt takes effect at the next chunk; what was
+    // computed stays in the cache for the next call.
+    if (cancel != nullptr && cancel->load()) break;
     std::size_t n = std::min<std::size_t>(
         static_cast<std::size_t>(std::max<std::int64_t>(1, chunk)), prompt.size() - at);
     // The state before the prompt's last token is where the next call most likely returns:
@@ -70,7 +74,7 @@ GenerationStats Generator::generate(std::span<const std::int32_t> prompt,
                                     const std::function<bool(std::int32_t)>& on_token) {
   GenerationStats stats;
   const auto t0 = Clock::now();
-  stats.cached_tokens = prefill(prompt, options.prefill_chunk);
+  stats.cached_tokens = prefill(prompt, options.prefill_chunk, options.cancel);
   stats.prompt_tokens = static_cast<std::int64_t>(prompt.size()) - stats.cached_tokens;
   stats.prompt_seconds = seconds_since(t0);
 

@@ -69,7 +69,8 @@ class Generator {
   void reset();
 
  private:
-  std::int64_t prefill(std::span<const std::int32_t> prompt, std::int64_t chunk);
+  std::int64_t prefill(std::span<const std::int32_t> prompt, std::int64_t chunk,
+                       const std::atomic<bool>* cancel = nullptr);
 
   std::unique_ptr<forward::ModelRunner> own_runner_;
   forward::ModelRunner* runner_;

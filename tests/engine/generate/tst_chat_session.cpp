@@ -148,6 +148,27 @@ class TestChatSession : public QObject {
     QCOMPARE(chat.messages().back().role, std::string("assistant"));  // what came so far is kept
   }
 
+  // A stop asked before the turn begins stops it before its prompt is computed; the next
+  // turn is whole, with every token of the conversation (nothing of the cut prompt lost).
+  void aStopBeforeThePromptLeavesTheNextTurnWhole() {
+    ChatSession chat(*model_, *tokenizer_, *template_, *pool_, 256);
+    chat.set_settings(greedy(4));
+    chat.request_stop();
+    const TurnResult stopped = chat.send("Hello there", {});
+    QCOMPARE(stopped.stats.stop, StopReason::Cancelled);
+    QCOMPARE(stopped.stats.generated_tokens, std::int64_t{0});
+    QCOMPARE(chat.context_used(), std::int64_t{0});
+    const TurnResult next = chat.send("Tell me more", {});
+    QVERIFY(next.stats.generated_tokens > 0);
+    // The second turn's prompt went in whole: reused and computed tokens add up to it.
+    std::vector<ChatMessage> before = chat.messages();
+    before.pop_back();  // the reply
+    chat.set_messages(before);
+    const auto prompt = tokenizer_->encode(chat.render_prompt(), true, false);
+    QCOMPARE(next.stats.cached_tokens + next.stats.prompt_tokens,
+             static_cast<std::int64_t>(prompt.size()));
+  }
+
   void overflowIsReportedAndCanDropOldTurns() {
     ChatSession chat(*model_, *tokenizer_, *template_, *pool_, 96);
     chat.set_settings(greedy(8));
