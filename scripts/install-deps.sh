@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every system package Tandem needs to build, run and test, from Debian 12.
 # Idempotent: packages already present are skipped, so a second run is quick.
+# --packaging adds what scripts/appimage.sh needs; --appimage-test, what its clean-root test
+# needs as well.
 set -euo pipefail
 
 packages=(
@@ -12,7 +14,19 @@ packages=(
   libfmt-dev libspdlog-dev libcli11-dev
   libgl-dev libxkbcommon-dev fonts-dejavu-core
   python3 curl
+  squashfs-tools libsquashfuse-dev libfuse3-dev zlib1g-dev liblzma-dev libzstd-dev liblz4-dev
+  liblzo2-dev
 )
+for arg in "$@"; do
+  case "$arg" in
+    --packaging | --appimage-test)
+      packages+=(patchelf appstream desktop-file-utils qt6-wayland)
+      ;;&
+    --appimage-test) packages+=(debootstrap) ;;
+    --packaging) ;;
+    *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
