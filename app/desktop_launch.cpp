@@ -95,6 +95,8 @@ int run_desktop(int argc, char** argv, const DesktopOptions& options) {
     // answers in the chat behind it).
     if (!ui::SetupWizard::completedBefore() && !ui::SetupWizard::dismissedBefore())
       QTimer::singleShot(0, &window, &ui::MainWindow::openSetupAssistant);
+    else
+      QTimer::singleShot(0, &window, &ui::MainWindow::offerMenuEntry);
   }
   const int code = app.exec();
   ui::remove_log_bridge();

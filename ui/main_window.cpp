@@ -15,6 +15,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStackedWidget>
@@ -37,6 +38,7 @@
 #include "ui/chat_page.h"
 #include "ui/conversation_store.h"
 #include "ui/conversion_dialog.h"
+#include "ui/desktop_integration.h"
 #include "ui/download_queue.h"
 #include "ui/downloads_page.h"
 #include "ui/eliding_label.h"
@@ -210,6 +212,8 @@ void MainWindow::openSetupAssistant() {
   connect(probe_, &ProbeRunner::finished, wizard, &SetupWizard::setHardware);
   // Closed without finishing: not opened by itself at the next start.
   connect(wizard, &QWizard::rejected, this, [] { SetupWizard::markDismissed(); });
+  // The first start's other question, once the assistant is done with.
+  connect(wizard, &QWizard::finished, this, &MainWindow::offerMenuEntry, Qt::QueuedConnection);
   connect(wizard, &QWizard::accepted, this, [this, wizard] {
     const SetupChoices c = wizard->choices();
     SetupWizard::saveChoices(c);
@@ -521,13 +525,47 @@ QString MainWindow::statusSummary() const {
       .join(QStringLiteral(" | "));
 }
 
+QString MainWindow::aboutText() const {
+  const QString image = desktop_integration::appimage_path();
+  return tr("<h3>Tandem %1</h3><p>Runs large mixture-of-experts language models on one "
+            "workstation, with the GPU and the CPU working in tandem.</p>"
+            "<p>Build: %2</p><p>Running from: %3</p><p>Log file: %4</p>")
+      .arg(QString::fromUtf8(kTandemVersion), QString::fromUtf8(kTandemBuild).toHtmlEscaped(),
+           image.isEmpty() ? QCoreApplication::applicationFilePath().toHtmlEscaped()
+                           : tr("the AppImage %1").arg(image.toHtmlEscaped()),
+           QString::fromStdString(log::file_path()).toHtmlEscaped());
+}
+
 void MainWindow::showAbout() {
-  QMessageBox::about(this, tr("About Tandem"),
-                     tr("<h3>Tandem %1</h3><p>Runs large mixture-of-experts language models on one "
-                        "workstation, with the GPU and the CPU working in tandem.</p>"
-                        "<p>Log file: %2</p>")
-                         .arg(QString::fromUtf8(kTandemVersion),
-                              QString::fromStdString(log::file_path()).toHtmlEscaped()));
+  QMessageBox::about(this, tr("About Tandem"), aboutText());
+}
+
+void MainWindow::offerMenuEntry() {
+  const QString image = desktop_integration::appimage_path();
+  if (image.isEmpty() || desktop_integration::installed() || desktop_integration::asked()) return;
+  desktop_integration::set_asked();
+  auto* box = new QMessageBox(
+      QMessageBox::Question, tr("Add Tandem to the menu?"),
+      tr("Tandem runs from its AppImage (%1). Add it to your applications menu, with its icon, "
+         "so it starts like any other app? Preferences can remove it again.")
+          .arg(image),
+      QMessageBox::NoButton, this);
+  box->setObjectName(QStringLiteral("menuEntryOffer"));
+  QPushButton* add = box->addButton(tr("Add to Menu"), QMessageBox::AcceptRole);
+  box->addButton(tr("Not Now"), QMessageBox::RejectRole);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  connect(box, &QMessageBox::buttonClicked, this, [this, add, image](QAbstractButton* b) {
+    if (b != add) return;
+    const QString problem = desktop_integration::install(image);
+    if (problem.isEmpty()) return;
+    // Not modal either: the window goes on while the user reads why.
+    auto* failed = new QMessageBox(QMessageBox::Warning, tr("Add Tandem to the menu"),
+                                   tr("Tandem could not add its menu entry: %1").arg(problem),
+                                   QMessageBox::Ok, this);
+    failed->setAttribute(Qt::WA_DeleteOnClose);
+    failed->open();
+  });
+  box->open();
 }
 
 void MainWindow::restoreSettings() {

@@ -72,6 +72,10 @@ class MainWindow : public QMainWindow {
   bool setServing(bool on);
   server::OpenAiServer* server() const { return server_.get(); }
   QString serverStatusText() const;
+  // Help → About's text: version, build, where Tandem runs from, the log file.
+  QString aboutText() const;
+  // At the first start from an AppImage: the offer of a menu entry (not modal).
+  void offerMenuEntry();
   // Its settings, as the Preferences store them.
   static server::ServerOptions serverOptions();
   EngineHost* engine() const { return engine_; }

@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 
 #include "ui/conversation_store.h"
+#include "ui/desktop_integration.h"
 #include "ui/download_queue.h"
 #include "ui/main_window.h"
 #include "ui/theme.h"
@@ -75,6 +76,19 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   chat_form->addRow(tr("Min-p"), min_p_);
   chat_form->addRow(tr("Longest reply (tokens)"), max_tokens_);
   general_v->addWidget(chat);
+  auto* desktop = new QGroupBox(tr("Desktop"), general);
+  auto* desktop_v = new QVBoxLayout(desktop);
+  menu_entry_ = new QCheckBox(tr("Show Tandem in the applications menu"), desktop);
+  const bool from_image = !desktop_integration::appimage_path().isEmpty();
+  menu_entry_->setEnabled(from_image || desktop_integration::installed());
+  menu_entry_->setToolTip(
+      menu_entry_->isEnabled()
+          ? tr("A menu entry and icon that start this AppImage (%1).")
+                .arg(desktop_integration::entry_path())
+          : tr("Tandem was not started from its AppImage; a package install has the system's own "
+               "menu entry."));
+  desktop_v->addWidget(menu_entry_);
+  general_v->addWidget(desktop);
   general_v->addStretch(1);
 
   auto* engine = new QGroupBox(tr("Models and the engine"), folders);
@@ -174,6 +188,7 @@ void PreferencesDialog::load() {
   shown_conversations_ = ConversationStore::defaultFolder();
   conversations_->setText(shown_conversations_);
   threads_->setValue(s.value(QStringLiteral("engine/threads"), 0).toInt());
+  menu_entry_->setChecked(desktop_integration::installed());
   server_port_->setValue(s.value(QStringLiteral("server/port"), 8080).toInt());
   server_network_->setChecked(s.value(QStringLiteral("server/network"), false).toBool());
   server_key_->setText(s.value(QStringLiteral("server/apiKey")).toString());
@@ -236,6 +251,20 @@ bool PreferencesDialog::save() {
       return false;
     }
     moved_ = store_ != nullptr;
+  }
+  if (menu_entry_->isChecked() != desktop_integration::installed()) {
+    const QString image = desktop_integration::appimage_path();
+    const QString problem = !menu_entry_->isChecked() ? desktop_integration::remove()
+                            : image.isEmpty()
+                                ? tr("The menu entry starts Tandem's AppImage; start Tandem from "
+                                     "it to add the entry.")
+                                : desktop_integration::install(image);
+    if (!problem.isEmpty()) {
+      problem_->setText(problem);
+      problem_->setVisible(true);
+      return false;
+    }
+    desktop_integration::set_asked();
   }
   QSettings s;
   if (move) {

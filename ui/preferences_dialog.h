@@ -36,6 +36,7 @@ class PreferencesDialog : public QDialog {
   void load();
 
   QComboBox* theme_;
+  QCheckBox* menu_entry_;
   QDoubleSpinBox* temperature_;
   QDoubleSpinBox* top_p_;
   QSpinBox* top_k_;

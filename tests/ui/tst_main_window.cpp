@@ -7,6 +7,7 @@
 #include <QApplication>
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
@@ -25,22 +26,24 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTabWidget>
 #include <QTcpServer>
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <QTreeWidget>
 #include <QtTest>
-#include <QTabWidget>
 #include <algorithm>
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "engine/version.h"
 #include "server/openai_server.h"
 #include "tests/support/http_client.h"
 #include "ui/chat_page.h"
 #include "ui/conversation_list_model.h"
 #include "ui/conversation_store.h"
 #include "ui/conversion_dialog.h"
+#include "ui/desktop_integration.h"
 #include "ui/download_queue.h"
 #include "ui/engine_host.h"
 #include "ui/main_window.h"
@@ -348,6 +351,61 @@ class TestMainWindow : public QObject {
     QVERIFY(problem && problem->isVisible());
     QVERIFY2(problem->text().contains(QLatin1String("another port")), qPrintable(problem->text()));
     problem->close();
+    QSettings().clear();
+  }
+
+  // Run from an AppImage, the first start offers a menu entry (once); Preferences removes it;
+  // Help → About says the version, the build and where Tandem runs from.
+  void anAppImageOffersAMenuEntry() {
+    QSettings().clear();
+    QTemporaryDir dir;
+    const QString image = dir.path() + "/Tandem 0.1 \"test\".AppImage";
+    {
+      QFile f(image);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+    }
+    namespace di = tandem::ui::desktop_integration;
+    di::remove();
+    qputenv("APPIMAGE", image.toUtf8());
+    MainWindow window(nullptr, dir.path() + "/di.sqlite");
+    QVERIFY(window.aboutText().contains(QLatin1String("commit")));
+    QVERIFY(window.aboutText().contains(QString::fromUtf8(tandem::kTandemVersion)));
+    QVERIFY(window.aboutText().contains(QLatin1String("the AppImage")));
+    window.offerMenuEntry();
+    auto* offer = window.findChild<QMessageBox*>(QStringLiteral("menuEntryOffer"));
+    QVERIFY(offer && offer->isVisible());
+    QPushButton* add = nullptr;
+    for (QAbstractButton* b : offer->buttons())
+      if (b->text() == QLatin1String("Add to Menu")) add = qobject_cast<QPushButton*>(b);
+    QVERIFY(add);
+    add->click();
+    QVERIFY(di::installed());
+    QFile entry(di::entry_path());
+    QVERIFY(entry.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(entry.readAll());
+    QVERIFY2(text.contains(
+                 QStringLiteral("Exec=\"%1/Tandem 0.1 \\\"test\\\".AppImage\"").arg(dir.path())),
+             qPrintable(text));
+    QVERIFY(text.contains(QLatin1String("Icon=tandem-appimage")));
+    QVERIFY(QFileInfo(di::icon_path()).size() > 100);
+    QTRY_VERIFY(!window.findChild<QMessageBox*>(QStringLiteral("menuEntryOffer")));
+    window.offerMenuEntry();  // asked once
+    QVERIFY(!window.findChild<QMessageBox*>(QStringLiteral("menuEntryOffer")));
+    {
+      tandem::ui::PreferencesDialog preferences(&window);
+      QCheckBox* menu = nullptr;
+      for (QCheckBox* c : preferences.findChildren<QCheckBox*>())
+        if (c->text().contains(QLatin1String("applications menu"))) menu = c;
+      QVERIFY(menu && menu->isEnabled() && menu->isChecked());
+      menu->setChecked(false);
+      QVERIFY2(preferences.save(), qPrintable(preferences.problemText()));
+    }
+    QVERIFY(!di::installed());
+    QVERIFY(!QFileInfo::exists(di::icon_path()));
+    qunsetenv("APPIMAGE");
+    tandem::ui::PreferencesDialog plain(&window);
+    for (QCheckBox* c : plain.findChildren<QCheckBox*>())
+      if (c->text().contains(QLatin1String("applications menu"))) QVERIFY(!c->isEnabled());
     QSettings().clear();
   }
 
