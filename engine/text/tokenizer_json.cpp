@@ -18,6 +18,9 @@ namespace tandem::text {
 
 namespace {
 
+// How far beyond the number of tokens a file lists an id may go (reserved gaps).
+constexpr std::int64_t kIdGapAllowed = 1 << 16;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -353,14 +356,29 @@ std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
   }
 
   Vocabulary vocab;
+  // Ids run from 0 to about the number of tokens the file lists (real vocabularies leave
+  // small gaps for reserved tokens); one far beyond would make a table of that size.
+  const json no_added = json::array();
+  const json& added_list = root.contains("added_tokens") && root["added_tokens"].is_array()
+                               ? root["added_tokens"]
+                               : no_added;
+  const std::int64_t id_limit =
+      static_cast<std::int64_t>(model["vocab"].size() + added_list.size()) + kIdGapAllowed;
+  const auto check_id = [&](std::int64_t id, const std::string& text) {
+    if (id >= id_limit)
+      reader.fail("the token \"" + text + "\" has id " + std::to_string(id) + ", far beyond the " +
+                  std::to_string(id_limit - kIdGapAllowed) +
+                  " tokens the file lists; the file is damaged");
+  };
   for (const auto& [text, id] : model["vocab"].items()) {
     if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
         id.get<std::int64_t>() > INT32_MAX) {
       reader.fail("the vocabulary entry \"" + text + "\" has no valid id");
     }
+    check_id(id.get<std::int64_t>(), text);
     vocab.set(id.get<TokenId>(), TokenEntry{text});
   }
-  for (const json& added : root.value("added_tokens", json::array())) {
+  for (const json& added : added_list) {
     if (!added.contains("id") || !added["id"].is_number_integer() || !added.contains("content") ||
         !added["content"].is_string()) {
       reader.fail("an entry of \"added_tokens\" lacks its id or content");
@@ -378,6 +396,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const std::string& folder) {
     const auto id = added["id"].get<std::int64_t>();
     if (id < 0 || id > INT32_MAX)
       reader.fail("the added token \"" + entry.text + "\" has no valid id");
+    check_id(id, entry.text);
     vocab.set(static_cast<TokenId>(id), std::move(entry));
   }
 

@@ -245,6 +245,27 @@ class TestTokenizer : public QObject {
              std::vector<TokenId>(expected.begin(), expected.end()));
   }
 
+  // An id far beyond the tokens a file lists is refused with a sentence before a table of
+  // that size is made (found by fuzzing: one id of 100 000 000 asked for 6.8 GB); the
+  // small gaps real vocabularies leave for reserved tokens are fine.
+  void aFarAwayTokenIdIsRefused() {
+    nlohmann::json document =
+        nlohmann::json::parse(read_file(kDataDir + "bpe-fixture/tokenizer.json"));
+    QTemporaryDir dir;
+    document["added_tokens"].push_back(
+        {{"id", 1000}, {"content", "<|reserved|>"}, {"special", true}});
+    write_text(dir.filePath("tokenizer.json"), QByteArray::fromStdString(document.dump()));
+    QCOMPARE(load_tokenizer(dir.path().toStdString())->vocab_size(), std::size_t{1001});
+    document["model"]["vocab"]["far"] = 100000000;
+    write_text(dir.filePath("tokenizer.json"), QByteArray::fromStdString(document.dump()));
+    try {
+      load_tokenizer(dir.path().toStdString());
+      QFAIL("a far-away id was accepted");
+    } catch (const std::exception& e) {
+      QVERIFY2(std::string(e.what()).find("far beyond") != std::string::npos, e.what());
+    }
+  }
+
   // Which special tokens encode(..., add_special) adds follows transformers 4.57: the
   // generic fast tokenizer takes tokenizer.json's post-processor, the Llama family rebuilds
   // it from add_bos_token / add_eos_token (bos by default). Ids of "Hi" from transformers.
