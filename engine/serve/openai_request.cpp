@@ -36,8 +36,11 @@ double number(const json& body, const char* key, double low, double high) {
     bad(key, std::string("'") + key + "' must be a number, not " + type_name(v) + ".");
   const double x = v.get<double>();
   if (!(x >= low && x <= high))
-    bad(key, std::string("'") + key + "' must be between " + json(low).dump() + " and " +
-                 json(high).dump() + "; it is " + v.dump() + ".");
+    bad(key,
+        std::string("'") + key + "' must be between " +
+            json(low).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + " and " +
+            json(high).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "; it is " +
+            v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ".");
   return x;
 }
 
@@ -45,11 +48,13 @@ std::int64_t integer(const json& body, const char* key, std::int64_t low, std::i
   const json& v = body[key];
   if (!v.is_number_integer() &&
       !(v.is_number_float() && v.get<double>() == std::floor(v.get<double>())))
-    bad(key, std::string("'") + key + "' must be a whole number, not " + v.dump() + ".");
+    bad(key, std::string("'") + key + "' must be a whole number, not " +
+                 v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ".");
   const double x = v.get<double>();
   if (x < static_cast<double>(low) || x > static_cast<double>(high))
     bad(key, std::string("'") + key + "' must be between " + std::to_string(low) + " and " +
-                 std::to_string(high) + "; it is " + v.dump() + ".");
+                 std::to_string(high) + "; it is " +
+                 v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ".");
   return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
                                 : v.get<std::int64_t>();
 }

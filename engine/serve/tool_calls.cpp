@@ -121,8 +121,9 @@ ParsedReply parse_hermes(std::string_view reply, std::uint64_t& next_id) {
     const json args = j->contains("arguments")    ? (*j)["arguments"]
                       : j->contains("parameters") ? (*j)["parameters"]
                                                   : json::object();
-    call.arguments =
-        args.is_string() ? *arguments_text(args.get<std::string>(), false) : args.dump();
+    call.arguments = args.is_string()
+                         ? *arguments_text(args.get<std::string>(), false)
+                         : args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     out.calls.push_back(std::move(call));
     at = s.end;
   }
@@ -162,7 +163,7 @@ std::optional<ToolCall> parse_coder_call(std::string_view inner, const json& too
     at = p.end;
   }
   call.id = next_call_id(next_id);
-  call.arguments = args.dump();
+  call.arguments = args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return call;
 }
 
@@ -186,7 +187,7 @@ std::optional<ToolCall> parse_glm_call(std::string_view inner, const json& tools
     at = v.end;
   }
   call.id = next_call_id(next_id);
-  call.arguments = args.dump();
+  call.arguments = args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return call;
 }
 
