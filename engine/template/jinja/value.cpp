@@ -49,6 +49,12 @@ std::string hash_key(const Value& key) {
 
 }  // namespace
 
+Dict::Dict(DictKind kind) : kind_(kind) {}
+
+size_t Dict::size() const {
+  return entries_.size();
+}
+
 const Value* Dict::find(const std::string& key) const {
   auto it = index_.find(tagged('s', key));
   return it == index_.end() ? nullptr : &entries_[it->second].second;

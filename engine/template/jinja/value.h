@@ -46,7 +46,7 @@ enum class DictKind {
 // equality: 1, 1.0 and True are one key.
 class Dict {
  public:
-  explicit Dict(DictKind kind = DictKind::Plain) : kind_(kind) {}
+  explicit Dict(DictKind kind = DictKind::Plain);  // out of line, as size()
 
   const Value* find(const std::string& key) const;
   // Throws ValueError for an unhashable key (list, dict).
@@ -56,7 +56,9 @@ class Dict {
   void set(const char* key, Value value);
   void set(const Value& key, Value value);
   const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
-  size_t size() const { return entries_.size(); }
+  // Out of line, with the constructor: Value is not complete here, and clang instantiates
+  // the entries' vector where these would be defined.
+  size_t size() const;
   DictKind kind() const { return kind_; }
 
  private:
