@@ -2,7 +2,7 @@
 # Installs every system package Tandem needs to build, run and test, from Debian 12.
 # Idempotent: packages already present are skipped, so a second run is quick.
 # --packaging adds what scripts/appimage.sh needs; --appimage-test, what its clean-root test
-# needs as well.
+# needs as well; --fuzz, clang and libFuzzer for scripts/fuzz.sh.
 set -euo pipefail
 
 packages=(
@@ -23,6 +23,7 @@ for arg in "$@"; do
       packages+=(patchelf appstream desktop-file-utils qt6-wayland)
       ;;&
     --appimage-test) packages+=(debootstrap) ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
     --packaging) ;;
     *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
   esac

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Writes the small seed inputs of the fuzz targets that the test fixtures do not provide
+in a size fit for fuzzing: tiny safetensors and GGUF files (every metadata type, arrays,
+tensors of several types), server requests, and tool-call replies. Standard library only.
+
+    python3 fuzz/make_seeds.py      (writes fuzz/corpus/<target>/)
+"""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def out(target, name, data):
+    folder = os.path.join(HERE, "corpus", target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def safetensors(tensors, metadata=None):
+    header, blob = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(blob), len(blob) + len(data)]}
+        blob += data
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + blob
+
+
+def gstr(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(kvs, tensors, alignment=32):
+    # kvs: (key, type, packed value); tensors: (name, dims, ggml type, data)
+    body = struct.pack("<4sIQQ", b"GGUF", 3, len(tensors), len(kvs))
+    for key, t, value in kvs:
+        body += gstr(key) + struct.pack("<I", t) + value
+    offset, datas = 0, []
+    for name, dims, t, data in tensors:
+        body += gstr(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        body += struct.pack("<IQ", t, offset)
+        pad = -len(data) % alignment
+        datas.append(data + b"\0" * pad)
+        offset += len(data) + pad
+    body += b"\0" * (-len(body) % alignment)
+    return body + b"".join(datas)
+
+
+def main():
+    f32 = struct.pack("<4f", 1.0, -2.0, 0.5, 3.0)
+    out("safetensors", "two-tensors.safetensors",
+        safetensors({"a.weight": ("F32", [2, 2], f32), "b": ("BF16", [2], b"\x80\x3f\x00\x40")},
+                    {"format": "pt"}))
+    out("safetensors", "empty.safetensors", safetensors({}))
+    out("safetensors", "fp8.safetensors", safetensors({"w": ("F8_E4M3", [4], b"\x38\x40\x48\x50"),
+                                                        "s": ("F32", [1], struct.pack("<f", 0.5))}))
+
+    u32 = lambda v: struct.pack("<I", v)
+    kvs = [
+        ("general.architecture", 8, gstr("llama")),
+        ("general.alignment", 4, u32(32)),
+        ("llama.block_count", 4, u32(1)),
+        ("llama.rope.freq_base", 6, struct.pack("<f", 10000.0)),
+        ("general.flag", 7, b"\x01"),
+        ("general.small", 0, b"\x05"),
+        ("general.signed", 11, struct.pack("<q", -3)),
+        ("general.double", 12, struct.pack("<d", 0.25)),
+        ("tokenizer.ggml.tokens", 9, u32(8) + struct.pack("<Q", 3) + gstr("a") + gstr("b") + gstr("<s>")),
+        ("tokenizer.ggml.scores", 9, u32(6) + struct.pack("<Q", 3) + struct.pack("<3f", 0, -1, -2)),
+        ("nested", 9, u32(9) + struct.pack("<Q", 1) + u32(4) + struct.pack("<Q", 2) + u32(1) + u32(2)),
+    ]
+    q8 = struct.pack("<e", 0.5) + bytes(range(32))
+    out("gguf", "tiny.gguf", gguf(kvs, [("token_embd.weight", [4, 1], 0, f32),
+                                        ("blk.0.ffn.weight", [32], 8, q8),
+                                        ("half", [2], 1, struct.pack("<2e", 1.0, 2.0))]))
+    out("gguf", "no-tensors.gguf", gguf(kvs[:3], []))
+
+    requests = {
+        "chat.json": {"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                                                 {"role": "user", "content": "Hi"}],
+                      "temperature": 0.2, "top_p": 0.9, "max_tokens": 8, "stop": ["\n\n"],
+                      "stream": True, "stream_options": {"include_usage": True}, "seed": 3},
+        "tools.json": {"messages": [{"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+                                    {"role": "assistant", "content": None, "tool_calls": [
+                                        {"id": "c1", "type": "function",
+                                         "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+                                    {"role": "tool", "tool_call_id": "c1", "content": "cold"}],
+                       "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+                           "type": "object", "properties": {"city": {"type": "string"}}}}}],
+                       "tool_choice": "auto", "chat_template_kwargs": {"enable_thinking": False}},
+        "completion.json": {"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0},
+    }
+    for name, body in requests.items():
+        out("openai_request", name, json.dumps(body))
+    replies = {
+        "hermes.txt": "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+        "coder.txt": "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+        "glm.txt": "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>",
+        "deepseek.txt": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "kimi.txt": "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Oslo\"}<|tool_call_end|><|tool_calls_section_end|>",
+        "harmony.txt": "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
+    }
+    for name, text in replies.items():
+        out("openai_request", name, text)
+    out("hub_json", "search.json", json.dumps([{"id": "Qwen/Qwen3-30B-A3B", "downloads": 5, "likes": 2,
+                                                "pipeline_tag": "text-generation", "tags": ["moe"]}]))
+
+
+if __name__ == "__main__":
+    main()
