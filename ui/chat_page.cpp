@@ -83,7 +83,7 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
     refreshModels();
     load_again_->setVisible(false);
     notice_load_again_->setVisible(false);
-    showError({}, false);
+    showError(store_message_, false);  // what the store said at start stays until a turn
     updateState();
   });
   connect(&engine_, &EngineHost::modelLoadFailed, this, &ChatPage::showLoadFailure);
@@ -96,6 +96,9 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
   showSettings(default_settings());
   if (list_model_->rowCount() > 0) openConversation(list_model_->idAt(0));
   updateState();
+  // A store that could not open, or one started anew beside a damaged file: said at once.
+  store_message_ = !store_.isOpen() ? store_.error() : store_.notice();
+  showError(store_message_, false);
 }
 
 void ChatPage::showLoadProgress(const QString& folder, const QString& stage, qint64 done,
@@ -705,6 +708,7 @@ void ChatPage::showError(const QString& message, bool offer_drop) {
 }
 
 void ChatPage::startTurn(TurnRequest request) {
+  store_message_.clear();
   request.settings = currentSettings();
   last_request_ = request;
   showError({}, false);

@@ -147,6 +147,7 @@ class ChatPage : public QWidget {
   QComboBox* models_ = nullptr;  // the model picker in the header
   QString load_stage_, load_status_;
   QElapsedTimer load_clock_;
+  QString store_message_;              // the conversation store's problem or notice at start
   QString loaded_folder_;              // the model that loaded last, offered again after a failure
   QPushButton* load_again_ = nullptr;  // on the no-model page
   QPushButton* notice_load_again_ = nullptr;  // in the conversation's model notice

@@ -106,7 +106,31 @@ void ConversationStore::close() {
 }
 
 bool ConversationStore::open(const QString& path) {
+  if (open_database(path)) return true;
+  if (!damaged_) return false;
+  // A file that is not a database any more (damaged, or overwritten): kept aside as it is,
+  // and a new store started, so the app works and nothing of it is lost.
   close();
+  const QString kept = path + QStringLiteral(".damaged-") +
+                       QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"));
+  if (!QFile::rename(path, kept)) {
+    error_ = QObject::tr(
+                 "The conversations file %1 is damaged and cannot be moved aside; move it "
+                 "away, then start Tandem again.")
+                 .arg(path);
+    return false;
+  }
+  if (!open_database(path)) return false;
+  notice_ = QObject::tr(
+                "The conversations file was damaged, so Tandem started a new one. The "
+                "old file is kept as %1.")
+                .arg(kept);
+  return true;
+}
+
+bool ConversationStore::open_database(const QString& path) {
+  close();
+  damaged_ = false;
   path_ = path;
   error_.clear();
   connection_ =
@@ -120,6 +144,8 @@ bool ConversationStore::open(const QString& path) {
     return false;
   }
   QSqlQuery q(d);
+  // Another Tandem writing the same file makes this one wait a moment, not fail at once.
+  q.exec(QStringLiteral("PRAGMA busy_timeout = 3000"));
   const bool ok =
       q.exec(QStringLiteral("PRAGMA foreign_keys = ON")) &&
       q.exec(QStringLiteral(
@@ -146,6 +172,9 @@ bool ConversationStore::open(const QString& path) {
       migrated = q.exec(QStringLiteral("ALTER TABLE messages ADD COLUMN %1 %2").arg(name, type));
   }
   if (!ok || !migrated) {
+    const QString native = q.lastError().nativeErrorCode();
+    // SQLITE_NOTADB (26) and SQLITE_CORRUPT (11).
+    damaged_ = native == QLatin1String("26") || native == QLatin1String("11");
     error_ =
         QObject::tr("Conversations cannot be saved in %1: %2").arg(path_, q.lastError().text());
     return false;

@@ -59,6 +59,9 @@ class ConversationStore {
 
   bool isOpen() const { return open_; }
   QString error() const { return error_; }
+  // Something the user should know that is not an error: a damaged file kept aside and a
+  // new one started (the sentence names where the old one is).
+  QString notice() const { return notice_; }
   QString path() const { return path_; }
 
   QVector<ConversationInfo> conversations() const;  // newest first
@@ -75,12 +78,15 @@ class ConversationStore {
 
  private:
   bool open(const QString& path);
+  bool open_database(const QString& path);
   void close();
 
   QString connection_;
   QString path_;
   QString error_;
+  QString notice_;
   bool open_ = false;
+  bool damaged_ = false;
 };
 
 }  // namespace tandem::ui

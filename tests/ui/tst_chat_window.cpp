@@ -64,6 +64,32 @@ class TestChatWindow : public QObject {
   }
   void cleanupTestCase() { QSettings().clear(); }
 
+  // A conversations file that is not a database any more: the app starts, says so in the
+  // chat, keeps the old file aside byte for byte, and saves into a new one.
+  void aDamagedStoreIsKeptAsideAndSaid() {
+    const QString path = dir_.path() + "/damaged.sqlite";
+    const QByteArray garbage = QByteArray("not a database at all, ") + QByteArray(5000, 'x');
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(garbage);
+    }
+    MainWindow window(nullptr, path);
+    ConversationStore& store = window.conversationStore();
+    QVERIFY2(store.isOpen(), qPrintable(store.error()));
+    QVERIFY2(store.notice().contains(QLatin1String("damaged")), qPrintable(store.notice()));
+    const QStringList kept =
+        QDir(dir_.path()).entryList({QStringLiteral("damaged.sqlite.damaged-*")}, QDir::Files);
+    QCOMPARE(kept.size(), 1);
+    QFile old(dir_.path() + "/" + kept.first());
+    QVERIFY(old.open(QIODevice::ReadOnly));
+    QCOMPARE(old.readAll(), garbage);
+    window.show();  // the banner is on the chat, shown once the demo model is in
+    QTRY_VERIFY_WITH_TIMEOUT(window.chatPage()->errorText().contains(kept.first()), 30000);
+    QVERIFY(store.createConversation(QStringLiteral("after")) > 0);
+    QCOMPARE(store.conversations().size(), 1);
+  }
+
   void conversationModel() {
     ConversationStore store(dir_.path() + "/model-test.sqlite");
     QVERIFY2(store.isOpen(), qPrintable(store.error()));
