@@ -104,6 +104,40 @@ class TestDownloadCli : public QObject {
     QVERIFY(!QFile::exists(modelDir() + "/README.md"));
   }
 
+  // The Hub token opens a gated repository, and appears nowhere: not on the console, not in
+  // the log file (written, and verbose), not in the sentence of a failure.
+  void theTokenStaysOutOfOutputAndLogs() {
+    const std::string token = "hf_TOPSECRETtoken1234567890";
+    server_->set_gated(kRepo, token);
+    QProcessEnvironment e = env();
+    e.insert(QStringLiteral("HF_TOKEN"), QString::fromStdString(token));
+    e.remove(QStringLiteral("TANDEM_LOG_TO_FILE"));
+    const auto tandem = [&](const QStringList& args, QString& all) {
+      QProcess p;
+      p.setProcessEnvironment(e);
+      p.start(QStringLiteral(TANDEM_EXECUTABLE), args);
+      if (!p.waitForFinished(30000)) p.kill();
+      all += QString::fromUtf8(p.readAllStandardOutput()) +
+             QString::fromUtf8(p.readAllStandardError());
+      return p.exitCode();
+    };
+    QString all;
+    QCOMPARE(tandem({"--verbose", "download", QString::fromStdString(kRepo), "--dir",
+                     home_.path() + "/gated"},
+                    all),
+             0);  // the token was sent: the gated files came
+    QCOMPARE(read_all(home_.path() + "/gated/config.json"), bytes(config_));
+    e.insert(QStringLiteral("HF_TOKEN"), QString::fromStdString(token) + "x");  // a wrong one
+    QVERIFY(tandem({"--verbose", "download", QString::fromStdString(kRepo), "--dir",
+                    home_.path() + "/refused"},
+                   all) != 0);
+    QFile log(home_.path() + "/data/Tandem/Tandem/logs/tandem.log");
+    QVERIFY2(log.open(QIODevice::ReadOnly), "no log file was written");
+    all += QString::fromUtf8(log.readAll());
+    QVERIFY(all.size() > 200);
+    QVERIFY2(!all.contains(QLatin1String("TOPSECRET")), qPrintable(all));
+  }
+
   void killedDownloadResumesInANewProcess() {
     server_->set_throttle(250000);  // per connection: each shard takes 2 s or more
     const QString dir = home_.path() + "/killed";

@@ -2,6 +2,8 @@
 // tests, methods, loops, macros, namespaces, whitespace control, errors that name line
 // and column, and the sandbox limits. Every expected output in renders_data() was
 // produced by Python's jinja2 configured as tests/tools/gen_chat_template_cases.py does.
+#include <QFile>
+#include <QTemporaryDir>
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
@@ -417,6 +419,42 @@ class TestJinja : public QObject {
       QCOMPARE(error.column(), column);
       QVERIFY(QString::fromUtf8(error.what())
                   .startsWith(QString("template line %1, column %2: ").arg(line).arg(column)));
+    }
+  }
+
+  // Templates come from the internet: nothing in the language reaches a file, the network
+  // or Python's internals. Each attempt fails to render (or renders nothing of the file).
+  void theSandboxReachesNoFiles_data() {
+    QTest::addColumn<QString>("source");
+    QTest::newRow("include") << "{% include '@FILE@' %}";
+    QTest::newRow("import") << "{% import '@FILE@' as secrets %}{{ secrets }}";
+    QTest::newRow("from import") << "{% from '@FILE@' import x %}{{ x }}";
+    QTest::newRow("extends") << "{% extends '@FILE@' %}";
+    QTest::newRow("open") << "{{ open('@FILE@').read() }}";
+    QTest::newRow("class walk") << "{{ ''.__class__.__mro__[1].__subclasses__() }}";
+    QTest::newRow("globals") << "{{ cycler.__init__.__globals__.os.popen('cat @FILE@').read() }}";
+    QTest::newRow("self") << "{{ self._TemplateReference__context }}";
+    QTest::newRow("config") << "{{ config.items() }}{{ request }}{{ lipsum.__globals__ }}";
+    QTest::newRow("attr filter") << "{{ ''|attr('__class__') }}";
+    QTest::newRow("url") << "{{ urlopen('http://127.0.0.1:9/') }}";
+  }
+  void theSandboxReachesNoFiles() {
+    QFETCH(QString, source);
+    QTemporaryDir dir;
+    const QString secret = dir.filePath("secret.txt");
+    {
+      QFile f(secret);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("TOP-SECRET-MARKER");
+    }
+    const std::string program = source.replace(QStringLiteral("@FILE@"), secret).toStdString();
+    try {
+      const std::string out = render(program);
+      QVERIFY2(out.find("TOP-SECRET-MARKER") == std::string::npos, out.c_str());
+      QVERIFY2(out.find("class") == std::string::npos && out.find("<") == std::string::npos,
+               out.c_str());
+    } catch (const TemplateError&) {
+      // refused: the expected answer
     }
   }
 
