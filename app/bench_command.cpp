@@ -1,5 +1,7 @@
 #include "app/bench_command.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -91,15 +93,21 @@ int run_kernel_bench(const BenchCommandOptions& o) {
         row.threads, row.tokens, cell(row, row.packed), cell(row, row.onednn), row.speedup(),
         row.winner());
   }
-  if (!r.rows.empty()) {
-    std::cout << fmt::format("\noneDNN implementations: {}", r.rows.front().onednn.implementation);
-    for (const measure::KernelBenchRow& row : r.rows) {
-      if (row.format != r.rows.front().format) {
-        std::cout << ", " << row.onednn.implementation;
-        break;
-      }
-    }
-    std::cout << "\n";
+  // Which oneDNN code ran where: it switches kernels with the token count (to AMX from 16
+  // tokens on AMX machines), so each is named with the rows it served.
+  std::vector<std::pair<std::string, std::string>> used;  // implementation, where
+  for (const measure::KernelBenchRow& row : r.rows) {
+    const std::string where = fmt::format("{} {} tokens", row.format, row.tokens);
+    auto it = std::find_if(used.begin(), used.end(),
+                           [&](const auto& u) { return u.first == row.onednn.implementation; });
+    if (it == used.end())
+      used.emplace_back(row.onednn.implementation, where);
+    else if (it->second.find(where) == std::string::npos)
+      it->second += ", " + where;
+  }
+  if (!used.empty()) {
+    std::cout << "\noneDNN implementations:\n";
+    for (const auto& [impl, where] : used) std::cout << fmt::format("  {}: {}\n", impl, where);
   }
   return 0;
 }

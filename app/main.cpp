@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
       "and the CPU working in tandem. Without a command it opens the desktop app.",
       "tandem"};
   cli.set_version_flag("--version", std::string(tandem::kTandemVersion));
+  // The options of tandem itself (--verbose, --cpu-variant) are taken after a command too:
+  // `tandem bench ... --cpu-variant avx512` as `tandem --cpu-variant avx512 bench ...`.
+  cli.fallthrough();
   bool verbose = false;
   cli.add_flag("-v,--verbose", verbose, "Log debug detail to the console as well as the log file");
   std::string cpu_variant;
@@ -261,7 +264,7 @@ int main(int argc, char** argv) {
   bench_cmd
       ->add_option("--dense", bench.dense,
                    "Dense INT8 matrices: auto (oneDNN for long prompts where it is faster), "
-                   "packed (our kernels) or onednn (always)")
+                   "packed (our kernels) or onednn (every prompt; decode keeps ours)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "packed", "onednn"}));
   bench_cmd->add_flag("--json", bench.json, "Print JSON");

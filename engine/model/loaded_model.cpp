@@ -501,7 +501,7 @@ void LoadedModel::attach_onednn(DenseBackend backend, int threads) {
     if (backend == DenseBackend::Auto && implementation.rfind("brg:", 0) != 0) continue;
     targets[chosen[c]].matrix->onednn = products[c].get();
     targets[chosen[c]].matrix->onednn_min_tokens =
-        backend == DenseBackend::Auto ? kOnednnMinTokens : 1;
+        backend == DenseBackend::Auto ? kOnednnMinTokens : kOnednnForcedMinTokens;
     onednn_.push_back(std::move(products[c]));
   }
   if (!onednn_.empty()) {
@@ -509,7 +509,7 @@ void LoadedModel::attach_onednn(DenseBackend backend, int threads) {
         "oneDNN ({}, {}) multiplies {} dense INT8 matrices from {} tokens on; reordered "
         "in {:.1f} s ({:.2f} GiB more)",
         kernels::onednn_description(), implementation, onednn_.size(),
-        backend == DenseBackend::Auto ? kOnednnMinTokens : 1,
+        backend == DenseBackend::Auto ? kOnednnMinTokens : kOnednnForcedMinTokens,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
         static_cast<double>(onednn_bytes()) / (1u << 30));
   }

@@ -27,10 +27,13 @@ bool parse_cpu_format(std::string_view name, CpuFormat& out);
 // Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
 // output head). Auto: oneDNN where it was measured faster, from kOnednnMinTokens tokens on
 // with our AVX-512 kernels beside oneDNN's AVX-512 VNNI code (numbers in
-// kernels/cpu/onednn_matmul.h); Onednn: always. BF16 and the routed experts always take our
-// kernels. oneDNN holds its own copy of the weights (our packed one serves fewer tokens).
+// kernels/cpu/onednn_matmul.h); Onednn: every prompt's products (2 tokens and more), while
+// decoding's single token keeps our kernels, where oneDNN measured a quarter slower. BF16
+// and the routed experts always take our kernels. oneDNN holds its own copy of the weights
+// (our packed one serves fewer tokens).
 enum class DenseBackend { Auto, Packed, Onednn };
 inline constexpr std::int64_t kOnednnMinTokens = 64;
+inline constexpr std::int64_t kOnednnForcedMinTokens = 2;
 
 // How far a load has got: `done` of `total` items of the stage ("packing weights", ...).
 struct LoadProgress {

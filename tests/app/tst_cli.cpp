@@ -237,6 +237,19 @@ class TestCli : public QObject {
     QCOMPARE(rows[12]["matrix"].get<std::string>(), std::string("head"));
     QCOMPARE(rows[12]["rows"].get<int>(), 256);
 
+    // The text names each oneDNN implementation with the rows it ran.
+    const Run text = runTandem({"bench", "--kernels", "--tokens", "1", "--head-rows", "256", "-r",
+                                "1", "-t", "1", "--sample-time", "0.01", "--working-set", "16"},
+                               env());
+    QCOMPARE(text.code, 0);
+    QVERIFY2(text.out.contains(QLatin1String("oneDNN implementations:\n")) &&
+                 text.out.contains(QLatin1String("int8 1 tokens")),
+             qPrintable(text.out));
+
+    // tandem's own options are taken after a command too.
+    const Run after = runTandem({"run", "-p", "Hi", "-n", "2", "--cpu-variant", "scalar"}, env());
+    QCOMPARE(after.code, 0);
+
     const Run neither = runTandem({"bench"}, env());
     QCOMPARE(neither.code, 2);
     QVERIFY2(neither.err.contains(QLatin1String("--kernels")), qPrintable(neither.err));

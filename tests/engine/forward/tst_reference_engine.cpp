@@ -301,6 +301,9 @@ class TestReferenceEngine : public QObject {
     auto theirs = model::LoadedModel::load(folder, options);
     QCOMPARE(ours->onednn_matrices(), std::size_t{0});
     QVERIFY(theirs->onednn_matrices() > 0);
+    // Forced, it takes every prompt's products; a decoded token keeps our kernels.
+    QCOMPARE(theirs->weights().output.onednn_min_tokens, model::kOnednnForcedMinTokens);
+    QCOMPARE(model::kOnednnForcedMinTokens, std::int64_t{2});
     backend::NumaPools pool(2);
     generate::Generator a(*ours, pool, 128);
     generate::Generator b(*theirs, pool, 128);
