@@ -8,6 +8,10 @@
 
 namespace tandem::model {
 
+// The exit status of a process whose mapped file was cut short under it: a read past the
+// file's new end (SIGBUS) ends Tandem with a sentence naming the file, not a crash.
+inline constexpr int kMappedFileChangedExit = 74;
+
 class MappedFile {
  public:
   // Throws std::runtime_error naming the file when it cannot be opened or mapped.

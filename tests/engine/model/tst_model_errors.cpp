@@ -1,10 +1,13 @@
 // Every bad input a user can hand the loader gets a sentence that names the file (and the
 // tensor) and says what to do; none crashes.
+#include <sys/wait.h>
+#include <unistd.h>
 #include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <nlohmann/json.hpp>
+#include "engine/model/mapped_file.h"
 
 #include "engine/model/loaded_model.h"
 #include "engine/model/model_error.h"
@@ -98,6 +101,43 @@ class TestModelErrors : public QObject {
   }
 
   void theFixtureLoads() { QCOMPARE(loadError(folder_), QString()); }
+
+  // A mapped file cut short under Tandem: reading past its new end ends the process with a
+  // sentence naming the file and status 74, not a crash (SIGBUS caught).
+  void aFileCutShortWhileMappedIsSaidNotCrashed() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("weights.bin");
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray(1 << 20, 'w'));
+    }
+    tandem::model::MappedFile mapped(path.toStdString());
+    QCOMPARE(mapped.size_bytes(), std::size_t{1} << 20);
+    QVERIFY(::truncate(path.toUtf8().constData(), 0) == 0);
+    int err[2];
+    QVERIFY(::pipe(err) == 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::dup2(err[1], STDERR_FILENO);
+      volatile const std::byte* p = mapped.bytes().data();
+      volatile std::byte sum = p[(1 << 20) - 1];  // past the end now: SIGBUS
+      (void)sum;
+      ::_exit(0);
+    }
+    ::close(err[1]);
+    std::string said;
+    char buffer[512];
+    for (ssize_t n; (n = ::read(err[0], buffer, sizeof buffer)) > 0;) said.append(buffer, n);
+    ::close(err[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    QVERIFY2(WIFEXITED(status), "the process crashed instead of saying why");
+    QCOMPARE(WEXITSTATUS(status), tandem::model::kMappedFileChangedExit);
+    QVERIFY2(said.find(path.toStdString()) != std::string::npos &&
+                 said.find("cut short") != std::string::npos,
+             said.c_str());
+  }
 
   void unsupportedArchitecture() {
     editConfig(folder_, [](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; });
