@@ -13,7 +13,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
   libfmt-dev libspdlog-dev libcli11-dev
   libgl-dev libxkbcommon-dev fonts-dejavu-core
-  python3 curl
+  python3 curl openssl
   squashfs-tools libsquashfuse-dev libfuse3-dev zlib1g-dev liblzma-dev libzstd-dev liblz4-dev
   liblzo2-dev
 )

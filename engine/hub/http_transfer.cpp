@@ -130,6 +130,7 @@ HttpAnswer http_get(const HttpGet& request) {
   curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!request.ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, request.ca_bundle.c_str());
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT, request.connect_timeout_s);
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, request.stall_timeout_s);
@@ -172,7 +173,11 @@ HttpAnswer http_get(const HttpGet& request) {
     answer.failure = HttpAnswer::Failure::Stalled;
     answer.network_error = error_text[0] ? error_text : curl_easy_strerror(result);
   } else if (result != CURLE_OK) {
+    const bool certificate =
+        result == CURLE_PEER_FAILED_VERIFICATION || result == CURLE_SSL_CACERT_BADFILE ||
+        result == CURLE_SSL_ISSUER_ERROR || result == CURLE_SSL_PINNEDPUBKEYNOTMATCH;
     answer.failure = result == CURLE_OPERATION_TIMEDOUT ? HttpAnswer::Failure::Stalled
+                     : certificate                      ? HttpAnswer::Failure::Certificate
                                                         : HttpAnswer::Failure::Network;
     answer.network_error = error_text[0] ? error_text : curl_easy_strerror(result);
   }

@@ -16,6 +16,7 @@ struct HttpGet {
   std::vector<std::string> headers;  // "Name: value"
   long connect_timeout_s = 30;
   long stall_timeout_s = 60;  // fewer than one byte per second for this long fails the transfer
+  std::string ca_bundle;      // certificates to trust instead of the system's; empty: those
   // Called once before the first body byte of a 2xx answer, with its status and headers
   // (names in lower case); returning false stops the transfer (Failure::Aborted).
   std::function<bool(long status, const std::map<std::string, std::string>& headers)> on_start;
@@ -26,10 +27,11 @@ struct HttpGet {
 };
 
 struct HttpAnswer {
-  enum class Failure { None, Network, Stalled, Aborted, Stopped };
+  // Certificate: the server's TLS certificate was refused (libcurl's verification).
+  enum class Failure { None, Network, Certificate, Stalled, Aborted, Stopped };
   Failure failure = Failure::None;
   long status = 0;            // of the last response (after redirects); 0 when none came
-  std::string network_error;  // libcurl's words when failure is Network or Stalled
+  std::string network_error;  // libcurl's words when failure is Network, Certificate or Stalled
   std::map<std::string, std::string> headers;  // of the last response, names in lower case
   std::string error_body;  // the start of a non-2xx body (the Hub explains errors there)
 

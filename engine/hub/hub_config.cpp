@@ -25,6 +25,10 @@ HubConfig hub_config_from(std::string_view endpoint_setting, std::string_view to
   hub.token = std::string(token_setting);
   if (hub.token.empty()) hub.token = environment("HF_TOKEN");
   if (hub.token.empty()) hub.token = environment("HUGGING_FACE_HUB_TOKEN");
+  for (const char* name : {"CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    hub.ca_bundle = environment(name);
+    if (!hub.ca_bundle.empty()) break;
+  }
   return hub;
 }
 

@@ -29,6 +29,10 @@ struct HubConfig {
   std::string token;                        // empty: anonymous
   long connect_timeout_s = 30;
   long stall_timeout_s = 60;
+  // Certificates to trust instead of the system's (a mirror inside a company with its own
+  // authority): CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE or SSL_CERT_FILE. Certificates are always
+  // checked; empty: the system's authorities.
+  std::string ca_bundle;
   RetryPolicy retry;
   // Each retry is a warning on the console while a download runs; a quick question (a
   // repository's config.json) logs its retries to the log file only and says what failed
@@ -40,7 +44,8 @@ struct HubConfig {
 };
 
 // The app's settings win; empty settings fall back to HF_ENDPOINT and HF_TOKEN (then
-// HUGGING_FACE_HUB_TOKEN), then to huggingface.co anonymously.
+// HUGGING_FACE_HUB_TOKEN), then to huggingface.co anonymously. The CA bundle comes from the
+// environment (CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE, SSL_CERT_FILE).
 HubConfig hub_config_from(std::string_view endpoint_setting, std::string_view token_setting);
 
 // "ORG/NAME" (or a bare legacy "NAME"); throws HubError(InvalidRequest) with a sentence.

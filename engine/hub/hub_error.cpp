@@ -32,6 +32,8 @@ const char* error_kind_name(HubErrorKind kind) {
       return "not found";
     case HubErrorKind::BadResponse:
       return "bad response";
+    case HubErrorKind::Untrusted:
+      return "untrusted certificate";
     case HubErrorKind::FileChanged:
       return "file changed";
     case HubErrorKind::ChecksumMismatch:

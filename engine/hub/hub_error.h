@@ -16,6 +16,7 @@ enum class HubErrorKind {
   AuthRequired,      // 401/403: gated or private repository
   NotFound,          // 404: repository, revision or file
   BadResponse,       // the server answered something that is not the Hub's API
+  Untrusted,         // its TLS certificate did not check out (not retried)
   FileChanged,       // the file on the server is not the one that was listed
   ChecksumMismatch,  // the downloaded bytes do not have the published digest
   DiskFull,          // no space left while writing

@@ -26,6 +26,15 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& c) {
                     c.what, hub.stall_timeout_s),
         fmt::format("no data for {} s", hub.stall_timeout_s));
   }
+  if (answer.failure == Failure::Certificate) {
+    return HubError(
+        HubErrorKind::Untrusted,
+        fmt::format("{} could not prove who it is: its TLS certificate was refused ({}). Tandem "
+                    "does not connect to it. For a mirror with its own authority, give that "
+                    "authority's certificate in CURL_CA_BUNDLE.",
+                    hub.endpoint, answer.network_error),
+        answer.network_error);
+  }
   if (answer.failure == Failure::Network) {
     return HubError(
         HubErrorKind::Network,
@@ -89,6 +98,7 @@ HttpGet hub_get(const HubConfig& hub, std::string url, const std::function<bool(
   get.headers = hub_headers(hub);
   get.connect_timeout_s = hub.connect_timeout_s;
   get.stall_timeout_s = hub.stall_timeout_s;
+  get.ca_bundle = hub.ca_bundle;
   get.should_stop = should_stop;
   return get;
 }

@@ -7,6 +7,8 @@
 #include <QDir>
 #include <QFile>
 #include <QProcess>
+#include <QTcpServer>
+#include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <random>
@@ -136,6 +138,56 @@ class TestDownloadCli : public QObject {
     all += QString::fromUtf8(log.readAll());
     QVERIFY(all.size() > 200);
     QVERIFY2(!all.contains(QLatin1String("TOPSECRET")), qPrintable(all));
+  }
+
+  // Every connection checks the server's certificate: a Hub (or mirror) with a self-signed
+  // one is refused, with a sentence that says so, unless its authority is given.
+  void aSelfSignedServerIsRefusedUnlessTrusted() {
+    QTemporaryDir dir;
+    const QString cert = dir.filePath("cert.pem"), key = dir.filePath("key.pem");
+    QProcess make;
+    make.start(
+        QStringLiteral("openssl"),
+        {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert});
+    QVERIFY2(make.waitForFinished(30000) && make.exitCode() == 0,
+             qPrintable(QString::fromUtf8(make.readAllStandardError())));
+    QTcpServer probe;
+    QVERIFY(probe.listen(QHostAddress::LocalHost, 0));
+    const quint16 port = probe.serverPort();
+    probe.close();
+    QProcess tls;
+    tls.start(QStringLiteral("openssl"), {"s_server", "-accept", QString::number(port), "-cert",
+                                          cert, "-key", key, "-www", "-quiet"});
+    QVERIFY(tls.waitForStarted());
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+          QTcpSocket s;
+          s.connectToHost(QHostAddress::LocalHost, port);
+          return s.waitForConnected(200);
+        }(),
+        10000);
+    QProcessEnvironment e = env();
+    e.insert(QStringLiteral("HF_ENDPOINT"), QStringLiteral("https://127.0.0.1:%1").arg(port));
+    const auto download = [&](const QProcessEnvironment& with) {
+      QProcess p;
+      p.setProcessEnvironment(with);
+      p.start(QStringLiteral(TANDEM_EXECUTABLE),
+              {"download", "someone/model", "--dir", dir.filePath("out")});
+      if (!p.waitForFinished(60000)) p.kill();
+      return std::pair{p.exitCode(), QString::fromUtf8(p.readAllStandardError())};
+    };
+    const auto [refused, why] = download(e);
+    QVERIFY(refused != 0);
+    QVERIFY2(why.contains(QLatin1String("certificate"), Qt::CaseInsensitive), qPrintable(why));
+    e.insert(QStringLiteral("CURL_CA_BUNDLE"), cert);
+    const auto [trusted, answer] = download(e);
+    // Trusted, the connection is made: what fails now is that this server is not a Hub.
+    QVERIFY(trusted != 0);
+    QVERIFY2(!answer.contains(QLatin1String("certificate"), Qt::CaseInsensitive),
+             qPrintable(answer));
+    tls.kill();
+    tls.waitForFinished();
   }
 
   void killedDownloadResumesInANewProcess() {
