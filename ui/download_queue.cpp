@@ -1,5 +1,7 @@
 #include "ui/download_queue.h"
 
+#include "ui/secret_store.h"
+
 #include <QSettings>
 #include <atomic>
 #include <mutex>
@@ -60,8 +62,9 @@ quint64 DownloadQueue::start(const DownloadJobSpec& spec) {
 
 hub::HubConfig DownloadQueue::hubConfig() {
   QSettings settings;
-  return hub::hub_config_from(settings.value(kEndpointKey).toString().toStdString(),
-                              settings.value(kTokenKey).toString().toStdString());
+  return hub::hub_config_from(
+      settings.value(kEndpointKey).toString().toStdString(),
+      secrets::read(QLatin1String(kTokenSecret), QLatin1String(kTokenKey)).toStdString());
 }
 
 void DownloadQueue::run(quint64 id) {

@@ -38,7 +38,8 @@ class DownloadQueue : public QObject {
 
   // Where the settings keep the mirror and the token (empty: HF_ENDPOINT, HF_TOKEN).
   static constexpr const char* kEndpointKey = "hub/endpoint";
-  static constexpr const char* kTokenKey = "hub/token";
+  static constexpr const char* kTokenKey = "hub/token";     // where settings kept it before
+  static constexpr const char* kTokenSecret = "hub-token";  // ui/secret_store.h
   // The Hub those settings name, falling back to HF_ENDPOINT and HF_TOKEN.
   static hub::HubConfig hubConfig();
 

@@ -1,5 +1,7 @@
 #include "ui/downloads_page.h"
 
+#include "ui/secret_store.h"
+
 #include <QDialog>
 #include <QFrame>
 #include <QHBoxLayout>
@@ -157,7 +159,8 @@ void DownloadsPage::askForDownload() {
   DownloadDialog dialog(models_folder_, this);
   dialog.setEndpoint(settings.value(DownloadQueue::kEndpointKey).toString());
   if (dialog.exec() != QDialog::Accepted) return;
-  if (!dialog.token().isEmpty()) settings.setValue(DownloadQueue::kTokenKey, dialog.token());
+  if (!dialog.token().isEmpty())
+    secrets::write(QLatin1String(DownloadQueue::kTokenSecret), dialog.token());
   if (dialog.endpoint().isEmpty()) {
     settings.remove(DownloadQueue::kEndpointKey);
   } else {

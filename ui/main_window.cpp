@@ -46,6 +46,7 @@
 #include "ui/live_panel.h"
 #include "ui/models_page.h"
 #include "ui/preferences_dialog.h"
+#include "ui/secret_store.h"
 #include "ui/setup_wizard.h"
 #include "ui/system_page.h"
 #include "ui/theme.h"
@@ -409,7 +410,7 @@ server::ServerOptions MainWindow::serverOptions() {
   server::ServerOptions o;
   o.port = static_cast<quint16>(s.value(QStringLiteral("server/port"), 8080).toInt());
   if (s.value(QStringLiteral("server/network"), false).toBool()) o.address = QHostAddress::AnyIPv4;
-  o.api_key = s.value(QStringLiteral("server/apiKey")).toString();
+  o.api_key = secrets::read(QStringLiteral("server-api-key"), QStringLiteral("server/apiKey"));
   for (const QString& origin : s.value(QStringLiteral("server/origins"))
                                    .toString()
                                    .split(QLatin1Char(','), Qt::SkipEmptyParts))

@@ -22,6 +22,7 @@
 #include "ui/desktop_integration.h"
 #include "ui/download_queue.h"
 #include "ui/main_window.h"
+#include "ui/secret_store.h"
 #include "ui/theme.h"
 
 namespace tandem::ui {
@@ -191,9 +192,11 @@ void PreferencesDialog::load() {
   menu_entry_->setChecked(desktop_integration::installed());
   server_port_->setValue(s.value(QStringLiteral("server/port"), 8080).toInt());
   server_network_->setChecked(s.value(QStringLiteral("server/network"), false).toBool());
-  server_key_->setText(s.value(QStringLiteral("server/apiKey")).toString());
+  server_key_->setText(
+      secrets::read(QStringLiteral("server-api-key"), QStringLiteral("server/apiKey")));
   server_origins_->setText(s.value(QStringLiteral("server/origins")).toString());
-  token_->setText(s.value(QLatin1String(DownloadQueue::kTokenKey)).toString());
+  token_->setText(secrets::read(QLatin1String(DownloadQueue::kTokenSecret),
+                                QLatin1String(DownloadQueue::kTokenKey)));
   endpoint_->setText(s.value(QLatin1String(DownloadQueue::kEndpointKey)).toString());
 }
 
@@ -266,6 +269,16 @@ bool PreferencesDialog::save() {
     }
     desktop_integration::set_asked();
   }
+  // Secrets go to files only the user can read, not to the settings file.
+  QString secret_problem;
+  if (!secrets::write(QStringLiteral("server-api-key"), server_key_->text().trimmed(),
+                      &secret_problem) ||
+      !secrets::write(QLatin1String(DownloadQueue::kTokenSecret), token_->text().trimmed(),
+                      &secret_problem)) {
+    problem_->setText(secret_problem);
+    problem_->setVisible(true);
+    return false;
+  }
   QSettings s;
   if (move) {
     s.setValue(QStringLiteral("paths/data"), conversations);
@@ -281,9 +294,9 @@ bool PreferencesDialog::save() {
   s.setValue(QStringLiteral("engine/threads"), threads_->value());
   s.setValue(QStringLiteral("server/port"), server_port_->value());
   s.setValue(QStringLiteral("server/network"), server_network_->isChecked());
-  s.setValue(QStringLiteral("server/apiKey"), server_key_->text().trimmed());
+
   s.setValue(QStringLiteral("server/origins"), server_origins_->text().trimmed());
-  s.setValue(QLatin1String(DownloadQueue::kTokenKey), token_->text().trimmed());
+
   s.setValue(QLatin1String(DownloadQueue::kEndpointKey), endpoint);
   problem_->setVisible(false);
   return true;

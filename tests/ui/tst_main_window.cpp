@@ -49,6 +49,7 @@
 #include "ui/main_window.h"
 #include "ui/models_page.h"
 #include "ui/preferences_dialog.h"
+#include "ui/secret_store.h"
 #include "ui/setup_wizard.h"
 #include "ui/system_page.h"
 #include "ui/theme.h"
@@ -406,6 +407,45 @@ class TestMainWindow : public QObject {
     tandem::ui::PreferencesDialog plain(&window);
     for (QCheckBox* c : plain.findChildren<QCheckBox*>())
       if (c->text().contains(QLatin1String("applications menu"))) QVERIFY(!c->isEnabled());
+    QSettings().clear();
+  }
+
+  // The Hub token and the server's key live in files only the user can read, never in the
+  // settings file; one an earlier Tandem kept there moves out when first read.
+  void secretsAreKeptPrivate() {
+    QSettings().clear();
+    namespace secrets = tandem::ui::secrets;
+    secrets::write(QStringLiteral("hub-token"), {});
+    QSettings().setValue(QLatin1String(tandem::ui::DownloadQueue::kTokenKey), "hf_OLDtoken");
+    QCOMPARE(tandem::ui::DownloadQueue::hubConfig().token, std::string("hf_OLDtoken"));
+    QVERIFY(!QSettings().contains(QLatin1String(tandem::ui::DownloadQueue::kTokenKey)));
+    tandem::ui::PreferencesDialog dialog;
+    for (QLineEdit* e : dialog.findChildren<QLineEdit*>()) {
+      if (e->accessibleName() == QLatin1String("Hugging Face token")) e->setText("hf_NEWtoken");
+      if (e->accessibleName() == QLatin1String("Server API key")) e->setText("k3y");
+    }
+    QVERIFY2(dialog.save(), qPrintable(dialog.problemText()));
+    QCOMPARE(tandem::ui::DownloadQueue::hubConfig().token, std::string("hf_NEWtoken"));
+    QCOMPARE(MainWindow::serverOptions().api_key, QStringLiteral("k3y"));
+    for (const QString& name : {QStringLiteral("hub-token"), QStringLiteral("server-api-key")}) {
+      const QFileInfo info(secrets::path(name));
+      QVERIFY(info.exists());
+      QCOMPARE(info.permissions() & (QFileDevice::ReadGroup | QFileDevice::ReadOther |
+                                     QFileDevice::WriteGroup | QFileDevice::WriteOther),
+               QFileDevice::Permissions());
+      QCOMPARE(QFileInfo(info.absolutePath()).permissions() &
+                   (QFileDevice::ReadOther | QFileDevice::ExeOther | QFileDevice::ReadGroup),
+               QFileDevice::Permissions());
+    }
+    QSettings().sync();
+    QFile settings(QSettings().fileName());
+    if (settings.open(QIODevice::ReadOnly)) {
+      const QByteArray text = settings.readAll();
+      QVERIFY(!text.contains("hf_NEWtoken") && !text.contains("hf_OLDtoken") &&
+              !text.contains("k3y"));
+    }
+    secrets::write(QStringLiteral("hub-token"), {});
+    secrets::write(QStringLiteral("server-api-key"), {});
     QSettings().clear();
   }
 
