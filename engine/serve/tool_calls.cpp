@@ -109,7 +109,8 @@ ParsedReply parse_hermes(std::string_view reply, std::uint64_t& next_id) {
     const Span s = find_between(reply, "<tool_call>", "</tool_call>", at);
     if (s.begin == std::string_view::npos) break;
     const auto j = parse_json(trim(reply.substr(s.inner, s.inner_end - s.inner)));
-    if (!j || !j->is_object() || !j->contains("name") || !(*j)["name"].is_string()) {
+    if (!j || !j->is_object() || !j->contains("name") || !(*j)["name"].is_string() ||
+        (*j)["name"].get<std::string>().empty()) {
       out.content += reply.substr(at, s.end - at);  // not a call: left as written
       at = s.end;
       continue;

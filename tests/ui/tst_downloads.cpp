@@ -21,6 +21,7 @@
 #include "ui/download_dialog.h"
 #include "ui/download_list_model.h"
 #include "ui/download_queue.h"
+#include "ui/secret_store.h"
 #include "ui/downloads_page.h"
 #include "ui/main_window.h"
 
@@ -210,6 +211,7 @@ class TestDownloads : public QObject {
   }
 
   void gatedDownloadExplainsWhatToDo() {
+    tandem::ui::secrets::write(QLatin1String(DownloadQueue::kTokenSecret), {});  // no token yet
     server_->set_gated(kRepo, "hf_secret");
     DownloadQueue queue;
     QSignalSpy finished(&queue, &DownloadQueue::finished);
@@ -222,6 +224,7 @@ class TestDownloads : public QObject {
     queue.retry(id);
     QVERIFY(finished.wait(20000));
     QCOMPARE(queue.model()->state(id), DownloadJobState::Done);
+    tandem::ui::secrets::write(QLatin1String(DownloadQueue::kTokenSecret), {});
   }
 
   void memoryVerdictIsShownAsAWarning() {
