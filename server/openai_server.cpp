@@ -271,7 +271,15 @@ class Exchange : public QObject {
 OpenAiServer::OpenAiServer(serve::CompletionPort& port, ServerOptions options, QObject* parent)
     : QObject(parent), port_(port), options_(std::move(options)) {}
 
-OpenAiServer::~OpenAiServer() = default;
+OpenAiServer::~OpenAiServer() {
+  cancel_jobs();  // no signal from here: the receivers may be going too
+}
+
+void OpenAiServer::cancel_jobs() {
+  for (const auto& weak : jobs_)
+    if (const auto job = weak.lock()) job->cancel.store(true);
+  jobs_.clear();
+}
 
 bool OpenAiServer::isListening() const {
   return http_ != nullptr && tcp_ != nullptr && tcp_->isListening();
@@ -287,6 +295,7 @@ QString OpenAiServer::address() const {
 }
 
 void OpenAiServer::stop() {
+  cancel_jobs();
   http_.reset();
   tcp_ = nullptr;
   bound_port_ = 0;
@@ -441,6 +450,8 @@ QString OpenAiServer::start() {
     ++in_flight_;
     emit activityChanged();
     exchange->begin(job, model, (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++));
+    std::erase_if(jobs_, [](const auto& weak) { return weak.expired(); });
+    jobs_.push_back(job);
     port_.submit(job);
   });
   log::info("server: serving {} at {}", port_.served_model(), address().toStdString());

@@ -9,6 +9,7 @@
 #include <QObject>
 #include <QStringList>
 #include <memory>
+#include <vector>
 
 #include "engine/serve/completion.h"
 
@@ -37,6 +38,8 @@ class OpenAiServer : public QObject {
 
   // Starts listening; an empty string when it works, else a sentence for the user.
   QString start();
+  // Stops listening, and the generations of requests still running or waiting stop at their
+  // next token (the window closing, the switch turned off). Also on destruction.
   void stop();
   bool isListening() const;
   QString address() const;  // "http://127.0.0.1:8080"
@@ -54,6 +57,7 @@ class OpenAiServer : public QObject {
  private:
   friend class Exchange;
   void finished(double tokens_per_s, double seconds);
+  void cancel_jobs();
 
   serve::CompletionPort& port_;
   ServerOptions options_;
@@ -65,6 +69,7 @@ class OpenAiServer : public QObject {
   double last_tokens_per_s_ = 0;
   double mean_seconds_ = 2.0;  // of a request, for Retry-After
   quint64 next_id_ = 1;
+  std::vector<std::weak_ptr<serve::CompletionJob>> jobs_;  // submitted, maybe finished
 };
 
 }  // namespace tandem::server

@@ -423,6 +423,20 @@ class TestOpenAiServer : public QObject {
     QTRY_COMPARE(server_->inFlight(), 0);
   }
 
+  // Turning the server off (or closing the window) stops the generations it started.
+  void stoppingTheServerStopsItsGenerations() {
+    const int port = start();
+    port_->delay_ms = 200;
+    auto client = std::async(std::launch::async, [port] {
+      return http(port, post("/v1/chat/completions", chat_body("Hi", true)));
+    });
+    QTRY_COMPARE(port_->started.load(), 1);
+    server_->stop();
+    QTRY_COMPARE_WITH_TIMEOUT(port_->cancelled.load(), 1, 2000);
+    while (client.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready)
+      QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+  }
+
   // 8 clients, 200 requests, streaming and not: every answer whole, nothing left behind.
   void boundedLoad() {
     server::ServerOptions options;
