@@ -65,6 +65,23 @@ kernels::PackedFormat packed_format(Method m) {
   return kernels::PackedFormat::Int8;
 }
 
+namespace {
+
+// A count or byte offset of the manifest: a whole number from 0 up, never a float cast
+// (a float out of range is undefined behaviour, as fuzzing found).
+template <typename T>
+T whole(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() ||
+      (v.is_number_integer() && !v.is_number_unsigned() && v.get<std::int64_t>() < 0))
+    throw nlohmann::json::type_error::create(
+        302, std::string("\"") + key + "\" is not a whole number from 0 up", &v);
+  return v.is_number_unsigned() ? static_cast<T>(v.get<std::uint64_t>())
+                                : static_cast<T>(v.get<std::int64_t>());
+}
+
+}  // namespace
+
 Manifest read_manifest(const std::string& folder) {
   const std::string path = (std::filesystem::path(folder) / kManifestName).string();
   std::ifstream in(path);
@@ -73,7 +90,7 @@ Manifest read_manifest(const std::string& folder) {
   Manifest m;
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
-    m.format_version = j.at("format_version").get<int>();
+    m.format_version = whole<int>(j, "format_version");
     if (m.format_version < 1 || m.format_version > kFormatVersion) {
       throw model::ModelError(
           path + ": converted with format version " + std::to_string(m.format_version) +
@@ -84,8 +101,8 @@ Manifest read_manifest(const std::string& folder) {
     if (!parse_method(j.at("method").get<std::string>(), m.method)) {
       throw model::ModelError(path + ": unknown conversion method " + j.at("method").dump() + ".");
     }
-    m.group = j.at("group").get<std::int64_t>();
-    m.pools = m.format_version >= 2 ? j.at("pools").get<int>() : 1;
+    m.group = whole<std::int64_t>(j, "group");
+    m.pools = m.format_version >= 2 ? whole<int>(j, "pools") : 1;
     m.dense_bf16 = j.value("dense_format", std::string("same")) == "bf16";
     if (m.pools < 1) {
       throw model::ModelError(path + ": the manifest names " + std::to_string(m.pools) +
@@ -95,10 +112,11 @@ Manifest read_manifest(const std::string& folder) {
     m.source_folder = source.at("folder").get<std::string>();
     m.config_sha256 = source.at("config_sha256").get<std::string>();
     for (const auto& f : source.at("files")) {
-      m.source_files.push_back({f.at("name"), f.at("bytes"), f.at("header_sha256")});
+      m.source_files.push_back(
+          {f.at("name"), whole<std::uint64_t>(f, "bytes"), f.at("header_sha256")});
     }
     for (const auto& f : j.at("files"))
-      m.files.push_back({f.at("name"), f.at("bytes"), f.at("sha256")});
+      m.files.push_back({f.at("name"), whole<std::uint64_t>(f, "bytes"), f.at("sha256")});
     for (const auto& [name, t] : j.at("tensors").items()) {
       PackedTensor p;
       p.file = t.at("file").get<std::string>();
@@ -107,14 +125,14 @@ Manifest read_manifest(const std::string& folder) {
       if (!parse_method(format, fm))
         throw model::ModelError(path + ": tensor " + name + " has unknown format " + format + ".");
       p.format = packed_format(fm);
-      p.rows = t.at("rows");
-      p.cols = t.at("cols");
-      p.cols_padded = t.at("cols_padded");
-      p.group = t.at("group");
-      p.offset = t.at("offset");
-      p.size = t.at("size");
-      p.scale_offset = t.at("scale_offset");
-      p.scale_size = t.at("scale_size");
+      p.rows = whole<std::int64_t>(t, "rows");
+      p.cols = whole<std::int64_t>(t, "cols");
+      p.cols_padded = whole<std::int64_t>(t, "cols_padded");
+      p.group = whole<std::int64_t>(t, "group");
+      p.offset = whole<std::uint64_t>(t, "offset");
+      p.size = whole<std::uint64_t>(t, "size");
+      p.scale_offset = whole<std::uint64_t>(t, "scale_offset");
+      p.scale_size = whole<std::uint64_t>(t, "scale_size");
       m.tensors.emplace(name, std::move(p));
     }
   } catch (const nlohmann::json::exception& e) {
