@@ -23,6 +23,11 @@ namespace {
 
 constexpr const char* kReceived = "tandemReceived";
 
+// What the server writes: model text may hold invalid UTF-8, written as U+FFFD.
+QByteArray json_bytes(const json& j) {
+  return QByteArray::fromStdString(serve::json_text(j));
+}
+
 QByteArray header(const QHttpServerRequest& request, QByteArrayView name) {
   for (const auto& [key, value] : request.headers())
     if (key.compare(name, Qt::CaseInsensitive) == 0) return value;
@@ -31,10 +36,7 @@ QByteArray header(const QHttpServerRequest& request, QByteArrayView name) {
 
 QByteArray error_body(int status, const std::string& message, const std::string& param = {},
                       const std::string& code = {}) {
-  return QByteArray::fromStdString(
-      serve::RequestError(status, message, param, code)
-          .body()
-          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return json_bytes(serve::RequestError(status, message, param, code).body());
 }
 
 // Counts what each connection sends before a request is whole, and closes it with a 413
@@ -135,12 +137,7 @@ class Exchange : public QObject {
     if (!connected()) return;
     responder_.writeBody(QByteArray::number(data.size(), 16) + "\r\n" + data + "\r\n");
   }
-  void event(const json& j) {
-    writeChunk("data: " +
-               QByteArray::fromStdString(
-                   j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) +
-               "\n\n");
-  }
+  void event(const json& j) { writeChunk("data: " + json_bytes(j) + "\n\n"); }
 
   json chunk(const json& delta, const json& finish) const {
     json c = {{"id", id_}, {"created", created_}, {"model", model_}};
@@ -197,8 +194,7 @@ class Exchange : public QObject {
           writeChunk("data: [DONE]\n\n");
           responder_.writeBody("0\r\n\r\n");
         } else {
-          respond(error->status(), QByteArray::fromStdString(error->body().dump(
-                                       -1, ' ', false, nlohmann::json::error_handler_t::replace)));
+          respond(error->status(), json_bytes(error->body()));
         }
       } else if (stream_) {
         if (kind_ == Kind::Chat && !r.tool_calls.empty())
@@ -231,8 +227,7 @@ class Exchange : public QObject {
                                           {"logprobs", nullptr},
                                           {"finish_reason", r.finish_reason}}});
         }
-        respond(200, QByteArray::fromStdString(
-                         body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+        respond(200, json_bytes(body));
       }
     }
     if (server_)
@@ -382,21 +377,17 @@ QString OpenAiServer::start() {
     if (path == QLatin1String("/health")) {
       if (method != Method::Get) return answer(405, error_body(405, "Use GET for /health."));
       return answer(model.empty() ? 503 : 200,
-                    QByteArray::fromStdString(
-                        json{{"status", model.empty() ? "no model loaded" : "ok"},
-                             {"model", model.empty() ? json(nullptr) : json(model)}}
-                            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+                    json_bytes(json{{"status", model.empty() ? "no model loaded" : "ok"},
+                                    {"model", model.empty() ? json(nullptr) : json(model)}}));
     }
     if (path == QLatin1String("/v1/models") || path.startsWith(QLatin1String("/v1/models/"))) {
       if (method != Method::Get) return answer(405, error_body(405, "Use GET for /v1/models."));
       const json entry = {
           {"id", model}, {"object", "model"}, {"created", 0}, {"owned_by", "tandem"}};
       if (path == QLatin1String("/v1/models"))
-        return answer(200,
-                      QByteArray::fromStdString(
-                          json{{"object", "list"},
-                               {"data", model.empty() ? json::array() : json::array({entry})}}
-                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+        return answer(
+            200, json_bytes(json{{"object", "list"},
+                                 {"data", model.empty() ? json::array() : json::array({entry})}}));
       const std::string asked = QUrl::fromPercentEncoding(path.mid(11).toUtf8()).toStdString();
       if (model.empty() || asked != model)
         return answer(
@@ -405,8 +396,7 @@ QString OpenAiServer::start() {
                        "There is no model '" + asked + "' here; this server has " +
                            (model.empty() ? std::string("none loaded") : "'" + model + "'") + ".",
                        "model", "model_not_found"));
-      return answer(200, QByteArray::fromStdString(
-                             entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+      return answer(200, json_bytes(entry));
     }
     const bool chat = path == QLatin1String("/v1/chat/completions");
     const bool text = path == QLatin1String("/v1/completions");
@@ -429,8 +419,7 @@ QString OpenAiServer::start() {
       job->request = chat ? serve::parse_chat_request(body, options_.limits)
                           : serve::parse_completion_request(body, options_.limits);
     } catch (const serve::RequestError& e) {
-      return answer(e.status(), QByteArray::fromStdString(e.body().dump(
-                                    -1, ' ', false, nlohmann::json::error_handler_t::replace)));
+      return answer(e.status(), json_bytes(e.body()));
     } catch (const std::exception& e) {
       // A shape the checks above did not foresee: still the client's request at fault.
       return answer(400,

@@ -116,8 +116,7 @@ std::string CompletionRunner::render(const CompletionRequest& request) const {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < request.messages.size(); ++i) {
     const json& m = request.messages[i];
-    nlohmann::ordered_json out = nlohmann::ordered_json::parse(
-        m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    nlohmann::ordered_json out = nlohmann::ordered_json::parse(m.dump());
     // gpt-oss's template knows developer messages; the others read them as system ones.
     if (out["role"] == "developer" && format_ != ToolFormat::Harmony) out["role"] = "system";
     if (out.contains("reasoning_content")) out["thinking"] = out["reasoning_content"];
@@ -135,7 +134,7 @@ std::string CompletionRunner::render(const CompletionRequest& request) const {
                                "messages[" + std::to_string(i) + "].tool_calls");
           args = std::move(parsed);
         } else if (!argument_objects_ && args.is_object()) {
-          args = args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+          args = args.dump();
         }
         // Templates read the call's name and arguments at either level.
         call["name"] = call["function"]["name"];
@@ -144,16 +143,13 @@ std::string CompletionRunner::render(const CompletionRequest& request) const {
     }
     messages.push_back(std::move(out));
   }
-  nlohmann::ordered_json extra = nlohmann::ordered_json::parse(
-      request.template_kwargs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  nlohmann::ordered_json extra = nlohmann::ordered_json::parse(request.template_kwargs.dump());
   if (request.enable_thinking) extra["enable_thinking"] = *request.enable_thinking;
   const auto& ids = tokenizer_.special_ids();
   if (ids.bos && !extra.contains("bos_token")) extra["bos_token"] = tokenizer_.token_text(*ids.bos);
   if (ids.eos && !extra.contains("eos_token")) extra["eos_token"] = tokenizer_.token_text(*ids.eos);
   const nlohmann::ordered_json tools =
-      with_tools ? nlohmann::ordered_json::parse(
-                       request.tools.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
-                 : nlohmann::ordered_json();
+      with_tools ? nlohmann::ordered_json::parse(request.tools.dump()) : nlohmann::ordered_json();
   try {
     return template_.render(messages, tools, /*add_generation_prompt=*/true, extra);
   } catch (const jinja::TemplateError& e) {

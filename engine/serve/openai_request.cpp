@@ -36,11 +36,8 @@ double number(const json& body, const char* key, double low, double high) {
     bad(key, std::string("'") + key + "' must be a number, not " + type_name(v) + ".");
   const double x = v.get<double>();
   if (!(x >= low && x <= high))
-    bad(key,
-        std::string("'") + key + "' must be between " +
-            json(low).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + " and " +
-            json(high).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "; it is " +
-            v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ".");
+    bad(key, std::string("'") + key + "' must be between " + json(low).dump() + " and " +
+                 json(high).dump() + "; it is " + v.dump() + ".");
   return x;
 }
 
@@ -48,13 +45,11 @@ std::int64_t integer(const json& body, const char* key, std::int64_t low, std::i
   const json& v = body[key];
   if (!v.is_number_integer() &&
       !(v.is_number_float() && v.get<double>() == std::floor(v.get<double>())))
-    bad(key, std::string("'") + key + "' must be a whole number, not " +
-                 v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ".");
+    bad(key, std::string("'") + key + "' must be a whole number, not " + v.dump() + ".");
   const double x = v.get<double>();
   if (x < static_cast<double>(low) || x > static_cast<double>(high))
     bad(key, std::string("'") + key + "' must be between " + std::to_string(low) + " and " +
-                 std::to_string(high) + "; it is " +
-                 v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ".");
+                 std::to_string(high) + "; it is " + v.dump() + ".");
   return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
                                 : v.get<std::int64_t>();
 }
@@ -170,6 +165,10 @@ std::string content_text(const json& content, std::size_t index) {
 }
 
 }  // namespace
+
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 RequestError::RequestError(int status, const std::string& message, std::string param,
                            std::string code)

@@ -64,6 +64,10 @@ struct RequestLimits {
   std::size_t max_stop_bytes = 256;
 };
 
+// JSON as text, with invalid UTF-8 (a model's reply may hold some) written as U+FFFD
+// instead of throwing.
+std::string json_text(const nlohmann::json& j);
+
 // Throw RequestError (400) naming the field.
 CompletionRequest parse_chat_request(const nlohmann::json& body, const RequestLimits& limits = {});
 CompletionRequest parse_completion_request(const nlohmann::json& body,

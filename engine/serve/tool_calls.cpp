@@ -1,5 +1,7 @@
 #include "engine/serve/tool_calls.h"
 
+#include "engine/serve/openai_request.h"
+
 #include <optional>
 
 namespace tandem::serve {
@@ -122,9 +124,8 @@ ParsedReply parse_hermes(std::string_view reply, std::uint64_t& next_id) {
     const json args = j->contains("arguments")    ? (*j)["arguments"]
                       : j->contains("parameters") ? (*j)["parameters"]
                                                   : json::object();
-    call.arguments = args.is_string()
-                         ? *arguments_text(args.get<std::string>(), false)
-                         : args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    call.arguments =
+        args.is_string() ? *arguments_text(args.get<std::string>(), false) : json_text(args);
     out.calls.push_back(std::move(call));
     at = s.end;
   }
@@ -164,7 +165,7 @@ std::optional<ToolCall> parse_coder_call(std::string_view inner, const json& too
     at = p.end;
   }
   call.id = next_call_id(next_id);
-  call.arguments = args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  call.arguments = json_text(args);
   return call;
 }
 
@@ -188,7 +189,7 @@ std::optional<ToolCall> parse_glm_call(std::string_view inner, const json& tools
     at = v.end;
   }
   call.id = next_call_id(next_id);
-  call.arguments = args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  call.arguments = json_text(args);
   return call;
 }
 
