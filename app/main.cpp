@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <QCoreApplication>
 #include <QStandardPaths>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
   // heap instead of fresh zeroed pages each time saves much of a prompt's time.
   mallopt(M_MMAP_THRESHOLD, 512 * 1024 * 1024);
   mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
+  // Under a file-size limit (ulimit -f) a write past it fails with EFBIG, which conversion
+  // and downloads report in a sentence, instead of the signal ending Tandem unexplained.
+  std::signal(SIGXFSZ, SIG_IGN);
   QCoreApplication::setOrganizationName(QStringLiteral("Tandem"));
   QCoreApplication::setApplicationName(QStringLiteral("Tandem"));
   QCoreApplication::setApplicationVersion(QString::fromUtf8(tandem::kTandemVersion));

@@ -53,6 +53,13 @@ void throw_write_error(const std::filesystem::path& path, int error_number) {
                     "folder), then resume; what was downloaded so far is kept.",
                     path.string()));
   }
+  if (error_number == EFBIG) {
+    throw HubError(HubErrorKind::WriteFailed,
+                   fmt::format("Could not write {}: the file is larger than this disk's file "
+                               "system or the limit on file size (ulimit -f) allows. Choose a "
+                               "folder on another disk (FAT32 holds at most 4 GiB a file).",
+                               path.string()));
+  }
   throw HubError(HubErrorKind::WriteFailed,
                  fmt::format("Could not write {}: {}. Check that the folder is writable.",
                              path.string(), std::strerror(error_number)));

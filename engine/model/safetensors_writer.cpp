@@ -10,6 +10,24 @@
 #include "engine/model/model_error.h"
 
 namespace tandem::model {
+namespace {
+
+// What a failed write of the temporary file `temp` tells the user, from its errno.
+[[noreturn]] void throw_write_failed(const std::string& temp, int error_number) {
+  std::string why;
+  if (error_number == ENOSPC || error_number == EDQUOT) {
+    why = "the disk is full; free some space or choose a folder on another disk";
+  } else if (error_number == EFBIG) {
+    why =
+        "the file would be larger than this disk's file system or the limit on file size "
+        "(ulimit -f) allows; choose a folder on another disk (FAT32 holds at most 4 GiB a file)";
+  } else {
+    why = std::string(std::strerror(error_number)) + "; check the disk and the folder";
+  }
+  throw ModelError(temp + ": writing failed: " + why + ", then run the same conversion again.");
+}
+
+}  // namespace
 
 SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<Declared>& tensors,
                                      const std::map<std::string, std::string>& metadata)
@@ -39,8 +57,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xff);
   if (std::fwrite(len, 1, 8, file_) != 8 ||
       std::fwrite(text.data(), 1, text.size(), file_) != text.size()) {
-    throw ModelError(temp_ + ": writing failed (" + std::strerror(errno) +
-                     "); the disk may be full.");
+    throw_write_failed(temp_, errno);
   }
 }
 
@@ -52,10 +69,7 @@ SafetensorsWriter::~SafetensorsWriter() {
 void SafetensorsWriter::write(const void* data, std::size_t bytes) {
   if (written_ + bytes > expected_)
     throw ModelError(temp_ + ": more data than the declared tensors hold.");
-  if (std::fwrite(data, 1, bytes, file_) != bytes) {
-    throw ModelError(temp_ + ": writing failed (" + std::strerror(errno) +
-                     "); the disk may be full.");
-  }
+  if (std::fwrite(data, 1, bytes, file_) != bytes) throw_write_failed(temp_, errno);
   written_ += bytes;
 }
 
@@ -65,9 +79,9 @@ void SafetensorsWriter::finish() {
                      " bytes were written; the file is incomplete.");
   }
   if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0 || std::fclose(file_) != 0) {
+    const int error_number = errno;
     file_ = nullptr;
-    throw ModelError(temp_ + ": could not be saved (" + std::strerror(errno) +
-                     "); the disk may be full.");
+    throw_write_failed(temp_, error_number);
   }
   file_ = nullptr;
   std::error_code ec;

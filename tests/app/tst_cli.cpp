@@ -168,6 +168,29 @@ class TestCli : public QObject {
     QVERIFY2(again.err.contains(QLatin1String("resumed")), qPrintable(again.err));
   }
 
+  // Under a file-size limit (ulimit -f, as a full disk would) a write fails: the command
+  // says so in a sentence and exits, instead of dying of SIGXFSZ.
+  void convertUnderAFileSizeLimitSaysSo() {
+    const QString fixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    const QString out = home_.path() + "/converted-limited";
+    QProcess p;
+    p.setProcessEnvironment(env());
+    p.start(QStringLiteral("/bin/sh"),
+            {"-c",
+             QStringLiteral("ulimit -f 100 && exec \"$0\" convert --in \"$1\" --out "
+                            "\"$2\" --method int8"),
+             QStringLiteral(TANDEM_EXECUTABLE), fixture, out});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QVERIFY(p.exitCode() != 0);
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(err.contains(QLatin1String("the limit on file size (ulimit -f)")), qPrintable(err));
+    const Run again =
+        runTandem({"convert", "--in", fixture, "--out", out, "--method", "int8"}, env());
+    QCOMPARE(again.code, 0);
+    QVERIFY2(again.err.contains(QLatin1String("resumed")), qPrintable(again.err));
+  }
+
   // --pools from the command line: a folder converted for 2 pools runs with 2 by default,
   // like the same split made at load time, and names the way out when asked for another
   // count; bench reports its threads and pools.

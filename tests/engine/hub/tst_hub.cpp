@@ -1,10 +1,13 @@
 // The Hub client against a local stand-in for huggingface.co: listing, filters, ranged and
 // resumable downloads, verification, and every fault a real network or server produces.
+#include <sys/resource.h>
+
 #include <QElapsedTimer>
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cerrno>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -541,6 +544,34 @@ class TestHub : public QObject {
     QCOMPARE(resumed.outcome, DownloadOutcome::Completed);
     QCOMPARE(server_->bytes_served(kRepo, "model.safetensors"),
              std::uint64_t(weights_.size() - 120000));
+    QCOMPARE(read_file(model / "model.safetensors"), weights_);
+  }
+
+  // A real write failure from the kernel: past a file-size limit (as on a FAT32 disk at
+  // 4 GiB) the write fails with EFBIG; the download stops with a sentence that says why and
+  // is not retried, and resumes once the limit is gone.
+  void fileSizeLimitStopsWithASentence() {
+    QTemporaryDir dir;
+    rlimit saved{};
+    QVERIFY(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = saved;
+    small.rlim_cur = 100000;  // a third of model.safetensors
+    QVERIFY(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    const auto result =
+        download(fast_hub(*server_), request_into(dir, {{"model.safetensors"}, {}}));
+    setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, SIG_DFL);
+    QCOMPARE(result.outcome, DownloadOutcome::Failed);
+    QVERIFY2(result.message.find("limit on file size (ulimit -f)") != std::string::npos,
+             result.message.c_str());
+    QCOMPARE(server_->file_requests(kRepo, "model.safetensors").size(), std::size_t(1));
+    const fs::path model = dir.path().toStdString() + "/model";
+    QVERIFY(!fs::exists(model / "model.safetensors"));
+    QTRY_COMPARE_WITH_TIMEOUT(server_->open_connections(), 0, 5000);
+    const auto resumed =
+        download(fast_hub(*server_), request_into(dir, {{"model.safetensors"}, {}}));
+    QCOMPARE(resumed.outcome, DownloadOutcome::Completed);
     QCOMPARE(read_file(model / "model.safetensors"), weights_);
   }
 
