@@ -6,7 +6,7 @@
 namespace tandem::plan {
 namespace {
 
-std::int64_t meta_int(const model::GgufFile& f, const std::string& key, std::int64_t fallback) {
+std::int64_t meta_int(const model::GgufSet& f, const std::string& key, std::int64_t fallback) {
   const model::GgufValue* v = f.find(key);
   if (v == nullptr) return fallback;
   if (v->is_integer()) return v->as_int();
@@ -28,7 +28,7 @@ int block_index(const std::string& name) {
 
 }  // namespace
 
-ModelShape model_shape_from_gguf(const model::GgufFile& f) {
+ModelShape model_shape_from_gguf(const model::GgufSet& f) {
   const model::GgufValue* arch_value = f.find("general.architecture");
   if (arch_value == nullptr || arch_value->type() != model::GgufType::kString) {
     throw std::runtime_error(
@@ -48,9 +48,8 @@ ModelShape model_shape_from_gguf(const model::GgufFile& f) {
 
   std::int64_t routed = 0;
   std::set<int> moe_blocks;
-  for (const model::GgufTensorInfo& t : f.tensors()) {
-    const auto n = static_cast<std::int64_t>(t.element_count());
-    const std::string& name = t.name;
+  for (const auto& [name, t] : f.tensors()) {
+    const auto n = static_cast<std::int64_t>(t.info->element_count());
     if (name == "token_embd.weight") {
       s.embedding_params += n;
     } else if (name == "output.weight") {

@@ -11,7 +11,7 @@
 #include "engine/hub/hub_error.h"
 #include "engine/hub/repo_metadata.h"
 #include "engine/hw/hardware_report.h"
-#include "engine/model/gguf_file.h"
+#include "engine/model/gguf_set.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
 #include "engine/plan/gguf_shape.h"
@@ -121,7 +121,7 @@ ModelLookup from_gguf(const std::string& file, const std::string& name) {
   l.name = name;
   l.path = file;
   l.source = file;
-  l.shape = model_shape_from_gguf(model::GgufFile(file));
+  l.shape = model_shape_from_gguf(model::GgufSet(file));
   l.stored = {"gguf", "the file's own tensor types"};
   return l;
 }

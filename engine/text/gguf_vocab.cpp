@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "engine/model/gguf_file.h"
+#include "engine/model/gguf_set.h"
 #include "engine/text/bpe_tokenizer.h"
 #include "engine/text/spm_tokenizer.h"
 #include "engine/text/tokenizer.h"
@@ -88,7 +89,9 @@ TokenKind token_kind_from_gguf(std::int64_t type) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& gguf_path) {
-  const GgufFile file(gguf_path);
+  // The vocabulary is in the first part of a split set.
+  const auto split = model::parse_gguf_split_name(gguf_path);
+  const GgufFile file(split ? split->part_path(1) : gguf_path);
   const GgufVocabReader reader(file);
 
   const std::string model_type = reader.require_string("tokenizer.ggml.model");

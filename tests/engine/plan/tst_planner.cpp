@@ -405,7 +405,7 @@ class TestPlanner : public QObject {
     QTemporaryDir dir;
     const std::string path = (dir.path() + "/tiny.gguf").toStdString();
     std::ofstream(path, std::ios::binary) << w.bytes;
-    const ModelShape s = model_shape_from_gguf(model::GgufFile(path));
+    const ModelShape s = model_shape_from_gguf(model::GgufSet(path));
     QCOMPARE(s.architecture, std::string("gguf:qwen3moe"));
     QCOMPARE(s.embedding_params, std::int64_t{6400});
     QCOMPARE(s.output_params, std::int64_t{6400});
