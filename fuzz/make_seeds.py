@@ -81,6 +81,27 @@ def main():
                                         ("half", [2], 1, struct.pack("<2e", 1.0, 2.0))]))
     out("gguf", "no-tensors.gguf", gguf(kvs[:3], []))
 
+    # Split sets in gguf_split's input layout: a byte with the part count, the part to open,
+    # then every part but the last behind its 4-byte length.
+    def split_keys(no, count, tensors):
+        return [("split.no", 2, struct.pack("<H", no)), ("split.count", 2, struct.pack("<H", count)),
+                ("split.tensors.count", 5, struct.pack("<i", tensors))]
+
+    def split_input(count, open_part, parts):
+        data = bytes([count - 1, open_part])
+        for p in parts[:-1]:
+            data += struct.pack("<I", len(p)) + p
+        return data + parts[-1]
+
+    t = [("token_embd.weight", [4, 1], 0, f32), ("blk.0.ffn_up_exps.weight", [32], 8, q8),
+         ("output.weight", [2], 1, struct.pack("<2e", 1.0, 2.0))]
+    three = [gguf(split_keys(0, 3, 3) + kvs[:3], t[:1]), gguf(split_keys(1, 3, 3), t[1:2]),
+             gguf(split_keys(2, 3, 3), t[2:])]
+    out("gguf_split", "three-parts.bin", split_input(3, 1, three))
+    two = [gguf(split_keys(0, 2, 3) + kvs[:3], t[:2]), gguf(split_keys(1, 2, 3), t[2:])]
+    out("gguf_split", "two-parts.bin", split_input(2, 0, two))
+    out("gguf_split", "one-file.bin", bytes([0x80, 0]) + gguf(kvs[:3], t))
+
     requests = {
         "chat.json": {"model": "m", "messages": [{"role": "system", "content": "Be brief."},
                                                  {"role": "user", "content": "Hi"}],
