@@ -11,9 +11,10 @@ packages=(
   qt6-httpserver-dev qt6-websockets-dev libqt6sql6-sqlite qt6-qpa-plugins libqt6svg6
   libhwloc-dev libdnnl-dev ocl-icd-opencl-dev
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
-  libfmt-dev libspdlog-dev libcli11-dev
+  libfmt-dev libspdlog-dev libcli11-dev libsecret-1-dev
   libgl-dev libxkbcommon-dev fonts-dejavu-core
   python3 curl openssl
+  dbus-daemon gnome-keyring libsecret-tools
   squashfs-tools libsquashfuse-dev libfuse3-dev zlib1g-dev liblzma-dev libzstd-dev liblz4-dev
   liblzo2-dev
 )

@@ -158,6 +158,10 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   hub_form->addRow(tr("Token"), token_);
   hub_form->addRow(tr("Hub or mirror"), endpoint_);
   connections_v->addWidget(hub);
+  secrets_note_ = new QLabel(connections);
+  secrets_note_->setWordWrap(true);
+  secrets_note_->setForegroundRole(QPalette::PlaceholderText);
+  connections_v->addWidget(secrets_note_);
   connections_v->addStretch(1);
 
   problem_ = new QLabel(this);
@@ -198,6 +202,13 @@ void PreferencesDialog::load() {
   token_->setText(secrets::read(QLatin1String(DownloadQueue::kTokenSecret),
                                 QLatin1String(DownloadQueue::kTokenKey)));
   endpoint_->setText(s.value(QLatin1String(DownloadQueue::kEndpointKey)).toString());
+  secrets_note_->setText(
+      secrets::in_keyring()
+          ? tr("The token and the API key are kept in the desktop's keyring.")
+          : tr("The token and the API key are kept in %1, readable by you only (this session "
+               "has no desktop keyring).")
+                .arg(QDir::toNativeSeparators(
+                    QFileInfo(secrets::path(QStringLiteral("hub-token"))).absolutePath())));
 }
 
 bool PreferencesDialog::save() {

@@ -55,6 +55,7 @@ class PreferencesDialog : public QDialog {
   QLineEdit* server_origins_;
   QLineEdit* token_;
   QLineEdit* endpoint_;
+  QLabel* secrets_note_;
   QLabel* problem_;
 };
 

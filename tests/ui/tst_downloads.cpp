@@ -21,9 +21,9 @@
 #include "ui/download_dialog.h"
 #include "ui/download_list_model.h"
 #include "ui/download_queue.h"
-#include "ui/secret_store.h"
 #include "ui/downloads_page.h"
 #include "ui/main_window.h"
+#include "ui/secret_store.h"
 
 using namespace tandem::ui;
 using tandem::test::HubFixtureServer;
@@ -66,8 +66,11 @@ class TestDownloads : public QObject {
     QStandardPaths::setTestModeEnabled(true);
     QCoreApplication::setOrganizationName(QStringLiteral("TandemTest"));
     QCoreApplication::setApplicationName(QStringLiteral("TandemDownloadsTest"));
+    // DBUS_SESSION_BUS_ADDRESS: the token goes to a file here, not to the desktop's keyring
+    // of whoever runs the tests (tst_keyring tests the keyring on a bus of its own).
     for (const char* v : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "http_proxy",
-                          "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+                          "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+                          "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"}) {
       qunsetenv(v);
     }
     qputenv("no_proxy", "127.0.0.1");

@@ -66,6 +66,10 @@ class TestMainWindow : public QObject {
     QCoreApplication::setOrganizationName(QStringLiteral("TandemTest"));
     QCoreApplication::setApplicationName(QStringLiteral("TandemTest"));
     QSettings().clear();
+    // Secrets go to files here, not to the desktop keyring of whoever runs the tests
+    // (tst_keyring tests the keyring on a bus of its own).
+    qunsetenv("DBUS_SESSION_BUS_ADDRESS");
+    qunsetenv("XDG_RUNTIME_DIR");
   }
 
   void showsProbeFindings() {
@@ -410,8 +414,8 @@ class TestMainWindow : public QObject {
     QSettings().clear();
   }
 
-  // The Hub token and the server's key live in files only the user can read, never in the
-  // settings file; one an earlier Tandem kept there moves out when first read.
+  // Without a desktop keyring the Hub token and the server's key live in files only the user can
+  // read, never in the settings file; one an earlier Tandem kept there moves out when first read.
   void secretsAreKeptPrivate() {
     QSettings().clear();
     namespace secrets = tandem::ui::secrets;
