@@ -200,7 +200,7 @@ int run_bench(const BenchCommandOptions& o) {
     return 2;
   }
   backend::NumaPools pool(threads, model->pools());
-  const std::int64_t context = o.prompt_tokens + o.decode_tokens + 1;
+  const std::int64_t context = o.depth_tokens + o.prompt_tokens + o.decode_tokens + 1;
   int status = 0;
   std::optional<forward::BuiltRunner> made = build_runner(*model, pool, settings, context, status);
   if (!made) return status;
@@ -212,6 +212,7 @@ int run_bench(const BenchCommandOptions& o) {
   measure::BenchOptions options;
   options.prompt_tokens = o.prompt_tokens;
   options.decode_tokens = o.decode_tokens;
+  options.depth_tokens = o.depth_tokens;
   options.repetitions = std::max(1, o.repetitions);
   options.warmup = !o.no_warmup;
   const measure::BenchResult r =
@@ -266,6 +267,7 @@ int run_bench(const BenchCommandOptions& o) {
         {"threads", threads},
         {"pools", model->pools()},
         {"load_seconds", load_s},
+        {"depth", o.depth_tokens},
         {"accelerator", accelerator},
         {"prompt_time_per_token", split_json(r.prompt_split)},
         {"decode_time_per_token", split_json(r.decode_split)},
@@ -287,18 +289,23 @@ int run_bench(const BenchCommandOptions& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>12} | {:>18} |\n",
+  std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>16} | {:>18} |\n",
                            "model", "format", "variant", "threads", "pools", "test", "tokens/s");
-  std::cout << fmt::format("| {:-<24} | {:->6} | {:->7} | {:->7} | {:->5} | {:->12} | {:->18} |\n",
+  std::cout << fmt::format("| {:-<24} | {:->6} | {:->7} | {:->7} | {:->5} | {:->16} | {:->18} |\n",
                            "", "", "", "", "", "", "");
   const std::string name = model->spec().architecture.substr(0, 24);
   const auto row = [&](const std::string& test, const measure::Measurement& m) {
     std::cout << fmt::format(
-        "| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>12} | {:>9.2f} ± {:<6.2f} |\n", name, format,
+        "| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>16} | {:>9.2f} ± {:<6.2f} |\n", name, format,
         variant, threads, model->pools(), test, m.mean(), m.stddev());
   };
-  if (o.prompt_tokens > 0) row(fmt::format("pp{}", o.prompt_tokens), r.prompt);
-  if (o.decode_tokens > 0) row(fmt::format("tg{}", o.decode_tokens), r.decode);
+  // As llama-bench names the tests: "pp512", or "pp512 @ d8192" at a depth.
+  const auto test_name = [&](const char* kind, std::int64_t tokens) {
+    return o.depth_tokens > 0 ? fmt::format("{}{} @ d{}", kind, tokens, o.depth_tokens)
+                              : fmt::format("{}{}", kind, tokens);
+  };
+  if (o.prompt_tokens > 0) row(test_name("pp", o.prompt_tokens), r.prompt);
+  if (o.decode_tokens > 0) row(test_name("tg", o.decode_tokens), r.decode);
   std::cout << fmt::format(
       "\nmemory read bandwidth: {:.1f} GB/s; active weights per token: {:.1f} MB\n",
       r.read_bandwidth_bytes_per_s / 1e9, static_cast<double>(r.active_bytes_per_token) / 1e6);
@@ -332,8 +339,8 @@ int run_bench(const BenchCommandOptions& o) {
         s.dense_ms, s.bus_ms, s.device_idle_ms, s.copy_ms, s.bus_bytes,
         s.moves > 0 ? fmt::format("; {} moves", s.moves) : std::string());
   };
-  if (o.prompt_tokens > 0) split_line(fmt::format("pp{}", o.prompt_tokens), r.prompt_split);
-  if (o.decode_tokens > 0) split_line(fmt::format("tg{}", o.decode_tokens), r.decode_split);
+  if (o.prompt_tokens > 0) split_line(test_name("pp", o.prompt_tokens), r.prompt_split);
+  if (o.decode_tokens > 0) split_line(test_name("tg", o.decode_tokens), r.decode_split);
   return 0;
 }
 

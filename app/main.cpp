@@ -244,6 +244,11 @@ int main(int argc, char** argv) {
                                  ->check(CLI::ExistingDirectory);
   bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")
       ->capture_default_str();
+  bench_cmd
+      ->add_option("-d,--depth", bench.depth_tokens,
+                   "Tokens already in the KV cache before each test (as llama-bench's -d): "
+                   "prompt and decode measured at that depth")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 22));
   bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")
       ->capture_default_str();
   bench_cmd

@@ -90,34 +90,45 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<std::int32_t> token(
       0, static_cast<std::int32_t>(model.spec().vocab_size - 1));
-  generate::Generator generator(runner, o.prompt_tokens + o.decode_tokens + 1);
+  generate::Generator generator(runner, o.depth_tokens + o.prompt_tokens + o.decode_tokens + 1);
+  const std::string at_depth =
+      o.depth_tokens > 0 ? fmt::format(" @ d{}", o.depth_tokens) : std::string();
+  // The depth's tokens, evaluated (uncounted) into a fresh cache before each test.
+  const auto fill_depth = [&] {
+    generator.reset();
+    std::vector<std::int32_t> context(static_cast<std::size_t>(o.depth_tokens));
+    for (auto& t : context) t = token(rng);
+    if (!context.empty()) generator.evaluate(context);
+    return context;
+  };
   const Metrics& metrics = *runner.metrics();
   MetricsSnapshot prompt_sum, decode_sum;
   // Run -1 is the warm-up: measured the same way, not recorded.
   for (int r = o.warmup ? -1 : 0; r < o.repetitions; ++r) {
     const bool counted = r >= 0;
-    generator.reset();
     if (o.prompt_tokens > 0) {
-      std::vector<std::int32_t> prompt(static_cast<std::size_t>(o.prompt_tokens));
-      for (auto& t : prompt) t = token(rng);
+      std::vector<std::int32_t> prompt = fill_depth();
+      for (std::int64_t i = 0; i < o.prompt_tokens; ++i) prompt.push_back(token(rng));
       const MetricsSnapshot before = metrics.snapshot();
       const auto t0 = Clock::now();
-      generator.evaluate(prompt);
+      generator.evaluate(prompt);  // the depth is cached: only the prompt's tokens run
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       if (counted) {
         result.prompt.tokens_per_s.push_back(static_cast<double>(o.prompt_tokens) / s);
         accumulate(prompt_sum, before, metrics.snapshot());
       }
       if (progress)
-        progress(fmt::format("pp{} {}: {:.2f} tokens/s", o.prompt_tokens,
+        progress(fmt::format("pp{}{} {}: {:.2f} tokens/s", o.prompt_tokens, at_depth,
                              counted ? fmt::format("run {}", r + 1) : std::string("warm-up"),
                              static_cast<double>(o.prompt_tokens) / s));
     }
     if (o.decode_tokens > 0) {
-      // Decode after a one-token context, as llama-bench's tg test does.
-      generator.reset();
-      std::vector<std::int32_t> context = {token(rng)};
-      generator.evaluate(context);
+      // Decode after the depth's tokens, or a one-token context, as llama-bench's tg test.
+      std::vector<std::int32_t> context = fill_depth();
+      if (context.empty()) {
+        context.push_back(token(rng));
+        generator.evaluate(context);
+      }
       const MetricsSnapshot before = metrics.snapshot();
       const auto t0 = Clock::now();
       for (std::int64_t i = 0; i < o.decode_tokens; ++i) {
@@ -130,7 +141,7 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
         accumulate(decode_sum, before, metrics.snapshot());
       }
       if (progress)
-        progress(fmt::format("tg{} {}: {:.2f} tokens/s", o.decode_tokens,
+        progress(fmt::format("tg{}{} {}: {:.2f} tokens/s", o.decode_tokens, at_depth,
                              counted ? fmt::format("run {}", r + 1) : std::string("warm-up"),
                              static_cast<double>(o.decode_tokens) / s));
     }

@@ -17,6 +17,9 @@ namespace tandem::measure {
 struct BenchOptions {
   std::int64_t prompt_tokens = 512;
   std::int64_t decode_tokens = 128;
+  // Tokens already in the KV cache before each prompt and decode test (llama-bench's -d):
+  // filled anew, uncounted, before every repetition, so each test starts at that depth.
+  std::int64_t depth_tokens = 0;
   int repetitions = 3;
   // One uncounted prompt and decode first, as llama-bench does: the first pass pays for
   // page faults in fresh buffers and the KV cache.

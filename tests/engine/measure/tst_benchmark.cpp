@@ -51,6 +51,29 @@ class TestBenchmark : public QObject {
                           r.read_bandwidth_bytes_per_s / double(r.active_bytes_per_token)));
     QVERIFY(qFuzzyCompare(r.roofline_fraction(), r.decode.mean() / r.roofline_tokens_per_s()));
   }
+
+  // -d: every test starts from a cache holding `depth` tokens, filled anew (uncounted) before
+  // each; the prompt test runs only its own tokens on top of them. Every token the model
+  // ran is counted by its metrics: per repetition the depth twice, the prompt and the decode.
+  void depthIsFilledBeforeEachTest() {
+    const auto model = model::LoadedModel::load(kDemo);
+    measure::BenchOptions o;
+    o.prompt_tokens = 12;
+    o.decode_tokens = 5;
+    o.depth_tokens = 16;
+    o.repetitions = 2;
+    o.warmup = false;
+    backend::NumaPools pool(2, model->pools());
+    forward::ModelRunner runner(*model, pool);
+    std::vector<std::string> lines;
+    const measure::BenchResult r =
+        measure::run_benchmark(runner, pool, o, [&](const std::string& l) { lines.push_back(l); });
+    QCOMPARE(r.prompt.tokens_per_s.size(), std::size_t(2));
+    QCOMPARE(r.decode.tokens_per_s.size(), std::size_t(2));
+    QCOMPARE(runner.metrics()->snapshot().tokens, std::uint64_t(2 * (16 + 12 + 16 + 5)));
+    QVERIFY2(lines.front().find("pp12 @ d16 run 1") != std::string::npos, lines.front().c_str());
+    QVERIFY2(lines.back().find("tg5 @ d16 run 2") != std::string::npos, lines.back().c_str());
+  }
 };
 
 QTEST_GUILESS_MAIN(TestBenchmark)
