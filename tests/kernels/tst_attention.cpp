@@ -1,4 +1,7 @@
-// The attention kernel against the straightforward double-precision version.
+// The attention kernels against a straightforward double-precision version: grouped
+// queries, ranges that start inside a key tile (sliding windows), keys and values of
+// different widths (latent attention), sinks, and a context split into parts and combined
+// (decoding across threads) equal to the whole.
 #include <QtTest>
 #include <random>
 
@@ -6,116 +9,172 @@
 
 using namespace tandem::kernels;
 
+namespace {
+
+struct Case {
+  int nq, key_dim, value_dim, len, vstride;
+  std::vector<float> q, keys, values;  // keys tiled, for `len` positions
+};
+
+Case make_case(int nq, int key_dim, int value_dim, int len, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  Case c{nq, key_dim, value_dim, len, value_dim + 5, {}, {}, {}};
+  c.q.resize(static_cast<std::size_t>(nq * key_dim));
+  c.keys.resize(tiled_key_floats(len, key_dim));
+  c.values.resize(static_cast<std::size_t>(len * c.vstride));
+  for (float& x : c.q) x = d(rng);
+  for (float& x : c.keys) x = d(rng);  // the tile's unused tail too: it must not count
+  for (float& x : c.values) x = d(rng);
+  return c;
+}
+
+// Query i's attention over [begin, end) in double precision, straight from the definition.
+std::vector<double> expected(const Case& c, int i, int begin, int end, double scale,
+                             double sink = -INFINITY) {
+  std::vector<double> p(static_cast<std::size_t>(end - begin));
+  double mx = sink;
+  for (int s = begin; s < end; ++s) {
+    double dot = 0;
+    for (int k = 0; k < c.key_dim; ++k)
+      dot += double(c.q[static_cast<std::size_t>(i * c.key_dim + k)]) *
+             c.keys[tiled_key_index(s, k, c.key_dim)];
+    p[static_cast<std::size_t>(s - begin)] = dot * scale;
+    mx = std::max(mx, dot * scale);
+  }
+  double sum = std::exp(sink - mx);
+  for (double& x : p) sum += x = std::exp(x - mx);
+  std::vector<double> out(static_cast<std::size_t>(c.value_dim), 0.0);
+  for (int s = begin; s < end; ++s)
+    for (int v = 0; v < c.value_dim; ++v)
+      out[static_cast<std::size_t>(v)] += p[static_cast<std::size_t>(s - begin)] / sum *
+                                          c.values[static_cast<std::size_t>(s * c.vstride + v)];
+  return out;
+}
+
+bool close(const float* got, const std::vector<double>& want, QString* why) {
+  for (std::size_t v = 0; v < want.size(); ++v) {
+    if (std::abs(got[v] - want[v]) > 1e-5) {
+      *why = QStringLiteral("value %1: %2 vs %3").arg(v).arg(got[v]).arg(want[v]);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 class TestAttention : public QObject {
   Q_OBJECT
  private slots:
-  void matchesReference_data() {
-    QTest::addColumn<int>("len");
-    QTest::addColumn<int>("dim");
-    for (int len : {1, 5, 63, 64, 65, 200})
-      for (int dim : {16, 64, 100, 128})
-        QTest::newRow(qPrintable(QStringLiteral("len %1 dim %2").arg(len).arg(dim))) << len << dim;
-  }
-
-  void matchesReference() {
-    QFETCH(int, len);
-    QFETCH(int, dim);
-    std::mt19937 rng(static_cast<unsigned>(len * 1000 + dim));
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    const int stride = len + 7, vstride = dim + 3;
-    std::vector<float> q(dim), keys(static_cast<std::size_t>(dim * stride)),
-        values(static_cast<std::size_t>(len * vstride));
-    for (float& x : q) x = d(rng);
-    for (float& x : keys) x = d(rng);
-    for (float& x : values) x = d(rng);
-    std::vector<float> s1(len), s2(len), o1(dim), o2(dim);
-    attend_head(q.data(), keys.data(), stride, values.data(), vstride, len, dim, 0.125f, s1.data(),
-                o1.data());
-    attend_head_reference(q.data(), keys.data(), stride, values.data(), vstride, len, dim, 0.125f,
-                          s2.data(), o2.data());
-    for (int i = 0; i < dim; ++i)
-      QVERIFY2(std::abs(o1[i] - o2[i]) < 1e-5f,
-               qPrintable(QStringLiteral("%1 vs %2").arg(o1[i]).arg(o2[i])));
-  }
-
   // Several query heads over one key/value head, as grouped-query and latent attention call
-  // it: each query's result equals the reference for that query alone.
+  // it, over ranges that start at 0, inside the first tile, on a tile edge and past it.
   void groupedHeadsMatchReference_data() {
     QTest::addColumn<int>("nq");
     QTest::addColumn<int>("len");
     QTest::addColumn<int>("dim");
+    QTest::addColumn<int>("begin");
     for (int nq : {1, 3, 8, 12, 16})
-      for (int len : {1, 15, 16, 17, 100})
+      for (int len : {1, 15, 16, 17, 100, 200})
         for (int dim : {8, 40, 64, 128})
-          QTest::newRow(qPrintable(QStringLiteral("nq %1 len %2 dim %3").arg(nq).arg(len).arg(dim)))
-              << nq << len << dim;
+          for (int begin : {0, 3, 16, 17})
+            if (begin < len)
+              QTest::newRow(qPrintable(QStringLiteral("nq %1 len %2 dim %3 from %4")
+                                           .arg(nq)
+                                           .arg(len)
+                                           .arg(dim)
+                                           .arg(begin)))
+                  << nq << len << dim << begin;
   }
 
   void groupedHeadsMatchReference() {
     QFETCH(int, nq);
     QFETCH(int, len);
     QFETCH(int, dim);
-    std::mt19937 rng(static_cast<unsigned>(nq * 7919 + len * 1000 + dim));
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    const int stride = len + 5, vstride = dim + 9;
-    std::vector<float> q(static_cast<std::size_t>(nq * dim)),
-        keys(static_cast<std::size_t>(dim * stride)),
-        values(static_cast<std::size_t>(len * vstride));
-    for (float& x : q) x = d(rng);
-    for (float& x : keys) x = d(rng);
-    for (float& x : values) x = d(rng);
-    std::vector<float> scores(static_cast<std::size_t>(nq * len)),
+    QFETCH(int, begin);
+    const Case c =
+        make_case(nq, dim, dim, len, static_cast<unsigned>(nq * 7919 + len * 1000 + dim));
+    std::vector<float> scores(static_cast<std::size_t>(nq * (len - begin))),
         out(static_cast<std::size_t>(nq * dim));
-    attend_heads(q.data(), nq, keys.data(), stride, values.data(), vstride, len, dim, 0.125f,
+    attend_heads(c.q.data(), nq, c.keys.data(), c.values.data(), c.vstride, begin, len, dim, 0.125f,
                  scores.data(), out.data());
-    std::vector<float> s2(len), o2(dim);
     for (int i = 0; i < nq; ++i) {
-      attend_head_reference(q.data() + i * dim, keys.data(), stride, values.data(), vstride, len,
-                            dim, 0.125f, s2.data(), o2.data());
-      for (int j = 0; j < dim; ++j)
-        QVERIFY2(std::abs(out[static_cast<std::size_t>(i * dim + j)] - o2[j]) < 1e-5f,
-                 qPrintable(QStringLiteral("query %1 dim %2: %3 vs %4")
-                                .arg(i)
-                                .arg(j)
-                                .arg(out[static_cast<std::size_t>(i * dim + j)])
-                                .arg(o2[j])));
+      QString why;
+      QVERIFY2(close(out.data() + i * dim, expected(c, i, begin, len, 0.125), &why),
+               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
     }
+  }
+
+  // The double-precision reference the other kernel tests use agrees with the definition.
+  void referenceMatchesDefinition() {
+    const Case c = make_case(1, 40, 40, 37, 3);
+    std::vector<float> scores(37), out(40);
+    attend_head_reference(c.q.data(), c.keys.data(), c.values.data(), c.vstride, 37, 40, 0.2f,
+                          scores.data(), out.data());
+    QString why;
+    QVERIFY2(close(out.data(), expected(c, 0, 0, 37, 0.2f), &why), qPrintable(why));
   }
 
   // gpt-oss's attention sinks: each head's sink logit joins the denominator only, so the
   // weights sum to less than one, by the sink's share.
   void sinksJoinTheDenominator() {
     for (int len : {1, 17, 70}) {
-      const int nq = 3, dim = 40, stride = len + 3, vstride = dim;
-      std::mt19937 rng(static_cast<unsigned>(len));
-      std::normal_distribution<float> d(0.0f, 1.0f);
-      std::vector<float> q(static_cast<std::size_t>(nq * dim)),
-          keys(static_cast<std::size_t>(dim * stride)),
-          values(static_cast<std::size_t>(len * vstride), 1.0f);  // all ones: out = sum of p
-      for (float& x : q) x = d(rng);
-      for (float& x : keys) x = d(rng);
+      const int nq = 3, dim = 40;
+      Case c = make_case(nq, dim, dim, len, static_cast<unsigned>(len));
+      std::fill(c.values.begin(), c.values.end(), 1.0f);  // all ones: out = sum of p
       const std::vector<float> sinks = {-1.0f, 2.0f, 9.0f};
       std::vector<float> scores(static_cast<std::size_t>(nq * len)),
           out(static_cast<std::size_t>(nq * dim));
-      attend_heads(q.data(), nq, keys.data(), stride, values.data(), vstride, len, dim, 0.125f,
+      attend_heads(c.q.data(), nq, c.keys.data(), c.values.data(), c.vstride, 0, len, dim, 0.125f,
                    scores.data(), out.data(), sinks.data());
-      std::vector<float> s2(static_cast<std::size_t>(len)), o2(dim);
       for (int i = 0; i < nq; ++i) {
-        attend_head_reference(q.data() + i * dim, keys.data(), stride, values.data(), vstride, len,
-                              dim, 0.125f, s2.data(), o2.data(), sinks[i]);
-        double sum = 0, scored = 0;
-        for (int s = 0; s < len; ++s) {
-          double dot = 0;
-          for (int j = 0; j < dim; ++j) dot += q[i * dim + j] * keys[j * stride + s];
-          scored += std::exp(0.125 * dot);
-        }
-        sum = scored / (scored + std::exp(double(sinks[i])));
-        QVERIFY2(std::abs(o2[0] - sum) < 1e-5,
-                 qPrintable(QStringLiteral("%1 vs %2").arg(o2[0]).arg(sum)));
-        for (int j = 0; j < dim; ++j)
-          QVERIFY(std::abs(out[static_cast<std::size_t>(i * dim + j)] - o2[j]) < 1e-5f);
+        const std::vector<double> want = expected(c, i, 0, len, 0.125, sinks[i]);
+        QVERIFY(want[0] < 1.0);
+        QString why;
+        QVERIFY2(close(out.data() + i * dim, want, &why), qPrintable(why));
       }
       QVERIFY(out[2 * dim] < out[0]);  // the largest sink takes the most
+    }
+  }
+
+  // A context split into parts (threads sharing one head while decoding) and combined is the
+  // attention over the whole, with and without sinks, whatever the parts' edges.
+  void partsCombineToTheWhole_data() {
+    QTest::addColumn<int>("len");
+    QTest::addColumn<int>("parts");
+    QTest::addColumn<bool>("sinks");
+    for (int len : {2, 33, 700})
+      for (int parts : {1, 2, 3, 7})
+        for (bool sinks : {false, true})
+          if (parts <= len)
+            QTest::newRow(qPrintable(
+                QStringLiteral("len %1 parts %2%3").arg(len).arg(parts).arg(sinks ? " sinks" : "")))
+                << len << parts << sinks;
+  }
+
+  void partsCombineToTheWhole() {
+    QFETCH(int, len);
+    QFETCH(int, parts);
+    QFETCH(bool, sinks);
+    const int nq = 8, dim = 64, begin = 5 % len;
+    const Case c = make_case(nq, dim, dim, len, static_cast<unsigned>(len * 31 + parts));
+    const std::vector<float> sink_logits = {-1.0f, 0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+    std::vector<float> outs(static_cast<std::size_t>(parts * nq * dim)),
+        maxes(static_cast<std::size_t>(parts * nq)), sums(maxes.size()),
+        scores(static_cast<std::size_t>(nq * len)), out(static_cast<std::size_t>(nq * dim));
+    const int n = len - begin;
+    for (int p = 0; p < parts; ++p) {
+      attend_heads_part(c.q.data(), nq, c.keys.data(), dim, c.values.data(), c.vstride, dim,
+                        begin + n * p / parts, begin + n * (p + 1) / parts, 0.125f, scores.data(),
+                        outs.data() + p * nq * dim, maxes.data() + p * nq, sums.data() + p * nq);
+    }
+    combine_attention_parts(parts, nq, dim, outs.data(), maxes.data(), sums.data(),
+                            sinks ? sink_logits.data() : nullptr, out.data());
+    for (int i = 0; i < nq; ++i) {
+      QString why;
+      QVERIFY2(close(out.data() + i * dim,
+                     expected(c, i, begin, len, 0.125, sinks ? sink_logits[i] : -INFINITY), &why),
+               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
     }
   }
 
@@ -149,39 +208,15 @@ class TestAttention : public QObject {
   // latent and the rotary key, the latent alone weighed): against double precision.
   void splitKeyAndValueWidths() {
     const int nq = 12, len = 37, key_dim = 40, value_dim = 32;
-    std::mt19937 rng(77);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    const int stride = len + 3, vstride = value_dim + 5;
-    std::vector<float> q(static_cast<std::size_t>(nq * key_dim)),
-        keys(static_cast<std::size_t>(key_dim * stride)),
-        values(static_cast<std::size_t>(len * vstride));
-    for (float& x : q) x = d(rng);
-    for (float& x : keys) x = d(rng);
-    for (float& x : values) x = d(rng);
+    const Case c = make_case(nq, key_dim, value_dim, len, 77);
     std::vector<float> scores(static_cast<std::size_t>(nq * len)),
         out(static_cast<std::size_t>(nq * value_dim));
-    attend_heads_split(q.data(), nq, keys.data(), stride, key_dim, values.data(), vstride,
-                       value_dim, len, 0.2f, scores.data(), out.data());
+    attend_heads_split(c.q.data(), nq, c.keys.data(), key_dim, c.values.data(), c.vstride,
+                       value_dim, 0, len, 0.2f, scores.data(), out.data());
     for (int i = 0; i < nq; ++i) {
-      std::vector<double> p(len);
-      double mx = -1e300, sum = 0;
-      for (int s = 0; s < len; ++s) {
-        double dot = 0;
-        for (int k = 0; k < key_dim; ++k) dot += double(q[i * key_dim + k]) * keys[k * stride + s];
-        p[s] = dot * 0.2;
-        mx = std::max(mx, p[s]);
-      }
-      for (int s = 0; s < len; ++s) sum += p[s] = std::exp(p[s] - mx);
-      for (int v = 0; v < value_dim; ++v) {
-        double want = 0;
-        for (int s = 0; s < len; ++s) want += p[s] / sum * values[s * vstride + v];
-        QVERIFY2(std::abs(out[i * value_dim + v] - want) < 1e-5,
-                 qPrintable(QStringLiteral("query %1 value %2: %3 vs %4")
-                                .arg(i)
-                                .arg(v)
-                                .arg(out[i * value_dim + v])
-                                .arg(want)));
-      }
+      QString why;
+      QVERIFY2(close(out.data() + i * value_dim, expected(c, i, 0, len, 0.2f), &why),
+               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
     }
   }
 };

@@ -48,6 +48,11 @@ void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t to
     rope.apply_heads(x + t * token_stride, heads, head_stride, pos0 + t);
 }
 
+std::int64_t attention_parts(std::int64_t jobs, int threads, std::int64_t longest) {
+  if (jobs >= 2 * threads || longest < 2 * kMinAttentionPart) return 1;
+  return std::min((2 * threads + jobs - 1) / jobs, longest / kMinAttentionPart);
+}
+
 void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
                std::int64_t layer, const float* q, const float* k, const float* v, std::int64_t n,
                std::int64_t pos0, float* out, const float* sinks) {
@@ -62,24 +67,64 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
   const float scale = static_cast<float>(spec.attention_scale);
   const std::int64_t window =
       spec.layer_window.empty() ? 0 : spec.layer_window[static_cast<std::size_t>(layer)];
+  const float* values = cache.value(layer, 0);
+  const std::int64_t value_stride = nkv * hd;
+  // Causal: token t sees itself and everything before it, or within a sliding window the
+  // last `window` positions up to it.
+  const auto range = [&](std::int64_t t) {
+    const std::int64_t end_pos = pos0 + t + 1;
+    const std::int64_t first = window > 0 ? std::max<std::int64_t>(0, end_pos - window) : 0;
+    return std::pair{first, end_pos};
+  };
   // One job per (token, key/value head): the query heads of a group read its keys and values
-  // once between them.
-  threads.parallel_for(n * nkv, 0, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> scores(static_cast<std::size_t>(group * (pos0 + n)));
-    for (std::int64_t job = begin; job < end; ++job) {
+  // once between them. A decoded token has only as many jobs as KV heads, fewer than a
+  // workstation's threads: then each head's context is split into parts that threads take
+  // apart, combined after (flash decoding).
+  const std::int64_t jobs = n * nkv;
+  const std::int64_t longest = range(n - 1).second - range(n - 1).first;
+  const std::int64_t parts = attention_parts(jobs, threads.count(), longest);
+  if (parts == 1) {
+    threads.parallel_for(jobs, 0, [&](std::int64_t begin, std::int64_t end) {
+      std::vector<float> scores(static_cast<std::size_t>(group * longest));
+      for (std::int64_t job = begin; job < end; ++job) {
+        const std::int64_t t = job / nkv;
+        const std::int64_t kvh = job % nkv;
+        const auto [first, end_pos] = range(t);
+        const std::int64_t head0 = t * nh + kvh * group;
+        kernels::attend_heads(q + head0 * hd, group, cache.tiled_keys(layer, kvh),
+                              values + kvh * hd, value_stride, first, end_pos, hd, scale,
+                              scores.data(), out + head0 * hd,
+                              sinks != nullptr ? sinks + kvh * group : nullptr);
+      }
+    });
+    return;
+  }
+  std::vector<float> outs(static_cast<std::size_t>(jobs * parts * group * hd));
+  std::vector<float> maxes(static_cast<std::size_t>(jobs * parts * group));
+  std::vector<float> sums(maxes.size());
+  threads.parallel_for(jobs * parts, 1, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> scores(static_cast<std::size_t>(group * (longest / parts + 1)));
+    for (std::int64_t task = begin; task < end; ++task) {
+      const std::int64_t job = task / parts, part = task % parts;
       const std::int64_t t = job / nkv;
       const std::int64_t kvh = job % nkv;
-      // Causal: this token and everything before it, or within a sliding window the last
-      // `window` positions up to it.
-      const std::int64_t end_pos = pos0 + t + 1;
-      const std::int64_t first = window > 0 ? std::max<std::int64_t>(0, end_pos - window) : 0;
+      const auto [first, end_pos] = range(t);
+      const std::int64_t len = end_pos - first;
       const std::int64_t head0 = t * nh + kvh * group;
-      kernels::attend_heads(q + head0 * hd, group, cache.keys_transposed(layer, kvh) + first,
-                            cache.capacity(), cache.value(layer, first) + kvh * hd, nkv * hd,
-                            end_pos - first, hd, scale, scores.data(), out + head0 * hd,
-                            sinks != nullptr ? sinks + kvh * group : nullptr);
+      kernels::attend_heads_part(
+          q + head0 * hd, group, cache.tiled_keys(layer, kvh), hd, values + kvh * hd, value_stride,
+          hd, first + len * part / parts, first + len * (part + 1) / parts, scale, scores.data(),
+          outs.data() + task * group * hd, maxes.data() + task * group, sums.data() + task * group);
     }
   });
+  for (std::int64_t job = 0; job < jobs; ++job) {
+    const std::int64_t t = job / nkv;
+    const std::int64_t kvh = job % nkv;
+    kernels::combine_attention_parts(
+        parts, group, hd, outs.data() + job * parts * group * hd,
+        maxes.data() + job * parts * group, sums.data() + job * parts * group,
+        sinks != nullptr ? sinks + kvh * group : nullptr, out + (t * nh + kvh * group) * hd);
+  }
 }
 
 // The cache holds only the normalised latent and the shared rotary key, and each head's query
@@ -110,7 +155,7 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
   constexpr std::int64_t kHeadsPerJob = 8;
   std::vector<float> q_keys(static_cast<std::size_t>(n * block * key_dim));
   std::vector<float> o_latent(static_cast<std::size_t>(n * block * lora));
-  const float* keys_t = cache.latent_keys_transposed(layer);
+  const float* keys_t = cache.latent_tiled_keys(layer);
   const float* values = cache.latent(layer, 0);
   for (std::int64_t h0 = 0; h0 < nh; h0 += block) {
     const std::int64_t heads = std::min(block, nh - h0);
@@ -141,8 +186,8 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
         const std::int64_t j0 = (job % groups) * kHeadsPerJob;
         const std::int64_t len = pos0 + t + 1;  // causal
         kernels::attend_heads_split(q_keys.data() + (t * block + j0) * key_dim,
-                                    std::min(kHeadsPerJob, heads - j0), keys_t, cache.capacity(),
-                                    key_dim, values, lora, lora, len, scale, scores.data(),
+                                    std::min(kHeadsPerJob, heads - j0), keys_t, key_dim, values,
+                                    lora, lora, 0, len, scale, scores.data(),
                                     o_latent.data() + (t * block + j0) * lora);
       }
     });

@@ -27,7 +27,12 @@ void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t to
           std::int64_t heads, std::int64_t head_stride, std::int64_t pos0);
 
 // Grouped-query attention as Backend::attention, over `cache` made for `spec`.
-// `sinks`: null, or one logit per head (gpt-oss).
+// `sinks`: null, or one logit per head (gpt-oss). With fewer (token, KV head) jobs than
+// twice the threads (decoding), each head's context of at least 2 * kMinAttentionPart
+// positions is split into parts of at least that many, computed apart and combined.
+inline constexpr std::int64_t kMinAttentionPart = 256;
+// The parts each (token, KV head) job's context of `longest` positions is split into.
+std::int64_t attention_parts(std::int64_t jobs, int threads, std::int64_t longest);
 void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
                std::int64_t layer, const float* q, const float* k, const float* v, std::int64_t n,
                std::int64_t pos0, float* out, const float* sinks = nullptr);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/attention.h"
+
 namespace tandem::backend {
 namespace {
 
@@ -35,6 +37,7 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens)
     value_row_ = key_row_;
     head_dim_ = spec.head_dim;
     kv_heads_ = spec.num_kv_heads;
+    head_keys_ = kernels::tiled_key_floats(capacity_, head_dim_);
   }
   const auto layers = static_cast<std::size_t>(spec.num_layers);
   keys_.resize(layers);
@@ -48,13 +51,15 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens)
       recurrent_bytes_ += (conv_[i].size() + recurrent_[i].size()) * sizeof(float);
       continue;
     }
-    keys_[i].assign(static_cast<std::size_t>(capacity_ * key_row_), 0.0f);
+    keys_[i].assign(spec.mla ? static_cast<std::size_t>(capacity_ * key_row_)
+                             : static_cast<std::size_t>(kv_heads_) * head_keys_,
+                    0.0f);
     values_[i].assign(static_cast<std::size_t>(capacity_ * value_row_), 0.0f);
   }
   if (spec.mla) {
     latent_keys_.resize(keys_.size());
     for (auto& k : latent_keys_)
-      k.assign(static_cast<std::size_t>(capacity_ * (latent_rank_ + rope_dim_)), 0.0f);
+      k.assign(kernels::tiled_key_floats(capacity_, latent_rank_ + rope_dim_), 0.0f);
   }
 }
 
@@ -62,14 +67,19 @@ void KvCache::store_latent(std::int64_t layer, std::int64_t pos, const float* la
                            const float* rope_key) {
   std::copy_n(latent, latent_rank_, &keys_[l(layer)][off(pos, key_row_)]);
   float* t = latent_keys_[l(layer)].data();
-  for (std::int64_t i = 0; i < latent_rank_; ++i) t[i * capacity_ + pos] = latent[i];
+  const std::int64_t dim = latent_rank_ + rope_dim_;
+  for (std::int64_t i = 0; i < latent_rank_; ++i)
+    t[kernels::tiled_key_index(pos, i, dim)] = latent[i];
   for (std::int64_t i = 0; i < rope_dim_; ++i)
-    t[(latent_rank_ + i) * capacity_ + pos] = rope_key[i];
+    t[kernels::tiled_key_index(pos, latent_rank_ + i, dim)] = rope_key[i];
 }
 
 void KvCache::store_key(std::int64_t layer, std::int64_t pos, const float* k) {
-  float* base = keys_[l(layer)].data();
-  for (std::int64_t i = 0; i < kv_heads_ * head_dim_; ++i) base[i * capacity_ + pos] = k[i];
+  for (std::int64_t h = 0; h < kv_heads_; ++h) {
+    float* head = keys_[l(layer)].data() + static_cast<std::size_t>(h) * head_keys_;
+    for (std::int64_t d = 0; d < head_dim_; ++d)
+      head[kernels::tiled_key_index(pos, d, head_dim_)] = k[h * head_dim_ + d];
+  }
 }
 
 void KvCache::clear_recurrent(std::int64_t layer) {

@@ -27,26 +27,25 @@ class KvCache {
   // What a cache for `spec` and `capacity_tokens` holds.
   static std::uint64_t bytes_for(const model::ModelSpec& spec, std::int64_t capacity_tokens);
 
-  // Standard attention. Keys are kept transposed per KV head ([head_dim][capacity]) for the
-  // attention kernel; values row-major, [kv_heads * head_dim] per position.
+  // Standard attention. Keys are kept per KV head in the attention kernel's tiles
+  // (kernels/cpu/attention.h: 16 positions x head_dim, transposed); values row-major,
+  // [kv_heads * head_dim] per position.
   void store_key(std::int64_t layer, std::int64_t pos, const float* k);
-  const float* keys_transposed(std::int64_t layer, std::int64_t kv_head) const {
-    return &keys_[l(layer)][static_cast<std::size_t>(kv_head * head_dim_ * capacity_)];
+  const float* tiled_keys(std::int64_t layer, std::int64_t kv_head) const {
+    return &keys_[l(layer)][static_cast<std::size_t>(kv_head) * head_keys_];
   }
   float* value(std::int64_t layer, std::int64_t pos) {
     return &values_[l(layer)][off(pos, value_row_)];
   }
   // MLA: the normalised latent [kv_lora_rank] per position (what the heads weigh), and the
-  // keys every head scores against, the latent followed by the rotary key, transposed
-  // ([kv_lora_rank + rope dim][capacity]) for the attention kernel.
+  // keys every head scores against, the latent followed by the rotary key, in the attention
+  // kernel's tiles.
   void store_latent(std::int64_t layer, std::int64_t pos, const float* latent,
                     const float* rope_key);
   const float* latent(std::int64_t layer, std::int64_t pos) const {
     return &keys_[l(layer)][off(pos, key_row_)];
   }
-  const float* latent_keys_transposed(std::int64_t layer) const {
-    return latent_keys_[l(layer)].data();
-  }
+  const float* latent_tiled_keys(std::int64_t layer) const { return latent_keys_[l(layer)].data(); }
 
   // Gated DeltaNet: the last (kernel - 1) convolution inputs, oldest first ([kernel - 1] x
   // channels), and the recurrent state ([value heads][key dim][value dim]) of `layer`.
@@ -70,6 +69,7 @@ class KvCache {
   std::int64_t head_dim_ = 0;
   std::int64_t kv_heads_ = 0;
   std::int64_t value_row_;
+  std::size_t head_keys_ = 0;                    // floats of one KV head's tiled keys
   std::int64_t latent_rank_ = 0, rope_dim_ = 0;  // MLA
   std::vector<std::vector<float>> keys_;
   std::vector<std::vector<float>> values_;

@@ -410,6 +410,46 @@ class TestBackendOps : public QObject {
     QVERIFY(run(*cpu_qwen_, true) != full);
   }
 
+  // A decoded token over a long context: with threads to spare, each KV head's positions
+  // are split into parts that threads take apart (flash decoding); the combined result is
+  // the unsplit one's, with and without sinks.
+  void longContextDecodeSplitsAcrossThreads() {
+    QCOMPARE(backend::cpu_ops::attention_parts(4, 32, 8192), std::int64_t(16));
+    QCOMPARE(backend::cpu_ops::attention_parts(4, 32, 1000), std::int64_t(3));
+    QCOMPARE(backend::cpu_ops::attention_parts(4, 2, 8192), std::int64_t(1));  // jobs enough
+    QCOMPARE(backend::cpu_ops::attention_parts(4, 32, 500), std::int64_t(1));  // too short
+    const model::ModelSpec& spec = qwen_->spec();
+    const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
+    const std::int64_t len = 1100;
+    const auto q = test::normal_values(len * nh * hd, 41),
+               k = test::normal_values(len * nkv * hd, 42),
+               v = test::normal_values(len * nkv * hd, 43), sinks = test::normal_values(nh, 44);
+    QVERIFY(backend::cpu_ops::attention_parts(nkv, 8, len) > 1);
+    QCOMPARE(backend::cpu_ops::attention_parts(nkv, 1, len), std::int64_t(1));
+    for (bool with_sinks : {false, true}) {
+      std::vector<float> decoded[2];
+      for (int threads : {1, 8}) {
+        backend::NumaPools pools(threads, 1, /*pin=*/false);
+        backend::CpuBackend b(pools, spec);
+        auto cache = b.allocate_kv_cache(spec, len);
+        auto dq = put(b, q), dk = put(b, k), dv = put(b, v), ds = put(b, sinks);
+        auto out = b.allocate(len * nh * hd * sizeof(float));
+        const backend::DevicePtr<const float> s =
+            with_sinks ? ds->as<const float>() : backend::DevicePtr<const float>();
+        b.attention(0, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(), len - 1,
+                    0, *cache, out->as<float>(), s);
+        b.attention(0, dq->as<const float>() + (len - 1) * nh * hd,
+                    dk->as<const float>() + (len - 1) * nkv * hd,
+                    dv->as<const float>() + (len - 1) * nkv * hd, 1, len - 1, *cache,
+                    out->as<float>() + (len - 1) * nh * hd, s);
+        const auto all = get<float>(b, *out, len * nh * hd);
+        decoded[threads == 1 ? 0 : 1].assign(all.end() - nh * hd, all.end());
+      }
+      const double d = relative_difference(decoded[1], decoded[0]);
+      QVERIFY2(d < 1e-6, qPrintable(QStringLiteral("relative difference %1").arg(d)));
+    }
+  }
+
   // The gated DeltaNet layer against the double-precision reference: token by token and in
   // chunks (whole, ragged and one-token chunks), a prompt continued by decode steps and by a
   // second prompt; the snapshot taken mid-way restored; the emulated device as the CPU.
