@@ -119,7 +119,7 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
   if (w.packed != nullptr) {
     // One buffer per calling thread: activations are packed once per product.
     thread_local PackedActivations activations;
-    pack_activations_for(*w.packed, x, m, activations);
+    pack_activations_for(*w.packed, x, m, activations, parallel);
     packed_matmul_all(*w.packed, activations, y, y_stride, w.packed_variant, parallel);
     return;
   }

@@ -194,7 +194,7 @@ void OnednnMatmul::run(const float* x, std::int64_t tokens, float* y, std::int64
                        const ParallelFor& parallel) const {
   // One buffer per calling thread, as matmul_xwt keeps for the packed kernels.
   thread_local PackedActivations activations;
-  pack_activations(x, tokens, cols_, format_, activations);
+  pack_activations(x, tokens, cols_, format_, activations, 0, parallel);
   run(activations, y, y_stride, parallel);
 }
 

@@ -262,57 +262,88 @@ PackedMatrix pack_bf16(const WeightMatrix& source) {
   return p;
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void pack_activations(
-    const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
-    PackedActivations& out, std::int64_t group) {
+namespace {
+
+// Sizes `out` for `tokens` rows of `cols` activations in `format` (the padding zeroed).
+void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat format,
+                         PackedActivations& out, std::int64_t group) {
   out.format = format;
   out.tokens = tokens;
   out.cols_padded = padded_cols(cols, format);
   out.group = format == PackedFormat::Int4    ? group
               : format == PackedFormat::Mxfp4 ? kMxfp4Group
                                               : 0;
-  group = out.group;
   const std::size_t n = static_cast<std::size_t>(tokens * out.cols_padded);
   if (format != PackedFormat::Bf16) {
     out.q.assign(n, 0);
     out.scale.resize(static_cast<std::size_t>(tokens));
     out.q_sum.resize(static_cast<std::size_t>(tokens));
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      const float* xt = x + t * cols;
-      float max_abs = 0.0f;
-      for (std::int64_t c = 0; c < cols; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
-      const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
-      const float inv = 1.0f / scale;
-      std::int8_t* q = out.q.data() + t * out.cols_padded;
-      std::int32_t sum = 0;
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const int v = round_small(xt[c] * inv);
-        q[c] = static_cast<std::int8_t>(std::clamp(v, -127, 127));
-        sum += q[c];
-      }
-      out.scale[static_cast<std::size_t>(t)] = scale;
-      out.q_sum[static_cast<std::size_t>(t)] = sum;
-    }
     if (nibble_format(format)) {
-      const std::int64_t groups = (out.cols_padded + group - 1) / group;
+      const std::int64_t groups = (out.cols_padded + out.group - 1) / out.group;
       out.group_sum.resize(static_cast<std::size_t>(tokens * groups));
-      for (std::int64_t t = 0; t < tokens; ++t) {
-        const std::int8_t* q = out.q.data() + t * out.cols_padded;
-        for (std::int64_t g = 0; g < groups; ++g) {
-          std::int32_t sum = 0;
-          for (std::int64_t c = g * group; c < std::min(out.cols_padded, (g + 1) * group); ++c)
-            sum += q[c];
-          out.group_sum[static_cast<std::size_t>(t * groups + g)] = sum;
-        }
-      }
     }
   } else {
     out.bf16.assign(n, 0);
-    for (std::int64_t t = 0; t < tokens; ++t) {
+  }
+}
+
+// Rows [t0, t1) of x into `out`, sized by prepare_activations.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
+quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& out, std::int64_t t0,
+                         std::int64_t t1) {
+  if (out.format == PackedFormat::Bf16) {
+    for (std::int64_t t = t0; t < t1; ++t) {
       for (std::int64_t c = 0; c < cols; ++c)
         out.bf16[static_cast<std::size_t>(t * out.cols_padded + c)] = f32_to_bf16(x[t * cols + c]);
     }
+    return;
   }
+  for (std::int64_t t = t0; t < t1; ++t) {
+    const float* xt = x + t * cols;
+    float max_abs = 0.0f;
+    for (std::int64_t c = 0; c < cols; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
+    const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
+    const float inv = 1.0f / scale;
+    std::int8_t* q = out.q.data() + t * out.cols_padded;
+    std::int32_t sum = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const int v = round_small(xt[c] * inv);
+      q[c] = static_cast<std::int8_t>(std::clamp(v, -127, 127));
+      sum += q[c];
+    }
+    out.scale[static_cast<std::size_t>(t)] = scale;
+    out.q_sum[static_cast<std::size_t>(t)] = sum;
+    if (nibble_format(out.format)) {
+      const std::int64_t group = out.group;
+      const std::int64_t groups = (out.cols_padded + group - 1) / group;
+      for (std::int64_t g = 0; g < groups; ++g) {
+        std::int32_t group_sum = 0;
+        for (std::int64_t c = g * group; c < std::min(out.cols_padded, (g + 1) * group); ++c)
+          group_sum += q[c];
+        out.group_sum[static_cast<std::size_t>(t * groups + g)] = group_sum;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
+                      PackedActivations& out, std::int64_t group) {
+  prepare_activations(tokens, cols, format, out, group);
+  quantize_activation_rows(x, cols, out, 0, tokens);
+}
+
+void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
+                      PackedActivations& out, std::int64_t group, const ParallelFor& parallel) {
+  prepare_activations(tokens, cols, format, out, group);
+  if (tokens < kParallelPackTokens) {
+    quantize_activation_rows(x, cols, out, 0, tokens);
+    return;
+  }
+  parallel(tokens, [&](std::int64_t t0, std::int64_t t1) {
+    quantize_activation_rows(x, cols, out, t0, t1);
+  });
 }
 
 void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y,

@@ -132,10 +132,19 @@ struct PackedActivations {
 // `group` is needed for INT4 only.
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
                       PackedActivations& out, std::int64_t group = 0);
+// The same with the tokens spread over `parallel`'s threads, from kParallelPackTokens on
+// (fewer are quicker on the calling thread). Every row is packed as above, to the bit.
+inline constexpr std::int64_t kParallelPackTokens = 32;
+void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
+                      PackedActivations& out, std::int64_t group, const ParallelFor& parallel);
 // Activations in the form the kernels for `w` read.
 inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
                                  PackedActivations& out) {
   pack_activations(x, tokens, w.cols, w.format, out, w.group);
+}
+inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
+                                 PackedActivations& out, const ParallelFor& parallel) {
+  pack_activations(x, tokens, w.cols, w.format, out, w.group, parallel);
 }
 
 // y[t * y_stride + r] = sum_k x[t, k] * W[r, k] for rows r of blocks [block_begin, block_end).

@@ -378,6 +378,45 @@ class TestPackedMatmul : public QObject {
     packed_matmul_all(w, a, got.data(), rows, CpuVariant::Scalar, oneAtATime);
     QCOMPARE(got, want);
   }
+
+  // Activations packed with the tokens spread over threads (here in uneven pieces, last
+  // first) are the ones packed on one thread, to the bit, in every format.
+  void activationsPackedInParallelAreTheSame_data() {
+    QTest::addColumn<int>("format");
+    QTest::addColumn<int>("tokens");
+    for (PackedFormat f :
+         {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Mxfp4, PackedFormat::Bf16})
+      for (int tokens : {1, 31, 32, 33, 100})
+        QTest::newRow(qPrintable(QStringLiteral("format %1, %2 tokens").arg(int(f)).arg(tokens)))
+            << int(f) << tokens;
+  }
+
+  void activationsPackedInParallelAreTheSame() {
+    QFETCH(int, format);
+    QFETCH(int, tokens);
+    const int cols = 200;
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 33);
+    const auto f = static_cast<PackedFormat>(format);
+    PackedActivations serial, parallel;
+    pack_activations(x.data(), tokens, cols, f, serial, 64);
+    int calls = 0;
+    const ParallelFor uneven = [&](std::int64_t n,
+                                   const std::function<void(std::int64_t, std::int64_t)>& body) {
+      ++calls;
+      const std::int64_t cut = n / 3 + 1;
+      if (cut < n) body(cut, n);
+      body(0, std::min(cut, n));
+    };
+    pack_activations(x.data(), tokens, cols, f, parallel, 64, uneven);
+    QCOMPARE(calls, tokens >= kParallelPackTokens ? 1 : 0);
+    QCOMPARE(parallel.cols_padded, serial.cols_padded);
+    QCOMPARE(parallel.group, serial.group);
+    QCOMPARE(parallel.q, serial.q);
+    QCOMPARE(parallel.scale, serial.scale);
+    QCOMPARE(parallel.q_sum, serial.q_sum);
+    QCOMPARE(parallel.group_sum, serial.group_sum);
+    QCOMPARE(parallel.bf16, serial.bf16);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestPackedMatmul)
