@@ -58,6 +58,9 @@ void matmul_xw(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
 
 // The fp32 dot product every path uses (several accumulators, so it vectorises).
 float dot_f32(const float* a, const float* b, std::int64_t n);
+// y = x / sqrt(mean(x^2) + eps) * weight over n values (RMSNorm), the squares summed as
+// exactly as in double.
+void rms_norm_f32(const float* x, const float* weight, std::int64_t n, double eps, float* y);
 // y += a * x over n values.
 void axpy_f32(float a, const float* x, float* y, std::int64_t n);
 // gate[i] = SiLU(gate[i]) * up[i] over n values (the gated FFN's activation), SiLU(x) =

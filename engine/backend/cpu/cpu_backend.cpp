@@ -104,7 +104,8 @@ void CpuBackend::rms_norm(DevicePtr<const float> x, std::int64_t x_stride,
                           DevicePtr<const float> weight, std::int64_t rows, std::int64_t cols,
                           double eps, DevicePtr<float> y, std::int64_t y_stride) {
   Timed timed(*this);
-  cpu_ops::rms_norm_rows(raw(x), x_stride, raw(weight), rows, cols, eps, raw(y), y_stride);
+  cpu_ops::rms_norm_rows(raw(x), x_stride, raw(weight), rows, cols, eps, raw(y), y_stride,
+                         &threads_);
 }
 
 void CpuBackend::matmul(DevicePtr<const float> x, std::int64_t n, const DeviceMatrix& w,

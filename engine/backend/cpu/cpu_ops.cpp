@@ -16,16 +16,22 @@ void embed(const kernels::WeightMatrix& table, const std::int32_t* ids, std::int
 }
 
 void rms_norm(const float* x, const float* weight, std::int64_t n, double eps, float* y) {
-  double ss = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-  for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+  kernels::rms_norm_f32(x, weight, n, eps, y);
 }
 
 void rms_norm_rows(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows,
-                   std::int64_t cols, double eps, float* y, std::int64_t y_stride) {
-  for (std::int64_t r = 0; r < rows; ++r)
-    rms_norm(x + r * x_stride, weight, cols, eps, y + r * y_stride);
+                   std::int64_t cols, double eps, float* y, std::int64_t y_stride,
+                   const CpuThreads* threads) {
+  const auto some = [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      kernels::rms_norm_f32(x + r * x_stride, weight, cols, eps, y + r * y_stride);
+  };
+  // A prompt's rows on every thread; a decode step's few rows on this one.
+  if (threads != nullptr && rows * cols >= kParallelNormValues) {
+    threads->parallel_for(rows, 0, some);
+  } else {
+    some(0, rows);
+  }
 }
 
 void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols) {

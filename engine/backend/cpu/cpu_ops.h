@@ -17,8 +17,11 @@ void embed(const kernels::WeightMatrix& table, const std::int32_t* ids, std::int
 
 // y = x / rms(x) * weight over `n` values (in place when y == x).
 void rms_norm(const float* x, const float* weight, std::int64_t n, double eps, float* y);
+// Every row; on `threads` (when given) from kParallelNormValues values on.
+inline constexpr std::int64_t kParallelNormValues = 16384;
 void rms_norm_rows(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows,
-                   std::int64_t cols, double eps, float* y, std::int64_t y_stride);
+                   std::int64_t cols, double eps, float* y, std::int64_t y_stride,
+                   const CpuThreads* threads = nullptr);
 
 // y[r * cols + c] += bias[c] for `rows` rows.
 void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols);
