@@ -14,6 +14,7 @@
 #include "engine/measure/benchmark.h"
 #include "engine/measure/delta_rule_benchmark.h"
 #include "engine/measure/kernel_benchmark.h"
+#include "engine/measure/trace.h"
 #include "engine/model/synthetic_checkpoint.h"
 
 namespace tandem::app {
@@ -213,12 +214,24 @@ int run_bench(const BenchCommandOptions& o) {
   options.prompt_tokens = o.prompt_tokens;
   options.decode_tokens = o.decode_tokens;
   options.depth_tokens = o.depth_tokens;
+  options.trace = !o.trace_path.empty();
   options.repetitions = std::max(1, o.repetitions);
   options.warmup = !o.no_warmup;
   const measure::BenchResult r =
       measure::run_benchmark(runner, pool, options, [&](const std::string& line) {
         if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
       });
+  if (options.trace) {
+    if (!trace::write_chrome_json(o.trace_path, &error)) {
+      std::fprintf(stderr, "tandem: %s\n", error.c_str());
+      return 1;
+    }
+    if (!o.json)
+      std::fprintf(stderr,
+                   "trace: %zu spans of the counted runs written to %s (open it in "
+                   "ui.perfetto.dev or chrome://tracing)\n",
+                   trace::event_count(), o.trace_path.c_str());
+  }
   if (!record_expert_stats(o.engine, runner, error)) {
     std::fprintf(stderr, "tandem: %s\n", error.c_str());
     return 1;

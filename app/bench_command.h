@@ -13,6 +13,7 @@ struct BenchCommandOptions {
   std::int64_t prompt_tokens = 512;
   std::int64_t decode_tokens = 128;
   std::int64_t depth_tokens = 0;  // -d: tokens in the KV cache before each test
+  std::string trace_path;         // --trace: the timeline of the counted runs
   int threads = 0;
   int pools = 0;  // 0: a converted folder's own count, else one per NUMA node
   int repetitions = 3;

@@ -249,6 +249,10 @@ int main(int argc, char** argv) {
                    "Tokens already in the KV cache before each test (as llama-bench's -d): "
                    "prompt and decode measured at that depth")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 22));
+  auto* bench_trace =
+      bench_cmd->add_option("--trace", bench.trace_path,
+                            "Write a timeline of every thread over the counted runs to FILE, in "
+                            "the Chrome trace format (ui.perfetto.dev, chrome://tracing)");
   bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")
       ->capture_default_str();
   bench_cmd
@@ -287,13 +291,15 @@ int main(int argc, char** argv) {
               "--kernels", bench.kernels,
               "Instead of a model: time our packed kernels against oneDNN on Qwen3-30B-A3B's "
               "matrix shapes (INT8 and BF16; all thread counts from -t, else all cores and 1)")
-          ->excludes(bench_model);
+          ->excludes(bench_model)
+          ->excludes(bench_trace);
   bench_cmd
       ->add_flag("--delta-rule", bench.delta_rule,
                  "Instead of a model: time the CPU's gated DeltaNet layer (Qwen3-Next's linear "
                  "attention) at Qwen3-Next-80B's shapes, token by token and chunked")
       ->excludes(bench_model)
-      ->excludes(kernels_flag);
+      ->excludes(kernels_flag)
+      ->excludes(bench_trace);
   auto* kernel_tokens =
       bench_cmd
           ->add_option("--tokens", bench.kernel_tokens,

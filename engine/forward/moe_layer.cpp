@@ -10,6 +10,7 @@
 
 #include "engine/forward/model_runner.h"
 #include "engine/forward/runner_workspace.h"
+#include "engine/measure/trace.h"
 
 namespace tandem::forward {
 namespace {
@@ -190,6 +191,7 @@ bool ModelRunner::compute_deferred(std::int64_t n) {
 void ModelRunner::cpu_experts(std::int64_t layer, const float* x,
                               std::span<const backend::ExpertPair> pairs, float* out) {
   if (pairs.empty()) return;
+  const trace::Operation traced("cpu_experts");
   const std::uint64_t t0 = now_ns();
   const model::MoeWeights& moe = model_.weights().layers[static_cast<std::size_t>(layer)].experts;
   thread_local std::vector<const model::FeedForwardWeights*> table;

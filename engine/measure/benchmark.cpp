@@ -8,6 +8,7 @@
 #include <random>
 
 #include "engine/generate/generator.h"
+#include "engine/measure/trace.h"
 #include "kernels/cpu/memory_bandwidth.h"
 
 namespace tandem::measure {
@@ -106,6 +107,10 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
   // Run -1 is the warm-up: measured the same way, not recorded.
   for (int r = o.warmup ? -1 : 0; r < o.repetitions; ++r) {
     const bool counted = r >= 0;
+    if (o.trace && r == 0) {
+      trace::name_thread("engine");
+      trace::start();
+    }
     if (o.prompt_tokens > 0) {
       std::vector<std::int32_t> prompt = fill_depth();
       for (std::int64_t i = 0; i < o.prompt_tokens; ++i) prompt.push_back(token(rng));
@@ -146,6 +151,7 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
                              static_cast<double>(o.decode_tokens) / s));
     }
   }
+  if (o.trace) trace::stop();
   result.prompt_split = TimeSplit::between(MetricsSnapshot{}, prompt_sum);
   result.decode_split = TimeSplit::between(MetricsSnapshot{}, decode_sum);
   // A buffer far larger than the caches: 1 GiB.

@@ -25,6 +25,9 @@ struct BenchOptions {
   // page faults in fresh buffers and the KV cache.
   bool warmup = true;
   std::uint64_t seed = 1;
+  // Record a timeline of every thread over the counted runs (measure/trace.h); the caller
+  // writes it.
+  bool trace = false;
 };
 
 // Mean and sample standard deviation (n - 1) of repeated measurements; 0 when too few.

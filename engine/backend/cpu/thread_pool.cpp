@@ -3,11 +3,14 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <chrono>
+#include <string>
 #include <utility>
 
 #include "engine/hw/binding.h"
+#include "engine/measure/trace.h"
 
 namespace tandem::backend {
 namespace {
@@ -38,6 +41,8 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_chunks() {
+  // This thread's share of the loop, under the operation that started it, in a trace.
+  const trace::Span span(trace::current_operation());
   for (;;) {
     const std::int64_t begin = next_.fetch_add(chunk_);
     if (begin >= n_) return;
@@ -48,6 +53,8 @@ void ThreadPool::run_chunks() {
 void ThreadPool::worker_loop(const std::vector<int>& cpus) {
   // A worker that cannot be pinned still works; bind_this_thread logs the first failure.
   if (!cpus.empty()) hw::bind_this_thread(cpus);
+  static std::atomic<int> workers{0};
+  trace::name_thread("worker " + std::to_string(workers.fetch_add(1) + 1));
   std::uint64_t seen = 0;
   for (;;) {
     // Spin first: the next loop usually follows within microseconds. The clock is read

@@ -1,9 +1,15 @@
 // `tandem bench`'s measurement loop on the demo model: one measurement per repetition for
 // prompt and decode, the warm-up pass reported but never counted, and the roofline figures
 // derived from the measured bandwidth. Correctness only: no timing is asserted.
+#include <QTemporaryDir>
 #include <QtTest>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "engine/measure/benchmark.h"
+#include "engine/measure/trace.h"
 #include "engine/model/loaded_model.h"
 
 using namespace tandem;
@@ -73,6 +79,54 @@ class TestBenchmark : public QObject {
     QCOMPARE(runner.metrics()->snapshot().tokens, std::uint64_t(2 * (16 + 12 + 16 + 5)));
     QVERIFY2(lines.front().find("pp12 @ d16 run 1") != std::string::npos, lines.front().c_str());
     QVERIFY2(lines.back().find("tg5 @ d16 run 2") != std::string::npos, lines.back().c_str());
+  }
+
+  // --trace: a Chrome trace of the counted runs, with the engine thread's operations and
+  // every worker's share of the loops under the operation's name; nothing of the warm-up.
+  void traceShowsEveryThread() {
+    const auto model = model::LoadedModel::load(kDemo);
+    measure::BenchOptions o;
+    o.prompt_tokens = 40;
+    o.decode_tokens = 3;
+    o.repetitions = 1;
+    o.trace = true;
+    backend::NumaPools pool(2, model->pools(), /*pin=*/false);
+    forward::ModelRunner runner(*model, pool);
+    measure::run_benchmark(runner, pool, o);
+    QVERIFY(!trace::enabled());
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("trace.json").toStdString();
+    std::string error;
+    QVERIFY2(trace::write_chrome_json(path, &error), error.c_str());
+    std::ifstream in(path);
+    const auto json = nlohmann::json::parse(in);
+    std::map<int, std::string> thread_names;
+    std::map<int, std::set<std::string>> spans;
+    double first = 1e300;
+    for (const auto& e : json["traceEvents"]) {
+      const int tid = e["tid"].get<int>();
+      if (e["ph"] == "M") {
+        thread_names[tid] = e["args"]["name"].get<std::string>();
+        continue;
+      }
+      QCOMPARE(e["ph"].get<std::string>(), std::string("X"));
+      QVERIFY(e["dur"].get<double>() >= 0);
+      first = std::min(first, e["ts"].get<double>());
+      spans[tid].insert(e["name"].get<std::string>());
+    }
+    QVERIFY(first >= 0);  // nothing from before the counted runs began
+    int engine = -1, worker = -1;
+    for (const auto& [tid, name] : thread_names) {
+      if (name == "engine") engine = tid;
+      if (name.rfind("worker ", 0) == 0) worker = tid;
+    }
+    QVERIFY2(engine > 0 && worker > 0, json.dump().substr(0, 400).c_str());
+    for (const char* op : {"attention", "matmul", "rms_norm", "cpu_experts"})
+      QVERIFY2(spans[engine].count(op) == 1, op);
+    // The worker's share of the loops, under the operations that started them.
+    QVERIFY(spans[worker].count("attention") == 1);
+    QVERIFY(spans[worker].count("cpu_experts") == 1);
+    QVERIFY(trace::event_count() > 0);
   }
 };
 

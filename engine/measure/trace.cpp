@@ -1,0 +1,153 @@
+#include "engine/measure/trace.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace tandem::trace {
+namespace {
+
+// Per thread, at most this many spans (about 24 MB): a trace is for a benchmark's few runs.
+constexpr std::size_t kMaxEventsPerThread = 1u << 20;
+
+struct Event {
+  const char* name;
+  std::int64_t begin_ns, end_ns;
+};
+
+struct ThreadBuffer {
+  int id = 0;
+  std::string name;
+  std::vector<Event> events;
+};
+
+std::atomic<bool> g_enabled{false};
+std::atomic<const char*> g_operation{nullptr};
+std::atomic<std::int64_t> g_origin_ns{0};
+
+std::mutex& registry_lock() {
+  static std::mutex m;
+  return m;
+}
+std::vector<std::shared_ptr<ThreadBuffer>>& registry() {
+  static std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  return buffers;
+}
+
+// The calling thread's buffer, registered on first use (kept after the thread ends).
+ThreadBuffer& this_thread() {
+  thread_local std::shared_ptr<ThreadBuffer> mine = [] {
+    auto b = std::make_shared<ThreadBuffer>();
+    const std::lock_guard lock(registry_lock());
+    b->id = static_cast<int>(registry().size()) + 1;
+    registry().push_back(b);
+    return b;
+  }();
+  return *mine;
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void start() {
+  const std::lock_guard lock(registry_lock());
+  for (const auto& b : registry()) b->events.clear();
+  g_origin_ns.store(now_ns());
+  g_enabled.store(true);
+}
+
+void stop() {
+  g_enabled.store(false);
+}
+
+bool enabled() {
+  return g_enabled.load(std::memory_order_relaxed);
+}
+
+std::size_t event_count() {
+  const std::lock_guard lock(registry_lock());
+  std::size_t n = 0;
+  for (const auto& b : registry()) n += b->events.size();
+  return n;
+}
+
+void name_thread(const std::string& name) {
+  this_thread().name = name;
+}
+
+Span::Span(const char* name) : name_(name) {
+  if (g_enabled.load(std::memory_order_relaxed)) begin_ns_ = now_ns();
+}
+
+Span::~Span() {
+  if (begin_ns_ < 0) return;
+  ThreadBuffer& b = this_thread();
+  if (b.events.size() < kMaxEventsPerThread) b.events.push_back({name_, begin_ns_, now_ns()});
+}
+
+Operation::Operation(const char* name)
+    : span_(name), previous_(g_operation.exchange(name, std::memory_order_relaxed)) {}
+
+Operation::~Operation() {
+  g_operation.store(previous_, std::memory_order_relaxed);
+}
+
+const char* current_operation() {
+  const char* op = g_operation.load(std::memory_order_relaxed);
+  return op != nullptr ? op : "work";
+}
+
+bool write_chrome_json(const std::string& path, std::string* error) {
+  nlohmann::json events = nlohmann::json::array();
+  {
+    const std::lock_guard lock(registry_lock());
+    const std::int64_t origin = g_origin_ns.load();
+    for (const auto& b : registry()) {
+      if (b->events.empty()) continue;
+      events.push_back(
+          {{"name", "thread_name"},
+           {"ph", "M"},
+           {"pid", 1},
+           {"tid", b->id},
+           {"args", {{"name", b->name.empty() ? "thread " + std::to_string(b->id) : b->name}}}});
+      for (const Event& e : b->events) {
+        events.push_back({{"name", e.name},
+                          {"ph", "X"},
+                          {"pid", 1},
+                          {"tid", b->id},
+                          {"ts", static_cast<double>(e.begin_ns - origin) / 1e3},
+                          {"dur", static_cast<double>(e.end_ns - e.begin_ns) / 1e3}});
+      }
+    }
+  }
+  const nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out << trace.dump();
+    out.close();
+    if (!out) {
+      if (error) *error = path + " cannot be written; check the folder exists and is writable.";
+      std::remove(temp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    if (error) *error = path + " cannot be put in place; check the folder is writable.";
+    std::remove(temp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace tandem::trace

@@ -1,0 +1,57 @@
+// A timeline of what every thread does, for `tandem bench --trace FILE`: spans (a name, the
+// thread, start and duration) recorded while tracing is on, written in the Chrome trace
+// format that chrome://tracing and ui.perfetto.dev open. The engine's thread records each
+// backend operation; every worker records its share of each parallel loop under the name of
+// the operation that started it, so idle gaps between them show. Off, a span costs one
+// relaxed atomic load.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tandem::trace {
+
+// Clears what was recorded and starts recording; stop() ends it. Call both while no parallel
+// loop runs (the buffers are written by their threads without locks).
+void start();
+void stop();
+bool enabled();
+std::size_t event_count();
+// Writes what was recorded; false, with a sentence in `error`, when it cannot be written.
+bool write_chrome_json(const std::string& path, std::string* error);
+// Names the calling thread in the timeline ("engine", "worker 3"); unnamed threads are
+// "thread N".
+void name_thread(const std::string& name);
+
+// A span on the calling thread, from construction to destruction. `name` must outlive the
+// recording (a literal, or __func__).
+class Span {
+ public:
+  explicit Span(const char* name);
+  ~Span();
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+ private:
+  const char* name_;
+  std::int64_t begin_ns_ = -1;  // -1: not recording
+};
+
+// A span that also names the operation running now, which the workers' spans take.
+class Operation {
+ public:
+  explicit Operation(const char* name);
+  ~Operation();
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+ private:
+  Span span_;
+  const char* previous_;
+};
+
+// The name of the operation running now ("work" outside any).
+const char* current_operation();
+
+}  // namespace tandem::trace
