@@ -28,7 +28,8 @@ T* raw(DevicePtr<T> p) {
 
 }  // namespace
 
-CpuBackend::Timed::Timed(CpuBackend& backend) : backend_(backend), start_ns_(now_ns()) {}
+CpuBackend::Timed::Timed(CpuBackend& backend, const char* name)
+    : backend_(backend), operation_(name), start_ns_(now_ns()) {}
 
 CpuBackend::Timed::~Timed() {
   backend_.busy_ns_[static_cast<std::size_t>(backend_.part_)].fetch_add(
@@ -96,40 +97,52 @@ EventPtr CpuBackend::record(Queue) {
 
 void CpuBackend::embed(const DeviceMatrix& table, DevicePtr<const std::int32_t> ids, std::int64_t n,
                        DevicePtr<float> out) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   cpu_ops::embed(HostMatrix::of(table), raw(ids), n, raw(out));
 }
 
 void CpuBackend::rms_norm(DevicePtr<const float> x, std::int64_t x_stride,
                           DevicePtr<const float> weight, std::int64_t rows, std::int64_t cols,
                           double eps, DevicePtr<float> y, std::int64_t y_stride) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   cpu_ops::rms_norm_rows(raw(x), x_stride, raw(weight), rows, cols, eps, raw(y), y_stride,
                          &threads_);
 }
 
 void CpuBackend::matmul(DevicePtr<const float> x, std::int64_t n, const DeviceMatrix& w,
                         DevicePtr<float> y, std::int64_t y_stride) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   kernels::matmul_xwt(raw(x), n, HostMatrix::of(w), raw(y), y_stride, threads_.kernels_for());
 }
 
 void CpuBackend::rope(const DeviceRope& rope, DevicePtr<float> x, std::int64_t n,
                       std::int64_t token_stride, std::int64_t heads, std::int64_t head_stride,
                       std::int64_t pos0) {
-  Timed timed(*this);
-  cpu_ops::rope(static_cast<const HostRope&>(rope).rope(), raw(x), n, token_stride, heads,
-                head_stride, pos0);
+  Timed timed(*this, __func__);
+  const RotaryEmbedding& r = static_cast<const HostRope&>(rope).rope();
+  float* base = raw(x);
+  // A prompt's tokens on every thread; a decode step's one on this thread.
+  if (n * heads >= kParallelRopeHeads) {
+    threads_.parallel_for(n, 0, [&](std::int64_t t0, std::int64_t t1) {
+      cpu_ops::rope(r, base + t0 * token_stride, t1 - t0, token_stride, heads, head_stride,
+                    pos0 + t0);
+    });
+  } else {
+    cpu_ops::rope(r, base, n, token_stride, heads, head_stride, pos0);
+  }
 }
 
 void CpuBackend::add_scaled(DevicePtr<float> y, DevicePtr<const float> x, float a, std::int64_t n) {
-  Timed timed(*this);
-  if (a == 1.0f) {
-    float* yy = raw(y);
-    const float* xx = raw(x);
-    for (std::int64_t i = 0; i < n; ++i) yy[i] += xx[i];
+  Timed timed(*this, __func__);
+  float* yy = raw(y);
+  const float* xx = raw(x);
+  const auto some = [&](std::int64_t i0, std::int64_t i1) {
+    kernels::axpy_f32(a, xx + i0, yy + i0, i1 - i0);
+  };
+  if (n >= kParallelElementwise) {
+    threads_.parallel_for(n, 0, some);
   } else {
-    kernels::axpy_f32(a, raw(x), raw(y), n);
+    some(0, n);
   }
 }
 
@@ -139,18 +152,18 @@ void CpuBackend::zero(DevicePtr<float> x, std::int64_t n) {
 
 void CpuBackend::add_bias(DevicePtr<float> y, DevicePtr<const float> bias, std::int64_t rows,
                           std::int64_t cols) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   cpu_ops::add_bias(raw(y), raw(bias), rows, cols);
 }
 
 void CpuBackend::silu_mul(DevicePtr<float> gate, DevicePtr<const float> up, std::int64_t n) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   kernels::silu_mul(raw(gate), raw(up), n);
 }
 
 void CpuBackend::sigmoid_gate(DevicePtr<float> y, DevicePtr<const float> gate, std::int64_t rows,
                               std::int64_t cols, std::int64_t gate_cols) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   cpu_ops::sigmoid_gate(raw(y), raw(gate), rows, cols, gate_cols);
 }
 
@@ -158,7 +171,7 @@ void CpuBackend::gated_delta_net(std::int64_t layer, DevicePtr<const float> qkvz
                                  DevicePtr<const float> ba, std::int64_t n, std::int64_t pos0,
                                  const GatedDeltaNetWeights& w, DeviceKvCache& cache,
                                  DevicePtr<float> out) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   auto& c = static_cast<HostKvCache&>(cache);
   cpu_ops::gated_delta_net(threads_, c.spec(), c.cache(), layer, raw(qkvz), raw(ba), n, pos0,
                            raw(w.conv), raw(w.a_log), raw(w.dt_bias), raw(w.norm), raw(out));
@@ -176,7 +189,7 @@ void CpuBackend::attention(std::int64_t layer, DevicePtr<const float> q, DeviceP
                            DevicePtr<const float> v, std::int64_t n, std::int64_t pos0,
                            DeviceKvCache& cache, DevicePtr<float> out,
                            DevicePtr<const float> sinks) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   auto& c = static_cast<HostKvCache&>(cache);
   cpu_ops::attention(threads_, c.spec(), c.cache(), layer, raw(q), raw(k), raw(v), n, pos0,
                      raw(out), raw(sinks));
@@ -186,7 +199,7 @@ void CpuBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,
                                   DevicePtr<const float> kv, const DeviceMatrix& kv_b,
                                   std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
                                   DevicePtr<float> out) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   auto& c = static_cast<HostKvCache&>(cache);
   cpu_ops::latent_attention(threads_, c.spec(), c.cache(), layer, raw(q), raw(kv),
                             HostMatrix::of(kv_b), n, pos0, raw(out));
@@ -195,7 +208,7 @@ void CpuBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,
 void CpuBackend::route(DevicePtr<const float> logits, std::int64_t n, const RoutingParams& params,
                        DevicePtr<const float> bias, DevicePtr<std::int32_t> ids,
                        DevicePtr<float> weights) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   cpu_ops::route(raw(logits), n, params, raw(bias), raw(ids), raw(weights));
 }
 
@@ -203,7 +216,7 @@ void CpuBackend::grouped_experts(DevicePtr<const float> x, std::int64_t n,
                                  DevicePtr<const std::int32_t> ids, DevicePtr<const float> weights,
                                  std::int64_t k, const std::vector<const DeviceExpert*>& table,
                                  DevicePtr<float> out) {
-  Timed timed(*this);
+  Timed timed(*this, __func__);
   pairs_.clear();
   expert_weights_.assign(table.size(), nullptr);
   for (std::size_t e = 0; e < table.size(); ++e) {

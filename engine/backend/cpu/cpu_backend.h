@@ -14,10 +14,16 @@
 #include "engine/backend/cpu/cpu_threads.h"
 #include "engine/backend/cpu/expert_compute.h"
 #include "engine/backend/cpu/host_memory.h"
+#include "engine/measure/trace.h"
 
 namespace tandem::backend {
 
 class NumaPools;
+
+// Work from which element-wise steps and the rotary embedding run on every thread: below
+// it (a decode step) the calling thread alone is quicker.
+inline constexpr std::int64_t kParallelElementwise = 1 << 16;
+inline constexpr std::int64_t kParallelRopeHeads = 512;
 
 class CpuBackend : public Backend {
  public:
@@ -87,14 +93,16 @@ class CpuBackend : public Backend {
   DeviceTimes times() const override;
 
  private:
-  // Adds the time from construction to destruction to the current part.
+  // Adds the time from construction to destruction to the current part, and shows it as
+  // operation `name` in a trace (measure/trace.h).
   class Timed {
    public:
-    explicit Timed(CpuBackend& backend);
+    Timed(CpuBackend& backend, const char* name);
     ~Timed();
 
    private:
     CpuBackend& backend_;
+    trace::Operation operation_;
     std::int64_t start_ns_;
   };
 

@@ -318,6 +318,24 @@ class TestBackendOps : public QObject {
           return get<float>(b, *out, rows * cols);
         },
         "rms_norm, add_scaled, silu_mul, zero");
+    // A prompt's residual adds and norms, which the CPU backend spreads over its threads.
+    const std::int64_t long_rows = 400, long_cols = 200;
+    QVERIFY(long_rows * long_cols >= backend::kParallelElementwise);
+    const std::vector<float> lx = test::normal_values(long_rows * long_cols, 14);
+    const std::vector<float> ly = test::normal_values(long_rows * long_cols, 15);
+    const std::vector<float> lw = test::normal_values(long_cols, 16);
+    against_cpu(
+        *cpu_qwen_, qwen_->spec(),
+        [&](Backend& b) {
+          auto dx = put(b, lx), dy = put(b, ly), dw = put(b, lw);
+          auto out = b.allocate(long_rows * long_cols * sizeof(float));
+          b.rms_norm(dx->as<const float>(), long_cols, dw->as<const float>(), long_rows, long_cols,
+                     1e-6, out->as<float>(), long_cols);
+          b.add_scaled(out->as<float>(), dy->as<const float>(), 1.0f, long_rows * long_cols);
+          b.add_scaled(out->as<float>(), dx->as<const float>(), 0.5f, long_rows * long_cols - 9);
+          return get<float>(b, *out, long_rows * long_cols);
+        },
+        "rms_norm and add_scaled over a prompt, on every thread");
   }
 
   void embedAndRope() {
@@ -348,6 +366,19 @@ class TestBackendOps : public QObject {
           return get<float>(b, *x, v.size());
         },
         "rope (default)");
+    // A prompt's worth, which the CPU backend spreads over its threads.
+    const std::int64_t tokens = 300;
+    QVERIFY(tokens * 3 >= backend::kParallelRopeHeads);
+    const std::vector<float> long_v = test::normal_values(tokens * qwen.head_dim * 3, 22);
+    against_cpu(
+        *cpu_qwen_, qwen,
+        [&](Backend& b) {
+          auto rope = b.make_rope(qwen.rope, qwen.rope_dim());
+          auto x = put(b, long_v);
+          b.rope(*rope, x->as<float>(), tokens, qwen.head_dim * 3, 3, qwen.head_dim, 7);
+          return get<float>(b, *x, long_v.size());
+        },
+        "rope over a prompt, on every thread");
   }
 
   void groupedQueryAttention() {
