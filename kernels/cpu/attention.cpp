@@ -28,7 +28,11 @@ inline __attribute__((always_inline)) void score_queries(const float* q, std::in
     const float* tile = keys + (t0 / kKeyTile) * dim * kKeyTile;
     Vec16 acc[NQ];
     for (int i = 0; i < NQ; ++i) acc[i] = Vec16{};
+    // The tile after next on its way from memory while this one is scored: a long
+    // context's keys come from memory, and one stream per thread does not keep it busy.
+    const float* ahead = tile + 2 * dim * kKeyTile;
     for (std::int64_t d = 0; d < dim; ++d) {
+      __builtin_prefetch(ahead + d * kKeyTile);
       const Vec16 k = load16(tile + d * kKeyTile);
       for (int i = 0; i < NQ; ++i) acc[i] += q[i * dim + d] * k;
     }
