@@ -185,18 +185,63 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
       }
     });
     const std::int64_t groups = (heads + kHeadsPerJob - 1) / kHeadsPerJob;
-    threads.parallel_for(n * groups, 0, [&](std::int64_t begin, std::int64_t end) {
-      std::vector<float> scores(static_cast<std::size_t>(kHeadsPerJob * (pos0 + n)));
-      for (std::int64_t job = begin; job < end; ++job) {
+    // As for grouped-query attention: a decoded token's few jobs split its long context
+    // into parts that spare threads take, combined after.
+    const std::int64_t jobs = n * groups;
+    const std::int64_t parts = attention_parts(jobs, threads.count(), pos0 + n);
+    if (parts == 1) {
+      threads.parallel_for(jobs, 0, [&](std::int64_t begin, std::int64_t end) {
+        std::vector<float> scores(static_cast<std::size_t>(kHeadsPerJob * (pos0 + n)));
+        for (std::int64_t job = begin; job < end; ++job) {
+          const std::int64_t t = job / groups;
+          const std::int64_t j0 = (job % groups) * kHeadsPerJob;
+          const std::int64_t len = pos0 + t + 1;  // causal
+          kernels::attend_heads_split(q_keys.data() + (t * block + j0) * key_dim,
+                                      std::min(kHeadsPerJob, heads - j0), keys_t, key_dim, values,
+                                      lora, lora, 0, len, scale, scores.data(),
+                                      o_latent.data() + (t * block + j0) * lora);
+        }
+      });
+    } else {
+      const std::int64_t per_task = kHeadsPerJob * lora;
+      std::vector<float> outs(static_cast<std::size_t>(jobs * parts * per_task));
+      std::vector<float> maxes(static_cast<std::size_t>(jobs * parts * kHeadsPerJob));
+      std::vector<float> sums(maxes.size());
+      threads.parallel_for(jobs * parts, 1, [&](std::int64_t begin, std::int64_t end) {
+        std::vector<float> scores(
+            static_cast<std::size_t>(kHeadsPerJob * ((pos0 + n) / parts + 1)));
+        for (std::int64_t task = begin; task < end; ++task) {
+          const std::int64_t job = task / parts, part = task % parts;
+          const std::int64_t t = job / groups;
+          const std::int64_t j0 = (job % groups) * kHeadsPerJob;
+          const std::int64_t len = pos0 + t + 1;
+          kernels::attend_heads_part(
+              q_keys.data() + (t * block + j0) * key_dim, std::min(kHeadsPerJob, heads - j0),
+              keys_t, key_dim, values, lora, lora, len * part / parts, len * (part + 1) / parts,
+              scale, scores.data(), outs.data() + task * per_task,
+              maxes.data() + task * kHeadsPerJob, sums.data() + task * kHeadsPerJob);
+        }
+      });
+      for (std::int64_t job = 0; job < jobs; ++job) {
         const std::int64_t t = job / groups;
         const std::int64_t j0 = (job % groups) * kHeadsPerJob;
-        const std::int64_t len = pos0 + t + 1;  // causal
-        kernels::attend_heads_split(q_keys.data() + (t * block + j0) * key_dim,
-                                    std::min(kHeadsPerJob, heads - j0), keys_t, key_dim, values,
-                                    lora, lora, 0, len, scale, scores.data(),
-                                    o_latent.data() + (t * block + j0) * lora);
+        const std::int64_t nq = std::min(kHeadsPerJob, heads - j0);
+        // Each part's results are laid out for kHeadsPerJob queries; gather the first nq.
+        thread_local std::vector<float> part_outs, part_maxes, part_sums;
+        part_outs.resize(static_cast<std::size_t>(parts * nq * lora));
+        part_maxes.resize(static_cast<std::size_t>(parts * nq));
+        part_sums.resize(part_maxes.size());
+        for (std::int64_t p = 0; p < parts; ++p) {
+          const std::int64_t task = job * parts + p;
+          std::copy_n(outs.data() + task * per_task, nq * lora, part_outs.data() + p * nq * lora);
+          std::copy_n(maxes.data() + task * kHeadsPerJob, nq, part_maxes.data() + p * nq);
+          std::copy_n(sums.data() + task * kHeadsPerJob, nq, part_sums.data() + p * nq);
+        }
+        kernels::combine_attention_parts(parts, nq, lora, part_outs.data(), part_maxes.data(),
+                                         part_sums.data(), nullptr,
+                                         o_latent.data() + (t * block + j0) * lora);
       }
-    });
+    }
     threads.parallel_for(heads, 1, [&](std::int64_t j0, std::int64_t j1) {
       thread_local std::vector<float> gathered, v_head;
       gathered.resize(static_cast<std::size_t>(n * lora));

@@ -586,6 +586,30 @@ class TestBackendOps : public QObject {
           return get<float>(b, *out, 7 * nh * spec.v_head_dim);
         },
         "latent attention");
+    // A decoded token over a long context, its few jobs split across spare threads: the
+    // same as unsplit.
+    const std::int64_t len = 600;
+    QVERIFY(backend::cpu_ops::attention_parts((nh + 7) / 8, 8, len) > 1);
+    const auto long_q = test::normal_values(len * nh * qk, 43),
+               long_kv = test::normal_values(len * row, 44);
+    std::vector<float> decoded[2];
+    for (int threads : {1, 8}) {
+      backend::NumaPools pools(threads, 1, /*pin=*/false);
+      backend::CpuBackend b(pools, spec);
+      auto cache = b.allocate_kv_cache(spec, len);
+      auto kv_b = b.place_matrix(deepseek_->weights().layers[0].attention.kv_b, Queue::Compute);
+      auto dq = put(b, long_q), dkv = put(b, long_kv);
+      auto out = b.allocate(len * nh * spec.v_head_dim * sizeof(float));
+      b.latent_attention(0, dq->as<const float>(), dkv->as<const float>(), *kv_b, len - 1, 0,
+                         *cache, out->as<float>());
+      b.latent_attention(0, dq->as<const float>() + (len - 1) * nh * qk,
+                         dkv->as<const float>() + (len - 1) * row, *kv_b, 1, len - 1, *cache,
+                         out->as<float>() + (len - 1) * nh * spec.v_head_dim);
+      const auto all = get<float>(b, *out, len * nh * spec.v_head_dim);
+      decoded[threads == 1 ? 0 : 1].assign(all.end() - nh * spec.v_head_dim, all.end());
+    }
+    const double d = relative_difference(decoded[1], decoded[0]);
+    QVERIFY2(d < 1e-6, qPrintable(QStringLiteral("relative difference %1").arg(d)));
   }
 
   void routing() {
