@@ -1,0 +1,292 @@
+#include "kernels/cpu/gguf_blocks.h"
+
+#include <cstring>
+
+#include "kernels/cpu/dtype.h"
+
+namespace tandem::kernels {
+namespace {
+
+// IQ4_NL's and IQ4_XS's sixteen levels: a non-uniform 4-bit grid (the format's definition,
+// as ggml's kvalues_iq4nl specifies it).
+constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
+
+float half(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return f16_to_f32(v);
+}
+
+// Q4_0, Q4_1 (with a minimum): low nibbles are weights 0..15, high nibbles 16..31.
+void q4(const std::uint8_t* b, bool with_min, float* y) {
+  const float d = half(b);
+  const float m = with_min ? half(b + 2) : 0.0f;
+  const std::uint8_t* qs = b + (with_min ? 4 : 2);
+  const int offset = with_min ? 0 : 8;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>((qs[j] & 0x0F) - offset) * d + m;
+    y[j + 16] = static_cast<float>((qs[j] >> 4) - offset) * d + m;
+  }
+}
+
+// Q5_0, Q5_1: as Q4 with the fifth bit of weight j in bit j of a 32-bit field.
+void q5(const std::uint8_t* b, bool with_min, float* y) {
+  const float d = half(b);
+  const float m = with_min ? half(b + 2) : 0.0f;
+  std::uint32_t qh;
+  std::memcpy(&qh, b + (with_min ? 4 : 2), 4);
+  const std::uint8_t* qs = b + (with_min ? 8 : 6);
+  const int offset = with_min ? 0 : 16;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    y[j] = static_cast<float>(lo - offset) * d + m;
+    y[j + 16] = static_cast<float>(hi - offset) * d + m;
+  }
+}
+
+void q8_0(const std::uint8_t* b, float* y) {
+  const float d = half(b);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<std::int8_t>(b[2 + j])) * d;
+}
+
+void iq4_nl(const std::uint8_t* b, float* y) {
+  const float d = half(b);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * kIq4Levels[b[2 + j] & 0x0F];
+    y[j + 16] = d * kIq4Levels[b[2 + j] >> 4];
+  }
+}
+
+// Q2_K: 16 sub-blocks of 16, each with a 4-bit scale and 4-bit minimum; 2-bit weights, four
+// to a byte, the byte's pairs of bits serving four sub-blocks 32 weights apart.
+void q2_k(const std::uint8_t* b, float* y) {
+  const std::uint8_t* scales = b;
+  const std::uint8_t* qs = b + 16;
+  const float d = half(b + 80), dmin = half(b + 82);
+  int sub = 0;
+  for (int half_block = 0; half_block < 2; ++half_block) {
+    const std::uint8_t* q = qs + 32 * half_block;
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int part = 0; part < 2; ++part) {
+        const std::uint8_t sc = scales[sub++];
+        const float dl = d * static_cast<float>(sc & 0x0F);
+        const float ml = dmin * static_cast<float>(sc >> 4);
+        for (int l = 0; l < 16; ++l)
+          *y++ = dl * static_cast<float>((q[16 * part + l] >> shift) & 3) - ml;
+      }
+    }
+  }
+}
+
+// The 12 bytes of Q3_K's sixteen 6-bit scales: low four bits in bytes 0..7 (two to a byte),
+// the high two in bytes 8..11 (four to a byte). Scales are stored plus 32.
+void q3_k_scales(const std::uint8_t* s, int* out) {
+  for (int i = 0; i < 16; ++i) {
+    const int low = i < 8 ? s[i] & 0x0F : s[i - 8] >> 4;
+    const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+    out[i] = (low | (high << 4)) - 32;
+  }
+}
+
+// Q3_K: 16 sub-blocks of 16; 2 low bits of each weight as in Q2_K, the third in a 32-byte
+// mask (bit k of byte l for weight 32k + l); a clear bit subtracts 4.
+void q3_k(const std::uint8_t* b, float* y) {
+  const std::uint8_t* hmask = b;
+  const std::uint8_t* qs = b + 32;
+  int scales[16];
+  q3_k_scales(b + 96, scales);
+  const float d = half(b + 108);
+  int sub = 0;
+  std::uint8_t bit = 1;
+  for (int half_block = 0; half_block < 2; ++half_block) {
+    const std::uint8_t* q = qs + 32 * half_block;
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int part = 0; part < 2; ++part) {
+        const float dl = d * static_cast<float>(scales[sub++]);
+        for (int l = 0; l < 16; ++l) {
+          const int low = (q[16 * part + l] >> shift) & 3;
+          const int high = (hmask[16 * part + l] & bit) != 0 ? 0 : 4;
+          *y++ = dl * static_cast<float>(low - high);
+        }
+      }
+      bit = static_cast<std::uint8_t>(bit << 1);
+    }
+  }
+}
+
+// Q4_K's and Q5_K's eight 6-bit scales and minimums in 12 bytes: sub-blocks 0..3 in the low
+// six bits of bytes 0..3 (scale) and 4..7 (minimum); 4..7 in bytes 8..11's nibbles with their
+// top two bits in the spare bits of bytes 0..7.
+void k_scale_min(const std::uint8_t* s, int j, int* scale, int* min) {
+  if (j < 4) {
+    *scale = s[j] & 63;
+    *min = s[j + 4] & 63;
+  } else {
+    *scale = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+    *min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Q4_K, Q5_K: 8 sub-blocks of 32, weight = scale * q - min; each 32 bytes of nibbles hold two
+// sub-blocks (low nibbles the first). Q5_K adds a fifth bit: bit 2k (first) and 2k + 1
+// (second sub-block) of byte l for the k-th pair.
+void q45_k(const std::uint8_t* b, bool five, float* y) {
+  const float d = half(b), dmin = half(b + 2);
+  const std::uint8_t* scales = b + 4;
+  const std::uint8_t* qh = five ? b + 16 : nullptr;
+  const std::uint8_t* qs = b + (five ? 48 : 16);
+  for (int pair = 0; pair < 4; ++pair) {
+    int sc0, m0, sc1, m1;
+    k_scale_min(scales, 2 * pair, &sc0, &m0);
+    k_scale_min(scales, 2 * pair + 1, &sc1, &m1);
+    const float d0 = d * static_cast<float>(sc0), min0 = dmin * static_cast<float>(m0);
+    const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
+    const std::uint8_t* q = qs + 32 * pair;
+    for (int l = 0; l < 32; ++l) {
+      const int high = five && (qh[l] >> (2 * pair)) & 1 ? 16 : 0;
+      y[l] = d0 * static_cast<float>((q[l] & 0x0F) + high) - min0;
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int high = five && (qh[l] >> (2 * pair + 1)) & 1 ? 16 : 0;
+      y[32 + l] = d1 * static_cast<float>((q[l] >> 4) + high) - min1;
+    }
+    y += 64;
+  }
+}
+
+// Q6_K: 16 sub-blocks of 16 with signed 8-bit scales; 4 low bits in 128 bytes of nibbles and
+// 2 high bits in 64 bytes, weights stored minus 32. Each half (128 weights) takes 64 low
+// bytes and 32 high bytes: weight l, l + 32, l + 64, l + 96 from the low nibbles of bytes l
+// and l + 32, then their high nibbles, with high bits 0-1, 2-3, 4-5, 6-7 of byte l.
+void q6_k(const std::uint8_t* b, float* y) {
+  const std::uint8_t* ql = b;
+  const std::uint8_t* qh = b + 128;
+  const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192);
+  const float d = half(b + 208);
+  for (int half_block = 0; half_block < 2; ++half_block) {
+    const std::uint8_t* lo = ql + 64 * half_block;
+    const std::uint8_t* hi = qh + 32 * half_block;
+    const std::int8_t* sc = scales + 8 * half_block;
+    for (int l = 0; l < 32; ++l) {
+      const int s = l / 16;
+      const int q1 = ((lo[l] & 0x0F) | (((hi[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = ((lo[l + 32] & 0x0F) | (((hi[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = ((lo[l] >> 4) | (((hi[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = ((lo[l + 32] >> 4) | (((hi[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * static_cast<float>(sc[s] * q1);
+      y[l + 32] = d * static_cast<float>(sc[s + 2] * q2);
+      y[l + 64] = d * static_cast<float>(sc[s + 4] * q3);
+      y[l + 96] = d * static_cast<float>(sc[s + 6] * q4);
+    }
+    y += 128;
+  }
+}
+
+// IQ4_XS: 8 sub-blocks of 32 on IQ4_NL's levels, each with a 6-bit scale (stored plus 32):
+// low four bits two to a byte in 4 bytes, high two bits in a 16-bit field.
+void iq4_xs(const std::uint8_t* b, float* y) {
+  const float d = half(b);
+  std::uint16_t scales_high;
+  std::memcpy(&scales_high, b + 2, 2);
+  const std::uint8_t* scales_low = b + 4;
+  const std::uint8_t* qs = b + 8;
+  for (int sub = 0; sub < 8; ++sub) {
+    const int low = (scales_low[sub / 2] >> (4 * (sub % 2))) & 0x0F;
+    const int high = (scales_high >> (2 * sub)) & 3;
+    const float dl = d * static_cast<float>((low | (high << 4)) - 32);
+    const std::uint8_t* q = qs + 16 * sub;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = dl * kIq4Levels[q[j] & 0x0F];
+      y[j + 16] = dl * kIq4Levels[q[j] >> 4];
+    }
+    y += 32;
+  }
+}
+
+struct Format {
+  std::uint32_t type;
+  int weights, bytes;
+};
+constexpr Format kFormats[] = {{0, 1, 4},      {1, 1, 2},      {30, 1, 2},     {2, 32, 18},
+                               {3, 32, 20},    {6, 32, 22},    {7, 32, 24},    {8, 32, 34},
+                               {20, 32, 18},   {10, 256, 84},  {11, 256, 110}, {12, 256, 144},
+                               {13, 256, 176}, {14, 256, 210}, {23, 256, 136}};
+
+const Format* format_of(std::uint32_t type) {
+  for (const Format& f : kFormats) {
+    if (f.type == type) return &f;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool gguf_block_type_known(std::uint32_t ggml_type) {
+  return format_of(ggml_type) != nullptr;
+}
+
+bool dequantize_gguf_row(std::uint32_t ggml_type, const void* blocks, std::int64_t n, float* out) {
+  const Format* f = format_of(ggml_type);
+  if (f == nullptr) return false;
+  const auto* b = static_cast<const std::uint8_t*>(blocks);
+  for (std::int64_t i = 0; i < n; i += f->weights, b += f->bytes) {
+    float* y = out + i;
+    switch (ggml_type) {
+      case 0:
+        std::memcpy(y, b, 4);
+        break;
+      case 1:
+        *y = half(b);
+        break;
+      case 30: {
+        std::uint16_t v;
+        std::memcpy(&v, b, 2);
+        *y = bf16_to_f32(v);
+        break;
+      }
+      case 2:
+        q4(b, false, y);
+        break;
+      case 3:
+        q4(b, true, y);
+        break;
+      case 6:
+        q5(b, false, y);
+        break;
+      case 7:
+        q5(b, true, y);
+        break;
+      case 8:
+        q8_0(b, y);
+        break;
+      case 20:
+        iq4_nl(b, y);
+        break;
+      case 10:
+        q2_k(b, y);
+        break;
+      case 11:
+        q3_k(b, y);
+        break;
+      case 12:
+        q45_k(b, false, y);
+        break;
+      case 13:
+        q45_k(b, true, y);
+        break;
+      case 14:
+        q6_k(b, y);
+        break;
+      case 23:
+        iq4_xs(b, y);
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace tandem::kernels
