@@ -98,7 +98,17 @@ EventPtr CpuBackend::record(Queue) {
 void CpuBackend::embed(const DeviceMatrix& table, DevicePtr<const std::int32_t> ids, std::int64_t n,
                        DevicePtr<float> out) {
   Timed timed(*this, __func__);
-  cpu_ops::embed(HostMatrix::of(table), raw(ids), n, raw(out));
+  const kernels::WeightMatrix& t = HostMatrix::of(table);
+  const std::int32_t* token = raw(ids);
+  float* rows = raw(out);
+  // A prompt's rows (each converted from the table's format) on every thread.
+  if (n * t.cols >= kParallelElementwise) {
+    threads_.parallel_for(n, 0, [&](std::int64_t t0, std::int64_t t1) {
+      cpu_ops::embed(t, token + t0, t1 - t0, rows + t0 * t.cols);
+    });
+  } else {
+    cpu_ops::embed(t, token, n, rows);
+  }
 }
 
 void CpuBackend::rms_norm(DevicePtr<const float> x, std::int64_t x_stride,
@@ -209,7 +219,18 @@ void CpuBackend::route(DevicePtr<const float> logits, std::int64_t n, const Rout
                        DevicePtr<const float> bias, DevicePtr<std::int32_t> ids,
                        DevicePtr<float> weights) {
   Timed timed(*this, __func__);
-  cpu_ops::route(raw(logits), n, params, raw(bias), raw(ids), raw(weights));
+  const float* l = raw(logits);
+  std::int32_t* chosen = raw(ids);
+  float* w = raw(weights);
+  // Each token is routed on its own: a prompt's tokens on every thread.
+  if (n * params.experts >= kParallelElementwise) {
+    threads_.parallel_for(n, 0, [&](std::int64_t t0, std::int64_t t1) {
+      cpu_ops::route(l + t0 * params.experts, t1 - t0, params, raw(bias), chosen + t0 * params.k,
+                     w + t0 * params.k);
+    });
+  } else {
+    cpu_ops::route(l, n, params, raw(bias), chosen, w);
+  }
 }
 
 void CpuBackend::grouped_experts(DevicePtr<const float> x, std::int64_t n,

@@ -220,9 +220,22 @@ void ExpertCompute::packed(const CpuThreads& threads,
     if (!e.down_bias.empty())
       add_bias_rows(out_.data() + a.begin * h, a.rows, h, e.down_bias.data(), h);
   }
-  for (std::int64_t s = 0; s < slots; ++s) {
-    kernels::axpy_f32(slot_weight_[static_cast<std::size_t>(s)], out_.data() + s * h,
-                      out + slot_token_[static_cast<std::size_t>(s)] * h, h);
+  // Each token's weighted sum, slot by slot in slot order. Slots of one token share its
+  // output row, so a prompt's many slots are split by columns over the threads: every value
+  // still adds its slots in the same order, whatever the timing.
+  const auto add_slots = [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t s = 0; s < slots; ++s) {
+      kernels::axpy_f32(slot_weight_[static_cast<std::size_t>(s)], out_.data() + s * h + c0,
+                        out + slot_token_[static_cast<std::size_t>(s)] * h + c0, c1 - c0);
+    }
+  };
+  constexpr std::int64_t kParallelAddSlots = 64, kColumns = 256;
+  if (slots < kParallelAddSlots) {
+    add_slots(0, h);
+  } else {
+    threads.parallel_for((h + kColumns - 1) / kColumns, 1, [&](std::int64_t b0, std::int64_t b1) {
+      add_slots(b0 * kColumns, std::min(h, b1 * kColumns));
+    });
   }
 }
 

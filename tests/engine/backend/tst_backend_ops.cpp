@@ -355,6 +355,22 @@ class TestBackendOps : public QObject {
           return get<float>(b, *x, ids.size() * h);
         },
         "embed, rope (YaRN)");
+    // A prompt's embedding rows, which the CPU backend converts on every thread.
+    const std::int64_t h = spec.hidden_size;
+    const std::int64_t many = backend::kParallelElementwise / h + 3;
+    std::vector<std::int32_t> long_ids(static_cast<std::size_t>(many));
+    for (std::size_t i = 0; i < long_ids.size(); ++i)
+      long_ids[i] = static_cast<std::int32_t>((i * 7) % static_cast<std::size_t>(spec.vocab_size));
+    against_cpu(
+        *cpu_deepseek_, spec,
+        [&](Backend& b) {
+          auto table = b.place_matrix(deepseek_->weights().embedding, Queue::Compute);
+          auto dids = put(b, long_ids);
+          auto x = b.allocate(long_ids.size() * h * sizeof(float));
+          b.embed(*table, dids->as<const std::int32_t>(), many, x->as<float>());
+          return get<float>(b, *x, long_ids.size() * h);
+        },
+        "embed over a prompt, on every thread");
     const model::ModelSpec& qwen = qwen_->spec();
     const std::vector<float> v = test::normal_values(4 * qwen.head_dim * 3, 21);
     against_cpu(
@@ -612,10 +628,19 @@ class TestBackendOps : public QObject {
     QVERIFY2(d < 1e-6, qPrintable(QStringLiteral("relative difference %1").arg(d)));
   }
 
+  // A few tokens, and a prompt's worth that the CPU backend routes on every thread.
+  void routing_data() {
+    QTest::addColumn<int>("tokens");
+    QTest::newRow("11 tokens") << 11;
+    QTest::newRow("a prompt") << 20000;
+  }
+
   void routing() {
+    QFETCH(int, tokens);
     for (const model::LoadedModel* m : {qwen_.get(), deepseek_.get()}) {
       const model::ModelSpec& spec = m->spec();
-      const std::int64_t n = 11, e = spec.num_experts, k = spec.experts_per_token;
+      const std::int64_t n = tokens, e = spec.num_experts, k = spec.experts_per_token;
+      if (n > 11) QVERIFY(n * e >= backend::kParallelElementwise);
       const auto logits = test::normal_values(n * e, 51);
       const auto bias = test::normal_values(e, 52);
       backend::CpuBackend& cpu = m == qwen_.get() ? *cpu_qwen_ : *cpu_deepseek_;
