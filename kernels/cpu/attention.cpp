@@ -121,13 +121,21 @@ inline __attribute__((always_inline)) void weigh_values(const float* p, std::int
 
 // x[i] = e^(x[i] - mx) for i < n; returns their sum (in double).
 inline __attribute__((always_inline)) double exp_shifted(float* x, std::int64_t n, float mx) {
+  // Summed in 16 float lanes over stretches of 256 values (16 terms of at most 1 in each
+  // lane: exact enough), each stretch's total added in double, so long rows stay exact.
+  constexpr std::int64_t kStretch = 256;
   double sum = 0.0;
   std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const Vec16 e = exp16(load16(x + i) - mx);
-    store16(x + i, e);
-    float part = 0.0f;  // 16 terms of at most 1 each: exact enough before the double sum
-    for (int j = 0; j < 16; ++j) part += e[j];
+  while (i + 16 <= n) {
+    Vec16 lanes = Vec16{};
+    const std::int64_t stop = std::min(n - n % 16, i + kStretch);
+    for (; i < stop; i += 16) {
+      const Vec16 e = exp16(load16(x + i) - mx);
+      store16(x + i, e);
+      lanes += e;
+    }
+    float part = 0.0f;
+    for (int j = 0; j < 16; ++j) part += lanes[j];
     sum += part;
   }
   for (; i < n; ++i) {
