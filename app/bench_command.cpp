@@ -188,6 +188,20 @@ int run_bench(const BenchCommandOptions& o) {
   const int threads =
       settings.threads > 0 ? settings.threads : std::max(1, hw::probe_topology().physical_cores);
   settings.load.threads = threads;
+  if (!o.trace_path.empty()) {
+    // Found out now, not after the whole benchmark has run.
+    const std::string probe = o.trace_path + ".tmp";
+    std::FILE* f = std::fopen(probe.c_str(), "wb");
+    if (f == nullptr) {
+      std::fprintf(stderr,
+                   "tandem: --trace %s cannot be written; check the folder exists and is "
+                   "writable.\n",
+                   o.trace_path.c_str());
+      return 2;
+    }
+    std::fclose(f);
+    std::remove(probe.c_str());
+  }
   std::unique_ptr<model::LoadedModel> model;
   const auto t0 = std::chrono::steady_clock::now();
   try {

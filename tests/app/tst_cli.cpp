@@ -236,6 +236,32 @@ class TestCli : public QObject {
   // The kernel benchmark's report: a row per matrix, format, thread count and token count,
   // each with both paths measured and a verdict; and bench without a model or --kernels is
   // an error that says what is missing.
+  // -d and --trace from the command line: the tests named at their depth, a trace that
+  // parses; a trace that cannot be written is refused before anything runs.
+  void benchAtDepthWithATrace() {
+    const QString demo = QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model");
+    const QString trace = home_.path() + "/bench-trace.json";
+    const Run r = runTandem({"bench", "-m", demo, "-p", "8", "-n", "3", "-d", "20", "-r", "1", "-t",
+                             "2", "--trace", trace},
+                            env());
+    QCOMPARE(r.code, 0);
+    QVERIFY2(
+        r.out.contains(QLatin1String("pp8 @ d20")) && r.out.contains(QLatin1String("tg3 @ d20")),
+        qPrintable(r.out));
+    QVERIFY2(r.err.contains(QLatin1String("spans of the counted runs written to")),
+             qPrintable(r.err));
+    QFile f(trace);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const auto json = nlohmann::json::parse(f.readAll().toStdString());
+    QVERIFY(json["traceEvents"].size() > 10);
+    const Run refused = runTandem({"bench", "-m", demo, "-p", "8", "-n", "3", "-r", "1", "--trace",
+                                   home_.path() + "/no/such/folder/t.json"},
+                                  env());
+    QCOMPARE(refused.code, 2);
+    QVERIFY2(refused.err.contains(QLatin1String("cannot be written")), qPrintable(refused.err));
+    QVERIFY(!refused.err.contains(QLatin1String("pp8")));  // refused before running
+  }
+
   void benchKernels() {
     const Run r =
         runTandem({"bench", "--kernels", "--tokens", "1,3", "--head-rows", "256", "-r", "2", "-t",
