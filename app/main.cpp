@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <regex>
 
 #include "app/bench_command.h"
@@ -90,6 +91,27 @@ void add_pools_option(CLI::App* command, int& pools) {
       ->check(CLI::Range(1, 256));
 }
 
+// -m's check: a model folder. A .gguf file or another file gets a sentence that says what
+// to give instead (CLI11's own says only "Directory is actually a file").
+CLI::Validator model_folder() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec)) return {};
+        if (!std::filesystem::exists(path, ec)) return path + " does not exist";
+        if (std::filesystem::path(path).extension() == ".gguf") {
+          return path +
+                 " is a GGUF file, and Tandem runs model folders (config.json and "
+                 ".safetensors) only for now; `tandem recommend -m " +
+                 path +
+                 "` sizes it, and `tandem download ORG/NAME` fetches the model's original "
+                 "folder";
+        }
+        return path + " is a file; give the model's folder (with config.json and .safetensors)";
+      },
+      "DIR");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,7 +176,7 @@ int main(int argc, char** argv) {
       ->add_option("-m,--model", run.model,
                    "Model folder (config.json, tokenizer and .safetensors); default: the built-in "
                    "demo model")
-      ->check(CLI::ExistingDirectory);
+      ->check(model_folder());
   auto* prompt_opt = run_cmd->add_option("-p,--prompt", run.prompt, "The prompt text");
   auto* prompt_file_opt =
       run_cmd->add_option("-f,--prompt-file", run.prompt_file, "Read the prompt from this file");
@@ -240,8 +262,8 @@ int main(int argc, char** argv) {
       cli.add_subcommand("bench",
                          "Measure prompt and decode speed on random tokens (or, with --kernels, "
                          "the matrix kernels)");
-  CLI::Option* bench_model = bench_cmd->add_option("-m,--model", bench.model, "Model folder")
-                                 ->check(CLI::ExistingDirectory);
+  CLI::Option* bench_model =
+      bench_cmd->add_option("-m,--model", bench.model, "Model folder")->check(model_folder());
   bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")
       ->capture_default_str();
   bench_cmd
@@ -395,7 +417,7 @@ int main(int argc, char** argv) {
   tandem::app::ChatOptions chat;
   CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
   chat_cmd->add_option("-m,--model", chat.model, "Model folder; default: the built-in demo model")
-      ->check(CLI::ExistingDirectory);
+      ->check(model_folder());
   chat_cmd
       ->add_option("-t,--threads,--cpuinfer", chat.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
@@ -451,7 +473,7 @@ int main(int argc, char** argv) {
   CLI::App* serve_cmd = cli.add_subcommand(
       "serve", "Serve the model through OpenAI's API (chat, completions, models) until Ctrl+C");
   serve_cmd->add_option("-m,--model", serve.model, "Model folder; default: the built-in demo model")
-      ->check(CLI::ExistingDirectory);
+      ->check(model_folder());
   serve_cmd
       ->add_option("-t,--threads,--cpuinfer", serve.threads,
                    "CPU threads (default: physical cores)")
@@ -486,7 +508,7 @@ int main(int argc, char** argv) {
       "Measure how well a model predicts a text (and its KL divergence from a base model)");
   perplexity_cmd->add_option("-m,--model", perplexity.model, "Model folder")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(model_folder());
   perplexity_cmd->add_option("-f,--file", perplexity.file, "The text file")
       ->required()
       ->check(CLI::ExistingFile);
@@ -499,7 +521,7 @@ int main(int argc, char** argv) {
       ->add_option(
           "--kl-base", perplexity.kl_base,
           "Also report the mean KL divergence from this model's predictions (same tokenizer)")
-      ->check(CLI::ExistingDirectory);
+      ->check(model_folder());
   perplexity_cmd
       ->add_option("-t,--threads", perplexity.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
@@ -515,7 +537,7 @@ int main(int argc, char** argv) {
       render_cmd
           ->add_option("-m,--model", render.model,
                        "Model folder (its tokenizer_config.json or chat_template.jinja)")
-          ->check(CLI::ExistingDirectory);
+          ->check(model_folder());
   auto* render_template =
       render_cmd->add_option("--template", render.template_file, "A Jinja template file")
           ->check(CLI::ExistingFile);

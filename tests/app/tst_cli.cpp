@@ -128,6 +128,18 @@ class TestCli : public QObject {
     const Run r = runTandem({"run", "-m", empty.path(), "-p", "hi"}, env());
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains(QLatin1String("config.json: missing")), qPrintable(r.err));
+    // A file where a folder belongs: a GGUF file is told what Tandem can do with it.
+    QFile gguf(empty.filePath(QStringLiteral("model-Q4_K_M.gguf")));
+    QVERIFY(gguf.open(QIODevice::WriteOnly));
+    gguf.write("GGUF");
+    gguf.close();
+    for (const char* command : {"run", "bench", "chat", "serve"}) {
+      const Run file = runTandem({command, "-m", gguf.fileName(), "-p", "hi"}, env());
+      QVERIFY(file.code != 0);
+      QVERIFY2(file.err.contains(QLatin1String("is a GGUF file")) &&
+                   file.err.contains(QLatin1String("tandem recommend -m")),
+               qPrintable(file.err));
+    }
     const Run noPrompt = runTandem({"run", "-m", empty.path()}, env());
     QVERIFY(noPrompt.code != 0);
     QVERIFY(noPrompt.err.contains(QLatin1String("--prompt")));
