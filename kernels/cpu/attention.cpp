@@ -24,34 +24,8 @@ inline __attribute__((always_inline)) void score_queries(const float* q, std::in
                                                          const float* keys, std::int64_t begin,
                                                          std::int64_t end, float scale,
                                                          float* scores, std::int64_t stride) {
-  std::int64_t t0 = begin - begin % kKeyTile;
-  // Two whole tiles at a time where they fit: each query's value for a dimension, loaded
-  // once, serves 32 positions (two loads of keys and NQ of queries for 2 NQ multiply-adds).
-  if (t0 == begin) {
-    for (; t0 + 2 * kKeyTile <= end; t0 += 2 * kKeyTile) {
-      const float* tile = keys + (t0 / kKeyTile) * dim * kKeyTile;
-      const float* next = tile + dim * kKeyTile;
-      Vec16 a0[NQ], a1[NQ];
-      for (int i = 0; i < NQ; ++i) a0[i] = a1[i] = Vec16{};
-      const float* ahead = tile + 2 * dim * kKeyTile;
-      for (std::int64_t d = 0; d < dim; ++d) {
-        __builtin_prefetch(ahead + d * kKeyTile);
-        __builtin_prefetch(ahead + (dim + d) * kKeyTile);
-        const Vec16 k0 = load16(tile + d * kKeyTile);
-        const Vec16 k1 = load16(next + d * kKeyTile);
-        for (int i = 0; i < NQ; ++i) {
-          const float qd = q[i * dim + d];
-          a0[i] += qd * k0;
-          a1[i] += qd * k1;
-        }
-      }
-      for (int i = 0; i < NQ; ++i) {
-        store16(scores + i * stride + (t0 - begin), a0[i] * scale);
-        store16(scores + i * stride + (t0 - begin) + kKeyTile, a1[i] * scale);
-      }
-    }
-  }
-  for (; t0 < end; t0 += kKeyTile) {
+  // One tile, of which [begin, end) is kept.
+  const auto one_tile = [&](std::int64_t t0) {
     const float* tile = keys + (t0 / kKeyTile) * dim * kKeyTile;
     Vec16 acc[NQ];
     for (int i = 0; i < NQ; ++i) acc[i] = Vec16{};
@@ -73,7 +47,38 @@ inline __attribute__((always_inline)) void score_queries(const float* q, std::in
         for (std::int64_t s = lo; s < hi; ++s) scores[i * stride + (s - begin)] = part[s - t0];
       }
     }
+  };
+  std::int64_t t0 = begin - begin % kKeyTile;
+  if (t0 != begin) {  // a range that starts inside a tile (a window, a part of a split)
+    one_tile(t0);
+    t0 += kKeyTile;
   }
+  // Then two whole tiles at a time where they fit: each query's value for a dimension,
+  // loaded once, serves 32 positions (two loads of keys and NQ of queries for 2 NQ
+  // multiply-adds).
+  for (; t0 + 2 * kKeyTile <= end; t0 += 2 * kKeyTile) {
+    const float* tile = keys + (t0 / kKeyTile) * dim * kKeyTile;
+    const float* next = tile + dim * kKeyTile;
+    Vec16 a0[NQ], a1[NQ];
+    for (int i = 0; i < NQ; ++i) a0[i] = a1[i] = Vec16{};
+    const float* ahead = tile + 2 * dim * kKeyTile;
+    for (std::int64_t d = 0; d < dim; ++d) {
+      __builtin_prefetch(ahead + d * kKeyTile);
+      __builtin_prefetch(ahead + (dim + d) * kKeyTile);
+      const Vec16 k0 = load16(tile + d * kKeyTile);
+      const Vec16 k1 = load16(next + d * kKeyTile);
+      for (int i = 0; i < NQ; ++i) {
+        const float qd = q[i * dim + d];
+        a0[i] += qd * k0;
+        a1[i] += qd * k1;
+      }
+    }
+    for (int i = 0; i < NQ; ++i) {
+      store16(scores + i * stride + (t0 - begin), a0[i] * scale);
+      store16(scores + i * stride + (t0 - begin) + kKeyTile, a1[i] * scale);
+    }
+  }
+  for (; t0 < end; t0 += kKeyTile) one_tile(t0);
 }
 
 // out[i] = sum_s p[i][s] * v_s over s < len for NQ queries, in chunks of kValueChunk
