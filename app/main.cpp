@@ -272,9 +272,11 @@ int main(int argc, char** argv) {
                    "prompt and decode measured at that depth")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 22));
   auto* bench_trace =
-      bench_cmd->add_option("--trace", bench.trace_path,
-                            "Write a timeline of every thread over the counted runs to FILE, in "
-                            "the Chrome trace format (ui.perfetto.dev, chrome://tracing)");
+      bench_cmd
+          ->add_option("--trace", bench.trace_path,
+                       "Write a timeline of every thread over the counted runs to FILE, in "
+                       "the Chrome trace format (ui.perfetto.dev, chrome://tracing)")
+          ->type_name("FILE");
   bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")
       ->capture_default_str();
   bench_cmd
