@@ -1,5 +1,7 @@
 #include "engine/template/jinja/filters.h"
 
+#include <cerrno>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -46,8 +48,17 @@ Value attribute_path(Interpreter& in, const Value& item, const std::string& path
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
                                                       [](char c) { return c >= '0' && c <= '9'; });
-    current = numeric ? in.get_item(current, Value(static_cast<int64_t>(std::stoll(part))))
-                      : in.get_item(current, Value(part));
+    if (numeric) {
+      std::int64_t index = 0;
+      const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), index);
+      if (error != std::errc() || end != part.data() + part.size())
+        throw ValueError("the index " + part.substr(0, 30) + " in attribute \"" +
+                             path.substr(0, 60) + "\" is too large",
+                         ErrorKind::Limit);
+      current = in.get_item(current, Value(index));
+    } else {
+      current = in.get_item(current, Value(part));
+    }
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -161,8 +172,11 @@ std::optional<int64_t> parse_int(std::string s, int64_t base) {
     if (base == 0) base = 10;
   }
   char* end = nullptr;
+  errno = 0;
   const long long value = std::strtoll(s.c_str(), &end, static_cast<int>(base));
   if (end == s.c_str() || *end != '\0') return std::nullopt;
+  if (errno == ERANGE)  // Python would give the exact big integer; 64 bits cannot
+    throw ValueError("the integer " + s.substr(0, 30) + " is too large", ErrorKind::Limit);
   return value;
 }
 
@@ -404,7 +418,11 @@ const std::unordered_map<std::string, FilterFunction>& filters() {
        [](Interpreter&, const Value& v, const CallArgs& a) {
          bind("abs", a, {});
          if (v.is_float()) return Value(std::fabs(v.as_float()));
-         if (v.is_number()) return Value(static_cast<int64_t>(std::llabs(v.as_integer())));
+         if (v.is_number()) {
+           if (v.as_integer() == INT64_MIN)
+             throw ValueError("the integer result of abs is too large", ErrorKind::Limit);
+           return Value(static_cast<int64_t>(std::llabs(v.as_integer())));
+         }
          throw ValueError("bad operand type for abs(): '" + v.type_name() + "'");
        }},
       {"round",

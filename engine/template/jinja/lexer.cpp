@@ -1,6 +1,7 @@
 #include "engine/template/jinja/lexer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 
 #include "engine/template/jinja/error.h"
@@ -361,8 +362,15 @@ class Lexer {
     Token t = make(is_float ? TokenKind::Float : TokenKind::Integer, text, p);
     if (is_float)
       t.floating = parse_float(text).value_or(0.0);
-    else
+    else {
+      // Python's integers have no bound; Tandem's have 64 bits, and a literal beyond them is
+      // refused rather than clamped to a number that looks right.
+      errno = 0;
       t.integer = std::strtoll(text.c_str(), nullptr, 10);
+      if (errno == ERANGE)
+        fail(p, "the integer literal " + text.substr(0, 30) + (text.size() > 30 ? "..." : "") +
+                    " is too large");
+    }
     tokens_.push_back(std::move(t));
     return e;
   }

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "engine/template/jinja/utf8.h"
@@ -23,13 +24,38 @@ void check_size(size_t bytes, size_t max_bytes) {
         ErrorKind::Limit);
 }
 
+// Python's integers do not overflow; a template whose arithmetic leaves 64 bits is refused
+// (a limit, like the output and step limits) instead of wrapping or invoking undefined
+// behaviour.
+[[noreturn]] void integer_overflow(const std::string& op) {
+  throw ValueError("the integer result of " + op + " is too large", ErrorKind::Limit);
+}
+
+int64_t checked_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) integer_overflow("+");
+  return r;
+}
+int64_t checked_sub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) integer_overflow("-");
+  return r;
+}
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) integer_overflow("*");
+  return r;
+}
+
 int64_t floor_div(int64_t a, int64_t b) {
+  if (a == INT64_MIN && b == -1) integer_overflow("//");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
 int64_t floor_mod(int64_t a, int64_t b) {
+  if (b == -1) return 0;  // INT64_MIN % -1 is undefined in C++; the answer is 0
   int64_t r = a % b;
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
@@ -85,7 +111,10 @@ void print_in_c_locale(char* buffer, size_t size, const std::string& format, dou
 Value negate(const Value& v) {
   if (v.is_undefined()) fail_undefined(v);
   if (v.is_float()) return Value(-v.as_float());
-  if (v.is_number()) return Value(-v.as_integer());
+  if (v.is_number()) {
+    if (v.as_integer() == INT64_MIN) integer_overflow("unary -");
+    return Value(-v.as_integer());
+  }
   throw ValueError("bad operand type for unary -: '" + v.type_name() + "'");
 }
 
@@ -103,7 +132,7 @@ Value binary_operation(const std::string& op, const Value& a, const Value& b, si
   if (op == "+") {
     if (numbers)
       return any_float ? Value(a.as_double() + b.as_double())
-                       : Value(a.as_integer() + b.as_integer());
+                       : Value(checked_add(a.as_integer(), b.as_integer()));
     if (a.is_string() && b.is_string()) {
       check_size(a.as_string().size() + b.as_string().size(), max_bytes);
       return Value(a.as_string() + b.as_string());
@@ -122,13 +151,13 @@ Value binary_operation(const std::string& op, const Value& a, const Value& b, si
   if (op == "-") {
     if (numbers)
       return any_float ? Value(a.as_double() - b.as_double())
-                       : Value(a.as_integer() - b.as_integer());
+                       : Value(checked_sub(a.as_integer(), b.as_integer()));
     unsupported(op, a, b);
   }
   if (op == "*") {
     if (numbers)
       return any_float ? Value(a.as_double() * b.as_double())
-                       : Value(a.as_integer() * b.as_integer());
+                       : Value(checked_mul(a.as_integer(), b.as_integer()));
     if ((a.is_string() || a.is_list_or_tuple()) && (b.is_int() || b.is_bool()))
       return repeat(a, b.as_integer(), max_bytes);
     if ((b.is_string() || b.is_list_or_tuple()) && (a.is_int() || a.is_bool()))
@@ -162,11 +191,14 @@ Value binary_operation(const std::string& op, const Value& a, const Value& b, si
   if (op == "**") {
     if (!numbers) unsupported(op, a, b);
     if (!any_float && b.as_integer() >= 0) {
+      // By squaring: a huge exponent of 0, 1 or -1 takes 64 steps, not 2^63. For |base| >= 2
+      // a square that overflows while bits remain would make the result overflow too.
       int64_t result = 1;
       int64_t base = a.as_integer();
-      for (int64_t e = b.as_integer(); e > 0; --e) {
-        if (__builtin_mul_overflow(result, base, &result))
-          throw ValueError("integer result of ** is too large", ErrorKind::Limit);
+      for (int64_t e = b.as_integer(); e > 0;) {
+        if ((e & 1) != 0 && __builtin_mul_overflow(result, base, &result)) integer_overflow("**");
+        e >>= 1;
+        if (e > 0 && __builtin_mul_overflow(base, base, &base)) integer_overflow("**");
       }
       return Value(result);
     }

@@ -401,6 +401,41 @@ class TestJinja : public QObject {
         << "{{ {[1]: 2} }}" << ErrorKind::Type << 1 << 4 << "unhashable type: 'list'";
     QTest::newRow("range too big")
         << "{{ range(200000)|length }}" << ErrorKind::Limit << 1 << 4 << "range too big";
+    // Python's integers do not overflow; 64-bit ones are refused past their range rather
+    // than wrapped or clamped (found by fuzzing: 12 + a clamped literal was undefined).
+    QTest::newRow("integer literal too large")
+        << "{{ 12 + 99999999999999999999 }}" << ErrorKind::Syntax << 1 << 9
+        << "the integer literal 99999999999999999999 is too large";
+    QTest::newRow("+ overflows") << "{{ 9223372036854775807 + 1 }}" << ErrorKind::Limit << 1 << 24
+                                 << "the integer result of + is too large";
+    QTest::newRow("- overflows") << "{{ -9223372036854775807 - 2 }}" << ErrorKind::Limit << 1 << 25
+                                 << "the integer result of - is too large";
+    QTest::newRow("* overflows") << "{{ 3037000500 * 3037000500 }}" << ErrorKind::Limit << 1 << 15
+                                 << "the integer result of * is too large";
+    QTest::newRow("** overflows") << "{{ 2 ** 64 }}" << ErrorKind::Limit << 1 << 6
+                                  << "the integer result of ** is too large";
+    QTest::newRow("// overflows") << "{{ (-9223372036854775807 - 1) // -1 }}" << ErrorKind::Limit
+                                  << 1 << 31 << "the integer result of // is too large";
+    QTest::newRow("unary - overflows") << "{{ -(-9223372036854775807 - 1) }}" << ErrorKind::Limit
+                                       << 1 << 4 << "the integer result of unary - is too large";
+    QTest::newRow("abs overflows") << "{{ (-9223372036854775807 - 1)|abs }}" << ErrorKind::Limit
+                                   << 1 << 30 << "the integer result of abs is too large";
+    QTest::newRow("int of a huge string")
+        << "{{ '99999999999999999999'|int }}" << ErrorKind::Limit << 1 << 26
+        << "the integer 99999999999999999999 is too large";
+  }
+
+  // Integer arithmetic at the edges of 64 bits that does not overflow gives Python's answers;
+  // a huge power of 1 takes no time.
+  void integersAtTheirEdges() {
+    QCOMPARE(QString::fromStdString(render("{{ 9223372036854775806 + 1 }}")),
+             QString("9223372036854775807"));
+    QCOMPARE(QString::fromStdString(render("{{ (-9223372036854775807 - 1) % -1 }}")), QString("0"));
+    QCOMPARE(QString::fromStdString(render("{{ 1 ** 1000000000000000000 }}")), QString("1"));
+    QCOMPARE(QString::fromStdString(render("{{ (-1) ** 1000000000000000001 }}")), QString("-1"));
+    QCOMPARE(QString::fromStdString(render("{{ 0 ** 1000000000000000000 }}")), QString("0"));
+    QCOMPARE(QString::fromStdString(render("{{ 3 ** 39 }}")), QString("4052555153018976267"));
+    QCOMPARE(QString::fromStdString(render("{{ (-2) ** 63 }}")), QString("-9223372036854775808"));
   }
 
   void failsWithPosition() {
