@@ -205,14 +205,42 @@ void iq4_xs(const std::uint8_t* b, float* y) {
   }
 }
 
+void f32(const std::uint8_t* b, float* y) {
+  std::memcpy(y, b, 4);
+}
+void f16(const std::uint8_t* b, float* y) {
+  *y = half(b);
+}
+void bf16(const std::uint8_t* b, float* y) {
+  std::uint16_t v;
+  std::memcpy(&v, b, 2);
+  *y = bf16_to_f32(v);
+}
+
+// One block of each type: its ggml number, weights and bytes, and the function that turns
+// it into fp32.
 struct Format {
   std::uint32_t type;
   int weights, bytes;
+  void (*block)(const std::uint8_t*, float*);
 };
-constexpr Format kFormats[] = {{0, 1, 4},      {1, 1, 2},      {30, 1, 2},     {2, 32, 18},
-                               {3, 32, 20},    {6, 32, 22},    {7, 32, 24},    {8, 32, 34},
-                               {20, 32, 18},   {10, 256, 84},  {11, 256, 110}, {12, 256, 144},
-                               {13, 256, 176}, {14, 256, 210}, {23, 256, 136}};
+constexpr Format kFormats[] = {
+    {0, 1, 4, f32},
+    {1, 1, 2, f16},
+    {30, 1, 2, bf16},
+    {2, 32, 18, [](const std::uint8_t* b, float* y) { q4(b, false, y); }},
+    {3, 32, 20, [](const std::uint8_t* b, float* y) { q4(b, true, y); }},
+    {6, 32, 22, [](const std::uint8_t* b, float* y) { q5(b, false, y); }},
+    {7, 32, 24, [](const std::uint8_t* b, float* y) { q5(b, true, y); }},
+    {8, 32, 34, q8_0},
+    {20, 32, 18, iq4_nl},
+    {10, 256, 84, q2_k},
+    {11, 256, 110, q3_k},
+    {12, 256, 144, [](const std::uint8_t* b, float* y) { q45_k(b, false, y); }},
+    {13, 256, 176, [](const std::uint8_t* b, float* y) { q45_k(b, true, y); }},
+    {14, 256, 210, q6_k},
+    {23, 256, 136, iq4_xs},
+};
 
 const Format* format_of(std::uint32_t type) {
   for (const Format& f : kFormats) {
@@ -231,61 +259,7 @@ bool dequantize_gguf_row(std::uint32_t ggml_type, const void* blocks, std::int64
   const Format* f = format_of(ggml_type);
   if (f == nullptr) return false;
   const auto* b = static_cast<const std::uint8_t*>(blocks);
-  for (std::int64_t i = 0; i < n; i += f->weights, b += f->bytes) {
-    float* y = out + i;
-    switch (ggml_type) {
-      case 0:
-        std::memcpy(y, b, 4);
-        break;
-      case 1:
-        *y = half(b);
-        break;
-      case 30: {
-        std::uint16_t v;
-        std::memcpy(&v, b, 2);
-        *y = bf16_to_f32(v);
-        break;
-      }
-      case 2:
-        q4(b, false, y);
-        break;
-      case 3:
-        q4(b, true, y);
-        break;
-      case 6:
-        q5(b, false, y);
-        break;
-      case 7:
-        q5(b, true, y);
-        break;
-      case 8:
-        q8_0(b, y);
-        break;
-      case 20:
-        iq4_nl(b, y);
-        break;
-      case 10:
-        q2_k(b, y);
-        break;
-      case 11:
-        q3_k(b, y);
-        break;
-      case 12:
-        q45_k(b, false, y);
-        break;
-      case 13:
-        q45_k(b, true, y);
-        break;
-      case 14:
-        q6_k(b, y);
-        break;
-      case 23:
-        iq4_xs(b, y);
-        break;
-      default:
-        return false;
-    }
-  }
+  for (std::int64_t i = 0; i < n; i += f->weights, b += f->bytes) f->block(b, out + i);
   return true;
 }
 
