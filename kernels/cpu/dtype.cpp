@@ -4,7 +4,76 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/gguf_blocks.h"
+
 namespace tandem::kernels {
+namespace {
+
+// The GGUF block formats: ggml's number and name, and the weights and bytes of one block.
+struct GgufFormat {
+  DType dtype;
+  std::uint32_t ggml_type;
+  std::string_view name;
+  DTypeBlock block;
+};
+constexpr GgufFormat kGgufFormats[] = {
+    {DType::Q4_0, 2, "Q4_0", {32, 18}},      {DType::Q4_1, 3, "Q4_1", {32, 20}},
+    {DType::Q5_0, 6, "Q5_0", {32, 22}},      {DType::Q5_1, 7, "Q5_1", {32, 24}},
+    {DType::Q8_0, 8, "Q8_0", {32, 34}},      {DType::Q2_K, 10, "Q2_K", {256, 84}},
+    {DType::Q3_K, 11, "Q3_K", {256, 110}},   {DType::Q4_K, 12, "Q4_K", {256, 144}},
+    {DType::Q5_K, 13, "Q5_K", {256, 176}},   {DType::Q6_K, 14, "Q6_K", {256, 210}},
+    {DType::IQ4_NL, 20, "IQ4_NL", {32, 18}}, {DType::IQ4_XS, 23, "IQ4_XS", {256, 136}},
+};
+
+const GgufFormat* gguf_format(DType t) {
+  for (const GgufFormat& f : kGgufFormats) {
+    if (f.dtype == t) return &f;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+DTypeBlock dtype_block(DType t) {
+  if (const GgufFormat* f = gguf_format(t)) return f->block;
+  if (t == DType::F4E2M1) return {2, 1};
+  return {1, static_cast<std::uint32_t>(dtype_size(t))};
+}
+
+bool is_gguf_block(DType t) {
+  return gguf_format(t) != nullptr;
+}
+
+bool dtype_from_ggml_type(std::uint32_t ggml_type, DType& out) {
+  switch (ggml_type) {
+    case 0:
+      out = DType::F32;
+      return true;
+    case 1:
+      out = DType::F16;
+      return true;
+    case 30:
+      out = DType::BF16;
+      return true;
+    default:
+      break;
+  }
+  for (const GgufFormat& f : kGgufFormats) {
+    if (f.ggml_type == ggml_type) {
+      out = f.dtype;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::int32_t ggml_type_of(DType t) {
+  if (t == DType::F32) return 0;
+  if (t == DType::F16) return 1;
+  if (t == DType::BF16) return 30;
+  const GgufFormat* f = gguf_format(t);
+  return f != nullptr ? static_cast<std::int32_t>(f->ggml_type) : -1;
+}
 
 std::size_t dtype_size(DType t) {
   switch (t) {
@@ -26,8 +95,9 @@ std::size_t dtype_size(DType t) {
       return 1;
     case DType::F4E2M1:
       return 0;
+    default:  // the GGUF block formats
+      return 0;
   }
-  return 0;
 }
 
 std::string_view dtype_name(DType t) {
@@ -50,8 +120,11 @@ std::string_view dtype_name(DType t) {
       return "I8";
     case DType::F4E2M1:
       return "MXFP4";
+    default:
+      break;
   }
-  return "?";
+  const GgufFormat* f = gguf_format(t);
+  return f != nullptr ? f->name : "?";
 }
 
 bool parse_safetensors_dtype(std::string_view name, DType& out) {
@@ -161,6 +234,10 @@ void convert_to_f32(DType t, const void* src, float* dst, std::size_t n) {
         dst[i] = kFp4E2M1Values[i % 2 == 0 ? s[i / 2] & 0x0F : s[i / 2] >> 4];
       return;
     }
+    default:  // the GGUF block formats, from their scalar reference
+      dequantize_gguf_row(static_cast<std::uint32_t>(ggml_type_of(t)), src,
+                          static_cast<std::int64_t>(n), dst);
+      return;
   }
 }
 
