@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/model/gguf_set.h"
 #include "engine/model/model_error.h"
 
 namespace tandem::model {
@@ -92,14 +93,21 @@ Checkpoint::Checkpoint(const std::string& folder) : folder_(folder) {
     files_.push_back(std::make_unique<SafetensorsFile>(shard.string()));
     const SafetensorsFile* f = files_.back().get();
     for (const auto& [name, info] : f->tensors()) {
-      const auto [it, inserted] = index_.emplace(name, TensorRef{f, &info});
+      const auto [it, inserted] = index_.emplace(name, TensorRef{&f->path(), &info, f->data(info)});
       if (!inserted) {
         throw ModelError(folder + ": tensor " + name + " appears in both " +
-                         it->second.file->path() + " and " + f->path() +
+                         it->second.file_path() + " and " + f->path() +
                          "; the folder mixes two checkpoints, keep only one.");
       }
     }
   }
+}
+
+Checkpoint::~Checkpoint() = default;
+
+std::string Checkpoint::describe(const std::string& name) const {
+  const auto it = stored_names_.find(name);
+  return it == stored_names_.end() ? name : it->second;
 }
 
 const TensorRef* Checkpoint::find(const std::string& name) const {
@@ -111,12 +119,22 @@ TensorRef Checkpoint::require(const std::string& name,
                               const std::vector<std::int64_t>& shape) const {
   const TensorRef* ref = find(name);
   if (ref == nullptr) {
+    if (gguf_ != nullptr) {
+      throw ModelError(folder_ + ": tensor " + describe(name) +
+                       " is missing; the file is incomplete, or its metadata describes another "
+                       "model than its tensors.");
+    }
     throw ModelError(folder_ + ": tensor " + name +
                      " is missing from the checkpoint; the files are incomplete or "
                      "belong to a different model than config.json describes.");
   }
   if (ref->info->shape != shape) {
-    throw ModelError(ref->file->path() + ": tensor " + name + " has shape " +
+    if (gguf_ != nullptr) {
+      throw ModelError(ref->file_path() + ": tensor " + describe(name) + " has shape " +
+                       shape_string(ref->info->shape) + " but the file's metadata implies " +
+                       shape_string(shape) + "; the file is damaged or was written wrongly.");
+    }
+    throw ModelError(ref->file_path() + ": tensor " + name + " has shape " +
                      shape_string(ref->info->shape) + " but config.json implies " +
                      shape_string(shape) + "; config.json and the weights do not belong together.");
   }
@@ -162,9 +180,9 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
     return m;
   }
   if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16 &&
-      t != kernels::DType::F8E4M3) {
+      t != kernels::DType::F8E4M3 && !kernels::is_gguf_block(t)) {
     throw ModelError(
-        ref.file->path() + ": tensor " + name + " is stored as " +
+        ref.file_path() + ": tensor " + name + " is stored as " +
         std::string(kernels::dtype_name(t)) +
         ", which is not a weight type Tandem computes with (F32, F16, BF16, F8_E4M3).");
   }
@@ -177,7 +195,7 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
     const std::string scale_name = name + fp8_.suffix;
     const TensorRef* scale = find(scale_name);
     if (scale == nullptr) {
-      throw ModelError(ref.file->path() + ": tensor " + name + " is FP8 but its scales (" +
+      throw ModelError(ref.file_path() + ": tensor " + name + " is FP8 but its scales (" +
                        scale_name +
                        ") are missing; the checkpoint is incomplete, or its config.json does not "
                        "describe how it was quantized.");
@@ -188,7 +206,7 @@ kernels::WeightMatrix Checkpoint::matrix(const std::string& name, std::int64_t r
     const std::vector<std::int64_t> expected = {(rows + m.block_rows - 1) / m.block_rows,
                                                 (cols + m.block_cols - 1) / m.block_cols};
     if (s != expected) {
-      throw ModelError(scale->file->path() + ": tensor " + scale_name + " has shape " +
+      throw ModelError(scale->file_path() + ": tensor " + scale_name + " has shape " +
                        shape_string(s) + ", but " + name + " " + shape_string({rows, cols}) +
                        " in blocks of " + std::to_string(m.block_rows) + "x" +
                        std::to_string(m.block_cols) + " needs " + shape_string(expected) + ".");
@@ -211,9 +229,8 @@ void* Checkpoint::derive(const std::string& name, kernels::DType dtype,
   d->info.end = kernels::dtype_bytes(dtype, d->info.elements());
   d->storage = kernels::AlignedBytes::allocate(static_cast<std::size_t>(d->info.end));
   void* bytes = d->storage.data.get();
-  const SafetensorsFile* file = from->file;
   consumed_.insert(source);
-  const auto [it, inserted] = index_.emplace(name, TensorRef{file, &d->info, bytes, true});
+  const auto [it, inserted] = index_.emplace(name, TensorRef{from->path, &d->info, bytes, true});
   if (!inserted) throw ModelError(folder_ + ": tensor " + name + " is both stored and derived.");
   derived_names_.push_back(name);
   derived_.push_back(std::move(d));
@@ -234,7 +251,7 @@ void Checkpoint::derive_view(const std::string& name, kernels::DType dtype,
     throw ModelError(folder_ + ": tensor " + source + " is shorter than its shape says.");
   const void* bytes = static_cast<const char*>(from->data()) + offset;
   consumed_.insert(source);
-  const auto [it, inserted] = index_.emplace(name, TensorRef{from->file, &d->info, bytes});
+  const auto [it, inserted] = index_.emplace(name, TensorRef{from->path, &d->info, bytes});
   if (!inserted) throw ModelError(folder_ + ": tensor " + name + " is both stored and derived.");
   derived_names_.push_back(name);
   derived_.push_back(std::move(d));

@@ -27,18 +27,27 @@ inline std::string pool_slice_name(std::string_view matrix, int pool) {
 }
 
 struct TensorRef {
-  const SafetensorsFile* file = nullptr;  // of a derived tensor: the file it came from
+  const std::string* path = nullptr;  // the file it is stored in (a derived tensor: its source's)
   const TensorInfo* info = nullptr;
-  const void* bytes = nullptr;  // a derived tensor's data; stored ones are in `file`
-  bool owned = false;           // `bytes` are heap memory of the checkpoint's, not the file's
-  const void* data() const { return bytes != nullptr ? bytes : file->data(*info); }
+  const void* bytes = nullptr;  // in the file's mapping, or (owned) the checkpoint's memory
+  bool owned = false;
+  const void* data() const { return bytes; }
+  const std::string& file_path() const { return *path; }
 };
+
+class GgufSet;
 
 class Checkpoint {
  public:
   // Throws ModelError with a sentence for a folder without safetensors, a pickle
   // checkpoint, a broken index, a missing shard, or a malformed file.
   explicit Checkpoint(const std::string& folder);
+  // A GGUF model (one file or a split set) with its tensors under the names bind_weights
+  // reads, each in its stored format; a routed experts tensor becomes one matrix per expert.
+  // Defined with the names in engine/model/gguf_model.cpp. Throws ModelError naming the
+  // file and tensor for a tensor whose type Tandem does not compute with.
+  Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec);
+  ~Checkpoint();
 
   const std::string& folder() const { return folder_; }
   const TensorRef* find(const std::string& name) const;
@@ -72,11 +81,20 @@ class Checkpoint {
   bool consumed(const std::string& stored) const { return consumed_.count(stored) != 0; }
 
   std::size_t tensor_count() const { return index_.size(); }
+  // The safetensors files (none for a GGUF model).
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  // The GGUF model this checkpoint reads; nullptr for safetensors.
+  const GgufSet* gguf() const { return gguf_.get(); }
 
  private:
   std::string folder_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::unique_ptr<GgufSet> gguf_;
+  // A GGUF tensor's name in the file for a name bind_weights asks for ("blk.3.attn_q.weight"
+  // for "model.layers.3.self_attn.q_proj.weight"), for messages.
+  std::unordered_map<std::string, std::string> stored_names_;
+  std::vector<std::unique_ptr<TensorInfo>> gguf_infos_;
+  std::string describe(const std::string& name) const;
   std::unordered_map<std::string, TensorRef> index_;
   Fp8Scales fp8_;
   // fp32 copies of fp8 block scales, kept for the matrices that use them.

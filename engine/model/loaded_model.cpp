@@ -13,6 +13,7 @@
 #include "engine/hw/topology.h"
 #include "engine/log/log.h"
 #include "engine/model/converted_model.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/manifest.h"
 #include "engine/model/model_error.h"
 
@@ -238,13 +239,37 @@ bool parse_cpu_format(std::string_view name, CpuFormat& out) {
   return false;
 }
 
+std::unique_ptr<model::Checkpoint> LoadedModel::open_checkpoint(const std::string& path,
+                                                                model::ModelSpec& spec) {
+  if (!model::is_gguf_path(path)) {
+    spec = model::load_model_spec(path);
+    return std::make_unique<model::Checkpoint>(path);
+  }
+  std::unique_ptr<model::GgufSet> set;
+  try {
+    set = std::make_unique<model::GgufSet>(path);
+  } catch (const model::ModelError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw model::ModelError(e.what());
+  }
+  spec = model::gguf_model_spec(*set);
+  return std::make_unique<model::Checkpoint>(std::move(set), spec);
+}
+
+void LoadedModel::check(const std::string& path) {
+  model::ModelSpec spec;
+  open_checkpoint(path, spec);
+}
+
 std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
                                                const LoadOptions& options) {
   auto m = std::unique_ptr<LoadedModel>(new LoadedModel);
   m->on_progress_ = options.on_progress;
   m->folder_ = folder;
+  const bool gguf = model::is_gguf_path(folder);
   const bool converted =
-      std::filesystem::exists(std::filesystem::path(folder) / model::kManifestName);
+      !gguf && std::filesystem::exists(std::filesystem::path(folder) / model::kManifestName);
   if (converted) {
     // An unfinished conversion is named as such before anything it lacks is complained about.
     const model::Manifest manifest = model::read_manifest(folder);
@@ -264,8 +289,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
     }
     m->pools_ = manifest.pools;
   }
-  m->spec_ = model::load_model_spec(folder);
-  m->checkpoint_ = std::make_unique<model::Checkpoint>(folder);
+  m->checkpoint_ = open_checkpoint(folder, m->spec_);
   m->checkpoint_->set_fp8_scales(m->spec_.fp8);
   m->weights_ = model::bind_weights(m->spec_, *m->checkpoint_);
   m->cpu_format_ = options.cpu_format;

@@ -93,8 +93,17 @@ bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole r
 class LoadedModel {
  public:
   // Throws model::ModelError with a sentence naming the file for anything wrong.
+  // `folder`: a model folder (config.json and safetensors, or a converted folder) or a
+  // .gguf file (one file, or any part of a split set).
   static std::unique_ptr<LoadedModel> load(const std::string& folder,
                                            const LoadOptions& options = {});
+  // What load checks before it binds any weight (config.json and the safetensors headers,
+  // or a GGUF file's metadata and the types of its tensors), without loading; throws as
+  // load does.
+  static void check(const std::string& path);
+  // The spec and the (memory-mapped) checkpoint of a folder or a .gguf file.
+  static std::unique_ptr<model::Checkpoint> open_checkpoint(const std::string& path,
+                                                            model::ModelSpec& spec);
 
   const std::string& folder() const { return folder_; }
   const model::ModelSpec& spec() const { return spec_; }

@@ -81,7 +81,7 @@ void derive_gpt_oss_experts(Checkpoint& c, const std::string& mp, std::int64_t e
     const kernels::DType t = gu.info->dtype;
     const std::size_t size = kernels::dtype_size(t);
     if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16) {
-      throw ModelError(gu.file->path() + ": tensor " + fused + " is stored as " +
+      throw ModelError(gu.file_path() + ": tensor " + fused + " is stored as " +
                        std::string(kernels::dtype_name(t)) +
                        "; Tandem reads F32, F16 or BF16 here.");
     }
@@ -120,7 +120,7 @@ void derive_rows(Checkpoint& c, const std::string& source, const std::string& na
   const kernels::DType t = ref.info->dtype;
   const bool fp8 = t == kernels::DType::F8E4M3;
   if (t != kernels::DType::F32 && t != kernels::DType::F16 && t != kernels::DType::BF16 && !fp8) {
-    throw ModelError(ref.file->path() + ": tensor " + source + " is stored as " +
+    throw ModelError(ref.file_path() + ": tensor " + source + " is stored as " +
                      std::string(kernels::dtype_name(t)) +
                      "; Tandem reads Qwen3-Next's fused projections in F32, F16, BF16 or FP8 "
                      "only, so use the BF16 or FP8 release.");
@@ -131,8 +131,8 @@ void derive_rows(Checkpoint& c, const std::string& source, const std::string& na
     const std::string scale = source + f.suffix;
     const TensorRef* s = c.find(scale);
     if (s == nullptr) {
-      throw ModelError(ref.file->path() + ": tensor " + source + " is FP8 but its scales (" +
-                       scale + ") are missing; the checkpoint is incomplete.");
+      throw ModelError(ref.file_path() + ": tensor " + source + " is FP8 but its scales (" + scale +
+                       ") are missing; the checkpoint is incomplete.");
     }
     const std::int64_t block = f.block_rows;
     const std::int64_t blocks_out = (n + block - 1) / block;
@@ -141,7 +141,7 @@ void derive_rows(Checkpoint& c, const std::string& source, const std::string& na
       const std::int64_t b = rows[static_cast<std::size_t>(i)] / block;
       if (i % block == 0) from[static_cast<std::size_t>(i / block)] = b;
       if (from[static_cast<std::size_t>(i / block)] != b) {
-        throw ModelError(ref.file->path() + ": tensor " + source + " is FP8 in blocks of " +
+        throw ModelError(ref.file_path() + ": tensor " + source + " is FP8 in blocks of " +
                          std::to_string(block) +
                          " rows, which do not line up with its parts (query, key, value, "
                          "gate); Tandem cannot regroup it without changing its scales. Use "

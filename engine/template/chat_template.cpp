@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/model/gguf_file.h"
+#include "engine/model/gguf_set.h"
 #include "engine/template/jinja/arguments.h"
 #include "engine/template/jinja/json.h"
 
@@ -41,12 +43,41 @@ std::string format_time_c_locale(const std::string& format, const std::tm& time)
   return std::string(buffer, n - 1);
 }
 
+bool is_gguf(const std::filesystem::path& path) {
+  return path.extension() == ".gguf";
+}
+
+// The metadata of a GGUF model: its first part's, whichever part `path` names.
+std::unique_ptr<model::GgufFile> gguf_metadata(const std::filesystem::path& path) {
+  const auto split = model::parse_gguf_split_name(path.string());
+  return std::make_unique<model::GgufFile>(split ? split->part_path(1) : path.string());
+}
+
+std::string gguf_string(const model::GgufFile& file, const std::string& key) {
+  const model::GgufValue* v = file.find(key);
+  if (v == nullptr) return {};
+  if (v->type() != model::GgufType::kString)
+    throw std::runtime_error(file.path() + ": " + key +
+                             " should be a string; the file is damaged.");
+  return v->as_string();
+}
+
 }  // namespace
 
 ChatTemplate::ChatTemplate(std::string_view source, jinja::TemplateOptions options)
     : source_(source), template_(source, options), clock_(local_now) {}
 
 std::string ChatTemplate::read_source_from_model_folder(const std::filesystem::path& folder) {
+  if (is_gguf(folder)) {
+    const auto file = gguf_metadata(folder);
+    std::string source = gguf_string(*file, "tokenizer.chat_template");
+    if (source.empty()) {
+      throw std::runtime_error(file->path() +
+                               " holds no chat template (tokenizer.chat_template); this model "
+                               "has no chat format of its own, or was converted without it.");
+    }
+    return source;
+  }
   const auto jinja_file = folder / "chat_template.jinja";
   if (std::filesystem::exists(jinja_file)) return read_file(jinja_file);
   const auto config_file = folder / "tokenizer_config.json";
@@ -83,6 +114,26 @@ std::string ChatTemplate::read_source_from_model_folder(const std::filesystem::p
 
 nlohmann::ordered_json read_special_tokens_from_model_folder(const std::filesystem::path& folder) {
   nlohmann::ordered_json tokens = nlohmann::ordered_json::object();
+  if (is_gguf(folder)) {
+    // The texts of the tokens the metadata names by id.
+    const auto file = gguf_metadata(folder);
+    const model::GgufValue* list = file->find("tokenizer.ggml.tokens");
+    if (list == nullptr || list->type() != model::GgufType::kArray) return tokens;
+    const auto& texts = list->as_array().elements;
+    for (const auto& [name, key] : {std::pair{"bos_token", "tokenizer.ggml.bos_token_id"},
+                                    {"eos_token", "tokenizer.ggml.eos_token_id"},
+                                    {"unk_token", "tokenizer.ggml.unknown_token_id"},
+                                    {"pad_token", "tokenizer.ggml.padding_token_id"}}) {
+      const model::GgufValue* id = file->find(key);
+      if (id == nullptr || !id->is_integer()) continue;
+      const std::int64_t i = id->as_int();
+      if (i < 0 || static_cast<std::size_t>(i) >= texts.size() ||
+          texts[static_cast<std::size_t>(i)].type() != model::GgufType::kString)
+        continue;
+      tokens[name] = texts[static_cast<std::size_t>(i)].as_string();
+    }
+    return tokens;
+  }
   const auto config_file = folder / "tokenizer_config.json";
   if (!std::filesystem::exists(config_file)) return tokens;
   nlohmann::json config;

@@ -1,0 +1,471 @@
+#include "engine/model/gguf_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "engine/model/checkpoint.h"
+#include "engine/model/ggml_type.h"
+#include "engine/model/model_error.h"
+
+namespace tandem::model {
+namespace {
+
+using nlohmann::json;
+
+// The architectures read from GGUF, with the Hugging Face class each becomes (llama with
+// experts becomes Mixtral, as llama.cpp's converter writes Mixtral).
+struct GgufArchitecture {
+  const char* name;
+  const char* dense;
+  const char* with_experts;  // nullptr: the architecture has none, or always has them
+};
+constexpr GgufArchitecture kArchitectures[] = {
+    {"llama", "LlamaForCausalLM", "MixtralForCausalLM"},
+    {"qwen3", "Qwen3ForCausalLM", nullptr},
+    {"qwen3moe", "Qwen3MoeForCausalLM", nullptr},
+};
+
+const GgufArchitecture* find_architecture(const std::string& name) {
+  for (const GgufArchitecture& a : kArchitectures) {
+    if (name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+// Reads metadata values of one architecture ("qwen3moe.block_count"), every failure a
+// sentence naming the file and the key.
+class Metadata {
+ public:
+  Metadata(const GgufSet& set, std::string arch) : set_(set), arch_(std::move(arch)) {}
+
+  const std::string& path() const { return set_.path(); }
+  std::string key(const char* suffix) const { return arch_ + "." + suffix; }
+  const GgufValue* find(const std::string& key) const { return set_.find(key); }
+
+  [[noreturn]] void missing(const std::string& key) const {
+    throw ModelError(path() + ": the metadata key " + key +
+                     " is missing, and Tandem needs it to run the model; the file was written by "
+                     "a converter that leaves it out, or is damaged. Download the file again, or "
+                     "one converted by a current llama.cpp.");
+  }
+  // A whole number >= 0; a per-layer array is accepted when every layer has the same value.
+  std::optional<std::int64_t> whole(const std::string& key) const {
+    const GgufValue* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    try {
+      if (v->type() == GgufType::kArray) {
+        const GgufArray& a = v->as_array();
+        if (a.elements.empty()) throw std::runtime_error("empty");
+        const std::int64_t first = a.elements.front().as_int();
+        for (const GgufValue& e : a.elements) {
+          if (e.as_int() != first) {
+            throw ModelError(path() + ": " + key +
+                             " differs between layers, which Tandem does not run for " + arch_ +
+                             ".");
+          }
+        }
+        return checked(key, first);
+      }
+      return checked(key, v->as_int());
+    } catch (const ModelError&) {
+      throw;
+    } catch (const std::exception&) {
+      throw ModelError(path() + ": the metadata key " + key + " should be a whole number but is " +
+                       gguf_type_name(v->type()) + "; the file is damaged.");
+    }
+  }
+  std::int64_t required_whole(const std::string& key) const {
+    const auto v = whole(key);
+    if (!v) missing(key);
+    return *v;
+  }
+  std::optional<double> number(const std::string& key) const {
+    const GgufValue* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    try {
+      return v->as_float();
+    } catch (const std::exception&) {
+      throw ModelError(path() + ": the metadata key " + key + " should be a number but is " +
+                       gguf_type_name(v->type()) + "; the file is damaged.");
+    }
+  }
+  double required_number(const std::string& key) const {
+    const auto v = number(key);
+    if (!v) missing(key);
+    return *v;
+  }
+  std::optional<std::string> text(const std::string& key) const {
+    const GgufValue* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    try {
+      return v->as_string();
+    } catch (const std::exception&) {
+      throw ModelError(path() + ": the metadata key " + key + " should be a string but is " +
+                       gguf_type_name(v->type()) + "; the file is damaged.");
+    }
+  }
+  std::optional<bool> flag(const std::string& key) const {
+    const GgufValue* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    try {
+      return v->as_bool();
+    } catch (const std::exception&) {
+      throw ModelError(path() + ": the metadata key " + key + " should be true or false but is " +
+                       gguf_type_name(v->type()) + "; the file is damaged.");
+    }
+  }
+
+ private:
+  std::int64_t checked(const std::string& key, std::int64_t v) const {
+    if (v < 0) throw ModelError(path() + ": the metadata key " + key + " is negative.");
+    return v;
+  }
+  const GgufSet& set_;
+  std::string arch_;
+};
+
+std::string architecture_of(const GgufSet& set) {
+  const GgufValue* v = set.find("general.architecture");
+  if (v == nullptr) {
+    throw ModelError(set.path() +
+                     ": the metadata key general.architecture is missing, so the model's type "
+                     "is unknown; the file is damaged or is not a model.");
+  }
+  if (v->type() != GgufType::kString)
+    throw ModelError(set.path() +
+                     ": general.architecture should be a string; the file is damaged.");
+  return v->as_string();
+}
+
+// The rows of a 2-D tensor as stored (ggml's dims are innermost first), or -1.
+std::int64_t stored_rows(const GgufSet& set, const std::string& name) {
+  const auto it = set.tensors().find(name);
+  if (it == set.tensors().end() || it->second.info->dims.size() != 2) return -1;
+  return static_cast<std::int64_t>(it->second.info->dims[1]);
+}
+
+// The token ids (one or several keys) that end a reply.
+void read_special_tokens(const Metadata& m, json& config) {
+  json eos = json::array();
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    if (const auto id = m.whole(key)) {
+      if (std::find(eos.begin(), eos.end(), *id) == eos.end()) eos.push_back(*id);
+    }
+  }
+  if (!eos.empty()) config["eos_token_id"] = eos;
+  if (const auto bos = m.whole("tokenizer.ggml.bos_token_id")) config["bos_token_id"] = *bos;
+}
+
+void read_rope_scaling(const Metadata& m, json& config) {
+  std::string type = m.text(m.key("rope.scaling.type")).value_or("");
+  std::optional<double> factor = m.number(m.key("rope.scaling.factor"));
+  if (type.empty()) {
+    // Files from before rope.scaling.type said linear scaling this way.
+    if (const auto linear = m.number(m.key("rope.scale_linear")); linear && *linear != 1.0) {
+      type = "linear";
+      factor = linear;
+    } else {
+      type = "none";
+    }
+  }
+  if (type == "none") return;
+  if (type != "linear" && type != "yarn") {
+    throw ModelError(m.path() + ": " + m.key("rope.scaling.type") + " is \"" + type +
+                     "\"; Tandem reads none, linear and yarn.");
+  }
+  if (!factor) m.missing(m.key("rope.scaling.factor"));
+  json scaling = {{"rope_type", type}, {"factor", *factor}};
+  if (type == "yarn") {
+    scaling["original_max_position_embeddings"] =
+        m.required_whole(m.key("rope.scaling.original_context_length"));
+    if (const auto v = m.number(m.key("rope.scaling.yarn_beta_fast"))) scaling["beta_fast"] = *v;
+    if (const auto v = m.number(m.key("rope.scaling.yarn_beta_slow"))) scaling["beta_slow"] = *v;
+  }
+  config["rope_scaling"] = scaling;
+}
+
+// The Hugging Face config.json the metadata amounts to, so that one parser checks both.
+json config_of(const GgufSet& set, const std::string& arch, const GgufArchitecture& a) {
+  const Metadata m(set, arch);
+  json c;
+  const std::int64_t hidden = m.required_whole(m.key("embedding_length"));
+  const std::int64_t layers = m.required_whole(m.key("block_count"));
+  const std::int64_t heads = m.required_whole(m.key("attention.head_count"));
+  if (hidden == 0 || layers == 0 || heads == 0) {
+    throw ModelError(set.path() + ": " + m.key("embedding_length") + ", " + m.key("block_count") +
+                     " and " + m.key("attention.head_count") + " must be above zero.");
+  }
+  const std::int64_t kv_heads = m.whole(m.key("attention.head_count_kv")).value_or(heads);
+  const std::int64_t head_dim = m.whole(m.key("attention.key_length")).value_or(hidden / heads);
+  const std::int64_t value_dim = m.whole(m.key("attention.value_length")).value_or(head_dim);
+  if (value_dim != head_dim) {
+    throw ModelError(set.path() + ": its keys and values differ in length (" +
+                     m.key("attention.key_length") + " " + std::to_string(head_dim) + ", " +
+                     m.key("attention.value_length") + " " + std::to_string(value_dim) +
+                     "), which Tandem does not run for " + arch + ".");
+  }
+  if (const auto rotated = m.whole(m.key("rope.dimension_count"));
+      rotated && *rotated != head_dim) {
+    throw ModelError(set.path() + ": " + m.key("rope.dimension_count") + " is " +
+                     std::to_string(*rotated) + ", so rotary embeddings turn only part of each " +
+                     std::to_string(head_dim) + "-dimension head, which Tandem does not run for " +
+                     arch + ".");
+  }
+  if (set.tensors().count("rope_freqs.weight") != 0) {
+    throw ModelError(set.path() +
+                     ": it scales its rotary frequencies with a stored table (rope_freqs.weight, "
+                     "as Llama 3.1 and later are converted), which Tandem does not read from GGUF "
+                     "yet; run the model's Hugging Face folder instead.");
+  }
+  const std::int64_t vocab = stored_rows(set, "token_embd.weight");
+  if (vocab <= 0) {
+    throw ModelError(set.path() +
+                     ": the token embedding (token_embd.weight) is missing or not a matrix; the "
+                     "file is damaged or incomplete.");
+  }
+  if (const auto said = m.whole(m.key("vocab_size")); said && *said != vocab) {
+    throw ModelError(set.path() + ": " + m.key("vocab_size") + " says " + std::to_string(*said) +
+                     " tokens but token_embd.weight has " + std::to_string(vocab) +
+                     " rows; the file is damaged.");
+  }
+  const std::int64_t experts = m.whole(m.key("expert_count")).value_or(0);
+  const bool moe = arch == "qwen3moe" || (a.with_experts != nullptr && experts > 0);
+  c["architectures"] = json::array({moe && a.with_experts != nullptr ? a.with_experts : a.dense});
+  c["vocab_size"] = vocab;
+  c["hidden_size"] = hidden;
+  c["num_hidden_layers"] = layers;
+  c["num_attention_heads"] = heads;
+  c["num_key_value_heads"] = kv_heads;
+  c["head_dim"] = head_dim;
+  c["rms_norm_eps"] = m.required_number(m.key("attention.layer_norm_rms_epsilon"));
+  c["max_position_embeddings"] = m.required_whole(m.key("context_length"));
+  c["rope_theta"] = m.number(m.key("rope.freq_base")).value_or(10000.0);
+  c["tie_word_embeddings"] = set.tensors().count("output.weight") == 0;
+  read_rope_scaling(m, c);
+  if (arch == "qwen3moe") {
+    c["num_experts"] = m.required_whole(m.key("expert_count"));
+    c["num_experts_per_tok"] = m.required_whole(m.key("expert_used_count"));
+    c["moe_intermediate_size"] = m.required_whole(m.key("expert_feed_forward_length"));
+    if (const auto dense = m.whole(m.key("feed_forward_length"))) c["intermediate_size"] = *dense;
+    // llama.cpp renormalises Qwen3-MoE's top-k weights unless the file says otherwise, as
+    // every released Qwen3-MoE config does.
+    c["norm_topk_prob"] = m.flag(m.key("expert_weights_norm")).value_or(true);
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = json::array();
+  } else if (moe) {  // Mixtral
+    c["num_local_experts"] = experts;
+    c["num_experts_per_tok"] = m.required_whole(m.key("expert_used_count"));
+    c["intermediate_size"] = m.required_whole(m.key("feed_forward_length"));
+  } else {
+    c["intermediate_size"] = m.required_whole(m.key("feed_forward_length"));
+  }
+  read_special_tokens(m, c);
+  return c;
+}
+
+// How a GGUF tensor name maps to the Hugging Face names bind_weights reads.
+struct LayerName {
+  const char* gguf;  // after "blk.N."
+  const char* hf;    // after "model.layers.N."
+};
+constexpr LayerName kLayerNames[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+constexpr LayerName kGlobalNames[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+};
+
+// The three expert matrices: GGUF's fused tensor (or a per-expert one, as early Mixtral
+// files store them) and the Hugging Face name of one expert's part.
+struct ExpertPart {
+  const char* fused;    // "ffn_gate_exps.weight"
+  const char* single;   // "ffn_gate" (then ".E.weight")
+  const char* hf;       // Qwen3-MoE's "gate_proj"
+  const char* mixtral;  // Mixtral's "w1"
+};
+constexpr ExpertPart kExpertParts[] = {
+    {"ffn_gate_exps.weight", "ffn_gate", "gate_proj", "w1"},
+    {"ffn_up_exps.weight", "ffn_up", "up_proj", "w3"},
+    {"ffn_down_exps.weight", "ffn_down", "down_proj", "w2"},
+};
+
+std::string ggml_type_phrase(std::uint32_t type) {
+  const auto layout = ggml_type_layout(type);
+  return layout ? std::string(layout->name) : "ggml type " + std::to_string(type);
+}
+
+std::string computable_types() {
+  std::string out;
+  for (std::uint32_t t = 0; t < 64; ++t) {
+    kernels::DType d;
+    if (!kernels::dtype_from_ggml_type(t, d)) continue;
+    out += (out.empty() ? "" : ", ") + std::string(kernels::dtype_name(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_gguf_path(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+}
+
+std::string gguf_supported_architectures() {
+  std::string out;
+  for (const GgufArchitecture& a : kArchitectures)
+    out += (out.empty() ? "" : ", ") + std::string(a.name);
+  return out;
+}
+
+ModelSpec gguf_model_spec(const GgufSet& set) {
+  const std::string arch = architecture_of(set);
+  const GgufArchitecture* a = find_architecture(arch);
+  if (a == nullptr) {
+    throw ModelError(set.path() + ": its architecture is " + arch +
+                     ", which Tandem does not run from GGUF yet; it runs " +
+                     gguf_supported_architectures() + ".");
+  }
+  ModelSpec spec = parse_model_spec(config_of(set, arch, *a), set.path());
+  // llama.cpp's converter reorders Llama's query and key rows so that rotary embeddings
+  // turn adjacent pairs (ggml's "normal" mode); Qwen3 keeps the two halves ("neox").
+  if (arch == "llama") spec.rope.interleaved = true;
+  return spec;
+}
+
+Checkpoint::Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec)
+    : folder_(set->path()), gguf_(std::move(set)) {
+  const bool mixtral = spec.family == Family::Mixtral;
+  const GgufSet& g = *gguf_;
+
+  // Adds the tensor `hf` for `stored_name`'s bytes from `offset`, in the tensor's format.
+  auto add = [&](const std::string& hf, const std::string& stored_name, const GgufSet::Tensor& t,
+                 std::vector<std::int64_t> shape, std::uint64_t offset) {
+    kernels::DType dtype;
+    if (!kernels::dtype_from_ggml_type(t.info->ggml_type, dtype)) {
+      throw ModelError(t.file->path() + ": tensor " + t.info->name + " is stored as " +
+                       ggml_type_phrase(t.info->ggml_type) +
+                       ", which Tandem does not compute with yet; it reads " + computable_types() +
+                       ". Choose another quantisation of this model.");
+    }
+    auto info = std::make_unique<TensorInfo>();
+    info->name = hf;
+    info->dtype = dtype;
+    info->shape = std::move(shape);
+    const std::uint64_t bytes = kernels::dtype_bytes(dtype, info->elements());
+    const std::span<const std::byte> data = g.tensor_data(t);
+    if (offset + bytes > data.size()) {
+      throw ModelError(t.file->path() + ": tensor " + t.info->name +
+                       " is shorter than its shape says; the file is damaged.");
+    }
+    info->begin = t.file->data_offset_bytes() + t.info->offset_bytes + offset;
+    info->end = info->begin + bytes;
+    const auto [it, inserted] =
+        index_.emplace(hf, TensorRef{&t.file->path(), info.get(), data.data() + offset});
+    if (!inserted) {
+      throw ModelError(folder_ + ": tensor " + stored_name + " appears twice (as " + hf +
+                       "); the file is damaged.");
+    }
+    gguf_infos_.push_back(std::move(info));
+  };
+  auto shape_of = [](const GgufTensorInfo& info) {
+    std::vector<std::int64_t> shape;
+    for (auto it = info.dims.rbegin(); it != info.dims.rend(); ++it)
+      shape.push_back(static_cast<std::int64_t>(*it));
+    return shape;
+  };
+  auto expert_name = [&](std::int64_t layer, std::int64_t e, const ExpertPart& part) {
+    return "model.layers." + std::to_string(layer) + (mixtral ? ".block_sparse_moe" : ".mlp") +
+           ".experts." + std::to_string(e) + "." + (mixtral ? part.mixtral : part.hf) + ".weight";
+  };
+
+  // The stored names of everything bind_weights may ask for, so that a missing tensor is
+  // named as the file would name it.
+  for (const LayerName& n : kGlobalNames) stored_names_[n.hf] = n.gguf;
+  for (std::int64_t l = 0; l < spec.num_layers; ++l) {
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    const std::string hf = "model.layers." + std::to_string(l) + ".";
+    for (const LayerName& n : kLayerNames) stored_names_[hf + n.hf] = blk + n.gguf;
+    stored_names_[hf + (mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight")] =
+        blk + "ffn_gate_inp.weight";
+    for (std::int64_t e = 0; e < spec.num_experts; ++e) {
+      for (const ExpertPart& part : kExpertParts) {
+        stored_names_[expert_name(l, e, part)] =
+            blk + part.fused + " (expert " + std::to_string(e) + ")";
+      }
+    }
+  }
+
+  for (const auto& [name, t] : g.tensors()) {
+    const std::vector<std::int64_t> shape = shape_of(*t.info);
+    bool mapped = false;
+    for (const LayerName& n : kGlobalNames) {
+      if (name == n.gguf) {
+        add(n.hf, name, t, shape, 0);
+        mapped = true;
+      }
+    }
+    if (mapped || name.rfind("blk.", 0) != 0) continue;
+    const std::size_t dot = name.find('.', 4);
+    if (dot == std::string::npos) continue;
+    std::int64_t layer = -1;
+    try {
+      layer = std::stoll(name.substr(4, dot - 4));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (layer < 0 || layer >= spec.num_layers) continue;  // e.g. a next-token-prediction layer
+    const std::string rest = name.substr(dot + 1);
+    const std::string hf = "model.layers." + std::to_string(layer) + ".";
+    for (const LayerName& n : kLayerNames) {
+      if (rest == n.gguf) add(hf + n.hf, name, t, shape, 0);
+    }
+    if (rest == "ffn_gate_inp.weight") {
+      add(hf + (mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight"), name, t, shape, 0);
+    }
+    for (const ExpertPart& part : kExpertParts) {
+      if (rest == part.fused) {
+        // [experts, rows, cols]: expert e's matrix is the e-th whole slab.
+        if (shape.size() != 3 || shape[0] != spec.num_experts) {
+          throw ModelError(t.file->path() + ": tensor " + name + " has shape " +
+                           shape_string(shape) + " but the metadata says " +
+                           std::to_string(spec.num_experts) +
+                           " experts; the file is damaged or was written wrongly.");
+        }
+        kernels::DType dtype;
+        const std::uint64_t slab = kernels::dtype_from_ggml_type(t.info->ggml_type, dtype)
+                                       ? kernels::dtype_bytes(dtype, shape[1] * shape[2])
+                                       : 0;
+        for (std::int64_t e = 0; e < shape[0]; ++e)
+          add(expert_name(layer, e, part), name, t, {shape[1], shape[2]},
+              static_cast<std::uint64_t>(e) * slab);
+      } else if (rest.rfind(std::string(part.single) + ".", 0) == 0 &&
+                 rest.size() > std::strlen(part.single) + 8 &&
+                 rest.compare(rest.size() - 7, 7, ".weight") == 0) {
+        // Early Mixtral files: blk.N.ffn_gate.E.weight, one tensor per expert.
+        const std::string number =
+            rest.substr(std::strlen(part.single) + 1, rest.size() - std::strlen(part.single) - 8);
+        if (number.empty() || !std::all_of(number.begin(), number.end(),
+                                           [](char ch) { return ch >= '0' && ch <= '9'; }))
+          continue;
+        add(expert_name(layer, std::stoll(number), part), name, t, shape, 0);
+      }
+    }
+  }
+}
+
+}  // namespace tandem::model

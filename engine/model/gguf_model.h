@@ -1,0 +1,30 @@
+// A GGUF model (one file or a split set, engine/model/gguf_set.h) read as Tandem reads a
+// Hugging Face folder: its ModelSpec from the file's metadata, and its tensors under the
+// names bind_weights asks for (Checkpoint's GGUF constructor, defined here), each kept in
+// its stored block format.
+//
+// Architectures (general.architecture): llama (Llama, and Mixtral when it has experts),
+// qwen3, qwen3moe. Every setting the forward pass needs is read from the metadata; one
+// that is absent, and a feature Tandem does not read from GGUF, is a ModelError with a
+// sentence naming the file and the key. Where the GGUF format itself defines a value for an
+// absent key (head_count_kv: head_count; key_length: embedding_length / head_count;
+// rope.freq_base: 10000), that value is used, as every GGUF reader does.
+#pragma once
+
+#include <string>
+
+#include "engine/model/gguf_set.h"
+#include "engine/model/model_spec.h"
+
+namespace tandem::model {
+
+// Whether `path` names a GGUF file (ends in ".gguf"), whatever is in it.
+bool is_gguf_path(const std::string& path);
+
+// The spec of the model `set` holds. Throws ModelError with a sentence.
+ModelSpec gguf_model_spec(const GgufSet& set);
+
+// The architectures (general.architecture) Tandem runs from GGUF, for messages.
+std::string gguf_supported_architectures();
+
+}  // namespace tandem::model

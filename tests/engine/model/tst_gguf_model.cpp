@@ -1,0 +1,285 @@
+// GGUF models run as they are stored, against the independent oracle (transformers computing
+// with gguf-py's dequantisation of the same blocks, tests/tools/make_gguf_model_fixtures.py):
+// last-position logits within 1e-3 of the logit range and the same 16 greedy tokens, the
+// file's own tokenizer giving the prompt's ids; the spec read from the metadata; packing the
+// blocks at load; and a sentence for what is missing or not supported.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "engine/generate/generator.h"
+#include "engine/model/gguf_model.h"
+#include "engine/model/loaded_model.h"
+#include "engine/model/model_error.h"
+#include "engine/template/chat_template.h"
+#include "engine/text/tokenizer.h"
+#include "tests/support/logit_divergence.h"
+
+using namespace tandem;
+
+namespace {
+
+std::string fixture_path(const std::string& name) {
+  return std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + name;
+}
+
+nlohmann::json expected_of(const std::string& name) {
+  std::ifstream in(fixture_path(name + ".json"));
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in);
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The fixture with `from` (which must occur once) replaced by `to` of the same length.
+std::string patched(const QTemporaryDir& dir, const std::string& name, const std::string& from,
+                    const std::string& to) {
+  std::string bytes = read_bytes(fixture_path(name + ".gguf"));
+  const std::size_t at = bytes.find(from);
+  if (at == std::string::npos || bytes.find(from, at + 1) != std::string::npos ||
+      from.size() != to.size())
+    return {};
+  bytes.replace(at, from.size(), to);
+  const std::string path = dir.filePath(QString::fromStdString(name + ".gguf")).toStdString();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+float relative_difference(const std::vector<float>& got, const std::vector<float>& want) {
+  const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+  float worst = 0.0f;
+  for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  return worst / (*hi - *lo);
+}
+
+}  // namespace
+
+class TestGgufModel : public QObject {
+  Q_OBJECT
+ private slots:
+  void matchesOracle_data() {
+    QTest::addColumn<QString>("fixture");
+    for (const char* f :
+         {"qwen3moe-q8_0", "qwen3moe-mixed", "llama-mixed", "qwen3-f16", "mixtral-q4_k"})
+      QTest::newRow(f) << QString::fromLatin1(f);
+  }
+
+  void matchesOracle() {
+    QFETCH(QString, fixture);
+    const std::string name = fixture.toStdString();
+    const auto expected = expected_of(name);
+    QVERIFY2(!expected.is_null(), "run tests/tools/make_gguf_model_fixtures.py");
+    auto model = model::LoadedModel::load(fixture_path(name + ".gguf"));
+    const auto tokenizer = text::load_tokenizer(fixture_path(name + ".gguf"));
+    backend::NumaPools pool(2, 1, /*pin=*/false);
+    generate::Generator generator(*model, pool, 128);
+    for (const auto& case_ : expected["prompts"]) {
+      const auto ids = case_["ids"].get<std::vector<std::int32_t>>();
+      QCOMPARE(tokenizer->encode(case_["text"].get<std::string>(), false), ids);
+      const auto want = case_["logits"].get<std::vector<float>>();
+      const std::vector<float>& got = generator.evaluate(ids);
+      QCOMPARE(got.size(), want.size());
+      const float relative = relative_difference(got, want);
+      QVERIFY2(relative <= 1e-3f,
+               qPrintable(QStringLiteral("relative difference %1").arg(relative)));
+
+      generate::GenerationOptions options;
+      options.sampling = generate::SamplingParams::greedy();
+      options.max_tokens = 16;
+      options.stop_at_eos = false;
+      std::vector<std::int32_t> tokens;
+      generator.reset();
+      generator.generate(ids, options, [&](std::int32_t t) {
+        tokens.push_back(t);
+        return true;
+      });
+      QCOMPARE(tokens, case_["greedy"].get<std::vector<std::int32_t>>());
+    }
+  }
+
+  // Every block format the fixtures hold is one Tandem computes with, and together they
+  // hold all of them.
+  void fixturesCoverEveryFormat() {
+    std::set<std::string> formats;
+    for (const char* f :
+         {"qwen3moe-q8_0", "qwen3moe-mixed", "llama-mixed", "qwen3-f16", "mixtral-q4_k"}) {
+      const auto expected = expected_of(f);
+      for (const auto& t : expected["formats"]) formats.insert(t.get<std::string>());
+    }
+    for (const char* t : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                          "Q6_K", "IQ4_NL", "IQ4_XS", "F16", "BF16", "F32"})
+      QVERIFY2(formats.count(t) == 1, t);
+  }
+
+  // The settings come from the metadata, as llama.cpp's converter writes them.
+  void specFromMetadata() {
+    const model::GgufSet moe(fixture_path("qwen3moe-q8_0.gguf"));
+    const model::ModelSpec s = model::gguf_model_spec(moe);
+    QCOMPARE(s.family, model::Family::Qwen3Moe);
+    QCOMPARE(s.hidden_size, std::int64_t{256});
+    QCOMPARE(s.num_layers, std::int64_t{2});
+    QCOMPARE(s.num_heads, std::int64_t{4});
+    QCOMPARE(s.num_kv_heads, std::int64_t{2});
+    QCOMPARE(s.head_dim, std::int64_t{64});
+    QCOMPARE(s.num_experts, std::int64_t{4});
+    QCOMPARE(s.experts_per_token, std::int64_t{2});
+    QCOMPARE(s.moe_intermediate_size, std::int64_t{256});
+    QVERIFY(s.norm_topk_prob);
+    QVERIFY(s.qk_norm);
+    QVERIFY(!s.tie_word_embeddings);
+    QCOMPARE(s.rope.theta, 1000000.0);
+    QVERIFY(!s.rope.interleaved);
+    QCOMPARE(s.vocab_size, std::int64_t{173});
+    QCOMPARE(s.eos_token_ids, std::vector<std::int32_t>{172});
+    QCOMPARE(s.bos_token_id, 170);
+    QCOMPARE(s.layer_is_moe, std::vector<bool>(2, true));
+
+    const model::GgufSet llama(fixture_path("llama-mixed.gguf"));
+    const model::ModelSpec l = model::gguf_model_spec(llama);
+    QCOMPARE(l.family, model::Family::Llama);
+    QVERIFY(l.tie_word_embeddings);
+    QVERIFY(l.rope.interleaved);  // the converter reordered q and k for ggml's rotary mode
+    QCOMPARE(l.rope.theta, 500000.0);
+    QCOMPARE(l.intermediate_size, std::int64_t{512});
+
+    const model::GgufSet mixtral(fixture_path("mixtral-q4_k.gguf"));
+    QCOMPARE(model::gguf_model_spec(mixtral).family, model::Family::Mixtral);
+  }
+
+  // The chat template and the special tokens come from the file too.
+  void chatTemplateFromMetadata() {
+    const std::string path = fixture_path("qwen3moe-mixed.gguf");
+    const ChatTemplate t = ChatTemplate::from_model_folder(path);
+    QVERIFY(t.source().find("<|im_start|>") != std::string::npos);
+    const auto tokens = read_special_tokens_from_model_folder(path);
+    QCOMPARE(tokens["bos_token"].get<std::string>(), std::string("<|endoftext|>"));
+    QCOMPARE(tokens["eos_token"].get<std::string>(), std::string("<|im_end|>"));
+  }
+
+  // The blocks packed at load into Tandem's formats keep the model's predictions.
+  void packedAtLoad_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<double>("limit");
+    QTest::newRow("q8_0 as int8") << "qwen3moe-q8_0"
+                                  << "int8" << 0.02;
+    QTest::newRow("mixed as int8") << "qwen3moe-mixed"
+                                   << "int8" << 0.02;
+    QTest::newRow("mixed as bf16") << "qwen3moe-mixed"
+                                   << "bf16" << 0.005;
+    QTest::newRow("llama as int4") << "llama-mixed"
+                                   << "int4" << 0.1;
+  }
+
+  void packedAtLoad() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, format);
+    QFETCH(double, limit);
+    const std::string name = fixture.toStdString();
+    model::LoadOptions options;
+    QVERIFY(model::parse_cpu_format(format.toStdString(), options.cpu_format));
+    options.threads = 2;
+    auto model = model::LoadedModel::load(fixture_path(name + ".gguf"), options);
+    QVERIFY(model->packed_bytes() > 0);
+    backend::NumaPools pool(2, 1, /*pin=*/false);
+    generate::Generator generator(*model, pool, 128);
+    const auto expected = expected_of(name);
+    for (const auto& case_ : expected["prompts"]) {
+      const auto ids = case_["ids"].get<std::vector<std::int32_t>>();
+      const auto want = case_["logits"].get<std::vector<float>>();
+      const double kl = test::kl_divergence_of_logits(want, generator.evaluate(ids));
+      QVERIFY2(kl <= limit, qPrintable(QStringLiteral("KL %1").arg(kl)));
+    }
+  }
+
+  void absentSettingIsNamed() {
+    QTemporaryDir dir;
+    const std::string path =
+        patched(dir, "qwen3moe-q8_0", "qwen3moe.expert_used_count", "qwen3moe.expert_used_cOunt");
+    QVERIFY(!path.empty());
+    try {
+      model::LoadedModel::load(path);
+      QFAIL("loaded without expert_used_count");
+    } catch (const model::ModelError& e) {
+      const std::string why = e.what();
+      QVERIFY2(why.find("qwen3moe.expert_used_count is missing") != std::string::npos, e.what());
+    }
+  }
+
+  void otherArchitectureIsRefused() {
+    QTemporaryDir dir;
+    // general.architecture's value (the keys spell "qwen3moe." with a dot after it).
+    std::string bytes = read_bytes(fixture_path("qwen3moe-q8_0.gguf"));
+    const std::string value = std::string("\x08\0\0\0\0\0\0\0qwen3moe", 16);
+    const std::size_t at = bytes.find(value);
+    QVERIFY(at != std::string::npos);
+    bytes.replace(at + 8, 8, "qwen2moe");
+    const std::string path = dir.filePath("other.gguf").toStdString();
+    std::ofstream(path, std::ios::binary) << bytes;
+    try {
+      model::LoadedModel::load(path);
+      QFAIL("loaded another architecture");
+    } catch (const model::ModelError& e) {
+      const std::string why = e.what();
+      QVERIFY2(why.find("its architecture is qwen2moe") != std::string::npos &&
+                   why.find("qwen3moe") != std::string::npos,
+               e.what());
+    }
+  }
+
+  void missingTensorIsNamedAsStored() {
+    QTemporaryDir dir;
+    const std::string path =
+        patched(dir, "qwen3moe-q8_0", "blk.1.ffn_up_exps.weight", "blk.1.ffn_up_exps.wEight");
+    QVERIFY(!path.empty());
+    try {
+      model::LoadedModel::load(path);
+      QFAIL("loaded without an expert tensor");
+    } catch (const model::ModelError& e) {
+      const std::string why = e.what();
+      QVERIFY2(why.find("blk.1.ffn_up_exps.weight") != std::string::npos &&
+                   why.find("is missing") != std::string::npos,
+               e.what());
+    }
+  }
+
+  // A format Tandem does not compute with yet is refused at load, naming the tensor and type.
+  void unsupportedFormatIsNamed() {
+    QTemporaryDir dir;
+    std::string bytes = read_bytes(fixture_path("qwen3moe-q8_0.gguf"));
+    const std::string name = "blk.0.ffn_down_exps.weight";
+    const std::size_t at = bytes.find(name);
+    QVERIFY(at != std::string::npos);
+    // The tensor's entry: its name, 3 dims, then its ggml type (8, Q8_0) -> 16 (IQ2_XXS).
+    const std::size_t type_at = at + name.size() + 4 + 3 * 8;
+    std::uint32_t type = 0;
+    std::memcpy(&type, bytes.data() + type_at, 4);
+    QCOMPARE(type, 8u);
+    type = 16;
+    std::memcpy(bytes.data() + type_at, &type, 4);
+    const std::string path = dir.filePath("iq2.gguf").toStdString();
+    std::ofstream(path, std::ios::binary) << bytes;
+    try {
+      model::LoadedModel::load(path);
+      QFAIL("loaded an IQ2_XXS tensor");
+    } catch (const model::ModelError& e) {
+      const std::string why = e.what();
+      QVERIFY2(why.find(name + " is stored as IQ2_XXS") != std::string::npos &&
+                   why.find("Q4_K") != std::string::npos,
+               e.what());
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestGgufModel)
+#include "tst_gguf_model.moc"

@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Builds the tiny GGUF models the GGUF loader is tested on, and records what Hugging Face
+transformers computes for them (the independent oracle).
+
+Run by developers, not by CI:
+    /path/to/venv/bin/python tests/tools/make_gguf_model_fixtures.py            # writes
+    /path/to/venv/bin/python tests/tools/make_gguf_model_fixtures.py --verify   # checks
+Needs: torch, transformers (4.57.1 wrote the committed files; --verify was also run with
+5.24.0), tokenizers, gguf (0.19.0), numpy.
+
+Writes tests/data/models-gguf/<name>.gguf and <name>.json (prompt ids, last-position logits,
+16 greedy tokens). Every weight matrix is random blocks of its GGUF format (random bits, the
+fp16 scale fields scaled so the weights have the spread of a trained layer); the transformers
+model computes with gguf-py's dequantisation of exactly those blocks. The files are written
+as llama.cpp's converter writes them (tensor names, metadata keys, Llama's query and key rows
+reordered for ggml's rotary mode), and for the dense ones, which transformers can load from
+GGUF itself (llama, qwen3), the script also loads each file that way and requires the same
+logits: a second check that the files say what the oracle computed.
+
+Between them the fixtures hold every block format Tandem computes with: Q4_0, Q4_1, Q5_0,
+Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, F16, BF16 and F32.
+"""
+import importlib.metadata
+import json
+import math
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import transformers
+import gguf
+from gguf import GGMLQuantizationType as T
+from gguf import quants
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_model_fixtures import CHAT_TEMPLATE, GREEDY_TOKENS, PROMPTS, build_tokenizer  # noqa: E402
+
+TF5 = transformers.__version__.startswith("5.")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "models-gguf")
+
+# Byte offsets of the fp16 scale (and minimum) fields in one block of each format.
+SCALE_FIELDS = {
+    T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.IQ4_NL: [0],
+    T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+    T.IQ4_XS: [0],
+}
+
+
+def random_tensor(rng, shape, qtype, sigma):
+    """A tensor of `shape` (rows last-but-one, columns last) as `qtype`: the stored array
+    (uint8 blocks for a block format) and its float32 dequantisation."""
+    rows = int(np.prod(shape[:-1]))
+    cols = shape[-1]
+    if qtype in (T.F32, T.F16, T.BF16):
+        values = (rng.standard_normal((rows, cols)) * sigma).astype(np.float32)
+        if qtype == T.F32:
+            stored = values
+        elif qtype == T.F16:
+            stored = values.astype(np.float16)
+            values = stored.astype(np.float32)
+        else:
+            bits = (values.view(np.uint32) + 0x8000) >> 16  # round to nearest
+            stored = bits.astype(np.uint16)
+            values = (bits.astype(np.uint32) << 16).view(np.float32)
+        return stored.reshape(shape), values.reshape(shape)
+    block_weights, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    assert cols % block_weights == 0, (qtype.name, shape)
+    blocks = rows * cols // block_weights
+    raw = rng.integers(0, 256, size=(blocks, block_bytes), dtype=np.uint8)
+    fields = SCALE_FIELDS[qtype]
+
+    def set_fields(scale):
+        for i, off in enumerate(fields):
+            sign = 1.0 if i == 0 else rng.choice([-1.0, 1.0], size=blocks)
+            v = (scale * sign * rng.uniform(0.5, 1.0, size=blocks)).astype(np.float16)
+            raw[:, off:off + 2] = v.view(np.uint8).reshape(blocks, 2)
+
+    set_fields(1.0)
+    deq = quants.dequantize(raw, qtype).astype(np.float32)
+    set_fields(sigma / float(deq.std()))  # the values scale with the fields
+    deq = quants.dequantize(raw.reshape(rows, -1), qtype).astype(np.float32)
+    assert np.all(np.isfinite(deq)), qtype.name
+    return raw.reshape(*shape[:-1], cols // block_weights * block_bytes), deq.reshape(shape)
+
+
+def permute_for_ggml(w, heads):
+    """llama.cpp's converter's reordering of Llama's query/key rows, and its inverse."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute(w, heads):
+    return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+class Fixture:
+    def __init__(self, name, arch, config, types, seed):
+        self.name, self.arch, self.config, self.types, self.seed = name, arch, config, types, seed
+
+
+def fixtures(vocab):
+    common = dict(vocab_size=vocab, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=64, max_position_embeddings=256, rms_norm_eps=1e-6)
+    out = []
+    # Qwen3-MoE, all Q8_0 (llama.cpp's plain 8-bit file).
+    out.append(Fixture("qwen3moe-q8_0", "qwen3moe", transformers.Qwen3MoeConfig(
+        **common, intermediate_size=512, moe_intermediate_size=256, num_experts=4,
+        num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+        rope_theta=1000000.0, tie_word_embeddings=False), {"*": T.Q8_0, "router": T.F32}, 11))
+    # Qwen3-MoE mixed as unsloth's dynamic files are: 4-bit experts, 6-bit down projections,
+    # 8-bit attention, every layer a little different.
+    out.append(Fixture("qwen3moe-mixed", "qwen3moe", transformers.Qwen3MoeConfig(
+        **common, intermediate_size=512, moe_intermediate_size=256, num_experts=4,
+        num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+        rope_theta=1000000.0, tie_word_embeddings=False), {
+            "token_embd": T.Q4_K, "output": T.Q6_K, "router": T.F16,
+            "0.attn_q": T.Q8_0, "0.attn_k": T.Q8_0, "0.attn_v": T.Q6_K, "0.attn_output": T.Q5_K,
+            "1.attn_q": T.Q4_K, "1.attn_k": T.Q5_K, "1.attn_v": T.Q8_0, "1.attn_output": T.IQ4_XS,
+            "0.ffn_gate_exps": T.Q4_K, "0.ffn_up_exps": T.Q4_K, "0.ffn_down_exps": T.Q6_K,
+            "1.ffn_gate_exps": T.Q3_K, "1.ffn_up_exps": T.Q2_K, "1.ffn_down_exps": T.Q5_K,
+        }, 12))
+    # Llama with tied embeddings and the 32-weight formats.
+    out.append(Fixture("llama-mixed", "llama", transformers.LlamaConfig(
+        **common, intermediate_size=512, rope_theta=500000.0, tie_word_embeddings=True), {
+            "token_embd": T.Q8_0,
+            "0.attn_q": T.Q4_0, "0.attn_k": T.Q4_1, "0.attn_v": T.Q5_0, "0.attn_output": T.Q5_1,
+            "1.attn_q": T.IQ4_NL, "1.attn_k": T.Q5_1, "1.attn_v": T.Q4_0, "1.attn_output": T.Q4_1,
+            "0.ffn_gate": T.Q5_0, "0.ffn_up": T.IQ4_NL, "0.ffn_down": T.Q4_0,
+            "1.ffn_gate": T.Q4_K, "1.ffn_up": T.Q5_K, "1.ffn_down": T.Q6_K,
+        }, 13))
+    # Qwen3 (dense) in F16 and F32.
+    out.append(Fixture("qwen3-f16", "qwen3", transformers.Qwen3Config(
+        **common, intermediate_size=512, rope_theta=1000000.0, tie_word_embeddings=False), {
+            "*": T.F16, "output": T.F32, "1.ffn_down": T.F32,
+        }, 14))
+    # Mixtral (llama with experts) in K formats, and BF16 (which transformers' GGUF reader
+    # misreads, so it sits in a fixture that reader is not asked about).
+    out.append(Fixture("mixtral-q4_k", "llama", transformers.MixtralConfig(
+        **common, intermediate_size=256, num_local_experts=4, num_experts_per_tok=2,
+        rope_theta=1000000.0, tie_word_embeddings=False), {
+            "*": T.Q4_K, "router": T.BF16, "output": T.Q6_K, "token_embd": T.BF16,
+            "1.attn_v": T.BF16}, 15))
+    return out
+
+
+def moe_fixture(f):
+    return f.arch == "qwen3moe" or getattr(f.config, "num_local_experts", 0) > 0
+
+
+def type_for(f, layer, part):
+    if layer is not None and f"{layer}.{part}" in f.types:
+        return f.types[f"{layer}.{part}"]
+    if part == "ffn_gate_inp":
+        return f.types.get("router", T.F32)
+    return f.types.get(part, f.types.get("*", T.F32))
+
+
+def build(f, tok):
+    """The GGUF tensors (name -> (stored array, qtype)) and the matching transformers model."""
+    c = f.config
+    rng = np.random.default_rng(f.seed)
+    h, hd, nh, nkv = c.hidden_size, c.head_dim, c.num_attention_heads, c.num_key_value_heads
+    gguf_tensors = {}
+    hf = {}
+    moe = f.arch == "qwen3moe" or getattr(c, "num_local_experts", 0) > 0
+    mixtral = f.arch == "llama" and moe
+    experts = getattr(c, "num_experts", None) or getattr(c, "num_local_experts", 0)
+    inner = c.moe_intermediate_size if f.arch == "qwen3moe" else c.intermediate_size
+
+    def matrix(name, layer, part, shape, hf_name, fan_in, gain=1.0, transform=None):
+        qtype = type_for(f, layer, part)
+        stored, values = random_tensor(rng, shape, qtype, gain / math.sqrt(fan_in))
+        gguf_tensors[name] = (stored, qtype)
+        v = torch.from_numpy(values.copy())
+        hf[hf_name] = transform(v) if transform else v
+
+    def norm(name, n, hf_name):
+        values = (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32)
+        gguf_tensors[name] = (values, T.F32)
+        hf[hf_name] = torch.from_numpy(values.copy())
+
+    matrix("token_embd.weight", None, "token_embd", (c.vocab_size, h), "model.embed_tokens.weight", h)
+    if not c.tie_word_embeddings:
+        matrix("output.weight", None, "output", (c.vocab_size, h), "lm_head.weight", h)
+    norm("output_norm.weight", h, "model.norm.weight")
+    for l in range(c.num_hidden_layers):
+        b, p = f"blk.{l}.", f"model.layers.{l}."
+        norm(b + "attn_norm.weight", h, p + "input_layernorm.weight")
+        norm(b + "ffn_norm.weight", h, p + "post_attention_layernorm.weight")
+        llama = f.arch == "llama"
+        matrix(b + "attn_q.weight", l, "attn_q", (nh * hd, h), p + "self_attn.q_proj.weight", h,
+               transform=(lambda w: unpermute(w, nh)) if llama else None)
+        matrix(b + "attn_k.weight", l, "attn_k", (nkv * hd, h), p + "self_attn.k_proj.weight", h,
+               transform=(lambda w: unpermute(w, nkv)) if llama else None)
+        matrix(b + "attn_v.weight", l, "attn_v", (nkv * hd, h), p + "self_attn.v_proj.weight", h)
+        matrix(b + "attn_output.weight", l, "attn_output", (h, nh * hd), p + "self_attn.o_proj.weight", nh * hd)
+        if f.arch.startswith("qwen3"):
+            norm(b + "attn_q_norm.weight", hd, p + "self_attn.q_norm.weight")
+            norm(b + "attn_k_norm.weight", hd, p + "self_attn.k_norm.weight")
+        if moe:
+            mp = p + ("block_sparse_moe." if mixtral else "mlp.")
+            matrix(b + "ffn_gate_inp.weight", l, "ffn_gate_inp", (experts, h), mp + "gate.weight", h, 2.0)
+            names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+            for part, hf_part, shape, fan_in in (("ffn_gate_exps", names[0], (experts, inner, h), h),
+                                                 ("ffn_up_exps", names[1], (experts, inner, h), h),
+                                                 ("ffn_down_exps", names[2], (experts, h, inner), inner)):
+                qtype = type_for(f, l, part)
+                stored, values = random_tensor(rng, shape, qtype, 1.0 / math.sqrt(fan_in))
+                gguf_tensors[b + part + ".weight"] = (stored, qtype)
+                for e in range(experts):
+                    hf[f"{mp}experts.{e}.{hf_part}.weight"] = torch.from_numpy(values[e].copy())
+        else:
+            for part, hf_part, shape, fan_in in (("ffn_gate", "gate_proj", (c.intermediate_size, h), h),
+                                                 ("ffn_up", "up_proj", (c.intermediate_size, h), h),
+                                                 ("ffn_down", "down_proj", (h, c.intermediate_size),
+                                                  c.intermediate_size)):
+                matrix(b + part + ".weight", l, part, shape, p + "mlp." + hf_part + ".weight", fan_in)
+
+    model = transformers.AutoModelForCausalLM.from_config(c, attn_implementation="eager")
+    state = model.state_dict()
+    if c.tie_word_embeddings:
+        hf["lm_head.weight"] = hf["model.embed_tokens.weight"]
+    # transformers 5 names Mixtral's sparse block "mlp", and holds a layer's experts fused: gate_up_proj [experts, 2 inner, hidden]
+    # (gate rows, then up rows) and down_proj [experts, hidden, inner].
+    if mixtral and not any("block_sparse_moe" in k for k in state):
+        hf = {k.replace(".block_sparse_moe.", ".mlp."): v for k, v in hf.items()}
+    for key in [k for k in state if k.endswith("experts.gate_up_proj")]:
+        prefix = key[: -len("gate_up_proj")]
+        gate, up, down = (("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj"))
+        take = lambda part: [hf.pop(f"{prefix}{e}.{part}.weight") for e in range(experts)]
+        hf[key] = torch.stack([torch.cat([g, u]) for g, u in zip(take(gate), take(up))])
+        hf[prefix + "down_proj"] = torch.stack(take(down))
+    missing = set(state) - set(hf)
+    assert not missing, missing
+    model.load_state_dict(hf, strict=True)
+    model.eval()
+    return gguf_tensors, model
+
+
+def write_gguf(path, f, tensors, tok):
+    c = f.config
+    w = gguf.GGUFWriter(path, f.arch)
+    w.add_name(f.name)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_key_length(c.head_dim)
+    w.add_value_length(c.head_dim)
+    w.add_rope_dimension_count(c.head_dim)
+    w.add_rope_freq_base(c.rope_theta)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    if f.arch == "qwen3moe":
+        w.add_expert_count(c.num_experts)
+        w.add_expert_used_count(c.num_experts_per_tok)
+        w.add_expert_feed_forward_length(c.moe_intermediate_size)
+    elif getattr(c, "num_local_experts", 0):
+        w.add_expert_count(c.num_local_experts)
+        w.add_expert_used_count(c.num_experts_per_tok)
+    w.add_vocab_size(c.vocab_size)
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    tokens = [None] * tok.get_vocab_size()
+    for text, i in vocab.items():
+        tokens[i] = text
+    types = [gguf.TokenType.NORMAL] * len(tokens)
+    for added in spec["added_tokens"]:
+        tokens[added["id"]] = added["content"]
+        types[added["id"]] = gguf.TokenType.CONTROL if added["special"] else gguf.TokenType.USER_DEFINED
+    merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    eos = tok.token_to_id("<|endoftext|>")
+    w.add_bos_token_id(eos)
+    w.add_eos_token_id(tok.token_to_id("<|im_end|>"))
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHAT_TEMPLATE)
+    for name, (stored, qtype) in tensors.items():
+        if qtype in (T.F32, T.F16):
+            w.add_tensor(name, stored)
+        elif qtype == T.BF16:  # as bytes, which gguf-py reads as the byte shape of BF16
+            w.add_tensor(name, stored.view(np.uint8), raw_dtype=qtype)
+        else:
+            w.add_tensor(name, stored, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def record(model, tok):
+    out = []
+    for text in PROMPTS:
+        ids = tok.encode(text).ids
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, -1].float()
+            seq, greedy = list(ids), []
+            for _ in range(GREEDY_TOKENS):
+                nxt = int(model(torch.tensor([seq])).logits[0, -1].argmax())
+                greedy.append(nxt)
+                seq.append(nxt)
+        out.append({"text": text, "ids": ids, "logits": [float(x) for x in logits], "greedy": greedy})
+    return out
+
+
+def main():
+    verify = "--verify" in sys.argv
+    torch.manual_seed(0)
+    tok = build_tokenizer(320)
+    os.makedirs(OUT, exist_ok=True)
+    for f in fixtures(tok.get_vocab_size()):
+        eos = tok.token_to_id("<|endoftext|>")
+        f.config.bos_token_id = eos
+        f.config.eos_token_id = [tok.token_to_id("<|im_end|>")]
+        tensors, model = build(f, tok)
+        expected = record(model, tok)
+        path = os.path.join(OUT, f.name + ".gguf")
+        if verify:
+            with open(os.path.join(OUT, f.name + ".json")) as j:
+                stored = json.load(j)["prompts"]
+            for got, want in zip(expected, stored):
+                assert got["ids"] == want["ids"] and got["greedy"] == want["greedy"], f.name
+                diff = np.abs(np.array(got["logits"]) - np.array(want["logits"])).max()
+                assert diff < 1e-4, (f.name, diff)
+        else:
+            write_gguf(path, f, tensors, tok)
+        # transformers' own GGUF loader, where it has one, must compute the same.
+        # Not for experts: its reader (4.57) has no Mixtral, and for Qwen3-MoE it ignores
+        # expert_feed_forward_length and norm_topk_prob and does not split the experts.
+        if not moe_fixture(f):
+            # (Its Qwen3 reader ignores attention.key_length: head_dim is given.)
+            loaded = transformers.AutoModelForCausalLM.from_pretrained(
+                OUT, gguf_file=f.name + ".gguf", attn_implementation="eager",
+                head_dim=f.config.head_dim, **{"dtype" if TF5 else "torch_dtype": torch.float32}).eval()
+            with torch.no_grad():
+                ids = torch.tensor([expected[0]["ids"]])
+                diff = (loaded(ids).logits[0, -1] - model(ids).logits[0, -1]).abs().max().item()
+            assert diff < 1e-3, (f.name, "transformers' GGUF loader differs by", diff)
+        if not verify:
+            with open(os.path.join(OUT, f.name + ".json"), "w") as j:
+                json.dump({"fixture": f.name, "architecture": f.arch,
+                           "oracle": f"transformers {transformers.__version__}, torch "
+                                     f"{torch.__version__}, gguf-py {importlib.metadata.version('gguf')}",
+                           "formats": sorted({q.name for _, q in tensors.values()}),
+                           "prompts": expected}, j)
+        print(f"{f.name}: {os.path.getsize(path) / 1e6:.2f} MB, greedy {expected[0]['greedy'][:8]}"
+              f"{' (verified)' if verify else ''}")
+
+
+if __name__ == "__main__":
+    main()
