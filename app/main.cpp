@@ -91,25 +91,21 @@ void add_pools_option(CLI::App* command, int& pools) {
       ->check(CLI::Range(1, 256));
 }
 
-// -m's check: a model folder. A .gguf file or another file gets a sentence that says what
-// to give instead (CLI11's own says only "Directory is actually a file").
+// -m's check: a model folder or a .gguf file (one file, or any part of a split set).
+// Another file gets a sentence that says what to give instead (CLI11's own says only
+// "Directory is actually a file").
 CLI::Validator model_folder() {
   return CLI::Validator(
       [](std::string& path) -> std::string {
         std::error_code ec;
         if (std::filesystem::is_directory(path, ec)) return {};
         if (!std::filesystem::exists(path, ec)) return path + " does not exist";
-        if (std::filesystem::path(path).extension() == ".gguf") {
-          return path +
-                 " is a GGUF file, and Tandem runs model folders (config.json and "
-                 ".safetensors) only for now; `tandem recommend -m " +
-                 path +
-                 "` sizes it, and `tandem download ORG/NAME` fetches the model's original "
-                 "folder";
-        }
-        return path + " is a file; give the model's folder (with config.json and .safetensors)";
+        if (std::filesystem::path(path).extension() == ".gguf") return {};
+        return path +
+               " is a file; give the model's folder (with config.json and .safetensors) or its "
+               ".gguf file";
       },
-      "DIR");
+      "MODEL");
 }
 
 }  // namespace
@@ -174,8 +170,8 @@ int main(int argc, char** argv) {
       cli.add_subcommand("run", "Generate text from a prompt and stream it to stdout");
   run_cmd
       ->add_option("-m,--model", run.model,
-                   "Model folder (config.json, tokenizer and .safetensors); default: the built-in "
-                   "demo model")
+                   "Model folder (config.json, tokenizer and .safetensors) or .gguf file; default: "
+                   "the built-in demo model")
       ->check(model_folder());
   auto* prompt_opt = run_cmd->add_option("-p,--prompt", run.prompt, "The prompt text");
   auto* prompt_file_opt =
@@ -263,7 +259,8 @@ int main(int argc, char** argv) {
                          "Measure prompt and decode speed on random tokens (or, with --kernels, "
                          "the matrix kernels)");
   CLI::Option* bench_model =
-      bench_cmd->add_option("-m,--model", bench.model, "Model folder")->check(model_folder());
+      bench_cmd->add_option("-m,--model", bench.model, "Model folder or .gguf file")
+          ->check(model_folder());
   bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")
       ->capture_default_str();
   bench_cmd
@@ -418,7 +415,9 @@ int main(int argc, char** argv) {
 
   tandem::app::ChatOptions chat;
   CLI::App* chat_cmd = cli.add_subcommand("chat", "Chat with a model in the terminal");
-  chat_cmd->add_option("-m,--model", chat.model, "Model folder; default: the built-in demo model")
+  chat_cmd
+      ->add_option("-m,--model", chat.model,
+                   "Model folder or .gguf file; default: the built-in demo model")
       ->check(model_folder());
   chat_cmd
       ->add_option("-t,--threads,--cpuinfer", chat.threads, "CPU threads (default: physical cores)")
@@ -474,7 +473,9 @@ int main(int argc, char** argv) {
   tandem::app::ServeOptions serve;
   CLI::App* serve_cmd = cli.add_subcommand(
       "serve", "Serve the model through OpenAI's API (chat, completions, models) until Ctrl+C");
-  serve_cmd->add_option("-m,--model", serve.model, "Model folder; default: the built-in demo model")
+  serve_cmd
+      ->add_option("-m,--model", serve.model,
+                   "Model folder or .gguf file; default: the built-in demo model")
       ->check(model_folder());
   serve_cmd
       ->add_option("-t,--threads,--cpuinfer", serve.threads,
@@ -508,7 +509,7 @@ int main(int argc, char** argv) {
   CLI::App* perplexity_cmd = cli.add_subcommand(
       "perplexity",
       "Measure how well a model predicts a text (and its KL divergence from a base model)");
-  perplexity_cmd->add_option("-m,--model", perplexity.model, "Model folder")
+  perplexity_cmd->add_option("-m,--model", perplexity.model, "Model folder or .gguf file")
       ->required()
       ->check(model_folder());
   perplexity_cmd->add_option("-f,--file", perplexity.file, "The text file")

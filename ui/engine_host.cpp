@@ -85,8 +85,7 @@ void EngineWorker::loadModel(const LoadRequest& request) {
   // fails there leaves it loaded.
   try {
     const std::string path = folder.toStdString();
-    model::load_model_spec(path);
-    model::Checkpoint headers(path);
+    model::LoadedModel::check(path);
     text::load_tokenizer(path);
     ChatTemplate::from_model_folder(path);
   } catch (const std::exception& e) {

@@ -98,10 +98,23 @@ class TestCli : public QObject {
   }
 
   // tandem run on a fixture: the prompt is tokenized as Hugging Face does, the dumped
-  // logits are the oracle's, and greedy decoding prints the oracle's tokens.
+  // logits are the oracle's, and greedy decoding prints the oracle's tokens. A model folder,
+  // and a GGUF file run as it is stored.
+  void runMatchesTheOracle_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("oracle");
+    QTest::newRow("folder") << QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe")
+                            << QStringLiteral(TANDEM_TEST_DATA_DIR
+                                              "/models/qwen3-moe/expected.json");
+    QTest::newRow("gguf") << QStringLiteral(TANDEM_TEST_DATA_DIR "/models-gguf/qwen3moe-mixed.gguf")
+                          << QStringLiteral(TANDEM_TEST_DATA_DIR
+                                            "/models-gguf/qwen3moe-mixed.json");
+  }
+
   void runMatchesTheOracle() {
-    const QString fixture = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
-    QFile f(fixture + "/expected.json");
+    QFETCH(QString, fixture);
+    QFETCH(QString, oracle);
+    QFile f(oracle);
     QVERIFY(f.open(QIODevice::ReadOnly));
     const auto expected = nlohmann::json::parse(f.readAll().toStdString())["prompts"][0];
     const QString dump = home_.path() + "/logits.json";
@@ -128,18 +141,27 @@ class TestCli : public QObject {
     const Run r = runTandem({"run", "-m", empty.path(), "-p", "hi"}, env());
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains(QLatin1String("config.json: missing")), qPrintable(r.err));
-    // A file where a folder belongs: a GGUF file is told what Tandem can do with it.
+    // A damaged GGUF file is told as such; another file is told what to give instead.
     QFile gguf(empty.filePath(QStringLiteral("model-Q4_K_M.gguf")));
     QVERIFY(gguf.open(QIODevice::WriteOnly));
     gguf.write("GGUF");
     gguf.close();
-    for (const char* command : {"run", "bench", "chat", "serve"}) {
-      const Run file = runTandem({command, "-m", gguf.fileName(), "-p", "hi"}, env());
+    for (const QStringList& args : {QStringList{"run", "-p", "hi"}, QStringList{"bench"},
+                                    QStringList{"chat"}, QStringList{"serve"}}) {
+      const Run file = runTandem(args + QStringList{"-m", gguf.fileName()}, env());
       QVERIFY(file.code != 0);
-      QVERIFY2(file.err.contains(QLatin1String("is a GGUF file")) &&
-                   file.err.contains(QLatin1String("tandem recommend -m")),
-               qPrintable(file.err));
+      QVERIFY2(file.err.contains(QLatin1String("is not a usable GGUF file")) &&
+                   file.err.contains(QLatin1String("damaged or incomplete")),
+               qPrintable(args.join(' ') + ": " + file.err));
     }
+    QFile other(empty.filePath(QStringLiteral("model.bin")));
+    QVERIFY(other.open(QIODevice::WriteOnly));
+    other.close();
+    const Run file = runTandem({"run", "-m", other.fileName(), "-p", "hi"}, env());
+    QVERIFY(file.code != 0);
+    QVERIFY2(file.err.contains(QLatin1String("is a file; give the model's folder")) &&
+                 file.err.contains(QLatin1String(".gguf file")),
+             qPrintable(file.err));
     const Run noPrompt = runTandem({"run", "-m", empty.path()}, env());
     QVERIFY(noPrompt.code != 0);
     QVERIFY(noPrompt.err.contains(QLatin1String("--prompt")));
