@@ -148,18 +148,27 @@ bool parse_safetensors_dtype(std::string_view name, DType& out) {
 }
 
 float f16_to_f32(std::uint16_t h) {
-  const std::uint32_t sign = (h >> 15) & 1u;
+  // Rebuilt bit by bit (no ldexp: GGUF's blocks convert one scale per 32 weights or fewer).
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu;
   const std::uint32_t mant = h & 0x3ffu;
-  float value;
+  std::uint32_t bits;
   if (exp == 0) {
-    value = std::ldexp(static_cast<float>(mant), -24);  // subnormal
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: mant * 2^-24, exact in float
+      float value = static_cast<float>(mant) * 5.9604644775390625e-08f;
+      std::memcpy(&bits, &value, 4);
+      bits |= sign;
+    }
   } else if (exp == 31) {
-    value = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+    bits = sign | 0x7f800000u | (mant << 13);  // infinity, or NaN keeping its payload
   } else {
-    value = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
   }
-  return sign ? -value : value;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 float f8e4m3_to_f32(std::uint8_t v) {

@@ -84,6 +84,21 @@ class TestDenseMatmul : public QObject {
     QCOMPARE(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
     QCOMPARE(f16_to_f32(0x7bff), 65504.0f);
     QVERIFY(std::isinf(f16_to_f32(0x7c00)));
+    // Every half against IEEE's definition: (-1)^s 2^(e - 15) (1 + m / 1024), subnormals
+    // 2^-14 m / 1024, e = 31 infinity or NaN.
+    for (std::uint32_t v = 0; v < 0x10000; ++v) {
+      const int e = (v >> 10) & 31, m = v & 1023;
+      const float sign = (v & 0x8000) ? -1.0f : 1.0f;
+      const float got = f16_to_f32(static_cast<std::uint16_t>(v));
+      if (e == 31) {
+        QVERIFY(m == 0 ? std::isinf(got) && std::signbit(got) == (sign < 0) : std::isnan(got));
+        continue;
+      }
+      const float want = sign * (e == 0 ? std::ldexp(static_cast<float>(m), -24)
+                                        : std::ldexp(1.0f + m / 1024.0f, e - 15));
+      QVERIFY2(got == want && std::signbit(got) == std::signbit(want),
+               qPrintable(QString::number(v)));
+    }
     QCOMPARE(f8e4m3_to_f32(0x38), 1.0f);
     QCOMPARE(f8e4m3_to_f32(0x7e), 448.0f);  // the largest finite value
     QCOMPARE(f8e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
