@@ -1,5 +1,6 @@
 #include "kernels/cpu/dense_matmul.h"
 
+#include "kernels/cpu/gguf_matmul.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/vec16.h"
@@ -144,6 +145,10 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
     thread_local PackedActivations activations;
     pack_activations_for(*w.packed, x, m, activations, parallel);
     packed_matmul_all(*w.packed, activations, y, y_stride, w.packed_variant, parallel);
+    return;
+  }
+  if (gguf_matmul_supports(w.dtype)) {
+    gguf_matmul_xwt(x, m, w, y, y_stride, parallel, active_variant());
     return;
   }
   const std::int64_t k = w.cols;

@@ -99,21 +99,25 @@ class TestCli : public QObject {
 
   // tandem run on a fixture: the prompt is tokenized as Hugging Face does, the dumped
   // logits are the oracle's, and greedy decoding prints the oracle's tokens. A model folder,
-  // and a GGUF file run as it is stored.
+  // and a GGUF file run as it is stored (its block kernels quantise activations to 8 bits,
+  // so within 2% of the logits' range, as tst_gguf_model holds them).
   void runMatchesTheOracle_data() {
     QTest::addColumn<QString>("fixture");
     QTest::addColumn<QString>("oracle");
+    QTest::addColumn<double>("tolerance");  // of the logits' range
     QTest::newRow("folder") << QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe")
                             << QStringLiteral(TANDEM_TEST_DATA_DIR
-                                              "/models/qwen3-moe/expected.json");
+                                              "/models/qwen3-moe/expected.json")
+                            << 2e-4;
     QTest::newRow("gguf") << QStringLiteral(TANDEM_TEST_DATA_DIR "/models-gguf/qwen3moe-mixed.gguf")
-                          << QStringLiteral(TANDEM_TEST_DATA_DIR
-                                            "/models-gguf/qwen3moe-mixed.json");
+                          << QStringLiteral(TANDEM_TEST_DATA_DIR "/models-gguf/qwen3moe-mixed.json")
+                          << 2e-2;
   }
 
   void runMatchesTheOracle() {
     QFETCH(QString, fixture);
     QFETCH(QString, oracle);
+    QFETCH(double, tolerance);
     QFile f(oracle);
     QVERIFY(f.open(QIODevice::ReadOnly));
     const auto expected = nlohmann::json::parse(f.readAll().toStdString())["prompts"][0];
@@ -132,7 +136,9 @@ class TestCli : public QObject {
     const auto want = expected["logits"].get<std::vector<float>>();
     const auto have = got["logits"].get<std::vector<float>>();
     QCOMPARE(have.size(), want.size());
-    for (std::size_t i = 0; i < want.size(); ++i) QVERIFY(std::abs(have[i] - want[i]) < 1e-3f);
+    const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+    for (std::size_t i = 0; i < want.size(); ++i)
+      QVERIFY(std::abs(have[i] - want[i]) <= tolerance * (*hi - *lo));
     QVERIFY(!r.out.isEmpty());
   }
 

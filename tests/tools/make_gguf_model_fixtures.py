@@ -9,7 +9,7 @@ Needs: torch, transformers (4.57.1 wrote the committed files; --verify was also 
 5.24.0), tokenizers, gguf (0.19.0), numpy.
 
 Writes tests/data/models-gguf/<name>.gguf and <name>.json (prompt ids, last-position logits,
-16 greedy tokens). Every weight matrix is random blocks of its GGUF format (random bits, the
+16 greedy tokens and how clear each choice was: top-1 minus top-2 logit over the range). Every weight matrix is random blocks of its GGUF format (random bits, the
 fp16 scale fields scaled so the weights have the spread of a trained layer); the transformers
 model computes with gguf-py's dequantisation of exactly those blocks. The files are written
 as llama.cpp's converter writes them (tensor names, metadata keys, Llama's query and key rows
@@ -300,12 +300,18 @@ def record(model, tok):
         ids = tok.encode(text).ids
         with torch.no_grad():
             logits = model(torch.tensor([ids])).logits[0, -1].float()
-            seq, greedy = list(ids), []
+            seq, greedy, margins = list(ids), [], []
             for _ in range(GREEDY_TOKENS):
-                nxt = int(model(torch.tensor([seq])).logits[0, -1].argmax())
+                step = model(torch.tensor([seq])).logits[0, -1].float()
+                top = torch.topk(step, 2).values
+                # How clear each choice is, as a share of the logits' range: where 8-bit
+                # activations may tip a near tie, the test stops comparing.
+                margins.append(float((top[0] - top[1]) / (step.max() - step.min())))
+                nxt = int(step.argmax())
                 greedy.append(nxt)
                 seq.append(nxt)
-        out.append({"text": text, "ids": ids, "logits": [float(x) for x in logits], "greedy": greedy})
+        out.append({"text": text, "ids": ids, "logits": [float(x) for x in logits], "greedy": greedy,
+                    "greedy_margins": margins})
     return out
 
 

@@ -1,6 +1,7 @@
 // GGUF models run as they are stored, against the independent oracle (transformers computing
 // with gguf-py's dequantisation of the same blocks, tests/tools/make_gguf_model_fixtures.py):
-// last-position logits within 1e-3 of the logit range and the same 16 greedy tokens, the
+// last-position logits within 2% of the logit range and KL 1e-3 (8-bit activations, as in
+// llama.cpp) and the same greedy tokens up to a near tie, the
 // file's own tokenizer giving the prompt's ids; the spec read from the metadata; packing the
 // blocks at load; and a sentence for what is missing or not supported.
 #include <QTemporaryDir>
@@ -89,9 +90,12 @@ class TestGgufModel : public QObject {
       const auto want = case_["logits"].get<std::vector<float>>();
       const std::vector<float>& got = generator.evaluate(ids);
       QCOMPARE(got.size(), want.size());
+      // The block kernels quantise activations to 8 bits per 32 values, as llama.cpp does:
+      // the logits move by up to about 1% of their range, their distribution barely.
       const float relative = relative_difference(got, want);
-      QVERIFY2(relative <= 1e-3f,
-               qPrintable(QStringLiteral("relative difference %1").arg(relative)));
+      const double kl = test::kl_divergence_of_logits(want, got);
+      QVERIFY2(relative <= 2e-2f && kl <= 1e-3,
+               qPrintable(QStringLiteral("relative difference %1, KL %2").arg(relative).arg(kl)));
 
       generate::GenerationOptions options;
       options.sampling = generate::SamplingParams::greedy();
@@ -103,7 +107,15 @@ class TestGgufModel : public QObject {
         tokens.push_back(t);
         return true;
       });
-      QCOMPARE(tokens, case_["greedy"].get<std::vector<std::int32_t>>());
+      // The oracle's tokens, up to its first near tie (top two logits within 1% of the
+      // range), where the activations' rounding may tip the choice either way.
+      const auto greedy = case_["greedy"].get<std::vector<std::int32_t>>();
+      const auto margins = case_["greedy_margins"].get<std::vector<double>>();
+      QCOMPARE(tokens.size(), greedy.size());
+      std::size_t clear = 0;
+      while (clear < greedy.size() && margins[clear] >= 0.01) ++clear;
+      for (std::size_t i = 0; i < clear; ++i)
+        QVERIFY2(tokens[i] == greedy[i], qPrintable(QStringLiteral("token %1").arg(i)));
     }
   }
 

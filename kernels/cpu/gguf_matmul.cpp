@@ -1,0 +1,362 @@
+#include "kernels/cpu/gguf_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tandem::kernels {
+namespace {
+
+// IQ4_NL's and IQ4_XS's levels (kernels/cpu/gguf_blocks.cpp has the same table) plus 128.
+constexpr std::uint8_t kIq4Codes[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                        129, 141, 153, 166, 181, 197, 217, 241};
+
+float half(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return f16_to_f32(v);
+}
+
+// Each unpacker turns one block into codes u, and per 16 weights a scale s and offset o:
+// weight = s * (u - bias) + o, the bias its format's (Unpacker::bias).
+using Unpack = void (*)(const std::uint8_t* block, std::uint8_t* u, float* s, float* o);
+
+void pair(float* s, float* o, float scale, float offset) {
+  s[0] = s[1] = scale;
+  o[0] = o[1] = offset;
+}
+
+void q4_0(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const float d = half(b);
+  for (int j = 0; j < 16; ++j) {
+    u[j] = b[2 + j] & 0x0F;
+    u[j + 16] = b[2 + j] >> 4;
+  }
+  pair(s, o, d, 0.0f);
+}
+
+void q4_1(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  for (int j = 0; j < 16; ++j) {
+    u[j] = b[4 + j] & 0x0F;
+    u[j + 16] = b[4 + j] >> 4;
+  }
+  pair(s, o, half(b), half(b + 2));
+}
+
+void q5(const std::uint8_t* b, bool with_min, std::uint8_t* u, float* s, float* o) {
+  std::uint32_t qh;
+  std::memcpy(&qh, b + (with_min ? 4 : 2), 4);
+  const std::uint8_t* qs = b + (with_min ? 8 : 6);
+  for (int j = 0; j < 16; ++j) {
+    u[j] = static_cast<std::uint8_t>((qs[j] & 0x0F) | (((qh >> j) & 1u) << 4));
+    u[j + 16] = static_cast<std::uint8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+  }
+  const float d = half(b);
+  pair(s, o, d, with_min ? half(b + 2) : 0.0f);
+}
+void q5_0(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  q5(b, false, u, s, o);
+}
+void q5_1(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  q5(b, true, u, s, o);
+}
+
+void q8_0(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  for (int j = 0; j < 32; ++j) u[j] = b[2 + j] ^ 0x80;  // int8 q + 128
+  pair(s, o, half(b), 0.0f);
+}
+
+void iq4_nl(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  for (int j = 0; j < 16; ++j) {
+    u[j] = kIq4Codes[b[2 + j] & 0x0F];
+    u[j + 16] = kIq4Codes[b[2 + j] >> 4];
+  }
+  pair(s, o, half(b), 0.0f);
+}
+
+void q2_k(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const std::uint8_t* scales = b;
+  const std::uint8_t* qs = b + 16;
+  const float d = half(b + 80), dmin = half(b + 82);
+  int sub = 0;
+  for (int half_block = 0; half_block < 2; ++half_block) {
+    const std::uint8_t* q = qs + 32 * half_block;
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int part = 0; part < 2; ++part, ++sub) {
+        s[sub] = d * static_cast<float>(scales[sub] & 0x0F);
+        o[sub] = -dmin * static_cast<float>(scales[sub] >> 4);
+        for (int l = 0; l < 16; ++l) *u++ = (q[16 * part + l] >> shift) & 3;
+      }
+    }
+  }
+}
+
+void q3_k(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const std::uint8_t* hmask = b;
+  const std::uint8_t* qs = b + 32;
+  const std::uint8_t* packed = b + 96;
+  const float d = half(b + 108);
+  int sub = 0;
+  std::uint8_t bit = 1;
+  for (int half_block = 0; half_block < 2; ++half_block) {
+    const std::uint8_t* q = qs + 32 * half_block;
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int part = 0; part < 2; ++part, ++sub) {
+        const int low = sub < 8 ? packed[sub] & 0x0F : packed[sub - 8] >> 4;
+        const int high = (packed[8 + sub % 4] >> (2 * (sub / 4))) & 3;
+        s[sub] = d * static_cast<float>((low | (high << 4)) - 32);
+        o[sub] = 0.0f;
+        for (int l = 0; l < 16; ++l) {
+          const int code =
+              ((q[16 * part + l] >> shift) & 3) | ((hmask[16 * part + l] & bit) ? 4 : 0);
+          *u++ = static_cast<std::uint8_t>(code);
+        }
+      }
+      bit = static_cast<std::uint8_t>(bit << 1);
+    }
+  }
+}
+
+void k_scale_min(const std::uint8_t* sc, int j, int* scale, int* min) {
+  if (j < 4) {
+    *scale = sc[j] & 63;
+    *min = sc[j + 4] & 63;
+  } else {
+    *scale = (sc[j + 4] & 0x0F) | ((sc[j - 4] >> 6) << 4);
+    *min = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+  }
+}
+
+void q45_k(const std::uint8_t* b, bool five, std::uint8_t* u, float* s, float* o) {
+  const float d = half(b), dmin = half(b + 2);
+  const std::uint8_t* scales = b + 4;
+  const std::uint8_t* qh = b + 16;
+  const std::uint8_t* qs = b + (five ? 48 : 16);
+  for (int p = 0; p < 4; ++p) {
+    for (int second = 0; second < 2; ++second) {
+      int sc, mn;
+      k_scale_min(scales, 2 * p + second, &sc, &mn);
+      pair(s + 2 * (2 * p + second), o + 2 * (2 * p + second), d * static_cast<float>(sc),
+           -dmin * static_cast<float>(mn));
+    }
+    const std::uint8_t* q = qs + 32 * p;
+    for (int l = 0; l < 32; ++l) {
+      std::uint8_t lo = q[l] & 0x0F, hi = q[l] >> 4;
+      if (five) {
+        lo = static_cast<std::uint8_t>(lo | (((qh[l] >> (2 * p)) & 1) << 4));
+        hi = static_cast<std::uint8_t>(hi | (((qh[l] >> (2 * p + 1)) & 1) << 4));
+      }
+      u[64 * p + l] = lo;
+      u[64 * p + 32 + l] = hi;
+    }
+  }
+}
+void q4_k(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  q45_k(b, false, u, s, o);
+}
+void q5_k(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  q45_k(b, true, u, s, o);
+}
+
+void q6_k(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const std::uint8_t* ql = b;
+  const std::uint8_t* qh = b + 128;
+  const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192);
+  const float d = half(b + 208);
+  for (int g = 0; g < 16; ++g) {
+    s[g] = d * static_cast<float>(scales[g]);
+    o[g] = 0.0f;
+  }
+  for (int h = 0; h < 2; ++h) {
+    const std::uint8_t* lo = ql + 64 * h;
+    const std::uint8_t* hi = qh + 32 * h;
+    std::uint8_t* out = u + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      out[l] = static_cast<std::uint8_t>((lo[l] & 0x0F) | (((hi[l] >> 0) & 3) << 4));
+      out[l + 32] = static_cast<std::uint8_t>((lo[l + 32] & 0x0F) | (((hi[l] >> 2) & 3) << 4));
+      out[l + 64] = static_cast<std::uint8_t>((lo[l] >> 4) | (((hi[l] >> 4) & 3) << 4));
+      out[l + 96] = static_cast<std::uint8_t>((lo[l + 32] >> 4) | (((hi[l] >> 6) & 3) << 4));
+    }
+  }
+}
+
+void iq4_xs(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const float d = half(b);
+  std::uint16_t scales_high;
+  std::memcpy(&scales_high, b + 2, 2);
+  const std::uint8_t* scales_low = b + 4;
+  const std::uint8_t* qs = b + 8;
+  for (int sub = 0; sub < 8; ++sub) {
+    const int low = (scales_low[sub / 2] >> (4 * (sub % 2))) & 0x0F;
+    const int high = (scales_high >> (2 * sub)) & 3;
+    const float dl = d * static_cast<float>((low | (high << 4)) - 32);
+    pair(s + 2 * sub, o + 2 * sub, dl, 0.0f);
+    const std::uint8_t* q = qs + 16 * sub;
+    for (int j = 0; j < 16; ++j) {
+      u[32 * sub + j] = kIq4Codes[q[j] & 0x0F];
+      u[32 * sub + j + 16] = kIq4Codes[q[j] >> 4];
+    }
+  }
+}
+
+// The symmetric formats' codes are stored plus a bias (Q8_0's int8 plus 128, Q4_0's nibble
+// holds q + 8, ...), taken off in the integer sums; the formats with a minimum have none.
+struct Unpacker {
+  DType type;
+  Unpack unpack;
+  int bias;
+};
+constexpr Unpacker kUnpackers[] = {
+    {DType::Q4_0, q4_0, 8}, {DType::Q4_1, q4_1, 0},   {DType::Q5_0, q5_0, 16},
+    {DType::Q5_1, q5_1, 0}, {DType::Q8_0, q8_0, 128}, {DType::IQ4_NL, iq4_nl, 128},
+    {DType::Q2_K, q2_k, 0}, {DType::Q3_K, q3_k, 4},   {DType::Q4_K, q4_k, 0},
+    {DType::Q5_K, q5_k, 0}, {DType::Q6_K, q6_k, 32},  {DType::IQ4_XS, iq4_xs, 128},
+};
+
+const Unpacker* unpacker_of(DType t) {
+  for (const Unpacker& u : kUnpackers) {
+    if (u.type == t) return &u;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void GgufUnpackedRows::resize(int r, std::int64_t c, int code_bias) {
+  rows = r;
+  bias = code_bias;
+  cols = c;
+  codes.resize(static_cast<std::size_t>(r * c));
+  scale.resize(static_cast<std::size_t>(r * c / 16));
+  offset.resize(static_cast<std::size_t>(r * c / 16));
+}
+
+void GgufQuantizedActivations::resize(std::int64_t r, std::int64_t c) {
+  rows = r;
+  cols = c;
+  values.resize(static_cast<std::size_t>(r * c));
+  scale.resize(static_cast<std::size_t>(r * c / 16));
+  scaled_sum.resize(static_cast<std::size_t>(r * c / 16));
+  group_bias.resize(static_cast<std::size_t>(r * c / 16));
+}
+
+bool gguf_matmul_supports(DType t) {
+  return unpacker_of(t) != nullptr;
+}
+
+int gguf_code_bias(DType t) {
+  return unpacker_of(t)->bias;
+}
+
+void gguf_unpack_row(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& out, int slot) {
+  const Unpack unpack = unpacker_of(w.dtype)->unpack;
+  const DTypeBlock block = dtype_block(w.dtype);
+  const auto* b = static_cast<const std::uint8_t*>(w.data) + dtype_bytes(w.dtype, r * w.cols);
+  std::uint8_t* u = out.codes.data() + slot * w.cols;
+  float* s = out.scale.data() + slot * w.cols / 16;
+  float* o = out.offset.data() + slot * w.cols / 16;
+  const std::int64_t groups = block.elements / 16;
+  for (std::int64_t i = 0; i < w.cols; i += block.elements) {
+    unpack(b, u + i, s, o);
+    b += block.bytes;
+    s += groups;
+    o += groups;
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
+quantize_activation_row(const float* x, std::int64_t k, int bias, std::int8_t* q, float* scale,
+                        float* scaled_sum, std::int32_t* group_bias) {
+  for (std::int64_t b = 0; b < k; b += 32) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[b + i]));
+    const float d = amax / 127.0f;
+    const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int sums[2] = {0, 0};
+    for (int i = 0; i < 32; ++i) {
+      const int v = static_cast<int>(std::nearbyint(x[b + i] * inverse));
+      q[b + i] = static_cast<std::int8_t>(v);
+      sums[i / 16] += v;
+    }
+    for (int h = 0; h < 2; ++h) {
+      scale[b / 16 + h] = d;
+      scaled_sum[b / 16 + h] = d * static_cast<float>(sums[h]);
+    }
+    for (int h = 0; h < 2; ++h) group_bias[b / 16 + h] = -bias * sums[h];
+  }
+}
+
+void gguf_quantize_activations(const float* x, std::int64_t m, std::int64_t k, int bias,
+                               GgufQuantizedActivations& out, const ParallelFor& parallel) {
+  out.resize(m, k);
+  // A few tokens quantise faster on this thread than a hand-off to others takes.
+  const bool here = m * k <= 32768;
+  (here ? ParallelFor(serial_for) : parallel)(m, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      quantize_activation_row(x + i * k, k, bias, out.values.data() + i * k,
+                              out.scale.data() + i * k / 16, out.scaled_sum.data() + i * k / 16,
+                              out.group_bias.data() + i * k / 16);
+    }
+  });
+}
+
+void gguf_dot_rows_scalar(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
+                          std::int64_t m, float* y, std::int64_t y_stride) {
+  const std::int64_t k = w.cols, groups = k / 16;
+  for (std::int64_t i = 0; i < m; ++i) {
+    const std::int8_t* q = a.values.data() + i * k;
+    const float* as = a.scale.data() + i * groups;
+    const float* asum = a.scaled_sum.data() + i * groups;
+    for (int r = 0; r < w.rows; ++r) {
+      const std::uint8_t* u = w.codes.data() + r * k;
+      const float* ws = w.scale.data() + r * groups;
+      const float* wo = w.offset.data() + r * groups;
+      float sum = 0.0f;
+      for (std::int64_t g = 0; g < groups; ++g) {
+        std::int32_t dot = 0;
+        for (int j = 0; j < 16; ++j) dot += (u[16 * g + j] - w.bias) * q[16 * g + j];
+        sum += ws[g] * as[g] * static_cast<float>(dot) + wo[g] * asum[g];
+      }
+      y[i * y_stride + r] = sum;
+    }
+  }
+}
+
+void gguf_matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
+                     std::int64_t y_stride, const ParallelFor& parallel, CpuVariant variant) {
+  constexpr int kRowsPerStep = 4;
+  const std::int64_t k = w.cols;
+  thread_local GgufQuantizedActivations activations;
+  const int bias = gguf_code_bias(w.dtype);
+  gguf_quantize_activations(x, m, k, bias, activations, parallel);
+  const GgufQuantizedActivations& a = activations;
+  const bool simd_unpack = variant != CpuVariant::Scalar;
+  const bool avx512 = variant == CpuVariant::Avx512 || variant == CpuVariant::Amx;
+  if (avx512 && m >= kGgufTileMinTokens) {
+    const std::int64_t tiles = (w.rows + 15) / 16;
+    parallel(tiles, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t t = begin; t < end; ++t)
+        gguf_matmul_tile_avx512(w, t * 16, a, m, y, y_stride);
+    });
+    return;
+  }
+  auto* dot = variant == CpuVariant::Scalar ? gguf_dot_rows_scalar
+              : avx512                      ? gguf_dot_rows_avx512
+                                            : gguf_dot_rows_avx2;
+  const std::int64_t steps = (w.rows + kRowsPerStep - 1) / kRowsPerStep;
+  parallel(steps, [&](std::int64_t begin, std::int64_t end) {
+    thread_local GgufUnpackedRows rows;
+    for (std::int64_t step = begin; step < end; ++step) {
+      const std::int64_t first = step * kRowsPerStep;
+      const int count = static_cast<int>(std::min<std::int64_t>(kRowsPerStep, w.rows - first));
+      rows.resize(count, k, bias);
+      for (int r = 0; r < count; ++r) {
+        if (!simd_unpack || !gguf_unpack_row_avx2(w, first + r, rows, r))
+          gguf_unpack_row(w, first + r, rows, r);
+      }
+      dot(rows, a, m, y + first, y_stride);
+    }
+  });
+}
+
+}  // namespace tandem::kernels

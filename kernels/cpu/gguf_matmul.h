@@ -1,0 +1,88 @@
+// Products with weights in a GGUF block format, computed on the blocks as stored: no
+// dequantised copy of the model exists. As llama.cpp does, the activations are quantised to
+// 8 bits with one scale per 32 values; each weight row's blocks are unpacked, a few rows at
+// a time, into unsigned 8-bit codes with a scale and an offset per 16 weights
+// (weight = scale * (code - bias) + offset, which every format can be written as: the bias
+// is the symmetric formats' own, Q8_0's 128, Q4_0's 8, ..., the offset the minimum of
+// the formats that have one), and the integer products of codes and activations are scaled
+// and summed:
+//
+//   y[n] = sum over groups g of 16:  s[n, g] a[g] sum_i (u[n, i] - bias) q[i]  +  o[n, g] a[g]
+//   sum_i q[i]
+//
+// where a[g] is the activation scale of g's 32-value block. The bias comes off in the
+// integer sums, so no float sum cancels. The scalar reference, and
+// AVX2 and AVX-512 (VNNI) variants of the integer part, all compute this sum; they differ
+// only in the order of the float additions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/dense_matmul.h"
+
+namespace tandem::kernels {
+
+// Weight rows unpacked for the dot kernels: `rows` rows of `cols` codes, and per 16-weight
+// group a scale and an offset.
+struct GgufUnpackedRows {
+  std::int64_t cols = 0;
+  int rows = 0;
+  int bias = 0;
+  std::vector<std::uint8_t> codes;  // [rows][cols]
+  std::vector<float> scale;         // [rows][cols / 16]
+  std::vector<float> offset;        // [rows][cols / 16]
+  void resize(int r, std::int64_t c, int code_bias);
+};
+
+// Activations quantised for the dot kernels: per row, `cols` int8 values; per 16-value group
+// its 32-block's scale and that scale times the group's sum of values; and per 4 values
+// minus the weights' code bias times their sum (VNNI's products start from it).
+struct GgufQuantizedActivations {
+  std::int64_t cols = 0;
+  std::int64_t rows = 0;
+  std::vector<std::int8_t> values;       // [rows][cols]
+  std::vector<float> scale;              // [rows][cols / 16]
+  std::vector<float> scaled_sum;         // [rows][cols / 16]
+  std::vector<std::int32_t> group_bias;  // [rows][cols / 16]
+  void resize(std::int64_t r, std::int64_t c);
+};
+
+// Whether products with `t` take the block kernels (every GGUF block format does).
+bool gguf_matmul_supports(DType t);
+// The code bias of format `t` (one gguf_matmul_supports takes).
+int gguf_code_bias(DType t);
+
+// Unpacks row `r` of `w` (a GGUF block format) into slot `slot` of `out`. The decoded
+// weights scale * (code - bias) + offset equal dequantize_gguf_row's to float rounding.
+void gguf_unpack_row(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& out, int slot);
+// The same with AVX2 for the formats most files use (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), bit for
+// bit; false, writing nothing, for the others. The AVX-512 variant uses it too.
+bool gguf_unpack_row_avx2(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& out, int slot);
+// Quantises `m` rows of `k` values (k a multiple of 32) for weights of code bias `bias`: per
+// 32 values, scale max|x| / 127 and values rounded to nearest.
+void gguf_quantize_activations(const float* x, std::int64_t m, std::int64_t k, int bias,
+                               GgufQuantizedActivations& out, const ParallelFor& parallel);
+
+// y[i * y_stride + r] = the sum above for unpacked row r < w.rows and activation row i < m.
+void gguf_dot_rows_scalar(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
+                          std::int64_t m, float* y, std::int64_t y_stride);
+void gguf_dot_rows_avx2(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
+                        std::int64_t m, float* y, std::int64_t y_stride);
+void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
+                          std::int64_t m, float* y, std::int64_t y_stride);
+// For more tokens (kGgufTileMinTokens and up) AVX-512 (VNNI) takes 16 rows at a time: rows
+// first_row .. first_row + 15 (those that exist) of `w`, unpacked and interleaved four codes by
+// four, times all `m` activation rows.
+void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
+                             const GgufQuantizedActivations& a, std::int64_t m, float* y,
+                             std::int64_t y_stride);
+
+inline constexpr std::int64_t kGgufTileMinTokens = 3;
+
+// y[m, n] = sum_k x[m, k] * W[n, k] for W in a GGUF block format, on `variant`'s kernel (AMX
+// takes the AVX-512 one). W.cols must be a multiple of 32.
+void gguf_matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
+                     std::int64_t y_stride, const ParallelFor& parallel, CpuVariant variant);
+
+}  // namespace tandem::kernels

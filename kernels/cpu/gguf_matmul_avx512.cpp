@@ -1,0 +1,216 @@
+// The AVX-512 (VNNI) kernel of kernels/cpu/gguf_matmul.h. Sixteen weight rows are unpacked
+// and interleaved four codes by four, so that one 64-byte load holds the same four columns
+// of every row: VPDPBUSD against four activations broadcast gives sixteen rows' partial dot
+// products, one per lane. Four such steps make a 16-weight group, whose sums start from the
+// activations' bias term, are converted once, scaled by the sixteen rows' group scales times
+// the activation's scale, and added; up to four tokens share each loaded weight vector.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/gguf_matmul.h"
+
+namespace tandem::kernels {
+namespace {
+
+constexpr int kTile = 16;
+
+struct Tile {
+  std::vector<std::uint8_t> codes;  // [cols / 4][16 rows][4]
+  std::vector<float> scale;         // [cols / 16][16 rows]
+  std::vector<float> offset;        // [cols / 16][16 rows]
+};
+
+template <int T>
+void tokens(const Tile& tile, bool has_offset, std::int64_t k, const GgufQuantizedActivations& a,
+            std::int64_t i0, float* out) {
+  const std::int64_t groups = k / 16;
+  const std::int8_t* q[T];
+  const float* as[T];
+  const float* asum[T];
+  const std::int32_t* bias[T];
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) {
+    q[t] = a.values.data() + (i0 + t) * k;
+    as[t] = a.scale.data() + (i0 + t) * groups;
+    asum[t] = a.scaled_sum.data() + (i0 + t) * groups;
+    bias[t] = a.group_bias.data() + (i0 + t) * groups;
+    acc[t] = _mm512_setzero_ps();
+  }
+  const std::uint8_t* codes = tile.codes.data();
+  for (std::int64_t g = 0; g < groups; ++g) {
+    __m512i sums[T];
+    for (int t = 0; t < T; ++t) sums[t] = _mm512_set1_epi32(bias[t][g]);
+    for (int s = 0; s < 4; ++s) {
+      const __m512i wv = _mm512_loadu_si512(codes + (4 * g + s) * 64);
+      for (int t = 0; t < T; ++t) {
+        std::int32_t four;
+        std::memcpy(&four, q[t] + 16 * g + 4 * s, 4);
+        sums[t] = _mm512_dpbusd_epi32(sums[t], wv, _mm512_set1_epi32(four));
+      }
+    }
+    const __m512 sv = _mm512_loadu_ps(tile.scale.data() + 16 * g);
+    for (int t = 0; t < T; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]),
+                               _mm512_mul_ps(sv, _mm512_set1_ps(as[t][g])), acc[t]);
+    if (has_offset) {
+      const __m512 ov = _mm512_loadu_ps(tile.offset.data() + 16 * g);
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(ov, _mm512_set1_ps(asum[t][g]), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + 16 * t, acc[t]);
+}
+
+// Transposes 16 rows of 16 32-bit values (row r at src + r * stride bytes) into 16 columns
+// of 16 values, column c at dst + c * 64 bytes.
+void transpose16(const std::uint8_t* src, std::int64_t stride, std::uint8_t* dst) {
+  __m512i r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * stride);
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: pairs of rows interleaved
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  __m512i u[4][4];  // u[R][j]: lane l holds rows 4R..4R+3 of column 4l + j
+  for (int R = 0; R < 4; ++R) {
+    const __m512i* q = t + 4 * R;
+    u[R][0] = _mm512_unpacklo_epi64(q[0], q[2]);
+    u[R][1] = _mm512_unpackhi_epi64(q[0], q[2]);
+    u[R][2] = _mm512_unpacklo_epi64(q[1], q[3]);
+    u[R][3] = _mm512_unpackhi_epi64(q[1], q[3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i a = _mm512_shuffle_i32x4(u[0][j], u[1][j], 0x44);
+    const __m512i b = _mm512_shuffle_i32x4(u[0][j], u[1][j], 0xEE);
+    const __m512i c = _mm512_shuffle_i32x4(u[2][j], u[3][j], 0x44);
+    const __m512i d = _mm512_shuffle_i32x4(u[2][j], u[3][j], 0xEE);
+    _mm512_storeu_si512(dst + (0 + j) * 64, _mm512_shuffle_i32x4(a, c, 0x88));
+    _mm512_storeu_si512(dst + (4 + j) * 64, _mm512_shuffle_i32x4(a, c, 0xDD));
+    _mm512_storeu_si512(dst + (8 + j) * 64, _mm512_shuffle_i32x4(b, d, 0x88));
+    _mm512_storeu_si512(dst + (12 + j) * 64, _mm512_shuffle_i32x4(b, d, 0xDD));
+  }
+}
+
+// [16 rows][n] floats into [n][16 rows].
+void transpose_floats(const float* src, std::int64_t n, float* dst) {
+  std::int64_t c = 0;
+  for (; c + 16 <= n; c += 16)
+    transpose16(reinterpret_cast<const std::uint8_t*>(src + c), n * 4,
+                reinterpret_cast<std::uint8_t*>(dst + c * 16));
+  for (; c < n; ++c)
+    for (int r = 0; r < 16; ++r) dst[c * 16 + r] = src[r * n + c];
+}
+
+}  // namespace
+
+void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
+                          std::int64_t m, float* y, std::int64_t y_stride) {
+  constexpr int kMaxRows = 4;
+  const std::int64_t k = w.cols, groups = k / 16;
+  const int rows = w.rows;
+  const bool has_offset = w.bias == 0;
+  // Lane j of a 64-value step belongs to group j / 4: scales spread over their four lanes,
+  // and each group's bias term in its first lane.
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  for (std::int64_t i = 0; i < m; ++i) {
+    const std::int8_t* q = a.values.data() + i * k;
+    const float* as = a.scale.data() + i * groups;
+    const float* asum = a.scaled_sum.data() + i * groups;
+    const std::int32_t* bias = a.group_bias.data() + i * groups;
+    __m512 acc[kMaxRows];
+    for (int r = 0; r < kMaxRows; ++r) acc[r] = _mm512_setzero_ps();
+    std::int64_t c = 0;
+    for (; c + 64 <= k; c += 64) {
+      const __m512i qa = _mm512_loadu_si512(q + c);
+      const __m512i start = _mm512_maskz_expandloadu_epi32(0x1111, bias + c / 16);
+      const __m512 asv =
+          _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(as + c / 16)));
+      for (int r = 0; r < rows; ++r) {
+        const __m512i u = _mm512_loadu_si512(w.codes.data() + r * k + c);
+        const __m512i dp = _mm512_dpbusd_epi32(start, u, qa);
+        const __m512 wsv = _mm512_permutexvar_ps(
+            spread, _mm512_castps128_ps512(_mm_loadu_ps(w.scale.data() + r * groups + c / 16)));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(wsv, asv), acc[r]);
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      float tail = 0.0f;
+      const std::uint8_t* u = w.codes.data() + r * k;
+      const float* ws = w.scale.data() + r * groups;
+      for (std::int64_t g = c / 16; g < groups; ++g) {  // a last half step of 32
+        std::int32_t dot = bias[g];
+        for (int j = 0; j < 16; ++j) dot += u[16 * g + j] * q[16 * g + j];
+        tail += ws[g] * as[g] * static_cast<float>(dot);
+      }
+      if (has_offset) {
+        const float* wo = w.offset.data() + r * groups;
+        __m512 off = _mm512_setzero_ps();
+        std::int64_t g = 0;
+        for (; g + 16 <= groups; g += 16)
+          off = _mm512_fmadd_ps(_mm512_loadu_ps(wo + g), _mm512_loadu_ps(asum + g), off);
+        for (; g < groups; ++g) tail += wo[g] * asum[g];
+        tail += _mm512_reduce_add_ps(off);
+      }
+      y[i * y_stride + r] = _mm512_reduce_add_ps(acc[r]) + tail;
+    }
+  }
+}
+
+void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
+                             const GgufQuantizedActivations& a, std::int64_t m, float* y,
+                             std::int64_t y_stride) {
+  const std::int64_t k = w.cols, groups = k / 16;
+  const int rows = static_cast<int>(std::min<std::int64_t>(kTile, w.rows - first_row));
+  const int bias = gguf_code_bias(w.dtype);
+  thread_local GgufUnpackedRows unpacked;
+  thread_local Tile tile;
+  unpacked.resize(kTile, k, bias);
+  for (int r = 0; r < rows; ++r) {
+    if (!gguf_unpack_row_avx2(w, first_row + r, unpacked, r))
+      gguf_unpack_row(w, first_row + r, unpacked, r);
+  }
+  // Rows past the matrix: zero scales and offsets, so their (stale) codes add nothing.
+  std::fill(unpacked.scale.begin() + rows * groups, unpacked.scale.end(), 0.0f);
+  std::fill(unpacked.offset.begin() + rows * groups, unpacked.offset.end(), 0.0f);
+
+  tile.codes.resize(static_cast<std::size_t>(kTile * k));
+  tile.scale.resize(static_cast<std::size_t>(kTile * groups));
+  tile.offset.resize(static_cast<std::size_t>(kTile * groups));
+  // Four codes of each row side by side: 64 columns (16 four-code units) of the 16 rows
+  // transposed at a time; k is a multiple of 32, so a last half unit of 32 goes alone.
+  std::int64_t c = 0;
+  for (; c + 64 <= k; c += 64)
+    transpose16(unpacked.codes.data() + c, k, tile.codes.data() + c * 16);
+  for (; c < k; c += 4)
+    for (int r = 0; r < kTile; ++r)
+      std::memcpy(tile.codes.data() + c * 16 + 4 * r, unpacked.codes.data() + r * k + c, 4);
+  transpose_floats(unpacked.scale.data(), groups, tile.scale.data());
+  if (bias == 0) transpose_floats(unpacked.offset.data(), groups, tile.offset.data());
+
+  const bool has_offset = bias == 0;
+  alignas(64) float out[4 * kTile];
+  for (std::int64_t i = 0; i < m;) {
+    const std::int64_t n = std::min<std::int64_t>(4, m - i);
+    switch (n) {
+      case 4:
+        tokens<4>(tile, has_offset, k, a, i, out);
+        break;
+      case 3:
+        tokens<3>(tile, has_offset, k, a, i, out);
+        break;
+      case 2:
+        tokens<2>(tile, has_offset, k, a, i, out);
+        break;
+      default:
+        tokens<1>(tile, has_offset, k, a, i, out);
+        break;
+    }
+    for (std::int64_t t = 0; t < n; ++t)
+      std::memcpy(y + (i + t) * y_stride + first_row, out + 16 * t,
+                  static_cast<std::size_t>(rows) * 4);
+    i += n;
+  }
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,249 @@
+// The block kernels of kernels/cpu/gguf_matmul.h on the random blocks of every format
+// (tests/data/gguf-blocks): the unpacked codes, scales and offsets decode to the scalar
+// reference's weights; the scalar kernel's products are within the bound that 8-bit
+// activations allow of the exact fp32 product; and every variant the CPU runs gives the
+// scalar kernel's products to float rounding.
+#include <QDir>
+#include <QtTest>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <set>
+
+#include "kernels/cpu/dtype.h"
+#include "kernels/cpu/gguf_blocks.h"
+#include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/isa.h"
+
+using namespace tandem::kernels;
+
+namespace {
+
+struct Fixture {
+  DType dtype = DType::F32;
+  std::int64_t cols = 0;       // one row: all the file's blocks
+  std::string blocks;          // one row's bytes
+  std::vector<float> weights;  // gguf-py's dequantisation of them
+};
+
+Fixture read_fixture(const QString& file) {
+  std::ifstream in(file.toStdString(), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::uint32_t type = 0, count = 0, per_block = 0;
+  std::memcpy(&type, bytes.data(), 4);
+  std::memcpy(&count, bytes.data() + 4, 4);
+  std::memcpy(&per_block, bytes.data() + 8, 4);
+  Fixture f;
+  dtype_from_ggml_type(type, f.dtype);
+  f.cols = std::int64_t(count) * per_block;
+  const std::size_t size = dtype_bytes(f.dtype, f.cols);
+  f.blocks = bytes.substr(12, size);
+  f.weights.resize(static_cast<std::size_t>(f.cols));
+  std::memcpy(f.weights.data(), bytes.data() + 12 + size, f.weights.size() * 4);
+  return f;
+}
+
+// A matrix of `rows` rows: row r holds the fixture's blocks rotated by r blocks.
+struct Matrix {
+  std::string bytes;
+  std::vector<float> weights;  // [rows][cols]
+  WeightMatrix w;
+};
+
+Matrix make_matrix(const Fixture& f, std::int64_t rows) {
+  Matrix m;
+  const DTypeBlock b = dtype_block(f.dtype);
+  const std::int64_t blocks = f.cols / b.elements;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const std::int64_t from = (j + r) % blocks;
+      m.bytes += f.blocks.substr(static_cast<std::size_t>(from * b.bytes), b.bytes);
+      m.weights.insert(m.weights.end(), f.weights.begin() + from * b.elements,
+                       f.weights.begin() + (from + 1) * b.elements);
+    }
+  }
+  m.w.dtype = f.dtype;
+  m.w.rows = rows;
+  m.w.cols = f.cols;
+  m.w.data = m.bytes.data();
+  return m;
+}
+
+}  // namespace
+
+class TestGgufMatmul : public QObject {
+  Q_OBJECT
+ private slots:
+  void formats_data() {
+    QTest::addColumn<QString>("file");
+    const QDir dir(QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks"));
+    int blocks = 0;
+    for (const QString& f : dir.entryList({QStringLiteral("*.bin")})) {
+      const Fixture fx = read_fixture(dir.filePath(f));
+      if (!is_gguf_block(fx.dtype)) continue;  // F16, BF16: not block formats
+      QTest::newRow(qPrintable(f)) << dir.filePath(f);
+      ++blocks;
+    }
+    QCOMPARE(blocks, 12);
+  }
+
+  void unpackDecodesToTheReference_data() { formats_data(); }
+  void unpackDecodesToTheReference() {
+    QFETCH(QString, file);
+    const Fixture f = read_fixture(file);
+    QVERIFY(gguf_matmul_supports(f.dtype));
+    const Matrix m = make_matrix(f, 1);
+    GgufUnpackedRows rows;
+    rows.resize(1, f.cols, gguf_code_bias(f.dtype));
+    gguf_unpack_row(m.w, 0, rows, 0);
+    for (std::int64_t i = 0; i < f.cols; ++i) {
+      const float s = rows.scale[static_cast<std::size_t>(i / 16)];
+      const float o = rows.offset[static_cast<std::size_t>(i / 16)];
+      const float got =
+          s * static_cast<float>(rows.codes[static_cast<std::size_t>(i)] - rows.bias) + o;
+      const float want = f.weights[static_cast<std::size_t>(i)];
+      // Written as scale * (code - bias) + offset, the rounding may differ from the format's.
+      const float tolerance = 2e-6f * std::max({1.0f, std::abs(want), std::abs(o)});
+      QVERIFY2(std::abs(got - want) <= tolerance,
+               qPrintable(QStringLiteral("weight %1: %2, reference %3").arg(i).arg(got).arg(want)));
+    }
+  }
+
+  // The AVX2 unpackers give the scalar ones' codes, scales and offsets bit for bit.
+  void simdUnpackMatchesScalar_data() { formats_data(); }
+  void simdUnpackMatchesScalar() {
+    QFETCH(QString, file);
+    if (!variant_supported(CpuVariant::Avx2, detect_isa().usable)) QSKIP("no AVX2 on this CPU");
+    const Fixture f = read_fixture(file);
+    const Matrix m = make_matrix(f, 3);
+    GgufUnpackedRows want, got;
+    want.resize(3, f.cols, gguf_code_bias(f.dtype));
+    got.resize(3, f.cols, gguf_code_bias(f.dtype));
+    bool simd = false;
+    for (int r = 0; r < 3; ++r) {
+      gguf_unpack_row(m.w, r, want, r);
+      simd = gguf_unpack_row_avx2(m.w, r, got, r);
+      if (!simd) break;
+    }
+    const std::set<DType> covered = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
+                                     DType::Q6_K};
+    QCOMPARE(simd, covered.count(f.dtype) == 1);
+    if (!simd) return;
+    QVERIFY(got.codes == want.codes);
+    QVERIFY(got.scale == want.scale);
+    QVERIFY(got.offset == want.offset);
+  }
+
+  // The scalar kernel against the exact product: each activation rounds by at most half its
+  // block's step, so |y - exact| <= sum_i |w_i| * step_i / 2 (plus float rounding).
+  void scalarIsWithinTheActivationBound_data() { formats_data(); }
+  void scalarIsWithinTheActivationBound() {
+    QFETCH(QString, file);
+    const Fixture f = read_fixture(file);
+    const std::int64_t rows = 7, m = 5, k = f.cols;
+    const Matrix w = make_matrix(f, rows);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(static_cast<std::size_t>(m * k));
+    for (float& v : x) v = normal(rng);
+    x[3] = 0.0f;  // a zero among them, and a whole zero block in the last row
+    std::fill(x.end() - 32, x.end(), 0.0f);
+    std::vector<float> y(static_cast<std::size_t>(m * rows));
+    setenv("TANDEM_CPU_VARIANT", "scalar", 1);
+    matmul_xwt(x.data(), m, w.w, y.data(), rows, serial_for);
+    unsetenv("TANDEM_CPU_VARIANT");
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        double exact = 0.0, bound = 0.0, magnitude = 0.0;
+        for (std::int64_t c = 0; c < k; ++c) {
+          const float* block = x.data() + i * k + c / 32 * 32;
+          float amax = 0.0f;
+          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(block[j]));
+          const double wv = w.weights[static_cast<std::size_t>(r * k + c)];
+          exact += wv * x[static_cast<std::size_t>(i * k + c)];
+          bound += std::abs(wv) * amax / 127.0 / 2.0;
+          magnitude += std::abs(wv * x[static_cast<std::size_t>(i * k + c)]);
+        }
+        const double got = y[static_cast<std::size_t>(i * rows + r)];
+        QVERIFY2(std::abs(got - exact) <= bound * 1.001 + 1e-5 * magnitude,
+                 qPrintable(QStringLiteral("row %1, token %2: %3, exact %4, bound %5")
+                                .arg(r)
+                                .arg(i)
+                                .arg(got)
+                                .arg(exact)
+                                .arg(bound)));
+      }
+    }
+  }
+
+  // Every variant the CPU runs gives the scalar kernel's products, on several threads, with
+  // row counts that leave partial steps of four rows and tiles of sixteen, and widths that
+  // end in half a 64-weight step.
+  void variantsMatchScalar_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("variant");
+    QTest::addColumn<int>("tokens");
+    QTest::addColumn<bool>("odd_blocks");
+    const QDir dir(QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks"));
+    const IsaFeatures& usable = detect_isa().usable;
+    for (const QString& f : dir.entryList({QStringLiteral("*.bin")})) {
+      if (!is_gguf_block(read_fixture(dir.filePath(f)).dtype)) continue;
+      for (CpuVariant v : {CpuVariant::Avx2, CpuVariant::Avx512, CpuVariant::Amx}) {
+        if (!variant_supported(v, usable)) continue;
+        const QString name = QString::fromLatin1(variant_name(v).data());
+        // One and two tokens take the row kernels, more AVX-512's 16-row tiles.
+        for (int tokens : {1, 2, 9}) {
+          for (bool odd : {false, true}) {
+            if (odd && dtype_block(read_fixture(dir.filePath(f)).dtype).elements != 32) continue;
+            QTest::newRow(qPrintable(QStringLiteral("%1 %2 %3 tokens%4")
+                                         .arg(f, name)
+                                         .arg(tokens)
+                                         .arg(odd ? QStringLiteral(", odd blocks") : QString())))
+                << dir.filePath(f) << name << tokens << odd;
+          }
+        }
+      }
+    }
+  }
+  void variantsMatchScalar() {
+    QFETCH(QString, file);
+    QFETCH(QString, variant);
+    QFETCH(int, tokens);
+    QFETCH(bool, odd_blocks);
+    Fixture f = read_fixture(file);
+    if (odd_blocks) {  // a last step of half the AVX-512 width: one block fewer
+      const DTypeBlock b = dtype_block(f.dtype);
+      f.cols -= 32;
+      f.blocks.resize(f.blocks.size() - b.bytes);
+      f.weights.resize(static_cast<std::size_t>(f.cols));
+    }
+    const std::int64_t rows = 19, m = tokens, k = f.cols;
+    const Matrix w = make_matrix(f, rows);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<float> x(static_cast<std::size_t>(m * k));
+    for (float& v : x) v = normal(rng);
+    std::vector<float> want(static_cast<std::size_t>(m * rows)), got(want.size());
+    setenv("TANDEM_CPU_VARIANT", "scalar", 1);
+    matmul_xwt(x.data(), m, w.w, want.data(), rows, serial_for);
+    setenv("TANDEM_CPU_VARIANT", variant.toLatin1().constData(), 1);
+    // Two chunks, as two threads would take them.
+    const ParallelFor halves = [](std::int64_t n,
+                                  const std::function<void(std::int64_t, std::int64_t)>& body) {
+      body(0, n / 2);
+      body(n / 2, n);
+    };
+    matmul_xwt(x.data(), m, w.w, got.data(), rows, halves);
+    unsetenv("TANDEM_CPU_VARIANT");
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const float scale = std::max(1.0f, std::abs(want[i]));
+      QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * scale,
+               qPrintable(QStringLiteral("%1: %2, scalar %3").arg(i).arg(got[i]).arg(want[i])));
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestGgufMatmul)
+#include "tst_gguf_matmul.moc"
