@@ -231,7 +231,8 @@ void GgufUnpackedRows::resize(int r, std::int64_t c, int code_bias) {
   offset.resize(static_cast<std::size_t>(r * c / 16));
 }
 
-void GgufQuantizedActivations::resize(std::int64_t r, std::int64_t c) {
+void GgufQuantizedActivations::resize(std::int64_t r, std::int64_t c, int code_bias) {
+  bias = code_bias;
   rows = r;
   cols = c;
   values.resize(static_cast<std::size_t>(r * c));
@@ -264,9 +265,9 @@ void gguf_unpack_row(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& ou
   }
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
-quantize_activation_row(const float* x, std::int64_t k, int bias, std::int8_t* q, float* scale,
-                        float* scaled_sum, std::int32_t* group_bias) {
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void quantize_activation_row(
+    const float* x, std::int64_t k, int bias, std::int8_t* q, float* scale, float* scaled_sum,
+    std::int32_t* group_bias) {
   for (std::int64_t b = 0; b < k; b += 32) {
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[b + i]));
@@ -288,14 +289,16 @@ quantize_activation_row(const float* x, std::int64_t k, int bias, std::int8_t* q
 
 void gguf_quantize_activations(const float* x, std::int64_t m, std::int64_t k, int bias,
                                GgufQuantizedActivations& out, const ParallelFor& parallel) {
-  out.resize(m, k);
+  out.resize(m, k, bias);
   // A few tokens quantise faster on this thread than a hand-off to others takes.
   const bool here = m * k <= 32768;
+  const CpuVariant v = active_variant();
+  const auto row = v == CpuVariant::Avx512 || v == CpuVariant::Amx ? gguf_quantize_row_avx512
+                                                                   : quantize_activation_row;
   (here ? ParallelFor(serial_for) : parallel)(m, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
-      quantize_activation_row(x + i * k, k, bias, out.values.data() + i * k,
-                              out.scale.data() + i * k / 16, out.scaled_sum.data() + i * k / 16,
-                              out.group_bias.data() + i * k / 16);
+      row(x + i * k, k, bias, out.values.data() + i * k, out.scale.data() + i * k / 16,
+          out.scaled_sum.data() + i * k / 16, out.group_bias.data() + i * k / 16);
     }
   });
 }
@@ -322,40 +325,48 @@ void gguf_dot_rows_scalar(const GgufUnpackedRows& w, const GgufQuantizedActivati
   }
 }
 
-void gguf_matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
-                     std::int64_t y_stride, const ParallelFor& parallel, CpuVariant variant) {
-  constexpr int kRowsPerStep = 4;
+std::int64_t gguf_rows_per_task(CpuVariant variant, std::int64_t m) {
+  const bool avx512 = variant == CpuVariant::Avx512 || variant == CpuVariant::Amx;
+  return avx512 && m >= kGgufTileMinTokens ? 16 : 4;
+}
+
+void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
+                      std::int64_t row_begin, std::int64_t row_end, float* y, std::int64_t y_stride,
+                      CpuVariant variant) {
   const std::int64_t k = w.cols;
-  thread_local GgufQuantizedActivations activations;
-  const int bias = gguf_code_bias(w.dtype);
-  gguf_quantize_activations(x, m, k, bias, activations, parallel);
-  const GgufQuantizedActivations& a = activations;
-  const bool simd_unpack = variant != CpuVariant::Scalar;
   const bool avx512 = variant == CpuVariant::Avx512 || variant == CpuVariant::Amx;
   if (avx512 && m >= kGgufTileMinTokens) {
-    const std::int64_t tiles = (w.rows + 15) / 16;
-    parallel(tiles, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t t = begin; t < end; ++t)
-        gguf_matmul_tile_avx512(w, t * 16, a, m, y, y_stride);
-    });
+    for (std::int64_t first = row_begin; first < row_end; first += 16) {
+      // A tile of 16 rows; the last may be partial only at the matrix's end.
+      gguf_matmul_tile_avx512(w, first, a, m, y, y_stride);
+    }
     return;
   }
+  const bool simd_unpack = variant != CpuVariant::Scalar;
   auto* dot = variant == CpuVariant::Scalar ? gguf_dot_rows_scalar
               : avx512                      ? gguf_dot_rows_avx512
                                             : gguf_dot_rows_avx2;
-  const std::int64_t steps = (w.rows + kRowsPerStep - 1) / kRowsPerStep;
-  parallel(steps, [&](std::int64_t begin, std::int64_t end) {
-    thread_local GgufUnpackedRows rows;
-    for (std::int64_t step = begin; step < end; ++step) {
-      const std::int64_t first = step * kRowsPerStep;
-      const int count = static_cast<int>(std::min<std::int64_t>(kRowsPerStep, w.rows - first));
-      rows.resize(count, k, bias);
-      for (int r = 0; r < count; ++r) {
-        if (!simd_unpack || !gguf_unpack_row_avx2(w, first + r, rows, r))
-          gguf_unpack_row(w, first + r, rows, r);
-      }
-      dot(rows, a, m, y + first, y_stride);
+  thread_local GgufUnpackedRows rows;
+  for (std::int64_t first = row_begin; first < row_end; first += 4) {
+    const int count = static_cast<int>(std::min<std::int64_t>(4, row_end - first));
+    rows.resize(count, k, a.bias);
+    for (int r = 0; r < count; ++r) {
+      if (!simd_unpack || !gguf_unpack_row_avx2(w, first + r, rows, r))
+        gguf_unpack_row(w, first + r, rows, r);
     }
+    dot(rows, a, m, y + first, y_stride);
+  }
+}
+
+void gguf_matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
+                     std::int64_t y_stride, const ParallelFor& parallel, CpuVariant variant) {
+  thread_local GgufQuantizedActivations activations;
+  gguf_quantize_activations(x, m, w.cols, gguf_code_bias(w.dtype), activations, parallel);
+  const GgufQuantizedActivations& a = activations;
+  const std::int64_t per_task = gguf_rows_per_task(variant, m);
+  parallel((w.rows + per_task - 1) / per_task, [&](std::int64_t begin, std::int64_t end) {
+    gguf_matmul_rows(a, m, w, begin * per_task, std::min(w.rows, end * per_task), y, y_stride,
+                     variant);
   });
 }
 

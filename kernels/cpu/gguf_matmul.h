@@ -41,11 +41,12 @@ struct GgufUnpackedRows {
 struct GgufQuantizedActivations {
   std::int64_t cols = 0;
   std::int64_t rows = 0;
+  int bias = 0;                          // the code bias of the weights they were quantised for
   std::vector<std::int8_t> values;       // [rows][cols]
   std::vector<float> scale;              // [rows][cols / 16]
   std::vector<float> scaled_sum;         // [rows][cols / 16]
   std::vector<std::int32_t> group_bias;  // [rows][cols / 16]
-  void resize(std::int64_t r, std::int64_t c);
+  void resize(std::int64_t r, std::int64_t c, int code_bias);
 };
 
 // Whether products with `t` take the block kernels (every GGUF block format does).
@@ -64,6 +65,11 @@ bool gguf_unpack_row_avx2(const WeightMatrix& w, std::int64_t r, GgufUnpackedRow
 void gguf_quantize_activations(const float* x, std::int64_t m, std::int64_t k, int bias,
                                GgufQuantizedActivations& out, const ParallelFor& parallel);
 
+// One row of gguf_quantize_activations with AVX-512, bit for bit (it uses it where the CPU
+// runs the AVX-512 variant).
+void gguf_quantize_row_avx512(const float* x, std::int64_t k, int bias, std::int8_t* q,
+                              float* scale, float* scaled_sum, std::int32_t* group_bias);
+
 // y[i * y_stride + r] = the sum above for unpacked row r < w.rows and activation row i < m.
 void gguf_dot_rows_scalar(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
                           std::int64_t m, float* y, std::int64_t y_stride);
@@ -79,6 +85,14 @@ void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
                              std::int64_t y_stride);
 
 inline constexpr std::int64_t kGgufTileMinTokens = 3;
+
+// Rows [row_begin, row_end) of the product of `m` quantised activation rows (quantised for
+// w's code bias) with `w`, on the calling thread; row_begin a multiple of
+// gguf_rows_per_task(variant, m), as a parallel split over tasks of that many rows gives.
+void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
+                      std::int64_t row_begin, std::int64_t row_end, float* y, std::int64_t y_stride,
+                      CpuVariant variant);
+std::int64_t gguf_rows_per_task(CpuVariant variant, std::int64_t m);
 
 // y[m, n] = sum_k x[m, k] * W[n, k] for W in a GGUF block format, on `variant`'s kernel (AMX
 // takes the AVX-512 one). W.cols must be a multiple of 32.

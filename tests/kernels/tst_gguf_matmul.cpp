@@ -136,6 +136,34 @@ class TestGgufMatmul : public QObject {
     QVERIFY(got.offset == want.offset);
   }
 
+  // The AVX-512 quantiser gives the scalar one's values, scales and sums bit for bit, halves
+  // rounded to even by both.
+  void quantizersAgree() {
+    if (!variant_supported(CpuVariant::Avx512, detect_isa().usable)) QSKIP("no AVX-512 VNNI");
+    const std::int64_t m = 3, k = 96;
+    std::vector<float> x(static_cast<std::size_t>(m * k));
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (float& v : x) v = normal(rng);
+    // A block whose scale is 1: exact halves.
+    const float halves[] = {127.0f, 0.5f, 1.5f, -0.5f, -2.5f, 3.5f, 126.5f, -126.5f};
+    std::copy(std::begin(halves), std::end(halves), x.begin() + 32);
+    std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // and a zero block
+    GgufQuantizedActivations want, got;
+    setenv("TANDEM_CPU_VARIANT", "scalar", 1);
+    gguf_quantize_activations(x.data(), m, k, 128, want, serial_for);
+    setenv("TANDEM_CPU_VARIANT", "avx512", 1);
+    gguf_quantize_activations(x.data(), m, k, 128, got, serial_for);
+    unsetenv("TANDEM_CPU_VARIANT");
+    QVERIFY(got.values == want.values);
+    QVERIFY(got.scale == want.scale);
+    QVERIFY(got.scaled_sum == want.scaled_sum);
+    QVERIFY(got.group_bias == want.group_bias);
+    QCOMPARE(int(want.values[33]), 0);   // 0.5 to even
+    QCOMPARE(int(want.values[34]), 2);   // 1.5
+    QCOMPARE(int(want.values[36]), -2);  // -2.5
+  }
+
   // The scalar kernel against the exact product: each activation rounds by at most half its
   // block's step, so |y - exact| <= sum_i |w_i| * step_i / 2 (plus float rounding).
   void scalarIsWithinTheActivationBound_data() { formats_data(); }

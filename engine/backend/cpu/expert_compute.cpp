@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "kernels/cpu/gguf_matmul.h"
+
 namespace tandem::backend {
 namespace {
 
@@ -48,8 +50,110 @@ void ExpertCompute::run(const CpuThreads& threads,
   }
   if (is_packed(*shape))
     packed(threads, experts, *shape, x, out);
+  else if (kernels::gguf_matmul_supports(shape->gate.dtype) &&
+           kernels::gguf_matmul_supports(shape->up.dtype) &&
+           kernels::gguf_matmul_supports(shape->down.dtype))
+    gguf(threads, experts, x, out);
   else
     unpacked(threads, experts, x, out);
+}
+
+// Experts in GGUF block formats: each expert's tokens gathered and quantised once, then two
+// parallel jobs over (expert x row block) tasks, gate and up, then down, as the packed path
+// runs (one hand-off to the threads per job, not per product).
+void ExpertCompute::gguf(const CpuThreads& threads,
+                         const std::vector<const model::FeedForwardWeights*>& experts,
+                         const float* x, float* out) {
+  const std::int64_t h = spec_.hidden_size;
+  const kernels::CpuVariant variant = kernels::active_variant();
+  const std::size_t n = active_.size();
+  if (gguf_.size() < n) gguf_.resize(n);
+  struct Task {
+    std::size_t job;
+    std::int64_t begin, end;
+  };
+  std::vector<Task> tasks;
+  auto add_tasks = [&](std::size_t j, std::int64_t rows) {
+    const std::int64_t per = kernels::gguf_rows_per_task(variant, active_[j].rows);
+    for (std::int64_t b = 0; b < rows; b += 4 * per)
+      tasks.push_back({j, b, std::min(rows, b + 4 * per)});
+  };
+  std::vector<float> gathered;
+  for (std::size_t j = 0; j < n; ++j) {
+    const Active& a = active_[j];
+    const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+    GgufScratch& g = gguf_[j];
+    gathered.resize(static_cast<std::size_t>(a.rows * h));
+    for (std::int64_t r = 0; r < a.rows; ++r) {
+      std::copy_n(x + slot_token_[static_cast<std::size_t>(a.begin + r)] * h, h,
+                  gathered.data() + r * h);
+    }
+    kernels::gguf_quantize_activations(gathered.data(), a.rows, h,
+                                       kernels::gguf_code_bias(w.gate.dtype), g.in,
+                                       kernels::serial_for);
+    if (kernels::gguf_code_bias(w.up.dtype) != g.in.bias) {
+      kernels::gguf_quantize_activations(gathered.data(), a.rows, h,
+                                         kernels::gguf_code_bias(w.up.dtype), g.in_up,
+                                         kernels::serial_for);
+    }
+    g.gate.resize(static_cast<std::size_t>(a.rows * w.gate.rows));
+    g.up.resize(g.gate.size());
+    g.result.resize(static_cast<std::size_t>(a.rows * h));
+    add_tasks(j, w.gate.rows);
+  }
+  threads.kernels_for()(
+      static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t t = b; t < e; ++t) {
+          const Task& task = tasks[static_cast<std::size_t>(t)];
+          const Active& a = active_[task.job];
+          const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+          GgufScratch& g = gguf_[task.job];
+          const kernels::GgufQuantizedActivations& up_in =
+              kernels::gguf_code_bias(w.up.dtype) == g.in.bias ? g.in : g.in_up;
+          kernels::gguf_matmul_rows(g.in, a.rows, w.gate, task.begin, task.end, g.gate.data(),
+                                    w.gate.rows, variant);
+          kernels::gguf_matmul_rows(up_in, a.rows, w.up, task.begin, task.end, g.up.data(),
+                                    w.up.rows, variant);
+        }
+      });
+  tasks.clear();
+  for (std::size_t j = 0; j < n; ++j) {
+    const Active& a = active_[j];
+    const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+    GgufScratch& g = gguf_[j];
+    const std::int64_t inner = w.gate.rows;
+    if (!w.gate_bias.empty()) {
+      add_bias_rows(g.gate.data(), a.rows, inner, w.gate_bias.data(), inner);
+      add_bias_rows(g.up.data(), a.rows, inner, w.up_bias.data(), inner);
+    }
+    kernels::glu(w.glu, g.gate.data(), g.up.data(), static_cast<std::int64_t>(g.gate.size()));
+    kernels::gguf_quantize_activations(g.gate.data(), a.rows, inner,
+                                       kernels::gguf_code_bias(w.down.dtype), g.in,
+                                       kernels::serial_for);
+    add_tasks(j, h);
+  }
+  threads.kernels_for()(
+      static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t t = b; t < e; ++t) {
+          const Task& task = tasks[static_cast<std::size_t>(t)];
+          const Active& a = active_[task.job];
+          const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+          GgufScratch& g = gguf_[task.job];
+          kernels::gguf_matmul_rows(g.in, a.rows, w.down, task.begin, task.end, g.result.data(), h,
+                                    variant);
+        }
+      });
+  for (std::size_t j = 0; j < n; ++j) {
+    const Active& a = active_[j];
+    const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+    GgufScratch& g = gguf_[j];
+    if (!w.down_bias.empty()) add_bias_rows(g.result.data(), a.rows, h, w.down_bias.data(), h);
+    for (std::int64_t r = 0; r < a.rows; ++r) {
+      kernels::axpy_f32(slot_weight_[static_cast<std::size_t>(a.begin + r)],
+                        g.result.data() + r * h,
+                        out + slot_token_[static_cast<std::size_t>(a.begin + r)] * h, h);
+    }
+  }
 }
 
 // The weights as stored (the fp32 reference path): one expert after another, each product

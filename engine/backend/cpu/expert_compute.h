@@ -11,6 +11,7 @@
 #include "engine/backend/cpu/cpu_threads.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
+#include "kernels/cpu/gguf_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::backend {
@@ -38,6 +39,8 @@ class ExpertCompute {
   void packed(const CpuThreads& threads,
               const std::vector<const model::FeedForwardWeights*>& experts,
               const model::FeedForwardWeights& shape_of, const float* x, float* out);
+  void gguf(const CpuThreads& threads, const std::vector<const model::FeedForwardWeights*>& experts,
+            const float* x, float* out);
   void unpacked(const CpuThreads& threads,
                 const std::vector<const model::FeedForwardWeights*>& experts, const float* x,
                 float* out);
@@ -50,6 +53,12 @@ class ExpertCompute {
   // Scratch of the packed path; with several slices, each buffer holds one block per slice.
   std::vector<kernels::PackedActivations> inputs_, hidden_;
   std::vector<float> gate_, up_, out_;
+  // Scratch of the GGUF path, one per active expert.
+  struct GgufScratch {
+    kernels::GgufQuantizedActivations in, in_up;
+    std::vector<float> gate, up, result;
+  };
+  std::vector<GgufScratch> gguf_;
 };
 
 }  // namespace tandem::backend
