@@ -1,9 +1,11 @@
-#!/usr/bin/env python3
+#!/ usr / bin / env python3
 """Writes a Qwen3-MoE Hugging Face folder (such as the synthetic 8-layer Qwen3-30B-A3B
 benchmark model) as a Q8_0 GGUF file laid out as llama.cpp's converter lays it out, for
 `tandem bench -m FILE.gguf` beside llama-bench on the same file (docs/benchmarks.md).
 Benchmarks only: the vocabulary is a stand-in (numbered tokens, no merges), enough for
-llama.cpp to load the file; text generated from it means nothing.
+llama.cpp to load the file (one merge, since it refuses none);
+text generated from it
+means nothing.
 
     /path/to/venv/bin/python tests/tools/make_bench_gguf.py FOLDER OUT.gguf
 Needs: torch, safetensors, gguf (0.19.0), numpy. A Q4_K_M file is then made with
@@ -59,7 +61,7 @@ def main():
     w.add_tokenizer_pre("qwen2")
     w.add_token_list([f"<t{i}>" for i in range(vocab)])
     w.add_token_types([gguf.TokenType.NORMAL] * vocab)
-    w.add_token_merges([])
+    w.add_token_merges(["< t"])  # llama.cpp refuses a BPE vocabulary without merges
     w.add_bos_token_id(c.get("bos_token_id", 0))
     w.add_eos_token_id(c.get("eos_token_id", 0))
 
