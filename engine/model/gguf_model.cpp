@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -319,7 +321,53 @@ std::string computable_types() {
   return out;
 }
 
+// llama.cpp's file types (general.file_type), by number, as its quantiser names them.
+constexpr const char* kFileTypes[] = {
+    "F32",   "F16",     "Q4_0",   "Q4_1",   nullptr,  nullptr,   nullptr,  "Q8_0",   "Q5_0",
+    "Q5_1",  "Q2_K",    "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S",  "Q4_K_M", "Q5_K_S", "Q5_K_M",
+    "Q6_K",  "IQ2_XXS", "IQ2_XS", "Q2_K_S", "IQ3_XS", "IQ3_XXS", "IQ1_S",  "IQ4_NL", "IQ3_S",
+    "IQ3_M", "IQ2_S",   "IQ2_M",  "IQ4_XS", "IQ1_M",  "BF16",
+};
+
 }  // namespace
+
+GgufSummary summarize_gguf(const std::string& path) {
+  const GgufSet set(path);
+  GgufSummary s;
+  for (std::size_t i = 0; i < set.part_count(); ++i) s.parts.push_back(set.part(i).path());
+  s.bytes = set.file_bytes();
+  const std::string arch = architecture_of(set);
+  s.family = arch;
+  if (const GgufArchitecture* a = find_architecture(arch)) {
+    const GgufValue* experts = set.find(arch + ".expert_count");
+    const bool with_experts = a->with_experts != nullptr && experts != nullptr &&
+                              experts->is_integer() && experts->as_int() > 0;
+    s.family = architecture_display_name(with_experts ? a->with_experts : a->dense);
+  }
+  const GgufValue* type = set.find("general.file_type");
+  if (type != nullptr && type->is_integer() && type->as_int() >= 0 &&
+      type->as_int() < static_cast<std::int64_t>(std::size(kFileTypes)) &&
+      kFileTypes[type->as_int()] != nullptr) {
+    s.format = kFileTypes[type->as_int()];
+  } else {
+    std::map<std::uint32_t, std::uint64_t> by_type;
+    for (const auto& [name, t] : set.tensors()) by_type[t.info->ggml_type] += t.info->size_bytes;
+    std::uint64_t most = 0;
+    for (const auto& [t, bytes] : by_type) {
+      if (bytes > most) {
+        most = bytes;
+        s.format = ggml_type_phrase(t);
+      }
+    }
+  }
+  return s;
+}
+
+bool is_listed_gguf(const std::string& path) {
+  if (!is_gguf_path(path)) return false;
+  const auto split = parse_gguf_split_name(path);
+  return !split || split->number == 1;
+}
 
 bool is_gguf_path(const std::string& path) {
   return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;

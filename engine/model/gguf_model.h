@@ -11,7 +11,9 @@
 // rope.freq_base: 10000), that value is used, as every GGUF reader does.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/model/gguf_set.h"
 #include "engine/model/model_spec.h"
@@ -26,5 +28,17 @@ ModelSpec gguf_model_spec(const GgufSet& set);
 
 // The architectures (general.architecture) Tandem runs from GGUF, for messages.
 std::string gguf_supported_architectures();
+
+// What a model library shows of a GGUF model, read from its metadata and tensor table only.
+struct GgufSummary {
+  std::string family;       // as people call it ("Qwen3-MoE"); the architecture when unknown
+  std::string format;       // llama.cpp's name of the mixture ("Q4_K_M"), else the main tensor type
+  std::uint64_t bytes = 0;  // every part together
+  std::vector<std::string> parts;  // the files, first part first
+};
+// Throws std::runtime_error with a sentence, as GgufSet does.
+GgufSummary summarize_gguf(const std::string& path);
+// Whether `path` is a .gguf file a library lists: a single file or a set's first part.
+bool is_listed_gguf(const std::string& path);
 
 }  // namespace tandem::model
