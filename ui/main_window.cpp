@@ -189,9 +189,12 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
   download_queue_->restore();
   detectHardware();
   // The model of the last session; without one (a first start, or its folder is gone) the
-  // built-in demo model, so the chat answers before anything is downloaded.
+  // built-in demo model, so the chat answers before anything is downloaded. The last model
+  // may be a folder or a GGUF file.
   QString model = QSettings().value(kModelKey).toString();
-  if (model.isEmpty() || !QFileInfo(model).isDir())
+  const QFileInfo last(model);
+  if (model.isEmpty() ||
+      !(last.isDir() || (last.isFile() && model.endsWith(QLatin1String(".gguf")))))
     model = QString::fromStdString(model::demo_model_folder());
   const SetupChoices saved = SetupWizard::savedChoices();
   if (!model.isEmpty() && saved.folder == model) {
@@ -205,6 +208,15 @@ void MainWindow::openModelFolder() {
   const QString start = QSettings().value(kModelKey, modelsFolder()).toString();
   const QString folder = QFileDialog::getExistingDirectory(this, tr("Open Model Folder"), start);
   if (!folder.isEmpty()) loadModel(folder);
+}
+
+void MainWindow::openGgufFile() {
+  const QString start = QSettings().value(kModelKey, modelsFolder()).toString();
+  const QFileInfo info(start);
+  const QString file = QFileDialog::getOpenFileName(this, tr("Open GGUF File"),
+                                                    info.isFile() ? info.absolutePath() : start,
+                                                    tr("GGUF models (*.gguf)"));
+  if (!file.isEmpty()) loadModel(file);
 }
 
 void MainWindow::openSetupAssistant() {
@@ -322,6 +334,9 @@ void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   QAction* open = file->addAction(tr("&Open Model Folder…"), this, &MainWindow::openModelFolder);
   open->setShortcut(QKeySequence::Open);
+  // A .gguf file (any part of a split set) runs as it is, with no conversion.
+  file->addAction(tr("Open &GGUF File…"), this, &MainWindow::openGgufFile)
+      ->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
   file->addAction(tr("&New Chat"), this,
                   [this] {
                     showPage(Page::Chat);

@@ -91,6 +91,7 @@ class MainWindow : public QMainWindow {
  public slots:
   void detectHardware();
   void openModelFolder();
+  void openGgufFile();
   // The setup assistant, modal-less; on Finish its choices are saved and the model loads.
   void openSetupAssistant();
   // The weight-conversion dialog, for `source` when given.

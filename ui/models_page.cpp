@@ -3,6 +3,7 @@
 #include <QDesktopServices>
 #include <QDir>
 #include <QDirIterator>
+#include <QFile>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -16,10 +17,13 @@
 #include <QVBoxLayout>
 #include <QtConcurrent>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "engine/hw/hardware_report.h"
 #include "engine/model/demo_model.h"
+#include "engine/model/gguf_model.h"
+#include "engine/model/gguf_set.h"
 #include "engine/model/model_spec.h"
 #include "ui/main_window.h"
 #include "ui/theme.h"
@@ -31,8 +35,18 @@ QString demo_folder() {
   return QString::fromStdString(model::demo_model_folder());
 }
 
+// A model folder (config.json), or a GGUF file (a single one or a split set's first part).
 bool is_model_folder(const QString& f) {
-  return !f.isEmpty() && QFileInfo(f + QStringLiteral("/config.json")).isFile();
+  if (f.isEmpty()) return false;
+  if (model::is_gguf_path(f.toStdString()))
+    return QFileInfo(f).isFile() && model::is_listed_gguf(f.toStdString());
+  return QFileInfo(f + QStringLiteral("/config.json")).isFile();
+}
+
+// The GGUF models directly in `folder`.
+void add_gguf_files(const QDir& folder, const std::function<void(const QString&)>& add) {
+  for (const QString& name : folder.entryList({QStringLiteral("*.gguf")}, QDir::Files, QDir::Name))
+    add(folder.filePath(name));
 }
 
 nlohmann::json read_json(const QString& path) {
@@ -53,11 +67,16 @@ QStringList known_model_folders(const QString& loaded) {
   add(demo_folder());
   // Downloaded models: ORG/NAME folders of the models folder, and converted copies beside.
   const QDir models(MainWindow::modelsFolder());
+  // GGUF files there too, or in the models folder itself.
+  add_gguf_files(models, add);
   for (const QString& org : models.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
     add(models.filePath(org));
     const QDir sub(models.filePath(org));
-    for (const QString& name : sub.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
+    add_gguf_files(sub, add);
+    for (const QString& name : sub.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
       add(sub.filePath(name));
+      add_gguf_files(QDir(sub.filePath(name)), add);
+    }
   }
   return folders;
 }
@@ -66,6 +85,24 @@ ModelFolderInfo describe_model_folder(const QString& folder) {
   ModelFolderInfo m;
   m.folder = folder;
   m.demo = folder == demo_folder();
+  if (model::is_gguf_path(folder.toStdString())) {
+    // A GGUF file: its name without the split part's suffix, what its metadata says.
+    m.name = QFileInfo(folder).fileName();
+    if (const auto split = model::parse_gguf_split_name(folder.toStdString()))
+      m.name =
+          QFileInfo(QString::fromStdString(split->prefix)).fileName() + QStringLiteral(".gguf");
+    try {
+      const model::GgufSummary g = model::summarize_gguf(folder.toStdString());
+      m.family = QString::fromStdString(g.family);
+      m.format = QObject::tr("GGUF %1").arg(QString::fromStdString(g.format));
+      m.bytes = static_cast<qint64>(g.bytes);
+    } catch (const std::exception& e) {
+      m.format = QObject::tr("unreadable GGUF");
+      m.bytes = QFileInfo(folder).size();
+    }
+    m.last_used = QSettings().value(QStringLiteral("model/lastUsed/") + folder).toDateTime();
+    return m;
+  }
   m.name = m.demo ? QObject::tr("Built-in demo model") : QFileInfo(folder).fileName();
   const nlohmann::json config = read_json(folder + QStringLiteral("/config.json"));
   if (config.is_object() && config.contains("architectures") &&
@@ -144,8 +181,12 @@ ModelsPage::ModelsPage(QWidget* parent) : QWidget(parent) {
     if (!selected().isEmpty()) emit loadRequested(selected());
   });
   connect(load_, &QPushButton::clicked, this, [this] { emit loadRequested(selected()); });
-  connect(reveal_, &QPushButton::clicked, this,
-          [this] { QDesktopServices::openUrl(QUrl::fromLocalFile(selected())); });
+  connect(reveal_, &QPushButton::clicked, this, [this] {
+    // A GGUF file is shown by its folder.
+    const QFileInfo info(selected());
+    QDesktopServices::openUrl(
+        QUrl::fromLocalFile(info.isFile() ? info.absolutePath() : selected()));
+  });
   connect(delete_, &QPushButton::clicked, this, [this] {
     const QString folder = selected();
     if (QMessageBox::question(this, tr("Delete model"),
@@ -164,8 +205,8 @@ void ModelsPage::setLoaded(const QString& folder) {
 
 void ModelsPage::refresh() {
   // The folder may have changed in Preferences since the page was made.
-  subtitle_->setText(tr("The models on this computer: downloaded, converted, and the built-in "
-                        "demo. Downloads and converted copies go to %1.")
+  subtitle_->setText(tr("The models on this computer: downloaded, converted, GGUF files, and "
+                        "the built-in demo. Downloads and converted copies go to %1.")
                          .arg(MainWindow::modelsFolder()));
   // Listing folders and adding up gigabytes of files is disk work: off the UI thread.
   const quint64 generation = ++generation_;
@@ -227,7 +268,20 @@ void ModelsPage::deleteFolder(const QString& folder) {
   // A model is many gigabytes: removed off the UI thread.
   QPointer<ModelsPage> self(this);
   (void)QtConcurrent::run([self, folder] {
-    const bool ok = QDir(folder).removeRecursively();
+    bool ok = true;
+    if (model::is_gguf_path(folder.toStdString())) {
+      // A GGUF model is its file, or every part of its split set.
+      QStringList parts{folder};
+      try {
+        parts.clear();
+        for (const std::string& p : model::summarize_gguf(folder.toStdString()).parts)
+          parts << QString::fromStdString(p);
+      } catch (const std::exception&) {
+      }
+      for (const QString& p : parts) ok = QFile::remove(p) && ok;
+    } else {
+      ok = QDir(folder).removeRecursively();
+    }
     QMetaObject::invokeMethod(
         qApp,
         [self, folder, ok] {

@@ -123,6 +123,11 @@ class TestMainWindow : public QObject {
     QTest::newRow("nothing configured") << QString() << demo;
     QTest::newRow("configured folder is gone") << QStringLiteral("/nonexistent/model") << demo;
     QTest::newRow("configured folder exists") << fixture << fixture;
+    // A GGUF file runs in the window as it is stored.
+    const QString gguf =
+        QFileInfo(QStringLiteral(TANDEM_TEST_DATA_DIR "/models-gguf/qwen3moe-mixed.gguf"))
+            .canonicalFilePath();
+    QTest::newRow("configured GGUF file") << gguf << gguf;
   }
 
   void opensTheDemoModelWhenNoModelIsConfigured() {
@@ -605,6 +610,45 @@ class TestMainWindow : public QObject {
     QVERIFY(QFileInfo::exists(rows["tiny"].folder));
     const QList<tandem::ui::ModelFolderInfo> after = page.rows();
     for (const auto& r : after) QVERIFY(r.folder != rows["tiny-tandem-int8"].folder);
+    QSettings().clear();
+  }
+
+  // GGUF files in the models folder are listed with what their metadata says, a split set
+  // once (by its first part) with all its parts' bytes, and deleting one removes its file.
+  void theModelsPageListsGgufFiles() {
+    QSettings().clear();
+    QTemporaryDir models;
+    QSettings().setValue(QStringLiteral("paths/models"), models.path());
+    QDir().mkpath(models.path() + "/someone/Tiny-GGUF");
+    const QString file = models.path() + "/someone/Tiny-GGUF/tiny-Q8_0.gguf";
+    QVERIFY(
+        QFile::copy(QStringLiteral(TANDEM_TEST_DATA_DIR "/models-gguf/qwen3moe-q8_0.gguf"), file));
+    const QString loose = models.path() + "/llama-mixed.gguf";
+    QVERIFY(
+        QFile::copy(QStringLiteral(TANDEM_TEST_DATA_DIR "/models-gguf/llama-mixed.gguf"), loose));
+    {  // a later part of a set is not a model of its own
+      QFile part(models.path() + "/someone/Tiny-GGUF/big-00002-of-00002.gguf");
+      QVERIFY(part.open(QIODevice::WriteOnly));
+    }
+    tandem::ui::ModelsPage page;
+    QSignalSpy refreshed(&page, &tandem::ui::ModelsPage::refreshed);
+    page.refresh();
+    QVERIFY(refreshed.wait(5000));
+    QMap<QString, tandem::ui::ModelFolderInfo> rows;
+    for (const auto& r : page.rows()) rows[QFileInfo(r.folder).fileName()] = r;
+    QVERIFY(rows.contains(QStringLiteral("tiny-Q8_0.gguf")));
+    QVERIFY(rows.contains(QStringLiteral("llama-mixed.gguf")));
+    QVERIFY(!rows.contains(QStringLiteral("big-00002-of-00002.gguf")));
+    QCOMPARE(rows["tiny-Q8_0.gguf"].family, QStringLiteral("Qwen3-MoE"));
+    QCOMPARE(rows["tiny-Q8_0.gguf"].format, QStringLiteral("GGUF Q8_0"));  // by tensor bytes
+    QCOMPARE(rows["tiny-Q8_0.gguf"].bytes, QFileInfo(file).size());
+    QCOMPARE(rows["llama-mixed.gguf"].family, QStringLiteral("Llama"));
+    QSignalSpy deleted(&page, &tandem::ui::ModelsPage::deleted);
+    page.deleteFolder(file);
+    QVERIFY(deleted.wait(5000));
+    QCOMPARE(deleted.first().at(1).toBool(), true);
+    QVERIFY(!QFileInfo::exists(file));
+    QVERIFY(QFileInfo::exists(models.path() + "/someone/Tiny-GGUF"));  // the folder stays
     QSettings().clear();
   }
 
