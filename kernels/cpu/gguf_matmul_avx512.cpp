@@ -3,7 +3,7 @@
 // of every row: VPDPBUSD against four activations broadcast gives sixteen rows' partial dot
 // products, one per lane. Four such steps make a 16-weight group, whose sums start from the
 // activations' bias term, are converted once, scaled by the sixteen rows' group scales times
-// the activation's scale, and added; up to four tokens share each loaded weight vector.
+// the activation's scale, and added; up to twelve tokens share each loaded weight vector.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -212,10 +212,16 @@ void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
   if (bias == 0) transpose_floats(unpacked.offset.data(), groups, tile.offset.data());
 
   const bool has_offset = bias == 0;
-  alignas(64) float out[4 * kTile];
+  alignas(64) float out[12 * kTile];
   for (std::int64_t i = 0; i < m;) {
-    const std::int64_t n = std::min<std::int64_t>(4, m - i);
+    const std::int64_t n = m - i >= 12 ? 12 : m - i >= 8 ? 8 : std::min<std::int64_t>(4, m - i);
     switch (n) {
+      case 12:
+        tokens<12>(tile, has_offset, k, a, i, out);
+        break;
+      case 8:
+        tokens<8>(tile, has_offset, k, a, i, out);
+        break;
       case 4:
         tokens<4>(tile, has_offset, k, a, i, out);
         break;

@@ -221,8 +221,9 @@ class TestGgufMatmul : public QObject {
       for (CpuVariant v : {CpuVariant::Avx2, CpuVariant::Avx512, CpuVariant::Amx}) {
         if (!variant_supported(v, usable)) continue;
         const QString name = QString::fromLatin1(variant_name(v).data());
-        // One and two tokens take the row kernels, more AVX-512's 16-row tiles.
-        for (int tokens : {1, 2, 9}) {
+        // One and two tokens take the row kernels, more AVX-512's 16-row tiles (12, 8, 4, 3
+        // and 2 tokens at a time).
+        for (int tokens : {1, 2, 7, 9, 30}) {
           for (bool odd : {false, true}) {
             if (odd && dtype_block(read_fixture(dir.filePath(f)).dtype).elements != 32) continue;
             QTest::newRow(qPrintable(QStringLiteral("%1 %2 %3 tokens%4")
