@@ -97,8 +97,15 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
   ensure_workspace(hybrid_.chunk_tokens, 1);
 
   if (moe_layers_.empty()) return;
-  const model::FeedForwardWeights& any_expert =
-      w.layers[static_cast<std::size_t>(moe_layers_[0])].experts.experts[0];
+  // The largest layer's expert: a GGUF file may store each layer's experts in another
+  // format (unsloth's dynamic files do), and every staging slot must hold any of them.
+  const model::FeedForwardWeights* largest =
+      &w.layers[static_cast<std::size_t>(moe_layers_[0])].experts.experts[0];
+  for (std::int64_t l : moe_layers_) {
+    const model::FeedForwardWeights& e = w.layers[static_cast<std::size_t>(l)].experts.experts[0];
+    if (device_->expert_bytes(e) > device_->expert_bytes(*largest)) largest = &e;
+  }
+  const model::FeedForwardWeights& any_expert = *largest;
   const std::uint64_t expert_bytes = device_->expert_bytes(any_expert);
   const std::uint64_t used = device_->memory_used();
   const std::uint64_t free =

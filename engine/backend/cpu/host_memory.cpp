@@ -133,7 +133,15 @@ void HostMatrix::copy_from(const kernels::WeightMatrix& host) {
     copy_packed(*host.packed, *packed_);
     return;
   }
-  std::memcpy(data_.data.get(), host.data, static_cast<std::size_t>(stored_bytes(host)));
+  // A slot filled with another layer's expert takes that expert's format (GGUF files mix
+  // them), in room for the largest (staging slots are made for it).
+  const std::uint64_t bytes = stored_bytes(host);
+  if (bytes > data_.size) {
+    data_ = kernels::AlignedBytes::allocate(static_cast<std::size_t>(bytes));
+    matrix_.data = data_.data.get();
+  }
+  matrix_.dtype = host.dtype;
+  std::memcpy(data_.data.get(), host.data, static_cast<std::size_t>(bytes));
   const ScaleRows s = scale_rows(host);
   if (s.count > 0) {
     std::memcpy(block_scale_.data(), host.block_scale + s.first * s.cols,
@@ -215,6 +223,7 @@ void HostExpert::copy_from(const model::FeedForwardWeights& host) {
   parts_[0]->copy_from(host.gate);
   parts_[1]->copy_from(host.up);
   parts_[2]->copy_from(host.down);
+  bind();  // their formats may have changed with the layer
 }
 
 }  // namespace tandem::backend

@@ -22,12 +22,18 @@ using namespace tandem;
 
 namespace {
 
+// A model folder's fixture, or a GGUF one (NAME.gguf, with NAME.json beside it).
 std::string fixture(const QString& name) {
+  if (name.endsWith(QLatin1String(".gguf")))
+    return std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + name.toStdString();
   return std::string(TANDEM_TEST_DATA_DIR) + "/models/" + name.toStdString();
 }
 
 nlohmann::json expected(const QString& name) {
-  std::ifstream in(fixture(name) + "/expected.json");
+  std::string path = fixture(name) + "/expected.json";
+  if (name.endsWith(QLatin1String(".gguf")))
+    path = fixture(name).substr(0, fixture(name).size() - 5) + ".json";
+  std::ifstream in(path);
   return nlohmann::json::parse(in);
 }
 
@@ -127,6 +133,21 @@ class TestHybridEngine : public QObject {
     QTest::addRow("qwen3-moe int4") << "qwen3-moe"
                                     << "int4"
                                     << "uniform" << 2 << 10 << false;
+    // GGUF files as stored: the accelerator computes on the same blocks.
+    for (int n : {0, 2, -1}) {
+      QTest::addRow("qwen3moe-mixed.gguf N=%d", n) << "qwen3moe-mixed.gguf"
+                                                   << "native"
+                                                   << "uniform" << n << 0 << false;
+    }
+    QTest::addRow("qwen3moe-mixed.gguf layerwise, dynamic update") << "qwen3moe-mixed.gguf"
+                                                                   << "native"
+                                                                   << "random" << 1 << 10 << true;
+    QTest::addRow("mixtral-q4_k.gguf N=2") << "mixtral-q4_k.gguf"
+                                           << "native"
+                                           << "frequency" << 2 << 0 << false;
+    QTest::addRow("llama-mixed.gguf int8") << "llama-mixed.gguf"
+                                           << "int8"
+                                           << "uniform" << -1 << 0 << false;
   }
 
   void matchesTheCpu() {
