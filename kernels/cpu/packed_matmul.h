@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/aligned_bytes.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/isa.h"
 
@@ -43,24 +44,6 @@ inline bool nibble_format(PackedFormat f) {
 }
 
 inline constexpr std::int64_t kPackRows = 16;
-
-// 64-byte aligned storage, so each block starts on a cache line.
-struct AlignedBytes {
-  struct Free {
-    // A constructor, not a member initializer: the deleter must be default-constructible
-    // while AlignedBytes is still incomplete.
-    Free() noexcept : owned(true) {}
-    explicit Free(bool owns) noexcept : owned(owns) {}
-    bool owned;  // false: a view of memory owned elsewhere
-    void operator()(std::uint8_t* p) const;
-  };
-  std::unique_ptr<std::uint8_t, Free> data;
-  std::size_t size = 0;
-  static AlignedBytes allocate(std::size_t bytes);
-  // `bytes` at `p` (64-byte aligned) in memory that someone else owns and keeps alive as
-  // long as the view (e.g. memory bound to a NUMA node, shared by many matrices).
-  static AlignedBytes view(std::uint8_t* p, std::size_t bytes);
-};
 
 struct PackedMatrix {
   PackedFormat format = PackedFormat::Int8;
