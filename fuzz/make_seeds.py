@@ -102,6 +102,53 @@ def main():
     out("gguf_split", "two-parts.bin", split_input(2, 0, two))
     out("gguf_split", "one-file.bin", bytes([0x80, 0]) + gguf(kvs[:3], t))
 
+    # Tiny models for gguf_model: metadata an architecture needs, tensors in block formats
+    # (experts fused), so that binding and converting rows are reached.
+    def model(arch, layers, experts, types):
+        h, heads, kv, hd, inner, vocab = 32, 2, 1, 16, 32, 8
+        f32s = lambda n, v=1.0: struct.pack(f"<{n}f", *([v] * n))
+        keys = [("general.architecture", 8, gstr(arch))]
+        for k, v in (("block_count", layers), ("context_length", 64), ("embedding_length", h),
+                     ("feed_forward_length", inner), ("attention.head_count", heads),
+                     ("attention.head_count_kv", kv), ("attention.key_length", hd)):
+            keys.append((f"{arch}.{k}", 4, u32(v)))
+        keys.append((f"{arch}.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-6)))
+        if experts:
+            keys += [(f"{arch}.expert_count", 4, u32(experts)), (f"{arch}.expert_used_count", 4, u32(1)),
+                     (f"{arch}.expert_feed_forward_length", 4, u32(inner))]
+
+        def blocks(qtype, rows, cols):  # rows of zero-ish blocks with a unit scale
+            if qtype == 0:
+                return [cols, rows], 0, f32s(rows * cols, 0.01)
+            size = {8: (32, 34), 12: (256, 144), 2: (32, 18)}[qtype]
+            one = struct.pack("<e", 0.01) + (struct.pack("<e", 0.0) if qtype == 12 else b"") + \
+                bytes(size[1] - (4 if qtype == 12 else 2))
+            return [cols, rows], qtype, one * (rows * cols // size[0])
+
+        ts = [("token_embd.weight", *blocks(types[0], vocab, h)), ("output_norm.weight", [h], 0, f32s(h))]
+        for l in range(layers):
+            b = f"blk.{l}."
+            ts += [(b + "attn_norm.weight", [h], 0, f32s(h)), (b + "ffn_norm.weight", [h], 0, f32s(h)),
+                   (b + "attn_q.weight", *blocks(types[1], heads * hd, h)),
+                   (b + "attn_k.weight", *blocks(types[1], kv * hd, h)),
+                   (b + "attn_v.weight", *blocks(types[1], kv * hd, h)),
+                   (b + "attn_output.weight", *blocks(types[1], h, heads * hd))]
+            if arch.startswith("qwen3"):
+                ts += [(b + "attn_q_norm.weight", [hd], 0, f32s(hd)), (b + "attn_k_norm.weight", [hd], 0, f32s(hd))]
+            if experts:
+                ts.append((b + "ffn_gate_inp.weight", [h, experts], 0, f32s(h * experts)))
+                for part, rows, cols in (("gate", inner, h), ("up", inner, h), ("down", h, inner)):
+                    dims, t, data = blocks(types[2], rows * experts, cols)
+                    ts.append((b + f"ffn_{part}_exps.weight", [cols, rows, experts], t, data))
+            else:
+                for part, rows, cols in (("gate", inner, h), ("up", inner, h), ("down", h, inner)):
+                    ts.append((b + f"ffn_{part}.weight", *blocks(types[2], rows, cols)))
+        return gguf(keys, ts)
+
+    out("gguf_model", "qwen3moe-q8_0.gguf", model("qwen3moe", 2, 2, (8, 8, 8)))
+    out("gguf_model", "llama-q4_0.gguf", model("llama", 1, 0, (0, 2, 2)))
+    out("gguf_model", "mixtral-f32.gguf", model("llama", 1, 2, (0, 0, 0)))
+
     requests = {
         "chat.json": {"model": "m", "messages": [{"role": "system", "content": "Be brief."},
                                                  {"role": "user", "content": "Hi"}],

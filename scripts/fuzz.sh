@@ -18,8 +18,8 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(safetensors gguf gguf_split tokenizer_json jinja model_config manifest hub_json
-    openai_request)
+  targets=(safetensors gguf gguf_split gguf_model tokenizer_json jinja model_config manifest
+    hub_json openai_request)
 fi
 cmake --build "$build" -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}")
 
@@ -27,6 +27,7 @@ declare -A seeds=(
   [safetensors]="fuzz/corpus/safetensors"
   [gguf]="fuzz/corpus/gguf tests/data/tokenizer/pre-tokenizers"
   [gguf_split]="fuzz/corpus/gguf_split"
+  [gguf_model]="fuzz/corpus/gguf_model tests/data/models-gguf"
   [tokenizer_json]="fuzz/corpus/tokenizer_json tests/data/models/qwen3-moe/tokenizer.json tests/data/models/gpt-oss/tokenizer.json"
   [jinja]="fuzz/corpus/jinja tests/data/chat-templates/templates"
   [model_config]="fuzz/corpus/model_config $(ls tests/data/models/*/config.json | tr '\n' ' ')"
