@@ -15,6 +15,7 @@
 #include "engine/measure/delta_rule_benchmark.h"
 #include "engine/measure/kernel_benchmark.h"
 #include "engine/measure/trace.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/synthetic_checkpoint.h"
 
 namespace tandem::app {
@@ -169,7 +170,10 @@ int run_bench(const BenchCommandOptions& o) {
     return 2;
   }
   forward::RunSettings settings;
-  if (!model::parse_cpu_format(o.cpu_format, settings.load.cpu_format)) {
+  const std::string asked = !o.cpu_format.empty()          ? o.cpu_format
+                            : model::is_gguf_path(o.model) ? "native"
+                                                           : "int8";
+  if (!model::parse_cpu_format(asked, settings.load.cpu_format)) {
     std::fprintf(stderr, "tandem: --cpu-format must be native, int8, int4, bf16 or mxfp4.\n");
     return 2;
   }
@@ -280,14 +284,14 @@ int run_bench(const BenchCommandOptions& o) {
         {"dynamic_update", h.dynamic_update},
         {"overlap", h.overlap}};
   }
-  const std::string format(model::cpu_format_name(model->cpu_format()));
+  const std::string used_format(model::cpu_format_name(model->cpu_format()));
   const std::string variant(kernels::variant_name(model->cpu_variant()));
   if (o.json) {
     nlohmann::json j = {
         {"model", o.model},
         {"architecture", model->spec().architecture},
         {"layers", model->spec().num_layers},
-        {"cpu_format", format},
+        {"cpu_format", used_format},
         {"cpu_variant", variant},
         {"dense", o.dense},
         {"onednn_matrices", model->onednn_matrices()},
@@ -323,8 +327,8 @@ int run_bench(const BenchCommandOptions& o) {
   const std::string name = model->spec().architecture.substr(0, 24);
   const auto row = [&](const std::string& test, const measure::Measurement& m) {
     std::cout << fmt::format(
-        "| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>16} | {:>9.2f} ± {:<6.2f} |\n", name, format,
-        variant, threads, model->pools(), test, m.mean(), m.stddev());
+        "| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>16} | {:>9.2f} ± {:<6.2f} |\n", name,
+        used_format, variant, threads, model->pools(), test, m.mean(), m.stddev());
   };
   // As llama-bench names the tests: "pp512", or "pp512 @ d8192" at a depth.
   const auto test_name = [&](const char* kind, std::int64_t tokens) {

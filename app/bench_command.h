@@ -17,7 +17,8 @@ struct BenchCommandOptions {
   int threads = 0;
   int pools = 0;  // 0: a converted folder's own count, else one per NUMA node
   int repetitions = 3;
-  std::string cpu_format = "int8";
+  // Empty: as a .gguf file is stored (native), else int8.
+  std::string cpu_format;
   bool dense_bf16 = false;
   std::string dense = "auto";  // model::DenseBackend: auto, packed or onednn
   bool json = false;

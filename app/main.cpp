@@ -292,8 +292,8 @@ int main(int argc, char** argv) {
   bench_cmd
       ->add_option(
           "--cpu-format", bench.cpu_format,
-          "Weights on the CPU: native, int8, int4, bf16 or mxfp4; a converted folder uses its own")
-      ->capture_default_str()
+          "Weights on the CPU: native, int8, int4, bf16 or mxfp4 (default: native for a .gguf "
+          "file, as tandem run takes it, else int8); a converted folder uses its own")
       ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
   bench_cmd
       ->add_option("--dense", bench.dense,
