@@ -200,6 +200,12 @@ json config_of(const GgufSet& set, const std::string& arch, const GgufArchitectu
     throw ModelError(set.path() + ": " + m.key("embedding_length") + ", " + m.key("block_count") +
                      " and " + m.key("attention.head_count") + " must be above zero.");
   }
+  // Every layer holds tensors of its own.
+  if (static_cast<std::uint64_t>(layers) > set.tensors().size()) {
+    throw ModelError(set.path() + ": " + m.key("block_count") + " says " + std::to_string(layers) +
+                     " layers but the file holds only " + std::to_string(set.tensors().size()) +
+                     " tensors; the file is damaged.");
+  }
   const std::int64_t kv_heads = m.whole(m.key("attention.head_count_kv")).value_or(heads);
   const std::int64_t head_dim = m.whole(m.key("attention.key_length")).value_or(hidden / heads);
   const std::int64_t value_dim = m.whole(m.key("attention.value_length")).value_or(head_dim);

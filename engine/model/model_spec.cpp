@@ -444,6 +444,14 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
         source +
         ": hidden_size, num_hidden_layers, num_attention_heads and vocab_size must be above zero.");
   }
+  // Per-layer settings are held in vectors of this length: a count no model comes near is a
+  // damaged file, not a reason to allocate gigabytes.
+  constexpr std::int64_t kMaxLayers = 4096;
+  if (s.num_layers > kMaxLayers) {
+    throw ModelError(source + ": num_hidden_layers is " + std::to_string(s.num_layers) +
+                     "; models have at most a few hundred layers (Tandem reads up to " +
+                     std::to_string(kMaxLayers) + "), so the file is damaged.");
+  }
   if (s.num_kv_heads == 0 || s.num_heads % s.num_kv_heads != 0) {
     throw ModelError(source + ": num_attention_heads (" + std::to_string(s.num_heads) +
                      ") must be a multiple of num_key_value_heads (" +

@@ -228,6 +228,31 @@ class TestGgufModel : public QObject {
     }
   }
 
+  // More layers than the file has tensors: refused before anything is sized by the count.
+  void layerCountBeyondTheTensors() {
+    QTemporaryDir dir;
+    std::string bytes = read_bytes(fixture_path("qwen3moe-q8_0.gguf"));
+    const std::string key = "qwen3moe.block_count";
+    const std::size_t at = bytes.find(key);
+    QVERIFY(at != std::string::npos);
+    const std::size_t value_at = at + key.size() + 4;  // after the key, its type (uint32)
+    std::uint32_t layers = 0;
+    std::memcpy(&layers, bytes.data() + value_at, 4);
+    QCOMPARE(layers, 2u);
+    layers = 536870913;
+    std::memcpy(bytes.data() + value_at, &layers, 4);
+    const std::string path = dir.filePath("layers.gguf").toStdString();
+    std::ofstream(path, std::ios::binary) << bytes;
+    try {
+      model::LoadedModel::load(path);
+      QFAIL("loaded with half a billion layers");
+    } catch (const model::ModelError& e) {
+      QVERIFY2(std::string(e.what()).find("says 536870913 layers but the file holds only") !=
+                   std::string::npos,
+               e.what());
+    }
+  }
+
   void otherArchitectureIsRefused() {
     QTemporaryDir dir;
     // general.architecture's value (the keys spell "qwen3moe." with a dot after it).

@@ -165,6 +165,14 @@ class TestModelErrors : public QObject {
     QVERIFY2(e.contains("multiple of num_key_value_heads"), qPrintable(e));
   }
 
+  // A layer count no model comes near is a damaged file, refused before anything is sized by
+  // it (found by fuzzing the GGUF loader, which builds the same spec).
+  void absurdLayerCount() {
+    editConfig(folder_, [](json& c) { c["num_hidden_layers"] = 536870913; });
+    const QString e = loadError(folder_);
+    QVERIFY2(e.contains("num_hidden_layers is 536870913") && e.contains("damaged"), qPrintable(e));
+  }
+
   // Settings that matter are read in either transformers spelling and never guessed: what is
   // missing or contradictory gets a sentence naming the setting.
   void settingsThatMatter_data() {
