@@ -3,20 +3,14 @@
 #include <cstring>
 
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/gguf_block_layout.h"
 
 namespace tandem::kernels {
 namespace {
 
-// IQ4_NL's and IQ4_XS's sixteen levels: a non-uniform 4-bit grid (the format's definition,
-// as ggml's kvalues_iq4nl specifies it).
-constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                        1,    13,   25,  38,  53,  69,  89,  113};
-
-float half(const std::uint8_t* p) {
-  std::uint16_t v;
-  std::memcpy(&v, p, 2);
-  return f16_to_f32(v);
-}
+using gguf_layout::half;
+using gguf_layout::k_scale_min;
+using gguf_layout::kIq4Levels;
 
 // Q4_0, Q4_1 (with a minimum): low nibbles are weights 0..15, high nibbles 16..31.
 void q4(const std::uint8_t* b, bool with_min, float* y) {
@@ -80,23 +74,13 @@ void q2_k(const std::uint8_t* b, float* y) {
   }
 }
 
-// The 12 bytes of Q3_K's sixteen 6-bit scales: low four bits in bytes 0..7 (two to a byte),
-// the high two in bytes 8..11 (four to a byte). Scales are stored plus 32.
-void q3_k_scales(const std::uint8_t* s, int* out) {
-  for (int i = 0; i < 16; ++i) {
-    const int low = i < 8 ? s[i] & 0x0F : s[i - 8] >> 4;
-    const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-    out[i] = (low | (high << 4)) - 32;
-  }
-}
-
 // Q3_K: 16 sub-blocks of 16; 2 low bits of each weight as in Q2_K, the third in a 32-byte
 // mask (bit k of byte l for weight 32k + l); a clear bit subtracts 4.
 void q3_k(const std::uint8_t* b, float* y) {
   const std::uint8_t* hmask = b;
   const std::uint8_t* qs = b + 32;
   int scales[16];
-  q3_k_scales(b + 96, scales);
+  for (int i = 0; i < 16; ++i) scales[i] = gguf_layout::q3_k_scale(b + 96, i);
   const float d = half(b + 108);
   int sub = 0;
   std::uint8_t bit = 1;
@@ -113,19 +97,6 @@ void q3_k(const std::uint8_t* b, float* y) {
       }
       bit = static_cast<std::uint8_t>(bit << 1);
     }
-  }
-}
-
-// Q4_K's and Q5_K's eight 6-bit scales and minimums in 12 bytes: sub-blocks 0..3 in the low
-// six bits of bytes 0..3 (scale) and 4..7 (minimum); 4..7 in bytes 8..11's nibbles with their
-// top two bits in the spare bits of bytes 0..7.
-void k_scale_min(const std::uint8_t* s, int j, int* scale, int* min) {
-  if (j < 4) {
-    *scale = s[j] & 63;
-    *min = s[j + 4] & 63;
-  } else {
-    *scale = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-    *min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
   }
 }
 

@@ -1,21 +1,25 @@
 #include "kernels/cpu/gguf_matmul.h"
 
+#include "kernels/cpu/gguf_block_layout.h"
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
 namespace tandem::kernels {
 namespace {
 
-// IQ4_NL's and IQ4_XS's levels (kernels/cpu/gguf_blocks.cpp has the same table) plus 128.
-constexpr std::uint8_t kIq4Codes[16] = {1,   24,  45,  63,  79,  93,  106, 118,
-                                        129, 141, 153, 166, 181, 197, 217, 241};
+// IQ4_NL's and IQ4_XS's levels plus 128.
+constexpr auto kIq4Codes = [] {
+  std::array<std::uint8_t, 16> codes{};
+  for (int i = 0; i < 16; ++i)
+    codes[i] = static_cast<std::uint8_t>(gguf_layout::kIq4Levels[i] + 128);
+  return codes;
+}();
 
-float half(const std::uint8_t* p) {
-  std::uint16_t v;
-  std::memcpy(&v, p, 2);
-  return f16_to_f32(v);
-}
+using gguf_layout::half;
+using gguf_layout::k_scale_min;
 
 // Each unpacker turns one block into codes u, and per 16 weights a scale s and offset o:
 // weight = s * (u - bias) + o, the bias its format's (Unpacker::bias).
@@ -102,9 +106,7 @@ void q3_k(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
     const std::uint8_t* q = qs + 32 * half_block;
     for (int shift = 0; shift < 8; shift += 2) {
       for (int part = 0; part < 2; ++part, ++sub) {
-        const int low = sub < 8 ? packed[sub] & 0x0F : packed[sub - 8] >> 4;
-        const int high = (packed[8 + sub % 4] >> (2 * (sub / 4))) & 3;
-        s[sub] = d * static_cast<float>((low | (high << 4)) - 32);
+        s[sub] = d * static_cast<float>(gguf_layout::q3_k_scale(packed, sub));
         o[sub] = 0.0f;
         for (int l = 0; l < 16; ++l) {
           const int code =
@@ -114,16 +116,6 @@ void q3_k(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
       }
       bit = static_cast<std::uint8_t>(bit << 1);
     }
-  }
-}
-
-void k_scale_min(const std::uint8_t* sc, int j, int* scale, int* min) {
-  if (j < 4) {
-    *scale = sc[j] & 63;
-    *min = sc[j + 4] & 63;
-  } else {
-    *scale = (sc[j + 4] & 0x0F) | ((sc[j - 4] >> 6) << 4);
-    *min = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
   }
 }
 

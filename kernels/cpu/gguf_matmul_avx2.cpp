@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/gguf_block_layout.h"
 #include "kernels/cpu/gguf_matmul.h"
 
 namespace tandem::kernels {
@@ -97,15 +98,7 @@ void q4_0_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float
   }
 }
 
-void k_scale_min(const std::uint8_t* sc, int j, int* scale, int* min) {
-  if (j < 4) {
-    *scale = sc[j] & 63;
-    *min = sc[j + 4] & 63;
-  } else {
-    *scale = (sc[j + 4] & 0x0F) | ((sc[j - 4] >> 6) << 4);
-    *min = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-  }
-}
+using gguf_layout::k_scale_min;
 
 void q45_k_row(const std::uint8_t* b, std::int64_t blocks, bool five, std::uint8_t* u, float* s,
                float* o) {
