@@ -416,6 +416,14 @@ Checkpoint::Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec)
                        ", which Tandem does not compute with yet; it reads " + computable_types() +
                        ". Choose another quantisation of this model.");
     }
+    // A row is whole blocks (ggml requires it); any other file would be read past its rows.
+    const kernels::DTypeBlock block = kernels::dtype_block(dtype);
+    if (shape.empty() || shape.back() % block.elements != 0) {
+      throw ModelError(t.file->path() + ": tensor " + t.info->name + " has rows of " +
+                       std::to_string(shape.empty() ? 0 : shape.back()) + " weights, not whole " +
+                       ggml_type_phrase(t.info->ggml_type) + " blocks of " +
+                       std::to_string(block.elements) + "; the file is damaged.");
+    }
     auto info = std::make_unique<TensorInfo>();
     info->name = hf;
     info->dtype = dtype;
