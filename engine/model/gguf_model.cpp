@@ -27,6 +27,8 @@ constexpr GgufArchitecture kArchitectures[] = {
     {"llama", "LlamaForCausalLM", "MixtralForCausalLM"},
     {"qwen3", "Qwen3ForCausalLM", nullptr},
     {"qwen3moe", "Qwen3MoeForCausalLM", nullptr},
+    {"deepseek2", "DeepseekV3ForCausalLM", nullptr},
+    {"glm4moe", "Glm4MoeForCausalLM", nullptr},
 };
 
 const GgufArchitecture* find_architecture(const std::string& name) {
@@ -189,39 +191,147 @@ void read_rope_scaling(const Metadata& m, json& config) {
   config["rope_scaling"] = scaling;
 }
 
+// Whether layer 0 holds `tensor` ("attn_q_norm.weight"): llama.cpp reads some features from
+// the tensors a file has, not from a key.
+bool layer_has(const GgufSet& set, const char* tensor) {
+  return set.tensors().count(std::string("blk.0.") + tensor) != 0;
+}
+
+// The router of DeepSeek-V3 and GLM-4.5: sigmoid scores with a correction bias, experts in
+// groups, a scaled sum. llama.cpp groups experts only where the file says so.
+void read_sigmoid_router(const Metadata& m, json& c) {
+  c["n_routed_experts"] = m.required_whole(m.key("expert_count"));
+  c["num_experts_per_tok"] = m.required_whole(m.key("expert_used_count"));
+  c["moe_intermediate_size"] = m.required_whole(m.key("expert_feed_forward_length"));
+  c["n_shared_experts"] = m.required_whole(m.key("expert_shared_count"));
+  c["routed_scaling_factor"] = m.required_number(m.key("expert_weights_scale"));
+  // Absent, llama.cpp does not renormalise the chosen experts' weights.
+  c["norm_topk_prob"] = m.flag(m.key("expert_weights_norm")).value_or(false);
+  c["n_group"] = m.whole(m.key("expert_group_count")).value_or(1);
+  c["topk_group"] = m.whole(m.key("expert_group_used_count")).value_or(1);
+  c["scoring_func"] = "sigmoid";
+}
+
+// llama.cpp's expert_gating_func values.
+constexpr std::int64_t kGatingSoftmax = 1, kGatingSigmoid = 2;
+
+// DeepSeek-V3, Kimi-K2 and their kin (multi-head latent attention).
+void deepseek2_config(const Metadata& m, std::int64_t layers, json& c) {
+  const std::string& path = m.path();
+  std::int64_t gating = m.whole(m.key("expert_gating_func")).value_or(0);
+  // Files of DeepSeek-V2 and V2.5 predate the key (softmax); so do some of GLM-4.7-Flash,
+  // which llama.cpp tells by its 47 layers (48 with the prediction layer): sigmoid.
+  if (gating == 0) gating = layers == 47 || layers == 48 ? kGatingSigmoid : kGatingSoftmax;
+  if (gating != kGatingSigmoid) {
+    throw ModelError(path + ": its experts are chosen by " +
+                     (gating == kGatingSoftmax ? std::string("softmax")
+                                               : "gating function " + std::to_string(gating)) +
+                     " scores (as DeepSeek-V2 and V2.5 are), which Tandem does not run from GGUF "
+                     "yet; it runs the sigmoid router of DeepSeek-V3, R1 and Kimi-K2.");
+  }
+  read_sigmoid_router(m, c);
+  c["intermediate_size"] = m.required_whole(m.key("feed_forward_length"));
+  c["first_k_dense_replace"] = m.required_whole(m.key("leading_dense_block_count"));
+  const std::int64_t latent = m.required_whole(m.key("attention.kv_lora_rank"));
+  const std::int64_t rope = m.required_whole(m.key("rope.dimension_count"));
+  // Current conversions describe the attention as the multi-query attention it is computed
+  // as (one head of latent + rotary key, values the latent), and give the per-head sizes in
+  // the _mla keys; older ones give the per-head sizes as key_length and value_length.
+  const std::int64_t heads = c["num_attention_heads"];
+  const std::int64_t kv_heads = m.whole(m.key("attention.head_count_kv")).value_or(heads);
+  const bool mqa = kv_heads == 1 && heads > 1;
+  const std::string k_key = m.key(mqa ? "attention.key_length_mla" : "attention.key_length");
+  const std::string v_key = m.key(mqa ? "attention.value_length_mla" : "attention.value_length");
+  const std::int64_t qk = m.required_whole(k_key);
+  const std::int64_t v = m.required_whole(v_key);
+  if (rope == 0 || rope >= qk || latent == 0 || v == 0) {
+    throw ModelError(path + ": " + m.key("rope.dimension_count") + " (" + std::to_string(rope) +
+                     ") must be above zero and below " + k_key + " (" + std::to_string(qk) +
+                     "), and " + m.key("attention.kv_lora_rank") + " and " + v_key +
+                     " above zero; the file is damaged.");
+  }
+  c["num_key_value_heads"] = heads;
+  c["kv_lora_rank"] = latent;
+  c["q_lora_rank"] = nullptr;
+  if (const auto q = m.whole(m.key("attention.q_lora_rank")); q && *q > 0) c["q_lora_rank"] = *q;
+  c["qk_rope_head_dim"] = rope;
+  c["qk_nope_head_dim"] = qk - rope;
+  c["v_head_dim"] = v;
+  c["head_dim"] = rope;
+  // ggml turns adjacent pairs for this architecture, on the weights as Hugging Face stores
+  // them: the interleaved rotary embedding of DeepSeek's own code.
+  c["rope_interleave"] = true;
+  if (c.contains("rope_scaling") && c["rope_scaling"]["rope_type"] == "yarn") {
+    // llama.cpp scales cos and sin back to magnitude 1 and the softmax by the square of
+    // 1 + log_multiplier ln(factor): DeepSeek's YaRN with mscale equal to mscale_all_dim
+    // (as every release has it), the multiplier being 0.1 mscale_all_dim.
+    const double mscale = m.number(m.key("rope.scaling.yarn_log_multiplier")).value_or(0.0) / 0.1;
+    c["rope_scaling"]["mscale"] = mscale;
+    c["rope_scaling"]["mscale_all_dim"] = mscale;
+    c["rope_scaling"]["attention_factor"] = 1.0;
+  }
+}
+
+// Grouped-query attention, as the llama, qwen3, qwen3moe and glm4moe files describe it.
+void attention_config(const Metadata& m, const std::string& arch, std::int64_t hidden,
+                      std::int64_t heads, json& c) {
+  const std::string& path = m.path();
+  const std::int64_t kv_heads = m.whole(m.key("attention.head_count_kv")).value_or(heads);
+  const std::int64_t head_dim = m.whole(m.key("attention.key_length")).value_or(hidden / heads);
+  const std::int64_t value_dim = m.whole(m.key("attention.value_length")).value_or(head_dim);
+  if (value_dim != head_dim) {
+    throw ModelError(path + ": its keys and values differ in length (" +
+                     m.key("attention.key_length") + " " + std::to_string(head_dim) + ", " +
+                     m.key("attention.value_length") + " " + std::to_string(value_dim) +
+                     "), which Tandem does not run for " + arch + ".");
+  }
+  const auto rotated = m.whole(m.key("rope.dimension_count"));
+  if (arch == "glm4moe") {
+    // GLM turns the first part of each head (half, in every release).
+    if (rotated && (*rotated == 0 || *rotated > head_dim || *rotated % 2 != 0)) {
+      throw ModelError(path + ": " + m.key("rope.dimension_count") + " is " +
+                       std::to_string(*rotated) + ", which is no even part of its " +
+                       std::to_string(head_dim) + "-dimension heads; the file is damaged.");
+    }
+    c["partial_rotary_factor"] =
+        static_cast<double>(rotated.value_or(head_dim)) / static_cast<double>(head_dim);
+  } else if (rotated && *rotated != head_dim) {
+    throw ModelError(path + ": " + m.key("rope.dimension_count") + " is " +
+                     std::to_string(*rotated) + ", so rotary embeddings turn only part of each " +
+                     std::to_string(head_dim) + "-dimension head, which Tandem does not run for " +
+                     arch + ".");
+  }
+  c["num_key_value_heads"] = kv_heads;
+  c["head_dim"] = head_dim;
+}
+
 // The Hugging Face config.json the metadata amounts to, so that one parser checks both.
 json config_of(const GgufSet& set, const std::string& arch, const GgufArchitecture& a) {
   const Metadata m(set, arch);
   json c;
   const std::int64_t hidden = m.required_whole(m.key("embedding_length"));
-  const std::int64_t layers = m.required_whole(m.key("block_count"));
+  const std::int64_t blocks = m.required_whole(m.key("block_count"));
   const std::int64_t heads = m.required_whole(m.key("attention.head_count"));
-  if (hidden == 0 || layers == 0 || heads == 0) {
+  if (hidden == 0 || blocks == 0 || heads == 0) {
     throw ModelError(set.path() + ": " + m.key("embedding_length") + ", " + m.key("block_count") +
                      " and " + m.key("attention.head_count") + " must be above zero.");
   }
   // Every layer holds tensors of its own.
-  if (static_cast<std::uint64_t>(layers) > set.tensors().size()) {
-    throw ModelError(set.path() + ": " + m.key("block_count") + " says " + std::to_string(layers) +
+  if (static_cast<std::uint64_t>(blocks) > set.tensors().size()) {
+    throw ModelError(set.path() + ": " + m.key("block_count") + " says " + std::to_string(blocks) +
                      " layers but the file holds only " + std::to_string(set.tensors().size()) +
                      " tensors; the file is damaged.");
   }
-  const std::int64_t kv_heads = m.whole(m.key("attention.head_count_kv")).value_or(heads);
-  const std::int64_t head_dim = m.whole(m.key("attention.key_length")).value_or(hidden / heads);
-  const std::int64_t value_dim = m.whole(m.key("attention.value_length")).value_or(head_dim);
-  if (value_dim != head_dim) {
-    throw ModelError(set.path() + ": its keys and values differ in length (" +
-                     m.key("attention.key_length") + " " + std::to_string(head_dim) + ", " +
-                     m.key("attention.value_length") + " " + std::to_string(value_dim) +
-                     "), which Tandem does not run for " + arch + ".");
+  // GLM-4.5's (and others') next-token-prediction layers are counted in block_count and
+  // stored after the others; Tandem does not run them.
+  const std::int64_t predict = m.whole(m.key("nextn_predict_layers")).value_or(0);
+  if (predict >= blocks) {
+    throw ModelError(set.path() + ": " + m.key("nextn_predict_layers") + " (" +
+                     std::to_string(predict) + ") leaves no layers of the " +
+                     std::to_string(blocks) + " in " + m.key("block_count") +
+                     "; the file is damaged.");
   }
-  if (const auto rotated = m.whole(m.key("rope.dimension_count"));
-      rotated && *rotated != head_dim) {
-    throw ModelError(set.path() + ": " + m.key("rope.dimension_count") + " is " +
-                     std::to_string(*rotated) + ", so rotary embeddings turn only part of each " +
-                     std::to_string(head_dim) + "-dimension head, which Tandem does not run for " +
-                     arch + ".");
-  }
+  const std::int64_t layers = blocks - predict;
   if (set.tensors().count("rope_freqs.weight") != 0) {
     throw ModelError(set.path() +
                      ": it scales its rotary frequencies with a stored table (rope_freqs.weight, "
@@ -240,19 +350,22 @@ json config_of(const GgufSet& set, const std::string& arch, const GgufArchitectu
                      " rows; the file is damaged.");
   }
   const std::int64_t experts = m.whole(m.key("expert_count")).value_or(0);
-  const bool moe = arch == "qwen3moe" || (a.with_experts != nullptr && experts > 0);
-  c["architectures"] = json::array({moe && a.with_experts != nullptr ? a.with_experts : a.dense});
+  const bool moe = a.with_experts != nullptr && experts > 0;
+  c["architectures"] = json::array({moe ? a.with_experts : a.dense});
   c["vocab_size"] = vocab;
   c["hidden_size"] = hidden;
   c["num_hidden_layers"] = layers;
   c["num_attention_heads"] = heads;
-  c["num_key_value_heads"] = kv_heads;
-  c["head_dim"] = head_dim;
   c["rms_norm_eps"] = m.required_number(m.key("attention.layer_norm_rms_epsilon"));
   c["max_position_embeddings"] = m.required_whole(m.key("context_length"));
   c["rope_theta"] = m.number(m.key("rope.freq_base")).value_or(10000.0);
   c["tie_word_embeddings"] = set.tensors().count("output.weight") == 0;
   read_rope_scaling(m, c);
+  if (arch == "deepseek2") {
+    deepseek2_config(m, blocks, c);
+  } else {
+    attention_config(m, arch, hidden, heads, c);
+  }
   if (arch == "qwen3moe") {
     c["num_experts"] = m.required_whole(m.key("expert_count"));
     c["num_experts_per_tok"] = m.required_whole(m.key("expert_used_count"));
@@ -263,11 +376,25 @@ json config_of(const GgufSet& set, const std::string& arch, const GgufArchitectu
     c["norm_topk_prob"] = m.flag(m.key("expert_weights_norm")).value_or(true);
     c["decoder_sparse_step"] = 1;
     c["mlp_only_layers"] = json::array();
+  } else if (arch == "glm4moe") {
+    if (const auto gating = m.whole(m.key("expert_gating_func"));
+        gating && *gating != kGatingSigmoid) {
+      throw ModelError(set.path() + ": " + m.key("expert_gating_func") + " is " +
+                       std::to_string(*gating) +
+                       ", but GLM-4.5's experts are chosen by sigmoid scores (2); the file is "
+                       "damaged or was written wrongly.");
+    }
+    read_sigmoid_router(m, c);
+    c["intermediate_size"] = m.required_whole(m.key("feed_forward_length"));
+    c["first_k_dense_replace"] = m.whole(m.key("leading_dense_block_count")).value_or(0);
+    // As llama.cpp does, per-head q/k norms and q/k/v biases where the file has them.
+    c["use_qk_norm"] = layer_has(set, "attn_q_norm.weight");
+    c["attention_bias"] = layer_has(set, "attn_q.bias");
   } else if (moe) {  // Mixtral
     c["num_local_experts"] = experts;
     c["num_experts_per_tok"] = m.required_whole(m.key("expert_used_count"));
     c["intermediate_size"] = m.required_whole(m.key("feed_forward_length"));
-  } else {
+  } else if (arch != "deepseek2") {
     c["intermediate_size"] = m.required_whole(m.key("feed_forward_length"));
   }
   read_special_tokens(m, c);
@@ -291,6 +418,23 @@ constexpr LayerName kLayerNames[] = {
     {"ffn_gate.weight", "mlp.gate_proj.weight"},
     {"ffn_up.weight", "mlp.up_proj.weight"},
     {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    // Multi-head latent attention.
+    {"attn_q_a.weight", "self_attn.q_a_proj.weight"},
+    {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
+    {"attn_q_b.weight", "self_attn.q_b_proj.weight"},
+    {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"},
+    {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"},
+    {"attn_kv_b.weight", "self_attn.kv_b_proj.weight"},
+    {"attn_k_b.weight", "self_attn.k_b_proj.weight"},  // kv_b's key part, split per head
+    {"attn_v_b.weight", "self_attn.v_b_proj.weight"},  // and its value part
+    // The shared experts and the router's correction bias (DeepSeek-V3, GLM-4.5).
+    {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"},
+    {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"},
+    {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"},
+    {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
 };
 constexpr LayerName kGlobalNames[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
@@ -334,6 +478,35 @@ constexpr const char* kFileTypes[] = {
     "Q6_K",  "IQ2_XXS", "IQ2_XS", "Q2_K_S", "IQ3_XS", "IQ3_XXS", "IQ1_S",  "IQ4_NL", "IQ3_S",
     "IQ3_M", "IQ2_S",   "IQ2_M",  "IQ4_XS", "IQ1_M",  "BF16",
 };
+
+// Current llama.cpp conversions store MLA's kv_b split per head, the key part transposed for
+// the absorbed query: attn_k_b [heads][latent][nope] and attn_v_b [heads][v][latent]. Tandem's
+// latent attention reads kv_b [heads][nope + v][latent], rebuilt here in F16 from the two
+// (small beside the experts: 2 GB for DeepSeek-V3's 61 layers).
+void join_kv_b(Checkpoint& c, const ModelSpec& s, std::int64_t layer) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
+  if (c.find(p + "kv_b_proj.weight") != nullptr || c.find(p + "k_b_proj.weight") == nullptr) return;
+  const std::int64_t heads = s.num_heads, nope = s.qk_nope_head_dim, vd = s.v_head_dim;
+  const std::int64_t latent = s.kv_lora_rank;
+  const kernels::WeightMatrix k_b = c.matrix(p + "k_b_proj.weight", heads * latent, nope);
+  const kernels::WeightMatrix v_b = c.matrix(p + "v_b_proj.weight", heads * vd, latent);
+  auto* out =
+      static_cast<_Float16*>(c.derive(p + "kv_b_proj.weight", kernels::DType::F16,
+                                      {heads * (nope + vd), latent}, p + "k_b_proj.weight"));
+  std::vector<float> row(static_cast<std::size_t>(std::max(nope, latent)));
+  for (std::int64_t h = 0; h < heads; ++h) {
+    _Float16* head = out + h * (nope + vd) * latent;
+    for (std::int64_t j = 0; j < latent; ++j) {
+      k_b.row_f32(h * latent + j, row.data());
+      for (std::int64_t i = 0; i < nope; ++i) head[i * latent + j] = static_cast<_Float16>(row[i]);
+    }
+    for (std::int64_t i = 0; i < vd; ++i) {
+      v_b.row_f32(h * vd + i, row.data());
+      for (std::int64_t j = 0; j < latent; ++j)
+        head[(nope + i) * latent + j] = static_cast<_Float16>(row[j]);
+    }
+  }
+}
 
 }  // namespace
 
@@ -494,7 +667,12 @@ Checkpoint::Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec)
     const std::string rest = name.substr(dot + 1);
     const std::string hf = "model.layers." + std::to_string(layer) + ".";
     for (const LayerName& n : kLayerNames) {
-      if (rest == n.gguf) add(hf + n.hf, name, t, shape, 0);
+      if (rest != n.gguf) continue;
+      // attn_k_b and attn_v_b are [heads][rows][cols] in current conversions: as matrices,
+      // the heads' rows one after the other.
+      std::vector<std::int64_t> rows_cols = shape;
+      if (rows_cols.size() == 3) rows_cols = {shape[0] * shape[1], shape[2]};
+      add(hf + n.hf, name, t, rows_cols, 0);
     }
     if (rest == "ffn_gate_inp.weight") {
       add(hf + (mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight"), name, t, shape, 0);
@@ -527,6 +705,9 @@ Checkpoint::Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec)
         add(expert_name(layer, std::stoll(number), part), name, t, shape, 0);
       }
     }
+  }
+  if (spec.mla) {
+    for (std::int64_t l = 0; l < spec.num_layers; ++l) join_kv_b(*this, spec, l);
   }
 }
 

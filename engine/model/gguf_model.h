@@ -4,7 +4,9 @@
 // its stored block format.
 //
 // Architectures (general.architecture): llama (Llama, and Mixtral when it has experts),
-// qwen3, qwen3moe. Every setting the forward pass needs is read from the metadata; one
+// qwen3, qwen3moe, deepseek2 (DeepSeek-V3, R1, Kimi-K2: latent attention, with kv_b stored
+// whole or split per head as attn_k_b and attn_v_b) and glm4moe (GLM-4.5 and later; the
+// next-token-prediction layers are left out). Every setting the forward pass needs is read from the metadata; one
 // that is absent, and a feature Tandem does not read from GGUF, is a ModelError with a
 // sentence naming the file and the key. Where the GGUF format itself defines a value for an
 // absent key (head_count_kv: head_count; key_length: embedding_length / head_count;

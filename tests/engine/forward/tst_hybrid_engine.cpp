@@ -145,6 +145,12 @@ class TestHybridEngine : public QObject {
     QTest::addRow("mixtral-q4_k.gguf N=2") << "mixtral-q4_k.gguf"
                                            << "native"
                                            << "frequency" << 2 << 0 << false;
+    QTest::addRow("deepseek2-split.gguf N=2") << "deepseek2-split.gguf"
+                                              << "native"
+                                              << "uniform" << 2 << 0 << false;
+    QTest::addRow("glm4moe-mixed.gguf N=-1") << "glm4moe-mixed.gguf"
+                                             << "native"
+                                             << "frequency" << -1 << 0 << false;
     QTest::addRow("llama-mixed.gguf int8") << "llama-mixed.gguf"
                                            << "int8"
                                            << "uniform" << -1 << 0 << false;

@@ -7,6 +7,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -63,6 +64,12 @@ float relative_difference(const std::vector<float>& got, const std::vector<float
   return worst / (*hi - *lo);
 }
 
+// The fixtures tests/tools/make_gguf_model_fixtures.py writes.
+constexpr const char* kFixtures[] = {
+    "qwen3moe-q8_0", "qwen3moe-mixed",  "llama-mixed",    "qwen3-f16",
+    "mixtral-q4_k",  "deepseek2-split", "deepseek2-kv_b", "glm4moe-mixed",
+};
+
 }  // namespace
 
 class TestGgufModel : public QObject {
@@ -70,9 +77,7 @@ class TestGgufModel : public QObject {
  private slots:
   void matchesOracle_data() {
     QTest::addColumn<QString>("fixture");
-    for (const char* f :
-         {"qwen3moe-q8_0", "qwen3moe-mixed", "llama-mixed", "qwen3-f16", "mixtral-q4_k"})
-      QTest::newRow(f) << QString::fromLatin1(f);
+    for (const char* f : kFixtures) QTest::newRow(f) << QString::fromLatin1(f);
   }
 
   void matchesOracle() {
@@ -123,8 +128,7 @@ class TestGgufModel : public QObject {
   // hold all of them.
   void fixturesCoverEveryFormat() {
     std::set<std::string> formats;
-    for (const char* f :
-         {"qwen3moe-q8_0", "qwen3moe-mixed", "llama-mixed", "qwen3-f16", "mixtral-q4_k"}) {
+    for (const char* f : kFixtures) {
       const auto expected = expected_of(f);
       for (const auto& t : expected["formats"]) formats.insert(t.get<std::string>());
     }
@@ -166,6 +170,67 @@ class TestGgufModel : public QObject {
 
     const model::GgufSet mixtral(fixture_path("mixtral-q4_k.gguf"));
     QCOMPARE(model::gguf_model_spec(mixtral).family, model::Family::Mixtral);
+
+    // DeepSeek-V3 as current llama.cpp describes it: multi-query sizes, the per-head ones in
+    // the _mla keys.
+    const model::GgufSet split(fixture_path("deepseek2-split.gguf"));
+    const model::ModelSpec d = model::gguf_model_spec(split);
+    QCOMPARE(d.family, model::Family::DeepseekV3);
+    QVERIFY(d.mla);
+    QCOMPARE(d.q_lora_rank, std::int64_t{128});
+    QCOMPARE(d.kv_lora_rank, std::int64_t{128});
+    QCOMPARE(d.qk_nope_head_dim, std::int64_t{64});
+    QCOMPARE(d.qk_rope_head_dim, std::int64_t{32});
+    QCOMPARE(d.v_head_dim, std::int64_t{64});
+    QVERIFY(d.rope.interleaved);
+    QVERIFY(d.rope.type == model::RopeType::Yarn);
+    QCOMPARE(d.rope.attention_factor, 1.0);
+    // 1/sqrt(96) times (1 + 0.1 ln 4) squared.
+    QVERIFY(std::abs(d.attention_scale - std::pow(1 + 0.1 * std::log(4.0), 2) / std::sqrt(96.0)) <
+            1e-9);
+    QCOMPARE(d.scoring, model::RouterScoring::Sigmoid);
+    QVERIFY(d.score_correction_bias);
+    QCOMPARE(d.n_group, std::int64_t{4});
+    QCOMPARE(d.topk_group, std::int64_t{2});
+    QCOMPARE(d.routed_scaling_factor, 2.5);
+    QCOMPARE(d.shared_expert_intermediate_size, std::int64_t{256});
+    QCOMPARE(d.layer_is_moe, (std::vector<bool>{false, true, true}));
+    // Older files: per-head sizes in key_length and value_length, no low-rank query, and
+    // without the group keys one group (as llama.cpp routes them).
+    const model::GgufSet whole(fixture_path("deepseek2-kv_b.gguf"));
+    const model::ModelSpec o = model::gguf_model_spec(whole);
+    QCOMPARE(o.q_lora_rank, std::int64_t{0});
+    QCOMPARE(o.qk_nope_head_dim, std::int64_t{64});
+    QCOMPARE(o.v_head_dim, std::int64_t{64});
+    QCOMPARE(o.n_group, std::int64_t{1});
+    QVERIFY(!o.norm_topk_prob);
+    QCOMPARE(o.rope.type, model::RopeType::Default);
+
+    // GLM-4.5: its next-token-prediction layer is counted in block_count but not run.
+    const model::GgufSet glm(fixture_path("glm4moe-mixed.gguf"));
+    const model::ModelSpec g = model::gguf_model_spec(glm);
+    QCOMPARE(g.family, model::Family::Glm4Moe);
+    QCOMPARE(g.num_layers, std::int64_t{2});
+    QCOMPARE(g.rope_dim(), std::int64_t{32});
+    QVERIFY(!g.rope.interleaved);
+    QVERIFY(g.qk_norm);
+    QVERIFY(g.attention_bias);
+    QCOMPARE(g.layer_is_moe, (std::vector<bool>{false, true}));
+  }
+
+  // DeepSeek-V2's softmax router (a file without expert_gating_func) is refused, naming it.
+  void softmaxRouterIsRefused() {
+    QTemporaryDir dir;
+    const std::string path = patched(dir, "deepseek2-kv_b", "deepseek2.expert_gating_func",
+                                     "deepseek2.expert_gating_fUnc");
+    QVERIFY(!path.empty());
+    try {
+      model::LoadedModel::load(path);
+      QFAIL("loaded");
+    } catch (const model::ModelError& e) {
+      QVERIFY2(std::string(e.what()).find("softmax") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("DeepSeek-V2") != std::string::npos, e.what());
+    }
   }
 
   // The chat template and the special tokens come from the file too.
@@ -191,6 +256,8 @@ class TestGgufModel : public QObject {
                                    << "bf16" << 0.005;
     QTest::newRow("llama as int4") << "llama-mixed"
                                    << "int4" << 0.1;
+    QTest::newRow("latent attention as bf16") << "deepseek2-split"
+                                              << "bf16" << 0.005;
   }
 
   void packedAtLoad() {
