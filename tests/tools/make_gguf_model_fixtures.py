@@ -17,6 +17,11 @@ reordered for ggml's rotary mode), and for the dense ones, which transformers ca
 GGUF itself (llama, qwen3), the script also loads each file that way and requires the same
 logits: a second check that the files say what the oracle computed.
 
+Architectures: qwen3moe, qwen3, llama, llama with experts (Mixtral), deepseek2 (both ways
+llama.cpp has stored MLA's kv_b: whole, and split per head into attn_k_b and attn_v_b with the
+attention described as multi-query) and glm4moe (with a next-token-prediction layer appended,
+which readers leave out). `--only NAME[,NAME]` writes or verifies only those fixtures.
+
 Between them the fixtures hold every block format Tandem computes with: Q4_0, Q4_1, Q5_0,
 Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, F16, BF16 and F32.
 """
@@ -95,8 +100,12 @@ def unpermute(w, heads):
 
 
 class Fixture:
-    def __init__(self, name, arch, config, types, seed):
+    def __init__(self, name, arch, config, types, seed, **layout):
         self.name, self.arch, self.config, self.types, self.seed = name, arch, config, types, seed
+        # split_kv_b: MLA's kv_b stored as attn_k_b and attn_v_b, and the attention described
+        # as multi-query (current llama.cpp); groups: the expert_group keys written;
+        # predict_layers: next-token-prediction layers appended (GLM-4.5).
+        self.layout = layout
 
 
 def fixtures(vocab):
@@ -141,11 +150,54 @@ def fixtures(vocab):
         rope_theta=1000000.0, tie_word_embeddings=False), {
             "*": T.Q4_K, "router": T.BF16, "output": T.Q6_K, "token_embd": T.BF16,
             "1.attn_v": T.BF16}, 15))
+    # DeepSeek-V3 as current llama.cpp converts it: kv_b split per head into attn_k_b and
+    # attn_v_b, the attention described as multi-query, YaRN, experts in groups.
+    mla = dict(vocab_size=vocab, hidden_size=256, num_attention_heads=4, num_key_value_heads=4,
+               kv_lora_rank=128, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
+               intermediate_size=512, moe_intermediate_size=256, n_routed_experts=8,
+               num_experts_per_tok=2, n_shared_experts=1, max_position_embeddings=256,
+               rms_norm_eps=1e-6, tie_word_embeddings=False, rope_theta=10000.0)
+    out.append(Fixture("deepseek2-split", "deepseek2", transformers.DeepseekV3Config(
+        **mla, num_hidden_layers=3, q_lora_rank=128, first_k_dense_replace=1, n_group=4,
+        topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True,
+        rope_scaling={"type": "yarn", "rope_type": "yarn", "factor": 4.0,
+                      "original_max_position_embeddings": 64, "beta_fast": 32.0, "beta_slow": 1.0,
+                      "mscale": 1.0, "mscale_all_dim": 1.0}), {
+            "*": T.Q8_0, "router": T.F32, "token_embd": T.Q4_K, "output": T.Q6_K,
+            "attn_k_b": T.Q8_0, "attn_v_b": T.Q4_0, "1.attn_q_b": T.Q5_1,
+            "ffn_gate_exps": T.Q4_K, "ffn_up_exps": T.Q4_K, "ffn_down_exps": T.Q6_K,
+            "ffn_gate_shexp": T.Q5_K, "ffn_up_shexp": T.Q5_K, "ffn_down_shexp": T.Q8_0,
+            "2.ffn_gate_exps": T.Q3_K, "2.ffn_down_exps": T.Q5_K}, 16, split_kv_b=True,
+        groups=True))
+    # As older conversions (and ik_llama.cpp's) store it: kv_b whole, per-head sizes in
+    # key_length and value_length; no low-rank query, one expert group.
+    out.append(Fixture("deepseek2-kv_b", "deepseek2", transformers.DeepseekV3Config(
+        **mla, num_hidden_layers=2, q_lora_rank=None, first_k_dense_replace=1, n_group=1,
+        topk_group=1, routed_scaling_factor=1.5, norm_topk_prob=False), {
+            "*": T.Q8_0, "router": T.F16, "attn_kv_b": T.Q8_0, "output": T.Q8_0,
+            "ffn_gate_exps": T.Q5_K, "ffn_up_exps": T.Q4_K, "ffn_down_exps": T.Q6_K}, 17))
+    # GLM-4.5: q/k/v biases, per-head q/k norms, RoPE over half of each head, a sigmoid router
+    # in groups, and a next-token-prediction layer after the others (left out).
+    out.append(Fixture("glm4moe-mixed", "glm4moe", transformers.Glm4MoeConfig(
+        **common, intermediate_size=512, moe_intermediate_size=256, n_routed_experts=8,
+        num_experts_per_tok=2, n_shared_experts=1, n_group=1, topk_group=1,
+        first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
+        partial_rotary_factor=0.5, use_qk_norm=True, attention_bias=True, rope_theta=1000000.0,
+        tie_word_embeddings=False), {
+            "*": T.Q8_0, "router": T.F16, "token_embd": T.Q6_K, "output": T.Q5_K,
+            "1.attn_q": T.Q4_K, "1.attn_output": T.IQ4_XS,
+            "ffn_gate_exps": T.Q4_K, "ffn_up_exps": T.Q5_K, "ffn_down_exps": T.Q6_K,
+            "ffn_gate_shexp": T.Q4_1, "ffn_up_shexp": T.IQ4_NL, "ffn_down_shexp": T.Q8_0}, 18,
+        predict_layers=1))
     return out
 
 
+def sigmoid_router(f):
+    return f.arch in ("deepseek2", "glm4moe")
+
+
 def moe_fixture(f):
-    return f.arch == "qwen3moe" or getattr(f.config, "num_local_experts", 0) > 0
+    return f.arch == "qwen3moe" or sigmoid_router(f) or getattr(f.config, "num_local_experts", 0) > 0
 
 
 def type_for(f, layer, part):
@@ -156,6 +208,45 @@ def type_for(f, layer, part):
     return f.types.get(part, f.types.get("*", T.F32))
 
 
+def experts_of(f, rng, l, b, mp, names, experts, inner, h, gguf_tensors, hf):
+    """A layer's experts, fused per matrix as llama.cpp stores them."""
+    for part, hf_part, shape, fan_in in (("ffn_gate_exps", names[0], (experts, inner, h), h),
+                                         ("ffn_up_exps", names[1], (experts, inner, h), h),
+                                         ("ffn_down_exps", names[2], (experts, h, inner), inner)):
+        qtype = type_for(f, l, part)
+        stored, values = random_tensor(rng, shape, qtype, 1.0 / math.sqrt(fan_in))
+        gguf_tensors[b + part + ".weight"] = (stored, qtype)
+        for e in range(experts):
+            hf[f"{mp}experts.{e}.{hf_part}.weight"] = torch.from_numpy(values[e].copy())
+
+
+def latent_attention(f, c, rng, l, b, ap, matrix, norm, gguf_tensors, hf):
+    """DeepSeek's multi-head latent attention, kv_b whole or split as current llama.cpp does:
+    attn_k_b [heads, latent, nope] (each head's key part transposed), attn_v_b [heads, v, latent]."""
+    h, nh = c.hidden_size, c.num_attention_heads
+    ql, kl = c.q_lora_rank, c.kv_lora_rank
+    nope, rope, vd = c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim
+    if ql:
+        matrix(b + "attn_q_a.weight", l, "attn_q_a", (ql, h), ap + "q_a_proj.weight", h)
+        norm(b + "attn_q_a_norm.weight", ql, ap + "q_a_layernorm.weight")
+        matrix(b + "attn_q_b.weight", l, "attn_q_b", (nh * (nope + rope), ql), ap + "q_b_proj.weight", ql)
+    else:
+        matrix(b + "attn_q.weight", l, "attn_q", (nh * (nope + rope), h), ap + "q_proj.weight", h)
+    matrix(b + "attn_kv_a_mqa.weight", l, "attn_kv_a_mqa", (kl + rope, h), ap + "kv_a_proj_with_mqa.weight", h)
+    norm(b + "attn_kv_a_norm.weight", kl, ap + "kv_a_layernorm.weight")
+    if f.layout.get("split_kv_b"):
+        kt, vt = type_for(f, l, "attn_k_b"), type_for(f, l, "attn_v_b")
+        k_stored, k_values = random_tensor(rng, (nh, kl, nope), kt, 1.0 / math.sqrt(kl))
+        v_stored, v_values = random_tensor(rng, (nh, vd, kl), vt, 1.0 / math.sqrt(kl))
+        gguf_tensors[b + "attn_k_b.weight"] = (k_stored, kt)
+        gguf_tensors[b + "attn_v_b.weight"] = (v_stored, vt)
+        kv_b = np.concatenate([k_values.transpose(0, 2, 1), v_values], axis=1).reshape(nh * (nope + vd), kl)
+        hf[ap + "kv_b_proj.weight"] = torch.from_numpy(np.ascontiguousarray(kv_b))
+    else:
+        matrix(b + "attn_kv_b.weight", l, "attn_kv_b", (nh * (nope + vd), kl), ap + "kv_b_proj.weight", kl)
+    matrix(b + "attn_output.weight", l, "attn_output", (h, nh * vd), ap + "o_proj.weight", nh * vd)
+
+
 def build(f, tok):
     """The GGUF tensors (name -> (stored array, qtype)) and the matching transformers model."""
     c = f.config
@@ -163,10 +254,13 @@ def build(f, tok):
     h, hd, nh, nkv = c.hidden_size, c.head_dim, c.num_attention_heads, c.num_key_value_heads
     gguf_tensors = {}
     hf = {}
-    moe = f.arch == "qwen3moe" or getattr(c, "num_local_experts", 0) > 0
-    mixtral = f.arch == "llama" and moe
-    experts = getattr(c, "num_experts", None) or getattr(c, "num_local_experts", 0)
-    inner = c.moe_intermediate_size if f.arch == "qwen3moe" else c.intermediate_size
+    # (transformers 5 gives every MoE config num_local_experts, as an alias.)
+    mixtral = f.arch == "llama" and getattr(c, "num_local_experts", 0) > 0
+    moe = f.arch == "qwen3moe" or mixtral
+    experts = (getattr(c, "num_experts", None) or getattr(c, "num_local_experts", 0)
+               or getattr(c, "n_routed_experts", 0))
+    inner = c.intermediate_size if mixtral else getattr(c, "moe_intermediate_size", 0)
+    first_dense = c.first_k_dense_replace if sigmoid_router(f) else 0
 
     def matrix(name, layer, part, shape, hf_name, fan_in, gain=1.0, transform=None):
         qtype = type_for(f, layer, part)
@@ -189,33 +283,56 @@ def build(f, tok):
         norm(b + "attn_norm.weight", h, p + "input_layernorm.weight")
         norm(b + "ffn_norm.weight", h, p + "post_attention_layernorm.weight")
         llama = f.arch == "llama"
-        matrix(b + "attn_q.weight", l, "attn_q", (nh * hd, h), p + "self_attn.q_proj.weight", h,
-               transform=(lambda w: unpermute(w, nh)) if llama else None)
-        matrix(b + "attn_k.weight", l, "attn_k", (nkv * hd, h), p + "self_attn.k_proj.weight", h,
-               transform=(lambda w: unpermute(w, nkv)) if llama else None)
-        matrix(b + "attn_v.weight", l, "attn_v", (nkv * hd, h), p + "self_attn.v_proj.weight", h)
-        matrix(b + "attn_output.weight", l, "attn_output", (h, nh * hd), p + "self_attn.o_proj.weight", nh * hd)
-        if f.arch.startswith("qwen3"):
+        if f.arch == "deepseek2":
+            latent_attention(f, c, rng, l, b, p + "self_attn.", matrix, norm, gguf_tensors, hf)
+        else:
+            matrix(b + "attn_q.weight", l, "attn_q", (nh * hd, h), p + "self_attn.q_proj.weight", h,
+                   transform=(lambda w: unpermute(w, nh)) if llama else None)
+            matrix(b + "attn_k.weight", l, "attn_k", (nkv * hd, h), p + "self_attn.k_proj.weight", h,
+                   transform=(lambda w: unpermute(w, nkv)) if llama else None)
+            matrix(b + "attn_v.weight", l, "attn_v", (nkv * hd, h), p + "self_attn.v_proj.weight", h)
+            matrix(b + "attn_output.weight", l, "attn_output", (h, nh * hd), p + "self_attn.o_proj.weight", nh * hd)
+        if f.arch.startswith("qwen3") or f.arch == "glm4moe":
             norm(b + "attn_q_norm.weight", hd, p + "self_attn.q_norm.weight")
             norm(b + "attn_k_norm.weight", hd, p + "self_attn.k_norm.weight")
-        if moe:
+        if getattr(c, "attention_bias", False) and f.arch == "glm4moe":
+            for part, rows in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)):
+                values = (0.1 * rng.standard_normal(rows)).astype(np.float32)
+                gguf_tensors[f"{b}attn_{part}.bias"] = (values, T.F32)
+                hf[f"{p}self_attn.{part}_proj.bias"] = torch.from_numpy(values.copy())
+        if sigmoid_router(f) and l >= first_dense:
+            mp = p + "mlp."
+            matrix(b + "ffn_gate_inp.weight", l, "ffn_gate_inp", (experts, h), mp + "gate.weight", h, 2.0)
+            bias = (0.1 * rng.standard_normal(experts)).astype(np.float32)
+            gguf_tensors[b + "exp_probs_b.bias"] = (bias, T.F32)
+            hf[mp + "gate.e_score_correction_bias"] = torch.from_numpy(bias.copy())
+            experts_of(f, rng, l, b, mp, ("gate_proj", "up_proj", "down_proj"), experts, inner, h,
+                       gguf_tensors, hf)
+            shared = inner * c.n_shared_experts
+            for part, hf_part, shape, fan_in in (("ffn_gate_shexp", "gate_proj", (shared, h), h),
+                                                 ("ffn_up_shexp", "up_proj", (shared, h), h),
+                                                 ("ffn_down_shexp", "down_proj", (h, shared), shared)):
+                matrix(b + part + ".weight", l, part, shape, mp + "shared_experts." + hf_part + ".weight", fan_in)
+        elif moe:
             mp = p + ("block_sparse_moe." if mixtral else "mlp.")
             matrix(b + "ffn_gate_inp.weight", l, "ffn_gate_inp", (experts, h), mp + "gate.weight", h, 2.0)
             names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
-            for part, hf_part, shape, fan_in in (("ffn_gate_exps", names[0], (experts, inner, h), h),
-                                                 ("ffn_up_exps", names[1], (experts, inner, h), h),
-                                                 ("ffn_down_exps", names[2], (experts, h, inner), inner)):
-                qtype = type_for(f, l, part)
-                stored, values = random_tensor(rng, shape, qtype, 1.0 / math.sqrt(fan_in))
-                gguf_tensors[b + part + ".weight"] = (stored, qtype)
-                for e in range(experts):
-                    hf[f"{mp}experts.{e}.{hf_part}.weight"] = torch.from_numpy(values[e].copy())
+            experts_of(f, rng, l, b, mp, names, experts, inner, h, gguf_tensors, hf)
         else:
             for part, hf_part, shape, fan_in in (("ffn_gate", "gate_proj", (c.intermediate_size, h), h),
                                                  ("ffn_up", "up_proj", (c.intermediate_size, h), h),
                                                  ("ffn_down", "down_proj", (h, c.intermediate_size),
                                                   c.intermediate_size)):
                 matrix(b + part + ".weight", l, part, shape, p + "mlp." + hf_part + ".weight", fan_in)
+
+    for l in range(c.num_hidden_layers, c.num_hidden_layers + f.layout.get("predict_layers", 0)):
+        # A next-token-prediction layer, as GLM-4.5's files hold one: the reader must leave it
+        # out (transformers does not run it either).
+        b = f"blk.{l}."
+        for name, n in (("attn_norm.weight", h), ("nextn.enorm.weight", h), ("nextn.hnorm.weight", h)):
+            gguf_tensors[b + name] = ((1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32), T.F32)
+        stored, _ = random_tensor(rng, (h, 2 * h), T.Q8_0, 1.0 / math.sqrt(2 * h))
+        gguf_tensors[b + "nextn.eh_proj.weight"] = (stored, T.Q8_0)
 
     model = transformers.AutoModelForCausalLM.from_config(c, attn_implementation="eager")
     state = model.state_dict()
@@ -242,18 +359,55 @@ def write_gguf(path, f, tensors, tok):
     c = f.config
     w = gguf.GGUFWriter(path, f.arch)
     w.add_name(f.name)
-    w.add_block_count(c.num_hidden_layers)
+    w.add_block_count(c.num_hidden_layers + f.layout.get("predict_layers", 0))
     w.add_context_length(c.max_position_embeddings)
     w.add_embedding_length(c.hidden_size)
     w.add_feed_forward_length(c.intermediate_size)
     w.add_head_count(c.num_attention_heads)
-    w.add_head_count_kv(c.num_key_value_heads)
-    w.add_key_length(c.head_dim)
-    w.add_value_length(c.head_dim)
-    w.add_rope_dimension_count(c.head_dim)
+    if f.arch == "deepseek2":
+        kl, rope = c.kv_lora_rank, c.qk_rope_head_dim
+        if f.layout.get("split_kv_b"):  # one head of [latent | rotary key], values the latent
+            w.add_head_count_kv(1)
+            w.add_key_length(kl + rope)
+            w.add_value_length(kl)
+            w.add_key_length_mla(c.qk_nope_head_dim + rope)
+            w.add_value_length_mla(c.v_head_dim)
+        else:
+            w.add_head_count_kv(c.num_attention_heads)
+            w.add_key_length(c.qk_nope_head_dim + rope)
+            w.add_value_length(c.v_head_dim)
+        w.add_rope_dimension_count(rope)
+        if c.q_lora_rank:
+            w.add_q_lora_rank(c.q_lora_rank)
+        w.add_kv_lora_rank(kl)
+    else:
+        w.add_head_count_kv(c.num_key_value_heads)
+        w.add_key_length(c.head_dim)
+        w.add_value_length(c.head_dim)
+        w.add_rope_dimension_count(int(c.head_dim * getattr(c, "partial_rotary_factor", 1.0)))
     w.add_rope_freq_base(c.rope_theta)
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
-    if f.arch == "qwen3moe":
+    scaling = getattr(c, "rope_scaling", None)
+    if scaling and scaling.get("rope_type", scaling.get("type")) == "yarn":
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(scaling["factor"])
+        w.add_rope_scaling_orig_ctx_len(scaling["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_log_mul(0.1 * scaling["mscale_all_dim"])
+    if sigmoid_router(f):
+        w.add_leading_dense_block_count(c.first_k_dense_replace)
+        w.add_expert_count(c.n_routed_experts)
+        w.add_expert_used_count(c.num_experts_per_tok)
+        w.add_expert_feed_forward_length(c.moe_intermediate_size)
+        w.add_expert_shared_count(c.n_shared_experts)
+        w.add_expert_weights_scale(c.routed_scaling_factor)
+        w.add_expert_weights_norm(c.norm_topk_prob)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        if f.layout.get("groups"):
+            w.add_expert_group_count(c.n_group)
+            w.add_expert_group_used_count(c.topk_group)
+        if f.layout.get("predict_layers"):
+            w.add_nextn_predict_layers(f.layout["predict_layers"])
+    elif f.arch == "qwen3moe":
         w.add_expert_count(c.num_experts)
         w.add_expert_used_count(c.num_experts_per_tok)
         w.add_expert_feed_forward_length(c.moe_intermediate_size)
@@ -317,10 +471,14 @@ def record(model, tok):
 
 def main():
     verify = "--verify" in sys.argv
+    # --only NAME[,NAME]: write (or verify) those fixtures alone, leaving the others' files.
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     torch.manual_seed(0)
     tok = build_tokenizer(320)
     os.makedirs(OUT, exist_ok=True)
     for f in fixtures(tok.get_vocab_size()):
+        if only and f.name not in only:
+            continue
         eos = tok.token_to_id("<|endoftext|>")
         f.config.bos_token_id = eos
         f.config.eos_token_id = [tok.token_to_id("<|im_end|>")]
