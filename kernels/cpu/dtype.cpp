@@ -17,12 +17,16 @@ struct GgufFormat {
   DTypeBlock block;
 };
 constexpr GgufFormat kGgufFormats[] = {
-    {DType::Q4_0, 2, "Q4_0", {32, 18}},      {DType::Q4_1, 3, "Q4_1", {32, 20}},
-    {DType::Q5_0, 6, "Q5_0", {32, 22}},      {DType::Q5_1, 7, "Q5_1", {32, 24}},
-    {DType::Q8_0, 8, "Q8_0", {32, 34}},      {DType::Q2_K, 10, "Q2_K", {256, 84}},
-    {DType::Q3_K, 11, "Q3_K", {256, 110}},   {DType::Q4_K, 12, "Q4_K", {256, 144}},
-    {DType::Q5_K, 13, "Q5_K", {256, 176}},   {DType::Q6_K, 14, "Q6_K", {256, 210}},
-    {DType::IQ4_NL, 20, "IQ4_NL", {32, 18}}, {DType::IQ4_XS, 23, "IQ4_XS", {256, 136}},
+    {DType::Q4_0, 2, "Q4_0", {32, 18}},         {DType::Q4_1, 3, "Q4_1", {32, 20}},
+    {DType::Q5_0, 6, "Q5_0", {32, 22}},         {DType::Q5_1, 7, "Q5_1", {32, 24}},
+    {DType::Q8_0, 8, "Q8_0", {32, 34}},         {DType::Q2_K, 10, "Q2_K", {256, 84}},
+    {DType::Q3_K, 11, "Q3_K", {256, 110}},      {DType::Q4_K, 12, "Q4_K", {256, 144}},
+    {DType::Q5_K, 13, "Q5_K", {256, 176}},      {DType::Q6_K, 14, "Q6_K", {256, 210}},
+    {DType::IQ4_NL, 20, "IQ4_NL", {32, 18}},    {DType::IQ4_XS, 23, "IQ4_XS", {256, 136}},
+    {DType::IQ2_XXS, 16, "IQ2_XXS", {256, 66}}, {DType::IQ2_XS, 17, "IQ2_XS", {256, 74}},
+    {DType::IQ2_S, 22, "IQ2_S", {256, 82}},     {DType::IQ3_XXS, 18, "IQ3_XXS", {256, 98}},
+    {DType::IQ3_S, 21, "IQ3_S", {256, 110}},    {DType::IQ1_S, 19, "IQ1_S", {256, 50}},
+    {DType::IQ1_M, 29, "IQ1_M", {256, 56}},
 };
 
 const GgufFormat* gguf_format(DType t) {

@@ -10,7 +10,7 @@ namespace tandem::kernels {
 
 // F4E2M1: OCP FP4 codes, two per byte (the first element in the low nibble), as MXFP4
 // weights store them; never a safetensors dtype (checkpoints store the bytes as U8).
-// Q4_0 ... IQ4_XS: the block formats of GGUF files (kernels/cpu/gguf_blocks.h has their
+// Q4_0 ... IQ1_M: the block formats of GGUF files (kernels/cpu/gguf_blocks.h has their
 // layouts), each a run of blocks of 32 or 256 weights; a row is whole blocks.
 enum class DType {
   F32,
@@ -34,6 +34,13 @@ enum class DType {
   Q6_K,
   IQ4_NL,
   IQ4_XS,
+  IQ2_XXS,
+  IQ2_XS,
+  IQ2_S,
+  IQ3_XXS,
+  IQ3_S,
+  IQ1_S,
+  IQ1_M,
 };
 
 // Bytes per element; 0 for F4E2M1 (half a byte) and the GGUF block formats: use dtype_bytes.
@@ -50,7 +57,7 @@ inline std::uint64_t dtype_bytes(DType t, std::int64_t n);
 // Safetensors spelling ("F32", "BF16", "F8_E4M3"); ggml's for the GGUF formats ("Q4_K").
 std::string_view dtype_name(DType t);
 bool parse_safetensors_dtype(std::string_view name, DType& out);
-// The GGUF block formats (Q4_0 ... IQ4_XS).
+// The GGUF block formats (Q4_0 ... IQ1_M).
 bool is_gguf_block(DType t);
 // The DType of a ggml type number (0 F32, 1 F16, 30 BF16 and the block formats above);
 // false for any other.

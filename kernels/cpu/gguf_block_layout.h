@@ -14,6 +14,13 @@ namespace tandem::kernels::gguf_layout {
 inline constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                1,    13,   25,  38,  53,  69,  89,  113};
 
+// IQ2_XXS's, IQ2_XS's and IQ3_XXS's sign patterns of 8 weights: 7 stored bits, the eighth making
+// the count of minus signs even (bit i set: weight i negative).
+inline constexpr std::uint8_t even_signs(unsigned seven_bits) {
+  const unsigned s = seven_bits & 0x7Fu;
+  return static_cast<std::uint8_t>(s | ((static_cast<unsigned>(__builtin_popcount(s)) & 1u) << 7));
+}
+
 // An fp16 field of a block.
 inline float half(const std::uint8_t* p) {
   std::uint16_t v;
@@ -40,6 +47,20 @@ inline int q3_k_scale(const std::uint8_t* s, int i) {
   const int low = i < 8 ? s[i] & 0x0F : s[i - 8] >> 4;
   const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
   return (low | (high << 4)) - 32;
+}
+
+// The IQ2 formats' weight scale from d and a 4-bit sub-block scale s: d (0.5 + s) / 4.
+inline float iq2_scale(float d, unsigned s) {
+  return d * (0.5f + static_cast<float>(s)) * 0.25f;
+}
+
+// IQ1_M's d: no field of its own, but the top nibbles of the four 16-bit scale words at
+// `scales`, the first word's the lowest.
+inline float iq1_m_d(const std::uint8_t* scales) {
+  std::uint16_t w[4];
+  std::memcpy(w, scales, 8);
+  return f16_to_f32(static_cast<std::uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00F0) |
+                                               ((w[2] >> 4) & 0x0F00) | (w[3] & 0xF000)));
 }
 
 }  // namespace tandem::kernels::gguf_layout

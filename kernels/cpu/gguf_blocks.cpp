@@ -4,12 +4,21 @@
 
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/gguf_block_layout.h"
+#include "kernels/cpu/gguf_iq_grids.h"
 
 namespace tandem::kernels {
 namespace {
 
+using gguf_layout::even_signs;
 using gguf_layout::half;
+using gguf_layout::iq2_scale;
 using gguf_layout::k_scale_min;
+using gguf_layout::kIq1sGrid;
+using gguf_layout::kIq2sGrid;
+using gguf_layout::kIq2xsGrid;
+using gguf_layout::kIq2xxsGrid;
+using gguf_layout::kIq3sGrid;
+using gguf_layout::kIq3xxsGrid;
 using gguf_layout::kIq4Levels;
 
 // Q4_0, Q4_1 (with a minimum): low nibbles are weights 0..15, high nibbles 16..31.
@@ -176,6 +185,133 @@ void iq4_xs(const std::uint8_t* b, float* y) {
   }
 }
 
+// The IQ2 formats: per 8 weights a grid index (magnitudes 8, 25, 43) and a sign pattern; per
+// 16 or 32 weights a 4-bit scale s, the weights' scale d (0.5 + s) / 4 (iq2_scale). The IQ3
+// formats likewise, 4 weights an index. Weight j of n is negative where bit j of `signs` is set.
+void signed_grid(const std::uint8_t* grid, int n, std::uint8_t signs, float dl, float* y) {
+  for (int j = 0; j < n; ++j) {
+    const float v = static_cast<float>(grid[j]);
+    y[j] = dl * ((signs >> j) & 1 ? -v : v);
+  }
+}
+
+// IQ2_XXS: 8 sub-blocks of 32 in 8 bytes each: four 8-bit grid indices, then a 32-bit word of
+// four 7-bit sign patterns (even_signs) with the sub-block's scale in its top four bits.
+void iq2_xxs(const std::uint8_t* b, float* y) {
+  const float d = half(b);
+  for (int sub = 0; sub < 8; ++sub, y += 32) {
+    const std::uint8_t* q = b + 2 + 8 * sub;
+    std::uint32_t word;
+    std::memcpy(&word, q + 4, 4);
+    const float dl = iq2_scale(d, word >> 28);
+    for (int k = 0; k < 4; ++k)
+      signed_grid(kIq2xxsGrid[q[k]], 8, even_signs(word >> (7 * k)), dl, y + 8 * k);
+  }
+}
+
+// IQ2_XS: 32 16-bit words, each a 9-bit grid index and a 7-bit sign pattern of 8 weights;
+// then a 4-bit scale per 16 weights, two to a byte.
+void iq2_xs(const std::uint8_t* b, float* y) {
+  const float d = half(b);
+  const std::uint8_t* scales = b + 66;
+  for (int k = 0; k < 32; ++k) {
+    std::uint16_t word;
+    std::memcpy(&word, b + 2 + 2 * k, 2);
+    const float dl = iq2_scale(d, (scales[k / 4] >> (4 * (k / 2 % 2))) & 0x0F);
+    signed_grid(kIq2xsGrid[word & 511], 8, even_signs(word >> 9), dl, y + 8 * k);
+  }
+}
+
+// IQ2_S: 10-bit grid indices of 8 weights (low 8 bits in 32 bytes, the high two four to a
+// byte in 8 bytes), 8 explicit sign bits each in 32 bytes, and a 4-bit scale per 16 weights.
+void iq2_s(const std::uint8_t* b, float* y) {
+  const float d = half(b);
+  const std::uint8_t* qs = b + 2;
+  const std::uint8_t* signs = b + 34;
+  const std::uint8_t* qh = b + 66;
+  const std::uint8_t* scales = b + 74;
+  for (int k = 0; k < 32; ++k) {
+    const int index = qs[k] | (((qh[k / 4] >> (2 * (k % 4))) & 3) << 8);
+    const float dl = iq2_scale(d, (scales[k / 4] >> (4 * (k / 2 % 2))) & 0x0F);
+    signed_grid(kIq2sGrid[index], 8, signs[k], dl, y + 8 * k);
+  }
+}
+
+// IQ3_XXS: 64 8-bit grid indices of 4 weights (magnitudes 4 ... 62), then per sub-block of 32
+// a 32-bit word as IQ2_XXS's: four sign patterns of 8 weights and a 4-bit scale s on top,
+// the weights' scale d (0.5 + s) / 2.
+void iq3_xxs(const std::uint8_t* b, float* y) {
+  const float d = half(b);
+  const std::uint8_t* qs = b + 2;
+  for (int sub = 0; sub < 8; ++sub, y += 32) {
+    std::uint32_t word;
+    std::memcpy(&word, b + 66 + 4 * sub, 4);
+    const float dl = d * (0.5f + static_cast<float>(word >> 28)) * 0.5f;
+    for (int k = 0; k < 4; ++k) {
+      const std::uint8_t signs = even_signs(word >> (7 * k));
+      signed_grid(kIq3xxsGrid[qs[8 * sub + 2 * k]], 4, signs, dl, y + 8 * k);
+      signed_grid(kIq3xxsGrid[qs[8 * sub + 2 * k + 1]], 4, signs >> 4, dl, y + 8 * k + 4);
+    }
+  }
+}
+
+// IQ3_S: 9-bit grid indices of 4 weights (odd magnitudes 1 ... 15; low 8 bits in 64 bytes,
+// the ninth eight to a byte in 8 bytes), a sign bit per weight in 32 bytes, and per 32
+// weights a 4-bit scale s, the weights' scale d (1 + 2 s).
+void iq3_s(const std::uint8_t* b, float* y) {
+  const float d = half(b);
+  const std::uint8_t* qs = b + 2;
+  const std::uint8_t* qh = b + 66;
+  const std::uint8_t* signs = b + 74;
+  const std::uint8_t* scales = b + 106;
+  for (int k = 0; k < 64; ++k) {
+    const int index = qs[k] | (((qh[k / 8] >> (k % 8)) & 1) << 8);
+    const int s = (scales[k / 16] >> (4 * (k / 8 % 2))) & 0x0F;
+    const float dl = d * static_cast<float>(1 + 2 * s);
+    signed_grid(kIq3sGrid[index], 4, signs[k / 2] >> (4 * (k % 2)), dl, y + 4 * k);
+  }
+}
+
+// The IQ1 formats: per 8 weights an 11-bit index into a grid of -1, 0, 1, shifted by a delta
+// of +1/8 or -1/8; per 16 or 32 weights a 3-bit scale s, the weights' scale d (2 s + 1).
+void iq1_grid(int index, bool negative_delta, float dl, float* y) {
+  const float delta = negative_delta ? -0.125f : 0.125f;
+  for (int j = 0; j < 8; ++j) y[j] = dl * (static_cast<float>(kIq1sGrid[index][j]) + delta);
+}
+
+// IQ1_S: the indices' low 8 bits in 32 bytes; per sub-block of 32 a 16-bit word of the four
+// indices' high 3 bits, then the scale, then the delta's sign in bit 15.
+void iq1_s(const std::uint8_t* b, float* y) {
+  const float d = half(b);
+  const std::uint8_t* qs = b + 2;
+  for (int sub = 0; sub < 8; ++sub, y += 32) {
+    std::uint16_t word;
+    std::memcpy(&word, b + 34 + 2 * sub, 2);
+    const float dl = d * static_cast<float>(2 * ((word >> 12) & 7) + 1);
+    for (int k = 0; k < 4; ++k) {
+      const int index = qs[4 * sub + k] | (((word >> (3 * k)) & 7) << 8);
+      iq1_grid(index, (word & 0x8000) != 0, dl, y + 8 * k);
+    }
+  }
+}
+
+// IQ1_M: the indices' low 8 bits in 32 bytes; a nibble per index in 16 bytes (high 3 bits,
+// then the delta's sign); four 16-bit words of four 3-bit scales per 16 weights each, their
+// top nibbles d (gguf_layout::iq1_m_d).
+void iq1_m(const std::uint8_t* b, float* y) {
+  const std::uint8_t* qs = b;
+  const std::uint8_t* qh = b + 32;
+  const std::uint8_t* scales = b + 48;
+  const float d = gguf_layout::iq1_m_d(scales);
+  for (int k = 0; k < 32; ++k) {
+    const int nibble = (qh[k / 2] >> (4 * (k % 2))) & 0x0F;
+    std::uint16_t word;
+    std::memcpy(&word, scales + 2 * (k / 8), 2);
+    const float dl = d * static_cast<float>(2 * ((word >> (3 * (k / 2 % 4))) & 7) + 1);
+    iq1_grid(qs[k] | ((nibble & 7) << 8), (nibble & 8) != 0, dl, y + 8 * k);
+  }
+}
+
 void f32(const std::uint8_t* b, float* y) {
   std::memcpy(y, b, 4);
 }
@@ -211,6 +347,13 @@ constexpr Format kFormats[] = {
     {13, 256, 176, [](const std::uint8_t* b, float* y) { q45_k(b, true, y); }},
     {14, 256, 210, q6_k},
     {23, 256, 136, iq4_xs},
+    {16, 256, 66, iq2_xxs},
+    {17, 256, 74, iq2_xs},
+    {22, 256, 82, iq2_s},
+    {18, 256, 98, iq3_xxs},
+    {21, 256, 110, iq3_s},
+    {19, 256, 50, iq1_s},
+    {29, 256, 56, iq1_m},
 };
 
 const Format* format_of(std::uint32_t type) {

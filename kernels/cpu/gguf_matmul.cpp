@@ -1,6 +1,7 @@
 #include "kernels/cpu/gguf_matmul.h"
 
 #include "kernels/cpu/gguf_block_layout.h"
+#include "kernels/cpu/gguf_iq_grids.h"
 
 #include <algorithm>
 #include <array>
@@ -18,7 +19,9 @@ constexpr auto kIq4Codes = [] {
   return codes;
 }();
 
+using gguf_layout::even_signs;
 using gguf_layout::half;
+using gguf_layout::iq2_scale;
 using gguf_layout::k_scale_min;
 
 // Each unpacker turns one block into codes u, and per 16 weights a scale s and offset o:
@@ -191,18 +194,159 @@ void iq4_xs(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
   }
 }
 
+// The IQ formats' signed grid values plus their format's bias (the largest magnitude: codes
+// 0 ... 2 * bias), n weights with sign bit j of `signs` for weight j.
+void grid_codes(const std::uint8_t* grid, int n, unsigned signs, int bias, std::uint8_t* u) {
+  for (int j = 0; j < n; ++j)
+    u[j] = static_cast<std::uint8_t>((signs >> j) & 1 ? bias - grid[j] : bias + grid[j]);
+}
+
+constexpr int kIq2Bias = 43, kIq3xxsBias = 62, kIq3sBias = 15, kIq1Bias = 9;
+
+void iq2_xxs(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const float d = half(b);
+  for (int sub = 0; sub < 8; ++sub) {
+    const std::uint8_t* q = b + 2 + 8 * sub;
+    std::uint32_t word;
+    std::memcpy(&word, q + 4, 4);
+    pair(s + 2 * sub, o + 2 * sub, iq2_scale(d, word >> 28), 0.0f);
+    for (int k = 0; k < 4; ++k)
+      grid_codes(gguf_layout::kIq2xxsGrid[q[k]], 8, even_signs(word >> (7 * k)), kIq2Bias,
+                 u + 32 * sub + 8 * k);
+  }
+}
+
+void iq2_xs(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const float d = half(b);
+  const std::uint8_t* scales = b + 66;
+  for (int g = 0; g < 16; ++g) {
+    s[g] = iq2_scale(d, (scales[g / 2] >> (4 * (g % 2))) & 0x0F);
+    o[g] = 0.0f;
+  }
+  for (int k = 0; k < 32; ++k) {
+    std::uint16_t word;
+    std::memcpy(&word, b + 2 + 2 * k, 2);
+    grid_codes(gguf_layout::kIq2xsGrid[word & 511], 8, even_signs(word >> 9), kIq2Bias, u + 8 * k);
+  }
+}
+
+void iq2_s(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const float d = half(b);
+  const std::uint8_t* qs = b + 2;
+  const std::uint8_t* signs = b + 34;
+  const std::uint8_t* qh = b + 66;
+  const std::uint8_t* scales = b + 74;
+  for (int g = 0; g < 16; ++g) {
+    s[g] = iq2_scale(d, (scales[g / 2] >> (4 * (g % 2))) & 0x0F);
+    o[g] = 0.0f;
+  }
+  for (int k = 0; k < 32; ++k) {
+    const int index = qs[k] | (((qh[k / 4] >> (2 * (k % 4))) & 3) << 8);
+    grid_codes(gguf_layout::kIq2sGrid[index], 8, signs[k], kIq2Bias, u + 8 * k);
+  }
+}
+
+void iq3_xxs(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const float d = half(b);
+  const std::uint8_t* qs = b + 2;
+  for (int sub = 0; sub < 8; ++sub) {
+    std::uint32_t word;
+    std::memcpy(&word, b + 66 + 4 * sub, 4);
+    pair(s + 2 * sub, o + 2 * sub, d * (0.5f + static_cast<float>(word >> 28)) * 0.5f, 0.0f);
+    for (int k = 0; k < 4; ++k) {
+      const unsigned signs = even_signs(word >> (7 * k));
+      std::uint8_t* out = u + 32 * sub + 8 * k;
+      grid_codes(gguf_layout::kIq3xxsGrid[qs[8 * sub + 2 * k]], 4, signs, kIq3xxsBias, out);
+      grid_codes(gguf_layout::kIq3xxsGrid[qs[8 * sub + 2 * k + 1]], 4, signs >> 4, kIq3xxsBias,
+                 out + 4);
+    }
+  }
+}
+
+void iq3_s(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const float d = half(b);
+  const std::uint8_t* qs = b + 2;
+  const std::uint8_t* qh = b + 66;
+  const std::uint8_t* signs = b + 74;
+  const std::uint8_t* scales = b + 106;
+  for (int sub = 0; sub < 8; ++sub) {
+    const int sc = (scales[sub / 2] >> (4 * (sub % 2))) & 0x0F;
+    pair(s + 2 * sub, o + 2 * sub, d * static_cast<float>(1 + 2 * sc), 0.0f);
+  }
+  for (int k = 0; k < 64; ++k) {
+    const int index = qs[k] | (((qh[k / 8] >> (k % 8)) & 1) << 8);
+    grid_codes(gguf_layout::kIq3sGrid[index], 4, signs[k / 2] >> (4 * (k % 2)), kIq3sBias,
+               u + 4 * k);
+  }
+}
+
+// IQ1: weight = dl (g + delta), g in -1, 0, 1 and delta +-1/8, as (dl / 8) (8 g +- 1): exact,
+// dl / 8 being a power-of-two step from dl. Codes 9 + 8 g +- 1: 0 ... 18.
+void iq1_codes(int index, bool negative_delta, std::uint8_t* u) {
+  const int delta = negative_delta ? -1 : 1;
+  for (int j = 0; j < 8; ++j)
+    u[j] = static_cast<std::uint8_t>(kIq1Bias + 8 * gguf_layout::kIq1sGrid[index][j] + delta);
+}
+
+void iq1_s(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const float d = half(b);
+  const std::uint8_t* qs = b + 2;
+  for (int sub = 0; sub < 8; ++sub) {
+    std::uint16_t word;
+    std::memcpy(&word, b + 34 + 2 * sub, 2);
+    const float dl = d * static_cast<float>(2 * ((word >> 12) & 7) + 1);
+    pair(s + 2 * sub, o + 2 * sub, dl * 0.125f, 0.0f);
+    for (int k = 0; k < 4; ++k) {
+      const int index = qs[4 * sub + k] | (((word >> (3 * k)) & 7) << 8);
+      iq1_codes(index, (word & 0x8000) != 0, u + 32 * sub + 8 * k);
+    }
+  }
+}
+
+void iq1_m(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
+  const std::uint8_t* qs = b;
+  const std::uint8_t* qh = b + 32;
+  std::uint16_t words[4];
+  std::memcpy(words, b + 48, 8);
+  const float d = gguf_layout::iq1_m_d(b + 48);
+  for (int g = 0; g < 16; ++g) {
+    s[g] = d * static_cast<float>(2 * ((words[g / 4] >> (3 * (g % 4))) & 7) + 1) * 0.125f;
+    o[g] = 0.0f;
+  }
+  for (int k = 0; k < 32; ++k) {
+    const int nibble = (qh[k / 2] >> (4 * (k % 2))) & 0x0F;
+    iq1_codes(qs[k] | ((nibble & 7) << 8), (nibble & 8) != 0, u + 8 * k);
+  }
+}
+
 // The symmetric formats' codes are stored plus a bias (Q8_0's int8 plus 128, Q4_0's nibble
-// holds q + 8, ...), taken off in the integer sums; the formats with a minimum have none.
+// holds q + 8, ...), taken off in the integer sums; the formats with a minimum have none. The
+// IQ formats' signed grid values are stored plus their largest magnitude (IQ1's 8 g +- 1: 9).
 struct Unpacker {
   DType type;
   Unpack unpack;
   int bias;
 };
 constexpr Unpacker kUnpackers[] = {
-    {DType::Q4_0, q4_0, 8}, {DType::Q4_1, q4_1, 0},   {DType::Q5_0, q5_0, 16},
-    {DType::Q5_1, q5_1, 0}, {DType::Q8_0, q8_0, 128}, {DType::IQ4_NL, iq4_nl, 128},
-    {DType::Q2_K, q2_k, 0}, {DType::Q3_K, q3_k, 4},   {DType::Q4_K, q4_k, 0},
-    {DType::Q5_K, q5_k, 0}, {DType::Q6_K, q6_k, 32},  {DType::IQ4_XS, iq4_xs, 128},
+    {DType::Q4_0, q4_0, 8},
+    {DType::Q4_1, q4_1, 0},
+    {DType::Q5_0, q5_0, 16},
+    {DType::Q5_1, q5_1, 0},
+    {DType::Q8_0, q8_0, 128},
+    {DType::IQ4_NL, iq4_nl, 128},
+    {DType::Q2_K, q2_k, 0},
+    {DType::Q3_K, q3_k, 4},
+    {DType::Q4_K, q4_k, 0},
+    {DType::Q5_K, q5_k, 0},
+    {DType::Q6_K, q6_k, 32},
+    {DType::IQ4_XS, iq4_xs, 128},
+    {DType::IQ2_XXS, iq2_xxs, kIq2Bias},
+    {DType::IQ2_XS, iq2_xs, kIq2Bias},
+    {DType::IQ2_S, iq2_s, kIq2Bias},
+    {DType::IQ3_XXS, iq3_xxs, kIq3xxsBias},
+    {DType::IQ3_S, iq3_s, kIq3sBias},
+    {DType::IQ1_S, iq1_s, kIq1Bias},
+    {DType::IQ1_M, iq1_m, kIq1Bias},
 };
 
 const Unpacker* unpacker_of(DType t) {

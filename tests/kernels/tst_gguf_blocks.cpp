@@ -19,7 +19,7 @@ class TestGgufBlocks : public QObject {
     QTest::addColumn<QString>("file");
     const QDir dir(QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks"));
     const QStringList files = dir.entryList({QStringLiteral("*.bin")});
-    QCOMPARE(files.size(), 14);
+    QCOMPARE(files.size(), 21);
     for (const QString& f : files) QTest::newRow(qPrintable(f)) << dir.filePath(f);
   }
 
@@ -51,7 +51,7 @@ class TestGgufBlocks : public QObject {
   void unknownTypesAreRefused() {
     float out[256] = {};
     const std::uint8_t block[256] = {};
-    for (std::uint32_t type : {9u, 15u, 16u, 19u, 29u, 99u}) {  // Q8_1, Q8_K, IQ2_XXS, IQ1_S ...
+    for (std::uint32_t type : {9u, 15u, 34u, 35u, 39u, 99u}) {  // Q8_1, Q8_K, TQ1_0, TQ2_0 ...
       QVERIFY(!gguf_block_type_known(type));
       QVERIFY(!dequantize_gguf_row(type, block, 256, out));
     }

@@ -86,7 +86,7 @@ class TestGgufMatmul : public QObject {
       QTest::newRow(qPrintable(f)) << dir.filePath(f);
       ++blocks;
     }
-    QCOMPARE(blocks, 12);
+    QCOMPARE(blocks, 19);
   }
 
   void unpackDecodesToTheReference_data() { formats_data(); }

@@ -3,7 +3,8 @@
 gguf-py's dequantisation of them, the oracle the scalar reference dequantiser
 (kernels/cpu/gguf_blocks.cpp) is checked against. Each file: uint32 ggml type, uint32 block
 count, uint32 weights per block, the blocks' bytes, then the dequantised weights as float32. The fp16 scale fields get
-finite values of realistic size; every other byte is random.
+finite values of realistic size (IQ1_M's d, spread over four nibbles, too); every other byte
+is random.
 
     /path/to/venv/bin/python tests/tools/make_gguf_block_fixture.py   (needs: pip install gguf;
     the committed files were made with gguf 0.19.0)
@@ -17,6 +18,10 @@ from gguf import quants
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "data", "gguf-blocks")
+
+# IQ1_M has no fp16 field: its d is the top nibbles of the four 16-bit scale words at byte 48
+# (the first word's the lowest).
+IQ1_M_SCALE = "iq1_m"
 
 # type: (weights per block, bytes per block, byte offsets of fp16 scale fields)
 FORMATS = {
@@ -34,6 +39,15 @@ FORMATS = {
     T.IQ4_XS: (256, 136, [0]),
     T.F16: (1, 2, []),
     T.BF16: (1, 2, []),
+    # Last, so that the random stream of the formats above is the one their files were made
+    # with.
+    T.IQ2_XXS: (256, 66, [0]),
+    T.IQ2_XS: (256, 74, [0]),
+    T.IQ2_S: (256, 82, [0]),
+    T.IQ3_XXS: (256, 98, [0]),
+    T.IQ3_S: (256, 110, [0]),
+    T.IQ1_S: (256, 50, [0]),
+    T.IQ1_M: (256, 56, [IQ1_M_SCALE]),
 }
 BLOCKS = 6
 
@@ -53,7 +67,13 @@ def main():
         for b in range(count):
             for off in scales:
                 value = np.float16(rng.uniform(0.001, 0.1) * rng.choice([-1, 1]))
-                raw[b * size + off:b * size + off + 2] = value.tobytes()
+                if off == IQ1_M_SCALE:
+                    bits = int(value.view(np.uint16))
+                    for i in range(4):
+                        at = b * size + 48 + 2 * i + 1
+                        raw[at] = (raw[at] & 0x0F) | (((bits >> (4 * i)) & 0x0F) << 4)
+                else:
+                    raw[b * size + off:b * size + off + 2] = value.tobytes()
         data = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, size)
         expected = quants.dequantize(data, t).astype(np.float32).reshape(-1)
         assert expected.size == count * weights, (t.name, expected.size)

@@ -364,21 +364,21 @@ class TestGgufModel : public QObject {
     const std::string name = "blk.0.ffn_down_exps.weight";
     const std::size_t at = bytes.find(name);
     QVERIFY(at != std::string::npos);
-    // The tensor's entry: its name, 3 dims, then its ggml type (8, Q8_0) -> 16 (IQ2_XXS).
+    // The tensor's entry: its name, 3 dims, then its ggml type (8, Q8_0) -> 34 (TQ1_0).
     const std::size_t type_at = at + name.size() + 4 + 3 * 8;
     std::uint32_t type = 0;
     std::memcpy(&type, bytes.data() + type_at, 4);
     QCOMPARE(type, 8u);
-    type = 16;
+    type = 34;
     std::memcpy(bytes.data() + type_at, &type, 4);
-    const std::string path = dir.filePath("iq2.gguf").toStdString();
+    const std::string path = dir.filePath("tq1.gguf").toStdString();
     std::ofstream(path, std::ios::binary) << bytes;
     try {
       model::LoadedModel::load(path);
-      QFAIL("loaded an IQ2_XXS tensor");
+      QFAIL("loaded a TQ1_0 tensor");
     } catch (const model::ModelError& e) {
       const std::string why = e.what();
-      QVERIFY2(why.find(name + " is stored as IQ2_XXS") != std::string::npos &&
+      QVERIFY2(why.find(name + " is stored as TQ1_0") != std::string::npos &&
                    why.find("Q4_K") != std::string::npos,
                e.what());
     }
