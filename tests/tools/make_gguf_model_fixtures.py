@@ -23,7 +23,8 @@ attention described as multi-query) and glm4moe (with a next-token-prediction la
 which readers leave out). `--only NAME[,NAME]` writes or verifies only those fixtures.
 
 Between them the fixtures hold every block format Tandem computes with: Q4_0, Q4_1, Q5_0,
-Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, F16, BF16 and F32.
+Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+IQ3_S, IQ1_S, IQ1_M, F16, BF16 and F32.
 """
 import importlib.metadata
 import json
@@ -45,11 +46,16 @@ from make_model_fixtures import CHAT_TEMPLATE, GREEDY_TOKENS, PROMPTS, build_tok
 TF5 = transformers.__version__.startswith("5.")
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "models-gguf")
 
+# IQ1_M has no fp16 field: its d is the top nibbles of the four 16-bit scale words at byte 48
+# (the first word's the lowest).
+IQ1_M_SCALE = "iq1_m"
+
 # Byte offsets of the fp16 scale (and minimum) fields in one block of each format.
 SCALE_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.IQ4_NL: [0],
     T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
-    T.IQ4_XS: [0],
+    T.IQ4_XS: [0], T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0], T.IQ3_XXS: [0], T.IQ3_S: [0],
+    T.IQ1_S: [0], T.IQ1_M: [IQ1_M_SCALE],
 }
 
 
@@ -80,7 +86,13 @@ def random_tensor(rng, shape, qtype, sigma):
         for i, off in enumerate(fields):
             sign = 1.0 if i == 0 else rng.choice([-1.0, 1.0], size=blocks)
             v = (scale * sign * rng.uniform(0.5, 1.0, size=blocks)).astype(np.float16)
-            raw[:, off:off + 2] = v.view(np.uint8).reshape(blocks, 2)
+            if off == IQ1_M_SCALE:
+                bits = v.view(np.uint16)
+                for n in range(4):
+                    nibble = ((bits >> (4 * n)) & 0x0F).astype(np.uint8)
+                    raw[:, 49 + 2 * n] = (raw[:, 49 + 2 * n] & 0x0F) | (nibble << 4)
+            else:
+                raw[:, off:off + 2] = v.view(np.uint8).reshape(blocks, 2)
 
     set_fields(1.0)
     deq = quants.dequantize(raw, qtype).astype(np.float32)
@@ -189,6 +201,17 @@ def fixtures(vocab):
             "ffn_gate_exps": T.Q4_K, "ffn_up_exps": T.Q5_K, "ffn_down_exps": T.Q6_K,
             "ffn_gate_shexp": T.Q4_1, "ffn_up_shexp": T.IQ4_NL, "ffn_down_shexp": T.Q8_0}, 18,
         predict_layers=1))
+    # Qwen3-MoE as unsloth's dynamic (UD) low-bit files are: experts in the IQ1 ... IQ3
+    # lattice formats, attention in 8 bits and a few 3- and 4-bit matrices.
+    out.append(Fixture("qwen3moe-iq", "qwen3moe", transformers.Qwen3MoeConfig(
+        **common, intermediate_size=512, moe_intermediate_size=256, num_experts=4,
+        num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+        rope_theta=1000000.0, tie_word_embeddings=False), {
+            "*": T.Q8_0, "output": T.Q6_K, "router": T.F32, "token_embd": T.Q6_K,
+            "0.attn_output": T.IQ4_XS, "1.attn_output": T.IQ3_S,
+            "0.ffn_gate_exps": T.IQ1_M, "0.ffn_up_exps": T.IQ1_S, "0.ffn_down_exps": T.IQ2_XXS,
+            "1.ffn_gate_exps": T.IQ2_XS, "1.ffn_up_exps": T.IQ2_S, "1.ffn_down_exps": T.IQ3_XXS,
+        }, 16))
     return out
 
 

@@ -66,8 +66,8 @@ float relative_difference(const std::vector<float>& got, const std::vector<float
 
 // The fixtures tests/tools/make_gguf_model_fixtures.py writes.
 constexpr const char* kFixtures[] = {
-    "qwen3moe-q8_0", "qwen3moe-mixed",  "llama-mixed",    "qwen3-f16",
-    "mixtral-q4_k",  "deepseek2-split", "deepseek2-kv_b", "glm4moe-mixed",
+    "qwen3moe-q8_0",   "qwen3moe-mixed", "llama-mixed",   "qwen3-f16",   "mixtral-q4_k",
+    "deepseek2-split", "deepseek2-kv_b", "glm4moe-mixed", "qwen3moe-iq",
 };
 
 }  // namespace
@@ -132,8 +132,10 @@ class TestGgufModel : public QObject {
       const auto expected = expected_of(f);
       for (const auto& t : expected["formats"]) formats.insert(t.get<std::string>());
     }
-    for (const char* t : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-                          "Q6_K", "IQ4_NL", "IQ4_XS", "F16", "BF16", "F32"})
+    for (const char* t :
+         {"Q4_0",  "Q4_1",  "Q5_0",   "Q5_1",   "Q8_0",    "Q2_K",   "Q3_K",  "Q4_K",
+          "Q5_K",  "Q6_K",  "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS",
+          "IQ3_S", "IQ1_S", "IQ1_M",  "F16",    "BF16",    "F32"})
       QVERIFY2(formats.count(t) == 1, t);
   }
 
@@ -258,6 +260,8 @@ class TestGgufModel : public QObject {
                                    << "int4" << 0.1;
     QTest::newRow("latent attention as bf16") << "deepseek2-split"
                                               << "bf16" << 0.005;
+    QTest::newRow("iq as int8") << "qwen3moe-iq"
+                                << "int8" << 0.02;
   }
 
   void packedAtLoad() {
