@@ -409,6 +409,7 @@ struct LayerName {
 constexpr LayerName kLayerNames[] = {
     {"attn_norm.weight", "input_layernorm.weight"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},  // GLM-4.5's name
     {"attn_q.weight", "self_attn.q_proj.weight"},
     {"attn_k.weight", "self_attn.k_proj.weight"},
     {"attn_v.weight", "self_attn.v_proj.weight"},
@@ -481,8 +482,9 @@ constexpr const char* kFileTypes[] = {
 
 // Current llama.cpp conversions store MLA's kv_b split per head, the key part transposed for
 // the absorbed query: attn_k_b [heads][latent][nope] and attn_v_b [heads][v][latent]. Tandem's
-// latent attention reads kv_b [heads][nope + v][latent], rebuilt here in F16 from the two
-// (small beside the experts: 2 GB for DeepSeek-V3's 61 layers).
+// latent attention reads kv_b [heads][nope + v][latent], rebuilt here from the two in F32, the
+// stored values exactly (4 GB for DeepSeek-V3's 61 layers). F16 would halve that, but moved
+// the fixture's logits by 1.7% where rounding kv_b to F16 moves transformers' by 0.01%.
 void join_kv_b(Checkpoint& c, const ModelSpec& s, std::int64_t layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
   if (c.find(p + "kv_b_proj.weight") != nullptr || c.find(p + "k_b_proj.weight") == nullptr) return;
@@ -490,20 +492,18 @@ void join_kv_b(Checkpoint& c, const ModelSpec& s, std::int64_t layer) {
   const std::int64_t latent = s.kv_lora_rank;
   const kernels::WeightMatrix k_b = c.matrix(p + "k_b_proj.weight", heads * latent, nope);
   const kernels::WeightMatrix v_b = c.matrix(p + "v_b_proj.weight", heads * vd, latent);
-  auto* out =
-      static_cast<_Float16*>(c.derive(p + "kv_b_proj.weight", kernels::DType::F16,
-                                      {heads * (nope + vd), latent}, p + "k_b_proj.weight"));
+  auto* out = static_cast<float*>(c.derive(p + "kv_b_proj.weight", kernels::DType::F32,
+                                           {heads * (nope + vd), latent}, p + "k_b_proj.weight"));
   std::vector<float> row(static_cast<std::size_t>(std::max(nope, latent)));
   for (std::int64_t h = 0; h < heads; ++h) {
-    _Float16* head = out + h * (nope + vd) * latent;
+    float* head = out + h * (nope + vd) * latent;
     for (std::int64_t j = 0; j < latent; ++j) {
       k_b.row_f32(h * latent + j, row.data());
-      for (std::int64_t i = 0; i < nope; ++i) head[i * latent + j] = static_cast<_Float16>(row[i]);
+      for (std::int64_t i = 0; i < nope; ++i) head[i * latent + j] = row[i];
     }
     for (std::int64_t i = 0; i < vd; ++i) {
       v_b.row_f32(h * vd + i, row.data());
-      for (std::int64_t j = 0; j < latent; ++j)
-        head[(nope + i) * latent + j] = static_cast<_Float16>(row[j]);
+      for (std::int64_t j = 0; j < latent; ++j) head[(nope + i) * latent + j] = row[j];
     }
   }
 }
@@ -634,7 +634,14 @@ Checkpoint::Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec)
   for (std::int64_t l = 0; l < spec.num_layers; ++l) {
     const std::string blk = "blk." + std::to_string(l) + ".";
     const std::string hf = "model.layers." + std::to_string(l) + ".";
-    for (const LayerName& n : kLayerNames) stored_names_[hf + n.hf] = blk + n.gguf;
+    for (const LayerName& n : kLayerNames) {
+      // The first name for a tensor is the one messages use, except where GLM-4.5 has its own.
+      if (stored_names_.count(hf + n.hf) != 0 &&
+          !(spec.family == Family::Glm4Moe &&
+            std::strcmp(n.gguf, "post_attention_norm.weight") == 0))
+        continue;
+      stored_names_[hf + n.hf] = blk + n.gguf;
+    }
     stored_names_[hf + (mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight")] =
         blk + "ffn_gate_inp.weight";
     for (std::int64_t e = 0; e < spec.num_experts; ++e) {
