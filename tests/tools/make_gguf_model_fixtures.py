@@ -17,6 +17,14 @@ reordered for ggml's rotary mode), and for the dense ones, which transformers ca
 GGUF itself (llama, qwen3), the script also loads each file that way and requires the same
 logits: a second check that the files say what the oracle computed.
 
+The second oracle is llama.cpp itself (--llama-cpp ROOT BUILD, a llama.cpp or ik_llama.cpp
+checkout and its build folder, required to write): tests/tools/llama_logits.cpp is compiled
+against it and its logits on each file are recorded beside transformers', with how far apart
+the two are; where it refuses a file (it reads some architectures only at the released
+models' sizes) or is known to compute one wrongly, the JSON says so. The committed files
+were made with ik_llama.cpp 8337e4cd3:
+    python tests/tools/make_gguf_model_fixtures.py --llama-cpp ~/ik_llama.cpp ~/ik_llama.cpp/build
+
 Architectures: qwen3moe, qwen3, llama, llama with experts (Mixtral), deepseek2 (both ways
 llama.cpp has stored MLA's kv_b: whole, and split per head into attn_k_b and attn_v_b with the
 attention described as multi-query) and glm4moe (with a next-token-prediction layer appended,
@@ -30,6 +38,7 @@ import importlib.metadata
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -80,6 +89,11 @@ def random_tensor(rng, shape, qtype, sigma):
     assert cols % block_weights == 0, (qtype.name, shape)
     blocks = rows * cols // block_weights
     raw = rng.integers(0, 256, size=(blocks, block_bytes), dtype=np.uint8)
+    if qtype == T.Q8_0:
+        # llama.cpp's quantiser never writes -128 and its kernels take |q| as a byte, which
+        # -128 overflows: as in every real file, the codes stay within -127 ... 127.
+        codes = raw[:, 2:]
+        codes[codes == 0x80] = 0x81
     fields = SCALE_FIELDS[qtype]
 
     def set_fields(scale):
@@ -163,15 +177,17 @@ def fixtures(vocab):
             "*": T.Q4_K, "router": T.BF16, "output": T.Q6_K, "token_embd": T.BF16,
             "1.attn_v": T.BF16}, 15))
     # DeepSeek-V3 as current llama.cpp converts it: kv_b split per head into attn_k_b and
-    # attn_v_b, the attention described as multi-query, YaRN, experts in groups.
+    # attn_v_b, the attention described as multi-query, YaRN.
     mla = dict(vocab_size=vocab, hidden_size=256, num_attention_heads=4, num_key_value_heads=4,
                kv_lora_rank=128, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
                intermediate_size=512, moe_intermediate_size=256, n_routed_experts=8,
                num_experts_per_tok=2, n_shared_experts=1, max_position_embeddings=256,
                rms_norm_eps=1e-6, tie_word_embeddings=False, rope_theta=10000.0)
+    # (llama.cpp reads the multi-query form only at DeepSeek-V3's latent and rotary sizes.)
     out.append(Fixture("deepseek2-split", "deepseek2", transformers.DeepseekV3Config(
-        **mla, num_hidden_layers=3, q_lora_rank=128, first_k_dense_replace=1, n_group=4,
-        topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True,
+        **{**mla, "kv_lora_rank": 512, "qk_rope_head_dim": 64}, num_hidden_layers=3, q_lora_rank=128,
+        first_k_dense_replace=1, n_group=1, topk_group=1, routed_scaling_factor=2.5,
+        norm_topk_prob=True,
         rope_scaling={"type": "yarn", "rope_type": "yarn", "factor": 4.0,
                       "original_max_position_embeddings": 64, "beta_fast": 32.0, "beta_slow": 1.0,
                       "mscale": 1.0, "mscale_all_dim": 1.0}), {
@@ -179,15 +195,17 @@ def fixtures(vocab):
             "attn_k_b": T.Q8_0, "attn_v_b": T.Q4_0, "1.attn_q_b": T.Q5_1,
             "ffn_gate_exps": T.Q4_K, "ffn_up_exps": T.Q4_K, "ffn_down_exps": T.Q6_K,
             "ffn_gate_shexp": T.Q5_K, "ffn_up_shexp": T.Q5_K, "ffn_down_shexp": T.Q8_0,
-            "2.ffn_gate_exps": T.Q3_K, "2.ffn_down_exps": T.Q5_K}, 16, split_kv_b=True,
-        groups=True))
+            "2.ffn_gate_exps": T.Q3_K, "2.ffn_down_exps": T.Q5_K}, 16, split_kv_b=True))
     # As older conversions (and ik_llama.cpp's) store it: kv_b whole, per-head sizes in
-    # key_length and value_length; no low-rank query, one expert group.
+    # key_length and value_length; no low-rank query (which llama.cpp reads only for
+    # DeepSeek-V2-Lite's layer count), experts in groups (expert_group_count, which
+    # ik_llama.cpp ignores for this architecture).
     out.append(Fixture("deepseek2-kv_b", "deepseek2", transformers.DeepseekV3Config(
-        **mla, num_hidden_layers=2, q_lora_rank=None, first_k_dense_replace=1, n_group=1,
-        topk_group=1, routed_scaling_factor=1.5, norm_topk_prob=False), {
+        **mla, num_hidden_layers=2, q_lora_rank=None, first_k_dense_replace=1, n_group=4,
+        topk_group=2, routed_scaling_factor=1.5, norm_topk_prob=False), {
             "*": T.Q8_0, "router": T.F16, "attn_kv_b": T.Q8_0, "output": T.Q8_0,
-            "ffn_gate_exps": T.Q5_K, "ffn_up_exps": T.Q4_K, "ffn_down_exps": T.Q6_K}, 17))
+            "ffn_gate_exps": T.Q5_K, "ffn_up_exps": T.Q4_K, "ffn_down_exps": T.Q6_K}, 17,
+        groups=True))
     # GLM-4.5: q/k/v biases, per-head q/k norms, RoPE over half of each head, a sigmoid router
     # in groups, and a next-token-prediction layer after the others (left out).
     out.append(Fixture("glm4moe-mixed", "glm4moe", transformers.Glm4MoeConfig(
@@ -217,6 +235,10 @@ def fixtures(vocab):
 
 def sigmoid_router(f):
     return f.arch in ("deepseek2", "glm4moe")
+
+
+def mixtral_fixture(f):
+    return f.arch == "llama" and getattr(f.config, "num_local_experts", 0) > 0
 
 
 def moe_fixture(f):
@@ -301,10 +323,12 @@ def build(f, tok):
     if not c.tie_word_embeddings:
         matrix("output.weight", None, "output", (c.vocab_size, h), "lm_head.weight", h)
     norm("output_norm.weight", h, "model.norm.weight")
-    for l in range(c.num_hidden_layers):
+    def layer(l):
         b, p = f"blk.{l}.", f"model.layers.{l}."
         norm(b + "attn_norm.weight", h, p + "input_layernorm.weight")
-        norm(b + "ffn_norm.weight", h, p + "post_attention_layernorm.weight")
+        # GLM-4.5's converter names the second norm as the attention's.
+        norm(b + ("post_attention_norm.weight" if f.arch == "glm4moe" else "ffn_norm.weight"), h,
+             p + "post_attention_layernorm.weight")
         llama = f.arch == "llama"
         if f.arch == "deepseek2":
             latent_attention(f, c, rng, l, b, p + "self_attn.", matrix, norm, gguf_tensors, hf)
@@ -348,14 +372,20 @@ def build(f, tok):
                                                   c.intermediate_size)):
                 matrix(b + part + ".weight", l, part, shape, p + "mlp." + hf_part + ".weight", fan_in)
 
+    for l in range(c.num_hidden_layers):
+        layer(l)
+
+    # Next-token-prediction layers, as GLM-4.5's files hold them: a whole layer and the
+    # nextn tensors, in the file only (the reader must leave them out; transformers does not
+    # run them either).
+    main_hf, hf = hf, {}
     for l in range(c.num_hidden_layers, c.num_hidden_layers + f.layout.get("predict_layers", 0)):
-        # A next-token-prediction layer, as GLM-4.5's files hold one: the reader must leave it
-        # out (transformers does not run it either).
-        b = f"blk.{l}."
-        for name, n in (("attn_norm.weight", h), ("nextn.enorm.weight", h), ("nextn.hnorm.weight", h)):
-            gguf_tensors[b + name] = ((1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32), T.F32)
-        stored, _ = random_tensor(rng, (h, 2 * h), T.Q8_0, 1.0 / math.sqrt(2 * h))
-        gguf_tensors[b + "nextn.eh_proj.weight"] = (stored, T.Q8_0)
+        layer(l)
+        b = f"blk.{l}.nextn."
+        for name in ("enorm.weight", "hnorm.weight", "shared_head_norm.weight"):
+            norm(b + name, h, name)
+        matrix(b + "eh_proj.weight", l, "eh_proj", (h, 2 * h), "eh_proj", 2 * h)
+    hf = main_hf
 
     model = transformers.AutoModelForCausalLM.from_config(c, attn_implementation="eager")
     state = model.state_dict()
@@ -376,6 +406,18 @@ def build(f, tok):
     model.load_state_dict(hf, strict=True)
     model.eval()
     return gguf_tensors, model
+
+
+def check_names(f, tensors):
+    """Every tensor name is one gguf-py lists for the architecture, as llama.cpp reads it."""
+    arch = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}[f.arch]
+    known = set()
+    for t in gguf.MODEL_TENSORS[arch]:
+        for l in range(f.config.num_hidden_layers + f.layout.get("predict_layers", 0)):
+            known.add(gguf.TENSOR_NAMES[t].format(bid=l))
+    for name in tensors:
+        base = name.rsplit(".", 1)[0]
+        assert base in known, (f.name, name, "is not a tensor llama.cpp names for", f.arch)
 
 
 def write_gguf(path, f, tensors, tok):
@@ -492,8 +534,58 @@ def record(model, tok):
     return out
 
 
+def llama_cpp_tool(root, build):
+    """Compiles tests/tools/llama_logits.cpp against the llama.cpp (or ik_llama.cpp) checkout
+    `root` and its build folder `build`; returns the program and a name for the build."""
+    header = os.path.join(root, "include", "llama.h")
+    ik = "fused_moe_up_gate" in open(header).read()
+    out = os.path.join(tempfile.mkdtemp(), "llama_logits")
+    libs = [os.path.join(build, "src"), os.path.join(build, "ggml", "src"), os.path.join(build, "bin")]
+    subprocess.run(["g++", "-O2", "-std=c++17", *(["-DIK_LLAMA"] if ik else []),
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "llama_logits.cpp"),
+                    "-I" + os.path.join(root, "include"), "-I" + os.path.join(root, "ggml", "include"),
+                    *["-L" + d for d in libs], "-lllama", "-lggml",
+                    "-Wl,-rpath," + ":".join(libs), "-o", out], check=True)
+    commit = subprocess.run(["git", "-C", root, "log", "-1", "--format=%h %cs"], capture_output=True,
+                            text=True).stdout.strip() or "unknown commit"
+    return out, f"{'ik_llama.cpp' if ik else 'llama.cpp'} {commit}"
+
+
+def llama_cpp_logits(tool, path, prompts):
+    """llama.cpp's last-position logits for each prompt, or the reason it gives for refusing
+    the file (it reads some architectures only at the released models' sizes)."""
+    ids = "".join(" ".join(map(str, p["ids"])) + "\n" for p in prompts)
+    run = subprocess.run([tool, path], input=ids, capture_output=True, text=True)
+    if run.returncode != 0:
+        lines = [l for l in run.stderr.splitlines() if "error" in l.lower() or "Detected" in l]
+        return None, (lines[0] if lines else run.stderr.strip().splitlines()[-1]).strip()
+    return [[float(x) for x in line.split()] for line in run.stdout.splitlines()], None
+
+
+# Where a llama.cpp build is known to compute a fixture's architecture wrongly, its logits
+# are recorded but are no oracle.
+KNOWN_FAULTS = {
+    ("ik_llama.cpp", "mixtral"): "its llama graph adds the normalised input instead of the "
+    "residual after the experts (build_llama passes add_input with the normed tensor); "
+    "transformers computing that way agrees with it to 0.5%",
+}
+
+
+def relative(a, b):
+    a, b = np.array(a), np.array(b)
+    return float(np.abs(a - b).max() / (a.max() - a.min()))
+
+
 def main():
     verify = "--verify" in sys.argv
+    # --llama-cpp ROOT BUILD: llama.cpp's logits as the second oracle (required to write).
+    llama = None
+    if "--llama-cpp" in sys.argv:
+        at = sys.argv.index("--llama-cpp")
+        llama = llama_cpp_tool(sys.argv[at + 1], sys.argv[at + 2])
+    elif not verify:
+        sys.exit("give --llama-cpp ROOT BUILD (a llama.cpp or ik_llama.cpp checkout and its build "
+                 "folder): the fixtures record its logits beside transformers'.")
     # --only NAME[,NAME]: write (or verify) those fixtures alone, leaving the others' files.
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     torch.manual_seed(0)
@@ -506,6 +598,7 @@ def main():
         f.config.bos_token_id = eos
         f.config.eos_token_id = [tok.token_to_id("<|im_end|>")]
         tensors, model = build(f, tok)
+        check_names(f, tensors)
         expected = record(model, tok)
         path = os.path.join(OUT, f.name + ".gguf")
         if verify:
@@ -529,13 +622,39 @@ def main():
                 ids = torch.tensor([expected[0]["ids"]])
                 diff = (loaded(ids).logits[0, -1] - model(ids).logits[0, -1]).abs().max().item()
             assert diff < 1e-3, (f.name, "transformers' GGUF loader differs by", diff)
+        # llama.cpp on the same file: its logits beside transformers' (the test holds Tandem
+        # to both), and how far the two oracles are apart.
+        second = None
+        if llama:
+            logits, refused = llama_cpp_logits(llama[0], path, expected)
+            second = {"build": llama[1]}
+            if refused:
+                second["refused"] = refused
+                print(f"  {llama[1]} does not load {f.name}: {refused}")
+            else:
+                second["logits"] = logits
+                apart = [relative(p["logits"], l) for p, l in zip(expected, logits)]
+                second["relative_to_transformers"] = apart
+                print(f"  {llama[1]} and transformers differ by {max(apart):.4f} of the range")
+                family = "mixtral" if mixtral_fixture(f) else f.arch
+                fault = KNOWN_FAULTS.get((llama[1].split()[0], family))
+                if fault:
+                    second["not_an_oracle"] = fault
+                else:
+                    assert max(apart) < 0.1, (f.name, "llama.cpp and transformers disagree")
+        if verify and second and "logits" in second:
+            with open(os.path.join(OUT, f.name + ".json")) as j:
+                stored = json.load(j).get("llama_cpp", {})
+            if "logits" in stored:
+                diff = max(relative(a, b) for a, b in zip(stored["logits"], second["logits"]))
+                assert diff < 1e-3, (f.name, "llama.cpp's logits moved by", diff)
         if not verify:
             with open(os.path.join(OUT, f.name + ".json"), "w") as j:
                 json.dump({"fixture": f.name, "architecture": f.arch,
                            "oracle": f"transformers {transformers.__version__}, torch "
                                      f"{torch.__version__}, gguf-py {importlib.metadata.version('gguf')}",
                            "formats": sorted({q.name for _, q in tensors.values()}),
-                           "prompts": expected}, j)
+                           "prompts": expected, "llama_cpp": second}, j)
         print(f"{f.name}: {os.path.getsize(path) / 1e6:.2f} MB, greedy {expected[0]['greedy'][:8]}"
               f"{' (verified)' if verify else ''}")
 
