@@ -202,7 +202,12 @@ class TestHybridEngine : public QObject {
 
     QCOMPARE(got.greedy, want.greedy);
     const double worst = worst_relative(got, want);
-    QVERIFY2(worst <= 1e-4,
+    // GGUF blocks as stored are multiplied with 8-bit activations on both sides; where the
+    // experts' inputs differ in their last bits (sums in another order), an activation can
+    // round the other way, which moved the mixed fixture's logits by 0.3% of the range
+    // (the greedy tokens stay the same). Everything else computes in floats: 1e-4.
+    const bool gguf_blocks = fixture.endsWith(QLatin1String(".gguf")) && format == "native";
+    QVERIFY2(worst <= (gguf_blocks ? 1e-2 : 1e-4),
              qPrintable(QStringLiteral("largest difference %1 of the range").arg(worst)));
     const auto snap = runner.metrics()->snapshot();
     QVERIFY(snap.accelerator);
