@@ -1,8 +1,10 @@
 #include "app/recommend_command.h"
 
+#include <fmt/format.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -80,9 +82,15 @@ int run_recommend(const RecommendOptions& o) {
       if (!model.cannot_run.empty())
         std::cout << "Tandem cannot run it yet; this is what it would need. " << model.cannot_run
                   << "\n";
-      std::cout << shape.architecture << ": " << shape.total_params() / 1000000000.0
-                << "B parameters, " << shape.active_params_per_token() / 1000000000.0
-                << "B active per token\n\n"
+      // As people read them: "30.5 B", "5.7 M".
+      const auto count = [](std::int64_t n) {
+        const double v = static_cast<double>(n);
+        return v >= 1e9   ? fmt::format("{:.1f} B", v / 1e9)
+               : v >= 1e6 ? fmt::format("{:.1f} M", v / 1e6)
+                          : fmt::format("{}", n);
+      };
+      std::cout << shape.architecture << ": " << count(shape.total_params()) << " parameters, "
+                << count(shape.active_params_per_token()) << " active per token\n\n"
                 << plan::format_plan(p);
       if (!o.save.empty()) std::cout << "\nProfile saved to " << o.save << "\n";
     }

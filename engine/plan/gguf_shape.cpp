@@ -23,7 +23,11 @@ std::int64_t meta_int(const model::GgufSet& f, const std::string& key, std::int6
 
 int block_index(const std::string& name) {
   if (name.rfind("blk.", 0) != 0) return -1;
-  return std::stoi(name.substr(4, name.find('.', 4) - 4));
+  try {
+    return std::stoi(name.substr(4, name.find('.', 4) - 4));
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
 
 }  // namespace
@@ -37,7 +41,8 @@ ModelShape model_shape_from_gguf(const model::GgufSet& f) {
   const std::string arch = arch_value->as_string();
   ModelShape s;
   s.architecture = "gguf:" + arch;
-  s.layers = meta_int(f, arch + ".block_count", 0);
+  // Next-token-prediction layers (GLM-4.5's) are counted in block_count but not run.
+  s.layers = meta_int(f, arch + ".block_count", 0) - meta_int(f, arch + ".nextn_predict_layers", 0);
   s.hidden = meta_int(f, arch + ".embedding_length", 0);
   if (s.layers <= 0 || s.hidden <= 0) {
     throw std::runtime_error(f.path() + ": " + arch + ".block_count or " + arch +
@@ -47,31 +52,46 @@ ModelShape model_shape_from_gguf(const model::GgufSet& f) {
   s.experts_per_token = meta_int(f, arch + ".expert_used_count", 0);
 
   std::int64_t routed = 0;
+  std::uint64_t routed_bytes = 0;
   std::set<int> moe_blocks;
+  ModelShape::StoredBytes& b = s.stored;
+  b.known = true;
   for (const auto& [name, t] : f.tensors()) {
+    if (block_index(name) >= s.layers) continue;  // a prediction layer
     const auto n = static_cast<std::int64_t>(t.info->element_count());
+    const std::uint64_t size = t.info->size_bytes;
     if (name == "token_embd.weight") {
       s.embedding_params += n;
+      b.embedding += size;
     } else if (name == "output.weight") {
       s.output_params += n;
+      b.output += size;
     } else if (name.find("_exps.") != std::string::npos) {
       routed += n;
+      routed_bytes += size;
       moe_blocks.insert(block_index(name));
     } else if (name.find("_shexp.") != std::string::npos) {
       s.shared_expert_params += n;
+      b.shared_experts += size;
     } else if (name.find("ffn_gate_inp.") != std::string::npos ||
                name.find("exp_probs_b") != std::string::npos) {
       s.router_params += n;
+      b.router += size;
     } else if (name.find(".ffn_gate.") != std::string::npos ||
                name.find(".ffn_up.") != std::string::npos ||
                name.find(".ffn_down.") != std::string::npos) {
       s.dense_ffn_params += n;
+      b.dense_ffn += size;
     } else {
       s.attention_params += n;  // attention projections and every norm
+      b.attention += size;
     }
   }
   s.moe_layers = static_cast<std::int64_t>(moe_blocks.size());
-  if (s.experts > 0 && s.moe_layers > 0) s.expert_params = routed / (s.experts * s.moe_layers);
+  if (s.experts > 0 && s.moe_layers > 0) {
+    s.expert_params = routed / (s.experts * s.moe_layers);
+    b.expert = routed_bytes / static_cast<std::uint64_t>(s.experts * s.moe_layers);
+  }
 
   const std::int64_t kv_lora = meta_int(f, arch + ".attention.kv_lora_rank", 0);
   if (kv_lora > 0) {

@@ -19,6 +19,11 @@ std::uint64_t bytes(std::int64_t params, WeightFormat f) {
   return static_cast<std::uint64_t>(std::llround(static_cast<double>(params) * bytes_per_param(f)));
 }
 
+// A category's weights in format `f`: as stored (a GGUF file's own bytes) for Native.
+std::uint64_t weights(std::int64_t params, std::uint64_t stored, WeightFormat f) {
+  return f == WeightFormat::Native ? stored : bytes(params, f);
+}
+
 std::string gib(std::uint64_t b) {
   return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ull << 30));
 }
@@ -54,40 +59,48 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
               std::int64_t gpu_experts, std::int64_t context, bool onednn,
               std::uint64_t staging = 0) {
   Layout l;
+  const ModelShape::StoredBytes& st = m.stored;
   const std::int64_t attention_dense = m.attention_params + m.dense_ffn_params + m.router_params;
+  const std::uint64_t attention_dense_stored = st.attention + st.dense_ffn + st.router;
   const std::int64_t cpu_experts = m.experts - gpu_experts;
-  l.ram.push_back({"embeddings", bytes(m.embedding_params, WeightFormat::Bf16)});
+  const auto experts = [&](std::int64_t n, WeightFormat f) {
+    return weights(m.expert_params * n * m.moe_layers,
+                   st.expert * static_cast<std::uint64_t>(n * m.moe_layers), f);
+  };
+  // Looked up by row, the embedding stays as stored (a GGUF file's blocks; BF16 otherwise).
+  l.ram.push_back(
+      {"embeddings", st.known ? st.embedding : bytes(m.embedding_params, WeightFormat::Bf16)});
   if (gpu) {
-    l.vram.push_back({"attention and dense weights", bytes(attention_dense, gpu_fmt)});
-    l.vram.push_back({"shared experts", bytes(m.shared_expert_params, gpu_fmt)});
-    l.vram.push_back({"output head", bytes(m.output_params, gpu_fmt)});
     l.vram.push_back(
-        {"routed experts (GPU)", bytes(m.expert_params * gpu_experts * m.moe_layers, gpu_fmt)});
+        {"attention and dense weights", weights(attention_dense, attention_dense_stored, gpu_fmt)});
+    l.vram.push_back(
+        {"shared experts", weights(m.shared_expert_params, st.shared_experts, gpu_fmt)});
+    l.vram.push_back({"output head", weights(m.output_params, st.output, gpu_fmt)});
+    l.vram.push_back({"routed experts (GPU)", experts(gpu_experts, gpu_fmt)});
     if (staging > 0) l.vram.push_back({"layerwise prefill staging", staging});
     l.vram.push_back(
         {"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 2)});
     if (m.recurrent_state_elements > 0) l.vram.push_back(recurrent_state(m));
     l.vram.push_back({"activations and scratch", scratch_bytes(m)});
     l.vram.push_back({"CUDA context", kCudaContextBytes});
-    l.ram.push_back(
-        {"routed experts (CPU)", bytes(m.expert_params * cpu_experts * m.moe_layers, cpu)});
+    l.ram.push_back({"routed experts (CPU)", experts(cpu_experts, cpu)});
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   } else {
     // Read by every token, the dense matrices stay INT8 when the experts are INT4
     // (model::packed_format_for).
     const WeightFormat dense =
         cpu == WeightFormat::Int4 || cpu == WeightFormat::Mxfp4 ? WeightFormat::Int8 : cpu;
-    l.ram.push_back({"attention and dense weights", bytes(attention_dense, dense)});
-    l.ram.push_back({"shared experts", bytes(m.shared_expert_params, dense)});
-    l.ram.push_back({"output head", bytes(m.output_params, dense)});
+    l.ram.push_back(
+        {"attention and dense weights", weights(attention_dense, attention_dense_stored, dense)});
+    l.ram.push_back({"shared experts", weights(m.shared_expert_params, st.shared_experts, dense)});
+    l.ram.push_back({"output head", weights(m.output_params, st.output, dense)});
     if (onednn && dense == WeightFormat::Int8) {
       l.ram.push_back(
           {"dense weights in oneDNN's layout (prompts)",
            bytes(attention_dense - m.router_params + m.shared_expert_params + m.output_params,
                  WeightFormat::Int8)});
     }
-    l.ram.push_back(
-        {"routed experts (CPU)", bytes(m.expert_params * m.experts * m.moe_layers, cpu)});
+    l.ram.push_back({"routed experts (CPU)", experts(m.experts, cpu)});
     // The CPU engine keeps keys and values in fp32; for latent attention it keeps the latent
     // twice, as rows to weigh and transposed beside the rotary key to score against (counted
     // as two copies of latent and key: a little over, by the rotary key).
@@ -109,10 +122,11 @@ const hw::GpuDevice* best_gpu(const hw::HardwareReport& hw) {
 }
 
 std::string method_name(kernels::CpuVariant v, WeightFormat f) {
-  const std::string fmt_part = f == WeightFormat::Bf16    ? "BF16"
-                               : f == WeightFormat::Int8  ? "INT8"
-                               : f == WeightFormat::Mxfp4 ? "MXFP4"
-                                                          : "INT4";
+  const std::string fmt_part = f == WeightFormat::Bf16     ? "BF16"
+                               : f == WeightFormat::Int8   ? "INT8"
+                               : f == WeightFormat::Mxfp4  ? "MXFP4"
+                               : f == WeightFormat::Native ? "GGUF"
+                                                           : "INT4";
   switch (v) {
     case kernels::CpuVariant::Amx:
       return "AMX" + fmt_part;
@@ -160,6 +174,8 @@ std::string_view format_name(WeightFormat f) {
       return "int4";
     case WeightFormat::Mxfp4:
       return "mxfp4";
+    case WeightFormat::Native:
+      return "native";
   }
   return "int8";
 }
@@ -174,6 +190,8 @@ double bytes_per_param(WeightFormat f) {
       return 0.5 + 1.0 / 64.0;
     case WeightFormat::Mxfp4:
       return 0.5 + 1.0 / 32.0;
+    case WeightFormat::Native:
+      return 0.0;
   }
   return 1.0;
 }
@@ -218,6 +236,9 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
                                                            : WeightFormat::Int4;
   if (wishes.cpu_format) {
     cpu = *wishes.cpu_format;
+  } else if (m.stored.known) {
+    // A GGUF file runs as stored at any quality: its quantisation was chosen at download.
+    cpu = WeightFormat::Native;
   } else if (m.mxfp4_experts) {
     // Stored as MXFP4, the experts are kept so at any quality: exact, and as small as INT4.
     cpu = WeightFormat::Mxfp4;
@@ -238,7 +259,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   // Layerwise prefill, which the plan turns on with a GPU, keeps two layers of the experts
   // not on it staged there; the runtime sizes N with the same code (schedule::experts_that_fit).
   bool layerwise = moe;
-  const auto expert_bytes = [&] { return bytes(m.expert_params, gpu_fmt); };
+  const auto expert_bytes = [&] { return weights(m.expert_params, m.stored.expert, gpu_fmt); };
   const auto staging_for = [&](std::int64_t n) -> std::uint64_t {
     return use_gpu && layerwise ? schedule::staging_bytes(expert_bytes(), m.experts, n, strategy)
                                 : 0;
@@ -255,7 +276,12 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   };
   if (gpu != nullptr) {
     plan.vram_budget = gpu->free_bytes;
-    for (WeightFormat f : {WeightFormat::Bf16, WeightFormat::Int8, WeightFormat::Int4}) {
+    // A GGUF file's dense part goes to the GPU as stored.
+    const std::vector<WeightFormat> choices =
+        m.stored.known
+            ? std::vector<WeightFormat>{WeightFormat::Native, WeightFormat::Int4}
+            : std::vector<WeightFormat>{WeightFormat::Bf16, WeightFormat::Int8, WeightFormat::Int4};
+    for (WeightFormat f : choices) {
       if (sum(layout(m, true, cpu, f, 0, context, onednn).vram) <= plan.vram_budget) {
         gpu_fmt = f;
         use_gpu = true;
@@ -267,7 +293,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
           "the GPU's {} free cannot hold the attention weights and KV cache even at 4 bits: "
           "everything runs on the CPU",
           gib(gpu->free_bytes)));
-    } else if (gpu_fmt != WeightFormat::Bf16) {
+    } else if (gpu_fmt != WeightFormat::Bf16 && gpu_fmt != WeightFormat::Native) {
       plan.changes.push_back(fmt::format("GPU weights stored as {} so they fit in {} of VRAM",
                                          format_name(gpu_fmt), gib(gpu->free_bytes)));
     }
@@ -281,7 +307,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
     return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, onednn).ram);
   };
   while (!wishes.cpu_format && ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4 &&
-         cpu != WeightFormat::Mxfp4) {
+         cpu != WeightFormat::Mxfp4 && cpu != WeightFormat::Native) {
     const WeightFormat smaller =
         cpu == WeightFormat::Bf16 ? WeightFormat::Int8 : WeightFormat::Int4;
     plan.changes.push_back(fmt::format("CPU experts as {} instead of {} to fit in {} of RAM",
@@ -319,10 +345,16 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
 
   if (plan.ram_total() > plan.ram_budget) {
     plan.verdict = Verdict::DoesNotFit;
-    plan.verdict_reason = fmt::format(
-        "needs {} of RAM even with 4-bit experts, but only {} is available; choose a "
-        "smaller model{}",
-        gib(plan.ram_total()), gib(plan.ram_budget), use_gpu ? "" : " or add a GPU");
+    plan.verdict_reason =
+        cpu == WeightFormat::Native
+            ? fmt::format(
+                  "needs {} of RAM as the file stores it, but only {} is available; "
+                  "choose a smaller quantisation of the model{}",
+                  gib(plan.ram_total()), gib(plan.ram_budget), use_gpu ? "" : " or add a GPU")
+            : fmt::format(
+                  "needs {} of RAM even with 4-bit experts, but only {} is available; "
+                  "choose a smaller model{}",
+                  gib(plan.ram_total()), gib(plan.ram_budget), use_gpu ? "" : " or add a GPU");
   } else if (!plan.changes.empty()) {
     plan.verdict = Verdict::FitsWithChanges;
     plan.verdict_reason = fmt::format("fits with {} change{}: {}", plan.changes.size(),
@@ -342,12 +374,15 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   pools = std::max(1, pools);
   plan.parameters.push_back(
       {"kt-method", method_name(variant, cpu),
-       fmt::format("{} experts with the {} kernels: {}", format_name(cpu),
+       fmt::format("{} experts with the {} kernels: {}",
+                   cpu == WeightFormat::Native ? "GGUF" : format_name(cpu),
                    variant == kernels::CpuVariant::Amx      ? "AMX"
                    : variant == kernels::CpuVariant::Avx512 ? "AVX-512"
                    : variant == kernels::CpuVariant::Avx2   ? "AVX2"
                                                             : "portable",
-                   cpu == WeightFormat::Bf16   ? "full precision, twice the memory of INT8"
+                   cpu == WeightFormat::Native
+                       ? "the file's own block formats, computed as stored: no conversion"
+                   : cpu == WeightFormat::Bf16 ? "full precision, twice the memory of INT8"
                    : cpu == WeightFormat::Int8 ? "near-lossless and fast"
                    : cpu == WeightFormat::Mxfp4
                        ? "the model's own MXFP4 experts, kept exactly at 4.25 bits"
@@ -376,7 +411,9 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
        : use_gpu ? "all experts are on the GPU or too few are active to defer"
                  : "without a GPU there is nothing to overlap the CPU experts with"});
   if (use_gpu && moe && layerwise) {
-    const double layer_bytes = static_cast<double>(bytes(m.expert_params * m.experts, gpu_fmt));
+    const double layer_bytes = static_cast<double>(
+        weights(m.expert_params * m.experts,
+                m.stored.expert * static_cast<std::uint64_t>(m.experts), gpu_fmt));
     const double rate =
         cores * kCpuMacsPerCoreInt8 * (variant == kernels::CpuVariant::Amx ? kAmxSpeedup : 1.0);
     const double cpu_s_per_token =

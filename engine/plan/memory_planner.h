@@ -19,12 +19,13 @@ enum class Quality { Quality, Balanced, Speed };
 std::string_view quality_name(Quality q);
 bool parse_quality(std::string_view name, Quality& out);
 
-// Mxfp4: routed experts stored as MXFP4 (gpt-oss), kept so.
-enum class WeightFormat { Bf16, Int8, Int4, Mxfp4 };
-std::string_view format_name(WeightFormat f);  // "bf16", "int8", "int4", "mxfp4"
+// Mxfp4: routed experts stored as MXFP4 (gpt-oss), kept so. Native: a GGUF file's tensors
+// as stored, each in its own block format (sized from ModelShape::stored).
+enum class WeightFormat { Bf16, Int8, Int4, Mxfp4, Native };
+std::string_view format_name(WeightFormat f);  // "bf16", "int8", "int4", "mxfp4", "native"
 // Bytes per parameter: BF16 2, INT8 1 (the per-row scales are under 0.2% and counted in the
 // runtime overhead), INT4 0.5 plus an fp16 scale per group of 128 (1/64 byte), MXFP4 0.5
-// plus a 1-byte exponent per 32 (1/32 byte).
+// plus a 1-byte exponent per 32 (1/32 byte). Native has no one figure: 0.
 double bytes_per_param(WeightFormat f);
 
 struct PlanWishes {

@@ -37,6 +37,14 @@ struct ModelShape {
   // elements over all of them (the convolution's last inputs and each head's matrix).
   std::int64_t linear_layers = 0;
   std::int64_t recurrent_state_elements = 0;
+  // A GGUF file's bytes per category as stored (each tensor in its own block format), which
+  // the plan counts when the model runs as stored (WeightFormat::Native); known: read.
+  struct StoredBytes {
+    bool known = false;
+    std::uint64_t embedding = 0, output = 0, attention = 0, dense_ffn = 0, shared_experts = 0,
+                  router = 0;
+    std::uint64_t expert = 0;  // one routed expert, the average over the layers
+  } stored;
 
   std::int64_t routed_expert_params() const { return expert_params * experts * moe_layers; }
   std::int64_t always_active_params() const {

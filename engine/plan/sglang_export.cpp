@@ -93,6 +93,7 @@ SglangExport export_sglang(const ModelLookup& model, const Plan& plan, const Sgl
       method = "AMXINT4", quant = "int4";
       break;
     case WeightFormat::Mxfp4:
+    case WeightFormat::Native:  // a GGUF file, refused above
       break;
   }
   const std::string tandem_method = value_of(plan, "kt-method");

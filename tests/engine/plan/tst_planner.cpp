@@ -416,6 +416,42 @@ class TestPlanner : public QObject {
     QCOMPARE(s.expert_params, std::int64_t{2 * 64 * 16});
     // No key_length: the head size is embedding / heads (heads default to 1 here).
     QCOMPARE(s.kv_elements_per_token, std::int64_t{2} * 2 * (64 + 64));
+    // And the bytes as stored (F32 here): one expert is its gate and down projections.
+    QVERIFY(s.stored.known);
+    QCOMPARE(s.stored.embedding, std::uint64_t{6400 * 4});
+    QCOMPARE(s.stored.attention, std::uint64_t{4096 * 4});
+    QCOMPARE(s.stored.expert, std::uint64_t{2 * 64 * 16 * 4});
+  }
+
+  // A GGUF model is planned as it runs: every tensor as stored, whatever the quality.
+  void gguf_planned_as_stored() {
+    const std::string path = std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/qwen3moe-mixed.gguf";
+    const model::GgufSet file(path);
+    const ModelShape s = model_shape_from_gguf(file);
+    std::uint64_t experts = 0;
+    for (const auto& [name, t] : file.tensors())
+      if (name.find("_exps.") != std::string::npos) experts += t.info->size_bytes;
+    for (Quality q : {Quality::Quality, Quality::Balanced, Quality::Speed}) {
+      const Plan p = make_plan(machine("xeon-2s-amx-24gb"), s, {8192, q, {}});
+      QCOMPARE(p.cpu_format, WeightFormat::Native);
+      QVERIFY(p.uses_gpu);
+      QCOMPARE(p.gpu_format, WeightFormat::Native);
+      const std::uint64_t placed =
+          line(p.ram, "routed experts (CPU)") + line(p.vram, "routed experts (GPU)");
+      // Every expert once, on one side or the other (to rounding of the per-expert average).
+      QVERIFY2(placed <= experts && placed + 64 * s.experts * s.moe_layers >= experts,
+               qPrintable(QStringLiteral("%1 of %2").arg(placed).arg(experts)));
+      QCOMPARE(line(p.ram, "embeddings"), s.stored.embedding);
+      bool named = false;
+      for (const Parameter& x : p.parameters)
+        named |= x.name == "kt-method" && x.value.find("GGUF") != std::string::npos;
+      QVERIFY(named);
+    }
+    // Chosen by the user, a packed format is sized as packed.
+    PlanWishes int4{8192, Quality::Balanced, {}};
+    int4.cpu_format = WeightFormat::Int4;
+    const Plan packed = make_plan(machine("xeon-2s-amx-24gb"), s, int4);
+    QCOMPARE(packed.cpu_format, WeightFormat::Int4);
   }
 
   void catalog_is_complete() {
