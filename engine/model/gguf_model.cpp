@@ -483,8 +483,8 @@ constexpr const char* kFileTypes[] = {
 // Current llama.cpp conversions store MLA's kv_b split per head, the key part transposed for
 // the absorbed query: attn_k_b [heads][latent][nope] and attn_v_b [heads][v][latent]. Tandem's
 // latent attention reads kv_b [heads][nope + v][latent], rebuilt here from the two in F32, the
-// stored values exactly (4 GB for DeepSeek-V3's 61 layers). F16 would halve that, but moved
-// the fixture's logits by 1.7% where rounding kv_b to F16 moves transformers' by 0.01%.
+// stored values exactly, as llama.cpp computes with them (4 GB for DeepSeek-V3's 61 layers;
+// F16 would halve that but round every value).
 void join_kv_b(Checkpoint& c, const ModelSpec& s, std::int64_t layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
   if (c.find(p + "kv_b_proj.weight") != nullptr || c.find(p + "k_b_proj.weight") == nullptr) return;
