@@ -478,6 +478,11 @@ void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const W
     }
     return;
   }
+  if (m < kGgufTileMinTokens && variant != CpuVariant::Scalar) {
+    const bool fused = avx512 ? gguf_block_dot_avx512(a, m, w, row_begin, row_end, y, y_stride)
+                              : gguf_block_dot_avx2(a, m, w, row_begin, row_end, y, y_stride);
+    if (fused) return;
+  }
   const bool simd_unpack = variant != CpuVariant::Scalar;
   auto* dot = variant == CpuVariant::Scalar ? gguf_dot_rows_scalar
               : avx512                      ? gguf_dot_rows_avx512

@@ -86,6 +86,16 @@ void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
 
 inline constexpr std::int64_t kGgufTileMinTokens = 3;
 
+// Rows [row_begin, row_end) of w times one or two tokens' activations, read straight from
+// the blocks (no unpacked row): the sum above, integer sums per 16 or 32 weights. False,
+// writing nothing, for other formats (the fused ones: Q8_0, Q4_K, Q5_K, Q6_K) or more tokens.
+bool gguf_block_dot_avx2(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
+                         std::int64_t row_begin, std::int64_t row_end, float* y,
+                         std::int64_t y_stride);
+bool gguf_block_dot_avx512(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
+                           std::int64_t row_begin, std::int64_t row_end, float* y,
+                           std::int64_t y_stride);
+
 // Rows [row_begin, row_end) of the product of `m` quantised activation rows (quantised for
 // w's code bias) with `w`, on the calling thread; row_begin a multiple of
 // gguf_rows_per_task(variant, m), as a parallel split over tasks of that many rows gives.

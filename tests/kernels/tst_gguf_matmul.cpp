@@ -206,14 +206,38 @@ class TestGgufMatmul : public QObject {
     }
   }
 
+  // The products of one and two tokens read Q8_0, Q4_K, Q5_K and Q6_K blocks directly on
+  // AVX2 and AVX-512, and no other format (those unpack), so variantsMatchScalar's one- and
+  // two-token rows test those kernels.
+  void blockDotCoversTheCommonFormats_data() { formats_data(); }
+  void blockDotCoversTheCommonFormats() {
+    QFETCH(QString, file);
+    const Fixture f = read_fixture(file);
+    const Matrix m = make_matrix(f, 2);
+    const std::set<DType> covered = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+    GgufQuantizedActivations a;
+    const std::vector<float> x(static_cast<std::size_t>(3 * f.cols), 1.0f);
+    gguf_quantize_activations(x.data(), 3, f.cols, gguf_code_bias(f.dtype), a, serial_for);
+    std::vector<float> y(6);
+    const IsaFeatures& usable = detect_isa().usable;
+    for (int tokens : {1, 2, 3}) {
+      const bool want = tokens < 3 && covered.count(f.dtype) == 1;
+      if (variant_supported(CpuVariant::Avx2, usable))
+        QCOMPARE(gguf_block_dot_avx2(a, tokens, m.w, 0, 2, y.data(), 2), want);
+      if (variant_supported(CpuVariant::Avx512, usable))
+        QCOMPARE(gguf_block_dot_avx512(a, tokens, m.w, 0, 2, y.data(), 2), want);
+    }
+  }
+
   // Every variant the CPU runs gives the scalar kernel's products, on several threads, with
-  // row counts that leave partial steps of four rows and tiles of sixteen, and widths that
-  // end in half a 64-weight step.
+  // row counts that leave partial steps of four rows and tiles of sixteen (and a single row),
+  // and widths that end in half a 64-weight step.
   void variantsMatchScalar_data() {
     QTest::addColumn<QString>("file");
     QTest::addColumn<QString>("variant");
     QTest::addColumn<int>("tokens");
     QTest::addColumn<bool>("odd_blocks");
+    QTest::addColumn<int>("rows");
     const QDir dir(QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks"));
     const IsaFeatures& usable = detect_isa().usable;
     for (const QString& f : dir.entryList({QStringLiteral("*.bin")})) {
@@ -226,11 +250,15 @@ class TestGgufMatmul : public QObject {
         for (int tokens : {1, 2, 7, 9, 30}) {
           for (bool odd : {false, true}) {
             if (odd && dtype_block(read_fixture(dir.filePath(f)).dtype).elements != 32) continue;
-            QTest::newRow(qPrintable(QStringLiteral("%1 %2 %3 tokens%4")
-                                         .arg(f, name)
-                                         .arg(tokens)
-                                         .arg(odd ? QStringLiteral(", odd blocks") : QString())))
-                << dir.filePath(f) << name << tokens << odd;
+            for (int rows : {19, 1}) {
+              if (rows == 1 && tokens > 2) continue;
+              QTest::newRow(qPrintable(QStringLiteral("%1 %2 %3 tokens%4, %5 rows")
+                                           .arg(f, name)
+                                           .arg(tokens)
+                                           .arg(odd ? QStringLiteral(", odd blocks") : QString())
+                                           .arg(rows)))
+                  << dir.filePath(f) << name << tokens << odd << rows;
+            }
           }
         }
       }
@@ -241,6 +269,7 @@ class TestGgufMatmul : public QObject {
     QFETCH(QString, variant);
     QFETCH(int, tokens);
     QFETCH(bool, odd_blocks);
+    QFETCH(int, rows);
     Fixture f = read_fixture(file);
     if (odd_blocks) {  // a last step of half the AVX-512 width: one block fewer
       const DTypeBlock b = dtype_block(f.dtype);
@@ -248,7 +277,7 @@ class TestGgufMatmul : public QObject {
       f.blocks.resize(f.blocks.size() - b.bytes);
       f.weights.resize(static_cast<std::size_t>(f.cols));
     }
-    const std::int64_t rows = 19, m = tokens, k = f.cols;
+    const std::int64_t m = tokens, k = f.cols;
     const Matrix w = make_matrix(f, rows);
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 2.0f);

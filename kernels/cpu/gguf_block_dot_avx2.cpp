@@ -1,0 +1,215 @@
+// The AVX2 products of kernels/cpu/gguf_matmul.h that read the blocks directly, for one or
+// two tokens. AVX2 has no VNNI: VPMADDUBSW multiplies unsigned codes by the int8 activations
+// in pairs and VPMADDWD adds the pairs to 32 bits. A pair saturates above 32767, so the
+// codes must stay below 129: Q8_0's and Q6_K's signed weights go in as their magnitudes,
+// their signs moved onto the activations (VPSIGNB), which gives the same integer sums as
+// the codes less their bias.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/gguf_matmul.h"
+
+namespace tandem::kernels {
+namespace {
+
+float half(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return _cvtsh_ss(v);
+}
+
+__m256i load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+struct Token {
+  const std::int8_t* q;
+  const float* scale;
+  const float* scaled_sum;
+};
+
+// 32 unsigned codes times 32 activations: eight 32-bit sums, lanes 0..3 the first 16.
+__m256i dot_unsigned(__m256i u, __m256i q) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1));
+}
+// The same for 32 signed weights (magnitudes at most 128).
+__m256i dot_signed(__m256i w, __m256i q) {
+  return dot_unsigned(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
+}
+
+float reduce(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+// Lanes 0..3 one float, 4..7 another.
+__m256 two_halves(float low, float high) {
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(low)), _mm_set1_ps(high), 1);
+}
+
+template <int T>
+void q8_0_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+              std::int64_t y_stride) {
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 32, b += 34) {
+    const __m256i w = load32(b + 2);
+    const float d = half(b);
+    for (int t = 0; t < T; ++t) {
+      const __m256i dp = dot_signed(w, load32(tok[t].q + c));
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(d * tok[t].scale[c / 16]), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
+}
+
+// Q4_K's and Q5_K's eight 6-bit scales and minimums, as in the AVX-512 file.
+void k_scales(const std::uint8_t* s, std::uint8_t* sc, std::uint8_t* mn) {
+  std::uint32_t w[3];
+  std::memcpy(w, s, 12);
+  const std::uint32_t v[4] = {
+      w[0] & 0x3F3F3F3Fu, (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 2) & 0x30303030u), w[1] & 0x3F3F3F3Fu,
+      ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 2) & 0x30303030u)};
+  std::memcpy(sc, v, 8);
+  std::memcpy(mn, v + 2, 8);
+}
+
+template <int T, bool five>
+void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+               std::int64_t y_stride) {
+  constexpr std::int64_t kBytes = five ? 176 : 144;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[T], off[T];
+  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += kBytes) {
+    std::uint8_t sc[8], mn[8];
+    k_scales(b + 4, sc, mn);
+    const float d = half(b), dmin = half(b + 2);
+    // The minimums, each for its two groups, times the groups' scaled activation sums.
+    std::uint64_t mn64;
+    std::memcpy(&mn64, mn, 8);
+    const __m128i m2 = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn64)),
+                                         _mm_cvtsi64_si128(static_cast<long long>(mn64)));
+    const __m256 dm = _mm256_set1_ps(dmin);
+    const __m256 mlo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m2)), dm);
+    const __m256 mhi =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(m2, 8))), dm);
+    for (int t = 0; t < T; ++t) {
+      off[t] = _mm256_fmadd_ps(mlo, _mm256_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
+      off[t] = _mm256_fmadd_ps(mhi, _mm256_loadu_ps(tok[t].scaled_sum + c / 16 + 8), off[t]);
+    }
+    const std::uint8_t* qs = b + (five ? 48 : 16);
+    const __m256i qh = five ? load32(b + 16) : _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = load32(qs + 32 * p);
+      __m256i lo = _mm256_and_si256(q, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if (five) {
+        const __m256i bit_lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * p)));
+        const __m256i bit_hi = _mm256_set1_epi8(static_cast<char>(2 << (2 * p)));
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        lo = _mm256_or_si256(
+            lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), sixteen));
+        hi = _mm256_or_si256(
+            hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), sixteen));
+      }
+      const float s_lo = d * static_cast<float>(sc[2 * p]);
+      const float s_hi = d * static_cast<float>(sc[2 * p + 1]);
+      for (int t = 0; t < T; ++t) {
+        const std::int8_t* a = tok[t].q + c + 64 * p;
+        const float* as = tok[t].scale + c / 16 + 4 * p;
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(lo, load32(a))),
+                                 _mm256_set1_ps(s_lo * as[0]), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(hi, load32(a + 32))),
+                                 _mm256_set1_ps(s_hi * as[2]), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]) - reduce(off[t]);
+}
+
+template <int T>
+void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+              std::int64_t y_stride) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30);
+  const __m256i bias = _mm256_set1_epi8(32);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 210) {
+    const float d = half(b + 208);
+    const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load32(b + 64 * h), l1 = load32(b + 64 * h + 32);
+      const __m256i qh = load32(b + 128 + 32 * h);
+      // Codes of weights 0..31, 32..63, 64..95, 96..127 of the half, less 32.
+      const __m256i w[4] = {
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l0, low4),
+                                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                          bias),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l1, low4),
+                                          _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                          bias),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                          _mm256_and_si256(qh, top2)),
+                          bias),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)),
+                          bias)};
+      for (int j = 0; j < 4; ++j) {
+        const std::int64_t g = 8 * h + 2 * j;  // the first of the 32 weights' two groups
+        const float s0 = d * static_cast<float>(scales[g]);
+        const float s1 = d * static_cast<float>(scales[g + 1]);
+        for (int t = 0; t < T; ++t) {
+          const float* as = tok[t].scale + c / 16 + g;
+          const __m256i dp = dot_signed(w[j], load32(tok[t].q + c + 16 * g));
+          acc[t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), two_halves(s0 * as[0], s1 * as[1]), acc[t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
+}
+
+using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
+
+template <int T>
+RowProduct row_product(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+      return q8_0_row<T>;
+    case DType::Q4_K:
+      return q45_k_row<T, false>;
+    case DType::Q5_K:
+      return q45_k_row<T, true>;
+    case DType::Q6_K:
+      return q6_k_row<T>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+bool gguf_block_dot_avx2(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
+                         std::int64_t row_begin, std::int64_t row_end, float* y,
+                         std::int64_t y_stride) {
+  if (m < 1 || m > 2) return false;
+  const RowProduct row = m == 1 ? row_product<1>(w.dtype) : row_product<2>(w.dtype);
+  if (row == nullptr) return false;
+  const std::int64_t k = a.cols, groups = k / 16;
+  Token tok[2];
+  for (std::int64_t t = 0; t < m; ++t)
+    tok[t] = {a.values.data() + t * k, a.scale.data() + t * groups,
+              a.scaled_sum.data() + t * groups};
+  const std::size_t row_bytes = dtype_bytes(w.dtype, w.cols);
+  const auto* base = static_cast<const std::uint8_t*>(w.data);
+  for (std::int64_t r = row_begin; r < row_end; ++r)
+    row(base + r * row_bytes, w.cols, tok, y + r, y_stride);
+  return true;
+}
+
+}  // namespace tandem::kernels

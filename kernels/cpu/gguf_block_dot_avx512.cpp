@@ -1,0 +1,237 @@
+// The AVX-512 (VNNI) products of kernels/cpu/gguf_matmul.h that read the blocks directly, for
+// one or two tokens: each 64-weight step's codes are built in a register from the block's
+// bytes and go straight into VPDPBUSD with the int8 activations, no unpacked row in between.
+// Lane j of a step sums columns 4j .. 4j + 3, so lanes 4g .. 4g + 3 belong to the step's
+// 16-weight group g: their sums start from the group's bias term (formats with a bias), are
+// converted once and scaled by the group's weight scale times its activation scale.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/gguf_matmul.h"
+
+namespace tandem::kernels {
+namespace {
+
+float half(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return _cvtsh_ss(v);
+}
+
+// The activations of token t that a row's products read.
+struct Token {
+  const std::int8_t* q;
+  const float* scale;
+  const float* scaled_sum;
+  const std::int32_t* bias;
+};
+
+template <int T>
+void tokens_of(const GgufQuantizedActivations& a, Token* tok) {
+  const std::int64_t k = a.cols, groups = k / 16;
+  for (int t = 0; t < T; ++t)
+    tok[t] = {a.values.data() + t * k, a.scale.data() + t * groups,
+              a.scaled_sum.data() + t * groups, a.group_bias.data() + t * groups};
+}
+
+// Group g's bias term in lane 4 (g - first) of the 4 groups from `first` (the lanes
+// `mask` keeps).
+__m512i bias_lanes(const std::int32_t* bias, std::int64_t first, __mmask16 mask = 0x1111) {
+  return _mm512_maskz_expandloadu_epi32(mask, bias + first);
+}
+
+// Lanes 0..7 one float, 8..15 another.
+__m512 two_halves(float low, float high) {
+  return _mm512_insertf32x8(_mm512_set1_ps(low), _mm256_set1_ps(high), 1);
+}
+
+// Q8_0: two 34-byte blocks a step, int8 codes plus 128 (a sign flip).
+template <int T>
+void q8_0_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+              std::int64_t y_stride) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  std::int64_t c = 0;
+  for (; c + 64 <= k; c += 64, b += 68) {
+    const __m512i u = _mm512_xor_si512(
+        _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2))),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 36)), 1),
+        flip);
+    const float d0 = half(b), d1 = half(b + 34);
+    for (int t = 0; t < T; ++t) {
+      const __m512i dp =
+          _mm512_dpbusd_epi32(bias_lanes(tok[t].bias, c / 16), u, _mm512_loadu_si512(tok[t].q + c));
+      const __m512 s = two_halves(d0 * tok[t].scale[c / 16], d1 * tok[t].scale[c / 16 + 2]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), s, acc[t]);
+    }
+  }
+  if (c < k) {  // a last single block
+    const __m512i u = _mm512_xor_si512(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2))), flip);
+    const float d0 = half(b);
+    for (int t = 0; t < T; ++t) {
+      const __m512i dp = _mm512_dpbusd_epi32(bias_lanes(tok[t].bias, c / 16, 0x0011), u,
+                                             _mm512_maskz_loadu_epi8(0xFFFFFFFFull, tok[t].q + c));
+      const __m512 s = two_halves(d0 * tok[t].scale[c / 16], 0.0f);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), s, acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// Lanes 0..7 take group 4p (of a 256-weight block's 16), lanes 8..15 group 4p + 2: the
+// 32-weight sub-blocks 2p and 2p + 1 of Q4_K and Q5_K.
+__m512i sub_block_pair(int p) {
+  return _mm512_set_epi32(4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2,
+                          4 * p + 2, 4 * p + 2, 4 * p, 4 * p, 4 * p, 4 * p, 4 * p, 4 * p, 4 * p,
+                          4 * p);
+}
+// Lanes 4j .. 4j + 3 take group 4s + j: step s's four groups.
+__m512i four_groups(int s) {
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  return _mm512_add_epi32(_mm512_srli_epi32(lane, 2), _mm512_set1_epi32(4 * s));
+}
+
+// Q4_K's and Q5_K's eight 6-bit scales and minimums (12 bytes), each repeated for its two
+// 16-weight groups, as floats.
+void k_scales(const std::uint8_t* s, __m512* scale, __m512* min) {
+  std::uint32_t w[3];
+  std::memcpy(w, s, 12);
+  const std::uint32_t sc_low = w[0] & 0x3F3F3F3Fu, mn_low = w[1] & 0x3F3F3F3Fu;
+  const std::uint32_t sc_high = (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 2) & 0x30303030u);
+  const std::uint32_t mn_high = ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 2) & 0x30303030u);
+  const __m128i v = _mm_set_epi32(static_cast<int>(mn_high), static_cast<int>(mn_low),
+                                  static_cast<int>(sc_high), static_cast<int>(sc_low));
+  *scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(v, v)));
+  *min = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(v, v)));
+}
+
+// Q4_K (five = false) and Q5_K: 256 weights a block, sub-blocks 2p and 2p + 1 in the low and
+// high nibbles of 32 bytes (Q5_K's fifth bits in bits 2p and 2p + 1 of 32 more); weight =
+// d scale u - dmin min, the minimums' part summed apart from the codes'.
+template <int T, bool five>
+void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+               std::int64_t y_stride) {
+  constexpr std::int64_t kBytes = five ? 176 : 144;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[T], off[T];
+  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += kBytes) {
+    __m512 sc, mn;
+    k_scales(b + 4, &sc, &mn);
+    sc = _mm512_mul_ps(sc, _mm512_set1_ps(half(b)));
+    mn = _mm512_mul_ps(mn, _mm512_set1_ps(half(b + 2)));
+    __m512 s[T];
+    for (int t = 0; t < T; ++t) {
+      s[t] = _mm512_mul_ps(sc, _mm512_loadu_ps(tok[t].scale + c / 16));
+      off[t] = _mm512_fmadd_ps(mn, _mm512_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
+    }
+    const std::uint8_t* qs = b + (five ? 48 : 16);
+    __m512i qh = _mm512_setzero_si512();
+    if (five)
+      qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
+      __m512i u = _mm512_and_si512(
+          _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
+      if (five) {
+        const __m512i bit =
+            _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * p))),
+                               _mm256_set1_epi8(static_cast<char>(2 << (2 * p))), 1);
+        u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bit), u, _mm512_set1_epi8(16));
+      }
+      const __m512i pair = sub_block_pair(p);
+      for (int t = 0; t < T; ++t) {
+        const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,
+                                               _mm512_loadu_si512(tok[t].q + c + 64 * p));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(pair, s[t]), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    y[t * y_stride] = _mm512_reduce_add_ps(acc[t]) - _mm512_reduce_add_ps(off[t]);
+}
+
+// Q6_K: 256 weights a block in two halves of 128, each the low and high nibbles of 64 bytes
+// with two more bits each from 32; codes 0 .. 63 less 32, a signed scale per 16 weights.
+template <int T>
+void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+              std::int64_t y_stride) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+  // Bits 2j, 2j + 1 of the high bytes go to bits 4, 5: for weights 0..31 of a half shifted
+  // left by 4, 32..63 by 2, 64..95 not at all, 96..127 right by 2.
+  const __m512i left = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i right = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 210) {
+    const __m512 sc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                        reinterpret_cast<const __m128i*>(b + 192)))),
+                                    _mm512_set1_ps(half(b + 208)));
+    __m512 s[T];
+    for (int t = 0; t < T; ++t) s[t] = _mm512_mul_ps(sc, _mm512_loadu_ps(tok[t].scale + c / 16));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(b + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h)));
+      const __m512i u[2] = {_mm512_or_si512(_mm512_and_si512(ql, low4),
+                                            _mm512_and_si512(_mm512_sllv_epi16(qh, left), top2)),
+                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                            _mm512_and_si512(_mm512_srlv_epi16(qh, right), top2))};
+      for (int step = 0; step < 2; ++step) {
+        const int st = 2 * h + step;
+        const __m512i groups = four_groups(st);
+        for (int t = 0; t < T; ++t) {
+          const __m512i dp = _mm512_dpbusd_epi32(bias_lanes(tok[t].bias, c / 16 + 4 * st), u[step],
+                                                 _mm512_loadu_si512(tok[t].q + c + 64 * st));
+          acc[t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(groups, s[t]), acc[t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
+}
+
+using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
+
+template <int T>
+RowProduct row_product(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+      return q8_0_row<T>;
+    case DType::Q4_K:
+      return q45_k_row<T, false>;
+    case DType::Q5_K:
+      return q45_k_row<T, true>;
+    case DType::Q6_K:
+      return q6_k_row<T>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+bool gguf_block_dot_avx512(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
+                           std::int64_t row_begin, std::int64_t row_end, float* y,
+                           std::int64_t y_stride) {
+  if (m < 1 || m > 2) return false;
+  const RowProduct row = m == 1 ? row_product<1>(w.dtype) : row_product<2>(w.dtype);
+  if (row == nullptr) return false;
+  Token tok[2];
+  if (m == 1)
+    tokens_of<1>(a, tok);
+  else
+    tokens_of<2>(a, tok);
+  const std::size_t row_bytes = dtype_bytes(w.dtype, w.cols);
+  const auto* base = static_cast<const std::uint8_t*>(w.data);
+  for (std::int64_t r = row_begin; r < row_end; ++r)
+    row(base + r * row_bytes, w.cols, tok, y + r, y_stride);
+  return true;
+}
+
+}  // namespace tandem::kernels
