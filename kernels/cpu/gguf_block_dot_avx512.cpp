@@ -41,6 +41,15 @@ __m512i bias_lanes(const std::int32_t* bias, std::int64_t first, __mmask16 mask 
   return _mm512_maskz_expandloadu_epi32(mask, bias + first);
 }
 
+// The lines of a block some way ahead: each thread streams its rows once, and the hardware
+// prefetchers alone leave the loads of a block's first line waiting on memory.
+template <int kBytes>
+void prefetch_ahead(const std::uint8_t* b) {
+  constexpr int kAheadBytes = 1024;
+  for (int line = 0; line < kBytes; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(b + kAheadBytes + line), _MM_HINT_T0);
+}
+
 // Lanes 0..7 one float, 8..15 another.
 __m512 two_halves(float low, float high) {
   return _mm512_insertf32x8(_mm512_set1_ps(low), _mm256_set1_ps(high), 1);
@@ -55,6 +64,7 @@ void q8_0_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   std::int64_t c = 0;
   for (; c + 64 <= k; c += 64, b += 68) {
+    prefetch_ahead<68>(b);
     const __m512i u = _mm512_xor_si512(
         _mm512_inserti64x4(
             _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2))),
@@ -115,11 +125,12 @@ void k_scales(const std::uint8_t* s, __m512* scale, __m512* min) {
 template <int T, bool five>
 void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
                std::int64_t y_stride) {
-  constexpr std::int64_t kBytes = five ? 176 : 144;
+  constexpr int kBytes = five ? 176 : 144;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   __m512 acc[T], off[T];
   for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm512_setzero_ps();
   for (std::int64_t c = 0; c < k; c += 256, b += kBytes) {
+    prefetch_ahead<kBytes>(b);
     __m512 sc, mn;
     k_scales(b + 4, &sc, &mn);
     sc = _mm512_mul_ps(sc, _mm512_set1_ps(half(b)));
@@ -168,6 +179,7 @@ void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (std::int64_t c = 0; c < k; c += 256, b += 210) {
+    prefetch_ahead<210>(b);
     const __m512 sc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
                                         reinterpret_cast<const __m128i*>(b + 192)))),
                                     _mm512_set1_ps(half(b + 208)));
