@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -368,6 +369,8 @@ void GgufUnpackedRows::resize(int r, std::int64_t c, int code_bias) {
 }
 
 void GgufQuantizedActivations::resize(std::int64_t r, std::int64_t c, int code_bias) {
+  static std::atomic<std::uint64_t> stamps{0};
+  stamp = ++stamps;
   bias = code_bias;
   rows = r;
   cols = c;
@@ -472,10 +475,8 @@ void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const W
   const std::int64_t k = w.cols;
   const bool avx512 = variant == CpuVariant::Avx512 || variant == CpuVariant::Amx;
   if (avx512 && m >= kGgufTileMinTokens) {
-    for (std::int64_t first = row_begin; first < row_end; first += 16) {
-      // A tile of 16 rows; the last may be partial only at the matrix's end.
-      gguf_matmul_tile_avx512(w, first, a, m, y, y_stride);
-    }
+    // Tiles of 16 rows; the last may be partial only at the matrix's end.
+    gguf_matmul_tiles_avx512(w, row_begin, row_end, a, m, y, y_stride);
     return;
   }
   if (m < kGgufTileMinTokens && variant != CpuVariant::Scalar) {

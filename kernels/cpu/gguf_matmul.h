@@ -46,6 +46,9 @@ struct GgufQuantizedActivations {
   std::vector<float> scale;              // [rows][cols / 16]
   std::vector<float> scaled_sum;         // [rows][cols / 16]
   std::vector<std::int32_t> group_bias;  // [rows][cols / 16]
+  // New (unique in the process) at each resize, which each quantisation starts with: kernels
+  // that rearrange the activations reuse their copy while it is unchanged.
+  std::uint64_t stamp = 0;
   void resize(std::int64_t r, std::int64_t c, int code_bias);
 };
 
@@ -83,6 +86,12 @@ void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivati
 void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
                              const GgufQuantizedActivations& a, std::int64_t m, float* y,
                              std::int64_t y_stride);
+
+// The tiles of rows [row_begin, row_end) (row_begin a multiple of 16), the activations
+// rearranged once for all of them.
+void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
+                              const GgufQuantizedActivations& a, std::int64_t m, float* y,
+                              std::int64_t y_stride);
 
 inline constexpr std::int64_t kGgufTileMinTokens = 3;
 

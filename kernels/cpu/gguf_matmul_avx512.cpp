@@ -22,41 +22,78 @@ struct Tile {
   std::vector<float> offset;        // [cols / 16][16 rows]
 };
 
-template <int T>
-void tokens(const Tile& tile, bool has_offset, std::int64_t k, const GgufQuantizedActivations& a,
-            std::int64_t i0, float* out) {
-  const std::int64_t groups = k / 16;
-  const std::int8_t* q[T];
-  const float* as[T];
-  const float* asum[T];
-  const std::int32_t* bias[T];
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) {
-    q[t] = a.values.data() + (i0 + t) * k;
-    as[t] = a.scale.data() + (i0 + t) * groups;
-    asum[t] = a.scaled_sum.data() + (i0 + t) * groups;
-    bias[t] = a.group_bias.data() + (i0 + t) * groups;
-    acc[t] = _mm512_setzero_ps();
+// T tokens' activations interleaved per 16-value group, [groups][T][16] values and
+// [groups][T] scales, sums and bias terms: the kernel walks one pointer for all T tokens
+// (twelve tokens' own pointers would not fit the registers).
+struct TokenBlock {
+  std::int64_t first = 0, count = 0, offset = 0;  // tokens first .. first + count - 1
+};
+struct InterleavedTokens {
+  std::uint64_t stamp = 0;  // of the activations they hold
+  std::int64_t m = 0;
+  std::vector<TokenBlock> blocks;
+  std::vector<std::int8_t> q;
+  std::vector<float> scale, scaled_sum;
+  std::vector<std::int32_t> bias;
+};
+
+// Up to twelve tokens a block: 12, 8, 4, 3, 2 or 1.
+void interleave(const GgufQuantizedActivations& a, std::int64_t m, InterleavedTokens& out) {
+  // An expert's tasks each take a few tiles of its gate and up products: one copy for all.
+  if (out.stamp == a.stamp && out.m == m) return;
+  out.stamp = a.stamp;
+  out.m = m;
+  const std::int64_t k = a.cols, groups = k / 16;
+  out.blocks.clear();
+  out.q.resize(static_cast<std::size_t>(m * k));
+  out.scale.resize(static_cast<std::size_t>(m * groups));
+  out.scaled_sum.resize(out.scale.size());
+  out.bias.resize(out.scale.size());
+  for (std::int64_t i = 0; i < m;) {
+    const std::int64_t n = m - i >= 12 ? 12 : m - i >= 8 ? 8 : std::min<std::int64_t>(4, m - i);
+    const std::int64_t at = i * groups;  // in groups
+    for (std::int64_t g = 0; g < groups; ++g) {
+      for (std::int64_t t = 0; t < n; ++t) {
+        const std::int64_t from = (i + t) * groups + g, to = at + g * n + t;
+        std::memcpy(out.q.data() + 16 * to, a.values.data() + 16 * from, 16);
+        out.scale[static_cast<std::size_t>(to)] = a.scale[static_cast<std::size_t>(from)];
+        out.scaled_sum[static_cast<std::size_t>(to)] = a.scaled_sum[static_cast<std::size_t>(from)];
+        out.bias[static_cast<std::size_t>(to)] = a.group_bias[static_cast<std::size_t>(from)];
+      }
+    }
+    out.blocks.push_back({i, n, at});
+    i += n;
   }
+}
+
+template <int T>
+void tokens(const Tile& tile, bool has_offset, std::int64_t groups, const InterleavedTokens& in,
+            std::int64_t at, float* out) {
+  const std::int8_t* q = in.q.data() + 16 * at;
+  const float* as = in.scale.data() + at;
+  const float* asum = in.scaled_sum.data() + at;
+  const std::int32_t* bias = in.bias.data() + at;
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   const std::uint8_t* codes = tile.codes.data();
-  for (std::int64_t g = 0; g < groups; ++g) {
+  for (std::int64_t g = 0; g < groups; ++g, q += 16 * T, as += T, asum += T, bias += T) {
     __m512i sums[T];
-    for (int t = 0; t < T; ++t) sums[t] = _mm512_set1_epi32(bias[t][g]);
+    for (int t = 0; t < T; ++t) sums[t] = _mm512_set1_epi32(bias[t]);
     for (int s = 0; s < 4; ++s) {
       const __m512i wv = _mm512_loadu_si512(codes + (4 * g + s) * 64);
       for (int t = 0; t < T; ++t) {
         std::int32_t four;
-        std::memcpy(&four, q[t] + 16 * g + 4 * s, 4);
+        std::memcpy(&four, q + 16 * t + 4 * s, 4);
         sums[t] = _mm512_dpbusd_epi32(sums[t], wv, _mm512_set1_epi32(four));
       }
     }
     const __m512 sv = _mm512_loadu_ps(tile.scale.data() + 16 * g);
     for (int t = 0; t < T; ++t)
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]),
-                               _mm512_mul_ps(sv, _mm512_set1_ps(as[t][g])), acc[t]);
+                               _mm512_mul_ps(sv, _mm512_set1_ps(as[t])), acc[t]);
     if (has_offset) {
       const __m512 ov = _mm512_loadu_ps(tile.offset.data() + 16 * g);
-      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(ov, _mm512_set1_ps(asum[t][g]), acc[t]);
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(ov, _mm512_set1_ps(asum[t]), acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + 16 * t, acc[t]);
@@ -180,9 +217,10 @@ void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivati
   }
 }
 
-void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
-                             const GgufQuantizedActivations& a, std::int64_t m, float* y,
-                             std::int64_t y_stride) {
+namespace {
+
+void tile_product(const WeightMatrix& w, std::int64_t first_row, const InterleavedTokens& in,
+                  float* y, std::int64_t y_stride) {
   const std::int64_t k = w.cols, groups = k / 16;
   const int rows = static_cast<int>(std::min<std::int64_t>(kTile, w.rows - first_row));
   const int bias = gguf_code_bias(w.dtype);
@@ -213,33 +251,48 @@ void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
 
   const bool has_offset = bias == 0;
   alignas(64) float out[12 * kTile];
-  for (std::int64_t i = 0; i < m;) {
-    const std::int64_t n = m - i >= 12 ? 12 : m - i >= 8 ? 8 : std::min<std::int64_t>(4, m - i);
-    switch (n) {
+  for (const TokenBlock& b : in.blocks) {
+    switch (b.count) {
       case 12:
-        tokens<12>(tile, has_offset, k, a, i, out);
+        tokens<12>(tile, has_offset, groups, in, b.offset, out);
         break;
       case 8:
-        tokens<8>(tile, has_offset, k, a, i, out);
+        tokens<8>(tile, has_offset, groups, in, b.offset, out);
         break;
       case 4:
-        tokens<4>(tile, has_offset, k, a, i, out);
+        tokens<4>(tile, has_offset, groups, in, b.offset, out);
         break;
       case 3:
-        tokens<3>(tile, has_offset, k, a, i, out);
+        tokens<3>(tile, has_offset, groups, in, b.offset, out);
         break;
       case 2:
-        tokens<2>(tile, has_offset, k, a, i, out);
+        tokens<2>(tile, has_offset, groups, in, b.offset, out);
         break;
       default:
-        tokens<1>(tile, has_offset, k, a, i, out);
+        tokens<1>(tile, has_offset, groups, in, b.offset, out);
         break;
     }
-    for (std::int64_t t = 0; t < n; ++t)
-      std::memcpy(y + (i + t) * y_stride + first_row, out + 16 * t,
+    for (std::int64_t t = 0; t < b.count; ++t)
+      std::memcpy(y + (b.first + t) * y_stride + first_row, out + 16 * t,
                   static_cast<std::size_t>(rows) * 4);
-    i += n;
   }
+}
+
+}  // namespace
+
+void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
+                             const GgufQuantizedActivations& a, std::int64_t m, float* y,
+                             std::int64_t y_stride) {
+  gguf_matmul_tiles_avx512(w, first_row, std::min(w.rows, first_row + kTile), a, m, y, y_stride);
+}
+
+void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
+                              const GgufQuantizedActivations& a, std::int64_t m, float* y,
+                              std::int64_t y_stride) {
+  thread_local InterleavedTokens in;
+  interleave(a, m, in);
+  for (std::int64_t first = row_begin; first < row_end; first += kTile)
+    tile_product(w, first, in, y, y_stride);
 }
 
 }  // namespace tandem::kernels

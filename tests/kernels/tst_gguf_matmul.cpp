@@ -229,6 +229,36 @@ class TestGgufMatmul : public QObject {
     }
   }
 
+  // The AVX-512 tiles keep their rearranged copy of the activations between calls: a second
+  // product with new activations of the same shape must not reuse the first's.
+  void tilesFollowNewActivations() {
+    if (!variant_supported(CpuVariant::Avx512, detect_isa().usable)) QSKIP("no AVX-512 VNNI");
+    const Fixture f = read_fixture(QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q4_K.bin"));
+    const std::int64_t rows = 16, m = 7;
+    const Matrix w = make_matrix(f, rows);
+    std::mt19937 rng(13);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> want(static_cast<std::size_t>(m * rows)), got(want.size());
+    for (int round = 0; round < 2; ++round) {
+      std::vector<float> x(static_cast<std::size_t>(m * f.cols));
+      for (float& v : x) v = normal(rng);
+      setenv("TANDEM_CPU_VARIANT", "scalar", 1);
+      matmul_xwt(x.data(), m, w.w, want.data(), rows, serial_for);
+      setenv("TANDEM_CPU_VARIANT", "avx512", 1);
+      GgufQuantizedActivations a;
+      gguf_quantize_activations(x.data(), m, f.cols, gguf_code_bias(f.dtype), a, serial_for);
+      gguf_matmul_rows(a, m, w.w, 0, rows, got.data(), rows, CpuVariant::Avx512);
+      unsetenv("TANDEM_CPU_VARIANT");
+      for (std::size_t i = 0; i < want.size(); ++i)
+        QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * std::max(1.0f, std::abs(want[i])),
+                 qPrintable(QStringLiteral("round %1, %2: %3, scalar %4")
+                                .arg(round)
+                                .arg(i)
+                                .arg(got[i])
+                                .arg(want[i])));
+    }
+  }
+
   // Every variant the CPU runs gives the scalar kernel's products, on several threads, with
   // row counts that leave partial steps of four rows and tiles of sixteen (and a single row),
   // and widths that end in half a 64-weight step.
