@@ -80,15 +80,10 @@ void gguf_dot_rows_avx2(const GgufUnpackedRows& w, const GgufQuantizedActivation
                         std::int64_t m, float* y, std::int64_t y_stride);
 void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
                           std::int64_t m, float* y, std::int64_t y_stride);
-// For more tokens (kGgufTileMinTokens and up) AVX-512 (VNNI) takes 16 rows at a time: rows
-// first_row .. first_row + 15 (those that exist) of `w`, unpacked and interleaved four codes by
-// four, times all `m` activation rows.
-void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
-                             const GgufQuantizedActivations& a, std::int64_t m, float* y,
-                             std::int64_t y_stride);
-
-// The tiles of rows [row_begin, row_end) (row_begin a multiple of 16), the activations
-// rearranged once for all of them.
+// For more tokens (kGgufTileMinTokens and up) AVX-512 (VNNI) takes 16 rows at a time, each
+// tile unpacked and interleaved four codes by four, times all `m` activation rows: the tiles
+// of rows [row_begin, row_end) (row_begin a multiple of 16), the activations rearranged once
+// for all of them.
 void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                               const GgufQuantizedActivations& a, std::int64_t m, float* y,
                               std::int64_t y_stride);

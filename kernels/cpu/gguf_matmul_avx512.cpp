@@ -280,12 +280,6 @@ void tile_product(const WeightMatrix& w, std::int64_t first_row, const Interleav
 
 }  // namespace
 
-void gguf_matmul_tile_avx512(const WeightMatrix& w, std::int64_t first_row,
-                             const GgufQuantizedActivations& a, std::int64_t m, float* y,
-                             std::int64_t y_stride) {
-  gguf_matmul_tiles_avx512(w, first_row, std::min(w.rows, first_row + kTile), a, m, y, y_stride);
-}
-
 void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                               const GgufQuantizedActivations& a, std::int64_t m, float* y,
                               std::int64_t y_stride) {
