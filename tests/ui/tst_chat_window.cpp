@@ -409,7 +409,10 @@ class TestChatWindow : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 5000);
     QVERIFY(stopping.elapsed() < 1000);
     tick.stop();
-    QVERIFY2(worst < 50, qPrintable(QStringLiteral("the event loop stalled for %1 ms").arg(worst)));
+    // Waiting on the engine would stall it for the reply or the stop; the scheduler of a
+    // loaded two-core machine alone has stalled it for 68 ms.
+    QVERIFY2(worst < 200,
+             qPrintable(QStringLiteral("the event loop stalled for %1 ms").arg(worst)));
     QVERIFY(!chat->stopButton()->isEnabled());
     QVERIFY(chat->sendButton()->isEnabled());
     QCOMPARE(chat->messages().size(), 2);  // the partial reply is kept, marked if stopped
