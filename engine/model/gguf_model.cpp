@@ -485,6 +485,13 @@ constexpr const char* kFileTypes[] = {
 // latent attention reads kv_b [heads][nope + v][latent], rebuilt here from the two in F32, the
 // stored values exactly, as llama.cpp computes with them (4 GB for DeepSeek-V3's 61 layers;
 // F16 would halve that but round every value).
+// Row r of a stored matrix (no block scales: GGUF's blocks carry their own) in fp32.
+void read_row(const kernels::WeightMatrix& w, std::int64_t r, float* out) {
+  kernels::convert_to_f32(
+      w.dtype, static_cast<const std::byte*>(w.data) + kernels::dtype_bytes(w.dtype, r * w.cols),
+      out, static_cast<std::size_t>(w.cols));
+}
+
 void join_kv_b(Checkpoint& c, const ModelSpec& s, std::int64_t layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
   if (c.find(p + "kv_b_proj.weight") != nullptr || c.find(p + "k_b_proj.weight") == nullptr) return;
@@ -498,11 +505,11 @@ void join_kv_b(Checkpoint& c, const ModelSpec& s, std::int64_t layer) {
   for (std::int64_t h = 0; h < heads; ++h) {
     float* head = out + h * (nope + vd) * latent;
     for (std::int64_t j = 0; j < latent; ++j) {
-      k_b.row_f32(h * latent + j, row.data());
+      read_row(k_b, h * latent + j, row.data());
       for (std::int64_t i = 0; i < nope; ++i) head[i * latent + j] = row[i];
     }
     for (std::int64_t i = 0; i < vd; ++i) {
-      v_b.row_f32(h * vd + i, row.data());
+      read_row(v_b, h * vd + i, row.data());
       for (std::int64_t j = 0; j < latent; ++j) head[(nope + i) * latent + j] = row[j];
     }
   }
