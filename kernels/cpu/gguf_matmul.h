@@ -56,6 +56,9 @@ struct GgufQuantizedActivations {
 bool gguf_matmul_supports(DType t);
 // The code bias of format `t` (one gguf_matmul_supports takes).
 int gguf_code_bias(DType t);
+// How many weights of format `t` share one scale and offset: 32 where the unpacked 16-weight
+// groups come in equal pairs (Q8_0, Q4_0, Q4_K, Q5_K, ...), else 16 (Q6_K, Q3_K, Q2_K, ...).
+int gguf_scale_weights(DType t);
 
 // Unpacks row `r` of `w` (a GGUF block format) into slot `slot` of `out`. The decoded
 // weights scale * (code - bias) + offset equal dequantize_gguf_row's to float rounding.
@@ -83,7 +86,8 @@ void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivati
 // For more tokens (kGgufTileMinTokens and up) AVX-512 (VNNI) takes 16 rows at a time, each
 // tile unpacked and interleaved four codes by four, times all `m` activation rows: the tiles
 // of rows [row_begin, row_end) (row_begin a multiple of 16), the activations rearranged once
-// for all of them.
+// for all of them. The integer sums run over gguf_scale_weights(w.dtype) weights, and each
+// tile's blocks are fetched while the tile before it computes.
 void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                               const GgufQuantizedActivations& a, std::int64_t m, float* y,
                               std::int64_t y_stride);

@@ -1,9 +1,10 @@
 // The AVX-512 (VNNI) kernel of kernels/cpu/gguf_matmul.h. Sixteen weight rows are unpacked
 // and interleaved four codes by four, so that one 64-byte load holds the same four columns
 // of every row: VPDPBUSD against four activations broadcast gives sixteen rows' partial dot
-// products, one per lane. Four such steps make a 16-weight group, whose sums start from the
-// activations' bias term, are converted once, scaled by the sixteen rows' group scales times
-// the activation's scale, and added; up to twelve tokens share each loaded weight vector.
+// products, one per lane. Four such steps make a 16-weight group (eight a 32-weight one, for
+// the formats whose scale covers 32 weights), whose sums start from the activations' bias
+// term, are converted once, scaled by the sixteen rows' group scales times the activation's
+// scale, and added; up to twelve tokens share each loaded weight vector.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,14 +17,17 @@ namespace {
 
 constexpr int kTile = 16;
 
+// A tile's codes, and its scales and offsets per `group` weights (gguf_scale_weights: 32 where
+// the format's 16-weight groups come in equal pairs, which halves the float work per token).
 struct Tile {
+  int group = 16;
   std::vector<std::uint8_t> codes;  // [cols / 4][16 rows][4]
-  std::vector<float> scale;         // [cols / 16][16 rows]
-  std::vector<float> offset;        // [cols / 16][16 rows]
+  std::vector<float> scale;         // [cols / group][16 rows]
+  std::vector<float> offset;        // [cols / group][16 rows]
 };
 
-// T tokens' activations interleaved per 16-value group, [groups][T][16] values and
-// [groups][T] scales, sums and bias terms: the kernel walks one pointer for all T tokens
+// T tokens' activations interleaved per group of 16 or 32 values, [groups][T][group] values
+// and [groups][T] scales, sums and bias terms: the kernel walks one pointer for all T tokens
 // (twelve tokens' own pointers would not fit the registers).
 struct TokenBlock {
   std::int64_t first = 0, count = 0, offset = 0;  // tokens first .. first + count - 1
@@ -31,19 +35,23 @@ struct TokenBlock {
 struct InterleavedTokens {
   std::uint64_t stamp = 0;  // of the activations they hold
   std::int64_t m = 0;
+  int group = 0;
   std::vector<TokenBlock> blocks;
   std::vector<std::int8_t> q;
   std::vector<float> scale, scaled_sum;
   std::vector<std::int32_t> bias;
 };
 
-// Up to twelve tokens a block: 12, 8, 4, 3, 2 or 1.
-void interleave(const GgufQuantizedActivations& a, std::int64_t m, InterleavedTokens& out) {
+// Up to twelve tokens a block: 12, 8, 4, 3, 2 or 1. A group of 32 takes its two 16-value
+// halves' sums and bias terms added (their scale is the 32-block's).
+void interleave(const GgufQuantizedActivations& a, std::int64_t m, int group,
+                InterleavedTokens& out) {
   // An expert's tasks each take a few tiles of its gate and up products: one copy for all.
-  if (out.stamp == a.stamp && out.m == m) return;
+  if (out.stamp == a.stamp && out.m == m && out.group == group) return;
   out.stamp = a.stamp;
   out.m = m;
-  const std::int64_t k = a.cols, groups = k / 16;
+  out.group = group;
+  const std::int64_t k = a.cols, groups = k / group, halves = group / 16;
   out.blocks.clear();
   out.q.resize(static_cast<std::size_t>(m * k));
   out.scale.resize(static_cast<std::size_t>(m * groups));
@@ -52,13 +60,22 @@ void interleave(const GgufQuantizedActivations& a, std::int64_t m, InterleavedTo
   for (std::int64_t i = 0; i < m;) {
     const std::int64_t n = m - i >= 12 ? 12 : m - i >= 8 ? 8 : std::min<std::int64_t>(4, m - i);
     const std::int64_t at = i * groups;  // in groups
-    for (std::int64_t g = 0; g < groups; ++g) {
-      for (std::int64_t t = 0; t < n; ++t) {
-        const std::int64_t from = (i + t) * groups + g, to = at + g * n + t;
-        std::memcpy(out.q.data() + 16 * to, a.values.data() + 16 * from, 16);
-        out.scale[static_cast<std::size_t>(to)] = a.scale[static_cast<std::size_t>(from)];
-        out.scaled_sum[static_cast<std::size_t>(to)] = a.scaled_sum[static_cast<std::size_t>(from)];
-        out.bias[static_cast<std::size_t>(to)] = a.group_bias[static_cast<std::size_t>(from)];
+    for (std::int64_t t = 0; t < n; ++t) {
+      const std::int8_t* values = a.values.data() + (i + t) * k;
+      const std::size_t row = static_cast<std::size_t>((i + t) * (k / 16));
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const std::size_t from = row + static_cast<std::size_t>(g * halves);
+        const auto to = static_cast<std::size_t>(at + g * n + t);
+        std::memcpy(out.q.data() + group * to, values + g * group, static_cast<std::size_t>(group));
+        out.scale[to] = a.scale[from];
+        float sum = a.scaled_sum[from];
+        std::int32_t bias = a.group_bias[from];
+        if (halves == 2) {
+          sum += a.scaled_sum[from + 1];
+          bias += a.group_bias[from + 1];
+        }
+        out.scaled_sum[to] = sum;
+        out.bias[to] = bias;
       }
     }
     out.blocks.push_back({i, n, at});
@@ -66,24 +83,37 @@ void interleave(const GgufQuantizedActivations& a, std::int64_t m, InterleavedTo
   }
 }
 
-template <int T>
+// The next tile's blocks, fetched towards L2 a slice per group while this tile computes, so
+// that its unpacking does not wait on memory.
+struct Prefetch {
+  const char* next = nullptr;
+  std::int64_t bytes_per_group = 0;
+};
+
+template <int T, int G>
 void tokens(const Tile& tile, bool has_offset, std::int64_t groups, const InterleavedTokens& in,
-            std::int64_t at, float* out) {
-  const std::int8_t* q = in.q.data() + 16 * at;
+            std::int64_t at, Prefetch ahead, float* out) {
+  constexpr int kSteps = G / 4;  // four-code steps per group
+  const std::int8_t* q = in.q.data() + G * at;
   const float* as = in.scale.data() + at;
   const float* asum = in.scaled_sum.data() + at;
   const std::int32_t* bias = in.bias.data() + at;
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   const std::uint8_t* codes = tile.codes.data();
-  for (std::int64_t g = 0; g < groups; ++g, q += 16 * T, as += T, asum += T, bias += T) {
+  const char* fetch = ahead.next;
+  for (std::int64_t g = 0; g < groups; ++g, q += G * T, as += T, asum += T, bias += T) {
+    if (fetch != nullptr) {
+      for (const char* end = ahead.next + (g + 1) * ahead.bytes_per_group; fetch < end; fetch += 64)
+        _mm_prefetch(fetch, _MM_HINT_T1);
+    }
     __m512i sums[T];
     for (int t = 0; t < T; ++t) sums[t] = _mm512_set1_epi32(bias[t]);
-    for (int s = 0; s < 4; ++s) {
-      const __m512i wv = _mm512_loadu_si512(codes + (4 * g + s) * 64);
+    for (int s = 0; s < kSteps; ++s) {
+      const __m512i wv = _mm512_loadu_si512(codes + (kSteps * g + s) * 64);
       for (int t = 0; t < T; ++t) {
         std::int32_t four;
-        std::memcpy(&four, q + 16 * t + 4 * s, 4);
+        std::memcpy(&four, q + G * t + 4 * s, 4);
         sums[t] = _mm512_dpbusd_epi32(sums[t], wv, _mm512_set1_epi32(four));
       }
     }
@@ -97,6 +127,31 @@ void tokens(const Tile& tile, bool has_offset, std::int64_t groups, const Interl
     }
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + 16 * t, acc[t]);
+}
+
+template <int G>
+void token_block(const Tile& tile, bool has_offset, std::int64_t groups,
+                 const InterleavedTokens& in, const TokenBlock& b, Prefetch ahead, float* out) {
+  switch (b.count) {
+    case 12:
+      tokens<12, G>(tile, has_offset, groups, in, b.offset, ahead, out);
+      break;
+    case 8:
+      tokens<8, G>(tile, has_offset, groups, in, b.offset, ahead, out);
+      break;
+    case 4:
+      tokens<4, G>(tile, has_offset, groups, in, b.offset, ahead, out);
+      break;
+    case 3:
+      tokens<3, G>(tile, has_offset, groups, in, b.offset, ahead, out);
+      break;
+    case 2:
+      tokens<2, G>(tile, has_offset, groups, in, b.offset, ahead, out);
+      break;
+    default:
+      tokens<1, G>(tile, has_offset, groups, in, b.offset, ahead, out);
+      break;
+  }
 }
 
 // Transposes 16 rows of 16 32-bit values (row r at src + r * stride bytes) into 16 columns
@@ -137,6 +192,25 @@ void transpose_floats(const float* src, std::int64_t n, float* dst) {
                 reinterpret_cast<std::uint8_t*>(dst + c * 16));
   for (; c < n; ++c)
     for (int r = 0; r < 16; ++r) dst[c * 16 + r] = src[r * n + c];
+}
+
+// [16 rows][2 n] floats, equal in pairs, into [n][16 rows]: the first of each pair.
+void transpose_float_pairs(const float* src, std::int64_t n, float* dst) {
+  const __m512i firsts =
+      _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  alignas(64) float rows[16 * 16];
+  std::int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    for (int r = 0; r < 16; ++r) {
+      const float* from = src + r * 2 * n + 2 * c;
+      _mm512_store_ps(rows + 16 * r, _mm512_permutex2var_ps(_mm512_loadu_ps(from), firsts,
+                                                            _mm512_loadu_ps(from + 16)));
+    }
+    transpose16(reinterpret_cast<const std::uint8_t*>(rows), 64,
+                reinterpret_cast<std::uint8_t*>(dst + c * 16));
+  }
+  for (; c < n; ++c)
+    for (int r = 0; r < 16; ++r) dst[c * 16 + r] = src[r * 2 * n + 2 * c];
 }
 
 }  // namespace
@@ -220,8 +294,8 @@ void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivati
 namespace {
 
 void tile_product(const WeightMatrix& w, std::int64_t first_row, const InterleavedTokens& in,
-                  float* y, std::int64_t y_stride) {
-  const std::int64_t k = w.cols, groups = k / 16;
+                  Prefetch ahead, float* y, std::int64_t y_stride) {
+  const std::int64_t k = w.cols, groups16 = k / 16;
   const int rows = static_cast<int>(std::min<std::int64_t>(kTile, w.rows - first_row));
   const int bias = gguf_code_bias(w.dtype);
   thread_local GgufUnpackedRows unpacked;
@@ -232,9 +306,11 @@ void tile_product(const WeightMatrix& w, std::int64_t first_row, const Interleav
       gguf_unpack_row(w, first_row + r, unpacked, r);
   }
   // Rows past the matrix: zero scales and offsets, so their (stale) codes add nothing.
-  std::fill(unpacked.scale.begin() + rows * groups, unpacked.scale.end(), 0.0f);
-  std::fill(unpacked.offset.begin() + rows * groups, unpacked.offset.end(), 0.0f);
+  std::fill(unpacked.scale.begin() + rows * groups16, unpacked.scale.end(), 0.0f);
+  std::fill(unpacked.offset.begin() + rows * groups16, unpacked.offset.end(), 0.0f);
 
+  tile.group = in.group;
+  const std::int64_t groups = k / tile.group;
   tile.codes.resize(static_cast<std::size_t>(kTile * k));
   tile.scale.resize(static_cast<std::size_t>(kTile * groups));
   tile.offset.resize(static_cast<std::size_t>(kTile * groups));
@@ -246,32 +322,18 @@ void tile_product(const WeightMatrix& w, std::int64_t first_row, const Interleav
   for (; c < k; c += 4)
     for (int r = 0; r < kTile; ++r)
       std::memcpy(tile.codes.data() + c * 16 + 4 * r, unpacked.codes.data() + r * k + c, 4);
-  transpose_floats(unpacked.scale.data(), groups, tile.scale.data());
-  if (bias == 0) transpose_floats(unpacked.offset.data(), groups, tile.offset.data());
-
   const bool has_offset = bias == 0;
+  const auto floats = tile.group == 32 ? transpose_float_pairs : transpose_floats;
+  floats(unpacked.scale.data(), groups, tile.scale.data());
+  if (has_offset) floats(unpacked.offset.data(), groups, tile.offset.data());
+
   alignas(64) float out[12 * kTile];
   for (const TokenBlock& b : in.blocks) {
-    switch (b.count) {
-      case 12:
-        tokens<12>(tile, has_offset, groups, in, b.offset, out);
-        break;
-      case 8:
-        tokens<8>(tile, has_offset, groups, in, b.offset, out);
-        break;
-      case 4:
-        tokens<4>(tile, has_offset, groups, in, b.offset, out);
-        break;
-      case 3:
-        tokens<3>(tile, has_offset, groups, in, b.offset, out);
-        break;
-      case 2:
-        tokens<2>(tile, has_offset, groups, in, b.offset, out);
-        break;
-      default:
-        tokens<1>(tile, has_offset, groups, in, b.offset, out);
-        break;
-    }
+    if (tile.group == 32)
+      token_block<32>(tile, has_offset, groups, in, b, ahead, out);
+    else
+      token_block<16>(tile, has_offset, groups, in, b, ahead, out);
+    ahead = {};  // the first block fetches it all
     for (std::int64_t t = 0; t < b.count; ++t)
       std::memcpy(y + (b.first + t) * y_stride + first_row, out + 16 * t,
                   static_cast<std::size_t>(rows) * 4);
@@ -284,9 +346,19 @@ void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std
                               const GgufQuantizedActivations& a, std::int64_t m, float* y,
                               std::int64_t y_stride) {
   thread_local InterleavedTokens in;
-  interleave(a, m, in);
-  for (std::int64_t first = row_begin; first < row_end; first += kTile)
-    tile_product(w, first, in, y, y_stride);
+  interleave(a, m, gguf_scale_weights(w.dtype), in);
+  const auto* data = static_cast<const char*>(w.data);
+  for (std::int64_t first = row_begin; first < row_end; first += kTile) {
+    Prefetch ahead;
+    const std::int64_t next = first + kTile;
+    if (next < row_end) {
+      const std::int64_t rows = std::min<std::int64_t>(kTile, row_end - next);
+      ahead.next = data + dtype_bytes(w.dtype, next * w.cols);
+      ahead.bytes_per_group =
+          static_cast<std::int64_t>(dtype_bytes(w.dtype, rows * w.cols)) / (w.cols / in.group) + 1;
+    }
+    tile_product(w, first, in, ahead, y, y_stride);
+  }
 }
 
 }  // namespace tandem::kernels
