@@ -153,17 +153,25 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
   }
   const std::int64_t k = w.cols;
   const bool direct = w.dtype == DType::F32 && w.block_scale == nullptr;
+  // Sixteen weight rows at a time, each token's activations read once for all of them: row
+  // by row, a prompt's activations (megabytes) would stream from memory once per row.
+  constexpr std::int64_t kRowBlock = 16;
   parallel(w.rows, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> row(direct ? 0 : static_cast<std::size_t>(k));
-    for (std::int64_t n = begin; n < end; ++n) {
-      const float* wr;
-      if (direct) {
-        wr = static_cast<const float*>(w.data) + n * k;
-      } else {
-        w.row_f32(n, row.data());
-        wr = row.data();
+    std::vector<float> rows(direct ? 0 : static_cast<std::size_t>(kRowBlock * k));
+    const float* wr[kRowBlock];
+    for (std::int64_t first = begin; first < end; first += kRowBlock) {
+      const std::int64_t count = std::min(kRowBlock, end - first);
+      for (std::int64_t r = 0; r < count; ++r) {
+        if (direct) {
+          wr[r] = static_cast<const float*>(w.data) + (first + r) * k;
+        } else {
+          w.row_f32(first + r, rows.data() + r * k);
+          wr[r] = rows.data() + r * k;
+        }
       }
-      for (std::int64_t i = 0; i < m; ++i) y[i * y_stride + n] = dot_f32(x + i * k, wr, k);
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t r = 0; r < count; ++r)
+          y[i * y_stride + first + r] = dot_f32(x + i * k, wr[r], k);
     }
   });
 }
