@@ -478,12 +478,12 @@ std::int64_t gguf_rows_per_task(CpuVariant variant, std::int64_t m) {
 
 void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
                       std::int64_t row_begin, std::int64_t row_end, float* y, std::int64_t y_stride,
-                      CpuVariant variant) {
+                      CpuVariant variant, GgufRowsAhead ahead) {
   const std::int64_t k = w.cols;
   const bool avx512 = variant == CpuVariant::Avx512 || variant == CpuVariant::Amx;
   if (avx512 && m >= kGgufTileMinTokens) {
     // Tiles of 16 rows; the last may be partial only at the matrix's end.
-    gguf_matmul_tiles_avx512(w, row_begin, row_end, a, m, y, y_stride);
+    gguf_matmul_tiles_avx512(w, row_begin, row_end, a, m, y, y_stride, ahead);
     return;
   }
   if (m < kGgufTileMinTokens && variant != CpuVariant::Scalar) {

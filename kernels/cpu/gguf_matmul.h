@@ -88,9 +88,16 @@ void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivati
 // of rows [row_begin, row_end) (row_begin a multiple of 16), the activations rearranged once
 // for all of them. The integer sums run over gguf_scale_weights(w.dtype) weights, and each
 // tile's blocks are fetched while the tile before it computes.
+//
+// `ahead` names the rows the caller multiplies next (another product's, such as an expert's
+// up rows after its gate rows): their first tile is fetched while the last tile here computes.
+struct GgufRowsAhead {
+  const WeightMatrix* w = nullptr;
+  std::int64_t row = 0;
+};
 void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                               const GgufQuantizedActivations& a, std::int64_t m, float* y,
-                              std::int64_t y_stride);
+                              std::int64_t y_stride, GgufRowsAhead ahead = {});
 
 inline constexpr std::int64_t kGgufTileMinTokens = 3;
 
@@ -107,9 +114,10 @@ bool gguf_block_dot_avx512(const GgufQuantizedActivations& a, std::int64_t m, co
 // Rows [row_begin, row_end) of the product of `m` quantised activation rows (quantised for
 // w's code bias) with `w`, on the calling thread; row_begin a multiple of
 // gguf_rows_per_task(variant, m), as a parallel split over tasks of that many rows gives.
+// `ahead` as gguf_matmul_tiles_avx512 takes it.
 void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
                       std::int64_t row_begin, std::int64_t row_end, float* y, std::int64_t y_stride,
-                      CpuVariant variant);
+                      CpuVariant variant, GgufRowsAhead ahead = {});
 std::int64_t gguf_rows_per_task(CpuVariant variant, std::int64_t m);
 
 // y[m, n] = sum_k x[m, k] * W[n, k] for W in a GGUF block format, on `variant`'s kernel (AMX

@@ -353,20 +353,24 @@ void tile_product(const WeightMatrix& w, std::int64_t first_row, const Interleav
 
 void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                               const GgufQuantizedActivations& a, std::int64_t m, float* y,
-                              std::int64_t y_stride) {
+                              std::int64_t y_stride, GgufRowsAhead ahead) {
   thread_local InterleavedTokens in;
   interleave(a, m, gguf_scale_weights(w.dtype), in);
-  const auto* data = static_cast<const char*>(w.data);
+  const std::int64_t groups = w.cols / in.group;
+  // The next tile's bytes, spread over this tile's groups.
+  auto fetch = [groups](const WeightMatrix& next, std::int64_t row, std::int64_t row_end) {
+    const std::int64_t rows = std::min<std::int64_t>(kTile, row_end - row);
+    return Prefetch{
+        static_cast<const char*>(next.data) + dtype_bytes(next.dtype, row * next.cols),
+        static_cast<std::int64_t>(dtype_bytes(next.dtype, rows * next.cols)) / groups + 1};
+  };
   for (std::int64_t first = row_begin; first < row_end; first += kTile) {
-    Prefetch ahead;
-    const std::int64_t next = first + kTile;
-    if (next < row_end) {
-      const std::int64_t rows = std::min<std::int64_t>(kTile, row_end - next);
-      ahead.next = data + dtype_bytes(w.dtype, next * w.cols);
-      ahead.bytes_per_group =
-          static_cast<std::int64_t>(dtype_bytes(w.dtype, rows * w.cols)) / (w.cols / in.group) + 1;
-    }
-    tile_product(w, first, in, ahead, y, y_stride);
+    Prefetch next;
+    if (first + kTile < row_end)
+      next = fetch(w, first + kTile, row_end);
+    else if (ahead.w != nullptr && ahead.row < ahead.w->rows)
+      next = fetch(*ahead.w, ahead.row, ahead.w->rows);
+    tile_product(w, first, in, next, y, y_stride);
   }
 }
 

@@ -101,21 +101,28 @@ void ExpertCompute::gguf(const CpuThreads& threads,
     g.result.resize(static_cast<std::size_t>(a.rows * h));
     add_tasks(j, w.gate.rows);
   }
-  threads.kernels_for()(
-      static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t t = b; t < e; ++t) {
-          const Task& task = tasks[static_cast<std::size_t>(t)];
-          const Active& a = active_[task.job];
-          const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
-          GgufScratch& g = gguf_[task.job];
-          const kernels::GgufQuantizedActivations& up_in =
-              kernels::gguf_code_bias(w.up.dtype) == g.in.bias ? g.in : g.in_up;
-          kernels::gguf_matmul_rows(g.in, a.rows, w.gate, task.begin, task.end, g.gate.data(),
-                                    w.gate.rows, variant);
-          kernels::gguf_matmul_rows(up_in, a.rows, w.up, task.begin, task.end, g.up.data(),
-                                    w.up.rows, variant);
-        }
-      });
+  threads.kernels_for()(static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b,
+                                                                     std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const Task& task = tasks[static_cast<std::size_t>(t)];
+      const Active& a = active_[task.job];
+      const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+      GgufScratch& g = gguf_[task.job];
+      const kernels::GgufQuantizedActivations& up_in =
+          kernels::gguf_code_bias(w.up.dtype) == g.in.bias ? g.in : g.in_up;
+      // Each product fetches the first blocks of the one after it: up's, then the next
+      // task's gate.
+      kernels::GgufRowsAhead after_up;
+      if (t + 1 < e) {
+        const Task& next = tasks[static_cast<std::size_t>(t + 1)];
+        after_up = {&experts[static_cast<std::size_t>(active_[next.job].expert)]->gate, next.begin};
+      }
+      kernels::gguf_matmul_rows(g.in, a.rows, w.gate, task.begin, task.end, g.gate.data(),
+                                w.gate.rows, variant, {&w.up, task.begin});
+      kernels::gguf_matmul_rows(up_in, a.rows, w.up, task.begin, task.end, g.up.data(), w.up.rows,
+                                variant, after_up);
+    }
+  });
   tasks.clear();
   for (std::size_t j = 0; j < n; ++j) {
     const Active& a = active_[j];
@@ -132,17 +139,22 @@ void ExpertCompute::gguf(const CpuThreads& threads,
                                        kernels::serial_for);
     add_tasks(j, h);
   }
-  threads.kernels_for()(
-      static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t t = b; t < e; ++t) {
-          const Task& task = tasks[static_cast<std::size_t>(t)];
-          const Active& a = active_[task.job];
-          const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
-          GgufScratch& g = gguf_[task.job];
-          kernels::gguf_matmul_rows(g.in, a.rows, w.down, task.begin, task.end, g.result.data(), h,
-                                    variant);
-        }
-      });
+  threads.kernels_for()(static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b,
+                                                                     std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const Task& task = tasks[static_cast<std::size_t>(t)];
+      const Active& a = active_[task.job];
+      const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+      GgufScratch& g = gguf_[task.job];
+      kernels::GgufRowsAhead after;
+      if (t + 1 < e) {
+        const Task& next = tasks[static_cast<std::size_t>(t + 1)];
+        after = {&experts[static_cast<std::size_t>(active_[next.job].expert)]->down, next.begin};
+      }
+      kernels::gguf_matmul_rows(g.in, a.rows, w.down, task.begin, task.end, g.result.data(), h,
+                                variant, after);
+    }
+  });
   for (std::size_t j = 0; j < n; ++j) {
     const Active& a = active_[j];
     const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
