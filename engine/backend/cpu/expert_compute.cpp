@@ -78,29 +78,39 @@ void ExpertCompute::gguf(const CpuThreads& threads,
     for (std::int64_t b = 0; b < rows; b += 4 * per)
       tasks.push_back({j, b, std::min(rows, b + 4 * per)});
   };
-  std::vector<float> gathered;
   for (std::size_t j = 0; j < n; ++j) {
     const Active& a = active_[j];
     const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
     GgufScratch& g = gguf_[j];
-    gathered.resize(static_cast<std::size_t>(a.rows * h));
-    for (std::int64_t r = 0; r < a.rows; ++r) {
-      std::copy_n(x + slot_token_[static_cast<std::size_t>(a.begin + r)] * h, h,
-                  gathered.data() + r * h);
-    }
-    kernels::gguf_quantize_activations(gathered.data(), a.rows, h,
-                                       kernels::gguf_code_bias(w.gate.dtype), g.in,
-                                       kernels::serial_for);
-    if (kernels::gguf_code_bias(w.up.dtype) != g.in.bias) {
-      kernels::gguf_quantize_activations(gathered.data(), a.rows, h,
-                                         kernels::gguf_code_bias(w.up.dtype), g.in_up,
-                                         kernels::serial_for);
-    }
     g.gate.resize(static_cast<std::size_t>(a.rows * w.gate.rows));
     g.up.resize(g.gate.size());
     g.result.resize(static_cast<std::size_t>(a.rows * h));
     add_tasks(j, w.gate.rows);
   }
+  // Each expert's tokens gathered (into its result rows, free until down) and quantised, the
+  // experts shared among the threads: on one thread this was a prompt's serial part. A few
+  // tokens' (a decode step's) take less than a hand-off to the threads costs.
+  const bool few = static_cast<std::int64_t>(slot_token_.size()) * h <= 32768;
+  const kernels::ParallelFor& per_expert =
+      few ? kernels::ParallelFor(kernels::serial_for) : threads.kernels_for();
+  per_expert(static_cast<std::int64_t>(n), [&](std::int64_t b, std::int64_t e) {
+    for (auto j = static_cast<std::size_t>(b); j < static_cast<std::size_t>(e); ++j) {
+      const Active& a = active_[j];
+      const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+      GgufScratch& g = gguf_[j];
+      float* gathered = g.result.data();
+      for (std::int64_t r = 0; r < a.rows; ++r) {
+        std::copy_n(x + slot_token_[static_cast<std::size_t>(a.begin + r)] * h, h,
+                    gathered + r * h);
+      }
+      kernels::gguf_quantize_activations(gathered, a.rows, h, kernels::gguf_code_bias(w.gate.dtype),
+                                         g.in, kernels::serial_for);
+      if (kernels::gguf_code_bias(w.up.dtype) != g.in.bias) {
+        kernels::gguf_quantize_activations(gathered, a.rows, h, kernels::gguf_code_bias(w.up.dtype),
+                                           g.in_up, kernels::serial_for);
+      }
+    }
+  });
   threads.kernels_for()(static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b,
                                                                      std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
@@ -124,21 +134,23 @@ void ExpertCompute::gguf(const CpuThreads& threads,
     }
   });
   tasks.clear();
-  for (std::size_t j = 0; j < n; ++j) {
-    const Active& a = active_[j];
-    const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
-    GgufScratch& g = gguf_[j];
-    const std::int64_t inner = w.gate.rows;
-    if (!w.gate_bias.empty()) {
-      add_bias_rows(g.gate.data(), a.rows, inner, w.gate_bias.data(), inner);
-      add_bias_rows(g.up.data(), a.rows, inner, w.up_bias.data(), inner);
+  for (std::size_t j = 0; j < n; ++j) add_tasks(j, h);
+  per_expert(static_cast<std::int64_t>(n), [&](std::int64_t b, std::int64_t e) {
+    for (auto j = static_cast<std::size_t>(b); j < static_cast<std::size_t>(e); ++j) {
+      const Active& a = active_[j];
+      const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
+      GgufScratch& g = gguf_[j];
+      const std::int64_t inner = w.gate.rows;
+      if (!w.gate_bias.empty()) {
+        add_bias_rows(g.gate.data(), a.rows, inner, w.gate_bias.data(), inner);
+        add_bias_rows(g.up.data(), a.rows, inner, w.up_bias.data(), inner);
+      }
+      kernels::glu(w.glu, g.gate.data(), g.up.data(), static_cast<std::int64_t>(g.gate.size()));
+      kernels::gguf_quantize_activations(g.gate.data(), a.rows, inner,
+                                         kernels::gguf_code_bias(w.down.dtype), g.in,
+                                         kernels::serial_for);
     }
-    kernels::glu(w.glu, g.gate.data(), g.up.data(), static_cast<std::int64_t>(g.gate.size()));
-    kernels::gguf_quantize_activations(g.gate.data(), a.rows, inner,
-                                       kernels::gguf_code_bias(w.down.dtype), g.in,
-                                       kernels::serial_for);
-    add_tasks(j, h);
-  }
+  });
   threads.kernels_for()(static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b,
                                                                      std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
