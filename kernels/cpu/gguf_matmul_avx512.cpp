@@ -66,7 +66,9 @@ void interleave(const GgufQuantizedActivations& a, std::int64_t m, int group,
       for (std::int64_t g = 0; g < groups; ++g) {
         const std::size_t from = row + static_cast<std::size_t>(g * halves);
         const auto to = static_cast<std::size_t>(at + g * n + t);
-        std::memcpy(out.q.data() + group * to, values + g * group, static_cast<std::size_t>(group));
+        // 16 bytes at a time: a copy of a size known only at run time is a call to memmove.
+        for (std::int64_t h = 0; h < halves; ++h)
+          std::memcpy(out.q.data() + group * to + 16 * h, values + g * group + 16 * h, 16);
         out.scale[to] = a.scale[from];
         float sum = a.scaled_sum[from];
         std::int32_t bias = a.group_bias[from];
