@@ -225,7 +225,15 @@ void ModelsPage::refresh() {
 }
 
 void ModelsPage::showRows(const QList<ModelFolderInfo>& rows) {
-  const QString keep = selected();
+  const QString chosen = selected();
+  const bool by_user = !chosen.isEmpty() && chosen != chosen_by_page_;
+  // With nothing in use yet the page chooses the first row itself, so that the view does not
+  // (it would on focus, and that would pass for the user's choice).
+  const QString page_choice = !loaded_.isEmpty() ? loaded_
+                              : !rows.isEmpty()  ? rows.front().folder
+                                                 : QString();
+  const QString keep = by_user ? chosen : page_choice;
+  chosen_by_page_ = by_user ? QString() : page_choice;
   rows_ = rows;
   table_->clear();
   for (const ModelFolderInfo& m : rows_) {
@@ -237,6 +245,7 @@ void ModelsPage::showRows(const QList<ModelFolderInfo>& rows) {
     item->setData(0, Qt::UserRole, m.folder);
     item->setToolTip(0, m.folder);
     table_->addTopLevelItem(item);
+    // The row the user chose stays chosen; else the model in use is (not the first row).
     if (m.folder == keep) table_->setCurrentItem(item);
   }
   for (int c = 1; c < 5; ++c) table_->resizeColumnToContents(c);

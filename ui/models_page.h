@@ -59,6 +59,9 @@ class ModelsPage : public QWidget {
   QLabel* status_;
   QLabel* subtitle_;
   QString loaded_;
+  // The row the page chose itself (the model in use), which follows the next model loaded;
+  // a row the user chose stays chosen.
+  QString chosen_by_page_;
   QList<ModelFolderInfo> rows_;
   quint64 generation_ = 0;  // of the newest refresh; older answers are dropped
 };

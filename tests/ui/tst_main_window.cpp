@@ -643,6 +643,37 @@ class TestMainWindow : public QObject {
     QCOMPARE(rows["tiny-Q8_0.gguf"].format, QStringLiteral("GGUF Q8_0"));  // by tensor bytes
     QCOMPARE(rows["tiny-Q8_0.gguf"].bytes, QFileInfo(file).size());
     QCOMPARE(rows["llama-mixed.gguf"].family, QStringLiteral("Llama"));
+    // With nothing chosen by the user, the page shows the model in use chosen, not the first
+    // row, and follows the next one loaded (the demo loads before the model last used).
+    {
+      tandem::ui::ModelsPage fresh;
+      QSignalSpy shown(&fresh, &tandem::ui::ModelsPage::refreshed);
+      auto* table = fresh.findChild<QTreeWidget*>();
+      const auto current = [&] {
+        return table->currentItem() != nullptr
+                   ? table->currentItem()->data(0, Qt::UserRole).toString()
+                   : QString();
+      };
+      QString demo;
+      for (const auto& r : page.rows())
+        if (r.demo) demo = r.folder;
+      QVERIFY(!demo.isEmpty());
+      fresh.show();
+      fresh.setLoaded(demo);
+      QVERIFY(shown.wait(5000));
+      QCOMPARE(current(), demo);
+      fresh.setLoaded(loose);
+      QVERIFY(shown.wait(5000));
+      QCOMPARE(current(), loose);
+      // A row the user chooses stays chosen when another model loads.
+      for (int i = 0; i < table->topLevelItemCount(); ++i) {
+        if (table->topLevelItem(i)->data(0, Qt::UserRole).toString() == file)
+          table->setCurrentItem(table->topLevelItem(i));
+      }
+      fresh.setLoaded(demo);
+      QVERIFY(shown.wait(5000));
+      QCOMPARE(current(), file);
+    }
     QSignalSpy deleted(&page, &tandem::ui::ModelsPage::deleted);
     page.deleteFolder(file);
     QVERIFY(deleted.wait(5000));
