@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/gguf_block_layout.h"
 #include "kernels/cpu/gguf_matmul.h"
 
 namespace tandem::kernels {
@@ -208,6 +209,99 @@ void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
 }
 
+// Q2_K's and Q3_K's 2-bit fields: a half of 128 weights is 32 bytes whose bits 2i, 2i + 1
+// hold weights 32i .. 32i + 31 of it. Step `step` of the half (64 weights) shifts the
+// broadcast bytes right by 4 step in lanes 0..7 and by 4 step + 2 in lanes 8..15.
+__m512i two_bit_codes(__m512i q, int step) {
+  const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(4 * step)),
+                                           _mm256_set1_epi16(static_cast<short>(4 * step + 2)), 1);
+  return _mm512_and_si512(_mm512_srlv_epi16(q, shift), _mm512_set1_epi8(3));
+}
+
+// Q2_K: 256 weights a block, 2-bit codes; a 4-bit scale (low nibble) and minimum (high
+// nibble) per 16 weights: weight = d scale u - dmin min, the minimums' part summed apart.
+template <int T>
+void q2_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+              std::int64_t y_stride) {
+  __m512 acc[T], off[T];
+  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 84) {
+    prefetch_ahead<84>(b);
+    const __m512i packed =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    const __m512 sc =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(packed, _mm512_set1_epi32(0x0F))),
+                      _mm512_set1_ps(half(b + 80)));
+    const __m512 mn = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(packed, 4)),
+                                    _mm512_set1_ps(half(b + 82)));
+    __m512 s[T];
+    for (int t = 0; t < T; ++t) {
+      s[t] = _mm512_mul_ps(sc, _mm512_loadu_ps(tok[t].scale + c / 16));
+      off[t] = _mm512_fmadd_ps(mn, _mm512_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
+      for (int step = 0; step < 2; ++step) {
+        const int st = 2 * h + step;
+        const __m512i u = two_bit_codes(q, step);
+        const __m512i groups = four_groups(st);
+        for (int t = 0; t < T; ++t) {
+          const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,
+                                                 _mm512_loadu_si512(tok[t].q + c + 64 * st));
+          acc[t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(groups, s[t]), acc[t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    y[t * y_stride] = _mm512_reduce_add_ps(acc[t]) - _mm512_reduce_add_ps(off[t]);
+}
+
+// Q3_K: Q2_K's 2-bit fields plus a third bit each from 32 bytes (bit i of byte j for weight
+// 32i + j of the block), codes 0 .. 7 less 4, a signed 6-bit scale per 16 weights.
+template <int T>
+void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+              std::int64_t y_stride) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 110) {
+    prefetch_ahead<110>(b);
+    std::uint32_t words[4];
+    gguf_layout::q3_k_scales(b + 96, words);
+    const __m512i packed =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(words)));
+    const __m512 sc =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(packed, _mm512_set1_epi32(32))),
+                      _mm512_set1_ps(half(b + 108)));
+    __m512 s[T];
+    for (int t = 0; t < T; ++t) s[t] = _mm512_mul_ps(sc, _mm512_loadu_ps(tok[t].scale + c / 16));
+    const __m512i hmask =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32 + 32 * h)));
+      for (int step = 0; step < 2; ++step) {
+        const int st = 2 * h + step;
+        const __m512i bit =
+            _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * st))),
+                               _mm256_set1_epi8(static_cast<char>(2 << (2 * st))), 1);
+        __m512i u = two_bit_codes(q, step);
+        u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(hmask, bit), u, _mm512_set1_epi8(4));
+        const __m512i groups = four_groups(st);
+        for (int t = 0; t < T; ++t) {
+          const __m512i dp = _mm512_dpbusd_epi32(bias_lanes(tok[t].bias, c / 16 + 4 * st), u,
+                                                 _mm512_loadu_si512(tok[t].q + c + 64 * st));
+          acc[t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(groups, s[t]), acc[t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
+}
+
 using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
 
 template <int T>
@@ -215,6 +309,10 @@ RowProduct row_product(DType t) {
   switch (t) {
     case DType::Q8_0:
       return q8_0_row<T>;
+    case DType::Q2_K:
+      return q2_k_row<T>;
+    case DType::Q3_K:
+      return q3_k_row<T>;
     case DType::Q4_K:
       return q45_k_row<T, false>;
     case DType::Q5_K:

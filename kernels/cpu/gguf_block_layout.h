@@ -49,6 +49,18 @@ inline int q3_k_scale(const std::uint8_t* s, int i) {
   return (low | (high << 4)) - 32;
 }
 
+// All sixteen of them at once, four to a 32-bit word (scale i in byte i % 4 of word i / 4),
+// still plus 32: the SIMD kernels widen the bytes.
+inline void q3_k_scales(const std::uint8_t* s, std::uint32_t* words) {
+  std::uint32_t w[3];
+  std::memcpy(w, s, 12);
+  constexpr std::uint32_t kLow4 = 0x0F0F0F0Fu, kLow2 = 0x03030303u;
+  words[0] = (w[0] & kLow4) | ((w[2] & kLow2) << 4);
+  words[1] = (w[1] & kLow4) | (((w[2] >> 2) & kLow2) << 4);
+  words[2] = ((w[0] >> 4) & kLow4) | (((w[2] >> 4) & kLow2) << 4);
+  words[3] = ((w[1] >> 4) & kLow4) | (((w[2] >> 6) & kLow2) << 4);
+}
+
 // The IQ2 formats' weight scale from d and a 4-bit sub-block scale s: d (0.5 + s) / 4.
 inline float iq2_scale(float d, unsigned s) {
   return d * (0.5f + static_cast<float>(s)) * 0.25f;
