@@ -3,11 +3,12 @@
 // in pairs and VPMADDWD adds the pairs to 32 bits. A pair saturates above 32767, so the
 // codes must stay below 129: Q8_0's and Q6_K's signed weights go in as their magnitudes,
 // their signs moved onto the activations (VPSIGNB), which gives the same integer sums as
-// the codes less their bias.
+// the codes less their bias. Q3_K's codes are small, but take their bias off the same way.
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "kernels/cpu/gguf_block_layout.h"
 #include "kernels/cpu/gguf_matmul.h"
 
 namespace tandem::kernels {
@@ -174,6 +175,85 @@ void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
 }
 
+// Q2_K: 256 weights a block in two halves of 128, each 32 bytes whose bits 2j, 2j + 1 hold
+// weights 32j .. 32j + 31 of the half; a 4-bit scale (low nibble) and minimum (high nibble)
+// per 16 weights: weight = d scale u - dmin min, the minimums' part summed apart.
+template <int T>
+void q2_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+              std::int64_t y_stride) {
+  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc[T], off[T];
+  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 84) {
+    const float d = half(b + 80);
+    const __m128i mn =
+        _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 4),
+                      _mm_set1_epi8(0x0F));
+    const __m256 dm = _mm256_set1_ps(half(b + 82));
+    const __m256 mlo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), dm);
+    const __m256 mhi =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mn, 8))), dm);
+    for (int t = 0; t < T; ++t) {
+      off[t] = _mm256_fmadd_ps(mlo, _mm256_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
+      off[t] = _mm256_fmadd_ps(mhi, _mm256_loadu_ps(tok[t].scaled_sum + c / 16 + 8), off[t]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load32(b + 16 + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2);
+        const std::int64_t g = 8 * h + 2 * j;  // the first of the 32 weights' two groups
+        const float s0 = d * static_cast<float>(b[g] & 0x0F);
+        const float s1 = d * static_cast<float>(b[g + 1] & 0x0F);
+        for (int t = 0; t < T; ++t) {
+          const float* as = tok[t].scale + c / 16 + g;
+          const __m256i dp = dot_unsigned(u, load32(tok[t].q + c + 16 * g));
+          acc[t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), two_halves(s0 * as[0], s1 * as[1]), acc[t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]) - reduce(off[t]);
+}
+
+// Q3_K: Q2_K's 2-bit fields plus a third bit each from 32 bytes (bit i of byte j for weight
+// 32i + j of the block), codes 0 .. 7 less 4, a signed 6-bit scale per 16 weights.
+template <int T>
+void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+              std::int64_t y_stride) {
+  const __m256i low2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 110) {
+    const float d = half(b + 108);
+    std::uint32_t words[4];
+    gguf_layout::q3_k_scales(b + 96, words);
+    std::uint8_t scales[16];  // plus 32
+    std::memcpy(scales, words, 16);
+    const __m256i hmask = load32(b);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load32(b + 32 + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + j)));
+        const __m256i high =
+            _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), bit), four);
+        const __m256i w = _mm256_sub_epi8(
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2), high), four);
+        const std::int64_t g = 8 * h + 2 * j;
+        const float s0 = d * static_cast<float>(scales[g] - 32);
+        const float s1 = d * static_cast<float>(scales[g + 1] - 32);
+        for (int t = 0; t < T; ++t) {
+          const float* as = tok[t].scale + c / 16 + g;
+          const __m256i dp = dot_signed(w, load32(tok[t].q + c + 16 * g));
+          acc[t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), two_halves(s0 * as[0], s1 * as[1]), acc[t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
+}
+
 using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
 
 template <int T>
@@ -181,6 +261,10 @@ RowProduct row_product(DType t) {
   switch (t) {
     case DType::Q8_0:
       return q8_0_row<T>;
+    case DType::Q2_K:
+      return q2_k_row<T>;
+    case DType::Q3_K:
+      return q3_k_row<T>;
     case DType::Q4_K:
       return q45_k_row<T, false>;
     case DType::Q5_K:

@@ -256,29 +256,27 @@ class TestGgufMatmul : public QObject {
     }
   }
 
-  // The products of one and two tokens read Q8_0, Q4_K, Q5_K and Q6_K blocks directly on
-  // AVX2 and AVX-512, Q2_K and Q3_K on AVX-512 too, and no other format (those unpack), so
-  // variantsMatchScalar's one- and two-token rows test those kernels.
+  // The products of one and two tokens read Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K blocks
+  // directly on AVX2 and AVX-512, and no other format (those unpack), so variantsMatchScalar's
+  // one- and two-token rows test those kernels.
   void blockDotCoversTheCommonFormats_data() { formats_data(); }
   void blockDotCoversTheCommonFormats() {
     QFETCH(QString, file);
     const Fixture f = read_fixture(file);
     const Matrix m = make_matrix(f, 2);
-    const std::set<DType> avx2 = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
-    const std::set<DType> avx512 = {DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                                    DType::Q4_K, DType::Q5_K, DType::Q6_K};
+    const std::set<DType> covered = {DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                                     DType::Q4_K, DType::Q5_K, DType::Q6_K};
     GgufQuantizedActivations a;
     const std::vector<float> x(static_cast<std::size_t>(3 * f.cols), 1.0f);
     gguf_quantize_activations(x.data(), 3, f.cols, gguf_code_bias(f.dtype), a, serial_for);
     std::vector<float> y(6);
     const IsaFeatures& usable = detect_isa().usable;
     for (int tokens : {1, 2, 3}) {
+      const bool want = tokens < 3 && covered.count(f.dtype) == 1;
       if (variant_supported(CpuVariant::Avx2, usable))
-        QCOMPARE(gguf_block_dot_avx2(a, tokens, m.w, 0, 2, y.data(), 2),
-                 tokens < 3 && avx2.count(f.dtype) == 1);
+        QCOMPARE(gguf_block_dot_avx2(a, tokens, m.w, 0, 2, y.data(), 2), want);
       if (variant_supported(CpuVariant::Avx512, usable))
-        QCOMPARE(gguf_block_dot_avx512(a, tokens, m.w, 0, 2, y.data(), 2),
-                 tokens < 3 && avx512.count(f.dtype) == 1);
+        QCOMPARE(gguf_block_dot_avx512(a, tokens, m.w, 0, 2, y.data(), 2), want);
     }
   }
 
