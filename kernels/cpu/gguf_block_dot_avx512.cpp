@@ -270,8 +270,11 @@ void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
     prefetch_ahead<110>(b);
     std::uint32_t words[4];
     gguf_layout::q3_k_scales(b + 96, words);
+    // Set from the words, not loaded: a 16-byte load of four 4-byte stores waits for them
+    // to reach the cache (no store forwarding).
     const __m512i packed =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(words)));
+        _mm512_cvtepu8_epi32(_mm_set_epi32(static_cast<int>(words[3]), static_cast<int>(words[2]),
+                                           static_cast<int>(words[1]), static_cast<int>(words[0])));
     const __m512 sc =
         _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(packed, _mm512_set1_epi32(32))),
                       _mm512_set1_ps(half(b + 108)));
