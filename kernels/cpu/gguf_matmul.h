@@ -103,7 +103,8 @@ inline constexpr std::int64_t kGgufTileMinTokens = 3;
 
 // Rows [row_begin, row_end) of w times one or two tokens' activations, read straight from
 // the blocks (no unpacked row): the sum above, integer sums per 16 or 32 weights. False,
-// writing nothing, for other formats (the fused ones: Q8_0, Q4_K, Q5_K, Q6_K) or more tokens.
+// writing nothing, for other formats (the fused ones: Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) or
+// more tokens.
 bool gguf_block_dot_avx2(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
                          std::int64_t row_begin, std::int64_t row_end, float* y,
                          std::int64_t y_stride);
