@@ -10,15 +10,12 @@
 
 #include "kernels/cpu/gguf_block_layout.h"
 #include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf_simd_pieces.h"
 
 namespace tandem::kernels {
 namespace {
 
-float half(const std::uint8_t* p) {
-  std::uint16_t v;
-  std::memcpy(&v, p, 2);
-  return _cvtsh_ss(v);
-}
+using gguf_simd::half;
 
 __m256i load32(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
@@ -109,13 +106,7 @@ void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y
       __m256i lo = _mm256_and_si256(q, low4);
       __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
       if (five) {
-        const __m256i bit_lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * p)));
-        const __m256i bit_hi = _mm256_set1_epi8(static_cast<char>(2 << (2 * p)));
-        const __m256i sixteen = _mm256_set1_epi8(16);
-        lo = _mm256_or_si256(
-            lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), sixteen));
-        hi = _mm256_or_si256(
-            hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), sixteen));
+        gguf_simd::q5_k_fifth_bits(qh, p, lo, hi);
       }
       const float s_lo = d * static_cast<float>(sc[2 * p]);
       const float s_hi = d * static_cast<float>(sc[2 * p + 1]);

@@ -10,15 +10,12 @@
 
 #include "kernels/cpu/gguf_block_layout.h"
 #include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf_simd_pieces.h"
 
 namespace tandem::kernels {
 namespace {
 
-float half(const std::uint8_t* p) {
-  std::uint16_t v;
-  std::memcpy(&v, p, 2);
-  return _cvtsh_ss(v);
-}
+using gguf_simd::half;
 
 // The activations of token t that a row's products read.
 struct Token {

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/gguf_block_layout.h"
 #include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf_simd_pieces.h"
 
 namespace tandem::kernels {
 
@@ -51,11 +52,7 @@ void gguf_dot_rows_avx2(const GgufUnpackedRows& w, const GgufQuantizedActivation
 namespace tandem::kernels {
 namespace {
 
-float half(const std::uint8_t* p) {
-  std::uint16_t v;
-  std::memcpy(&v, p, 2);
-  return _cvtsh_ss(v);
-}
+using gguf_simd::half;
 
 void pair(float* s, float* o, float scale, float offset) {
   s[0] = s[1] = scale;
@@ -116,14 +113,7 @@ void q45_k_row(const std::uint8_t* b, std::int64_t blocks, bool five, std::uint8
       const __m256i q = load32(qs + 32 * p);
       __m256i lo = low_nibbles(q), hi = high_nibbles(q);
       if (five) {
-        // Bit 2p of each qh byte is the fifth bit of the first sub-block, 2p + 1 the second's.
-        const __m256i bit_lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * p)));
-        const __m256i bit_hi = _mm256_set1_epi8(static_cast<char>(2 << (2 * p)));
-        const __m256i sixteen = _mm256_set1_epi8(16);
-        lo = _mm256_or_si256(
-            lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), sixteen));
-        hi = _mm256_or_si256(
-            hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), sixteen));
+        gguf_simd::q5_k_fifth_bits(qh, p, lo, hi);
       }
       store32(u + 64 * p, lo);
       store32(u + 64 * p + 32, hi);

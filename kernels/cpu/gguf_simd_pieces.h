@@ -1,0 +1,35 @@
+// Pieces the GGUF kernels built for AVX2 and for AVX-512 share: included only by files
+// compiled with AVX2 and F16C or more. Each function has internal linkage, so every file
+// keeps a copy compiled for its own instruction set (one shared definition could be the
+// AVX-512 file's, run on an AVX2 machine).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace tandem::kernels::gguf_simd {
+namespace {
+
+// An fp16 field of a block, by F16C.
+inline float half(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return _cvtsh_ss(v);
+}
+
+// Q5_K's fifth bits for 32-weight pair p (0..3) of a block: bit 2p of each qh byte is the
+// first sub-block's, 2p + 1 the second's; ORed into the low and high nibbles as 16.
+inline void q5_k_fifth_bits(__m256i qh, int p, __m256i& lo, __m256i& hi) {
+  const __m256i bit_lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * p)));
+  const __m256i bit_hi = _mm256_set1_epi8(static_cast<char>(2 << (2 * p)));
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  lo = _mm256_or_si256(
+      lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), sixteen));
+  hi = _mm256_or_si256(
+      hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), sixteen));
+}
+
+}  // namespace
+}  // namespace tandem::kernels::gguf_simd
