@@ -16,4 +16,9 @@ DeviceQuery query_devices() {
   return q;
 }
 
+bool measure_gpu_speeds(int, GpuSpeeds&, std::string& error) {
+  error = "this build of Tandem has no GPU support";
+  return false;
+}
+
 }  // namespace tandem::kernels::cuda
