@@ -107,6 +107,16 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
   c->add_option("--profile", f.profile,
                 "Run with a profile saved by tandem recommend --save (flags given here win)")
       ->check(CLI::ExistingFile);
+  f.gpu_options[0] = c->add_option("--gpu", f.gpu,
+                                   "Which NVIDIA GPU to compute on, numbered from 0 as `tandem "
+                                   "detect` lists them (default: the first usable one)")
+                         ->check(sentence([](const std::string& v) { return is_count(v); },
+                                          "give a GPU's number, 0 or more"));
+  f.gpu_options[1] =
+      c->add_option("--gpu-memory", f.gpu_memory,
+                    "GPU memory Tandem may use, e.g. 20G (default: what is free at start, less "
+                    "1 GiB for the desktop and the kernels' scratch)")
+          ->check(sentence(is_size, "give a size such as 512M or 20G"));
   f.emulated_options[0] = c->add_option("--emulated-memory", f.emulated_memory,
                                         "The emulated accelerator's memory, e.g. 512M or 8G")
                               ->capture_default_str()
@@ -181,6 +191,20 @@ bool apply_engine_flags(const EngineFlags& f, bool given_only, forward::RunSetti
   if (given(f.emulated_options[1]) || !given_only) e.bus_bytes_per_s = f.emulated_bus_gbps * 1e9;
   if (given(f.emulated_options[2]) || !given_only) e.bus_latency_s = f.emulated_latency_us * 1e-6;
   if (given(f.emulated_options[3]) || !given_only) e.threads = f.emulated_threads;
+
+  const bool gpu_possible = s.accelerator.choice == backend::AcceleratorChoice::Auto ||
+                            s.accelerator.choice == backend::AcceleratorChoice::Cuda;
+  for (const CLI::Option* o : f.gpu_options) {
+    if (given(o) && !gpu_possible) {
+      error = o->get_name() + " chooses how an NVIDIA GPU is used, but --accelerator " +
+              std::string(backend::accelerator_choice_name(s.accelerator.choice)) +
+              " uses none; leave one of them out.";
+      return false;
+    }
+  }
+  if (given(f.gpu_options[0])) s.accelerator.gpu.gpu = f.gpu;
+  if (given(f.gpu_options[1]))
+    backend::parse_byte_size(f.gpu_memory, s.accelerator.gpu.memory_bytes);
 
   if (s.accelerator.choice == backend::AcceleratorChoice::None) {
     for (const CLI::Option* o : {f.num_gpu_experts_option, f.max_deferred_option,

@@ -21,6 +21,8 @@ struct EngineFlags {
   double emulated_bus_gbps = 25.0;
   double emulated_latency_us = 10.0;
   int emulated_threads = 1;
+  int gpu = -1;
+  std::string gpu_memory;
   std::int64_t num_gpu_experts = -1;
   std::int64_t max_deferred = 0;
   std::int64_t prefill_threshold = 0;
@@ -42,6 +44,7 @@ struct EngineFlags {
   CLI::Option* stats_option = nullptr;
   CLI::Option* kt_method_option = nullptr;
   CLI::Option* emulated_options[4] = {};
+  CLI::Option* gpu_options[2] = {};
 };
 
 void add_engine_flags(CLI::App* command, EngineFlags& flags);

@@ -6,19 +6,39 @@
 #include <string>
 
 #include "kernels/cuda/device_query.h"
+#if TANDEM_HAVE_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 
 namespace tandem::backend {
 namespace {
 
-// Tandem computes on CUDA GPUs once its CUDA backend lands (engine/backend/cuda); until then
-// a GPU is detected and listed, but not used.
-constexpr bool kCudaBackend = false;
-
-std::string gpu_phrase(const kernels::cuda::DeviceQuery& q) {
-  for (const auto& d : q.devices) {
-    if (d.usable) return d.name;
+// The GPU asked for, or the first usable one; null with `why` said when there is none.
+const kernels::cuda::DeviceInfo* choose_gpu(const kernels::cuda::DeviceQuery& q, int wanted,
+                                            std::string& why) {
+  if (!q.compiled) {
+    why = "this Tandem was built without CUDA";
+    return nullptr;
   }
-  return {};
+  if (q.devices.empty()) {
+    why = q.reason.empty() ? "no NVIDIA GPU was found" : q.reason;
+    return nullptr;
+  }
+  if (wanted >= 0) {
+    for (const auto& d : q.devices) {
+      if (d.index != wanted) continue;
+      if (d.usable) return &d;
+      why = "GPU " + std::to_string(wanted) + " (" + d.name + ") cannot be used: " + d.not_usable;
+      return nullptr;
+    }
+    why = "there is no GPU " + std::to_string(wanted) + " (this computer has " +
+          std::to_string(q.devices.size()) + ", numbered from 0)";
+    return nullptr;
+  }
+  for (const auto& d : q.devices)
+    if (d.usable) return &d;
+  why = "the " + q.devices.front().name + " cannot be used: " + q.devices.front().not_usable;
+  return nullptr;
 }
 
 }  // namespace
@@ -62,15 +82,29 @@ AcceleratorResult make_accelerator(const AcceleratorRequest& request,
     case AcceleratorChoice::Cuda:
     case AcceleratorChoice::Auto: {
       const kernels::cuda::DeviceQuery q = kernels::cuda::query_devices();
-      const std::string gpu = gpu_phrase(q);
       std::string why;
-      if (!q.compiled) {
-        why = "this Tandem was built without CUDA";
-      } else if (gpu.empty()) {
-        why = q.reason.empty() ? "no usable NVIDIA GPU was found" : q.reason;
-      } else if (!kCudaBackend) {
-        why = "the " + gpu + " was found, but this version of Tandem cannot compute on a GPU yet";
+      const kernels::cuda::DeviceInfo* gpu = choose_gpu(q, request.gpu.gpu, why);
+#if TANDEM_HAVE_CUDA
+      if (gpu != nullptr) {
+        CudaOptions options;
+        options.device = gpu->index;
+        options.memory_bytes = request.gpu.memory_bytes;
+        try {
+          r.backend = std::make_unique<CudaBackend>(options, spec);
+          r.note = "on the " + r.backend->description();
+          if (q.devices.size() > 1) {
+            r.note += "; GPU " + std::to_string(gpu->index) + " of the " +
+                      std::to_string(q.devices.size()) +
+                      " found (this version computes on one GPU; choose another with --gpu N)";
+          }
+          return r;
+        } catch (const std::exception& e) {
+          why = "the " + gpu->name + " could not be set up (" + e.what() + ")";
+        }
       }
+#else
+      (void)gpu;
+#endif
       if (request.choice == AcceleratorChoice::Cuda) {
         throw std::invalid_argument("--accelerator cuda cannot be used: " + why +
                                     ". Run with --accelerator none (the CPU alone), or "

@@ -17,9 +17,17 @@ enum class AcceleratorChoice { Auto, Cuda, Emulated, None };
 std::string_view accelerator_choice_name(AcceleratorChoice c);  // "auto", "cuda", ...
 bool parse_accelerator_choice(std::string_view name, AcceleratorChoice& out);
 
+// The CUDA GPU to use, when one is: `gpu` -1 is the first usable one; `memory_bytes` 0 is its
+// free memory less a reserve (engine/backend/cuda/cuda_backend.h).
+struct GpuRequest {
+  int gpu = -1;
+  std::uint64_t memory_bytes = 0;
+};
+
 struct AcceleratorRequest {
   AcceleratorChoice choice = AcceleratorChoice::Auto;
   EmulatedOptions emulated;
+  GpuRequest gpu;
 };
 
 struct AcceleratorResult {
@@ -29,7 +37,8 @@ struct AcceleratorResult {
 };
 
 // Throws std::invalid_argument with a sentence when the choice cannot be had (cuda without a
-// GPU Tandem can compute on).
+// GPU Tandem can compute on, a GPU index that is not there). With several GPUs, one is used
+// and the note says which.
 AcceleratorResult make_accelerator(const AcceleratorRequest& request, const model::ModelSpec& spec);
 
 // Parses a size such as "512M", "4G", "4GiB" or "1073741824" into bytes; false for anything

@@ -1,12 +1,14 @@
-// The hybrid engine on the emulated accelerator against the CPU alone, on every fixture
-// family: every placement strategy, N from none to all experts, layerwise prefill on and off,
-// the dynamic update moving experts while it generates, all give the CPU's greedy tokens and
-// its logits within fp tolerance (only the order of the sums differs). Deferral changes the
-// result by design: its KL from no deferral is measured and reported.
+// The hybrid engine on the emulated accelerator (and on an NVIDIA GPU, where there is one)
+// against the CPU alone, on every fixture family: every placement strategy, N from none to all
+// experts, layerwise prefill on and off, the dynamic update moving experts while it generates, all
+// give the CPU's greedy tokens and its logits within fp tolerance (only the order of the sums
+// differs). Deferral changes the result by design: its KL from no deferral is measured and
+// reported.
 #include <QtTest>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/cpu/numa_pools.h"
@@ -16,7 +18,11 @@
 #include "engine/model/loaded_model.h"
 #include "engine/schedule/routing_stats.h"
 #include "engine/text/tokenizer.h"
+#include "kernels/cuda/device_query.h"
 #include "tests/support/logit_divergence.h"
+#if TANDEM_HAVE_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 
 using namespace tandem;
 
@@ -71,6 +77,23 @@ std::unique_ptr<backend::Backend> emulated(const model::ModelSpec& spec) {
   return std::make_unique<backend::EmulatedBackend>(o, spec);
 }
 
+using BackendFactory = std::function<std::unique_ptr<backend::Backend>(const model::ModelSpec&)>;
+
+// The first NVIDIA GPU this build can compute on, or -1 with the reason in `why`.
+int usable_gpu(std::string& why) {
+  static const kernels::cuda::DeviceQuery q = kernels::cuda::query_devices();
+  if (!q.compiled) {
+    why = "this build has no CUDA kernels (nvcc was not found when it was configured)";
+    return -1;
+  }
+  for (const auto& d : q.devices)
+    if (d.usable) return d.index;
+  why = !q.devices.empty() ? q.devices.front().name + ": " + q.devices.front().not_usable
+        : q.reason.empty() ? std::string("no NVIDIA GPU was found")
+                           : q.reason;
+  return -1;
+}
+
 double worst_relative(const Output& a, const Output& b) {
   double worst = 0;
   for (std::size_t i = 0; i < a.logits.size(); ++i) {
@@ -88,8 +111,7 @@ double worst_relative(const Output& a, const Output& b) {
 class TestHybridEngine : public QObject {
   Q_OBJECT
 
- private slots:
-  void matchesTheCpu_data() {
+  static void hybrid_cases() {
     QTest::addColumn<QString>("fixture");
     QTest::addColumn<QString>("format");
     QTest::addColumn<QString>("strategy");
@@ -156,7 +178,10 @@ class TestHybridEngine : public QObject {
                                            << "uniform" << -1 << 0 << false;
   }
 
-  void matchesTheCpu() {
+  // The data row's model and placement on the accelerator `make` gives, against the CPU:
+  // the same greedy tokens, and logits within `float_tolerance` of the range (`gguf_tolerance`
+  // for GGUF blocks as stored).
+  void compare_with_cpu(const BackendFactory& make, double float_tolerance, double gguf_tolerance) {
     QFETCH(QString, fixture);
     QFETCH(QString, format);
     QFETCH(QString, strategy);
@@ -188,7 +213,7 @@ class TestHybridEngine : public QObject {
         for (std::int64_t e = 0; e < model->spec().num_experts; ++e)
           o.stats->counts[l][e] = snap.hits[static_cast<std::size_t>(l * snap.experts + e)];
     }
-    forward::ModelRunner runner(*model, cpu, emulated(model->spec()), o);
+    forward::ModelRunner runner(*model, cpu, make(model->spec()), o);
     const std::int64_t moe_layers =
         std::count(model->spec().layer_is_moe.begin(), model->spec().layer_is_moe.end(), true);
     const std::int64_t all = model->spec().num_experts;
@@ -207,7 +232,7 @@ class TestHybridEngine : public QObject {
     // round the other way, which moved the mixed fixture's logits by 0.3% of the range
     // (the greedy tokens stay the same). Everything else computes in floats: 1e-4.
     const bool gguf_blocks = fixture.endsWith(QLatin1String(".gguf")) && format == "native";
-    QVERIFY2(worst <= (gguf_blocks ? 1e-2 : 1e-4),
+    QVERIFY2(worst <= (gguf_blocks ? gguf_tolerance : float_tolerance),
              qPrintable(QStringLiteral("largest difference %1 of the range").arg(worst)));
     const auto snap = runner.metrics()->snapshot();
     QVERIFY(snap.accelerator);
@@ -241,6 +266,39 @@ class TestHybridEngine : public QObject {
             static_cast<unsigned long long>(moved.moves),
             static_cast<unsigned long long>(moved.moved_bytes));
     }
+  }
+
+ private slots:
+  void matchesTheCpu_data() { hybrid_cases(); }
+  void matchesTheCpu() { compare_with_cpu(emulated, 1e-4, 1e-2); }
+
+  // The same cases on an NVIDIA GPU: BF16 weights (fp32 ones stay fp32) and, for prompts,
+  // activations rounded to BF16 for the tensor cores, so the logits are held to 3% of their
+  // range; the greedy tokens must still be the CPU's.
+  void cudaMatchesTheCpu_data() {
+    std::string why;
+    if (usable_gpu(why) >= 0) {
+      hybrid_cases();
+      return;
+    }
+    // One row that says why, rather than every case skipped one by one.
+    QTest::addColumn<QString>("fixture");
+    QTest::newRow("no GPU") << QString();
+  }
+  void cudaMatchesTheCpu() {
+    std::string why;
+    const int gpu = usable_gpu(why);
+    if (gpu < 0) QSKIP(qPrintable("needs a usable NVIDIA GPU: " + QString::fromStdString(why)));
+#if TANDEM_HAVE_CUDA
+    compare_with_cpu(
+        [gpu](const model::ModelSpec& spec) -> std::unique_ptr<backend::Backend> {
+          backend::CudaOptions o;
+          o.device = gpu;
+          o.memory_bytes = 256ull << 20;
+          return std::make_unique<backend::CudaBackend>(o, spec);
+        },
+        3e-2, 3e-2);
+#endif
   }
 
   // Over a slow bus, staging takes longer than computing: a layer must wait for its experts
