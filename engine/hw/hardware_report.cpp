@@ -1,5 +1,7 @@
 #include "engine/hw/hardware_report.h"
 
+#include "engine/hw/gpu_speeds_cache.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -206,6 +208,8 @@ HardwareReport probe_hardware(const ProbeOptions& options) {
   }
   if (options.query_gpus) {
     r.gpus = kernels::cuda::query_devices();
+    // Measured once per GPU and driver (about a second), then read from the cache.
+    attach_gpu_speeds(r.gpus, default_gpu_speeds_cache());
   } else {
     r.gpus.compiled = TANDEM_HAVE_CUDA != 0;
     r.gpus.reason = "the GPU query was skipped";

@@ -83,16 +83,22 @@ json to_json(const HardwareReport& r) {
 
   json devices = json::array();
   for (const GpuDevice& d : r.gpus.devices) {
-    devices.push_back({{"index", d.index},
-                       {"name", d.name},
-                       {"compute_capability",
-                        std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
-                       {"total_bytes", d.total_bytes},
-                       {"free_bytes", d.free_bytes},
-                       {"multiprocessors", d.multiprocessors},
-                       {"pci_bus_id", nullable(d.pci_bus_id)},
-                       {"usable", d.usable},
-                       {"not_usable_reason", nullable(d.not_usable)}});
+    devices.push_back(
+        {{"index", d.index},
+         {"name", d.name},
+         {"compute_capability",
+          std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
+         {"total_bytes", d.total_bytes},
+         {"free_bytes", d.free_bytes},
+         {"multiprocessors", d.multiprocessors},
+         {"pci_bus_id", nullable(d.pci_bus_id)},
+         {"usable", d.usable},
+         {"not_usable_reason", nullable(d.not_usable)},
+         {"measured", d.host_to_device_bytes_per_s > 0
+                          ? json{{"host_to_device_bytes_per_s", d.host_to_device_bytes_per_s},
+                                 {"memory_bytes_per_s", d.memory_bytes_per_s},
+                                 {"bf16_flops_per_s", d.bf16_flops_per_s}}
+                          : json(nullptr)}});
   }
   json gpus = {
       {"cuda_compiled", r.gpus.compiled},

@@ -418,13 +418,17 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
         cores * kCpuMacsPerCoreInt8 * (variant == kernels::CpuVariant::Amx ? kAmxSpeedup : 1.0);
     const double cpu_s_per_token =
         static_cast<double>(m.experts_per_token * m.expert_params) / rate;
+    // The bus as measured at Tandem's first start on this GPU, else PCIe 4.0 x16's.
+    const bool measured = gpu != nullptr && gpu->host_to_device_bytes_per_s > 0;
+    const double bus = measured ? gpu->host_to_device_bytes_per_s : kPcieBytesPerS;
     const auto threshold =
-        static_cast<std::int64_t>(std::ceil(layer_bytes / kPcieBytesPerS / cpu_s_per_token));
+        static_cast<std::int64_t>(std::ceil(layer_bytes / bus / cpu_s_per_token));
     plan.parameters.push_back(
         {"gpu-prefill-token-threshold", std::to_string(threshold),
-         fmt::format("above {} prompt tokens, copying a layer's experts to the GPU ({} over PCIe) "
-                     "is faster than running them on the CPU",
-                     threshold, gib(static_cast<std::uint64_t>(layer_bytes)))});
+         fmt::format("above {} prompt tokens, copying a layer's experts to the GPU ({} at {:.1f} "
+                     "GB/s, {}) is faster than running them on the CPU",
+                     threshold, gib(static_cast<std::uint64_t>(layer_bytes)), bus / 1e9,
+                     measured ? "measured" : "PCIe 4.0 x16, not measured")});
   } else {
     plan.parameters.push_back(
         {"gpu-prefill-token-threshold", "0",
@@ -545,6 +549,12 @@ hw::HardwareReport hardware_from_json(const nlohmann::json& j) {
     dev.total_bytes = d.value("total_bytes", 0ull);
     dev.free_bytes = d.value("free_bytes", 0ull);
     dev.usable = d.value("usable", false);
+    if (d.contains("measured") && d["measured"].is_object()) {
+      const auto& m = d["measured"];
+      dev.host_to_device_bytes_per_s = m.value("host_to_device_bytes_per_s", 0.0);
+      dev.memory_bytes_per_s = m.value("memory_bytes_per_s", 0.0);
+      dev.bf16_flops_per_s = m.value("bf16_flops_per_s", 0.0);
+    }
     r.gpus.devices.push_back(dev);
   }
   if (g.contains("reason") && g["reason"].is_string())

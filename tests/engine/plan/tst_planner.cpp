@@ -9,6 +9,7 @@
 #include <QTemporaryDir>
 
 #include "engine/backend/cpu/kv_cache.h"
+#include "engine/hw/report_json.h"
 #include "engine/model/loaded_model.h"
 #include "engine/model/model_spec.h"
 #include "engine/plan/catalog.h"
@@ -234,6 +235,30 @@ class TestPlanner : public QObject {
              tandem::schedule::experts_that_fit(p.vram_budget - fixed, expert, 128, 48, true,
                                                 tandem::schedule::PlacementStrategy::Frequency));
     QVERIFY(std::stoll(params["gpu-prefill-token-threshold"]) > 0);
+  }
+
+  // The GPU's bus as measured at the first start sizes the layerwise-prefill threshold:
+  // a bus a fifth as fast needs five times the prompt to pay for copying a layer's experts.
+  void measuredBusSetsThePrefillThreshold() {
+    const auto threshold = [](const Plan& p) {
+      for (const Parameter& x : p.parameters)
+        if (x.name == "gpu-prefill-token-threshold")
+          return std::pair{std::stoll(x.value), x.reason};
+      return std::pair{-1LL, std::string()};
+    };
+    tandem::hw::HardwareReport hw = machine("ryzen-avx512-16gb");
+    const PlanWishes wishes{8192, Quality::Balanced, "qwen3-stats.json"};
+    const auto [assumed, assumed_reason] = threshold(make_plan(hw, shape("qwen3-30b-a3b"), wishes));
+    QVERIFY2(assumed_reason.find("not measured") != std::string::npos, assumed_reason.c_str());
+    QVERIFY(!hw.gpus.devices.empty());
+    for (auto& d : hw.gpus.devices) d.host_to_device_bytes_per_s = 5e9;  // a fifth of 25 GB/s
+    const auto [slow, slow_reason] = threshold(make_plan(hw, shape("qwen3-30b-a3b"), wishes));
+    QVERIFY2(slow_reason.find("5.0 GB/s, measured") != std::string::npos, slow_reason.c_str());
+    QVERIFY2(slow >= 5 * assumed - 5 && slow <= 5 * assumed + 5,
+             qPrintable(QStringLiteral("%1 against %2").arg(slow).arg(assumed)));
+    // What `tandem detect --json` writes is read back with the measurement.
+    const tandem::hw::HardwareReport again = hardware_from_json(tandem::hw::to_json(hw));
+    QCOMPARE(again.gpus.devices.front().host_to_device_bytes_per_s, 5e9);
   }
 
   // CPU only: INT4 experts keep INT8 dense matrices, as the runtime packs them; where the
