@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# One short run on a machine with an NVIDIA GPU that answers whether Tandem's CUDA backend
+# works and how fast the hybrid engine is there:
+#   1. builds Tandem with CUDA for this GPU's architecture (build-gpu/, only what is needed);
+#   2. runs the CUDA tests: every backend operation against the CPU (tst_backend_ops), the
+#      hybrid engine on every fixture family against the CPU's greedy tokens
+#      (tst_hybrid_engine), and the host side of the weight layout (tst_device_rows);
+#   3. benchmarks an 8-layer Qwen3-30B-A3B-shaped synthetic model (random BF16 weights):
+#      all on the CPU, then N experts per layer on the GPU for a few N, then layerwise
+#      prefill of a 2048-token prompt;
+#   4. writes every result as JSON, the logs, and a short table (summary.md) into one folder.
+#
+#   scripts/gpu-check.sh [OUT_DIR]        (default: gpu-check-out/)
+#
+# Needs the NVIDIA driver and the CUDA toolkit (nvcc) and Tandem's build dependencies
+# (scripts/install-deps.sh installs them where the machine can reach Debian's archive; set
+# TANDEM_SKIP_DEPS=1 where they are already there). Made to finish in under 8 minutes on
+# 16 cores: each step has its own time limit, and a step that fails is recorded, not fatal.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:-gpu-check-out}")
+mkdir -p "$out"
+build=${TANDEM_GPU_BUILD_DIR:-build-gpu}
+jobs=$(nproc)
+started=$(date +%s)
+status=0
+say() { echo "[gpu-check $(($(date +%s) - started)) s] $*" | tee -a "$out/steps.log"; }
+
+nvidia-smi --query-gpu=index,name,memory.total,memory.free,driver_version,compute_cap \
+  --format=csv >"$out/gpus.csv" 2>&1 || true
+say "GPUs: $(tail -n +2 "$out/gpus.csv" | tr '\n' ';')"
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
+arch=${TANDEM_CUDA_ARCH:-${cap:-90}}
+
+if [ "${TANDEM_SKIP_DEPS:-0}" != 1 ]; then
+  ./scripts/install-deps.sh >"$out/deps.log" 2>&1 || say "install-deps failed (see deps.log)"
+fi
+
+say "configuring for sm_$arch"
+if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$out/configure.log" 2>&1; then
+  say "configure failed (configure.log)"
+  exit 1
+fi
+say "building"
+if ! timeout 300 cmake --build "$build" -j"$jobs" --target tandem tst_backend_ops \
+  tst_hybrid_engine tst_device_rows >"$out/build.log" 2>&1; then
+  say "build failed (build.log)"
+  exit 1
+fi
+grep -q "CUDA kernels ON" "$out/configure.log" || say "warning: this build has no CUDA kernels"
+
+tandem="$build/app/tandem"
+"$tandem" detect --json >"$out/detect.json" 2>"$out/detect.log" || true
+
+for t in tst_device_rows tst_backend_ops tst_hybrid_engine; do
+  exe=$(find "$build/tests" -name "$t" -type f -perm -u+x | head -1)
+  say "running $t"
+  if QT_QPA_PLATFORM=offscreen TANDEM_LOG_TO_FILE=0 timeout 240 "$exe" -o "$out/$t.txt,txt" \
+    >/dev/null 2>&1; then
+    say "$t passed"
+  else
+    say "$t FAILED ($t.txt)"
+    status=1
+  fi
+done
+
+model=${TANDEM_GPU_CHECK_MODEL:-$build/q30-8l}
+if [ ! -f "$model/config.json" ]; then
+  say "writing the 8-layer Qwen3-30B-A3B-shaped model"
+  "$tandem" synth --like qwen3-30b-a3b --layers 8 --out "$model" >"$out/synth.log" 2>&1 ||
+    say "synth failed (synth.log)"
+fi
+
+bench() {  # NAME ARGS...
+  local name=$1
+  shift
+  say "bench $name: $*"
+  if ! timeout 150 "$tandem" bench -m "$model" --json -r 2 "$@" >"$out/bench-$name.json" \
+    2>"$out/bench-$name.log"; then
+    say "bench $name failed (bench-$name.log)"
+    status=1
+  fi
+}
+bench cpu --accelerator none -p 512 -n 32
+for n in 0 16 64 128; do
+  bench "gpu-$n" --accelerator cuda --num-gpu-experts "$n" -p 512 -n 32
+done
+bench layerwise-2048 --accelerator cuda --num-gpu-experts 16 --gpu-prefill-token-threshold 1024 \
+  -p 2048 -n 0 -r 1
+
+python3 - "$out" <<'EOF' || say "summary failed"
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+rows = []
+for f in sorted(out.glob("bench-*.json")):
+    try:
+        j = json.loads(f.read_text())
+    except Exception as e:  # a failed run leaves no JSON
+        rows.append(f"| {f.stem[6:]} | failed | | | |")
+        continue
+    acc = j.get("accelerator") or {}
+    p, d = j["prompt"], j["decode"]
+    rows.append("| {} | {} | {} | {:.1f} ± {:.1f} | {} |".format(
+        f.stem[6:], acc.get("device", "CPU only")[:40], acc.get("gpu_experts_per_layer", 0),
+        p["mean"], p["stddev"],
+        "{:.1f} ± {:.1f}".format(d["mean"], d["stddev"]) if d["tokens"] else "-"))
+tests = []
+for t in ["tst_device_rows", "tst_backend_ops", "tst_hybrid_engine"]:
+    f = out / f"{t}.txt"
+    text = f.read_text() if f.exists() else ""
+    totals = [l for l in text.splitlines() if l.startswith("Totals:")]
+    tests.append(f"- {t}: {totals[-1] if totals else 'no result'}")
+summary = "\n".join(["## Tests"] + tests + ["", "## Hybrid benchmark (8-layer Qwen3-30B-A3B shape, tokens/s)",
+    "| run | device | GPU experts/layer | prompt | decode |", "| --- | --- | --- | --- | --- |"] + rows)
+(out / "summary.md").write_text(summary + "\n")
+json.dump({"tests": tests, "bench": [r for r in rows]}, open(out / "summary.json", "w"), indent=1)
+print(summary)
+EOF
+say "done (status $status)"
+exit $status
