@@ -126,6 +126,7 @@ void EngineWorker::loadModel(const LoadRequest& request) {
     info.cpu_format = QString::fromUtf8(model::cpu_format_name(model->cpu_format()).data());
     info.profile = request.profile;
     info.placement_note = QString::fromStdString(built.note);
+    info.no_accelerator_reason = QString::fromStdString(built.no_accelerator_reason);
     if (runner.has_accelerator()) {
       const schedule::HybridOptions& h = runner.hybrid();
       info.accelerator = QString::fromStdString(runner.device().description());

@@ -48,7 +48,8 @@ struct ModelInfo {
   QString cpu_format;
   // Where it runs: the accelerator's description, or empty for the CPU alone.
   QString accelerator;
-  QString placement_note;  // why it runs where it does, for the user
+  QString placement_note;         // why it runs where it does, for the user
+  QString no_accelerator_reason;  // without an accelerator, why, in a few words
   QString profile;
   int gpu_experts_per_layer = 0;
   QString placement_strategy;

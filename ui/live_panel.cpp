@@ -292,11 +292,15 @@ void LivePanel::setModel(const ModelInfo& info) {
   for (std::size_t i = 0; i < last_.resident.size(); ++i)
     if (last_.resident[i]) resident.insert(static_cast<int>(i));
   heatmap_->setGpuResident(resident);
+  placement_->setToolTip(info.placement_note);
   if (!accelerator_) {
-    placement_->setText(info.experts > 0 ? tr("No accelerator: all experts run on the CPU. %1")
-                                               .arg(info.placement_note.left(1).toUpper() +
-                                                    info.placement_note.mid(1))
-                                         : tr("No accelerator: the model runs on the CPU."));
+    // The reason in a few words; the whole sentence is the tooltip (and on the System page).
+    const QString why = info.no_accelerator_reason.isEmpty()
+                            ? QString()
+                            : QStringLiteral(" (%1)").arg(info.no_accelerator_reason);
+    placement_->setText(info.experts > 0
+                            ? tr("No accelerator: all experts run on the CPU%1.").arg(why)
+                            : tr("No accelerator: the model runs on the CPU%1.").arg(why));
   } else if (info.experts == 0) {
     placement_->setText(tr("On the %1.").arg(info.accelerator));
   } else {

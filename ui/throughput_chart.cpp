@@ -71,7 +71,7 @@ ThroughputChart::ThroughputChart(QWidget* parent) : QWidget(parent) {
   }
   view_ = new QChartView(chart_, this);
   view_->setRenderHint(QPainter::Antialiasing);
-  view_->setMinimumHeight(170);
+  view_->setMinimumHeight(150);
 
   empty_ = new QLabel(tr("No generation yet.\nThe chart fills while a model writes."), this);
   empty_->setAlignment(Qt::AlignCenter);

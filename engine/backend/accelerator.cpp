@@ -74,6 +74,7 @@ AcceleratorResult make_accelerator(const AcceleratorRequest& request,
   switch (request.choice) {
     case AcceleratorChoice::None:
       r.note = "no accelerator: everything runs on the CPU";
+      r.reason = "--accelerator none was asked for";
       return r;
     case AcceleratorChoice::Emulated:
       r.backend = std::make_unique<EmulatedBackend>(request.emulated, spec);
@@ -111,6 +112,7 @@ AcceleratorResult make_accelerator(const AcceleratorRequest& request,
                                     "--accelerator emulated to try the hybrid engine on the CPU.");
       }
       r.note = why + ": everything runs on the CPU";
+      r.reason = why;
       return r;
     }
   }

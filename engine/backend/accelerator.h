@@ -34,6 +34,8 @@ struct AcceleratorResult {
   std::unique_ptr<Backend> backend;  // null: the CPU alone
   // What was chosen and why, for the user ("no usable GPU: running on the CPU alone").
   std::string note;
+  // Without an accelerator, why in a few words ("no NVIDIA GPU was found"); else empty.
+  std::string reason;
 };
 
 // Throws std::invalid_argument with a sentence when the choice cannot be had (cuda without a

@@ -44,6 +44,7 @@ BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& poo
       backend::make_accelerator(settings.accelerator, model.spec());
   BuiltRunner built;
   built.note = accelerator.note;
+  built.no_accelerator_reason = accelerator.reason;
   if (!accelerator.backend) {
     if (asks_for_hybrid(settings.hybrid))
       built.note += "; the settings for the accelerator's experts are not used";

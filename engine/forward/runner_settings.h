@@ -36,7 +36,8 @@ bool asks_for_hybrid(const schedule::HybridOptions& hybrid);
 
 struct BuiltRunner {
   std::unique_ptr<ModelRunner> runner;
-  std::string note;  // where it runs, for the user
+  std::string note;                   // where it runs, for the user
+  std::string no_accelerator_reason;  // why there is no accelerator, in a few words
 };
 
 // The runner for `model` on `pools` with a KV cache of `context_tokens` in mind: resolves

@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace tandem::kernels::cuda {
@@ -53,6 +55,19 @@ std::string run_self_test(int device) {
   return failure;
 }
 
+// Whether the PCI bus has an NVIDIA display or 3D controller (vendor 0x10de, class 0x03),
+// read from sysfs: without a driver the CUDA runtime cannot tell "no GPU" from "no driver".
+bool nvidia_gpu_on_the_bus() {
+  std::error_code ec;
+  for (const auto& dev : std::filesystem::directory_iterator("/sys/bus/pci/devices", ec)) {
+    std::ifstream vendor(dev.path() / "vendor"), klass(dev.path() / "class");
+    std::string v, c;
+    if (!(vendor >> v) || !(klass >> c)) continue;
+    if (v == "0x10de" && c.rfind("0x03", 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string describe_discovery_error(int code, const std::string& name) {
@@ -87,7 +102,10 @@ DeviceQuery query_devices() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    q.reason = describe_discovery_error(static_cast<int>(e), cudaGetErrorName(e));
+    const bool no_gpu =
+        (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) && !nvidia_gpu_on_the_bus();
+    q.reason = no_gpu ? "no NVIDIA GPU was found"
+                      : describe_discovery_error(static_cast<int>(e), cudaGetErrorName(e));
     cudaGetLastError();  // clear the sticky error state
     return q;
   }

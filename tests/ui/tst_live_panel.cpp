@@ -61,6 +61,26 @@ class TestLivePanel : public QObject {
     QCOMPARE(model.index(0, 2).data(ExpertHeatmapModel::HitsRole).toULongLong(), 30ull);
   }
 
+  // Without an accelerator the panel says why in a few words, so the sentence fits under the
+  // heat map; the whole note is its tooltip.
+  void noAcceleratorSaysWhyBriefly() {
+    ui::LivePanel panel;
+    panel.resize(280, 600);
+    ui::ModelInfo info;
+    info.metrics = std::make_shared<measure::Metrics>(2, 4);
+    info.experts = 4;
+    info.no_accelerator_reason = QStringLiteral("no NVIDIA GPU was found");
+    info.placement_note = QStringLiteral("no NVIDIA GPU was found: everything runs on the CPU");
+    panel.setModel(info);
+    QCOMPARE(
+        panel.placementText(),
+        QStringLiteral("No accelerator: all experts run on the CPU (no NVIDIA GPU was found)."));
+    bool tooltip = false;
+    for (QLabel* l : panel.findChildren<QLabel*>())
+      tooltip = tooltip || l->toolTip() == info.placement_note;
+    QVERIFY(tooltip);
+  }
+
   void panelPollsMetricsFreezesAndExports() {
     auto metrics = std::make_shared<measure::Metrics>(2, 4);
     ui::LivePanel panel;

@@ -46,6 +46,7 @@
 #include "ui/desktop_integration.h"
 #include "ui/download_queue.h"
 #include "ui/engine_host.h"
+#include "ui/live_panel.h"
 #include "ui/main_window.h"
 #include "ui/models_page.h"
 #include "ui/preferences_dialog.h"
@@ -169,6 +170,20 @@ class TestMainWindow : public QObject {
                  qPrintable(QStringLiteral("page %1 scrolls sideways").arg(page)));
       }
     }
+    // Once the model is loaded, the live panel says where it runs and still fits the dock's
+    // height: no part of it is scrolled out of sight.
+    auto* live = window.findChild<tandem::ui::LivePanel*>();
+    QVERIFY(live);
+    QTRY_VERIFY_WITH_TIMEOUT(live->placementText().startsWith(QLatin1String("No accelerator")) ||
+                                 live->placementText().startsWith(QLatin1String("On the")),
+                             30000);
+    QTest::qWait(50);
+    auto* live_scroll = dock->findChild<QScrollArea*>();
+    QVERIFY(live_scroll);
+    QVERIFY2(!live_scroll->verticalScrollBar()->isVisible(),
+             qPrintable(QStringLiteral("the live panel scrolls: %1 of %2 px shown")
+                            .arg(live_scroll->viewport()->height())
+                            .arg(live->minimumSizeHint().height())));
     if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
       window.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/main-1024.png");
   }
