@@ -74,7 +74,7 @@ AcceleratorResult make_accelerator(const AcceleratorRequest& request,
   switch (request.choice) {
     case AcceleratorChoice::None:
       r.note = "no accelerator: everything runs on the CPU";
-      r.reason = "--accelerator none was asked for";
+      r.reason = "the settings ask for the CPU alone";
       return r;
     case AcceleratorChoice::Emulated:
       r.backend = std::make_unique<EmulatedBackend>(request.emulated, spec);
