@@ -13,6 +13,11 @@
 namespace tandem::backend {
 namespace {
 
+// `auto` chooses the CUDA backend only once it has passed its tests on a real GPU
+// (scripts/gpu-check.sh): until then a wrong answer that looks right could reach every user
+// with an NVIDIA GPU, so it is asked for by name (--accelerator cuda).
+constexpr bool kCudaChosenByAuto = false;
+
 // The GPU asked for, or the first usable one; null with `why` said when there is none.
 const kernels::cuda::DeviceInfo* choose_gpu(const kernels::cuda::DeviceQuery& q, int wanted,
                                             std::string& why) {
@@ -86,6 +91,12 @@ AcceleratorResult make_accelerator(const AcceleratorRequest& request,
       std::string why;
       const kernels::cuda::DeviceInfo* gpu = choose_gpu(q, request.gpu.gpu, why);
 #if TANDEM_HAVE_CUDA
+      if (gpu != nullptr && request.choice == AcceleratorChoice::Auto && !kCudaChosenByAuto) {
+        why = "the " + gpu->name +
+              " was found, but Tandem's CUDA backend is new and not yet verified on a GPU, so it "
+              "is used only when asked for with --accelerator cuda";
+        gpu = nullptr;
+      }
       if (gpu != nullptr) {
         CudaOptions options;
         options.device = gpu->index;
