@@ -410,6 +410,10 @@ int main(int argc, char** argv) {
                    "Routing statistics recorded with --record-expert-stats, for the frequency "
                    "placement (default: the model folder's tandem-expert-stats.json)")
       ->check(CLI::ExistingFile);
+  recommend_cmd->add_option(
+      "--quant", recommend.quant,
+      "For a GGUF repository (e.g. unsloth/Qwen3-30B-A3B-GGUF): the quantisation to plan for, "
+      "such as Q4_K_M (default: the largest that fits)");
   recommend_cmd->add_flag("--save", save_profile,
                           "Save the plan as the model's profile in the data folder");
 

@@ -55,7 +55,19 @@ PlannedModel plan_model(const RecommendOptions& o) {
   }
   if (!plan::parse_quality(o.quality, wishes.quality))
     throw std::runtime_error("--quality must be quality, balanced or speed.");
-  out.plan = plan::make_plan(hardware, shape, wishes);
+  if (!out.model.gguf_quantizations.empty()) {
+    if (!o.quant.empty()) plan::choose_gguf_quantization(out.model, o.quant);
+    // Every quantisation's verdict; without --quant the largest that fits is planned.
+    plan::Plan chosen;
+    out.quantizations = plan::choose_gguf_by_plan(hardware, out.model, wishes, chosen);
+    if (!o.quant.empty()) plan::choose_gguf_quantization(out.model, o.quant);
+    out.plan = plan::make_plan(hardware, out.model.shape, wishes);
+  } else {
+    if (!o.quant.empty())
+      throw std::runtime_error("--quant chooses among a GGUF repository's quantisations; " +
+                               o.model + " is not a GGUF repository.");
+    out.plan = plan::make_plan(hardware, shape, wishes);
+  }
   out.hardware = std::move(hardware);
   return out;
 }
@@ -74,11 +86,30 @@ int run_recommend(const RecommendOptions& o) {
     doc["architecture"] = shape.architecture;
     doc["total_params"] = shape.total_params();
     doc["active_params_per_token"] = shape.active_params_per_token();
+    if (!planned.quantizations.empty()) {
+      nlohmann::json qs = nlohmann::json::array();
+      for (const auto& q : planned.quantizations)
+        qs.push_back({{"name", q.name},
+                      {"bytes", q.bytes},
+                      {"verdict", std::string(plan::verdict_name(q.verdict))}});
+      doc["quantization_verdicts"] = qs;
+    }
     if (!o.save.empty()) plan::write_run_profile(o.save, doc);
     if (o.json) {
       std::cout << doc.dump(2) << "\n";
     } else {
       std::cout << plan::describe_lookup(model) << "\n";
+      if (!planned.quantizations.empty()) {
+        std::string fits;
+        for (const auto& q : planned.quantizations)
+          if (q.verdict == plan::Verdict::Fits) fits += (fits.empty() ? "" : ", ") + q.name;
+        std::cout << (fits.empty() ? std::string("None fits this computer as it is.")
+                                   : "Fits this computer: " + fits + ".")
+                  << " Download the one planned with: tandem download " << model.repo;
+        for (const std::string& f : model.chosen_gguf()->files)
+          std::cout << " --include \"" << f << "\"";
+        std::cout << "\n";
+      }
       if (!model.cannot_run.empty())
         std::cout << "Tandem cannot run it yet; this is what it would need. " << model.cannot_run
                   << "\n";

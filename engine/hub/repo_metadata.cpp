@@ -87,7 +87,8 @@ std::string fetch_small_file(const HubConfig& hub, const std::string& repo,
 
 RepoMetadata fetch_repo_metadata(const HubConfig& hub, const std::string& repo,
                                  const std::string& revision,
-                                 const std::function<bool()>& should_stop) {
+                                 const std::function<bool()>& should_stop,
+                                 bool gguf_without_config) {
   RepoMetadata m;
   m.repo = repo;
   m.revision = revision;
@@ -115,7 +116,12 @@ RepoMetadata fetch_repo_metadata(const HubConfig& hub, const std::string& repo,
   }
   const bool listed = std::any_of(m.files.begin(), m.files.end(),
                                   [](const RepoFile& f) { return f.path == "config.json"; });
-  if (!listed) throw no_config(hub, repo, m.files);
+  if (!listed) {
+    const bool gguf = std::any_of(m.files.begin(), m.files.end(),
+                                  [](const RepoFile& f) { return ends_with(f.path, ".gguf"); });
+    if (gguf && gguf_without_config) return m;
+    throw no_config(hub, repo, m.files);
+  }
   const std::string text =
       fetch_small_file(hub, repo, revision, "config.json", kConfigLimitBytes, should_stop);
   m.config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

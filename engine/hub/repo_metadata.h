@@ -33,11 +33,13 @@ FileFilter model_files_filter();
 
 // Lists the repository, then fetches its config.json (retried per `hub.retry`). Throws
 // HubError with a sentence: the Hub's errors as hub_failure.h describes them, NotFound when
-// the repository has no config.json (naming its GGUF files when it has those instead),
+// the repository has no config.json (naming its GGUF files when it has those instead,
+// unless `gguf_without_config`: then the listing comes back with a null config),
 // BadResponse when config.json is not JSON.
 RepoMetadata fetch_repo_metadata(const HubConfig& hub, const std::string& repo,
                                  const std::string& revision = "main",
-                                 const std::function<bool()>& should_stop = {});
+                                 const std::function<bool()>& should_stop = {},
+                                 bool gguf_without_config = false);
 
 // One small file of a repository into memory, retried per `hub.retry`; a file larger than
 // `max_bytes` is refused (BadResponse). Throws HubError.

@@ -19,6 +19,8 @@ const std::vector<CatalogEntry>& catalog() {
       if (m.contains("repo") && m["repo"].is_string()) e.repo = m["repo"].get<std::string>();
       if (m.contains("fp8_repo") && m["fp8_repo"].is_string())
         e.fp8_repo = m["fp8_repo"].get<std::string>();
+      if (m.contains("gguf_repo") && m["gguf_repo"].is_string())
+        e.gguf_repo = m["gguf_repo"].get<std::string>();
       e.description = m.value("description", "");
       e.quantizations = m.value("quantizations", std::vector<std::string>{});
       e.builtin = m.value("builtin", false);
@@ -53,6 +55,20 @@ CatalogMatch find_catalog_repo(const std::string& repo) {
   for (const CatalogEntry& e : catalog()) {
     if (!e.repo.empty() && same_repo(e.repo, repo)) return {&e, false};
     if (!e.fp8_repo.empty() && same_repo(e.fp8_repo, repo)) return {&e, true};
+    if (!e.gguf_repo.empty() && same_repo(e.gguf_repo, repo)) return {&e, false, true};
+  }
+  // Another GGUF release named after a catalog model: OWNER/Qwen3-30B-A3B-GGUF.
+  const std::size_t slash = repo.find('/');
+  const std::string_view name = std::string_view(repo).substr(slash + 1);
+  constexpr std::string_view kSuffix = "-GGUF";
+  if (slash == std::string::npos || name.size() <= kSuffix.size() ||
+      !same_repo(name.substr(name.size() - kSuffix.size()), kSuffix))
+    return {};
+  const std::string_view base = name.substr(0, name.size() - kSuffix.size());
+  for (const CatalogEntry& e : catalog()) {
+    const std::size_t at = e.repo.find('/');
+    if (at != std::string::npos && same_repo(std::string_view(e.repo).substr(at + 1), base))
+      return {&e, false, true};
   }
   return {};
 }

@@ -17,6 +17,7 @@ struct CatalogEntry {
   std::string name;
   std::string repo;      // empty for the built-in demo
   std::string fp8_repo;  // where an FP8 upload exists
+  std::string gguf_repo;  // where GGUF quantisations of it are (unsloth's), one download each
   std::string description;
   std::vector<std::string> quantizations;
   bool builtin = false;
@@ -27,11 +28,13 @@ const std::vector<CatalogEntry>& catalog();
 const CatalogEntry* find_catalog_entry(const std::string& id);
 
 // The catalog entry a Hugging Face repository belongs to: its `repo`, or its `fp8_repo`
-// (then `fp8` is true). Repository names are compared without regard to case, as the Hub
+// (then `fp8` is true), or its `gguf_repo` or any OWNER/NAME-GGUF whose NAME is the entry's
+// (then `gguf` is true). Repository names are compared without regard to case, as the Hub
 // compares them. Null when the catalog does not have it.
 struct CatalogMatch {
   const CatalogEntry* entry = nullptr;
   bool fp8 = false;
+  bool gguf = false;  // its gguf_repo, or another GGUF release named after it
 };
 CatalogMatch find_catalog_repo(const std::string& repo);
 

@@ -86,6 +86,63 @@ ModelLookup from_catalog(const CatalogEntry& e, bool fp8, const std::string& nam
   return l;
 }
 
+// The architectures whose GGUF files Tandem runs (engine/model/gguf_model.cpp), by the
+// transformers class their catalog configuration names.
+bool gguf_runs(const std::string& architecture) {
+  for (const char* a : {"Qwen3MoeForCausalLM", "Qwen3ForCausalLM", "LlamaForCausalLM",
+                        "MixtralForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForCausalLM"}) {
+    if (architecture == a) return true;
+  }
+  return false;
+}
+
+std::string quantization_names(const std::vector<hub::GgufQuantization>& qs) {
+  std::string out;
+  for (std::size_t i = 0; i < qs.size(); ++i) out += (i ? ", " : "") + qs[i].name;
+  return out;
+}
+
+// A GGUF repository: its quantisations from the listing, its shape from the catalog model it
+// is a release of.
+ModelLookup from_gguf_repository(const hub::HubConfig& hub, const std::string& repo,
+                                 const hub::RepoMetadata& meta, const CatalogMatch& match) {
+  std::vector<hub::GgufQuantization> quants = hub::gguf_quantizations(meta.files);
+  const std::string names = quantization_names(quants);
+  if (match.entry == nullptr || match.entry->config.is_null() || quants.empty()) {
+    throw hub::HubError(
+        hub::HubErrorKind::NotFound,
+        fmt::format("{} on {} holds GGUF files ({}) but no config.json, and it is not a GGUF "
+                    "release of a model in Tandem's catalog, so it cannot be sized before the "
+                    "download. Download one quantisation (tandem download {} --include "
+                    "\"*{}*\") and give its .gguf file instead of the repository.",
+                    repo, hub.endpoint, names.empty() ? "none recognised" : names, repo,
+                    quants.empty() ? std::string("Q4_K_M") : quants.front().name));
+  }
+  ModelLookup l = from_catalog(*match.entry, false, repo);
+  l.origin = ModelOrigin::Hub;
+  l.repo = repo;
+  l.endpoint = hub.endpoint;
+  l.source = "the GGUF files of " + repo + " on " + hub.endpoint + ", sized by " +
+             match.entry->name + "'s configuration in Tandem's catalog";
+  if (l.cannot_run.empty() && !gguf_runs(l.shape.architecture)) {
+    l.cannot_run =
+        "Tandem reads GGUF files of Qwen3, Qwen3-MoE, Llama, Mixtral, DeepSeek-V3 "
+        "and GLM-4.5 models; " +
+        match.entry->name + "'s are not among them yet" +
+        (match.entry->repo.empty() ? std::string(".")
+                                   : "; its release " + match.entry->repo + " runs.");
+  }
+  l.gguf_quantizations = std::move(quants);
+  // Until the plan picks one: the usual middle ground, else the middle of the list.
+  std::string first = l.gguf_quantizations[l.gguf_quantizations.size() / 2].name;
+  for (const char* preferred : {"UD-Q4_K_XL", "Q4_K_M"}) {
+    for (const auto& q : l.gguf_quantizations)
+      if (q.name == preferred) first = q.name;
+  }
+  choose_gguf_quantization(l, first);
+  return l;
+}
+
 ModelLookup from_folder(const std::string& folder, const std::string& name) {
   ModelLookup l;
   l.origin = ModelOrigin::Folder;
@@ -206,9 +263,9 @@ ModelLookup lookup_catalog_entry(const CatalogEntry& entry, bool fp8) {
 
 ModelLookup lookup_repository(const hub::HubConfig& hub, const std::string& repo,
                               const std::function<bool()>& should_stop) {
-  if (const CatalogMatch m = find_catalog_repo(repo);
-      m.entry != nullptr && !m.entry->config.is_null())
-    return from_catalog(*m.entry, m.fp8, repo);
+  const CatalogMatch match = find_catalog_repo(repo);
+  if (match.entry != nullptr && !match.entry->config.is_null() && !match.gguf)
+    return from_catalog(*match.entry, match.fp8, repo);
 
   // A question, not a download: a few quick attempts, so an offline machine answers soon.
   hub::HubConfig quick = hub;
@@ -221,7 +278,8 @@ ModelLookup lookup_repository(const hub::HubConfig& hub, const std::string& repo
 
   hub::RepoMetadata meta;
   try {
-    meta = hub::fetch_repo_metadata(quick, repo, "main", should_stop);
+    meta = hub::fetch_repo_metadata(quick, repo, "main", should_stop,
+                                    /*gguf_without_config=*/true);
   } catch (const hub::HubError& e) {
     if (e.kind() == hub::HubErrorKind::Network || e.kind() == hub::HubErrorKind::Stalled) {
       throw hub::HubError(e.kind(),
@@ -233,6 +291,7 @@ ModelLookup lookup_repository(const hub::HubConfig& hub, const std::string& repo
     }
     throw;
   }
+  if (meta.config.is_null()) return from_gguf_repository(hub, repo, meta, match);
   ModelLookup l;
   l.origin = ModelOrigin::Hub;
   l.name = repo;
@@ -268,6 +327,46 @@ ModelLookup lookup_model(const hub::HubConfig& hub, const std::string& name,
       catalog_ids() + ".");
 }
 
+const hub::GgufQuantization* ModelLookup::chosen_gguf() const {
+  for (const auto& q : gguf_quantizations)
+    if (q.name == gguf_quantization) return &q;
+  return nullptr;
+}
+
+void choose_gguf_quantization(ModelLookup& l, const std::string& name) {
+  const hub::GgufQuantization* q = nullptr;
+  for (const auto& candidate : l.gguf_quantizations)
+    if (lower(candidate.name) == lower(name)) q = &candidate;
+  if (q == nullptr) {
+    throw std::invalid_argument(l.repo + " has no quantisation " + name + "; it has " +
+                                (l.gguf_quantizations.empty()
+                                     ? std::string("none")
+                                     : quantization_names(l.gguf_quantizations)) +
+                                ".");
+  }
+  l.gguf_quantization = q->name;
+  l.download_bytes = q->bytes;
+  l.download_bytes_listed = true;
+  l.download_files = q->files.size();
+  l.stored = {"gguf", q->name + " GGUF files, " + hw::format_bytes(q->bytes)};
+  // Before the download only the files' sizes are known: every category at the same bytes
+  // per parameter (GGUF mixes keep embeddings and attention a little larger, experts a little
+  // smaller; the plan made from the file itself, after the download, has them exact).
+  ModelShape& s = l.shape;
+  const double per = static_cast<double>(q->bytes) / static_cast<double>(s.total_params());
+  const auto bytes = [per](std::int64_t params) {
+    return static_cast<std::uint64_t>(static_cast<double>(params) * per);
+  };
+  s.stored.known = true;
+  s.stored.embedding = bytes(s.embedding_params);
+  s.stored.output = bytes(s.output_params);
+  s.stored.attention = bytes(s.attention_params);
+  s.stored.dense_ffn = bytes(s.dense_ffn_params);
+  s.stored.shared_experts = bytes(s.shared_expert_params);
+  s.stored.router = bytes(s.router_params);
+  s.stored.expert = bytes(s.expert_params);
+}
+
 std::string describe_lookup(const ModelLookup& l) {
   const std::string stored =
       l.stored.name == "unknown"
@@ -283,6 +382,14 @@ std::string describe_lookup(const ModelLookup& l) {
           "{}: {} (answered offline)\n{}; about {} to download, estimated from the parameters",
           l.repo, l.source, stored, hw::format_bytes(l.download_bytes));
     case ModelOrigin::Hub:
+      if (!l.gguf_quantizations.empty()) {
+        std::string list;
+        for (const auto& q : l.gguf_quantizations)
+          list += fmt::format("\n  {:<14} {:>10}  {} file{}", q.name, hw::format_bytes(q.bytes),
+                              q.files.size(), q.files.size() == 1 ? "" : "s");
+        return fmt::format("{}: {}\nPlanned for {} ({} to download). Its quantisations:{}", l.repo,
+                           l.source, l.gguf_quantization, hw::format_bytes(l.download_bytes), list);
+      }
       return fmt::format("{}: its config.json and file list, from {}\n{}; {} files, {} to download",
                          l.repo, l.endpoint, stored, l.download_files,
                          hw::format_bytes(l.download_bytes));
@@ -303,6 +410,13 @@ json to_json(const ModelLookup& l) {
     doc["download_bytes"] = l.download_bytes;
     doc["download_bytes_listed"] = l.download_bytes_listed;
     if (l.download_bytes_listed) doc["download_files"] = l.download_files;
+  }
+  if (!l.gguf_quantizations.empty()) {
+    json qs = json::array();
+    for (const auto& q : l.gguf_quantizations)
+      qs.push_back({{"name", q.name}, {"bytes", q.bytes}, {"files", q.files}});
+    doc["gguf_quantizations"] = qs;
+    doc["gguf_quantization"] = l.gguf_quantization;
   }
   doc["runs"] = l.cannot_run.empty();
   if (!l.cannot_run.empty()) doc["cannot_run"] = l.cannot_run;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/hub/gguf_quantizations.h"
 #include "engine/hub/hub_config.h"
 #include "engine/plan/catalog.h"
 #include "engine/plan/model_shape.h"
@@ -47,6 +48,12 @@ struct ModelLookup {
   // Empty when Tandem's engine runs this model; otherwise why not, in a sentence (a catalog
   // entry can be planned before Tandem runs it).
   std::string cannot_run;
+  // A GGUF repository (origin Hub, no config.json; its model in the catalog): every
+  // quantisation it offers, smallest first, and the one the download, shape.stored and the
+  // plan are for (choose_gguf_quantization).
+  std::vector<hub::GgufQuantization> gguf_quantizations;
+  std::string gguf_quantization;
+  const hub::GgufQuantization* chosen_gguf() const;
 };
 
 // "ORGANISATION/NAME" in the characters the Hub allows.
@@ -61,7 +68,8 @@ StoredFormat stored_format(const nlohmann::json& config, std::uint64_t safetenso
 ModelLookup lookup_catalog_entry(const CatalogEntry& entry, bool fp8 = false);
 
 // A Hugging Face repository: the catalog entry whose repo or fp8_repo it is (any case; no
-// network), otherwise the Hub's file list and config.json, with at most a few quick attempts
+// network), otherwise the Hub's file list and config.json; for a GGUF repository (no
+// config.json) of a catalog model, its file list and the catalog's configuration, with at most a few quick attempts
 // (a question, not a download). Throws hub::HubError with a sentence for what a user can
 // cause (no such repository, gated, offline, no config.json) and model::ModelError when
 // Tandem cannot run the model (naming the architectures it runs).
@@ -74,6 +82,11 @@ ModelLookup lookup_repository(const hub::HubConfig& hub, const std::string& repo
 // ModelError) with a sentence.
 ModelLookup lookup_model(const hub::HubConfig& hub, const std::string& name,
                          const std::function<bool()>& should_stop = {});
+
+// Plans for quantisation `name` of a GGUF repository: its download, and its bytes per
+// parameter as the stored sizes of every category (the file sizes say no more before the
+// download). Throws std::invalid_argument naming the quantisations there are.
+void choose_gguf_quantization(ModelLookup& lookup, const std::string& name);
 
 // One or two lines for people: where the model was found, how it is stored, the download.
 std::string describe_lookup(const ModelLookup& lookup);

@@ -166,6 +166,54 @@ class TestRecommendCli : public QObject {
     QCOMPARE(files_under(home_->path()), QStringList{profile});
   }
 
+  // A GGUF repository of a catalog model: every quantisation's verdict here, the largest that
+  // fits planned (or the one asked for), and the download command for it; only the file list
+  // is asked of the Hub.
+  void ggufRepository() {
+    const std::string repo = "unsloth/Qwen3-30B-A3B-GGUF";
+    const auto add = [&](const std::string& path, std::uint64_t bytes) {
+      server_->add_file(repo, path, "gguf");
+      server_->set_listed_size(repo, path, bytes);
+    };
+    add("Qwen3-30B-A3B-UD-Q2_K_XL.gguf", 11'800'000'000ull);
+    add("Qwen3-30B-A3B-Q4_K_M.gguf", 18'560'000'000ull);
+    add("Qwen3-30B-A3B-Q8_0.gguf", 32'480'000'000ull);
+    const Run r = recommend(
+        {"-m", QString::fromStdString(repo), "--hardware", hardware("ryzen-avx512-16gb"), "--json"},
+        env(hub()));
+    QCOMPARE(r.code == 0 || r.code == 3, true);
+    const auto doc = json_of(r);
+    QCOMPARE(doc["quantization_verdicts"].size(), std::size_t{3});
+    QCOMPARE(doc["source"]["origin"].get<std::string>(), std::string("hub"));
+    QCOMPARE(doc["source"]["catalog_id"].get<std::string>(), std::string("qwen3-30b-a3b"));
+    // The largest that fits is planned.
+    std::string largest_fitting;
+    for (const auto& q : doc["quantization_verdicts"])
+      if (q["verdict"] == "fits") largest_fitting = q["name"].get<std::string>();
+    QVERIFY2(!largest_fitting.empty(), r.out.toUtf8().constData());
+    QCOMPARE(doc["source"]["gguf_quantization"].get<std::string>(), largest_fitting);
+    QCOMPARE(doc["cpu_format"].get<std::string>(), std::string("native"));
+    QCOMPARE(server_->tree_requests(), 1);
+    for (const char* f : {"Qwen3-30B-A3B-Q4_K_M.gguf", "Qwen3-30B-A3B-Q8_0.gguf"})
+      QCOMPARE(server_->file_requests(repo, f).size(), std::size_t{0});
+
+    const Run text = recommend({"-m", QString::fromStdString(repo), "--hardware",
+                                hardware("ryzen-avx512-16gb"), "--quant", "q8_0"},
+                               env(hub()));
+    QVERIFY2(text.out.contains(QLatin1String("Planned for Q8_0 (30.2 GiB to download)")),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains(QLatin1String("tandem download unsloth/Qwen3-30B-A3B-GGUF --include "
+                                             "\"Qwen3-30B-A3B-Q8_0.gguf\"")),
+             qPrintable(text.out));
+    const Run wrong = recommend({"-m", QString::fromStdString(repo), "--hardware",
+                                 hardware("ryzen-avx512-16gb"), "--quant", "Q3_K_M"},
+                                env(hub()));
+    QCOMPARE(wrong.code, 1);
+    QVERIFY2(wrong.err.contains(QLatin1String("has no quantisation Q3_K_M; it has UD-Q2_K_XL, "
+                                              "Q4_K_M, Q8_0")),
+             qPrintable(wrong.err));
+  }
+
   void noSuchRepository() {
     const Run r = recommend({"-m", "nobody/no-such-model"}, env(hub()));
     QCOMPARE(r.code, 1);

@@ -265,6 +265,8 @@ class TestModelLookup : public QObject {
     }
   }
 
+  // GGUF files but no config.json, and no catalog model of that name: the sentence names its
+  // quantisations and how to get one.
   void aRepositoryWithoutConfigJson() {
     server_->add_file("someone/tiny-GGUF", "tiny-Q4_K_M.gguf", "gguf");
     server_->add_file("someone/tiny-GGUF", "tiny-Q8_0.gguf", "gguf");
@@ -274,12 +276,82 @@ class TestModelLookup : public QObject {
     } catch (const hub::HubError& e) {
       QCOMPARE(e.kind(), hub::HubErrorKind::NotFound);
       const std::string m = e.what();
-      QVERIFY2(m.find("no config.json but GGUF files (tiny-Q4_K_M.gguf, tiny-Q8_0.gguf)") !=
-                   std::string::npos,
+      QVERIFY2(m.find("holds GGUF files (Q4_K_M, Q8_0) but no config.json") != std::string::npos,
                e.what());
-      QVERIFY2(m.find("tandem download someone/tiny-GGUF --include") != std::string::npos,
+      QVERIFY2(
+          m.find("tandem download someone/tiny-GGUF --include \"*Q4_K_M*\"") != std::string::npos,
+          e.what());
+    }
+  }
+
+  // A GGUF release of a catalog model (unsloth's, named in the catalog, or another owner's
+  // named after the model): its quantisations from the Hub's listing, sized by the catalog's
+  // configuration, and one chosen for the download and the plan.
+  void ggufRepositoriesOfCatalogModels_data() {
+    QTest::addColumn<QString>("repo");
+    QTest::newRow("the catalog's") << "unsloth/Qwen3-30B-A3B-GGUF";
+    QTest::newRow("another owner's") << "bartowski/qwen3-30b-a3b-gguf";
+  }
+  void ggufRepositoriesOfCatalogModels() {
+    QFETCH(QString, repo);
+    const std::string r = repo.toStdString();
+    const auto add = [&](const std::string& path, std::uint64_t bytes) {
+      server_->add_file(r, path, "gguf");
+      server_->set_listed_size(r, path, bytes);
+    };
+    server_->add_file(r, "README.md", "readme", /*lfs=*/false);
+    add("Qwen3-30B-A3B-Q8_0.gguf", 32'480'000'000ull);
+    add("Qwen3-30B-A3B-Q4_K_M.gguf", 18'560'000'000ull);
+    add("Qwen3-30B-A3B-UD-Q2_K_XL.gguf", 11'800'000'000ull);
+    add("BF16/Qwen3-30B-A3B-BF16-00001-of-00002.gguf", 49'000'000'000ull);
+    add("BF16/Qwen3-30B-A3B-BF16-00002-of-00002.gguf", 12'100'000'000ull);
+    add("mmproj-F16.gguf", 800'000'000ull);
+    ModelLookup l = lookup_repository(hub_at(server_->endpoint()), r);
+    QCOMPARE(l.origin, tandem::plan::ModelOrigin::Hub);
+    QVERIFY(l.catalog_entry != nullptr);
+    QCOMPARE(l.catalog_entry->id, std::string("qwen3-30b-a3b"));
+    QVERIFY(l.cannot_run.empty());
+    QCOMPARE(l.repo, r);
+    QCOMPARE(l.gguf_quantizations.size(), std::size_t{4});
+    QCOMPARE(l.gguf_quantization, std::string("Q4_K_M"));  // until a plan chooses
+    QCOMPARE(l.download_bytes, 18'560'000'000ull);
+    QVERIFY(l.download_bytes_listed);
+    QCOMPARE(l.stored.name, std::string("gguf"));
+    const tandem::plan::ModelShape& s = l.shape;
+    QVERIFY(s.stored.known);
+    const double stored =
+        static_cast<double>(s.stored.embedding + s.stored.output + s.stored.attention +
+                            s.stored.dense_ffn + s.stored.shared_experts + s.stored.router +
+                            s.stored.expert * static_cast<std::uint64_t>(s.experts * s.moe_layers));
+    QVERIFY2(std::abs(stored / 18.56e9 - 1.0) < 0.01, qPrintable(QString::number(stored)));
+    choose_gguf_quantization(l, "bf16");
+    QCOMPARE(l.gguf_quantization, std::string("BF16"));
+    QCOMPARE(l.download_bytes, 61'100'000'000ull);
+    QCOMPARE(l.download_files, std::size_t{2});
+    QCOMPARE(l.chosen_gguf()->first_file(),
+             std::string("BF16/Qwen3-30B-A3B-BF16-00001-of-00002.gguf"));
+    try {
+      choose_gguf_quantization(l, "Q3_K_M");
+      QFAIL("a quantisation the repository lacks was chosen");
+    } catch (const std::invalid_argument& e) {
+      QVERIFY2(std::string(e.what()).find("UD-Q2_K_XL, Q4_K_M, Q8_0, BF16") != std::string::npos,
                e.what());
     }
+    const nlohmann::json j = tandem::plan::to_json(l);
+    QCOMPARE(j["gguf_quantizations"].size(), std::size_t{4});
+    QCOMPARE(j["gguf_quantization"], "BF16");
+    QVERIFY(QString::fromStdString(describe_lookup(l)).contains(QLatin1String("UD-Q2_K_XL")));
+  }
+
+  // GGUF files of a catalog model whose GGUF architecture Tandem does not read: planned,
+  // with the reason it cannot run them, and the release that does run.
+  void aGgufReleaseTandemDoesNotRead() {
+    server_->add_file("unsloth/gpt-oss-20b-GGUF", "gpt-oss-20b-F16.gguf", "gguf");
+    const ModelLookup l =
+        lookup_repository(hub_at(server_->endpoint()), "unsloth/gpt-oss-20b-GGUF");
+    QVERIFY2(l.cannot_run.find("GGUF") != std::string::npos, l.cannot_run.c_str());
+    QVERIFY2(l.cannot_run.find("openai/gpt-oss-20b runs") != std::string::npos,
+             l.cannot_run.c_str());
   }
 
   void gatedRepositories_data() {
