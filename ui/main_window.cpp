@@ -197,7 +197,7 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
       !(last.isDir() || (last.isFile() && model.endsWith(QLatin1String(".gguf")))))
     model = QString::fromStdString(model::demo_model_folder());
   const SetupChoices saved = SetupWizard::savedChoices();
-  if (!model.isEmpty() && saved.folder == model) {
+  if (!model.isEmpty() && saved.modelPath() == model) {
     loadModel(model, saved.threads, saved.context, saved.cpu_format);
   } else if (!model.isEmpty()) {
     loadModel(model);
@@ -238,16 +238,16 @@ void MainWindow::openSetupAssistant() {
         if (name == "cpuinfer" && c.threads > 0) x["value"] = std::to_string(c.threads);
         if (name == "context-length" && c.context > 0) x["value"] = std::to_string(c.context);
       }
-      doc["model"] = c.folder.toStdString();
+      doc["model"] = c.modelPath().toStdString();
       try {
-        plan::write_run_profile(profileFor(c.folder).toStdString(), doc);
+        plan::write_run_profile(profileFor(c.modelPath()).toStdString(), doc);
       } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromUtf8(e.what()), 10000);
       }
     }
     showPage(Page::Chat);
-    if (QFileInfo::exists(c.folder + QStringLiteral("/config.json"))) {
-      loadModel(c.folder, c.threads, c.context, c.cpu_format);
+    if (c.present()) {
+      loadModel(c.modelPath(), c.threads, c.context, c.cpu_format);
     } else {
       // A download still running: the Downloads page shows it; the model loads when the
       // user opens it once complete.

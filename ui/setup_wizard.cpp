@@ -37,6 +37,7 @@
 #include "engine/model/model_spec.h"
 #include "engine/plan/catalog.h"
 #include "engine/plan/model_lookup.h"
+#include "engine/plan/quantization_choice.h"
 #include "engine/schedule/routing_stats.h"
 #include "ui/download_queue.h"
 #include "ui/main_window.h"
@@ -91,9 +92,9 @@ Verdicts verdicts_for(const hw::HardwareReport& hw, const plan::ModelShape& shap
 QString download_size(const plan::ModelLookup& l) {
   const QString format = q(l.stored.name).toUpper();
   if (l.download_bytes_listed) {
-    return SetupWizard::tr("%1 to download (%2, %3 files)")
-        .arg(gib(l.download_bytes), format)
-        .arg(l.download_files);
+    const QString files = l.download_files == 1 ? SetupWizard::tr("1 file")
+                                                : SetupWizard::tr("%1 files").arg(l.download_files);
+    return SetupWizard::tr("%1 to download (%2, %3)").arg(gib(l.download_bytes), format, files);
   }
   return SetupWizard::tr("about %1 to download (%2)").arg(gib(l.download_bytes), format);
 }
@@ -252,6 +253,12 @@ class ModelPage : public QWizardPage {
     view_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
     view_->setMinimumHeight(180);
     v->addWidget(view_, 1);
+    // The catalog model's GGUF release: one download per quantisation, checked like any
+    // repository.
+    gguf_ = new QPushButton(this);
+    gguf_->setObjectName(QStringLiteral("catalogGguf"));
+    gguf_->setVisible(false);
+    v->addWidget(gguf_, 0, Qt::AlignLeft);
     v->addWidget(repository_);
     auto* repo_row = new QHBoxLayout;
     repo_ = new QLineEdit(this);
@@ -268,6 +275,17 @@ class ModelPage : public QWizardPage {
     answer_->setObjectName(QStringLiteral("repositoryAnswer"));
     answer_->setTextFormat(Qt::RichText);
     v->addWidget(answer_);
+    auto* quant_row = new QHBoxLayout;
+    quant_label_ = new QLabel(tr("Quantisation:"), this);
+    quant_ = new QComboBox(this);
+    quant_->setObjectName(QStringLiteral("quantization"));
+    quant_->setAccessibleName(tr("GGUF quantisation to download"));
+    quant_label_->setBuddy(quant_);
+    quant_row->addWidget(quant_label_);
+    quant_row->addWidget(quant_, 1);
+    v->addLayout(quant_row);
+    quant_label_->setVisible(false);
+    quant_->setVisible(false);
     checker_ = new RepositoryCheck(this);
     v->addWidget(folder_);
     auto* row = new QHBoxLayout;
@@ -300,6 +318,22 @@ class ModelPage : public QWizardPage {
     });
     connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this] {
       catalog_->setChecked(true);
+      show_gguf_release();
+      update_choice();
+    });
+    connect(gguf_, &QPushButton::clicked, this, [this] {
+      const plan::CatalogEntry* e = current_entry();
+      if (e == nullptr || e->gguf_repo.empty()) return;
+      repo_->setText(q(e->gguf_repo));
+      check_repository();
+    });
+    connect(quant_, &QComboBox::currentIndexChanged, this, [this](int index) {
+      const plan::ModelLookup* l = wizard_->repository();
+      if (filling_ || l == nullptr || index < 0) return;
+      auto chosen = std::make_shared<plan::ModelLookup>(*l);
+      plan::choose_gguf_quantization(*chosen, quant_->itemData(index).toString().toStdString());
+      wizard_->setRepository(std::move(chosen));
+      show_answer();
       update_choice();
     });
     connect(repo_, &QLineEdit::textChanged, this, [this] {
@@ -313,6 +347,7 @@ class ModelPage : public QWizardPage {
         failure_.clear();
         answer_->clear();
         wizard_->setRepository(nullptr);
+        fill_quantizations();
       }
       update_choice();
     });
@@ -321,7 +356,8 @@ class ModelPage : public QWizardPage {
     connect(checker_, &RepositoryCheck::finished, this,
             [this](const QString& repo, ModelLookupPtr lookup) {
               if (repo != asked_) return;
-              wizard_->setRepository(std::move(lookup));
+              wizard_->setRepository(choose_quantization(std::move(lookup)));
+              fill_quantizations();
               show_answer();
               update_choice();
             });
@@ -334,6 +370,10 @@ class ModelPage : public QWizardPage {
             });
     connect(wizard_, &SetupWizard::hardwareChanged, this, [this] {
       fill();
+      if (const plan::ModelLookup* l = wizard_->repository(); l && !l->gguf_quantizations.empty()) {
+        wizard_->setRepository(choose_quantization(std::make_shared<const plan::ModelLookup>(*l)));
+        fill_quantizations();
+      }
       show_answer();
     });
     fill();
@@ -365,6 +405,67 @@ class ModelPage : public QWizardPage {
   }
 
  private:
+  const plan::CatalogEntry* current_entry() const {
+    const QModelIndex i = view_->currentIndex();
+    if (!i.isValid()) return nullptr;
+    return plan::find_catalog_entry(
+        list_->item(i.row(), 0)->data(Qt::UserRole).toString().toStdString());
+  }
+
+  void show_gguf_release() {
+    const plan::CatalogEntry* e = current_entry();
+    const bool has = e != nullptr && !e->gguf_repo.empty();
+    gguf_->setVisible(has);
+    if (has) {
+      gguf_->setText(
+          tr("Its GGUF Files Instead (%1): Check the Quantisations").arg(q(e->gguf_repo)));
+      gguf_->setToolTip(
+          tr("One download per quantisation, run as stored; Tandem lists them and "
+             "picks the largest that fits."));
+    }
+  }
+
+  // A GGUF repository's quantisation for this computer: the largest whose plan fits.
+  ModelLookupPtr choose_quantization(ModelLookupPtr lookup) {
+    verdicts_.clear();
+    const HardwareReportPtr hw = wizard_->hardware();
+    if (!lookup || lookup->gguf_quantizations.empty() || !hw) return lookup;
+    auto chosen = std::make_shared<plan::ModelLookup>(*lookup);
+    plan::PlanWishes wishes;
+    const qint64 context = wizard_->choices().context;
+    wishes.context_tokens = context > 0 ? context : 8192;
+    wishes.context_asked = context > 0;
+    plan::Plan plan;
+    verdicts_ = plan::choose_gguf_by_plan(*hw, *chosen, wishes, plan);
+    return chosen;
+  }
+
+  void fill_quantizations() {
+    const plan::ModelLookup* l = wizard_->repository();
+    const bool gguf = l != nullptr && !l->gguf_quantizations.empty();
+    quant_label_->setVisible(gguf);
+    quant_->setVisible(gguf);
+    filling_ = true;
+    quant_->clear();
+    if (gguf) {
+      for (const hub::GgufQuantization& g : l->gguf_quantizations) {
+        QString verdict;
+        for (const plan::QuantizationVerdict& v : verdicts_) {
+          if (v.name != g.name) continue;
+          verdict = v.verdict == plan::Verdict::Fits              ? tr("fits")
+                    : v.verdict == plan::Verdict::FitsWithChanges ? tr("fits with changes")
+                                                                  : tr("does not fit");
+        }
+        const QString size = gib(g.bytes);
+        quant_->addItem(verdict.isEmpty() ? tr("%1, %2").arg(q(g.name), size)
+                                          : tr("%1, %2: %3").arg(q(g.name), size, verdict),
+                        q(g.name));
+        if (g.name == l->gguf_quantization) quant_->setCurrentIndex(quant_->count() - 1);
+      }
+    }
+    filling_ = false;
+  }
+
   void check_repository() {
     const QString repo = repo_->text().trimmed();
     repository_->setChecked(true);
@@ -398,6 +499,19 @@ class ModelPage : public QWizardPage {
     if (!l->cannot_run.empty()) {
       v = {tr("planned: Tandem cannot run this architecture yet"),
            QColor(theme::colors().muted_text)};
+    } else if (!l->gguf_quantizations.empty()) {
+      // A GGUF quantisation runs as stored: its own verdict, not one per CPU format.
+      for (const plan::QuantizationVerdict& qv : verdicts_) {
+        if (qv.name != l->gguf_quantization) continue;
+        const bool fits = qv.verdict == plan::Verdict::Fits;
+        const bool changes = qv.verdict == plan::Verdict::FitsWithChanges;
+        v = {fits      ? tr("%1 fits, run as stored").arg(q(qv.name))
+             : changes ? tr("%1 fits with changes, run as stored").arg(q(qv.name))
+                       : tr("%1 does not fit").arg(q(qv.name)),
+             QColor(fits      ? theme::colors().good
+                    : changes ? theme::colors().warning
+                              : theme::colors().error)};
+      }
     } else if (hw) {
       v = verdicts_for(*hw, l->shape);
     }
@@ -443,6 +557,8 @@ class ModelPage : public QWizardPage {
     SetupChoices& c = wizard_->mutableChoices();
     problem_->clear();
     c.repo.clear();
+    c.quantization.clear();
+    c.files.clear();
     switch (group_->checkedId()) {
       case 0:
         c.source = QStringLiteral("demo");
@@ -487,6 +603,10 @@ class ModelPage : public QWizardPage {
           c.catalog_id = l->catalog_entry ? q(l->catalog_entry->id) : QString();
           c.repo = q(l->repo);
           c.folder = MainWindow::modelsFolder() + QLatin1Char('/') + c.repo;
+          if (const hub::GgufQuantization* g = l->chosen_gguf()) {
+            c.quantization = q(g->name);
+            for (const std::string& f : g->files) c.files << q(f);
+          }
         }
         break;
       }
@@ -523,7 +643,12 @@ class ModelPage : public QWizardPage {
   QLineEdit* path_;
   QLineEdit* repo_;
   QPushButton* check_;
-  QLabel* answer_;  // the checked repository's verdict, or what is being asked
+  QLabel* answer_;     // the checked repository's verdict, or what is being asked
+  QPushButton* gguf_;  // the selected catalog model's GGUF release
+  QLabel* quant_label_;
+  QComboBox* quant_;  // a GGUF repository's quantisations
+  std::vector<plan::QuantizationVerdict> verdicts_;
+  bool filling_ = false;
   RepositoryCheck* checker_;
   QString asked_;    // the repository the answer on the page is (or will be) about
   QString failure_;  // why the check failed, in a sentence
@@ -554,8 +679,12 @@ class DownloadPage : public QWizardPage {
       if (repo.isEmpty() || queue_ == nullptr) return;
       DownloadJobSpec spec;
       spec.repo = repo;
-      for (const std::string& pattern : hub::model_files_filter().include)
-        spec.include << q(pattern);
+      if (!wizard_->choices().files.isEmpty()) {
+        spec.include = wizard_->choices().files;  // one GGUF quantisation, exactly its files
+      } else {
+        for (const std::string& pattern : hub::model_files_filter().include)
+          spec.include << q(pattern);
+      }
       spec.destination = wizard_->choices().folder;
       job_ = queue_->start(spec);
       started_ = true;
@@ -577,11 +706,7 @@ class DownloadPage : public QWizardPage {
   bool isComplete() const override { return present() || started_; }
 
  private:
-  bool present() const {
-    const QString folder = wizard_->choices().folder;
-    return QFileInfo::exists(folder + QStringLiteral("/config.json")) &&
-           !QDir(folder).entryList({QStringLiteral("*.safetensors")}, QDir::Files).isEmpty();
-  }
+  bool present() const { return wizard_->choices().present(); }
   void refresh() {
     const SetupChoices& c = wizard_->choices();
     const QString repo = c.repo;
@@ -621,10 +746,16 @@ class DownloadPage : public QWizardPage {
         start_->setVisible(false);
         check_again_->setVisible(true);
       } else {
-        status_->setText(
-            tr("%1: %2. %3 are free in %4. Only the safetensors weights, the configuration and "
-               "the tokenizer are fetched.")
-                .arg(repo, size, q(hw::format_bytes(disk.free_bytes)), MainWindow::modelsFolder()));
+        const QString what =
+            c.files.isEmpty()
+                ? tr("Only the safetensors weights, the configuration and the tokenizer are "
+                     "fetched.")
+                : tr("Only the %1 GGUF files are fetched (the tokenizer and chat template are "
+                     "inside them).")
+                      .arg(c.quantization);
+        status_->setText(tr("%1: %2. %3 are free in %4. %5")
+                             .arg(repo, size, q(hw::format_bytes(disk.free_bytes)),
+                                  MainWindow::modelsFolder(), what));
         start_->setVisible(queue_ != nullptr);
         check_again_->setVisible(false);
       }
@@ -676,6 +807,13 @@ class ConversionPage : public QWizardPage {
     const QString recommended =
         q(std::string(plan::format_name(wizard_->recommendedFormat()))).toLower();
     recommended_ = recommended;
+    // A GGUF file's blocks are computed on as stored, and that is the recommendation; for a
+    // safetensors model the stored form is the slow reference.
+    const int native = method_->findData(QStringLiteral("native"));
+    method_->setItemText(native, recommended == QLatin1String("native")
+                                     ? tr("As stored in the GGUF files: no conversion, native "
+                                          "kernels for their block formats")
+                                     : tr("As stored in the files (slowest, for checking)"));
     // MXFP4 is offered for the models whose experts are stored so (gpt-oss) and only there.
     const int mxfp4 = method_->findData(QStringLiteral("mxfp4"));
     if (p.cpu_format == plan::WeightFormat::Mxfp4 && mxfp4 < 0) {
@@ -908,7 +1046,9 @@ class FinishPage : public QWizardPage {
            "context of %5 tokens, %6; then it opens the chat.%7\n\nYou can run "
            "this assistant again from Tools → Setup Assistant.")
             .arg(c.source == QLatin1String("demo") ? tr("the built-in demo model")
-                                                   : QFileInfo(c.folder).fileName(),
+                 : c.files.isEmpty()
+                     ? QFileInfo(c.folder).fileName()
+                     : tr("%1 (%2)").arg(QFileInfo(c.folder).fileName(), c.quantization),
                  format, method.isEmpty() ? QString() : tr(" (kernels: %1)").arg(method))
             .arg(c.threads)
             .arg(c.context)
@@ -977,7 +1117,10 @@ void SetupWizard::replan() {
     if (choices_.source == QLatin1String("demo")) {
       wishes.context_tokens = choices_.context > 0 ? choices_.context : 2048;
     }
-    const plan::ModelShape shape = plan::model_shape_from_config(config, "config.json");
+    // A checked repository's shape carries its stored sizes (a GGUF quantisation's).
+    const plan::ModelShape shape = choices_.source == QLatin1String("repository") && repository_
+                                       ? repository_->shape
+                                       : plan::model_shape_from_config(config, "config.json");
     const plan::Plan own = plan::make_plan(*hardware_, shape, wishes);
     recommended_format_ = own.cpu_format;
     // The format box's choice, when it differs, is what the settings are planned for.
@@ -1050,6 +1193,8 @@ void SetupWizard::saveChoices(const SetupChoices& c) {
   s.setValue(QStringLiteral("wizard/cpuFormat"), c.cpu_format);
   s.setValue(QStringLiteral("wizard/threads"), c.threads);
   s.setValue(QStringLiteral("wizard/context"), c.context);
+  s.setValue(QStringLiteral("wizard/quantization"), c.quantization);
+  s.setValue(QStringLiteral("wizard/files"), c.files);
 }
 
 SetupChoices SetupWizard::savedChoices() {
@@ -1062,7 +1207,19 @@ SetupChoices SetupWizard::savedChoices() {
   c.cpu_format = s.value(QStringLiteral("wizard/cpuFormat")).toString();
   c.threads = s.value(QStringLiteral("wizard/threads"), 0).toInt();
   c.context = s.value(QStringLiteral("wizard/context"), 0).toLongLong();
+  c.quantization = s.value(QStringLiteral("wizard/quantization")).toString();
+  c.files = s.value(QStringLiteral("wizard/files")).toStringList();
   return c;
+}
+
+bool SetupChoices::present() const {
+  if (!files.isEmpty()) {
+    for (const QString& f : files)
+      if (!QFileInfo::exists(folder + QLatin1Char('/') + f)) return false;
+    return true;
+  }
+  return QFileInfo::exists(folder + QStringLiteral("/config.json")) &&
+         !QDir(folder).entryList({QStringLiteral("*.safetensors")}, QDir::Files).isEmpty();
 }
 
 }  // namespace tandem::ui

@@ -36,6 +36,16 @@ struct SetupChoices {
   QString cpu_format;  // "int8", "int4", "bf16" or "native"
   int threads = 0;
   qint64 context = 0;
+  // A GGUF repository's quantisation: its files (repository paths) to download, and the
+  // first of them, the one Tandem opens; empty for a model folder.
+  QString quantization;
+  QStringList files;
+  // What is loaded: the folder, or the GGUF file in it.
+  QString modelPath() const {
+    return files.isEmpty() ? folder : folder + QLatin1Char('/') + files.front();
+  }
+  // Whether the model's files are all on this computer.
+  bool present() const;
 };
 
 class SetupWizard : public QWizard {

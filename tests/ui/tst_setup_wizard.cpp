@@ -486,6 +486,96 @@ class TestSetupWizard : public QObject {
     QDir(w.choices().folder).removeRecursively();
     QSettings().remove(DownloadQueue::kEndpointKey);
   }
+
+  // A catalog model's GGUF release: the button under the list checks it, the page lists its
+  // quantisations with their verdicts and picks the largest that fits, another can be
+  // chosen, and exactly that one's files are downloaded and then opened.
+  void aGgufReleaseIsChosenByQuantisation() {
+    tandem::test::HubFixtureServer server;
+    const std::string repo = "unsloth/Qwen3-30B-A3B-GGUF";
+    const auto add = [&](const std::string& path, std::uint64_t bytes) {
+      server.add_file(repo, path, "gguf");
+      server.set_listed_size(repo, path, bytes);
+    };
+    add("Qwen3-30B-A3B-UD-Q2_K_XL.gguf", 11'800'000'000ull);
+    add("Qwen3-30B-A3B-Q4_K_M.gguf", 18'560'000'000ull);
+    add("Qwen3-30B-A3B-Q8_0.gguf", 32'480'000'000ull);
+    add("BF16/Qwen3-30B-A3B-BF16-00001-of-00002.gguf", 49'000'000'000ull);
+    add("BF16/Qwen3-30B-A3B-BF16-00002-of-00002.gguf", 12'100'000'000ull);
+    QSettings().setValue(DownloadQueue::kEndpointKey, QString::fromStdString(server.endpoint()));
+    DownloadQueue queue;
+    SetupWizard w(recorded("ryzen-avx512-16gb"), &queue);
+    w.show();
+    w.next();
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Model));
+    auto* view = w.currentPage()->findChild<QTreeView*>();
+    QVERIFY(view);
+    for (int r = 0; r < view->model()->rowCount(); ++r) {
+      if (view->model()->index(r, 0).data().toString() == QLatin1String("Qwen3-30B-A3B"))
+        view->setCurrentIndex(view->model()->index(r, 0));
+    }
+    auto* gguf = w.currentPage()->findChild<QPushButton*>(QStringLiteral("catalogGguf"));
+    QVERIFY(gguf && gguf->isVisible());
+    QVERIFY2(gguf->text().contains(QString::fromStdString(repo)), qPrintable(gguf->text()));
+    QTest::mouseClick(gguf, Qt::LeftButton);
+    QVERIFY(radio(w, QStringLiteral("Or a Hugging Face repository"))->isChecked());
+    QTRY_VERIFY_WITH_TIMEOUT(w.currentPage()->isComplete(), 15000);
+    auto* quant = w.currentPage()->findChild<QComboBox*>(QStringLiteral("quantization"));
+    QVERIFY(quant && quant->isVisible());
+    QCOMPARE(quant->count(), 4);
+    QVERIFY2(quant->itemText(0).startsWith(QLatin1String("UD-Q2_K_XL, 11.0 GiB: ")),
+             qPrintable(quant->itemText(0)));
+    // The largest that fits is chosen, and the choices are its files.
+    QString largest;
+    for (int i = 0; i < quant->count(); ++i)
+      if (quant->itemText(i).endsWith(QLatin1String(": fits")))
+        largest = quant->itemData(i).toString();
+    QVERIFY(!largest.isEmpty());
+    QCOMPARE(quant->currentData().toString(), largest);
+    QCOMPARE(w.choices().quantization, largest);
+    const QString answer = repository_row(w).answer->text();
+    QVERIFY2(answer.contains(largest + QLatin1String(" fits, run as stored")), qPrintable(answer));
+    // Another quantisation: the plan and the download follow it.
+    quant->setCurrentIndex(0);
+    QCOMPARE(w.choices().quantization, QStringLiteral("UD-Q2_K_XL"));
+    QCOMPARE(w.choices().files, QStringList{QStringLiteral("Qwen3-30B-A3B-UD-Q2_K_XL.gguf")});
+    QCOMPARE(w.recommendedFormat(), plan::WeightFormat::Native);
+    QCOMPARE(w.choices().modelPath(),
+             w.choices().folder + QStringLiteral("/Qwen3-30B-A3B-UD-Q2_K_XL.gguf"));
+    shot(w, QStringLiteral("gguf"));
+    QDir(w.choices().folder).removeRecursively();
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Download));
+
+    const QString status = w.currentPage()->findChild<QLabel*>()->text();
+    QVERIFY2(status.contains(QLatin1String("Only the UD-Q2_K_XL GGUF files are fetched")),
+             qPrintable(status));
+    QVERIFY2(status.contains(QLatin1String("11.0 GiB to download (GGUF, 1 file)")),
+             qPrintable(status));
+    // Tiny files this time, so that the download completes.
+    server.set_listed_size(repo, "Qwen3-30B-A3B-UD-Q2_K_XL.gguf", 4);
+    QSignalSpy finished(&queue, &DownloadQueue::finished);
+    auto* start = w.currentPage()->findChild<QPushButton*>(QStringLiteral("primary"));
+    QVERIFY(start && start->isVisible());
+    QTest::mouseClick(start, Qt::LeftButton);
+    const DownloadJobSpec spec = queue.model()->spec(queue.model()->ids().front());
+    QCOMPARE(spec.include, QStringList{QStringLiteral("Qwen3-30B-A3B-UD-Q2_K_XL.gguf")});
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 15000);
+    QVERIFY(w.choices().present());
+    QVERIFY(!QFile::exists(w.choices().folder + "/Qwen3-30B-A3B-Q4_K_M.gguf"));
+    // The format page: the stored blocks are the recommendation and the default.
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Conversion));
+    auto* format = w.currentPage()->findChild<QComboBox*>();
+    QVERIFY(format);
+    QCOMPARE(format->currentData().toString(), QStringLiteral("native"));
+    QVERIFY2(format->currentText().contains(QLatin1String("GGUF")),
+             qPrintable(format->currentText()));
+    QCOMPARE(w.plan().cpu_format, plan::WeightFormat::Native);
+    QDir(w.choices().folder).removeRecursively();
+    QSettings().remove(DownloadQueue::kEndpointKey);
+  }
 };
 
 QTEST_MAIN(TestSetupWizard)
