@@ -11,6 +11,10 @@
 #   4. writes every result as JSON, the logs, and a short table (summary.md) into one folder.
 #
 #   scripts/gpu-check.sh [OUT_DIR]        (default: gpu-check-out/)
+#   scripts/gpu-check.sh --kernels [OUT_DIR]
+#       only the CUDA kernels against their own references (tests/kernels/tst_cuda_ops.cu),
+#       built with nvcc alone: for a machine with the CUDA toolkit but none of Tandem's
+#       other build dependencies (no Qt, hwloc or oneDNN), in well under a minute.
 #
 # Needs the NVIDIA driver and the CUDA toolkit (nvcc) and Tandem's build dependencies
 # (scripts/install-deps.sh installs them where the machine can reach Debian's archive; set
@@ -18,6 +22,11 @@
 # 16 cores: each step has its own time limit, and a step that fails is recorded, not fatal.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+kernels_only=0
+if [ "${1:-}" = "--kernels" ]; then
+  kernels_only=1
+  shift
+fi
 out=$(realpath -m "${1:-gpu-check-out}")
 mkdir -p "$out"
 build=${TANDEM_GPU_BUILD_DIR:-build-gpu}
@@ -32,6 +41,19 @@ say "GPUs: $(tail -n +2 "$out/gpus.csv" | tr '\n' ';')"
 cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
 arch=${TANDEM_CUDA_ARCH:-${cap:-90}}
 
+if [ "$kernels_only" = 1 ]; then
+  say "building the kernel test for sm_$arch with nvcc alone"
+  if ! nvcc -std=c++17 -O2 -arch=sm_"$arch" -I. tests/kernels/tst_cuda_ops.cu kernels/cuda/*.cu \
+    -o "$out/tst_cuda_ops" >"$out/build.log" 2>&1; then
+    say "build failed (build.log)"
+    exit 1
+  fi
+  "$out/tst_cuda_ops" | tee "$out/tst_cuda_ops.txt"
+  status=${PIPESTATUS[0]}
+  say "done (status $status)"
+  exit "$status"
+fi
+
 if [ "${TANDEM_SKIP_DEPS:-0}" != 1 ]; then
   ./scripts/install-deps.sh >"$out/deps.log" 2>&1 || say "install-deps failed (see deps.log)"
 fi
@@ -43,8 +65,8 @@ if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   exit 1
 fi
 say "building"
-if ! timeout 300 cmake --build "$build" -j"$jobs" --target tandem tst_backend_ops \
-  tst_hybrid_engine tst_device_rows >"$out/build.log" 2>&1; then
+if ! timeout 300 cmake --build "$build" -j"$jobs" --target tandem tst_cuda_ops \
+  tst_backend_ops tst_hybrid_engine tst_device_rows >"$out/build.log" 2>&1; then
   say "build failed (build.log)"
   exit 1
 fi
@@ -53,6 +75,13 @@ grep -q "CUDA kernels ON" "$out/configure.log" || say "warning: this build has n
 tandem="$build/app/tandem"
 "$tandem" detect --json >"$out/detect.json" 2>"$out/detect.log" || true
 
+say "running tst_cuda_ops"
+if timeout 120 "$build/tests/kernels/tst_cuda_ops" >"$out/tst_cuda_ops.txt" 2>&1; then
+  say "tst_cuda_ops passed"
+else
+  say "tst_cuda_ops FAILED (tst_cuda_ops.txt)"
+  status=1
+fi
 for t in tst_device_rows tst_backend_ops tst_hybrid_engine; do
   exe=$(find "$build/tests" -name "$t" -type f -perm -u+x | head -1)
   say "running $t"
@@ -106,10 +135,10 @@ for f in sorted(out.glob("bench-*.json")):
         p["mean"], p["stddev"],
         "{:.1f} ± {:.1f}".format(d["mean"], d["stddev"]) if d["tokens"] else "-"))
 tests = []
-for t in ["tst_device_rows", "tst_backend_ops", "tst_hybrid_engine"]:
+for t in ["tst_cuda_ops", "tst_device_rows", "tst_backend_ops", "tst_hybrid_engine"]:
     f = out / f"{t}.txt"
     text = f.read_text() if f.exists() else ""
-    totals = [l for l in text.splitlines() if l.startswith("Totals:")]
+    totals = [l for l in text.splitlines() if l.startswith("Totals:") or l.endswith(" failed")]
     tests.append(f"- {t}: {totals[-1] if totals else 'no result'}")
 summary = "\n".join(["## Tests"] + tests + ["", "## Hybrid benchmark (8-layer Qwen3-30B-A3B shape, tokens/s)",
     "| run | device | GPU experts/layer | prompt | decode |", "| --- | --- | --- | --- | --- |"] + rows)
