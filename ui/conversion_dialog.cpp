@@ -3,6 +3,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -21,6 +22,8 @@
 #include "engine/convert/converter.h"
 #include "engine/hw/disk_space.h"
 #include "engine/hw/hardware_report.h"
+#include "engine/model/demo_model.h"
+#include "ui/main_window.h"
 #include "ui/theme.h"
 
 namespace tandem::ui {
@@ -154,9 +157,7 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   connect(source_, &QLineEdit::textEdited, this, [this] {
     // The output follows the source until it is chosen by hand.
     if (output_->text().isEmpty() || output_->text() == suggested_output_) {
-      suggested_output_ = source_->text().isEmpty() ? QString()
-                                                    : source_->text() + QStringLiteral("-tandem-") +
-                                                          method_->currentData().toString();
+      suggested_output_ = suggestOutput(source_->text());
       output_->setText(suggested_output_);
     }
     fieldsEdited();
@@ -168,8 +169,7 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
                             method_->currentData().toString() != QLatin1String("bf16"));
     if (!source_->text().isEmpty() &&
         (output_->text().isEmpty() || output_->text() == suggested_output_)) {
-      suggested_output_ =
-          source_->text() + QStringLiteral("-tandem-") + method_->currentData().toString();
+      suggested_output_ = suggestOutput(source_->text());
       setOutput(suggested_output_);
     }
     fieldsEdited();
@@ -239,9 +239,22 @@ ConversionDialog::~ConversionDialog() {
   if (worker_.joinable()) worker_.join();
 }
 
+QString ConversionDialog::suggestOutput(const QString& source) const {
+  if (source.trimmed().isEmpty()) return {};
+  const QFileInfo info(QDir::cleanPath(source.trimmed()));
+  const QString name =
+      info.fileName() + QStringLiteral("-tandem-") + method_->currentData().toString();
+  // Beside the source where its folder can be written (a model the user downloaded); the
+  // built-in demo and other read-only places (an AppImage's own files) go to the models folder.
+  const QString demo = QString::fromStdString(model::demo_model_folder());
+  const bool beside = QFileInfo(info.absolutePath()).isWritable() &&
+                      QDir::cleanPath(info.absoluteFilePath()) != QDir::cleanPath(demo);
+  return (beside ? info.absolutePath() : MainWindow::modelsFolder()) + QLatin1Char('/') + name;
+}
+
 void ConversionDialog::setSource(const QString& folder) {
   source_->setText(folder);
-  suggested_output_ = folder + QStringLiteral("-tandem-") + method_->currentData().toString();
+  suggested_output_ = suggestOutput(folder);
   setOutput(suggested_output_);
 }
 

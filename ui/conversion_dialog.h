@@ -61,6 +61,8 @@ class ConversionDialog : public QDialog {
   void loadRequested(const QString& folder);
 
  private:
+  // Where the converted copy of `source` goes unless the user chooses.
+  QString suggestOutput(const QString& source) const;
   void updateEstimate();
   // What keeps the fields from being converted, in the window's words; empty when nothing.
   QString problem() const;

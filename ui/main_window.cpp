@@ -380,7 +380,13 @@ void MainWindow::buildMenus() {
     if (server_) setServing(true);  // on the port and access chosen now
     theme::apply(*qApp);            // a new theme shows at once
   });
-  preferences->setShortcut(QKeySequence::Preferences);
+  // The desktop's own key for Preferences where it has one (KDE), and Ctrl+, everywhere: GNOME
+  // and a bare X server define none.
+  QList<QKeySequence> preference_keys = QKeySequence::keyBindings(QKeySequence::Preferences);
+  if (!preference_keys.contains(QKeySequence(Qt::CTRL | Qt::Key_Comma)))
+    preference_keys << QKeySequence(Qt::CTRL | Qt::Key_Comma);
+  preferences->setShortcuts(preference_keys);
+  preferences->setObjectName(QStringLiteral("preferencesAction"));
   preferences->setMenuRole(QAction::PreferencesRole);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));

@@ -9,7 +9,9 @@
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
+#include "engine/model/demo_model.h"
 #include "ui/conversion_dialog.h"
+#include "ui/main_window.h"
 
 using tandem::ui::ConversionDialog;
 
@@ -55,6 +57,15 @@ class TestConversionDialog : public QObject {
     QTest::mouseClick(button, Qt::LeftButton);
     QCOMPARE(load.count(), 1);
     QCOMPARE(load.first().at(0).toString(), dir.path() + "/int8");
+  }
+
+  // The built-in demo lives inside the installation (read-only in an AppImage): its converted
+  // copy is suggested in the models folder, not beside it.
+  void theDemoConvertsIntoTheModelsFolder() {
+    ConversionDialog dialog;
+    dialog.setSource(QString::fromStdString(tandem::model::demo_model_folder()));
+    QCOMPARE(dialog.output(),
+             tandem::ui::MainWindow::modelsFolder() + QStringLiteral("/demo-model-tandem-int8"));
   }
 
   // The fields are checked as they are typed, in the window's words (no command-line flags):

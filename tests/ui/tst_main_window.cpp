@@ -4,6 +4,7 @@
 #include <QAbstractItemView>
 #include <QAbstractSpinBox>
 #include <QAccessible>
+#include <QAction>
 #include <QApplication>
 #include <QChart>
 #include <QChartView>
@@ -186,6 +187,15 @@ class TestMainWindow : public QObject {
                             .arg(live->minimumSizeHint().height())));
     if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
       window.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/main-1024.png");
+  }
+
+  // Preferences open with Ctrl+, on every desktop, not only where the platform defines a key.
+  void preferencesHaveCtrlComma() {
+    MainWindow window;
+    auto* action = window.findChild<QAction*>(QStringLiteral("preferencesAction"));
+    QVERIFY(action);
+    QVERIFY(action->shortcuts().contains(QKeySequence(Qt::CTRL | Qt::Key_Comma)));
+    QCOMPARE(action->shortcuts().count(QKeySequence(Qt::CTRL | Qt::Key_Comma)), 1);
   }
 
   // Cancelling the assistant at a first start keeps it from opening at every next start.
