@@ -271,6 +271,14 @@ class TestCli : public QObject {
         runTandem({"bench", "-m", out, "-p", "8", "-n", "2", "-r", "1", "-t", "2"}, env());
     QCOMPARE(table.code, 0);
     QVERIFY2(table.out.contains(QLatin1String("| threads | pools |")), qPrintable(table.out));
+    QVERIFY2(table.out.contains(QLatin1String("achieved ")), qPrintable(table.out));
+    // A prompt alone claims no share of the decode roofline.
+    const Run prompt_only =
+        runTandem({"bench", "-m", out, "-p", "8", "-n", "0", "-r", "1", "-t", "2"}, env());
+    QCOMPARE(prompt_only.code, 0);
+    QVERIFY2(prompt_only.out.contains(QLatin1String("(no decode measured)")) &&
+                 !prompt_only.out.contains(QLatin1String("achieved")),
+             qPrintable(prompt_only.out));
   }
 
   // The kernel benchmark's report: a row per matrix, format, thread count and token count,
