@@ -530,6 +530,16 @@ int main(int argc, char** argv) {
           "Also report the mean KL divergence from this model's predictions (same tokenizer)")
       ->check(model_folder());
   perplexity_cmd
+      ->add_option("--cpu-format", perplexity.cpu_format,
+                   "The model's weights on the CPU: native (as stored), int8, int4, bf16 or mxfp4 "
+                   "(default: as the model loads by itself)")
+      ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
+  perplexity_cmd
+      ->add_option("--kl-base-cpu-format", perplexity.kl_base_cpu_format,
+                   "The base model's, likewise: with the same file as --kl-base, the KL "
+                   "divergence one format costs against another")
+      ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
+  perplexity_cmd
       ->add_option("-t,--threads", perplexity.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
   add_pools_option(perplexity_cmd, perplexity.pools);

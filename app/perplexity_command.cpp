@@ -14,6 +14,7 @@
 
 #include "engine/hw/topology.h"
 #include "engine/measure/perplexity.h"
+#include "engine/model/loaded_model.h"
 
 namespace tandem::app {
 namespace {
@@ -28,9 +29,13 @@ struct OpenedModel {
   std::unique_ptr<text::Tokenizer> tokenizer;
 };
 
-OpenedModel open_model(const std::string& folder, int pools) {
+OpenedModel open_model(const std::string& folder, int pools, const std::string& cpu_format) {
   model::LoadOptions load;
   load.pools = pools;
+  if (!cpu_format.empty() && !model::parse_cpu_format(cpu_format, load.cpu_format))
+    throw std::invalid_argument("the CPU format \"" + cpu_format +
+                                "\" is not one Tandem knows; give native, int8, int4, bf16 or "
+                                "mxfp4.");
   return {model::LoadedModel::load(folder, load), text::load_tokenizer(folder)};
 }
 
@@ -47,9 +52,14 @@ int run_perplexity(const PerplexityOptions& o) {
 
   OpenedModel model, base;
   try {
-    model = open_model(o.model, o.pools);
+    model = open_model(o.model, o.pools, o.cpu_format);
     // Both models run on the same pools.
-    if (!o.kl_base.empty()) base = open_model(o.kl_base, model.model->pools());
+    if (!o.kl_base.empty())
+      base = open_model(o.kl_base, model.model->pools(), o.kl_base_cpu_format);
+    else if (!o.kl_base_cpu_format.empty())
+      throw std::invalid_argument(
+          "--kl-base-cpu-format sets up the base model; give it with "
+          "--kl-base.");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;

@@ -10,8 +10,12 @@ struct PerplexityOptions {
   std::string file;
   std::int64_t context = 0;  // 0: 512, or the model's positions if fewer
   std::string kl_base;       // a second model folder; empty: no KL divergence
-  int threads = 0;           // 0: the recommended number
-  int pools = 0;             // 0: a converted folder's own count, else one per NUMA node
+  // How each model's weights are held on the CPU ("native", "int8", ...); empty: the load's
+  // default. Comparing formats of one model: -m X --cpu-format int8 --kl-base X
+  // --kl-base-cpu-format bf16.
+  std::string cpu_format, kl_base_cpu_format;
+  int threads = 0;  // 0: the recommended number
+  int pools = 0;    // 0: a converted folder's own count, else one per NUMA node
   bool json = false;
 };
 

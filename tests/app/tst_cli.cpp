@@ -505,6 +505,23 @@ class TestCli : public QObject {
     QVERIFY2(tooLong.err.contains(QLatin1String("positions")), qPrintable(tooLong.err));
     const Run noFile = runTandem({"perplexity", "-m", fixture}, env());
     QVERIFY(noFile.code != 0);
+
+    // One model in two CPU formats: what a format costs is its KL from the other; the same
+    // format twice is no divergence at all.
+    const auto kl = [&](const char* format, const char* base_format) {
+      const Run r = runTandem({"perplexity", "-m", fixture, "-f", text, "--cpu-format", format,
+                               "--kl-base", fixture, "--kl-base-cpu-format", base_format, "--json"},
+                              env());
+      if (r.code != 0) return -1.0;
+      return nlohmann::json::parse(r.out.toStdString())["mean_kl"].get<double>();
+    };
+    QCOMPARE(kl("bf16", "bf16"), 0.0);
+    const double int8 = kl("int8", "bf16");
+    QVERIFY2(int8 > 0.0 && int8 < 0.5, qPrintable(QString::number(int8)));
+    const Run lonely =
+        runTandem({"perplexity", "-m", fixture, "-f", text, "--kl-base-cpu-format", "bf16"}, env());
+    QVERIFY(lonely.code != 0);
+    QVERIFY2(lonely.err.contains(QLatin1String("give it with --kl-base")), qPrintable(lonely.err));
   }
 
   void recommendForARecordedMachine() {
