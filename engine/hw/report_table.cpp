@@ -77,6 +77,13 @@ std::string format_report_table(const HardwareReport& r) {
         fmt::format("{} (compute {}.{}), {} free of {}{}", d.name, d.compute_major, d.compute_minor,
                     format_bytes(d.free_bytes), format_bytes(d.total_bytes),
                     d.usable ? "" : ", not usable: " + d.not_usable));
+    if (d.host_to_device_bytes_per_s > 0) {
+      row(out, "",
+          fmt::format("measured: {:.1f} GB/s from the host, {:.0f} GB/s memory, {:.0f} TFLOP/s "
+                      "BF16",
+                      d.host_to_device_bytes_per_s / 1e9, d.memory_bytes_per_s / 1e9,
+                      d.bf16_flops_per_s / 1e12));
+    }
   }
 
   out += "\nDisk\n";

@@ -269,6 +269,28 @@ class TestHardwareProbe : public QObject {
     }
   }
 
+  // A GPU's measured speeds are shown with it, in the table and the JSON.
+  void measuredGpuSpeedsAreReported() {
+    hw::HardwareReport r = probeWithoutGpu();
+    kernels::cuda::DeviceInfo gpu;
+    gpu.name = "NVIDIA H200";
+    gpu.compute_major = 9;
+    gpu.usable = true;
+    gpu.host_to_device_bytes_per_s = 52.4e9;
+    gpu.memory_bytes_per_s = 4.3e12;
+    gpu.bf16_flops_per_s = 310e12;
+    r.gpus.devices = {gpu};
+    const QString table = QString::fromStdString(hw::format_report_table(r));
+    QVERIFY2(table.contains(QLatin1String(
+                 "measured: 52.4 GB/s from the host, 4300 GB/s memory, 310 TFLOP/s BF16")),
+             qPrintable(table));
+    const json j = hw::to_json(r);
+    QCOMPARE(j["gpus"]["devices"][0]["measured"]["host_to_device_bytes_per_s"].get<double>(),
+             52.4e9);
+    r.gpus.devices[0].host_to_device_bytes_per_s = 0;
+    QVERIFY(hw::to_json(r)["gpus"]["devices"][0]["measured"].is_null());
+  }
+
   void recommendationsForRecordedMachines_data() {
     QTest::addColumn<bool>("avx512");
     QTest::addColumn<bool>("amx");
