@@ -668,32 +668,35 @@ void CudaBackend::gated_delta_net(std::int64_t layer, DevicePtr<const float> qkv
   cu::gated_delta_net(a, compute_);
 }
 
-void CudaBackend::save_recurrent_state(DeviceKvCache& cache) {
-  auto& c = static_cast<CudaKvCache&>(cache);
+namespace {
+
+// Every gated DeltaNet layer's states copied aside (`save`) or back, in stream order.
+void copy_recurrent_states(CudaKvCache& c, bool save, cudaStream_t stream) {
   const model::ModelSpec& spec = c.spec();
+  const char* what = save ? "saving the recurrent state" : "restoring the recurrent state";
   for (const CudaKvCache::Layer& l : c.layers) {
     if (l.conv == nullptr) continue;
-    check(cudaMemcpyAsync(l.saved_conv, l.conv, conv_state_floats(spec) * sizeof(float),
-                          cudaMemcpyDeviceToDevice, compute_),
-          "saving the recurrent state");
-    check(cudaMemcpyAsync(l.saved_recurrent, l.recurrent, recurrent_floats(spec) * sizeof(float),
-                          cudaMemcpyDeviceToDevice, compute_),
-          "saving the recurrent state");
+    const std::pair<float*, float*> conv{l.saved_conv, l.conv},
+        state{l.saved_recurrent, l.recurrent};
+    for (const auto& [pair, floats] :
+         {std::pair{conv, conv_state_floats(spec)}, std::pair{state, recurrent_floats(spec)}}) {
+      float* to = save ? pair.first : pair.second;
+      const float* from = save ? pair.second : pair.first;
+      check(cudaMemcpyAsync(to, from, static_cast<std::size_t>(floats) * sizeof(float),
+                            cudaMemcpyDeviceToDevice, stream),
+            what);
+    }
   }
 }
 
+}  // namespace
+
+void CudaBackend::save_recurrent_state(DeviceKvCache& cache) {
+  copy_recurrent_states(static_cast<CudaKvCache&>(cache), /*save=*/true, compute_);
+}
+
 void CudaBackend::restore_recurrent_state(DeviceKvCache& cache) {
-  auto& c = static_cast<CudaKvCache&>(cache);
-  const model::ModelSpec& spec = c.spec();
-  for (const CudaKvCache::Layer& l : c.layers) {
-    if (l.conv == nullptr) continue;
-    check(cudaMemcpyAsync(l.conv, l.saved_conv, conv_state_floats(spec) * sizeof(float),
-                          cudaMemcpyDeviceToDevice, compute_),
-          "restoring the recurrent state");
-    check(cudaMemcpyAsync(l.recurrent, l.saved_recurrent, recurrent_floats(spec) * sizeof(float),
-                          cudaMemcpyDeviceToDevice, compute_),
-          "restoring the recurrent state");
-  }
+  copy_recurrent_states(static_cast<CudaKvCache&>(cache), /*save=*/false, compute_);
 }
 
 namespace {
