@@ -85,6 +85,28 @@ std::string fetch_small_file(const HubConfig& hub, const std::string& repo,
   }
 }
 
+std::string fetch_file_head(const HubConfig& hub, const std::string& repo,
+                            const std::string& revision, const std::string& path,
+                            std::uint64_t bytes, const std::function<bool()>& should_stop) {
+  validate_repo_id(repo);
+  const FailureContext context{&hub, repo, fmt::format("the start of {} of {}", path, repo)};
+  int failed_attempts = 0;
+  for (;;) {
+    std::string body;
+    HttpGet get = hub_get(hub, resolve_url(hub, repo, revision, path), should_stop);
+    get.headers.push_back(fmt::format("Range: bytes=0-{}", bytes - 1));
+    get.on_body = [&](std::string_view chunk) {
+      body.append(chunk.substr(0, static_cast<std::size_t>(bytes) - body.size()));
+      return body.size() < bytes;  // enough: stop a server that sends the whole file
+    };
+    const HttpAnswer answer = http_get(get);
+    if (answer.ok() || (answer.failure == HttpAnswer::Failure::Aborted && body.size() == bytes))
+      return body;
+    wait_before_retry(hub, describe_failure(answer, context), answer, ++failed_attempts,
+                      should_stop);
+  }
+}
+
 RepoMetadata fetch_repo_metadata(const HubConfig& hub, const std::string& repo,
                                  const std::string& revision,
                                  const std::function<bool()>& should_stop,

@@ -41,6 +41,13 @@ RepoMetadata fetch_repo_metadata(const HubConfig& hub, const std::string& repo,
                                  const std::function<bool()>& should_stop = {},
                                  bool gguf_without_config = false);
 
+// The first `bytes` of a repository file (a Range request; from a server that ignores it, the
+// transfer is cut off after them), retried per `hub.retry`. A GGUF file's header, say,
+// without its weights. Throws HubError.
+std::string fetch_file_head(const HubConfig& hub, const std::string& repo,
+                            const std::string& revision, const std::string& path,
+                            std::uint64_t bytes, const std::function<bool()>& should_stop = {});
+
 // One small file of a repository into memory, retried per `hub.retry`; a file larger than
 // `max_bytes` is refused (BadResponse). Throws HubError.
 std::string fetch_small_file(const HubConfig& hub, const std::string& repo,

@@ -1,16 +1,20 @@
 #include "engine/plan/model_lookup.h"
 
 #include <fmt/format.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "engine/hub/hub_error.h"
 #include "engine/hub/repo_metadata.h"
 #include "engine/hw/hardware_report.h"
+#include "engine/log/log.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/gguf_set.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
@@ -102,43 +106,124 @@ std::string quantization_names(const std::vector<hub::GgufQuantization>& qs) {
   return out;
 }
 
-// A GGUF repository: its quantisations from the listing, its shape from the catalog model it
-// is a release of.
-ModelLookup from_gguf_repository(const hub::HubConfig& hub, const std::string& repo,
-                                 const hub::RepoMetadata& meta, const CatalogMatch& match) {
-  std::vector<hub::GgufQuantization> quants = hub::gguf_quantizations(meta.files);
-  const std::string names = quantization_names(quants);
-  if (match.entry == nullptr || match.entry->config.is_null() || quants.empty()) {
-    throw hub::HubError(
-        hub::HubErrorKind::NotFound,
-        fmt::format("{} on {} holds GGUF files ({}) but no config.json, and it is not a GGUF "
-                    "release of a model in Tandem's catalog, so it cannot be sized before the "
-                    "download. Download one quantisation (tandem download {} --include "
-                    "\"*{}*\") and give its .gguf file instead of the repository.",
-                    repo, hub.endpoint, names.empty() ? "none recognised" : names, repo,
-                    quants.empty() ? std::string("Q4_K_M") : quants.front().name));
-  }
-  ModelLookup l = from_catalog(*match.entry, false, repo);
-  l.origin = ModelOrigin::Hub;
-  l.repo = repo;
-  l.endpoint = hub.endpoint;
-  l.source = "the GGUF files of " + repo + " on " + hub.endpoint + ", sized by " +
-             match.entry->name + "'s configuration in Tandem's catalog";
-  if (l.cannot_run.empty() && !gguf_runs(l.shape.architecture)) {
-    l.cannot_run =
-        "Tandem reads GGUF files of Qwen3, Qwen3-MoE, Llama, Mixtral, DeepSeek-V3 "
-        "and GLM-4.5 models; " +
-        match.entry->name + "'s are not among them yet" +
-        (match.entry->repo.empty() ? std::string(".")
-                                   : "; its release " + match.entry->repo + " runs.");
-  }
-  l.gguf_quantizations = std::move(quants);
-  // Until the plan picks one: the usual middle ground, else the middle of the list.
-  std::string first = l.gguf_quantizations[l.gguf_quantizations.size() / 2].name;
+ModelLookup from_gguf(const std::string& file, const std::string& name);
+
+// The quantisation to plan for until a plan picks one: the usual middle ground, else the
+// middle of the list.
+std::string default_quantization(const std::vector<hub::GgufQuantization>& quants) {
+  std::string first = quants[quants.size() / 2].name;
   for (const char* preferred : {"UD-Q4_K_XL", "Q4_K_M"}) {
-    for (const auto& q : l.gguf_quantizations)
+    for (const auto& q : quants)
       if (q.name == preferred) first = q.name;
   }
+  return first;
+}
+
+// A folder of its own under the system's temporary folder, removed with everything in it.
+struct TemporaryFolder {
+  fs::path path;
+  TemporaryFolder() {
+    std::string pattern = (fs::temp_directory_path() / "tandem-gguf-head-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("no temporary folder could be made to read GGUF headers in");
+    path = pattern;
+  }
+  ~TemporaryFolder() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+};
+
+// The model a GGUF quantisation holds, read from its headers alone: the start of every part
+// is fetched into a sparse file of the part's listed size (so the reader's size checks hold
+// and no weight is fetched), more of it while the header runs past what was fetched.
+ModelLookup from_gguf_headers(const hub::HubConfig& hub, const std::string& repo,
+                              const hub::RepoMetadata& meta, const hub::GgufQuantization& q,
+                              const std::function<bool()>& should_stop) {
+  std::map<std::string, std::uint64_t> listed;
+  for (const hub::RepoFile& f : meta.files) listed[f.path] = f.size;
+  TemporaryFolder folder;
+  std::string last_error;
+  for (const std::uint64_t head : {16ull << 20, 64ull << 20, 256ull << 20}) {
+    bool all_whole = true;  // every part fetched to its end (smaller than `head`)
+    for (const std::string& part : q.files) {
+      const std::string bytes = hub::fetch_file_head(hub, repo, "main", part, head, should_stop);
+      const fs::path local = folder.path / fs::path(part).filename();
+      {
+        std::ofstream out(local, std::ios::binary | std::ios::trunc);
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        if (!out) throw std::runtime_error("the GGUF header of " + part + " could not be kept");
+      }
+      if (listed[part] > bytes.size()) fs::resize_file(local, listed[part]);
+      all_whole = all_whole && bytes.size() < head;
+    }
+    try {
+      const fs::path first = folder.path / fs::path(q.first_file()).filename();
+      const model::GgufSet set(first.string());
+      bool inside = true;  // every header ends within what was fetched
+      for (std::size_t i = 0; i < set.part_count(); ++i)
+        inside = inside && set.part(i).data_offset_bytes() <= head;
+      if (!inside && !all_whole) continue;  // a longer header: fetch more of it
+      ModelLookup l = from_gguf(first.string(), repo);
+      try {
+        model::gguf_model_spec(set);
+      } catch (const std::exception& e) {
+        l.cannot_run = e.what();
+      }
+      return l;
+    } catch (const std::exception& e) {
+      // Past the fetched bytes the file reads as zeros: a header cut short may not parse.
+      last_error = e.what();
+      if (all_whole) break;
+    }
+  }
+  log::info("GGUF header of {} in {}: {}", q.first_file(), repo, last_error);
+  throw std::runtime_error("The start of " + q.first_file() + " in " + repo +
+                           " is not a GGUF header Tandem can read, so the repository cannot be "
+                           "sized before the download (it may not hold GGUF models; download "
+                           "one file and open it to see why).");
+}
+
+// A GGUF repository: its quantisations from the listing, its shape from the catalog model it
+// is a release of, or else from the headers of one quantisation's files.
+ModelLookup from_gguf_repository(const hub::HubConfig& hub, const std::string& repo,
+                                 const hub::RepoMetadata& meta, const CatalogMatch& match,
+                                 const std::function<bool()>& should_stop) {
+  std::vector<hub::GgufQuantization> quants = hub::gguf_quantizations(meta.files);
+  if (quants.empty()) {
+    throw hub::HubError(hub::HubErrorKind::NotFound,
+                        fmt::format("{} on {} has no config.json and no GGUF file Tandem "
+                                    "recognises as a model, so there is nothing to plan.",
+                                    repo, hub.endpoint));
+  }
+  const std::string first = default_quantization(quants);
+  ModelLookup l;
+  if (match.entry != nullptr && !match.entry->config.is_null()) {
+    l = from_catalog(*match.entry, false, repo);
+    l.source = "the GGUF files of " + repo + " on " + hub.endpoint + ", sized by " +
+               match.entry->name + "'s configuration in Tandem's catalog";
+    if (l.cannot_run.empty() && !gguf_runs(l.shape.architecture)) {
+      l.cannot_run =
+          "Tandem reads GGUF files of Qwen3, Qwen3-MoE, Llama, Mixtral, DeepSeek-V3 "
+          "and GLM-4.5 models; " +
+          match.entry->name + "'s are not among them yet" +
+          (match.entry->repo.empty() ? std::string(".")
+                                     : "; its release " + match.entry->repo + " runs.");
+    }
+  } else {
+    const auto q =
+        std::find_if(quants.begin(), quants.end(), [&](const auto& g) { return g.name == first; });
+    l = from_gguf_headers(hub, repo, meta, *q, should_stop);
+    l.path.clear();
+    l.source = "the GGUF header of " + q->first_file() + " in " + repo + " on " + hub.endpoint;
+  }
+  l.origin = ModelOrigin::Hub;
+  l.name = repo;
+  l.repo = repo;
+  l.endpoint = hub.endpoint;
+  l.gguf_quantizations = std::move(quants);
   choose_gguf_quantization(l, first);
   return l;
 }
@@ -291,7 +376,7 @@ ModelLookup lookup_repository(const hub::HubConfig& hub, const std::string& repo
     }
     throw;
   }
-  if (meta.config.is_null()) return from_gguf_repository(hub, repo, meta, match);
+  if (meta.config.is_null()) return from_gguf_repository(hub, repo, meta, match, should_stop);
   ModelLookup l;
   l.origin = ModelOrigin::Hub;
   l.name = repo;

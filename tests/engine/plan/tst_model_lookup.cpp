@@ -13,8 +13,10 @@
 
 #include "engine/hub/hub_config.h"
 #include "engine/hub/hub_error.h"
+#include "engine/model/gguf_set.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
+#include "engine/plan/gguf_shape.h"
 #include "engine/plan/model_lookup.h"
 #include "hub_fixture_server.h"
 
@@ -265,22 +267,48 @@ class TestModelLookup : public QObject {
     }
   }
 
-  // GGUF files but no config.json, and no catalog model of that name: the sentence names its
-  // quantisations and how to get one.
-  void aRepositoryWithoutConfigJson() {
-    server_->add_file("someone/tiny-GGUF", "tiny-Q4_K_M.gguf", "gguf");
-    server_->add_file("someone/tiny-GGUF", "tiny-Q8_0.gguf", "gguf");
+  // GGUF files of no catalog model: sized from the header of one quantisation, fetched with a
+  // ranged request into a sparse file, its quantisations listed; files that are not GGUF are
+  // refused with a sentence.
+  void aGgufRepositoryOutsideTheCatalogIsSizedFromItsHeader() {
+    const std::string repo = "someone/Tiny-MoE-GGUF";
+    const auto serve = [&](const std::string& path, const char* fixture) {
+      std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + fixture,
+                       std::ios::binary);
+      server_->add_file(repo, path, std::string(std::istreambuf_iterator<char>(in), {}));
+    };
+    serve("Tiny-MoE-Q8_0.gguf", "qwen3moe-q8_0.gguf");
+    serve("Tiny-MoE-Q4_K_M.gguf", "qwen3moe-mixed.gguf");
+    server_->add_file(repo, "README.md", "readme", /*lfs=*/false);
+    const ModelLookup l = lookup_repository(hub_at(server_->endpoint()), repo);
+    QCOMPARE(l.origin, tandem::plan::ModelOrigin::Hub);
+    QVERIFY(l.catalog_entry == nullptr);
+    QVERIFY2(l.cannot_run.empty(), l.cannot_run.c_str());
+    QCOMPARE(l.gguf_quantizations.size(), std::size_t{2});
+    QCOMPARE(l.gguf_quantization, std::string("Q4_K_M"));
+    QVERIFY(l.path.empty());  // the temporary header is gone
+    const auto local = tandem::plan::model_shape_from_gguf(tandem::model::GgufSet(
+        std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/qwen3moe-mixed.gguf"));
+    QCOMPARE(l.shape.architecture, local.architecture);
+    QCOMPARE(l.shape.total_params(), local.total_params());
+    QCOMPARE(l.shape.experts, local.experts);
+    QVERIFY2(l.source.find("GGUF header of Tiny-MoE-Q4_K_M.gguf") != std::string::npos,
+             l.source.c_str());
+    // Only the chosen quantisation was read, and with a ranged request.
+    const auto read = server_->file_requests(repo, "Tiny-MoE-Q4_K_M.gguf");
+    QCOMPARE(read.size(), std::size_t{1});
+    QVERIFY(read.front().had_range);
+    QCOMPARE(server_->file_requests(repo, "Tiny-MoE-Q8_0.gguf").size(), std::size_t{0});
+
+    server_->add_file("someone/tiny-GGUF", "tiny-Q4_K_M.gguf", "not a gguf file");
+    server_->add_file("someone/tiny-GGUF", "tiny-Q8_0.gguf", "not a gguf file");
     try {
       lookup_repository(hub_at(server_->endpoint()), "someone/tiny-GGUF");
-      QFAIL("a repository without config.json was planned");
-    } catch (const hub::HubError& e) {
-      QCOMPARE(e.kind(), hub::HubErrorKind::NotFound);
-      const std::string m = e.what();
-      QVERIFY2(m.find("holds GGUF files (Q4_K_M, Q8_0) but no config.json") != std::string::npos,
+      QFAIL("files that are not GGUF were planned");
+    } catch (const std::exception& e) {
+      QVERIFY2(std::string(e.what()).find("The start of tiny-Q4_K_M.gguf in someone/tiny-GGUF "
+                                          "is not a GGUF header") != std::string::npos,
                e.what());
-      QVERIFY2(
-          m.find("tandem download someone/tiny-GGUF --include \"*Q4_K_M*\"") != std::string::npos,
-          e.what());
     }
   }
 
