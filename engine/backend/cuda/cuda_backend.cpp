@@ -716,6 +716,16 @@ void check_room(const DeviceKvCache& cache, std::int64_t pos0, std::int64_t n) {
 
 }  // namespace
 
+void CudaBackend::run_attention(const kernels::cuda::AttentionArgs& a) {
+  // A decoded token's parts need scratch for their partial sums; a prompt needs none.
+  const std::int64_t floats = cu::attention_scratch_floats(a, multiprocessors_);
+  float* parts =
+      floats > 0
+          ? static_cast<float*>(scratch(Scratch::Attention, static_cast<std::size_t>(floats) * 4))
+          : nullptr;
+  cu::attention(a, parts, multiprocessors_, compute_);
+}
+
 void CudaBackend::attention(std::int64_t layer, DevicePtr<const float> q, DevicePtr<const float> k,
                             DevicePtr<const float> v, std::int64_t n, std::int64_t pos0,
                             DeviceKvCache& cache, DevicePtr<float> out,
@@ -751,12 +761,7 @@ void CudaBackend::attention(std::int64_t layer, DevicePtr<const float> q, Device
   a.out = raw(out);
   a.out_token_stride = a.q_token_stride;
   a.out_head_stride = spec.head_dim;
-  const std::int64_t floats = cu::attention_scratch_floats(a, multiprocessors_);
-  float* part =
-      floats > 0
-          ? static_cast<float*>(scratch(Scratch::Attention, static_cast<std::size_t>(floats) * 4))
-          : nullptr;
-  cu::attention(a, part, multiprocessors_, compute_);
+  run_attention(a);
 }
 
 void CudaBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,
@@ -808,12 +813,7 @@ void CudaBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,
     a.out = o_latent;
     a.out_token_stride = nh * lora;
     a.out_head_stride = lora;
-    const std::int64_t floats = cu::attention_scratch_floats(a, multiprocessors_);
-    float* part =
-        floats > 0
-            ? static_cast<float*>(scratch(Scratch::Attention, static_cast<std::size_t>(floats) * 4))
-            : nullptr;
-    cu::attention(a, part, multiprocessors_, compute_);
+    run_attention(a);
     cu::expand_latent_values(o_latent, tokens, nh, nope, vd, w, raw(out) + t0 * nh * vd, compute_);
   }
 }

@@ -22,6 +22,9 @@
 #include "engine/backend/cpu/host_memory.h"
 
 struct CUstream_st;
+namespace tandem::kernels::cuda {
+struct AttentionArgs;
+}
 struct CUevent_st;
 
 namespace tandem::backend {
@@ -122,6 +125,8 @@ class CudaBackend : public Backend {
   void upload_chunks(Stream s, char* device, std::size_t bytes, std::size_t chunk_align,
                      const Fill& fill);
   void close_part_segment();
+  // The attention kernels, with the scratch split decoding needs.
+  void run_attention(const kernels::cuda::AttentionArgs& args);
   // Adds the finished segments' and copies' times; times_mutex_ held.
   void harvest_times() const;
 
