@@ -297,8 +297,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
   bench_cmd
       ->add_option("--dense", bench.dense,
-                   "Dense INT8 matrices: auto (oneDNN for long prompts where it is faster), "
-                   "packed (our kernels) or onednn (every prompt; decode keeps ours)")
+                   "Dense INT8 matrices: auto or packed (our kernels, activation scales per 32 "
+                   "columns) or onednn (every prompt, one activation scale per token: a little "
+                   "faster, less accurate; decode keeps ours)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "packed", "onednn"}));
   bench_cmd->add_flag("--json", bench.json, "Print JSON");

@@ -194,22 +194,11 @@ kernels::CpuVariant variant_for(kernels::PackedFormat format, kernels::CpuVarian
 
 }  // namespace
 
-bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,
-                kernels::CpuVariant variant) {
-  // oneDNN 2.6 has no INT4; in BF16 it only ties with ours; the routed experts run in our
-  // batched expert path.
-  if (format != kernels::PackedFormat::Int8 || role == MatrixRole::Expert) return false;
-  switch (backend) {
-    case DenseBackend::Packed:
-      return false;
-    case DenseBackend::Onednn:
-      return true;
-    case DenseBackend::Auto:
-      // Measured with our AVX-512 kernels only (no AMX machine yet); a variant forced lower
-      // (tests, TANDEM_CPU_VARIANT) keeps our kernels.
-      return variant == kernels::CpuVariant::Avx512;
-  }
-  return false;
+bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role) {
+  // Only when asked for (see DenseBackend): oneDNN 2.6 has no INT4; in BF16 it only ties
+  // with ours; the routed experts run in our batched expert path.
+  return backend == DenseBackend::Onednn && format == kernels::PackedFormat::Int8 &&
+         role != MatrixRole::Expert;
 }
 
 std::string_view cpu_format_name(CpuFormat f) {
@@ -370,7 +359,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
     // The reference path splits no expert; the pools only group the threads.
     m->pools_ = options.pools > 0 ? options.pools : hw::default_pool_count(hw::probe_topology());
   }
-  if (m->cpu_format_ != CpuFormat::Native) m->attach_onednn(options.dense, options.threads);
+  if (m->cpu_format_ != CpuFormat::Native && options.dense == DenseBackend::Onednn)
+    m->attach_onednn(options.dense, options.threads);
   log::info("loaded {} ({}, {} layers, hidden {}, {} experts) from {}", m->spec_.architecture,
             model::family_name(m->spec_.family), m->spec_.num_layers, m->spec_.hidden_size,
             m->spec_.num_experts, folder);
@@ -501,15 +491,15 @@ void LoadedModel::make_expert_slices(kernels::PackedFormat format, std::int64_t 
             bound ? "bound to its pool's NUMA nodes" : "of no particular node");
 }
 
-// The chosen matrices are reordered into oneDNN's layout beside their packed form: oneDNN
-// wins from 64 tokens on (prefill), ours up to 8 (decode), see kernels/cpu/onednn_matmul.h.
+// With DenseBackend::Onednn, the dense INT8 matrices are reordered into oneDNN's layout
+// beside their packed form: oneDNN takes the prompts, ours decoding's single token.
 void LoadedModel::attach_onednn(DenseBackend backend, int threads) {
   const auto started = std::chrono::steady_clock::now();
   const std::vector<PackableMatrix> targets = packable_matrices(weights_);
   std::vector<std::size_t> chosen;
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const kernels::WeightMatrix& w = *targets[i].matrix;
-    if (w.packed != nullptr && onednn_for(backend, w.packed->format, targets[i].role, variant_))
+    if (w.packed != nullptr && onednn_for(backend, w.packed->format, targets[i].role))
       chosen.push_back(i);
   }
   std::vector<std::unique_ptr<kernels::OnednnMatmul>> products(chosen.size());
@@ -521,19 +511,15 @@ void LoadedModel::attach_onednn(DenseBackend backend, int threads) {
   std::string implementation;
   for (std::size_t c = 0; c < chosen.size(); ++c) {
     implementation = products[c]->implementation(1);
-    // Without its fast code for this CPU oneDNN runs its reference loops: keep ours.
-    if (backend == DenseBackend::Auto && implementation.rfind("brg:", 0) != 0) continue;
     targets[chosen[c]].matrix->onednn = products[c].get();
-    targets[chosen[c]].matrix->onednn_min_tokens =
-        backend == DenseBackend::Auto ? kOnednnMinTokens : kOnednnForcedMinTokens;
+    targets[chosen[c]].matrix->onednn_min_tokens = kOnednnMinTokens;
     onednn_.push_back(std::move(products[c]));
   }
   if (!onednn_.empty()) {
     log::info(
         "oneDNN ({}, {}) multiplies {} dense INT8 matrices from {} tokens on; reordered "
         "in {:.1f} s ({:.2f} GiB more)",
-        kernels::onednn_description(), implementation, onednn_.size(),
-        backend == DenseBackend::Auto ? kOnednnMinTokens : kOnednnForcedMinTokens,
+        kernels::onednn_description(), implementation, onednn_.size(), kOnednnMinTokens,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
         static_cast<double>(onednn_bytes()) / (1u << 30));
   }

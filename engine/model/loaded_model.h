@@ -25,15 +25,15 @@ std::string_view cpu_format_name(CpuFormat f);
 bool parse_cpu_format(std::string_view name, CpuFormat& out);
 
 // Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
-// output head). Auto: oneDNN where it was measured faster, from kOnednnMinTokens tokens on
-// with our AVX-512 kernels beside oneDNN's AVX-512 VNNI code (numbers in
-// kernels/cpu/onednn_matmul.h); Onednn: every prompt's products (2 tokens and more), while
-// decoding's single token keeps our kernels, where oneDNN measured a quarter slower. BF16
-// and the routed experts always take our kernels. oneDNN holds its own copy of the weights
-// (our packed one serves fewer tokens).
+// output head). Auto: our kernels, whose activations have a scale per group of 32 columns;
+// oneDNN 2.6 has one per token only, which a real model's predictions measurably suffer
+// from (kernels/cpu/packed_matmul.h). Onednn: every prompt's products (2 tokens and more)
+// through oneDNN, a little faster on long prompts with AVX-512 (kernels/cpu/onednn_matmul.h)
+// and less accurate, while decoding's single token keeps our kernels, where oneDNN measured
+// a quarter slower. BF16 and the routed experts always take our kernels. oneDNN holds its
+// own copy of the weights (our packed one serves fewer tokens).
 enum class DenseBackend { Auto, Packed, Onednn };
-inline constexpr std::int64_t kOnednnMinTokens = 64;
-inline constexpr std::int64_t kOnednnForcedMinTokens = 2;
+inline constexpr std::int64_t kOnednnMinTokens = 2;
 
 // How far a load has got: `done` of `total` items of the stage ("packing weights", ...).
 struct LoadProgress {
@@ -87,8 +87,7 @@ kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool 
 std::string mxfp4_refusal(const ModelSpec& spec);
 
 // Whether a matrix packed as `format` in `role` goes through oneDNN.
-bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role,
-                kernels::CpuVariant variant);
+bool onednn_for(DenseBackend backend, kernels::PackedFormat format, MatrixRole role);
 
 class LoadedModel {
  public:

@@ -52,12 +52,9 @@ MemoryLine recurrent_state(const ModelShape& m) {
 }
 
 // Where each category goes for the given choices.
-// `onednn`: the machine's prompts multiply the dense INT8 matrices through oneDNN, which keeps
-// its own copy of them (model::onednn_for).
 // `staging`: with layerwise prefill, the two layers of the other experts staged on the GPU.
 Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_fmt,
-              std::int64_t gpu_experts, std::int64_t context, bool onednn,
-              std::uint64_t staging = 0) {
+              std::int64_t gpu_experts, std::int64_t context, std::uint64_t staging = 0) {
   Layout l;
   const ModelShape::StoredBytes& st = m.stored;
   const std::int64_t attention_dense = m.attention_params + m.dense_ffn_params + m.router_params;
@@ -94,12 +91,6 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
         {"attention and dense weights", weights(attention_dense, attention_dense_stored, dense)});
     l.ram.push_back({"shared experts", weights(m.shared_expert_params, st.shared_experts, dense)});
     l.ram.push_back({"output head", weights(m.output_params, st.output, dense)});
-    if (onednn && dense == WeightFormat::Int8) {
-      l.ram.push_back(
-          {"dense weights in oneDNN's layout (prompts)",
-           bytes(attention_dense - m.router_params + m.shared_expert_params + m.output_params,
-                 WeightFormat::Int8)});
-    }
     l.ram.push_back({"routed experts (CPU)", experts(m.experts, cpu)});
     // The CPU engine keeps keys and values in fp32; for latent attention it keeps the latent
     // twice, as rows to weigh and transposed beside the rotary key to score against (counted
@@ -220,9 +211,6 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   const auto& usable = hw.isa.usable;
   const kernels::CpuVariant variant = kernels::best_variant(usable);
   const bool native_bf16 = usable.avx512_bf16 || usable.amx_bf16;
-  // The runtime's policy (model::onednn_for with DenseBackend::Auto): oneDNN takes the
-  // prompts' dense INT8 products where our kernels are AVX-512.
-  const bool onednn = variant == kernels::CpuVariant::Avx512;
 
   // Budgets: leave the operating system and other programs some room.
   const std::uint64_t ram_reserve = std::max<std::uint64_t>(1ull << 30, hw.memory.total_bytes / 20);
@@ -266,7 +254,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   };
   const auto size_gpu_experts = [&](std::int64_t ctx) -> std::int64_t {
     if (!moe) return 0;
-    const std::uint64_t fixed = sum(layout(m, true, cpu, gpu_fmt, 0, ctx, onednn).vram);
+    const std::uint64_t fixed = sum(layout(m, true, cpu, gpu_fmt, 0, ctx).vram);
     const std::uint64_t left = plan.vram_budget > fixed ? plan.vram_budget - fixed : 0;
     if (layerwise && schedule::staging_bytes(expert_bytes(), m.experts, 0, strategy) > left) {
       layerwise = false;  // not even the staging fits: prompts use the hybrid split
@@ -282,7 +270,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
             ? std::vector<WeightFormat>{WeightFormat::Native, WeightFormat::Int4}
             : std::vector<WeightFormat>{WeightFormat::Bf16, WeightFormat::Int8, WeightFormat::Int4};
     for (WeightFormat f : choices) {
-      if (sum(layout(m, true, cpu, f, 0, context, onednn).vram) <= plan.vram_budget) {
+      if (sum(layout(m, true, cpu, f, 0, context).vram) <= plan.vram_budget) {
         gpu_fmt = f;
         use_gpu = true;
         break;
@@ -303,9 +291,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   plan.gpu_name = gpu != nullptr ? gpu->name : "";
 
   // RAM: make it fit by smaller CPU formats, then a shorter context.
-  auto ram_needed = [&] {
-    return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, onednn).ram);
-  };
+  auto ram_needed = [&] { return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context).ram); };
   while (!wishes.cpu_format && ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4 &&
          cpu != WeightFormat::Mxfp4 && cpu != WeightFormat::Native) {
     const WeightFormat smaller =
@@ -335,7 +321,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   if (use_gpu) gpu_experts = size_gpu_experts(context);
 
   const Layout final_layout =
-      layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, onednn, staging_for(gpu_experts));
+      layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, staging_for(gpu_experts));
   plan.ram = final_layout.ram;
   plan.vram = final_layout.vram;
   plan.cpu_format = cpu;
@@ -393,14 +379,13 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
       {"threadpool-count", std::to_string(pools), hw.recommendation.thread_pools.reason});
   plan.parameters.push_back(
       {"num-gpu-experts", std::to_string(gpu_experts),
-       !use_gpu ? std::string("no usable GPU: every expert runs on the CPU")
-       : m.experts == 0
-           ? std::string("a dense model has no experts to place")
-           : fmt::format("{} of VRAM left after attention, KV cache and scratch holds "
-                         "{} of {} experts per layer",
-                         gib(plan.vram_budget -
-                             sum(layout(m, true, cpu, gpu_fmt, 0, context, onednn).vram)),
-                         gpu_experts, m.experts)});
+       !use_gpu         ? std::string("no usable GPU: every expert runs on the CPU")
+       : m.experts == 0 ? std::string("a dense model has no experts to place")
+                        : fmt::format("{} of VRAM left after attention, KV cache and scratch holds "
+                                      "{} of {} experts per layer",
+                                      gib(plan.vram_budget -
+                                          sum(layout(m, true, cpu, gpu_fmt, 0, context).vram)),
+                                      gpu_experts, m.experts)});
   const std::int64_t deferred = use_gpu && m.experts_per_token > 2 && gpu_experts < m.experts
                                     ? std::min<std::int64_t>(2, m.experts_per_token - 1)
                                     : 0;

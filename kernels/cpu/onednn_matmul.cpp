@@ -194,14 +194,16 @@ void OnednnMatmul::run(const float* x, std::int64_t tokens, float* y, std::int64
                        const ParallelFor& parallel) const {
   // One buffer per calling thread, as matmul_xwt keeps for the packed kernels.
   thread_local PackedActivations activations;
-  pack_activations(x, tokens, cols_, format_, activations, 0, parallel);
+  pack_activations(x, tokens, cols_, format_, activations, kWholeRow, parallel);
   run(activations, y, y_stride, parallel);
 }
 
 void OnednnMatmul::run(const PackedActivations& x, float* y, std::int64_t y_stride,
                        const ParallelFor& parallel) const {
-  if (x.format != format_ || x.cols_padded != cols_padded_)
-    throw std::invalid_argument("activations packed for another format or width");
+  if (x.format != format_ || x.cols_padded != cols_padded_ ||
+      (format_ == PackedFormat::Int8 && x.groups() != 1))
+    throw std::invalid_argument(
+        "activations packed for another format or width, or INT8 not with one scale per token");
   if (x.tokens == 0) return;
   const DataType type = data_type_of(format_);
   const char* src_data = format_ == PackedFormat::Int8

@@ -3,9 +3,11 @@
 // oneDNN prefers, and every product runs one primitive per slice of output rows.
 //
 // Values: built from a PackedMatrix, it multiplies with exactly the packed weights and
-// scales, and takes the activations pack_activations makes (INT8 per token, BF16), so its
-// INT8 results equal packed_matmul_scalar's to the bit (the same integer sums, scaled by
-// row scale then token scale) and its BF16 results differ only in summation order.
+// scales, and takes activations from pack_activations: BF16, or INT8 with one scale per
+// token (kWholeRow; oneDNN 2.6 has no scales per group along the inner dimension, so this
+// path is less accurate than the packed kernels' groups of kInt8ActivationGroup). Its INT8
+// results equal packed_matmul_scalar's with whole-row activations up to the order of the
+// two scale multiplications (the same integer sums), its BF16 results up to summation order.
 //
 // Threads: Debian's libdnnl2 is built with the OpenMP runtime (libgomp). Left alone, each
 // primitive would start a team of omp_get_max_threads() threads beside our ThreadPool, whose

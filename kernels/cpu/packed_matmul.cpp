@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 namespace tandem::kernels {
 
@@ -249,21 +250,23 @@ void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat fo
   out.format = format;
   out.tokens = tokens;
   out.cols_padded = padded_cols(cols, format);
-  out.group = format == PackedFormat::Int4    ? group
-              : format == PackedFormat::Mxfp4 ? kMxfp4Group
-                                              : 0;
   const std::size_t n = static_cast<std::size_t>(tokens * out.cols_padded);
-  if (format != PackedFormat::Bf16) {
-    out.q.assign(n, 0);
-    out.scale.resize(static_cast<std::size_t>(tokens));
-    out.q_sum.resize(static_cast<std::size_t>(tokens));
-    if (nibble_format(format)) {
-      const std::int64_t groups = (out.cols_padded + out.group - 1) / out.group;
-      out.group_sum.resize(static_cast<std::size_t>(tokens * groups));
-    }
-  } else {
+  if (format == PackedFormat::Bf16) {
+    out.group = 0;
     out.bf16.assign(n, 0);
+    return;
   }
+  const std::int64_t multiple = format == PackedFormat::Int8 ? 4 : 8;
+  if (format == PackedFormat::Int8 && group == kWholeRow) group = out.cols_padded;
+  if (group <= 0 || group % multiple != 0) {
+    throw std::invalid_argument("activations are quantised in groups of a positive multiple of " +
+                                std::to_string(multiple) + " columns, not " +
+                                std::to_string(group));
+  }
+  out.group = group;
+  out.q.assign(n, 0);
+  out.scale.resize(static_cast<std::size_t>(tokens * out.groups()));
+  out.group_sum.resize(static_cast<std::size_t>(tokens * out.groups()));
 }
 
 // Rows [t0, t1) of x into `out`, sized by prepare_activations.
@@ -277,35 +280,44 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
     }
     return;
   }
+  const std::int64_t groups = out.groups();
   for (std::int64_t t = t0; t < t1; ++t) {
     const float* xt = x + t * cols;
-    float max_abs = 0.0f;
-    for (std::int64_t c = 0; c < cols; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
-    const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
-    const float inv = 1.0f / scale;
     std::int8_t* q = out.q.data() + t * out.cols_padded;
-    std::int32_t sum = 0;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const int v = round_small(xt[c] * inv);
-      q[c] = static_cast<std::int8_t>(std::clamp(v, -127, 127));
-      sum += q[c];
-    }
-    out.scale[static_cast<std::size_t>(t)] = scale;
-    out.q_sum[static_cast<std::size_t>(t)] = sum;
-    if (nibble_format(out.format)) {
-      const std::int64_t group = out.group;
-      const std::int64_t groups = (out.cols_padded + group - 1) / group;
-      for (std::int64_t g = 0; g < groups; ++g) {
-        std::int32_t group_sum = 0;
-        for (std::int64_t c = g * group; c < std::min(out.cols_padded, (g + 1) * group); ++c)
-          group_sum += q[c];
-        out.group_sum[static_cast<std::size_t>(t * groups + g)] = group_sum;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      // The padding past `cols` stays 0 and adds nothing to the group's sum.
+      const std::int64_t c0 = g * out.group;
+      const std::int64_t c1 = std::min(cols, c0 + out.group);
+      float max_abs = 0.0f;
+      for (std::int64_t c = c0; c < c1; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
+      const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
+      const float inv = 1.0f / scale;
+      std::int32_t sum = 0;
+      for (std::int64_t c = c0; c < c1; ++c) {
+        const int v = std::clamp(round_small(xt[c] * inv), -127, 127);
+        q[c] = static_cast<std::int8_t>(v);
+        sum += v;
       }
+      out.scale[static_cast<std::size_t>(t * groups + g)] = scale;
+      out.group_sum[static_cast<std::size_t>(t * groups + g)] = sum;
     }
   }
 }
 
 }  // namespace
+
+std::int64_t activation_group(const PackedMatrix& w) {
+  switch (w.format) {
+    case PackedFormat::Int8:
+      return kInt8ActivationGroup;
+    case PackedFormat::Int4:
+    case PackedFormat::Mxfp4:
+      return w.group;
+    case PackedFormat::Bf16:
+      return 0;
+  }
+  return 0;
+}
 
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
                       PackedActivations& out, std::int64_t group) {
@@ -334,33 +346,38 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
     for (std::int64_t t = 0; t < x.tokens; ++t) {
       for (std::int64_t lane = 0; lane < rows; ++lane) {
         const std::int64_t r = b * kPackRows + lane;
-        if (w.format == PackedFormat::Int8) {
-          const std::int8_t* q = x.q.data() + t * kp;
-          std::int32_t acc = 0;
-          for (std::int64_t c = 0; c < kp; ++c)
-            acc += static_cast<std::int32_t>(block[(c / 4) * 64 + lane * 4 + c % 4]) * q[c];
-          acc -= 128 * x.q_sum[static_cast<std::size_t>(t)];
-          y[t * y_stride + r] = static_cast<float>(acc) * w.row_scale[static_cast<std::size_t>(r)] *
-                                x.scale[static_cast<std::size_t>(t)];
-        } else if (nibble_format(w.format)) {
-          // Exact integer sums per group, combined with one fused multiply-add per group in
-          // group order: the vector variants do the same, so all agree to the bit.
+        if (w.format != PackedFormat::Bf16) {
+          // Exact integer sums per activation group (the weights' group for INT4 and
+          // MXFP4), each combined with one fused multiply-add in group order: the vector
+          // variants do the same, so all agree to the bit.
+          const bool int8 = w.format == PackedFormat::Int8;
           const bool fp4 = w.format == PackedFormat::Mxfp4;
+          const int bias = int8 ? 128 : fp4 ? kMxfp4Bias : 8;
           const std::int8_t* q = x.q.data() + t * kp;
-          const std::int64_t groups = w.groups();
+          const std::int64_t groups = x.groups();
           float acc = 0.0f;
           for (std::int64_t g = 0; g < groups; ++g) {
             std::int32_t sum = 0;
-            for (std::int64_t c = g * w.group; c < std::min(kp, (g + 1) * w.group); ++c) {
-              const std::uint8_t byte = block[(c / 8) * 64 + lane * 4 + c % 4];
-              const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
-              sum += (fp4 ? kMxfp4Biased[nibble] : nibble) * q[c];
+            for (std::int64_t c = g * x.group; c < std::min(kp, (g + 1) * x.group); ++c) {
+              int stored;
+              if (int8) {
+                stored = block[(c / 4) * 64 + lane * 4 + c % 4];
+              } else {
+                const std::uint8_t byte = block[(c / 8) * 64 + lane * 4 + c % 4];
+                const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+                stored = fp4 ? kMxfp4Biased[nibble] : nibble;
+              }
+              sum += stored * q[c];
             }
-            sum -= (fp4 ? kMxfp4Bias : 8) * x.group_sum[static_cast<std::size_t>(t * groups + g)];
-            acc = std::fma(w.group_scale[static_cast<std::size_t>(g * w.blocks * kPackRows + r)],
-                           static_cast<float>(sum), acc);
+            sum -= bias * x.group_sum[static_cast<std::size_t>(t * groups + g)];
+            const float x_scale = x.scale[static_cast<std::size_t>(t * groups + g)];
+            const float scale =
+                int8 ? x_scale
+                     : w.group_scale[static_cast<std::size_t>(g * w.blocks * kPackRows + r)] *
+                           x_scale;
+            acc = std::fma(scale, static_cast<float>(sum), acc);
           }
-          y[t * y_stride + r] = acc * x.scale[static_cast<std::size_t>(t)];
+          y[t * y_stride + r] = int8 ? acc * w.row_scale[static_cast<std::size_t>(r)] : acc;
         } else {
           const auto* wb = reinterpret_cast<const std::uint16_t*>(block);
           const std::uint16_t* xb = x.bf16.data() + t * kp;
@@ -376,9 +393,18 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
   }
 }
 
+void check_activations(const PackedMatrix& w, const PackedActivations& x) {
+  if (x.format != w.format || x.cols_padded != w.cols_padded ||
+      (nibble_format(w.format) && x.group != w.group) ||
+      (w.format == PackedFormat::Int8 && (x.group <= 0 || x.group % 4 != 0))) {
+    throw std::invalid_argument("activations packed for another weight format, width or group");
+  }
+}
+
 void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y,
                    std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                    CpuVariant variant) {
+  check_activations(w, x);
   switch (variant) {
     case CpuVariant::Amx:
       packed_matmul_amx(w, x, y, y_stride, block_begin, block_end);

@@ -1,5 +1,6 @@
 // Matrix products with weights pre-packed for the CPU kernels: INT8 (one scale per output
-// row), INT4 (one scale per row and group of columns) and BF16. Every variant (scalar, AVX2,
+// row), INT4 (one scale per row and group of columns) and BF16; INT8 and INT4 multiply
+// activations quantised to INT8 per token and group of columns. Every variant (scalar, AVX2,
 // AVX-512) reads the same packed layout and, for INT8 and INT4, computes exactly the same
 // integer sums and combines them in the same order; the scalar code is the reference.
 //
@@ -97,38 +98,57 @@ std::size_t packed_scale_count(const PackedMatrix& m);  // row_scale or group_sc
 // Row `r` as the fp32 weights the kernels multiply with (for verification).
 void unpack_row(const PackedMatrix& m, std::int64_t r, float* out);
 
-// Activations in the form the kernels read: INT8 quantised per token (symmetric, max |x| /
-// 127, with the sum of the quantised values for the +128 compensation), or BF16. INT4
-// weights take the same INT8 activations, plus their sums per group for the +8 compensation.
+// Activations in the form the kernels read: INT8 quantised per token and group of columns
+// (symmetric, max |x| / 127 over the group), with each group's sum of quantised values for
+// the stored weights' offset (+128, +8, +12); or BF16. The kernels add exact integer sums per
+// group and combine the groups with one fused multiply-add each, in group order, so every
+// variant agrees to the bit. INT4 and MXFP4 weights take activation groups equal to their
+// own weight groups; INT8 weights take kInt8ActivationGroup.
 struct PackedActivations {
   PackedFormat format = PackedFormat::Int8;
   std::int64_t tokens = 0;
   std::int64_t cols_padded = 0;
-  std::int64_t group = 0;               // INT4, MXFP4
-  std::vector<std::int8_t> q;           // INT8, INT4: [tokens x cols_padded]
-  std::vector<float> scale;             // INT8, INT4: per token
-  std::vector<std::int32_t> q_sum;      // INT8, INT4: per token
-  std::vector<std::int32_t> group_sum;  // INT4, MXFP4: [tokens x groups]
+  std::int64_t group = 0;               // INT8, INT4, MXFP4: columns per scale (last may be short)
+  std::vector<std::int8_t> q;           // INT8, INT4, MXFP4: [tokens x cols_padded]
+  std::vector<float> scale;             // INT8, INT4, MXFP4: [tokens x groups]
+  std::vector<std::int32_t> group_sum;  // INT8, INT4, MXFP4: [tokens x groups]
   std::vector<std::uint16_t> bf16;      // BF16: [tokens x cols_padded]
+
+  std::int64_t groups() const { return group > 0 ? (cols_padded + group - 1) / group : 0; }
 };
 
-// `group` is needed for INT4 only.
+// Columns per activation scale for INT8 weights. One scale per token lets a few large
+// activations (outlier channels) take the resolution from all the others. Measured on
+// SmolLM2-135M (docs/benchmarks.md, "INT8 accuracy"), mean KL from BF16: one scale per
+// token 0.052, groups of 128 0.018, of 64 0.012, of 32 0.0094 (4: 0.0062, the weights' own
+// share). 32, as llama.cpp's Q8 activation blocks; the AMX kernels take half tiles for it.
+inline constexpr std::int64_t kInt8ActivationGroup = 32;
+// Activation group 0 for INT8: one scale for the whole row (as oneDNN's INT8 products take).
+inline constexpr std::int64_t kWholeRow = 0;
+
+// `group`: columns per scale, a positive multiple of 4 (INT8; or kWholeRow) or of 8 (INT4,
+// MXFP4: the weights' group); ignored for BF16. Anything else throws std::invalid_argument.
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
-                      PackedActivations& out, std::int64_t group = 0);
+                      PackedActivations& out, std::int64_t group);
 // The same with the tokens spread over `parallel`'s threads, from kParallelPackTokens on
 // (fewer are quicker on the calling thread). Every row is packed as above, to the bit.
 inline constexpr std::int64_t kParallelPackTokens = 32;
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
                       PackedActivations& out, std::int64_t group, const ParallelFor& parallel);
+// The activation group the kernels for `w` take.
+std::int64_t activation_group(const PackedMatrix& w);
 // Activations in the form the kernels for `w` read.
 inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
                                  PackedActivations& out) {
-  pack_activations(x, tokens, w.cols, w.format, out, w.group);
+  pack_activations(x, tokens, w.cols, w.format, out, activation_group(w));
 }
 inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
                                  PackedActivations& out, const ParallelFor& parallel) {
-  pack_activations(x, tokens, w.cols, w.format, out, w.group, parallel);
+  pack_activations(x, tokens, w.cols, w.format, out, activation_group(w), parallel);
 }
+
+// Throws std::invalid_argument unless `x` was packed for `w` (format, width, group).
+void check_activations(const PackedMatrix& w, const PackedActivations& x);
 
 // y[t * y_stride + r] = sum_k x[t, k] * W[r, k] for rows r of blocks [block_begin, block_end).
 void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y,

@@ -9,7 +9,8 @@
 // row stride of the activation matrix. TDPBSUD multiplies signed activations by the unsigned
 // stored weights (w + 128, as for VPDPBUSD); TDPBF16PS takes BF16 pairs. INT4 weights are
 // widened to bytes (0..15) one pair of blocks at a time into a per-thread buffer, then go
-// through the INT8 path with one flush of the integer sums per group, as the other variants.
+// the INT8 way. The integer sums are flushed once per activation group, as the other
+// variants do; groups of 32 columns take half-tile products (16 x 32-byte activation tiles).
 //
 // Eight tiles: four accumulators (2 token tiles x 2 row blocks), two activation tiles and two
 // weight tiles, so each loaded tile feeds two products. The columns that do not fill a last
@@ -35,7 +36,6 @@ namespace {
 
 constexpr int kTileRows = 16;
 constexpr int kTileBytes = 64;                          // bytes per tile row
-constexpr std::int64_t kQuadsPerTile = kTileBytes / 4;  // INT8 columns per tile row: 64
 constexpr std::int64_t kPairsPerTile = kTileBytes / 4;  // BF16 column pairs per tile: 16
 
 // The 64-byte operand of LDTILECFG (palette 1).
@@ -48,13 +48,17 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
-// Tiles 0-3: accumulators C[token tile][row block]; 4-5: activations; 6-7: weights.
-TileConfig kernel_config() {
+// Tiles 0-3: accumulators C[token tile][row block]; 4-5: activations; 6-7: weights. Each
+// product takes `chunk_bytes` bytes of every activation row: 64 (a whole tile), or 32 where
+// the activation groups are 32 columns (activation tiles 16 x 32 bytes, weight tiles 8 quads).
+TileConfig kernel_config(int chunk_bytes) {
   TileConfig c;
   for (int t = 0; t < 8; ++t) {
     c.rows[t] = kTileRows;
     c.colsb[t] = kTileBytes;
   }
+  for (int t : {4, 5}) c.colsb[t] = static_cast<std::uint16_t>(chunk_bytes);
+  for (int t : {6, 7}) c.rows[t] = static_cast<std::uint8_t>(chunk_bytes / 4);
   return c;
 }
 
@@ -192,20 +196,21 @@ constexpr int acc_tile() {
   return TT * 2 + BB;
 }
 
-// One pass of AMX products over `chunks` 64-byte column chunks, for TT token tiles and BB row
-// blocks, starting at column chunk `chunk0`. a_base/a_stride: the activations of the first
-// token tile (the second follows 16 rows later); b_base[b]: the first weight tile of block b.
+// One pass of AMX products over `chunks` column chunks of `chunk_bytes` activation bytes
+// each (as configured), for TT token tiles and BB row blocks, starting at chunk `chunk0`.
+// a_base/a_stride: the activations of the first token tile (the second follows 16 rows
+// later); b_base[b]: the first weight tile of block b (chunk_bytes / 4 rows of 64 bytes).
 template <class Tiles, int TT, int BB>
 void tile_products(const std::uint8_t* a_base, std::int64_t a_stride,
                    const std::uint8_t* const* b_base, std::int64_t chunk0, std::int64_t chunks,
-                   bool int8) {
+                   bool int8, std::int64_t chunk_bytes) {
+  const std::int64_t b_step = chunk_bytes / 4 * kTileBytes;
   for (std::int64_t k = chunk0; k < chunk0 + chunks; ++k) {
-    Tiles::template load<4>(a_base + k * kTileBytes, a_stride);
+    Tiles::template load<4>(a_base + k * chunk_bytes, a_stride);
     if constexpr (TT == 2)
-      Tiles::template load<5>(a_base + 16 * a_stride + k * kTileBytes, a_stride);
-    Tiles::template load<6>(b_base[0] + k * kTileRows * kTileBytes, kTileBytes);
-    if constexpr (BB == 2)
-      Tiles::template load<7>(b_base[1] + k * kTileRows * kTileBytes, kTileBytes);
+      Tiles::template load<5>(a_base + 16 * a_stride + k * chunk_bytes, a_stride);
+    Tiles::template load<6>(b_base[0] + k * b_step, kTileBytes);
+    if constexpr (BB == 2) Tiles::template load<7>(b_base[1] + k * b_step, kTileBytes);
     if (int8) {
       Tiles::template dot_s8u8<0, 4, 6>();
       if constexpr (BB == 2) Tiles::template dot_s8u8<1, 4, 7>();
@@ -277,37 +282,6 @@ void store_rows(float* dst, __m512 v, std::int64_t rows) {
   }
 }
 
-template <class Tiles, int TT, int BB>
-void int8_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                std::int64_t t0, float* y, std::int64_t y_stride) {
-  Scratch& s = scratch();
-  const std::int64_t quads = w.cols_padded / 4;
-  const std::int64_t chunks = quads / kQuadsPerTile;
-  const std::uint8_t* wb[2] = {w.block(block), BB == 2 ? w.block(block + 1) : nullptr};
-  const auto* xq = reinterpret_cast<const std::uint8_t*>(x.q.data() + t0 * x.cols_padded);
-  zero_accumulators<Tiles, TT, BB>();
-  tile_products<Tiles, TT, BB>(xq, x.cols_padded, wb, 0, chunks, true);
-  store_accumulators<Tiles, TT, BB>(s.sums);
-  for (int tt = 0; tt < TT; ++tt) {
-    for (int b = 0; b < BB; ++b) {
-      add_tail_quads(wb[b], x.q.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
-                     chunks * kQuadsPerTile, quads, s.sums[tt][b]);
-      const std::int64_t r0 = (block + b) * kPackRows;
-      const __m512 row_scale = _mm512_loadu_ps(w.row_scale.data() + r0);
-      const std::int64_t rows = std::min(kPackRows, w.rows - r0);
-      for (int t = 0; t < kTileRows; ++t) {
-        const std::int64_t tok = t0 + tt * kTileRows + t;
-        const __m512i exact =
-            _mm512_sub_epi32(_mm512_load_si512(s.sums[tt][b][t]),
-                             _mm512_set1_epi32(128 * x.q_sum[static_cast<std::size_t>(tok)]));
-        const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(exact), row_scale),
-                                       _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)]));
-        store_rows(y + tok * y_stride + r0, v, rows);
-      }
-    }
-  }
-}
-
 // INT4 block -> INT8 layout with unsigned bytes 0..15: octet k's low nibbles are quad 2k,
 // its high nibbles quad 2k + 1.
 void widen_int4_block(const PackedMatrix& w, std::int64_t block, std::uint8_t* out) {
@@ -320,39 +294,58 @@ void widen_int4_block(const PackedMatrix& w, std::int64_t block, std::uint8_t* o
   }
 }
 
-// `widened`: the BB blocks in the INT8 layout (cols_padded * 16 bytes each).
+// Activation bytes per tile product: a whole tile row, or half of one where the activation
+// groups are 32 columns (INT8's groups, INT4's of 32), so that no product crosses a group.
+std::int64_t chunk_bytes_for(const PackedActivations& x) {
+  if (x.format == PackedFormat::Bf16 || x.group % kTileBytes == 0 || x.group >= x.cols_padded)
+    return kTileBytes;
+  return kTileBytes / 2;
+}
+
+// INT8 and INT4 per activation group (x.group columns, whole or half tiles): the tile products of
+// the group's chunks, the columns short of a tile with AVX-512, the offset taken back out,
+// and one fused multiply-add per group into the float results, as the other variants.
+// `wbytes`: the first of the BB blocks in the INT8 layout, the next `block_stride` bytes on
+// (INT8: the packed blocks; INT4: the blocks widened to bytes).
 template <class Tiles, int TT, int BB>
-void int4_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                const std::uint8_t* widened, std::int64_t t0, float* y, std::int64_t y_stride) {
+void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                   const std::uint8_t* wbytes, std::int64_t t0, float* y, std::int64_t y_stride) {
   Scratch& s = scratch();
+  const bool int8 = w.format == PackedFormat::Int8;
+  const int bias = int8 ? 128 : 8;
   const std::int64_t quads = w.cols_padded / 4;
   const std::int64_t block_stride = w.cols_padded * kPackRows;
-  const std::uint8_t* wb[2] = {widened, widened + block_stride};
+  const std::uint8_t* wb[2] = {wbytes, wbytes + block_stride};
   const auto* xq = reinterpret_cast<const std::uint8_t*>(x.q.data() + t0 * x.cols_padded);
-  const std::int64_t groups = w.groups();
+  const std::int64_t groups = x.groups();
   const std::int64_t rows_padded = w.blocks * kPackRows;
-  const std::int64_t quads_per_group = w.group / 4;
+  const std::int64_t quads_per_group = x.group / 4;
+  const std::int64_t chunk_quads = chunk_bytes_for(x) / 4;
   for (int tt = 0; tt < TT; ++tt)
     for (int b = 0; b < BB; ++b)
       for (int t = 0; t < kTileRows; ++t) _mm512_store_ps(s.results[tt][b][t], _mm512_setzero_ps());
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::int64_t q0 = g * quads_per_group;
     const std::int64_t q1 = std::min(quads, q0 + quads_per_group);
-    const std::int64_t full = (q1 - q0) / kQuadsPerTile;
+    const std::int64_t full = (q1 - q0) / chunk_quads;
     zero_accumulators<Tiles, TT, BB>();
-    tile_products<Tiles, TT, BB>(xq, x.cols_padded, wb, q0 / kQuadsPerTile, full, true);
+    tile_products<Tiles, TT, BB>(xq, x.cols_padded, wb, q0 / chunk_quads, full, true,
+                                 chunk_quads * 4);
     store_accumulators<Tiles, TT, BB>(s.sums);
     for (int tt = 0; tt < TT; ++tt) {
       for (int b = 0; b < BB; ++b) {
         add_tail_quads(wb[b], x.q.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
-                       q0 + full * kQuadsPerTile, q1, s.sums[tt][b]);
-        const __m512 scale =
-            _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
+                       q0 + full * chunk_quads, q1, s.sums[tt][b]);
+        const __m512 w_scale =
+            int8
+                ? _mm512_setzero_ps()
+                : _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
         for (int t = 0; t < kTileRows; ++t) {
-          const std::int64_t tok = t0 + tt * kTileRows + t;
-          const __m512i exact = _mm512_sub_epi32(
-              _mm512_load_si512(s.sums[tt][b][t]),
-              _mm512_set1_epi32(8 * x.group_sum[static_cast<std::size_t>(tok * groups + g)]));
+          const std::size_t at = static_cast<std::size_t>((t0 + tt * kTileRows + t) * groups + g);
+          const __m512i exact = _mm512_sub_epi32(_mm512_load_si512(s.sums[tt][b][t]),
+                                                 _mm512_set1_epi32(bias * x.group_sum[at]));
+          const __m512 x_scale = _mm512_set1_ps(x.scale[at]);
+          const __m512 scale = int8 ? x_scale : _mm512_mul_ps(w_scale, x_scale);
           _mm512_store_ps(s.results[tt][b][t],
                           _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact),
                                           _mm512_load_ps(s.results[tt][b][t])));
@@ -364,12 +357,12 @@ void int4_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
     for (int b = 0; b < BB; ++b) {
       const std::int64_t r0 = (block + b) * kPackRows;
       const std::int64_t rows = std::min(kPackRows, w.rows - r0);
+      const __m512 row_scale =
+          int8 ? _mm512_loadu_ps(w.row_scale.data() + r0) : _mm512_set1_ps(1.0f);
       for (int t = 0; t < kTileRows; ++t) {
-        const std::int64_t tok = t0 + tt * kTileRows + t;
-        store_rows(y + tok * y_stride + r0,
-                   _mm512_mul_ps(_mm512_load_ps(s.results[tt][b][t]),
-                                 _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)])),
-                   rows);
+        const __m512 v = _mm512_load_ps(s.results[tt][b][t]);
+        store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0,
+                   int8 ? _mm512_mul_ps(v, row_scale) : v, rows);
       }
     }
   }
@@ -384,7 +377,7 @@ void bf16_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   const std::uint8_t* wb[2] = {w.block(block), BB == 2 ? w.block(block + 1) : nullptr};
   const auto* xb = reinterpret_cast<const std::uint8_t*>(x.bf16.data() + t0 * x.cols_padded);
   zero_accumulators<Tiles, TT, BB>();
-  tile_products<Tiles, TT, BB>(xb, x.cols_padded * 2, wb, 0, chunks, false);
+  tile_products<Tiles, TT, BB>(xb, x.cols_padded * 2, wb, 0, chunks, false, kTileBytes);
   store_accumulators<Tiles, TT, BB>(s.results);
   for (int tt = 0; tt < TT; ++tt) {
     for (int b = 0; b < BB; ++b) {
@@ -406,10 +399,10 @@ void format_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_
                   const std::uint8_t* widened, std::int64_t t0, float* y, std::int64_t y_stride) {
   switch (w.format) {
     case PackedFormat::Int8:
-      int8_tiles<Tiles, TT, BB>(w, x, block, t0, y, y_stride);
+      grouped_tiles<Tiles, TT, BB>(w, x, block, w.block(block), t0, y, y_stride);
       break;
     case PackedFormat::Int4:
-      int4_tiles<Tiles, TT, BB>(w, x, block, widened, t0, y, y_stride);
+      grouped_tiles<Tiles, TT, BB>(w, x, block, widened, t0, y, y_stride);
       break;
     case PackedFormat::Bf16:
       bf16_tiles<Tiles, TT, BB>(w, x, block, t0, y, y_stride);
@@ -430,12 +423,14 @@ void token_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t
     format_tiles<Tiles, 1, BB>(w, x, block, widened, tt * kTileRows, y, y_stride);
 }
 
-// INT4 goes through the tiles when its groups are whole tiles of columns.
+// INT8 and INT4 go through the tiles when their activation groups are whole or half tiles
+// of columns (or one group holds the whole row).
 bool tiles_apply(const PackedMatrix& w, const PackedActivations& x) {
   if (x.tokens < kTileRows) return false;
-  // MXFP4's groups of 32 columns are half a tile: the AVX-512 kernels take it.
+  // MXFP4 keeps its codes in nibbles that only the AVX-512 kernels read.
   if (w.format == PackedFormat::Mxfp4) return false;
-  return w.format != PackedFormat::Int4 || w.group % (kQuadsPerTile * 4) == 0;
+  return w.format == PackedFormat::Bf16 || x.group % (kTileBytes / 2) == 0 ||
+         x.group >= x.cols_padded;
 }
 
 template <class Tiles>
@@ -450,7 +445,7 @@ void packed_matmul_tiles(const PackedMatrix& w, const PackedActivations& x, floa
   const bool int4 = w.format == PackedFormat::Int4;
   const std::size_t widened_bytes = static_cast<std::size_t>(2 * w.cols_padded * kPackRows);
   if (int4 && s.widened.size < widened_bytes) s.widened = AlignedBytes::allocate(widened_bytes);
-  const TileConfig config = kernel_config();
+  const TileConfig config = kernel_config(static_cast<int>(chunk_bytes_for(x)));
   Tiles::configure(config);
   std::int64_t b = block_begin;
   for (; b + 2 <= block_end; b += 2) {

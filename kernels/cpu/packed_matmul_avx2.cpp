@@ -1,11 +1,11 @@
 // AVX2 kernels for CPUs without AVX-512. Every sum equals the scalar reference's exactly:
-// INT8 and INT4 go through VPMADDUBSW in ways that cannot saturate (see int8_block and
-// int4_block). Each 32-byte half of a packed quad holds 8 rows x 4 columns.
+// INT8 and INT4 go through VPMADDUBSW in ways that cannot saturate (see MaddubsDot). Each 32-byte
+// half of a packed quad holds 8 rows x 4 columns.
 #include <immintrin.h>
 
 #include <algorithm>
 
-#include "kernels/cpu/packed_int4_ymm.h"
+#include "kernels/cpu/packed_grouped_ymm.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::kernels {
@@ -14,57 +14,25 @@ namespace {
 constexpr int kTokenTile = 2;
 constexpr int kInt8TokenTile = 4;
 
-// INT8 with VPMADDUBSW, which multiplies unsigned by signed bytes and adds pairs into 16 bits
-// with saturation. The stored weights (w + 128) become signed again (w, never -128), and
-// |w| times x * sign(w) is w * x: each pair sums to at most 2 * 127 * 127 = 32258, so nothing
-// saturates and the 32-bit sums equal the scalar reference's exactly.
-template <int T>
-void int8_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                std::int64_t t0, float* y, std::int64_t y_stride) {
-  const std::int64_t quads = w.cols_padded / 4;
-  const std::uint8_t* wb = w.block(block);
-  const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i acc[2][T];  // [rows 0-7, 8-15][token]: one 32-bit sum per row
-  for (int h = 0; h < 2; ++h)
-    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
-  for (std::int64_t k = 0; k < quads; ++k) {
-    __m256i xv[T];
-    for (int t = 0; t < T; ++t) {
-      std::int32_t quad;
-      __builtin_memcpy(&quad, xq + t * x.cols_padded + k * 4, 4);
-      xv[t] = _mm256_set1_epi32(quad);
-    }
-    for (int h = 0; h < 2; ++h) {
-      const __m256i ws = _mm256_xor_si256(
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + k * 64 + h * 32)), bias);
-      const __m256i magnitude = _mm256_sign_epi8(ws, ws);
-      for (int t = 0; t < T; ++t) {
-        const __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv[t], ws));
-        acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(pairs, ones));
-      }
-    }
-  }
-  const std::int64_t r0 = block * kPackRows;
-  const std::int64_t rows = std::min(kPackRows, w.rows - r0);
-  for (int t = 0; t < T; ++t) {
-    const std::int64_t tok = t0 + t;
-    alignas(32) std::int32_t sums[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sums), acc[0][t]);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8), acc[1][t]);
-    for (std::int64_t lane = 0; lane < rows; ++lane) {
-      y[tok * y_stride + r0 + lane] = static_cast<float>(sums[lane]) *
-                                      w.row_scale[static_cast<std::size_t>(r0 + lane)] *
-                                      x.scale[static_cast<std::size_t>(tok)];
-    }
-  }
-}
-
-// INT4: the nibbles are unsigned (0..15), so VPMADDUBSW takes them as they are: a pair sums
-// to at most 2 * 15 * 127, far from saturating. (In an anonymous namespace, as VnniDot, so
-// each file's instance of int4_block_ymm stays its own.)
+// VPMADDUBSW multiplies unsigned by signed bytes and adds pairs into 16 bits with
+// saturation; these uses cannot saturate, so the 32-bit sums equal the scalar reference's.
+// INT8: the stored weights (w + 128) become signed again (w, never -128), and |w| times
+// x * sign(w) is w * x: each pair sums to at most 2 * 127 * 127 = 32258. INT4: the nibbles
+// are unsigned (0..15) as they are, a pair at most 2 * 15 * 127. (In an anonymous namespace,
+// as VnniDot, so each file's instance of grouped_block_ymm stays its own.)
 struct MaddubsDot {
+  static constexpr int kInt8Offset = 0;  // the sums see w itself
+  struct Int8Weights {
+    __m256i magnitude, signs;
+  };
+  static Int8Weights int8_weights(__m256i raw) {
+    const __m256i signs = _mm256_xor_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80)));
+    return {_mm256_sign_epi8(signs, signs), signs};
+  }
+  static __m256i add_int8(__m256i acc, const Int8Weights& w, __m256i x) {
+    const __m256i pairs = _mm256_maddubs_epi16(w.magnitude, _mm256_sign_epi8(x, w.signs));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
   static __m256i add(__m256i acc, __m256i lo, __m256i hi, __m256i x0, __m256i x1) {
     const __m256i pairs =
         _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
@@ -72,14 +40,6 @@ struct MaddubsDot {
   }
 };
 
-template <int T>
-void int4_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                std::int64_t t0, float* y, std::int64_t y_stride) {
-  if (w.format == PackedFormat::Mxfp4)
-    int4_block_ymm<MaddubsDot, T, true>(w, x, block, t0, y, y_stride);
-  else
-    int4_block_ymm<MaddubsDot, T, false>(w, x, block, t0, y, y_stride);
-}
 template <int T>
 void bf16_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                 std::int64_t t0, float* y, std::int64_t y_stride) {
@@ -141,8 +101,8 @@ void packed_matmul_avx2_plain(const PackedMatrix& w, const PackedActivations& x,
     for (std::int64_t b = block_begin; b < block_end; ++b) {
       std::int64_t t = 0;
       for (; t + kTokenTile <= x.tokens; t += kTokenTile)
-        int4_block<kTokenTile>(w, x, b, t, y, y_stride);
-      if (t < x.tokens) int4_block<1>(w, x, b, t, y, y_stride);
+        integer_block_ymm<MaddubsDot, kTokenTile>(w, x, b, t, y, y_stride);
+      if (t < x.tokens) integer_block_ymm<MaddubsDot, 1>(w, x, b, t, y, y_stride);
     }
     return;
   }
@@ -150,16 +110,16 @@ void packed_matmul_avx2_plain(const PackedMatrix& w, const PackedActivations& x,
     for (std::int64_t b = block_begin; b < block_end; ++b) {
       std::int64_t t = 0;
       for (; t + kInt8TokenTile <= x.tokens; t += kInt8TokenTile)
-        int8_block<kInt8TokenTile>(w, x, b, t, y, y_stride);
+        integer_block_ymm<MaddubsDot, kInt8TokenTile>(w, x, b, t, y, y_stride);
       switch (x.tokens - t) {
         case 1:
-          int8_block<1>(w, x, b, t, y, y_stride);
+          integer_block_ymm<MaddubsDot, 1>(w, x, b, t, y, y_stride);
           break;
         case 2:
-          int8_block<2>(w, x, b, t, y, y_stride);
+          integer_block_ymm<MaddubsDot, 2>(w, x, b, t, y, y_stride);
           break;
         case 3:
-          int8_block<3>(w, x, b, t, y, y_stride);
+          integer_block_ymm<MaddubsDot, 3>(w, x, b, t, y, y_stride);
           break;
         default:
           break;

@@ -1,5 +1,5 @@
-// AVX-512 kernels: VNNI (VPDPBUSD) for INT8 and AVX512_BF16 (VDPBF16PS) for BF16.
-// Tile: 32 output rows (two 16-row blocks, one register each) x up to 8 tokens, so each
+// AVX-512 kernels: VNNI (VPDPBUSD) for INT8, INT4 and MXFP4, AVX512_BF16 (VDPBF16PS) for
+// BF16. Tile: 32 output rows (two 16-row blocks, one register each) x up to 8 tokens, so each
 // weight register loaded is used 8 times and each activation broadcast twice.
 #include <immintrin.h>
 
@@ -32,56 +32,26 @@ void store_rows(float* dst, __m512 v, std::int64_t rows) {
   }
 }
 
-template <int T, int B>
-void int8_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-               std::int64_t t0, float* y, std::int64_t y_stride) {
-  const std::int64_t quads = w.cols_padded / 4;
-  const std::uint8_t* wb[B];
-  for (int b = 0; b < B; ++b) wb[b] = w.block(block + b);
-  const std::int8_t* xq = x.q.data() + t0 * x.cols_padded;
-  __m512i acc[B][T];
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < T; ++t) acc[b][t] = _mm512_setzero_si512();
-  for (std::int64_t k = 0; k < quads; ++k) {
-    __m512i wv[B];
-    for (int b = 0; b < B; ++b) wv[b] = _mm512_load_si512(wb[b] + k * 64);
-    for (int t = 0; t < T; ++t) {
-      std::int32_t quad;
-      __builtin_memcpy(&quad, xq + t * x.cols_padded + k * 4, 4);
-      const __m512i xv = _mm512_set1_epi32(quad);
-      for (int b = 0; b < B; ++b) acc[b][t] = dpbusd(acc[b][t], wv[b], xv);
-    }
-  }
-  for (int b = 0; b < B; ++b) {
-    const std::int64_t r0 = (block + b) * kPackRows;
-    const __m512 row_scale = _mm512_loadu_ps(w.row_scale.data() + r0);
-    const std::int64_t rows = std::min(kPackRows, w.rows - r0);
-    for (int t = 0; t < T; ++t) {
-      const std::int64_t tok = t0 + t;
-      // Stored weights are w + 128: take 128 * sum(x) back out.
-      const __m512i exact = _mm512_sub_epi32(
-          acc[b][t], _mm512_set1_epi32(128 * x.q_sum[static_cast<std::size_t>(tok)]));
-      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(exact), row_scale),
-                                     _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)]));
-      store_rows(y + tok * y_stride + r0, v, rows);
-    }
-  }
-}
+// The formats with integer sums: INT8 (one register of weights per 4 columns), INT4 and
+// MXFP4 (one register per 8 columns, a nibble half each; MXFP4's codes go through one table
+// lookup to the unsigned bytes INT4's nibbles are).
+enum class Kind { Int8, Int4, Fp4 };
 
-// INT4: per group, exact integer sums as in int8_tile (two VPDPBUSD per 8 columns, one per
-// nibble half), then one fused multiply-add per group into the float result. Eight tokens
-// as for INT8: the float results spill to L1 and are touched once per group, which costs
-// less than the 4-token tile's extra weight unpacking (measured: 398 -> 438 GMAC/s, one
+// Per activation group, exact integer sums (VPDPBUSD of the unsigned stored bytes by the
+// signed activations), the stored offset taken back out, then one fused multiply-add per
+// group into the float result: by the group's activation scale (INT8, whose row scale comes
+// last) or by that times the weights' group scale (INT4, MXFP4). Eight tokens by two blocks:
+// the float results spill to L1 and are touched once per group, which costs less than a
+// smaller tile's extra weight loads and unpacking (INT4, measured: 398 -> 438 GMAC/s, one
 // thread, 768 x 2048 at 32 tokens).
-constexpr int kInt4TokenTile = 8;
-
-// Fp4: MXFP4, whose codes one table lookup turns into the unsigned bytes INT4's nibbles are.
-template <int T, int B, bool Fp4>
-void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-               std::int64_t t0, float* y, std::int64_t y_stride) {
-  const std::int64_t octets = w.cols_padded / 8;
-  const std::int64_t octets_per_group = w.group / 8;
-  const std::int64_t groups = w.groups();
+template <int T, int B, Kind K>
+void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                  std::int64_t t0, float* y, std::int64_t y_stride) {
+  constexpr std::int64_t kStepCols = K == Kind::Int8 ? 4 : 8;  // columns per weight register
+  constexpr int bias = K == Kind::Int8 ? 128 : K == Kind::Fp4 ? kMxfp4Bias : 8;
+  const std::int64_t steps = w.cols_padded / kStepCols;
+  const std::int64_t steps_per_group = x.group / kStepCols;
+  const std::int64_t groups = x.groups();
   const std::int64_t rows_padded = w.blocks * kPackRows;
   const std::uint8_t* wb[B];
   for (int b = 0; b < B; ++b) wb[b] = w.block(block + b);
@@ -89,7 +59,6 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
   const __m512i fp4_table =
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Biased)));
-  constexpr int bias = Fp4 ? kMxfp4Bias : 8;
   __m512 result[B][T];
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) result[b][t] = _mm512_setzero_ps();
@@ -97,38 +66,52 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
     __m512i acc[B][T];
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) acc[b][t] = _mm512_setzero_si512();
-    const std::int64_t k1 = std::min(octets, (g + 1) * octets_per_group);
-    for (std::int64_t k = g * octets_per_group; k < k1; ++k) {
-      __m512i lo[B], hi[B];
-      for (int b = 0; b < B; ++b) {
-        const __m512i raw = _mm512_load_si512(wb[b] + k * 64);
-        lo[b] = _mm512_and_si512(raw, low_nibbles);
-        hi[b] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles);
-        if constexpr (Fp4) {
-          lo[b] = _mm512_shuffle_epi8(fp4_table, lo[b]);
-          hi[b] = _mm512_shuffle_epi8(fp4_table, hi[b]);
+    const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
+    for (std::int64_t k = g * steps_per_group; k < k1; ++k) {
+      if constexpr (K == Kind::Int8) {
+        __m512i wv[B];
+        for (int b = 0; b < B; ++b) wv[b] = _mm512_load_si512(wb[b] + k * 64);
+        for (int t = 0; t < T; ++t) {
+          std::int32_t quad;
+          __builtin_memcpy(&quad, xq + t * x.cols_padded + k * 4, 4);
+          const __m512i xv = _mm512_set1_epi32(quad);
+          for (int b = 0; b < B; ++b) acc[b][t] = dpbusd(acc[b][t], wv[b], xv);
         }
-      }
-      for (int t = 0; t < T; ++t) {
-        std::int32_t quads[2];
-        __builtin_memcpy(quads, xq + t * x.cols_padded + k * 8, 8);
-        const __m512i x0 = _mm512_set1_epi32(quads[0]);
-        const __m512i x1 = _mm512_set1_epi32(quads[1]);
+      } else {
+        __m512i lo[B], hi[B];
         for (int b = 0; b < B; ++b) {
-          acc[b][t] = dpbusd(acc[b][t], lo[b], x0);
-          acc[b][t] = dpbusd(acc[b][t], hi[b], x1);
+          const __m512i raw = _mm512_load_si512(wb[b] + k * 64);
+          lo[b] = _mm512_and_si512(raw, low_nibbles);
+          hi[b] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles);
+          if constexpr (K == Kind::Fp4) {
+            lo[b] = _mm512_shuffle_epi8(fp4_table, lo[b]);
+            hi[b] = _mm512_shuffle_epi8(fp4_table, hi[b]);
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          std::int32_t quads[2];
+          __builtin_memcpy(quads, xq + t * x.cols_padded + k * 8, 8);
+          const __m512i x0 = _mm512_set1_epi32(quads[0]);
+          const __m512i x1 = _mm512_set1_epi32(quads[1]);
+          for (int b = 0; b < B; ++b) {
+            acc[b][t] = dpbusd(acc[b][t], lo[b], x0);
+            acc[b][t] = dpbusd(acc[b][t], hi[b], x1);
+          }
         }
       }
     }
     for (int b = 0; b < B; ++b) {
-      const __m512 scale =
-          _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
+      __m512 w_scale = _mm512_setzero_ps();
+      if constexpr (K != Kind::Int8)
+        w_scale = _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
       for (int t = 0; t < T; ++t) {
-        // Stored nibbles are w + 8 (MXFP4: 2w + 12): take the bias times the group's
-        // activation sum back out.
-        const __m512i exact = _mm512_sub_epi32(
-            acc[b][t],
-            _mm512_set1_epi32(bias * x.group_sum[static_cast<std::size_t>((t0 + t) * groups + g)]));
+        const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
+        // Stored weights are w + 128 (INT4: w + 8, MXFP4: 2w + 12): take the offset times
+        // the group's activation sum back out.
+        const __m512i exact =
+            _mm512_sub_epi32(acc[b][t], _mm512_set1_epi32(bias * x.group_sum[at]));
+        const __m512 x_scale = _mm512_set1_ps(x.scale[at]);
+        const __m512 scale = K == Kind::Int8 ? x_scale : _mm512_mul_ps(w_scale, x_scale);
         result[b][t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact), result[b][t]);
       }
     }
@@ -136,35 +119,36 @@ void int4_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
   for (int b = 0; b < B; ++b) {
     const std::int64_t r0 = (block + b) * kPackRows;
     const std::int64_t rows = std::min(kPackRows, w.rows - r0);
+    __m512 row_scale = _mm512_setzero_ps();
+    if constexpr (K == Kind::Int8) row_scale = _mm512_loadu_ps(w.row_scale.data() + r0);
     for (int t = 0; t < T; ++t) {
-      const std::int64_t tok = t0 + t;
-      store_rows(
-          y + tok * y_stride + r0,
-          _mm512_mul_ps(result[b][t], _mm512_set1_ps(x.scale[static_cast<std::size_t>(tok)])),
-          rows);
+      store_rows(y + (t0 + t) * y_stride + r0,
+                 K == Kind::Int8 ? _mm512_mul_ps(result[b][t], row_scale) : result[b][t], rows);
     }
   }
 }
 
-template <int B, bool Fp4>
-void run_tokens_int4(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                     std::int64_t t_begin, std::int64_t t_end, float* y, std::int64_t y_stride) {
+constexpr int kGroupedTokenTile = 8;
+
+template <int B, Kind K>
+void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                        std::int64_t t_begin, std::int64_t t_end, float* y, std::int64_t y_stride) {
   std::int64_t t = t_begin;
-  for (; t + kInt4TokenTile <= t_end; t += kInt4TokenTile)
-    int4_tile<kInt4TokenTile, B, Fp4>(w, x, block, t, y, y_stride);
+  for (; t + kGroupedTokenTile <= t_end; t += kGroupedTokenTile)
+    grouped_tile<kGroupedTokenTile, B, K>(w, x, block, t, y, y_stride);
   switch (t_end - t) {
-#define TANDEM_INT4_TAIL(n)                            \
-  case n:                                              \
-    int4_tile<n, B, Fp4>(w, x, block, t, y, y_stride); \
+#define TANDEM_GROUPED_TAIL(n)                          \
+  case n:                                               \
+    grouped_tile<n, B, K>(w, x, block, t, y, y_stride); \
     break;
-    TANDEM_INT4_TAIL(1)
-    TANDEM_INT4_TAIL(2)
-    TANDEM_INT4_TAIL(3)
-    TANDEM_INT4_TAIL(4)
-    TANDEM_INT4_TAIL(5)
-    TANDEM_INT4_TAIL(6)
-    TANDEM_INT4_TAIL(7)
-#undef TANDEM_INT4_TAIL
+    TANDEM_GROUPED_TAIL(1)
+    TANDEM_GROUPED_TAIL(2)
+    TANDEM_GROUPED_TAIL(3)
+    TANDEM_GROUPED_TAIL(4)
+    TANDEM_GROUPED_TAIL(5)
+    TANDEM_GROUPED_TAIL(6)
+    TANDEM_GROUPED_TAIL(7)
+#undef TANDEM_GROUPED_TAIL
     default:
       break;
   }
@@ -198,19 +182,15 @@ void bf16_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
 }
 
 template <int B>
-void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                std::int64_t t_begin, std::int64_t t_end, float* y, std::int64_t y_stride) {
-  const bool int8 = w.format == PackedFormat::Int8;
+void run_tokens_bf16(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                     std::int64_t t_begin, std::int64_t t_end, float* y, std::int64_t y_stride) {
   std::int64_t t = t_begin;
-  for (; t + kTokenTile <= t_end; t += kTokenTile) {
-    int8 ? int8_tile<kTokenTile, B>(w, x, block, t, y, y_stride)
-         : bf16_tile<kTokenTile, B>(w, x, block, t, y, y_stride);
-  }
+  for (; t + kTokenTile <= t_end; t += kTokenTile)
+    bf16_tile<kTokenTile, B>(w, x, block, t, y, y_stride);
   switch (t_end - t) {
-#define TANDEM_TAIL(n)                                   \
-  case n:                                                \
-    int8 ? int8_tile<n, B>(w, x, block, t, y, y_stride)  \
-         : bf16_tile<n, B>(w, x, block, t, y, y_stride); \
+#define TANDEM_TAIL(n)                            \
+  case n:                                         \
+    bf16_tile<n, B>(w, x, block, t, y, y_stride); \
     break;
     TANDEM_TAIL(1)
     TANDEM_TAIL(2)
@@ -225,16 +205,18 @@ void run_tokens(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   }
 }
 
-template <bool Fp4>
-void nibble_blocks(const PackedMatrix& w, const PackedActivations& x, float* y,
-                   std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
-                   std::int64_t t_begin, std::int64_t t_end) {
+template <Kind K>
+void grouped_blocks(const PackedMatrix& w, const PackedActivations& x, float* y,
+                    std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
+                    std::int64_t t_begin, std::int64_t t_end) {
   std::int64_t b = block_begin;
   if (t_end - t_begin == 1) {
-    for (; b + 4 <= block_end; b += 4) int4_tile<1, 4, Fp4>(w, x, b, t_begin, y, y_stride);
+    // Decoding reads each weight once: four blocks at a time keep four independent
+    // accumulators and four memory streams in flight.
+    for (; b + 4 <= block_end; b += 4) grouped_tile<1, 4, K>(w, x, b, t_begin, y, y_stride);
   }
-  for (; b + 2 <= block_end; b += 2) run_tokens_int4<2, Fp4>(w, x, b, t_begin, t_end, y, y_stride);
-  if (b < block_end) run_tokens_int4<1, Fp4>(w, x, b, t_begin, t_end, y, y_stride);
+  for (; b + 2 <= block_end; b += 2) run_tokens_grouped<2, K>(w, x, b, t_begin, t_end, y, y_stride);
+  if (b < block_end) run_tokens_grouped<1, K>(w, x, b, t_begin, t_end, y, y_stride);
 }
 
 }  // namespace
@@ -243,23 +225,22 @@ void packed_matmul_avx512_tokens(const PackedMatrix& w, const PackedActivations&
                                  std::int64_t y_stride, std::int64_t block_begin,
                                  std::int64_t block_end, std::int64_t t_begin, std::int64_t t_end) {
   if (t_end <= t_begin) return;
+  switch (w.format) {
+    case PackedFormat::Int8:
+      grouped_blocks<Kind::Int8>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
+      return;
+    case PackedFormat::Int4:
+      grouped_blocks<Kind::Int4>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
+      return;
+    case PackedFormat::Mxfp4:
+      grouped_blocks<Kind::Fp4>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
+      return;
+    case PackedFormat::Bf16:
+      break;
+  }
   std::int64_t b = block_begin;
-  const bool one_token = t_end - t_begin == 1;
-  if (w.format == PackedFormat::Int4) {
-    nibble_blocks<false>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
-    return;
-  }
-  if (w.format == PackedFormat::Mxfp4) {
-    nibble_blocks<true>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
-    return;
-  }
-  if (one_token && w.format == PackedFormat::Int8) {
-    // Decoding reads each weight once: four blocks at a time keep four independent
-    // accumulators and four memory streams in flight.
-    for (; b + 4 <= block_end; b += 4) int8_tile<1, 4>(w, x, b, t_begin, y, y_stride);
-  }
-  for (; b + 2 <= block_end; b += 2) run_tokens<2>(w, x, b, t_begin, t_end, y, y_stride);
-  if (b < block_end) run_tokens<1>(w, x, b, t_begin, t_end, y, y_stride);
+  for (; b + 2 <= block_end; b += 2) run_tokens_bf16<2>(w, x, b, t_begin, t_end, y, y_stride);
+  if (b < block_end) run_tokens_bf16<1>(w, x, b, t_begin, t_end, y, y_stride);
 }
 
 void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y,

@@ -180,8 +180,11 @@ class TestReferenceEngine : public QObject {
       if (!kernels::variant_supported(v, usable)) continue;
       for (const char* f :
            {"qwen3-moe", "mixtral", "deepseek-v3", "llama", "glm4-moe", "gpt-oss"}) {
+        // The greedy agreement of a random tiny model moves by chance with any change of
+        // rounding: with INT8 activation groups of 8 to 128 columns, qwen3-moe agreed on 21
+        // to 27 of its 27 decisive steps (mean KL 0.0004 to 0.0026), whole rows on 27.
         QTest::newRow(qPrintable(QStringLiteral("%1 int8 %2").arg(f, variant)))
-            << f << "int8" << variant << 0.01 << 0 << 0.85;
+            << f << "int8" << variant << 0.01 << 0 << 0.75;
         QTest::newRow(qPrintable(QStringLiteral("%1 bf16 %2").arg(f, variant)))
             << f << "bf16" << variant << 0.002 << 0 << 0.85;
         // INT4 is held to a bound on the mean KL over the prompts (the target), and a
@@ -190,7 +193,7 @@ class TestReferenceEngine : public QObject {
         // (measured mean KL 0.10 here) is what the mxfp4 format below avoids.
         if (std::string_view(f) == "gpt-oss") continue;
         QTest::newRow(qPrintable(QStringLiteral("%1 int4 %2").arg(f, variant)))
-            << f << "int4" << variant << 0.05 << int(kernels::kDefaultInt4Group) << 0.7;
+            << f << "int4" << variant << 0.05 << int(kernels::kDefaultInt4Group) << 0.65;
       }
       // gpt-oss's MXFP4 experts kept exactly: only the INT8 attention and activations differ.
       QTest::newRow(qPrintable(QStringLiteral("gpt-oss mxfp4 %1").arg(variant)))
@@ -302,8 +305,8 @@ class TestReferenceEngine : public QObject {
     QCOMPARE(ours->onednn_matrices(), std::size_t{0});
     QVERIFY(theirs->onednn_matrices() > 0);
     // Forced, it takes every prompt's products; a decoded token keeps our kernels.
-    QCOMPARE(theirs->weights().output.onednn_min_tokens, model::kOnednnForcedMinTokens);
-    QCOMPARE(model::kOnednnForcedMinTokens, std::int64_t{2});
+    QCOMPARE(theirs->weights().output.onednn_min_tokens, model::kOnednnMinTokens);
+    QCOMPARE(model::kOnednnMinTokens, std::int64_t{2});
     backend::NumaPools pool(2);
     generate::Generator a(*ours, pool, 128);
     generate::Generator b(*theirs, pool, 128);
@@ -314,7 +317,10 @@ class TestReferenceEngine : public QObject {
         const std::vector<float> got = b.evaluate(ids);
         QCOMPARE(got.size(), want.size());
         const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
-        const float tolerance = 1e-5f * (*hi - *lo);
+        // The same weights, but oneDNN's INT8 activations have one scale per token where
+        // ours have one per 32 columns: close, not equal (the kernels' own test holds
+        // oneDNN to our kernels with whole-row activations to the last bit or two).
+        const float tolerance = 0.03f * (*hi - *lo);
         for (std::size_t i = 0; i < want.size(); ++i) {
           QVERIFY2(
               std::abs(got[i] - want[i]) <= tolerance,
@@ -325,38 +331,18 @@ class TestReferenceEngine : public QObject {
     }
   }
 
-  // By default oneDNN takes the dense INT8 products of long prompts only, where it is faster,
-  // and only beside our AVX-512 kernels: the logits of an 80-token prompt and of the next
-  // token stay those of our kernels.
-  void autoUsesOnednnForLongPrompts() {
+  // By default no product goes through oneDNN, whose INT8 activations have one scale per
+  // token: the dense INT8 matrices of a long prompt take our kernels, with their groups.
+  void autoKeepsOurKernels() {
     const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe";
     model::LoadOptions options;
     options.cpu_format = model::CpuFormat::Int8;
-    options.dense = model::DenseBackend::Packed;
-    auto ours = model::LoadedModel::load(folder, options);
     options.dense = model::DenseBackend::Auto;
     auto automatic = model::LoadedModel::load(folder, options);
-    if (automatic->cpu_variant() != kernels::CpuVariant::Avx512) {
-      QCOMPARE(automatic->onednn_matrices(), std::size_t{0});
-      QSKIP("oneDNN is chosen only beside the AVX-512 kernels");
-    }
-    QVERIFY(automatic->onednn_matrices() > 0);
-    QVERIFY(automatic->weights().output.onednn != nullptr);
-    QCOMPARE(automatic->weights().output.onednn_min_tokens, model::kOnednnMinTokens);
-    std::vector<std::int32_t> ids;
-    for (std::int32_t i = 0; i < 80; ++i)
-      ids.push_back(static_cast<std::int32_t>((i * 37 + 11) % ours->spec().vocab_size));
-    backend::NumaPools pool(2);
-    generate::Generator a(*ours, pool, 128);
-    generate::Generator b(*automatic, pool, 128);
-    for (int step = 0; step < 2; ++step) {
-      const std::vector<float> want = a.evaluate(ids);
-      const std::vector<float> got = b.evaluate(ids);
-      const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
-      for (std::size_t i = 0; i < want.size(); ++i)
-        QVERIFY(std::abs(got[i] - want[i]) <= 1e-5f * (*hi - *lo));
-      ids.push_back(static_cast<std::int32_t>(hi - want.begin()));
-    }
+    QCOMPARE(automatic->onednn_matrices(), std::size_t{0});
+    QVERIFY(automatic->weights().output.onednn == nullptr);
+    QVERIFY(automatic->weights().output.packed != nullptr);
+    QCOMPARE(automatic->weights().output.packed->format, kernels::PackedFormat::Int8);
   }
 
   // Prefill in one batch, in chunks, or token by token: the same logits.
