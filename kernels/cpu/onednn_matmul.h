@@ -31,11 +31,13 @@
 //   head 151936   0.84/0.68  0.86/0.82  1.22/1.26  1.36/1.41
 //   BF16: 0.72 to 1.05 for every matrix and M; ours wins or ties.
 //
-// So: dense INT8 matrices (attention, dense FFNs, shared experts, output head) go through
-// oneDNN from 64 tokens on (prefill), beside our AVX-512 kernels only (AMX and AVX2 machines
-// are unmeasured); decode and BF16 keep our kernels (model::DenseBackend,
-// model::kOnednnMinTokens). The routed experts stay on our batched path (INT8 experts:
-// 1.0 to 1.3x from 64 tokens; INT4 has no oneDNN 2.6 counterpart).
+// These numbers are with one activation scale per token on both sides. Since our kernels
+// quantise activations per 32 columns (kInt8ActivationGroup), which oneDNN 2.6 cannot, the
+// default keeps every product on our kernels; `--dense onednn` (model::DenseBackend) still
+// hands the prompts' dense INT8 products (attention, dense FFNs, shared experts, output
+// head) to oneDNN, from model::kOnednnMinTokens tokens on, while decode and BF16 keep ours.
+// The routed experts always stay on our batched path (INT8 experts measured 1.0 to 1.3x
+// from 64 tokens; INT4 has no oneDNN 2.6 counterpart).
 #pragma once
 
 #include <cstdint>
