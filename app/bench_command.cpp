@@ -17,6 +17,7 @@
 #include "engine/measure/trace.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/synthetic_checkpoint.h"
+#include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::app {
 
@@ -76,7 +77,9 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   }
   std::cout << fmt::format("{}; packed kernels: {}; {}\n", r.cpu, r.variant, r.onednn);
   std::cout << "GFLOP/s (weights GB/s at 1 token), mean ± sd over " << options.repetitions
-            << " repetitions\n\n";
+            << " repetitions; INT8 activations: packed with a scale per "
+            << kernels::kInt8ActivationGroup
+            << " columns (what Tandem runs), oneDNN with one per token (--dense onednn)\n\n";
   std::cout << fmt::format(
       "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>24} | {:>5} | {:<6} |\n", "matrix",
       "out x in", "fmt", "thr", "M", "packed", "oneDNN", "ratio", "winner");
