@@ -198,7 +198,8 @@ bool layer_has(const GgufSet& set, const char* tensor) {
 }
 
 // The router of DeepSeek-V3 and GLM-4.5: sigmoid scores with a correction bias, experts in
-// groups, a scaled sum. llama.cpp groups experts only where the file says so.
+// groups, a scaled sum. llama.cpp groups experts only where the file says so. DeepSeek-V2
+// reads the same keys and changes the scoring.
 void read_sigmoid_router(const Metadata& m, json& c) {
   c["n_routed_experts"] = m.required_whole(m.key("expert_count"));
   c["num_experts_per_tok"] = m.required_whole(m.key("expert_used_count"));
@@ -222,14 +223,22 @@ void deepseek2_config(const Metadata& m, std::int64_t layers, json& c) {
   // Files of DeepSeek-V2 and V2.5 predate the key (softmax); so do some of GLM-4.7-Flash,
   // which llama.cpp tells by its 47 layers (48 with the prediction layer): sigmoid.
   if (gating == 0) gating = layers == 47 || layers == 48 ? kGatingSigmoid : kGatingSoftmax;
-  if (gating != kGatingSigmoid) {
-    throw ModelError(path + ": its experts are chosen by " +
-                     (gating == kGatingSoftmax ? std::string("softmax")
-                                               : "gating function " + std::to_string(gating)) +
-                     " scores (as DeepSeek-V2 and V2.5 are), which Tandem does not run from GGUF "
-                     "yet; it runs the sigmoid router of DeepSeek-V3, R1 and Kimi-K2.");
+  if (gating == kGatingSoftmax) {
+    // DeepSeek-V2, V2-Lite, V2.5: softmax scores, no correction bias. Conversions do not
+    // write expert groups for them (llama.cpp then chooses among all experts, as V2-Lite
+    // does); where a file has groups, they are DeepSeek-V2's: a group scores its best expert.
+    read_sigmoid_router(m, c);
+    c["architectures"] = json::array({"DeepseekV2ForCausalLM"});
+    c["scoring_func"] = "softmax";
+    c["topk_method"] = c["n_group"].get<std::int64_t>() > 1 ? "group_limited_greedy" : "greedy";
+  } else if (gating == kGatingSigmoid) {
+    read_sigmoid_router(m, c);
+  } else {
+    throw ModelError(path + ": its experts are chosen by gating function " +
+                     std::to_string(gating) +
+                     ", which Tandem does not know; DeepSeek-V2 uses softmax (1), V3, R1 and "
+                     "Kimi-K2 sigmoid (2).");
   }
-  read_sigmoid_router(m, c);
   c["intermediate_size"] = m.required_whole(m.key("feed_forward_length"));
   c["first_k_dense_replace"] = m.required_whole(m.key("leading_dense_block_count"));
   const std::int64_t latent = m.required_whole(m.key("attention.kv_lora_rank"));

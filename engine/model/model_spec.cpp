@@ -25,6 +25,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"Qwen3ForCausalLM", Family::Qwen3, "Qwen3"},
     {"Qwen3MoeForCausalLM", Family::Qwen3Moe, "Qwen3-MoE"},
     {"MixtralForCausalLM", Family::Mixtral, "Mixtral"},
+    {"DeepseekV2ForCausalLM", Family::DeepseekV3, "DeepSeek-V2"},
     {"DeepseekV3ForCausalLM", Family::DeepseekV3, "DeepSeek-V3"},
     {"KimiK2ForCausalLM", Family::DeepseekV3, "Kimi-K2"},
     {"Glm4MoeForCausalLM", Family::Glm4Moe, "GLM-4.5"},
@@ -66,6 +67,11 @@ class ConfigReader {
     if (!j_[key].is_boolean())
       throw ModelError(source_ + ": \"" + key + "\" must be true or false.");
     return j_[key].get<bool>();
+  }
+  std::string string(const char* key) const {
+    if (!j_.contains(key) || j_[key].is_null())
+      throw ModelError(source_ + ": the required setting \"" + key + "\" is missing.");
+    return string(key, "");
   }
   std::string string(const char* key, const std::string& fallback) const {
     if (!j_.contains(key) || j_[key].is_null()) return fallback;
@@ -626,13 +632,50 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
       s.experts_per_token = c.integer("num_experts_per_tok");
       s.moe_intermediate_size = c.integer("moe_intermediate_size");
       s.shared_expert_intermediate_size = s.moe_intermediate_size * c.integer("n_shared_experts");
-      s.norm_topk_prob = c.boolean("norm_topk_prob", true);
-      s.scoring = c.string("scoring_func", "sigmoid") == "softmax" ? RouterScoring::Softmax
-                                                                   : RouterScoring::Sigmoid;
-      s.n_group = std::max<std::int64_t>(1, c.integer("n_group"));
-      s.topk_group = std::max<std::int64_t>(1, c.integer("topk_group"));
       s.routed_scaling_factor = c.number("routed_scaling_factor");
-      s.score_correction_bias = true;
+      if (s.architecture == "DeepseekV2ForCausalLM") {
+        // DeepSeek-V2, V2-Lite, V2.5: softmax scores, no correction bias; V2 and V2.5 keep
+        // the experts of the topk_group groups whose best expert scores highest
+        // ("group_limited_greedy"), V2-Lite chooses among all ("greedy").
+        const std::string scoring = c.string("scoring_func", "softmax");
+        if (scoring != "softmax") {
+          throw ModelError(source + ": scoring_func is \"" + scoring +
+                           "\", but DeepSeek-V2's router scores experts by softmax.");
+        }
+        s.scoring = RouterScoring::Softmax;
+        s.norm_topk_prob = c.boolean("norm_topk_prob");
+        const std::string method = c.string("topk_method");
+        if (method == "greedy") {
+          s.n_group = 1;
+          s.topk_group = 1;
+        } else if (method == "group_limited_greedy") {
+          s.n_group = c.integer("n_group");
+          s.topk_group = c.integer("topk_group");
+          if (s.n_group < 1 || s.topk_group < 1) {
+            throw ModelError(source +
+                             ": n_group and topk_group must be at least 1 for "
+                             "group_limited_greedy.");
+          }
+        } else {
+          throw ModelError(source + ": topk_method is \"" + method +
+                           "\"; DeepSeek-V2 chooses experts by \"greedy\" or "
+                           "\"group_limited_greedy\".");
+        }
+        s.score_correction_bias = false;
+      } else {
+        // DeepSeek-V3's router is sigmoid whatever else a config says (as transformers'),
+        // with the correction bias, over the best topk_group groups by their top two.
+        const std::string scoring = c.string("scoring_func", "sigmoid");
+        if (scoring != "sigmoid") {
+          throw ModelError(source + ": scoring_func is \"" + scoring + "\", but " + s.architecture +
+                           "'s router scores experts by sigmoid.");
+        }
+        s.scoring = RouterScoring::Sigmoid;
+        s.norm_topk_prob = c.boolean("norm_topk_prob", true);
+        s.n_group = std::max<std::int64_t>(1, c.integer("n_group"));
+        s.topk_group = std::max<std::int64_t>(1, c.integer("topk_group"));
+        s.score_correction_bias = true;
+      }
       if (s.num_experts % s.n_group != 0 || s.topk_group > s.n_group) {
         throw ModelError(
             source +

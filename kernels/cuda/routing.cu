@@ -1,5 +1,6 @@
-// The routers' top-k, one warp per token: softmax (Qwen3, Mixtral, gpt-oss) or grouped
-// sigmoid with the correction bias (DeepSeek-V3, Kimi-K2, GLM-4.5), with the CPU's rules
+// The routers' top-k, one warp per token: softmax (Qwen3, Mixtral, gpt-oss; DeepSeek-V2 with
+// groups) or grouped sigmoid with the correction bias (DeepSeek-V3, Kimi-K2, GLM-4.5), with
+// the CPU's rules
 // (engine/backend/cpu/routing.cpp): ties go to the lower index, experts of groups that are
 // not kept compete with a choice value of 0.
 #include <cmath>
@@ -71,33 +72,34 @@ __global__ void route_kernel(const float* logits, std::int64_t n, RoutingArgs a,
       score[e] = 1.0f / (1.0f + expf(-row[e]));
       choice[e] = score[e] + (a.bias != nullptr ? a.bias[e] : 0.0f);
     }
-    __syncwarp();
-    if (groups > 1) {
-      // A group's score is the sum of its two best choices; only the best groups stay.
-      const int per_group = experts / groups;
-      for (int g = lane; g < groups; g += 32) {
-        const float* gs = choice + g * per_group;
-        float first = -INFINITY, second = -INFINITY;
-        for (int i = 0; i < per_group; ++i) {
-          if (gs[i] > first) {
-            second = first;
-            first = gs[i];
-          } else if (gs[i] > second) {
-            second = gs[i];
-          }
+  }
+  __syncwarp();
+  if (groups > 1) {
+    // A group's score is the sum of its two best choices (sigmoid) or its best score
+    // (softmax, DeepSeek-V2); only the best groups stay.
+    const int per_group = experts / groups;
+    for (int g = lane; g < groups; g += 32) {
+      const float* gs = choice + g * per_group;
+      float first = -INFINITY, second = -INFINITY;
+      for (int i = 0; i < per_group; ++i) {
+        if (gs[i] > first) {
+          second = first;
+          first = gs[i];
+        } else if (gs[i] > second) {
+          second = gs[i];
         }
-        group_score[g] = per_group >= 2 ? first + second : first;
       }
-      __syncwarp();
-      // Kept groups are marked NaN, then every expert of another group is given 0.
-      for (int j = 0; j < a.top_groups; ++j) {
-        const Best b = warp_argmax(group_score, groups);
-        if (lane == 0) group_score[b.index] = NAN;  // kept (NaN never wins a comparison)
-        __syncwarp();
-      }
-      for (int e = lane; e < experts; e += 32)
-        if (!isnan(group_score[e / per_group])) choice[e] = 0.0f;
+      group_score[g] = a.sigmoid && per_group >= 2 ? first + second : first;
     }
+    __syncwarp();
+    // Kept groups are marked NaN, then every expert of another group is given 0.
+    for (int j = 0; j < a.top_groups; ++j) {
+      const Best b = warp_argmax(group_score, groups);
+      if (lane == 0) group_score[b.index] = NAN;  // kept (NaN never wins a comparison)
+      __syncwarp();
+    }
+    for (int e = lane; e < experts; e += 32)
+      if (!isnan(group_score[e / per_group])) choice[e] = 0.0f;
   }
   __syncwarp();
   float chosen_sum = 0.0f;
@@ -116,10 +118,10 @@ __global__ void route_kernel(const float* logits, std::int64_t n, RoutingArgs a,
       float w = weights[t * k + j];
       if (a.sigmoid) {
         if (a.normalize) w /= (chosen_sum + 1e-20f);
-        w *= a.scaling;
       } else if (a.normalize) {
         w /= chosen_sum;
       }
+      w *= a.scaling;
       weights[t * k + j] = w;
     }
   }

@@ -416,17 +416,23 @@ void test_routing() {
   const int n = 7, experts = 64, k = 6;
   const auto logits = normal(n * experts, 31, 2.0f);
   const auto bias = normal(experts, 32, 0.1f);
-  for (bool sigmoid : {false, true}) {
+  // Softmax (Qwen3, Mixtral), DeepSeek-V2's grouped softmax (a group scores its best expert;
+  // weights scaled, not renormalised) and DeepSeek-V3's grouped sigmoid (top two summed).
+  enum Kind { kSoftmax, kGroupedSoftmax, kGroupedSigmoid };
+  for (Kind kind : {kSoftmax, kGroupedSoftmax, kGroupedSigmoid}) {
+    const bool sigmoid = kind == kGroupedSigmoid;
+    const int groups = kind == kSoftmax ? 1 : 8;
+    const int top_groups = kind == kSoftmax ? 1 : 3;
     Device<float> dl(logits), db(bias), dw(n * k);
     Device<std::int32_t> di(n * k);
     cu::RoutingArgs a;
     a.experts = experts;
     a.k = k;
     a.sigmoid = sigmoid;
-    a.groups = sigmoid ? 8 : 1;
-    a.top_groups = sigmoid ? 3 : 1;
-    a.normalize = true;
-    a.scaling = sigmoid ? 2.5f : 1.0f;
+    a.groups = groups;
+    a.top_groups = top_groups;
+    a.normalize = kind != kGroupedSoftmax;
+    a.scaling = kind == kSoftmax ? 1.0f : 2.5f;
     a.bias = sigmoid ? db.p : nullptr;
     cu::route(dl.p, n, a, di.p, dw.p, nullptr);
     const auto ids = di.get();
@@ -446,17 +452,17 @@ void test_routing() {
         if (!sigmoid) score[e] /= sum;
         choice[e] = score[e] + (sigmoid ? bias[e] : 0.0);
       }
-      if (sigmoid) {
-        const int per = experts / 8;
-        std::vector<std::pair<double, int>> groups;
-        for (int g = 0; g < 8; ++g) {
+      if (groups > 1) {
+        const int per = experts / groups;
+        std::vector<std::pair<double, int>> ranked;
+        for (int g = 0; g < groups; ++g) {
           std::vector<double> m(choice.begin() + g * per, choice.begin() + (g + 1) * per);
           std::sort(m.rbegin(), m.rend());
-          groups.push_back({-(m[0] + m[1]), g});
+          ranked.push_back({-(sigmoid ? m[0] + m[1] : m[0]), g});
         }
-        std::sort(groups.begin(), groups.end());
-        std::vector<bool> kept(8, false);
-        for (int j = 0; j < 3; ++j) kept[groups[j].second] = true;
+        std::sort(ranked.begin(), ranked.end());
+        std::vector<bool> kept(groups, false);
+        for (int j = 0; j < top_groups; ++j) kept[ranked[j].second] = true;
         for (int e = 0; e < experts; ++e)
           if (!kept[e / per]) choice[e] = 0.0;
       }
@@ -468,10 +474,13 @@ void test_routing() {
       for (int j = 0; j < k; ++j) chosen += score[order[j]];
       for (int j = 0; j < k; ++j) {
         same_ids = same_ids && ids[t * k + j] == order[j];
-        want_w[t * k + j] = score[order[j]] / (sigmoid ? chosen + 1e-20 : chosen) * a.scaling;
+        const double w = score[order[j]];
+        want_w[t * k + j] = (a.normalize ? w / (sigmoid ? chosen + 1e-20 : chosen) : w) * a.scaling;
       }
     }
-    const std::string name = sigmoid ? "grouped sigmoid routing" : "softmax routing";
+    const std::string name = kind == kSoftmax          ? "softmax routing"
+                             : kind == kGroupedSoftmax ? "grouped softmax routing (DeepSeek-V2)"
+                                                       : "grouped sigmoid routing";
     expect(same_ids, name + ": the experts chosen");
     expect_close(weights, want_w, 1e-5, name + ": their weights");
   }

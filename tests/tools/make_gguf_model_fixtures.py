@@ -32,7 +32,7 @@ distribution (built with its own CMake, which makes libllama and libggml):
 
 Architectures: qwen3moe, qwen3, llama, llama with experts (Mixtral), deepseek2 (both ways
 llama.cpp has stored MLA's kv_b: whole, and split per head into attn_k_b and attn_v_b with the
-attention described as multi-query) and glm4moe (with a next-token-prediction layer appended,
+attention described as multi-query; DeepSeek-V2's softmax router and V3's sigmoid one) and glm4moe (with a next-token-prediction layer appended,
 which readers leave out). `--only NAME[,NAME]` writes or verifies only those fixtures.
 
 Between them the fixtures hold every block format Tandem computes with: Q4_0, Q4_1, Q5_0,
@@ -214,6 +214,16 @@ def fixtures(vocab):
             "*": T.Q8_0, "router": T.F16, "attn_kv_b": T.Q8_0, "output": T.Q8_0,
             "ffn_gate_exps": T.Q5_K, "ffn_up_exps": T.Q4_K, "ffn_down_exps": T.Q6_K}, 17,
         groups=True))
+    # DeepSeek-V2 (as llama.cpp converts V2, V2-Lite and V2.5): softmax router scores with no
+    # correction bias, chosen among all experts (conversions write no groups), weights scaled
+    # and not renormalised; kv_b whole. (llama.cpp requires attention.q_lora_rank except at
+    # V2-Lite's layer count, so the fixture has a low-rank query, as V2 and V2.5 do.)
+    out.append(Fixture("deepseek2-v2", "deepseek2", transformers.DeepseekV2Config(
+        **{**mla, "head_dim": mla["qk_rope_head_dim"]}, num_hidden_layers=2, q_lora_rank=64,
+        first_k_dense_replace=1, topk_method="greedy", n_group=1, topk_group=1,
+        routed_scaling_factor=1.5, norm_topk_prob=False), {
+            "*": T.Q8_0, "router": T.F32, "attn_kv_b": T.Q8_0, "output": T.Q6_K,
+            "ffn_gate_exps": T.Q4_K, "ffn_up_exps": T.Q4_K, "ffn_down_exps": T.Q5_K}, 19))
     # GLM-4.5: q/k/v biases, per-head q/k norms, RoPE over half of each head, a sigmoid router
     # in groups, and a next-token-prediction layer after the others (left out).
     out.append(Fixture("glm4moe-mixed", "glm4moe", transformers.Glm4MoeConfig(
@@ -242,6 +252,16 @@ def fixtures(vocab):
 
 
 def sigmoid_router(f):
+    return f.arch in ("deepseek2", "glm4moe") and not softmax_deepseek(f)
+
+
+def softmax_deepseek(f):
+    """DeepSeek-V2's router: softmax scores, no correction bias."""
+    return f.config.model_type == "deepseek_v2"
+
+
+def deepseek_like(f):
+    """The routed layers of DeepSeek and GLM-4.5: leading dense layers, shared experts."""
     return f.arch in ("deepseek2", "glm4moe")
 
 
@@ -250,7 +270,7 @@ def mixtral_fixture(f):
 
 
 def moe_fixture(f):
-    return f.arch == "qwen3moe" or sigmoid_router(f) or getattr(f.config, "num_local_experts", 0) > 0
+    return f.arch == "qwen3moe" or deepseek_like(f) or getattr(f.config, "num_local_experts", 0) > 0
 
 
 def type_for(f, layer, part):
@@ -313,7 +333,7 @@ def build(f, tok):
     experts = (getattr(c, "num_experts", None) or getattr(c, "num_local_experts", 0)
                or getattr(c, "n_routed_experts", 0))
     inner = c.intermediate_size if mixtral else getattr(c, "moe_intermediate_size", 0)
-    first_dense = c.first_k_dense_replace if sigmoid_router(f) else 0
+    first_dense = c.first_k_dense_replace if deepseek_like(f) else 0
 
     def matrix(name, layer, part, shape, hf_name, fan_in, gain=1.0, transform=None):
         qtype = type_for(f, layer, part)
@@ -355,12 +375,13 @@ def build(f, tok):
                 values = (0.1 * rng.standard_normal(rows)).astype(np.float32)
                 gguf_tensors[f"{b}attn_{part}.bias"] = (values, T.F32)
                 hf[f"{p}self_attn.{part}_proj.bias"] = torch.from_numpy(values.copy())
-        if sigmoid_router(f) and l >= first_dense:
+        if deepseek_like(f) and l >= first_dense:
             mp = p + "mlp."
             matrix(b + "ffn_gate_inp.weight", l, "ffn_gate_inp", (experts, h), mp + "gate.weight", h, 2.0)
-            bias = (0.1 * rng.standard_normal(experts)).astype(np.float32)
-            gguf_tensors[b + "exp_probs_b.bias"] = (bias, T.F32)
-            hf[mp + "gate.e_score_correction_bias"] = torch.from_numpy(bias.copy())
+            if sigmoid_router(f):
+                bias = (0.1 * rng.standard_normal(experts)).astype(np.float32)
+                gguf_tensors[b + "exp_probs_b.bias"] = (bias, T.F32)
+                hf[mp + "gate.e_score_correction_bias"] = torch.from_numpy(bias.copy())
             experts_of(f, rng, l, b, mp, ("gate_proj", "up_proj", "down_proj"), experts, inner, h,
                        gguf_tensors, hf)
             shared = inner * c.n_shared_experts
@@ -466,7 +487,7 @@ def write_gguf(path, f, tensors, tok):
         w.add_rope_scaling_factor(scaling["factor"])
         w.add_rope_scaling_orig_ctx_len(scaling["original_max_position_embeddings"])
         w.add_rope_scaling_yarn_log_mul(0.1 * scaling["mscale_all_dim"])
-    if sigmoid_router(f):
+    if deepseek_like(f):
         w.add_leading_dense_block_count(c.first_k_dense_replace)
         w.add_expert_count(c.n_routed_experts)
         w.add_expert_used_count(c.num_experts_per_tok)
@@ -474,7 +495,8 @@ def write_gguf(path, f, tensors, tok):
         w.add_expert_shared_count(c.n_shared_experts)
         w.add_expert_weights_scale(c.routed_scaling_factor)
         w.add_expert_weights_norm(c.norm_topk_prob)
-        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX if softmax_deepseek(f)
+                                 else gguf.ExpertGatingFuncType.SIGMOID)
         if f.layout.get("groups"):
             w.add_expert_group_count(c.n_group)
             w.add_expert_group_used_count(c.topk_group)

@@ -2,7 +2,8 @@
 """Builds the tiny random checkpoints the reference engine is tested on, and records what
 Hugging Face transformers computes for them (the independent oracle).
 
-Run by developers, not by CI:  python3 tests/tools/make_model_fixtures.py
+Run by developers, not by CI:  python3 tests/tools/make_model_fixtures.py [FIXTURE...]
+(only the named fixtures, e.g. deepseek-v2; all when none is named)
 Needs: torch, transformers==4.57.1, safetensors, tokenizers (pip).
 Writes tests/data/models/<fixture>/ with config.json, tokenizer files, safetensors weights
 and expected.json (prompt ids, last-position logits, 16 greedy tokens).
@@ -162,7 +163,13 @@ def quantize_mxfp4(w):
 TF5 = int(transformers.__version__.split(".")[0]) >= 5
 
 
+# Fixture names given on the command line: only those are written (all when none is given).
+ONLY = set(sys.argv[1:])
+
+
 def save_fixture(name, config, seed, storage="float32", shard=None, fp8_block=None):
+    if ONLY and name not in ONLY:
+        return
     if TF5:
         name += "-tf5"
     folder = os.path.join(ROOT, name)
@@ -335,6 +342,19 @@ def main():
     if not TF5:
         save_fixture("deepseek-v3-no-q-lora", transformers.DeepseekV3Config(**{**deepseek, "q_lora_rank": None}), seed=4)
         save_fixture("deepseek-v3-fp8", transformers.DeepseekV3Config(**deepseek), seed=3, storage="fp8", fp8_block=32)
+
+    # DeepSeek-V2 (V2-Lite's shape of attention: no low-rank query): softmax router scores,
+    # no correction bias, the experts of the best topk_group groups by their best expert
+    # ("group_limited_greedy", as V2 and V2.5; one group of four kept here, so that the rule
+    # changes the choice), weights not renormalised but scaled.
+    deepseek_v2 = dict(hidden_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                       intermediate_size=112, moe_intermediate_size=32, n_routed_experts=8,
+                       n_shared_experts=1, num_experts_per_tok=2, topk_method="group_limited_greedy",
+                       n_group=2, topk_group=1, first_k_dense_replace=1, routed_scaling_factor=2.5,
+                       norm_topk_prob=False, kv_lora_rank=32, q_lora_rank=None, qk_nope_head_dim=16,
+                       qk_rope_head_dim=8, v_head_dim=16, head_dim=8, tie_word_embeddings=False,
+                       **common)
+    save_fixture("deepseek-v2", transformers.DeepseekV2Config(**deepseek_v2), seed=11)
 
     qwen3 = transformers.Qwen3Config(hidden_size=80, num_hidden_layers=2, num_attention_heads=5,
                                      num_key_value_heads=1, head_dim=24, intermediate_size=112,

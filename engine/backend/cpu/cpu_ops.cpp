@@ -264,7 +264,8 @@ void route(const float* logits, std::int64_t n, const RoutingParams& p, const fl
   const Routing r = p.scoring == model::RouterScoring::Sigmoid
                         ? route_grouped_sigmoid(logits, bias, n, p.experts, p.k, p.groups,
                                                 p.top_groups, p.normalize, p.scaling)
-                        : route_softmax(logits, n, p.experts, p.k, p.normalize);
+                        : route_softmax(logits, n, p.experts, p.k, p.normalize, p.groups,
+                                        p.top_groups, p.scaling);
   std::copy(r.experts.begin(), r.experts.end(), ids);
   std::copy(r.weights.begin(), r.weights.end(), weights);
 }

@@ -23,21 +23,40 @@ std::vector<std::int32_t> top_k(const float* v, std::int64_t n, std::int64_t k) 
 }  // namespace
 
 Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t experts,
-                      std::int64_t k, bool normalize) {
+                      std::int64_t k, bool normalize, std::int64_t groups, std::int64_t top_groups,
+                      float scaling) {
   Routing r;
   r.experts.resize(static_cast<std::size_t>(tokens * k));
   r.weights.resize(static_cast<std::size_t>(tokens * k));
+  const std::int64_t per_group = experts / groups;
   std::vector<float> p(static_cast<std::size_t>(experts));
+  std::vector<float> choice(static_cast<std::size_t>(experts));
+  std::vector<float> group_score(static_cast<std::size_t>(groups));
   for (std::int64_t t = 0; t < tokens; ++t) {
     std::copy(logits + t * experts, logits + (t + 1) * experts, p.begin());
     kernels::softmax_inplace(p.data(), experts);
-    const auto chosen = top_k(p.data(), experts, k);
+    choice = p;
+    if (groups > 1) {
+      // A group's score is its best expert's; only the best top_groups groups stay eligible.
+      for (std::int64_t g = 0; g < groups; ++g) {
+        group_score[static_cast<std::size_t>(g)] =
+            *std::max_element(p.begin() + g * per_group, p.begin() + (g + 1) * per_group);
+      }
+      const auto kept = top_k(group_score.data(), groups, top_groups);
+      std::vector<bool> eligible(static_cast<std::size_t>(groups), false);
+      for (std::int32_t g : kept) eligible[static_cast<std::size_t>(g)] = true;
+      for (std::int64_t e = 0; e < experts; ++e) {
+        if (!eligible[static_cast<std::size_t>(e / per_group)])
+          choice[static_cast<std::size_t>(e)] = 0.0f;
+      }
+    }
+    const auto chosen = top_k(choice.data(), experts, k);
     float sum = 0.0f;
     for (std::int64_t j = 0; j < k; ++j) sum += p[static_cast<std::size_t>(chosen[j])];
     for (std::int64_t j = 0; j < k; ++j) {
       const float w = p[static_cast<std::size_t>(chosen[j])];
       r.experts[static_cast<std::size_t>(t * k + j)] = chosen[static_cast<std::size_t>(j)];
-      r.weights[static_cast<std::size_t>(t * k + j)] = normalize ? w / sum : w;
+      r.weights[static_cast<std::size_t>(t * k + j)] = (normalize ? w / sum : w) * scaling;
     }
   }
   return r;

@@ -18,6 +18,27 @@ class TestRouting : public QObject {
     QVERIFY(raw.weights[0] + raw.weights[1] < 0.95f);
   }
 
+  // DeepSeek-V2's group-limited greedy: 8 experts in 4 groups of 2, the group with the best
+  // single expert kept (top_groups 1). Both choices come from group 0, though experts 2 and
+  // 3 of group 1 score far above expert 1 (and V3's rule, a group's top two summed, would
+  // have kept group 1). Weights: the softmax over all experts, not renormalised, scaled.
+  void groupLimitedSoftmax() {
+    const std::vector<float> logits = {3.0f, -4.0f, 2.9f, 2.8f, 0.0f, 0.0f, 1.0f, -4.0f};
+    double sum = 0;
+    for (float l : logits) sum += std::exp(double(l));
+    const Routing r = route_softmax(logits.data(), 1, 8, 2, false, 4, 1, 2.5f);
+    QCOMPARE(r.experts, (std::vector<std::int32_t>{0, 1}));
+    QVERIFY(std::abs(r.weights[0] - 2.5 * std::exp(3.0) / sum) < 1e-6);
+    QVERIFY(std::abs(r.weights[1] - 2.5 * std::exp(-4.0) / sum) < 1e-6);
+    // Two groups kept: groups 0 and 1, so the best two overall.
+    const Routing two = route_softmax(logits.data(), 1, 8, 2, false, 4, 2, 1.0f);
+    QCOMPARE(two.experts, (std::vector<std::int32_t>{0, 2}));
+    // One group (V2-Lite's greedy), renormalised: the best two overall, summing to 1.
+    const Routing all = route_softmax(logits.data(), 1, 8, 2, true, 1, 1, 1.0f);
+    QCOMPARE(all.experts, (std::vector<std::int32_t>{0, 2}));
+    QVERIFY(std::abs(all.weights[0] + all.weights[1] - 1.0f) < 1e-6f);
+  }
+
   // 8 experts in 4 groups, 2 groups kept: the best single expert can lose when its group's
   // top-2 sum is low; the bias steers the choice but not the weights.
   void groupedSigmoid() {

@@ -83,9 +83,10 @@ class TestConverter : public QObject {
     QTest::addColumn<QString>("fixture");
     QTest::addColumn<int>("method");
     // qwen3 ties its output head to the embedding: the head is packed, the embedding kept.
-    for (const char* f : {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16",
-                          "deepseek-v3", "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3",
-                          "llama", "glm4-moe", "glm4-moe-fp8", "qwen3-next", "qwen3-next-fp8"}) {
+    for (const char* f :
+         {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
+          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "deepseek-v2", "qwen3", "llama", "glm4-moe",
+          "glm4-moe-fp8", "qwen3-next", "qwen3-next-fp8"}) {
       QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f))) << f << int(model::Method::Int8);
       QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f))) << f << int(model::Method::Int4);
       QTest::newRow(qPrintable(QStringLiteral("%1 bf16").arg(f))) << f << int(model::Method::Bf16);

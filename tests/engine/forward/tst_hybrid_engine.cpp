@@ -118,8 +118,8 @@ class TestHybridEngine : public QObject {
     QTest::addColumn<int>("experts");  // per layer on the accelerator; -1: as many as fit
     QTest::addColumn<int>("threshold");
     QTest::addColumn<bool>("dynamic");
-    for (const char* f :
-         {"qwen3-moe", "deepseek-v3", "mixtral", "glm4-moe", "gpt-oss", "qwen3-next"}) {
+    for (const char* f : {"qwen3-moe", "deepseek-v3", "deepseek-v2", "mixtral", "glm4-moe",
+                          "gpt-oss", "qwen3-next"}) {
       for (const char* format : {"native", "int8"}) {
         for (const char* s : {"uniform", "frequency", "front-loading", "random"}) {
           for (int n : {0, 3, -1}) {
@@ -170,6 +170,9 @@ class TestHybridEngine : public QObject {
     QTest::addRow("deepseek2-split.gguf N=2") << "deepseek2-split.gguf"
                                               << "native"
                                               << "uniform" << 2 << 0 << false;
+    QTest::addRow("deepseek2-v2.gguf N=3 layerwise") << "deepseek2-v2.gguf"
+                                                     << "native"
+                                                     << "random" << 3 << 10 << true;
     QTest::addRow("glm4moe-mixed.gguf N=-1") << "glm4moe-mixed.gguf"
                                              << "native"
                                              << "frequency" << -1 << 0 << false;

@@ -21,11 +21,11 @@ class TestReferenceEngine : public QObject {
     QTest::addColumn<int>("threads");
     for (const char* f :
          {"qwen3-moe", "qwen3-moe-bf16-sharded", "mixtral", "mixtral-f16", "deepseek-v3",
-          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "qwen3", "llama",
+          "deepseek-v3-no-q-lora", "deepseek-v3-fp8", "deepseek-v2", "qwen3", "llama",
           // The same families saved by transformers 5 (its config spellings), its own oracle.
-          "qwen3-moe-tf5", "mixtral-tf5", "deepseek-v3-tf5", "qwen3-tf5", "llama-tf5", "glm4-moe",
-          "glm4-moe-tf5", "glm4-moe-fp8", "gpt-oss", "gpt-oss-tf5", "qwen3-next", "qwen3-next-tf5",
-          "qwen3-next-fp8"}) {
+          "qwen3-moe-tf5", "mixtral-tf5", "deepseek-v3-tf5", "deepseek-v2-tf5", "qwen3-tf5",
+          "llama-tf5", "glm4-moe", "glm4-moe-tf5", "glm4-moe-fp8", "gpt-oss", "gpt-oss-tf5",
+          "qwen3-next", "qwen3-next-tf5", "qwen3-next-fp8"}) {
       QTest::newRow(f) << QString::fromLatin1(f) << 1;
     }
     // The same numbers with the work split across threads.
@@ -179,7 +179,7 @@ class TestReferenceEngine : public QObject {
       kernels::parse_variant(variant, v);
       if (!kernels::variant_supported(v, usable)) continue;
       for (const char* f :
-           {"qwen3-moe", "mixtral", "deepseek-v3", "llama", "glm4-moe", "gpt-oss"}) {
+           {"qwen3-moe", "mixtral", "deepseek-v3", "deepseek-v2", "llama", "glm4-moe", "gpt-oss"}) {
         // The greedy agreement of a random tiny model moves by chance with any change of
         // rounding: with INT8 activation groups of 8 to 128 columns, qwen3-moe agreed on 21
         // to 27 of its 27 decisive steps (mean KL 0.0004 to 0.0026), whole rows on 27.

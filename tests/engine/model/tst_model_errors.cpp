@@ -206,6 +206,23 @@ class TestModelErrors : public QObject {
     QTest::newRow("no n_group") << "deepseek-v3"
                                 << "drop n_group"
                                 << "\"n_group\" is missing";
+    // DeepSeek-V2's router: how experts are chosen and whether weights are renormalised;
+    // DeepSeek-V3's is sigmoid whatever a config says.
+    QTest::newRow("DeepSeek-V2 without topk_method") << "deepseek-v2"
+                                                     << "drop topk_method"
+                                                     << "\"topk_method\" is missing";
+    QTest::newRow("DeepSeek-V2 with V3's topk_method") << "deepseek-v2-tf5"
+                                                       << "set topk_method noaux_tc"
+                                                       << "\"greedy\" or \"group_limited_greedy\"";
+    QTest::newRow("DeepSeek-V2 without norm_topk_prob") << "deepseek-v2"
+                                                        << "drop norm_topk_prob"
+                                                        << "\"norm_topk_prob\" is missing";
+    QTest::newRow("DeepSeek-V2 with sigmoid scores") << "deepseek-v2"
+                                                     << "set scoring_func sigmoid"
+                                                     << "scores experts by softmax";
+    QTest::newRow("DeepSeek-V3 with softmax scores") << "deepseek-v3"
+                                                     << "set scoring_func softmax"
+                                                     << "scores experts by sigmoid";
     // Qwen3-Next: the routing's renormalisation and which layers are linear.
     QTest::newRow("Qwen3-Next without norm_topk_prob") << "qwen3-next"
                                                        << "drop norm_topk_prob"
@@ -237,6 +254,8 @@ class TestModelErrors : public QObject {
         c.erase(key);
       else if (parts[0] == QLatin1String("add"))
         c[key] = parts[2].toInt();
+      else if (parts[0] == QLatin1String("set"))
+        c[key] = parts[2].toStdString();
       else if (parts[0] == QLatin1String("trim"))
         c[key].erase(c[key].size() - 1);
       else
