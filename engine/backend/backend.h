@@ -169,6 +169,15 @@ struct RoutingParams {
 };
 RoutingParams routing_params(const model::ModelSpec& spec);
 
+// Latent attention's up-projections as placed: kv_b [heads * (nope + v), kv_lora_rank], or
+// k_b [heads * kv_lora_rank, nope] and v_b [heads * v, kv_lora_rank] split per head (see
+// model::AttentionWeights); what is not there is null.
+struct LatentProjections {
+  const DeviceMatrix* kv_b = nullptr;
+  const DeviceMatrix* k_b = nullptr;
+  const DeviceMatrix* v_b = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -266,10 +275,14 @@ class Backend {
   // Multi-head latent attention with the up-projections absorbed (DeepSeek-V3): stores each
   // token's kv row [normalised latent (kv_lora_rank) | rotated key (rope dim)] of `kv`
   // ([n x (kv_lora_rank + rope dim)]), then attends with q [n x heads x (nope + rope)] (its
-  // rope part rotated) through kv_b; out: [n x heads x v_head_dim].
+  // rope part rotated) through the up-projections; out: [n x heads x v_head_dim].
   virtual void latent_attention(std::int64_t layer, DevicePtr<const float> q,
-                                DevicePtr<const float> kv, const DeviceMatrix& kv_b, std::int64_t n,
-                                std::int64_t pos0, DeviceKvCache& cache, DevicePtr<float> out) = 0;
+                                DevicePtr<const float> kv, const LatentProjections& up,
+                                std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
+                                DevicePtr<float> out) = 0;
+  // Whether latent_attention takes k_b and v_b as a GGUF file stores them; otherwise they
+  // are joined into kv_b before they are placed.
+  virtual bool reads_split_latent_projections() const { return false; }
   // Qwen3-Next's gated DeltaNet layer `layer` for n tokens at positions pos0... (from a
   // fresh state at 0), its state in `cache`. qkvz: [n x (2 key dim + 2 value dim)] as
   // [q | k | v | z], all heads; ba: [n x 2 value heads] as [b | a]. The causal convolution

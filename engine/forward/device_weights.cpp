@@ -1,5 +1,6 @@
 #include "engine/forward/device_weights.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace tandem::forward {
@@ -38,7 +39,7 @@ void for_each_placed(const model::ModelWeights& w, MatrixFn&& matrix, VectorFn&&
     vector(l.ffn_norm);
     const model::AttentionWeights& a = l.attention;
     for (const kernels::WeightMatrix* m :
-         {&a.q, &a.q_gate, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
+         {&a.q, &a.q_gate, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.k_b, &a.v_b})
       matrix(*m);
     const model::LinearAttentionWeights& la = l.linear_attention;
     for (const kernels::WeightMatrix* m : {&la.in_qkvz, &la.in_ba, &la.out}) matrix(*m);
@@ -64,6 +65,22 @@ void for_each_placed(const model::ModelWeights& w, MatrixFn&& matrix, VectorFn&&
 }
 
 }  // namespace
+
+std::vector<float> join_latent_projections(const model::AttentionWeights& a, std::int64_t heads,
+                                           std::int64_t nope, std::int64_t v, std::int64_t latent) {
+  std::vector<float> out(static_cast<std::size_t>(heads * (nope + v) * latent));
+  std::vector<float> row(static_cast<std::size_t>(std::max(nope, latent)));
+  for (std::int64_t h = 0; h < heads; ++h) {
+    float* head = out.data() + h * (nope + v) * latent;
+    for (std::int64_t j = 0; j < latent; ++j) {
+      a.k_b.row_f32(h * latent + j, row.data());
+      for (std::int64_t i = 0; i < nope; ++i)
+        head[i * latent + j] = row[static_cast<std::size_t>(i)];
+    }
+    for (std::int64_t i = 0; i < v; ++i) a.v_b.row_f32(h * v + i, head + (nope + i) * latent);
+  }
+  return out;
+}
 
 std::uint64_t device_weight_bytes(const backend::Backend& device,
                                   const model::ModelWeights& weights) {
@@ -117,7 +134,21 @@ DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& sp
     da.q_a = place(device, a.q_a);
     da.q_b = place(device, a.q_b);
     da.kv_a = place(device, a.kv_a);
-    da.kv_b = place(device, a.kv_b);
+    if (a.k_b.data != nullptr && !device.reads_split_latent_projections()) {
+      const std::int64_t nope = spec.qk_nope_head_dim, vd = spec.v_head_dim;
+      d.joined_kv_b.push_back(
+          join_latent_projections(a, spec.num_heads, nope, vd, spec.kv_lora_rank));
+      kernels::WeightMatrix joined;
+      joined.dtype = kernels::DType::F32;
+      joined.data = d.joined_kv_b.back().data();
+      joined.rows = spec.num_heads * (nope + vd);
+      joined.cols = spec.kv_lora_rank;
+      da.kv_b = place(device, joined);
+    } else {
+      da.kv_b = place(device, a.kv_b);
+      da.k_b = place(device, a.k_b);
+      da.v_b = place(device, a.v_b);
+    }
     da.q_a_norm = place_vector(device, a.q_a_norm);
     da.kv_a_norm = place_vector(device, a.kv_a_norm);
     layer.moe = l.moe;

@@ -22,7 +22,11 @@ struct DeviceAttention {
   std::unique_ptr<backend::DeviceBuffer> q_norm, k_norm;
   std::unique_ptr<backend::DeviceBuffer> q_bias, k_bias, v_bias, o_bias;  // may be null
   std::unique_ptr<backend::DeviceBuffer> sinks;                           // may be null
-  std::unique_ptr<backend::DeviceMatrix> q_a, q_b, kv_a, kv_b;
+  std::unique_ptr<backend::DeviceMatrix> q_a, q_b, kv_a;
+  // Latent attention's up-projections: kv_b, or k_b and v_b as a GGUF file stores them where
+  // the backend reads them so (Backend::reads_split_latent_projections).
+  std::unique_ptr<backend::DeviceMatrix> kv_b, k_b, v_b;
+  backend::LatentProjections latent() const { return {kv_b.get(), k_b.get(), v_b.get()}; }
   std::unique_ptr<backend::DeviceBuffer> q_a_norm, kv_a_norm;
 };
 
@@ -50,7 +54,15 @@ struct DeviceWeights {
   std::unique_ptr<backend::DeviceBuffer> final_norm;
   std::vector<DeviceLayer> layers;
   std::unique_ptr<backend::DeviceRope> rope;
+  // kv_b joined from a GGUF file's k_b and v_b for a backend that reads it joined only,
+  // kept while the weights are (the copies to the device may still be queued).
+  std::vector<std::vector<float>> joined_kv_b;
 };
+
+// kv_b joined from a layer's k_b and v_b in F32 ([heads * (nope + v), kv_lora_rank]), for a
+// backend whose latent attention reads the joined form only (the CUDA backend).
+std::vector<float> join_latent_projections(const model::AttentionWeights& a, std::int64_t heads,
+                                           std::int64_t nope, std::int64_t v, std::int64_t latent);
 
 // Copies on the compute queue; throws backend::DeviceOutOfMemory when they do not fit.
 DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& spec,

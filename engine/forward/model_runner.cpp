@@ -324,7 +324,8 @@ void ModelRunner::attention_block(std::int64_t layer, std::int64_t n, std::int64
                       lora + rope);
     device_->rope(*weights_.rope, f(w.kv) + lora, n, lora + rope, 1, 0, pos0);
     device_->rope(*weights_.rope, f(w.q) + nope, n, nh * qk, nh, qk, pos0);
-    device_->latent_attention(layer, cf(w.q), cf(w.kv), *a.kv_b, n, pos0, kv_cache, f(w.attended));
+    device_->latent_attention(layer, cf(w.q), cf(w.kv), a.latent(), n, pos0, kv_cache,
+                              f(w.attended));
   }
   device_->matmul(cf(w.attended), n, *a.o, f(w.branch), spec_.hidden_size);
   if (a.o_bias) device_->add_bias(f(w.branch), cf(a.o_bias), n, spec_.hidden_size);

@@ -489,41 +489,6 @@ constexpr const char* kFileTypes[] = {
     "IQ3_M", "IQ2_S",   "IQ2_M",  "IQ4_XS", "IQ1_M",  "BF16",
 };
 
-// Current llama.cpp conversions store MLA's kv_b split per head, the key part transposed for
-// the absorbed query: attn_k_b [heads][latent][nope] and attn_v_b [heads][v][latent]. Tandem's
-// latent attention reads kv_b [heads][nope + v][latent], rebuilt here from the two in F32, the
-// stored values exactly, as llama.cpp computes with them (4 GB for DeepSeek-V3's 61 layers;
-// F16 would halve that but round every value).
-// Row r of a stored matrix (no block scales: GGUF's blocks carry their own) in fp32.
-void read_row(const kernels::WeightMatrix& w, std::int64_t r, float* out) {
-  kernels::convert_to_f32(
-      w.dtype, static_cast<const std::byte*>(w.data) + kernels::dtype_bytes(w.dtype, r * w.cols),
-      out, static_cast<std::size_t>(w.cols));
-}
-
-void join_kv_b(Checkpoint& c, const ModelSpec& s, std::int64_t layer) {
-  const std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
-  if (c.find(p + "kv_b_proj.weight") != nullptr || c.find(p + "k_b_proj.weight") == nullptr) return;
-  const std::int64_t heads = s.num_heads, nope = s.qk_nope_head_dim, vd = s.v_head_dim;
-  const std::int64_t latent = s.kv_lora_rank;
-  const kernels::WeightMatrix k_b = c.matrix(p + "k_b_proj.weight", heads * latent, nope);
-  const kernels::WeightMatrix v_b = c.matrix(p + "v_b_proj.weight", heads * vd, latent);
-  auto* out = static_cast<float*>(c.derive(p + "kv_b_proj.weight", kernels::DType::F32,
-                                           {heads * (nope + vd), latent}, p + "k_b_proj.weight"));
-  std::vector<float> row(static_cast<std::size_t>(std::max(nope, latent)));
-  for (std::int64_t h = 0; h < heads; ++h) {
-    float* head = out + h * (nope + vd) * latent;
-    for (std::int64_t j = 0; j < latent; ++j) {
-      read_row(k_b, h * latent + j, row.data());
-      for (std::int64_t i = 0; i < nope; ++i) head[i * latent + j] = row[i];
-    }
-    for (std::int64_t i = 0; i < vd; ++i) {
-      read_row(v_b, h * vd + i, row.data());
-      for (std::int64_t j = 0; j < latent; ++j) head[(nope + i) * latent + j] = row[j];
-    }
-  }
-}
-
 }  // namespace
 
 GgufSummary summarize_gguf(const std::string& path) {
@@ -728,9 +693,6 @@ Checkpoint::Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec)
         add(expert_name(layer, std::stoll(number), part), name, t, shape, 0);
       }
     }
-  }
-  if (spec.mla) {
-    for (std::int64_t l = 0; l < spec.num_layers; ++l) join_kv_b(*this, spec, l);
   }
 }
 

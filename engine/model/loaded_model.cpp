@@ -542,7 +542,7 @@ std::uint64_t LoadedModel::active_weight_bytes_per_token() const {
   for (const model::LayerWeights& l : weights_.layers) {
     const model::AttentionWeights& a = l.attention;
     for (const kernels::WeightMatrix* m :
-         {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b})
+         {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.k_b, &a.v_b})
       total += matrix_bytes(*m);
     auto ffn = [&](const model::FeedForwardWeights& f) {
       if (!f.slices.empty()) {

@@ -264,8 +264,13 @@ ModelWeights bind_weights(const ModelSpec& s, Checkpoint& c) {
       }
       a.kv_a = c.matrix(ap + "kv_a_proj_with_mqa.weight", s.kv_lora_rank + s.qk_rope_head_dim, h);
       a.kv_a_norm = c.vector_f32(ap + "kv_a_layernorm.weight", {s.kv_lora_rank});
-      a.kv_b = c.matrix(ap + "kv_b_proj.weight", s.num_heads * (s.qk_nope_head_dim + s.v_head_dim),
-                        s.kv_lora_rank);
+      if (c.find(ap + "kv_b_proj.weight") == nullptr && c.find(ap + "k_b_proj.weight") != nullptr) {
+        a.k_b = c.matrix(ap + "k_b_proj.weight", s.num_heads * s.kv_lora_rank, s.qk_nope_head_dim);
+        a.v_b = c.matrix(ap + "v_b_proj.weight", s.num_heads * s.v_head_dim, s.kv_lora_rank);
+      } else {
+        a.kv_b = c.matrix(ap + "kv_b_proj.weight",
+                          s.num_heads * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank);
+      }
       a.o = c.matrix(ap + "o_proj.weight", h, s.num_heads * s.v_head_dim);
     } else if (s.attention_output_gate) {
       // Qwen3-Next's q_proj gives, per head, [query (head_dim) | gate (head_dim)].

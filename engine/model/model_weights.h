@@ -24,7 +24,12 @@ struct AttentionWeights {
   std::vector<float> q_a_norm;
   WeightMatrix kv_a;  // [kv_lora_rank + rope dim, hidden]
   std::vector<float> kv_a_norm;
-  WeightMatrix kv_b;  // [heads * (nope + v), kv_lora_rank]
+  // kv_b [heads * (nope + v), kv_lora_rank] as Hugging Face stores it, or, where a GGUF file
+  // stores it split per head (current llama.cpp conversions), k_b [heads * kv_lora_rank,
+  // nope] (the key part transposed, as the absorbed query multiplies it) and v_b
+  // [heads * v, kv_lora_rank], each in its own block format; the other is left empty.
+  WeightMatrix kv_b;
+  WeightMatrix k_b, v_b;
 };
 
 // One pool's share of a routed expert split for several NUMA pools: the packed gate and up

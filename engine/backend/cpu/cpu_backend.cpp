@@ -206,13 +206,13 @@ void CpuBackend::attention(std::int64_t layer, DevicePtr<const float> q, DeviceP
 }
 
 void CpuBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,
-                                  DevicePtr<const float> kv, const DeviceMatrix& kv_b,
+                                  DevicePtr<const float> kv, const LatentProjections& up,
                                   std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
                                   DevicePtr<float> out) {
   Timed timed(*this, __func__);
   auto& c = static_cast<HostKvCache&>(cache);
   cpu_ops::latent_attention(threads_, c.spec(), c.cache(), layer, raw(q), raw(kv),
-                            HostMatrix::of(kv_b), n, pos0, raw(out));
+                            host_latent_matrices(up), n, pos0, raw(out));
 }
 
 void CpuBackend::route(DevicePtr<const float> logits, std::int64_t n, const RoutingParams& params,

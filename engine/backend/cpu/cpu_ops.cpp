@@ -136,9 +136,8 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
 // The cache holds only the normalised latent and the shared rotary key, and each head's query
 // is mapped into the latent space (q_nope · W_UK) instead of expanding every cached key.
 void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
-                      std::int64_t layer, const float* q, const float* kv,
-                      const kernels::WeightMatrix& kv_b, std::int64_t n, std::int64_t pos0,
-                      float* out) {
+                      std::int64_t layer, const float* q, const float* kv, const LatentMatrices& up,
+                      std::int64_t n, std::int64_t pos0, float* out) {
   const std::int64_t nh = spec.num_heads;
   const std::int64_t nope = spec.qk_nope_head_dim;
   const std::int64_t rope = spec.qk_rope_head_dim;
@@ -173,10 +172,16 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
       q_latent.resize(static_cast<std::size_t>(n * lora));
       for (std::int64_t j = j0; j < j1; ++j) {
         const std::int64_t head = h0 + j;
-        const kernels::WeightMatrix w_uk = kv_b.slice_rows(head * (nope + vd), nope);
         for (std::int64_t t = 0; t < n; ++t)
           std::copy_n(q + (t * nh + head) * qk, nope, q_nope.data() + t * nope);
-        kernels::matmul_xw(q_nope.data(), n, w_uk, q_latent.data(), kernels::serial_for);
+        if (up.k_b != nullptr) {
+          // Split per head as stored: this head's [latent x nope] rows, in their own format.
+          kernels::matmul_xwt(q_nope.data(), n, up.k_b->slice_rows(head * lora, lora),
+                              q_latent.data(), lora, kernels::serial_for);
+        } else {
+          const kernels::WeightMatrix w_uk = up.kv_b->slice_rows(head * (nope + vd), nope);
+          kernels::matmul_xw(q_nope.data(), n, w_uk, q_latent.data(), kernels::serial_for);
+        }
         for (std::int64_t t = 0; t < n; ++t) {
           float* qk_row = q_keys.data() + (t * block + j) * key_dim;
           std::copy_n(q_latent.data() + t * lora, lora, qk_row);
@@ -248,7 +253,9 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
       v_head.resize(static_cast<std::size_t>(n * vd));
       for (std::int64_t j = j0; j < j1; ++j) {
         const std::int64_t head = h0 + j;
-        const kernels::WeightMatrix w_uv = kv_b.slice_rows(head * (nope + vd) + nope, vd);
+        const kernels::WeightMatrix w_uv = up.v_b != nullptr
+                                               ? up.v_b->slice_rows(head * vd, vd)
+                                               : up.kv_b->slice_rows(head * (nope + vd) + nope, vd);
         for (std::int64_t t = 0; t < n; ++t)
           std::copy_n(o_latent.data() + (t * block + j) * lora, lora, gathered.data() + t * lora);
         kernels::matmul_xwt(gathered.data(), n, w_uv, v_head.data(), vd, kernels::serial_for);

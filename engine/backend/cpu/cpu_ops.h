@@ -40,11 +40,18 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
                std::int64_t layer, const float* q, const float* k, const float* v, std::int64_t n,
                std::int64_t pos0, float* out, const float* sinks = nullptr);
 
+// Latent attention's up-projections: kv_b, or k_b and v_b (the other null), as
+// backend::LatentProjections.
+struct LatentMatrices {
+  const kernels::WeightMatrix* kv_b = nullptr;
+  const kernels::WeightMatrix* k_b = nullptr;
+  const kernels::WeightMatrix* v_b = nullptr;
+};
+
 // Absorbed multi-head latent attention as Backend::latent_attention.
 void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
-                      std::int64_t layer, const float* q, const float* kv,
-                      const kernels::WeightMatrix& kv_b, std::int64_t n, std::int64_t pos0,
-                      float* out);
+                      std::int64_t layer, const float* q, const float* kv, const LatentMatrices& up,
+                      std::int64_t n, std::int64_t pos0, float* out);
 
 // y[r, c] *= sigmoid(gate[r, gate_cols == 1 ? 0 : c]) for `rows` rows of `cols`.
 void sigmoid_gate(float* y, const float* gate, std::int64_t rows, std::int64_t cols,

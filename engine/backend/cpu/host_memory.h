@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/kv_cache.h"
 #include "engine/backend/cpu/rope.h"
 #include "kernels/cpu/packed_matmul.h"
@@ -86,6 +87,15 @@ class HostMatrix : public DeviceMatrix {
   std::vector<float> block_scale_;  // FP8 block scales covering the rows
   std::unique_ptr<kernels::PackedMatrix> packed_;
 };
+
+// The up-projections of latent attention a CPU-run backend placed, as its kernels take them.
+inline cpu_ops::LatentMatrices host_latent_matrices(const LatentProjections& up) {
+  cpu_ops::LatentMatrices m;
+  if (up.kv_b != nullptr) m.kv_b = &HostMatrix::of(*up.kv_b);
+  if (up.k_b != nullptr) m.k_b = &HostMatrix::of(*up.k_b);
+  if (up.v_b != nullptr) m.v_b = &HostMatrix::of(*up.v_b);
+  return m;
+}
 
 // The bytes a copy of `host` takes: its stored rows with their block scales, or its packed
 // form (the packed form alone when it has one: that is what the kernels read).

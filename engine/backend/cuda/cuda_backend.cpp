@@ -765,9 +765,11 @@ void CudaBackend::attention(std::int64_t layer, DevicePtr<const float> q, Device
 }
 
 void CudaBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,
-                                   DevicePtr<const float> kv, const DeviceMatrix& kv_b,
+                                   DevicePtr<const float> kv, const LatentProjections& up,
                                    std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
                                    DevicePtr<float> out) {
+  // kv_b joined: place_weights joins a GGUF file's split k_b and v_b for this backend.
+  if (up.kv_b == nullptr) throw std::logic_error("the CUDA latent attention needs kv_b joined");
   auto& c = static_cast<CudaKvCache&>(cache);
   check_room(c, pos0, n);
   const model::ModelSpec& spec = c.spec();
@@ -779,7 +781,7 @@ void CudaBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,
                         static_cast<std::size_t>(n * key_dim) * sizeof(float),
                         cudaMemcpyDeviceToDevice, compute_),
         "storing the latent cache");
-  const cu::DeviceWeights& w = CudaMatrix::of(kv_b);
+  const cu::DeviceWeights& w = CudaMatrix::of(*up.kv_b);
   // A prompt's tokens kLatentTokens at a time, which bounds the scratch:
   // [q_keys: tokens x heads x (lora + rope) | o_latent: tokens x heads x lora].
   constexpr std::int64_t kLatentTokens = 256;

@@ -98,7 +98,7 @@ class CudaBackend : public Backend {
                  DevicePtr<const float> v, std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
                  DevicePtr<float> out, DevicePtr<const float> sinks) override;
   void latent_attention(std::int64_t layer, DevicePtr<const float> q, DevicePtr<const float> kv,
-                        const DeviceMatrix& kv_b, std::int64_t n, std::int64_t pos0,
+                        const LatentProjections& up, std::int64_t n, std::int64_t pos0,
                         DeviceKvCache& cache, DevicePtr<float> out) override;
   void route(DevicePtr<const float> logits, std::int64_t n, const RoutingParams& params,
              DevicePtr<const float> bias, DevicePtr<std::int32_t> ids,

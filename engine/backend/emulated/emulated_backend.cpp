@@ -251,13 +251,13 @@ void EmulatedBackend::attention(std::int64_t layer, DevicePtr<const float> q,
 }
 
 void EmulatedBackend::latent_attention(std::int64_t layer, DevicePtr<const float> q,
-                                       DevicePtr<const float> kv, const DeviceMatrix& kv_b,
+                                       DevicePtr<const float> kv, const LatentProjections& up,
                                        std::int64_t n, std::int64_t pos0, DeviceKvCache& cache,
                                        DevicePtr<float> out) {
   auto* c = &static_cast<HostKvCache&>(cache);
-  const kernels::WeightMatrix* b = &HostMatrix::of(kv_b);
-  compute([this, c, b, layer, q, kv, n, pos0, out] {
-    cpu_ops::latent_attention(threads_, c->spec(), c->cache(), layer, q.address(), kv.address(), *b,
+  const cpu_ops::LatentMatrices m = host_latent_matrices(up);
+  compute([this, c, m, layer, q, kv, n, pos0, out] {
+    cpu_ops::latent_attention(threads_, c->spec(), c->cache(), layer, q.address(), kv.address(), m,
                               n, pos0, out.address());
   });
 }

@@ -31,6 +31,7 @@
 using namespace tandem;
 using backend::Backend;
 using backend::DeviceBuffer;
+using backend::LatentProjections;
 using backend::Queue;
 
 namespace {
@@ -639,11 +640,11 @@ class TestBackendOps : public QObject {
           auto kv_b = b.place_matrix(deepseek_->weights().layers[0].attention.kv_b, Queue::Compute);
           auto dq = put(b, q), dkv = put(b, kv);
           auto out = b.allocate(7 * nh * spec.v_head_dim * sizeof(float));
-          b.latent_attention(0, dq->as<const float>(), dkv->as<const float>(), *kv_b, 5, 0, *cache,
-                             out->as<float>());
+          b.latent_attention(0, dq->as<const float>(), dkv->as<const float>(),
+                             LatentProjections{kv_b.get()}, 5, 0, *cache, out->as<float>());
           b.latent_attention(0, dq->as<const float>() + 5 * nh * qk,
-                             dkv->as<const float>() + 5 * row, *kv_b, 2, 5, *cache,
-                             out->as<float>() + 5 * nh * spec.v_head_dim);
+                             dkv->as<const float>() + 5 * row, LatentProjections{kv_b.get()}, 2, 5,
+                             *cache, out->as<float>() + 5 * nh * spec.v_head_dim);
           return get<float>(b, *out, 7 * nh * spec.v_head_dim);
         },
         "latent attention");
@@ -661,11 +662,11 @@ class TestBackendOps : public QObject {
       auto kv_b = b.place_matrix(deepseek_->weights().layers[0].attention.kv_b, Queue::Compute);
       auto dq = put(b, long_q), dkv = put(b, long_kv);
       auto out = b.allocate(len * nh * spec.v_head_dim * sizeof(float));
-      b.latent_attention(0, dq->as<const float>(), dkv->as<const float>(), *kv_b, len - 1, 0,
-                         *cache, out->as<float>());
+      b.latent_attention(0, dq->as<const float>(), dkv->as<const float>(),
+                         LatentProjections{kv_b.get()}, len - 1, 0, *cache, out->as<float>());
       b.latent_attention(0, dq->as<const float>() + (len - 1) * nh * qk,
-                         dkv->as<const float>() + (len - 1) * row, *kv_b, 1, len - 1, *cache,
-                         out->as<float>() + (len - 1) * nh * spec.v_head_dim);
+                         dkv->as<const float>() + (len - 1) * row, LatentProjections{kv_b.get()}, 1,
+                         len - 1, *cache, out->as<float>() + (len - 1) * nh * spec.v_head_dim);
       const auto all = get<float>(b, *out, len * nh * spec.v_head_dim);
       decoded[threads == 1 ? 0 : 1].assign(all.end() - nh * spec.v_head_dim, all.end());
     }

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/forward/device_weights.h"
 #include "engine/generate/generator.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/loaded_model.h"
@@ -242,6 +243,39 @@ class TestGgufModel : public QObject {
     QVERIFY(g.qk_norm);
     QVERIFY(g.attention_bias);
     QCOMPARE(g.layer_is_moe, (std::vector<bool>{false, true}));
+  }
+
+  // A file that splits MLA's kv_b per head (attn_k_b, attn_v_b) is computed on the split
+  // matrices as stored, in their block formats (no joined copy in memory); joined for a
+  // backend that reads kv_b whole, every value lands where kv_b has it.
+  void splitLatentProjectionsStayAsStored() {
+    const auto m = model::LoadedModel::load(fixture_path("deepseek2-split.gguf"));
+    const model::ModelSpec& s = m->spec();
+    const model::AttentionWeights& a = m->weights().layers[1].attention;
+    QVERIFY(a.kv_b.data == nullptr);
+    QVERIFY(a.k_b.data != nullptr && a.v_b.data != nullptr);
+    QVERIFY(a.k_b.dtype == kernels::DType::Q8_0);  // as the fixture stores it
+    QVERIFY(a.v_b.dtype == kernels::DType::Q4_0);
+    const std::int64_t heads = s.num_heads, nope = s.qk_nope_head_dim, vd = s.v_head_dim;
+    const std::int64_t latent = s.kv_lora_rank;
+    const std::vector<float> joined = forward::join_latent_projections(a, heads, nope, vd, latent);
+    QCOMPARE(joined.size(), static_cast<std::size_t>(heads * (nope + vd) * latent));
+    std::vector<float> k_row(static_cast<std::size_t>(nope)),
+        v_row(static_cast<std::size_t>(latent));
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t j = 0; j < latent; ++j) {
+        a.k_b.row_f32(h * latent + j, k_row.data());
+        for (std::int64_t i = 0; i < nope; ++i)
+          QCOMPARE(joined[static_cast<std::size_t>((h * (nope + vd) + i) * latent + j)],
+                   k_row[static_cast<std::size_t>(i)]);
+      }
+      for (std::int64_t i = 0; i < vd; ++i) {
+        a.v_b.row_f32(h * vd + i, v_row.data());
+        for (std::int64_t j = 0; j < latent; ++j)
+          QCOMPARE(joined[static_cast<std::size_t>((h * (nope + vd) + nope + i) * latent + j)],
+                   v_row[static_cast<std::size_t>(j)]);
+      }
+    }
   }
 
   // DeepSeek-V2's softmax router: no correction bias, every expert eligible (conversions
