@@ -220,6 +220,9 @@ class TestModelErrors : public QObject {
     QTest::newRow("DeepSeek-V2 with sigmoid scores") << "deepseek-v2"
                                                      << "set scoring_func sigmoid"
                                                      << "scores experts by softmax";
+    QTest::newRow("DeepSeek-V2 with experts every other layer") << "deepseek-v2"
+                                                                << "add moe_layer_freq 2"
+                                                                << "moe_layer_freq is 2";
     QTest::newRow("DeepSeek-V3 with softmax scores") << "deepseek-v3"
                                                      << "set scoring_func softmax"
                                                      << "scores experts by sigmoid";
