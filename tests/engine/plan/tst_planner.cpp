@@ -337,16 +337,20 @@ class TestPlanner : public QObject {
       bool runs = false;
       for (const std::string& a :
            {std::string("Qwen3MoeForCausalLM"), std::string("MixtralForCausalLM"),
-            std::string("DeepseekV3ForCausalLM"), std::string("KimiK2ForCausalLM"),
-            std::string("Glm4MoeForCausalLM"), std::string("GptOssForCausalLM"),
-            std::string("Qwen3NextForCausalLM"), std::string("Qwen3ForCausalLM"),
-            std::string("LlamaForCausalLM")})
+            std::string("DeepseekV3ForCausalLM"), std::string("DeepseekV2ForCausalLM"),
+            std::string("KimiK2ForCausalLM"), std::string("Glm4MoeForCausalLM"),
+            std::string("GptOssForCausalLM"), std::string("Qwen3NextForCausalLM"),
+            std::string("Qwen3ForCausalLM"), std::string("LlamaForCausalLM")})
         runs = runs || (arch == a && model::supported_architectures().find(a) != std::string::npos);
       const bool says_not =
           e.description.find("Not runnable yet: Tandem lacks") != std::string::npos;
       QVERIFY2(runs != says_not, e.id.c_str());
       QVERIFY2(e.description.find("planned") == std::string::npos, e.id.c_str());
     }
+    // DeepSeek's figures for V2-Lite: 15.7B parameters, 2.4B active.
+    const ModelShape lite = shape("deepseek-v2-lite-chat");
+    QVERIFY(std::abs(lite.total_params() / 1e9 - 15.7) < 0.1);
+    QVERIFY(std::abs(lite.active_params_per_token() / 1e9 - 2.45) < 0.1);
     const ModelShape oss = shape("gpt-oss-120b");
     QVERIFY(oss.mxfp4_experts);
     QCOMPARE(oss.sliding_layers, std::int64_t{18});
