@@ -20,6 +20,19 @@ std::vector<std::int32_t> top_k(const float* v, std::int64_t n, std::int64_t k) 
   return idx;
 }
 
+// Experts of groups other than the top_groups best by group_score compete with 0.
+void keep_best_groups(std::vector<float>& choice, const std::vector<float>& group_score,
+                      std::int64_t top_groups) {
+  const auto groups = static_cast<std::int64_t>(group_score.size());
+  const auto per_group = static_cast<std::int64_t>(choice.size()) / groups;
+  const auto kept = top_k(group_score.data(), groups, top_groups);
+  std::vector<bool> eligible(static_cast<std::size_t>(groups), false);
+  for (std::int32_t g : kept) eligible[static_cast<std::size_t>(g)] = true;
+  for (std::size_t e = 0; e < choice.size(); ++e) {
+    if (!eligible[e / static_cast<std::size_t>(per_group)]) choice[e] = 0.0f;
+  }
+}
+
 }  // namespace
 
 Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t experts,
@@ -42,13 +55,7 @@ Routing route_softmax(const float* logits, std::int64_t tokens, std::int64_t exp
         group_score[static_cast<std::size_t>(g)] =
             *std::max_element(p.begin() + g * per_group, p.begin() + (g + 1) * per_group);
       }
-      const auto kept = top_k(group_score.data(), groups, top_groups);
-      std::vector<bool> eligible(static_cast<std::size_t>(groups), false);
-      for (std::int32_t g : kept) eligible[static_cast<std::size_t>(g)] = true;
-      for (std::int64_t e = 0; e < experts; ++e) {
-        if (!eligible[static_cast<std::size_t>(e / per_group)])
-          choice[static_cast<std::size_t>(e)] = 0.0f;
-      }
+      keep_best_groups(choice, group_score, top_groups);
     }
     const auto chosen = top_k(choice.data(), experts, k);
     float sum = 0.0f;
@@ -86,13 +93,7 @@ Routing route_grouped_sigmoid(const float* logits, const float* bias, std::int64
       for (std::int32_t b : best) s += gs[b];
       group_score[static_cast<std::size_t>(g)] = s;
     }
-    const auto kept = top_k(group_score.data(), groups, top_groups);
-    std::vector<bool> eligible(static_cast<std::size_t>(groups), false);
-    for (std::int32_t g : kept) eligible[static_cast<std::size_t>(g)] = true;
-    for (std::int64_t e = 0; e < experts; ++e) {
-      if (!eligible[static_cast<std::size_t>(e / per_group)])
-        choice[static_cast<std::size_t>(e)] = 0.0f;
-    }
+    keep_best_groups(choice, group_score, top_groups);
     const auto chosen = top_k(choice.data(), experts, k);
     float sum = 0.0f;
     for (std::int32_t e : chosen) sum += scores[static_cast<std::size_t>(e)];
