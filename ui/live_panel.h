@@ -25,7 +25,8 @@ class HeatmapView : public QWidget {
   Q_OBJECT
  public:
   explicit HeatmapView(ExpertHeatmapModel* model, QWidget* parent = nullptr);
-  QSize sizeHint() const override { return {260, 160}; }
+  // Its minimum height, as ThroughputChart: the stretch gives it the height that is left.
+  QSize sizeHint() const override { return {260, 110}; }
   // The cell (layer, expert) under `pos`, or an invalid index.
   QModelIndex cellAt(const QPoint& pos) const;
   // Where the cells are drawn (the rest holds the axis labels and the colour scale).

@@ -20,8 +20,11 @@ class ThroughputChart : public QWidget {
   Q_OBJECT
  public:
   explicit ThroughputChart(QWidget* parent = nullptr);
-  // The same whether the chart or its empty hint shows, so the panel keeps its width.
-  QSize sizeHint() const override { return {280, 200}; }
+  // The same whether the chart or its empty hint shows, so the panel keeps its width; as tall
+  // as the chart's minimum: the live panel's scroll area sizes it by preferred heights (its
+  // word-wrapped labels make it height-for-width), and the stretch gives the chart whatever
+  // height is left.
+  QSize sizeHint() const override { return {280, 150}; }
 
   // Seconds of generation shown on the time axis; older samples scroll out and are dropped.
   void setWindowSeconds(double seconds);

@@ -185,6 +185,18 @@ class TestMainWindow : public QObject {
              qPrintable(QStringLiteral("the live panel scrolls: %1 of %2 px shown")
                             .arg(live_scroll->viewport()->height())
                             .arg(live->minimumSizeHint().height())));
+    // And after a reply, when the chart and the time split have something to show.
+    QSignalSpy finished(window.engine(), &tandem::ui::EngineHost::turnFinished);
+    window.showPage(MainWindow::Page::Chat);
+    window.chatPage()->newConversation();
+    window.chatPage()->composer()->setPlainText(QStringLiteral("Hello"));
+    window.chatPage()->send();
+    QVERIFY(finished.wait(60000));
+    QTest::qWait(600);  // the panel polls four times a second
+    QVERIFY2(!live_scroll->verticalScrollBar()->isVisible(),
+             qPrintable(QStringLiteral("after a reply the live panel scrolls: %1 of %2 px shown")
+                            .arg(live_scroll->viewport()->height())
+                            .arg(live->minimumSizeHint().height())));
     if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
       window.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/main-1024.png");
   }
