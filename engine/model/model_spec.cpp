@@ -682,13 +682,17 @@ ModelSpec parse_model_spec(const json& config, const std::string& source) {
             ": n_routed_experts must split evenly into n_group groups, and topk_group cannot "
             "exceed n_group.");
       }
-      // DeepSeek's own code makes every moe_layer_freq-th layer after the dense ones MoE;
-      // every released model has 1 (transformers reads no other).
-      if (c.integer("moe_layer_freq", 1) != 1) {
-        throw ModelError(source + ": moe_layer_freq is " +
-                         std::to_string(c.integer("moe_layer_freq", 1)) +
-                         "; Tandem runs DeepSeek models whose layers after first_k_dense_replace "
-                         "all have experts (1).");
+      // DeepSeek's own code makes every moe_layer_freq-th layer after the dense ones MoE, and
+      // its released configs say 1. A config transformers wrote has no such setting (its
+      // classes make every layer after first_k_dense_replace MoE), so absent is not unknown:
+      // it means that. Any other frequency is refused, not read as 1.
+      if (c.raw().contains("moe_layer_freq")) {
+        const std::int64_t frequency = c.integer("moe_layer_freq");
+        if (frequency != 1) {
+          throw ModelError(source + ": moe_layer_freq is " + std::to_string(frequency) +
+                           "; Tandem runs DeepSeek models whose layers after "
+                           "first_k_dense_replace all have experts (1).");
+        }
       }
       const std::int64_t first_dense = c.integer("first_k_dense_replace");
       for (std::int64_t l = 0; l < s.num_layers; ++l)
