@@ -26,6 +26,7 @@
 #include "app/tokenize_command.h"
 #include "engine/log/log.h"
 #include "engine/model/demo_model.h"
+#include "engine/model/loaded_model.h"
 #include "engine/plan/run_profile.h"
 #include "engine/version.h"
 #include "ui/main_window.h"
@@ -69,6 +70,16 @@ bool use_demo_model_if_none(std::string& model) {
       "tandem: this Tandem has no built-in demo model; give a model folder with --model DIR.\n",
       stderr);
   return false;
+}
+
+// The values --cpu-format takes, as model::parse_cpu_format reads them.
+CLI::IsMember cpu_format_names() {
+  using tandem::model::CpuFormat;
+  std::vector<std::string> names;
+  for (CpuFormat f :
+       {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16, CpuFormat::Mxfp4})
+    names.emplace_back(tandem::model::cpu_format_name(f));
+  return CLI::IsMember(names);
 }
 
 // --dense-bf16 on the commands that pack or convert weights.
@@ -211,7 +222,7 @@ int main(int argc, char** argv) {
                    "Weights on the CPU: native (as stored), int8, int4, bf16, or mxfp4 (experts "
                    "stored as MXFP4 kept so: gpt-oss); a converted folder uses its own")
       ->capture_default_str()
-      ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
+      ->check(cpu_format_names());
   run_cmd->add_option("--dump-logits", run.dump_logits,
                       "Write the logits of the prompt's last position to this JSON file");
 
@@ -294,7 +305,7 @@ int main(int argc, char** argv) {
           "--cpu-format", bench.cpu_format,
           "Weights on the CPU: native, int8, int4, bf16 or mxfp4 (default: native for a .gguf "
           "file, as tandem run takes it, else int8); a converted folder uses its own")
-      ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
+      ->check(cpu_format_names());
   bench_cmd
       ->add_option("--dense", bench.dense,
                    "Dense INT8 matrices: auto or packed (our kernels, activation scales per 32 "
@@ -534,12 +545,12 @@ int main(int argc, char** argv) {
       ->add_option("--cpu-format", perplexity.cpu_format,
                    "The model's weights on the CPU: native (as stored), int8, int4, bf16 or mxfp4 "
                    "(default: as the model loads by itself)")
-      ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
+      ->check(cpu_format_names());
   perplexity_cmd
       ->add_option("--kl-base-cpu-format", perplexity.kl_base_cpu_format,
                    "The base model's, likewise: with the same file as --kl-base, the KL "
                    "divergence one format costs against another")
-      ->check(CLI::IsMember({"native", "int8", "int4", "bf16", "mxfp4"}));
+      ->check(cpu_format_names());
   perplexity_cmd
       ->add_option("-t,--threads", perplexity.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
