@@ -207,6 +207,13 @@ std::int64_t GgufValue::as_int() const {
   throw std::runtime_error("GGUF value has type " + describe(type_) + ", not an integer");
 }
 
+std::uint64_t GgufValue::as_uint() const {
+  if (const auto* u = std::get_if<std::uint64_t>(&storage_)) return *u;
+  const std::int64_t i = as_int();
+  if (i < 0) throw std::runtime_error("GGUF value " + std::to_string(i) + " is negative");
+  return static_cast<std::uint64_t>(i);
+}
+
 double GgufValue::as_float() const {
   if (const auto* d = std::get_if<double>(&storage_)) return *d;
   if (is_integer()) return static_cast<double>(as_int());

@@ -55,7 +55,8 @@ class GgufValue {
   // know the key add it to the message. Integers convert between widths when the value
   // fits, so a uint32 count and an int64 count read the same.
   std::int64_t as_int() const;
-  double as_float() const;  // also accepts integers
+  std::uint64_t as_uint() const;  // an integer >= 0, the whole uint64 range
+  double as_float() const;        // also accepts integers
   bool as_bool() const;
   const std::string& as_string() const;
   const GgufArray& as_array() const;

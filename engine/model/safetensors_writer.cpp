@@ -8,26 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/model_error.h"
+#include "engine/model/write_failure.h"
 
 namespace tandem::model {
-namespace {
-
-// What a failed write of the temporary file `temp` tells the user, from its errno.
-[[noreturn]] void throw_write_failed(const std::string& temp, int error_number) {
-  std::string why;
-  if (error_number == ENOSPC || error_number == EDQUOT) {
-    why = "the disk is full; free some space or choose a folder on another disk";
-  } else if (error_number == EFBIG) {
-    why =
-        "the file would be larger than this disk's file system or the limit on file size "
-        "(ulimit -f) allows; choose a folder on another disk (FAT32 holds at most 4 GiB a file)";
-  } else {
-    why = std::string(std::strerror(error_number)) + "; check the disk and the folder";
-  }
-  throw ModelError(temp + ": writing failed: " + why + ", then run the same conversion again.");
-}
-
-}  // namespace
 
 SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<Declared>& tensors,
                                      const std::map<std::string, std::string>& metadata)

@@ -7,8 +7,10 @@
 #include <fstream>
 
 #include "engine/model/gguf_file.h"
+#include "engine/model/gguf_writer.h"
+#include "engine/model/model_error.h"
 
-#include "tests/support/gguf_writer.h"
+#include "tests/support/gguf_bytes.h"
 
 using namespace tandem::model;
 
@@ -17,7 +19,7 @@ namespace {
 // A valid version-3 file with one value of every type, an array of arrays, two tensors
 // and a 64-byte alignment.
 std::string valid_file() {
-  GgufWriter w;
+  GgufBytes w;
   w.header(3, 2, 16);
   w.key("general.architecture", GgufType::kString).string("llama");
   w.key("general.alignment", GgufType::kUint32).raw<std::uint32_t>(64);
@@ -55,6 +57,33 @@ QString error_of(const std::string& path) {
     return QString::fromStdString(error.what());
   }
   return QString();
+}
+
+// Whether two values have the same type and the same contents, arrays element by element.
+bool same_value(const GgufValue& a, const GgufValue& b) {
+  if (a.type() != b.type()) return false;
+  switch (a.type()) {
+    case GgufType::kString:
+      return a.as_string() == b.as_string();
+    case GgufType::kBool:
+      return a.as_bool() == b.as_bool();
+    case GgufType::kFloat32:
+    case GgufType::kFloat64:
+      return a.as_float() == b.as_float();
+    case GgufType::kUint64:
+      return a.as_uint() == b.as_uint();
+    case GgufType::kArray: {
+      const GgufArray& x = a.as_array();
+      const GgufArray& y = b.as_array();
+      if (x.element_type != y.element_type || x.elements.size() != y.elements.size()) return false;
+      for (std::size_t i = 0; i < x.elements.size(); ++i) {
+        if (!same_value(x.elements[i], y.elements[i])) return false;
+      }
+      return true;
+    }
+    default:
+      return a.as_int() == b.as_int();
+  }
 }
 
 }  // namespace
@@ -127,7 +156,7 @@ class TestGgufFile : public QObject {
   }
 
   void readsVersion2() {
-    GgufWriter w;
+    GgufBytes w;
     w.header(2, 0, 1).key("general.name", GgufType::kString).string("tiny");
     const GgufFile file(write("v2.gguf", w.bytes));
     QCOMPARE(file.version(), 2u);
@@ -145,42 +174,42 @@ class TestGgufFile : public QObject {
     add("empty file", "", "does not start with the bytes \"GGUF\"");
     add("bad magic", "GGML" + valid_file().substr(4), "does not start with the bytes \"GGUF\"");
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(1, 0, 0);
       add("version 1", w.bytes, "GGUF version 1 is not supported");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(4, 0, 0);
       add("version 4", w.bytes, "GGUF version 4 is not supported");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(0x03000000u, 0, 0);
       add("big-endian", w.bytes, "big-endian");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 0, 1ull << 40);
       add("huge metadata count", w.bytes, "the metadata count is 1099511627776");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 1ull << 50, 0);
       add("huge tensor count", w.bytes, "the tensor count is");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 0, 1).raw<std::uint64_t>(1ull << 62).bytes += "key and some more bytes";
       add("key longer than file", w.bytes, "claims 4611686018427387904 bytes");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 0, 1).key("s", GgufType::kString).raw<std::uint64_t>(~0ull);
       add("string longer than file", w.bytes, "string s at byte");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 0, 1)
           .key("a", GgufType::kArray)
           .raw(static_cast<std::uint32_t>(GgufType::kUint64));
@@ -188,28 +217,28 @@ class TestGgufFile : public QObject {
       add("array longer than file", w.bytes, "the length of array a is 1152921504606846976");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 0, 1).key("t", static_cast<GgufType>(13)).raw<std::uint32_t>(0);
       add("unknown value type", w.bytes, "has unknown type number 13");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 0, 1).key("b", GgufType::kBool).raw<std::uint8_t>(2);
       add("bool that is not 0 or 1", w.bytes, "boolean b holds 2");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 0, 2).key("k", GgufType::kUint8).raw<std::uint8_t>(1);
       w.key("k", GgufType::kUint8).raw<std::uint8_t>(2);
       add("duplicate key", w.bytes, "metadata key k appears twice");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 0, 1).key("general.alignment", GgufType::kUint32).raw<std::uint32_t>(48);
       add("alignment not a power of two", w.bytes, "general.alignment is 48");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 0, 1).key("deep", GgufType::kArray);
       for (int i = 0; i < 20; ++i) {
         w.raw(static_cast<std::uint32_t>(GgufType::kArray)).raw<std::uint64_t>(1);
@@ -218,38 +247,38 @@ class TestGgufFile : public QObject {
       add("arrays nested too deep", w.bytes, "nests deeper than 16 levels");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 1, 0).tensor("t", {1, 1, 1, 1, 1}, 0, 0);
       add("five dimensions", w.bytes, "tensor t has 5 dimensions");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 1, 0).tensor("t", {4}, 0, 8);
       w.pad_to(32);
       w.bytes.append(64, '\0');
       add("misaligned tensor", w.bytes, "tensor t starts at offset 8");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 1, 0).tensor("t", {100}, 8, 0);
       w.pad_to(32);
       w.bytes.append(200, '\0');
       add("partial quantization block", w.bytes, "not a whole number of Q8_0 blocks");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 1, 0).tensor("t", {1024}, 0, 0);
       w.pad_to(32);
       w.bytes.append(100, '\0');
       add("tensor beyond the end", w.bytes, "tensor t (4096 bytes at data offset 0) reaches past");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 1, 0).tensor("t", {1ull << 32, 1ull << 32}, 0, 0);
       add("element count overflow", w.bytes, "more elements than 64 bits can count");
     }
     {
-      GgufWriter w;
+      GgufBytes w;
       w.header(3, 2, 0).tensor("t", {8}, 0, 0).tensor("t", {8}, 0, 32);
       w.pad_to(32);
       w.bytes.append(64, '\0');
@@ -274,6 +303,66 @@ class TestGgufFile : public QObject {
       QVERIFY2(!error.isEmpty(), qPrintable(QString("no error at length %1").arg(length)));
       QVERIFY2(error.contains("GGUF"), qPrintable(error));
     }
+  }
+
+  // The writer's file reads back with every value, tensor and byte of the one it copies, each
+  // tensor at a multiple of its alignment; a value too large for int64 survives too.
+  void writerRoundTrips() {
+    const GgufFile source(write("source.gguf", valid_file()));
+    std::map<std::string, GgufValue> metadata = source.metadata();
+    metadata["huge"] = GgufValue(GgufType::kUint64, std::uint64_t{1} << 63);
+    std::vector<GgufWriter::Declared> declared;
+    for (const GgufTensorInfo& t : source.tensors())
+      declared.push_back({t.name, t.dims, t.ggml_type, t.size_bytes});
+    const std::string path = dir_.filePath("written.gguf").toStdString();
+    {
+      GgufWriter writer(path, metadata, declared);
+      for (const GgufTensorInfo& t : source.tensors()) {
+        const auto data = source.tensor_data(t);
+        writer.write(data.data(), 100);  // in pieces
+        writer.write(data.data() + 100, data.size() - 100);
+      }
+      QVERIFY(!QFileInfo::exists(QString::fromStdString(path)));  // only when finished
+      writer.finish();
+    }
+    const GgufFile copy(path);
+    QCOMPARE(copy.version(), 3u);
+    QCOMPARE(copy.alignment_bytes(), GgufWriter::kAlignment);
+    QCOMPARE(copy.metadata().size(), metadata.size());
+    for (const auto& [key, value] : metadata) {
+      QVERIFY2(copy.find(key) != nullptr, key.c_str());
+      if (key == "general.alignment") continue;  // the writer's own
+      QVERIFY2(same_value(*copy.find(key), value), key.c_str());
+    }
+    QCOMPARE(copy.tensors().size(), source.tensors().size());
+    for (std::size_t i = 0; i < copy.tensors().size(); ++i) {
+      const GgufTensorInfo& a = copy.tensors()[i];
+      const GgufTensorInfo& b = source.tensors()[i];
+      QCOMPARE(a.name, b.name);
+      QVERIFY(a.dims == b.dims);
+      QCOMPARE(a.ggml_type, b.ggml_type);
+      QCOMPARE((copy.data_offset_bytes() + a.offset_bytes) % GgufWriter::kAlignment, 0u);
+      const auto x = copy.tensor_data(a);
+      const auto y = source.tensor_data(b);
+      QVERIFY(x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin()));
+    }
+  }
+
+  // A tensor declared with the wrong size, or a file finished before all its tensors are
+  // written: a sentence, and nothing at the path.
+  void writerRefusesWhatItCannotWrite() {
+    const std::string path = dir_.filePath("refused.gguf").toStdString();
+    QVERIFY_THROWS_EXCEPTION(ModelError,
+                             GgufWriter(path, {}, {{"t", {64, 3}, 0, 767}}));  // F32: 768
+    {
+      GgufWriter writer(path, {}, {{"t", {64, 3}, 0, 768}});
+      const std::string half(384, '\0');
+      writer.write(half.data(), half.size());
+      QVERIFY_THROWS_EXCEPTION(ModelError, writer.finish());
+      QVERIFY_THROWS_EXCEPTION(ModelError, writer.write(std::string(1000, '\0').data(), 1000));
+    }
+    QVERIFY(!QFileInfo::exists(QString::fromStdString(path)));
+    QVERIFY(!QFileInfo::exists(QString::fromStdString(path + ".tmp")));
   }
 
   void rejectsMissingFile() {

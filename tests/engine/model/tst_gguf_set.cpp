@@ -8,7 +8,7 @@
 
 #include "engine/model/gguf_set.h"
 #include "engine/plan/gguf_shape.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/gguf_bytes.h"
 
 using namespace tandem::model;
 
@@ -24,7 +24,7 @@ struct PartTensor {
 // each filled with its own byte.
 std::string part_bytes(int number, int count, std::int32_t total_tensors,
                        const std::vector<PartTensor>& tensors) {
-  GgufWriter w;
+  GgufBytes w;
   const bool first = number == 0;
   const std::uint64_t keys = (count > 0 ? 3 : 0) + (first ? 3 : 0);
   w.header(3, tensors.size(), keys);
@@ -210,7 +210,7 @@ class TestGgufSet : public QObject {
 
   void splitKeysOfTheWrongTypeAreRefused() {
     QTemporaryDir dir;
-    GgufWriter w;
+    GgufBytes w;
     w.header(3, 0, 1);
     w.key("split.count", GgufType::kString).string("three");
     const QString error = error_of(write(dir, "odd.gguf", w.bytes));

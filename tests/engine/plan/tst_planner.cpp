@@ -16,7 +16,7 @@
 #include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
 #include "engine/schedule/hybrid_options.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/gguf_bytes.h"
 
 using namespace tandem;
 using namespace tandem::plan;
@@ -401,7 +401,7 @@ class TestPlanner : public QObject {
 
   // A GGUF MoE file: parameters summed from its tensors, the KV cache from its metadata.
   void gguf_shape() {
-    model::GgufWriter w;
+    model::GgufBytes w;
     w.header(3, 7, 6);
     w.key("general.architecture", model::GgufType::kString).string("qwen3moe");
     w.key("qwen3moe.block_count", model::GgufType::kUint32).raw<std::uint32_t>(2);

@@ -10,33 +10,33 @@
 namespace tandem::model {
 
 // Writes GGUF bytes in the order the format lays them out.
-class GgufWriter {
+class GgufBytes {
  public:
   template <typename T>
-  GgufWriter& raw(T value) {
+  GgufBytes& raw(T value) {
     const auto* p = reinterpret_cast<const char*>(&value);
     bytes.append(p, sizeof(T));
     return *this;
   }
-  GgufWriter& string(const std::string& text) {
+  GgufBytes& string(const std::string& text) {
     raw<std::uint64_t>(text.size());
     bytes += text;
     return *this;
   }
-  GgufWriter& header(std::uint32_t version, std::uint64_t tensors, std::uint64_t metadata) {
+  GgufBytes& header(std::uint32_t version, std::uint64_t tensors, std::uint64_t metadata) {
     bytes += "GGUF";
     return raw(version).raw(tensors).raw(metadata);
   }
-  GgufWriter& key(const std::string& name, GgufType type) {
+  GgufBytes& key(const std::string& name, GgufType type) {
     return string(name).raw(static_cast<std::uint32_t>(type));
   }
-  GgufWriter& tensor(const std::string& name, std::vector<std::uint64_t> dims, std::uint32_t type,
-                     std::uint64_t offset) {
+  GgufBytes& tensor(const std::string& name, std::vector<std::uint64_t> dims, std::uint32_t type,
+                    std::uint64_t offset) {
     string(name).raw<std::uint32_t>(static_cast<std::uint32_t>(dims.size()));
     for (std::uint64_t d : dims) raw(d);
     return raw(type).raw(offset);
   }
-  GgufWriter& pad_to(std::size_t alignment) {
+  GgufBytes& pad_to(std::size_t alignment) {
     while (bytes.size() % alignment != 0) bytes += '\0';
     return *this;
   }
