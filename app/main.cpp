@@ -357,11 +357,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 16));
   tandem::app::ConvertCommandOptions convert;
   CLI::App* convert_cmd = cli.add_subcommand("convert",
-                                             "Convert a Hugging Face model folder into Tandem's "
-                                             "packed CPU weights (resumable: run it again after an "
-                                             "interruption). Exit status: 0 done, 1 failed (run "
-                                             "again to resume), 2 bad input, 130 interrupted");
-  convert_cmd->add_option("--in", convert.input, "The Hugging Face model folder")->required();
+                                             "Convert a Hugging Face model folder or a GGUF "
+                                             "file into Tandem's packed CPU weights (resumable: "
+                                             "run it again after an interruption). Exit status: "
+                                             "0 done, 1 failed (run again to resume), 2 bad "
+                                             "input, 130 interrupted");
+  convert_cmd
+      ->add_option("--in", convert.input,
+                   "The Hugging Face model folder, or the .gguf file (any part of a split set)")
+      ->required();
   convert_cmd
       ->add_option("--out", convert.output, "The folder for the converted model (new or empty)")
       ->required();

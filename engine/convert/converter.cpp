@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -21,6 +23,9 @@
 #include "engine/log/log.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/expert_slicing.h"
+#include "engine/model/ggml_type.h"
+#include "engine/model/gguf_model.h"
+#include "engine/model/gguf_writer.h"
 #include "engine/model/loaded_model.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
@@ -76,6 +81,8 @@ struct Unit {
   int layer = 0;
   std::vector<RawItem> raw;
   std::vector<PackedItem> packed;
+  // base.gguf of a GGUF source: the stored tensors it copies, and those it leaves out.
+  std::vector<std::string> gguf_tensors, gguf_omitted;
   std::uint64_t source_bytes = 0;
   std::uint64_t output_bytes = 0;
 };
@@ -160,18 +167,84 @@ int checked_pools(const ConvertOptions& o, const Plan& p) {
   return pools;
 }
 
-Plan make_plan(const ConvertOptions& o) {
-  if (o.input.empty() || !fs::is_directory(o.input)) {
-    throw ConvertError(
-        o.input + " is not a folder; give --in the folder of a downloaded Hugging Face model.");
+bool gguf_source(const ConvertOptions& o) {
+  return model::is_gguf_path(o.input);
+}
+
+// Everything a Hugging Face checkpoint stores that is not packed, as stored; the embedding
+// always (with tied embeddings it is also packed, as the output head).
+Unit safetensors_base_unit(const model::Checkpoint& checkpoint,
+                           const std::set<std::string>& packed_names, const std::string& embedding,
+                           const std::string& scale_suffix) {
+  Unit base{kBaseFile, 0, {}, {}, {}, {}, 0, 0};
+  for (const auto& file : checkpoint.files()) {
+    for (const auto& [name, info] : file->tensors()) {
+      const bool packed = packed_names.count(name) != 0 && name != embedding;
+      const std::string scaled =
+          name.ends_with(scale_suffix) ? name.substr(0, name.size() - scale_suffix.size()) : "";
+      const bool packed_scale =
+          !scaled.empty() && packed_names.count(scaled) != 0 && scaled != embedding;
+      // What binding derived tensors from is written as those (packed above), not as stored.
+      if (packed || packed_scale || checkpoint.consumed(name)) continue;
+      const model::TensorRef* ref = checkpoint.find(name);
+      base.raw.push_back({name, ref});
+      base.source_bytes += tensor_bytes(*ref);
+      base.output_bytes += tensor_bytes(*ref);
+    }
   }
-  if (!fs::is_regular_file(fs::path(o.input) / "config.json")) {
+  std::sort(base.raw.begin(), base.raw.end(),
+            [](const RawItem& a, const RawItem& b) { return a.name < b.name; });
+  return base;
+}
+
+// base.gguf of a GGUF source: the stored tensors Tandem reads as they are, in their block
+// formats (safetensors cannot hold those), under their GGUF names. A stored tensor stays when
+// any tensor bound from it is not packed (a routed experts tensor goes when all its experts
+// are packed); the embedding always stays. What Tandem never reads (a next-token-prediction
+// layer) is left out too.
+Unit gguf_base_unit(const model::Checkpoint& checkpoint, const std::set<std::string>& packed_names,
+                    const std::string& embedding) {
+  Unit base{model::kConvertedGgufName, 0, {}, {}, {}, {}, 0, 0};
+  std::map<std::string, bool> kept;  // by stored name: whether some tensor bound from it stays
+  for (const auto& [name, ref] : checkpoint.tensors()) {
+    const std::string stored = checkpoint.gguf_tensor(name);
+    if (stored.empty()) continue;
+    const bool packed = packed_names.count(name) != 0 && name != embedding;
+    kept[stored] = kept[stored] || !packed;
+  }
+  const model::GgufSet& set = *checkpoint.gguf();
+  for (const auto& [name, t] : set.tensors()) {
+    const auto it = kept.find(name);
+    if (it == kept.end() || !it->second) {
+      base.gguf_omitted.push_back(name);
+      continue;
+    }
+    base.gguf_tensors.push_back(name);
+    base.source_bytes += t.info->size_bytes;
+    base.output_bytes += t.info->size_bytes;
+  }
+  return base;
+}
+
+Plan make_plan(const ConvertOptions& o) {
+  const bool gguf = gguf_source(o);
+  if (gguf && !fs::is_regular_file(o.input)) {
+    throw ConvertError(o.input +
+                       " does not exist; give --in a .gguf file (any part of a split set) or the "
+                       "folder of a downloaded Hugging Face model.");
+  }
+  if (!gguf && (o.input.empty() || !fs::is_directory(o.input))) {
+    throw ConvertError(o.input +
+                       " is not a folder; give --in the folder of a downloaded Hugging Face model "
+                       "or a .gguf file.");
+  }
+  if (!gguf && !fs::is_regular_file(fs::path(o.input) / "config.json")) {
     throw ConvertError(
         o.input +
         " is not a model folder: it has no config.json. Give --in the folder that holds "
         "config.json and the .safetensors files.");
   }
-  if (fs::exists(fs::path(o.input) / model::kManifestName)) {
+  if (!gguf && fs::exists(fs::path(o.input) / model::kManifestName)) {
     throw ConvertError(o.input +
                        " is already a converted model; convert its source folder instead.");
   }
@@ -183,8 +256,7 @@ Plan make_plan(const ConvertOptions& o) {
     throw ConvertError("give --out the folder to write the converted model to.");
   Plan p;
   p.group = checked_group(o);
-  p.spec = model::load_model_spec(o.input);
-  p.checkpoint = std::make_unique<model::Checkpoint>(o.input);
+  p.checkpoint = model::LoadedModel::open_checkpoint(o.input, p.spec);
   p.checkpoint->set_fp8_scales(p.spec.fp8);
   p.weights = model::bind_weights(p.spec, *p.checkpoint);
   if (o.method == Method::Mxfp4) {
@@ -200,9 +272,7 @@ Plan make_plan(const ConvertOptions& o) {
   p.pools = checked_pools(o, p);
 
   std::unordered_map<const void*, std::string> name_of_data;
-  for (const auto& file : p.checkpoint->files()) {
-    for (const auto& [name, info] : file->tensors()) name_of_data.emplace(file->data(info), name);
-  }
+  for (const auto& [name, ref] : p.checkpoint->tensors()) name_of_data.emplace(ref.data(), name);
   // Derived tensors (gpt-oss's experts, split per expert) first: a view may share its
   // address with the stored tensor it came from, and the derived name is the one packed.
   for (const std::string& name : p.checkpoint->derived_names())
@@ -214,7 +284,7 @@ Plan make_plan(const ConvertOptions& o) {
     layers[static_cast<std::size_t>(l)].file = fmt::format("layer-{:05d}.safetensors", l);
     layers[static_cast<std::size_t>(l)].layer = l;
   }
-  Unit head{kOutputHeadFile, static_cast<int>(p.spec.num_layers) - 1, {}, {}, 0, 0};
+  Unit head{kOutputHeadFile, static_cast<int>(p.spec.num_layers) - 1, {}, {}, {}, {}, 0, 0};
   std::set<std::string> packed_names;
   for (const model::PackableMatrix& m : model::packable_matrices(p.weights)) {
     const std::string& name = name_of_data.at(m.matrix->data);
@@ -262,26 +332,12 @@ Plan make_plan(const ConvertOptions& o) {
   }
   // Everything else is copied as stored; the embedding always is (with tied embeddings it is
   // also packed, as the output head).
-  Unit base{kBaseFile, 0, {}, {}, 0, 0};
-  const std::string& scale_suffix = p.spec.fp8.suffix;
-  for (const auto& file : p.checkpoint->files()) {
-    for (const auto& [name, info] : file->tensors()) {
-      const bool packed = packed_names.count(name) != 0 && name != embedding;
-      const std::string scaled =
-          name.ends_with(scale_suffix) ? name.substr(0, name.size() - scale_suffix.size()) : "";
-      const bool packed_scale =
-          !scaled.empty() && packed_names.count(scaled) != 0 && scaled != embedding;
-      // What binding derived tensors from is written as those (packed above), not as stored.
-      if (packed || packed_scale || p.checkpoint->consumed(name)) continue;
-      const model::TensorRef* ref = p.checkpoint->find(name);
-      base.raw.push_back({name, ref});
-      base.source_bytes += tensor_bytes(*ref);
-      base.output_bytes += tensor_bytes(*ref);
-    }
+  if (gguf) {
+    p.units.push_back(gguf_base_unit(*p.checkpoint, packed_names, embedding));
+  } else {
+    p.units.push_back(
+        safetensors_base_unit(*p.checkpoint, packed_names, embedding, p.spec.fp8.suffix));
   }
-  std::sort(base.raw.begin(), base.raw.end(),
-            [](const RawItem& a, const RawItem& b) { return a.name < b.name; });
-  p.units.push_back(std::move(base));
   for (Unit& u : layers) p.units.push_back(std::move(u));
   if (!head.packed.empty()) p.units.push_back(std::move(head));
   for (const Unit& u : p.units) {
@@ -290,7 +346,6 @@ Plan make_plan(const ConvertOptions& o) {
   }
   return p;
 }
-
 std::string sha256_of_file(const fs::path& path) {
   hub::ContentDigest digest(hub::DigestKind::Sha256, 0);
   std::ifstream in(path, std::ios::binary);
@@ -346,6 +401,73 @@ double relative_error(const kernels::WeightMatrix& source, const kernels::Packed
   return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
 }
 
+// A GGUF part, fingerprinted as a safetensors shard is: its size and the sha256 of everything
+// before its tensor data (the metadata and the tensor table).
+model::SourceFile gguf_fingerprint(const model::GgufFile& part) {
+  model::SourceFile f{fs::path(part.path()).filename().string(), fs::file_size(part.path()), {}};
+  std::ifstream in(part.path(), std::ios::binary);
+  std::string bytes(part.data_offset_bytes(), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.header_sha256 = hub::sha256_hex(bytes);
+  return f;
+}
+
+// Writes base.gguf (see gguf_base_unit): the source's metadata, less what splits a set, with
+// the names of the tensors left out; then the kept tensors' bytes. `done` is told of every
+// piece written.
+void write_gguf_base(const model::GgufSet& set, const Unit& unit, const std::string& path,
+                     const std::function<void()>& check_cancelled,
+                     const std::function<void(std::uint64_t, const std::string&)>& done) {
+  std::map<std::string, model::GgufValue> metadata = set.metadata_file().metadata();
+  for (auto it = metadata.begin(); it != metadata.end();) {
+    it = it->first.starts_with("split.") ? metadata.erase(it) : std::next(it);
+  }
+  model::GgufArray omitted{model::GgufType::kString, {}};
+  for (const std::string& name : unit.gguf_omitted)
+    omitted.elements.emplace_back(model::GgufType::kString, name);
+  metadata[model::kGgufOmittedTensorsKey] = model::GgufValue(model::GgufType::kArray, omitted);
+  std::vector<model::GgufWriter::Declared> declared;
+  for (const std::string& name : unit.gguf_tensors) {
+    const model::GgufTensorInfo& info = *set.tensors().at(name).info;
+    declared.push_back({name, info.dims, info.ggml_type, info.size_bytes});
+  }
+  model::GgufWriter writer(path, metadata, declared);
+  for (const std::string& name : unit.gguf_tensors) {
+    const std::span<const std::byte> data = set.tensor_data(set.tensors().at(name));
+    for (std::uint64_t at = 0; at < data.size(); at += (64u << 20)) {
+      check_cancelled();
+      const std::uint64_t n = std::min<std::uint64_t>(64u << 20, data.size() - at);
+      writer.write(data.data() + at, n);
+      release(data.data() + at, n);
+      done(n, name);
+    }
+    if (data.empty()) done(0, name);
+  }
+  writer.finish();
+}
+
+// Writes `text` to `target` under a temporary name, renamed into place when whole.
+void write_side_file(const fs::path& target, const std::string& text) {
+  const fs::path temp = target.string() + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(temp, ec);
+      throw ConvertError(target.string() + " cannot be written; is the disk full?");
+    }
+  }
+  std::error_code ec;
+  fs::rename(temp, target, ec);
+  if (ec) {
+    fs::remove(temp, ec);
+    throw ConvertError(
+        fmt::format("{} cannot be written ({}); is the disk full?", target.string(), ec.message()));
+  }
+}
+
 bool is_side_file(const fs::directory_entry& e) {
   if (!e.is_regular_file()) return false;
   const std::string name = e.path().filename().string();
@@ -370,6 +492,64 @@ ConvertEstimate estimate_conversion(const ConvertOptions& options) {
   return e;
 }
 
+std::string gguf_conversion_advice(const std::string& input, kernels::CpuVariant variant) {
+  if (!model::is_gguf_path(input)) return {};
+  // The experts' format (what most of a MoE model is), else that of the layers' matrices.
+  std::map<std::uint32_t, std::uint64_t> expert_bytes, layer_bytes;
+  try {
+    const model::GgufSet set(input);
+    for (const auto& [name, t] : set.tensors()) {
+      if (t.info->dims.size() < 2 || !name.starts_with("blk.")) continue;
+      (name.find("_exps.") != std::string::npos ? expert_bytes : layer_bytes)[t.info->ggml_type] +=
+          t.info->size_bytes;
+    }
+  } catch (const std::exception&) {
+    return {};
+  }
+  const auto& bytes = expert_bytes.empty() ? layer_bytes : expert_bytes;
+  if (bytes.empty()) return {};
+  const auto main = std::max_element(
+      bytes.begin(), bytes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  const auto layout = model::ggml_type_layout(main->first);
+  if (!layout) return {};
+  const double bits = 8.0 * layout->bytes_per_block / layout->elements_per_block;
+  const std::string what =
+      fmt::format("{} {} ({:.1f} bits a weight)",
+                  expert_bytes.empty() ? "Its weights are" : "Its experts are", layout->name, bits);
+  const double int4_bits = 4.0 + 32.0 / static_cast<double>(kernels::kDefaultInt4Group);
+  const bool amx = variant == kernels::CpuVariant::Amx;
+  if (bits < int4_bits - 0.25) {
+    return what +
+           fmt::format(
+               ": as INT4 ({:.1f} bits) or INT8 they would take more memory and be no more "
+               "accurate. Run the file as it is{}",
+               int4_bits,
+               amx ? ", unless prompts matter most and the memory allows a larger copy: this "
+                     "CPU's AMX tiles run converted prompts faster."
+                   : ".");
+  }
+  if (amx) {
+    return what +
+           ". This CPU has AMX: converted, prompts run on its tile unit, which the blocks as "
+           "stored do not use, so long prompts go faster; replies read about as many bytes "
+           "either way." +
+           (bits < 7.5    ? " INT8 keeps these weights but takes about twice their memory; INT4 "
+                            "rounds them a second time."
+            : bits < 12.0 ? " INT8 keeps these weights at about their size."
+                          : " INT8 takes half their memory.");
+  }
+  if (bits >= 7.5) {
+    return what +
+           ". Converted to INT8, prompts and replies both ran faster than these blocks as "
+           "stored in Tandem's measurements (AVX-512); the file also runs as it is.";
+  }
+  return what +
+         ". On this CPU converting does not pay: as stored, replies ran faster than as INT4 "
+         "and prompts about as fast in Tandem's measurements; INT4 rounds the weights a second "
+         "time, and INT8 takes about twice their memory. Run the file as it is; conversion pays "
+         "on CPUs with AMX.";
+}
+
 Converter::Converter(ConvertOptions options) : options_(std::move(options)) {}
 
 ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& progress) {
@@ -389,13 +569,18 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
   manifest.dense_bf16 = options_.dense_bf16;
   manifest.pools = plan.pools;
   manifest.source_folder = fs::absolute(options_.input).lexically_normal().string();
-  {
+  if (const model::GgufSet* set = plan.checkpoint->gguf()) {
+    for (std::size_t i = 0; i < set->part_count(); ++i)
+      manifest.source_files.push_back(gguf_fingerprint(set->part(i)));
+    // The metadata is the config: it lies in the first part's header.
+    manifest.config_sha256 = manifest.source_files.front().header_sha256;
+  } else {
     std::ifstream config(fs::path(options_.input) / "config.json", std::ios::binary);
     manifest.config_sha256 =
         hub::sha256_hex(std::string(std::istreambuf_iterator<char>(config), {}));
+    for (const auto& file : plan.checkpoint->files())
+      manifest.source_files.push_back(fingerprint(file->path()));
   }
-  for (const auto& file : plan.checkpoint->files())
-    manifest.source_files.push_back(fingerprint(file->path()));
 
   ConvertResult result;
   std::set<std::string> kept;
@@ -472,6 +657,18 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
   for (const Unit& unit : plan.units) {
     if (kept.count(unit.file) != 0) continue;
     check_cancelled();
+    if (unit.file == model::kConvertedGgufName) {
+      write_gguf_base(*plan.checkpoint->gguf(), unit, (out / unit.file).string(), check_cancelled,
+                      [&](std::uint64_t n, const std::string& tensor) {
+                        bytes_done += n;
+                        report(unit, tensor);
+                      });
+      const std::uint64_t size = fs::file_size(out / unit.file);
+      manifest.files.push_back({unit.file, size, sha256_of_file(out / unit.file)});
+      result.bytes_written += size;
+      model::write_manifest(options_.output, manifest);
+      continue;
+    }
     std::vector<model::SafetensorsWriter::Declared> declared;
     for (const RawItem& r : unit.raw)
       declared.push_back({r.name, r.ref->info->dtype, r.ref->info->shape});
@@ -583,20 +780,29 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
     model::write_manifest(options_.output, manifest);
   }
 
-  // config.json, the tokenizer, generation_config.json and the like, so the folder stands
-  // alone.
-  for (const auto& e : fs::directory_iterator(options_.input)) {
-    if (!is_side_file(e)) continue;
-    const fs::path target = out / e.path().filename();
-    const fs::path temp = target.string() + ".tmp";
-    fs::copy_file(e.path(), temp, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::rename(temp, target, ec);
-    if (ec) {
-      fs::remove(temp);
-      throw ConvertError(fmt::format("{} cannot be written ({}); is the disk full?",
-                                     target.string(), ec.message()));
+  if (const model::GgufSet* set = plan.checkpoint->gguf()) {
+    // The model's config as Hugging Face would write it, for what reads a folder's shape
+    // (the model library, the planner); the engine reads the metadata in base.gguf.
+    nlohmann::json config = model::gguf_model_config(*set);
+    config["tandem_converted_from"] = fs::path(set->path()).filename().string();
+    write_side_file(out / "config.json", config.dump(2) + "\n");
+    result.bytes_written += fs::file_size(out / "config.json");
+  } else {
+    // config.json, the tokenizer, generation_config.json and the like, so the folder stands
+    // alone.
+    for (const auto& e : fs::directory_iterator(options_.input)) {
+      if (!is_side_file(e)) continue;
+      const fs::path target = out / e.path().filename();
+      const fs::path temp = target.string() + ".tmp";
+      fs::copy_file(e.path(), temp, fs::copy_options::overwrite_existing, ec);
+      if (!ec) fs::rename(temp, target, ec);
+      if (ec) {
+        fs::remove(temp);
+        throw ConvertError(fmt::format("{} cannot be written ({}); is the disk full?",
+                                       target.string(), ec.message()));
+      }
+      result.bytes_written += fs::file_size(target);
     }
-    result.bytes_written += fs::file_size(target);
   }
   manifest.complete = true;
   model::write_manifest(options_.output, manifest);

@@ -1,9 +1,12 @@
-// Converts a Hugging Face checkpoint into Tandem's CPU weight format: every matrix the CPU
-// kernels take (attention projections, experts, dense FFNs, output head) packed as INT8,
-// INT4 or BF16, one safetensors file per layer, plus the tensors used as stored (embedding,
-// norms, routers, biases, MLA kv_b) and the tokenizer/config files, so the output folder is
-// a model of its own. Streams layer by layer with bounded memory; every file is written
-// under a temporary name and renamed when complete; resumable; cancellable.
+// Converts a model into Tandem's CPU weight format: every matrix the CPU kernels take
+// (attention projections, experts, dense FFNs, output head) packed as INT8, INT4 or BF16, one
+// safetensors file per layer, so the output folder is a model of its own. The source is a
+// Hugging Face folder (the tensors used as stored, the embedding, norms, routers, biases, MLA
+// kv_b, go to base.safetensors, the tokenizer and config files beside) or a GGUF model, one
+// file or a split set (those tensors stay in their block formats in base.gguf, with the
+// file's metadata: its tokenizer and chat template). Streams layer by layer with bounded
+// memory; every file is written under a temporary name and renamed when complete;
+// resumable; cancellable.
 #pragma once
 
 #include <atomic>
@@ -14,11 +17,12 @@
 #include <vector>
 
 #include "engine/model/manifest.h"
+#include "kernels/cpu/isa.h"
 
 namespace tandem::convert {
 
 struct ConvertOptions {
-  std::string input, output;
+  std::string input, output;  // input: a model folder, or a .gguf file (any part of a set)
   model::Method method = model::Method::Int8;
   int group = 0;  // INT4 columns per scale; 0: the default (kernels::kDefaultInt4Group)
   // Thread pools the routed experts are split for (see model/expert_slicing.h); 0: one
@@ -70,6 +74,14 @@ class ConvertCancelled : public std::runtime_error {
 
 // Throws ConvertError (or model::ModelError for a broken source) with a sentence.
 ConvertEstimate estimate_conversion(const ConvertOptions& options);
+
+// Whether converting the GGUF model `input` pays on a CPU whose kernels run as `variant`, in
+// a few sentences for the user, from what the experts are stored as: AMX runs Tandem's INT8
+// and INT4 prompts on its tiles, which block formats as stored do not use; without AMX an
+// 8-bit file gains from INT8, a 4-bit one does not gain from INT4 (replies ran slower, and
+// the weights are rounded a second time), and a file under 4 bits a weight would only grow.
+// Empty when `input` is not a GGUF file or cannot be read (the conversion says why).
+std::string gguf_conversion_advice(const std::string& input, kernels::CpuVariant variant);
 
 class Converter {
  public:

@@ -89,16 +89,17 @@ Checkpoint::Checkpoint(const std::string& folder) : folder_(folder) {
     }
   }
 
-  for (const fs::path& shard : shards) {
-    files_.push_back(std::make_unique<SafetensorsFile>(shard.string()));
-    const SafetensorsFile* f = files_.back().get();
-    for (const auto& [name, info] : f->tensors()) {
-      const auto [it, inserted] = index_.emplace(name, TensorRef{&f->path(), &info, f->data(info)});
-      if (!inserted) {
-        throw ModelError(folder + ": tensor " + name + " appears in both " +
-                         it->second.file_path() + " and " + f->path() +
-                         "; the folder mixes two checkpoints, keep only one.");
-      }
+  for (const fs::path& shard : shards) add_safetensors(shard.string());
+}
+
+void Checkpoint::add_safetensors(const std::string& path) {
+  files_.push_back(std::make_unique<SafetensorsFile>(path));
+  const SafetensorsFile* f = files_.back().get();
+  for (const auto& [name, info] : f->tensors()) {
+    const auto [it, inserted] = index_.emplace(name, TensorRef{&f->path(), &info, f->data(info)});
+    if (!inserted) {
+      throw ModelError(folder_ + ": tensor " + name + " appears in both " + it->second.file_path() +
+                       " and " + f->path() + "; the folder mixes two checkpoints, keep only one.");
     }
   }
 }
@@ -108,6 +109,11 @@ Checkpoint::~Checkpoint() = default;
 std::string Checkpoint::describe(const std::string& name) const {
   const auto it = stored_names_.find(name);
   return it == stored_names_.end() ? name : it->second;
+}
+
+std::string Checkpoint::gguf_tensor(const std::string& name) const {
+  const auto it = gguf_tensors_.find(name);
+  return it == gguf_tensors_.end() ? std::string() : it->second;
 }
 
 const TensorRef* Checkpoint::find(const std::string& name) const {

@@ -49,6 +49,11 @@ class Checkpoint {
   Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec);
   ~Checkpoint();
 
+  // Adds the tensors of one more safetensors file: a folder converted from a GGUF model keeps
+  // its packed matrices in safetensors files beside the GGUF file of everything else. Throws
+  // ModelError for a malformed file or a tensor already present.
+  void add_safetensors(const std::string& path);
+
   const std::string& folder() const { return folder_; }
   const TensorRef* find(const std::string& name) const;
   // The tensor, which must exist and have `shape`; otherwise a ModelError naming the file
@@ -81,6 +86,11 @@ class Checkpoint {
   bool consumed(const std::string& stored) const { return consumed_.count(stored) != 0; }
 
   std::size_t tensor_count() const { return index_.size(); }
+  // Every tensor by the name bind_weights asks for, derived ones included.
+  const std::unordered_map<std::string, TensorRef>& tensors() const { return index_; }
+  // For a GGUF model: the stored tensor a tensor's bytes are in ("blk.3.ffn_up_exps.weight"
+  // for every expert's "model.layers.3.mlp.experts.E.up_proj.weight"); empty otherwise.
+  std::string gguf_tensor(const std::string& name) const;
   // The safetensors files (none for a GGUF model).
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   // The GGUF model this checkpoint reads; nullptr for safetensors.
@@ -93,6 +103,7 @@ class Checkpoint {
   // A GGUF tensor's name in the file for a name bind_weights asks for ("blk.3.attn_q.weight"
   // for "model.layers.3.self_attn.q_proj.weight"), for messages.
   std::unordered_map<std::string, std::string> stored_names_;
+  std::unordered_map<std::string, std::string> gguf_tensors_;  // see gguf_tensor()
   std::vector<std::unique_ptr<TensorInfo>> gguf_infos_;
   std::string describe(const std::string& name) const;
   std::unordered_map<std::string, TensorRef> index_;

@@ -15,9 +15,7 @@ ConvertedWeights::ConvertedWeights(const model::Checkpoint& checkpoint, Manifest
         "same options to resume it.");
   }
   // Bound matrices know only their data pointer; map it back to the tensor's name.
-  for (const auto& file : checkpoint.files()) {
-    for (const auto& [name, info] : file->tensors()) name_of_data_.emplace(file->data(info), name);
-  }
+  for (const auto& [name, ref] : checkpoint.tensors()) name_of_data_.emplace(ref.data(), name);
 }
 
 std::string ConvertedWeights::stored_name(const kernels::WeightMatrix& matrix) const {

@@ -143,6 +143,28 @@ std::string architecture_of(const GgufSet& set) {
   return v->as_string();
 }
 
+// The names in a converted folder's base.gguf of the source's tensors it does not hold.
+std::vector<std::string> omitted_tensors(const GgufSet& set) {
+  std::vector<std::string> names;
+  const GgufValue* v = set.find(kGgufOmittedTensorsKey);
+  if (v == nullptr) return names;
+  try {
+    for (const GgufValue& e : v->as_array().elements) names.push_back(e.as_string());
+  } catch (const std::exception&) {
+    throw ModelError(set.path() + ": " + kGgufOmittedTensorsKey +
+                     " should be a list of tensor names; the converted folder is damaged, convert "
+                     "the model again.");
+  }
+  return names;
+}
+
+// Whether the model has tensor `name`: in the file, or (a converted folder) in its source.
+bool has_tensor(const GgufSet& set, const std::string& name) {
+  if (set.tensors().count(name) != 0) return true;
+  const std::vector<std::string> omitted = omitted_tensors(set);
+  return std::find(omitted.begin(), omitted.end(), name) != omitted.end();
+}
+
 // The rows of a 2-D tensor as stored (ggml's dims are innermost first), or -1.
 std::int64_t stored_rows(const GgufSet& set, const std::string& name) {
   const auto it = set.tensors().find(name);
@@ -194,7 +216,7 @@ void read_rope_scaling(const Metadata& m, json& config) {
 // Whether layer 0 holds `tensor` ("attn_q_norm.weight"): llama.cpp reads some features from
 // the tensors a file has, not from a key.
 bool layer_has(const GgufSet& set, const char* tensor) {
-  return set.tensors().count(std::string("blk.0.") + tensor) != 0;
+  return has_tensor(set, std::string("blk.0.") + tensor);
 }
 
 // The router of DeepSeek-V3 and GLM-4.5: sigmoid scores with a correction bias, experts in
@@ -326,9 +348,10 @@ json config_of(const GgufSet& set, const std::string& arch, const GgufArchitectu
                      " and " + m.key("attention.head_count") + " must be above zero.");
   }
   // Every layer holds tensors of its own.
-  if (static_cast<std::uint64_t>(blocks) > set.tensors().size()) {
+  const std::uint64_t tensors = set.tensors().size() + omitted_tensors(set).size();
+  if (static_cast<std::uint64_t>(blocks) > tensors) {
     throw ModelError(set.path() + ": " + m.key("block_count") + " says " + std::to_string(blocks) +
-                     " layers but the file holds only " + std::to_string(set.tensors().size()) +
+                     " layers but the file holds only " + std::to_string(tensors) +
                      " tensors; the file is damaged.");
   }
   // GLM-4.5's (and others') next-token-prediction layers are counted in block_count and
@@ -341,7 +364,7 @@ json config_of(const GgufSet& set, const std::string& arch, const GgufArchitectu
                      "; the file is damaged.");
   }
   const std::int64_t layers = blocks - predict;
-  if (set.tensors().count("rope_freqs.weight") != 0) {
+  if (has_tensor(set, "rope_freqs.weight")) {
     throw ModelError(set.path() +
                      ": it scales its rotary frequencies with a stored table (rope_freqs.weight, "
                      "as Llama 3.1 and later are converted), which Tandem does not read from GGUF "
@@ -368,7 +391,7 @@ json config_of(const GgufSet& set, const std::string& arch, const GgufArchitectu
   c["rms_norm_eps"] = m.required_number(m.key("attention.layer_norm_rms_epsilon"));
   c["max_position_embeddings"] = m.required_whole(m.key("context_length"));
   c["rope_theta"] = m.number(m.key("rope.freq_base")).value_or(10000.0);
-  c["tie_word_embeddings"] = set.tensors().count("output.weight") == 0;
+  c["tie_word_embeddings"] = !has_tensor(set, "output.weight");
   read_rope_scaling(m, c);
   if (arch == "deepseek2") {
     deepseek2_config(m, blocks, c);
@@ -540,7 +563,7 @@ std::string gguf_supported_architectures() {
   return out;
 }
 
-ModelSpec gguf_model_spec(const GgufSet& set) {
+nlohmann::json gguf_model_config(const GgufSet& set) {
   const std::string arch = architecture_of(set);
   const GgufArchitecture* a = find_architecture(arch);
   if (a == nullptr) {
@@ -548,7 +571,12 @@ ModelSpec gguf_model_spec(const GgufSet& set) {
                      ", which Tandem does not run from GGUF yet; it runs " +
                      gguf_supported_architectures() + ".");
   }
-  ModelSpec spec = parse_model_spec(config_of(set, arch, *a), set.path());
+  return config_of(set, arch, *a);
+}
+
+ModelSpec gguf_model_spec(const GgufSet& set) {
+  const std::string arch = architecture_of(set);
+  ModelSpec spec = parse_model_spec(gguf_model_config(set), set.path());
   // llama.cpp's converter reorders Llama's query and key rows so that rotary embeddings
   // turn adjacent pairs (ggml's "normal" mode); Qwen3 keeps the two halves ("neox").
   if (arch == "llama") spec.rope.interleaved = true;
@@ -597,6 +625,7 @@ Checkpoint::Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec)
                        "); the file is damaged.");
     }
     gguf_infos_.push_back(std::move(info));
+    gguf_tensors_.emplace(hf, stored_name);
   };
   auto shape_of = [](const GgufTensorInfo& info) {
     std::vector<std::int64_t> shape;

@@ -230,20 +230,30 @@ bool parse_cpu_format(std::string_view name, CpuFormat& out) {
 
 std::unique_ptr<model::Checkpoint> LoadedModel::open_checkpoint(const std::string& path,
                                                                 model::ModelSpec& spec) {
-  if (!model::is_gguf_path(path)) {
+  // A folder converted from a GGUF model reads as its source: metadata and the tensors used
+  // as stored from its base.gguf, the packed matrices from the files beside it.
+  const std::string base = model::converted_gguf(path);
+  if (!model::is_gguf_path(path) && base.empty()) {
     spec = model::load_model_spec(path);
     return std::make_unique<model::Checkpoint>(path);
   }
   std::unique_ptr<model::GgufSet> set;
   try {
-    set = std::make_unique<model::GgufSet>(path);
+    set = std::make_unique<model::GgufSet>(base.empty() ? path : base);
   } catch (const model::ModelError&) {
     throw;
   } catch (const std::exception& e) {
     throw model::ModelError(e.what());
   }
   spec = model::gguf_model_spec(*set);
-  return std::make_unique<model::Checkpoint>(std::move(set), spec);
+  auto checkpoint = std::make_unique<model::Checkpoint>(std::move(set), spec);
+  if (!base.empty()) {
+    for (const model::OutputFile& f : model::read_manifest(path).files) {
+      if (f.name.ends_with(".safetensors"))
+        checkpoint->add_safetensors((std::filesystem::path(path) / f.name).string());
+    }
+  }
+  return checkpoint;
 }
 
 void LoadedModel::check(const std::string& path) {
@@ -267,6 +277,15 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
           folder +
           ": the conversion into this folder did not finish; run tandem convert again with "
           "the same options to resume it.");
+    }
+    for (const model::OutputFile& f : manifest.files) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(std::filesystem::path(folder) / f.name, ec)) {
+        throw model::ModelError(folder + ": " + f.name +
+                                " is missing from this converted model; run tandem convert again "
+                                "with the same options to write it again (the other files are "
+                                "kept).");
+      }
     }
     if (options.pools > 0 && options.pools != manifest.pools) {
       throw model::ModelError(folder + " was converted for " + pools_phrase(manifest.pools) +

@@ -82,6 +82,15 @@ T whole(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
+std::string converted_gguf(const std::string& path) {
+  const std::filesystem::path folder(path);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(folder / kManifestName, ec) ||
+      !std::filesystem::is_regular_file(folder / kConvertedGgufName, ec))
+    return {};
+  return (folder / kConvertedGgufName).string();
+}
+
 Manifest read_manifest(const std::string& folder) {
   const std::string path = (std::filesystem::path(folder) / kManifestName).string();
   std::ifstream in(path);

@@ -15,6 +15,11 @@
 namespace tandem::model {
 
 inline constexpr const char* kManifestName = "tandem-manifest.json";
+// A folder converted from a GGUF model holds the source's metadata (its tokenizer and chat
+// template among it) and the tensors used as stored in this file; see gguf_model.h.
+inline constexpr const char* kConvertedGgufName = "base.gguf";
+// The path of that file when `path` is a folder converted from a GGUF model; empty otherwise.
+std::string converted_gguf(const std::string& path);
 // 2: routed experts may be split for several pools (`pools`), each slice a tensor of its
 // own. Version 1 folders (always one pool) still load.
 inline constexpr int kFormatVersion = 2;

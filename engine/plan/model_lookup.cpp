@@ -16,6 +16,7 @@
 #include "engine/log/log.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/gguf_set.h"
+#include "engine/model/manifest.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
 #include "engine/plan/gguf_shape.h"
@@ -249,7 +250,10 @@ ModelLookup from_folder(const std::string& folder, const std::string& name) {
   std::uint64_t safetensors = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    if (entry.path().extension() == ".safetensors" && entry.is_regular_file(ec))
+    // A folder converted from a GGUF file keeps its embedding and norms in base.gguf.
+    if ((entry.path().extension() == ".safetensors" ||
+         entry.path().filename() == model::kConvertedGgufName) &&
+        entry.is_regular_file(ec))
       safetensors += entry.file_size(ec);
   }
   l.stored = stored_format(l.config, safetensors, l.shape.total_params());
@@ -332,7 +336,7 @@ StoredFormat stored_format(const json& config, std::uint64_t safetensors_bytes,
     const double ratio = static_cast<double>(safetensors_bytes) / static_cast<double>(params);
     const std::string by_size = format_for_bytes_per_param(ratio);
     const std::string evidence =
-        fmt::format("the safetensors files hold {:.2f} bytes per parameter", ratio);
+        fmt::format("the weight files hold {:.2f} bytes per parameter", ratio);
     // The sizes are what is stored; the dtype only names the 16-bit kind.
     if (by_size == "16-bit" && (dtype_format == "bf16" || dtype_format == "f16"))
       return {dtype_format, evidence + ", torch_dtype " + dtype};

@@ -9,6 +9,7 @@
 
 #include "engine/model/gguf_file.h"
 #include "engine/model/gguf_set.h"
+#include "engine/model/manifest.h"
 #include "engine/template/jinja/arguments.h"
 #include "engine/template/jinja/json.h"
 
@@ -43,12 +44,15 @@ std::string format_time_c_locale(const std::string& format, const std::tm& time)
   return std::string(buffer, n - 1);
 }
 
+// A GGUF model, or a folder converted from one (which keeps its metadata in base.gguf).
 bool is_gguf(const std::filesystem::path& path) {
-  return path.extension() == ".gguf";
+  return path.extension() == ".gguf" || !model::converted_gguf(path.string()).empty();
 }
 
 // The metadata of a GGUF model: its first part's, whichever part `path` names.
 std::unique_ptr<model::GgufFile> gguf_metadata(const std::filesystem::path& path) {
+  if (const std::string base = model::converted_gguf(path.string()); !base.empty())
+    return std::make_unique<model::GgufFile>(base);
   const auto split = model::parse_gguf_split_name(path.string());
   return std::make_unique<model::GgufFile>(split ? split->part_path(1) : path.string());
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "engine/model/manifest.h"
 #include "engine/text/utf8.h"
 
 namespace tandem::text {
@@ -96,6 +97,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     throw std::runtime_error(path + " does not exist. Give a model folder or a .gguf file.");
   }
   if (fs::is_directory(status)) {
+    // A folder converted from a GGUF model keeps the source's vocabulary in its base.gguf.
+    if (const std::string base = model::converted_gguf(path); !base.empty())
+      return load_gguf_tokenizer(base);
     // Kimi ships tiktoken.model instead of tokenizer.json; tokenizer.json wins when both exist.
     if (!fs::exists(fs::path(path) / "tokenizer.json") &&
         fs::exists(fs::path(path) / "tiktoken.model")) {

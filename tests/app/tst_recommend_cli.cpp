@@ -133,7 +133,7 @@ class TestRecommendCli : public QObject {
     QCOMPARE(r.code, 0);
     QVERIFY2(r.out.contains(kMixtral + ": its config.json and file list, from " + hub()),
              qPrintable(r.out));
-    QVERIFY2(r.out.contains(QLatin1String("Stored as BF16 (the safetensors files hold 2.00 bytes "
+    QVERIFY2(r.out.contains(QLatin1String("Stored as BF16 (the weight files hold 2.00 bytes "
                                           "per parameter, torch_dtype bfloat16); 21 files")),
              qPrintable(r.out));
     QVERIFY2(r.out.contains(QLatin1String("MixtralForCausalLM: 46.")), qPrintable(r.out));

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -13,14 +14,21 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include "tests/support/logit_divergence.h"
 
+#include "engine/backend/emulated/emulated_backend.h"
 #include "engine/convert/converter.h"
+#include "engine/forward/model_runner.h"
 #include "engine/generate/generator.h"
 #include "engine/measure/perplexity.h"
+#include "engine/model/gguf_model.h"
+#include "engine/model/gguf_writer.h"
 #include "engine/model/loaded_model.h"
+#include "engine/model/manifest.h"
 #include "engine/model/model_error.h"
 #include "engine/model/safetensors_file.h"
+#include "engine/template/chat_template.h"
 #include "engine/text/tokenizer.h"
 
 using namespace tandem;
@@ -65,6 +73,41 @@ convert::ConvertResult convert_to(
   o.group = group;
   convert::Converter converter(o);
   return converter.run(progress);
+}
+
+std::string gguf_fixture(const std::string& name) {
+  return std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + name + ".gguf";
+}
+
+// The prompts of a GGUF fixture (its .json beside it): text and the ids its vocabulary gives.
+nlohmann::json gguf_prompts(const std::string& name) {
+  std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + name + ".json");
+  return nlohmann::json::parse(in)["prompts"];
+}
+
+// Last-position logits of `prompts` on the model at `path`.
+std::vector<std::vector<float>> logits_of(const std::string& path, const nlohmann::json& prompts,
+                                          const model::LoadOptions& options = {}) {
+  auto model = model::LoadedModel::load(path, options);
+  backend::NumaPools pool(2, model->pools());
+  generate::Generator generator(*model, pool, 128);
+  std::vector<std::vector<float>> out;
+  for (const auto& c : prompts)
+    out.push_back(generator.evaluate(c["ids"].get<std::vector<std::int32_t>>()));
+  return out;
+}
+
+model::CpuFormat cpu_format_of(int method) {
+  return method == int(model::Method::Int8)    ? model::CpuFormat::Int8
+         : method == int(model::Method::Int4)  ? model::CpuFormat::Int4
+         : method == int(model::Method::Mxfp4) ? model::CpuFormat::Mxfp4
+                                               : model::CpuFormat::Bf16;
+}
+
+bool same_bytes(const std::string& a, const std::string& b) {
+  std::ifstream x(a, std::ios::binary), y(b, std::ios::binary);
+  return x.is_open() && y.is_open() &&
+         std::equal(std::istreambuf_iterator<char>(x), {}, std::istreambuf_iterator<char>(y), {});
 }
 
 bool any_temporary_files(const std::string& folder) {
@@ -160,6 +203,273 @@ class TestConverter : public QObject {
     const double mean = sum / static_cast<double>(got.size());
     qInfo("mean KL %.6f", mean);
     QVERIFY2(mean <= maxMeanKl, qPrintable(QString::number(mean)));
+  }
+
+  void ggufConvertedMatchesLoadTimePacking_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<int>("method");
+    // Every architecture read from GGUF, their block formats mixed as the fixtures mix them:
+    // llama's rows turned for adjacent rotary pairs, qwen3's tied head, DeepSeek's kv_b whole
+    // and split per head, the IQ formats of unsloth's files.
+    for (const char* f :
+         {"qwen3moe-q8_0", "qwen3moe-mixed", "llama-mixed", "qwen3-f16", "mixtral-q4_k",
+          "deepseek2-split", "deepseek2-kv_b", "deepseek2-v2", "glm4moe-mixed", "qwen3moe-iq"}) {
+      QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f))) << f << int(model::Method::Int8);
+    }
+    for (const char* f : {"qwen3moe-q8_0", "mixtral-q4_k", "deepseek2-split", "qwen3moe-iq"})
+      QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f))) << f << int(model::Method::Int4);
+    QTest::newRow("qwen3moe-mixed bf16") << "qwen3moe-mixed" << int(model::Method::Bf16);
+  }
+
+  // A GGUF file converted: the folder holds the bytes packing the file at load makes, so the
+  // logits are equal; base.gguf keeps the file's metadata (its tokenizer gives the same ids,
+  // its chat template is the same) and the tensors used as stored, not the packed ones.
+  void ggufConvertedMatchesLoadTimePacking() {
+    QFETCH(QString, fixture);
+    QFETCH(int, method);
+    const std::string name = fixture.toStdString();
+    const std::string source = gguf_fixture(name);
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString() + "/converted";
+    const convert::ConvertResult r = convert_to(source, out, model::Method(method));
+    QVERIFY(r.bytes_written > 0);
+    QVERIFY(!any_temporary_files(out));
+    QVERIFY(fs::exists(out + "/" + model::kConvertedGgufName));
+    QVERIFY(!fs::exists(out + "/base.safetensors"));
+
+    model::LoadOptions packed;
+    packed.pools = 1;
+    packed.cpu_format = cpu_format_of(method);
+    {
+      auto converted = model::LoadedModel::load(out);
+      QVERIFY(converted->converted());
+      QCOMPARE(converted->cpu_format(), packed.cpu_format);
+      QCOMPARE(converted->packed_bytes(), model::LoadedModel::load(source, packed)->packed_bytes());
+    }
+    const nlohmann::json prompts = gguf_prompts(name);
+    QCOMPARE(logits_of(out, prompts), logits_of(source, prompts, packed));
+
+    // base.gguf: the source's metadata and the tensors kept as stored, none of the packed.
+    const model::GgufFile base(out + "/" + model::kConvertedGgufName);
+    const model::GgufSet original(source);
+    const model::GgufValue* omitted = base.find(model::kGgufOmittedTensorsKey);
+    QVERIFY(omitted != nullptr);
+    std::set<std::string> names;
+    for (const auto& t : base.tensors()) {
+      names.insert(t.name);
+      QVERIFY2(t.name.find("_exps") == std::string::npos, t.name.c_str());
+      const auto& stored = original.tensors().at(t.name);
+      QCOMPARE(t.ggml_type, stored.info->ggml_type);
+      QVERIFY(t.dims == stored.info->dims);
+      const auto a = base.tensor_data(t);
+      const auto b = original.tensor_data(stored);
+      QVERIFY2(a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin()), t.name.c_str());
+    }
+    for (const auto& e : omitted->as_array().elements) {
+      QVERIFY(original.tensors().count(e.as_string()) != 0);
+      QVERIFY(names.insert(e.as_string()).second);  // left out, or kept: never both
+    }
+    QCOMPARE(names.size(), original.tensors().size());
+    QVERIFY(names.count("token_embd.weight") != 0);
+    for (const auto& [key, value] : original.metadata_file().metadata()) {
+      if (key == "general.alignment") continue;
+      QVERIFY2(base.find(key) != nullptr, key.c_str());
+      QCOMPARE(int(base.find(key)->type()), int(value.type()));
+    }
+
+    // The vocabulary and the chat template come from it.
+    const auto from_folder = text::load_tokenizer(out);
+    const auto from_file = text::load_tokenizer(source);
+    for (const auto& p : prompts) {
+      const std::string text = p["text"].get<std::string>();
+      QCOMPARE(from_folder->encode(text, true), from_file->encode(text, true));
+    }
+    std::string want_template, got_template;
+    try {
+      want_template = ChatTemplate::read_source_from_model_folder(source);
+    } catch (const std::exception& e) {
+      want_template = e.what();
+    }
+    try {
+      got_template = ChatTemplate::read_source_from_model_folder(out);
+    } catch (const std::exception& e) {
+      got_template = e.what();
+    }
+    if (want_template.find(source) == std::string::npos) QCOMPARE(got_template, want_template);
+
+    // config.json says what the metadata says, for what reads a folder's shape.
+    std::ifstream config_in(out + "/config.json");
+    const nlohmann::json config = nlohmann::json::parse(config_in);
+    QCOMPARE(config["num_hidden_layers"], model::gguf_model_config(original)["num_hidden_layers"]);
+    QCOMPARE(config["tandem_converted_from"].get<std::string>(), name + ".gguf");
+  }
+
+  // A GGUF conversion cancelled after base.gguf and a layer resumes from them and ends with
+  // the same files as one run; a damaged base.gguf is written again.
+  void ggufConversionResumes() {
+    QTemporaryDir dir;
+    const std::string source = gguf_fixture("qwen3moe-mixed");
+    const std::string whole = dir.path().toStdString() + "/whole";
+    const std::string out = dir.path().toStdString() + "/resumed";
+    convert_to(source, whole, model::Method::Int8);
+    convert::ConvertOptions o;
+    o.input = source;
+    o.output = out;
+    o.method = model::Method::Int8;
+    o.threads = 2;
+    {
+      convert::Converter converter(o);
+      QVERIFY_THROWS_EXCEPTION(convert::ConvertCancelled,
+                               converter.run([&](const convert::ConvertProgress& p) {
+                                 if (p.layer == 1) converter.cancel();
+                               }));
+    }
+    QVERIFY(!model::read_manifest(out).complete);
+    QVERIFY_THROWS_EXCEPTION(model::ModelError, model::LoadedModel::load(out));
+    {
+      std::fstream f(out + "/base.gguf", std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-1, std::ios::end);
+      f.put('\x5a');
+    }
+    QVERIFY(convert::Converter(o).run({}).resumed);
+    for (const auto& e : fs::directory_iterator(whole)) {
+      const std::string file = e.path().filename().string();
+      if (file == model::kManifestName) continue;
+      QVERIFY2(same_bytes(e.path().string(), out + "/" + file), file.c_str());
+    }
+    const nlohmann::json prompts = gguf_prompts("qwen3moe-mixed");
+    QCOMPARE(logits_of(out, prompts), logits_of(whole, prompts));
+  }
+
+  // A split set (as llama.cpp's gguf-split writes one: the metadata in the first part, the
+  // split keys in each) converts from any of its parts into the folder its single file gives.
+  void ggufSplitSetConvertsAsOneFile() {
+    QTemporaryDir dir;
+    const std::string source = gguf_fixture("qwen3moe-mixed");
+    const model::GgufFile whole_file(source);
+    const std::size_t count = whole_file.tensors().size();
+    const std::string prefix = dir.path().toStdString() + "/qwen3moe-mixed";
+    for (int part = 0; part < 2; ++part) {
+      std::map<std::string, model::GgufValue> metadata;
+      if (part == 0) metadata = whole_file.metadata();
+      metadata["split.no"] = model::GgufValue(model::GgufType::kUint16, std::uint64_t(part));
+      metadata["split.count"] = model::GgufValue(model::GgufType::kUint16, std::uint64_t{2});
+      metadata["split.tensors.count"] =
+          model::GgufValue(model::GgufType::kInt32, std::int64_t(count));
+      std::vector<const model::GgufTensorInfo*> tensors;
+      for (std::size_t i = part == 0 ? 0 : count / 2; i < (part == 0 ? count / 2 : count); ++i)
+        tensors.push_back(&whole_file.tensors()[i]);
+      std::vector<model::GgufWriter::Declared> declared;
+      for (const auto* t : tensors)
+        declared.push_back({t->name, t->dims, t->ggml_type, t->size_bytes});
+      model::GgufWriter writer(fmt::format("{}-{:05d}-of-00002.gguf", prefix, part + 1), metadata,
+                               declared);
+      for (const auto* t : tensors)
+        writer.write(whole_file.tensor_data(*t).data(), whole_file.tensor_data(*t).size());
+      writer.finish();
+    }
+    const std::string single = dir.path().toStdString() + "/single";
+    const std::string split = dir.path().toStdString() + "/split";
+    convert_to(source, single, model::Method::Int8);
+    convert_to(prefix + "-00002-of-00002.gguf", split, model::Method::Int8);
+    QCOMPARE(model::read_manifest(split).source_files.size(), std::size_t{2});
+    for (const auto& e : fs::directory_iterator(single)) {
+      const std::string file = e.path().filename().string();
+      if (file == model::kManifestName || file == "config.json") continue;
+      QVERIFY2(same_bytes(e.path().string(), split + "/" + file), file.c_str());
+    }
+    QVERIFY(model::GgufFile(split + "/" + model::kConvertedGgufName).find("split.count") ==
+            nullptr);
+    const nlohmann::json prompts = gguf_prompts("qwen3moe-mixed");
+    QCOMPARE(logits_of(split, prompts), logits_of(single, prompts));
+  }
+
+  // A converted folder that lost a file, or whose base.gguf is not Tandem's, says so; the
+  // same conversion run again writes what is missing.
+  void damagedGgufConversionIsASentence() {
+    QTemporaryDir dir;
+    const std::string source = gguf_fixture("qwen3moe-q8_0");
+    const std::string out = dir.path().toStdString() + "/converted";
+    convert_to(source, out, model::Method::Int8);
+    const std::string base = out + "/" + model::kConvertedGgufName;
+    {
+      // The list of tensors left out, as a number.
+      const model::GgufFile file(base);
+      std::map<std::string, model::GgufValue> metadata = file.metadata();
+      metadata[model::kGgufOmittedTensorsKey] =
+          model::GgufValue(model::GgufType::kUint32, std::uint64_t{3});
+      std::vector<model::GgufWriter::Declared> declared;
+      for (const auto& t : file.tensors())
+        declared.push_back({t.name, t.dims, t.ggml_type, t.size_bytes});
+      model::GgufWriter writer(out + "/damaged.gguf", metadata, declared);
+      for (const auto& t : file.tensors())
+        writer.write(file.tensor_data(t).data(), file.tensor_data(t).size());
+      writer.finish();
+    }
+    fs::rename(out + "/damaged.gguf", base);
+    try {
+      model::LoadedModel::load(out);
+      QFAIL("a damaged base.gguf loaded");
+    } catch (const model::ModelError& e) {
+      QVERIFY2(std::string(e.what()).find("convert the model again") != std::string::npos,
+               e.what());
+    }
+    fs::remove(base);
+    try {
+      model::LoadedModel::load(out);
+      QFAIL("a folder without base.gguf loaded");
+    } catch (const model::ModelError& e) {
+      QVERIFY2(std::string(e.what()).find("base.gguf is missing") != std::string::npos, e.what());
+    }
+    QVERIFY(convert_to(source, out, model::Method::Int8).resumed);
+    const nlohmann::json prompts = gguf_prompts("qwen3moe-q8_0");
+    model::LoadOptions packed;
+    packed.pools = 1;
+    packed.cpu_format = model::CpuFormat::Int8;
+    QCOMPARE(logits_of(out, prompts), logits_of(source, prompts, packed));
+  }
+
+  // A folder converted from a GGUF file in hybrid mode: the dense part and some experts on the
+  // (emulated) accelerator, the rest on the CPU, give the CPU's greedy tokens and its logits
+  // within the tolerance of 8-bit activations (only the order of sums differs).
+  void ggufConvertedRunsOnTheAccelerator_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::newRow("qwen3moe-mixed") << "qwen3moe-mixed";
+    QTest::newRow("deepseek2-split") << "deepseek2-split";
+  }
+
+  void ggufConvertedRunsOnTheAccelerator() {
+    QFETCH(QString, fixture);
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString() + "/converted";
+    convert_to(gguf_fixture(fixture.toStdString()), out, model::Method::Int8);
+    const auto model = model::LoadedModel::load(out);
+    backend::NumaPools cpu(1);
+    generate::Generator alone(*model, cpu, 64);
+    schedule::HybridOptions o;
+    o.gpu_experts_per_layer = 2;
+    o.context_tokens = 64;
+    backend::EmulatedOptions device;
+    device.memory_bytes = 256ull << 20;
+    forward::ModelRunner runner(
+        *model, cpu, std::make_unique<backend::EmulatedBackend>(device, model->spec()), o);
+    QCOMPARE(runner.gpu_experts_per_layer(), std::int64_t{2});
+    generate::Generator hybrid(runner, 64);
+    for (const auto& p : gguf_prompts(fixture.toStdString())) {
+      const auto ids = p["ids"].get<std::vector<std::int32_t>>();
+      alone.reset();
+      hybrid.reset();
+      const std::vector<float> want = alone.evaluate(ids);
+      const std::vector<float> got = hybrid.evaluate(ids);
+      const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+      float worst = 0;
+      for (std::size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, std::abs(got[i] - want[i]) / (*hi - *lo));
+      QVERIFY2(worst <= 1e-2f, qPrintable(QString::number(worst)));
+      QCOMPARE(std::max_element(got.begin(), got.end()) - got.begin(),
+               std::max_element(want.begin(), want.end()) - want.begin());
+    }
+    QVERIFY(runner.metrics()->snapshot().accelerator);
   }
 
   // gpt-oss converted: the fused expert tensors are written as the per-expert ones binding
@@ -461,6 +771,8 @@ class TestConverter : public QObject {
     const QString model = QString::fromStdString(fixture("qwen3-moe"));
     QTest::newRow("missing folder") << QStringLiteral("/nonexistent/model")
                                     << int(model::Method::Int8) << 0 << 1 << "not a folder";
+    QTest::newRow("missing gguf") << QStringLiteral("/nonexistent/model.gguf")
+                                  << int(model::Method::Int8) << 0 << 1 << "does not exist";
     QTest::newRow("no config.json") << QString::fromStdString(std::string(TANDEM_TEST_DATA_DIR))
                                     << int(model::Method::Int8) << 0 << 1 << "not a model folder";
     // qwen3-moe's experts are 40 wide, not two pools of whole 16-row blocks.
