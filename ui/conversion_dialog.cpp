@@ -1,5 +1,6 @@
 #include "ui/conversion_dialog.h"
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -11,18 +12,22 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QTimer>
 #include <QTreeWidget>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 
 #include "engine/convert/converter.h"
 #include "engine/hw/disk_space.h"
 #include "engine/hw/hardware_report.h"
 #include "engine/model/demo_model.h"
+#include "engine/model/gguf_model.h"
+#include "engine/model/gguf_set.h"
 #include "ui/main_window.h"
 #include "ui/theme.h"
 
@@ -51,6 +56,10 @@ double expected_error(const QString& method) {
                                            : 0.02;  // int8, and mxfp4's INT8 rest
 }
 
+bool is_gguf(const QString& path) {
+  return model::is_gguf_path(path.trimmed().toStdString());
+}
+
 model::Method method_from(const QString& name) {
   return name == QLatin1String("int4")    ? model::Method::Int4
          : name == QLatin1String("bf16")  ? model::Method::Bf16
@@ -64,18 +73,30 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   setWindowTitle(tr("Convert Weights"));
   resize(700, 560);
   auto* v = new QVBoxLayout(this);
-  v->addWidget(new QLabel(
+  auto* intro = new QLabel(
       tr("Tandem stores the experts that run on the CPU in a format made for its instructions. A "
-         "converted copy loads in seconds instead of being packed at every start."),
-      this));
+         "converted copy loads in seconds instead of being packed at every start. The source is "
+         "a downloaded model's folder or a GGUF file."),
+      this);
+  intro->setWordWrap(true);
+  v->addWidget(intro);
   auto* form = new QFormLayout;
   source_ = new QLineEdit(this);
-  source_->setAccessibleName(tr("Model folder"));
+  source_->setAccessibleName(tr("Model folder or GGUF file"));
   auto* browse_source = new QPushButton(tr("Browse…"), this);
+  auto* browse_menu = new QMenu(browse_source);
+  QAction* browse_folder = browse_menu->addAction(tr("Model Folder…"));
+  QAction* browse_gguf = browse_menu->addAction(tr("GGUF File…"));
+  browse_source->setMenu(browse_menu);
   auto* source_row = new QHBoxLayout;
   source_row->addWidget(source_, 1);
   source_row->addWidget(browse_source);
-  form->addRow(tr("Model folder"), source_row);
+  form->addRow(tr("Model"), source_row);
+  advice_ = new QLabel(this);
+  advice_->setWordWrap(true);
+  advice_->setAccessibleName(tr("Whether converting pays on this computer"));
+  advice_->setVisible(false);
+  form->addRow(QString(), advice_);
   method_ = new QComboBox(this);
   method_->addItem(tr("INT8: near-lossless, fast (recommended)"), QStringLiteral("int8"));
   method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"),
@@ -119,19 +140,24 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   verdict_->setVisible(false);
   v->addWidget(verdict_);
   v->addWidget(verification_, 1);
+  v->addStretch();  // takes the room while the table is hidden, none once it shows
 
   auto* buttons = new QDialogButtonBox(this);
   start_ = buttons->addButton(tr("Convert"), QDialogButtonBox::AcceptRole);
   start_->setObjectName(QStringLiteral("primary"));
   cancel_ = buttons->addButton(tr("Cancel"), QDialogButtonBox::RejectRole);
-  load_ = buttons->addButton(tr("Load Converted Model"), QDialogButtonBox::ActionRole);
+  // Beside the box, not in it: a button box shows its hidden buttons again when it is shown.
+  load_ = new QPushButton(tr("Load Converted Model"), this);
   load_->setVisible(false);
   connect(load_, &QPushButton::clicked, this, [this] {
     emit loadRequested(output_->text());
     close();
   });
   auto* close = buttons->addButton(QDialogButtonBox::Close);
-  v->addWidget(buttons);
+  auto* button_row = new QHBoxLayout;
+  button_row->addWidget(load_);
+  button_row->addWidget(buttons, 1);
+  v->addLayout(button_row);
   cancel_->setEnabled(false);
   // The buttons act on the conversion; only Close closes the dialog.
   disconnect(buttons, nullptr, this, nullptr);
@@ -139,10 +165,15 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   connect(cancel_, &QPushButton::clicked, this, &ConversionDialog::cancel);
   connect(close, &QPushButton::clicked, this, &QDialog::close);
 
-  connect(browse_source, &QPushButton::clicked, this, [this] {
+  connect(browse_folder, &QAction::triggered, this, [this] {
     const QString dir =
         QFileDialog::getExistingDirectory(this, tr("Model folder"), source_->text());
     if (!dir.isEmpty()) setSource(dir);
+  });
+  connect(browse_gguf, &QAction::triggered, this, [this] {
+    const QString file = QFileDialog::getOpenFileName(this, tr("GGUF file"), source_->text(),
+                                                      tr("GGUF models (*.gguf)"));
+    if (!file.isEmpty()) setSource(file);
   });
   connect(browse_output, &QPushButton::clicked, this, [this] {
     const QString dir =
@@ -189,11 +220,14 @@ void ConversionDialog::fieldsEdited() {
 QString ConversionDialog::problem() const {
   const QString source = source_->text().trimmed();
   const QString output = output_->text().trimmed();
-  if (source.isEmpty()) return tr("Choose the folder of the model to convert.");
+  if (source.isEmpty()) return tr("Choose the folder of the model to convert, or its GGUF file.");
   const QFileInfo folder(source);
-  if (!folder.isDir())
+  if (is_gguf(source)) {
+    if (!folder.isFile())
+      return tr("%1 does not exist. Choose a GGUF file that is on this computer.").arg(source);
+  } else if (!folder.isDir())
     return tr("%1 is not a folder. Choose the folder of a downloaded model.").arg(source);
-  if (!QFileInfo(source + QStringLiteral("/config.json")).isFile()) {
+  else if (!QFileInfo(source + QStringLiteral("/config.json")).isFile()) {
     return tr("%1 has no config.json, so it is not a model folder. Choose the folder that holds "
               "the model's config.json and .safetensors files.")
         .arg(source);
@@ -242,8 +276,14 @@ ConversionDialog::~ConversionDialog() {
 QString ConversionDialog::suggestOutput(const QString& source) const {
   if (source.trimmed().isEmpty()) return {};
   const QFileInfo info(QDir::cleanPath(source.trimmed()));
-  const QString name =
-      info.fileName() + QStringLiteral("-tandem-") + method_->currentData().toString();
+  // A GGUF file by its name without ".gguf", a split set's without its part number.
+  QString base = info.fileName();
+  if (is_gguf(source)) {
+    const auto split = model::parse_gguf_split_name(info.absoluteFilePath().toStdString());
+    base = split ? QFileInfo(QString::fromStdString(split->prefix)).fileName()
+                 : info.completeBaseName();
+  }
+  const QString name = base + QStringLiteral("-tandem-") + method_->currentData().toString();
   // Beside the source where its folder can be written (a model the user downloaded); the
   // built-in demo and other read-only places (an AppImage's own files) go to the models folder.
   const QString demo = QString::fromStdString(model::demo_model_folder());
@@ -299,30 +339,53 @@ bool ConversionDialog::canStart() const {
 }
 
 void ConversionDialog::updateEstimate() {
+  const int generation = ++estimate_generation_;
   if (const QString p = problem(); !p.isEmpty()) {
     estimate_->setText(p);
+    advice_->setVisible(false);
     start_->setEnabled(false);
     return;
   }
-  try {
-    convert::ConvertOptions o;
-    o.input = source_->text().toStdString();
-    o.output = output_->text().toStdString();
-    o.method = method_from(method_->currentData().toString());
-    o.dense_bf16 = denseBf16();
-    const convert::ConvertEstimate e = convert::estimate_conversion(o);
-    const hw::DiskSpace disk = hw::probe_disk_space(o.output);
-    estimate_->setText(
-        tr("about %1 written in %2; %3 free on that disk%4")
-            .arg(bytes(static_cast<double>(e.output_bytes)),
-                 e.seconds < 1 ? duration(e.seconds) : tr("about %1").arg(duration(e.seconds)),
-                 bytes(static_cast<double>(disk.free_bytes)),
-                 disk.free_bytes < e.output_bytes ? tr(" — not enough space") : QString()));
-    start_->setEnabled(!running_ && disk.free_bytes >= e.output_bytes);
-  } catch (const std::exception& e) {
-    estimate_->setText(QString::fromUtf8(e.what()));
-    start_->setEnabled(false);
-  }
+  convert::ConvertOptions o;
+  o.input = source_->text().trimmed().toStdString();
+  o.output = output_->text().trimmed().toStdString();
+  o.method = method_from(method_->currentData().toString());
+  o.dense_bf16 = denseBf16();
+  start_->setEnabled(false);  // until the estimate says the copy fits
+  // Planning opens the whole model (a GGUF file's metadata may be megabytes): off the UI thread.
+  QPointer<ConversionDialog> self(this);
+  (void)QtConcurrent::run([self, o, generation] {
+    QString text, advice;
+    bool fits = false;
+    try {
+      const convert::ConvertEstimate e = convert::estimate_conversion(o);
+      const hw::DiskSpace disk = hw::probe_disk_space(o.output);
+      fits = disk.free_bytes >= e.output_bytes;
+      text = tr("about %1 written in %2; %3 free on that disk%4")
+                 .arg(bytes(static_cast<double>(e.output_bytes)),
+                      e.seconds < 1 ? duration(e.seconds) : tr("about %1").arg(duration(e.seconds)),
+                      bytes(static_cast<double>(disk.free_bytes)),
+                      fits ? QString() : tr(" — not enough space"));
+      advice = QString::fromStdString(
+          convert::gguf_conversion_advice(o.input, kernels::active_variant()));
+    } catch (const std::exception& e) {
+      text = QString::fromUtf8(e.what());
+    }
+    QMetaObject::invokeMethod(
+        qApp,
+        [self, generation, text, advice, fits] {
+          if (!self || generation != self->estimate_generation_) return;  // a newer one runs
+          self->estimate_->setText(text);
+          self->advice_->setText(advice);
+          self->advice_->setVisible(!advice.isEmpty());
+          self->start_->setEnabled(!self->running_ && fits);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+QString ConversionDialog::adviceText() const {
+  return advice_->isVisible() ? advice_->text() : QString();
 }
 
 void ConversionDialog::setRunning(bool running) {

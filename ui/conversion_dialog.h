@@ -1,5 +1,6 @@
-// The weight-conversion dialog: choose the source folder, the method and the output folder;
-// see the estimated size and time and the free disk; follow progress (bytes/s, ETA, current
+// The weight-conversion dialog: choose the source (a model folder or a GGUF file), the method
+// and the output folder; see the estimated size and time and the free disk, and for a GGUF
+// file whether converting pays on this CPU; follow progress (bytes/s, ETA, current
 // layer); cancel and resume; read the verification summary at the end. The converter runs
 // on a worker thread.
 #pragma once
@@ -46,6 +47,8 @@ class ConversionDialog : public QDialog {
   bool wasCancelled() const { return cancelled_; }
   QString statusText() const;
   QString estimateText() const;
+  // For a GGUF source, whether converting pays on this computer; empty otherwise.
+  QString adviceText() const;
   // The verification's verdict over all tensors, after a conversion.
   QString verdictText() const;
   int verifiedTensors() const;
@@ -78,6 +81,8 @@ class ConversionDialog : public QDialog {
   QCheckBox* dense_bf16_;
   QLineEdit* output_;
   QLabel* estimate_;
+  QLabel* advice_;
+  int estimate_generation_ = 0;  // the estimate being made; older ones are dropped
   QLabel* status_;
   QProgressBar* progress_;
   QTreeWidget* verification_;

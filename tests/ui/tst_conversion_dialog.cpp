@@ -157,6 +157,41 @@ class TestConversionDialog : public QObject {
     QVERIFY(complete(dir.path() + "/int4"));
   }
 
+  // A GGUF file converts like a folder: its copy is named after the file, the dialog says
+  // whether converting pays on this CPU for the file's formats, and the copy loads.
+  void convertsAGgufFile() {
+    const QString gguf = QStringLiteral(TANDEM_TEST_DATA_DIR "/models-gguf/qwen3moe-q8_0.gguf");
+    QTemporaryDir dir;
+    ConversionDialog dialog;
+    dialog.show();
+    dialog.setSource(gguf);
+    QVERIFY2(dialog.output().endsWith(QLatin1String("/qwen3moe-q8_0-tandem-int8")),
+             qPrintable(dialog.output()));
+    dialog.setOutput(dir.path() + "/from-gguf");
+    QTRY_VERIFY(dialog.canStart());
+    QVERIFY2(dialog.adviceText().contains(QLatin1String("Q8_0")), qPrintable(dialog.adviceText()));
+    for (QPushButton* b : dialog.findChildren<QPushButton*>()) {
+      // Nothing to load before a conversion has finished.
+      if (b->text() == QLatin1String("Load Converted Model")) QVERIFY(!b->isVisible());
+    }
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
+      dialog.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/conversion-gguf.png");
+    QSignalSpy done(&dialog, &ConversionDialog::finished);
+    dialog.start();
+    QVERIFY(done.wait(30000));
+    QCOMPARE(done.first().at(0).toBool(), true);
+    QVERIFY(complete(dir.path() + "/from-gguf"));
+    QVERIFY(QFile::exists(dir.path() + "/from-gguf/base.gguf"));
+
+    // A folder has no such advice; a GGUF file that is not there is named.
+    dialog.setSource(source_);
+    QTRY_VERIFY(dialog.canStart());
+    QVERIFY(dialog.adviceText().isEmpty());
+    dialog.setSource(dir.path() + "/absent.gguf");
+    QTRY_VERIFY(dialog.estimateText().contains(QLatin1String("does not exist")));
+    QVERIFY(!dialog.canStart());
+  }
+
   void refusesAFolderThatIsNotAModel() {
     QTemporaryDir empty;
     ConversionDialog dialog;
