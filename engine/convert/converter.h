@@ -78,8 +78,9 @@ ConvertEstimate estimate_conversion(const ConvertOptions& options);
 // Whether converting the GGUF model `input` pays on a CPU whose kernels run as `variant`, in
 // a few sentences for the user, from what the experts are stored as: AMX runs Tandem's INT8
 // and INT4 prompts on its tiles, which block formats as stored do not use; without AMX an
-// 8-bit file gains from INT8, a 4-bit one does not gain from INT4 (replies ran slower, and
-// the weights are rounded a second time), and a file under 4 bits a weight would only grow.
+// 8-bit file gains from INT8 in prompts and replies, a 4-bit one gains in prompts from INT4
+// but loses in replies and accuracy (the weights are rounded a second time), and a file under
+// 4 bits a weight would only grow.
 // Empty when `input` is not a GGUF file or cannot be read (the conversion says why).
 std::string gguf_conversion_advice(const std::string& input, kernels::CpuVariant variant);
 

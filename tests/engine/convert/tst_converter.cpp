@@ -341,6 +341,41 @@ class TestConverter : public QObject {
     QCOMPARE(logits_of(out, prompts), logits_of(whole, prompts));
   }
 
+  // What the user is told of converting a GGUF file follows its experts' format and the CPU.
+  void ggufAdviceFollowsTheFormatsAndTheCpu_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<int>("variant");
+    QTest::addColumn<QString>("says");
+    const int avx512 = int(kernels::CpuVariant::Avx512);
+    const int amx = int(kernels::CpuVariant::Amx);
+    QTest::newRow("Q8_0") << "qwen3moe-q8_0" << avx512
+                          << "Its experts are Q8_0 (8.5 bits a weight). Converted to INT8 (about "
+                             "their memory), prompts and replies both ran faster";
+    QTest::newRow("Q8_0, AMX") << "qwen3moe-q8_0" << amx << "This CPU has AMX";
+    QTest::newRow("Q4_K") << "mixtral-q4_k" << avx512 << "but replies about a tenth slower";
+    QTest::newRow("Q4_K, AMX") << "mixtral-q4_k" << amx << "INT4 rounds the weights a second";
+    QTest::newRow("mostly Q6_K") << "glm4moe-mixed" << avx512
+                                 << "Its experts are mostly Q6_K (6.6 bits a weight)";
+    QTest::newRow("IQ3_XXS") << "qwen3moe-iq" << avx512 << "would take more memory";
+    QTest::newRow("IQ3_XXS, AMX") << "qwen3moe-iq" << amx << "AMX tiles run converted prompts";
+    QTest::newRow("dense F16")
+        << "qwen3-f16" << avx512
+        << "Its weights are mostly F16 (16.0 bits a weight). Converted to INT8 "
+           "(half their memory)";
+  }
+
+  void ggufAdviceFollowsTheFormatsAndTheCpu() {
+    QFETCH(QString, fixture);
+    QFETCH(int, variant);
+    QFETCH(QString, says);
+    const QString advice = QString::fromStdString(convert::gguf_conversion_advice(
+        gguf_fixture(fixture.toStdString()), kernels::CpuVariant(variant)));
+    QVERIFY2(advice.contains(says), qPrintable(advice));
+    QVERIFY(advice.endsWith(QLatin1Char('.')));
+    QVERIFY(convert::gguf_conversion_advice(::fixture("qwen3-moe"), kernels::CpuVariant(variant))
+                .empty());
+  }
+
   // A split set (as llama.cpp's gguf-split writes one: the metadata in the first part, the
   // split keys in each) converts from any of its parts into the folder its single file gives.
   void ggufSplitSetConvertsAsOneFile() {
