@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -15,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include "tests/support/gguf_split.h"
 #include "tests/support/logit_divergence.h"
 
 #include "engine/backend/emulated/emulated_backend.h"
@@ -381,28 +381,8 @@ class TestConverter : public QObject {
   void ggufSplitSetConvertsAsOneFile() {
     QTemporaryDir dir;
     const std::string source = gguf_fixture("qwen3moe-mixed");
-    const model::GgufFile whole_file(source);
-    const std::size_t count = whole_file.tensors().size();
     const std::string prefix = dir.path().toStdString() + "/qwen3moe-mixed";
-    for (int part = 0; part < 2; ++part) {
-      std::map<std::string, model::GgufValue> metadata;
-      if (part == 0) metadata = whole_file.metadata();
-      metadata["split.no"] = model::GgufValue(model::GgufType::kUint16, std::uint64_t(part));
-      metadata["split.count"] = model::GgufValue(model::GgufType::kUint16, std::uint64_t{2});
-      metadata["split.tensors.count"] =
-          model::GgufValue(model::GgufType::kInt32, std::int64_t(count));
-      std::vector<const model::GgufTensorInfo*> tensors;
-      for (std::size_t i = part == 0 ? 0 : count / 2; i < (part == 0 ? count / 2 : count); ++i)
-        tensors.push_back(&whole_file.tensors()[i]);
-      std::vector<model::GgufWriter::Declared> declared;
-      for (const auto* t : tensors)
-        declared.push_back({t->name, t->dims, t->ggml_type, t->size_bytes});
-      model::GgufWriter writer(fmt::format("{}-{:05d}-of-00002.gguf", prefix, part + 1), metadata,
-                               declared);
-      for (const auto* t : tensors)
-        writer.write(whole_file.tensor_data(*t).data(), whole_file.tensor_data(*t).size());
-      writer.finish();
-    }
+    test::split_gguf(source, prefix, 2);
     const std::string single = dir.path().toStdString() + "/single";
     const std::string split = dir.path().toStdString() + "/split";
     convert_to(source, single, model::Method::Int8);
