@@ -10,6 +10,7 @@
 
 #include "engine/hub/hub_config.h"
 #include "engine/hw/hardware_report.h"
+#include "engine/log/log.h"
 #include "engine/plan/memory_planner.h"
 #include "engine/plan/model_lookup.h"
 #include "engine/plan/run_profile.h"
@@ -22,7 +23,8 @@ PlannedModel plan_model(const RecommendOptions& o) {
   // HF_ENDPOINT and HF_TOKEN as for tandem download; only a repository outside the catalog
   // is asked of the Hub, for its config.json and file list.
   PlannedModel out;
-  out.model = plan::lookup_model(hub::hub_config_from("", ""), o.model);
+  const hub::HubConfig hub = hub::hub_config_from("", "");
+  out.model = plan::lookup_model(hub, o.model);
   const plan::ModelLookup& model = out.model;
   const plan::ModelShape& shape = model.shape;
   std::string stats_file = o.expert_stats;
@@ -61,6 +63,22 @@ PlannedModel plan_model(const RecommendOptions& o) {
     plan::Plan chosen;
     out.quantizations = plan::choose_gguf_by_plan(hardware, out.model, wishes, chosen);
     if (!o.quant.empty()) plan::choose_gguf_quantization(out.model, o.quant);
+    // The quantisation planned for, sized from its files' headers (ranged requests, no
+    // weights): a mixture keeps some parts in more bits than its average. Sized so, another
+    // may fit better, whose headers are read in turn.
+    for (int round = 0; round < 3 && out.model.origin == plan::ModelOrigin::Hub &&
+                        !plan::gguf_sizes_read(out.model);
+         ++round) {
+      try {
+        plan::read_gguf_sizes(hub, out.model);
+      } catch (const std::exception& e) {
+        log::info("{}: {}; its parts are sized by the files' bytes per parameter",
+                  out.model.gguf_quantization, e.what());
+        break;
+      }
+      if (!o.quant.empty()) break;
+      out.quantizations = plan::choose_gguf_by_plan(hardware, out.model, wishes, chosen);
+    }
     out.plan = plan::make_plan(hardware, out.model.shape, wishes);
   } else {
     if (!o.quant.empty())

@@ -1,7 +1,8 @@
 // Asks about a Hugging Face repository off the UI thread (plan::lookup_repository: the
-// catalog without the network, otherwise the Hub's config.json and file list) and hands the
-// answer back with a signal. A newer check replaces one still running, whose answer is then
-// dropped; the UI thread never waits on the network.
+// catalog without the network, otherwise the Hub's config.json and file list), and sizes a
+// GGUF quantisation from its files' headers, and hands the answers back with signals. A newer check
+// replaces one still running, whose answer is then dropped; the UI thread never waits on the
+// network.
 #pragma once
 
 #include <QFutureWatcher>
@@ -26,12 +27,18 @@ class RepositoryCheck : public QObject {
   ~RepositoryCheck() override;
 
   void start(const QString& repo, const hub::HubConfig& hub);
-  void cancel();  // drops the answer of the check that runs, if any
+  void cancel();  // drops the answer of the check that runs, if any (and of any sizing)
   bool isRunning() const { return running_; }
+  // A GGUF repository's chosen quantisation sized from its files' headers
+  // (plan::read_gguf_sizes), unless it is already: emits sized() with the lookup that has
+  // them. A failure leaves the estimate from the file sizes (logged, nothing emitted).
+  void size(const ModelLookupPtr& lookup, const hub::HubConfig& hub);
+  bool isSizing() const { return sizing_; }
 
  signals:
   void finished(const QString& repo, tandem::ui::ModelLookupPtr lookup);
   void failed(const QString& repo, const QString& message);  // a sentence for the user
+  void sized(tandem::ui::ModelLookupPtr lookup);
 
  private:
   struct Answer {
@@ -42,6 +49,7 @@ class RepositoryCheck : public QObject {
   std::shared_ptr<std::atomic<bool>> stop_;  // the current check's
   quint64 generation_ = 0;
   bool running_ = false;
+  bool sizing_ = false;
 };
 
 }  // namespace tandem::ui

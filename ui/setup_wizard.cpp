@@ -332,7 +332,8 @@ class ModelPage : public QWizardPage {
       if (filling_ || l == nullptr || index < 0) return;
       auto chosen = std::make_shared<plan::ModelLookup>(*l);
       plan::choose_gguf_quantization(*chosen, quant_->itemData(index).toString().toStdString());
-      wizard_->setRepository(std::move(chosen));
+      wizard_->setRepository(chosen);
+      checker_->size(chosen, DownloadQueue::hubConfig());
       show_answer();
       update_choice();
     });
@@ -357,10 +358,25 @@ class ModelPage : public QWizardPage {
             [this](const QString& repo, ModelLookupPtr lookup) {
               if (repo != asked_) return;
               wizard_->setRepository(choose_quantization(std::move(lookup)));
+              checker_->size(wizard_->repositoryPtr(), DownloadQueue::hubConfig());
               fill_quantizations();
               show_answer();
               update_choice();
             });
+    // The chosen quantisation sized from its files' headers: every verdict planned again with
+    // those sizes, the choice kept (it may be the user's), unless another was chosen meanwhile.
+    connect(checker_, &RepositoryCheck::sized, this, [this](ModelLookupPtr lookup) {
+      const plan::ModelLookup* l = wizard_->repository();
+      if (l == nullptr || l->repo != lookup->repo ||
+          l->gguf_quantization != lookup->gguf_quantization)
+        return;
+      auto kept = std::make_shared<plan::ModelLookup>(*choose_quantization(lookup));
+      plan::choose_gguf_quantization(*kept, lookup->gguf_quantization);
+      wizard_->setRepository(kept);
+      fill_quantizations();
+      show_answer();
+      update_choice();
+    });
     connect(checker_, &RepositoryCheck::failed, this,
             [this](const QString& repo, const QString& message) {
               if (repo != asked_) return;

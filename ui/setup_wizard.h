@@ -67,6 +67,7 @@ class SetupWizard : public QWizard {
   nlohmann::json selectedConfig() const;
   // The repository the model page checked (source "repository"); null before an answer.
   const plan::ModelLookup* repository() const { return repository_.get(); }
+  ModelLookupPtr repositoryPtr() const { return repository_; }
   void setRepository(ModelLookupPtr lookup);
   void replan();
   // The SGLang + kt-kernel commands for the chosen model and the plan; throws

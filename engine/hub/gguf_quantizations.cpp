@@ -60,7 +60,7 @@ std::string gguf_quantization_label(const std::string& path) {
 std::vector<GgufQuantization> gguf_quantizations(const std::vector<RepoFile>& files) {
   // Keyed by the label and the folder, so that two folders' sets of one label stay apart.
   std::map<std::string, GgufQuantization> by_key;
-  std::map<std::string, std::map<int, std::string>> parts;
+  std::map<std::string, std::map<int, const RepoFile*>> parts;
   for (const RepoFile& f : files) {
     const std::string name = lower(f.path);
     if (!ends_with(name, ".gguf")) continue;
@@ -76,11 +76,14 @@ std::vector<GgufQuantization> gguf_quantizations(const std::vector<RepoFile>& fi
     GgufQuantization& q = by_key[key];
     q.name = label;
     q.bytes += f.size;
-    parts[key][part] = f.path;
+    parts[key][part] = &f;
   }
   std::vector<GgufQuantization> out;
   for (auto& [key, q] : by_key) {
-    for (const auto& [part, path] : parts[key]) q.files.push_back(path);
+    for (const auto& [part, file] : parts[key]) {
+      q.files.push_back(file->path);
+      q.file_bytes.push_back(file->size);
+    }
     out.push_back(std::move(q));
   }
   std::sort(out.begin(), out.end(), [](const GgufQuantization& a, const GgufQuantization& b) {

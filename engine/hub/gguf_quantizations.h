@@ -13,9 +13,10 @@
 namespace tandem::hub {
 
 struct GgufQuantization {
-  std::string name;                // "Q4_K_M", "UD-Q2_K_XL", "BF16"
-  std::vector<std::string> files;  // repository paths, a split set's parts in order
-  std::uint64_t bytes = 0;         // listed sizes added up
+  std::string name;                       // "Q4_K_M", "UD-Q2_K_XL", "BF16"
+  std::vector<std::string> files;         // repository paths, a split set's parts in order
+  std::vector<std::uint64_t> file_bytes;  // each part's listed size, in the same order
+  std::uint64_t bytes = 0;                // listed sizes added up
   // The first part, the one a GGUF reader opens (it finds the others beside it).
   const std::string& first_file() const { return files.front(); }
 };

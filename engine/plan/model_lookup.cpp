@@ -139,34 +139,57 @@ struct TemporaryFolder {
 
 // The model a GGUF quantisation holds, read from its headers alone: the start of every part
 // is fetched into a sparse file of the part's listed size (so the reader's size checks hold
-// and no weight is fetched), more of it while the header runs past what was fetched.
+// and no weight is fetched), more of a part while its header runs past what was fetched. The
+// first part holds the metadata (a vocabulary takes megabytes); the others little but their
+// tensor tables.
 ModelLookup from_gguf_headers(const hub::HubConfig& hub, const std::string& repo,
-                              const hub::RepoMetadata& meta, const hub::GgufQuantization& q,
+                              const hub::GgufQuantization& q,
                               const std::function<bool()>& should_stop) {
-  std::map<std::string, std::uint64_t> listed;
-  for (const hub::RepoFile& f : meta.files) listed[f.path] = f.size;
   TemporaryFolder folder;
+  constexpr std::uint64_t kMostHead = 256ull << 20;
+  std::vector<std::uint64_t> head(q.files.size(), 1ull << 20);
+  head.front() = 16ull << 20;
+  std::vector<bool> fetched_whole(q.files.size(), false), needed(q.files.size(), true);
   std::string last_error;
-  for (const std::uint64_t head : {16ull << 20, 64ull << 20, 256ull << 20}) {
-    bool all_whole = true;  // every part fetched to its end (smaller than `head`)
-    for (const std::string& part : q.files) {
-      const std::string bytes = hub::fetch_file_head(hub, repo, "main", part, head, should_stop);
-      const fs::path local = folder.path / fs::path(part).filename();
+  for (int round = 0; round < 4; ++round) {
+    for (std::size_t i = 0; i < q.files.size(); ++i) {
+      if (!needed[i]) continue;
+      const std::string bytes =
+          hub::fetch_file_head(hub, repo, "main", q.files[i], head[i], should_stop);
+      const fs::path local = folder.path / fs::path(q.files[i]).filename();
       {
         std::ofstream out(local, std::ios::binary | std::ios::trunc);
         out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-        if (!out) throw std::runtime_error("the GGUF header of " + part + " could not be kept");
+        if (!out)
+          throw std::runtime_error("the GGUF header of " + q.files[i] + " could not be kept");
       }
-      if (listed[part] > bytes.size()) fs::resize_file(local, listed[part]);
-      all_whole = all_whole && bytes.size() < head;
+      const std::uint64_t listed = i < q.file_bytes.size() ? q.file_bytes[i] : 0;
+      if (listed > bytes.size()) fs::resize_file(local, listed);
+      fetched_whole[i] = bytes.size() < head[i];
     }
+    // Past the fetched bytes a part reads as zeros: a header cut short may not parse, or may
+    // parse into nonsense, so each part's header must end within what was fetched.
+    bool all_inside = true;
+    for (std::size_t i = 0; i < q.files.size(); ++i) {
+      needed[i] = false;
+      if (fetched_whole[i]) continue;
+      bool inside = false;
+      try {
+        const model::GgufFile part((folder.path / fs::path(q.files[i]).filename()).string());
+        inside = part.data_offset_bytes() <= head[i];
+      } catch (const std::exception& e) {
+        last_error = e.what();
+      }
+      if (!inside && head[i] < kMostHead) {
+        head[i] *= 4;
+        needed[i] = true;
+        all_inside = false;
+      }
+    }
+    if (!all_inside) continue;
     try {
       const fs::path first = folder.path / fs::path(q.first_file()).filename();
       const model::GgufSet set(first.string());
-      bool inside = true;  // every header ends within what was fetched
-      for (std::size_t i = 0; i < set.part_count(); ++i)
-        inside = inside && set.part(i).data_offset_bytes() <= head;
-      if (!inside && !all_whole) continue;  // a longer header: fetch more of it
       ModelLookup l = from_gguf(first.string(), repo);
       try {
         model::gguf_model_spec(set);
@@ -175,9 +198,8 @@ ModelLookup from_gguf_headers(const hub::HubConfig& hub, const std::string& repo
       }
       return l;
     } catch (const std::exception& e) {
-      // Past the fetched bytes the file reads as zeros: a header cut short may not parse.
       last_error = e.what();
-      if (all_whole) break;
+      break;
     }
   }
   log::info("GGUF header of {} in {}: {}", q.first_file(), repo, last_error);
@@ -216,7 +238,8 @@ ModelLookup from_gguf_repository(const hub::HubConfig& hub, const std::string& r
   } else {
     const auto q =
         std::find_if(quants.begin(), quants.end(), [&](const auto& g) { return g.name == first; });
-    l = from_gguf_headers(hub, repo, meta, *q, should_stop);
+    l = from_gguf_headers(hub, repo, *q, should_stop);
+    l.gguf_sized[q->name] = l.shape.stored;
     l.path.clear();
     l.source = "the GGUF header of " + q->first_file() + " in " + repo + " on " + hub.endpoint;
   }
@@ -438,10 +461,15 @@ void choose_gguf_quantization(ModelLookup& l, const std::string& name) {
   l.download_bytes_listed = true;
   l.download_files = q->files.size();
   l.stored = {"gguf", q->name + " GGUF files, " + hw::format_bytes(q->bytes)};
-  // Before the download only the files' sizes are known: every category at the same bytes
-  // per parameter (GGUF mixes keep embeddings and attention a little larger, experts a little
-  // smaller; the plan made from the file itself, after the download, has them exact).
   ModelShape& s = l.shape;
+  if (const auto sized = l.gguf_sized.find(q->name); sized != l.gguf_sized.end()) {
+    s.stored = sized->second;
+    l.stored.evidence += ", each part of the model sized from the files' headers";
+    return;
+  }
+  // Without the headers only the files' sizes are known: every category at the same bytes
+  // per parameter (GGUF mixes keep embeddings and attention a little larger, experts a little
+  // smaller; read_gguf_sizes, or the plan made from the file itself, has them exact).
   const double per = static_cast<double>(q->bytes) / static_cast<double>(s.total_params());
   const auto bytes = [per](std::int64_t params) {
     return static_cast<std::uint64_t>(static_cast<double>(params) * per);
@@ -454,6 +482,30 @@ void choose_gguf_quantization(ModelLookup& l, const std::string& name) {
   s.stored.shared_experts = bytes(s.shared_expert_params);
   s.stored.router = bytes(s.router_params);
   s.stored.expert = bytes(s.expert_params);
+}
+
+void read_gguf_sizes(const hub::HubConfig& hub, ModelLookup& l,
+                     const std::function<bool()>& should_stop) {
+  const hub::GgufQuantization* q = l.chosen_gguf();
+  if (q == nullptr || l.repo.empty() || l.gguf_sized.count(q->name) != 0) return;
+  const ModelLookup headers = from_gguf_headers(hub, l.repo, *q, should_stop);
+  const ModelShape& h = headers.shape;
+  // The files must hold the model the plan is for (the catalog's, or the headers of another
+  // quantisation's files).
+  if (h.layers != l.shape.layers || h.experts != l.shape.experts || h.hidden != l.shape.hidden) {
+    throw std::runtime_error(fmt::format(
+        "the headers of {} in {} describe {} layers of width {} with {} experts, not the {} "
+        "layers of width {} with {} experts planned for; the repository holds another model "
+        "than its name says",
+        q->first_file(), l.repo, h.layers, h.hidden, h.experts, l.shape.layers, l.shape.hidden,
+        l.shape.experts));
+  }
+  l.gguf_sized[q->name] = h.stored;
+  choose_gguf_quantization(l, q->name);
+}
+
+bool gguf_sizes_read(const ModelLookup& l) {
+  return !l.gguf_quantization.empty() && l.gguf_sized.count(l.gguf_quantization) != 0;
 }
 
 std::string describe_lookup(const ModelLookup& l) {
@@ -506,6 +558,7 @@ json to_json(const ModelLookup& l) {
       qs.push_back({{"name", q.name}, {"bytes", q.bytes}, {"files", q.files}});
     doc["gguf_quantizations"] = qs;
     doc["gguf_quantization"] = l.gguf_quantization;
+    doc["gguf_sized_from_headers"] = gguf_sizes_read(l);
   }
   doc["runs"] = l.cannot_run.empty();
   if (!l.cannot_run.empty()) doc["cannot_run"] = l.cannot_run;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -54,6 +55,9 @@ struct ModelLookup {
   std::vector<hub::GgufQuantization> gguf_quantizations;
   std::string gguf_quantization;
   const hub::GgufQuantization* chosen_gguf() const;
+  // The quantisations whose stored sizes were read from their files' headers, exact per
+  // category (read_gguf_sizes); the others are sized by their files' bytes per parameter.
+  std::map<std::string, ModelShape::StoredBytes> gguf_sized;
 };
 
 // "ORGANISATION/NAME" in the characters the Hub allows.
@@ -69,9 +73,9 @@ ModelLookup lookup_catalog_entry(const CatalogEntry& entry, bool fp8 = false);
 
 // A Hugging Face repository: the catalog entry whose repo or fp8_repo it is (any case; no
 // network), otherwise the Hub's file list and config.json; for a GGUF repository (no
-// config.json) of a catalog model, its file list and the catalog's configuration, with at most a few quick attempts
-// (a question, not a download). Throws hub::HubError with a sentence for what a user can
-// cause (no such repository, gated, offline, no config.json) and model::ModelError when
+// config.json) of a catalog model, its file list and the catalog's configuration, with at most a
+// few quick attempts (a question, not a download). Throws hub::HubError with a sentence for what a
+// user can cause (no such repository, gated, offline, no config.json) and model::ModelError when
 // Tandem cannot run the model (naming the architectures it runs).
 ModelLookup lookup_repository(const hub::HubConfig& hub, const std::string& repo,
                               const std::function<bool()>& should_stop = {});
@@ -83,10 +87,22 @@ ModelLookup lookup_repository(const hub::HubConfig& hub, const std::string& repo
 ModelLookup lookup_model(const hub::HubConfig& hub, const std::string& name,
                          const std::function<bool()>& should_stop = {});
 
-// Plans for quantisation `name` of a GGUF repository: its download, and its bytes per
-// parameter as the stored sizes of every category (the file sizes say no more before the
-// download). Throws std::invalid_argument naming the quantisations there are.
+// Plans for quantisation `name` of a GGUF repository: its download, and the stored sizes of
+// every category: as its files' headers say where they were read (lookup.gguf_sized),
+// otherwise its bytes per parameter for all. Throws std::invalid_argument naming the
+// quantisations there are.
 void choose_gguf_quantization(ModelLookup& lookup, const std::string& name);
+
+// Reads the headers of the chosen quantisation's files (ranged requests, no weights), unless
+// they were read already, so that its stored sizes are exact per category: the files of a
+// mixture keep attention and embeddings in more bits than the experts (unsloth's UD files:
+// 8 against 2), which bytes per parameter spread evenly. Throws std::runtime_error (a
+// hub::HubError for the network) with a sentence; `lookup` is unchanged then, its estimate
+// still usable.
+void read_gguf_sizes(const hub::HubConfig& hub, ModelLookup& lookup,
+                     const std::function<bool()>& should_stop = {});
+// Whether the chosen quantisation's stored sizes are its headers' (read_gguf_sizes).
+bool gguf_sizes_read(const ModelLookup& lookup);
 
 // One or two lines for people: where the model was found, how it is stored, the download.
 std::string describe_lookup(const ModelLookup& lookup);

@@ -167,8 +167,9 @@ class TestRecommendCli : public QObject {
   }
 
   // A GGUF repository of a catalog model: every quantisation's verdict here, the largest that
-  // fits planned (or the one asked for), and the download command for it; only the file list
-  // is asked of the Hub.
+  // fits planned (or the one asked for), and the download command for it; the Hub is asked
+  // for the file list and the start of the planned quantisation's file (its header, to size
+  // it exactly: here not a GGUF file, so sized by the listing), nothing else.
   void ggufRepository() {
     const std::string repo = "unsloth/Qwen3-30B-A3B-GGUF";
     const auto add = [&](const std::string& path, std::uint64_t bytes) {
@@ -194,8 +195,36 @@ class TestRecommendCli : public QObject {
     QCOMPARE(doc["source"]["gguf_quantization"].get<std::string>(), largest_fitting);
     QCOMPARE(doc["cpu_format"].get<std::string>(), std::string("native"));
     QCOMPARE(server_->tree_requests(), 1);
-    for (const char* f : {"Qwen3-30B-A3B-Q4_K_M.gguf", "Qwen3-30B-A3B-Q8_0.gguf"})
-      QCOMPARE(server_->file_requests(repo, f).size(), std::size_t{0});
+    QCOMPARE(doc["source"]["gguf_sized_from_headers"].get<bool>(), false);
+    for (const char* f : {"Qwen3-30B-A3B-UD-Q2_K_XL.gguf", "Qwen3-30B-A3B-Q4_K_M.gguf",
+                          "Qwen3-30B-A3B-Q8_0.gguf"}) {
+      const auto read = server_->file_requests(repo, f);
+      if (largest_fitting + ".gguf" == std::string(f).substr(14)) {
+        QCOMPARE(read.size(), std::size_t{1});
+        QVERIFY(read.front().had_range);
+      } else {
+        QCOMPARE(read.size(), std::size_t{0});
+      }
+    }
+
+    // GGUF files with real headers: the quantisation planned for is sized from them (the
+    // largest that fits, Q8_0, after the header of the default Q4_K_M said what the model is).
+    const std::string tiny = "someone/Tiny-MoE-GGUF";
+    const auto serve = [&](const std::string& path, const char* fixture) {
+      std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + fixture,
+                       std::ios::binary);
+      server_->add_file(tiny, path, std::string(std::istreambuf_iterator<char>(in), {}));
+    };
+    serve("Tiny-MoE-Q8_0.gguf", "qwen3moe-q8_0.gguf");
+    serve("Tiny-MoE-Q4_K_M.gguf", "qwen3moe-mixed.gguf");
+    const Run sized = recommend(
+        {"-m", QString::fromStdString(tiny), "--hardware", hardware("ryzen-avx512-16gb"), "--json"},
+        env(hub()));
+    QCOMPARE(sized.code, 0);
+    const auto sized_doc = json_of(sized);
+    QCOMPARE(sized_doc["source"]["gguf_quantization"].get<std::string>(), std::string("Q8_0"));
+    QCOMPARE(sized_doc["source"]["gguf_sized_from_headers"].get<bool>(), true);
+    QCOMPARE(server_->file_requests(tiny, "Tiny-MoE-Q8_0.gguf").size(), std::size_t{1});
 
     const Run text = recommend({"-m", QString::fromStdString(repo), "--hardware",
                                 hardware("ryzen-avx512-16gb"), "--quant", "q8_0"},

@@ -19,6 +19,7 @@
 #include "engine/plan/gguf_shape.h"
 #include "engine/plan/model_lookup.h"
 #include "hub_fixture_server.h"
+#include "tests/support/gguf_split.h"
 
 namespace fs = std::filesystem;
 using namespace tandem;
@@ -294,11 +295,35 @@ class TestModelLookup : public QObject {
     QCOMPARE(l.shape.experts, local.experts);
     QVERIFY2(l.source.find("GGUF header of Tiny-MoE-Q4_K_M.gguf") != std::string::npos,
              l.source.c_str());
-    // Only the chosen quantisation was read, and with a ranged request.
+    // Only the chosen quantisation was read, and with a ranged request; every part of the
+    // model is sized as the file's tensors are stored, not at its average bytes per parameter.
     const auto read = server_->file_requests(repo, "Tiny-MoE-Q4_K_M.gguf");
     QCOMPARE(read.size(), std::size_t{1});
     QVERIFY(read.front().had_range);
     QCOMPARE(server_->file_requests(repo, "Tiny-MoE-Q8_0.gguf").size(), std::size_t{0});
+    QVERIFY(gguf_sizes_read(l));
+    QCOMPARE(l.shape.stored.attention, local.stored.attention);
+    QCOMPARE(l.shape.stored.expert, local.stored.expert);
+    QCOMPARE(l.shape.stored.embedding, local.stored.embedding);
+    QVERIFY2(l.stored.evidence.find("sized from the files' headers") != std::string::npos,
+             l.stored.evidence.c_str());
+
+    // Another quantisation chosen: estimated until its headers are read, then as stored.
+    ModelLookup other = l;
+    choose_gguf_quantization(other, "Q8_0");
+    QVERIFY(!gguf_sizes_read(other));
+    read_gguf_sizes(hub_at(server_->endpoint()), other);
+    QVERIFY(gguf_sizes_read(other));
+    const auto q8 = tandem::plan::model_shape_from_gguf(tandem::model::GgufSet(
+        std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/qwen3moe-q8_0.gguf"));
+    QCOMPARE(other.shape.stored.attention, q8.stored.attention);
+    QCOMPARE(other.shape.stored.expert, q8.stored.expert);
+    QCOMPARE(server_->file_requests(repo, "Tiny-MoE-Q8_0.gguf").size(), std::size_t{1});
+    read_gguf_sizes(hub_at(server_->endpoint()), other);  // read once
+    choose_gguf_quantization(other, "Q4_K_M");            // both known now
+    QCOMPARE(other.shape.stored.attention, local.stored.attention);
+    QCOMPARE(server_->file_requests(repo, "Tiny-MoE-Q8_0.gguf").size(), std::size_t{1});
+    QCOMPARE(server_->file_requests(repo, "Tiny-MoE-Q4_K_M.gguf").size(), std::size_t{1});
 
     server_->add_file("someone/tiny-GGUF", "tiny-Q4_K_M.gguf", "not a gguf file");
     server_->add_file("someone/tiny-GGUF", "tiny-Q8_0.gguf", "not a gguf file");
@@ -309,6 +334,35 @@ class TestModelLookup : public QObject {
       QVERIFY2(std::string(e.what()).find("The start of tiny-Q4_K_M.gguf in someone/tiny-GGUF "
                                           "is not a GGUF header") != std::string::npos,
                e.what());
+    }
+  }
+
+  // A split set's headers: every part read from its start (the first for the metadata, the
+  // others for their tensor tables), a little of each, and the sizes are the whole set's.
+  void aSplitGgufSetIsSizedFromEveryPartsHeader() {
+    QTemporaryDir dir;
+    const std::string source =
+        std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/qwen3moe-mixed.gguf";
+    const auto parts =
+        tandem::test::split_gguf(source, dir.path().toStdString() + "/Tiny-Q4_K_M", 3);
+    const std::string repo = "someone/Tiny-Split-GGUF";
+    for (const std::string& part : parts) {
+      std::ifstream in(part, std::ios::binary);
+      server_->add_file(repo, "Q4_K_M/" + fs::path(part).filename().string(),
+                        std::string(std::istreambuf_iterator<char>(in), {}));
+    }
+    const ModelLookup l = lookup_repository(hub_at(server_->endpoint()), repo);
+    QCOMPARE(l.download_files, std::size_t{3});
+    QVERIFY(gguf_sizes_read(l));
+    const auto local = tandem::plan::model_shape_from_gguf(tandem::model::GgufSet(source));
+    QCOMPARE(l.shape.stored.attention, local.stored.attention);
+    QCOMPARE(l.shape.stored.expert, local.stored.expert);
+    QCOMPARE(l.shape.stored.output, local.stored.output);
+    for (const std::string& part : parts) {
+      const auto read =
+          server_->file_requests(repo, "Q4_K_M/" + fs::path(part).filename().string());
+      QCOMPARE(read.size(), std::size_t{1});
+      QVERIFY(read.front().had_range);
     }
   }
 
@@ -352,6 +406,17 @@ class TestModelLookup : public QObject {
                             s.stored.dense_ffn + s.stored.shared_experts + s.stored.router +
                             s.stored.expert * static_cast<std::uint64_t>(s.experts * s.moe_layers));
     QVERIFY2(std::abs(stored / 18.56e9 - 1.0) < 0.01, qPrintable(QString::number(stored)));
+    // Files that are not GGUF: sized by the listing only, a sentence, the lookup unchanged.
+    QVERIFY(!gguf_sizes_read(l));
+    const ModelLookup before = l;
+    try {
+      read_gguf_sizes(hub_at(server_->endpoint()), l);
+      QFAIL("a file that is not GGUF was sized");
+    } catch (const std::runtime_error& e) {
+      QVERIFY2(std::string(e.what()).find("is not a GGUF header") != std::string::npos, e.what());
+    }
+    QVERIFY(!gguf_sizes_read(l));
+    QCOMPARE(l.shape.stored.attention, before.shape.stored.attention);
     choose_gguf_quantization(l, "bf16");
     QCOMPARE(l.gguf_quantization, std::string("BF16"));
     QCOMPARE(l.download_bytes, 61'100'000'000ull);
