@@ -15,6 +15,9 @@ constexpr std::int64_t kMaxQueries = 8;  // query heads per pass: accumulators i
 // Positions weighed per pass over a value row's slices: 64 rows of up to 576 floats stay in
 // the first-level cache while every slice of them is taken.
 constexpr std::int64_t kValueChunk = 64;
+// How far ahead value rows are fetched (about a memory latency of weighing at one row per
+// few nanoseconds).
+constexpr std::int64_t kValueAhead = 32;
 
 // Scores of NQ queries against positions [begin, end), scores[i * stride + s - begin]: each
 // tile's 16 keys of one dimension are loaded once and multiplied by every query's value for
@@ -99,6 +102,13 @@ inline __attribute__((always_inline)) void weigh_values(const float* p, std::int
         a1[i] = first ? Vec16{} : load16(out + i * dim + d0 + 16);
       }
       for (std::int64_t s = s0; s < s1; ++s) {
+        if (d0 == 0) {
+          // The whole row kValueAhead positions on, on its way from memory while the slices
+          // of this chunk are weighed: each slice reads one cache line of a row, so without it
+          // every slice after the first would wait for its lines.
+          const float* ahead = values + (s + kValueAhead) * value_stride;
+          for (std::int64_t b = 0; b < dim; b += 16) __builtin_prefetch(ahead + b);
+        }
         const Vec16 v0 = load16(values + s * value_stride + d0);
         const Vec16 v1 = load16(values + s * value_stride + d0 + 16);
         for (int i = 0; i < NQ; ++i) {
@@ -122,6 +132,23 @@ inline __attribute__((always_inline)) void weigh_values(const float* p, std::int
       for (int i = 0; i < NQ; ++i) out[i * dim + d] = acc[i];
     }
   }
+}
+
+// The largest of x[0..n) and `start`, sixteen lanes at a time (std::max one by one is not
+// vectorised: it orders NaNs, which scores never are).
+inline __attribute__((always_inline)) float max_of(const float* x, std::int64_t n, float start) {
+  std::int64_t i = 0;
+  float mx = start;
+  if (n >= 16) {
+    Vec16 lanes = load16(x);
+    for (i = 16; i + 16 <= n; i += 16) {
+      const Vec16 v = load16(x + i);
+      lanes = v > lanes ? v : lanes;
+    }
+    for (int j = 0; j < 16; ++j) mx = std::max(mx, lanes[j]);
+  }
+  for (; i < n; ++i) mx = std::max(mx, x[i]);
+  return mx;
 }
 
 // x[i] = e^(x[i] - mx) for i < n; returns their sum (in double).
@@ -165,8 +192,7 @@ inline __attribute__((always_inline)) void attend_queries(
       softmax_inplace(row, len,
                       sinks != nullptr ? sinks[i] : -std::numeric_limits<float>::infinity());
     } else {
-      float mx = -std::numeric_limits<float>::infinity();
-      for (std::int64_t s = 0; s < len; ++s) mx = std::max(mx, row[s]);
+      const float mx = max_of(row, len, -std::numeric_limits<float>::infinity());
       max[i] = mx;
       sum[i] = static_cast<float>(exp_shifted(row, len, mx));
     }
@@ -262,8 +288,7 @@ void combine_attention_parts(std::int64_t parts, std::int64_t nq, std::int64_t v
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void softmax_inplace(
     float* x, std::int64_t n, float sink) {
-  float mx = sink;
-  for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  const float mx = max_of(x, n, sink);
   // exp(-inf - mx) is 0: no sink adds nothing.
   const double sum = std::exp(static_cast<double>(sink) - mx) + exp_shifted(x, n, mx);
   const float inv = static_cast<float>(1.0 / sum);
