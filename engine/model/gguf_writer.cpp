@@ -1,14 +1,11 @@
 #include "engine/model/gguf_writer.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
+#include "engine/model/file_writing.h"
 #include "engine/model/ggml_type.h"
 #include "engine/model/model_error.h"
-#include "engine/model/write_failure.h"
 
 namespace tandem::model {
 namespace {
@@ -160,15 +157,7 @@ void GgufWriter::finish() {
                      std::to_string(sizes_.size()) +
                      " tensors were written; the file is incomplete.");
   }
-  if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0 || std::fclose(file_) != 0) {
-    const int error_number = errno;
-    file_ = nullptr;
-    throw_write_failed(temp_, error_number);
-  }
-  file_ = nullptr;
-  std::error_code ec;
-  std::filesystem::rename(temp_, path_, ec);
-  if (ec) throw ModelError(path_ + ": could not be put in place (" + ec.message() + ").");
+  put_in_place(file_, temp_, path_);
   finished_ = true;
 }
 

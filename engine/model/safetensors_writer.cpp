@@ -1,14 +1,11 @@
 #include "engine/model/safetensors_writer.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "engine/model/file_writing.h"
 #include "engine/model/model_error.h"
-#include "engine/model/write_failure.h"
 
 namespace tandem::model {
 
@@ -61,15 +58,7 @@ void SafetensorsWriter::finish() {
     throw ModelError(temp_ + ": " + std::to_string(written_) + " of " + std::to_string(expected_) +
                      " bytes were written; the file is incomplete.");
   }
-  if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0 || std::fclose(file_) != 0) {
-    const int error_number = errno;
-    file_ = nullptr;
-    throw_write_failed(temp_, error_number);
-  }
-  file_ = nullptr;
-  std::error_code ec;
-  std::filesystem::rename(temp_, path_, ec);
-  if (ec) throw ModelError(path_ + ": could not be put in place (" + ec.message() + ").");
+  put_in_place(file_, temp_, path_);
   finished_ = true;
 }
 
