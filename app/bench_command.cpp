@@ -351,7 +351,9 @@ int run_bench(const BenchCommandOptions& o) {
     std::cout << fmt::format("decode roofline: {:.1f} tokens/s (no decode measured)\n",
                              r.roofline_tokens_per_s());
   }
-  std::cout << fmt::format("load and pack: {:.1f} s\n", load_s);
+  // Packing happens at load only for a model that is not converted (or GGUF as stored).
+  const bool packed_at_load = !model->converted() && used_format != "native";
+  std::cout << fmt::format("{}: {:.1f} s\n", packed_at_load ? "load and pack" : "load", load_s);
   std::cout << "\n" << built.note << "\n";
   if (hybrid) {
     const schedule::HybridOptions& h = runner.hybrid();
