@@ -20,7 +20,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/model/gguf_set.h"
+#include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
+#include "engine/plan/model_lookup.h"
 #include "engine/plan/model_shape.h"
 #include "hub_fixture_server.h"
 #include "ui/download_queue.h"
@@ -484,6 +487,44 @@ class TestSetupWizard : public QObject {
                  QLatin1String("has been downloaded")),
              qPrintable(w.currentPage()->findChild<QLabel*>()->text()));
     QDir(w.choices().folder).removeRecursively();
+    QSettings().remove(DownloadQueue::kEndpointKey);
+  }
+
+  // The quantisation planned for is sized from its files' headers in the background (the
+  // largest that fits, Q8_0 here, after the default Q4_K_M's header said what the model is),
+  // each file asked once with a ranged request; the page keeps the choice.
+  void aGgufQuantisationIsSizedFromItsHeaders() {
+    tandem::test::HubFixtureServer server;
+    const std::string repo = "someone/Tiny-MoE-GGUF";
+    const auto serve = [&](const std::string& path, const char* fixture) {
+      std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + fixture,
+                       std::ios::binary);
+      server.add_file(repo, path, std::string(std::istreambuf_iterator<char>(in), {}));
+    };
+    serve("Tiny-MoE-Q8_0.gguf", "qwen3moe-q8_0.gguf");
+    serve("Tiny-MoE-Q4_K_M.gguf", "qwen3moe-mixed.gguf");
+    QSettings().setValue(DownloadQueue::kEndpointKey, QString::fromStdString(server.endpoint()));
+    DownloadQueue queue;
+    SetupWizard w(recorded("ryzen-avx512-16gb"), &queue);
+    w.show();
+    w.next();
+    w.next();
+    const RepositoryRow row = repository_row(w);
+    row.name->setText(QString::fromStdString(repo));
+    QTest::mouseClick(row.check, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(w.currentPage()->isComplete(), 15000);
+    QCOMPARE(w.choices().quantization, QStringLiteral("Q8_0"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.repository() && plan::gguf_sizes_read(*w.repository()), 15000);
+    const auto q8 = plan::model_shape_from_gguf(
+        model::GgufSet(std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/qwen3moe-q8_0.gguf"));
+    QCOMPARE(w.repository()->shape.stored.attention, q8.stored.attention);
+    QCOMPARE(w.repository()->shape.stored.expert, q8.stored.expert);
+    QCOMPARE(w.choices().quantization, QStringLiteral("Q8_0"));
+    for (const char* file : {"Tiny-MoE-Q8_0.gguf", "Tiny-MoE-Q4_K_M.gguf"}) {
+      const auto read = server.file_requests(repo, file);
+      QCOMPARE(read.size(), std::size_t{1});
+      QVERIFY(read.front().had_range);
+    }
     QSettings().remove(DownloadQueue::kEndpointKey);
   }
 
