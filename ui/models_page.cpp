@@ -24,6 +24,7 @@
 #include "engine/model/demo_model.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/gguf_set.h"
+#include "engine/model/manifest.h"
 #include "engine/model/model_spec.h"
 #include "ui/main_window.h"
 #include "ui/theme.h"
@@ -43,10 +44,16 @@ bool is_model_folder(const QString& f) {
   return QFileInfo(f + QStringLiteral("/config.json")).isFile();
 }
 
-// The GGUF models directly in `folder`.
+// The GGUF models directly in `folder`; a converted folder's base.gguf is part of that
+// folder's model, not one of its own.
 void add_gguf_files(const QDir& folder, const std::function<void(const QString&)>& add) {
-  for (const QString& name : folder.entryList({QStringLiteral("*.gguf")}, QDir::Files, QDir::Name))
-    add(folder.filePath(name));
+  const std::string base = model::converted_gguf(folder.path().toStdString());
+  for (const QString& name :
+       folder.entryList({QStringLiteral("*.gguf")}, QDir::Files, QDir::Name)) {
+    const QString path = folder.filePath(name);
+    if (!base.empty() && QFileInfo(path) == QFileInfo(QString::fromStdString(base))) continue;
+    add(path);
+  }
 }
 
 nlohmann::json read_json(const QString& path) {
@@ -75,7 +82,14 @@ QStringList known_model_folders(const QString& loaded) {
     add_gguf_files(sub, add);
     for (const QString& name : sub.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
       add(sub.filePath(name));
-      add_gguf_files(QDir(sub.filePath(name)), add);
+      const QDir repo(sub.filePath(name));
+      add_gguf_files(repo, add);
+      // Converted copies of a repository's GGUF files are made beside them.
+      for (const QString& copy : repo.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
+        if (QFileInfo::exists(repo.filePath(copy) + QLatin1Char('/') +
+                              QString::fromLatin1(model::kManifestName)))
+          add(repo.filePath(copy));
+      }
     }
   }
   return folders;

@@ -37,6 +37,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "engine/convert/converter.h"
 #include "engine/version.h"
 #include "server/openai_server.h"
 #include "tests/support/http_client.h"
@@ -667,6 +668,16 @@ class TestMainWindow : public QObject {
       QFile part(models.path() + "/someone/Tiny-GGUF/big-00002-of-00002.gguf");
       QVERIFY(part.open(QIODevice::WriteOnly));
     }
+    // A converted copy made beside the file, as the conversion dialog suggests: listed as the
+    // converted model it is, its base.gguf not as a model of its own.
+    const QString converted = models.path() + "/someone/Tiny-GGUF/tiny-Q8_0-tandem-int8";
+    {
+      tandem::convert::ConvertOptions o;
+      o.input = file.toStdString();
+      o.output = converted.toStdString();
+      o.threads = 2;
+      tandem::convert::Converter(o).run({});
+    }
     tandem::ui::ModelsPage page;
     QSignalSpy refreshed(&page, &tandem::ui::ModelsPage::refreshed);
     page.refresh();
@@ -676,6 +687,10 @@ class TestMainWindow : public QObject {
     QVERIFY(rows.contains(QStringLiteral("tiny-Q8_0.gguf")));
     QVERIFY(rows.contains(QStringLiteral("llama-mixed.gguf")));
     QVERIFY(!rows.contains(QStringLiteral("big-00002-of-00002.gguf")));
+    QVERIFY(!rows.contains(QStringLiteral("base.gguf")));
+    QVERIFY(rows.contains(QStringLiteral("tiny-Q8_0-tandem-int8")));
+    QCOMPARE(rows["tiny-Q8_0-tandem-int8"].format, QStringLiteral("converted INT8"));
+    QCOMPARE(rows["tiny-Q8_0-tandem-int8"].family, QStringLiteral("Qwen3-MoE"));
     QCOMPARE(rows["tiny-Q8_0.gguf"].family, QStringLiteral("Qwen3-MoE"));
     QCOMPARE(rows["tiny-Q8_0.gguf"].format, QStringLiteral("GGUF Q8_0"));  // by tensor bytes
     QCOMPARE(rows["tiny-Q8_0.gguf"].bytes, QFileInfo(file).size());
