@@ -19,6 +19,7 @@ struct BenchCommandOptions {
   int repetitions = 3;
   // Empty: as a .gguf file is stored (native), else int8.
   std::string cpu_format;
+  int int4_group = 0;  // columns per scale of INT4 packed at load; 0: the default
   bool dense_bf16 = false;
   std::string dense = "auto";  // model::DenseBackend: auto, packed or onednn
   bool json = false;

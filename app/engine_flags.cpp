@@ -141,6 +141,18 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
                            "give a count of threads, 1 or more"));
 }
 
+bool apply_int4_group(int group, model::LoadOptions& load, std::string& error) {
+  if (group <= 0) return true;
+  if (load.cpu_format != model::CpuFormat::Int4) {
+    error =
+        "--int4-group sets the group of INT4 weights packed at load; use it with --cpu-format "
+        "int4 (a converted folder keeps the group it was converted with).";
+    return false;
+  }
+  load.int4_group = group;
+  return true;
+}
+
 bool resolve_engine_flags(const EngineFlags& f, bool threads_given, bool pools_given,
                           forward::RunSettings& s, std::string& error) {
   try {

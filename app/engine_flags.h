@@ -49,6 +49,10 @@ struct EngineFlags {
 
 void add_engine_flags(CLI::App* command, EngineFlags& flags);
 
+// --int4-group `group` (0: not given) into `load`: the INT4 group of weights packed at load,
+// which only the int4 CPU format has; false with a sentence in `error` for another format.
+bool apply_int4_group(int group, model::LoadOptions& load, std::string& error);
+
 // Fills `settings` (whose load options, threads and context the command has set from its own
 // flags) from the profile and the flags. False with a sentence in `error` for values that
 // cannot be, or that contradict each other.

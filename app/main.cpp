@@ -93,6 +93,28 @@ void add_dense_format_option(CLI::App* command, bool& dense_bf16) {
       ->capture_default_str();
 }
 
+// --int4-group on the commands that pack weights at load.
+void add_int4_group_option(CLI::App* command, int& group) {
+  command
+      ->add_option("--int4-group", group,
+                   "With --cpu-format int4: columns per scale, a multiple of 8 (default 64; 32 is "
+                   "more accurate and takes half a bit more per weight)")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            int g = 0;
+            try {
+              g = std::stoi(text);
+            } catch (const std::exception&) {
+              return "--int4-group takes a whole number";
+            }
+            if (g < 8 || g > 4096 || g % 8 != 0)
+              return "--int4-group must be a multiple of 8 between 8 and 4096 (32, 64 or 128 "
+                     "are usual)";
+            return {};
+          },
+          "8..4096, a multiple of 8"));
+}
+
 // --pools on the commands that run a model.
 void add_pools_option(CLI::App* command, int& pools) {
   command
@@ -223,6 +245,7 @@ int main(int argc, char** argv) {
                    "stored as MXFP4 kept so: gpt-oss); a converted folder uses its own")
       ->capture_default_str()
       ->check(cpu_format_names());
+  add_int4_group_option(run_cmd, run.int4_group);
   run_cmd->add_option("--dump-logits", run.dump_logits,
                       "Write the logits of the prompt's last position to this JSON file");
 
@@ -306,6 +329,7 @@ int main(int argc, char** argv) {
           "Weights on the CPU: native, int8, int4, bf16 or mxfp4 (default: native for a .gguf "
           "file, as tandem run takes it, else int8); a converted folder uses its own")
       ->check(cpu_format_names());
+  add_int4_group_option(bench_cmd, bench.int4_group);
   bench_cmd
       ->add_option("--dense", bench.dense,
                    "Dense INT8 matrices: auto or packed (our kernels, activation scales per 32 "
@@ -550,6 +574,7 @@ int main(int argc, char** argv) {
                    "The model's weights on the CPU: native (as stored), int8, int4, bf16 or mxfp4 "
                    "(default: as the model loads by itself)")
       ->check(cpu_format_names());
+  add_int4_group_option(perplexity_cmd, perplexity.int4_group);
   perplexity_cmd
       ->add_option("--kl-base-cpu-format", perplexity.kl_base_cpu_format,
                    "The base model's, likewise: with the same file as --kl-base, the KL "

@@ -29,13 +29,15 @@ struct OpenedModel {
   std::unique_ptr<text::Tokenizer> tokenizer;
 };
 
-OpenedModel open_model(const std::string& folder, int pools, const std::string& cpu_format) {
+OpenedModel open_model(const std::string& folder, int pools, const std::string& cpu_format,
+                       int int4_group) {
   model::LoadOptions load;
   load.pools = pools;
   if (!cpu_format.empty() && !model::parse_cpu_format(cpu_format, load.cpu_format))
     throw std::invalid_argument("the CPU format \"" + cpu_format +
                                 "\" is not one Tandem knows; give native, int8, int4, bf16 or "
                                 "mxfp4.");
+  if (int4_group > 0 && load.cpu_format == model::CpuFormat::Int4) load.int4_group = int4_group;
   return {model::LoadedModel::load(folder, load), text::load_tokenizer(folder)};
 }
 
@@ -50,12 +52,18 @@ int run_perplexity(const PerplexityOptions& o) {
   std::stringstream text;
   text << in.rdbuf();
 
+  if (o.int4_group > 0 && o.cpu_format != "int4" && o.kl_base_cpu_format != "int4") {
+    std::fprintf(stderr,
+                 "tandem: --int4-group sets the group of INT4 weights packed at load; use it "
+                 "with --cpu-format int4 or --kl-base-cpu-format int4.\n");
+    return 2;
+  }
   OpenedModel model, base;
   try {
-    model = open_model(o.model, o.pools, o.cpu_format);
+    model = open_model(o.model, o.pools, o.cpu_format, o.int4_group);
     // Both models run on the same pools.
     if (!o.kl_base.empty())
-      base = open_model(o.kl_base, model.model->pools(), o.kl_base_cpu_format);
+      base = open_model(o.kl_base, model.model->pools(), o.kl_base_cpu_format, o.int4_group);
     else if (!o.kl_base_cpu_format.empty())
       throw std::invalid_argument(
           "--kl-base-cpu-format sets up the base model; give it with "

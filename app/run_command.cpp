@@ -53,7 +53,8 @@ int run_generate(const RunOptions& o) {
   settings.threads = o.threads;
   settings.context = o.context;
   std::string error;
-  if (!resolve_engine_flags(o.engine, o.threads > 0, o.pools > 0, settings, error)) {
+  if (!resolve_engine_flags(o.engine, o.threads > 0, o.pools > 0, settings, error) ||
+      !apply_int4_group(o.int4_group, settings.load, error)) {
     std::fprintf(stderr, "tandem: %s\n", error.c_str());
     return 2;
   }

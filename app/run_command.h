@@ -27,6 +27,7 @@ struct RunOptions {
   std::int64_t context = 0;  // 0: the model's, at most 4096
   std::string dump_logits;
   std::string cpu_format = "native";
+  int int4_group = 0;  // columns per scale of INT4 packed at load; 0: the default
   bool dense_bf16 = false;
   EngineFlags engine;
 };

@@ -547,6 +547,38 @@ class TestCli : public QObject {
     QVERIFY(tooBig.out.contains(QLatin1String("choose a smaller model")));
   }
 
+  // --int4-group reaches the packing: 64 is the default, 32 gives other logits; a group that
+  // is no multiple of 8, or the flag without INT4, is refused with a sentence.
+  void int4GroupReachesThePacking() {
+    const QString model = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    const auto logits = [&](const QStringList& extra) {
+      const QString dump = home_.path() + "/int4-logits.json";
+      QFile::remove(dump);
+      const Run r = runTandem(QStringList{"run", "-m", model, "-p", "Hello there", "-n", "1",
+                                          "--greedy", "--dump-logits", dump, "-t", "2"} +
+                                  extra,
+                              env());
+      QFile d(dump);
+      if (r.code != 0 || !d.open(QIODevice::ReadOnly)) return std::vector<float>{};
+      return nlohmann::json::parse(d.readAll().toStdString())["logits"].get<std::vector<float>>();
+    };
+    const auto by_default = logits({"--cpu-format", "int4"});
+    QVERIFY(!by_default.empty());
+    QCOMPARE(logits({"--cpu-format", "int4", "--int4-group", "64"}), by_default);
+    const auto by_32 = logits({"--cpu-format", "int4", "--int4-group", "32"});
+    QVERIFY(!by_32.empty());
+    QVERIFY(by_32 != by_default);
+    const Run odd = runTandem(
+        {"run", "-m", model, "-p", "Hi", "--cpu-format", "int4", "--int4-group", "12"}, env());
+    QVERIFY(odd.code != 0);
+    QVERIFY2(odd.err.contains(QLatin1String("multiple of 8")), qPrintable(odd.err));
+    const Run not_int4 = runTandem(
+        {"run", "-m", model, "-p", "Hi", "--cpu-format", "int8", "--int4-group", "32"}, env());
+    QCOMPARE(not_int4.code, 2);
+    QVERIFY2(not_int4.err.contains(QLatin1String("use it with --cpu-format int4")),
+             qPrintable(not_int4.err));
+  }
+
   void badArgumentsAreRejected() {
     const Run size = runTandem({"--screenshot", home_.path() + "/x.png", "--size", "big"}, env());
     QVERIFY(size.code != 0);
