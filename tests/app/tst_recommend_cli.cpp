@@ -211,9 +211,8 @@ class TestRecommendCli : public QObject {
     // largest that fits, Q8_0, after the header of the default Q4_K_M said what the model is).
     const std::string tiny = "someone/Tiny-MoE-GGUF";
     const auto serve = [&](const std::string& path, const char* fixture) {
-      std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + fixture,
-                       std::ios::binary);
-      server_->add_file(tiny, path, std::string(std::istreambuf_iterator<char>(in), {}));
+      server_->add_file_from(tiny, path,
+                             std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + fixture);
     };
     serve("Tiny-MoE-Q8_0.gguf", "qwen3moe-q8_0.gguf");
     serve("Tiny-MoE-Q4_K_M.gguf", "qwen3moe-mixed.gguf");

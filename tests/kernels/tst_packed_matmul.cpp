@@ -11,6 +11,22 @@ using namespace tandem::kernels;
 
 namespace {
 
+// ||got - x w^T|| / ||x w^T|| over every token and row, the exact product in double (x:
+// tokens x cols, w: rows x cols, got: tokens x rows).
+double error_against_exact(const std::vector<float>& got, const std::vector<float>& x,
+                           const std::vector<float>& w, int tokens, int rows, int cols) {
+  double err = 0, norm = 0;
+  for (int t = 0; t < tokens; ++t) {
+    for (int r = 0; r < rows; ++r) {
+      double exact = 0;
+      for (int c = 0; c < cols; ++c) exact += double(x[t * cols + c]) * w[r * cols + c];
+      err += (got[t * rows + r] - exact) * (got[t * rows + r] - exact);
+      norm += exact * exact;
+    }
+  }
+  return std::sqrt(err / norm);
+}
+
 using tandem::test::normal_values;
 
 // Random MXFP4 weights as a checkpoint stores them: FP4 codes two per byte and one
@@ -244,16 +260,8 @@ class TestPackedMatmul : public QObject {
     pack_activations_for(w, x.data(), tokens, a);
     std::vector<float> got(static_cast<std::size_t>(tokens * rows));
     packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
-    double err = 0, norm = 0;
-    for (int t = 0; t < tokens; ++t) {
-      for (int r = 0; r < rows; ++r) {
-        double exact = 0;
-        for (int c = 0; c < cols; ++c) exact += double(x[t * cols + c]) * values[r * cols + c];
-        err += (got[t * rows + r] - exact) * (got[t * rows + r] - exact);
-        norm += exact * exact;
-      }
-    }
-    QVERIFY2(std::sqrt(err / norm) < tolerance, qPrintable(QString::number(std::sqrt(err / norm))));
+    const double error = error_against_exact(got, x, values, tokens, rows, cols);
+    QVERIFY2(error < tolerance, qPrintable(QString::number(error)));
   }
 
   // The scalar INT4 reference against the dequantised weights it stores: the only error
@@ -428,16 +436,7 @@ class TestPackedMatmul : public QObject {
       pack_activations(x.data(), tokens, cols, PackedFormat::Int8, a, group);
       std::vector<float> got(static_cast<std::size_t>(tokens * rows));
       packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
-      double err = 0, norm = 0;
-      for (int t = 0; t < tokens; ++t) {
-        for (int r = 0; r < rows; ++r) {
-          double exact = 0;
-          for (int c = 0; c < cols; ++c) exact += double(x[t * cols + c]) * values[r * cols + c];
-          err += (got[t * rows + r] - exact) * (got[t * rows + r] - exact);
-          norm += exact * exact;
-        }
-      }
-      return std::sqrt(err / norm);
+      return error_against_exact(got, x, values, tokens, rows, cols);
     };
     const double whole_row = relative_error(kWholeRow);
     const double grouped = relative_error(kInt8ActivationGroup);

@@ -497,9 +497,8 @@ class TestSetupWizard : public QObject {
     tandem::test::HubFixtureServer server;
     const std::string repo = "someone/Tiny-MoE-GGUF";
     const auto serve = [&](const std::string& path, const char* fixture) {
-      std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + fixture,
-                       std::ios::binary);
-      server.add_file(repo, path, std::string(std::istreambuf_iterator<char>(in), {}));
+      server.add_file_from(repo, path,
+                           std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + fixture);
     };
     serve("Tiny-MoE-Q8_0.gguf", "qwen3moe-q8_0.gguf");
     serve("Tiny-MoE-Q4_K_M.gguf", "qwen3moe-mixed.gguf");

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -102,6 +103,13 @@ HubFixtureServer::~HubFixtureServer() {
 
 std::string HubFixtureServer::endpoint() const {
   return "http://127.0.0.1:" + std::to_string(port_);
+}
+
+void HubFixtureServer::add_file_from(const std::string& repo, const std::string& path,
+                                     const std::string& local) {
+  std::ifstream in(local, std::ios::binary);
+  if (!in) throw std::runtime_error("the fixture " + local + " cannot be read");
+  add_file(repo, path, std::string(std::istreambuf_iterator<char>(in), {}));
 }
 
 void HubFixtureServer::add_file(const std::string& repo, const std::string& path,

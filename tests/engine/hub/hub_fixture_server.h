@@ -49,6 +49,8 @@ class HubFixtureServer {
 
   void add_file(const std::string& repo, const std::string& path, const std::string& content,
                 bool lfs = true);
+  // Serves the file at `local` (a committed fixture) as `path`, as LFS.
+  void add_file_from(const std::string& repo, const std::string& path, const std::string& local);
   // Requests without the token are refused with 401, with another token with 403, as the
   // Hub refuses them. `listing_public`: the file list is served to anyone (the Hub lists a
   // gated repository's files; only their contents need the licence).

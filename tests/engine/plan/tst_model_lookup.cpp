@@ -274,9 +274,8 @@ class TestModelLookup : public QObject {
   void aGgufRepositoryOutsideTheCatalogIsSizedFromItsHeader() {
     const std::string repo = "someone/Tiny-MoE-GGUF";
     const auto serve = [&](const std::string& path, const char* fixture) {
-      std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + fixture,
-                       std::ios::binary);
-      server_->add_file(repo, path, std::string(std::istreambuf_iterator<char>(in), {}));
+      server_->add_file_from(repo, path,
+                             std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + fixture);
     };
     serve("Tiny-MoE-Q8_0.gguf", "qwen3moe-q8_0.gguf");
     serve("Tiny-MoE-Q4_K_M.gguf", "qwen3moe-mixed.gguf");
@@ -346,11 +345,8 @@ class TestModelLookup : public QObject {
     const auto parts =
         tandem::test::split_gguf(source, dir.path().toStdString() + "/Tiny-Q4_K_M", 3);
     const std::string repo = "someone/Tiny-Split-GGUF";
-    for (const std::string& part : parts) {
-      std::ifstream in(part, std::ios::binary);
-      server_->add_file(repo, "Q4_K_M/" + fs::path(part).filename().string(),
-                        std::string(std::istreambuf_iterator<char>(in), {}));
-    }
+    for (const std::string& part : parts)
+      server_->add_file_from(repo, "Q4_K_M/" + fs::path(part).filename().string(), part);
     const ModelLookup l = lookup_repository(hub_at(server_->endpoint()), repo);
     QCOMPARE(l.download_files, std::size_t{3});
     QVERIFY(gguf_sizes_read(l));
