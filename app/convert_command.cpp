@@ -55,9 +55,7 @@ int run_convert(const ConvertCommandOptions& o) {
   const bool terminal = ::isatty(STDERR_FILENO) == 1;
   try {
     const convert::ConvertEstimate estimate = convert::estimate_conversion(options);
-    const std::string advice =
-        convert::gguf_conversion_advice(options.input, kernels::active_variant());
-    if (!advice.empty()) std::fprintf(stderr, "%s\n", advice.c_str());
+    if (!estimate.advice.empty()) std::fprintf(stderr, "%s\n", estimate.advice.c_str());
     std::fprintf(stderr, "converting %s to %s (%s): about %.1f GB to write, about %s\n",
                  o.input.c_str(), o.output.c_str(), o.method.c_str(),
                  static_cast<double>(estimate.output_bytes) / 1e9,

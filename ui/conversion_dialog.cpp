@@ -366,8 +366,7 @@ void ConversionDialog::updateEstimate() {
                       e.seconds < 1 ? duration(e.seconds) : tr("about %1").arg(duration(e.seconds)),
                       bytes(static_cast<double>(disk.free_bytes)),
                       fits ? QString() : tr(" — not enough space"));
-      advice = QString::fromStdString(
-          convert::gguf_conversion_advice(o.input, kernels::active_variant()));
+      advice = QString::fromStdString(e.advice);
     } catch (const std::exception& e) {
       text = QString::fromUtf8(e.what());
     }

@@ -489,22 +489,18 @@ ConvertEstimate estimate_conversion(const ConvertOptions& options) {
   e.output_bytes = plan.output_bytes;
   e.seconds = static_cast<double>(plan.source_bytes) /
               (estimated_bytes_per_second_per_thread(options.method) * threads_for(options));
+  if (const model::GgufSet* set = plan.checkpoint->gguf())
+    e.advice = gguf_conversion_advice(*set, kernels::active_variant());
   return e;
 }
 
-std::string gguf_conversion_advice(const std::string& input, kernels::CpuVariant variant) {
-  if (!model::is_gguf_path(input)) return {};
+std::string gguf_conversion_advice(const model::GgufSet& set, kernels::CpuVariant variant) {
   // The experts' format (what most of a MoE model is), else that of the layers' matrices.
   std::map<std::uint32_t, std::uint64_t> expert_bytes, layer_bytes;
-  try {
-    const model::GgufSet set(input);
-    for (const auto& [name, t] : set.tensors()) {
-      if (t.info->dims.size() < 2 || !name.starts_with("blk.")) continue;
-      (name.find("_exps.") != std::string::npos ? expert_bytes : layer_bytes)[t.info->ggml_type] +=
-          t.info->size_bytes;
-    }
-  } catch (const std::exception&) {
-    return {};
+  for (const auto& [name, t] : set.tensors()) {
+    if (t.info->dims.size() < 2 || !name.starts_with("blk.")) continue;
+    (name.find("_exps.") != std::string::npos ? expert_bytes : layer_bytes)[t.info->ggml_type] +=
+        t.info->size_bytes;
   }
   const auto& bytes = expert_bytes.empty() ? layer_bytes : expert_bytes;
   if (bytes.empty()) return {};

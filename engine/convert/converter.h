@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/gguf_set.h"
 #include "engine/model/manifest.h"
 #include "kernels/cpu/isa.h"
 
@@ -58,6 +59,9 @@ struct ConvertResult {
 struct ConvertEstimate {
   std::uint64_t output_bytes = 0;
   double seconds = 0;
+  // A GGUF source: whether converting it pays on this CPU (gguf_conversion_advice); empty for
+  // a folder.
+  std::string advice;
 };
 
 // A conversion that cannot be done as asked (bad folder, method, group, pools, disk space):
@@ -75,14 +79,13 @@ class ConvertCancelled : public std::runtime_error {
 // Throws ConvertError (or model::ModelError for a broken source) with a sentence.
 ConvertEstimate estimate_conversion(const ConvertOptions& options);
 
-// Whether converting the GGUF model `input` pays on a CPU whose kernels run as `variant`, in
-// a few sentences for the user, from what the experts are stored as: AMX runs Tandem's INT8
-// and INT4 prompts on its tiles, which block formats as stored do not use; without AMX an
-// 8-bit file gains from INT8 in prompts and replies, a 4-bit one gains in prompts from INT4
-// but loses in replies and accuracy (the weights are rounded a second time), and a file under
-// 4 bits a weight would only grow.
-// Empty when `input` is not a GGUF file or cannot be read (the conversion says why).
-std::string gguf_conversion_advice(const std::string& input, kernels::CpuVariant variant);
+// Whether converting the GGUF model `set` pays on a CPU whose kernels run as `variant`, in a
+// few sentences for the user, from what the experts are stored as: AMX runs Tandem's INT8 and
+// INT4 prompts on its tiles, which block formats as stored do not use; without AMX an 8-bit
+// file gains from INT8 in prompts and replies, a 4-bit one gains in prompts from INT4 but
+// loses in replies and accuracy (the weights are rounded a second time), and a file under 4
+// bits a weight would only grow. Empty when no format of it is known.
+std::string gguf_conversion_advice(const model::GgufSet& set, kernels::CpuVariant variant);
 
 class Converter {
  public:

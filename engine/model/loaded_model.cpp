@@ -248,10 +248,13 @@ std::unique_ptr<model::Checkpoint> LoadedModel::open_checkpoint(const std::strin
   spec = model::gguf_model_spec(*set);
   auto checkpoint = std::make_unique<model::Checkpoint>(std::move(set), spec);
   if (!base.empty()) {
-    for (const model::OutputFile& f : model::read_manifest(path).files) {
-      if (f.name.ends_with(".safetensors"))
-        checkpoint->add_safetensors((std::filesystem::path(path) / f.name).string());
+    // The packed layers beside it (load() has checked every file its manifest lists is there).
+    std::vector<std::filesystem::path> layers;
+    for (const auto& e : std::filesystem::directory_iterator(path)) {
+      if (e.is_regular_file() && e.path().extension() == ".safetensors") layers.push_back(e.path());
     }
+    std::sort(layers.begin(), layers.end());
+    for (const auto& layer : layers) checkpoint->add_safetensors(layer.string());
   }
   return checkpoint;
 }

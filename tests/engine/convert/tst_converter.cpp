@@ -369,11 +369,19 @@ class TestConverter : public QObject {
     QFETCH(int, variant);
     QFETCH(QString, says);
     const QString advice = QString::fromStdString(convert::gguf_conversion_advice(
-        gguf_fixture(fixture.toStdString()), kernels::CpuVariant(variant)));
+        model::GgufSet(gguf_fixture(fixture.toStdString())), kernels::CpuVariant(variant)));
     QVERIFY2(advice.contains(says), qPrintable(advice));
     QVERIFY(advice.endsWith(QLatin1Char('.')));
-    QVERIFY(convert::gguf_conversion_advice(::fixture("qwen3-moe"), kernels::CpuVariant(variant))
-                .empty());
+    // The estimate carries it for this CPU; a folder has none.
+    QTemporaryDir dir;
+    convert::ConvertOptions o;
+    o.input = gguf_fixture(fixture.toStdString());
+    o.output = dir.path().toStdString() + "/out";
+    const std::string here =
+        convert::gguf_conversion_advice(model::GgufSet(o.input), kernels::active_variant());
+    QCOMPARE(convert::estimate_conversion(o).advice, here);
+    o.input = ::fixture("qwen3-moe");
+    QVERIFY(convert::estimate_conversion(o).advice.empty());
   }
 
   // A split set (as llama.cpp's gguf-split writes one: the metadata in the first part, the
