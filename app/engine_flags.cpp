@@ -104,6 +104,17 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
           ->check(sentence(
               [](const std::string& v) { return !plan::cpu_format_of_method(v).empty(); },
               "give AMX, AVX512 or AVX2 followed by INT8, INT4, BF16 or MXFP4, such as AMXINT8"));
+  f.kv_cache_option =
+      c->add_option("--kv-cache", f.kv_cache,
+                    "How the CPU keeps keys and values where it runs attention: bf16 (half the "
+                    "memory, faster at long contexts) or f32 (closest to an fp32 reference)")
+          ->capture_default_str()
+          ->check(sentence(
+              [](const std::string& v) {
+                backend::KvCacheFormat f;
+                return backend::parse_kv_cache_format(v, f);
+              },
+              "give bf16 or f32"));
   c->add_option("--profile", f.profile,
                 "Run with a profile saved by tandem recommend --save (flags given here win)")
       ->check(CLI::ExistingFile);
@@ -178,6 +189,8 @@ bool apply_engine_flags(const EngineFlags& f, bool given_only, forward::RunSetti
     backend::parse_accelerator_choice(f.accelerator, s.accelerator.choice);
   if (given(f.kt_method_option))
     model::parse_cpu_format(plan::cpu_format_of_method(f.kt_method), s.load.cpu_format);
+  if (given(f.kv_cache_option) || !given_only)
+    backend::parse_kv_cache_format(f.kv_cache, s.kv_cache);
   schedule::HybridOptions& h = s.hybrid;
   if (given(f.num_gpu_experts_option)) h.gpu_experts_per_layer = f.num_gpu_experts;
   if (given(f.max_deferred_option)) h.max_deferred_per_token = f.max_deferred;

@@ -1,5 +1,6 @@
 // The flags that say where a model runs, shared by run, chat and bench: --accelerator and the
-// emulated accelerator's settings, the seeds' parameter names (--num-gpu-experts,
+// emulated accelerator's settings, the CPU's KV cache format, the seeds' parameter names
+// (--num-gpu-experts,
 // --max-deferred-experts-per-token, --gpu-prefill-token-threshold,
 // --expert-placement-strategy, --enable-dynamic-expert-update), routing statistics, and a
 // saved profile, which the explicit flags override.
@@ -32,6 +33,7 @@ struct EngineFlags {
   std::string expert_stats;
   std::string record_expert_stats;
   std::string kt_method;
+  std::string kv_cache = "bf16";
 
   // Which were given, so that a profile's values are overridden only by them.
   CLI::Option* accelerator_option = nullptr;
@@ -43,6 +45,7 @@ struct EngineFlags {
   CLI::Option* budget_option = nullptr;
   CLI::Option* stats_option = nullptr;
   CLI::Option* kt_method_option = nullptr;
+  CLI::Option* kv_cache_option = nullptr;
   CLI::Option* emulated_options[4] = {};
   CLI::Option* gpu_options[2] = {};
 };

@@ -581,6 +581,16 @@ int main(int argc, char** argv) {
                    "divergence one format costs against another")
       ->check(cpu_format_names());
   perplexity_cmd
+      ->add_option("--kv-cache", perplexity.kv_cache,
+                   "How keys and values are kept: bf16 (as run and chat keep them) or f32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "f32"}));
+  perplexity_cmd
+      ->add_option("--kl-base-kv-cache", perplexity.kl_base_kv_cache,
+                   "The base model's, likewise (default: the same as --kv-cache): with the same "
+                   "model and format as --kl-base, the KL divergence BF16 keys and values cost")
+      ->check(CLI::IsMember({"bf16", "f32"}));
+  perplexity_cmd
       ->add_option("-t,--threads", perplexity.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
   add_pools_option(perplexity_cmd, perplexity.pools);

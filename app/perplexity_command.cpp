@@ -64,10 +64,11 @@ int run_perplexity(const PerplexityOptions& o) {
     // Both models run on the same pools.
     if (!o.kl_base.empty())
       base = open_model(o.kl_base, model.model->pools(), o.kl_base_cpu_format, o.int4_group);
-    else if (!o.kl_base_cpu_format.empty())
-      throw std::invalid_argument(
-          "--kl-base-cpu-format sets up the base model; give it with "
-          "--kl-base.");
+    else if (!o.kl_base_cpu_format.empty() || !o.kl_base_kv_cache.empty())
+      throw std::invalid_argument(std::string(o.kl_base_cpu_format.empty()
+                                                  ? "--kl-base-kv-cache"
+                                                  : "--kl-base-cpu-format") +
+                                  " sets up the base model; give it with --kl-base.");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
@@ -90,6 +91,10 @@ int run_perplexity(const PerplexityOptions& o) {
   backend::NumaPools pool(threads, model.model->pools());
   measure::PerplexityOptions options;
   options.context_tokens = context;
+  backend::parse_kv_cache_format(o.kv_cache, options.kv_cache);
+  options.base_kv_cache = options.kv_cache;
+  if (!o.kl_base_kv_cache.empty())
+    backend::parse_kv_cache_format(o.kl_base_kv_cache, options.base_kv_cache);
   options.cancel = &g_interrupted;
   const bool tty = !o.json && isatty(STDERR_FILENO);
   if (tty) {
@@ -128,9 +133,11 @@ int run_perplexity(const PerplexityOptions& o) {
                           {"seconds", r.seconds},
                           {"threads", threads},
                           {"pools", pool.pools()},
+                          {"kv_cache", backend::kv_cache_format_name(options.kv_cache)},
                           {"complete", !r.cancelled}};
     if (r.mean_kl) {
       out["kl_base"] = o.kl_base;
+      out["kl_base_kv_cache"] = backend::kv_cache_format_name(options.base_kv_cache);
       out["mean_kl"] = *r.mean_kl;
     }
     std::cout << out.dump(2) << "\n";

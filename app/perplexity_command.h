@@ -14,6 +14,8 @@ struct PerplexityOptions {
   // default. Comparing formats of one model: -m X --cpu-format int8 --kl-base X
   // --kl-base-cpu-format bf16.
   std::string cpu_format, kl_base_cpu_format;
+  // Where each model keeps keys and values: "bf16" or "f32"; the base's empty: the same.
+  std::string kv_cache = "bf16", kl_base_kv_cache;
   int int4_group = 0;  // columns per scale of INT4 packed at load (both models); 0: the default
   int threads = 0;     // 0: the recommended number
   int pools = 0;       // 0: a converted folder's own count, else one per NUMA node

@@ -16,6 +16,20 @@ std::string_view backend_kind_name(BackendKind kind) {
   return "cpu";
 }
 
+std::string_view kv_cache_format_name(KvCacheFormat format) {
+  return format == KvCacheFormat::Bf16 ? "bf16" : "f32";
+}
+
+bool parse_kv_cache_format(std::string_view name, KvCacheFormat& out) {
+  for (KvCacheFormat f : {KvCacheFormat::F32, KvCacheFormat::Bf16}) {
+    if (name == kv_cache_format_name(f)) {
+      out = f;
+      return true;
+    }
+  }
+  return false;
+}
+
 DeviceOutOfMemory::DeviceOutOfMemory(const std::string& message, std::uint64_t requested_bytes,
                                      std::uint64_t free_bytes)
     : std::runtime_error(message), requested_(requested_bytes), free_(free_bytes) {}

@@ -195,6 +195,10 @@ std::unique_ptr<ContextCache> ModelRunner::make_cache(std::int64_t capacity) {
       new ContextCache(device_->allocate_kv_cache(spec_, capacity)));
 }
 
+void ModelRunner::set_cpu_kv_cache_format(backend::KvCacheFormat format) {
+  cpu_backend_->set_kv_cache_format(format);
+}
+
 void ModelRunner::check_tokens(std::span<const std::int32_t> tokens,
                                const ContextCache& cache) const {
   const auto n = static_cast<std::int64_t>(tokens.size());

@@ -72,6 +72,9 @@ class ModelRunner {
 
   // A cache for `capacity` positions on the backend the forward pass runs on.
   std::unique_ptr<ContextCache> make_cache(std::int64_t capacity);
+  // How caches made from now on keep keys and values where attention runs on the CPU (F32
+  // until set); an accelerator keeps its own as it does.
+  void set_cpu_kv_cache_format(backend::KvCacheFormat format);
 
   // Runs `tokens` at positions cache.size() onwards and appends them to the cache; writes
   // the logits of the last token to `logits` ([vocab]), or of every token. Throws

@@ -49,6 +49,7 @@ BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& poo
     if (asks_for_hybrid(settings.hybrid))
       built.note += "; the settings for the accelerator's experts are not used";
     built.runner = std::make_unique<ModelRunner>(model, pools);
+    built.runner->set_cpu_kv_cache_format(settings.kv_cache);
     return built;
   }
   schedule::HybridOptions hybrid = settings.hybrid;
@@ -58,6 +59,7 @@ BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& poo
   }
   built.runner =
       std::make_unique<ModelRunner>(model, pools, std::move(accelerator.backend), hybrid);
+  built.runner->set_cpu_kv_cache_format(settings.kv_cache);
   return built;
 }
 

@@ -21,6 +21,9 @@ struct RunSettings {
   int threads = 0;           // 0: one per physical core
   std::int64_t context = 0;  // 0: the model's, at most 4096
   backend::AcceleratorRequest accelerator;
+  // The KV cache where attention runs on the CPU: BF16 unless asked otherwise (half the
+  // memory and bytes read; f32 for results that match an fp32 reference more closely).
+  backend::KvCacheFormat kv_cache = backend::KvCacheFormat::Bf16;
   schedule::HybridOptions hybrid;
   std::string expert_stats;  // the statistics file the frequency strategy places by
   // The statistics file the run's routing is added to when it ends; empty: none.

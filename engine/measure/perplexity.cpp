@@ -33,8 +33,12 @@ double kl_divergence(const std::vector<double>& log_p, const std::vector<double>
 
 // One model running windows of the text from an empty cache.
 struct Scorer {
-  Scorer(const model::LoadedModel& model, backend::NumaPools& pool, std::int64_t context)
-      : runner(model, pool), cache(runner.make_cache(context)) {}
+  Scorer(const model::LoadedModel& model, backend::NumaPools& pool, std::int64_t context,
+         backend::KvCacheFormat kv_cache)
+      : runner(model, pool) {
+    runner.set_cpu_kv_cache_format(kv_cache);
+    cache = runner.make_cache(context);
+  }
   forward::ModelRunner runner;
   std::unique_ptr<forward::ContextCache> cache;
   std::vector<float> logits;
@@ -77,9 +81,9 @@ PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view t
   const std::int64_t context = options.context_tokens;
   const std::int64_t batch = std::max<std::int64_t>(1, options.batch_tokens);
   const std::int64_t total = static_cast<std::int64_t>(ids.size());
-  Scorer scored(model.model, pool, context);
+  Scorer scored(model.model, pool, context, options.kv_cache);
   std::optional<Scorer> reference;
-  if (base != nullptr) reference.emplace(base->model, pool, context);
+  if (base != nullptr) reference.emplace(base->model, pool, context, options.base_kv_cache);
 
   PerplexityResult result;
   result.text_tokens = total;

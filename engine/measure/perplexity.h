@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "engine/backend/backend.h"
 #include "engine/backend/cpu/numa_pools.h"
 #include "engine/model/loaded_model.h"
 #include "engine/text/tokenizer.h"
@@ -29,6 +30,10 @@ struct PerplexityOptions {
   std::int64_t context_tokens = 512;
   // Tokens per forward pass inside a window: bounds the [tokens x vocab] logits in memory.
   std::int64_t batch_tokens = 128;
+  // Where each model keeps keys and values (attention on the CPU): the measured one's, and
+  // the base's.
+  backend::KvCacheFormat kv_cache = backend::KvCacheFormat::F32;
+  backend::KvCacheFormat base_kv_cache = backend::KvCacheFormat::F32;
   const std::atomic<bool>* cancel = nullptr;  // checked between batches
   std::function<void(std::int64_t done_tokens, std::int64_t total_tokens)> progress;
 };

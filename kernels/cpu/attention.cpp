@@ -1,17 +1,26 @@
 #include "kernels/cpu/attention.h"
 
+#include "kernels/cpu/attention_loop.h"
 #include "kernels/cpu/dense_matmul.h"
+#include "kernels/cpu/dtype.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/vec16.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace tandem::kernels {
 namespace {
 
-constexpr std::int64_t kMaxQueries = 8;  // query heads per pass: accumulators in registers
+using attention_loop::attend_all;
+using attention_loop::kBf16PairChunk;
+using attention_loop::kBf16PairsAhead;
+using attention_loop::softmax_row;
 // Positions weighed per pass over a value row's slices: 64 rows of up to 576 floats stay in
 // the first-level cache while every slice of them is taken.
 constexpr std::int64_t kValueChunk = 64;
@@ -134,108 +143,186 @@ inline __attribute__((always_inline)) void weigh_values(const float* p, std::int
   }
 }
 
-// The largest of x[0..n) and `start`, sixteen lanes at a time (std::max one by one is not
-// vectorised: it orders NaNs, which scores never are).
-inline __attribute__((always_inline)) float max_of(const float* x, std::int64_t n, float start) {
-  std::int64_t i = 0;
-  float mx = start;
-  if (n >= 16) {
-    Vec16 lanes = load16(x);
-    for (i = 16; i + 16 <= n; i += 16) {
-      const Vec16 v = load16(x + i);
-      lanes = v > lanes ? v : lanes;
-    }
-    for (int j = 0; j < 16; ++j) mx = std::max(mx, lanes[j]);
+// The fp32 cache (keys tiled, values in rows) as attention_loop reads it.
+struct Fp32Kv {
+  const float* keys;
+  std::int64_t key_dim;
+  const float* values;
+  std::int64_t value_stride;
+  std::int64_t value_dim;
+
+  template <int NQ>
+  __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
+                                            float scale, float* scores, std::int64_t stride) const {
+    score_queries<NQ>(q, key_dim, keys, begin, end, scale, scores, stride);
   }
-  for (; i < n; ++i) mx = std::max(mx, x[i]);
-  return mx;
+  template <int NQ>
+  __attribute__((always_inline)) void weigh(const float* p, std::int64_t p_stride,
+                                            std::int64_t begin, std::int64_t end,
+                                            float* out) const {
+    weigh_values<NQ>(p, p_stride, values + begin * value_stride, value_stride, end - begin,
+                     value_dim, out);
+  }
+};
+
+// ---- The BF16 cache with fp32 multiply-adds (the Portable variant).
+
+typedef std::uint32_t Words16 __attribute__((vector_size(64)));
+
+inline __attribute__((always_inline)) float round_bf16(float x) {
+  return bf16_to_f32(f32_to_bf16(x));
 }
 
-// x[i] = e^(x[i] - mx) for i < n; returns their sum (in double).
-inline __attribute__((always_inline)) double exp_shifted(float* x, std::int64_t n, float mx) {
-  // Summed in 16 float lanes over stretches of 256 values (16 terms of at most 1 in each
-  // lane: exact enough), each stretch's total added in double, so long rows stay exact.
-  constexpr std::int64_t kStretch = 256;
-  double sum = 0.0;
-  std::int64_t i = 0;
-  while (i + 16 <= n) {
-    Vec16 lanes = Vec16{};
-    const std::int64_t stop = std::min(n - n % 16, i + kStretch);
-    for (; i < stop; i += 16) {
-      const Vec16 e = exp16(load16(x + i) - mx);
-      store16(x + i, e);
-      lanes += e;
-    }
-    float part = 0.0f;
-    for (int j = 0; j < 16; ++j) part += lanes[j];
-    sum += part;
-  }
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  return sum;
+// The two BF16 halves of 16 words as floats: the low halves (even elements) and the high.
+inline __attribute__((always_inline)) void split_pairs(const std::uint16_t* p, Vec16& even,
+                                                       Vec16& odd) {
+  Words16 w;
+  std::memcpy(&w, p, sizeof(w));
+  const Words16 lo = w << 16, hi = w & 0xFFFF0000u;
+  std::memcpy(&even, &lo, sizeof(even));
+  std::memcpy(&odd, &hi, sizeof(odd));
 }
 
-// NQ queries over [begin, end). With `max` null: the normalised attention (with the sinks);
-// otherwise a part, unnormalised, with each query's max and weight sum (see attention.h).
-template <int NQ>
-inline __attribute__((always_inline)) void attend_queries(
-    const float* q, const float* keys, std::int64_t key_dim, const float* values,
-    std::int64_t value_stride, std::int64_t value_dim, std::int64_t begin, std::int64_t end,
-    float scale, float* scores, float* out, const float* sinks, float* max, float* sum) {
-  const std::int64_t len = end - begin;
-  score_queries<NQ>(q, key_dim, keys, begin, end, scale, scores, len);
-  for (int i = 0; i < NQ; ++i) {
-    float* row = scores + i * len;
-    if (max == nullptr) {
-      softmax_inplace(row, len,
-                      sinks != nullptr ? sinks[i] : -std::numeric_limits<float>::infinity());
-    } else {
-      const float mx = max_of(row, len, -std::numeric_limits<float>::infinity());
-      max[i] = mx;
-      sum[i] = static_cast<float>(exp_shifted(row, len, mx));
+// The values [d0, dim) past the last whole 32 of weigh() below, one at a time: out[i][d] (+)=
+// sum over the pairs of w[i][2j + 1] * v(2j + 1, d) + w[i][2j] * v(2j, d). Kept out of line
+// and unvectorised: GCC 12's vectoriser at -O3 got this loop wrong when inlined there (the
+// first position's weight counted twice; tst_attention's bf16 tests caught it).
+__attribute__((noinline, optimize("no-tree-vectorize"))) void weigh_tail(
+    const float* w, std::int64_t w_stride, std::int64_t nq, const std::uint16_t* values,
+    std::int64_t value_row, std::int64_t pairs, std::int64_t d0, std::int64_t dim, bool first,
+    float* out) {
+  for (std::int64_t d = d0; d < dim; ++d) {
+    for (std::int64_t i = 0; i < nq; ++i) {
+      float acc = first ? 0.0f : out[i * dim + d];
+      for (std::int64_t j = 0; j < pairs; ++j) {
+        const std::uint16_t* v = values + j * 2 * value_row + 2 * d;
+        acc += w[i * w_stride + 2 * j + 1] * bf16_to_f32(v[1]);
+        acc += w[i * w_stride + 2 * j] * bf16_to_f32(v[0]);
+      }
+      out[i * dim + d] = acc;
     }
   }
-  if (len == 0) {
-    std::fill_n(out, NQ * value_dim, 0.0f);
-    return;
-  }
-  weigh_values<NQ>(scores, len, values + begin * value_stride, value_stride, len, value_dim, out);
 }
 
-// Dispatches groups of up to kMaxQueries queries to attend_queries<N>.
-inline __attribute__((always_inline)) void attend_all(
-    const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim, const float* values,
-    std::int64_t value_stride, std::int64_t value_dim, std::int64_t begin, std::int64_t end,
-    float scale, float* scores, float* out, const float* sinks, float* max, float* sum) {
-  const std::int64_t len = end - begin;
-  for (std::int64_t i0 = 0; i0 < nq; i0 += kMaxQueries) {
-    const std::int64_t n = std::min(kMaxQueries, nq - i0);
-    const float* qi = q + i0 * key_dim;
-    float* si = scores + i0 * len;
-    float* oi = out + i0 * value_dim;
-    const float* sk = sinks != nullptr ? sinks + i0 : nullptr;
-    float* mi = max != nullptr ? max + i0 : nullptr;
-    float* ui = sum != nullptr ? sum + i0 : nullptr;
-    switch (n) {
-#define TANDEM_QUERIES(N)                                                                        \
-  case N:                                                                                        \
-    attend_queries<N>(qi, keys, key_dim, values, value_stride, value_dim, begin, end, scale, si, \
-                      oi, sk, mi, ui);                                                           \
-    break;
-      TANDEM_QUERIES(1)
-      TANDEM_QUERIES(2)
-      TANDEM_QUERIES(3)
-      TANDEM_QUERIES(4)
-      TANDEM_QUERIES(5)
-      TANDEM_QUERIES(6)
-      TANDEM_QUERIES(7)
-      TANDEM_QUERIES(8)
-#undef TANDEM_QUERIES
-      default:
-        break;
+struct Bf16KvPortable {
+  const std::uint16_t* keys;
+  std::int64_t key_dim;
+  const std::uint16_t* values;
+  std::int64_t value_row;
+  std::int64_t value_dim;
+
+  // As score_queries, one dimension pair of a tile (a row of 16 words) at a time: the odd
+  // dimension's products added before the even one's, as VDPBF16PS does.
+  template <int NQ>
+  __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
+                                            float scale, float* scores, std::int64_t stride) const {
+    const std::int64_t dim = key_dim, pairs = dim / 2;  // q: rounded to BF16 by attend_bf16
+    const auto tile_at = [&](std::int64_t t0) { return keys + (t0 / kKeyTile) * dim * kKeyTile; };
+    // One query's scores of the tile at t0, of which [begin, end) is kept (by value: an
+    // accumulator array whose address is taken lives in memory, not in registers).
+    const auto keep = [&](std::int64_t t0, int i, Vec16 acc) {
+      const std::int64_t lo = std::max(begin, t0), hi = std::min(end, t0 + kKeyTile);
+      if (lo == t0 && hi == t0 + kKeyTile) {
+        store16(scores + i * stride + (t0 - begin), acc * scale);
+        return;
+      }
+      float part[kKeyTile];
+      store16(part, acc * scale);
+      for (std::int64_t s = lo; s < hi; ++s) scores[i * stride + (s - begin)] = part[s - t0];
+    };
+    for (std::int64_t t0 = begin - begin % kKeyTile; t0 < end; t0 += kKeyTile) {
+      const std::uint16_t* tile = tile_at(t0);
+      const std::uint16_t* ahead = tile + 2 * dim * kKeyTile;
+      Vec16 acc[NQ];
+      for (int i = 0; i < NQ; ++i) acc[i] = Vec16{};
+      for (std::int64_t dp = 0; dp < pairs; ++dp) {
+        __builtin_prefetch(ahead + dp * 2 * kKeyTile);
+        Vec16 even, odd;
+        split_pairs(tile + dp * 2 * kKeyTile, even, odd);
+        for (int i = 0; i < NQ; ++i) {
+          acc[i] += q[i * dim + 2 * dp + 1] * odd;
+          acc[i] += q[i * dim + 2 * dp] * even;
+        }
+      }
+      for (int i = 0; i < NQ; ++i) keep(t0, i, acc[i]);
     }
+  }
+
+  // out[i] = sum of round_bf16(p) * v over [begin, end), a pair of positions at a time (the
+  // pair's other position, outside the range, weighs 0), in chunks whose value rows stay in
+  // the first-level cache while every slice of them is taken.
+  template <int NQ>
+  __attribute__((always_inline)) void weigh(const float* p, std::int64_t p_stride,
+                                            std::int64_t begin, std::int64_t end,
+                                            float* out) const {
+    const std::int64_t dim = value_dim;
+    const std::int64_t j_begin = begin / 2, j_end = (end + 1) / 2;
+    float w[NQ][2 * kBf16PairChunk];
+    for (std::int64_t j0 = j_begin; j0 < j_end; j0 += kBf16PairChunk) {
+      const std::int64_t j1 = std::min(j_end, j0 + kBf16PairChunk);
+      const bool first = j0 == j_begin;
+      const std::int64_t lo = std::max(begin, 2 * j0), hi = std::min(end, 2 * j1);
+      for (int i = 0; i < NQ; ++i) {
+        std::fill_n(w[i], 2 * (j1 - j0), 0.0f);
+        for (std::int64_t s = lo; s < hi; ++s)
+          w[i][s - 2 * j0] = round_bf16(p[i * p_stride + s - begin]);
+      }
+      std::int64_t d0 = 0;
+      for (; d0 + 32 <= dim; d0 += 32) {
+        Vec16 a0[NQ], a1[NQ];
+        for (int i = 0; i < NQ; ++i) {
+          a0[i] = first ? Vec16{} : load16(out + i * dim + d0);
+          a1[i] = first ? Vec16{} : load16(out + i * dim + d0 + 16);
+        }
+        for (std::int64_t j = j0; j < j1; ++j) {
+          const std::uint16_t* row = values + j * 2 * value_row;
+          if (d0 == 0) {
+            const std::uint16_t* ahead = row + kBf16PairsAhead * 2 * value_row;
+            for (std::int64_t b = 0; b < 2 * dim; b += 32) __builtin_prefetch(ahead + b);
+          }
+          Vec16 e0, o0, e1, o1;
+          split_pairs(row + 2 * d0, e0, o0);
+          split_pairs(row + 2 * d0 + 32, e1, o1);
+          for (int i = 0; i < NQ; ++i) {
+            const float we = w[i][2 * (j - j0)], wo = w[i][2 * (j - j0) + 1];
+            a0[i] += wo * o0;
+            a0[i] += we * e0;
+            a1[i] += wo * o1;
+            a1[i] += we * e1;
+          }
+        }
+        for (int i = 0; i < NQ; ++i) {
+          store16(out + i * dim + d0, a0[i]);
+          store16(out + i * dim + d0 + 16, a1[i]);
+        }
+      }
+      weigh_tail(w[0], 2 * kBf16PairChunk, NQ, values + j0 * 2 * value_row, value_row, j1 - j0, d0,
+                 dim, first, out);
+    }
+  }
+};
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
+attend_bf16_portable(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
+                     std::int64_t end, float scale, float* scores, float* out, const float* sinks,
+                     float* max, float* sum) {
+  const Bf16KvPortable k{kv.keys, kv.key_dim, kv.values, kv.value_row, kv.value_dim};
+  attend_all(k, q, nq, begin, end, scale, scores, out, sinks, max, sum);
+}
+
+void attend_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
+                 std::int64_t end, float scale, float* scores, float* out, const float* sinks,
+                 float* max, float* sum, AttentionVariant variant) {
+  if (kv.key_dim % 2 != 0) throw std::invalid_argument("a BF16 KV cache needs an even key width");
+  // The queries rounded once for every position (the products are then exact in fp32).
+  thread_local std::vector<float> rounded;
+  rounded.resize(static_cast<std::size_t>(nq * kv.key_dim));
+  for (std::size_t j = 0; j < rounded.size(); ++j) rounded[j] = round_bf16(q[j]);
+  if (variant == AttentionVariant::Avx512Bf16) {
+    attention_loop::attend_bf16_avx512(rounded.data(), nq, kv, begin, end, scale, scores, out,
+                                       sinks, max, sum);
+  } else {
+    attend_bf16_portable(rounded.data(), nq, kv, begin, end, scale, scores, out, sinks, max, sum);
   }
 }
 
@@ -246,8 +333,8 @@ attend_heads_split(const float* q, std::int64_t nq, const float* keys, std::int6
                    const float* values, std::int64_t value_stride, std::int64_t value_dim,
                    std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
                    const float* sinks) {
-  attend_all(q, nq, keys, key_dim, values, value_stride, value_dim, begin, end, scale, scores, out,
-             sinks, nullptr, nullptr);
+  const Fp32Kv kv{keys, key_dim, values, value_stride, value_dim};
+  attend_all(kv, q, nq, begin, end, scale, scores, out, sinks, nullptr, nullptr);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
@@ -255,8 +342,8 @@ attend_heads_part(const float* q, std::int64_t nq, const float* keys, std::int64
                   const float* values, std::int64_t value_stride, std::int64_t value_dim,
                   std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
                   float* max, float* sum) {
-  attend_all(q, nq, keys, key_dim, values, value_stride, value_dim, begin, end, scale, scores, out,
-             nullptr, max, sum);
+  const Fp32Kv kv{keys, key_dim, values, value_stride, value_dim};
+  attend_all(kv, q, nq, begin, end, scale, scores, out, nullptr, max, sum);
 }
 
 void attend_heads(const float* q, std::int64_t nq, const float* keys, const float* values,
@@ -288,11 +375,38 @@ void combine_attention_parts(std::int64_t parts, std::int64_t nq, std::int64_t v
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void softmax_inplace(
     float* x, std::int64_t n, float sink) {
-  const float mx = max_of(x, n, sink);
-  // exp(-inf - mx) is 0: no sink adds nothing.
-  const double sum = std::exp(static_cast<double>(sink) - mx) + exp_shifted(x, n, mx);
-  const float inv = static_cast<float>(1.0 / sum);
-  for (std::int64_t k = 0; k < n; ++k) x[k] *= inv;
+  softmax_row(x, n, sink);
+}
+
+bool attention_variant_supported(AttentionVariant variant) {
+  if (variant == AttentionVariant::Portable) return true;
+  const IsaFeatures& u = detect_isa().usable;
+  return u.avx512f && u.avx512bw && u.avx512vl && u.avx512_bf16;
+}
+
+AttentionVariant active_attention_variant() {
+  static const AttentionVariant chosen =
+      active_variant() >= CpuVariant::Avx512 &&
+              attention_variant_supported(AttentionVariant::Avx512Bf16)
+          ? AttentionVariant::Avx512Bf16
+          : AttentionVariant::Portable;
+  return chosen;
+}
+
+const char* attention_variant_name(AttentionVariant variant) {
+  return variant == AttentionVariant::Avx512Bf16 ? "avx512-bf16" : "portable";
+}
+
+void attend_heads_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
+                       std::int64_t end, float scale, float* scores, float* out, const float* sinks,
+                       AttentionVariant variant) {
+  attend_bf16(q, nq, kv, begin, end, scale, scores, out, sinks, nullptr, nullptr, variant);
+}
+
+void attend_heads_part_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
+                            std::int64_t end, float scale, float* scores, float* out, float* max,
+                            float* sum, AttentionVariant variant) {
+  attend_bf16(q, nq, kv, begin, end, scale, scores, out, nullptr, max, sum, variant);
 }
 
 void attend_head_reference(const float* q, const float* keys, const float* values,

@@ -55,6 +55,58 @@ void combine_attention_parts(std::int64_t parts, std::int64_t nq, std::int64_t v
                              const float* outs, const float* maxes, const float* sums,
                              const float* sinks, float* out);
 
+// ---- The KV cache in BF16: half the bytes of fp32, so decoding at long contexts reads half
+// as much, and prompts score and weigh with BF16 dot products (VDPBF16PS: two products a lane,
+// twice fp32's rate) where the CPU has them. Keys in tiles of kKeyTile positions, each
+// dimension pair one row of the tile's 16 positions x 2 ([dim / 2][16][2], 64 bytes: one
+// register); values with pairs of positions interleaved ([pos / 2][row][2]). Queries and the
+// softmax weights are rounded to BF16 for the products, which are exact, and summed in fp32,
+// the same in every variant.
+
+// Where key element (pos, d) of a head with `dim` (even) dimensions lies in its BF16 tiles.
+inline std::size_t bf16_key_index(std::int64_t pos, std::int64_t d, std::int64_t dim) {
+  return static_cast<std::size_t>((pos / kKeyTile) * dim * kKeyTile + (d / 2) * 2 * kKeyTile +
+                                  (pos % kKeyTile) * 2 + d % 2);
+}
+// Where value element (pos, c) lies, for rows of `row` elements per position.
+inline std::size_t bf16_value_index(std::int64_t pos, std::int64_t c, std::int64_t row) {
+  return static_cast<std::size_t>((pos / 2) * 2 * row + c * 2 + pos % 2);
+}
+// Elements the values of `positions` positions need (whole pairs).
+inline std::size_t bf16_value_elements(std::int64_t positions, std::int64_t row) {
+  return static_cast<std::size_t>((positions + 1) / 2 * 2 * row);
+}
+
+// One key/value head's BF16 cache as the kernels read it: `keys` its tiles (position 0 at
+// the start), `values` its first value element of position 0 (bf16_value_index(0, c0, row)
+// for a head whose values start at column c0), `value_row` the elements of a whole position.
+struct Bf16Kv {
+  const std::uint16_t* keys = nullptr;
+  std::int64_t key_dim = 0;  // even
+  const std::uint16_t* values = nullptr;
+  std::int64_t value_row = 0;
+  std::int64_t value_dim = 0;
+};
+
+// Portable: fp32 multiply-adds of the BF16 values (any x86-64, vectorised per instruction
+// set); Avx512Bf16: VDPBF16PS. Both compute the same products and differ only in the order
+// of fp32 sums.
+enum class AttentionVariant { Portable, Avx512Bf16 };
+bool attention_variant_supported(AttentionVariant variant);
+// The best the CPU has, Portable when the kernel variant in use (--cpu-variant,
+// TANDEM_CPU_VARIANT) is below avx512.
+AttentionVariant active_attention_variant();
+const char* attention_variant_name(AttentionVariant variant);
+
+// As attend_heads_split over a BF16 cache (sinks may be null).
+void attend_heads_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
+                       std::int64_t end, float scale, float* scores, float* out, const float* sinks,
+                       AttentionVariant variant);
+// As attend_heads_part over a BF16 cache.
+void attend_heads_part_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
+                            std::int64_t end, float scale, float* scores, float* out, float* max,
+                            float* sum, AttentionVariant variant);
+
 // x = softmax(x) over n values, in place (the sum in double, so long rows stay exact). With
 // a `sink`, the softmax is over the n values and the sink, and the sink's share is dropped.
 void softmax_inplace(float* x, std::int64_t n,

@@ -122,9 +122,10 @@ class TestCli : public QObject {
     QVERIFY(f.open(QIODevice::ReadOnly));
     const auto expected = nlohmann::json::parse(f.readAll().toStdString())["prompts"][0];
     const QString dump = home_.path() + "/logits.json";
+    // The oracle computes in fp32: so does the KV cache here (the BF16 one has its own tests).
     const Run r = runTandem(
         {"run", "-m", fixture, "-p", QString::fromStdString(expected["text"].get<std::string>()),
-         "-n", "16", "--greedy", "--dump-logits", dump, "-t", "2"},
+         "-n", "16", "--greedy", "--dump-logits", dump, "-t", "2", "--kv-cache", "f32"},
         env());
     QCOMPARE(r.code, 0);
     QVERIFY2(r.err.contains(QLatin1String("prompt: ")) && r.err.contains(QLatin1String("tokens/s")),
@@ -474,16 +475,29 @@ class TestCli : public QObject {
     const QString context = QString::number(expected["context_tokens"].get<int>());
 
     const Run json = runTandem({"perplexity", "-m", fixture, "--file", text, "--context", context,
-                                "--kl-base", fixture, "--json", "-t", "1"},
+                                "--kl-base", fixture, "--json", "-t", "1", "--kv-cache", "f32"},
                                env());
     QCOMPARE(json.code, 0);
     const auto doc = nlohmann::json::parse(json.out.toStdString());
+    QCOMPARE(doc["kv_cache"], "f32");
+    QCOMPARE(doc["kl_base_kv_cache"], "f32");
     const auto& want = expected["perplexity"]["qwen3-moe"];
     QCOMPARE(doc["evaluated_tokens"], want["evaluated_tokens"]);
     QVERIFY(std::abs(doc["perplexity"].get<double>() - want["perplexity"].get<double>()) <
             1e-3 * want["perplexity"].get<double>());
     QCOMPARE(doc["mean_kl"].get<double>(), 0.0);  // the model against itself
     QVERIFY(doc["seconds"].get<double>() > 0.0);
+    // What keeping keys and values in BF16 costs against fp32: a little.
+    const Run bf16 =
+        runTandem({"perplexity", "-m", fixture, "--file", text, "--context", context, "--kl-base",
+                   fixture, "--kl-base-kv-cache", "f32", "--json", "-t", "1"},
+                  env());
+    QCOMPARE(bf16.code, 0);
+    const auto bf16_doc = nlohmann::json::parse(bf16.out.toStdString());
+    QCOMPARE(bf16_doc["kv_cache"], "bf16");
+    QCOMPARE(bf16_doc["kl_base_kv_cache"], "f32");
+    QVERIFY2(bf16_doc["mean_kl"].get<double>() > 0.0 && bf16_doc["mean_kl"].get<double>() < 1e-3,
+             qPrintable(QString::number(bf16_doc["mean_kl"].get<double>())));
 
     const Run table = runTandem({"perplexity", "-m", fixture, "-f", text}, env());
     QCOMPARE(table.code, 0);
@@ -577,6 +591,38 @@ class TestCli : public QObject {
     QCOMPARE(not_int4.code, 2);
     QVERIFY2(not_int4.err.contains(QLatin1String("use it with --cpu-format int4")),
              qPrintable(not_int4.err));
+  }
+
+  // --kv-cache reaches the CPU's attention: bf16 by default, f32 close to it but not equal;
+  // a format that is not one is refused with a sentence.
+  void kvCacheFormatReachesTheAttention() {
+    const QString model = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    const auto logits = [&](const QStringList& extra) {
+      const QString dump = home_.path() + "/kv-logits.json";
+      QFile::remove(dump);
+      const Run r = runTandem(QStringList{"run", "-m", model, "-p", "Hello there, how are you",
+                                          "-n", "1", "--greedy", "--dump-logits", dump, "-t", "2"} +
+                                  extra,
+                              env());
+      QFile d(dump);
+      if (r.code != 0 || !d.open(QIODevice::ReadOnly)) return std::vector<float>{};
+      return nlohmann::json::parse(d.readAll().toStdString())["logits"].get<std::vector<float>>();
+    };
+    const auto by_default = logits({});
+    QVERIFY(!by_default.empty());
+    QCOMPARE(logits({"--kv-cache", "bf16"}), by_default);
+    const auto f32 = logits({"--kv-cache", "f32"});
+    QCOMPARE(f32.size(), by_default.size());
+    QVERIFY(f32 != by_default);
+    float worst = 0.0f, range = 0.0f;
+    for (std::size_t i = 0; i < f32.size(); ++i) {
+      worst = std::max(worst, std::abs(f32[i] - by_default[i]));
+      range = std::max(range, std::abs(f32[i]));
+    }
+    QVERIFY2(worst <= 0.02f * range, qPrintable(QStringLiteral("%1 of %2").arg(worst).arg(range)));
+    const Run bad = runTandem({"run", "-m", model, "-p", "Hi", "--kv-cache", "q8"}, env());
+    QVERIFY(bad.code != 0);
+    QVERIFY2(bad.err.contains(QLatin1String("give bf16 or f32")), qPrintable(bad.err));
   }
 
   void badArgumentsAreRejected() {

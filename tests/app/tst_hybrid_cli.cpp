@@ -54,7 +54,8 @@ class TestHybridCli : public QObject {
   }
   void emulatedAcceleratorGivesTheCpusText() {
     QFETCH(QStringList, flags);
-    const Run cpu = tandem(generate({"--accelerator", "none"}));
+    // The accelerator keeps an fp32 KV cache, as a GPU does: the CPU alone likewise.
+    const Run cpu = tandem(generate({"--accelerator", "none", "--kv-cache", "f32"}));
     QCOMPARE(cpu.code, 0);
     const Run hybrid = tandem(generate(QStringList{"--accelerator", "emulated"} + flags));
     QCOMPARE(hybrid.code, 0);

@@ -1,11 +1,13 @@
 // The attention kernels against a straightforward double-precision version: grouped
 // queries, ranges that start inside a key tile (sliding windows), keys and values of
 // different widths (latent attention), sinks, and a context split into parts and combined
-// (decoding across threads) equal to the whole.
+// (decoding across threads) equal to the whole; and the same over a BF16 cache in every
+// variant the CPU has.
 #include <QtTest>
 #include <random>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/dtype.h"
 
 using namespace tandem::kernels;
 
@@ -60,6 +62,96 @@ bool close(const float* got, const std::vector<double>& want, QString* why) {
     }
   }
   return true;
+}
+
+// The case's keys and values in a BF16 cache whose rows hold other heads' values around this
+// one's (it starts at column kColumn of rows of value_dim + 6), and the queries as the
+// kernels round them.
+struct Bf16Case {
+  static constexpr int kColumn = 3;
+  std::vector<std::uint16_t> keys, values;
+  std::vector<float> q;     // rounded to BF16
+  std::vector<float> k, v;  // the cache's values as floats: k tiled as in Case, v [len][value_dim]
+  Bf16Kv kv;
+};
+
+Bf16Case to_bf16(const Case& c) {
+  Bf16Case b;
+  const int row = c.value_dim + 6;
+  b.keys.assign(tiled_key_floats(c.len, c.key_dim), 0);
+  b.values.assign(bf16_value_elements(c.len, row), 0);
+  b.k.assign(tiled_key_floats(c.len, c.key_dim), 0.0f);
+  b.v.assign(static_cast<std::size_t>(c.len * c.value_dim), 0.0f);
+  std::mt19937 rng(5);
+  for (auto& x : b.values) x = f32_to_bf16(std::normal_distribution<float>(0.0f, 1.0f)(rng));
+  for (int s = 0; s < c.len; ++s) {
+    for (int d = 0; d < c.key_dim; ++d) {
+      const std::uint16_t x = f32_to_bf16(c.keys[tiled_key_index(s, d, c.key_dim)]);
+      b.keys[bf16_key_index(s, d, c.key_dim)] = x;
+      b.k[tiled_key_index(s, d, c.key_dim)] = bf16_to_f32(x);
+    }
+    for (int d = 0; d < c.value_dim; ++d) {
+      const std::uint16_t x = f32_to_bf16(c.values[static_cast<std::size_t>(s * c.vstride + d)]);
+      b.values[bf16_value_index(s, Bf16Case::kColumn + d, row)] = x;
+      b.v[static_cast<std::size_t>(s * c.value_dim + d)] = bf16_to_f32(x);
+    }
+  }
+  for (float x : c.q) b.q.push_back(bf16_to_f32(f32_to_bf16(x)));
+  b.kv = Bf16Kv{b.keys.data(), c.key_dim,
+                b.values.data() + bf16_value_index(0, Bf16Case::kColumn, row), row, c.value_dim};
+  return b;
+}
+
+// Query i's attention over [begin, end) of the BF16 cache in double precision (the rounded
+// query, the exact weights), and for each value the error the kernels may make: the weights
+// are rounded to BF16 (half a unit in the 8th bit) before they weigh, and fp32 sums the rest.
+void expected_bf16(const Case& c, const Bf16Case& b, int i, int begin, int end, double scale,
+                   double sink, std::vector<double>& out, std::vector<double>& bound) {
+  std::vector<double> p(static_cast<std::size_t>(end - begin));
+  double mx = sink;
+  for (int s = begin; s < end; ++s) {
+    double dot = 0;
+    for (int d = 0; d < c.key_dim; ++d)
+      dot += double(b.q[static_cast<std::size_t>(i * c.key_dim + d)]) *
+             b.k[tiled_key_index(s, d, c.key_dim)];
+    p[static_cast<std::size_t>(s - begin)] = dot * scale;
+    mx = std::max(mx, dot * scale);
+  }
+  double sum = std::exp(sink - mx);
+  for (double& x : p) sum += x = std::exp(x - mx);
+  out.assign(static_cast<std::size_t>(c.value_dim), 0.0);
+  bound.assign(out.size(), 2e-6);
+  for (int s = begin; s < end; ++s) {
+    for (int d = 0; d < c.value_dim; ++d) {
+      const double w = p[static_cast<std::size_t>(s - begin)] / sum;
+      const double v = b.v[static_cast<std::size_t>(s * c.value_dim + d)];
+      out[static_cast<std::size_t>(d)] += w * v;
+      bound[static_cast<std::size_t>(d)] +=
+          std::ldexp(w * std::abs(v), -8) + 1e-6 * w * std::abs(v);
+    }
+  }
+}
+
+bool within(const float* got, const std::vector<double>& want, const std::vector<double>& bound,
+            QString* why) {
+  for (std::size_t d = 0; d < want.size(); ++d) {
+    if (!(std::abs(got[d] - want[d]) <= bound[d])) {
+      *why = QStringLiteral("value %1: %2 vs %3 (allowed %4)")
+                 .arg(d)
+                 .arg(got[d])
+                 .arg(want[d])
+                 .arg(bound[d]);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<AttentionVariant> bf16_variants() {
+  std::vector<AttentionVariant> v{AttentionVariant::Portable};
+  if (attention_variant_supported(AttentionVariant::Avx512Bf16))
+    v.push_back(AttentionVariant::Avx512Bf16);
+  return v;
 }
 
 }  // namespace
@@ -200,6 +292,95 @@ class TestAttention : public QObject {
         QVERIFY2(std::abs(x[i] - expected) <= tolerance[i] * expected + 1e-37,
                  qPrintable(
                      QStringLiteral("n %1 at %2: %3 vs %4").arg(n).arg(i).arg(x[i]).arg(expected)));
+      }
+    }
+  }
+
+  // The BF16 cache in every variant the CPU has, against double precision over the same
+  // BF16 keys and values: grouped queries, ranges from odd and even starts (a pair of
+  // positions half outside), lengths that end inside a pair and a tile, widths with a tail
+  // past 32 values, keys wider than values (latent attention), with sinks.
+  void bf16CacheMatchesReference_data() {
+    QTest::addColumn<int>("variant");
+    QTest::addColumn<int>("nq");
+    QTest::addColumn<int>("len");
+    QTest::addColumn<int>("key_dim");
+    QTest::addColumn<int>("value_dim");
+    QTest::addColumn<int>("begin");
+    QTest::addColumn<bool>("sinks");
+    for (AttentionVariant v : bf16_variants())
+      for (int nq : {1, 3, 8, 12})
+        for (int len : {1, 2, 17, 33, 100, 161})
+          for (auto [kd, vd] : {std::pair{8, 8}, {40, 40}, {64, 64}, {128, 128}, {72, 64}})
+            for (int begin : {0, 1, 16, 17})
+              if (begin < len)
+                QTest::newRow(qPrintable(QStringLiteral("%1 nq %2 len %3 dims %4/%5 from %6")
+                                             .arg(attention_variant_name(v))
+                                             .arg(nq)
+                                             .arg(len)
+                                             .arg(kd)
+                                             .arg(vd)
+                                             .arg(begin)))
+                    << static_cast<int>(v) << nq << len << kd << vd << begin << (len % 2 == 1);
+  }
+
+  void bf16CacheMatchesReference() {
+    QFETCH(int, variant);
+    QFETCH(int, nq);
+    QFETCH(int, len);
+    QFETCH(int, key_dim);
+    QFETCH(int, value_dim);
+    QFETCH(int, begin);
+    QFETCH(bool, sinks);
+    const Case c = make_case(nq, key_dim, value_dim, len,
+                             static_cast<unsigned>(nq * 7919 + len * 1000 + key_dim + begin));
+    const Bf16Case b = to_bf16(c);
+    std::vector<float> sink_logits(static_cast<std::size_t>(nq));
+    for (int i = 0; i < nq; ++i) sink_logits[static_cast<std::size_t>(i)] = 0.5f * i - 1.0f;
+    std::vector<float> scores(static_cast<std::size_t>(nq * (len - begin))),
+        out(static_cast<std::size_t>(nq * value_dim));
+    attend_heads_bf16(c.q.data(), nq, b.kv, begin, len, 0.125f, scores.data(), out.data(),
+                      sinks ? sink_logits.data() : nullptr, static_cast<AttentionVariant>(variant));
+    std::vector<double> want, bound;
+    for (int i = 0; i < nq; ++i) {
+      expected_bf16(c, b, i, begin, len, 0.125,
+                    sinks ? sink_logits[static_cast<std::size_t>(i)] : -INFINITY, want, bound);
+      QString why;
+      QVERIFY2(within(out.data() + i * value_dim, want, bound, &why),
+               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
+    }
+  }
+
+  // A BF16 cache's context split into parts and combined is the attention over the whole.
+  void bf16PartsCombineToTheWhole() {
+    for (AttentionVariant v : bf16_variants()) {
+      for (int parts : {2, 3, 7}) {
+        const int nq = 8, dim = 64, len = 301, begin = 5;
+        const Case c = make_case(nq, dim, dim, len, static_cast<unsigned>(parts));
+        const Bf16Case b = to_bf16(c);
+        std::vector<float> outs(static_cast<std::size_t>(parts * nq * dim)),
+            maxes(static_cast<std::size_t>(parts * nq)), sums(maxes.size()),
+            scores(static_cast<std::size_t>(nq * len)), out(static_cast<std::size_t>(nq * dim));
+        const int n = len - begin;
+        for (int p = 0; p < parts; ++p) {
+          attend_heads_part_bf16(c.q.data(), nq, b.kv, begin + n * p / parts,
+                                 begin + n * (p + 1) / parts, 0.125f, scores.data(),
+                                 outs.data() + p * nq * dim, maxes.data() + p * nq,
+                                 sums.data() + p * nq, v);
+        }
+        combine_attention_parts(parts, nq, dim, outs.data(), maxes.data(), sums.data(), nullptr,
+                                out.data());
+        std::vector<double> want, bound;
+        for (int i = 0; i < nq; ++i) {
+          expected_bf16(c, b, i, begin, len, 0.125, -INFINITY, want, bound);
+          QString why;
+          QVERIFY2(within(out.data() + i * dim, want, bound, &why),
+                   qPrintable(QStringLiteral("%1, %2 parts, query %3, ")
+                                  .arg(attention_variant_name(v))
+                                  .arg(parts)
+                                  .arg(i) +
+                              why));
+        }
       }
     }
   }

@@ -66,12 +66,12 @@ void CpuBackend::refill_expert(DeviceExpert& expert, const model::FeedForwardWei
 
 std::unique_ptr<DeviceKvCache> CpuBackend::allocate_kv_cache(const model::ModelSpec& spec,
                                                              std::int64_t capacity) {
-  return std::make_unique<HostKvCache>(spec, capacity);
+  return std::make_unique<HostKvCache>(spec, capacity, kv_format_);
 }
 
 std::uint64_t CpuBackend::kv_cache_bytes(const model::ModelSpec& spec,
                                          std::int64_t capacity) const {
-  return KvCache::bytes_for(spec, capacity);
+  return KvCache::bytes_for(spec, capacity, kv_format_);
 }
 
 std::unique_ptr<DeviceRope> CpuBackend::make_rope(const model::RopeSpec& spec, std::int64_t dim) {

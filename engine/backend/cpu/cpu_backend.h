@@ -45,6 +45,9 @@ class CpuBackend : public Backend {
   std::unique_ptr<DeviceKvCache> allocate_kv_cache(const model::ModelSpec& spec,
                                                    std::int64_t capacity) override;
   std::uint64_t kv_cache_bytes(const model::ModelSpec& spec, std::int64_t capacity) const override;
+  // The format of the caches allocated from now on (F32 until set).
+  void set_kv_cache_format(KvCacheFormat format) { kv_format_ = format; }
+  KvCacheFormat kv_cache_format() const { return kv_format_; }
   std::unique_ptr<DeviceRope> make_rope(const model::RopeSpec& spec, std::int64_t dim) override;
   void* host_address(DevicePtr<const void> device) const override;
 
@@ -111,6 +114,7 @@ class CpuBackend : public Backend {
   int thread_count_;
   std::shared_ptr<MemoryBudget> memory_;
   Part part_ = Part::Dense;
+  KvCacheFormat kv_format_ = KvCacheFormat::F32;
   std::array<std::atomic<std::uint64_t>, kPartCount> busy_ns_{};
   ExpertCompute experts_;
   std::vector<ExpertPair> pairs_;

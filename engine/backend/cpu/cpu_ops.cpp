@@ -67,14 +67,38 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
   const std::int64_t nkv = spec.num_kv_heads;
   for (std::int64_t t = 0; t < n; ++t) {
     cache.store_key(layer, pos0 + t, k + t * nkv * hd);
-    std::copy_n(v + t * nkv * hd, nkv * hd, cache.value(layer, pos0 + t));
+    cache.store_value(layer, pos0 + t, v + t * nkv * hd);
   }
   const std::int64_t group = nh / nkv;
   const float scale = static_cast<float>(spec.attention_scale);
   const std::int64_t window =
       spec.layer_window.empty() ? 0 : spec.layer_window[static_cast<std::size_t>(layer)];
-  const float* values = cache.value(layer, 0);
+  const bool bf16 = cache.format() == KvCacheFormat::Bf16;
+  const kernels::AttentionVariant variant = kernels::active_attention_variant();
+  const float* values = bf16 ? nullptr : cache.value(layer, 0);
   const std::int64_t value_stride = nkv * hd;
+  // Query heads [head0, head0 + group) over KV head kvh's positions [begin, end), whole
+  // (max null) or as a part.
+  const auto attend = [&](std::int64_t head0, std::int64_t kvh, std::int64_t begin,
+                          std::int64_t end, float* scores, float* o, float* max, float* sum) {
+    const float* qh = q + head0 * hd;
+    const float* sk = sinks != nullptr && max == nullptr ? sinks + kvh * group : nullptr;
+    if (bf16) {
+      const kernels::Bf16Kv kv = cache.bf16_head(layer, kvh);
+      if (max == nullptr) {
+        kernels::attend_heads_bf16(qh, group, kv, begin, end, scale, scores, o, sk, variant);
+      } else {
+        kernels::attend_heads_part_bf16(qh, group, kv, begin, end, scale, scores, o, max, sum,
+                                        variant);
+      }
+    } else if (max == nullptr) {
+      kernels::attend_heads(qh, group, cache.tiled_keys(layer, kvh), values + kvh * hd,
+                            value_stride, begin, end, hd, scale, scores, o, sk);
+    } else {
+      kernels::attend_heads_part(qh, group, cache.tiled_keys(layer, kvh), hd, values + kvh * hd,
+                                 value_stride, hd, begin, end, scale, scores, o, max, sum);
+    }
+  };
   // Causal: token t sees itself and everything before it, or within a sliding window the
   // last `window` positions up to it.
   const auto range = [&](std::int64_t t) {
@@ -97,10 +121,7 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
         const std::int64_t kvh = job % nkv;
         const auto [first, end_pos] = range(t);
         const std::int64_t head0 = t * nh + kvh * group;
-        kernels::attend_heads(q + head0 * hd, group, cache.tiled_keys(layer, kvh),
-                              values + kvh * hd, value_stride, first, end_pos, hd, scale,
-                              scores.data(), out + head0 * hd,
-                              sinks != nullptr ? sinks + kvh * group : nullptr);
+        attend(head0, kvh, first, end_pos, scores.data(), out + head0 * hd, nullptr, nullptr);
       }
     });
     return;
@@ -117,10 +138,9 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
       const auto [first, end_pos] = range(t);
       const std::int64_t len = end_pos - first;
       const std::int64_t head0 = t * nh + kvh * group;
-      kernels::attend_heads_part(
-          q + head0 * hd, group, cache.tiled_keys(layer, kvh), hd, values + kvh * hd, value_stride,
-          hd, first + len * part / parts, first + len * (part + 1) / parts, scale, scores.data(),
-          outs.data() + task * group * hd, maxes.data() + task * group, sums.data() + task * group);
+      attend(head0, kvh, first + len * part / parts, first + len * (part + 1) / parts,
+             scores.data(), outs.data() + task * group * hd, maxes.data() + task * group,
+             sums.data() + task * group);
     }
   });
   for (std::int64_t job = 0; job < jobs; ++job) {
@@ -160,8 +180,30 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
   constexpr std::int64_t kHeadsPerJob = 8;
   std::vector<float> q_keys(static_cast<std::size_t>(n * block * key_dim));
   std::vector<float> o_latent(static_cast<std::size_t>(n * block * lora));
-  const float* keys_t = cache.latent_tiled_keys(layer);
-  const float* values = cache.latent(layer, 0);
+  const bool bf16 = cache.format() == KvCacheFormat::Bf16;
+  const kernels::AttentionVariant variant = kernels::active_attention_variant();
+  const float* keys_t = bf16 ? nullptr : cache.latent_tiled_keys(layer);
+  const float* values = bf16 ? nullptr : cache.latent(layer, 0);
+  // `nq` heads' queries (latent | rotary) over positions [begin, end), whole (max null) or
+  // as a part.
+  const auto attend = [&](const float* qk, std::int64_t nq, std::int64_t begin, std::int64_t end,
+                          float* scores, float* o, float* max, float* sum) {
+    if (bf16) {
+      const kernels::Bf16Kv kv = cache.bf16_latent(layer);
+      if (max == nullptr) {
+        kernels::attend_heads_bf16(qk, nq, kv, begin, end, scale, scores, o, nullptr, variant);
+      } else {
+        kernels::attend_heads_part_bf16(qk, nq, kv, begin, end, scale, scores, o, max, sum,
+                                        variant);
+      }
+    } else if (max == nullptr) {
+      kernels::attend_heads_split(qk, nq, keys_t, key_dim, values, lora, lora, begin, end, scale,
+                                  scores, o);
+    } else {
+      kernels::attend_heads_part(qk, nq, keys_t, key_dim, values, lora, lora, begin, end, scale,
+                                 scores, o, max, sum);
+    }
+  };
   for (std::int64_t h0 = 0; h0 < nh; h0 += block) {
     const std::int64_t heads = std::min(block, nh - h0);
     // One task per head: a decode step's 128 small products would otherwise each be a
@@ -201,10 +243,8 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
           const std::int64_t t = job / groups;
           const std::int64_t j0 = (job % groups) * kHeadsPerJob;
           const std::int64_t len = pos0 + t + 1;  // causal
-          kernels::attend_heads_split(q_keys.data() + (t * block + j0) * key_dim,
-                                      std::min(kHeadsPerJob, heads - j0), keys_t, key_dim, values,
-                                      lora, lora, 0, len, scale, scores.data(),
-                                      o_latent.data() + (t * block + j0) * lora);
+          attend(q_keys.data() + (t * block + j0) * key_dim, std::min(kHeadsPerJob, heads - j0), 0,
+                 len, scores.data(), o_latent.data() + (t * block + j0) * lora, nullptr, nullptr);
         }
       });
     } else {
@@ -220,11 +260,10 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
           const std::int64_t t = job / groups;
           const std::int64_t j0 = (job % groups) * kHeadsPerJob;
           const std::int64_t len = pos0 + t + 1;
-          kernels::attend_heads_part(
-              q_keys.data() + (t * block + j0) * key_dim, std::min(kHeadsPerJob, heads - j0),
-              keys_t, key_dim, values, lora, lora, len * part / parts, len * (part + 1) / parts,
-              scale, scores.data(), outs.data() + task * per_task,
-              maxes.data() + task * kHeadsPerJob, sums.data() + task * kHeadsPerJob);
+          attend(q_keys.data() + (t * block + j0) * key_dim, std::min(kHeadsPerJob, heads - j0),
+                 len * part / parts, len * (part + 1) / parts, scores.data(),
+                 outs.data() + task * per_task, maxes.data() + task * kHeadsPerJob,
+                 sums.data() + task * kHeadsPerJob);
         }
       });
       for (std::int64_t job = 0; job < jobs; ++job) {

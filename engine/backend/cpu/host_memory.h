@@ -126,10 +126,11 @@ std::uint64_t host_expert_bytes(const model::FeedForwardWeights& host);
 
 class HostKvCache : public DeviceKvCache {
  public:
-  HostKvCache(const model::ModelSpec& spec, std::int64_t capacity)
-      : DeviceKvCache(capacity, KvCache::bytes_for(spec, capacity)),
+  HostKvCache(const model::ModelSpec& spec, std::int64_t capacity,
+              KvCacheFormat format = KvCacheFormat::F32)
+      : DeviceKvCache(capacity, KvCache::bytes_for(spec, capacity, format)),
         spec_(spec),
-        cache_(spec, capacity) {}
+        cache_(spec, capacity, format) {}
   const model::ModelSpec& spec() const { return spec_; }
   KvCache& cache() { return cache_; }
   MemoryReservation reservation;

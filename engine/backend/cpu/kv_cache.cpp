@@ -1,6 +1,10 @@
 #include "engine/backend/cpu/kv_cache.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/dtype.h"
 
 #include "kernels/cpu/attention.h"
 
@@ -25,8 +29,8 @@ std::int64_t attention_layers(const model::ModelSpec& spec) {
 
 }  // namespace
 
-KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens)
-    : capacity_(capacity_tokens) {
+KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvCacheFormat format)
+    : capacity_(capacity_tokens), format_(format) {
   if (spec.mla) {
     key_row_ = spec.kv_lora_rank;
     value_row_ = 0;
@@ -51,23 +55,54 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens)
       recurrent_bytes_ += (conv_[i].size() + recurrent_[i].size()) * sizeof(float);
       continue;
     }
+    const std::int64_t key_dim = spec.mla ? latent_rank_ + rope_dim_ : head_dim_;
+    if (format_ == KvCacheFormat::Bf16) {
+      if (key_dim % 2 != 0) {
+        throw std::invalid_argument(
+            "a BF16 KV cache needs heads of an even width, and this "
+            "model's are " +
+            std::to_string(key_dim) + " wide; use an f32 KV cache");
+      }
+      keys16_.resize(layers);
+      values16_.resize(layers);
+      keys16_[i].assign(spec.mla ? kernels::tiled_key_floats(capacity_, key_dim)
+                                 : static_cast<std::size_t>(kv_heads_) * head_keys_,
+                        0);
+      values16_[i].assign(kernels::bf16_value_elements(capacity_, key_row_), 0);
+      continue;
+    }
     keys_[i].assign(spec.mla ? static_cast<std::size_t>(capacity_ * key_row_)
                              : static_cast<std::size_t>(kv_heads_) * head_keys_,
                     0.0f);
     values_[i].assign(static_cast<std::size_t>(capacity_ * value_row_), 0.0f);
   }
-  if (spec.mla) {
+  if (spec.mla && format_ == KvCacheFormat::F32) {
     latent_keys_.resize(keys_.size());
-    for (auto& k : latent_keys_)
-      k.assign(kernels::tiled_key_floats(capacity_, latent_rank_ + rope_dim_), 0.0f);
+    for (std::size_t i = 0; i < keys_.size(); ++i) {
+      if (!linear(spec, i))
+        latent_keys_[i].assign(kernels::tiled_key_floats(capacity_, latent_rank_ + rope_dim_),
+                               0.0f);
+    }
   }
 }
 
 void KvCache::store_latent(std::int64_t layer, std::int64_t pos, const float* latent,
                            const float* rope_key) {
+  const std::int64_t dim = latent_rank_ + rope_dim_;
+  if (format_ == KvCacheFormat::Bf16) {
+    std::uint16_t* t = keys16_[l(layer)].data();
+    std::uint16_t* v = values16_[l(layer)].data();
+    for (std::int64_t i = 0; i < latent_rank_; ++i) {
+      const std::uint16_t x = kernels::f32_to_bf16(latent[i]);
+      t[kernels::bf16_key_index(pos, i, dim)] = x;
+      v[kernels::bf16_value_index(pos, i, latent_rank_)] = x;
+    }
+    for (std::int64_t i = 0; i < rope_dim_; ++i)
+      t[kernels::bf16_key_index(pos, latent_rank_ + i, dim)] = kernels::f32_to_bf16(rope_key[i]);
+    return;
+  }
   std::copy_n(latent, latent_rank_, &keys_[l(layer)][off(pos, key_row_)]);
   float* t = latent_keys_[l(layer)].data();
-  const std::int64_t dim = latent_rank_ + rope_dim_;
   for (std::int64_t i = 0; i < latent_rank_; ++i)
     t[kernels::tiled_key_index(pos, i, dim)] = latent[i];
   for (std::int64_t i = 0; i < rope_dim_; ++i)
@@ -76,10 +111,39 @@ void KvCache::store_latent(std::int64_t layer, std::int64_t pos, const float* la
 
 void KvCache::store_key(std::int64_t layer, std::int64_t pos, const float* k) {
   for (std::int64_t h = 0; h < kv_heads_; ++h) {
-    float* head = keys_[l(layer)].data() + static_cast<std::size_t>(h) * head_keys_;
-    for (std::int64_t d = 0; d < head_dim_; ++d)
-      head[kernels::tiled_key_index(pos, d, head_dim_)] = k[h * head_dim_ + d];
+    const std::size_t head = static_cast<std::size_t>(h) * head_keys_;
+    if (format_ == KvCacheFormat::Bf16) {
+      std::uint16_t* t = keys16_[l(layer)].data() + head;
+      for (std::int64_t d = 0; d < head_dim_; ++d)
+        t[kernels::bf16_key_index(pos, d, head_dim_)] = kernels::f32_to_bf16(k[h * head_dim_ + d]);
+    } else {
+      float* t = keys_[l(layer)].data() + head;
+      for (std::int64_t d = 0; d < head_dim_; ++d)
+        t[kernels::tiled_key_index(pos, d, head_dim_)] = k[h * head_dim_ + d];
+    }
   }
+}
+
+void KvCache::store_value(std::int64_t layer, std::int64_t pos, const float* v) {
+  if (format_ == KvCacheFormat::Bf16) {
+    std::uint16_t* values = values16_[l(layer)].data();
+    for (std::int64_t c = 0; c < value_row_; ++c)
+      values[kernels::bf16_value_index(pos, c, value_row_)] = kernels::f32_to_bf16(v[c]);
+  } else {
+    std::copy_n(v, value_row_, value(layer, pos));
+  }
+}
+
+kernels::Bf16Kv KvCache::bf16_head(std::int64_t layer, std::int64_t kv_head) const {
+  return {
+      keys16_[l(layer)].data() + static_cast<std::size_t>(kv_head) * head_keys_, head_dim_,
+      values16_[l(layer)].data() + kernels::bf16_value_index(0, kv_head * head_dim_, value_row_),
+      value_row_, head_dim_};
+}
+
+kernels::Bf16Kv KvCache::bf16_latent(std::int64_t layer) const {
+  return {keys16_[l(layer)].data(), latent_rank_ + rope_dim_, values16_[l(layer)].data(),
+          latent_rank_, latent_rank_};
 }
 
 void KvCache::clear_recurrent(std::int64_t layer) {
@@ -108,17 +172,21 @@ std::uint64_t KvCache::bytes() const {
   std::uint64_t kv = 0;
   for (std::size_t i = 0; i < keys_.size(); ++i) kv += keys_[i].size() + values_[i].size();
   for (const auto& k : latent_keys_) kv += k.size();
+  std::uint64_t kv16 = 0;
+  for (std::size_t i = 0; i < keys16_.size(); ++i) kv16 += keys16_[i].size() + values16_[i].size();
   // The states twice: the live ones and their snapshot.
-  return kv * sizeof(float) + 2 * recurrent_bytes_;
+  return kv * sizeof(float) + kv16 * sizeof(std::uint16_t) + 2 * recurrent_bytes_;
 }
 
-std::uint64_t KvCache::bytes_for(const model::ModelSpec& spec, std::int64_t capacity_tokens) {
+std::uint64_t KvCache::bytes_for(const model::ModelSpec& spec, std::int64_t capacity_tokens,
+                                 KvCacheFormat format) {
+  const std::uint64_t element = format == KvCacheFormat::Bf16 ? 2 : sizeof(float);
   const std::int64_t per_position = spec.mla ? 2 * spec.kv_lora_rank + spec.qk_rope_head_dim
                                              : 2 * spec.num_kv_heads * spec.head_dim;
   const auto linear_layers = static_cast<std::uint64_t>(spec.num_layers - attention_layers(spec));
   return static_cast<std::uint64_t>(attention_layers(spec)) *
              static_cast<std::uint64_t>(capacity_tokens) *
-             static_cast<std::uint64_t>(per_position) * sizeof(float) +
+             static_cast<std::uint64_t>(per_position) * element +
          2 * linear_layers *
              static_cast<std::uint64_t>(conv_floats(spec) + recurrent_floats(spec)) * sizeof(float);
 }

@@ -1,4 +1,5 @@
-// Keys and values of the tokens seen so far, per layer, in fp32. For multi-head latent
+// Keys and values of the tokens seen so far, per layer, in fp32 or BF16 (KvCacheFormat; the
+// layouts are the attention kernels', kernels/cpu/attention.h). For multi-head latent
 // attention only the compressed latent and the shared rotary key are kept (MLA-aware). A
 // gated DeltaNet layer (Qwen3-Next) keeps no keys or values but its state after the last
 // token: the convolution's last inputs and the recurrent matrix of every value head. That
@@ -10,14 +11,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/backend/backend.h"
 #include "engine/model/model_spec.h"
+#include "kernels/cpu/attention.h"
 
 namespace tandem::backend {
 
 class KvCache {
  public:
-  KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens);
+  KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens,
+          KvCacheFormat format = KvCacheFormat::F32);
 
+  KvCacheFormat format() const { return format_; }
   std::int64_t capacity() const { return capacity_; }
   std::int64_t size() const { return size_; }
   // Forgets every token from `tokens` on (a new turn that diverges, an edited message).
@@ -25,12 +30,16 @@ class KvCache {
   void set_size(std::int64_t tokens) { size_ = tokens; }
   std::uint64_t bytes() const;
   // What a cache for `spec` and `capacity_tokens` holds.
-  static std::uint64_t bytes_for(const model::ModelSpec& spec, std::int64_t capacity_tokens);
+  static std::uint64_t bytes_for(const model::ModelSpec& spec, std::int64_t capacity_tokens,
+                                 KvCacheFormat format = KvCacheFormat::F32);
 
   // Standard attention. Keys are kept per KV head in the attention kernel's tiles
   // (kernels/cpu/attention.h: 16 positions x head_dim, transposed); values row-major,
-  // [kv_heads * head_dim] per position.
+  // [kv_heads * head_dim] per position (BF16: pairs of positions interleaved). The fp32
+  // accessors are for an F32 cache, bf16_head for a BF16 one.
   void store_key(std::int64_t layer, std::int64_t pos, const float* k);
+  void store_value(std::int64_t layer, std::int64_t pos, const float* v);
+  kernels::Bf16Kv bf16_head(std::int64_t layer, std::int64_t kv_head) const;
   const float* tiled_keys(std::int64_t layer, std::int64_t kv_head) const {
     return &keys_[l(layer)][static_cast<std::size_t>(kv_head) * head_keys_];
   }
@@ -46,6 +55,8 @@ class KvCache {
     return &keys_[l(layer)][off(pos, key_row_)];
   }
   const float* latent_tiled_keys(std::int64_t layer) const { return latent_keys_[l(layer)].data(); }
+  // The same in a BF16 cache: keys [latent | rotary], values the latent.
+  kernels::Bf16Kv bf16_latent(std::int64_t layer) const;
 
   // Gated DeltaNet: the last (kernel - 1) convolution inputs, oldest first ([kernel - 1] x
   // channels), and the recurrent state ([value heads][key dim][value dim]) of `layer`.
@@ -64,6 +75,7 @@ class KvCache {
   }
 
   std::int64_t capacity_;
+  KvCacheFormat format_;
   std::int64_t size_ = 0;
   std::int64_t key_row_;
   std::int64_t head_dim_ = 0;
@@ -73,7 +85,9 @@ class KvCache {
   std::int64_t latent_rank_ = 0, rope_dim_ = 0;  // MLA
   std::vector<std::vector<float>> keys_;
   std::vector<std::vector<float>> values_;
-  std::vector<std::vector<float>> latent_keys_;       // MLA
+  std::vector<std::vector<float>> latent_keys_;  // MLA
+  // A BF16 cache's keys (or MLA's latent keys) and values (or latents), per layer.
+  std::vector<std::vector<std::uint16_t>> keys16_, values16_;
   std::vector<std::vector<float>> conv_, recurrent_;  // gated DeltaNet layers
   std::vector<std::vector<float>> saved_conv_, saved_recurrent_;
   std::uint64_t recurrent_bytes_ = 0;

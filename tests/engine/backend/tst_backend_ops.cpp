@@ -674,6 +674,113 @@ class TestBackendOps : public QObject {
     QVERIFY2(d < 1e-6, qPrintable(QStringLiteral("relative difference %1").arg(d)));
   }
 
+  // The CPU's BF16 KV cache (half the bytes) against its fp32 one: grouped-query attention
+  // with a sliding window and sinks, and latent attention, a prompt then decode steps, close
+  // to fp32 (keys and values rounded to BF16, 8 bits) but not equal; a long context's decode
+  // split across threads as unsplit.
+  void bf16KvCacheIsCloseToF32() {
+    const auto compare = [](const model::ModelSpec& spec, const char* what,
+                            const std::function<std::vector<float>(Backend&, std::int64_t)>& run,
+                            std::int64_t len) {
+      std::vector<float> results[2];
+      std::uint64_t bytes[2] = {};
+      for (backend::KvCacheFormat f : {backend::KvCacheFormat::F32, backend::KvCacheFormat::Bf16}) {
+        backend::NumaPools pools(2, 1, /*pin=*/false);
+        backend::CpuBackend b(pools, spec);
+        b.set_kv_cache_format(f);
+        const int i = f == backend::KvCacheFormat::Bf16 ? 1 : 0;
+        bytes[i] = b.kv_cache_bytes(spec, len);
+        results[i] = run(b, len);
+      }
+      const double d = relative_difference(results[1], results[0]);
+      QVERIFY2(d > 0.0 && d < 2e-2,
+               qPrintable(QStringLiteral("%1: relative difference %2").arg(what).arg(d)));
+      QCOMPARE(bytes[1] * 2, bytes[0]);
+    };
+    {
+      model::ModelSpec spec = qwen_->spec();
+      spec.layer_window.assign(static_cast<std::size_t>(spec.num_layers), 0);
+      spec.layer_window[1] = 5;
+      const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
+      const auto q = test::normal_values(11 * nh * hd, 51),
+                 k = test::normal_values(11 * nkv * hd, 52),
+                 v = test::normal_values(11 * nkv * hd, 53), sinks = test::normal_values(nh, 54);
+      for (std::int64_t layer : {0, 1}) {
+        compare(
+            spec, layer == 0 ? "attention" : "attention, sliding window and sinks",
+            [&](Backend& b, std::int64_t len) {
+              auto cache = b.allocate_kv_cache(spec, len);
+              auto dq = put(b, q), dk = put(b, k), dv = put(b, v), ds = put(b, sinks);
+              auto out = b.allocate(11 * nh * hd * sizeof(float));
+              const backend::DevicePtr<const float> s =
+                  layer == 1 ? ds->as<const float>() : backend::DevicePtr<const float>();
+              // A prompt of 7 from an odd start of pairs, then 4 decoded one by one.
+              b.attention(layer, dq->as<const float>(), dk->as<const float>(),
+                          dv->as<const float>(), 7, 0, *cache, out->as<float>(), s);
+              for (std::int64_t t = 7; t < 11; ++t) {
+                b.attention(layer, dq->as<const float>() + t * nh * hd,
+                            dk->as<const float>() + t * nkv * hd,
+                            dv->as<const float>() + t * nkv * hd, 1, t, *cache,
+                            out->as<float>() + t * nh * hd, s);
+              }
+              return get<float>(b, *out, 11 * nh * hd);
+            },
+            16);
+      }
+    }
+    {
+      const model::ModelSpec& spec = deepseek_->spec();
+      const std::int64_t nh = spec.num_heads;
+      const std::int64_t qk = spec.qk_nope_head_dim + spec.qk_rope_head_dim;
+      const std::int64_t row = spec.kv_lora_rank + spec.qk_rope_head_dim;
+      const auto q = test::normal_values(7 * nh * qk, 55), kv = test::normal_values(7 * row, 56);
+      compare(
+          spec, "latent attention",
+          [&](Backend& b, std::int64_t len) {
+            auto cache = b.allocate_kv_cache(spec, len);
+            auto kv_b =
+                b.place_matrix(deepseek_->weights().layers[0].attention.kv_b, Queue::Compute);
+            auto dq = put(b, q), dkv = put(b, kv);
+            auto out = b.allocate(7 * nh * spec.v_head_dim * sizeof(float));
+            b.latent_attention(0, dq->as<const float>(), dkv->as<const float>(),
+                               LatentProjections{kv_b.get()}, 5, 0, *cache, out->as<float>());
+            b.latent_attention(0, dq->as<const float>() + 5 * nh * qk,
+                               dkv->as<const float>() + 5 * row, LatentProjections{kv_b.get()}, 2,
+                               5, *cache, out->as<float>() + 5 * nh * spec.v_head_dim);
+            return get<float>(b, *out, 7 * nh * spec.v_head_dim);
+          },
+          8);
+    }
+    // A decoded token over a long BF16 context, split across 8 threads and not.
+    const model::ModelSpec& spec = qwen_->spec();
+    const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
+    const std::int64_t len = 1101;
+    const auto q = test::normal_values(len * nh * hd, 57),
+               k = test::normal_values(len * nkv * hd, 58),
+               v = test::normal_values(len * nkv * hd, 59);
+    std::vector<float> decoded[2];
+    for (int threads : {1, 8}) {
+      backend::NumaPools pools(threads, 1, /*pin=*/false);
+      backend::CpuBackend b(pools, spec);
+      b.set_kv_cache_format(backend::KvCacheFormat::Bf16);
+      auto cache = b.allocate_kv_cache(spec, len);
+      auto dq = put(b, q), dk = put(b, k), dv = put(b, v);
+      auto out = b.allocate(len * nh * hd * sizeof(float));
+      b.attention(0, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(), len - 1,
+                  0, *cache, out->as<float>(), {});
+      b.attention(0, dq->as<const float>() + (len - 1) * nh * hd,
+                  dk->as<const float>() + (len - 1) * nkv * hd,
+                  dv->as<const float>() + (len - 1) * nkv * hd, 1, len - 1, *cache,
+                  out->as<float>() + (len - 1) * nh * hd, {});
+      const auto all = get<float>(b, *out, len * nh * hd);
+      decoded[threads == 1 ? 0 : 1].assign(all.end() - nh * hd, all.end());
+    }
+    // Each part rounds its own weights (scaled by its own maximum) to BF16: within their
+    // 8 bits of the unsplit ones.
+    const double d = relative_difference(decoded[1], decoded[0]);
+    QVERIFY2(d < 5e-3, qPrintable(QStringLiteral("relative difference %1").arg(d)));
+  }
+
   // A few tokens, and a prompt's worth that the CPU backend routes on every thread.
   void routing_data() {
     QTest::addColumn<int>("tokens");
