@@ -32,24 +32,33 @@ Case make_case(int nq, int key_dim, int value_dim, int len, unsigned seed) {
 }
 
 // Query i's attention over [begin, end) in double precision, straight from the definition.
-std::vector<double> expected(const Case& c, int i, int begin, int end, double scale,
-                             double sink = -INFINITY) {
+// The softmax weights of query q (key_dim values) over positions [begin, end) of tiled keys,
+// with the sink, in double precision, straight from the definition.
+std::vector<double> weights(const float* q, const std::vector<float>& keys, int key_dim, int begin,
+                            int end, double scale, double sink) {
   std::vector<double> p(static_cast<std::size_t>(end - begin));
   double mx = sink;
   for (int s = begin; s < end; ++s) {
     double dot = 0;
-    for (int k = 0; k < c.key_dim; ++k)
-      dot += double(c.q[static_cast<std::size_t>(i * c.key_dim + k)]) *
-             c.keys[tiled_key_index(s, k, c.key_dim)];
+    for (int k = 0; k < key_dim; ++k) dot += double(q[k]) * keys[tiled_key_index(s, k, key_dim)];
     p[static_cast<std::size_t>(s - begin)] = dot * scale;
     mx = std::max(mx, dot * scale);
   }
   double sum = std::exp(sink - mx);
   for (double& x : p) sum += x = std::exp(x - mx);
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+// Query i's attention over [begin, end) in double precision.
+std::vector<double> expected(const Case& c, int i, int begin, int end, double scale,
+                             double sink = -INFINITY) {
+  const std::vector<double> p =
+      weights(c.q.data() + i * c.key_dim, c.keys, c.key_dim, begin, end, scale, sink);
   std::vector<double> out(static_cast<std::size_t>(c.value_dim), 0.0);
   for (int s = begin; s < end; ++s)
     for (int v = 0; v < c.value_dim; ++v)
-      out[static_cast<std::size_t>(v)] += p[static_cast<std::size_t>(s - begin)] / sum *
+      out[static_cast<std::size_t>(v)] += p[static_cast<std::size_t>(s - begin)] *
                                           c.values[static_cast<std::size_t>(s * c.vstride + v)];
   return out;
 }
@@ -107,23 +116,13 @@ Bf16Case to_bf16(const Case& c) {
 // are rounded to BF16 (half a unit in the 8th bit) before they weigh, and fp32 sums the rest.
 void expected_bf16(const Case& c, const Bf16Case& b, int i, int begin, int end, double scale,
                    double sink, std::vector<double>& out, std::vector<double>& bound) {
-  std::vector<double> p(static_cast<std::size_t>(end - begin));
-  double mx = sink;
-  for (int s = begin; s < end; ++s) {
-    double dot = 0;
-    for (int d = 0; d < c.key_dim; ++d)
-      dot += double(b.q[static_cast<std::size_t>(i * c.key_dim + d)]) *
-             b.k[tiled_key_index(s, d, c.key_dim)];
-    p[static_cast<std::size_t>(s - begin)] = dot * scale;
-    mx = std::max(mx, dot * scale);
-  }
-  double sum = std::exp(sink - mx);
-  for (double& x : p) sum += x = std::exp(x - mx);
+  const std::vector<double> p =
+      weights(b.q.data() + i * c.key_dim, b.k, c.key_dim, begin, end, scale, sink);
   out.assign(static_cast<std::size_t>(c.value_dim), 0.0);
   bound.assign(out.size(), 2e-6);
   for (int s = begin; s < end; ++s) {
     for (int d = 0; d < c.value_dim; ++d) {
-      const double w = p[static_cast<std::size_t>(s - begin)] / sum;
+      const double w = p[static_cast<std::size_t>(s - begin)];
       const double v = b.v[static_cast<std::size_t>(s * c.value_dim + d)];
       out[static_cast<std::size_t>(d)] += w * v;
       bound[static_cast<std::size_t>(d)] +=

@@ -48,6 +48,10 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvC
   values_.resize(layers);
   conv_.resize(layers);
   recurrent_.resize(layers);
+  if (format_ == KvCacheFormat::Bf16) {
+    keys16_.resize(layers);
+    values16_.resize(layers);
+  }
   for (std::size_t i = 0; i < keys_.size(); ++i) {
     if (linear(spec, i)) {
       conv_[i].assign(static_cast<std::size_t>(conv_floats(spec)), 0.0f);
@@ -63,8 +67,6 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvC
             "model's are " +
             std::to_string(key_dim) + " wide; use an f32 KV cache");
       }
-      keys16_.resize(layers);
-      values16_.resize(layers);
       keys16_[i].assign(spec.mla ? kernels::tiled_key_floats(capacity_, key_dim)
                                  : static_cast<std::size_t>(kv_heads_) * head_keys_,
                         0);
