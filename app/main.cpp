@@ -97,8 +97,8 @@ void add_dense_format_option(CLI::App* command, bool& dense_bf16) {
 void add_int4_group_option(CLI::App* command, int& group) {
   command
       ->add_option("--int4-group", group,
-                   "With --cpu-format int4: columns per scale, a multiple of 8 (default 64; 32 is "
-                   "more accurate and takes half a bit more per weight)")
+                   "With --cpu-format int4: columns per scale and offset, a multiple of 8 "
+                   "(default 32; 64 takes half a bit less per weight and is less accurate)")
       ->check(CLI::Validator(
           [](const std::string& text) -> std::string {
             int g = 0;
@@ -398,7 +398,8 @@ int main(int argc, char** argv) {
                    "int8 (per-row scales), int4 (per-group scales), bf16, or mxfp4 (experts stored "
                    "as MXFP4 kept exactly: gpt-oss)")
       ->required();
-  convert_cmd->add_option("--group", convert.group, "INT4: columns per scale (default 64)");
+  convert_cmd->add_option("--group", convert.group,
+                          "INT4: columns per scale and offset (default 32)");
   convert_cmd
       ->add_option("--pools", convert.pools,
                    "Thread pools the experts are split for, one per NUMA node of the machine that "

@@ -142,6 +142,14 @@ Manifest read_manifest(const std::string& folder) {
       p.size = whole<std::uint64_t>(t, "size");
       p.scale_offset = whole<std::uint64_t>(t, "scale_offset");
       p.scale_size = whole<std::uint64_t>(t, "scale_size");
+      if (p.format == kernels::PackedFormat::Int4 &&
+          m.format_version < kFirstAsymmetricInt4Version) {
+        throw model::ModelError(
+            path +
+            ": its INT4 weights were written by an earlier Tandem, with one symmetric scale per "
+            "group; this version keeps a scale and an offset per group beside the weights. "
+            "Delete the folder and convert the model again.");
+      }
       m.tensors.emplace(name, std::move(p));
     }
   } catch (const nlohmann::json::exception& e) {

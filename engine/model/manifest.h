@@ -22,7 +22,11 @@ inline constexpr const char* kConvertedGgufName = "base.gguf";
 std::string converted_gguf(const std::string& path);
 // 2: routed experts may be split for several pools (`pools`), each slice a tensor of its
 // own. Version 1 folders (always one pool) still load.
-inline constexpr int kFormatVersion = 2;
+// 3: INT4 keeps a scale and an offset per group in headers beside the weights (before: one
+// symmetric scale per group, apart); older INT4 tensors are refused with a sentence, older
+// INT8, BF16 and MXFP4 ones still load.
+inline constexpr int kFormatVersion = 3;
+inline constexpr int kFirstAsymmetricInt4Version = 3;
 
 // Mxfp4: the routed experts kept as MXFP4 (models that store them so: gpt-oss), the rest
 // INT8 as for Int4.

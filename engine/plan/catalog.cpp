@@ -1,5 +1,7 @@
 #include "engine/plan/catalog.h"
 
+#include "engine/plan/memory_planner.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -85,7 +87,7 @@ SizeEstimate estimate_sizes(const ModelShape& shape) {
   const auto params = static_cast<double>(shape.total_params());
   const auto experts = static_cast<double>(shape.routed_expert_params());
   return {static_cast<std::uint64_t>(params * 2), static_cast<std::uint64_t>(params),
-          static_cast<std::uint64_t>(params * (0.5 + 1.0 / 64.0)),
+          static_cast<std::uint64_t>(params * bytes_per_param(WeightFormat::Int4)),
           static_cast<std::uint64_t>(experts * (0.5 + 1.0 / 32.0) + (params - experts) * 2)};
 }
 

@@ -1,6 +1,7 @@
 #include "engine/plan/memory_planner.h"
 
 #include "engine/schedule/hybrid_options.h"
+#include "kernels/cpu/packed_matmul.h"
 
 #include <fmt/format.h>
 
@@ -178,7 +179,7 @@ double bytes_per_param(WeightFormat f) {
     case WeightFormat::Int8:
       return 1.0;
     case WeightFormat::Int4:
-      return 0.5 + 1.0 / 64.0;
+      return kernels::int4_bits_per_weight(kernels::kDefaultInt4Group) / 8.0;
     case WeightFormat::Mxfp4:
       return 0.5 + 1.0 / 32.0;
     case WeightFormat::Native:

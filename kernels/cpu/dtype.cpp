@@ -175,6 +175,28 @@ float f16_to_f32(std::uint16_t h) {
   return f;
 }
 
+std::uint16_t f32_to_f16(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u)  // NaN: quiet, with what fits of the payload
+    return static_cast<std::uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+  // 65520 (half way from 65504 to the next step, 65536) and above round to infinity.
+  if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);
+  if (magnitude < 0x38800000u) {  // below 2^-14: a subnormal half, in steps of 2^-24
+    float v;
+    std::memcpy(&v, &magnitude, 4);
+    // v * 2^24 is exact and below 1024; nearbyint rounds half to even (the default mode).
+    // 1024 itself comes out as 0x400, the smallest normal, as it should.
+    return static_cast<std::uint16_t>(sign |
+                                      static_cast<std::uint16_t>(std::nearbyint(v * 16777216.0f)));
+  }
+  // Normal: round the 23-bit mantissa to 10 bits, half to even; a carry moves the exponent.
+  const std::uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+  return static_cast<std::uint16_t>(sign | ((rounded >> 13) - (112u << 10)));
+}
+
 float f8e4m3_to_f32(std::uint8_t v) {
   const std::uint32_t sign = (v >> 7) & 1u;
   const std::uint32_t exp = (v >> 3) & 0xfu;

@@ -82,6 +82,9 @@ inline std::uint16_t f32_to_bf16(float f) {
 }
 
 float f16_to_f32(std::uint16_t v);
+// Round to nearest even; beyond FP16's largest (65504) to infinity, tiny values to
+// subnormals; NaN stays NaN.
+std::uint16_t f32_to_f16(float f);
 // OCP FP8 E4M3 ("e4m3fn"): no infinities, 0x7f/0xff are NaN, max 448.
 float f8e4m3_to_f32(std::uint8_t v);
 

@@ -28,7 +28,7 @@ template <class Dot, int T, YmmKind K>
 inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                               std::int64_t t0, float* y, std::int64_t y_stride) {
   constexpr std::int64_t kStepCols = K == YmmKind::Int8 ? 4 : 8;
-  constexpr int bias = K == YmmKind::Int8 ? Dot::kInt8Offset : K == YmmKind::Fp4 ? kMxfp4Bias : 8;
+  constexpr int bias = K == YmmKind::Int8 ? Dot::kInt8Offset : K == YmmKind::Fp4 ? kMxfp4Bias : 0;
   const std::int64_t steps = w.cols_padded / kStepCols;
   const std::int64_t steps_per_group = x.group / kStepCols;
   const std::int64_t groups = x.groups();
@@ -46,6 +46,9 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
     for (int h = 0; h < 2; ++h)
       for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
+    // INT4's steps of the group follow the group's header.
+    const std::uint8_t* gw =
+        K == YmmKind::Int4 ? wb + w.int4_step_offset(g) - g * steps_per_group * 64 : wb;
     for (std::int64_t k = g * steps_per_group; k < k1; ++k) {
       if constexpr (K == YmmKind::Int8) {
         __m256i xv[T];
@@ -69,7 +72,7 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
         }
         for (int h = 0; h < 2; ++h) {
           const __m256i raw =
-              _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + k * 64 + h * 32));
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gw + k * 64 + h * 32));
           __m256i lo = _mm256_and_si256(raw, low_nibbles);
           __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles);
           if constexpr (K == YmmKind::Fp4) {
@@ -81,17 +84,28 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
       }
     }
     for (int h = 0; h < 2; ++h) {
-      __m256 w_scale = _mm256_setzero_ps();
-      if constexpr (K != YmmKind::Int8)
+      __m256 w_scale = _mm256_setzero_ps(), w_offset = _mm256_setzero_ps();
+      if constexpr (K == YmmKind::Fp4)
         w_scale =
             _mm256_loadu_ps(w.group_scale.data() + g * rows_padded + block * kPackRows + h * 8);
+      if constexpr (K == YmmKind::Int4) {
+        const std::uint8_t* header = wb + w.int4_header_offset(g) + h * 16;
+        w_scale = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header)));
+        w_offset = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 32)));
+      }
       for (int t = 0; t < T; ++t) {
         const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
         const __m256i exact =
-            _mm256_sub_epi32(acc[h][t], _mm256_set1_epi32(bias * x.group_sum[at]));
+            bias == 0 ? acc[h][t]
+                      : _mm256_sub_epi32(acc[h][t], _mm256_set1_epi32(bias * x.group_sum[at]));
         const __m256 x_scale = _mm256_set1_ps(x.scale[at]);
         const __m256 scale = K == YmmKind::Int8 ? x_scale : _mm256_mul_ps(w_scale, x_scale);
         result[h][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(exact), result[h][t]);
+        if constexpr (K == YmmKind::Int4) {
+          result[h][t] = _mm256_fmadd_ps(
+              w_offset, _mm256_set1_ps(x.scale[at] * static_cast<float>(x.group_sum[at])),
+              result[h][t]);
+        }
       }
     }
   }

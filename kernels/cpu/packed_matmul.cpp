@@ -15,6 +15,7 @@ std::size_t PackedMatrix::block_bytes() const {
     case PackedFormat::Int8:
       return static_cast<std::size_t>(kPackRows * cols_padded);
     case PackedFormat::Int4:
+      return static_cast<std::size_t>(kPackRows * cols_padded / 2 + groups() * kInt4StepBytes);
     case PackedFormat::Mxfp4:
       return static_cast<std::size_t>(kPackRows * cols_padded / 2);
     case PackedFormat::Bf16:
@@ -75,9 +76,9 @@ std::size_t packed_scale_count(const PackedMatrix& m) {
   switch (m.format) {
     case PackedFormat::Int8:
       return static_cast<std::size_t>(m.blocks * kPackRows);
-    case PackedFormat::Int4:
     case PackedFormat::Mxfp4:
       return static_cast<std::size_t>(m.groups() * m.blocks * kPackRows);
+    case PackedFormat::Int4:  // in the blocks' headers
     case PackedFormat::Bf16:
       return 0;
   }
@@ -93,13 +94,21 @@ void unpack_row(const PackedMatrix& m, std::int64_t r, float* out) {
         out[c] = static_cast<float>(block[(c / 4) * 64 + lane * 4 + c % 4] - 128) *
                  m.row_scale[static_cast<std::size_t>(r)];
         break;
-      case PackedFormat::Int4:
+      case PackedFormat::Int4: {
+        const std::int64_t g = c / m.group;
+        const std::uint8_t* step = block + m.int4_step_offset(g) + (c % m.group) / 8 * 64;
+        const std::uint8_t byte = step[lane * 4 + c % 4];
+        const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+        const auto* header =
+            reinterpret_cast<const std::uint16_t*>(block + m.int4_header_offset(g));
+        out[c] = static_cast<float>(nibble) * f16_to_f32(header[lane]) +
+                 f16_to_f32(header[kPackRows + lane]);
+        break;
+      }
       case PackedFormat::Mxfp4: {
         const std::uint8_t byte = block[(c / 8) * 64 + lane * 4 + c % 4];
         const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
-        const int q =
-            m.format == PackedFormat::Int4 ? nibble - 8 : kMxfp4Biased[nibble] - kMxfp4Bias;
-        out[c] = static_cast<float>(q) *
+        out[c] = static_cast<float>(kMxfp4Biased[nibble] - kMxfp4Bias) *
                  m.group_scale[static_cast<std::size_t>((c / m.group) * m.blocks * kPackRows + r)];
         break;
       }
@@ -135,16 +144,124 @@ PackedMatrix pack_int8(const WeightMatrix& source) {
   return p;
 }
 
+namespace {
+
+// One INT4 group's grid: weight = nibble * scale + offset, both as FP16 holds them.
+struct Int4Grid {
+  float scale = 0.0f, offset = 0.0f;
+};
+
+// The nibble nearest to v on grid g (rounded half to even), as a float; inv = 1 / g.scale, or
+// 0 for a flat grid (every weight the offset). Branch-free, so the loops below vectorise.
+inline float int4_level(float v, float offset, float inv) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float t = std::min(std::max((v - offset) * inv, 0.0f), 15.0f);
+  return (t + kMagic) - kMagic;
+}
+
+inline float inverse_step(const Int4Grid& g) {
+  return g.scale > 0.0f ? 1.0f / g.scale : 0.0f;
+}
+
+inline int int4_nibble(float v, const Int4Grid& g) {
+  return static_cast<int>(int4_level(v, g.offset, inverse_step(g)));
+}
+
+Int4Grid as_f16(double scale, double offset) {
+  return {f16_to_f32(f32_to_f16(static_cast<float>(scale))),
+          f16_to_f32(f32_to_f16(static_cast<float>(offset)))};
+}
+
+float int4_error(const float* v, std::int64_t n, const Int4Grid& g) {
+  const float inv = inverse_step(g);
+  // Four sums, so that the additions do not wait on each other.
+  float err[4] = {};
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int j = 0; j < 4; ++j) {
+      const float d = v[i + j] - (int4_level(v[i + j], g.offset, inv) * g.scale + g.offset);
+      err[j] += d * d;
+    }
+  }
+  for (; i < n; ++i) {
+    const float d = v[i] - (int4_level(v[i], g.offset, inv) * g.scale + g.offset);
+    err[0] += d * d;
+  }
+  return (err[0] + err[1]) + (err[2] + err[3]);
+}
+
+// The least-squares scale and offset for the nibbles `g` gives the values (rounded to FP16).
+Int4Grid int4_refit(const float* v, std::int64_t n, const Int4Grid& g) {
+  const float inv = inverse_step(g);
+  float sq = 0, sqq = 0, sv = 0, sqv = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float q = int4_level(v[i], g.offset, inv);
+    sq += q;
+    sqq += q * q;
+    sv += v[i];
+    sqv += q * v[i];
+  }
+  const double count = static_cast<double>(n);
+  const double det = count * sqq - static_cast<double>(sq) * sq;
+  if (det <= 0) return g;  // one nibble for all: nothing to refit
+  const double scale = (count * sqv - static_cast<double>(sq) * sv) / det;
+  return as_f16(scale, (sv - scale * sq) / count);
+}
+
+// The grid for one group: of the grid spanning the group's range in 15 steps, two that clip
+// both ends a little (outliers then cost the rest less) and those spanning it in 14 to 8
+// steps that hold every weight (a source quantised on a 4-bit grid, as GGUF's Q4_0, Q4_1 and
+// Q4_K blocks, fits one of them), the one with the least squared error, then refit by least
+// squares while that lowers the error (twice at most).
+Int4Grid fit_int4_group(const float* v, std::int64_t n) {
+  float lo = v[0], hi = v[0];
+  for (std::int64_t i = 1; i < n; ++i) {
+    lo = std::min(lo, v[i]);
+    hi = std::max(hi, v[i]);
+  }
+  const Int4Grid flat = as_f16(0.0, lo);
+  if (!(hi > lo)) return flat;
+  const double range = static_cast<double>(hi) - lo;
+  Int4Grid best = flat;
+  float best_err = int4_error(v, n, flat);
+  auto consider = [&](const Int4Grid& g) {
+    if (!(g.scale > 0.0f)) return false;
+    const float err = int4_error(v, n, g);
+    if (!(err < best_err)) return false;
+    best_err = err;
+    best = g;
+    return true;
+  };
+  consider(as_f16(range / 15, lo));
+  for (double kept : {0.9, 0.8}) consider(as_f16(kept * range / 15, lo + (1 - kept) * range / 2));
+  // A weight off a grid of fewer steps (the first, as a rule, for weights not quantised
+  // before) rules it out before it costs a whole pass. "On" allows a 32nd of a step: Q4_K's
+  // steps (an FP16 times a 6-bit integer) are not FP16 numbers, so its grids come out rounded.
+  for (int steps = 14; steps >= 8 && best_err > 0.0f; --steps) {
+    const Int4Grid g = as_f16(range / steps, lo);
+    const float inv = inverse_step(g);
+    const float near = g.scale / 32;
+    bool on_grid = g.scale > 0.0f;
+    for (std::int64_t i = 0; i < n && on_grid; ++i)
+      on_grid = std::abs(v[i] - (int4_level(v[i], g.offset, inv) * g.scale + g.offset)) <= near;
+    if (on_grid) consider(g);
+  }
+  for (int round = 0; round < 2 && best_err > 0.0f; ++round) {
+    if (!consider(int4_refit(v, n, best))) break;
+  }
+  return best;
+}
+
+}  // namespace
+
 PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group) {
   if (group <= 0 || group % 8 != 0)
     throw std::invalid_argument("the INT4 group size must be a positive multiple of 8");
-  PackedMatrix p = empty_packed(source, PackedFormat::Int4);
-  p.group = group;  // before groups() below
-  // Padding holds weight 0 (nibbles 8) in both halves of each byte.
-  std::memset(p.bytes.data.get(), 0x88, p.bytes.size);
-  const std::int64_t rows_padded = p.blocks * kPackRows;
+  PackedMatrix p = packed_shape(source.rows, source.cols, PackedFormat::Int4, group);
+  p.bytes = AlignedBytes::allocate(static_cast<std::size_t>(p.blocks) * p.block_bytes());
+  // Padding rows have scale and offset 0 (weight 0); padding columns meet activations of 0.
+  std::memset(p.bytes.data.get(), 0, p.bytes.size);
   const std::int64_t groups = p.groups();
-  p.group_scale.assign(static_cast<std::size_t>(groups * rows_padded), 0.0f);
   std::vector<float> row(static_cast<std::size_t>(source.cols));
   for (std::int64_t r = 0; r < source.rows; ++r) {
     source.row_f32(r, row.data());
@@ -153,42 +270,26 @@ PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group) {
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::int64_t c0 = g * group;
       const std::int64_t c1 = std::min(source.cols, c0 + group);
-      // 16 levels, -8..7: the weight of largest magnitude maps to -8 (the scale takes its
-      // sign), so the step is max/8 rather than max/7. Clipping it a little lowers the error
-      // of all the others: the scale is the one of max/8 * {1, 0.95, ..., 0.6} with the least
-      // squared error over the group.
-      float extreme = 0.0f;
-      for (std::int64_t c = c0; c < c1; ++c) {
-        if (std::abs(row[static_cast<std::size_t>(c)]) > std::abs(extreme))
-          extreme = row[static_cast<std::size_t>(c)];
-      }
-      float scale = 1.0f;
-      if (extreme != 0.0f) {
-        float best = -1.0f;
-        for (int step = 0; step <= 8; ++step) {
-          const float candidate = -extreme / 8.0f * (1.0f - 0.05f * static_cast<float>(step));
-          const float inv = 1.0f / candidate;
-          float err = 0.0f;
-          for (std::int64_t c = c0; c < c1; ++c) {
-            const float v = row[static_cast<std::size_t>(c)];
-            const float d =
-                v - static_cast<float>(std::clamp(round_small(v * inv), -8, 7)) * candidate;
-            err += d * d;
-          }
-          if (best < 0 || err < best) {
-            best = err;
-            scale = candidate;
-          }
+      if (c1 <= c0) continue;
+      const float* v = row.data() + c0;
+      for (std::int64_t i = 0; i < c1 - c0; ++i) {
+        if (!(std::abs(v[i]) <= 65504.0f)) {
+          throw std::invalid_argument(
+              "a weight of " + std::to_string(v[i]) +
+              " is beyond what INT4's FP16 scales hold (65504); use INT8 or BF16 for this model");
         }
       }
-      p.group_scale[static_cast<std::size_t>(g * rows_padded + r)] = scale;
-      const float inv_scale = 1.0f / scale;
+      const Int4Grid grid = fit_int4_group(v, c1 - c0);
+      auto* header = reinterpret_cast<std::uint16_t*>(block + p.int4_header_offset(g));
+      header[lane] = f32_to_f16(grid.scale);
+      header[kPackRows + lane] = f32_to_f16(grid.offset);
+      std::uint8_t* steps = block + p.int4_step_offset(g);
       for (std::int64_t c = c0; c < c1; ++c) {
-        const int q =
-            std::clamp(round_small(row[static_cast<std::size_t>(c)] * inv_scale), -8, 7) + 8;
-        std::uint8_t& byte = block[(c / 8) * 64 + lane * 4 + c % 4];
-        byte = (c % 8) < 4 ? static_cast<std::uint8_t>((byte & 0xF0) | q)
-                           : static_cast<std::uint8_t>((byte & 0x0F) | (q << 4));
+        const int q = int4_nibble(row[static_cast<std::size_t>(c)], grid);
+        const std::int64_t local = c - c0;
+        std::uint8_t& byte = steps[(local / 8) * 64 + lane * 4 + local % 4];
+        byte = (local % 8) < 4 ? static_cast<std::uint8_t>((byte & 0xF0) | q)
+                               : static_cast<std::uint8_t>((byte & 0x0F) | (q << 4));
       }
     }
   }
@@ -348,34 +449,47 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
         const std::int64_t r = b * kPackRows + lane;
         if (w.format != PackedFormat::Bf16) {
           // Exact integer sums per activation group (the weights' group for INT4 and
-          // MXFP4), each combined with one fused multiply-add in group order: the vector
-          // variants do the same, so all agree to the bit.
+          // MXFP4), each combined with one fused multiply-add in group order (INT4: a second
+          // for its offset): the vector variants do the same, so all agree to the bit.
           const bool int8 = w.format == PackedFormat::Int8;
+          const bool int4 = w.format == PackedFormat::Int4;
           const bool fp4 = w.format == PackedFormat::Mxfp4;
-          const int bias = int8 ? 128 : fp4 ? kMxfp4Bias : 8;
+          const int bias = int8 ? 128 : fp4 ? kMxfp4Bias : 0;
           const std::int8_t* q = x.q.data() + t * kp;
           const std::int64_t groups = x.groups();
           float acc = 0.0f;
           for (std::int64_t g = 0; g < groups; ++g) {
             std::int32_t sum = 0;
-            for (std::int64_t c = g * x.group; c < std::min(kp, (g + 1) * x.group); ++c) {
+            const std::int64_t c0 = g * x.group;
+            for (std::int64_t c = c0; c < std::min(kp, c0 + x.group); ++c) {
               int stored;
               if (int8) {
                 stored = block[(c / 4) * 64 + lane * 4 + c % 4];
               } else {
-                const std::uint8_t byte = block[(c / 8) * 64 + lane * 4 + c % 4];
+                const std::uint8_t* steps =
+                    int4 ? block + w.int4_step_offset(g) - (c0 / 8) * 64 : block;
+                const std::uint8_t byte = steps[(c / 8) * 64 + lane * 4 + c % 4];
                 const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
                 stored = fp4 ? kMxfp4Biased[nibble] : nibble;
               }
               sum += stored * q[c];
             }
-            sum -= bias * x.group_sum[static_cast<std::size_t>(t * groups + g)];
-            const float x_scale = x.scale[static_cast<std::size_t>(t * groups + g)];
-            const float scale =
-                int8 ? x_scale
-                     : w.group_scale[static_cast<std::size_t>(g * w.blocks * kPackRows + r)] *
-                           x_scale;
-            acc = std::fma(scale, static_cast<float>(sum), acc);
+            const std::size_t at = static_cast<std::size_t>(t * groups + g);
+            sum -= bias * x.group_sum[at];
+            const float x_scale = x.scale[at];
+            if (int8) {
+              acc = std::fma(x_scale, static_cast<float>(sum), acc);
+            } else if (fp4) {
+              acc = std::fma(
+                  w.group_scale[static_cast<std::size_t>(g * w.blocks * kPackRows + r)] * x_scale,
+                  static_cast<float>(sum), acc);
+            } else {
+              const auto* header =
+                  reinterpret_cast<const std::uint16_t*>(block + w.int4_header_offset(g));
+              acc = std::fma(f16_to_f32(header[lane]) * x_scale, static_cast<float>(sum), acc);
+              acc = std::fma(f16_to_f32(header[kPackRows + lane]),
+                             x_scale * static_cast<float>(x.group_sum[at]), acc);
+            }
           }
           y[t * y_stride + r] = int8 ? acc * w.row_scale[static_cast<std::size_t>(r)] : acc;
         } else {

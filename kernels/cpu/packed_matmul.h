@@ -9,17 +9,22 @@
 // VNNI's unsigned-by-signed dot product can take the activations as the signed side. BF16
 // stores, per block and per pair of columns, 16 rows x 2 values, as VDPBF16PS wants.
 //
-// INT4 stores, per block and per group of 8 columns, 64 bytes in the INT8 layout of the
-// first 4 columns, each byte holding column c in its low nibble and column c + 4 in its high
-// one, every nibble the weight plus 8 (0..15). Two AND/shift steps turn the 64 bytes into
-// two INT8-layout registers of unsigned bytes for VPDPBUSD; the +8 comes back out per group
-// as 8 * (sum of the token's quantised activations over the group).
+// INT4 stores, per block and per group of columns, a 64-byte header (16 FP16 scales, then 16
+// FP16 offsets, one of each per row), then per 8 columns of the group 64 bytes in the INT8
+// layout of the first 4 columns, each byte holding column c in its low nibble and column c + 4
+// in its high one (0..15). A weight is nibble * scale + offset: an asymmetric grid, which
+// keeps a group whose weights lean to one side (and every Q4_1 block of 32) at full
+// resolution. Two AND/shift steps turn 64 nibble bytes into two INT8-layout registers of
+// unsigned bytes for VPDPBUSD; the offset comes in per group as offset * (activation scale *
+// sum of the token's quantised activations over the group). Scales beside their weights: one
+// stream per block, as GGUF's blocks.
 //
-// MXFP4 (gpt-oss's experts, kept as the checkpoint stores them) has INT4's layout with
-// groups of 32 columns, each nibble an FP4 E2M1 code. The kernels turn codes into the
-// unsigned bytes 2 * value + 12 (0..24) with one table lookup (VPSHUFB) where INT4 takes the
-// nibble as it is, and take 12 * (group sum) back out; the group's scale is its E8M0
-// exponent 2^(e - 127) halved. Every MXFP4 weight is kept exactly.
+// MXFP4 (gpt-oss's experts, kept as the checkpoint stores them) has INT4's nibble layout
+// without the headers, groups of 32 columns, each nibble an FP4 E2M1 code, and its scales
+// apart (group_scale). The kernels turn codes into the unsigned bytes 2 * value + 12 (0..24)
+// with one table lookup (VPSHUFB) where INT4 takes the nibble as it is, and take 12 * (group
+// sum) back out; the group's scale is its E8M0 exponent 2^(e - 127) halved. Every MXFP4
+// weight is kept exactly.
 #pragma once
 
 #include <cstdint>
@@ -55,14 +60,23 @@ struct PackedMatrix {
   std::int64_t group = 0;        // INT4: columns per scale, a multiple of 8; MXFP4: 32
   AlignedBytes bytes;
   std::vector<float> row_scale;  // INT8: weight = (stored - 128) * row_scale[row]
-  // INT4: weight = (nibble - 8) * group_scale[g * blocks * 16 + row] (a scale may be
-  // negative), group-major so that a block's 16 scales of one group are one vector load.
-  // MXFP4: weight = (kMxfp4Biased[code] - 12) * group_scale[...], the same layout.
+  // MXFP4: weight = (kMxfp4Biased[code] - 12) * group_scale[g * blocks * 16 + row],
+  // group-major so that a block's 16 scales of one group are one vector load. (INT4 keeps
+  // its scales in the blocks' headers.)
   std::vector<float> group_scale;
 
   std::int64_t groups() const { return group > 0 ? (cols_padded + group - 1) / group : 0; }
 
   std::size_t block_bytes() const;
+  // INT4: the header of group g in a block (16 FP16 scales, 16 FP16 offsets) and the first of
+  // its 64-byte steps of nibbles, from the block's start.
+  std::int64_t int4_header_offset(std::int64_t g) const {
+    return (g * (group / 8) + g) * kInt4StepBytes;
+  }
+  std::int64_t int4_step_offset(std::int64_t g) const {
+    return int4_header_offset(g) + kInt4StepBytes;
+  }
+  static constexpr std::int64_t kInt4StepBytes = 64;
   const std::uint8_t* block(std::int64_t b) const {
     return bytes.data.get() + b * static_cast<std::int64_t>(block_bytes());
   }
@@ -75,12 +89,21 @@ struct PackedMatrix {
 // symmetric scale per row: max |w| / 127.
 PackedMatrix pack_int8(const WeightMatrix& source);
 PackedMatrix pack_bf16(const WeightMatrix& source);
-// INT4: one scale per (row, group of `group` columns along k), no zero point, values -8..7:
-// the scale is -w_extreme / 8 times the factor in 1 ... 0.6 with the least squared error
-// (clipping outliers a little helps the rest). `group` must be a positive multiple of 8 (the last
-// group may be shorter).
+// INT4: per (row, group of `group` columns along k) a scale and an offset (FP16), nibbles
+// 0..15, weight = nibble * scale + offset: of the grid spanning the group's range in 15
+// steps, two clipping its ends a little and those of 14 to 8 steps that hold every weight
+// exactly, the one with the least squared error, then refit by least squares. `group` must be a
+// positive multiple of 8 (the last group may be shorter). Weights beyond FP16's range (65504) throw
+// std::invalid_argument.
 PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group);
-inline constexpr std::int64_t kDefaultInt4Group = 64;
+// Groups of 32 (5 bits a weight, as GGUF's Q4_1): measured on SmolLM2-135M (Q4_1 as
+// shipped; docs/benchmarks.md, "INT4 accuracy"), mean KL from BF16 0.0073 at 32 and 0.162 at
+// 64 (a Q4_1 block of 32 fits one group exactly, two of them in one group do not).
+inline constexpr std::int64_t kDefaultInt4Group = 32;
+// Bits an INT4 weight takes with its share of the group's FP16 scale and offset.
+inline constexpr double int4_bits_per_weight(std::int64_t group) {
+  return 4.0 + 32.0 / static_cast<double>(group);
+}
 // MXFP4, exactly: `source` must hold FP4 codes (DType::F4E2M1) with one E8M0-derived scale
 // per row and 32 columns (block_rows 1, block_cols 32), as gpt-oss's experts do; anything
 // else throws std::invalid_argument (MXFP4 is read, not made).
@@ -100,10 +123,11 @@ void unpack_row(const PackedMatrix& m, std::int64_t r, float* out);
 
 // Activations in the form the kernels read: INT8 quantised per token and group of columns
 // (symmetric, max |x| / 127 over the group), with each group's sum of quantised values for
-// the stored weights' offset (+128, +8, +12); or BF16. The kernels add exact integer sums per
-// group and combine the groups with one fused multiply-add each, in group order, so every
-// variant agrees to the bit. INT4 and MXFP4 weights take activation groups equal to their
-// own weight groups; INT8 weights take kInt8ActivationGroup.
+// the stored weights' offset (INT8 +128, MXFP4 +12, INT4's offset per group); or BF16. The
+// kernels add exact integer sums per group and combine the groups with one fused multiply-add
+// each (INT4: two, the second for its offset), in group order, so every variant agrees to the
+// bit. INT4 and MXFP4 weights take activation groups equal to their own weight groups; INT8
+// weights take kInt8ActivationGroup.
 struct PackedActivations {
   PackedFormat format = PackedFormat::Int8;
   std::int64_t tokens = 0;

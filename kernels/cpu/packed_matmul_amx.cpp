@@ -282,13 +282,17 @@ void store_rows(float* dst, __m512 v, std::int64_t rows) {
   }
 }
 
-// INT4 block -> INT8 layout with unsigned bytes 0..15: octet k's low nibbles are quad 2k,
-// its high nibbles quad 2k + 1.
+// INT4 block -> INT8 layout with unsigned bytes 0..15, without the groups' headers: octet
+// k's low nibbles are quad 2k, its high nibbles quad 2k + 1.
 void widen_int4_block(const PackedMatrix& w, std::int64_t block, std::uint8_t* out) {
   const std::uint8_t* src = w.block(block);
   const __m512i low = _mm512_set1_epi8(0x0F);
+  const std::int64_t steps_per_group = w.group / 8;
   for (std::int64_t k = 0; k < w.cols_padded / 8; ++k) {
-    const __m512i raw = _mm512_load_si512(src + k * 64);
+    // Group g's steps follow its header.
+    const std::int64_t g = k / steps_per_group;
+    const __m512i raw =
+        _mm512_loadu_si512(src + w.int4_step_offset(g) + (k - g * steps_per_group) * 64);
     _mm512_store_si512(out + (2 * k) * 64, _mm512_and_si512(raw, low));
     _mm512_store_si512(out + (2 * k + 1) * 64, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low));
   }
@@ -312,13 +316,12 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
                    const std::uint8_t* wbytes, std::int64_t t0, float* y, std::int64_t y_stride) {
   Scratch& s = scratch();
   const bool int8 = w.format == PackedFormat::Int8;
-  const int bias = int8 ? 128 : 8;
+  const int bias = int8 ? 128 : 0;  // INT4 adds its offset per group instead
   const std::int64_t quads = w.cols_padded / 4;
   const std::int64_t block_stride = w.cols_padded * kPackRows;
   const std::uint8_t* wb[2] = {wbytes, wbytes + block_stride};
   const auto* xq = reinterpret_cast<const std::uint8_t*>(x.q.data() + t0 * x.cols_padded);
   const std::int64_t groups = x.groups();
-  const std::int64_t rows_padded = w.blocks * kPackRows;
   const std::int64_t quads_per_group = x.group / 4;
   const std::int64_t chunk_quads = chunk_bytes_for(x) / 4;
   for (int tt = 0; tt < TT; ++tt)
@@ -336,19 +339,27 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
       for (int b = 0; b < BB; ++b) {
         add_tail_quads(wb[b], x.q.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
                        q0 + full * chunk_quads, q1, s.sums[tt][b]);
-        const __m512 w_scale =
-            int8
-                ? _mm512_setzero_ps()
-                : _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
+        __m512 w_scale = _mm512_setzero_ps(), w_offset = _mm512_setzero_ps();
+        if (!int8) {
+          const std::uint8_t* header = w.block(block + b) + w.int4_header_offset(g);
+          w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header)));
+          w_offset =
+              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header + 32)));
+        }
         for (int t = 0; t < kTileRows; ++t) {
           const std::size_t at = static_cast<std::size_t>((t0 + tt * kTileRows + t) * groups + g);
           const __m512i exact = _mm512_sub_epi32(_mm512_load_si512(s.sums[tt][b][t]),
                                                  _mm512_set1_epi32(bias * x.group_sum[at]));
           const __m512 x_scale = _mm512_set1_ps(x.scale[at]);
           const __m512 scale = int8 ? x_scale : _mm512_mul_ps(w_scale, x_scale);
-          _mm512_store_ps(s.results[tt][b][t],
-                          _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact),
-                                          _mm512_load_ps(s.results[tt][b][t])));
+          __m512 result = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact),
+                                          _mm512_load_ps(s.results[tt][b][t]));
+          if (!int8) {
+            result = _mm512_fmadd_ps(
+                w_offset, _mm512_set1_ps(x.scale[at] * static_cast<float>(x.group_sum[at])),
+                result);
+          }
+          _mm512_store_ps(s.results[tt][b][t], result);
         }
       }
     }

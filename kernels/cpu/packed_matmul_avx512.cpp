@@ -48,7 +48,7 @@ template <int T, int B, Kind K>
 void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                   std::int64_t t0, float* y, std::int64_t y_stride) {
   constexpr std::int64_t kStepCols = K == Kind::Int8 ? 4 : 8;  // columns per weight register
-  constexpr int bias = K == Kind::Int8 ? 128 : K == Kind::Fp4 ? kMxfp4Bias : 8;
+  constexpr int bias = K == Kind::Int8 ? 128 : K == Kind::Fp4 ? kMxfp4Bias : 0;
   const std::int64_t steps = w.cols_padded / kStepCols;
   const std::int64_t steps_per_group = x.group / kStepCols;
   const std::int64_t groups = x.groups();
@@ -67,10 +67,14 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) acc[b][t] = _mm512_setzero_si512();
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
+    // INT4's steps of the group follow the group's header.
+    const std::uint8_t* gw[B];
+    for (int b = 0; b < B; ++b)
+      gw[b] = K == Kind::Int4 ? wb[b] + w.int4_step_offset(g) - g * steps_per_group * 64 : wb[b];
     for (std::int64_t k = g * steps_per_group; k < k1; ++k) {
       if constexpr (K == Kind::Int8) {
         __m512i wv[B];
-        for (int b = 0; b < B; ++b) wv[b] = _mm512_load_si512(wb[b] + k * 64);
+        for (int b = 0; b < B; ++b) wv[b] = _mm512_load_si512(gw[b] + k * 64);
         for (int t = 0; t < T; ++t) {
           std::int32_t quad;
           __builtin_memcpy(&quad, xq + t * x.cols_padded + k * 4, 4);
@@ -80,7 +84,7 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
       } else {
         __m512i lo[B], hi[B];
         for (int b = 0; b < B; ++b) {
-          const __m512i raw = _mm512_load_si512(wb[b] + k * 64);
+          const __m512i raw = _mm512_loadu_si512(gw[b] + k * 64);
           lo[b] = _mm512_and_si512(raw, low_nibbles);
           hi[b] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles);
           if constexpr (K == Kind::Fp4) {
@@ -101,18 +105,30 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
       }
     }
     for (int b = 0; b < B; ++b) {
-      __m512 w_scale = _mm512_setzero_ps();
-      if constexpr (K != Kind::Int8)
+      __m512 w_scale = _mm512_setzero_ps(), w_offset = _mm512_setzero_ps();
+      if constexpr (K == Kind::Fp4)
         w_scale = _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
+      if constexpr (K == Kind::Int4) {
+        const std::uint8_t* header = wb[b] + w.int4_header_offset(g);
+        w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header)));
+        w_offset =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header + 32)));
+      }
       for (int t = 0; t < T; ++t) {
         const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
-        // Stored weights are w + 128 (INT4: w + 8, MXFP4: 2w + 12): take the offset times
-        // the group's activation sum back out.
+        // Stored weights are w + 128 (MXFP4: 2w + 12): take the offset times the group's
+        // activation sum back out. INT4 adds its own offset times that sum, scaled.
         const __m512i exact =
-            _mm512_sub_epi32(acc[b][t], _mm512_set1_epi32(bias * x.group_sum[at]));
+            bias == 0 ? acc[b][t]
+                      : _mm512_sub_epi32(acc[b][t], _mm512_set1_epi32(bias * x.group_sum[at]));
         const __m512 x_scale = _mm512_set1_ps(x.scale[at]);
         const __m512 scale = K == Kind::Int8 ? x_scale : _mm512_mul_ps(w_scale, x_scale);
         result[b][t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact), result[b][t]);
+        if constexpr (K == Kind::Int4) {
+          result[b][t] = _mm512_fmadd_ps(
+              w_offset, _mm512_set1_ps(x.scale[at] * static_cast<float>(x.group_sum[at])),
+              result[b][t]);
+        }
       }
     }
   }

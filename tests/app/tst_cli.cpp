@@ -561,7 +561,7 @@ class TestCli : public QObject {
     QVERIFY(tooBig.out.contains(QLatin1String("choose a smaller model")));
   }
 
-  // --int4-group reaches the packing: 64 is the default, 32 gives other logits; a group that
+  // --int4-group reaches the packing: 32 is the default, 64 gives other logits; a group that
   // is no multiple of 8, or the flag without INT4, is refused with a sentence.
   void int4GroupReachesThePacking() {
     const QString model = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
@@ -578,10 +578,10 @@ class TestCli : public QObject {
     };
     const auto by_default = logits({"--cpu-format", "int4"});
     QVERIFY(!by_default.empty());
-    QCOMPARE(logits({"--cpu-format", "int4", "--int4-group", "64"}), by_default);
-    const auto by_32 = logits({"--cpu-format", "int4", "--int4-group", "32"});
-    QVERIFY(!by_32.empty());
-    QVERIFY(by_32 != by_default);
+    QCOMPARE(logits({"--cpu-format", "int4", "--int4-group", "32"}), by_default);
+    const auto by_64 = logits({"--cpu-format", "int4", "--int4-group", "64"});
+    QVERIFY(!by_64.empty());
+    QVERIFY(by_64 != by_default);
     const Run odd = runTandem(
         {"run", "-m", model, "-p", "Hi", "--cpu-format", "int4", "--int4-group", "12"}, env());
     QVERIFY(odd.code != 0);

@@ -264,8 +264,10 @@ class TestPackedMatmul : public QObject {
     QVERIFY2(error < tolerance, qPrintable(QString::number(error)));
   }
 
-  // The scalar INT4 reference against the dequantised weights it stores: the only error
-  // left is the activations' INT8 rounding, so a broken nibble order or scale shows.
+  // The scalar INT4 reference against the dequantised weights it stores, read here from the
+  // documented layout (per block and group a 64-byte header of 16 FP16 scales and 16 FP16
+  // offsets, then the group's nibbles): the only error left is the activations' INT8
+  // rounding, so a broken nibble order, header or offset shows.
   void int4MatchesItsDequantisedWeights() {
     const int tokens = 3, rows = 21, cols = 200, group = 32;
     const auto values = normal_values(static_cast<std::size_t>(rows * cols), 41);
@@ -276,29 +278,34 @@ class TestPackedMatmul : public QObject {
     const PackedMatrix w = pack_int4(source, group);
     QCOMPARE(w.cols_padded, 200);
     QCOMPARE(w.groups(), 7);  // six of 32 and one of 8
+    QCOMPARE(w.block_bytes(), std::size_t(7 * 64 + 16 * 200 / 2));
     const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 42);
     PackedActivations a;
     pack_activations_for(w, x.data(), tokens, a);
     std::vector<float> got(static_cast<std::size_t>(tokens * rows));
     packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
-    const std::int64_t rows_padded = w.blocks * kPackRows;
-    for (int t = 0; t < tokens; ++t) {
-      for (int r = 0; r < rows; ++r) {
+    const std::int64_t group_bytes = 64 + group / 8 * 64;
+    std::vector<float> unpacked(static_cast<std::size_t>(cols));
+    for (int r = 0; r < rows; ++r) {
+      unpack_row(w, r, unpacked.data());
+      for (int t = 0; t < tokens; ++t) {
         double want = 0, magnitude = 0;
         for (int c = 0; c < cols; ++c) {
-          const std::uint8_t byte = w.block(r / 16)[(c / 8) * 64 + (r % 16) * 4 + c % 4];
-          const int q = ((c % 8) < 4 ? byte & 0x0F : byte >> 4) - 8;
-          QVERIFY(q >= -8 && q <= 7);
-          const double weight =
-              q * double(w.group_scale[static_cast<std::size_t>((c / group) * rows_padded + r)]);
-          // Within half a step, or clipped to an end of the range (the scale may be negative).
-          const double step =
-              w.group_scale[static_cast<std::size_t>((c / group) * rows_padded + r)];
+          const std::uint8_t* at = w.block(r / 16) + (c / group) * group_bytes;
+          const auto* header = reinterpret_cast<const std::uint16_t*>(at);
+          const double scale = f16_to_f32(header[r % 16]);
+          const double offset = f16_to_f32(header[16 + r % 16]);
+          const std::uint8_t byte = at[64 + (c % group) / 8 * 64 + (r % 16) * 4 + c % 4];
+          const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+          const double weight = nibble * scale + offset;
+          QCOMPARE(double(unpacked[static_cast<std::size_t>(c)]), weight);
+          // Within half a step, or clipped to an end of the grid.
           const double v = values[r * cols + c];
-          const double lo = std::min(-8 * step, 7 * step), hi = std::max(-8 * step, 7 * step);
-          QVERIFY(v < lo   ? weight == lo
-                  : v > hi ? weight == hi
-                           : std::abs(weight - v) <= 0.5 * std::abs(step) + 1e-6);
+          const double lo = offset, hi = offset + 15 * scale;
+          QVERIFY(scale > 0);
+          QVERIFY(v < lo   ? nibble == 0
+                  : v > hi ? nibble == 15
+                           : std::abs(weight - v) <= 0.5 * scale * (1 + 1e-5));
           want += weight * a.q[static_cast<std::size_t>(t * a.cols_padded + c)] *
                   a.scale[static_cast<std::size_t>(t * a.groups() + c / group)];
           magnitude += std::abs(weight * x[t * cols + c]);
@@ -307,6 +314,141 @@ class TestPackedMatmul : public QObject {
                  qPrintable(QStringLiteral("%1 vs %2").arg(got[t * rows + r]).arg(want)));
       }
     }
+  }
+
+  // Weights already on a 4-bit grid with FP16 step and minimum per 32 columns (as GGUF's
+  // Q4_1 and Q4_0 blocks dequantise) come back exactly, whether a group uses all 16 levels,
+  // fewer, or sits wholly on one side of zero; a group of 64 spanning two such blocks does
+  // not, but stays within half its own step.
+  void int4KeepsWeightsOnAFourBitGrid() {
+    const int rows = 19, cols = 256;
+    std::mt19937 rng(7);
+    std::vector<float> values(static_cast<std::size_t>(rows * cols));
+    for (int r = 0; r < rows; ++r) {
+      for (int g = 0; g < cols / 32; ++g) {
+        const float step = f16_to_f32(f32_to_f16(0.001f + 0.01f * (rng() % 100) / 100.0f));
+        const int kind = (r + g) % 3;  // Q4_1-like, Q4_0-like (symmetric), one-sided
+        const float lowest = kind == 0   ? f16_to_f32(f32_to_f16(-0.05f * (rng() % 10) / 9.0f))
+                             : kind == 1 ? -8 * step
+                                         : f16_to_f32(f32_to_f16(0.02f));
+        const int levels = kind == 2 ? 11 : 16;  // one-sided: levels 0..10 only
+        for (int c = 0; c < 32; ++c) {
+          // Every group holds its lowest and highest level, as a quantiser's blocks do.
+          const int q = c == 0 ? 0 : c == 1 ? levels - 1 : static_cast<int>(rng() % levels);
+          values[static_cast<std::size_t>(r * cols + g * 32 + c)] = q * step + lowest;
+        }
+      }
+    }
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    const PackedMatrix exact = pack_int4(source, 32);
+    for (int r = 0; r < rows; ++r) {
+      unpack_row(exact, r, row.data());
+      for (int c = 0; c < cols; ++c)
+        QCOMPARE(row[static_cast<std::size_t>(c)], values[static_cast<std::size_t>(r * cols + c)]);
+    }
+    const PackedMatrix wider = pack_int4(source, 64);
+    double worst = 0;
+    for (int r = 0; r < rows; ++r) {
+      unpack_row(wider, r, row.data());
+      for (int c = 0; c < cols; ++c) {
+        worst = std::max(worst, double(std::abs(row[static_cast<std::size_t>(c)] -
+                                                values[static_cast<std::size_t>(r * cols + c)])));
+      }
+    }
+    QVERIFY(worst > 0);
+    // The widest pair of groups spans about 0.22: half a step is 0.0073, an end clipped by
+    // the fit 0.011.
+    QVERIFY2(worst < 0.015, qPrintable(QString::number(worst)));
+  }
+
+  // Q4_K's sub-blocks of 32: step d * sc and minimum dmin * m (FP16 times 6-bit integers, so
+  // not FP16 numbers), levels that need not reach 0 or 15. INT4 holds them to the rounding of
+  // its FP16 scale and offset: within a fiftieth of a step (an offset many steps from zero
+  // would lose more; a quantiser's blocks lie around zero).
+  void int4HoldsQ4KGrids() {
+    const int rows = 16, cols = 512;
+    std::mt19937 rng(9);
+    std::vector<float> values(static_cast<std::size_t>(rows * cols)), steps(values.size());
+    for (int r = 0; r < rows; ++r) {
+      const float d = f16_to_f32(f32_to_f16(0.0003f + 0.0001f * (rng() % 10)));
+      const float dmin = f16_to_f32(f32_to_f16(0.0004f + 0.0001f * (rng() % 10)));
+      for (int g = 0; g < cols / 32; ++g) {
+        const float step = d * static_cast<float>(1 + rng() % 63);
+        // Weights around zero, as a quantiser's blocks are: the minimum near half the span.
+        const float minimum = dmin * static_cast<float>(std::clamp(
+                                         std::lround(step * (6 + rng() % 4) / dmin), 0L, 63L));
+        const int first = static_cast<int>(rng() % 4), last = 15 - static_cast<int>(rng() % 4);
+        for (int c = 0; c < 32; ++c) {
+          const int q = c == 0   ? first
+                        : c == 1 ? last
+                                 : first + static_cast<int>(rng() % (last - first + 1));
+          values[static_cast<std::size_t>(r * cols + g * 32 + c)] = step * q - minimum;
+          steps[static_cast<std::size_t>(r * cols + g * 32 + c)] = step;
+        }
+      }
+    }
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    const PackedMatrix w = pack_int4(source, 32);
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    double worst = 0;
+    for (int r = 0; r < rows; ++r) {
+      unpack_row(w, r, row.data());
+      for (int c = 0; c < cols; ++c) {
+        const std::size_t at = static_cast<std::size_t>(r * cols + c);
+        worst = std::max(
+            worst, double(std::abs(row[static_cast<std::size_t>(c)] - values[at]) / steps[at]));
+      }
+    }
+    QVERIFY2(worst < 0.02, qPrintable(QString::number(worst)));
+  }
+
+  // Weights past FP16's range cannot have their grid stored: refused, not made infinite.
+  void int4RefusesWeightsBeyondF16() {
+    std::vector<float> values(64, 1.0f);
+    values[5] = 70000.0f;
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = 1;
+    source.cols = 64;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_int4(source, 32));
+    values[5] = 65504.0f;
+    const PackedMatrix w = pack_int4(source, 32);
+    std::vector<float> row(64);
+    unpack_row(w, 0, row.data());
+    // The step (65503 / 15) is rounded to FP16, so the top of the grid is near, not on.
+    QVERIFY2(std::abs(row[5] - 65504.0f) < 65504.0f * 1e-3f, qPrintable(QString::number(row[5])));
+    QCOMPARE(row[6], 1.0f);
+  }
+
+  // FP16 rounding: every half survives the trip through fp32; ties go to even; past 65504
+  // to infinity from 65520 on; below 2^-14 to subnormals.
+  void f16RoundsToNearestEven() {
+    for (std::uint32_t h = 0; h < 0x10000; ++h) {
+      const auto half = static_cast<std::uint16_t>(h);
+      const float f = f16_to_f32(half);
+      if (std::isnan(f)) {
+        QVERIFY(std::isnan(f16_to_f32(f32_to_f16(f))));
+      } else {
+        QCOMPARE(f32_to_f16(f), half);
+      }
+    }
+    QCOMPARE(f32_to_f16(1.0f + 1.0f / 2048), std::uint16_t(0x3c00));  // tie: to even (down)
+    QCOMPARE(f32_to_f16(1.0f + 3.0f / 2048), std::uint16_t(0x3c02));  // tie: to even (up)
+    QCOMPARE(f32_to_f16(65519.0f), std::uint16_t(0x7bff));
+    QCOMPARE(f32_to_f16(65520.0f), std::uint16_t(0x7c00));
+    QCOMPARE(f32_to_f16(-1e9f), std::uint16_t(0xfc00));
+    QCOMPARE(f32_to_f16(std::ldexp(1.0f, -24)), std::uint16_t(0x0001));
+    QCOMPARE(f32_to_f16(std::ldexp(1.0f, -26)), std::uint16_t(0x0000));  // below half a step
+    QCOMPARE(f32_to_f16(std::ldexp(3.0f, -26)), std::uint16_t(0x0001));
+    QCOMPARE(f32_to_f16(std::ldexp(1023.5f, -24)), std::uint16_t(0x0400));  // to the normals
+    QCOMPARE(f32_to_f16(-0.0f), std::uint16_t(0x8000));
   }
 
   // MXFP4 keeps every weight: the packed rows are the checkpoint's values, the stored

@@ -259,12 +259,12 @@ class TestExpertSlicing : public QObject {
                    "1 pool."),
                e.what());
     }
-    // INT4 groups of 64 do not divide deepseek-v3's 16-column down slices.
+    // INT4 groups of 32 do not divide deepseek-v3's 16-column down slices.
     try {
       model::LoadedModel::load(fixture("deepseek-v3"), options("int4", 2, 0));
       QFAIL("loaded");
     } catch (const model::ModelError& e) {
-      QVERIFY2(QString::fromUtf8(e.what()).contains("scale groups of 64 columns; use 1 pool."),
+      QVERIFY2(QString::fromUtf8(e.what()).contains("scale groups of 32 columns; use 1 pool."),
                e.what());
     }
   }

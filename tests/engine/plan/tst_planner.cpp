@@ -155,8 +155,8 @@ class TestPlanner : public QObject {
     QVERIFY(!p.uses_gpu);
     QCOMPARE(p.cpu_format, WeightFormat::Int4);
     QCOMPARE(p.ram_budget,
-             26 * GiB - (32 * GiB) / 20);  // a twentieth of the RAM is left to the system
-    const double int4 = 0.5 + 1.0 / 64;
+             26 * GiB - (32 * GiB) / 20);       // a twentieth of the RAM is left to the system
+    const double int4 = (4.0 + 32.0 / 32) / 8;  // 4 bits, and an FP16 scale and offset per 32
     QCOMPARE(line(p.ram, "routed experts (CPU)"),
              static_cast<std::uint64_t>(std::llround(3.0 * 2048 * 768 * 128 * 48 * int4)));
     QCOMPARE(line(p.ram, "embeddings"), std::uint64_t{151936} * 2048 * 2);
