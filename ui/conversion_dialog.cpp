@@ -99,7 +99,7 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   form->addRow(QString(), advice_);
   method_ = new QComboBox(this);
   method_->addItem(tr("INT8: near-lossless, fast (recommended)"), QStringLiteral("int8"));
-  method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"),
+  method_->addItem(tr("INT4: about 60% of the memory of INT8, slightly less accurate"),
                    QStringLiteral("int4"));
   method_->addItem(tr("BF16: full precision, twice the memory of INT8"), QStringLiteral("bf16"));
   method_->addItem(tr("MXFP4: experts stored as MXFP4 (gpt-oss) kept exactly, the rest INT8"),

@@ -797,7 +797,7 @@ class ConversionPage : public QWizardPage {
     auto* form = new QFormLayout(this);
     method_ = new QComboBox(this);
     method_->addItem(tr("INT8: near-lossless, fast"), QStringLiteral("int8"));
-    method_->addItem(tr("INT4: half the memory of INT8, slightly less accurate"),
+    method_->addItem(tr("INT4: about 60% of the memory of INT8, slightly less accurate"),
                      QStringLiteral("int4"));
     method_->addItem(tr("BF16: full precision, twice the memory"), QStringLiteral("bf16"));
     method_->addItem(tr("As stored in the files (slowest, for checking)"),
