@@ -76,8 +76,9 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     l.vram.push_back({"output head", weights(m.output_params, st.output, gpu_fmt)});
     l.vram.push_back({"routed experts (GPU)", experts(gpu_experts, gpu_fmt)});
     if (staging > 0) l.vram.push_back({"layerwise prefill staging", staging});
+    // The CUDA backend keeps keys and values (or the latent) in fp32.
     l.vram.push_back(
-        {"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 2)});
+        {"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token * 4)});
     if (m.recurrent_state_elements > 0) l.vram.push_back(recurrent_state(m));
     l.vram.push_back({"activations and scratch", scratch_bytes(m)});
     l.vram.push_back({"CUDA context", kCudaContextBytes});
@@ -93,11 +94,12 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     l.ram.push_back({"shared experts", weights(m.shared_expert_params, st.shared_experts, dense)});
     l.ram.push_back({"output head", weights(m.output_params, st.output, dense)});
     l.ram.push_back({"routed experts (CPU)", experts(m.experts, cpu)});
-    // The CPU engine keeps keys and values in fp32; for latent attention it keeps the latent
-    // twice, as rows to weigh and transposed beside the rotary key to score against (counted
-    // as two copies of latent and key: a little over, by the rotary key).
+    // The CPU engine keeps keys and values in BF16 (RunSettings' default, --kv-cache bf16);
+    // for latent attention it keeps the latent twice, as rows to weigh and tiled beside the
+    // rotary key to score against (counted as two copies of latent and key: a little over, by
+    // the rotary key).
     l.ram.push_back({"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token *
-                                                            (m.mla ? 2 : 1) * 4)});
+                                                            (m.mla ? 2 : 1) * 2)});
     if (m.recurrent_state_elements > 0) l.ram.push_back(recurrent_state(m));
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   }

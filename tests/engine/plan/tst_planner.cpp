@@ -161,7 +161,7 @@ class TestPlanner : public QObject {
              static_cast<std::uint64_t>(std::llround(3.0 * 2048 * 768 * 128 * 48 * int4)));
     QCOMPARE(line(p.ram, "embeddings"), std::uint64_t{151936} * 2048 * 2);
     QCOMPARE(line(p.ram, "KV cache"),
-             std::uint64_t{8192} * 48 * 2 * 4 * 128 * 4);  // fp32 on the CPU
+             std::uint64_t{8192} * 48 * 2 * 4 * 128 * 2);  // BF16 on the CPU
     QCOMPARE(line(p.ram, "runtime overhead"), GiB);
     QVERIFY(p.ram_total() <= p.ram_budget);
     QCOMPARE(p.vram_total(), std::uint64_t{0});
@@ -176,7 +176,7 @@ class TestPlanner : public QObject {
     QVERIFY(p.uses_gpu);
     QCOMPARE(p.gpu_format, WeightFormat::Int8);
     QCOMPARE(p.cpu_format, WeightFormat::Int4);
-    QCOMPARE(line(p.vram, "KV cache"), std::uint64_t{8192} * 61 * 576 * 2);
+    QCOMPARE(line(p.vram, "KV cache"), std::uint64_t{8192} * 61 * 576 * 4);  // fp32 on the GPU
     QVERIFY(p.vram_total() <= p.vram_budget);
     QVERIFY(p.ram_total() <= p.ram_budget);
     QVERIFY(p.gpu_experts_per_layer >= 1);
