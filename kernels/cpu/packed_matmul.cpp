@@ -1,5 +1,7 @@
 #include "kernels/cpu/packed_matmul.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -151,20 +153,19 @@ struct Int4Grid {
   float scale = 0.0f, offset = 0.0f;
 };
 
-// The nibble nearest to v on grid g (rounded half to even), as a float; inv = 1 / g.scale, or
-// 0 for a flat grid (every weight the offset). Branch-free, so the loops below vectorise.
+// The nibble nearest to v on a grid (rounded half to even), as a float; inv = 1 / scale, or 0
+// for a flat grid (every weight the offset).
 inline float int4_level(float v, float offset, float inv) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float t = std::min(std::max((v - offset) * inv, 0.0f), 15.0f);
-  return (t + kMagic) - kMagic;
+  // MAXSS and MINSS (SSE, every x86-64): std::max and std::min became branches here, which
+  // weights past the grid's ends mispredict.
+  const __m128 t =
+      _mm_min_ss(_mm_max_ss(_mm_set_ss((v - offset) * inv), _mm_setzero_ps()), _mm_set_ss(15.0f));
+  return (_mm_cvtss_f32(t) + kMagic) - kMagic;
 }
 
 inline float inverse_step(const Int4Grid& g) {
   return g.scale > 0.0f ? 1.0f / g.scale : 0.0f;
-}
-
-inline int int4_nibble(float v, const Int4Grid& g) {
-  return static_cast<int>(int4_level(v, g.offset, inverse_step(g)));
 }
 
 Int4Grid as_f16(double scale, double offset) {
@@ -284,8 +285,10 @@ PackedMatrix pack_int4(const WeightMatrix& source, std::int64_t group) {
       header[lane] = f32_to_f16(grid.scale);
       header[kPackRows + lane] = f32_to_f16(grid.offset);
       std::uint8_t* steps = block + p.int4_step_offset(g);
+      const float inv = inverse_step(grid);
       for (std::int64_t c = c0; c < c1; ++c) {
-        const int q = int4_nibble(row[static_cast<std::size_t>(c)], grid);
+        const int q =
+            static_cast<int>(int4_level(row[static_cast<std::size_t>(c)], grid.offset, inv));
         const std::int64_t local = c - c0;
         std::uint8_t& byte = steps[(local / 8) * 64 + lane * 4 + local % 4];
         byte = (local % 8) < 4 ? static_cast<std::uint8_t>((byte & 0xF0) | q)
