@@ -204,13 +204,7 @@ __attribute__((noinline, optimize("no-tree-vectorize"))) void weigh_tail(
   }
 }
 
-struct Bf16KvPortable {
-  const std::uint16_t* keys;
-  std::int64_t key_dim;
-  const std::uint16_t* values;
-  std::int64_t value_row;
-  std::int64_t value_dim;
-
+struct Bf16KvPortable : Bf16Kv {
   // As score_queries, one dimension pair of a tile (a row of 16 words) at a time: the odd
   // dimension's products added before the even one's, as VDPBF16PS does.
   template <int NQ>
@@ -306,7 +300,7 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 attend_bf16_portable(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
                      std::int64_t end, float scale, float* scores, float* out, const float* sinks,
                      float* max, float* sum) {
-  const Bf16KvPortable k{kv.keys, kv.key_dim, kv.values, kv.value_row, kv.value_dim};
+  const Bf16KvPortable k{kv};
   attend_all(k, q, nq, begin, end, scale, scores, out, sinks, max, sum);
 }
 

@@ -21,12 +21,7 @@ inline __attribute__((always_inline)) __m512 dpbf16(__m512 acc, __m512i a, __m51
   return acc;
 }
 
-struct Bf16KvDot {
-  const std::uint16_t* keys;
-  std::int64_t key_dim;
-  const std::uint16_t* values;
-  std::int64_t value_row;
-  std::int64_t value_dim;
+struct Bf16KvDot : Bf16Kv {
   const float* q_base;           // the rounded queries attend_all passes slices of
   const std::uint32_t* q_pairs;  // the same as BF16 pairs, [query][dim / 2]
 
@@ -177,7 +172,7 @@ void attend_bf16_avx512(const float* q, std::int64_t nq, const Bf16Kv& kv, std::
     std::memcpy(&hi, q + 2 * j + 1, sizeof(hi));
     pairs[j] = lo >> 16 | (hi & 0xFFFF0000u);
   }
-  const Bf16KvDot k{kv.keys, kv.key_dim, kv.values, kv.value_row, kv.value_dim, q, pairs.data()};
+  const Bf16KvDot k{kv, q, pairs.data()};
   attend_all(k, q, nq, begin, end, scale, scores, out, sinks, max, sum);
 }
 

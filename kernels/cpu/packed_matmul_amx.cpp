@@ -287,14 +287,14 @@ void store_rows(float* dst, __m512 v, std::int64_t rows) {
 void widen_int4_block(const PackedMatrix& w, std::int64_t block, std::uint8_t* out) {
   const std::uint8_t* src = w.block(block);
   const __m512i low = _mm512_set1_epi8(0x0F);
-  const std::int64_t steps_per_group = w.group / 8;
-  for (std::int64_t k = 0; k < w.cols_padded / 8; ++k) {
-    // Group g's steps follow its header.
-    const std::int64_t g = k / steps_per_group;
-    const __m512i raw =
-        _mm512_loadu_si512(src + w.int4_step_offset(g) + (k - g * steps_per_group) * 64);
-    _mm512_store_si512(out + (2 * k) * 64, _mm512_and_si512(raw, low));
-    _mm512_store_si512(out + (2 * k + 1) * 64, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low));
+  const std::int64_t octets = w.cols_padded / 8, per_group = w.group / 8;
+  for (std::int64_t g = 0, k = 0; k < octets; ++g) {
+    const std::uint8_t* steps = src + w.int4_step_offset(g);  // past the group's header
+    for (std::int64_t j = 0; j < per_group && k < octets; ++j, ++k) {
+      const __m512i raw = _mm512_loadu_si512(steps + j * 64);
+      _mm512_store_si512(out + (2 * k) * 64, _mm512_and_si512(raw, low));
+      _mm512_store_si512(out + (2 * k + 1) * 64, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low));
+    }
   }
 }
 

@@ -59,6 +59,22 @@ std::int64_t attention_parts(std::int64_t jobs, int threads, std::int64_t longes
   return std::min((2 * threads + jobs - 1) / jobs, longest / kMinAttentionPart);
 }
 
+namespace {
+
+// Attention over a BF16 cache: whole (max null), or as a part whose max and sum the caller
+// combines with the other parts'.
+void attend_bf16(const float* q, std::int64_t nq, const kernels::Bf16Kv& kv, std::int64_t begin,
+                 std::int64_t end, float scale, float* scores, float* o, const float* sinks,
+                 float* max, float* sum, kernels::AttentionVariant variant) {
+  if (max == nullptr) {
+    kernels::attend_heads_bf16(q, nq, kv, begin, end, scale, scores, o, sinks, variant);
+  } else {
+    kernels::attend_heads_part_bf16(q, nq, kv, begin, end, scale, scores, o, max, sum, variant);
+  }
+}
+
+}  // namespace
+
 void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
                std::int64_t layer, const float* q, const float* k, const float* v, std::int64_t n,
                std::int64_t pos0, float* out, const float* sinks) {
@@ -84,13 +100,8 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
     const float* qh = q + head0 * hd;
     const float* sk = sinks != nullptr && max == nullptr ? sinks + kvh * group : nullptr;
     if (bf16) {
-      const kernels::Bf16Kv kv = cache.bf16_head(layer, kvh);
-      if (max == nullptr) {
-        kernels::attend_heads_bf16(qh, group, kv, begin, end, scale, scores, o, sk, variant);
-      } else {
-        kernels::attend_heads_part_bf16(qh, group, kv, begin, end, scale, scores, o, max, sum,
-                                        variant);
-      }
+      attend_bf16(qh, group, cache.bf16_head(layer, kvh), begin, end, scale, scores, o, sk, max,
+                  sum, variant);
     } else if (max == nullptr) {
       kernels::attend_heads(qh, group, cache.tiled_keys(layer, kvh), values + kvh * hd,
                             value_stride, begin, end, hd, scale, scores, o, sk);
@@ -189,13 +200,8 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
   const auto attend = [&](const float* qk, std::int64_t nq, std::int64_t begin, std::int64_t end,
                           float* scores, float* o, float* max, float* sum) {
     if (bf16) {
-      const kernels::Bf16Kv kv = cache.bf16_latent(layer);
-      if (max == nullptr) {
-        kernels::attend_heads_bf16(qk, nq, kv, begin, end, scale, scores, o, nullptr, variant);
-      } else {
-        kernels::attend_heads_part_bf16(qk, nq, kv, begin, end, scale, scores, o, max, sum,
-                                        variant);
-      }
+      attend_bf16(qk, nq, cache.bf16_latent(layer), begin, end, scale, scores, o, nullptr, max, sum,
+                  variant);
     } else if (max == nullptr) {
       kernels::attend_heads_split(qk, nq, keys_t, key_dim, values, lora, lora, begin, end, scale,
                                   scores, o);
