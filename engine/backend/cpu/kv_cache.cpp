@@ -70,7 +70,10 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvC
       keys16_[i].assign(spec.mla ? kernels::tiled_key_floats(capacity_, key_dim)
                                  : static_cast<std::size_t>(kv_heads_) * head_keys_,
                         0);
-      values16_[i].assign(kernels::bf16_value_elements(capacity_, key_row_), 0);
+      values16_[i].assign(spec.mla ? kernels::bf16_value_elements(capacity_, key_row_)
+                                   : static_cast<std::size_t>(kv_heads_) *
+                                         kernels::bf16_value_elements(capacity_, head_dim_),
+                          0);
       continue;
     }
     keys_[i].assign(spec.mla ? static_cast<std::size_t>(capacity_ * key_row_)
@@ -128,19 +131,26 @@ void KvCache::store_key(std::int64_t layer, std::int64_t pos, const float* k) {
 
 void KvCache::store_value(std::int64_t layer, std::int64_t pos, const float* v) {
   if (format_ == KvCacheFormat::Bf16) {
-    std::uint16_t* values = values16_[l(layer)].data();
-    for (std::int64_t c = 0; c < value_row_; ++c)
-      values[kernels::bf16_value_index(pos, c, value_row_)] = kernels::f32_to_bf16(v[c]);
+    // Each KV head's values apart ([head][pos / 2][head_dim][2]): a head's rows are then
+    // adjacent, which the attention kernels stream and keep in their caches best.
+    const std::size_t head_values = kernels::bf16_value_elements(capacity_, head_dim_);
+    for (std::int64_t h = 0; h < kv_heads_; ++h) {
+      std::uint16_t* values =
+          values16_[l(layer)].data() + static_cast<std::size_t>(h) * head_values;
+      for (std::int64_t c = 0; c < head_dim_; ++c)
+        values[kernels::bf16_value_index(pos, c, head_dim_)] =
+            kernels::f32_to_bf16(v[h * head_dim_ + c]);
+    }
   } else {
     std::copy_n(v, value_row_, value(layer, pos));
   }
 }
 
 kernels::Bf16Kv KvCache::bf16_head(std::int64_t layer, std::int64_t kv_head) const {
-  return {
-      keys16_[l(layer)].data() + static_cast<std::size_t>(kv_head) * head_keys_, head_dim_,
-      values16_[l(layer)].data() + kernels::bf16_value_index(0, kv_head * head_dim_, value_row_),
-      value_row_, head_dim_};
+  return {keys16_[l(layer)].data() + static_cast<std::size_t>(kv_head) * head_keys_, head_dim_,
+          values16_[l(layer)].data() + static_cast<std::size_t>(kv_head) *
+                                           kernels::bf16_value_elements(capacity_, head_dim_),
+          head_dim_, head_dim_};
 }
 
 kernels::Bf16Kv KvCache::bf16_latent(std::int64_t layer) const {

@@ -35,7 +35,8 @@ class KvCache {
 
   // Standard attention. Keys are kept per KV head in the attention kernel's tiles
   // (kernels/cpu/attention.h: 16 positions x head_dim, transposed); values row-major,
-  // [kv_heads * head_dim] per position (BF16: pairs of positions interleaved). The fp32
+  // [kv_heads * head_dim] per position (BF16: per KV head, [head_dim] per position with pairs
+  // of positions interleaved). The fp32
   // accessors are for an F32 cache, bf16_head for a BF16 one.
   void store_key(std::int64_t layer, std::int64_t pos, const float* k);
   void store_value(std::int64_t layer, std::int64_t pos, const float* v);
