@@ -320,7 +320,64 @@ void attend_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t
   }
 }
 
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
+attend_prompt_bf16_portable(const float* q, std::int64_t nq, std::int64_t tokens, const Bf16Kv& kv,
+                            std::int64_t pos0, std::int64_t window, float scale, const float* sinks,
+                            float* out, std::int64_t out_stride) {
+  const Bf16KvPortable k{kv};
+  attention_loop::attend_prompt_blocks(k, q, nq * kv.key_dim, nq, tokens, pos0, window, scale,
+                                       sinks, out, out_stride);
+}
+
 }  // namespace
+
+namespace attention_loop {
+
+PromptScratch& prompt_scratch(std::int64_t nq, std::int64_t value_dim, std::int64_t tokens) {
+  thread_local PromptScratch s;
+  const auto at_least = [](std::vector<float>& v, std::int64_t n) {
+    if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
+  };
+  at_least(s.scores, nq * kPromptKeyBlock);
+  at_least(s.part, nq * value_dim);
+  at_least(s.part_max, nq);
+  at_least(s.part_sum, nq);
+  at_least(s.max, tokens * nq);
+  at_least(s.sum, tokens * nq);
+  return s;
+}
+
+}  // namespace attention_loop
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_prompt(
+    const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens, const float* keys,
+    std::int64_t key_dim, const float* values, std::int64_t value_stride, std::int64_t value_dim,
+    std::int64_t pos0, std::int64_t window, float scale, const float* sinks, float* out,
+    std::int64_t out_stride) {
+  const Fp32Kv kv{keys, key_dim, values, value_stride, value_dim};
+  attention_loop::attend_prompt_blocks(kv, q, q_stride, nq, tokens, pos0, window, scale, sinks, out,
+                                       out_stride);
+}
+
+void attend_prompt_bf16(const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
+                        const Bf16Kv& kv, std::int64_t pos0, std::int64_t window, float scale,
+                        const float* sinks, float* out, std::int64_t out_stride,
+                        AttentionVariant variant) {
+  if (kv.key_dim % 2 != 0) throw std::invalid_argument("a BF16 KV cache needs an even key width");
+  // Every token's queries rounded once, side by side.
+  thread_local std::vector<float> rounded;
+  const std::int64_t row = nq * kv.key_dim;
+  rounded.resize(static_cast<std::size_t>(tokens * row));
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t j = 0; j < row; ++j) rounded[t * row + j] = round_bf16(q[t * q_stride + j]);
+  if (variant == AttentionVariant::Avx512Bf16) {
+    attention_loop::attend_prompt_bf16_avx512(rounded.data(), nq, tokens, kv, pos0, window, scale,
+                                              sinks, out, out_stride);
+  } else {
+    attend_prompt_bf16_portable(rounded.data(), nq, tokens, kv, pos0, window, scale, sinks, out,
+                                out_stride);
+  }
+}
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
 attend_heads_split(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,

@@ -5,11 +5,14 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/attention_loop.h"
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/vec16.h"
 
 namespace tandem::kernels::attention_loop {
 namespace {
@@ -158,22 +161,310 @@ struct Bf16KvDot : Bf16Kv {
   }
 };
 
-}  // namespace
-
-void attend_bf16_avx512(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
-                        std::int64_t end, float scale, float* scores, float* out,
-                        const float* sinks, float* max, float* sum) {
-  // q is already BF16-exact: its pairs are the top halves of two floats.
+// The first n (even) values of q, BF16-exact, as pairs: the top halves of two floats. In a
+// buffer of this thread's, valid until its next call.
+const std::uint32_t* bf16_pairs(const float* q, std::int64_t n) {
   thread_local std::vector<std::uint32_t> pairs;
-  pairs.resize(static_cast<std::size_t>(nq * kv.key_dim / 2));
+  pairs.resize(static_cast<std::size_t>(n / 2));
   for (std::size_t j = 0; j < pairs.size(); ++j) {
     std::uint32_t lo, hi;
     std::memcpy(&lo, q + 2 * j, sizeof(lo));
     std::memcpy(&hi, q + 2 * j + 1, sizeof(hi));
     pairs[j] = lo >> 16 | (hi & 0xFFFF0000u);
   }
-  const Bf16KvDot k{kv, q, pairs.data()};
+  return pairs.data();
+}
+
+// ---- A prompt's attention, flash-style (attend_prompt_bf16). Rows are (token, head) pairs,
+// row r = t * heads + h. For each block of kPromptKeyBlock positions, kRows rows at a time:
+// their scores against the block's key tiles, four tiles at a time in kRows x 4
+// accumulators; the online softmax of each row's block, its weights as BF16 pairs; then the
+// rows' outputs, rescaled to the new maxima, plus the weights times the block's values, kRows
+// x 4 accumulators of 16 values each. The block's keys and values (32 KiB each at 128
+// dimensions) stay in the first- and second-level caches while every row group takes them,
+// and the next block's are fetched meanwhile.
+
+constexpr int kRows = 6;                                          // rows per register block
+constexpr std::int64_t kBlockTiles = kPromptKeyBlock / kKeyTile;  // 8
+constexpr std::int64_t kBlockPairs = kPromptKeyBlock / 2;         // 64
+
+struct PromptBlocks {
+  Bf16Kv kv;
+  std::int64_t pairs = 0;            // key dimension pairs
+  const std::uint32_t* q = nullptr;  // rows x pairs, BF16 pairs
+  std::int64_t heads = 0, tokens = 0, pos0 = 0, window = 0;
+  float scale = 0.0f;
+  float* out = nullptr;
+  std::int64_t out_stride = 0;
+  std::vector<float> max, sum;   // per row: the running maximum and sum of weights
+  std::vector<float*> rows_out;  // per row: its output (a division per row, once)
+  // What of the next block is still to be fetched, and how many lines per row group.
+  const char *next_keys = nullptr, *next_keys_end = nullptr;
+  const char *next_values = nullptr, *next_values_end = nullptr;
+  std::int64_t lines_per_group = 0;
+
+  void prefetch_next() {
+    for (std::int64_t i = 0; i < lines_per_group; ++i) {
+      if (next_keys < next_keys_end) {
+        _mm_prefetch(next_keys, _MM_HINT_T1);
+        next_keys += 64;
+      } else if (next_values < next_values_end) {
+        _mm_prefetch(next_values, _MM_HINT_T1);
+        next_values += 64;
+      } else {
+        return;
+      }
+    }
+  }
+  float* out_row(std::int64_t r) const { return rows_out[static_cast<std::size_t>(r)]; }
+  // The first position token t sees.
+  std::int64_t first(std::int64_t t) const {
+    return window > 0 ? std::max<std::int64_t>(0, pos0 + t + 1 - window) : 0;
+  }
+
+  // Rows [r0, r0 + MR) against NT tiles of the block at k0 from its tile tile0:
+  // s[i][(tile0 + x) * 16 + lane] = scale * q_i . k.
+  template <int MR, int NT>
+  __attribute__((always_inline)) void score(std::int64_t r0, std::int64_t k0, std::int64_t tile0,
+                                            float (*s)[kPromptKeyBlock]) const {
+    const std::uint16_t* tiles = kv.keys + (k0 / kKeyTile + tile0) * kv.key_dim * kKeyTile;
+    const std::uint32_t* qr = q + r0 * pairs;
+    __m512 acc[MR][NT];
+    for (int i = 0; i < MR; ++i)
+      for (int x = 0; x < NT; ++x) acc[i][x] = _mm512_setzero_ps();
+    for (std::int64_t dp = 0; dp < pairs; ++dp) {
+      __m512i k[NT];
+      for (int x = 0; x < NT; ++x)
+        k[x] = _mm512_loadu_si512(tiles + x * kv.key_dim * kKeyTile + dp * 2 * kKeyTile);
+      for (int i = 0; i < MR; ++i) {
+        const __m512i b = _mm512_set1_epi32(static_cast<int>(qr[i * pairs + dp]));
+        for (int x = 0; x < NT; ++x) acc[i][x] = dpbf16(acc[i][x], k[x], b);
+      }
+    }
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (int i = 0; i < MR; ++i)
+      for (int x = 0; x < NT; ++x)
+        _mm512_storeu_ps(s[i] + (tile0 + x) * kKeyTile, _mm512_mul_ps(acc[i][x], vscale));
+  }
+
+  // Row r's online softmax over its positions [lo, hi) of the block at k0 (scores s, NT
+  // tiles): its maximum and sum carried on, its weights into w as BF16 pairs (0 outside [lo,
+  // hi)); returns the factor the row's output so far is to be scaled by.
+  template <int NT>
+  __attribute__((always_inline)) float softmax(std::int64_t r, std::int64_t k0, std::int64_t lo,
+                                               std::int64_t hi, const float* s, std::uint32_t* w) {
+    __mmask16 in[NT];
+    __m512 x[NT];
+    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int t = 0; t < NT; ++t) {
+      const std::int64_t a = std::clamp<std::int64_t>(lo - k0 - t * kKeyTile, 0, 16);
+      const std::int64_t b = std::clamp<std::int64_t>(hi - k0 - t * kKeyTile, 0, 16);
+      in[t] = static_cast<__mmask16>(((1u << b) - 1) & ~((1u << a) - 1));
+      x[t] = _mm512_loadu_ps(s + t * kKeyTile);
+      mx = _mm512_mask_max_ps(mx, in[t], mx, x[t]);
+    }
+    const float m_old = max[r];
+    const float m_new = std::max(m_old, _mm512_reduce_max_ps(mx));
+    const float corr = std::exp(m_old - m_new);  // 0 for the row's first block
+    const __m512 vm = _mm512_set1_ps(m_new);
+    __m512 total = _mm512_setzero_ps();
+    for (int t = 0; t < NT; ++t) {
+      const Vec16 e = exp16(reinterpret_cast<Vec16>(_mm512_sub_ps(x[t], vm)));
+      x[t] = _mm512_maskz_mov_ps(in[t], reinterpret_cast<__m512>(e));
+      total = _mm512_add_ps(total, x[t]);
+    }
+    for (int t = 0; t < NT; t += 2) {
+      const __m512 hi_half = t + 1 < NT ? x[t + 1] : _mm512_setzero_ps();
+      _mm512_storeu_si512(w + t * 8, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi_half, x[t])));
+    }
+    max[r] = m_new;
+    sum[r] = sum[r] * corr + _mm512_reduce_add_ps(total);
+    return corr;
+  }
+
+  // Rows [r0, r0 + MR): out = out * corr + w . v over the block's first `np` pairs, for the
+  // NC groups of 16 values from d0 (the last group's lanes past value_dim masked).
+  template <int MR, int NC>
+  __attribute__((always_inline)) void weigh(std::int64_t r0, std::int64_t k0, std::int64_t np,
+                                            std::int64_t d0, const float* corr,
+                                            const std::uint32_t (*w)[kBlockPairs]) const {
+    const std::int64_t vd = kv.value_dim;
+    __mmask16 lanes[NC];
+    for (int c = 0; c < NC; ++c) {
+      const std::int64_t n = std::clamp<std::int64_t>(vd - d0 - 16 * c, 0, 16);
+      lanes[c] = static_cast<__mmask16>((1u << n) - 1);
+    }
+    __m512 acc[MR][NC];
+    for (int i = 0; i < MR; ++i) {
+      const __m512 f = _mm512_set1_ps(corr[i]);
+      const float* o = out_row(r0 + i) + d0;
+      for (int c = 0; c < NC; ++c)
+        acc[i][c] = _mm512_mul_ps(f, _mm512_maskz_loadu_ps(lanes[c], o + 16 * c));
+    }
+    const std::int64_t pair_row = 2 * kv.value_row;
+    const std::uint16_t* row = kv.values + (k0 / 2) * pair_row + 2 * d0;
+    for (std::int64_t j = 0; j < np; ++j, row += pair_row) {
+      __m512i v[NC];
+      for (int c = 0; c < NC; ++c) v[c] = _mm512_maskz_loadu_epi32(lanes[c], row + 32 * c);
+      for (int i = 0; i < MR; ++i) {
+        const __m512i b = _mm512_set1_epi32(static_cast<int>(w[i][j]));
+        for (int c = 0; c < NC; ++c) acc[i][c] = dpbf16(acc[i][c], v[c], b);
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      float* o = out_row(r0 + i) + d0;
+      for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(o + 16 * c, lanes[c], acc[i][c]);
+    }
+  }
+
+  // Rows [r0, r0 + MR) through the block at k0 whose positions before `end` any of them
+  // sees: NT tiles of it.
+  template <int MR, int NT>
+  __attribute__((always_inline)) void rows_block(std::int64_t r0, std::int64_t k0,
+                                                 std::int64_t end) {
+    alignas(64) float s[MR][kPromptKeyBlock];
+    alignas(64) std::uint32_t w[MR][kBlockPairs];
+    float corr[MR];
+    // Four tiles at a time: MR x 4 accumulators and the four tiles' pairs fill the registers.
+    score<MR, (NT > 4 ? 4 : NT)>(r0, k0, 0, s);
+    if constexpr (NT > 4) score<MR, NT - 4>(r0, k0, 4, s);
+    for (int i = 0; i < MR; ++i) {
+      const std::int64_t t = (r0 + i) / heads;
+      const std::int64_t lo = std::max(k0, first(t));
+      const std::int64_t hi = std::min(k0 + kPromptKeyBlock, pos0 + t + 1);
+      if (lo >= hi) {  // a row of a token that sees none of it (in a group with one that does)
+        corr[i] = 1.0f;
+        std::fill_n(w[i], kBlockPairs, 0u);
+        continue;
+      }
+      corr[i] = softmax<NT>(r0 + i, k0, lo, hi, s[i], w[i]);
+    }
+    const std::int64_t np = (end - k0 + 1) / 2;
+    std::int64_t d0 = 0;
+    for (; d0 + 64 <= kv.value_dim; d0 += 64) weigh<MR, 4>(r0, k0, np, d0, corr, w);
+    for (; d0 < kv.value_dim; d0 += 16) weigh<MR, 1>(r0, k0, np, d0, corr, w);
+  }
+
+  template <int MR>
+  __attribute__((always_inline)) void rows_block_tiles(std::int64_t r0, std::int64_t k0,
+                                                       std::int64_t end) {
+    switch ((end - k0 + kKeyTile - 1) / kKeyTile) {
+#define TANDEM_TILES(NT)             \
+  case NT:                           \
+    rows_block<MR, NT>(r0, k0, end); \
+    break;
+      TANDEM_TILES(1)
+      TANDEM_TILES(2)
+      TANDEM_TILES(3)
+      TANDEM_TILES(4)
+      TANDEM_TILES(5)
+      TANDEM_TILES(6)
+      TANDEM_TILES(7)
+#undef TANDEM_TILES
+      default:
+        rows_block<MR, kBlockTiles>(r0, k0, end);
+        break;
+    }
+  }
+
+  void run(const float* sinks) {
+    const std::int64_t rows = tokens * heads;
+    rows_out.resize(static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r)
+      rows_out[static_cast<std::size_t>(r)] =
+          out + (r / heads) * out_stride + (r % heads) * kv.value_dim;
+    max.assign(static_cast<std::size_t>(rows), -std::numeric_limits<float>::infinity());
+    sum.assign(static_cast<std::size_t>(rows), 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) std::fill_n(out_row(r), kv.value_dim, 0.0f);
+    const std::int64_t last = pos0 + tokens;  // past the last token's position
+    for (std::int64_t k0 = first(0) - first(0) % kPromptKeyBlock; k0 < last;
+         k0 += kPromptKeyBlock) {
+      const std::int64_t k1 = k0 + kPromptKeyBlock;
+      // The tokens that see some of the block: from the first at or past it (causal) to the
+      // last whose window starts before its end.
+      const std::int64_t ta = std::max<std::int64_t>(0, k0 - pos0);
+      const std::int64_t tb = window > 0 ? std::min(tokens, k1 - pos0 - 1 + window) : tokens;
+      // The next block's keys and values on their way to the second-level cache while this
+      // one is computed, spread over its row groups: a long context comes from memory, and
+      // a block's first row group would otherwise wait for every line of it (measured: half
+      // the speed at a depth of 8192 with two threads).
+      if (k1 < last) {
+        const std::int64_t n1 = std::min(last, k1 + kPromptKeyBlock) - k1;
+        next_keys =
+            reinterpret_cast<const char*>(kv.keys + (k1 / kKeyTile) * kv.key_dim * kKeyTile);
+        next_keys_end = next_keys + (n1 + kKeyTile - 1) / kKeyTile * kv.key_dim * kKeyTile * 2;
+        next_values = reinterpret_cast<const char*>(kv.values + (k1 / 2) * 2 * kv.value_row);
+        next_values_end = next_values + (n1 + 1) / 2 * 4 * kv.value_row;
+        const std::int64_t lines = (next_keys_end - next_keys + next_values_end - next_values) / 64;
+        const std::int64_t groups = ((tb - ta) * heads + kRows - 1) / kRows;
+        lines_per_group = (lines + groups - 1) / groups;
+      } else {
+        next_keys = next_keys_end = next_values = next_values_end = nullptr;
+      }
+      for (std::int64_t r0 = ta * heads; r0 < tb * heads; r0 += kRows) {
+        const std::int64_t n = std::min<std::int64_t>(kRows, tb * heads - r0);
+        prefetch_next();
+        // The positions the group's last token sees, of this block.
+        const std::int64_t end = std::min(k1, pos0 + (r0 + n - 1) / heads + 1);
+        switch (n) {
+          case 1:
+            rows_block_tiles<1>(r0, k0, end);
+            break;
+          case 2:
+            rows_block_tiles<2>(r0, k0, end);
+            break;
+          case 3:
+            rows_block_tiles<3>(r0, k0, end);
+            break;
+          case 4:
+            rows_block_tiles<4>(r0, k0, end);
+            break;
+          case 5:
+            rows_block_tiles<5>(r0, k0, end);
+            break;
+          default:
+            rows_block_tiles<6>(r0, k0, end);
+            break;
+        }
+      }
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double denominator = sum[static_cast<std::size_t>(r)];
+      if (sinks != nullptr)
+        denominator +=
+            std::exp(static_cast<double>(sinks[r % heads]) - max[static_cast<std::size_t>(r)]);
+      const auto inv = static_cast<float>(1.0 / denominator);
+      float* o = out_row(r);
+      for (std::int64_t d = 0; d < kv.value_dim; ++d) o[d] *= inv;
+    }
+  }
+};
+
+}  // namespace
+
+void attend_bf16_avx512(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
+                        std::int64_t end, float scale, float* scores, float* out,
+                        const float* sinks, float* max, float* sum) {
+  const Bf16KvDot k{kv, q, bf16_pairs(q, nq * kv.key_dim)};
   attend_all(k, q, nq, begin, end, scale, scores, out, sinks, max, sum);
+}
+
+void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tokens,
+                               const Bf16Kv& kv, std::int64_t pos0, std::int64_t window,
+                               float scale, const float* sinks, float* out,
+                               std::int64_t out_stride) {
+  PromptBlocks job;
+  job.kv = kv;
+  job.pairs = kv.key_dim / 2;
+  job.q = bf16_pairs(q, tokens * nq * kv.key_dim);
+  job.heads = nq;
+  job.tokens = tokens;
+  job.pos0 = pos0;
+  job.window = window;
+  job.scale = scale;
+  job.out = out;
+  job.out_stride = out_stride;
+  job.run(sinks);
 }
 
 }  // namespace tandem::kernels::attention_loop

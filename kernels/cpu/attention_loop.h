@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/vec16.h"
@@ -22,6 +23,19 @@ inline constexpr std::int64_t kMaxQueries = 8;  // query heads per pass
 // how many pairs ahead rows are fetched from memory.
 inline constexpr std::int64_t kBf16PairChunk = 32;
 inline constexpr std::int64_t kBf16PairsAhead = 16;
+
+// Keys per block of a prompt's attention (attend_prompt_blocks, and the VDPBF16PS kernel's):
+// a block's BF16 keys and values of 128 dimensions are 32 KiB each, in the first- and
+// second-level caches while every row of a job takes them; each row's softmax costs about
+// as much per block whatever its length, so blocks of 64 lost a fifth of the speed.
+inline constexpr std::int64_t kPromptKeyBlock = 128;
+
+// The VDPBF16PS kernels' prompt attention (attend_prompt_blocks) over a BF16 cache; `q`
+// already rounded to BF16, tokens' rows nq x key_dim apart.
+void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tokens,
+                               const Bf16Kv& kv, std::int64_t pos0, std::int64_t window,
+                               float scale, const float* sinks, float* out,
+                               std::int64_t out_stride);
 
 // The VDPBF16PS kernels (attention_avx512bf16.cpp) over a BF16 cache; `q` already rounded to
 // BF16. Arguments as attend_all's.
@@ -144,6 +158,81 @@ inline __attribute__((always_inline)) void attend_all(const Kv& kv, const float*
 #undef TANDEM_QUERIES
       default:
         break;
+    }
+  }
+}
+
+// What attend_prompt_blocks works in, one per thread: `scores` nq x kPromptKeyBlock, `part`
+// nq x value_dim, `part_max` and `part_sum` nq, `max` and `sum` tokens x nq.
+struct PromptScratch {
+  std::vector<float> scores, part, part_max, part_sum, max, sum;
+};
+// This thread's scratch, sized for nq queries of value_dim values over `tokens` tokens.
+PromptScratch& prompt_scratch(std::int64_t nq, std::int64_t value_dim, std::int64_t tokens);
+
+// A prompt's attention, flash-style (as attend_prompt declares it): the key range is taken
+// in blocks of kPromptKeyBlock positions at multiples of it, and each block goes through
+// every token that sees it while it is in the first- and second-level caches, each token's
+// part folded into its running result by the online softmax: out holds the running sums
+// scaled to the running maximum, scratch's `max` and `sum` that maximum and the sum of the
+// weights. q and out: token t's nq rows at t * q_stride and t * out_stride.
+template <class Kv>
+inline __attribute__((always_inline)) void attend_prompt_blocks(
+    const Kv& kv, const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
+    std::int64_t pos0, std::int64_t window, float scale, const float* sinks, float* out,
+    std::int64_t out_stride) {
+  const std::int64_t vd = kv.value_dim;
+  PromptScratch& scratch = prompt_scratch(nq, vd, tokens);
+  float* scores = scratch.scores.data();
+  float* part = scratch.part.data();
+  float* part_max = scratch.part_max.data();
+  float* part_sum = scratch.part_sum.data();
+  float* max = scratch.max.data();
+  float* sum = scratch.sum.data();
+  const auto first = [&](std::int64_t t) {
+    return window > 0 ? std::max<std::int64_t>(0, pos0 + t + 1 - window) : std::int64_t{0};
+  };
+  std::fill_n(max, tokens * nq, -std::numeric_limits<float>::infinity());
+  std::fill_n(sum, tokens * nq, 0.0f);
+  const std::int64_t end = pos0 + tokens;
+  for (std::int64_t k0 = first(0) - first(0) % kPromptKeyBlock; k0 < end; k0 += kPromptKeyBlock) {
+    const std::int64_t k1 = k0 + kPromptKeyBlock;
+    // Tokens before k0 - pos0 see none of this block (causal); with a window, tokens whose
+    // window starts past it neither.
+    for (std::int64_t t = std::max<std::int64_t>(0, k0 - pos0); t < tokens; ++t) {
+      const std::int64_t lo = std::max(k0, first(t)), hi = std::min(k1, pos0 + t + 1);
+      if (lo >= hi) continue;
+      attend_all(kv, q + t * q_stride, nq, lo, hi, scale, scores, part, nullptr, part_max,
+                 part_sum);
+      for (std::int64_t i = 0; i < nq; ++i) {
+        float* o = out + t * out_stride + i * vd;
+        const float* po = part + i * vd;
+        float& m = max[t * nq + i];
+        float& l = sum[t * nq + i];
+        if (m == -std::numeric_limits<float>::infinity()) {  // the token's first block
+          std::copy_n(po, vd, o);
+          m = part_max[i];
+          l = part_sum[i];
+          continue;
+        }
+        const float mx = std::max(m, part_max[i]);
+        const float a = std::exp(m - mx), b = std::exp(part_max[i] - mx);
+        std::int64_t d = 0;
+        for (; d + 16 <= vd; d += 16) store16(o + d, a * load16(o + d) + b * load16(po + d));
+        for (; d < vd; ++d) o[d] = a * o[d] + b * po[d];
+        l = a * l + b * part_sum[i];
+        m = mx;
+      }
+    }
+  }
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t i = 0; i < nq; ++i) {
+      const float m = max[t * nq + i];
+      double denominator = sum[t * nq + i];
+      if (sinks != nullptr) denominator += std::exp(static_cast<double>(sinks[i]) - m);
+      const auto inv = static_cast<float>(1.0 / denominator);
+      float* o = out + t * out_stride + i * vd;
+      for (std::int64_t d = 0; d < vd; ++d) o[d] *= inv;
     }
   }
 }

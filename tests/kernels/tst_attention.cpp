@@ -1,8 +1,8 @@
 // The attention kernels against a straightforward double-precision version: grouped
 // queries, ranges that start inside a key tile (sliding windows), keys and values of
 // different widths (latent attention), sinks, and a context split into parts and combined
-// (decoding across threads) equal to the whole; and the same over a BF16 cache in every
-// variant the CPU has.
+// (decoding across threads) equal to the whole; a prompt's attention taken a block of keys at
+// a time (flash-style); and the same over a BF16 cache in every variant the CPU has.
 #include <QtTest>
 #include <random>
 
@@ -381,6 +381,97 @@ class TestAttention : public QObject {
                               why));
         }
       }
+    }
+  }
+
+  // A prompt's attention, flash-style, against double precision for every token and head:
+  // the fp32 cache and the BF16 cache in every variant; jobs that start at position 0 and
+  // deep in a context, inside and across key blocks; queries and results with strides of
+  // their own; widths with tails; key and value widths apart (latent attention); sliding
+  // windows shorter and longer than a block; sinks.
+  void promptMatchesReference_data() {
+    QTest::addColumn<int>("variant");  // -1: the fp32 cache
+    QTest::addColumn<int>("nq");
+    QTest::addColumn<int>("tokens");
+    QTest::addColumn<int>("pos0");
+    QTest::addColumn<int>("key_dim");
+    QTest::addColumn<int>("value_dim");
+    QTest::addColumn<int>("window");
+    std::vector<int> variants{-1};
+    for (AttentionVariant v : bf16_variants()) variants.push_back(static_cast<int>(v));
+    struct Shape {
+      int nq, tokens, pos0, kd, vd, window;
+    };
+    const Shape shapes[] = {
+        {1, 1, 0, 8, 8, 0},        {8, 16, 0, 128, 128, 0},  {8, 16, 300, 128, 128, 0},
+        {3, 5, 7, 40, 40, 0},      {5, 23, 120, 72, 64, 0},  {12, 7, 250, 64, 64, 0},
+        {8, 16, 255, 128, 128, 0}, {2, 40, 0, 96, 80, 0},    {8, 16, 200, 128, 128, 50},
+        {4, 9, 130, 40, 40, 200},  {16, 3, 1000, 24, 24, 0}, {6, 13, 127, 576 / 8, 512 / 8, 0},
+    };
+    for (int v : variants)
+      for (const Shape& s : shapes)
+        QTest::newRow(qPrintable(
+            QStringLiteral("%1 nq %2 tokens %3 from %4 dims %5/%6 window %7")
+                .arg(v < 0 ? "f32" : attention_variant_name(static_cast<AttentionVariant>(v)))
+                .arg(s.nq)
+                .arg(s.tokens)
+                .arg(s.pos0)
+                .arg(s.kd)
+                .arg(s.vd)
+                .arg(s.window)))
+            << v << s.nq << s.tokens << s.pos0 << s.kd << s.vd << s.window;
+  }
+
+  void promptMatchesReference() {
+    QFETCH(int, variant);
+    QFETCH(int, nq);
+    QFETCH(int, tokens);
+    QFETCH(int, pos0);
+    QFETCH(int, key_dim);
+    QFETCH(int, value_dim);
+    QFETCH(int, window);
+    const int len = pos0 + tokens;
+    // Row t * nq + i of the case's queries is token t's head i.
+    const Case c = make_case(nq * tokens, key_dim, value_dim, len,
+                             static_cast<unsigned>(nq * 31 + tokens * 7 + pos0 + key_dim));
+    const Bf16Case b = to_bf16(c);
+    std::vector<float> sinks(static_cast<std::size_t>(nq));
+    for (int i = 0; i < nq; ++i) sinks[static_cast<std::size_t>(i)] = 0.3f * i - 0.5f;
+    const bool with_sinks = tokens % 2 == 1;
+    // Strides wider than a token's rows, as the engine's (other KV heads' rows between).
+    const int q_stride = (nq + 2) * key_dim, out_stride = (nq + 1) * value_dim;
+    std::vector<float> q(static_cast<std::size_t>(tokens * q_stride), 0.0f);
+    std::vector<float> out(static_cast<std::size_t>(tokens * out_stride), -7.0f);
+    for (int t = 0; t < tokens; ++t)
+      std::copy_n(c.q.data() + t * nq * key_dim, nq * key_dim, q.data() + t * q_stride);
+    const float scale = 0.15f;
+    const float* sk = with_sinks ? sinks.data() : nullptr;
+    if (variant < 0) {
+      attend_prompt(q.data(), q_stride, nq, tokens, c.keys.data(), key_dim, c.values.data(),
+                    c.vstride, value_dim, pos0, window, scale, sk, out.data(), out_stride);
+    } else {
+      attend_prompt_bf16(q.data(), q_stride, nq, tokens, b.kv, pos0, window, scale, sk, out.data(),
+                         out_stride, static_cast<AttentionVariant>(variant));
+    }
+    for (int t = 0; t < tokens; ++t) {
+      const int end = pos0 + t + 1, begin = window > 0 ? std::max(0, end - window) : 0;
+      for (int i = 0; i < nq; ++i) {
+        const double sink = with_sinks ? sinks[static_cast<std::size_t>(i)] : -INFINITY;
+        const float* got = out.data() + t * out_stride + i * value_dim;
+        QString why;
+        bool ok;
+        if (variant < 0) {
+          ok = close(got, expected(c, t * nq + i, begin, end, scale, sink), &why);
+        } else {
+          std::vector<double> want, bound;
+          expected_bf16(c, b, t * nq + i, begin, end, scale, sink, want, bound);
+          ok = within(got, want, bound, &why);
+        }
+        QVERIFY2(ok, qPrintable(QStringLiteral("token %1, head %2: ").arg(t).arg(i) + why));
+      }
+      // The columns between the token's rows are not the kernel's.
+      for (int j = nq * value_dim; j < out_stride; ++j)
+        QCOMPARE(out[static_cast<std::size_t>(t * out_stride + j)], -7.0f);
     }
   }
 
