@@ -54,6 +54,11 @@ void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t to
     rope.apply_heads(x + t * token_stride, heads, head_stride, pos0 + t);
 }
 
+std::int64_t prompt_job_tokens(std::int64_t n, std::int64_t jobs_per_token, int threads) {
+  const std::int64_t tokens = n * jobs_per_token / (2 * static_cast<std::int64_t>(threads));
+  return std::clamp<std::int64_t>(tokens, 1, std::min(n, kernels::kPromptJobTokens));
+}
+
 std::int64_t attention_parts(std::int64_t jobs, int threads, std::int64_t longest) {
   if (jobs >= 2 * threads || longest < 2 * kMinAttentionPart) return 1;
   return std::min((2 * threads + jobs - 1) / jobs, longest / kMinAttentionPart);
@@ -117,10 +122,37 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
     const std::int64_t first = window > 0 ? std::max<std::int64_t>(0, end_pos - window) : 0;
     return std::pair{first, end_pos};
   };
-  // One job per (token, key/value head): the query heads of a group read its keys and values
-  // once between them. A decoded token has only as many jobs as KV heads, fewer than a
-  // workstation's threads: then each head's context is split into parts that threads take
-  // apart, combined after (flash decoding).
+  // A prompt: one job per few tokens and key/value head, flash-style (each block of keys and
+  // values read once for the job's tokens and query heads). Each token's result does not
+  // depend on the job it falls in, so the thread count changes no bit of it.
+  if (n > 1) {
+    const std::int64_t job_tokens = prompt_job_tokens(n, nkv, threads.count());
+    const std::int64_t blocks = (n + job_tokens - 1) / job_tokens;
+    threads.parallel_for(blocks * nkv, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t job = begin; job < end; ++job) {
+        // The last tokens first: they see the most, so the threads finish together.
+        const std::int64_t t0 = (blocks - 1 - job / nkv) * job_tokens;
+        const std::int64_t kvh = job % nkv;
+        const std::int64_t tokens = std::min(job_tokens, n - t0);
+        const std::int64_t head0 = t0 * nh + kvh * group;
+        const float* sk = sinks != nullptr ? sinks + kvh * group : nullptr;
+        if (bf16) {
+          kernels::attend_prompt_bf16(q + head0 * hd, nh * hd, group, tokens,
+                                      cache.bf16_head(layer, kvh), pos0 + t0, window, scale, sk,
+                                      out + head0 * hd, nh * hd, variant);
+        } else {
+          kernels::attend_prompt(q + head0 * hd, nh * hd, group, tokens,
+                                 cache.tiled_keys(layer, kvh), hd, values + kvh * hd, value_stride,
+                                 hd, pos0 + t0, window, scale, sk, out + head0 * hd, nh * hd);
+        }
+      }
+    });
+    return;
+  }
+  // A decoded token: one job per key/value head, the query heads of a group reading its keys
+  // and values once between them. These are fewer than a workstation's threads: then each
+  // head's context is split into parts that threads take apart, combined after (flash
+  // decoding).
   const std::int64_t jobs = n * nkv;
   const std::int64_t longest = range(n - 1).second - range(n - 1).first;
   const std::int64_t parts = attention_parts(jobs, threads.count(), longest);
@@ -238,58 +270,82 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
       }
     });
     const std::int64_t groups = (heads + kHeadsPerJob - 1) / kHeadsPerJob;
-    // As for grouped-query attention: a decoded token's few jobs split its long context
-    // into parts that spare threads take, combined after.
-    const std::int64_t jobs = n * groups;
-    const std::int64_t parts = attention_parts(jobs, threads.count(), pos0 + n);
-    if (parts == 1) {
-      threads.parallel_for(jobs, 0, [&](std::int64_t begin, std::int64_t end) {
-        std::vector<float> scores(static_cast<std::size_t>(kHeadsPerJob * (pos0 + n)));
+    // As for grouped-query attention: a prompt in jobs of a few tokens, flash-style; a
+    // decoded token's few jobs split its long context into parts that spare threads take,
+    // combined after.
+    if (n > 1) {
+      const std::int64_t job_tokens = prompt_job_tokens(n, groups, threads.count());
+      const std::int64_t blocks = (n + job_tokens - 1) / job_tokens;
+      threads.parallel_for(blocks * groups, 1, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t job = begin; job < end; ++job) {
-          const std::int64_t t = job / groups;
+          const std::int64_t t0 = (blocks - 1 - job / groups) * job_tokens;  // the last first
           const std::int64_t j0 = (job % groups) * kHeadsPerJob;
-          const std::int64_t len = pos0 + t + 1;  // causal
-          attend(q_keys.data() + (t * block + j0) * key_dim, std::min(kHeadsPerJob, heads - j0), 0,
-                 len, scores.data(), o_latent.data() + (t * block + j0) * lora, nullptr, nullptr);
+          const std::int64_t tokens = std::min(job_tokens, n - t0);
+          const std::int64_t nq = std::min(kHeadsPerJob, heads - j0);
+          const float* qk = q_keys.data() + (t0 * block + j0) * key_dim;
+          float* o = o_latent.data() + (t0 * block + j0) * lora;
+          if (bf16) {
+            kernels::attend_prompt_bf16(qk, block * key_dim, nq, tokens, cache.bf16_latent(layer),
+                                        pos0 + t0, 0, scale, nullptr, o, block * lora, variant);
+          } else {
+            kernels::attend_prompt(qk, block * key_dim, nq, tokens, keys_t, key_dim, values, lora,
+                                   lora, pos0 + t0, 0, scale, nullptr, o, block * lora);
+          }
         }
       });
     } else {
-      const std::int64_t per_task = kHeadsPerJob * lora;
-      std::vector<float> outs(static_cast<std::size_t>(jobs * parts * per_task));
-      std::vector<float> maxes(static_cast<std::size_t>(jobs * parts * kHeadsPerJob));
-      std::vector<float> sums(maxes.size());
-      threads.parallel_for(jobs * parts, 1, [&](std::int64_t begin, std::int64_t end) {
-        std::vector<float> scores(
-            static_cast<std::size_t>(kHeadsPerJob * ((pos0 + n) / parts + 1)));
-        for (std::int64_t task = begin; task < end; ++task) {
-          const std::int64_t job = task / parts, part = task % parts;
+      const std::int64_t jobs = n * groups;
+      const std::int64_t parts = attention_parts(jobs, threads.count(), pos0 + n);
+      if (parts == 1) {
+        threads.parallel_for(jobs, 0, [&](std::int64_t begin, std::int64_t end) {
+          std::vector<float> scores(static_cast<std::size_t>(kHeadsPerJob * (pos0 + n)));
+          for (std::int64_t job = begin; job < end; ++job) {
+            const std::int64_t t = job / groups;
+            const std::int64_t j0 = (job % groups) * kHeadsPerJob;
+            const std::int64_t len = pos0 + t + 1;  // causal
+            attend(q_keys.data() + (t * block + j0) * key_dim, std::min(kHeadsPerJob, heads - j0),
+                   0, len, scores.data(), o_latent.data() + (t * block + j0) * lora, nullptr,
+                   nullptr);
+          }
+        });
+      } else {
+        const std::int64_t per_task = kHeadsPerJob * lora;
+        std::vector<float> outs(static_cast<std::size_t>(jobs * parts * per_task));
+        std::vector<float> maxes(static_cast<std::size_t>(jobs * parts * kHeadsPerJob));
+        std::vector<float> sums(maxes.size());
+        threads.parallel_for(jobs * parts, 1, [&](std::int64_t begin, std::int64_t end) {
+          std::vector<float> scores(
+              static_cast<std::size_t>(kHeadsPerJob * ((pos0 + n) / parts + 1)));
+          for (std::int64_t task = begin; task < end; ++task) {
+            const std::int64_t job = task / parts, part = task % parts;
+            const std::int64_t t = job / groups;
+            const std::int64_t j0 = (job % groups) * kHeadsPerJob;
+            const std::int64_t len = pos0 + t + 1;
+            attend(q_keys.data() + (t * block + j0) * key_dim, std::min(kHeadsPerJob, heads - j0),
+                   len * part / parts, len * (part + 1) / parts, scores.data(),
+                   outs.data() + task * per_task, maxes.data() + task * kHeadsPerJob,
+                   sums.data() + task * kHeadsPerJob);
+          }
+        });
+        for (std::int64_t job = 0; job < jobs; ++job) {
           const std::int64_t t = job / groups;
           const std::int64_t j0 = (job % groups) * kHeadsPerJob;
-          const std::int64_t len = pos0 + t + 1;
-          attend(q_keys.data() + (t * block + j0) * key_dim, std::min(kHeadsPerJob, heads - j0),
-                 len * part / parts, len * (part + 1) / parts, scores.data(),
-                 outs.data() + task * per_task, maxes.data() + task * kHeadsPerJob,
-                 sums.data() + task * kHeadsPerJob);
+          const std::int64_t nq = std::min(kHeadsPerJob, heads - j0);
+          // Each part's results are laid out for kHeadsPerJob queries; gather the first nq.
+          thread_local std::vector<float> part_outs, part_maxes, part_sums;
+          part_outs.resize(static_cast<std::size_t>(parts * nq * lora));
+          part_maxes.resize(static_cast<std::size_t>(parts * nq));
+          part_sums.resize(part_maxes.size());
+          for (std::int64_t p = 0; p < parts; ++p) {
+            const std::int64_t task = job * parts + p;
+            std::copy_n(outs.data() + task * per_task, nq * lora, part_outs.data() + p * nq * lora);
+            std::copy_n(maxes.data() + task * kHeadsPerJob, nq, part_maxes.data() + p * nq);
+            std::copy_n(sums.data() + task * kHeadsPerJob, nq, part_sums.data() + p * nq);
+          }
+          kernels::combine_attention_parts(parts, nq, lora, part_outs.data(), part_maxes.data(),
+                                           part_sums.data(), nullptr,
+                                           o_latent.data() + (t * block + j0) * lora);
         }
-      });
-      for (std::int64_t job = 0; job < jobs; ++job) {
-        const std::int64_t t = job / groups;
-        const std::int64_t j0 = (job % groups) * kHeadsPerJob;
-        const std::int64_t nq = std::min(kHeadsPerJob, heads - j0);
-        // Each part's results are laid out for kHeadsPerJob queries; gather the first nq.
-        thread_local std::vector<float> part_outs, part_maxes, part_sums;
-        part_outs.resize(static_cast<std::size_t>(parts * nq * lora));
-        part_maxes.resize(static_cast<std::size_t>(parts * nq));
-        part_sums.resize(part_maxes.size());
-        for (std::int64_t p = 0; p < parts; ++p) {
-          const std::int64_t task = job * parts + p;
-          std::copy_n(outs.data() + task * per_task, nq * lora, part_outs.data() + p * nq * lora);
-          std::copy_n(maxes.data() + task * kHeadsPerJob, nq, part_maxes.data() + p * nq);
-          std::copy_n(sums.data() + task * kHeadsPerJob, nq, part_sums.data() + p * nq);
-        }
-        kernels::combine_attention_parts(parts, nq, lora, part_outs.data(), part_maxes.data(),
-                                         part_sums.data(), nullptr,
-                                         o_latent.data() + (t * block + j0) * lora);
       }
     }
     threads.parallel_for(heads, 1, [&](std::int64_t j0, std::int64_t j1) {

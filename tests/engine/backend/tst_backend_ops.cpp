@@ -543,6 +543,68 @@ class TestBackendOps : public QObject {
     }
   }
 
+  // A prompt's attention goes through the flash-style kernel in jobs of a few tokens; the
+  // same tokens one at a time take the per-token kernel. Both give the same attention, in
+  // either cache format, with a sliding window and sinks.
+  void promptAttentionMatchesTokenByToken() {
+    QCOMPARE(backend::cpu_ops::prompt_job_tokens(2048, 4, 2), kernels::kPromptJobTokens);
+    QCOMPARE(backend::cpu_ops::prompt_job_tokens(6, 2, 2), std::int64_t(3));
+    QCOMPARE(backend::cpu_ops::prompt_job_tokens(40, 4, 32), std::int64_t(2));
+    QCOMPARE(backend::cpu_ops::prompt_job_tokens(3, 4, 1), std::int64_t(3));
+    QCOMPARE(backend::cpu_ops::prompt_job_tokens(16, 4, 32), std::int64_t(1));
+    model::ModelSpec spec = qwen_->spec();
+    spec.layer_window.assign(static_cast<std::size_t>(spec.num_layers), 0);
+    spec.layer_window[1] = 150;
+    const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
+    const std::int64_t len = 300;
+    QVERIFY(backend::cpu_ops::prompt_job_tokens(len, nkv, 2) > 1);
+    const auto q = test::normal_values(len * nh * hd, 61),
+               k = test::normal_values(len * nkv * hd, 62),
+               v = test::normal_values(len * nkv * hd, 63), sinks = test::normal_values(nh, 64);
+    for (backend::KvCacheFormat f : {backend::KvCacheFormat::F32, backend::KvCacheFormat::Bf16}) {
+      for (std::int64_t layer : {0, 1}) {
+        std::vector<float> results[2];
+        for (bool whole : {true, false}) {
+          backend::NumaPools pools(2, 1, /*pin=*/false);
+          backend::CpuBackend b(pools, spec);
+          b.set_kv_cache_format(f);
+          auto cache = b.allocate_kv_cache(spec, len);
+          auto dq = put(b, q), dk = put(b, k), dv = put(b, v), ds = put(b, sinks);
+          auto out = b.allocate(len * nh * hd * sizeof(float));
+          const backend::DevicePtr<const float> s =
+              layer == 1 ? ds->as<const float>() : backend::DevicePtr<const float>();
+          // 20 tokens first, so that the prompt starts deep in a key block.
+          const std::int64_t start = 20;
+          b.attention(layer, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(),
+                      start, 0, *cache, out->as<float>(), s);
+          if (whole) {
+            b.attention(layer, dq->as<const float>() + start * nh * hd,
+                        dk->as<const float>() + start * nkv * hd,
+                        dv->as<const float>() + start * nkv * hd, len - start, start, *cache,
+                        out->as<float>() + start * nh * hd, s);
+          } else {
+            for (std::int64_t t = start; t < len; ++t) {
+              b.attention(layer, dq->as<const float>() + t * nh * hd,
+                          dk->as<const float>() + t * nkv * hd,
+                          dv->as<const float>() + t * nkv * hd, 1, t, *cache,
+                          out->as<float>() + t * nh * hd, s);
+            }
+          }
+          results[whole ? 0 : 1] = get<float>(b, *out, len * nh * hd);
+        }
+        // fp32: the order of sums alone; BF16: each block's weights rounded to their own
+        // maximum, as a decoded token's parts are.
+        const double d = relative_difference(results[0], results[1]);
+        const double allowed = f == backend::KvCacheFormat::F32 ? 1e-6 : 5e-3;
+        QVERIFY2(d < allowed,
+                 qPrintable(QStringLiteral("%1 cache, layer %2: relative difference %3")
+                                .arg(f == backend::KvCacheFormat::F32 ? "f32" : "bf16")
+                                .arg(layer)
+                                .arg(d)));
+      }
+    }
+  }
+
   // The gated DeltaNet layer against the double-precision reference: token by token and in
   // chunks (whole, ragged and one-token chunks), a prompt continued by decode steps and by a
   // second prompt; the snapshot taken mid-way restored; the emulated device as the CPU.
