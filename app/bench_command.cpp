@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/hw/topology.h"
+#include "engine/measure/attention_benchmark.h"
 #include "engine/measure/benchmark.h"
 #include "engine/measure/delta_rule_benchmark.h"
 #include "engine/measure/kernel_benchmark.h"
@@ -163,13 +164,65 @@ int run_delta_rule_bench(const BenchCommandOptions& o) {
   return 0;
 }
 
+int run_attention_bench(const BenchCommandOptions& o) {
+  measure::AttentionBenchOptions options;
+  if (o.tokens_given) options.tokens = o.kernel_tokens;
+  if (o.depth_given) options.depths = {o.depth_tokens};
+  options.min_sample_seconds = o.sample_seconds;
+  options.repetitions = std::max(1, o.repetitions);
+  const int cores = std::max(1, hw::probe_topology().physical_cores);
+  options.threads = o.threads > 0 ? std::vector<int>{o.threads}
+                    : cores > 1   ? std::vector<int>{cores, 1}
+                                  : std::vector<int>{1};
+  const measure::AttentionBenchReport r =
+      measure::run_attention_benchmark(options, [&](const std::string& line) {
+        if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
+      });
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const measure::AttentionBenchRow& row : r.rows) {
+      rows.push_back({{"form", row.form},
+                      {"threads", row.threads},
+                      {"tokens", row.tokens},
+                      {"depth", row.depth},
+                      {"gflops_mean", row.gflops.mean()},
+                      {"gflops_stddev", row.gflops.stddev()},
+                      {"gflops", row.gflops.values}});
+    }
+    std::cout << nlohmann::json{{"cpu", r.cpu},
+                                {"shape", r.shape},
+                                {"kernel", r.kernel},
+                                {"repetitions", options.repetitions},
+                                {"rows", rows}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}; {}; {} kernels\n", r.cpu, r.shape, r.kernel);
+  std::cout << "GFLOP/s (4 x 32 heads x 128 per token and position it sees), mean ± sd over "
+            << options.repetitions << " repetitions\n\n";
+  std::cout << fmt::format("| {:<11} | {:>3} | {:>6} | {:>6} | {:>12} |\n", "form", "thr", "tokens",
+                           "depth", "GFLOP/s");
+  std::cout << fmt::format("| {:-<11} | {:->3} | {:->6} | {:->6} | {:->12} |\n", "", "", "", "",
+                           "");
+  for (const measure::AttentionBenchRow& row : r.rows) {
+    std::cout << fmt::format(
+        "| {:<11} | {:>3} | {:>6} | {:>6} | {:>12} |\n", row.form, row.threads, row.tokens,
+        row.depth, fmt::format("{:.0f} ± {:.0f}", row.gflops.mean(), row.gflops.stddev()));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_bench(const BenchCommandOptions& o) {
   if (o.kernels) return run_kernel_bench(o);
   if (o.delta_rule) return run_delta_rule_bench(o);
+  if (o.attention) return run_attention_bench(o);
   if (o.model.empty()) {
-    std::fprintf(stderr, "tandem: bench needs a model folder (-m), --kernels or --delta-rule.\n");
+    std::fprintf(stderr,
+                 "tandem: bench needs a model folder (-m), --kernels, --delta-rule or "
+                 "--attention.\n");
     return 2;
   }
   forward::RunSettings settings;

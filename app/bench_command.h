@@ -33,7 +33,12 @@ struct BenchCommandOptions {
   // --delta-rule: the CPU's gated DeltaNet layer at Qwen3-Next-80B's shapes, token by token
   // against chunked, at the --tokens counts (default 1, 64, 512).
   bool delta_rule = false;
+  // --attention: a prompt's attention at Qwen3-30B-A3B's shapes, flash-style against per
+  // token, at the --tokens lengths (default 512, 2048) after -d cached tokens (default 0 and
+  // 8192).
+  bool attention = false;
   bool tokens_given = false;
+  bool depth_given = false;
   std::vector<std::int64_t> kernel_tokens = {1, 8, 64, 512};
   std::int64_t head_rows = 151936;
   double sample_seconds = 0.2;  // --kernels: shortest time one sample repeats a product

@@ -297,11 +297,12 @@ int main(int argc, char** argv) {
           ->check(model_folder());
   bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")
       ->capture_default_str();
-  bench_cmd
-      ->add_option("-d,--depth", bench.depth_tokens,
-                   "Tokens already in the KV cache before each test (as llama-bench's -d): "
-                   "prompt and decode measured at that depth")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 22));
+  auto* bench_depth =
+      bench_cmd
+          ->add_option("-d,--depth", bench.depth_tokens,
+                       "Tokens already in the KV cache before each test (as llama-bench's -d): "
+                       "prompt and decode measured at that depth")
+          ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 22));
   auto* bench_trace =
       bench_cmd
           ->add_option("--trace", bench.trace_path,
@@ -350,17 +351,27 @@ int main(int argc, char** argv) {
               "matrix shapes (INT8 and BF16; all thread counts from -t, else all cores and 1)")
           ->excludes(bench_model)
           ->excludes(bench_trace);
+  auto* delta_rule_flag =
+      bench_cmd
+          ->add_flag("--delta-rule", bench.delta_rule,
+                     "Instead of a model: time the CPU's gated DeltaNet layer (Qwen3-Next's linear "
+                     "attention) at Qwen3-Next-80B's shapes, token by token and chunked")
+          ->excludes(bench_model)
+          ->excludes(kernels_flag)
+          ->excludes(bench_trace);
   bench_cmd
-      ->add_flag("--delta-rule", bench.delta_rule,
-                 "Instead of a model: time the CPU's gated DeltaNet layer (Qwen3-Next's linear "
-                 "attention) at Qwen3-Next-80B's shapes, token by token and chunked")
+      ->add_flag("--attention", bench.attention,
+                 "Instead of a model: time a prompt's attention on the CPU at Qwen3-30B-A3B's "
+                 "shapes over a BF16 cache, flash-style against token by token (lengths from "
+                 "--tokens, default 512,2048; after -d cached tokens, default 0 and 8192)")
       ->excludes(bench_model)
       ->excludes(kernels_flag)
+      ->excludes(delta_rule_flag)
       ->excludes(bench_trace);
   auto* kernel_tokens =
       bench_cmd
           ->add_option("--tokens", bench.kernel_tokens,
-                       "--kernels, --delta-rule: token counts (M), e.g. 1,8,64,512")
+                       "--kernels, --delta-rule, --attention: token counts (M), e.g. 1,8,64,512")
           ->delimiter(',')
           ->check(CLI::PositiveNumber);
   bench_cmd
@@ -675,6 +686,7 @@ int main(int argc, char** argv) {
   if (bench_cmd->parsed()) {
     setup_logging(verbose, true);
     bench.tokens_given = kernel_tokens->count() > 0;
+    bench.depth_given = bench_depth->count() > 0;
     return tandem::app::run_bench(bench);
   }
   if (convert_cmd->parsed()) {

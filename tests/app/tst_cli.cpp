@@ -374,6 +374,28 @@ class TestCli : public QObject {
     QVERIFY(both.code != 0);
   }
 
+  // The attention benchmark: both forms at each length and depth, each measured; one depth
+  // when -d gives it.
+  void benchAttention() {
+    const Run r = runTandem({"bench", "--attention", "--tokens", "3,40", "-d", "150", "-r", "2",
+                             "-t", "1", "--sample-time", "0.01", "--json"},
+                            env());
+    QCOMPARE(r.code, 0);
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    const auto& rows = doc["rows"];
+    QCOMPARE(rows.size(), std::size_t{4});  // 3 and 40 tokens, both forms, after 150
+    QCOMPARE(rows[0]["form"].get<std::string>(), std::string("flash-style"));
+    QCOMPARE(rows[1]["form"].get<std::string>(), std::string("per token"));
+    QCOMPARE(rows[3]["tokens"].get<int>(), 40);
+    for (const auto& row : rows) {
+      QCOMPARE(row["depth"].get<int>(), 150);
+      QCOMPARE(row["gflops"].size(), std::size_t{2});
+      QVERIFY(row["gflops_mean"].get<double>() > 0);
+    }
+    const Run both = runTandem({"bench", "--attention", "--delta-rule"}, env());
+    QVERIFY(both.code != 0);
+  }
+
   void convertExplainsBadInput() {
     const Run r = runTandem(
         {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "int4"}, env());

@@ -1,0 +1,110 @@
+#include "engine/measure/attention_benchmark.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/cpu_threads.h"
+#include "engine/backend/cpu/kv_cache.h"
+#include "engine/backend/cpu/numa_pools.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/isa.h"
+
+namespace tandem::measure {
+namespace {
+
+// One attention layer of Qwen3-30B-A3B: 32 query heads over 4 KV heads of 128.
+model::ModelSpec qwen3_30b_attention_layer() {
+  model::ModelSpec s;
+  s.num_layers = 1;
+  s.num_heads = 32;
+  s.num_kv_heads = 4;
+  s.head_dim = 128;
+  s.attention_scale = 1.0 / std::sqrt(128.0);
+  return s;
+}
+
+}  // namespace
+
+AttentionBenchReport run_attention_benchmark(
+    const AttentionBenchOptions& options, const std::function<void(const std::string&)>& progress) {
+  AttentionBenchReport report;
+  report.cpu = kernels::detect_isa().identity.brand;
+  const model::ModelSpec spec = qwen3_30b_attention_layer();
+  const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
+  const std::int64_t group = nh / nkv;
+  const kernels::AttentionVariant variant = kernels::active_attention_variant();
+  report.shape = "Qwen3-30B-A3B's attention (32 query heads over 4 KV heads of 128), BF16 cache";
+  report.kernel = kernels::attention_variant_name(variant);
+  std::int64_t longest = 1, deepest = 0;
+  for (std::int64_t t : options.tokens) longest = std::max(longest, t);
+  for (std::int64_t d : options.depths) deepest = std::max(deepest, d);
+  const auto n = static_cast<std::size_t>(longest);
+  const std::vector<float> q = random_values(n * static_cast<std::size_t>(nh * hd), 1);
+  const std::vector<float> k =
+      random_values(static_cast<std::size_t>((deepest + longest) * nkv * hd), 2);
+  const std::vector<float> v =
+      random_values(static_cast<std::size_t>((deepest + longest) * nkv * hd), 3);
+  std::vector<float> out(n * static_cast<std::size_t>(nh * hd));
+
+  for (int threads : options.threads) {
+    backend::NumaPools pools(threads, 1, /*pin=*/true);
+    backend::CpuThreads cpu(pools);
+    for (std::int64_t depth : options.depths) {
+      for (std::int64_t tokens : options.tokens) {
+        backend::KvCache cache(spec, depth + tokens, backend::KvCacheFormat::Bf16);
+        for (std::int64_t pos = 0; pos < depth + tokens; ++pos) {
+          cache.store_key(0, pos, k.data() + pos * nkv * hd);
+          cache.store_value(0, pos, v.data() + pos * nkv * hd);
+        }
+        double flops = 0.0;
+        for (std::int64_t t = 0; t < tokens; ++t)
+          flops += 4.0 * static_cast<double>(nh * hd) * static_cast<double>(depth + t + 1);
+        for (const char* form : {"flash-style", "per token"}) {
+          const bool flash = form[0] == 'f';
+          const auto once = [&] {
+            if (flash) {
+              backend::cpu_ops::attention(cpu, spec, cache, 0, q.data(),
+                                          k.data() + depth * nkv * hd, v.data() + depth * nkv * hd,
+                                          tokens, depth, out.data());
+              return;
+            }
+            // Each (token, KV head) on its own, the latest first, as prompts ran before.
+            const std::int64_t jobs = tokens * nkv;
+            cpu.parallel_for(jobs, 1, [&](std::int64_t begin, std::int64_t end) {
+              thread_local std::vector<float> scores;
+              scores.resize(static_cast<std::size_t>(group * (depth + tokens)));
+              for (std::int64_t job = begin; job < end; ++job) {
+                const std::int64_t t = tokens - 1 - job / nkv, kvh = job % nkv;
+                const std::int64_t head0 = t * nh + kvh * group;
+                kernels::attend_heads_bf16(q.data() + head0 * hd, group, cache.bf16_head(0, kvh), 0,
+                                           depth + t + 1, static_cast<float>(spec.attention_scale),
+                                           scores.data(), out.data() + head0 * hd, nullptr,
+                                           variant);
+              }
+            });
+          };
+          AttentionBenchRow r;
+          r.form = form;
+          r.threads = threads;
+          r.tokens = tokens;
+          r.depth = depth;
+          for (int rep = 0; rep < options.repetitions; ++rep)
+            r.gflops.values.push_back(flops /
+                                      seconds_per_product(once, options.min_sample_seconds) / 1e9);
+          if (progress) {
+            progress(fmt::format("{} threads, {} tokens after {}, {}: {:.0f} ± {:.0f} GFLOP/s",
+                                 threads, tokens, depth, r.form, r.gflops.mean(),
+                                 r.gflops.stddev()));
+          }
+          report.rows.push_back(std::move(r));
+        }
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace tandem::measure
