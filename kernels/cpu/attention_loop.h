@@ -30,8 +30,8 @@ inline constexpr std::int64_t kBf16PairsAhead = 16;
 // as much per block whatever its length, so blocks of 64 lost a fifth of the speed.
 inline constexpr std::int64_t kPromptKeyBlock = 128;
 
-// The VDPBF16PS kernels' prompt attention (attend_prompt_blocks) over a BF16 cache; `q`
-// already rounded to BF16, tokens' rows nq x key_dim apart.
+// The VDPBF16PS kernel's prompt attention over a BF16 cache (its own row groups and blocks,
+// attention_avx512bf16.cpp); `q` already rounded to BF16, tokens' rows nq x key_dim apart.
 void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tokens,
                                const Bf16Kv& kv, std::int64_t pos0, std::int64_t window,
                                float scale, const float* sinks, float* out,
