@@ -59,6 +59,14 @@ std::int64_t prompt_job_tokens(std::int64_t n, std::int64_t jobs_per_token, int 
   return std::clamp<std::int64_t>(tokens, 1, std::min(n, kernels::kPromptJobTokens));
 }
 
+bool prompt_takes_blocks(std::int64_t n, std::int64_t jobs_per_token, int threads,
+                         std::int64_t longest) {
+  if (n < 2) return false;
+  const std::int64_t job_tokens = prompt_job_tokens(n, jobs_per_token, threads);
+  const std::int64_t jobs = (n + job_tokens - 1) / job_tokens * jobs_per_token;
+  return jobs >= 2 * static_cast<std::int64_t>(threads) || longest < 2 * kMinAttentionPart;
+}
+
 std::int64_t attention_parts(std::int64_t jobs, int threads, std::int64_t longest) {
   if (jobs >= 2 * threads || longest < 2 * kMinAttentionPart) return 1;
   return std::min((2 * threads + jobs - 1) / jobs, longest / kMinAttentionPart);
@@ -125,7 +133,8 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
   // A prompt: one job per few tokens and key/value head, flash-style (each block of keys and
   // values read once for the job's tokens and query heads). Each token's result does not
   // depend on the job it falls in, so the thread count changes no bit of it.
-  if (n > 1) {
+  const std::int64_t longest = range(n - 1).second - range(n - 1).first;
+  if (prompt_takes_blocks(n, nkv, threads.count(), longest)) {
     const std::int64_t job_tokens = prompt_job_tokens(n, nkv, threads.count());
     const std::int64_t blocks = (n + job_tokens - 1) / job_tokens;
     threads.parallel_for(blocks * nkv, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -149,12 +158,11 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
     });
     return;
   }
-  // A decoded token: one job per key/value head, the query heads of a group reading its keys
-  // and values once between them. These are fewer than a workstation's threads: then each
-  // head's context is split into parts that threads take apart, combined after (flash
-  // decoding).
+  // A decoded token, or a few after a long context: one job per token and key/value head,
+  // the query heads of a group reading its keys and values once between them. These are
+  // fewer than a workstation's threads: then each head's context is split into parts that
+  // threads take apart, combined after (flash decoding).
   const std::int64_t jobs = n * nkv;
-  const std::int64_t longest = range(n - 1).second - range(n - 1).first;
   const std::int64_t parts = attention_parts(jobs, threads.count(), longest);
   if (parts == 1) {
     threads.parallel_for(jobs, 0, [&](std::int64_t begin, std::int64_t end) {
@@ -273,7 +281,7 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
     // As for grouped-query attention: a prompt in jobs of a few tokens, flash-style; a
     // decoded token's few jobs split its long context into parts that spare threads take,
     // combined after.
-    if (n > 1) {
+    if (prompt_takes_blocks(n, groups, threads.count(), pos0 + n)) {
       const std::int64_t job_tokens = prompt_job_tokens(n, groups, threads.count());
       const std::int64_t blocks = (n + job_tokens - 1) / job_tokens;
       threads.parallel_for(blocks * groups, 1, [&](std::int64_t begin, std::int64_t end) {

@@ -34,11 +34,17 @@ void rope(const RotaryEmbedding& rope, float* x, std::int64_t n, std::int64_t to
 // twice the threads (decoding), each head's context of at least 2 * kMinAttentionPart
 // positions is split into parts of at least that many, computed apart and combined.
 inline constexpr std::int64_t kMinAttentionPart = 256;
-// Tokens per job of a prompt's attention (kernels::attend_prompt, for any n > 1; a decoded
-// token takes the per-token kernel), for `jobs_per_token` jobs of one token (KV heads, or
-// groups of latent heads): up to kernels::kPromptJobTokens and n, fewer where that would
-// leave fewer than two jobs per thread, at least 1.
+// Tokens per job of a prompt's attention (kernels::attend_prompt), for `jobs_per_token` jobs
+// of one token (KV heads, or groups of latent heads): up to kernels::kPromptJobTokens and n,
+// fewer where that would leave fewer than two jobs per thread, at least 1.
 std::int64_t prompt_job_tokens(std::int64_t n, std::int64_t jobs_per_token, int threads);
+// Whether n > 1 tokens whose longest context is `longest` positions take the prompt kernel:
+// always, unless its jobs would leave threads idle on a context long enough to split (a
+// short turn after a long conversation on many cores), where the per-token kernel with each
+// context split into parts keeps them busy. The choice, and so the result, depends on the
+// thread count only where a decoded token's does.
+bool prompt_takes_blocks(std::int64_t n, std::int64_t jobs_per_token, int threads,
+                         std::int64_t longest);
 // The parts each (token, KV head) job's context of `longest` positions is split into.
 std::int64_t attention_parts(std::int64_t jobs, int threads, std::int64_t longest);
 void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,

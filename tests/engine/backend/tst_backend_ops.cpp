@@ -552,6 +552,12 @@ class TestBackendOps : public QObject {
     QCOMPARE(backend::cpu_ops::prompt_job_tokens(40, 4, 32), std::int64_t(2));
     QCOMPARE(backend::cpu_ops::prompt_job_tokens(3, 4, 1), std::int64_t(3));
     QCOMPARE(backend::cpu_ops::prompt_job_tokens(16, 4, 32), std::int64_t(1));
+    QVERIFY(!backend::cpu_ops::prompt_takes_blocks(1, 4, 2, 100));    // decoding
+    QVERIFY(backend::cpu_ops::prompt_takes_blocks(2, 4, 32, 100));    // short: never split
+    QVERIFY(backend::cpu_ops::prompt_takes_blocks(40, 4, 32, 8192));  // 80 jobs for 32
+    // A short turn after a long conversation on many cores: 16 jobs for 32 threads.
+    QVERIFY(!backend::cpu_ops::prompt_takes_blocks(4, 4, 32, 8192));
+    QVERIFY(backend::cpu_ops::prompt_takes_blocks(4, 4, 2, 8192));
     model::ModelSpec spec = qwen_->spec();
     spec.layer_window.assign(static_cast<std::size_t>(spec.num_layers), 0);
     spec.layer_window[1] = 150;
@@ -603,6 +609,38 @@ class TestBackendOps : public QObject {
                                 .arg(d)));
       }
     }
+  }
+
+  // A short turn after a long context on many threads takes the per-token kernel with each
+  // context split into parts; on one thread the same call takes the prompt kernel. Both
+  // give the same attention.
+  void shortTurnAfterLongContextSplitsContexts() {
+    const model::ModelSpec& spec = qwen_->spec();
+    const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
+    const std::int64_t len = 1100, turn = 3;
+    QVERIFY(!backend::cpu_ops::prompt_takes_blocks(turn, nkv, 16, len));
+    QVERIFY(backend::cpu_ops::prompt_takes_blocks(turn, nkv, 1, len));
+    const auto q = test::normal_values(len * nh * hd, 71),
+               k = test::normal_values(len * nkv * hd, 72),
+               v = test::normal_values(len * nkv * hd, 73);
+    std::vector<float> results[2];
+    for (int threads : {1, 16}) {
+      backend::NumaPools pools(threads, 1, /*pin=*/false);
+      backend::CpuBackend b(pools, spec);
+      auto cache = b.allocate_kv_cache(spec, len);
+      auto dq = put(b, q), dk = put(b, k), dv = put(b, v);
+      auto out = b.allocate(len * nh * hd * sizeof(float));
+      b.attention(0, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(),
+                  len - turn, 0, *cache, out->as<float>(), {});
+      b.attention(0, dq->as<const float>() + (len - turn) * nh * hd,
+                  dk->as<const float>() + (len - turn) * nkv * hd,
+                  dv->as<const float>() + (len - turn) * nkv * hd, turn, len - turn, *cache,
+                  out->as<float>() + (len - turn) * nh * hd, {});
+      const auto all = get<float>(b, *out, len * nh * hd);
+      results[threads == 1 ? 0 : 1].assign(all.end() - turn * nh * hd, all.end());
+    }
+    const double d = relative_difference(results[1], results[0]);
+    QVERIFY2(d < 1e-6, qPrintable(QStringLiteral("relative difference %1").arg(d)));
   }
 
   // The gated DeltaNet layer against the double-precision reference: token by token and in
