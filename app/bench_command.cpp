@@ -34,6 +34,13 @@ nlohmann::json path_json(const measure::KernelPathResult& p) {
           {"weight_gb_per_s_stddev", p.weight_gb_per_s.stddev()}};
 }
 
+// The thread counts a kernel-level benchmark measures: -t's, else every core and one.
+std::vector<int> measured_thread_counts(const BenchCommandOptions& o) {
+  const int cores = std::max(1, hw::probe_topology().physical_cores);
+  if (o.threads > 0) return {o.threads};
+  return cores > 1 ? std::vector<int>{cores, 1} : std::vector<int>{1};
+}
+
 int run_kernel_bench(const BenchCommandOptions& o) {
   measure::KernelBenchOptions options;
   options.shapes = measure::qwen3_30b_a3b_shapes(o.head_rows);
@@ -41,10 +48,7 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   options.min_sample_seconds = o.sample_seconds;
   options.working_set_bytes = o.working_set_mib << 20;
   options.repetitions = std::max(1, o.repetitions);
-  const int cores = std::max(1, hw::probe_topology().physical_cores);
-  options.threads = o.threads > 0 ? std::vector<int>{o.threads}
-                    : cores > 1   ? std::vector<int>{cores, 1}
-                                  : std::vector<int>{1};
+  options.threads = measured_thread_counts(o);
   measure::KernelBenchReport r;
   try {
     r = measure::run_kernel_benchmark(options, [&](const std::string& line) {
@@ -123,10 +127,7 @@ int run_delta_rule_bench(const BenchCommandOptions& o) {
   if (o.tokens_given) options.tokens = o.kernel_tokens;
   options.min_sample_seconds = o.sample_seconds;
   options.repetitions = std::max(1, o.repetitions);
-  const int cores = std::max(1, hw::probe_topology().physical_cores);
-  options.threads = o.threads > 0 ? std::vector<int>{o.threads}
-                    : cores > 1   ? std::vector<int>{cores, 1}
-                                  : std::vector<int>{1};
+  options.threads = measured_thread_counts(o);
   const measure::DeltaRuleBenchReport r =
       measure::run_delta_rule_benchmark(options, [&](const std::string& line) {
         if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
@@ -170,10 +171,7 @@ int run_attention_bench(const BenchCommandOptions& o) {
   if (o.depth_given) options.depths = {o.depth_tokens};
   options.min_sample_seconds = o.sample_seconds;
   options.repetitions = std::max(1, o.repetitions);
-  const int cores = std::max(1, hw::probe_topology().physical_cores);
-  options.threads = o.threads > 0 ? std::vector<int>{o.threads}
-                    : cores > 1   ? std::vector<int>{cores, 1}
-                                  : std::vector<int>{1};
+  options.threads = measured_thread_counts(o);
   const measure::AttentionBenchReport r =
       measure::run_attention_benchmark(options, [&](const std::string& line) {
         if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
