@@ -1,14 +1,13 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """Writes a Qwen3-MoE Hugging Face folder (such as the synthetic 8-layer Qwen3-30B-A3B
 benchmark model) as a Q8_0 GGUF file laid out as llama.cpp's converter lays it out, for
 `tandem bench -m FILE.gguf` beside llama-bench on the same file (docs/benchmarks.md).
 Benchmarks only: the vocabulary is a stand-in (numbered tokens, no merges), enough for
-llama.cpp to load the file (one merge, since it refuses none);
-text generated from it
-means nothing.
+llama.cpp to load the file (one merge, since it refuses none); text generated from it means
+nothing.
 
     /path/to/venv/bin/python tests/tools/make_bench_gguf.py FOLDER OUT.gguf
-Needs: torch, safetensors, gguf (0.19.0), numpy. A Q4_K_M file is then made with
+Needs: gguf (0.19.0) and numpy. A Q4_K_M file is then made with
 llama.cpp's llama-quantize --allow-requantize OUT.gguf OUT-Q4_K_M.gguf Q4_K_M.
 """
 import json
@@ -16,11 +15,34 @@ import os
 import sys
 
 import numpy as np
-import torch
 import gguf
 from gguf import GGMLQuantizationType as T
 from gguf import quants
-from safetensors import safe_open
+
+
+def safetensors_index(path):
+    """name -> (path, dtype, shape, byte offset) of each tensor in one .safetensors file."""
+    with open(path, "rb") as f:
+        length = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(length))
+    start = 8 + length
+    return {name: (path, t["dtype"], t["shape"], start + t["data_offsets"][0])
+            for name, t in header.items() if name != "__metadata__"}
+
+
+def read_tensor(entry):
+    """One tensor as float32; BF16 widened by hand, since numpy has no bfloat16."""
+    path, dtype, shape, offset = entry
+    count = int(np.prod(shape))
+    if dtype == "BF16":
+        raw = np.fromfile(path, dtype=np.uint16, count=count, offset=offset)
+        values = (raw.astype(np.uint32) << 16).view(np.float32)
+    elif dtype in ("F32", "F16"):
+        values = np.fromfile(path, dtype=np.float32 if dtype == "F32" else np.float16,
+                             count=count, offset=offset).astype(np.float32)
+    else:
+        raise SystemExit(f"unsupported safetensors dtype {dtype}")
+    return values.reshape(shape)
 
 
 def main():
@@ -34,11 +56,12 @@ def main():
             files = sorted(set(json.load(f)["weight_map"].values()))
     else:
         files = ["model.safetensors"]
-    handles = [safe_open(os.path.join(folder, name), framework="pt") for name in files]
-    where = {k: h for h in handles for k in h.keys()}
+    where = {}
+    for name in files:
+        where.update(safetensors_index(os.path.join(folder, name)))
 
     def tensor(name):
-        return where[name].get_tensor(name).float().numpy()
+        return read_tensor(where[name])
 
     w = gguf.GGUFWriter(out, "qwen3moe")
     w.add_name(os.path.basename(folder.rstrip("/")))
