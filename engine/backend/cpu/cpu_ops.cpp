@@ -59,17 +59,17 @@ std::int64_t prompt_job_tokens(std::int64_t n, std::int64_t jobs_per_token, int 
   return std::clamp<std::int64_t>(tokens, 1, std::min(n, kernels::kPromptJobTokens));
 }
 
+std::int64_t attention_parts(std::int64_t jobs, int threads, std::int64_t longest) {
+  if (jobs >= 2 * threads || longest < 2 * kMinAttentionPart) return 1;
+  return std::min((2 * threads + jobs - 1) / jobs, longest / kMinAttentionPart);
+}
+
 bool prompt_takes_blocks(std::int64_t n, std::int64_t jobs_per_token, int threads,
                          std::int64_t longest) {
   if (n < 2) return false;
   const std::int64_t job_tokens = prompt_job_tokens(n, jobs_per_token, threads);
   const std::int64_t jobs = (n + job_tokens - 1) / job_tokens * jobs_per_token;
-  return jobs >= 2 * static_cast<std::int64_t>(threads) || longest < 2 * kMinAttentionPart;
-}
-
-std::int64_t attention_parts(std::int64_t jobs, int threads, std::int64_t longest) {
-  if (jobs >= 2 * threads || longest < 2 * kMinAttentionPart) return 1;
-  return std::min((2 * threads + jobs - 1) / jobs, longest / kMinAttentionPart);
+  return attention_parts(jobs, threads, longest) == 1;  // its jobs would not want splitting
 }
 
 namespace {

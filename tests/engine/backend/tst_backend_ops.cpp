@@ -258,6 +258,29 @@ std::unique_ptr<HostWeights> make_weights(const std::string& format, std::int64_
   return w;
 }
 
+// Attention over `len` tokens of q, k and v on `threads` threads: the first len - turn as
+// one call, then the last `turn` as another; returns the last turn's outputs.
+std::vector<float> attend_last_turn(const model::ModelSpec& spec, int threads,
+                                    backend::KvCacheFormat format, const std::vector<float>& q,
+                                    const std::vector<float>& k, const std::vector<float>& v,
+                                    std::int64_t len, std::int64_t turn) {
+  const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
+  backend::NumaPools pools(threads, 1, /*pin=*/false);
+  backend::CpuBackend b(pools, spec);
+  b.set_kv_cache_format(format);
+  auto cache = b.allocate_kv_cache(spec, len);
+  auto dq = put(b, q), dk = put(b, k), dv = put(b, v);
+  auto out = b.allocate(len * nh * hd * sizeof(float));
+  b.attention(0, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(), len - turn, 0,
+              *cache, out->as<float>(), {});
+  b.attention(0, dq->as<const float>() + (len - turn) * nh * hd,
+              dk->as<const float>() + (len - turn) * nkv * hd,
+              dv->as<const float>() + (len - turn) * nkv * hd, turn, len - turn, *cache,
+              out->as<float>() + (len - turn) * nh * hd, {});
+  const auto all = get<float>(b, *out, len * nh * hd);
+  return {all.end() - turn * nh * hd, all.end()};
+}
+
 }  // namespace
 
 class TestBackendOps : public QObject {
@@ -623,22 +646,9 @@ class TestBackendOps : public QObject {
     const auto q = test::normal_values(len * nh * hd, 71),
                k = test::normal_values(len * nkv * hd, 72),
                v = test::normal_values(len * nkv * hd, 73);
-    std::vector<float> results[2];
-    for (int threads : {1, 16}) {
-      backend::NumaPools pools(threads, 1, /*pin=*/false);
-      backend::CpuBackend b(pools, spec);
-      auto cache = b.allocate_kv_cache(spec, len);
-      auto dq = put(b, q), dk = put(b, k), dv = put(b, v);
-      auto out = b.allocate(len * nh * hd * sizeof(float));
-      b.attention(0, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(),
-                  len - turn, 0, *cache, out->as<float>(), {});
-      b.attention(0, dq->as<const float>() + (len - turn) * nh * hd,
-                  dk->as<const float>() + (len - turn) * nkv * hd,
-                  dv->as<const float>() + (len - turn) * nkv * hd, turn, len - turn, *cache,
-                  out->as<float>() + (len - turn) * nh * hd, {});
-      const auto all = get<float>(b, *out, len * nh * hd);
-      results[threads == 1 ? 0 : 1].assign(all.end() - turn * nh * hd, all.end());
-    }
+    const std::vector<float> results[2] = {
+        attend_last_turn(spec, 1, backend::KvCacheFormat::F32, q, k, v, len, turn),
+        attend_last_turn(spec, 16, backend::KvCacheFormat::F32, q, k, v, len, turn)};
     const double d = relative_difference(results[1], results[0]);
     QVERIFY2(d < 1e-6, qPrintable(QStringLiteral("relative difference %1").arg(d)));
   }
@@ -858,23 +868,9 @@ class TestBackendOps : public QObject {
     const auto q = test::normal_values(len * nh * hd, 57),
                k = test::normal_values(len * nkv * hd, 58),
                v = test::normal_values(len * nkv * hd, 59);
-    std::vector<float> decoded[2];
-    for (int threads : {1, 8}) {
-      backend::NumaPools pools(threads, 1, /*pin=*/false);
-      backend::CpuBackend b(pools, spec);
-      b.set_kv_cache_format(backend::KvCacheFormat::Bf16);
-      auto cache = b.allocate_kv_cache(spec, len);
-      auto dq = put(b, q), dk = put(b, k), dv = put(b, v);
-      auto out = b.allocate(len * nh * hd * sizeof(float));
-      b.attention(0, dq->as<const float>(), dk->as<const float>(), dv->as<const float>(), len - 1,
-                  0, *cache, out->as<float>(), {});
-      b.attention(0, dq->as<const float>() + (len - 1) * nh * hd,
-                  dk->as<const float>() + (len - 1) * nkv * hd,
-                  dv->as<const float>() + (len - 1) * nkv * hd, 1, len - 1, *cache,
-                  out->as<float>() + (len - 1) * nh * hd, {});
-      const auto all = get<float>(b, *out, len * nh * hd);
-      decoded[threads == 1 ? 0 : 1].assign(all.end() - nh * hd, all.end());
-    }
+    const std::vector<float> decoded[2] = {
+        attend_last_turn(spec, 1, backend::KvCacheFormat::Bf16, q, k, v, len, 1),
+        attend_last_turn(spec, 8, backend::KvCacheFormat::Bf16, q, k, v, len, 1)};
     // Each part rounds its own weights (scaled by its own maximum) to BF16: within their
     // 8 bits of the unsplit ones.
     const double d = relative_difference(decoded[1], decoded[0]);
