@@ -34,6 +34,27 @@ nlohmann::json path_json(const measure::KernelPathResult& p) {
           {"weight_gb_per_s_stddev", p.weight_gb_per_s.stddev()}};
 }
 
+nlohmann::json peaks_json(const std::vector<measure::InstructionPeak>& peaks) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const measure::InstructionPeak& p : peaks)
+    j.push_back({{"instruction", p.instruction}, {"threads", p.threads}, {"gflops", p.gflops}});
+  return j;
+}
+
+// "73%", or "-" where no instruction peak applies (nor to one token, which memory bounds).
+std::string peak_share(double fraction) {
+  return fraction > 0 ? fmt::format("{:.0f}%", 100 * fraction) : std::string("-");
+}
+
+// The ceilings the rows' shares are of: twelve independent chains of each instruction.
+void print_peaks(const std::vector<measure::InstructionPeak>& peaks) {
+  if (peaks.empty()) return;
+  std::cout << "\nInstruction peaks (twelve independent chains on every thread, best of 3):\n";
+  for (const measure::InstructionPeak& p : peaks)
+    std::cout << fmt::format("  {}, {} thread{}: {:.0f} GFLOP/s\n", p.instruction, p.threads,
+                             p.threads == 1 ? "" : "s", p.gflops);
+}
+
 // The thread counts a kernel-level benchmark measures: -t's, else every core and one.
 std::vector<int> measured_thread_counts(const BenchCommandOptions& o) {
   const int cores = std::max(1, hw::probe_topology().physical_cores);
@@ -68,15 +89,15 @@ int run_kernel_bench(const BenchCommandOptions& o) {
                       {"threads", row.threads},
                       {"tokens", row.tokens},
                       {"packed", path_json(row.packed)},
+                      {"packed_instruction", row.packed_instruction},
+                      {"packed_peak_fraction", row.packed_peak_fraction()},
                       {"onednn", path_json(row.onednn)},
                       {"speedup", row.speedup()},
                       {"winner", row.winner()}});
     }
-    const nlohmann::json j = {{"cpu", r.cpu},
-                              {"cpu_variant", r.variant},
-                              {"onednn", r.onednn},
-                              {"repetitions", options.repetitions},
-                              {"rows", rows}};
+    const nlohmann::json j = {{"cpu", r.cpu},       {"cpu_variant", r.variant},
+                              {"onednn", r.onednn}, {"repetitions", options.repetitions},
+                              {"rows", rows},       {"instruction_peaks", peaks_json(r.peaks)}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -84,13 +105,15 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   std::cout << "GFLOP/s (weights GB/s at 1 token), mean ± sd over " << options.repetitions
             << " repetitions; INT8 activations: packed with a scale per "
             << kernels::kInt8ActivationGroup
-            << " columns (what Tandem runs), oneDNN with one per token (--dense onednn)\n\n";
+            << " columns (what Tandem runs), oneDNN with one per token (--dense onednn); peak: "
+               "packed's share of its product instruction's peak\n\n";
   std::cout << fmt::format(
-      "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>24} | {:>5} | {:<6} |\n", "matrix",
-      "out x in", "fmt", "thr", "M", "packed", "oneDNN", "ratio", "winner");
+      "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>4} | {:>24} | {:>5} | {:<6} |\n",
+      "matrix", "out x in", "fmt", "thr", "M", "packed", "peak", "oneDNN", "ratio", "winner");
   std::cout << fmt::format(
-      "| {:-<11} | {:->13} | {:-<4} | {:->3} | {:->4} | {:->24} | {:->24} | {:->5} | {:-<6} |\n",
-      "", "", "", "", "", "", "", "", "");
+      "| {:-<11} | {:->13} | {:-<4} | {:->3} | {:->4} | {:->24} | {:->4} | {:->24} | {:->5} | "
+      "{:-<6} |\n",
+      "", "", "", "", "", "", "", "", "", "");
   const auto cell = [](const measure::KernelBenchRow& row, const measure::KernelPathResult& p) {
     std::string s = fmt::format("{:.1f} ± {:.1f}", p.gflops.mean(), p.gflops.stddev());
     if (row.tokens == 1) s += fmt::format(" ({:.1f} GB/s)", p.weight_gb_per_s.mean());
@@ -98,11 +121,14 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   };
   for (const measure::KernelBenchRow& row : r.rows) {
     std::cout << fmt::format(
-        "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>24} | {:>5.2f} | {:<6} |\n",
+        "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>4} | {:>24} | {:>5.2f} | {:<6} "
+        "|\n",
         row.shape.name, fmt::format("{}x{}", row.shape.rows, row.shape.cols), row.format,
-        row.threads, row.tokens, cell(row, row.packed), cell(row, row.onednn), row.speedup(),
-        row.winner());
+        row.threads, row.tokens, cell(row, row.packed),
+        peak_share(row.tokens > 1 ? row.packed_peak_fraction() : 0), cell(row, row.onednn),
+        row.speedup(), row.winner());
   }
+  print_peaks(r.peaks);
   // Which oneDNN code ran where: it switches kernels with the token count (to AMX from 16
   // tokens on AMX machines), so each is named with the rows it served.
   std::vector<std::pair<std::string, std::string>> used;  // implementation, where
@@ -183,31 +209,33 @@ int run_attention_bench(const BenchCommandOptions& o) {
                       {"threads", row.threads},
                       {"tokens", row.tokens},
                       {"depth", row.depth},
+                      {"peak_fraction", row.peak_fraction()},
                       {"gflops_mean", row.gflops.mean()},
                       {"gflops_stddev", row.gflops.stddev()},
                       {"gflops", row.gflops.values}});
     }
-    std::cout << nlohmann::json{{"cpu", r.cpu},
-                                {"shape", r.shape},
-                                {"kernel", r.kernel},
-                                {"repetitions", options.repetitions},
-                                {"rows", rows}}
+    std::cout << nlohmann::json{{"cpu", r.cpu},       {"shape", r.shape},
+                                {"kernel", r.kernel}, {"repetitions", options.repetitions},
+                                {"rows", rows},       {"instruction_peaks", peaks_json(r.peaks)}}
                      .dump(2)
               << "\n";
     return 0;
   }
   std::cout << fmt::format("{}; {}; {} kernels\n", r.cpu, r.shape, r.kernel);
   std::cout << "GFLOP/s (4 x 32 heads x 128 per token and position it sees), mean ± sd over "
-            << options.repetitions << " repetitions\n\n";
-  std::cout << fmt::format("| {:<11} | {:>3} | {:>6} | {:>6} | {:>12} |\n", "form", "thr", "tokens",
-                           "depth", "GFLOP/s");
-  std::cout << fmt::format("| {:-<11} | {:->3} | {:->6} | {:->6} | {:->12} |\n", "", "", "", "",
-                           "");
+            << options.repetitions
+            << " repetitions; peak: the share of the kernel's product instruction's peak\n\n";
+  std::cout << fmt::format("| {:<11} | {:>3} | {:>6} | {:>6} | {:>12} | {:>4} |\n", "form", "thr",
+                           "tokens", "depth", "GFLOP/s", "peak");
+  std::cout << fmt::format("| {:-<11} | {:->3} | {:->6} | {:->6} | {:->12} | {:->4} |\n", "", "",
+                           "", "", "", "");
   for (const measure::AttentionBenchRow& row : r.rows) {
-    std::cout << fmt::format(
-        "| {:<11} | {:>3} | {:>6} | {:>6} | {:>12} |\n", row.form, row.threads, row.tokens,
-        row.depth, fmt::format("{:.0f} ± {:.0f}", row.gflops.mean(), row.gflops.stddev()));
+    std::cout << fmt::format("| {:<11} | {:>3} | {:>6} | {:>6} | {:>12} | {:>4} |\n", row.form,
+                             row.threads, row.tokens, row.depth,
+                             fmt::format("{:.0f} ± {:.0f}", row.gflops.mean(), row.gflops.stddev()),
+                             peak_share(row.peak_fraction()));
   }
+  print_peaks(r.peaks);
   return 0;
 }
 

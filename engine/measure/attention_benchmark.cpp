@@ -28,6 +28,10 @@ model::ModelSpec qwen3_30b_attention_layer() {
 
 }  // namespace
 
+double AttentionBenchRow::peak_fraction() const {
+  return peak_gflops > 0 ? gflops.mean() / peak_gflops : 0;
+}
+
 AttentionBenchReport run_attention_benchmark(
     const AttentionBenchOptions& options, const std::function<void(const std::string&)>& progress) {
   AttentionBenchReport report;
@@ -48,8 +52,15 @@ AttentionBenchReport run_attention_benchmark(
   const std::vector<float> v =
       random_values(static_cast<std::size_t>((deepest + longest) * nkv * hd), 3);
   std::vector<float> out(n * static_cast<std::size_t>(nh * hd));
+  // VDPBF16PS, or the fp32 multiply-adds of the portable kernels' widest clone.
+  const std::optional<kernels::ProductInstruction> instruction =
+      variant == kernels::AttentionVariant::Avx512Bf16
+          ? std::optional(kernels::ProductInstruction::Bf16Dot512)
+          : kernels::widest_fma(kernels::detect_isa().usable);
 
   for (int threads : options.threads) {
+    const double peak =
+        instruction.has_value() ? instruction_peak_gflops(report.peaks, *instruction, threads) : 0;
     backend::NumaPools pools(threads, 1, /*pin=*/true);
     backend::CpuThreads cpu(pools);
     for (std::int64_t depth : options.depths) {
@@ -91,6 +102,7 @@ AttentionBenchReport run_attention_benchmark(
           r.threads = threads;
           r.tokens = tokens;
           r.depth = depth;
+          r.peak_gflops = peak;
           for (int rep = 0; rep < options.repetitions; ++rep)
             r.gflops.values.push_back(flops /
                                       seconds_per_product(once, options.min_sample_seconds) / 1e9);

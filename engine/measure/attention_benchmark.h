@@ -26,7 +26,9 @@ struct AttentionBenchRow {
   std::string form;  // "flash-style", "per token"
   int threads = 1;
   std::int64_t tokens = 0, depth = 0;
-  RateSamples gflops;  // 4 x query heads x head_dim per (token, position it sees)
+  RateSamples gflops;      // 4 x query heads x head_dim per (token, position it sees)
+  double peak_gflops = 0;  // the kernel's product instruction's peak on these threads, or 0
+  double peak_fraction() const;
 };
 
 struct AttentionBenchReport {
@@ -34,6 +36,7 @@ struct AttentionBenchReport {
   std::string shape;   // in words
   std::string kernel;  // the BF16 attention variant in use
   std::vector<AttentionBenchRow> rows;
+  std::vector<InstructionPeak> peaks;
 };
 
 AttentionBenchReport run_attention_benchmark(

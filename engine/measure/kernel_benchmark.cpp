@@ -75,6 +75,22 @@ double RateSamples::stddev() const {
   return sample_stddev(values);
 }
 
+double instruction_peak_gflops(std::vector<InstructionPeak>& peaks,
+                               kernels::ProductInstruction instruction, int threads) {
+  const std::string name(kernels::product_instruction_name(instruction));
+  for (const InstructionPeak& p : peaks)
+    if (p.instruction == name && p.threads == threads) return p.gflops;
+  backend::ThreadPool pool(threads);
+  const double gflops =
+      2.0 * kernels::measure_peak_multiply_adds(instruction, pool.as_parallel_for()) / 1e9;
+  peaks.push_back({name, threads, gflops});
+  return gflops;
+}
+
+double KernelBenchRow::packed_peak_fraction() const {
+  return packed_peak_gflops > 0 ? packed.gflops.mean() / packed_peak_gflops : 0;
+}
+
 double KernelBenchRow::speedup() const {
   const double ours = packed.gflops.mean();
   return ours > 0 ? onednn.gflops.mean() / ours : 0;
@@ -97,6 +113,17 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
   report.variant = std::string(kernels::variant_name(variant));
   std::int64_t max_tokens = 1;
   for (std::int64_t t : options.tokens) max_tokens = std::max(max_tokens, t);
+  // The product instructions' peaks first: once oneDNN has run, its OpenMP threads spin for
+  // a while after each product and would take a core from the measurement (measured: half
+  // the rate with two threads).
+  for (int threads : options.threads) {
+    for (kernels::PackedFormat format :
+         {kernels::PackedFormat::Int8, kernels::PackedFormat::Bf16}) {
+      if (const auto instruction =
+              kernels::packed_product_instruction(format, variant, kernels::detect_isa().usable))
+        instruction_peak_gflops(report.peaks, *instruction, threads);
+    }
+  }
 
   for (const KernelShape& shape : options.shapes) {
     const std::vector<float> source_values =
@@ -138,7 +165,13 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
         onednn.push_back(std::make_unique<kernels::OnednnMatmul>(
             packed, kernels::onednn_slices_for(shape.rows)));
       }
+      const std::optional<kernels::ProductInstruction> instruction =
+          kernels::packed_product_instruction(format, ours_copies[0].packed_variant,
+                                              kernels::detect_isa().usable);
       for (int threads : options.threads) {
+        const double peak = instruction.has_value()
+                                ? instruction_peak_gflops(report.peaks, *instruction, threads)
+                                : 0.0;
         backend::ThreadPool pool(threads);
         const kernels::ParallelFor parallel = pool.as_parallel_for();
         for (std::int64_t tokens : options.tokens) {
@@ -150,6 +183,10 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
           row.packed.implementation =
               "packed " + std::string(kernels::variant_name(ours_copies[0].packed_variant));
           row.packed.weight_bytes = bytes;
+          if (instruction.has_value()) {
+            row.packed_instruction = std::string(kernels::product_instruction_name(*instruction));
+            row.packed_peak_gflops = peak;
+          }
           row.onednn.implementation = onednn[0]->implementation(tokens);
           row.onednn.weight_bytes = onednn[0]->weight_bytes();
           std::size_t next_ours = 0;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/compute_peak.h"
+
 namespace tandem::measure {
 
 struct KernelShape {
@@ -39,6 +41,18 @@ struct RateSamples {
   double stddev() const;
 };
 
+// What one product instruction sustained on a number of threads (kernels/cpu/compute_peak.h):
+// the ceiling of the kernels that multiply with it.
+struct InstructionPeak {
+  std::string instruction;  // "VPDPBUSD zmm"
+  int threads = 1;
+  double gflops = 0;  // two operations per multiply-add, as the rows count them
+};
+
+// The peak of `instruction` on `threads` threads in `peaks`, measured and added when missing.
+double instruction_peak_gflops(std::vector<InstructionPeak>& peaks,
+                               kernels::ProductInstruction instruction, int threads);
+
 struct KernelPathResult {
   std::string implementation;  // "packed avx512", "oneDNN brg:avx512_core_vnni"
   std::uint64_t weight_bytes = 0;
@@ -53,6 +67,11 @@ struct KernelBenchRow {
   std::int64_t tokens = 1;
   KernelPathResult packed;
   KernelPathResult onednn;
+  // The peak of the instruction our packed kernel multiplies with (0 where no single one
+  // does: the scalar and AMX variants, INT8 on AVX2 without AVX-VNNI).
+  std::string packed_instruction;
+  double packed_peak_gflops = 0;
+  double packed_peak_fraction() const;
   // oneDNN's mean over ours; "onednn" or "packed" when the means differ by more than 5% and
   // by more than both standard deviations together, else "tie".
   double speedup() const;
@@ -64,6 +83,7 @@ struct KernelBenchReport {
   std::string variant;  // the packed kernels' variant
   std::string onednn;   // version and threading runtime
   std::vector<KernelBenchRow> rows;
+  std::vector<InstructionPeak> peaks;
 };
 
 // `progress` gets a line per measured row.

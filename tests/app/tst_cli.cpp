@@ -334,6 +334,23 @@ class TestCli : public QObject {
     }
     QCOMPARE(rows[12]["matrix"].get<std::string>(), std::string("head"));
     QCOMPARE(rows[12]["rows"].get<int>(), 256);
+    // Each row's share of the peak of the instruction our kernel multiplies with, measured
+    // once per instruction and thread count; BF16 has one on every CPU with AVX2 and FMA.
+    const auto& peaks = doc["instruction_peaks"];
+    for (const auto& row : rows) {
+      const std::string instruction = row["packed_instruction"].get<std::string>();
+      if (row["format"] == "bf16") QVERIFY(!instruction.empty());
+      if (instruction.empty()) continue;
+      QVERIFY(row["packed_peak_fraction"].get<double>() > 0);
+      int found = 0;
+      for (const auto& p : peaks) {
+        if (p["instruction"] == instruction && p["threads"] == row["threads"]) {
+          ++found;
+          QVERIFY(p["gflops"].get<double>() > 0);
+        }
+      }
+      QCOMPARE(found, 1);
+    }
 
     // The text names each oneDNN implementation with the rows it ran.
     const Run text = runTandem({"bench", "--kernels", "--tokens", "1", "--head-rows", "256", "-r",
@@ -391,7 +408,9 @@ class TestCli : public QObject {
       QCOMPARE(row["depth"].get<int>(), 150);
       QCOMPARE(row["gflops"].size(), std::size_t{2});
       QVERIFY(row["gflops_mean"].get<double>() > 0);
+      QVERIFY(row["peak_fraction"].get<double>() > 0);  // of VDPBF16PS's or the FMAs' peak
     }
+    QCOMPARE(doc["instruction_peaks"].size(), std::size_t{1});  // one thread count
     const Run both = runTandem({"bench", "--attention", "--delta-rule"}, env());
     QVERIFY(both.code != 0);
   }

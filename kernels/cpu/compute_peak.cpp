@@ -1,0 +1,166 @@
+#include "kernels/cpu/compute_peak.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace tandem::kernels {
+namespace {
+
+// One pass of the loop: each of twelve registers takes the instruction once, independent of
+// the others (twelve chains cover a latency of up to six cycles at two a cycle). Only
+// registers 0 to 15 are named, so the file needs no AVX-512 compiler flags; the assembler
+// takes every instruction whatever the flags.
+#define TANDEM_TWELVE(op, r)                                                                      \
+  op " %%" r "14, %%" r "15, %%" r "0\n\t" op " %%" r "14, %%" r "15, %%" r "1\n\t" op " %%" r    \
+     "14, %%" r "15, %%" r "2\n\t" op " %%" r "14, %%" r "15, %%" r "3\n\t" op " %%" r "14, %%" r \
+     "15, %%" r "4\n\t" op " %%" r "14, %%" r "15, %%" r "5\n\t" op " %%" r "14, %%" r "15, %%" r \
+     "6\n\t" op " %%" r "14, %%" r "15, %%" r "7\n\t" op " %%" r "14, %%" r "15, %%" r "8\n\t" op \
+     " %%" r "14, %%" r "15, %%" r "9\n\t" op " %%" r "14, %%" r "15, %%" r "10\n\t" op " %%" r   \
+     "14, %%" r "15, %%" r "11\n\t"
+
+// Zeroes the operands (zeros keep the floating-point units off any slow path), then runs
+// `passes` passes.
+#define TANDEM_PEAK_LOOP(zero, op, r) \
+  asm volatile(zero " %%" r "14, %%" r "14, %%" r "14\n\t" zero " %%" r "15, %%" r "15, %%" r \
+                    "15\n\t"                                                                  \
+                    "1:\n\t" TANDEM_TWELVE(op, r) "dec %0\n\t"                                \
+                    "jnz 1b\n\t"                                                              \
+                    "vzeroupper\n\t"                                                          \
+               : "+r"(passes)                                                                 \
+               :                                                                              \
+               : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",      \
+                 "xmm9", "xmm10", "xmm11", "xmm14", "xmm15", "cc")
+
+constexpr int kChains = 12;
+constexpr std::int64_t kPassesPerTask = 1 << 16;  // 786,432 instructions, about 0.2-0.5 ms
+
+void run_passes(ProductInstruction instruction, std::int64_t passes) {
+  switch (instruction) {
+    case ProductInstruction::Fma256:
+      TANDEM_PEAK_LOOP("vpxor", "vfmadd231ps", "ymm");
+      return;
+    case ProductInstruction::Fma512:
+      TANDEM_PEAK_LOOP("vpxord", "vfmadd231ps", "zmm");
+      return;
+    case ProductInstruction::Int8Dot256:
+      TANDEM_PEAK_LOOP("vpxor", "%{vex%} vpdpbusd", "ymm");
+      return;
+    case ProductInstruction::Int8Dot512:
+      TANDEM_PEAK_LOOP("vpxord", "vpdpbusd", "zmm");
+      return;
+    case ProductInstruction::Bf16Dot512:
+      TANDEM_PEAK_LOOP("vpxord", "vdpbf16ps", "zmm");
+      return;
+  }
+}
+
+#undef TANDEM_PEAK_LOOP
+#undef TANDEM_TWELVE
+
+bool avx512_base(const IsaFeatures& u) {
+  return u.avx512f && u.avx512bw && u.avx512vl && u.avx512dq;
+}
+
+}  // namespace
+
+std::string_view product_instruction_name(ProductInstruction instruction) {
+  switch (instruction) {
+    case ProductInstruction::Fma256:
+      return "VFMADD231PS ymm";
+    case ProductInstruction::Fma512:
+      return "VFMADD231PS zmm";
+    case ProductInstruction::Int8Dot256:
+      return "VPDPBUSD ymm";
+    case ProductInstruction::Int8Dot512:
+      return "VPDPBUSD zmm";
+    case ProductInstruction::Bf16Dot512:
+      return "VDPBF16PS zmm";
+  }
+  return "?";
+}
+
+int multiply_adds_per_instruction(ProductInstruction instruction) {
+  switch (instruction) {
+    case ProductInstruction::Fma256:
+      return 8;
+    case ProductInstruction::Fma512:
+      return 16;
+    case ProductInstruction::Int8Dot256:
+      return 32;
+    case ProductInstruction::Int8Dot512:
+      return 64;
+    case ProductInstruction::Bf16Dot512:
+      return 32;
+  }
+  return 0;
+}
+
+bool product_instruction_usable(ProductInstruction instruction, const IsaFeatures& usable) {
+  switch (instruction) {
+    case ProductInstruction::Fma256:
+      return usable.avx2 && usable.fma;
+    case ProductInstruction::Fma512:
+      return usable.avx512f;
+    case ProductInstruction::Int8Dot256:
+      return usable.avx_vnni;
+    case ProductInstruction::Int8Dot512:
+      return usable.avx512f && usable.avx512_vnni;
+    case ProductInstruction::Bf16Dot512:
+      return usable.avx512f && usable.avx512_bf16;
+  }
+  return false;
+}
+
+std::optional<ProductInstruction> packed_product_instruction(PackedFormat format,
+                                                             CpuVariant variant,
+                                                             const IsaFeatures& usable) {
+  const bool bf16 = format == PackedFormat::Bf16;
+  switch (variant) {
+    case CpuVariant::Scalar:
+    case CpuVariant::Amx:
+      return std::nullopt;
+    case CpuVariant::Avx512:
+      // As LoadedModel: BF16 without AVX512_BF16 falls back to the AVX2 kernel's FMAs.
+      if (bf16)
+        return usable.avx512_bf16 ? ProductInstruction::Bf16Dot512 : ProductInstruction::Fma256;
+      return ProductInstruction::Int8Dot512;
+    case CpuVariant::Avx2:
+      if (bf16) return ProductInstruction::Fma256;
+      if (usable.avx_vnni) return ProductInstruction::Int8Dot256;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable) {
+  if (avx512_base(usable)) return ProductInstruction::Fma512;
+  if (usable.avx2 && usable.fma) return ProductInstruction::Fma256;
+  return std::nullopt;
+}
+
+double measure_peak_multiply_adds(ProductInstruction instruction, const ParallelFor& parallel,
+                                  std::int64_t tasks, int repeats) {
+  if (!product_instruction_usable(instruction, detect_isa().usable)) {
+    throw std::invalid_argument(std::string("this CPU cannot run ") +
+                                std::string(product_instruction_name(instruction)));
+  }
+  tasks = std::max<std::int64_t>(1, tasks);
+  const double multiply_adds = static_cast<double>(tasks) * kPassesPerTask * kChains *
+                               multiply_adds_per_instruction(instruction);
+  parallel(tasks, [&](std::int64_t, std::int64_t) {});  // workers awake
+  double best = 0.0;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    parallel(tasks, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t t = begin; t < end; ++t) run_passes(instruction, kPassesPerTask);
+    });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, multiply_adds / seconds);
+  }
+  return best;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,46 @@
+// Measures how many multiply-adds a second the CPU's product instructions sustain: the bound
+// on prompts, whose products take each weight from the caches for many tokens, as
+// memory_bandwidth.h's read rate bounds decoding, which reads each weight once a token.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "kernels/cpu/dense_matmul.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/packed_matmul.h"
+
+namespace tandem::kernels {
+
+// The instructions our kernels multiply with (AMX's tiles are not among them yet).
+enum class ProductInstruction {
+  Fma256,      // VFMADD231PS ymm (AVX2 and FMA): 8 fp32 multiply-adds
+  Fma512,      // VFMADD231PS zmm (AVX-512): 16
+  Int8Dot256,  // VPDPBUSD ymm (AVX-VNNI): 32 unsigned by signed bytes
+  Int8Dot512,  // VPDPBUSD zmm (AVX512-VNNI): 64
+  Bf16Dot512,  // VDPBF16PS zmm (AVX512-BF16): 32 BF16 pairs
+};
+
+std::string_view product_instruction_name(ProductInstruction instruction);  // "VPDPBUSD zmm"
+int multiply_adds_per_instruction(ProductInstruction instruction);
+bool product_instruction_usable(ProductInstruction instruction, const IsaFeatures& usable);
+
+// The instruction that carries the products of the packed kernels of `variant` on `format`;
+// none where no single one does: the scalar variant, AMX's tiles, and INT8 and INT4 on AVX2
+// without AVX-VNNI (VPMADDUBSW then VPMADDWD).
+std::optional<ProductInstruction> packed_product_instruction(PackedFormat format,
+                                                             CpuVariant variant,
+                                                             const IsaFeatures& usable);
+
+// The instruction attention's fp32 multiply-adds run as (its portable kernels are cloned per
+// instruction set): the widest FMA the CPU has, none below AVX2.
+std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable);
+
+// Runs twelve independent chains of `instruction` in `tasks` tasks across `parallel`'s
+// workers and returns the multiply-adds a second all of them sustained together, the best of
+// `repeats`. Throws std::invalid_argument when the CPU cannot run the instruction.
+double measure_peak_multiply_adds(ProductInstruction instruction, const ParallelFor& parallel,
+                                  std::int64_t tasks = 256, int repeats = 3);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,94 @@
+// The compute-peak probe: which instruction carries each packed kernel's products, how many
+// multiply-adds one instruction does, and that the probe runs every instruction this CPU
+// has (and refuses the others with a sentence). Its rates are reported by `tandem bench
+// --kernels`, never asserted here.
+#include <QtTest>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/cpu/compute_peak.h"
+
+using namespace tandem::kernels;
+
+namespace {
+
+constexpr ProductInstruction kAll[] = {
+    ProductInstruction::Fma256, ProductInstruction::Fma512, ProductInstruction::Int8Dot256,
+    ProductInstruction::Int8Dot512, ProductInstruction::Bf16Dot512};
+
+IsaFeatures avx512_features(bool bf16) {
+  IsaFeatures f;
+  f.avx = f.avx2 = f.fma = f.f16c = true;
+  f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512_vnni = true;
+  f.avx512_bf16 = bf16;
+  return f;
+}
+
+}  // namespace
+
+class TestComputePeak : public QObject {
+  Q_OBJECT
+ private slots:
+  // Register width over lane width, times the products a lane sums.
+  void multiplyAddsPerInstruction() {
+    QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Fma256), 256 / 32);
+    QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Fma512), 512 / 32);
+    QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Int8Dot256), 256 / 32 * 4);
+    QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Int8Dot512), 512 / 32 * 4);
+    QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Bf16Dot512), 512 / 32 * 2);
+  }
+
+  void packedKernelsInstructions() {
+    const IsaFeatures zen4 = avx512_features(true);
+    const IsaFeatures skylake = avx512_features(false);
+    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Mxfp4}) {
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Avx512, zen4),
+               std::optional(ProductInstruction::Int8Dot512));
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Amx, zen4), std::nullopt);
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Scalar, zen4), std::nullopt);
+      // AVX2 without AVX-VNNI multiplies in two steps (VPMADDUBSW, VPMADDWD): no one peak.
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Avx2, zen4), std::nullopt);
+    }
+    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx512, zen4),
+             std::optional(ProductInstruction::Bf16Dot512));
+    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx512, skylake),
+             std::optional(ProductInstruction::Fma256));
+    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx2, zen4),
+             std::optional(ProductInstruction::Fma256));
+    IsaFeatures alder_lake;
+    alder_lake.avx = alder_lake.avx2 = alder_lake.fma = alder_lake.avx_vnni = true;
+    QCOMPARE(packed_product_instruction(PackedFormat::Int8, CpuVariant::Avx2, alder_lake),
+             std::optional(ProductInstruction::Int8Dot256));
+    QCOMPARE(widest_fma(zen4), std::optional(ProductInstruction::Fma512));
+    QCOMPARE(widest_fma(alder_lake), std::optional(ProductInstruction::Fma256));
+    QCOMPARE(widest_fma(IsaFeatures{}), std::nullopt);
+  }
+
+  void usableFollowsFeatures() {
+    const IsaFeatures zen4 = avx512_features(true);
+    for (ProductInstruction i : kAll) {
+      QCOMPARE(product_instruction_usable(i, zen4), i != ProductInstruction::Int8Dot256);
+      QVERIFY(!product_instruction_usable(i, IsaFeatures{}));
+    }
+  }
+
+  // Every instruction the CPU has runs and gives a rate; the others are refused.
+  void measuresWhatTheCpuHas() {
+    const IsaFeatures& usable = detect_isa().usable;
+    for (ProductInstruction i : kAll) {
+      const QByteArray name(product_instruction_name(i).data(),
+                            static_cast<int>(product_instruction_name(i).size()));
+      if (!product_instruction_usable(i, usable)) {
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 measure_peak_multiply_adds(i, serial_for, 2, 1));
+        continue;
+      }
+      const double rate = measure_peak_multiply_adds(i, serial_for, 2, 1);
+      QVERIFY2(std::isfinite(rate) && rate > 0, name.constData());
+    }
+  }
+};
+
+QTEST_APPLESS_MAIN(TestComputePeak)
+#include "tst_compute_peak.moc"
