@@ -18,6 +18,8 @@
 #include "engine/measure/trace.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/synthetic_checkpoint.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/compute_peak.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::app {
@@ -53,6 +55,46 @@ void print_peaks(const std::vector<measure::InstructionPeak>& peaks) {
   for (const measure::InstructionPeak& p : peaks)
     std::cout << fmt::format("  {}, {} thread{}: {:.0f} GFLOP/s\n", p.instruction, p.threads,
                              p.threads == 1 ? "" : "s", p.gflops);
+}
+
+nlohmann::json prompt_ceiling_json(const measure::BenchResult& r) {
+  if (r.prompt_work.products.empty() && r.prompt_work.uncounted.empty()) return nullptr;
+  nlohmann::json products = nlohmann::json::array();
+  for (const measure::ProductWork& p : r.prompt_work.products) {
+    double peak = 0;
+    for (const auto& [instruction, rate] : r.peak_multiply_adds)
+      if (instruction == p.instruction) peak = rate;
+    products.push_back(
+        {{"instruction", std::string(kernels::product_instruction_name(p.instruction))},
+         {"multiply_adds_per_token", p.multiply_adds},
+         {"peak_multiply_adds_per_s", peak}});
+  }
+  return {{"tokens_per_s", r.prompt_ceiling_tokens_per_s},
+          {"fraction", r.prompt_ceiling_fraction()},
+          {"products", products},
+          {"uncounted", r.prompt_work.uncounted}};
+}
+
+// The prompt's compute ceiling beside the decode roofline: each instruction's share of a
+// token's multiply-adds and its measured peak.
+void print_prompt_ceiling(const measure::BenchResult& r) {
+  if (!r.prompt_work.uncounted.empty()) {
+    std::cout << fmt::format("prompt ceiling: not given; {}\n", r.prompt_work.uncounted);
+    return;
+  }
+  std::string parts;
+  for (const measure::ProductWork& p : r.prompt_work.products) {
+    double peak = 0;
+    for (const auto& [instruction, rate] : r.peak_multiply_adds)
+      if (instruction == p.instruction) peak = rate;
+    parts += fmt::format(
+        "{}{} {:.3f} G multiply-adds a token at {:.0f} GFLOP/s", parts.empty() ? "" : ", ",
+        kernels::product_instruction_name(p.instruction), p.multiply_adds / 1e9, 2 * peak / 1e9);
+  }
+  std::cout << fmt::format(
+      "prompt ceiling: {:.1f} tokens/s at the product instructions' peaks ({}); achieved {:.0f}% "
+      "of it\n",
+      r.prompt_ceiling_tokens_per_s, parts, 100.0 * r.prompt_ceiling_fraction());
 }
 
 // The thread counts a kernel-level benchmark measures: -t's, else every core and one.
@@ -318,6 +360,14 @@ int run_bench(const BenchCommandOptions& o) {
   options.trace = !o.trace_path.empty();
   options.repetitions = std::max(1, o.repetitions);
   options.warmup = !o.no_warmup;
+  // The CPU's own prompt ceiling; attention multiplies with VDPBF16PS over a BF16 cache where
+  // the CPU has it, otherwise with the widest FMA its portable kernels were cloned for.
+  options.prompt_ceiling = !runner.has_accelerator();
+  options.attention_instruction =
+      settings.kv_cache == backend::KvCacheFormat::Bf16 &&
+              kernels::active_attention_variant() == kernels::AttentionVariant::Avx512Bf16
+          ? std::optional(kernels::ProductInstruction::Bf16Dot512)
+          : kernels::widest_fma(kernels::detect_isa().usable);
   const measure::BenchResult r =
       measure::run_benchmark(runner, pool, options, [&](const std::string& line) {
         if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
@@ -399,6 +449,7 @@ int run_bench(const BenchCommandOptions& o) {
         {"active_bytes_per_token", r.active_bytes_per_token},
         {"decode_roofline_tokens_per_s", r.roofline_tokens_per_s()},
         {"decode_roofline_fraction", r.roofline_fraction()},
+        {"prompt_ceiling", prompt_ceiling_json(r)},
     };
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -431,6 +482,7 @@ int run_bench(const BenchCommandOptions& o) {
     std::cout << fmt::format("decode roofline: {:.1f} tokens/s (no decode measured)\n",
                              r.roofline_tokens_per_s());
   }
+  if (o.prompt_tokens > 0 && options.prompt_ceiling) print_prompt_ceiling(r);
   // Packing happens at load only for a model that is not converted (or GGUF as stored).
   const bool packed_at_load = !model->converted() && used_format != "native";
   std::cout << fmt::format("{}: {:.1f} s\n", packed_at_load ? "load and pack" : "load", load_s);

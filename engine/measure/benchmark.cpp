@@ -45,6 +45,10 @@ double BenchResult::roofline_fraction() const {
   return roof > 0 ? decode.mean() / roof : 0.0;
 }
 
+double BenchResult::prompt_ceiling_fraction() const {
+  return prompt_ceiling_tokens_per_s > 0 ? prompt.mean() / prompt_ceiling_tokens_per_s : 0.0;
+}
+
 TimeSplit TimeSplit::between(const MetricsSnapshot& a, const MetricsSnapshot& b) {
   TimeSplit s;
   const double tokens = static_cast<double>(b.tokens - a.tokens);
@@ -88,6 +92,25 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
   const model::LoadedModel& model = runner.model();
   BenchResult result;
   result.active_bytes_per_token = model.active_weight_bytes_per_token();
+  if (o.prompt_ceiling && o.prompt_tokens > 0) {
+    // Before any product: oneDNN's OpenMP threads spin a while after each of its products
+    // and would take cores from the measurement.
+    result.prompt_work =
+        prompt_work_per_token(model, o.prompt_tokens, o.depth_tokens, o.attention_instruction);
+    if (result.prompt_work.uncounted.empty()) {
+      for (const ProductWork& p : result.prompt_work.products) {
+        result.peak_multiply_adds.emplace_back(
+            p.instruction,
+            kernels::measure_peak_multiply_adds(p.instruction, pool.as_parallel_for()));
+      }
+      result.prompt_ceiling_tokens_per_s =
+          prompt_ceiling_tokens_per_s(result.prompt_work, [&](kernels::ProductInstruction i) {
+            for (const auto& [instruction, rate] : result.peak_multiply_adds)
+              if (instruction == i) return rate;
+            return 0.0;
+          });
+    }
+  }
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<std::int32_t> token(
       0, static_cast<std::int32_t>(model.spec().vocab_size - 1));

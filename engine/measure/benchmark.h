@@ -10,6 +10,7 @@
 
 #include "engine/backend/cpu/numa_pools.h"
 #include "engine/forward/model_runner.h"
+#include "engine/measure/compute_ceiling.h"
 #include "engine/measure/metrics.h"
 
 namespace tandem::measure {
@@ -28,6 +29,10 @@ struct BenchOptions {
   // Record a timeline of every thread over the counted runs (measure/trace.h); the caller
   // writes it.
   bool trace = false;
+  // Measure the prompt's compute ceiling (compute_ceiling.h): for the CPU alone, with the
+  // instruction its attention multiplies with (none: attention not counted).
+  bool prompt_ceiling = false;
+  std::optional<kernels::ProductInstruction> attention_instruction;
 };
 
 // Mean and sample standard deviation (n - 1) of repeated measurements; 0 when too few.
@@ -59,6 +64,13 @@ struct BenchResult {
   std::uint64_t active_bytes_per_token = 0;
   double roofline_tokens_per_s() const;
   double roofline_fraction() const;  // decode mean / roofline
+  // With BenchOptions::prompt_ceiling: what a prompt token multiplies, each instruction's
+  // measured multiply-adds a second on the benchmark's threads, and the tokens a second
+  // they allow (0 when something went uncounted: prompt_work.uncounted says what).
+  PromptWork prompt_work;
+  std::vector<std::pair<kernels::ProductInstruction, double>> peak_multiply_adds;
+  double prompt_ceiling_tokens_per_s = 0;
+  double prompt_ceiling_fraction() const;  // prompt mean / ceiling
 };
 
 // Runs on random token ids (no tokenizer needed) on `runner`, the CPU alone or hybrid; `pool`

@@ -311,6 +311,45 @@ class TestCli : public QObject {
     QVERIFY(!refused.err.contains(QLatin1String("pp8")));  // refused before running
   }
 
+  // The prompt's compute ceiling: a token's multiply-adds as the demo model's shapes give
+  // them (attention's projections and two of eight experts in each of 4 layers, the output
+  // head's one row spread over the prompt, and q . k and the weighted values over the 20
+  // cached positions and on average half the prompt), each instruction's peak measured.
+  void benchPromptCeiling() {
+    const QString demo = QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model");
+    const Run r = runTandem(
+        {"bench", "-m", demo, "-p", "8", "-n", "0", "-d", "20", "-r", "1", "-t", "2", "--json"},
+        env());
+    QCOMPARE(r.code, 0);
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    const auto& ceiling = doc["prompt_ceiling"];
+    QVERIFY2(ceiling.is_object(), qPrintable(r.out));
+    QCOMPARE(ceiling["uncounted"].get<std::string>(), std::string());
+    const double hidden = 256, heads = 4, kv_heads = 2, head_dim = 64, experts = 2, moe = 320;
+    const double projections = 2 * heads * head_dim * hidden + 2 * kv_heads * head_dim * hidden;
+    const double weights = 4 * (projections + experts * 3 * moe * hidden) + 4096 * hidden / 8;
+    const double attention = 4 * heads * 2 * head_dim * (20 + 4.5);
+    double total = 0, seconds = 0;  // a token's, every product at its instruction's peak
+    for (const auto& p : ceiling["products"]) {
+      total += p["multiply_adds_per_token"].get<double>();
+      QVERIFY(p["peak_multiply_adds_per_s"].get<double>() > 0);
+      seconds +=
+          p["multiply_adds_per_token"].get<double>() / p["peak_multiply_adds_per_s"].get<double>();
+    }
+    QCOMPARE(total, weights + attention);
+    QCOMPARE(ceiling["tokens_per_s"].get<double>(), 1 / seconds);
+    QVERIFY(ceiling["fraction"].get<double>() > 0);
+
+    // GGUF blocks and fp32 as stored have no single instruction: said, not guessed.
+    const Run native = runTandem(
+        {"bench", "-m", demo, "-p", "8", "-n", "0", "-r", "1", "-t", "2", "--cpu-format", "native"},
+        env());
+    QCOMPARE(native.code, 0);
+    QVERIFY2(native.out.contains(QLatin1String("prompt ceiling: not given; matrices multiplied "
+                                               "as stored")),
+             qPrintable(native.out));
+  }
+
   void benchKernels() {
     const Run r =
         runTandem({"bench", "--kernels", "--tokens", "1,3", "--head-rows", "256", "-r", "2", "-t",
