@@ -15,10 +15,15 @@
 namespace tandem::measure {
 namespace {
 
-// One attention layer of Qwen3-30B-A3B: 32 query heads over 4 KV heads of 128.
-model::ModelSpec qwen3_30b_attention_layer() {
+// Layers whose caches the measurement takes in turn: as many as the 8-layer synthetic's, so
+// that a deep cache comes from memory as in a model (134 MB at a depth of 8192), not from
+// the third-level cache that one layer's 17 MB would fit.
+constexpr std::int64_t kLayers = 8;
+
+// Qwen3-30B-A3B's attention layers: 32 query heads over 4 KV heads of 128.
+model::ModelSpec qwen3_30b_attention_layers() {
   model::ModelSpec s;
-  s.num_layers = 1;
+  s.num_layers = kLayers;
   s.num_heads = 32;
   s.num_kv_heads = 4;
   s.head_dim = 128;
@@ -36,7 +41,7 @@ AttentionBenchReport run_attention_benchmark(
     const AttentionBenchOptions& options, const std::function<void(const std::string&)>& progress) {
   AttentionBenchReport report;
   report.cpu = kernels::detect_isa().identity.brand;
-  const model::ModelSpec spec = qwen3_30b_attention_layer();
+  const model::ModelSpec spec = qwen3_30b_attention_layers();
   const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
   const std::int64_t group = nh / nkv;
   const kernels::AttentionVariant variant = kernels::active_attention_variant();
@@ -66,18 +71,22 @@ AttentionBenchReport run_attention_benchmark(
     for (std::int64_t depth : options.depths) {
       for (std::int64_t tokens : options.tokens) {
         backend::KvCache cache(spec, depth + tokens, backend::KvCacheFormat::Bf16);
-        for (std::int64_t pos = 0; pos < depth + tokens; ++pos) {
-          cache.store_key(0, pos, k.data() + pos * nkv * hd);
-          cache.store_value(0, pos, v.data() + pos * nkv * hd);
+        for (std::int64_t layer = 0; layer < kLayers; ++layer) {
+          for (std::int64_t pos = 0; pos < depth + tokens; ++pos) {
+            cache.store_key(layer, pos, k.data() + pos * nkv * hd);
+            cache.store_value(layer, pos, v.data() + pos * nkv * hd);
+          }
         }
+        std::int64_t next_layer = 0;
         double flops = 0.0;
         for (std::int64_t t = 0; t < tokens; ++t)
           flops += 4.0 * static_cast<double>(nh * hd) * static_cast<double>(depth + t + 1);
         for (const char* form : {"flash-style", "per token"}) {
           const bool flash = form[0] == 'f';
           const auto once = [&] {
+            const std::int64_t layer = next_layer++ % kLayers;
             if (flash) {
-              backend::cpu_ops::attention(cpu, spec, cache, 0, q.data(),
+              backend::cpu_ops::attention(cpu, spec, cache, layer, q.data(),
                                           k.data() + depth * nkv * hd, v.data() + depth * nkv * hd,
                                           tokens, depth, out.data());
               return;
@@ -90,10 +99,10 @@ AttentionBenchReport run_attention_benchmark(
               for (std::int64_t job = begin; job < end; ++job) {
                 const std::int64_t t = tokens - 1 - job / nkv, kvh = job % nkv;
                 const std::int64_t head0 = t * nh + kvh * group;
-                kernels::attend_heads_bf16(q.data() + head0 * hd, group, cache.bf16_head(0, kvh), 0,
-                                           depth + t + 1, static_cast<float>(spec.attention_scale),
-                                           scores.data(), out.data() + head0 * hd, nullptr,
-                                           variant);
+                kernels::attend_heads_bf16(q.data() + head0 * hd, group,
+                                           cache.bf16_head(layer, kvh), 0, depth + t + 1,
+                                           static_cast<float>(spec.attention_scale), scores.data(),
+                                           out.data() + head0 * hd, nullptr, variant);
               }
             });
           };
