@@ -18,8 +18,9 @@ namespace tandem::kernels {
 namespace {
 
 using attention_loop::attend_all;
+using attention_loop::fetch_row_share;
+using attention_loop::kBf16KeyTilesAhead;
 using attention_loop::kBf16PairChunk;
-using attention_loop::kBf16PairsAhead;
 using attention_loop::softmax_row;
 // Positions weighed per pass over a value row's slices: 64 rows of up to 576 floats stay in
 // the first-level cache while every slice of them is taken.
@@ -226,11 +227,11 @@ struct Bf16KvPortable : Bf16Kv {
     };
     for (std::int64_t t0 = begin - begin % kKeyTile; t0 < end; t0 += kKeyTile) {
       const std::uint16_t* tile = tile_at(t0);
-      const std::uint16_t* ahead = tile + 2 * dim * kKeyTile;
+      const std::uint16_t* ahead = tile + kBf16KeyTilesAhead * dim * kKeyTile;
       Vec16 acc[NQ];
       for (int i = 0; i < NQ; ++i) acc[i] = Vec16{};
       for (std::int64_t dp = 0; dp < pairs; ++dp) {
-        __builtin_prefetch(ahead + dp * 2 * kKeyTile);
+        __builtin_prefetch(ahead + dp * 2 * kKeyTile, 0, 2);
         Vec16 even, odd;
         split_pairs(tile + dp * 2 * kKeyTile, even, odd);
         for (int i = 0; i < NQ; ++i) {
@@ -270,10 +271,7 @@ struct Bf16KvPortable : Bf16Kv {
         }
         for (std::int64_t j = j0; j < j1; ++j) {
           const std::uint16_t* row = values + j * 2 * value_row;
-          if (d0 == 0) {
-            const std::uint16_t* ahead = row + kBf16PairsAhead * 2 * value_row;
-            for (std::int64_t b = 0; b < 2 * dim; b += 32) __builtin_prefetch(ahead + b);
-          }
+          fetch_row_share(row + kBf16PairChunk * 2 * value_row, 4 * dim, d0 / 32, dim / 32);
           Vec16 e0, o0, e1, o1;
           split_pairs(row + 2 * d0, e0, o0);
           split_pairs(row + 2 * d0 + 32, e1, o1);

@@ -46,11 +46,11 @@ struct Bf16KvDot : Bf16Kv {
     const auto tile_at = [&](std::int64_t t0) { return keys + (t0 / kKeyTile) * dim * kKeyTile; };
     const auto one_tile = [&](std::int64_t t0) {
       const std::uint16_t* tile = tile_at(t0);
-      const std::uint16_t* ahead = tile + 2 * dim * kKeyTile;
+      const std::uint16_t* ahead = tile + kBf16KeyTilesAhead * dim * kKeyTile;
       __m512 acc[NQ];
       for (int i = 0; i < NQ; ++i) acc[i] = _mm512_setzero_ps();
       for (std::int64_t dp = 0; dp < pairs; ++dp) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + dp * 2 * kKeyTile), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + dp * 2 * kKeyTile), _MM_HINT_T1);
         const __m512i k = _mm512_loadu_si512(tile + dp * 2 * kKeyTile);
         for (int i = 0; i < NQ; ++i)
           acc[i] = dpbf16(acc[i], k, _mm512_set1_epi32(static_cast<int>(qp[i * pairs + dp])));
@@ -66,12 +66,12 @@ struct Bf16KvDot : Bf16Kv {
     for (; t0 + 2 * kKeyTile <= end; t0 += 2 * kKeyTile) {
       const std::uint16_t* tile = tile_at(t0);
       const std::uint16_t* next = tile + dim * kKeyTile;
-      const std::uint16_t* ahead = tile + 2 * dim * kKeyTile;
+      const std::uint16_t* ahead = tile + kBf16KeyTilesAhead * dim * kKeyTile;
       __m512 a0[NQ], a1[NQ];
       for (int i = 0; i < NQ; ++i) a0[i] = a1[i] = _mm512_setzero_ps();
       for (std::int64_t dp = 0; dp < pairs; ++dp) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + dp * 2 * kKeyTile), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + (dim + dp * 2) * kKeyTile), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + dp * 2 * kKeyTile), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + (dim + dp * 2) * kKeyTile), _MM_HINT_T1);
         const __m512i k0 = _mm512_loadu_si512(tile + dp * 2 * kKeyTile);
         const __m512i k1 = _mm512_loadu_si512(next + dp * 2 * kKeyTile);
         for (int i = 0; i < NQ; ++i) {
@@ -127,11 +127,7 @@ struct Bf16KvDot : Bf16Kv {
         }
         for (std::int64_t j = j0; j < j1; ++j) {
           const std::uint16_t* row = values + j * 2 * value_row;
-          if (d0 == 0) {
-            const std::uint16_t* ahead = row + kBf16PairsAhead * 2 * value_row;
-            for (std::int64_t b = 0; b < 2 * dim; b += 32)
-              _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
-          }
+          fetch_row_share(row + kBf16PairChunk * 2 * value_row, 4 * dim, d0 / 32, dim / 32);
           const __m512i v0 = _mm512_loadu_si512(row + 2 * d0);
           const __m512i v1 = _mm512_loadu_si512(row + 2 * d0 + 32);
           for (int i = 0; i < NQ; ++i) {
