@@ -31,11 +31,10 @@ inline constexpr std::int64_t kBf16KeyTilesAhead = 4;
 
 // Pass `pass` of `passes` over a chunk's value rows fetches its share of the lines of the
 // row `next` (the same row of the next chunk; `bytes` of it are read).
-inline __attribute__((always_inline)) void fetch_row_share(const std::uint16_t* next,
-                                                           std::int64_t bytes, std::int64_t pass,
-                                                           std::int64_t passes) {
+inline __attribute__((always_inline)) void fetch_row_share(const void* next, std::int64_t bytes,
+                                                           std::int64_t pass, std::int64_t passes) {
   const std::int64_t lines = (bytes + 63) / 64, share = (lines + passes - 1) / passes;
-  const char* base = reinterpret_cast<const char*>(next);
+  const char* base = static_cast<const char*>(next);
   for (std::int64_t l = pass * share; l < std::min(lines, (pass + 1) * share); ++l)
     __builtin_prefetch(base + 64 * l, 0, 2);  // to the second-level cache
 }
