@@ -51,7 +51,9 @@ std::string peak_share(double fraction) {
 // The ceilings the rows' shares are of: twelve independent chains of each instruction.
 void print_peaks(const std::vector<measure::InstructionPeak>& peaks) {
   if (peaks.empty()) return;
-  std::cout << "\nInstruction peaks (twelve independent chains on every thread, best of 3):\n";
+  std::cout << fmt::format(
+      "\nInstruction peaks (twelve independent chains on every thread, best of {}):\n",
+      kernels::kPeakRepeats);
   for (const measure::InstructionPeak& p : peaks)
     std::cout << fmt::format("  {}, {} thread{}: {:.0f} GFLOP/s\n", p.instruction, p.threads,
                              p.threads == 1 ? "" : "s", p.gflops);
@@ -61,13 +63,10 @@ nlohmann::json prompt_ceiling_json(const measure::BenchResult& r) {
   if (r.prompt_work.products.empty() && r.prompt_work.uncounted.empty()) return nullptr;
   nlohmann::json products = nlohmann::json::array();
   for (const measure::ProductWork& p : r.prompt_work.products) {
-    double peak = 0;
-    for (const auto& [instruction, rate] : r.peak_multiply_adds)
-      if (instruction == p.instruction) peak = rate;
     products.push_back(
         {{"instruction", std::string(kernels::product_instruction_name(p.instruction))},
          {"multiply_adds_per_token", p.multiply_adds},
-         {"peak_multiply_adds_per_s", peak}});
+         {"peak_multiply_adds_per_s", r.peak_of(p.instruction)}});
   }
   return {{"tokens_per_s", r.prompt_ceiling_tokens_per_s},
           {"fraction", r.prompt_ceiling_fraction()},
@@ -84,12 +83,10 @@ void print_prompt_ceiling(const measure::BenchResult& r) {
   }
   std::string parts;
   for (const measure::ProductWork& p : r.prompt_work.products) {
-    double peak = 0;
-    for (const auto& [instruction, rate] : r.peak_multiply_adds)
-      if (instruction == p.instruction) peak = rate;
-    parts += fmt::format(
-        "{}{} {:.3f} G multiply-adds a token at {:.0f} GFLOP/s", parts.empty() ? "" : ", ",
-        kernels::product_instruction_name(p.instruction), p.multiply_adds / 1e9, 2 * peak / 1e9);
+    parts +=
+        fmt::format("{}{} {:.3f} G multiply-adds a token at {:.0f} GFLOP/s",
+                    parts.empty() ? "" : ", ", kernels::product_instruction_name(p.instruction),
+                    p.multiply_adds / 1e9, 2 * r.peak_of(p.instruction) / 1e9);
   }
   std::cout << fmt::format(
       "prompt ceiling: {:.1f} tokens/s at the product instructions' peaks ({}); achieved {:.0f}% "

@@ -45,6 +45,12 @@ double BenchResult::roofline_fraction() const {
   return roof > 0 ? decode.mean() / roof : 0.0;
 }
 
+double BenchResult::peak_of(kernels::ProductInstruction instruction) const {
+  for (const auto& [measured, rate] : peak_multiply_adds)
+    if (measured == instruction) return rate;
+  return 0.0;
+}
+
 double BenchResult::prompt_ceiling_fraction() const {
   return prompt_ceiling_tokens_per_s > 0 ? prompt.mean() / prompt_ceiling_tokens_per_s : 0.0;
 }
@@ -103,12 +109,8 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
             p.instruction,
             kernels::measure_peak_multiply_adds(p.instruction, pool.as_parallel_for()));
       }
-      result.prompt_ceiling_tokens_per_s =
-          prompt_ceiling_tokens_per_s(result.prompt_work, [&](kernels::ProductInstruction i) {
-            for (const auto& [instruction, rate] : result.peak_multiply_adds)
-              if (instruction == i) return rate;
-            return 0.0;
-          });
+      result.prompt_ceiling_tokens_per_s = prompt_ceiling_tokens_per_s(
+          result.prompt_work, [&](kernels::ProductInstruction i) { return result.peak_of(i); });
     }
   }
   std::mt19937_64 rng(o.seed);

@@ -71,6 +71,8 @@ struct BenchResult {
   std::vector<std::pair<kernels::ProductInstruction, double>> peak_multiply_adds;
   double prompt_ceiling_tokens_per_s = 0;
   double prompt_ceiling_fraction() const;  // prompt mean / ceiling
+  // The measured multiply-adds a second of `instruction`, 0 when not measured.
+  double peak_of(kernels::ProductInstruction instruction) const;
 };
 
 // Runs on random token ids (no tokenizer needed) on `runner`, the CPU alone or hybrid; `pool`

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -59,6 +60,21 @@ void run_passes(ProductInstruction instruction, std::int64_t passes) {
 #undef TANDEM_PEAK_LOOP
 #undef TANDEM_TWELVE
 
+// Per instruction, in the enum's order: its name in reports and its multiply-adds.
+struct InstructionInfo {
+  std::string_view name;
+  int multiply_adds;
+};
+constexpr InstructionInfo kInstructions[] = {
+    {"VFMADD231PS ymm", 8},   // Fma256
+    {"VFMADD231PS zmm", 16},  // Fma512
+    {"VPDPBUSD ymm", 32},     // Int8Dot256
+    {"VPDPBUSD zmm", 64},     // Int8Dot512
+    {"VDPBF16PS zmm", 32},    // Bf16Dot512
+};
+static_assert(std::size(kInstructions) ==
+              static_cast<std::size_t>(ProductInstruction::Bf16Dot512) + 1);
+
 bool avx512_base(const IsaFeatures& u) {
   return u.avx512f && u.avx512bw && u.avx512vl && u.avx512dq;
 }
@@ -66,35 +82,11 @@ bool avx512_base(const IsaFeatures& u) {
 }  // namespace
 
 std::string_view product_instruction_name(ProductInstruction instruction) {
-  switch (instruction) {
-    case ProductInstruction::Fma256:
-      return "VFMADD231PS ymm";
-    case ProductInstruction::Fma512:
-      return "VFMADD231PS zmm";
-    case ProductInstruction::Int8Dot256:
-      return "VPDPBUSD ymm";
-    case ProductInstruction::Int8Dot512:
-      return "VPDPBUSD zmm";
-    case ProductInstruction::Bf16Dot512:
-      return "VDPBF16PS zmm";
-  }
-  return "?";
+  return kInstructions[static_cast<std::size_t>(instruction)].name;
 }
 
 int multiply_adds_per_instruction(ProductInstruction instruction) {
-  switch (instruction) {
-    case ProductInstruction::Fma256:
-      return 8;
-    case ProductInstruction::Fma512:
-      return 16;
-    case ProductInstruction::Int8Dot256:
-      return 32;
-    case ProductInstruction::Int8Dot512:
-      return 64;
-    case ProductInstruction::Bf16Dot512:
-      return 32;
-  }
-  return 0;
+  return kInstructions[static_cast<std::size_t>(instruction)].multiply_adds;
 }
 
 bool product_instruction_usable(ProductInstruction instruction, const IsaFeatures& usable) {

@@ -37,10 +37,14 @@ std::optional<ProductInstruction> packed_product_instruction(PackedFormat format
 // instruction set): the widest FMA the CPU has, none below AVX2.
 std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable);
 
+// Repetitions a peak is the best of: on the development VM a core is now and then taken for
+// a moment (one bench --attention run of about fifteen measured half the peak, best of 3).
+inline constexpr int kPeakRepeats = 5;
+
 // Runs twelve independent chains of `instruction` in `tasks` tasks across `parallel`'s
 // workers and returns the multiply-adds a second all of them sustained together, the best of
 // `repeats`. Throws std::invalid_argument when the CPU cannot run the instruction.
 double measure_peak_multiply_adds(ProductInstruction instruction, const ParallelFor& parallel,
-                                  std::int64_t tasks = 256, int repeats = 3);
+                                  std::int64_t tasks = 256, int repeats = kPeakRepeats);
 
 }  // namespace tandem::kernels
