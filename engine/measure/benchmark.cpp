@@ -99,8 +99,7 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
   BenchResult result;
   result.active_bytes_per_token = model.active_weight_bytes_per_token();
   if (o.prompt_ceiling && o.prompt_tokens > 0) {
-    // Before any product: oneDNN's OpenMP threads spin a while after each of its products
-    // and would take cores from the measurement.
+    // Before the runs, on the benchmark's own threads, while nothing else computes.
     result.prompt_work =
         prompt_work_per_token(model, o.prompt_tokens, o.depth_tokens, o.attention_instruction);
     if (result.prompt_work.uncounted.empty()) {

@@ -113,9 +113,8 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
   report.variant = std::string(kernels::variant_name(variant));
   std::int64_t max_tokens = 1;
   for (std::int64_t t : options.tokens) max_tokens = std::max(max_tokens, t);
-  // The product instructions' peaks first: once oneDNN has run, its OpenMP threads spin for
-  // a while after each product and would take a core from the measurement (measured: half
-  // the rate with two threads).
+  // The product instructions' peaks first, once per thread count, on an idle machine: no
+  // pool of the products below exists yet.
   for (int threads : options.threads) {
     for (kernels::PackedFormat format :
          {kernels::PackedFormat::Int8, kernels::PackedFormat::Bf16}) {
