@@ -18,7 +18,6 @@
 #include "engine/measure/trace.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/synthetic_checkpoint.h"
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/compute_peak.h"
 #include "kernels/cpu/packed_matmul.h"
 
@@ -357,14 +356,11 @@ int run_bench(const BenchCommandOptions& o) {
   options.trace = !o.trace_path.empty();
   options.repetitions = std::max(1, o.repetitions);
   options.warmup = !o.no_warmup;
-  // The CPU's own prompt ceiling; attention multiplies with VDPBF16PS over a BF16 cache where
-  // the CPU has it, otherwise with the widest FMA its portable kernels were cloned for.
+  // The CPU's own prompt ceiling, attention counted as the kernels in use multiply.
   options.prompt_ceiling = !runner.has_accelerator();
-  options.attention_instruction =
-      settings.kv_cache == backend::KvCacheFormat::Bf16 &&
-              kernels::active_attention_variant() == kernels::AttentionVariant::Avx512Bf16
-          ? std::optional(kernels::ProductInstruction::Bf16Dot512)
-          : kernels::widest_fma(kernels::detect_isa().usable);
+  options.attention_instruction = kernels::attention_product_instruction(
+      kernels::active_attention_variant(), settings.kv_cache == backend::KvCacheFormat::Bf16,
+      kernels::detect_isa().usable);
   const measure::BenchResult r =
       measure::run_benchmark(runner, pool, options, [&](const std::string& line) {
         if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());

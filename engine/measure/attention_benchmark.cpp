@@ -57,11 +57,9 @@ AttentionBenchReport run_attention_benchmark(
   const std::vector<float> v =
       random_values(static_cast<std::size_t>((deepest + longest) * nkv * hd), 3);
   std::vector<float> out(n * static_cast<std::size_t>(nh * hd));
-  // VDPBF16PS, or the fp32 multiply-adds of the portable kernels' widest clone.
   const std::optional<kernels::ProductInstruction> instruction =
-      variant == kernels::AttentionVariant::Avx512Bf16
-          ? std::optional(kernels::ProductInstruction::Bf16Dot512)
-          : kernels::widest_fma(kernels::detect_isa().usable);
+      kernels::attention_product_instruction(variant, /*bf16_cache=*/true,
+                                             kernels::detect_isa().usable);
 
   for (int threads : options.threads) {
     const double peak =

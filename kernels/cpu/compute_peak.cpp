@@ -9,30 +9,25 @@
 namespace tandem::kernels {
 namespace {
 
-// One pass of the loop: each of twelve registers takes the instruction once, independent of
-// the others (twelve chains cover a latency of up to six cycles at two a cycle). Only
-// registers 0 to 15 are named, so the file needs no AVX-512 compiler flags; the assembler
-// takes every instruction whatever the flags.
-#define TANDEM_TWELVE(op, r)                                                                      \
-  op " %%" r "14, %%" r "15, %%" r "0\n\t" op " %%" r "14, %%" r "15, %%" r "1\n\t" op " %%" r    \
-     "14, %%" r "15, %%" r "2\n\t" op " %%" r "14, %%" r "15, %%" r "3\n\t" op " %%" r "14, %%" r \
-     "15, %%" r "4\n\t" op " %%" r "14, %%" r "15, %%" r "5\n\t" op " %%" r "14, %%" r "15, %%" r \
-     "6\n\t" op " %%" r "14, %%" r "15, %%" r "7\n\t" op " %%" r "14, %%" r "15, %%" r "8\n\t" op \
-     " %%" r "14, %%" r "15, %%" r "9\n\t" op " %%" r "14, %%" r "15, %%" r "10\n\t" op " %%" r   \
-     "14, %%" r "15, %%" r "11\n\t"
-
 // Zeroes the operands (zeros keep the floating-point units off any slow path), then runs
-// `passes` passes.
-#define TANDEM_PEAK_LOOP(zero, op, r) \
-  asm volatile(zero " %%" r "14, %%" r "14, %%" r "14\n\t" zero " %%" r "15, %%" r "15, %%" r \
-                    "15\n\t"                                                                  \
-                    "1:\n\t" TANDEM_TWELVE(op, r) "dec %0\n\t"                                \
-                    "jnz 1b\n\t"                                                              \
-                    "vzeroupper\n\t"                                                          \
-               : "+r"(passes)                                                                 \
-               :                                                                              \
-               : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",      \
-                 "xmm9", "xmm10", "xmm11", "xmm14", "xmm15", "cc")
+// `passes` passes of the loop, in which each of twelve registers takes the instruction once,
+// independent of the others (twelve chains cover a latency of up to six cycles at two a
+// cycle). Only registers 0 to 15 are named, so the file needs no AVX-512 compiler flags; the
+// assembler takes every instruction whatever the flags.
+#define TANDEM_PEAK_LOOP(zero, op, r)                                                            \
+  asm volatile(zero " %%" r "14, %%" r "14, %%" r "14\n\t" zero " %%" r "15, %%" r "15, %%" r    \
+                    "15\n\t"                                                                     \
+                    "1:\n\t"                                                                     \
+                    ".irp i,0,1,2,3,4,5,6,7,8,9,10,11\n\t" op " %%" r "14, %%" r "15, %%" r      \
+                    "\\i\n\t"                                                                    \
+                    ".endr\n\t"                                                                  \
+                    "dec %0\n\t"                                                                 \
+                    "jnz 1b\n\t"                                                                 \
+                    "vzeroupper\n\t"                                                             \
+               : "+r"(passes)                                                                    \
+               :                                                                                 \
+               : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
+                 "xmm10", "xmm11", "xmm14", "xmm15", "cc")
 
 constexpr int kChains = 12;
 constexpr std::int64_t kPassesPerTask = 1 << 16;  // 786,432 instructions, about 0.2-0.5 ms
@@ -58,7 +53,6 @@ void run_passes(ProductInstruction instruction, std::int64_t passes) {
 }
 
 #undef TANDEM_PEAK_LOOP
-#undef TANDEM_TWELVE
 
 // Per instruction, in the enum's order: its name in reports and its multiply-adds.
 struct InstructionInfo {
@@ -130,6 +124,13 @@ std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable) {
   if (avx512_base(usable)) return ProductInstruction::Fma512;
   if (usable.avx2 && usable.fma) return ProductInstruction::Fma256;
   return std::nullopt;
+}
+
+std::optional<ProductInstruction> attention_product_instruction(AttentionVariant variant,
+                                                                bool bf16_cache,
+                                                                const IsaFeatures& usable) {
+  if (bf16_cache && variant == AttentionVariant::Avx512Bf16) return ProductInstruction::Bf16Dot512;
+  return widest_fma(usable);
 }
 
 double measure_peak_multiply_adds(ProductInstruction instruction, const ParallelFor& parallel,

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/packed_matmul.h"
@@ -36,6 +37,12 @@ std::optional<ProductInstruction> packed_product_instruction(PackedFormat format
 // The instruction attention's fp32 multiply-adds run as (its portable kernels are cloned per
 // instruction set): the widest FMA the CPU has, none below AVX2.
 std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable);
+
+// The instruction attention multiplies with in `variant` over a BF16 cache (`bf16_cache`)
+// or an fp32 one: VDPBF16PS for the Avx512Bf16 kernels over BF16, otherwise widest_fma.
+std::optional<ProductInstruction> attention_product_instruction(AttentionVariant variant,
+                                                                bool bf16_cache,
+                                                                const IsaFeatures& usable);
 
 // Repetitions a peak is the best of: on the development VM a core is now and then taken for
 // a moment (one bench --attention run of about fifteen measured half the peak, best of 3).

@@ -63,6 +63,13 @@ class TestComputePeak : public QObject {
     QCOMPARE(widest_fma(zen4), std::optional(ProductInstruction::Fma512));
     QCOMPARE(widest_fma(alder_lake), std::optional(ProductInstruction::Fma256));
     QCOMPARE(widest_fma(IsaFeatures{}), std::nullopt);
+    // Attention: VDPBF16PS only for its kernels over a BF16 cache; FMAs otherwise.
+    QCOMPARE(attention_product_instruction(AttentionVariant::Avx512Bf16, true, zen4),
+             std::optional(ProductInstruction::Bf16Dot512));
+    QCOMPARE(attention_product_instruction(AttentionVariant::Avx512Bf16, false, zen4),
+             std::optional(ProductInstruction::Fma512));
+    QCOMPARE(attention_product_instruction(AttentionVariant::Portable, true, alder_lake),
+             std::optional(ProductInstruction::Fma256));
   }
 
   void usableFollowsFeatures() {
