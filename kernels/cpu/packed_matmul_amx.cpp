@@ -16,37 +16,27 @@
 // weight tiles, so each loaded tile feeds two products. The columns that do not fill a last
 // 64-byte tile are added with AVX-512 before the sums are scaled.
 //
-// The tile unit is a template parameter: HardwareTiles issues the instructions; the
-// software EmulatedTiles, used by the tests on CPUs without AMX, performs them as the
-// instruction set reference describes (including its shape checks), so the layout, the tails
-// and the bookkeeping of these kernels are tested everywhere.
+// The tile unit is a template parameter (amx_tiles.h): the instructions, or the same in
+// software for the tests on CPUs without AMX.
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <stdexcept>
 #include <vector>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::kernels {
 namespace {
 
-constexpr int kTileRows = 16;
-constexpr int kTileBytes = 64;                          // bytes per tile row
+using amx::EmulatedTiles;
+using amx::HardwareTiles;
+using amx::kTileBytes;
+using amx::kTileRows;
+using amx::TileConfig;
 constexpr std::int64_t kPairsPerTile = kTileBytes / 4;  // BF16 column pairs per tile: 16
-
-// The 64-byte operand of LDTILECFG (palette 1).
-struct alignas(64) TileConfig {
-  std::uint8_t palette = 1;
-  std::uint8_t start_row = 0;
-  std::uint8_t reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
 
 // Tiles 0-3: accumulators C[token tile][row block]; 4-5: activations; 6-7: weights. Each
 // product takes `chunk_bytes` bytes of every activation row: 64 (a whole tile), or 32 where
@@ -61,123 +51,6 @@ TileConfig kernel_config(int chunk_bytes) {
   for (int t : {6, 7}) c.rows[t] = static_cast<std::uint8_t>(chunk_bytes / 4);
   return c;
 }
-
-struct HardwareTiles {
-  static void configure(const TileConfig& c) { asm volatile("ldtilecfg %0" ::"m"(c)); }
-  static void release() { asm volatile("tilerelease" ::); }
-  template <int T>
-  static void zero() {
-    asm volatile("tilezero %%tmm%c0" ::"i"(T));
-  }
-  template <int T>
-  static void load(const void* base, std::int64_t stride) {
-    asm volatile("tileloadd (%0,%1,1), %%tmm%c2" ::"r"(base), "r"(stride), "i"(T) : "memory");
-  }
-  template <int T>
-  static void store(void* base, std::int64_t stride) {
-    asm volatile("tilestored %%tmm%c2, (%0,%1,1)" ::"r"(base), "r"(stride), "i"(T) : "memory");
-  }
-  // C += A (signed bytes) . B (unsigned bytes), int32 sums.
-  template <int C, int A, int B>
-  static void dot_s8u8() {
-    asm volatile("tdpbsud %%tmm%c2, %%tmm%c1, %%tmm%c0" ::"i"(C), "i"(A), "i"(B));
-  }
-  // C += A (bf16 pairs) . B (bf16 pairs), fp32 sums.
-  template <int C, int A, int B>
-  static void dot_bf16() {
-    asm volatile("tdpbf16ps %%tmm%c2, %%tmm%c1, %%tmm%c0" ::"i"(C), "i"(A), "i"(B));
-  }
-};
-
-// The tile unit in software, per thread, after the pseudocode of the instruction set
-// reference: loads fill the configured rows and bytes and zero the rest; a product whose
-// shapes do not fit (where the hardware raises #UD) throws.
-struct EmulatedTiles {
-  struct State {
-    TileConfig config;
-    bool configured = false;
-    alignas(64) std::uint8_t tile[8][kTileRows][kTileBytes];
-  };
-  static State& state() {
-    static thread_local State s;
-    return s;
-  }
-  static void configure(const TileConfig& c) {
-    State& s = state();
-    s.config = c;
-    s.configured = true;
-    std::memset(s.tile, 0, sizeof(s.tile));
-  }
-  static void release() { state().configured = false; }
-  static void check(bool ok) {
-    if (!ok) throw std::logic_error("AMX emulation: instruction with an invalid tile shape");
-  }
-  template <int T>
-  static void zero() {
-    check(state().configured);
-    std::memset(state().tile[T], 0, sizeof(state().tile[T]));
-  }
-  template <int T>
-  static void load(const void* base, std::int64_t stride) {
-    State& s = state();
-    check(s.configured);
-    std::memset(s.tile[T], 0, sizeof(s.tile[T]));
-    for (int r = 0; r < s.config.rows[T]; ++r)
-      std::memcpy(s.tile[T][r], static_cast<const std::uint8_t*>(base) + r * stride,
-                  s.config.colsb[T]);
-  }
-  template <int T>
-  static void store(void* base, std::int64_t stride) {
-    State& s = state();
-    check(s.configured);
-    for (int r = 0; r < s.config.rows[T]; ++r)
-      std::memcpy(static_cast<std::uint8_t*>(base) + r * stride, s.tile[T][r], s.config.colsb[T]);
-  }
-  template <int C, int A, int B>
-  static void check_shapes() {
-    const TileConfig& c = state().config;
-    check(state().configured && c.rows[C] == c.rows[A] && c.colsb[A] == 4 * c.rows[B] &&
-          c.colsb[C] == c.colsb[B] && c.colsb[C] % 4 == 0);
-  }
-  template <int C, int A, int B>
-  static void dot_s8u8() {
-    check_shapes<C, A, B>();
-    State& s = state();
-    for (int m = 0; m < s.config.rows[C]; ++m) {
-      for (int n = 0; n < s.config.colsb[C] / 4; ++n) {
-        std::int32_t acc;
-        std::memcpy(&acc, &s.tile[C][m][4 * n], 4);
-        for (int k = 0; k < s.config.colsb[A] / 4; ++k) {
-          for (int j = 0; j < 4; ++j)
-            acc += static_cast<std::int32_t>(static_cast<std::int8_t>(s.tile[A][m][4 * k + j])) *
-                   static_cast<std::int32_t>(s.tile[B][k][4 * n + j]);
-        }
-        std::memcpy(&s.tile[C][m][4 * n], &acc, 4);
-      }
-    }
-  }
-  template <int C, int A, int B>
-  static void dot_bf16() {
-    check_shapes<C, A, B>();
-    State& s = state();
-    auto bf16_at = [&](int t, int r, int byte) {
-      std::uint16_t v;
-      std::memcpy(&v, &s.tile[t][r][byte], 2);
-      return bf16_to_f32(v);
-    };
-    for (int m = 0; m < s.config.rows[C]; ++m) {
-      for (int n = 0; n < s.config.colsb[C] / 4; ++n) {
-        float acc;
-        std::memcpy(&acc, &s.tile[C][m][4 * n], 4);
-        for (int k = 0; k < s.config.colsb[A] / 4; ++k) {
-          acc += bf16_at(A, m, 4 * k) * bf16_at(B, k, 4 * n) +
-                 bf16_at(A, m, 4 * k + 2) * bf16_at(B, k, 4 * n + 2);
-        }
-        std::memcpy(&s.tile[C][m][4 * n], &acc, 4);
-      }
-    }
-  }
-};
 
 // Per-thread scratch: INT4 blocks widened to bytes, and the accumulators read back.
 struct Scratch {
