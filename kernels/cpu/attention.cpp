@@ -308,7 +308,8 @@ void attend_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t
   thread_local std::vector<float> rounded;
   rounded.resize(static_cast<std::size_t>(nq * kv.key_dim));
   for (std::size_t j = 0; j < rounded.size(); ++j) rounded[j] = round_bf16(q[j]);
-  if (variant == AttentionVariant::Avx512Bf16) {
+  // Decoding has too few rows for tiles: AmxBf16 decodes as Avx512Bf16.
+  if (variant != AttentionVariant::Portable) {
     attention_loop::attend_bf16_avx512(rounded.data(), nq, kv, begin, end, scale, scores, out,
                                        sinks, max, sum);
   } else {
@@ -355,10 +356,13 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
                                        out_stride);
 }
 
-void attend_prompt_bf16(const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
-                        const Bf16Kv& kv, std::int64_t pos0, std::int64_t window, float scale,
-                        const float* sinks, float* out, std::int64_t out_stride,
-                        AttentionVariant variant) {
+namespace {
+
+// attend_prompt_bf16 by the variant, or with the AMX tiles emulated (`emulated`).
+void prompt_bf16(const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
+                 const Bf16Kv& kv, std::int64_t pos0, std::int64_t window, float scale,
+                 const float* sinks, float* out, std::int64_t out_stride, AttentionVariant variant,
+                 bool emulated) {
   if (kv.key_dim % 2 != 0) throw std::invalid_argument("a BF16 KV cache needs an even key width");
   // Every token's queries rounded once, side by side.
   thread_local std::vector<float> rounded;
@@ -366,13 +370,37 @@ void attend_prompt_bf16(const float* q, std::int64_t q_stride, std::int64_t nq, 
   rounded.resize(static_cast<std::size_t>(tokens * row));
   for (std::int64_t t = 0; t < tokens; ++t)
     for (std::int64_t j = 0; j < row; ++j) rounded[t * row + j] = round_bf16(q[t * q_stride + j]);
-  if (variant == AttentionVariant::Avx512Bf16) {
-    attention_loop::attend_prompt_bf16_avx512(rounded.data(), nq, tokens, kv, pos0, window, scale,
-                                              sinks, out, out_stride);
-  } else {
+  if (variant == AttentionVariant::Portable) {
     attend_prompt_bf16_portable(rounded.data(), nq, tokens, kv, pos0, window, scale, sinks, out,
                                 out_stride);
+    return;
   }
+  using attention_loop::PromptTiles;
+  const PromptTiles tiles = emulated                               ? PromptTiles::Emulated
+                            : variant == AttentionVariant::AmxBf16 ? PromptTiles::Hardware
+                                                                   : PromptTiles::None;
+  attention_loop::attend_prompt_bf16_avx512(rounded.data(), nq, tokens, kv, pos0, window, scale,
+                                            sinks, out, out_stride, tiles);
+}
+
+}  // namespace
+
+void attend_prompt_bf16(const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
+                        const Bf16Kv& kv, std::int64_t pos0, std::int64_t window, float scale,
+                        const float* sinks, float* out, std::int64_t out_stride,
+                        AttentionVariant variant) {
+  prompt_bf16(q, q_stride, nq, tokens, kv, pos0, window, scale, sinks, out, out_stride, variant,
+              false);
+}
+
+void attend_prompt_bf16_amx_emulated(const float* q, std::int64_t q_stride, std::int64_t nq,
+                                     std::int64_t tokens, const Bf16Kv& kv, std::int64_t pos0,
+                                     std::int64_t window, float scale, const float* sinks,
+                                     float* out, std::int64_t out_stride) {
+  if (!attention_variant_supported(AttentionVariant::Avx512Bf16))
+    throw std::invalid_argument("the emulated AMX attention needs AVX-512 BF16 for the rest of it");
+  prompt_bf16(q, q_stride, nq, tokens, kv, pos0, window, scale, sinks, out, out_stride,
+              AttentionVariant::Avx512Bf16, true);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
@@ -428,20 +456,33 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 bool attention_variant_supported(AttentionVariant variant) {
   if (variant == AttentionVariant::Portable) return true;
   const IsaFeatures& u = detect_isa().usable;
-  return u.avx512f && u.avx512bw && u.avx512vl && u.avx512_bf16;
+  const bool avx512_bf16 = u.avx512f && u.avx512bw && u.avx512vl && u.avx512_bf16;
+  if (variant == AttentionVariant::Avx512Bf16) return avx512_bf16;
+  return avx512_bf16 && u.amx_tile && u.amx_bf16;
 }
 
 AttentionVariant active_attention_variant() {
-  static const AttentionVariant chosen =
-      active_variant() >= CpuVariant::Avx512 &&
-              attention_variant_supported(AttentionVariant::Avx512Bf16)
-          ? AttentionVariant::Avx512Bf16
-          : AttentionVariant::Portable;
+  static const AttentionVariant chosen = [] {
+    const CpuVariant cpu = active_variant();
+    if (cpu >= CpuVariant::Amx && attention_variant_supported(AttentionVariant::AmxBf16))
+      return AttentionVariant::AmxBf16;
+    if (cpu >= CpuVariant::Avx512 && attention_variant_supported(AttentionVariant::Avx512Bf16))
+      return AttentionVariant::Avx512Bf16;
+    return AttentionVariant::Portable;
+  }();
   return chosen;
 }
 
 const char* attention_variant_name(AttentionVariant variant) {
-  return variant == AttentionVariant::Avx512Bf16 ? "avx512-bf16" : "portable";
+  switch (variant) {
+    case AttentionVariant::Avx512Bf16:
+      return "avx512-bf16";
+    case AttentionVariant::AmxBf16:
+      return "amx-bf16";
+    case AttentionVariant::Portable:
+      break;
+  }
+  return "portable";
 }
 
 void attend_heads_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,

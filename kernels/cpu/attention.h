@@ -89,12 +89,14 @@ struct Bf16Kv {
 };
 
 // Portable: fp32 multiply-adds of the BF16 values (any x86-64, vectorised per instruction
-// set); Avx512Bf16: VDPBF16PS. Both compute the same products and differ only in the order
-// of fp32 sums.
-enum class AttentionVariant { Portable, Avx512Bf16 };
+// set); Avx512Bf16: VDPBF16PS; AmxBf16: a prompt's attention in AMX tiles (TDPBF16PS, 16
+// rows of queries or weights at a time) where the key width is whole 32s and the value width
+// whole 16s, the rest as Avx512Bf16. All compute the same products and differ only in the
+// order of fp32 sums.
+enum class AttentionVariant { Portable, Avx512Bf16, AmxBf16 };
 bool attention_variant_supported(AttentionVariant variant);
-// The best the CPU has, Portable when the kernel variant in use (--cpu-variant,
-// TANDEM_CPU_VARIANT) is below avx512.
+// The best the CPU has: AmxBf16 only when the kernel variant in use (--cpu-variant,
+// TANDEM_CPU_VARIANT) is amx, Portable when it is below avx512.
 AttentionVariant active_attention_variant();
 const char* attention_variant_name(AttentionVariant variant);
 
@@ -130,6 +132,12 @@ void attend_prompt_bf16(const float* q, std::int64_t q_stride, std::int64_t nq, 
                         const Bf16Kv& kv, std::int64_t pos0, std::int64_t window, float scale,
                         const float* sinks, float* out, std::int64_t out_stride,
                         AttentionVariant variant);
+// For tests on CPUs without AMX: attend_prompt_bf16's AmxBf16 variant with the tile unit
+// emulated in software (the rest of it needs AVX-512 BF16).
+void attend_prompt_bf16_amx_emulated(const float* q, std::int64_t q_stride, std::int64_t nq,
+                                     std::int64_t tokens, const Bf16Kv& kv, std::int64_t pos0,
+                                     std::int64_t window, float scale, const float* sinks,
+                                     float* out, std::int64_t out_stride);
 
 // x = softmax(x) over n values, in place (the sum in double, so long rows stay exact). With
 // a `sink`, the softmax is over the n values and the sink, and the sink's share is dropped.

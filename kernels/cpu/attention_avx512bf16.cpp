@@ -1,15 +1,19 @@
 // Attention over the BF16 KV cache with VDPBF16PS: each instruction adds two exact products
 // a lane, a dimension pair of 16 keys when scoring and a pair of positions of 16 values
-// when weighing, twice the multiply-adds of fp32 per instruction. Compiled for AVX-512 with
-// BF16; run only where attention_variant_supported says so.
+// when weighing, twice the multiply-adds of fp32 per instruction. A prompt's attention can
+// also take its products in AMX tiles (TDPBF16PS, the same pairs 16 rows at a time). Compiled
+// for AVX-512 with BF16 (the tile instructions are assembly); run only where
+// attention_variant_supported says so.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/attention_loop.h"
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/vec16.h"
@@ -184,6 +188,30 @@ constexpr int kRows = 6;                                          // rows per re
 constexpr std::int64_t kBlockTiles = kPromptKeyBlock / kKeyTile;  // 8
 constexpr std::int64_t kBlockPairs = kPromptKeyBlock / 2;         // 64
 
+// f(std::integral_constant<int, NT>()) for the NT key tiles that hold `positions` (1 to
+// kPromptKeyBlock) positions of a block: the count a template argument, so that a row's
+// scores of the block stay in registers.
+template <class F>
+__attribute__((always_inline)) inline void with_tiles(std::int64_t positions, F f) {
+  switch ((positions + kKeyTile - 1) / kKeyTile) {
+#define TANDEM_TILES(NT)                  \
+  case NT:                                \
+    f(std::integral_constant<int, NT>()); \
+    break;
+    TANDEM_TILES(1)
+    TANDEM_TILES(2)
+    TANDEM_TILES(3)
+    TANDEM_TILES(4)
+    TANDEM_TILES(5)
+    TANDEM_TILES(6)
+    TANDEM_TILES(7)
+#undef TANDEM_TILES
+    default:
+      f(std::integral_constant<int, kBlockTiles>());
+      break;
+  }
+}
+
 struct PromptBlocks {
   Bf16Kv kv;
   std::int64_t pairs = 0;            // key dimension pairs
@@ -219,7 +247,7 @@ struct PromptBlocks {
   }
 
   // Rows [r0, r0 + MR) against NT tiles of the block at k0 from its tile tile0:
-  // s[i][(tile0 + x) * 16 + lane] = scale * q_i . k.
+  // s[i][(tile0 + x) * 16 + lane] = q_i . k (the scale comes with the softmax).
   template <int MR, int NT>
   __attribute__((always_inline)) void score(std::int64_t r0, std::int64_t k0, std::int64_t tile0,
                                             float (*s)[kPromptKeyBlock]) const {
@@ -237,26 +265,25 @@ struct PromptBlocks {
         for (int x = 0; x < NT; ++x) acc[i][x] = dpbf16(acc[i][x], k[x], b);
       }
     }
-    const __m512 vscale = _mm512_set1_ps(scale);
     for (int i = 0; i < MR; ++i)
-      for (int x = 0; x < NT; ++x)
-        _mm512_storeu_ps(s[i] + (tile0 + x) * kKeyTile, _mm512_mul_ps(acc[i][x], vscale));
+      for (int x = 0; x < NT; ++x) _mm512_storeu_ps(s[i] + (tile0 + x) * kKeyTile, acc[i][x]);
   }
 
-  // Row r's online softmax over its positions [lo, hi) of the block at k0 (scores s, NT
-  // tiles): its maximum and sum carried on, its weights into w as BF16 pairs (0 outside [lo,
-  // hi)); returns the factor the row's output so far is to be scaled by.
+  // Row r's online softmax over its positions [lo, hi) of the block at k0 (scores s times
+  // the scale, NT tiles): its maximum and sum carried on, its weights into w as BF16 pairs (0
+  // outside [lo, hi)); returns the factor the row's output so far is to be scaled by.
   template <int NT>
   __attribute__((always_inline)) float softmax(std::int64_t r, std::int64_t k0, std::int64_t lo,
                                                std::int64_t hi, const float* s, std::uint32_t* w) {
     __mmask16 in[NT];
     __m512 x[NT];
     __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    const __m512 vscale = _mm512_set1_ps(scale);
     for (int t = 0; t < NT; ++t) {
       const std::int64_t a = std::clamp<std::int64_t>(lo - k0 - t * kKeyTile, 0, 16);
       const std::int64_t b = std::clamp<std::int64_t>(hi - k0 - t * kKeyTile, 0, 16);
       in[t] = static_cast<__mmask16>(((1u << b) - 1) & ~((1u << a) - 1));
-      x[t] = _mm512_loadu_ps(s + t * kKeyTile);
+      x[t] = _mm512_mul_ps(_mm512_loadu_ps(s + t * kKeyTile), vscale);
       mx = _mm512_mask_max_ps(mx, in[t], mx, x[t]);
     }
     const float m_old = max[r];
@@ -344,34 +371,14 @@ struct PromptBlocks {
   template <int MR>
   __attribute__((always_inline)) void rows_block_tiles(std::int64_t r0, std::int64_t k0,
                                                        std::int64_t end) {
-    switch ((end - k0 + kKeyTile - 1) / kKeyTile) {
-#define TANDEM_TILES(NT)             \
-  case NT:                           \
-    rows_block<MR, NT>(r0, k0, end); \
-    break;
-      TANDEM_TILES(1)
-      TANDEM_TILES(2)
-      TANDEM_TILES(3)
-      TANDEM_TILES(4)
-      TANDEM_TILES(5)
-      TANDEM_TILES(6)
-      TANDEM_TILES(7)
-#undef TANDEM_TILES
-      default:
-        rows_block<MR, kBlockTiles>(r0, k0, end);
-        break;
-    }
+    with_tiles(end - k0, [&](auto nt) { rows_block<MR, decltype(nt)::value>(r0, k0, end); });
   }
 
-  void run(const float* sinks) {
-    const std::int64_t rows = tokens * heads;
-    rows_out.resize(static_cast<std::size_t>(rows));
-    for (std::int64_t r = 0; r < rows; ++r)
-      rows_out[static_cast<std::size_t>(r)] =
-          out + (r / heads) * out_stride + (r % heads) * kv.value_dim;
-    max.assign(static_cast<std::size_t>(rows), -std::numeric_limits<float>::infinity());
-    sum.assign(static_cast<std::size_t>(rows), 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r) std::fill_n(out_row(r), kv.value_dim, 0.0f);
+  // The blocks of the job's cache, and in each the groups of up to G rows that see some of
+  // it (from a multiple of G when `aligned`): group(r0, n, k0, end) for rows [r0, r0 + n),
+  // with `end` past the last position of the block the group's last row sees.
+  template <std::int64_t G, bool aligned, class Group>
+  __attribute__((always_inline)) void blocks(Group group) {
     const std::int64_t last = pos0 + tokens;  // past the last token's position
     for (std::int64_t k0 = first(0) - first(0) % kPromptKeyBlock; k0 < last;
          k0 += kPromptKeyBlock) {
@@ -380,6 +387,7 @@ struct PromptBlocks {
       // last whose window starts before its end.
       const std::int64_t ta = std::max<std::int64_t>(0, k0 - pos0);
       const std::int64_t tb = window > 0 ? std::min(tokens, k1 - pos0 - 1 + window) : tokens;
+      const std::int64_t ra = aligned ? ta * heads / G * G : ta * heads, rb = tb * heads;
       // The next block's keys and values on their way to the second-level cache while this
       // one is computed, spread over its row groups: a long context comes from memory, and
       // a block's first row group would otherwise wait for every line of it (measured: half
@@ -392,47 +400,254 @@ struct PromptBlocks {
         next_values = reinterpret_cast<const char*>(kv.values + (k1 / 2) * 2 * kv.value_row);
         next_values_end = next_values + (n1 + 1) / 2 * 4 * kv.value_row;
         const std::int64_t lines = (next_keys_end - next_keys + next_values_end - next_values) / 64;
-        const std::int64_t groups = ((tb - ta) * heads + kRows - 1) / kRows;
+        const std::int64_t groups = (rb - ra + G - 1) / G;
         lines_per_group = (lines + groups - 1) / groups;
       } else {
         next_keys = next_keys_end = next_values = next_values_end = nullptr;
       }
-      for (std::int64_t r0 = ta * heads; r0 < tb * heads; r0 += kRows) {
-        const std::int64_t n = std::min<std::int64_t>(kRows, tb * heads - r0);
+      for (std::int64_t r0 = ra; r0 < rb; r0 += G) {
+        const std::int64_t n = std::min<std::int64_t>(G, rb - r0);
         prefetch_next();
         // The positions the group's last token sees, of this block.
         const std::int64_t end = std::min(k1, pos0 + (r0 + n - 1) / heads + 1);
-        switch (n) {
-          case 1:
-            rows_block_tiles<1>(r0, k0, end);
-            break;
-          case 2:
-            rows_block_tiles<2>(r0, k0, end);
-            break;
-          case 3:
-            rows_block_tiles<3>(r0, k0, end);
-            break;
-          case 4:
-            rows_block_tiles<4>(r0, k0, end);
-            break;
-          case 5:
-            rows_block_tiles<5>(r0, k0, end);
-            break;
-          default:
-            rows_block_tiles<6>(r0, k0, end);
-            break;
-        }
+        group(r0, n, k0, end);
       }
     }
-    for (std::int64_t r = 0; r < rows; ++r) {
+  }
+
+  void start(std::int64_t rows_padded) {
+    const std::int64_t rows = tokens * heads;
+    max.assign(static_cast<std::size_t>(rows), -std::numeric_limits<float>::infinity());
+    sum.assign(static_cast<std::size_t>(rows), 0.0f);
+    rows_out.resize(static_cast<std::size_t>(rows_padded));
+  }
+
+  // Each row's output divided by its sum of weights (and sink), into `out`.
+  void finish(const float* sinks) {
+    for (std::int64_t r = 0; r < tokens * heads; ++r) {
       double denominator = sum[static_cast<std::size_t>(r)];
       if (sinks != nullptr)
         denominator +=
             std::exp(static_cast<double>(sinks[r % heads]) - max[static_cast<std::size_t>(r)]);
       const auto inv = static_cast<float>(1.0 / denominator);
-      float* o = out_row(r);
-      for (std::int64_t d = 0; d < kv.value_dim; ++d) o[d] *= inv;
+      const float* o = out_row(r);
+      float* dst = out + (r / heads) * out_stride + (r % heads) * kv.value_dim;
+      for (std::int64_t d = 0; d < kv.value_dim; ++d) dst[d] = o[d] * inv;
     }
+  }
+
+  void run(const float* sinks) {
+    const std::int64_t rows = tokens * heads;
+    start(rows);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      rows_out[static_cast<std::size_t>(r)] =
+          out + (r / heads) * out_stride + (r % heads) * kv.value_dim;
+      std::fill_n(out_row(r), kv.value_dim, 0.0f);
+    }
+    blocks<kRows, false>(
+        [this](std::int64_t r0, std::int64_t n, std::int64_t k0, std::int64_t end) {
+          switch (n) {
+            case 1:
+              rows_block_tiles<1>(r0, k0, end);
+              break;
+            case 2:
+              rows_block_tiles<2>(r0, k0, end);
+              break;
+            case 3:
+              rows_block_tiles<3>(r0, k0, end);
+              break;
+            case 4:
+              rows_block_tiles<4>(r0, k0, end);
+              break;
+            case 5:
+              rows_block_tiles<5>(r0, k0, end);
+              break;
+            default:
+              rows_block_tiles<6>(r0, k0, end);
+              break;
+          }
+        });
+    finish(sinks);
+  }
+
+  // ---- The same with AMX tiles (TDPBF16PS), for key widths in whole 32s and value widths in
+  // whole 16s. The BF16 cache is laid out as the tiles' second operand wants it: 32
+  // dimensions of a key tile are 16 rows of 64 bytes (a dimension pair of its 16 positions
+  // each), and 16 values of 16 position pairs are 16 rows of 64 bytes, a pair's row apart.
+  // Rows go in groups of 16, one tile row each. Scores: the accumulators of four key tiles at
+  // a time, over the key width 32 dimensions at a time, a tile of the group's queries against
+  // each key tile. The softmax as above (AVX-512). Weighing: four 16-value slices of the
+  // group's outputs at a time into the accumulators, plus a tile of weights (32 positions)
+  // times each slice's values. The outputs accumulate in a buffer of uniform row stride (the
+  // tiles' loads need one) and reach `out` in finish(). Tiles 0-3 accumulate, 4 holds queries
+  // or weights, 5 and 6 keys or values (in turn, so that a load need not wait for the
+  // product before it).
+  static constexpr std::int64_t kGroupRows = amx::kTileRows;
+
+  std::vector<std::uint32_t>* q_padded = nullptr;  // the queries' pairs, rows padded to 16
+  std::vector<float>* o_buffer = nullptr;          // padded rows x value_dim
+  std::vector<std::uint16_t>* value_tail = nullptr;
+
+  template <class Tiles>
+  static __attribute__((always_inline)) void dot(int c) {
+    switch (c) {
+      case 0:
+        Tiles::template dot_bf16<0, 4, 5>();
+        break;
+      case 1:
+        Tiles::template dot_bf16<1, 4, 6>();
+        break;
+      case 2:
+        Tiles::template dot_bf16<2, 4, 5>();
+        break;
+      default:
+        Tiles::template dot_bf16<3, 4, 6>();
+        break;
+    }
+  }
+  // The second operand of accumulator c's next product.
+  template <class Tiles>
+  static __attribute__((always_inline)) void load_b(int c, const void* base, std::int64_t stride) {
+    if (c % 2 == 0) {
+      Tiles::template load<5>(base, stride);
+    } else {
+      Tiles::template load<6>(base, stride);
+    }
+  }
+  // Accumulators [0, n) to or from 16 rows `stride` bytes apart, 64 bytes after each other.
+  template <class Tiles, bool Store>
+  static __attribute__((always_inline)) void move_accumulators(int n, float* base,
+                                                               std::int64_t stride) {
+    const auto each = [&]<int C>() {
+      if (C >= n) return;
+      if constexpr (Store) {
+        Tiles::template store<C>(base + C * 16, stride);
+      } else {
+        Tiles::template load<C>(base + C * 16, stride);
+      }
+    };
+    each.template operator()<0>();
+    each.template operator()<1>();
+    each.template operator()<2>();
+    each.template operator()<3>();
+  }
+
+  // s[i][x * 16 + lane] = q_(r0 + i) . k for the block's first nt key tiles.
+  template <class Tiles>
+  __attribute__((always_inline)) void tiles_score(std::int64_t r0, std::int64_t k0, std::int64_t nt,
+                                                  float (*s)[kPromptKeyBlock]) const {
+    const std::int64_t kd = kv.key_dim;
+    const std::uint32_t* qr = q_padded->data() + r0 * pairs;
+    const std::uint16_t* tiles = kv.keys + (k0 / kKeyTile) * kd * kKeyTile;
+    for (std::int64_t x0 = 0; x0 < nt; x0 += 4) {
+      const int n = static_cast<int>(std::min<std::int64_t>(4, nt - x0));
+      Tiles::template zero<0>();
+      if (n > 1) Tiles::template zero<1>();
+      if (n > 2) Tiles::template zero<2>();
+      if (n > 3) Tiles::template zero<3>();
+      for (std::int64_t dc = 0; dc < kd / 32; ++dc) {
+        Tiles::template load<4>(qr + dc * 16, pairs * 4);
+        for (int x = 0; x < n; ++x) {
+          load_b<Tiles>(x, tiles + ((x0 + x) * kd + dc * 32) * kKeyTile, 64);
+          dot<Tiles>(x);
+        }
+      }
+      move_accumulators<Tiles, true>(n, s[0] + x0 * kKeyTile, sizeof(s[0]));
+    }
+  }
+
+  // Rows [r0, r0 + 16): out = out * corr + w . v over the block's first `np` pairs.
+  template <class Tiles>
+  __attribute__((always_inline)) void tiles_weigh(std::int64_t r0, std::int64_t k0, std::int64_t np,
+                                                  const float* corr,
+                                                  const std::uint32_t (*w)[kBlockPairs]) {
+    const std::int64_t vd = kv.value_dim, pair_row = 2 * kv.value_row;
+    float* o = o_buffer->data() + r0 * vd;
+    for (std::int64_t i = 0; i < kGroupRows; ++i) {
+      if (corr[i] == 1.0f) continue;
+      const __m512 f = _mm512_set1_ps(corr[i]);
+      for (std::int64_t d = 0; d < vd; d += 16)
+        _mm512_storeu_ps(o + i * vd + d, _mm512_mul_ps(f, _mm512_loadu_ps(o + i * vd + d)));
+    }
+    const std::uint16_t* rows = kv.values + (k0 / 2) * pair_row;
+    // A last chunk of fewer than 16 pairs comes from a copy with the missing pairs zero: the
+    // cache may end before the chunk would (and a product of 0 with what lies there need not
+    // be 0).
+    const std::int64_t whole = np / 16, chunks = (np + 15) / 16;
+    std::uint16_t* tail = value_tail->data();
+    if (whole < chunks) {
+      for (std::int64_t j = 0; j < 16; ++j) {
+        std::uint16_t* dst = tail + j * 2 * vd;
+        if (whole * 16 + j < np) {
+          std::memcpy(dst, rows + (whole * 16 + j) * pair_row, 2 * vd * sizeof(std::uint16_t));
+        } else {
+          std::fill_n(dst, 2 * vd, std::uint16_t{0});
+        }
+      }
+    }
+    for (std::int64_t c0 = 0; c0 < vd / 16; c0 += 4) {
+      const int n = static_cast<int>(std::min<std::int64_t>(4, vd / 16 - c0));
+      move_accumulators<Tiles, false>(n, o + c0 * 16, vd * 4);
+      for (std::int64_t pc = 0; pc < chunks; ++pc) {
+        Tiles::template load<4>(w[0] + pc * 16, sizeof(w[0]));
+        const bool copied = pc == whole;
+        const std::uint16_t* base = copied ? tail : rows + pc * 16 * pair_row;
+        const std::int64_t stride = (copied ? 2 * vd : pair_row) * 2;
+        for (int c = 0; c < n; ++c) {
+          load_b<Tiles>(c, base + (c0 + c) * 32, stride);
+          dot<Tiles>(c);
+        }
+      }
+      move_accumulators<Tiles, true>(n, o + c0 * 16, vd * 4);
+    }
+  }
+
+  template <class Tiles, int NT>
+  void tiles_group(std::int64_t r0, std::int64_t k0, std::int64_t end) {
+    alignas(64) float s[kGroupRows][kPromptKeyBlock];
+    alignas(64) std::uint32_t w[kGroupRows][kBlockPairs];
+    float corr[kGroupRows];
+    tiles_score<Tiles>(r0, k0, NT, s);
+    for (std::int64_t i = 0; i < kGroupRows; ++i) {
+      // Rows past the job's (padding) have tokens past its last.
+      const std::int64_t t = (r0 + i) / heads;
+      const std::int64_t lo = std::max(k0, first(t));
+      const std::int64_t hi = std::min(k0 + kPromptKeyBlock, pos0 + t + 1);
+      if (t >= tokens || lo >= hi) {
+        corr[i] = 1.0f;
+        std::fill_n(w[i], kBlockPairs, 0u);
+        continue;
+      }
+      corr[i] = softmax<NT>(r0 + i, k0, lo, hi, s[i], w[i]);
+    }
+    tiles_weigh<Tiles>(r0, k0, (end - k0 + 1) / 2, corr, w);
+  }
+
+  template <class Tiles>
+  void run_tiles(const float* sinks) {
+    const std::int64_t rows = tokens * heads;
+    const std::int64_t padded = (rows + kGroupRows - 1) / kGroupRows * kGroupRows;
+    const std::int64_t vd = kv.value_dim;
+    thread_local std::vector<std::uint32_t> qp;
+    thread_local std::vector<float> ob;
+    thread_local std::vector<std::uint16_t> vt;
+    qp.assign(static_cast<std::size_t>(padded * pairs), 0u);
+    std::copy_n(q, rows * pairs, qp.data());
+    ob.assign(static_cast<std::size_t>(padded * vd), 0.0f);
+    vt.resize(static_cast<std::size_t>(kGroupRows * 2 * vd));
+    q_padded = &qp;
+    o_buffer = &ob;
+    value_tail = &vt;
+    start(padded);
+    for (std::int64_t r = 0; r < padded; ++r)
+      rows_out[static_cast<std::size_t>(r)] = ob.data() + r * vd;
+    Tiles::configure(amx::full_tiles());
+    blocks<kGroupRows, true>([this](std::int64_t r0, std::int64_t, std::int64_t k0,
+                                    std::int64_t end) {
+      with_tiles(end - k0, [&](auto nt) { tiles_group<Tiles, decltype(nt)::value>(r0, k0, end); });
+    });
+    Tiles::release();
+    finish(sinks);
   }
 };
 
@@ -447,8 +662,8 @@ void attend_bf16_avx512(const float* q, std::int64_t nq, const Bf16Kv& kv, std::
 
 void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tokens,
                                const Bf16Kv& kv, std::int64_t pos0, std::int64_t window,
-                               float scale, const float* sinks, float* out,
-                               std::int64_t out_stride) {
+                               float scale, const float* sinks, float* out, std::int64_t out_stride,
+                               PromptTiles tiles) {
   PromptBlocks job;
   job.kv = kv;
   job.pairs = kv.key_dim / 2;
@@ -460,7 +675,14 @@ void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tok
   job.scale = scale;
   job.out = out;
   job.out_stride = out_stride;
-  job.run(sinks);
+  const bool whole_tiles = kv.key_dim % 32 == 0 && kv.value_dim % 16 == 0;
+  if (tiles == PromptTiles::Hardware && whole_tiles) {
+    job.run_tiles<amx::HardwareTiles>(sinks);
+  } else if (tiles == PromptTiles::Emulated && whole_tiles) {
+    job.run_tiles<amx::EmulatedTiles>(sinks);
+  } else {
+    job.run(sinks);
+  }
 }
 
 }  // namespace tandem::kernels::attention_loop

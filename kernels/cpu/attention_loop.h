@@ -45,12 +45,17 @@ inline __attribute__((always_inline)) void fetch_row_share(const void* next, std
 // as much per block whatever its length, so blocks of 64 lost a fifth of the speed.
 inline constexpr std::int64_t kPromptKeyBlock = 128;
 
+// How the AVX-512 prompt kernel multiplies: VDPBF16PS, or AMX tiles (TDPBF16PS) where the
+// key width is whole 32s and the value width whole 16s, from the CPU or emulated in software
+// (tests on CPUs without AMX).
+enum class PromptTiles { None, Hardware, Emulated };
+
 // The VDPBF16PS kernel's prompt attention over a BF16 cache (its own row groups and blocks,
 // attention_avx512bf16.cpp); `q` already rounded to BF16, tokens' rows nq x key_dim apart.
 void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tokens,
                                const Bf16Kv& kv, std::int64_t pos0, std::int64_t window,
-                               float scale, const float* sinks, float* out,
-                               std::int64_t out_stride);
+                               float scale, const float* sinks, float* out, std::int64_t out_stride,
+                               PromptTiles tiles);
 
 // The VDPBF16PS kernels (attention_avx512bf16.cpp) over a BF16 cache; `q` already rounded to
 // BF16. Arguments as attend_all's.

@@ -130,6 +130,7 @@ std::optional<ProductInstruction> attention_product_instruction(AttentionVariant
                                                                 bool bf16_cache,
                                                                 const IsaFeatures& usable) {
   if (bf16_cache && variant == AttentionVariant::Avx512Bf16) return ProductInstruction::Bf16Dot512;
+  if (bf16_cache && variant == AttentionVariant::AmxBf16) return std::nullopt;
   return widest_fma(usable);
 }
 

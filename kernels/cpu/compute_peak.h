@@ -39,7 +39,8 @@ std::optional<ProductInstruction> packed_product_instruction(PackedFormat format
 std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable);
 
 // The instruction attention multiplies with in `variant` over a BF16 cache (`bf16_cache`)
-// or an fp32 one: VDPBF16PS for the Avx512Bf16 kernels over BF16, otherwise widest_fma.
+// or an fp32 one: VDPBF16PS for the Avx512Bf16 kernels over BF16, none for AmxBf16 over BF16
+// (its prompts multiply in tiles, whose peak is not measured), otherwise widest_fma.
 std::optional<ProductInstruction> attention_product_instruction(AttentionVariant variant,
                                                                 bool bf16_cache,
                                                                 const IsaFeatures& usable);

@@ -2,7 +2,8 @@
 // queries, ranges that start inside a key tile (sliding windows), keys and values of
 // different widths (latent attention), sinks, and a context split into parts and combined
 // (decoding across threads) equal to the whole; a prompt's attention taken a block of keys at
-// a time (flash-style); and the same over a BF16 cache in every variant the CPU has.
+// a time (flash-style); and the same over a BF16 cache in every variant the CPU has (and the
+// AMX prompt kernel with its tile unit emulated, wherever AVX-512 BF16 runs).
 #include <QtTest>
 #include <random>
 
@@ -150,8 +151,14 @@ std::vector<AttentionVariant> bf16_variants() {
   std::vector<AttentionVariant> v{AttentionVariant::Portable};
   if (attention_variant_supported(AttentionVariant::Avx512Bf16))
     v.push_back(AttentionVariant::Avx512Bf16);
+  if (attention_variant_supported(AttentionVariant::AmxBf16))
+    v.push_back(AttentionVariant::AmxBf16);
   return v;
 }
+
+// Not an AttentionVariant: AmxBf16's prompt kernel with the tile unit emulated in software,
+// which runs wherever Avx512Bf16 does.
+constexpr int kEmulatedAmx = 100;
 
 }  // namespace
 
@@ -390,7 +397,7 @@ class TestAttention : public QObject {
   // their own; widths with tails; key and value widths apart (latent attention); sliding
   // windows shorter and longer than a block; sinks.
   void promptMatchesReference_data() {
-    QTest::addColumn<int>("variant");  // -1: the fp32 cache
+    QTest::addColumn<int>("variant");  // -1: the fp32 cache; or kEmulatedAmx
     QTest::addColumn<int>("nq");
     QTest::addColumn<int>("tokens");
     QTest::addColumn<int>("pos0");
@@ -399,26 +406,43 @@ class TestAttention : public QObject {
     QTest::addColumn<int>("window");
     std::vector<int> variants{-1};
     for (AttentionVariant v : bf16_variants()) variants.push_back(static_cast<int>(v));
+    if (attention_variant_supported(AttentionVariant::Avx512Bf16)) variants.push_back(kEmulatedAmx);
     struct Shape {
       int nq, tokens, pos0, kd, vd, window;
     };
     const Shape shapes[] = {
-        {1, 1, 0, 8, 8, 0},        {8, 16, 0, 128, 128, 0},  {8, 16, 300, 128, 128, 0},
-        {3, 5, 7, 40, 40, 0},      {5, 23, 120, 72, 64, 0},  {12, 7, 250, 64, 64, 0},
-        {8, 16, 255, 128, 128, 0}, {2, 40, 0, 96, 80, 0},    {8, 16, 200, 128, 128, 50},
-        {4, 9, 130, 40, 40, 200},  {16, 3, 1000, 24, 24, 0}, {6, 13, 127, 576 / 8, 512 / 8, 0},
+        {1, 1, 0, 8, 8, 0},
+        {8, 16, 0, 128, 128, 0},
+        {8, 16, 300, 128, 128, 0},
+        {3, 5, 7, 40, 40, 0},
+        {5, 23, 120, 72, 64, 0},
+        {12, 7, 250, 64, 64, 0},
+        {8, 16, 255, 128, 128, 0},
+        {2, 40, 0, 96, 80, 0},
+        {8, 16, 200, 128, 128, 50},
+        {4, 9, 130, 40, 40, 200},
+        {16, 3, 1000, 24, 24, 0},
+        {6, 13, 127, 576 / 8, 512 / 8, 0},
+        // Tile-sized widths (AMX: whole 32s of keys, 16s of values) with rows that do not
+        // fill a last group of 16, and a latent attention's widths.
+        {7, 5, 33, 64, 80, 0},
+        {8, 5, 140, 576, 512, 0},
+    };
+    const auto name = [](int v) {
+      if (v < 0) return QStringLiteral("f32");
+      if (v == kEmulatedAmx) return QStringLiteral("amx-emulated");
+      return QString::fromLatin1(attention_variant_name(static_cast<AttentionVariant>(v)));
     };
     for (int v : variants)
       for (const Shape& s : shapes)
-        QTest::newRow(qPrintable(
-            QStringLiteral("%1 nq %2 tokens %3 from %4 dims %5/%6 window %7")
-                .arg(v < 0 ? "f32" : attention_variant_name(static_cast<AttentionVariant>(v)))
-                .arg(s.nq)
-                .arg(s.tokens)
-                .arg(s.pos0)
-                .arg(s.kd)
-                .arg(s.vd)
-                .arg(s.window)))
+        QTest::newRow(qPrintable(QStringLiteral("%1 nq %2 tokens %3 from %4 dims %5/%6 window %7")
+                                     .arg(name(v))
+                                     .arg(s.nq)
+                                     .arg(s.tokens)
+                                     .arg(s.pos0)
+                                     .arg(s.kd)
+                                     .arg(s.vd)
+                                     .arg(s.window)))
             << v << s.nq << s.tokens << s.pos0 << s.kd << s.vd << s.window;
   }
 
@@ -449,6 +473,9 @@ class TestAttention : public QObject {
     if (variant < 0) {
       attend_prompt(q.data(), q_stride, nq, tokens, c.keys.data(), key_dim, c.values.data(),
                     c.vstride, value_dim, pos0, window, scale, sk, out.data(), out_stride);
+    } else if (variant == kEmulatedAmx) {
+      attend_prompt_bf16_amx_emulated(q.data(), q_stride, nq, tokens, b.kv, pos0, window, scale, sk,
+                                      out.data(), out_stride);
     } else {
       attend_prompt_bf16(q.data(), q_stride, nq, tokens, b.kv, pos0, window, scale, sk, out.data(),
                          out_stride, static_cast<AttentionVariant>(variant));

@@ -70,6 +70,10 @@ class TestComputePeak : public QObject {
              std::optional(ProductInstruction::Fma512));
     QCOMPARE(attention_product_instruction(AttentionVariant::Portable, true, alder_lake),
              std::optional(ProductInstruction::Fma256));
+    // AMX tiles have no measured peak: their prompts are not counted, over a BF16 cache.
+    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, true, zen4), std::nullopt);
+    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, false, zen4),
+             std::optional(ProductInstruction::Fma512));
   }
 
   void usableFollowsFeatures() {
