@@ -172,6 +172,57 @@ class TestDenseMatmul : public QObject {
     }
   }
 
+  // Many tokens by many rows go four by four, and each result must still be dot_f32's to the
+  // bit (decode and prompts agree, and so do the threads' splits): fp32 and BF16 weights,
+  // token and row counts past whole fours, widths past whole 16s.
+  void matmulEqualsRowDots_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("cols");
+    for (DType t : {DType::F32, DType::BF16}) {
+      const std::string name(dtype_name(t));
+      QTest::newRow((name + " 9 x 37 x 133").c_str()) << int(t) << 9 << 37 << 133;
+      QTest::newRow((name + " 16 x 128 x 2048").c_str()) << int(t) << 16 << 128 << 2048;
+      QTest::newRow((name + " 4 x 4 x 8").c_str()) << int(t) << 4 << 4 << 8;
+    }
+  }
+
+  void matmulEqualsRowDots() {
+    QFETCH(int, type);
+    QFETCH(int, m);
+    QFETCH(int, rows);
+    QFETCH(int, cols);
+    const DType t = static_cast<DType>(type);
+    const Stored s =
+        store(randomVector(static_cast<std::size_t>(rows * cols), 4), rows, cols, t, 16);
+    WeightMatrix w;
+    w.dtype = t;
+    w.data = s.bytes.data();
+    w.rows = rows;
+    w.cols = cols;
+    const auto x = randomVector(static_cast<std::size_t>(m * cols), 5);
+    const int stride = rows + 3;
+    std::vector<float> y(static_cast<std::size_t>(m * stride), -1.0f);
+    matmul_xwt(x.data(), m, w, y.data(), stride, serial_for);
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (int r = 0; r < rows; ++r) {
+      w.row_f32(r, row.data());
+      for (int i = 0; i < m; ++i) {
+        const float want = dot_f32(x.data() + i * cols, row.data(), cols);
+        QVERIFY2(y[static_cast<std::size_t>(i * stride + r)] == want,
+                 qPrintable(QStringLiteral("token %1, row %2: %3 vs %4")
+                                .arg(i)
+                                .arg(r)
+                                .arg(y[static_cast<std::size_t>(i * stride + r)], 0, 'g', 9)
+                                .arg(want, 0, 'g', 9)));
+      }
+    }
+    for (int i = 0; i < m; ++i)
+      for (int j = rows; j < stride; ++j)
+        QCOMPARE(y[static_cast<std::size_t>(i * stride + j)], -1.0f);
+  }
+
   // The vectorised SiLU(gate) * up, and SiLU alone, against double precision, over values from far
   // negative (e^-x overflows there) to far positive, with and without a tail after the 16-wide
   // part.
