@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/vec16.h"
+
 namespace tandem::kernels {
 
 std::size_t PackedMatrix::block_bytes() const {
@@ -35,10 +37,38 @@ namespace {
 
 // Round to nearest (ties to even) for |v| < 2^22 without a libm call: adding 1.5 * 2^23
 // pushes the fraction out of the mantissa.
+constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
 inline int round_small(float v) {
-  constexpr float kMagic = 12582912.0f;
   // Without -ffast-math the compiler keeps both operations, so the rounding happens.
-  return static_cast<int>((v + kMagic) - kMagic);
+  return static_cast<int>((v + kRoundMagic) - kRoundMagic);
+}
+
+typedef std::int8_t Int8x16 __attribute__((vector_size(16)));
+
+// The largest of the 16 lanes (NaNs ignored, as std::max over them would) and the sum of 16
+// integers, by halves: a lane at a time cost as much as the 32 values a group quantises.
+inline __attribute__((always_inline)) float max_lanes(Vec16 v) {
+  Vec16 h = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v = h > v ? h : v;
+  h = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+  v = h > v ? h : v;
+  h = __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+  v = h > v ? h : v;
+  return std::max(v[0], v[1]);
+}
+inline __attribute__((always_inline)) std::int32_t sum_lanes(Int16x v) {
+  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+  return v[0] + v[1];
+}
+
+inline __attribute__((always_inline)) Vec16 abs16(Vec16 v) {
+  Int16x bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  bits &= 0x7FFFFFFF;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
 }
 
 std::int64_t padded_cols(std::int64_t cols, PackedFormat f) {
@@ -392,12 +422,37 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
       // The padding past `cols` stays 0 and adds nothing to the group's sum.
       const std::int64_t c0 = g * out.group;
       const std::int64_t c1 = std::min(cols, c0 + out.group);
+      // Sixteen values at a time, then the rest one by one, each value through the same
+      // operations either way (the largest magnitude and the integer sum do not depend on
+      // the order).
+      const std::int64_t c16 = c0 + (c1 - c0) / 16 * 16;
       float max_abs = 0.0f;
-      for (std::int64_t c = c0; c < c1; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
+      if (c16 > c0) {
+        Vec16 lanes{};
+        for (std::int64_t c = c0; c < c16; c += 16) {
+          const Vec16 a = abs16(load16(xt + c));
+          lanes = a > lanes ? a : lanes;
+        }
+        max_abs = max_lanes(lanes);
+      }
+      for (std::int64_t c = c16; c < c1; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
       const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
       const float inv = 1.0f / scale;
       std::int32_t sum = 0;
-      for (std::int64_t c = c0; c < c1; ++c) {
+      if (c16 > c0) {
+        Int16x sums{};
+        for (std::int64_t c = c0; c < c16; c += 16) {
+          Int16x v =
+              __builtin_convertvector((load16(xt + c) * inv + kRoundMagic) - kRoundMagic, Int16x);
+          v = v < -127 ? Int16x{} - 127 : v;
+          v = v > 127 ? Int16x{} + 127 : v;
+          sums += v;
+          const auto bytes = __builtin_convertvector(v, Int8x16);
+          std::memcpy(q + c, &bytes, sizeof(bytes));
+        }
+        sum = sum_lanes(sums);
+      }
+      for (std::int64_t c = c16; c < c1; ++c) {
         const int v = std::clamp(round_small(xt[c] * inv), -127, 127);
         q[c] = static_cast<std::int8_t>(v);
         sum += v;

@@ -515,8 +515,9 @@ class TestPackedMatmul : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_int4(source, 0));
   }
 
-  // Each activation group has its own scale (its largest magnitude over 127) and the sum of
-  // its quantised values; the padding past the columns stays 0.
+  // Each activation group has its own scale (its largest magnitude over 127), its values
+  // rounded to the nearest step, and the sum of its quantised values; the padding past the
+  // columns stays 0.
   void activationGroupsHaveTheirOwnScales() {
     const int tokens = 2, cols = 150, group = 64;  // groups of 64, 64 and 24 (+2 padding)
     auto x = normal_values(static_cast<std::size_t>(tokens * cols), 71);
@@ -536,6 +537,15 @@ class TestPackedMatmul : public QObject {
         }
         QCOMPARE(a.scale[static_cast<std::size_t>(t * 3 + g)], max_abs / 127.0f);
         QCOMPARE(a.group_sum[static_cast<std::size_t>(t * 3 + g)], sum);
+        // Each value the nearest integer to it over the scale (sixteen at a time where the
+        // group has them, the rest one by one: the last group, 22 columns, has both).
+        const double inv = 1.0 / (max_abs / 127.0f);
+        for (int c = g * group; c < std::min(cols, (g + 1) * group); ++c) {
+          const double exact = x[static_cast<std::size_t>(t * cols + c)] * inv;
+          const int q = a.q[static_cast<std::size_t>(t * a.cols_padded + c)];
+          QVERIFY2(std::abs(q - exact) <= 0.5 + 1e-4,
+                   qPrintable(QStringLiteral("column %1: %2 for %3").arg(c).arg(q).arg(exact)));
+        }
       }
       QCOMPARE(a.q[static_cast<std::size_t>(t * a.cols_padded + 150)], std::int8_t(0));
       QCOMPARE(a.q[static_cast<std::size_t>(t * a.cols_padded + 151)], std::int8_t(0));
