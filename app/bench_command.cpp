@@ -47,11 +47,13 @@ std::string peak_share(double fraction) {
   return fraction > 0 ? fmt::format("{:.0f}%", 100 * fraction) : std::string("-");
 }
 
-// The ceilings the rows' shares are of: twelve independent chains of each instruction.
+// The ceilings the rows' shares are of: independent chains of each instruction (twelve
+// registers, or four tiles).
 void print_peaks(const std::vector<measure::InstructionPeak>& peaks) {
   if (peaks.empty()) return;
   std::cout << fmt::format(
-      "\nInstruction peaks (twelve independent chains on every thread, best of {}):\n",
+      "\nInstruction peaks (independent chains on every thread: twelve registers, four tiles; "
+      "best of {}):\n",
       kernels::kPeakRepeats);
   for (const measure::InstructionPeak& p : peaks)
     std::cout << fmt::format("  {}, {} thread{}: {:.0f} GFLOP/s\n", p.instruction, p.threads,

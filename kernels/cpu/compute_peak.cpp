@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/amx_tiles.h"
+
 namespace tandem::kernels {
 namespace {
 
@@ -32,6 +34,40 @@ namespace {
 constexpr int kChains = 12;
 constexpr std::int64_t kPassesPerTask = 1 << 16;  // 786,432 instructions, about 0.2-0.5 ms
 
+// The tiles' loop: four independent accumulators, as the AMX matrix kernels keep, each the
+// product of one of tiles 4-5 by one of 6-7, all zero; the tiles are released after.
+constexpr int kTileChains = 4;
+#define TANDEM_TILE_PEAK_LOOP(op)                                                            \
+  asm volatile("1:\n\t" op " %%tmm6, %%tmm4, %%tmm0\n\t" op " %%tmm7, %%tmm4, %%tmm1\n\t" op \
+               " %%tmm6, %%tmm5, %%tmm2\n\t" op                                              \
+               " %%tmm7, %%tmm5, %%tmm3\n\t"                                                 \
+               "dec %0\n\t"                                                                  \
+               "jnz 1b\n\t"                                                                  \
+               : "+r"(passes)                                                                \
+               :                                                                             \
+               : "cc")
+
+void run_tile_passes(ProductInstruction instruction, std::int64_t passes) {
+  using Tiles = amx::HardwareTiles;
+  Tiles::configure(amx::full_tiles());
+  Tiles::zero<0>();
+  Tiles::zero<1>();
+  Tiles::zero<2>();
+  Tiles::zero<3>();
+  Tiles::zero<4>();
+  Tiles::zero<5>();
+  Tiles::zero<6>();
+  Tiles::zero<7>();
+  if (instruction == ProductInstruction::Int8Tile) {
+    TANDEM_TILE_PEAK_LOOP("tdpbsud");
+  } else {
+    TANDEM_TILE_PEAK_LOOP("tdpbf16ps");
+  }
+  Tiles::release();
+}
+
+#undef TANDEM_TILE_PEAK_LOOP
+
 void run_passes(ProductInstruction instruction, std::int64_t passes) {
   switch (instruction) {
     case ProductInstruction::Fma256:
@@ -49,25 +85,36 @@ void run_passes(ProductInstruction instruction, std::int64_t passes) {
     case ProductInstruction::Bf16Dot512:
       TANDEM_PEAK_LOOP("vpxord", "vdpbf16ps", "zmm");
       return;
+    case ProductInstruction::Int8Tile:
+    case ProductInstruction::Bf16Tile:
+      run_tile_passes(instruction, passes);
+      return;
   }
 }
 
 #undef TANDEM_PEAK_LOOP
 
-// Per instruction, in the enum's order: its name in reports and its multiply-adds.
+// Per instruction, in the enum's order: its name in reports, its multiply-adds, how many of
+// it a pass of the probe's loop runs and the passes of a task (a pass of four tile products
+// is many times a pass of twelve vector ones: a sixteenth of the passes keeps tasks short).
 struct InstructionInfo {
   std::string_view name;
   int multiply_adds;
+  int per_pass;
+  std::int64_t passes;
 };
+constexpr std::int64_t kTilePasses = kPassesPerTask / 16;
 constexpr InstructionInfo kInstructions[] = {
-    {"VFMADD231PS ymm", 8},   // Fma256
-    {"VFMADD231PS zmm", 16},  // Fma512
-    {"VPDPBUSD ymm", 32},     // Int8Dot256
-    {"VPDPBUSD zmm", 64},     // Int8Dot512
-    {"VDPBF16PS zmm", 32},    // Bf16Dot512
+    {"VFMADD231PS ymm", 8, kChains, kPassesPerTask},        // Fma256
+    {"VFMADD231PS zmm", 16, kChains, kPassesPerTask},       // Fma512
+    {"VPDPBUSD ymm", 32, kChains, kPassesPerTask},          // Int8Dot256
+    {"VPDPBUSD zmm", 64, kChains, kPassesPerTask},          // Int8Dot512
+    {"VDPBF16PS zmm", 32, kChains, kPassesPerTask},         // Bf16Dot512
+    {"TDPBSUD", 16 * 16 * 64, kTileChains, kTilePasses},    // Int8Tile
+    {"TDPBF16PS", 16 * 16 * 32, kTileChains, kTilePasses},  // Bf16Tile
 };
 static_assert(std::size(kInstructions) ==
-              static_cast<std::size_t>(ProductInstruction::Bf16Dot512) + 1);
+              static_cast<std::size_t>(ProductInstruction::Bf16Tile) + 1);
 
 bool avx512_base(const IsaFeatures& u) {
   return u.avx512f && u.avx512bw && u.avx512vl && u.avx512dq;
@@ -95,6 +142,10 @@ bool product_instruction_usable(ProductInstruction instruction, const IsaFeature
       return usable.avx512f && usable.avx512_vnni;
     case ProductInstruction::Bf16Dot512:
       return usable.avx512f && usable.avx512_bf16;
+    case ProductInstruction::Int8Tile:
+      return usable.amx_tile && usable.amx_int8;
+    case ProductInstruction::Bf16Tile:
+      return usable.amx_tile && usable.amx_bf16;
   }
   return false;
 }
@@ -105,8 +156,10 @@ std::optional<ProductInstruction> packed_product_instruction(PackedFormat format
   const bool bf16 = format == PackedFormat::Bf16;
   switch (variant) {
     case CpuVariant::Scalar:
-    case CpuVariant::Amx:
       return std::nullopt;
+    case CpuVariant::Amx:
+      if (bf16) return usable.amx_bf16 ? std::optional(ProductInstruction::Bf16Tile) : std::nullopt;
+      return usable.amx_int8 ? std::optional(ProductInstruction::Int8Tile) : std::nullopt;
     case CpuVariant::Avx512:
       // As LoadedModel: BF16 without AVX512_BF16 falls back to the AVX2 kernel's FMAs.
       if (bf16)
@@ -130,7 +183,8 @@ std::optional<ProductInstruction> attention_product_instruction(AttentionVariant
                                                                 bool bf16_cache,
                                                                 const IsaFeatures& usable) {
   if (bf16_cache && variant == AttentionVariant::Avx512Bf16) return ProductInstruction::Bf16Dot512;
-  if (bf16_cache && variant == AttentionVariant::AmxBf16) return std::nullopt;
+  if (bf16_cache && variant == AttentionVariant::AmxBf16)
+    return usable.amx_bf16 ? std::optional(ProductInstruction::Bf16Tile) : std::nullopt;
   return widest_fma(usable);
 }
 
@@ -141,14 +195,15 @@ double measure_peak_multiply_adds(ProductInstruction instruction, const Parallel
                                 std::string(product_instruction_name(instruction)));
   }
   tasks = std::max<std::int64_t>(1, tasks);
-  const double multiply_adds = static_cast<double>(tasks) * kPassesPerTask * kChains *
-                               multiply_adds_per_instruction(instruction);
+  const InstructionInfo& info = kInstructions[static_cast<std::size_t>(instruction)];
+  const double multiply_adds =
+      static_cast<double>(tasks) * info.passes * info.per_pass * info.multiply_adds;
   parallel(tasks, [&](std::int64_t, std::int64_t) {});  // workers awake
   double best = 0.0;
   for (int r = 0; r < std::max(1, repeats); ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     parallel(tasks, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t t = begin; t < end; ++t) run_passes(instruction, kPassesPerTask);
+      for (std::int64_t t = begin; t < end; ++t) run_passes(instruction, info.passes);
     });
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -14,13 +14,15 @@
 
 namespace tandem::kernels {
 
-// The instructions our kernels multiply with (AMX's tiles are not among them yet).
+// The instructions our kernels multiply with.
 enum class ProductInstruction {
   Fma256,      // VFMADD231PS ymm (AVX2 and FMA): 8 fp32 multiply-adds
   Fma512,      // VFMADD231PS zmm (AVX-512): 16
   Int8Dot256,  // VPDPBUSD ymm (AVX-VNNI): 32 unsigned by signed bytes
   Int8Dot512,  // VPDPBUSD zmm (AVX512-VNNI): 64
   Bf16Dot512,  // VDPBF16PS zmm (AVX512-BF16): 32 BF16 pairs
+  Int8Tile,    // TDPBSUD (AMX-INT8), 16 x 64 by 64 x 16 bytes: 16384
+  Bf16Tile,    // TDPBF16PS (AMX-BF16), 16 x 32 by 32 x 16 BF16 values: 8192
 };
 
 std::string_view product_instruction_name(ProductInstruction instruction);  // "VPDPBUSD zmm"
@@ -28,8 +30,9 @@ int multiply_adds_per_instruction(ProductInstruction instruction);
 bool product_instruction_usable(ProductInstruction instruction, const IsaFeatures& usable);
 
 // The instruction that carries the products of the packed kernels of `variant` on `format`;
-// none where no single one does: the scalar variant, AMX's tiles, and INT8 and INT4 on AVX2
-// without AVX-VNNI (VPMADDUBSW then VPMADDWD).
+// none where no single one does: the scalar variant, and INT8 and INT4 on AVX2 without
+// AVX-VNNI (VPMADDUBSW then VPMADDWD). AMX's is its tiles' (a product's tokens past the last
+// whole tile of 16 go through VPDPBUSD, which a prompt's bound does not count apart).
 std::optional<ProductInstruction> packed_product_instruction(PackedFormat format,
                                                              CpuVariant variant,
                                                              const IsaFeatures& usable);
@@ -39,8 +42,8 @@ std::optional<ProductInstruction> packed_product_instruction(PackedFormat format
 std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable);
 
 // The instruction attention multiplies with in `variant` over a BF16 cache (`bf16_cache`)
-// or an fp32 one: VDPBF16PS for the Avx512Bf16 kernels over BF16, none for AmxBf16 over BF16
-// (its prompts multiply in tiles, whose peak is not measured), otherwise widest_fma.
+// or an fp32 one: VDPBF16PS for the Avx512Bf16 kernels over BF16, TDPBF16PS for AmxBf16's
+// (a prompt's; its decoding takes VDPBF16PS), otherwise widest_fma.
 std::optional<ProductInstruction> attention_product_instruction(AttentionVariant variant,
                                                                 bool bf16_cache,
                                                                 const IsaFeatures& usable);
@@ -49,7 +52,8 @@ std::optional<ProductInstruction> attention_product_instruction(AttentionVariant
 // a moment (one bench --attention run of about fifteen measured half the peak, best of 3).
 inline constexpr int kPeakRepeats = 5;
 
-// Runs twelve independent chains of `instruction` in `tasks` tasks across `parallel`'s
+// Runs independent chains of `instruction` (twelve registers, or four tiles) in `tasks` tasks
+// across `parallel`'s
 // workers and returns the multiply-adds a second all of them sustained together, the best of
 // `repeats`. Throws std::invalid_argument when the CPU cannot run the instruction.
 double measure_peak_multiply_adds(ProductInstruction instruction, const ParallelFor& parallel,

@@ -14,8 +14,9 @@ using namespace tandem::kernels;
 namespace {
 
 constexpr ProductInstruction kAll[] = {
-    ProductInstruction::Fma256, ProductInstruction::Fma512, ProductInstruction::Int8Dot256,
-    ProductInstruction::Int8Dot512, ProductInstruction::Bf16Dot512};
+    ProductInstruction::Fma256,     ProductInstruction::Fma512,     ProductInstruction::Int8Dot256,
+    ProductInstruction::Int8Dot512, ProductInstruction::Bf16Dot512, ProductInstruction::Int8Tile,
+    ProductInstruction::Bf16Tile};
 
 IsaFeatures avx512_features(bool bf16) {
   IsaFeatures f;
@@ -37,15 +38,24 @@ class TestComputePeak : public QObject {
     QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Int8Dot256), 256 / 32 * 4);
     QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Int8Dot512), 512 / 32 * 4);
     QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Bf16Dot512), 512 / 32 * 2);
+    // A tile product: 16 rows by 16 columns, each a sum over a 64-byte row of pairs or quads.
+    QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Int8Tile), 16 * 16 * 64);
+    QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Bf16Tile), 16 * 16 * 32);
   }
 
   void packedKernelsInstructions() {
     const IsaFeatures zen4 = avx512_features(true);
     const IsaFeatures skylake = avx512_features(false);
+    IsaFeatures sapphire_rapids = avx512_features(true);
+    sapphire_rapids.amx_tile = sapphire_rapids.amx_int8 = sapphire_rapids.amx_bf16 = true;
+    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Amx, sapphire_rapids),
+             std::optional(ProductInstruction::Bf16Tile));
     for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Mxfp4}) {
       QCOMPARE(packed_product_instruction(f, CpuVariant::Avx512, zen4),
                std::optional(ProductInstruction::Int8Dot512));
       QCOMPARE(packed_product_instruction(f, CpuVariant::Amx, zen4), std::nullopt);
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Amx, sapphire_rapids),
+               std::optional(ProductInstruction::Int8Tile));
       QCOMPARE(packed_product_instruction(f, CpuVariant::Scalar, zen4), std::nullopt);
       // AVX2 without AVX-VNNI multiplies in two steps (VPMADDUBSW, VPMADDWD): no one peak.
       QCOMPARE(packed_product_instruction(f, CpuVariant::Avx2, zen4), std::nullopt);
@@ -70,16 +80,20 @@ class TestComputePeak : public QObject {
              std::optional(ProductInstruction::Fma512));
     QCOMPARE(attention_product_instruction(AttentionVariant::Portable, true, alder_lake),
              std::optional(ProductInstruction::Fma256));
-    // AMX tiles have no measured peak: their prompts are not counted, over a BF16 cache.
+    // AmxBf16 over a BF16 cache: a prompt's products in tiles.
+    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, true, sapphire_rapids),
+             std::optional(ProductInstruction::Bf16Tile));
     QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, true, zen4), std::nullopt);
-    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, false, zen4),
+    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, false, sapphire_rapids),
              std::optional(ProductInstruction::Fma512));
   }
 
   void usableFollowsFeatures() {
     const IsaFeatures zen4 = avx512_features(true);
     for (ProductInstruction i : kAll) {
-      QCOMPARE(product_instruction_usable(i, zen4), i != ProductInstruction::Int8Dot256);
+      QCOMPARE(product_instruction_usable(i, zen4), i != ProductInstruction::Int8Dot256 &&
+                                                        i != ProductInstruction::Int8Tile &&
+                                                        i != ProductInstruction::Bf16Tile);
       QVERIFY(!product_instruction_usable(i, IsaFeatures{}));
     }
   }
