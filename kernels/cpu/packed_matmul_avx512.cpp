@@ -19,6 +19,14 @@ inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i u8, __
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
   return acc;
 }
+// Four bytes at p in every lane, each broadcast from memory (an INT4 step's two halves copied
+// out as one 8-byte value were broadcast from a general register, two operations each and a
+// shift between).
+inline __attribute__((always_inline)) __m512i broadcast32(const std::int8_t* p) {
+  std::int32_t quad;
+  __builtin_memcpy(&quad, p, 4);
+  return _mm512_set1_epi32(quad);
+}
 inline __attribute__((always_inline)) __m512 dpbf16(__m512 acc, __m512bh a, __m512bh b) {
   asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
@@ -93,10 +101,8 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
           }
         }
         for (int t = 0; t < T; ++t) {
-          std::int32_t quads[2];
-          __builtin_memcpy(quads, xq + t * x.cols_padded + k * 8, 8);
-          const __m512i x0 = _mm512_set1_epi32(quads[0]);
-          const __m512i x1 = _mm512_set1_epi32(quads[1]);
+          const __m512i x0 = broadcast32(xq + t * x.cols_padded + k * 8);
+          const __m512i x1 = broadcast32(xq + t * x.cols_padded + k * 8 + 4);
           for (int b = 0; b < B; ++b) {
             acc[b][t] = dpbusd(acc[b][t], lo[b], x0);
             acc[b][t] = dpbusd(acc[b][t], hi[b], x1);
