@@ -484,9 +484,13 @@ struct PromptBlocks {
   // product before it).
   static constexpr std::int64_t kGroupRows = amx::kTileRows;
 
-  std::vector<std::uint32_t>* q_padded = nullptr;  // the queries' pairs, rows padded to 16
-  std::vector<float>* o_buffer = nullptr;          // padded rows x value_dim
-  std::vector<std::uint16_t>* value_tail = nullptr;
+  const std::uint32_t* q_padded = nullptr;  // the queries' pairs, rows padded to 16
+  float* o_buffer = nullptr;                // padded rows x value_dim
+  // The block's last chunk of value pairs when the block ends inside one, zero past its end
+  // (16 pairs x 2 x value_dim), copied once for all the block's row groups; tail_k0 is the
+  // block it holds.
+  std::uint16_t* value_tail = nullptr;
+  std::int64_t tail_k0 = -1;
 
   template <class Tiles>
   static __attribute__((always_inline)) void dot(int c) {
@@ -514,22 +518,25 @@ struct PromptBlocks {
       Tiles::template load<6>(base, stride);
     }
   }
+  // f(std::integral_constant<int, C>()) for accumulators C in [0, n) (n <= 4).
+  template <class F>
+  static __attribute__((always_inline)) void each_accumulator(int n, F f) {
+    f(std::integral_constant<int, 0>());
+    if (n > 1) f(std::integral_constant<int, 1>());
+    if (n > 2) f(std::integral_constant<int, 2>());
+    if (n > 3) f(std::integral_constant<int, 3>());
+  }
   // Accumulators [0, n) to or from 16 rows `stride` bytes apart, 64 bytes after each other.
   template <class Tiles, bool Store>
   static __attribute__((always_inline)) void move_accumulators(int n, float* base,
                                                                std::int64_t stride) {
-    const auto each = [&]<int C>() {
-      if (C >= n) return;
+    each_accumulator(n, [&](auto c) {
       if constexpr (Store) {
-        Tiles::template store<C>(base + C * 16, stride);
+        Tiles::template store<decltype(c)::value>(base + c * 16, stride);
       } else {
-        Tiles::template load<C>(base + C * 16, stride);
+        Tiles::template load<decltype(c)::value>(base + c * 16, stride);
       }
-    };
-    each.template operator()<0>();
-    each.template operator()<1>();
-    each.template operator()<2>();
-    each.template operator()<3>();
+    });
   }
 
   // s[i][x * 16 + lane] = q_(r0 + i) . k for the block's first nt key tiles.
@@ -537,14 +544,11 @@ struct PromptBlocks {
   __attribute__((always_inline)) void tiles_score(std::int64_t r0, std::int64_t k0, std::int64_t nt,
                                                   float (*s)[kPromptKeyBlock]) const {
     const std::int64_t kd = kv.key_dim;
-    const std::uint32_t* qr = q_padded->data() + r0 * pairs;
+    const std::uint32_t* qr = q_padded + r0 * pairs;
     const std::uint16_t* tiles = kv.keys + (k0 / kKeyTile) * kd * kKeyTile;
     for (std::int64_t x0 = 0; x0 < nt; x0 += 4) {
       const int n = static_cast<int>(std::min<std::int64_t>(4, nt - x0));
-      Tiles::template zero<0>();
-      if (n > 1) Tiles::template zero<1>();
-      if (n > 2) Tiles::template zero<2>();
-      if (n > 3) Tiles::template zero<3>();
+      each_accumulator(n, [](auto c) { Tiles::template zero<decltype(c)::value>(); });
       for (std::int64_t dc = 0; dc < kd / 32; ++dc) {
         Tiles::template load<4>(qr + dc * 16, pairs * 4);
         for (int x = 0; x < n; ++x) {
@@ -562,7 +566,7 @@ struct PromptBlocks {
                                                   const float* corr,
                                                   const std::uint32_t (*w)[kBlockPairs]) {
     const std::int64_t vd = kv.value_dim, pair_row = 2 * kv.value_row;
-    float* o = o_buffer->data() + r0 * vd;
+    float* o = o_buffer + r0 * vd;
     for (std::int64_t i = 0; i < kGroupRows; ++i) {
       if (corr[i] == 1.0f) continue;
       const __m512 f = _mm512_set1_ps(corr[i]);
@@ -570,20 +574,21 @@ struct PromptBlocks {
         _mm512_storeu_ps(o + i * vd + d, _mm512_mul_ps(f, _mm512_loadu_ps(o + i * vd + d)));
     }
     const std::uint16_t* rows = kv.values + (k0 / 2) * pair_row;
-    // A last chunk of fewer than 16 pairs comes from a copy with the missing pairs zero: the
-    // cache may end before the chunk would (and a product of 0 with what lies there need not
-    // be 0).
-    const std::int64_t whole = np / 16, chunks = (np + 15) / 16;
-    std::uint16_t* tail = value_tail->data();
-    if (whole < chunks) {
+    // A block that ends inside a chunk of 16 pairs has that chunk from a copy with the
+    // missing pairs zero: the cache may end before the chunk would (and a product of 0 with
+    // what lies there need not be 0). The block's pairs past this group's np weigh 0.
+    const std::int64_t block_pairs = (std::min(k0 + kPromptKeyBlock, pos0 + tokens) - k0 + 1) / 2;
+    const std::int64_t whole = block_pairs / 16, chunks = (np + 15) / 16;
+    if (whole < chunks && tail_k0 != k0) {
       for (std::int64_t j = 0; j < 16; ++j) {
-        std::uint16_t* dst = tail + j * 2 * vd;
-        if (whole * 16 + j < np) {
+        std::uint16_t* dst = value_tail + j * 2 * vd;
+        if (whole * 16 + j < block_pairs) {
           std::memcpy(dst, rows + (whole * 16 + j) * pair_row, 2 * vd * sizeof(std::uint16_t));
         } else {
           std::fill_n(dst, 2 * vd, std::uint16_t{0});
         }
       }
+      tail_k0 = k0;
     }
     for (std::int64_t c0 = 0; c0 < vd / 16; c0 += 4) {
       const int n = static_cast<int>(std::min<std::int64_t>(4, vd / 16 - c0));
@@ -591,7 +596,7 @@ struct PromptBlocks {
       for (std::int64_t pc = 0; pc < chunks; ++pc) {
         Tiles::template load<4>(w[0] + pc * 16, sizeof(w[0]));
         const bool copied = pc == whole;
-        const std::uint16_t* base = copied ? tail : rows + pc * 16 * pair_row;
+        const std::uint16_t* base = copied ? value_tail : rows + pc * 16 * pair_row;
         const std::int64_t stride = (copied ? 2 * vd : pair_row) * 2;
         for (int c = 0; c < n; ++c) {
           load_b<Tiles>(c, base + (c0 + c) * 32, stride);
@@ -631,13 +636,14 @@ struct PromptBlocks {
     thread_local std::vector<std::uint32_t> qp;
     thread_local std::vector<float> ob;
     thread_local std::vector<std::uint16_t> vt;
-    qp.assign(static_cast<std::size_t>(padded * pairs), 0u);
-    std::copy_n(q, rows * pairs, qp.data());
+    qp.resize(static_cast<std::size_t>(padded * pairs));
+    std::fill(std::copy_n(q, rows * pairs, qp.data()), qp.data() + qp.size(), 0u);
     ob.assign(static_cast<std::size_t>(padded * vd), 0.0f);
     vt.resize(static_cast<std::size_t>(kGroupRows * 2 * vd));
-    q_padded = &qp;
-    o_buffer = &ob;
-    value_tail = &vt;
+    q_padded = qp.data();
+    o_buffer = ob.data();
+    value_tail = vt.data();
+    tail_k0 = -1;
     start(padded);
     for (std::int64_t r = 0; r < padded; ++r)
       rows_out[static_cast<std::size_t>(r)] = ob.data() + r * vd;

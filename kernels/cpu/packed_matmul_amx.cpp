@@ -42,11 +42,7 @@ constexpr std::int64_t kPairsPerTile = kTileBytes / 4;  // BF16 column pairs per
 // product takes `chunk_bytes` bytes of every activation row: 64 (a whole tile), or 32 where
 // the activation groups are 32 columns (activation tiles 16 x 32 bytes, weight tiles 8 quads).
 TileConfig kernel_config(int chunk_bytes) {
-  TileConfig c;
-  for (int t = 0; t < 8; ++t) {
-    c.rows[t] = kTileRows;
-    c.colsb[t] = kTileBytes;
-  }
+  TileConfig c = amx::full_tiles();
   for (int t : {4, 5}) c.colsb[t] = static_cast<std::uint16_t>(chunk_bytes);
   for (int t : {6, 7}) c.rows[t] = static_cast<std::uint8_t>(chunk_bytes / 4);
   return c;
