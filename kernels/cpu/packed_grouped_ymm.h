@@ -42,9 +42,15 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
   for (int h = 0; h < 2; ++h)
     for (int t = 0; t < T; ++t) result[h][t] = _mm256_setzero_ps();
   for (std::int64_t g = 0; g < groups; ++g) {
+    // Stored weights are w + 128 (MXFP4: 2w + 12): each sum starts at minus that offset
+    // times the group's activation sum, so the group's end only converts and scales.
     __m256i acc[2][T];
-    for (int h = 0; h < 2; ++h)
-      for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
+    for (int t = 0; t < T; ++t) {
+      const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
+      const __m256i start =
+          bias == 0 ? _mm256_setzero_si256() : _mm256_set1_epi32(-bias * x.group_sum[at]);
+      for (int h = 0; h < 2; ++h) acc[h][t] = start;
+    }
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
     // INT4's steps of the group follow the group's header.
     const std::uint8_t* gw =
@@ -95,12 +101,9 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
       }
       for (int t = 0; t < T; ++t) {
         const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
-        const __m256i exact =
-            bias == 0 ? acc[h][t]
-                      : _mm256_sub_epi32(acc[h][t], _mm256_set1_epi32(bias * x.group_sum[at]));
         const __m256 x_scale = _mm256_set1_ps(x.scale[at]);
         const __m256 scale = K == YmmKind::Int8 ? x_scale : _mm256_mul_ps(w_scale, x_scale);
-        result[h][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(exact), result[h][t]);
+        result[h][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(acc[h][t]), result[h][t]);
         if constexpr (K == YmmKind::Int4) {
           result[h][t] = _mm256_fmadd_ps(
               w_offset, _mm256_set1_ps(x.scale[at] * static_cast<float>(x.group_sum[at])),

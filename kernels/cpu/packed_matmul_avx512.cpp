@@ -71,9 +71,16 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) result[b][t] = _mm512_setzero_ps();
   for (std::int64_t g = 0; g < groups; ++g) {
+    // Stored weights are w + 128 (MXFP4: 2w + 12): each sum starts at minus that offset
+    // times the group's activation sum, so the group's end only converts and scales (a
+    // subtraction there cost 6% of the INT8 kernel).
     __m512i acc[B][T];
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < T; ++t) acc[b][t] = _mm512_setzero_si512();
+    for (int t = 0; t < T; ++t) {
+      const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
+      const __m512i start =
+          bias == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(-bias * x.group_sum[at]);
+      for (int b = 0; b < B; ++b) acc[b][t] = start;
+    }
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
     // INT4's steps of the group follow the group's header.
     const std::uint8_t* gw[B];
@@ -122,14 +129,10 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
       }
       for (int t = 0; t < T; ++t) {
         const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
-        // Stored weights are w + 128 (MXFP4: 2w + 12): take the offset times the group's
-        // activation sum back out. INT4 adds its own offset times that sum, scaled.
-        const __m512i exact =
-            bias == 0 ? acc[b][t]
-                      : _mm512_sub_epi32(acc[b][t], _mm512_set1_epi32(bias * x.group_sum[at]));
+        // INT4 adds its own offset times the group's activation sum, scaled.
         const __m512 x_scale = _mm512_set1_ps(x.scale[at]);
         const __m512 scale = K == Kind::Int8 ? x_scale : _mm512_mul_ps(w_scale, x_scale);
-        result[b][t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact), result[b][t]);
+        result[b][t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(acc[b][t]), result[b][t]);
         if constexpr (K == Kind::Int4) {
           result[b][t] = _mm512_fmadd_ps(
               w_offset, _mm512_set1_ps(x.scale[at] * static_cast<float>(x.group_sum[at])),
