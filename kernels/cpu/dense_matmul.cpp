@@ -53,21 +53,25 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) fl
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void rms_norm_f32(
     const float* x, const float* weight, std::int64_t n, double eps, float* y) {
-  // Squares summed in 16 float lanes over stretches of 256 values, each stretch's total
+  // Squares summed in 16 float lanes over stretches of up to 256 values, each stretch's total
   // added in double: vectorised, and as exact as the double loop it replaced to well below
-  // float's rounding of the result.
+  // float's rounding of the result. A row shorter than a stretch (a head's 64 or 128 values,
+  // normed per head) is one short stretch, not a serial double loop (Qwen3's query heads at
+  // 512 tokens: 1.3 ms of a 128 ms layer).
   constexpr int kLanes = 16;
   constexpr std::int64_t kStretch = 256;
   double ss = 0.0;
   std::int64_t i = 0;
-  for (; i + kStretch <= n; i += kStretch) {
+  while (i + kLanes <= n) {
+    const std::int64_t end = i + std::min(kStretch, (n - i) / kLanes * kLanes);
     float acc[kLanes] = {};
-    for (std::int64_t j = i; j < i + kStretch; j += kLanes) {
+    for (std::int64_t j = i; j < end; j += kLanes) {
       for (int l = 0; l < kLanes; ++l) acc[l] += x[j + l] * x[j + l];
     }
     float stretch = 0.0f;
     for (int l = 0; l < kLanes; ++l) stretch += acc[l];
     ss += stretch;
+    i = end;
   }
   for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));

@@ -258,30 +258,37 @@ class TestDenseMatmul : public QObject {
   }
 
   // RMSNorm against double precision, in place and not, with values of very different sizes
-  // (so a float sum of squares in one order would lose the small ones), for lengths with and
-  // without a tail after the 256-value stretches.
+  // (so a float sum of squares in one order would lose the small ones) and of one size (where
+  // every lane's share counts), for lengths with and without a tail after the 256-value
+  // stretches, and rows shorter than one (heads of 64 and 128 values, one short stretch; 200,
+  // one with a tail).
   void rmsNormMatchesDouble() {
-    for (int n : {1, 17, 256, 300, 2048, 7168}) {
-      std::vector<float> x(static_cast<std::size_t>(n)), w(x.size());
-      for (int i = 0; i < n; ++i) {
-        x[static_cast<std::size_t>(i)] =
-            (i % 97 == 0 ? 300.0f : 0.01f) * std::sin(static_cast<float>(i) + 0.5f);
-        w[static_cast<std::size_t>(i)] = 0.5f + static_cast<float>(i % 5) * 0.25f;
+    for (bool mixed : {true, false})
+      for (int n : {1, 17, 64, 128, 200, 256, 300, 2048, 7168}) {
+        std::vector<float> x(static_cast<std::size_t>(n)), w(x.size());
+        for (int i = 0; i < n; ++i) {
+          x[static_cast<std::size_t>(i)] =
+              (mixed && i % 97 == 0 ? 300.0f : 0.01f) * std::sin(static_cast<float>(i) + 0.5f);
+          w[static_cast<std::size_t>(i)] = 0.5f + static_cast<float>(i % 5) * 0.25f;
+        }
+        double ss = 0;
+        for (float v : x) ss += double(v) * v;
+        const double inv = 1.0 / std::sqrt(ss / n + 1e-6);
+        std::vector<float> y(x.size()), in_place = x;
+        rms_norm_f32(x.data(), w.data(), n, 1e-6, y.data());
+        rms_norm_f32(in_place.data(), w.data(), n, 1e-6, in_place.data());
+        QCOMPARE(in_place, y);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          const double want = x[i] * inv * w[i];
+          QVERIFY2(std::abs(y[i] - want) <= 1e-6 * std::abs(want) + 1e-30,
+                   qPrintable(QStringLiteral("n %1 (%2) at %3: %4 vs %5")
+                                  .arg(n)
+                                  .arg(mixed ? "mixed" : "even")
+                                  .arg(i)
+                                  .arg(y[i])
+                                  .arg(want)));
+        }
       }
-      double ss = 0;
-      for (float v : x) ss += double(v) * v;
-      const double inv = 1.0 / std::sqrt(ss / n + 1e-6);
-      std::vector<float> y(x.size()), in_place = x;
-      rms_norm_f32(x.data(), w.data(), n, 1e-6, y.data());
-      rms_norm_f32(in_place.data(), w.data(), n, 1e-6, in_place.data());
-      QCOMPARE(in_place, y);
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        const double want = x[i] * inv * w[i];
-        QVERIFY2(
-            std::abs(y[i] - want) <= 1e-6 * std::abs(want) + 1e-30,
-            qPrintable(QStringLiteral("n %1 at %2: %3 vs %4").arg(n).arg(i).arg(y[i]).arg(want)));
-      }
-    }
   }
 
   // The delta rule's fused state-row update against double precision, with and without a
