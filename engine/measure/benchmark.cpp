@@ -103,30 +103,25 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
   // the runs and again after them, the higher kept. A peak is the most the instruction
   // sustains, and a host that holds one of a VM's CPUs through one probe (seen: a quarter of a
   // second at one thread's rate) would otherwise put the ceiling below the prompt's own speed.
-  bool ceiling = false;
-  const auto measure_peaks = [&] {
-    std::vector<kernels::ProductInstruction> probed;
-    for (const ProductWork& p : result.prompt_work.products) {
-      if (std::find(probed.begin(), probed.end(), p.instruction) != probed.end()) continue;
-      probed.push_back(p.instruction);
-      const double rate =
-          kernels::measure_peak_multiply_adds(p.instruction, pool.as_parallel_for());
-      auto& peaks = result.peak_multiply_adds;
-      const auto known = std::find_if(peaks.begin(), peaks.end(),
-                                      [&](const auto& e) { return e.first == p.instruction; });
-      if (known == peaks.end())
-        peaks.emplace_back(p.instruction, rate);
-      else
-        known->second = std::max(known->second, rate);
-    }
+  const auto probe = [&](kernels::ProductInstruction i) {
+    return kernels::measure_peak_multiply_adds(i, pool.as_parallel_for());
+  };
+  const auto set_ceiling = [&] {
     result.prompt_ceiling_tokens_per_s = prompt_ceiling_tokens_per_s(
         result.prompt_work, [&](kernels::ProductInstruction i) { return result.peak_of(i); });
   };
+  bool ceiling = false;
   if (o.prompt_ceiling && o.prompt_tokens > 0) {
     result.prompt_work =
         prompt_work_per_token(model, o.prompt_tokens, o.depth_tokens, o.attention_instruction);
     ceiling = result.prompt_work.uncounted.empty();
-    if (ceiling) measure_peaks();
+    if (ceiling) {
+      for (const ProductWork& p : result.prompt_work.products) {
+        if (result.peak_of(p.instruction) == 0)
+          result.peak_multiply_adds.emplace_back(p.instruction, probe(p.instruction));
+      }
+      set_ceiling();
+    }
   }
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<std::int32_t> token(
@@ -194,7 +189,11 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
   if (o.trace) trace::stop();
   result.prompt_split = TimeSplit::between(MetricsSnapshot{}, prompt_sum);
   result.decode_split = TimeSplit::between(MetricsSnapshot{}, decode_sum);
-  if (ceiling) measure_peaks();
+  if (ceiling) {
+    for (auto& [instruction, rate] : result.peak_multiply_adds)
+      rate = std::max(rate, probe(instruction));
+    set_ceiling();
+  }
   // A buffer far larger than the caches: 1 GiB.
   result.read_bandwidth_bytes_per_s =
       kernels::measure_read_bandwidth(1ull << 30, pool.as_parallel_for());

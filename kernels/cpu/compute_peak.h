@@ -53,9 +53,9 @@ std::optional<ProductInstruction> attention_product_instruction(AttentionVariant
 inline constexpr int kPeakRepeats = 5;
 
 // Runs independent chains of `instruction` (twelve registers, or four tiles) in `tasks` tasks
-// across `parallel`'s
-// workers and returns the multiply-adds a second all of them sustained together, the best of
-// `repeats`. Throws std::invalid_argument when the CPU cannot run the instruction.
+// across `parallel`'s workers and returns the multiply-adds a second all of them sustained
+// together, the best of `repeats`. Throws std::invalid_argument when the CPU cannot run the
+// instruction.
 double measure_peak_multiply_adds(ProductInstruction instruction, const ParallelFor& parallel,
                                   std::int64_t tasks = 256, int repeats = kPeakRepeats);
 

@@ -177,11 +177,10 @@ void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::
   const std::int64_t tiles = (t_end - t_begin) / kGroupedTokenTile;
   const auto ahead_of = [&](std::int64_t tile) {
     Ahead ahead;
-    if constexpr (K == Kind::Int8) {
-      for (int j = 0; j < B && tile > 0; ++j) {
-        if (1 + j % (tiles - 1) == tile && block + B + j < block_end)
-          ahead.block[ahead.count++] = w.block(block + B + j);
-      }
+    if (K != Kind::Int8 || tile == 0) return ahead;  // tile > 0: tiles >= 2
+    for (int j = 0; j < B; ++j) {
+      if (1 + j % (tiles - 1) == tile && block + B + j < block_end)
+        ahead.block[ahead.count++] = w.block(block + B + j);
     }
     return ahead;
   };
