@@ -13,8 +13,6 @@ CpuThreads::CpuThreads(ThreadPool& pool)
     : pool_(&pool), count_(pool.threads()), kernels_for_(pool.as_parallel_for()) {}
 
 void CpuThreads::parallel_for(std::int64_t n, std::int64_t chunk, const Body& body) const {
-  // Several chunks per thread balance uneven work without much counter traffic.
-  if (chunk <= 0) chunk = std::max<std::int64_t>(1, n / (static_cast<std::int64_t>(count_) * 4));
   if (pools_ != nullptr)
     pools_->parallel_for(n, chunk, body);
   else

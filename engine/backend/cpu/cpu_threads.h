@@ -23,8 +23,8 @@ class CpuThreads {
   explicit CpuThreads(ThreadPool& pool);
 
   int count() const { return count_; }
-  // Runs body(begin, end) over [0, n) in chunks of `chunk` (0: a few per thread), on every
-  // thread.
+  // Runs body(begin, end) over [0, n) in chunks of `chunk` (0: guided, see LoopCounter), on
+  // every thread.
   void parallel_for(std::int64_t n, std::int64_t chunk, const Body& body) const;
   // In the form the kernels take (chunks of their choosing).
   const kernels::ParallelFor& kernels_for() const { return kernels_for_; }

@@ -33,11 +33,7 @@ int NumaPools::threads() const {
 }
 
 void NumaPools::parallel_for(std::int64_t n, const Body& body) {
-  if (pools_.size() == 1) {
-    pools_[0]->parallel_for(n, body);
-    return;
-  }
-  parallel_for(n, std::max<std::int64_t>(1, n / (static_cast<std::int64_t>(threads()) * 4)), body);
+  parallel_for(n, 0, body);
 }
 
 void NumaPools::parallel_for(std::int64_t n, std::int64_t chunk, const Body& body) {
@@ -50,12 +46,12 @@ void NumaPools::parallel_for(std::int64_t n, std::int64_t chunk, const Body& bod
     body(0, 1);
     return;
   }
-  chunk = std::max<std::int64_t>(1, chunk);
   // Every thread of every pool drains one shared counter.
-  std::atomic<std::int64_t> next{0};
+  LoopCounter counter;
+  counter.reset(n, chunk, threads());
   const Body drain = [&](std::int64_t, std::int64_t) {
-    for (std::int64_t begin = next.fetch_add(chunk); begin < n; begin = next.fetch_add(chunk))
-      body(begin, std::min(n, begin + chunk));
+    std::int64_t begin = 0, end = 0;
+    while (counter.claim(begin, end)) body(begin, end);
   };
   for (std::size_t p = 1; p < pools_.size(); ++p)
     pools_[p]->submit(std::max(1, pools_[p]->workers()), 1, drain);

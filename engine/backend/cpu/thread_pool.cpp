@@ -43,11 +43,8 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::run_chunks() {
   // This thread's share of the loop, under the operation that started it, in a trace.
   const trace::Span span(trace::current_operation());
-  for (;;) {
-    const std::int64_t begin = next_.fetch_add(chunk_);
-    if (begin >= n_) return;
-    (*body_)(begin, std::min(n_, begin + chunk_));
-  }
+  std::int64_t begin = 0, end = 0;
+  while (counter_.claim(begin, end)) (*body_)(begin, end);
 }
 
 void ThreadPool::worker_loop(const std::vector<int>& cpus) {
@@ -84,9 +81,7 @@ void ThreadPool::worker_loop(const std::vector<int>& cpus) {
 
 void ThreadPool::start_workers(std::int64_t n, std::int64_t chunk, const Body& body) {
   body_ = &body;
-  n_ = n;
-  chunk_ = std::max<std::int64_t>(1, chunk);
-  next_.store(0);
+  counter_.reset(n, chunk, threads());
   active_.store(static_cast<int>(workers_.size()));
   {
     // The lock orders the generation change with a worker that is about to sleep.
@@ -114,8 +109,7 @@ void ThreadPool::wait_for_workers() {
 }
 
 void ThreadPool::parallel_for(std::int64_t n, const Body& body) {
-  // Several chunks per thread balance uneven work without much counter traffic.
-  parallel_for(n, std::max<std::int64_t>(1, n / (static_cast<std::int64_t>(threads()) * 4)), body);
+  parallel_for(n, 0, body);
 }
 
 void ThreadPool::parallel_for(std::int64_t n, std::int64_t chunk, const Body& body) {

@@ -5,6 +5,7 @@
 // then sleep. Workers may be pinned to cores; the caller is never touched.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -16,6 +17,43 @@
 #include "kernels/cpu/dense_matmul.h"
 
 namespace tandem::backend {
+
+// Hands out the [begin, end) ranges of a loop over [0, n) to the threads that run it. Fixed
+// chunks take `chunk` items a claim. Guided chunks (chunk 0) take 1/(2 * threads) of what is
+// left, at least one item: long ranges first, single items at the end, so the threads end
+// together without a claim per item (with a fixed quarter of each thread's share, the
+// threads of a decode step's attention projections sat idle for a tenth of each product,
+// waiting for the one with the last range). The ranges depend only on n, chunk and threads,
+// not on which thread claims them.
+class LoopCounter {
+ public:
+  void reset(std::int64_t n, std::int64_t chunk, int threads) {
+    n_ = n;
+    chunk_ = std::max<std::int64_t>(0, chunk);
+    share_ = 2 * std::max(1, threads);
+    next_.store(0);
+  }
+  // The next range, or false when the loop is handed out.
+  bool claim(std::int64_t& begin, std::int64_t& end) {
+    if (chunk_ > 0) {
+      begin = next_.fetch_add(chunk_);
+      end = std::min(n_, begin + chunk_);
+      return begin < n_;
+    }
+    begin = next_.load(std::memory_order_relaxed);
+    do {
+      if (begin >= n_) return false;
+      end = begin + std::max<std::int64_t>(1, (n_ - begin) / share_);
+    } while (!next_.compare_exchange_weak(begin, end));
+    return true;
+  }
+
+ private:
+  std::atomic<std::int64_t> next_{0};
+  std::int64_t n_ = 0;
+  std::int64_t chunk_ = 0;
+  std::int64_t share_ = 2;
+};
 
 class ThreadPool {
  public:
@@ -34,10 +72,11 @@ class ThreadPool {
   // The workers and parallel_for's caller.
   int threads() const { return workers() + 1; }
 
-  // Runs body(begin, end) over [0, n) in chunks taken from a shared counter; returns when
-  // every chunk is done. Not re-entrant: a body must not call parallel_for.
+  // Runs body(begin, end) over [0, n) in guided chunks taken from a shared counter (see
+  // LoopCounter); returns when every chunk is done. Not re-entrant: a body must not call
+  // parallel_for.
   void parallel_for(std::int64_t n, const Body& body);
-  // The same with `chunk` items per task.
+  // The same with `chunk` items per task (0: guided).
   void parallel_for(std::int64_t n, std::int64_t chunk, const Body& body);
 
   // Starts the same loop on the workers alone and returns at once; `body` must live until
@@ -67,9 +106,7 @@ class ThreadPool {
   std::atomic<int> sleeping_{0};
 
   const Body* body_ = nullptr;
-  std::int64_t n_ = 0;
-  std::int64_t chunk_ = 1;
-  std::atomic<std::int64_t> next_{0};
+  LoopCounter counter_;
   // submit(): the loop is running on the workers, or (without workers) waits for wait().
   bool submitted_ = false;
   const Body* deferred_ = nullptr;

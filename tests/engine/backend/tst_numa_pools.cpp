@@ -165,7 +165,7 @@ class TestNumaPools : public QObject {
     std::vector<std::atomic<int>> runs(static_cast<std::size_t>(pools * kMaxN));
     for (int round = 0; round < 3000; ++round) {
       const std::int64_t n = 1 + round % kMaxN;
-      const std::int64_t chunk = 1 + round % 5;
+      const std::int64_t chunk = round % 6;  // 0: guided
       for (auto& r : runs) r.store(0, std::memory_order_relaxed);
       if (round % 2 == 0) {
         set.parallel_for_each_pool(n, chunk, [&](int pool, std::int64_t begin, std::int64_t end) {
@@ -195,6 +195,37 @@ class TestNumaPools : public QObject {
         }
       }
     }
+  }
+
+  // Guided chunks cover the loop once, in order, each a 1/(2 * threads) share of what is left
+  // (at least one item), so they shrink to single items at the end.
+  void guidedChunksShrinkToSingleItems() {
+    for (int threads : {1, 2, 3, 8, 64}) {
+      for (std::int64_t n : {1, 2, 7, 64, 97, 2374}) {
+        backend::LoopCounter counter;
+        counter.reset(n, 0, threads);
+        std::int64_t begin = 0, end = 0, expected_begin = 0, last_size = n;
+        int claims = 0;
+        while (counter.claim(begin, end)) {
+          QCOMPARE(begin, expected_begin);
+          const std::int64_t size = end - begin;
+          QCOMPARE(size, std::max<std::int64_t>(1, (n - begin) / (2 * threads)));
+          QVERIFY(size <= last_size);
+          last_size = size;
+          expected_begin = end;
+          ++claims;
+        }
+        QCOMPARE(expected_begin, n);
+        QCOMPARE(last_size, std::int64_t{1});
+        if (n >= 64 * threads) QVERIFY(claims < n / 4);  // far fewer claims than items
+      }
+    }
+    backend::LoopCounter fixed;
+    fixed.reset(10, 4, 2);
+    std::int64_t begin = 0, end = 0;
+    std::vector<std::int64_t> ends;
+    while (fixed.claim(begin, end)) ends.push_back(end);
+    QCOMPARE(ends, (std::vector<std::int64_t>{4, 8, 10}));
   }
 
   // The pools work on their slices at the same time: a job whose every pool waits for all
