@@ -252,7 +252,14 @@ void ExpertCompute::packed(const CpuThreads& threads,
       });
     }
   };
-  each_active(actives, [&](std::int64_t a) {
+  // A decode step's slots all hold its one token: it is quantised once, for every expert.
+  const bool one_token =
+      actives > 0 && std::all_of(slot_token_.begin(), slot_token_.end(),
+                                 [&](std::int64_t t) { return t == slot_token_.front(); });
+  const auto input_of = [&](std::int64_t a) -> const kernels::PackedActivations& {
+    return inputs_[static_cast<std::size_t>(one_token ? 0 : a)];
+  };
+  each_active(one_token ? 1 : actives, [&](std::int64_t a) {
     thread_local std::vector<float> gathered;
     const Active& act = active_[static_cast<std::size_t>(a)];
     gathered.resize(static_cast<std::size_t>(act.rows * h));
@@ -277,6 +284,14 @@ void ExpertCompute::packed(const CpuThreads& threads,
   const std::int64_t inner_tasks = (shape.gate->blocks + blocks_gate - 1) / blocks_gate;
   gate_.resize(static_cast<std::size_t>(slices * slots * width));
   up_.resize(static_cast<std::size_t>(slices * slots * width));
+  // The thread that finishes an expert's last gate/up task quantises its hidden activations
+  // for the down products, so no thread waits between the two jobs while one does it all.
+  const auto pairs = static_cast<std::size_t>(slices * actives);
+  if (tasks_left_size_ < pairs) {
+    tasks_left_ = std::make_unique<std::atomic<std::int64_t>[]>(pairs);
+    tasks_left_size_ = pairs;
+  }
+  for (std::size_t i = 0; i < pairs; ++i) tasks_left_[i].store(inner_tasks);
   threads.for_each_slice(
       static_cast<int>(slices), actives * inner_tasks,
       [&](int s, std::int64_t t0, std::int64_t t1) {
@@ -287,7 +302,7 @@ void ExpertCompute::packed(const CpuThreads& threads,
           const std::int64_t b1 = std::min(f.gate->blocks, b0 + blocks_gate);
           float* g = gate_.data() + (s * slots + a.begin) * width;
           float* u = up_.data() + (s * slots + a.begin) * width;
-          const auto& in = inputs_[static_cast<std::size_t>(t / inner_tasks)];
+          const kernels::PackedActivations& in = input_of(t / inner_tasks);
           kernels::packed_matmul(*f.gate, in, g, width, b0, b1, variant);
           kernels::packed_matmul(*f.up, in, u, width, b0, b1, variant);
           const std::int64_t c0 = b0 * kernels::kPackRows;
@@ -299,15 +314,12 @@ void ExpertCompute::packed(const CpuThreads& threads,
           }
           for (std::int64_t r = 0; r < a.rows; ++r)
             kernels::glu(e.glu, g + r * width + c0, u + r * width + c0, c1 - c0);
+          // Acquire and release: the last task sees every other task's rows of g.
+          const std::size_t pair = static_cast<std::size_t>(s * actives + t / inner_tasks);
+          if (tasks_left_[pair].fetch_sub(1, std::memory_order_acq_rel) == 1)
+            kernels::pack_activations_for(*f.down, g, a.rows, hidden_[pair]);
         }
       });
-  each_active(slices * actives, [&](std::int64_t i) {
-    const std::int64_t s = i / actives;
-    const Active& act = active_[static_cast<std::size_t>(i % actives)];
-    kernels::pack_activations_for(*slice_of(shape_of, s).down,
-                                  gate_.data() + (s * slots + act.begin) * width, act.rows,
-                                  hidden_[static_cast<std::size_t>(i)]);
-  });
   // out_: per slice, the partial down outputs [slots x h].
   const std::int64_t blocks_down = blocks_per_task(shape.down->blocks);
   const std::int64_t hidden_tasks = (shape.down->blocks + blocks_down - 1) / blocks_down;

@@ -4,7 +4,9 @@
 // backends (the CPU's own, the emulated accelerator's).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -52,6 +54,9 @@ class ExpertCompute {
   std::vector<float> slot_weight_;
   // Scratch of the packed path; with several slices, each buffer holds one block per slice.
   std::vector<kernels::PackedActivations> inputs_, hidden_;
+  // Per slice and active expert, its gate/up tasks not yet done.
+  std::unique_ptr<std::atomic<std::int64_t>[]> tasks_left_;
+  std::size_t tasks_left_size_ = 0;
   std::vector<float> gate_, up_, out_;
   // Scratch of the GGUF path, one per active expert.
   struct GgufScratch {
