@@ -377,6 +377,14 @@ int run_bench(const BenchCommandOptions& o) {
                    "trace: %zu spans of the counted runs written to %s (open it in "
                    "ui.perfetto.dev or chrome://tracing)\n",
                    trace::event_count(), o.trace_path.c_str());
+    // The workers' time outside their shares of the loops is the idle share to remove.
+    std::string workers;
+    for (const trace::ThreadShare& t : trace::busy_shares()) {
+      if (t.name.rfind("worker", 0) == 0)
+        workers += fmt::format("{}{} {:.1f}%", workers.empty() ? "" : ", ", t.name, 100 * t.busy);
+    }
+    if (!o.json && !workers.empty())
+      std::fprintf(stderr, "trace: busy over the counted runs: %s\n", workers.c_str());
   }
   if (!record_expert_stats(o.engine, runner, error)) {
     std::fprintf(stderr, "tandem: %s\n", error.c_str());

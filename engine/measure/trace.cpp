@@ -1,7 +1,9 @@
 #include "engine/measure/trace.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -105,6 +107,37 @@ Operation::~Operation() {
 const char* current_operation() {
   const char* op = g_operation.load(std::memory_order_relaxed);
   return op != nullptr ? op : "work";
+}
+
+std::vector<ThreadShare> busy_shares() {
+  const std::lock_guard lock(registry_lock());
+  std::int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const auto& b : registry()) {
+    for (const Event& e : b->events) {
+      first = std::min(first, e.begin_ns);
+      last = std::max(last, e.end_ns);
+    }
+  }
+  std::vector<ThreadShare> shares;
+  if (last <= first) return shares;
+  for (const auto& b : registry()) {
+    if (b->events.empty()) continue;
+    std::vector<Event> spans = b->events;
+    std::sort(spans.begin(), spans.end(),
+              [](const Event& x, const Event& y) { return x.begin_ns < y.begin_ns; });
+    std::int64_t inside = 0, from = spans.front().begin_ns, to = spans.front().end_ns;
+    for (const Event& e : spans) {
+      if (e.begin_ns > to) {
+        inside += to - from;
+        from = e.begin_ns;
+      }
+      to = std::max(to, e.end_ns);
+    }
+    inside += to - from;
+    shares.push_back({b->name.empty() ? "thread " + std::to_string(b->id) : b->name,
+                      static_cast<double>(inside) / static_cast<double>(last - first)});
+  }
+  return shares;
 }
 
 bool write_chrome_json(const std::string& path, std::string* error) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem::trace {
 
@@ -20,6 +21,15 @@ bool enabled();
 std::size_t event_count();
 // Writes what was recorded; false, with a sentence in `error`, when it cannot be written.
 bool write_chrome_json(const std::string& path, std::string* error);
+// Each recording thread's share of the recording spent inside its spans (nested ones counted
+// once), over the time from the first span's start to the last one's end on any thread. A
+// worker's spans are its shares of the loops, so the rest is time it waited or was not
+// scheduled; the engine thread's operations include its own waits for the workers.
+struct ThreadShare {
+  std::string name;
+  double busy = 0;  // 0 to 1
+};
+std::vector<ThreadShare> busy_shares();
 // Names the calling thread in the timeline ("engine", "worker 3"); unnamed threads are
 // "thread N".
 void name_thread(const std::string& name);

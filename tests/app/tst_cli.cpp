@@ -286,7 +286,8 @@ class TestCli : public QObject {
   // each with both paths measured and a verdict; and bench without a model or --kernels is
   // an error that says what is missing.
   // -d and --trace from the command line: the tests named at their depth, a trace that
-  // parses; a trace that cannot be written is refused before anything runs.
+  // parses and the worker's busy share; a trace that cannot be written is refused before anything
+  // runs.
   void benchAtDepthWithATrace() {
     const QString demo = QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model");
     const QString trace = home_.path() + "/bench-trace.json";
@@ -298,6 +299,9 @@ class TestCli : public QObject {
         r.out.contains(QLatin1String("pp8 @ d20")) && r.out.contains(QLatin1String("tg3 @ d20")),
         qPrintable(r.out));
     QVERIFY2(r.err.contains(QLatin1String("spans of the counted runs written to")),
+             qPrintable(r.err));
+    QVERIFY2(r.err.contains(QRegularExpression(
+                 QStringLiteral("busy over the counted runs: worker 1 [0-9.]+%"))),
              qPrintable(r.err));
     QFile f(trace);
     QVERIFY(f.open(QIODevice::ReadOnly));

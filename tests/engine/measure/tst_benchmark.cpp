@@ -3,10 +3,14 @@
 // derived from the measured bandwidth. Correctness only: no timing is asserted.
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "engine/measure/benchmark.h"
 #include "engine/measure/trace.h"
@@ -127,6 +131,36 @@ class TestBenchmark : public QObject {
     QVERIFY(spans[worker].count("attention") == 1);
     QVERIFY(spans[worker].count("cpu_experts") == 1);
     QVERIFY(trace::event_count() > 0);
+    // The worker's busy share: the union of its spans over the whole recording's time,
+    // computed here again from the written trace.
+    std::vector<std::pair<double, double>> intervals;
+    double end = 0;
+    for (const auto& e : json["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      const double b = e["ts"].get<double>(), d = e["dur"].get<double>();
+      end = std::max(end, b + d);
+      if (e["tid"].get<int>() == worker) intervals.emplace_back(b, b + d);
+    }
+    std::sort(intervals.begin(), intervals.end());
+    double inside = 0, from = intervals.front().first, to = intervals.front().second;
+    for (const auto& [b, e] : intervals) {
+      if (b > to) {
+        inside += to - from;
+        from = b;
+      }
+      to = std::max(to, e);
+    }
+    inside += to - from;
+    const double expected = inside / (end - first);
+    bool found = false;
+    for (const trace::ThreadShare& t : trace::busy_shares()) {
+      if (t.name != thread_names[worker]) continue;
+      found = true;
+      QVERIFY2(std::abs(t.busy - expected) < 1e-3,
+               qPrintable(QStringLiteral("%1 vs %2").arg(t.busy).arg(expected)));
+      QVERIFY(t.busy > 0 && t.busy <= 1);
+    }
+    QVERIFY(found);
   }
 };
 
