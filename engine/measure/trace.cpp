@@ -53,6 +53,11 @@ ThreadBuffer& this_thread() {
   return *mine;
 }
 
+// A thread's name in the timeline: the one it was given, else "thread N".
+std::string display_name(const ThreadBuffer& b) {
+  return b.name.empty() ? "thread " + std::to_string(b.id) : b.name;
+}
+
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -134,8 +139,8 @@ std::vector<ThreadShare> busy_shares() {
       to = std::max(to, e.end_ns);
     }
     inside += to - from;
-    shares.push_back({b->name.empty() ? "thread " + std::to_string(b->id) : b->name,
-                      static_cast<double>(inside) / static_cast<double>(last - first)});
+    shares.push_back(
+        {display_name(*b), static_cast<double>(inside) / static_cast<double>(last - first)});
   }
   return shares;
 }
@@ -147,12 +152,11 @@ bool write_chrome_json(const std::string& path, std::string* error) {
     const std::int64_t origin = g_origin_ns.load();
     for (const auto& b : registry()) {
       if (b->events.empty()) continue;
-      events.push_back(
-          {{"name", "thread_name"},
-           {"ph", "M"},
-           {"pid", 1},
-           {"tid", b->id},
-           {"args", {{"name", b->name.empty() ? "thread " + std::to_string(b->id) : b->name}}}});
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", 1},
+                        {"tid", b->id},
+                        {"args", {{"name", display_name(*b)}}}});
       for (const Event& e : b->events) {
         events.push_back({{"name", e.name},
                           {"ph", "X"},
