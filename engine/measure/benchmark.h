@@ -66,8 +66,8 @@ struct BenchResult {
   double roofline_fraction() const;  // decode mean / roofline
   // With BenchOptions::prompt_ceiling: what a prompt token multiplies, each instruction's
   // measured multiply-adds a second on the benchmark's threads (the better of a probe before
-  // the runs and one after), and the tokens a second
-  // they allow (0 when something went uncounted: prompt_work.uncounted says what).
+  // the runs and one after), and the tokens a second they allow (0 when something went
+  // uncounted: prompt_work.uncounted says what).
   PromptWork prompt_work;
   std::vector<std::pair<kernels::ProductInstruction, double>> peak_multiply_adds;
   double prompt_ceiling_tokens_per_s = 0;

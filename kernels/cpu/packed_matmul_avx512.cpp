@@ -54,11 +54,11 @@ struct Ahead {
 
 // Per activation group, exact integer sums (VPDPBUSD of the unsigned stored bytes by the
 // signed activations) that start from minus the stored offset times the group's activation
-// sum, then one fused multiply-add per group into the float result: by the group's activation scale
-// (INT8, whose row scale comes last) or by that times the weights' group scale (INT4, MXFP4). Eight
-// tokens by two blocks: the float results spill to L1 and are touched once per group, which costs
-// less than a smaller tile's extra weight loads and unpacking (INT4, measured: 398 -> 438 GMAC/s,
-// one thread, 768 x 2048 at 32 tokens).
+// sum, then one fused multiply-add per group into the float result: by the group's
+// activation scale (INT8, whose row scale comes last) or by that times the weights' group
+// scale (INT4, MXFP4). Eight tokens by two blocks: the float results spill to L1 and are
+// touched once per group, which costs less than a smaller tile's extra weight loads and
+// unpacking (INT4, measured: 398 -> 438 GMAC/s, one thread, 768 x 2048 at 32 tokens).
 template <int T, int B, Kind K>
 void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                   std::int64_t t0, float* y, std::int64_t y_stride, Ahead ahead = {}) {
