@@ -32,7 +32,8 @@ bool product_instruction_usable(ProductInstruction instruction, const IsaFeature
 // The instruction that carries the products of the packed kernels of `variant` on `format`;
 // none where no single one does: the scalar variant, and INT8 and INT4 on AVX2 without
 // AVX-VNNI (VPMADDUBSW then VPMADDWD). AMX's is its tiles' (a product's tokens past the last
-// whole tile of 16 go through VPDPBUSD, which a prompt's bound does not count apart).
+// whole tile of 16, when fewer than kAmxMinTokens, go through VPDPBUSD, which a prompt's
+// bound does not count apart).
 std::optional<ProductInstruction> packed_product_instruction(PackedFormat format,
                                                              CpuVariant variant,
                                                              const IsaFeatures& usable);

@@ -195,15 +195,23 @@ void packed_matmul_avx_vnni(const PackedMatrix& w, const PackedActivations& x, f
                             std::int64_t block_end);
 void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y,
                           std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
-// AMX from 16 tokens on; fewer tokens, and those after the last whole tile of 16, take the
-// AVX-512 kernels (every AMX CPU has them), so the integer sums agree to the bit.
+// Tokens from which AMX takes a product, or the tokens after its last whole tile of 16, in one
+// tile of fewer rows. A tile product of n rows costs at most a whole tile's time, and AMX ran
+// the expert shapes 1.3-1.4x as fast as AVX-512 (issue 20's figures, a 2-core Xeon with AMX),
+// so tiles win from 13 rows even at that worst (13/16 x 1.3 = 1.06). Where a partial tile
+// costs less, fewer rows win too: `tandem bench --kernels` on an AMX machine measures the
+// crossover per shape (tiles from one token beside AVX-512).
+inline constexpr std::int64_t kAmxMinTokens = 13;
+// AMX from `min_tokens` tokens on (see above); fewer tokens take the AVX-512 kernels (every
+// AMX CPU has them), which compute the same integer sums, so the results agree to the bit.
 void packed_matmul_amx(const PackedMatrix& w, const PackedActivations& x, float* y,
-                       std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
+                       std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
+                       std::int64_t min_tokens = kAmxMinTokens);
 // The AMX kernels with the tile unit performed in software, after the instruction set
 // reference: for tests on CPUs without AMX (needs AVX-512 VNNI and BF16). Slow.
 void packed_matmul_amx_emulated(const PackedMatrix& w, const PackedActivations& x, float* y,
                                 std::int64_t y_stride, std::int64_t block_begin,
-                                std::int64_t block_end);
+                                std::int64_t block_end, std::int64_t min_tokens = kAmxMinTokens);
 // The AVX-512 kernels for tokens [t_begin, t_end) only.
 void packed_matmul_avx512_tokens(const PackedMatrix& w, const PackedActivations& x, float* y,
                                  std::int64_t y_stride, std::int64_t block_begin,

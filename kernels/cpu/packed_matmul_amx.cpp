@@ -1,7 +1,9 @@
-// AMX kernels (AMX-TILE, AMX-INT8, AMX-BF16) for the packed formats, for 16 tokens and more:
-// prompt processing and the experts many tokens chose. Fewer tokens (decoding) and the
-// tokens left after the last full tile of 16 go to the AVX-512 kernels, which every AMX CPU
-// has and which compute the same integer sums, so every variant agrees to the bit.
+// AMX kernels (AMX-TILE, AMX-INT8, AMX-BF16) for the packed formats: prompt processing and
+// the experts several tokens chose. Whole tiles take 16 tokens; the tokens after the last
+// whole tile, and products of fewer than 16, take one tile of as many rows where they are at
+// least kAmxMinTokens (a tile product costs at most a whole tile's time), else the AVX-512
+// kernels, which every AMX CPU has and which compute the same integer sums, so every variant
+// agrees to the bit.
 //
 // The packed layout is already the one AMX wants for its second operand: per block of 16
 // rows, 16 consecutive column quads (INT8) or column pairs (BF16) are one 16 x 64-byte tile,
@@ -41,8 +43,11 @@ constexpr std::int64_t kPairsPerTile = kTileBytes / 4;  // BF16 column pairs per
 // Tiles 0-3: accumulators C[token tile][row block]; 4-5: activations; 6-7: weights. Each
 // product takes `chunk_bytes` bytes of every activation row: 64 (a whole tile), or 32 where
 // the activation groups are 32 columns (activation tiles 16 x 32 bytes, weight tiles 8 quads).
-TileConfig kernel_config(int chunk_bytes) {
+// `token_rows`: the tokens a token tile holds, 16, or fewer for one partial tile (its
+// accumulators and activations then have as many rows).
+TileConfig kernel_config(int chunk_bytes, int token_rows) {
   TileConfig c = amx::full_tiles();
+  for (int t : {0, 1, 2, 3, 4, 5}) c.rows[t] = static_cast<std::uint8_t>(token_rows);
   for (int t : {4, 5}) c.colsb[t] = static_cast<std::uint16_t>(chunk_bytes);
   for (int t : {6, 7}) c.rows[t] = static_cast<std::uint8_t>(chunk_bytes / 4);
   return c;
@@ -113,11 +118,11 @@ void store_accumulators(void* out) {  // out: [2][2][16][16] of 4-byte values
 }
 
 // The integer sums of quads [q0, q1) that do not fill a tile, with VPDPBUSD over the
-// INT8-layout block `wb` (unsigned bytes): sums[t][row] += sum over the quads.
+// INT8-layout block `wb` (unsigned bytes): sums[t][row] += sum over the quads, t < tokens.
 void add_tail_quads(const std::uint8_t* wb, const std::int8_t* xq, std::int64_t x_stride,
-                    std::int64_t q0, std::int64_t q1, std::int32_t (*sums)[kTileRows]) {
+                    std::int64_t q0, std::int64_t q1, int tokens, std::int32_t (*sums)[kTileRows]) {
   if (q0 >= q1) return;
-  for (int t = 0; t < kTileRows; ++t) {
+  for (int t = 0; t < tokens; ++t) {
     __m512i acc = _mm512_load_si512(sums[t]);
     for (std::int64_t k = q0; k < q1; ++k) {
       std::int32_t quad;
@@ -129,9 +134,9 @@ void add_tail_quads(const std::uint8_t* wb, const std::int8_t* xq, std::int64_t 
 }
 
 void add_tail_pairs(const std::uint8_t* wb, const std::uint16_t* xb, std::int64_t x_stride,
-                    std::int64_t p0, std::int64_t p1, float (*sums)[kTileRows]) {
+                    std::int64_t p0, std::int64_t p1, int tokens, float (*sums)[kTileRows]) {
   if (p0 >= p1) return;
-  for (int t = 0; t < kTileRows; ++t) {
+  for (int t = 0; t < tokens; ++t) {
     __m512 acc = _mm512_load_ps(sums[t]);
     for (std::int64_t k = p0; k < p1; ++k) {
       std::int32_t pair;
@@ -179,10 +184,12 @@ std::int64_t chunk_bytes_for(const PackedActivations& x) {
 // the group's chunks, the columns short of a tile with AVX-512, the offset taken back out,
 // and one fused multiply-add per group into the float results, as the other variants.
 // `wbytes`: the first of the BB blocks in the INT8 layout, the next `block_stride` bytes on
-// (INT8: the packed blocks; INT4: the blocks widened to bytes).
+// (INT8: the packed blocks; INT4: the blocks widened to bytes). `rows`: tokens per token tile,
+// as configured (16, or fewer in one partial tile).
 template <class Tiles, int TT, int BB>
 void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                   const std::uint8_t* wbytes, std::int64_t t0, float* y, std::int64_t y_stride) {
+                   const std::uint8_t* wbytes, std::int64_t t0, int rows, float* y,
+                   std::int64_t y_stride) {
   Scratch& s = scratch();
   const bool int8 = w.format == PackedFormat::Int8;
   const int bias = int8 ? 128 : 0;  // INT4 adds its offset per group instead
@@ -195,7 +202,7 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
   const std::int64_t chunk_quads = chunk_bytes_for(x) / 4;
   for (int tt = 0; tt < TT; ++tt)
     for (int b = 0; b < BB; ++b)
-      for (int t = 0; t < kTileRows; ++t) _mm512_store_ps(s.results[tt][b][t], _mm512_setzero_ps());
+      for (int t = 0; t < rows; ++t) _mm512_store_ps(s.results[tt][b][t], _mm512_setzero_ps());
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::int64_t q0 = g * quads_per_group;
     const std::int64_t q1 = std::min(quads, q0 + quads_per_group);
@@ -207,7 +214,7 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
     for (int tt = 0; tt < TT; ++tt) {
       for (int b = 0; b < BB; ++b) {
         add_tail_quads(wb[b], x.q.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
-                       q0 + full * chunk_quads, q1, s.sums[tt][b]);
+                       q0 + full * chunk_quads, q1, rows, s.sums[tt][b]);
         __m512 w_scale = _mm512_setzero_ps(), w_offset = _mm512_setzero_ps();
         if (!int8) {
           const std::uint8_t* header = w.block(block + b) + w.int4_header_offset(g);
@@ -215,7 +222,7 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
           w_offset =
               _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header + 32)));
         }
-        for (int t = 0; t < kTileRows; ++t) {
+        for (int t = 0; t < rows; ++t) {
           const std::size_t at = static_cast<std::size_t>((t0 + tt * kTileRows + t) * groups + g);
           const __m512i exact = _mm512_sub_epi32(_mm512_load_si512(s.sums[tt][b][t]),
                                                  _mm512_set1_epi32(bias * x.group_sum[at]));
@@ -236,13 +243,13 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
   for (int tt = 0; tt < TT; ++tt) {
     for (int b = 0; b < BB; ++b) {
       const std::int64_t r0 = (block + b) * kPackRows;
-      const std::int64_t rows = std::min(kPackRows, w.rows - r0);
+      const std::int64_t out_rows = std::min(kPackRows, w.rows - r0);
       const __m512 row_scale =
           int8 ? _mm512_loadu_ps(w.row_scale.data() + r0) : _mm512_set1_ps(1.0f);
-      for (int t = 0; t < kTileRows; ++t) {
+      for (int t = 0; t < rows; ++t) {
         const __m512 v = _mm512_load_ps(s.results[tt][b][t]);
         store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0,
-                   int8 ? _mm512_mul_ps(v, row_scale) : v, rows);
+                   int8 ? _mm512_mul_ps(v, row_scale) : v, out_rows);
       }
     }
   }
@@ -250,7 +257,7 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
 
 template <class Tiles, int TT, int BB>
 void bf16_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                std::int64_t t0, float* y, std::int64_t y_stride) {
+                std::int64_t t0, int rows, float* y, std::int64_t y_stride) {
   Scratch& s = scratch();
   const std::int64_t pairs = w.cols_padded / 2;
   const std::int64_t chunks = pairs / kPairsPerTile;
@@ -262,99 +269,127 @@ void bf16_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   for (int tt = 0; tt < TT; ++tt) {
     for (int b = 0; b < BB; ++b) {
       add_tail_pairs(wb[b], x.bf16.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
-                     chunks * kPairsPerTile, pairs, s.results[tt][b]);
+                     chunks * kPairsPerTile, pairs, rows, s.results[tt][b]);
       const std::int64_t r0 = (block + b) * kPackRows;
-      const std::int64_t rows = std::min(kPackRows, w.rows - r0);
-      for (int t = 0; t < kTileRows; ++t) {
+      const std::int64_t out_rows = std::min(kPackRows, w.rows - r0);
+      for (int t = 0; t < rows; ++t) {
         store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0,
-                   _mm512_load_ps(s.results[tt][b][t]), rows);
+                   _mm512_load_ps(s.results[tt][b][t]), out_rows);
       }
     }
   }
 }
 
-// TT token tiles from token t0 for the format of `w`.
+// TT token tiles of `rows` tokens from token t0 for the format of `w`.
 template <class Tiles, int TT, int BB>
 void format_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                  const std::uint8_t* widened, std::int64_t t0, float* y, std::int64_t y_stride) {
+                  const std::uint8_t* widened, std::int64_t t0, int rows, float* y,
+                  std::int64_t y_stride) {
   switch (w.format) {
     case PackedFormat::Int8:
-      grouped_tiles<Tiles, TT, BB>(w, x, block, w.block(block), t0, y, y_stride);
+      grouped_tiles<Tiles, TT, BB>(w, x, block, w.block(block), t0, rows, y, y_stride);
       break;
     case PackedFormat::Int4:
-      grouped_tiles<Tiles, TT, BB>(w, x, block, widened, t0, y, y_stride);
+      grouped_tiles<Tiles, TT, BB>(w, x, block, widened, t0, rows, y, y_stride);
       break;
     case PackedFormat::Bf16:
-      bf16_tiles<Tiles, TT, BB>(w, x, block, t0, y, y_stride);
+      bf16_tiles<Tiles, TT, BB>(w, x, block, t0, rows, y, y_stride);
       break;
     case PackedFormat::Mxfp4:  // never tiled (tiles_apply)
       break;
   }
 }
 
+// `count` token tiles of `rows` tokens each from token t0 over the blocks from `block`, two
+// tiles at a time.
 template <class Tiles, int BB>
 void token_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                 const std::uint8_t* widened, std::int64_t token_tiles, float* y,
-                 std::int64_t y_stride) {
+                 const std::uint8_t* widened, std::int64_t t0, std::int64_t count, int rows,
+                 float* y, std::int64_t y_stride) {
   std::int64_t tt = 0;
-  for (; tt + 2 <= token_tiles; tt += 2)
-    format_tiles<Tiles, 2, BB>(w, x, block, widened, tt * kTileRows, y, y_stride);
-  if (tt < token_tiles)
-    format_tiles<Tiles, 1, BB>(w, x, block, widened, tt * kTileRows, y, y_stride);
+  for (; tt + 2 <= count; tt += 2)
+    format_tiles<Tiles, 2, BB>(w, x, block, widened, t0 + tt * kTileRows, rows, y, y_stride);
+  if (tt < count)
+    format_tiles<Tiles, 1, BB>(w, x, block, widened, t0 + tt * kTileRows, rows, y, y_stride);
 }
 
-// INT8 and INT4 go through the tiles when their activation groups are whole or half tiles
-// of columns (or one group holds the whole row).
-bool tiles_apply(const PackedMatrix& w, const PackedActivations& x) {
-  if (x.tokens < kTileRows) return false;
-  // MXFP4 keeps its codes in nibbles that only the AVX-512 kernels read.
-  if (w.format == PackedFormat::Mxfp4) return false;
-  return w.format == PackedFormat::Bf16 || x.group % (kTileBytes / 2) == 0 ||
-         x.group >= x.cols_padded;
-}
-
+// The token tiles over blocks [block_begin, block_end), a pair of blocks at a time, under the
+// tile configuration loaded for `rows`.
 template <class Tiles>
-void packed_matmul_tiles(const PackedMatrix& w, const PackedActivations& x, float* y,
-                         std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
-  if (!tiles_apply(w, x)) {
-    packed_matmul_avx512(w, x, y, y_stride, block_begin, block_end);
-    return;
-  }
-  const std::int64_t tiles = x.tokens / kTileRows;
+void tiles_over_blocks(const PackedMatrix& w, const PackedActivations& x, std::int64_t block_begin,
+                       std::int64_t block_end, std::int64_t t0, std::int64_t count, int rows,
+                       float* y, std::int64_t y_stride) {
   Scratch& s = scratch();
   const bool int4 = w.format == PackedFormat::Int4;
   const std::size_t widened_bytes = static_cast<std::size_t>(2 * w.cols_padded * kPackRows);
   if (int4 && s.widened.size < widened_bytes) s.widened = AlignedBytes::allocate(widened_bytes);
-  const TileConfig config = kernel_config(static_cast<int>(chunk_bytes_for(x)));
-  Tiles::configure(config);
   std::int64_t b = block_begin;
   for (; b + 2 <= block_end; b += 2) {
     if (int4) {
       widen_int4_block(w, b, s.widened.data.get());
       widen_int4_block(w, b + 1, s.widened.data.get() + widened_bytes / 2);
     }
-    token_tiles<Tiles, 2>(w, x, b, s.widened.data.get(), tiles, y, y_stride);
+    token_tiles<Tiles, 2>(w, x, b, s.widened.data.get(), t0, count, rows, y, y_stride);
   }
   if (b < block_end) {
     if (int4) widen_int4_block(w, b, s.widened.data.get());
-    token_tiles<Tiles, 1>(w, x, b, s.widened.data.get(), tiles, y, y_stride);
+    token_tiles<Tiles, 1>(w, x, b, s.widened.data.get(), t0, count, rows, y, y_stride);
+  }
+}
+
+// INT8 and INT4 go through the tiles when their activation groups are whole or half tiles
+// of columns (or one group holds the whole row), and the product has at least `min_tokens`.
+bool tiles_apply(const PackedMatrix& w, const PackedActivations& x, std::int64_t min_tokens) {
+  if (x.tokens < std::clamp<std::int64_t>(min_tokens, 1, kTileRows)) return false;
+  // MXFP4 keeps its codes in nibbles that only the AVX-512 kernels read.
+  if (w.format == PackedFormat::Mxfp4) return false;
+  return w.format == PackedFormat::Bf16 || x.group % (kTileBytes / 2) == 0 ||
+         x.group >= x.cols_padded;
+}
+
+// Whole tiles of 16 tokens, then the tokens after them in one partial tile where they are at
+// least `min_tokens` (a second pass over the blocks under a configuration of that many rows:
+// switching the configuration per pair of blocks would clear the tiles each time), else with
+// AVX-512.
+template <class Tiles>
+void packed_matmul_tiles(const PackedMatrix& w, const PackedActivations& x, float* y,
+                         std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
+                         std::int64_t min_tokens) {
+  if (!tiles_apply(w, x, min_tokens)) {
+    packed_matmul_avx512(w, x, y, y_stride, block_begin, block_end);
+    return;
+  }
+  const std::int64_t whole = x.tokens / kTileRows;
+  const int rest = static_cast<int>(x.tokens % kTileRows);
+  const bool partial = rest > 0 && rest >= min_tokens;
+  const int chunk_bytes = static_cast<int>(chunk_bytes_for(x));
+  if (whole > 0) {
+    Tiles::configure(kernel_config(chunk_bytes, kTileRows));
+    tiles_over_blocks<Tiles>(w, x, block_begin, block_end, 0, whole, kTileRows, y, y_stride);
+  }
+  if (partial) {
+    Tiles::configure(kernel_config(chunk_bytes, rest));
+    tiles_over_blocks<Tiles>(w, x, block_begin, block_end, whole * kTileRows, 1, rest, y, y_stride);
   }
   Tiles::release();
-  packed_matmul_avx512_tokens(w, x, y, y_stride, block_begin, block_end, tiles * kTileRows,
-                              x.tokens);
+  if (!partial) {
+    packed_matmul_avx512_tokens(w, x, y, y_stride, block_begin, block_end, whole * kTileRows,
+                                x.tokens);
+  }
 }
 
 }  // namespace
 
 void packed_matmul_amx(const PackedMatrix& w, const PackedActivations& x, float* y,
-                       std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
-  packed_matmul_tiles<HardwareTiles>(w, x, y, y_stride, block_begin, block_end);
+                       std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
+                       std::int64_t min_tokens) {
+  packed_matmul_tiles<HardwareTiles>(w, x, y, y_stride, block_begin, block_end, min_tokens);
 }
 
 void packed_matmul_amx_emulated(const PackedMatrix& w, const PackedActivations& x, float* y,
                                 std::int64_t y_stride, std::int64_t block_begin,
-                                std::int64_t block_end) {
-  packed_matmul_tiles<EmulatedTiles>(w, x, y, y_stride, block_begin, block_end);
+                                std::int64_t block_end, std::int64_t min_tokens) {
+  packed_matmul_tiles<EmulatedTiles>(w, x, y, y_stride, block_begin, block_end, min_tokens);
 }
 
 }  // namespace tandem::kernels

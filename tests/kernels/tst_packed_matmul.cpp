@@ -82,13 +82,19 @@ QString formatName(PackedFormat f) {
 }
 
 // Not CpuVariants: the AMX kernels with the tile unit emulated in software, and the two
-// kernels behind the AVX2 variant (VPMADDUBSW, and AVX-VNNI where the CPU has it).
+// kernels behind the AVX2 variant (VPMADDUBSW, and AVX-VNNI where the CPU has it); the AMX
+// kernels, real and emulated, taking every product and tail into tiles (from one token on,
+// where kAmxMinTokens leaves the fewest to AVX-512).
 constexpr int kEmulatedAmx = 100;
 constexpr int kAvx2Plain = 101;
 constexpr int kAvxVnni = 102;
+constexpr int kAmxFromOne = 103;
+constexpr int kEmulatedAmxFromOne = 104;
 
 QString variantLabel(int v) {
   if (v == kEmulatedAmx) return QStringLiteral("amx-emulated");
+  if (v == kAmxFromOne) return QStringLiteral("amx-from-1");
+  if (v == kEmulatedAmxFromOne) return QStringLiteral("amx-emulated-from-1");
   if (v == kAvx2Plain) return QStringLiteral("avx2-plain");
   if (v == kAvxVnni) return QStringLiteral("avx-vnni");
   return QString::fromUtf8(variant_name(static_cast<CpuVariant>(v)).data());
@@ -108,19 +114,25 @@ class TestPackedMatmul : public QObject {
     QTest::addColumn<int>("group");
     const IsaFeatures& usable = detect_isa().usable;
     for (int v : {int(CpuVariant::Avx2), int(CpuVariant::Avx512), int(CpuVariant::Amx),
-                  kEmulatedAmx, kAvx2Plain, kAvxVnni}) {
+                  kEmulatedAmx, kAvx2Plain, kAvxVnni, kAmxFromOne, kEmulatedAmxFromOne}) {
       // A variant the CPU lacks cannot run here; the scalar one always runs. The emulated
       // tile unit needs the AVX-512 kernels for its tails.
-      const CpuVariant needs = v == kEmulatedAmx                  ? CpuVariant::Avx512
-                               : v == kAvx2Plain || v == kAvxVnni ? CpuVariant::Avx2
+      const CpuVariant needs = v == kEmulatedAmx || v == kEmulatedAmxFromOne ? CpuVariant::Avx512
+                               : v == kAmxFromOne                            ? CpuVariant::Amx
+                               : v == kAvx2Plain || v == kAvxVnni            ? CpuVariant::Avx2
                                                                   : static_cast<CpuVariant>(v);
       if (!variant_supported(needs, usable)) continue;
       if (needs == CpuVariant::Avx512 && !usable.avx512_bf16) continue;
       if (v == kAvxVnni && !usable.avx_vnni) continue;
-      const bool tiles = v == int(CpuVariant::Amx) || v == kEmulatedAmx;
-      // The tile kernels start at 16 tokens: whole tiles, one or two at once, and tails.
-      const std::vector<int> token_counts = tiles ? std::vector<int>{1, 15, 16, 17, 32, 33, 47, 50}
-                                                  : std::vector<int>{1, 3, 5, 8, 9, 17};
+      const bool from_one = v == kAmxFromOne || v == kEmulatedAmxFromOne;
+      const bool tiles = v == int(CpuVariant::Amx) || v == kEmulatedAmx || from_one;
+      // The tile kernels: products below kAmxMinTokens (AVX-512), partial tiles (products of
+      // fewer than 16, tails), whole tiles one or two at once, and tails on AVX-512. From one
+      // token on: partial tiles of several heights, alone and after whole tiles.
+      const std::vector<int> token_counts =
+          from_one ? std::vector<int>{1, 2, 7, 11, 18, 29}
+          : tiles  ? std::vector<int>{1, int(kAmxMinTokens) - 1, 15, 16, 17, 32, 33, 47, 50}
+                   : std::vector<int>{1, 3, 5, 8, 9, 17};
       // Shapes: one block, odd blocks, columns that leave a part of a 64-byte tile (30, 257,
       // 200) or fill whole tiles (384).
       const std::vector<std::pair<int, int>> shapes =
@@ -186,6 +198,10 @@ class TestPackedMatmul : public QObject {
     packed_matmul_scalar(w, a, want.data(), stride, 0, w.blocks);
     if (variant == kEmulatedAmx) {
       packed_matmul_amx_emulated(w, a, got.data(), stride, 0, w.blocks);
+    } else if (variant == kEmulatedAmxFromOne) {
+      packed_matmul_amx_emulated(w, a, got.data(), stride, 0, w.blocks, 1);
+    } else if (variant == kAmxFromOne) {
+      packed_matmul_amx(w, a, got.data(), stride, 0, w.blocks, 1);
     } else if (variant == kAvx2Plain) {
       packed_matmul_avx2_plain(w, a, got.data(), stride, 0, w.blocks);
     } else if (variant == kAvxVnni) {
@@ -215,21 +231,25 @@ class TestPackedMatmul : public QObject {
     source.data = values.data();
     source.rows = rows;
     source.cols = cols;
-    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
-      const PackedMatrix w = packAs(f, source, 64);
-      const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 52);
-      PackedActivations a;
-      pack_activations_for(w, x.data(), tokens, a);
-      std::vector<float> want(static_cast<std::size_t>(tokens * rows), -7.0f), got(want);
-      packed_matmul_scalar(w, a, want.data(), rows, 1, 4);
-      packed_matmul_amx_emulated(w, a, got.data(), rows, 1, 4);
-      for (std::size_t i = 0; i < want.size(); ++i) {
-        QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * (1.0f + std::abs(want[i])),
-                 qPrintable(QStringLiteral("%1: %2 vs %3 at %4")
-                                .arg(formatName(f))
-                                .arg(got[i])
-                                .arg(want[i])
-                                .arg(i)));
+    // The 3 tokens after the whole tiles on AVX-512, then in a partial tile.
+    for (std::int64_t min_tokens : {kAmxMinTokens, std::int64_t{1}}) {
+      for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
+        const PackedMatrix w = packAs(f, source, 64);
+        const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 52);
+        PackedActivations a;
+        pack_activations_for(w, x.data(), tokens, a);
+        std::vector<float> want(static_cast<std::size_t>(tokens * rows), -7.0f), got(want);
+        packed_matmul_scalar(w, a, want.data(), rows, 1, 4);
+        packed_matmul_amx_emulated(w, a, got.data(), rows, 1, 4, min_tokens);
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * (1.0f + std::abs(want[i])),
+                   qPrintable(QStringLiteral("%1 from %2: %3 vs %4 at %5")
+                                  .arg(formatName(f))
+                                  .arg(min_tokens)
+                                  .arg(got[i])
+                                  .arg(want[i])
+                                  .arg(i)));
+        }
       }
     }
   }
