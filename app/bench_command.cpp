@@ -102,6 +102,38 @@ std::vector<int> measured_thread_counts(const BenchCommandOptions& o) {
   return cores > 1 ? std::vector<int>{cores, 1} : std::vector<int>{1};
 }
 
+// On AMX machines: the tile kernels from one token beside AVX-512, and where tiles win.
+void print_tile_crossovers(const measure::KernelBenchReport& r) {
+  const std::vector<measure::TileCrossover> crossovers = measure::tile_crossovers(r);
+  if (crossovers.empty()) return;
+  std::cout << "\nTiles (from one token on) against AVX-512, the kernels alone on activations "
+               "packed beforehand, GFLOP/s:\n\n";
+  std::cout << fmt::format("| {:<11} | {:<4} | {:>3} | {:>4} | {:>18} | {:>18} | {:>5} |\n",
+                           "matrix", "fmt", "thr", "M", "tiles", "AVX-512", "ratio");
+  std::cout << fmt::format("| {:-<11} | {:-<4} | {:->3} | {:->4} | {:->18} | {:->18} | {:->5} |\n",
+                           "", "", "", "", "", "", "");
+  const auto cell = [](const measure::KernelPathResult& p) {
+    return fmt::format("{:.1f} ± {:.1f}", p.gflops.mean(), p.gflops.stddev());
+  };
+  for (const measure::KernelBenchRow& row : r.rows) {
+    if (!row.tiles) continue;
+    const double avx512 = row.avx512->gflops.mean();
+    std::cout << fmt::format("| {:<11} | {:<4} | {:>3} | {:>4} | {:>18} | {:>18} | {:>5.2f} |\n",
+                             row.shape.name, row.format, row.threads, row.tokens, cell(*row.tiles),
+                             cell(*row.avx512),
+                             avx512 > 0 ? row.tiles->gflops.mean() / avx512 : 0.0);
+  }
+  std::cout << fmt::format("\nWhere tiles win (Tandem takes tiles from {} tokens):\n",
+                           kernels::kAmxMinTokens);
+  for (const measure::TileCrossover& c : crossovers) {
+    std::cout << fmt::format(
+        "  {} {}, {} threads: {}\n", c.shape, c.format, c.threads,
+        c.tiles_from ? fmt::format("from {} tokens on", *c.tiles_from)
+                     : fmt::format("AVX-512 as fast or faster at {} tokens, the most measured",
+                                   c.tokens_measured_max));
+  }
+}
+
 int run_kernel_bench(const BenchCommandOptions& o) {
   measure::KernelBenchOptions options;
   options.shapes = measure::qwen3_30b_a3b_shapes(o.head_rows);
@@ -134,10 +166,28 @@ int run_kernel_bench(const BenchCommandOptions& o) {
                       {"onednn", path_json(row.onednn)},
                       {"speedup", row.speedup()},
                       {"winner", row.winner()}});
+      if (row.tiles) {
+        rows.back()["tiles"] = path_json(*row.tiles);
+        rows.back()["avx512"] = path_json(*row.avx512);
+      }
     }
-    const nlohmann::json j = {{"cpu", r.cpu},       {"cpu_variant", r.variant},
-                              {"onednn", r.onednn}, {"repetitions", options.repetitions},
-                              {"rows", rows},       {"instruction_peaks", peaks_json(r.peaks)}};
+    nlohmann::json j = {{"cpu", r.cpu},       {"cpu_variant", r.variant},
+                        {"onednn", r.onednn}, {"repetitions", options.repetitions},
+                        {"rows", rows},       {"instruction_peaks", peaks_json(r.peaks)}};
+    const std::vector<measure::TileCrossover> crossovers = measure::tile_crossovers(r);
+    if (!crossovers.empty()) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const measure::TileCrossover& c : crossovers) {
+        list.push_back({{"matrix", c.shape},
+                        {"format", c.format},
+                        {"threads", c.threads},
+                        {"tiles_from_tokens",
+                         c.tiles_from ? nlohmann::json(*c.tiles_from) : nlohmann::json(nullptr)},
+                        {"tokens_measured_max", c.tokens_measured_max}});
+      }
+      j["tile_crossovers"] = list;
+      j["amx_min_tokens"] = kernels::kAmxMinTokens;
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -185,6 +235,7 @@ int run_kernel_bench(const BenchCommandOptions& o) {
     std::cout << "\noneDNN implementations:\n";
     for (const auto& [impl, where] : used) std::cout << fmt::format("  {}: {}\n", impl, where);
   }
+  print_tile_crossovers(r);
   return 0;
 }
 

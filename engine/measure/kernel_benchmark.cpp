@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <numeric>
 
 #include "engine/backend/cpu/thread_pool.h"
+#include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
@@ -31,6 +33,43 @@ void add_sample(KernelPathResult& r, double seconds, const KernelShape& s, std::
   const double flops = 2.0 * static_cast<double>(tokens) * static_cast<double>(s.rows * s.cols);
   r.gflops.values.push_back(flops / seconds / 1e9);
   r.weight_gb_per_s.values.push_back(static_cast<double>(r.weight_bytes) / seconds / 1e9);
+}
+
+// The tile kernel and the AVX-512 kernel on the row's copies, activations packed once
+// beforehand, interleaved as the row's other paths.
+void measure_tiles_beside_avx512(KernelBenchRow& row, const KernelBenchOptions& options,
+                                 const std::vector<kernels::PackedMatrix>& copies,
+                                 const std::vector<float>& x, std::vector<float>& y,
+                                 const kernels::ParallelFor& parallel) {
+  const kernels::PackedMatrix& first = copies.front();
+  kernels::PackedActivations activations;
+  kernels::pack_activations_for(first, x.data(), row.tokens, activations);
+  row.tiles = KernelPathResult{"tiles from 1 token", row.packed.weight_bytes, {}, {}};
+  row.avx512 = KernelPathResult{"avx512", row.packed.weight_bytes, {}, {}};
+  std::size_t next_tiles = 0;
+  std::size_t next_avx512 = 0;
+  const auto run = [&](const TileKernel& kernel, std::size_t& next) {
+    const kernels::PackedMatrix& w = copies[next++ % copies.size()];
+    parallel(w.blocks, [&](std::int64_t b0, std::int64_t b1) {
+      kernel(w, activations, y.data(), row.shape.rows, b0, b1);
+    });
+  };
+  const TileKernel avx512 = [](const kernels::PackedMatrix& w, const kernels::PackedActivations& a,
+                               float* out, std::int64_t stride, std::int64_t b0, std::int64_t b1) {
+    kernels::packed_matmul_avx512(w, a, out, stride, b0, b1);
+  };
+  const auto tiles = [&] { run(options.tile_kernel, next_tiles); };
+  const auto vectors = [&] { run(avx512, next_avx512); };
+  for (std::size_t c = 0; c < copies.size(); ++c) {
+    tiles();
+    vectors();
+  }
+  for (int r = 0; r < options.repetitions; ++r) {
+    add_sample(*row.tiles, seconds_per_product(tiles, options.min_sample_seconds), row.shape,
+               row.tokens);
+    add_sample(*row.avx512, seconds_per_product(vectors, options.min_sample_seconds), row.shape,
+               row.tokens);
+  }
 }
 
 }  // namespace
@@ -60,6 +99,46 @@ double seconds_per_product(const std::function<void()>& product, double min_seco
     elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   } while (elapsed < min_seconds);
   return elapsed / calls;
+}
+
+TileKernel amx_from_one_token() {
+  if (kernels::active_variant() != kernels::CpuVariant::Amx) return {};
+  return [](const kernels::PackedMatrix& w, const kernels::PackedActivations& x, float* y,
+            std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
+    kernels::packed_matmul_amx(w, x, y, y_stride, block_begin, block_end, 1);
+  };
+}
+
+std::vector<TileCrossover> tile_crossovers(const KernelBenchReport& report) {
+  std::vector<TileCrossover> out;
+  for (const KernelBenchRow& row : report.rows) {
+    if (!row.tiles || !row.avx512) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const TileCrossover& c) {
+      return c.shape == row.shape.name && c.format == row.format && c.threads == row.threads;
+    });
+    if (it == out.end()) {
+      out.push_back({row.shape.name, row.format, row.threads, std::nullopt, 0});
+      it = out.end() - 1;
+    }
+    it->tokens_measured_max = std::max(it->tokens_measured_max, row.tokens);
+  }
+  for (TileCrossover& c : out) {
+    // Down from the most tokens measured, while the tiles keep winning.
+    std::vector<const KernelBenchRow*> rows;
+    for (const KernelBenchRow& row : report.rows) {
+      if (row.tiles && row.avx512 && row.shape.name == c.shape && row.format == c.format &&
+          row.threads == c.threads)
+        rows.push_back(&row);
+    }
+    std::sort(rows.begin(), rows.end(), [](const KernelBenchRow* a, const KernelBenchRow* b) {
+      return a->tokens > b->tokens;
+    });
+    for (const KernelBenchRow* row : rows) {
+      if (row->tiles->gflops.mean() <= row->avx512->gflops.mean()) break;
+      c.tiles_from = row->tokens;
+    }
+  }
+  return out;
 }
 
 std::vector<KernelShape> qwen3_30b_a3b_shapes(std::int64_t head_rows) {
@@ -209,13 +288,21 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
             add_sample(row.onednn, seconds_per_product(theirs, options.min_sample_seconds), shape,
                        tokens);
           }
+          if (options.tile_kernel) {
+            measure_tiles_beside_avx512(row, options, packed_copies, x, y, parallel);
+          }
           if (progress) {
-            progress(
-                fmt::format("{} {}x{} {} threads {} tokens {}: packed {:.1f} ± {:.1f}, "
-                            "oneDNN {:.1f} ± {:.1f} GFLOP/s",
-                            shape.name, shape.rows, shape.cols, row.format, threads, tokens,
-                            row.packed.gflops.mean(), row.packed.gflops.stddev(),
-                            row.onednn.gflops.mean(), row.onednn.gflops.stddev()));
+            std::string line = fmt::format(
+                "{} {}x{} {} threads {} tokens {}: packed {:.1f} ± {:.1f}, "
+                "oneDNN {:.1f} ± {:.1f} GFLOP/s",
+                shape.name, shape.rows, shape.cols, row.format, threads, tokens,
+                row.packed.gflops.mean(), row.packed.gflops.stddev(), row.onednn.gflops.mean(),
+                row.onednn.gflops.stddev());
+            if (row.tiles) {
+              line += fmt::format("; kernels alone: tiles {:.1f}, AVX-512 {:.1f}",
+                                  row.tiles->gflops.mean(), row.avx512->gflops.mean());
+            }
+            progress(line);
           }
           report.rows.push_back(std::move(row));
         }

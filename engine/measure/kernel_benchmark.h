@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/compute_peak.h"
+#include "kernels/cpu/packed_matmul.h"
 
 namespace tandem::measure {
 
@@ -23,6 +25,14 @@ struct KernelShape {
 // 768, vocabulary 151936 (`head_rows` may cut the head short to save time and memory).
 std::vector<KernelShape> qwen3_30b_a3b_shapes(std::int64_t head_rows = 151936);
 
+// A tile kernel over a block range, as packed_matmul_amx.
+using TileKernel =
+    std::function<void(const kernels::PackedMatrix&, const kernels::PackedActivations&, float* y,
+                       std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end)>;
+// On a machine whose kernels are AMX: the AMX kernels taking every product into tiles, from
+// one token on (below kernels::kAmxMinTokens too). Elsewhere none.
+TileKernel amx_from_one_token();
+
 struct KernelBenchOptions {
   std::vector<KernelShape> shapes = qwen3_30b_a3b_shapes();
   std::vector<std::int64_t> tokens = {1, 8, 64, 512};
@@ -33,6 +43,9 @@ struct KernelBenchOptions {
   // they come from memory as in a model (every layer has its own), not from the L3 cache.
   std::uint64_t working_set_bytes = std::uint64_t{256} << 20;
   std::uint64_t seed = 1;
+  // Measured beside the AVX-512 kernels in every row where set (KernelBenchRow::tiles): the
+  // crossover from which tiles win, per shape. Tests pass the emulated tile unit.
+  TileKernel tile_kernel = amx_from_one_token();
 };
 
 struct RateSamples {
@@ -71,6 +84,10 @@ struct KernelBenchRow {
   // does: the scalar and AMX variants, INT8 on AVX2 without AVX-VNNI).
   std::string packed_instruction;
   double packed_peak_gflops = 0;
+  // With a tile kernel (AMX machines): the tile kernel from one token on and the AVX-512
+  // kernel on the same copies, both on activations packed beforehand (the kernels alone).
+  std::optional<KernelPathResult> tiles;
+  std::optional<KernelPathResult> avx512;
   double packed_peak_fraction() const;
   // oneDNN's mean over ours; "onednn" or "packed" when the means differ by more than 5% and
   // by more than both standard deviations together, else "tie".
@@ -85,6 +102,18 @@ struct KernelBenchReport {
   std::vector<KernelBenchRow> rows;
   std::vector<InstructionPeak> peaks;
 };
+
+// Where tiles overtake AVX-512 for one shape, format and thread count: the fewest tokens
+// measured from which the tile kernel's mean is higher at that count and every larger one
+// measured; none where AVX-512 is as fast at the largest count.
+struct TileCrossover {
+  std::string shape;
+  std::string format;
+  int threads = 1;
+  std::optional<std::int64_t> tiles_from;
+  std::int64_t tokens_measured_max = 0;
+};
+std::vector<TileCrossover> tile_crossovers(const KernelBenchReport& report);
 
 // `progress` gets a line per measured row.
 // What the benchmarks share: uniform values in [-1, 1) (fast enough for the output head's

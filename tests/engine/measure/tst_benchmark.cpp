@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "engine/measure/benchmark.h"
+#include "engine/measure/kernel_benchmark.h"
 #include "engine/measure/trace.h"
 #include "engine/model/loaded_model.h"
+#include "kernels/cpu/isa.h"
 
 using namespace tandem;
 
@@ -161,6 +163,84 @@ class TestBenchmark : public QObject {
       QVERIFY(t.busy > 0 && t.busy <= 1);
     }
     QVERIFY(found);
+  }
+
+  // Where tiles overtake AVX-512: the fewest tokens from which they win at every larger
+  // count measured, per shape, format and thread count.
+  void tileCrossoverIsWhereTilesKeepWinning() {
+    measure::KernelBenchReport report;
+    const auto add = [&](const std::string& shape, int threads, std::int64_t tokens, double tiles,
+                         double avx512) {
+      measure::KernelBenchRow row;
+      row.shape = {shape, 64, 64};
+      row.format = "int8";
+      row.threads = threads;
+      row.tokens = tokens;
+      row.tiles = measure::KernelPathResult{"tiles", 0, {{tiles}}, {}};
+      row.avx512 = measure::KernelPathResult{"avx512", 0, {{avx512}}, {}};
+      report.rows.push_back(row);
+    };
+    // Tiles win at 4, lose at 8, win from 16 on: from 16.
+    add("up", 2, 1, 1.0, 2.0);
+    add("up", 2, 4, 3.0, 2.0);
+    add("up", 2, 8, 5.0, 6.0);
+    add("up", 2, 16, 9.0, 6.0);
+    add("up", 2, 64, 20.0, 7.0);
+    // Winning everywhere: from the fewest measured. The rows need not come in order.
+    add("up", 1, 8, 5.0, 3.0);
+    add("up", 1, 1, 2.0, 1.0);
+    // Losing at the most tokens measured: nowhere.
+    add("down", 2, 1, 2.0, 1.0);
+    add("down", 2, 16, 5.0, 5.0);
+    // A row without the tile kernel (no AMX) counts for nothing.
+    measure::KernelBenchRow plain;
+    plain.shape = {"q", 64, 64};
+    report.rows.push_back(plain);
+
+    const std::vector<measure::TileCrossover> c = measure::tile_crossovers(report);
+    QCOMPARE(c.size(), std::size_t{3});
+    QCOMPARE(c[0].shape, std::string("up"));
+    QCOMPARE(c[0].threads, 2);
+    QCOMPARE(c[0].tiles_from, std::optional<std::int64_t>(16));
+    QCOMPARE(c[0].tokens_measured_max, std::int64_t{64});
+    QCOMPARE(c[1].threads, 1);
+    QCOMPARE(c[1].tiles_from, std::optional<std::int64_t>(1));
+    QCOMPARE(c[2].shape, std::string("down"));
+    QVERIFY(!c[2].tiles_from.has_value());
+    QCOMPARE(c[2].tokens_measured_max, std::int64_t{16});
+  }
+
+  // The tile kernel beside AVX-512 in the kernel benchmark, with the tile unit emulated (an
+  // AMX machine measures its own from one token on).
+  void kernelBenchTimesTilesBesideAvx512() {
+    const kernels::IsaFeatures& usable = kernels::detect_isa().usable;
+    if (!kernels::variant_supported(kernels::CpuVariant::Avx512, usable) || !usable.avx512_bf16)
+      QSKIP("the tile kernels (real or emulated) need AVX-512 VNNI and BF16");
+    measure::KernelBenchOptions options;
+    options.shapes = {{"expert up", 40, 96}};
+    options.tokens = {3, 17};
+    options.threads = {2};
+    options.repetitions = 2;
+    options.min_sample_seconds = 0.001;
+    options.working_set_bytes = 1;
+    options.tile_kernel = [&](const kernels::PackedMatrix& w, const kernels::PackedActivations& x,
+                              float* y, std::int64_t stride, std::int64_t b0, std::int64_t b1) {
+      kernels::packed_matmul_amx_emulated(w, x, y, stride, b0, b1, 1);
+    };
+    const measure::KernelBenchReport r = measure::run_kernel_benchmark(options);
+    QCOMPARE(r.rows.size(), std::size_t{4});  // int8 and bf16, 3 and 17 tokens
+    for (const measure::KernelBenchRow& row : r.rows) {
+      QVERIFY(row.tiles.has_value() && row.avx512.has_value());
+      QCOMPARE(row.tiles->gflops.values.size(), std::size_t{2});
+      QCOMPARE(row.avx512->gflops.values.size(), std::size_t{2});
+      QVERIFY(row.tiles->gflops.mean() > 0 && row.avx512->gflops.mean() > 0);
+      QCOMPARE(row.tiles->weight_bytes, row.packed.weight_bytes);
+    }
+    QCOMPARE(measure::tile_crossovers(r).size(), std::size_t{2});
+    // Without a tile kernel (every machine without AMX), the rows have none.
+    options.tile_kernel = {};
+    for (const measure::KernelBenchRow& row : measure::run_kernel_benchmark(options).rows)
+      QVERIFY(!row.tiles && !row.avx512);
   }
 };
 
