@@ -64,6 +64,9 @@ struct EmulatedTiles {
     TileConfig config;
     bool configured = false;
     alignas(64) std::uint8_t tile[8][kTileRows][kTileBytes];
+    // The rows the latest load of each tile read from memory, for the tests: a tile
+    // configured taller than the tokens it holds reads past them.
+    int rows_loaded[8] = {};
   };
   static State& state() {
     static thread_local State s;
@@ -89,6 +92,7 @@ struct EmulatedTiles {
     State& s = state();
     check(s.configured);
     std::memset(s.tile[T], 0, sizeof(s.tile[T]));
+    s.rows_loaded[T] = s.config.rows[T];
     for (int r = 0; r < s.config.rows[T]; ++r)
       std::memcpy(s.tile[T][r], static_cast<const std::uint8_t*>(base) + r * stride,
                   s.config.colsb[T]);

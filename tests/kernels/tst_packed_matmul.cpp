@@ -4,6 +4,7 @@
 #include <QtTest>
 #include <random>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "tests/support/random_values.h"
 
@@ -250,6 +251,36 @@ class TestPackedMatmul : public QObject {
                                   .arg(want[i])
                                   .arg(i)));
         }
+      }
+    }
+  }
+
+  // A partial tile is configured for its tokens alone: its activation loads read as many rows
+  // as there are tokens left, not a whole tile's 16 (past the activations' end). It runs
+  // after the whole tiles, so the last load of activation tile 4 is its own.
+  void partialTilesReadOnlyTheirTokens() {
+    const IsaFeatures& usable = detect_isa().usable;
+    if (!variant_supported(CpuVariant::Avx512, usable) || !usable.avx512_bf16)
+      QSKIP("the AMX kernels (real or emulated) need AVX-512 VNNI and BF16 for their tails");
+    const int rows = 32, cols = 128;
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 61);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
+      const PackedMatrix w = packAs(f, source, 32);
+      for (int tokens : {1, 5, 15, 16 + 5, 32 + 15}) {
+        const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 62);
+        PackedActivations a;
+        pack_activations_for(w, x.data(), tokens, a);
+        std::vector<float> y(static_cast<std::size_t>(tokens * rows));
+        amx::EmulatedTiles::State& state = amx::EmulatedTiles::state();
+        std::fill(std::begin(state.rows_loaded), std::end(state.rows_loaded), 0);
+        packed_matmul_amx_emulated(w, a, y.data(), rows, 0, w.blocks, 1);
+        QCOMPARE(state.rows_loaded[4], tokens % amx::kTileRows);
+        // Tile 5 holds the second of two whole tiles of 16 tokens.
+        QCOMPARE(state.rows_loaded[5], tokens >= 2 * amx::kTileRows ? amx::kTileRows : 0);
       }
     }
   }
