@@ -83,9 +83,9 @@ QString formatName(PackedFormat f) {
 }
 
 // Not CpuVariants: the AMX kernels with the tile unit emulated in software, and the two
-// kernels behind the AVX2 variant (VPMADDUBSW, and AVX-VNNI where the CPU has it); the AMX
-// kernels, real and emulated, taking every product and tail into tiles (from one token on,
-// where kAmxMinTokens leaves the fewest to AVX-512).
+// kernels behind the AVX2 variant (VPMADDUBSW, and AVX-VNNI where the CPU has it); and the
+// AMX kernels, real and emulated, taking every product and tail into tiles from one token on
+// (below kAmxMinTokens too).
 constexpr int kEmulatedAmx = 100;
 constexpr int kAvx2Plain = 101;
 constexpr int kAvxVnni = 102;
