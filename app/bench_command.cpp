@@ -436,6 +436,24 @@ int run_bench(const BenchCommandOptions& o) {
     }
     if (!o.json && !workers.empty())
       std::fprintf(stderr, "trace: busy over the counted runs: %s\n", workers.c_str());
+    // Where that idle time lies: the workers' busy share inside each operation.
+    std::string operations;
+    int small = 0;
+    for (const trace::OperationShare& op : trace::operation_shares()) {
+      if (op.share < 0.01) {
+        ++small;
+        continue;
+      }
+      operations += fmt::format("{}{} {:.1f}% ({:.1f}%)", operations.empty() ? "" : ", ", op.name,
+                                100 * op.share, 100 * op.workers_busy);
+    }
+    if (small > 0) operations += fmt::format(", and {} under 1% each", small);
+    if (!o.json && !operations.empty()) {
+      std::fprintf(stderr,
+                   "trace: each operation's share of the counted runs (the workers' busy share "
+                   "inside it): %s\n",
+                   operations.c_str());
+    }
   }
   if (!record_expert_stats(o.engine, runner, error)) {
     std::fprintf(stderr, "tandem: %s\n", error.c_str());

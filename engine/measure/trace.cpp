@@ -9,6 +9,8 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace tandem::trace {
@@ -56,6 +58,46 @@ ThreadBuffer& this_thread() {
 // A thread's name in the timeline: the one it was given, else "thread N".
 std::string display_name(const ThreadBuffer& b) {
   return b.name.empty() ? "thread " + std::to_string(b.id) : b.name;
+}
+
+// A set of spans as disjoint [begin, end) intervals in time order (nested and overlapping
+// spans merged).
+using Intervals = std::vector<std::pair<std::int64_t, std::int64_t>>;
+Intervals merged(std::vector<Event> spans) {
+  std::sort(spans.begin(), spans.end(),
+            [](const Event& x, const Event& y) { return x.begin_ns < y.begin_ns; });
+  Intervals out;
+  for (const Event& e : spans) {
+    if (!out.empty() && e.begin_ns <= out.back().second)
+      out.back().second = std::max(out.back().second, e.end_ns);
+    else
+      out.emplace_back(e.begin_ns, e.end_ns);
+  }
+  return out;
+}
+
+std::int64_t length(const Intervals& a) {
+  std::int64_t n = 0;
+  for (const auto& [b, e] : a) n += e - b;
+  return n;
+}
+
+// The time two sets of disjoint, ordered intervals share.
+std::int64_t overlap(const Intervals& a, const Intervals& b) {
+  std::int64_t n = 0;
+  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    n += std::max<std::int64_t>(
+        0, std::min(a[i].second, b[j].second) - std::max(a[i].first, b[j].first));
+    if (a[i].second < b[j].second)
+      ++i;
+    else
+      ++j;
+  }
+  return n;
+}
+
+bool is_worker(const ThreadBuffer& b) {
+  return display_name(b).rfind("worker", 0) == 0;
 }
 
 std::int64_t now_ns() {
@@ -127,21 +169,53 @@ std::vector<ThreadShare> busy_shares() {
   if (last <= first) return shares;
   for (const auto& b : registry()) {
     if (b->events.empty()) continue;
-    std::vector<Event> spans = b->events;
-    std::sort(spans.begin(), spans.end(),
-              [](const Event& x, const Event& y) { return x.begin_ns < y.begin_ns; });
-    std::int64_t inside = 0, from = spans.front().begin_ns, to = spans.front().end_ns;
-    for (const Event& e : spans) {
-      if (e.begin_ns > to) {
-        inside += to - from;
-        from = e.begin_ns;
-      }
-      to = std::max(to, e.end_ns);
-    }
-    inside += to - from;
-    shares.push_back(
-        {display_name(*b), static_cast<double>(inside) / static_cast<double>(last - first)});
+    shares.push_back({display_name(*b), static_cast<double>(length(merged(b->events))) /
+                                            static_cast<double>(last - first)});
   }
+  return shares;
+}
+
+std::vector<OperationShare> operation_shares() {
+  const std::lock_guard lock(registry_lock());
+  std::vector<Intervals> workers;
+  std::vector<std::string> names;
+  std::vector<std::vector<Event>> spans_of;  // the operations' spans, by name
+  std::int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const auto& b : registry()) {
+    for (const Event& e : b->events) {
+      first = std::min(first, e.begin_ns);
+      last = std::max(last, e.end_ns);
+    }
+    if (b->events.empty()) continue;
+    if (is_worker(*b)) {
+      workers.push_back(merged(b->events));
+      continue;
+    }
+    for (const Event& e : b->events) {
+      const auto at = std::find(names.begin(), names.end(), e.name);
+      if (at == names.end()) {
+        names.emplace_back(e.name);
+        spans_of.push_back({e});
+      } else {
+        spans_of[static_cast<std::size_t>(at - names.begin())].push_back(e);
+      }
+    }
+  }
+  std::vector<OperationShare> shares;
+  if (workers.empty() || last <= first) return shares;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const Intervals op = merged(spans_of[i]);
+    const std::int64_t total = length(op);
+    if (total <= 0) continue;
+    double busy = 0;
+    for (const Intervals& w : workers)
+      busy += static_cast<double>(overlap(op, w)) / static_cast<double>(total);
+    shares.push_back({names[i], static_cast<double>(total) / 1e9,
+                      static_cast<double>(total) / static_cast<double>(last - first),
+                      busy / static_cast<double>(workers.size())});
+  }
+  std::sort(shares.begin(), shares.end(),
+            [](const OperationShare& a, const OperationShare& b) { return a.seconds > b.seconds; });
   return shares;
 }
 

@@ -30,6 +30,17 @@ struct ThreadShare {
   double busy = 0;  // 0 to 1
 };
 std::vector<ThreadShare> busy_shares();
+// Per operation (the spans of the threads that are not workers, "worker N", by name; a name's
+// nested or repeated spans counted once): its time, its share of the recording, and the
+// workers' mean share of that time spent inside their spans, which is where the idle share
+// of busy_shares() lies. Longest first; none without workers.
+struct OperationShare {
+  std::string name;
+  double seconds = 0;
+  double share = 0;         // of the recording, 0 to 1
+  double workers_busy = 0;  // 0 to 1
+};
+std::vector<OperationShare> operation_shares();
 // Names the calling thread in the timeline ("engine", "worker 3"); unnamed threads are
 // "thread N".
 void name_thread(const std::string& name);

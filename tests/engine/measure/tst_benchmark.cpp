@@ -163,6 +163,49 @@ class TestBenchmark : public QObject {
       QVERIFY(t.busy > 0 && t.busy <= 1);
     }
     QVERIFY(found);
+
+    // Per operation: the engine's outermost spans of each name (its own shares of the loops
+    // nest inside them under the same name), and the worker's spans inside them, again from
+    // the written trace, pair by pair.
+    std::map<std::string, std::vector<std::pair<double, double>>> ops;
+    std::vector<std::pair<double, double>> worker_spans;
+    for (const auto& e : json["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      const double b = e["ts"].get<double>(), d = e["dur"].get<double>();
+      if (e["tid"].get<int>() == engine) ops[e["name"].get<std::string>()].emplace_back(b, b + d);
+      if (e["tid"].get<int>() == worker) worker_spans.emplace_back(b, b + d);
+    }
+    const std::vector<trace::OperationShare> shares = trace::operation_shares();
+    QCOMPARE(shares.size(), ops.size());
+    for (std::size_t i = 1; i < shares.size(); ++i)
+      QVERIFY(shares[i - 1].seconds >= shares[i].seconds);
+    for (const auto& [name, all] : ops) {
+      std::vector<std::pair<double, double>> outer;
+      for (const auto& s : all) {
+        const bool nested = std::any_of(all.begin(), all.end(), [&](const auto& o) {
+          return &o != &s && o.first <= s.first && s.second <= o.second &&
+                 (o.first < s.first || s.second < o.second || &o < &s);
+        });
+        if (!nested) outer.push_back(s);
+      }
+      double total = 0, busy = 0;
+      for (const auto& [b, e] : outer) {
+        total += e - b;
+        for (const auto& [wb, we] : worker_spans)
+          busy += std::max(0.0, std::min(e, we) - std::max(b, wb));
+      }
+      const auto it = std::find_if(shares.begin(), shares.end(),
+                                   [&](const trace::OperationShare& s) { return s.name == name; });
+      QVERIFY2(it != shares.end(), name.c_str());
+      QVERIFY2(std::abs(it->seconds - total / 1e6) < 1e-6, name.c_str());
+      QVERIFY2(std::abs(it->share - total / (end - first)) < 1e-3, name.c_str());
+      QVERIFY2(std::abs(it->workers_busy - busy / total) < 1e-3,
+               qPrintable(QStringLiteral("%1: %2 vs %3")
+                              .arg(QString::fromStdString(name))
+                              .arg(it->workers_busy)
+                              .arg(busy / total)));
+      QVERIFY(it->workers_busy >= 0 && it->workers_busy <= 1 + 1e-9);
+    }
   }
 
   // Where tiles overtake AVX-512: the fewest tokens from which they win at every larger
