@@ -418,28 +418,31 @@ int run_bench(const BenchCommandOptions& o) {
       measure::run_benchmark(runner, pool, options, [&](const std::string& line) {
         if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
       });
+  // With --trace: the file, each worker's busy share of the counted runs, and where the idle
+  // time lies (the workers' busy share inside each operation), in text or in the JSON.
+  nlohmann::json trace_json = nullptr;
   if (options.trace) {
     if (!trace::write_chrome_json(o.trace_path, &error)) {
       std::fprintf(stderr, "tandem: %s\n", error.c_str());
       return 1;
     }
-    if (!o.json)
-      std::fprintf(stderr,
-                   "trace: %zu spans of the counted runs written to %s (open it in "
-                   "ui.perfetto.dev or chrome://tracing)\n",
-                   trace::event_count(), o.trace_path.c_str());
-    // The workers' time outside their shares of the loops is the idle share to remove.
+    trace_json = {{"path", o.trace_path},
+                  {"spans", trace::event_count()},
+                  {"workers_busy", nlohmann::json::array()},
+                  {"operations", nlohmann::json::array()}};
     std::string workers;
     for (const trace::ThreadShare& t : trace::busy_shares()) {
-      if (t.name.rfind("worker", 0) == 0)
-        workers += fmt::format("{}{} {:.1f}%", workers.empty() ? "" : ", ", t.name, 100 * t.busy);
+      if (t.name.rfind("worker", 0) != 0) continue;
+      workers += fmt::format("{}{} {:.1f}%", workers.empty() ? "" : ", ", t.name, 100 * t.busy);
+      trace_json["workers_busy"].push_back({{"thread", t.name}, {"busy", t.busy}});
     }
-    if (!o.json && !workers.empty())
-      std::fprintf(stderr, "trace: busy over the counted runs: %s\n", workers.c_str());
-    // Where that idle time lies: the workers' busy share inside each operation.
     std::string operations;
     int small = 0;
     for (const trace::OperationShare& op : trace::operation_shares()) {
+      trace_json["operations"].push_back({{"name", op.name},
+                                          {"seconds", op.seconds},
+                                          {"share", op.share},
+                                          {"workers_busy", op.workers_busy}});
       if (op.share < 0.01) {
         ++small;
         continue;
@@ -448,11 +451,19 @@ int run_bench(const BenchCommandOptions& o) {
                                 100 * op.share, 100 * op.workers_busy);
     }
     if (small > 0) operations += fmt::format(", and {} under 1% each", small);
-    if (!o.json && !operations.empty()) {
+    if (!o.json) {
       std::fprintf(stderr,
-                   "trace: each operation's share of the counted runs (the workers' busy share "
-                   "inside it): %s\n",
-                   operations.c_str());
+                   "trace: %zu spans of the counted runs written to %s (open it in "
+                   "ui.perfetto.dev or chrome://tracing)\n",
+                   trace::event_count(), o.trace_path.c_str());
+      if (!workers.empty())
+        std::fprintf(stderr, "trace: busy over the counted runs: %s\n", workers.c_str());
+      if (!operations.empty()) {
+        std::fprintf(stderr,
+                     "trace: each operation's share of the counted runs (the workers' busy "
+                     "share inside it): %s\n",
+                     operations.c_str());
+      }
     }
   }
   if (!record_expert_stats(o.engine, runner, error)) {
@@ -523,6 +534,7 @@ int run_bench(const BenchCommandOptions& o) {
         {"decode_roofline_fraction", r.roofline_fraction()},
         {"prompt_ceiling", prompt_ceiling_json(r)},
     };
+    if (!trace_json.is_null()) j["trace"] = trace_json;
     std::cout << j.dump(2) << "\n";
     return 0;
   }

@@ -312,6 +312,26 @@ class TestCli : public QObject {
     QVERIFY(f.open(QIODevice::ReadOnly));
     const auto json = nlohmann::json::parse(f.readAll().toStdString());
     QVERIFY(json["traceEvents"].size() > 10);
+    // The same in the JSON: the file, the workers' busy shares and the operations' split.
+    const Run j = runTandem({"bench", "-m", demo, "-p", "8", "-n", "3", "-r", "1", "-t", "2",
+                             "--trace", trace, "--json"},
+                            env());
+    QCOMPARE(j.code, 0);
+    const auto out = nlohmann::json::parse(j.out.toStdString())["trace"];
+    QCOMPARE(out["path"].get<std::string>(), trace.toStdString());
+    QVERIFY(out["spans"].get<int>() > 10);
+    QCOMPARE(out["workers_busy"].size(), std::size_t{1});
+    QCOMPARE(out["workers_busy"][0]["thread"].get<std::string>(), std::string("worker 1"));
+    double shares = 0;
+    bool experts = false;
+    for (const auto& op : out["operations"]) {
+      QVERIFY(op["seconds"].get<double>() > 0);
+      QVERIFY(op["workers_busy"].get<double>() >= 0 && op["workers_busy"].get<double>() <= 1);
+      shares += op["share"].get<double>();
+      experts = experts || op["name"] == "cpu_experts";
+    }
+    QVERIFY(experts);
+    QVERIFY2(shares > 0.5, qPrintable(QString::number(shares)));  // nested ones count twice
     const Run refused = runTandem({"bench", "-m", demo, "-p", "8", "-n", "3", "-r", "1", "--trace",
                                    home_.path() + "/no/such/folder/t.json"},
                                   env());
