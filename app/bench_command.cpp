@@ -432,7 +432,7 @@ int run_bench(const BenchCommandOptions& o) {
                   {"operations", nlohmann::json::array()}};
     std::string workers;
     for (const trace::ThreadShare& t : trace::busy_shares()) {
-      if (t.name.rfind("worker", 0) != 0) continue;
+      if (!t.worker) continue;
       workers += fmt::format("{}{} {:.1f}%", workers.empty() ? "" : ", ", t.name, 100 * t.busy);
       trace_json["workers_busy"].push_back({{"thread", t.name}, {"busy", t.busy}});
     }

@@ -110,32 +110,31 @@ TileKernel amx_from_one_token() {
 }
 
 std::vector<TileCrossover> tile_crossovers(const KernelBenchReport& report) {
+  // The rows with both kernels, per shape, format and thread count.
   std::vector<TileCrossover> out;
+  std::vector<std::vector<const KernelBenchRow*>> rows_of;
   for (const KernelBenchRow& row : report.rows) {
     if (!row.tiles || !row.avx512) continue;
-    auto it = std::find_if(out.begin(), out.end(), [&](const TileCrossover& c) {
+    const auto it = std::find_if(out.begin(), out.end(), [&](const TileCrossover& c) {
       return c.shape == row.shape.name && c.format == row.format && c.threads == row.threads;
     });
     if (it == out.end()) {
       out.push_back({row.shape.name, row.format, row.threads, std::nullopt, 0});
-      it = out.end() - 1;
+      rows_of.push_back({&row});
+    } else {
+      rows_of[static_cast<std::size_t>(it - out.begin())].push_back(&row);
     }
-    it->tokens_measured_max = std::max(it->tokens_measured_max, row.tokens);
   }
-  for (TileCrossover& c : out) {
-    // Down from the most tokens measured, while the tiles keep winning.
-    std::vector<const KernelBenchRow*> rows;
-    for (const KernelBenchRow& row : report.rows) {
-      if (row.tiles && row.avx512 && row.shape.name == c.shape && row.format == c.format &&
-          row.threads == c.threads)
-        rows.push_back(&row);
-    }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::vector<const KernelBenchRow*>& rows = rows_of[i];
     std::sort(rows.begin(), rows.end(), [](const KernelBenchRow* a, const KernelBenchRow* b) {
       return a->tokens > b->tokens;
     });
+    out[i].tokens_measured_max = rows.front()->tokens;
+    // Down from the most tokens measured, while the tiles keep winning.
     for (const KernelBenchRow* row : rows) {
       if (row->tiles->gflops.mean() <= row->avx512->gflops.mean()) break;
-      c.tiles_from = row->tokens;
+      out[i].tiles_from = row->tokens;
     }
   }
   return out;

@@ -100,6 +100,19 @@ bool is_worker(const ThreadBuffer& b) {
   return display_name(b).rfind("worker", 0) == 0;
 }
 
+// The recording's time: the first span's start to the last one's end on any thread (empty
+// when first >= last). The registry lock is held.
+std::pair<std::int64_t, std::int64_t> recording_time() {
+  std::int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const auto& b : registry()) {
+    for (const Event& e : b->events) {
+      first = std::min(first, e.begin_ns);
+      last = std::max(last, e.end_ns);
+    }
+  }
+  return {first, last};
+}
+
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -158,19 +171,14 @@ const char* current_operation() {
 
 std::vector<ThreadShare> busy_shares() {
   const std::lock_guard lock(registry_lock());
-  std::int64_t first = INT64_MAX, last = INT64_MIN;
-  for (const auto& b : registry()) {
-    for (const Event& e : b->events) {
-      first = std::min(first, e.begin_ns);
-      last = std::max(last, e.end_ns);
-    }
-  }
+  const auto [first, last] = recording_time();
   std::vector<ThreadShare> shares;
   if (last <= first) return shares;
   for (const auto& b : registry()) {
     if (b->events.empty()) continue;
-    shares.push_back({display_name(*b), static_cast<double>(length(merged(b->events))) /
-                                            static_cast<double>(last - first)});
+    shares.push_back(
+        {display_name(*b), is_worker(*b),
+         static_cast<double>(length(merged(b->events))) / static_cast<double>(last - first)});
   }
   return shares;
 }
@@ -180,12 +188,8 @@ std::vector<OperationShare> operation_shares() {
   std::vector<Intervals> workers;
   std::vector<std::string> names;
   std::vector<std::vector<Event>> spans_of;  // the operations' spans, by name
-  std::int64_t first = INT64_MAX, last = INT64_MIN;
+  const auto [first, last] = recording_time();
   for (const auto& b : registry()) {
-    for (const Event& e : b->events) {
-      first = std::min(first, e.begin_ns);
-      last = std::max(last, e.end_ns);
-    }
     if (b->events.empty()) continue;
     if (is_worker(*b)) {
       workers.push_back(merged(b->events));

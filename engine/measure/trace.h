@@ -27,7 +27,8 @@ bool write_chrome_json(const std::string& path, std::string* error);
 // scheduled; the engine thread's operations include its own waits for the workers.
 struct ThreadShare {
   std::string name;
-  double busy = 0;  // 0 to 1
+  bool worker = false;  // a pool's worker ("worker N"), not a thread that runs operations
+  double busy = 0;      // 0 to 1
 };
 std::vector<ThreadShare> busy_shares();
 // Per operation (the spans of the threads that are not workers, "worker N", by name; a name's

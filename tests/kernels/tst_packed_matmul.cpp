@@ -225,7 +225,9 @@ class TestPackedMatmul : public QObject {
   void tilesOnABlockRange() {
     const IsaFeatures& usable = detect_isa().usable;
     if (!variant_supported(CpuVariant::Avx512, usable) || !usable.avx512_bf16)
-      QSKIP("the AMX kernels (real or emulated) need AVX-512 VNNI and BF16 for their tails");
+      QSKIP(
+          "this CPU lacks AVX-512 (F, BW, VL, DQ, VNNI) or AVX512_BF16, which the emulated "
+          "AMX kernels need for their tails; it runs on every CPU that has them");
     const int rows = 90, cols = 320, tokens = 35;
     const auto values = normal_values(static_cast<std::size_t>(rows * cols), 51);
     WeightMatrix source;
@@ -261,7 +263,9 @@ class TestPackedMatmul : public QObject {
   void partialTilesReadOnlyTheirTokens() {
     const IsaFeatures& usable = detect_isa().usable;
     if (!variant_supported(CpuVariant::Avx512, usable) || !usable.avx512_bf16)
-      QSKIP("the AMX kernels (real or emulated) need AVX-512 VNNI and BF16 for their tails");
+      QSKIP(
+          "this CPU lacks AVX-512 (F, BW, VL, DQ, VNNI) or AVX512_BF16, which the emulated "
+          "AMX kernels need for their tails; it runs on every CPU that has them");
     const int rows = 32, cols = 128;
     const auto values = normal_values(static_cast<std::size_t>(rows * cols), 61);
     WeightMatrix source;

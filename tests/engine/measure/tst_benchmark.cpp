@@ -258,7 +258,9 @@ class TestBenchmark : public QObject {
   void kernelBenchTimesTilesBesideAvx512() {
     const kernels::IsaFeatures& usable = kernels::detect_isa().usable;
     if (!kernels::variant_supported(kernels::CpuVariant::Avx512, usable) || !usable.avx512_bf16)
-      QSKIP("the tile kernels (real or emulated) need AVX-512 VNNI and BF16");
+      QSKIP(
+          "this CPU lacks AVX-512 (F, BW, VL, DQ, VNNI) or AVX512_BF16, which the emulated "
+          "AMX kernels need; it runs on every CPU that has them, AMX or not");
     measure::KernelBenchOptions options;
     options.shapes = {{"expert up", 40, 96}};
     options.tokens = {3, 17};
