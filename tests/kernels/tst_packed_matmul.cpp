@@ -101,6 +101,16 @@ QString variantLabel(int v) {
   return QString::fromUtf8(variant_name(static_cast<CpuVariant>(v)).data());
 }
 
+// The emulated tile unit runs wherever the AVX-512 kernels it leaves the tails to run with
+// BF16: every AMX CPU, and AVX-512 ones without AMX.
+bool emulatedTilesRun() {
+  const IsaFeatures& usable = detect_isa().usable;
+  return variant_supported(CpuVariant::Avx512, usable) && usable.avx512_bf16;
+}
+constexpr const char* kNoEmulatedTiles =
+    "this CPU lacks AVX-512 (F, BW, VL, DQ, VNNI) or AVX512_BF16, which the emulated AMX "
+    "kernels need for their tails; it runs on every CPU that has them";
+
 }  // namespace
 
 class TestPackedMatmul : public QObject {
@@ -223,11 +233,7 @@ class TestPackedMatmul : public QObject {
   // The tile kernels over a block range that starts and ends inside the matrix, as the
   // parallel jobs call them: rows outside the range stay untouched.
   void tilesOnABlockRange() {
-    const IsaFeatures& usable = detect_isa().usable;
-    if (!variant_supported(CpuVariant::Avx512, usable) || !usable.avx512_bf16)
-      QSKIP(
-          "this CPU lacks AVX-512 (F, BW, VL, DQ, VNNI) or AVX512_BF16, which the emulated "
-          "AMX kernels need for their tails; it runs on every CPU that has them");
+    if (!emulatedTilesRun()) QSKIP(kNoEmulatedTiles);
     const int rows = 90, cols = 320, tokens = 35;
     const auto values = normal_values(static_cast<std::size_t>(rows * cols), 51);
     WeightMatrix source;
@@ -261,11 +267,7 @@ class TestPackedMatmul : public QObject {
   // as there are tokens left, not a whole tile's 16 (past the activations' end). It runs
   // after the whole tiles, so the last load of activation tile 4 is its own.
   void partialTilesReadOnlyTheirTokens() {
-    const IsaFeatures& usable = detect_isa().usable;
-    if (!variant_supported(CpuVariant::Avx512, usable) || !usable.avx512_bf16)
-      QSKIP(
-          "this CPU lacks AVX-512 (F, BW, VL, DQ, VNNI) or AVX512_BF16, which the emulated "
-          "AMX kernels need for their tails; it runs on every CPU that has them");
+    if (!emulatedTilesRun()) QSKIP(kNoEmulatedTiles);
     const int rows = 32, cols = 128;
     const auto values = normal_values(static_cast<std::size_t>(rows * cols), 61);
     WeightMatrix source;
