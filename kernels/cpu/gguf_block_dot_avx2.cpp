@@ -64,6 +64,105 @@ void q8_0_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
 }
 
+// The 32-weight formats with nibbles, as in the AVX-512 file: weights j and j + 16 in the low
+// and high nibble of byte j of 16, Q5's fifth bits in a 32-bit word, IQ4_NL's nibbles
+// indexing its levels. The formats with a bias go in as signed weights (the codes less the
+// bias: Q4_0 -8..7, Q5_0 -16..15, IQ4_NL's levels), those with a minimum as their codes,
+// the minimum times the activations' scaled sums added apart.
+struct NibbleFormat {
+  int bytes;     // a block
+  int codes;     // offset of the 16 bytes of nibbles
+  int fifth;     // offset of the fifth bits, or -1
+  bool minimum;  // an fp16 minimum at offset 2
+  bool levels;   // nibbles index IQ4's levels
+  int bias;      // taken off the codes
+};
+constexpr NibbleFormat kQ4_0{18, 2, -1, false, false, 8};
+constexpr NibbleFormat kQ4_1{20, 4, -1, true, false, 0};
+constexpr NibbleFormat kQ5_0{22, 6, 2, false, false, 16};
+constexpr NibbleFormat kQ5_1{24, 8, 4, true, false, 0};
+constexpr NibbleFormat kIq4Nl{18, 2, -1, false, true, 0};
+
+// The 32 codes of 16 nibble bytes: the low nibbles, then the high.
+__m256i nibble_codes(const std::uint8_t* p) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+}
+
+// 16 where bit j of `bits` is set, byte j of 32.
+__m256i fifth_bits(std::uint32_t bits) {
+  const __m256i byte_of = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+  const __m256i spread = _mm256_and_si256(
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), byte_of), bit);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(spread, bit), _mm256_set1_epi8(16));
+}
+
+// IQ4's 16 levels in both 128-bit lanes.
+__m256i iq4_levels() {
+  return _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf_layout::kIq4Levels)));
+}
+
+template <int T, NibbleFormat F>
+void nibble_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+                std::int64_t y_stride) {
+  const __m256i levels = iq4_levels();
+  __m256 acc[T];
+  float off[T];
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    off[t] = 0.0f;
+  }
+  for (std::int64_t c = 0; c < k; c += 32, b += F.bytes) {
+    __m256i u = nibble_codes(b + F.codes);
+    if constexpr (F.fifth >= 0) {
+      std::uint32_t bits;
+      std::memcpy(&bits, b + F.fifth, 4);
+      u = _mm256_or_si256(u, fifth_bits(bits));
+    }
+    if constexpr (F.levels) u = _mm256_shuffle_epi8(levels, u);
+    if constexpr (F.bias != 0) u = _mm256_sub_epi8(u, _mm256_set1_epi8(F.bias));
+    const float d = half(b);
+    for (int t = 0; t < T; ++t) {
+      const __m256i q = load32(tok[t].q + c);
+      const __m256i dp = F.minimum ? dot_unsigned(u, q) : dot_signed(u, q);
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(d * tok[t].scale[c / 16]), acc[t]);
+      if constexpr (F.minimum)
+        off[t] += half(b + 2) * (tok[t].scaled_sum[c / 16] + tok[t].scaled_sum[c / 16 + 1]);
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]) + off[t];
+}
+
+// IQ4_XS: 256 weights a block of eight IQ4_NL-like sub-blocks, each with a 6-bit scale less
+// 32 (low 4 bits in a nibble of bytes 4..7, high 2 in the word at 2).
+template <int T>
+void iq4_xs_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+                std::int64_t y_stride) {
+  const __m256i levels = iq4_levels();
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 136) {
+    const float d = half(b);
+    std::uint16_t high;
+    std::memcpy(&high, b + 2, 2);
+    for (int sub = 0; sub < 8; ++sub) {
+      const int low = (b[4 + sub / 2] >> (4 * (sub % 2))) & 0x0F;
+      const float dl = d * static_cast<float>((low | (((high >> (2 * sub)) & 3) << 4)) - 32);
+      const __m256i w = _mm256_shuffle_epi8(levels, nibble_codes(b + 8 + 16 * sub));
+      for (int t = 0; t < T; ++t) {
+        const std::int64_t at = c + 32 * sub;
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_signed(w, load32(tok[t].q + at))),
+                                 _mm256_set1_ps(dl * tok[t].scale[at / 16]), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
+}
+
 // Q4_K's and Q5_K's eight 6-bit scales and minimums, as in the AVX-512 file.
 void k_scales(const std::uint8_t* s, std::uint8_t* sc, std::uint8_t* mn) {
   std::uint32_t w[3];
@@ -252,6 +351,18 @@ RowProduct row_product(DType t) {
   switch (t) {
     case DType::Q8_0:
       return q8_0_row<T>;
+    case DType::Q4_0:
+      return nibble_row<T, kQ4_0>;
+    case DType::Q4_1:
+      return nibble_row<T, kQ4_1>;
+    case DType::Q5_0:
+      return nibble_row<T, kQ5_0>;
+    case DType::Q5_1:
+      return nibble_row<T, kQ5_1>;
+    case DType::IQ4_NL:
+      return nibble_row<T, kIq4Nl>;
+    case DType::IQ4_XS:
+      return iq4_xs_row<T>;
     case DType::Q2_K:
       return q2_k_row<T>;
     case DType::Q3_K:

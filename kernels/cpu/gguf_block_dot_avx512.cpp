@@ -90,6 +90,128 @@ void q8_0_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
 }
 
+// The 32-weight formats with nibbles: weights j and j + 16 in the low and high nibble of byte
+// j of 16 (Q5_0's and Q5_1's fifth bits in a 32-bit word before them, IQ4_NL's nibbles
+// indexing its 16 levels plus 128), one fp16 scale first (and a minimum after it, Q4_1 and
+// Q5_1: weight = d u + m).
+struct NibbleFormat {
+  int bytes;     // a block
+  int codes;     // offset of the 16 bytes of nibbles
+  int fifth;     // offset of the fifth bits, or -1
+  bool minimum;  // an fp16 minimum at offset 2
+  bool levels;   // nibbles index IQ4's levels
+  bool bias;     // codes stored plus a bias (taken off by the activations' group terms)
+};
+constexpr NibbleFormat kQ4_0{18, 2, -1, false, false, true};
+constexpr NibbleFormat kQ4_1{20, 4, -1, true, false, false};
+constexpr NibbleFormat kQ5_0{22, 6, 2, false, false, true};
+constexpr NibbleFormat kQ5_1{24, 8, 4, true, false, false};
+constexpr NibbleFormat kIq4Nl{18, 2, -1, false, true, true};
+
+// The 64 codes of two runs of 16 nibble bytes, a and b: the 128-bit lanes hold a's low
+// nibbles, a's high, b's low, b's high, i.e. weights 0..31 of a's block, then b's.
+__m512i nibble_codes(const std::uint8_t* a, const std::uint8_t* b) {
+  const __m512i both = _mm512_castsi256_si512(_mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
+  const __m512i raw = _mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(1, 1, 0, 0));
+  return _mm512_and_si512(
+      _mm512_mask_blend_epi8(0xFFFF0000FFFF0000ull, raw, _mm512_srli_epi16(raw, 4)),
+      _mm512_set1_epi8(0x0F));
+}
+
+// IQ4_NL's and IQ4_XS's levels plus 128, in every 128-bit lane.
+__m512i iq4_level_table() {
+  alignas(16) std::int8_t codes[16];
+  for (int i = 0; i < 16; ++i)
+    codes[i] = static_cast<std::int8_t>(gguf_layout::kIq4Levels[i] + 128);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(codes)));
+}
+
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: two blocks a step (the second of a last odd block masked
+// off); the minimums' part summed apart, per token, from the activations' scaled sums.
+template <int T, NibbleFormat F>
+void nibble_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+                std::int64_t y_stride) {
+  const __m512i table = F.levels ? iq4_level_table() : _mm512_setzero_si512();
+  __m512 acc[T];
+  __m128 off[T];
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    off[t] = _mm_setzero_ps();
+  }
+  for (std::int64_t c = 0; c < k; c += 64, b += 2 * F.bytes) {
+    prefetch_ahead<2 * F.bytes>(b);
+    const bool two = c + 64 <= k;
+    const std::uint8_t* b1 = two ? b + F.bytes : b;  // a last odd block reads itself twice
+    __m512i u = nibble_codes(b + F.codes, b1 + F.codes);
+    if constexpr (F.fifth >= 0) {
+      std::uint32_t h0, h1;
+      std::memcpy(&h0, b + F.fifth, 4);
+      std::memcpy(&h1, b1 + F.fifth, 4);
+      const __mmask64 fifth = h0 | static_cast<std::uint64_t>(h1) << 32;
+      u = _mm512_mask_add_epi8(u, fifth, u, _mm512_set1_epi8(16));
+    }
+    if constexpr (F.levels) u = _mm512_shuffle_epi8(table, u);
+    const float d0 = half(b), d1 = two ? half(b1) : 0.0f;
+    const __mmask16 lanes = two ? 0x1111 : 0x0011;
+    const __mmask64 columns = two ? ~0ull : 0xFFFFFFFFull;
+    for (int t = 0; t < T; ++t) {
+      const __m512i start =
+          F.bias ? bias_lanes(tok[t].bias, c / 16, lanes) : _mm512_setzero_si512();
+      const __m512i dp =
+          _mm512_dpbusd_epi32(start, u, _mm512_maskz_loadu_epi8(columns, tok[t].q + c));
+      const __m512 s =
+          two_halves(d0 * tok[t].scale[c / 16], two ? d1 * tok[t].scale[c / 16 + 2] : 0.0f);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), s, acc[t]);
+      if constexpr (F.minimum) {
+        const float m0 = half(b + 2), m1 = two ? half(b1 + 2) : 0.0f;
+        off[t] = _mm_fmadd_ps(_mm_maskz_loadu_ps(two ? 0xF : 0x3, tok[t].scaled_sum + c / 16),
+                              _mm_set_ps(m1, m1, m0, m0), off[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m128 o = _mm_add_ps(off[t], _mm_movehl_ps(off[t], off[t]));
+    y[t * y_stride] =
+        _mm512_reduce_add_ps(acc[t]) + _mm_cvtss_f32(_mm_add_ss(o, _mm_shuffle_ps(o, o, 1)));
+  }
+}
+
+// IQ4_XS: 256 weights a block, IQ4_NL's nibble layout per 32-weight sub-block, each with a
+// 6-bit scale less 32 (low 4 bits in a nibble of bytes 4..7, high 2 in the word at 2).
+template <int T>
+void iq4_xs_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+                std::int64_t y_stride) {
+  const __m512i table = iq4_level_table();
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 136) {
+    prefetch_ahead<136>(b);
+    const float d = half(b);
+    std::uint16_t high;
+    std::memcpy(&high, b + 2, 2);
+    float dl[8];
+    for (int sub = 0; sub < 8; ++sub) {
+      const int low = (b[4 + sub / 2] >> (4 * (sub % 2))) & 0x0F;
+      dl[sub] = d * static_cast<float>((low | (((high >> (2 * sub)) & 3) << 4)) - 32);
+    }
+    for (int p = 0; p < 4; ++p) {
+      const std::uint8_t* qs = b + 8 + 32 * p;
+      const __m512i u = _mm512_shuffle_epi8(table, nibble_codes(qs, qs + 16));
+      for (int t = 0; t < T; ++t) {
+        const std::int64_t g = c / 16 + 4 * p;
+        const __m512i dp = _mm512_dpbusd_epi32(bias_lanes(tok[t].bias, g), u,
+                                               _mm512_loadu_si512(tok[t].q + c + 64 * p));
+        const __m512 s =
+            two_halves(dl[2 * p] * tok[t].scale[g], dl[2 * p + 1] * tok[t].scale[g + 2]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), s, acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
+}
+
 // Lanes 0..7 take group 4p (of a 256-weight block's 16), lanes 8..15 group 4p + 2: the
 // 32-weight sub-blocks 2p and 2p + 1 of Q4_K and Q5_K.
 __m512i sub_block_pair(int p) {
@@ -309,6 +431,18 @@ RowProduct row_product(DType t) {
   switch (t) {
     case DType::Q8_0:
       return q8_0_row<T>;
+    case DType::Q4_0:
+      return nibble_row<T, kQ4_0>;
+    case DType::Q4_1:
+      return nibble_row<T, kQ4_1>;
+    case DType::Q5_0:
+      return nibble_row<T, kQ5_0>;
+    case DType::Q5_1:
+      return nibble_row<T, kQ5_1>;
+    case DType::IQ4_NL:
+      return nibble_row<T, kIq4Nl>;
+    case DType::IQ4_XS:
+      return iq4_xs_row<T>;
     case DType::Q2_K:
       return q2_k_row<T>;
     case DType::Q3_K:

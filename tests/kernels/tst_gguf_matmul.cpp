@@ -256,16 +256,18 @@ class TestGgufMatmul : public QObject {
     }
   }
 
-  // The products of one and two tokens read Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K blocks
-  // directly on AVX2 and AVX-512, and no other format (those unpack), so variantsMatchScalar's
-  // one- and two-token rows test those kernels.
+  // The products of one and two tokens read the blocks of Q8_0, the 32-weight nibble formats
+  // (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), IQ4_XS and the K-quants directly on AVX2 and AVX-512,
+  // and no other format (the IQ2/IQ3/IQ1 grids unpack), so variantsMatchScalar's one- and
+  // two-token rows test those kernels.
   void blockDotCoversTheCommonFormats_data() { formats_data(); }
   void blockDotCoversTheCommonFormats() {
     QFETCH(QString, file);
     const Fixture f = read_fixture(file);
     const Matrix m = make_matrix(f, 2);
-    const std::set<DType> covered = {DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                                     DType::Q4_K, DType::Q5_K, DType::Q6_K};
+    const std::set<DType> covered = {DType::Q8_0, DType::Q4_0,   DType::Q4_1,   DType::Q5_0,
+                                     DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::Q2_K,
+                                     DType::Q3_K, DType::Q4_K,   DType::Q5_K,   DType::Q6_K};
     GgufQuantizedActivations a;
     const std::vector<float> x(static_cast<std::size_t>(3 * f.cols), 1.0f);
     gguf_quantize_activations(x.data(), 3, f.cols, gguf_code_bias(f.dtype), a, serial_for);
