@@ -16,9 +16,12 @@ inline constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -
 
 // IQ2_XXS's, IQ2_XS's and IQ3_XXS's sign patterns of 8 weights: 7 stored bits, the eighth making
 // the count of minus signs even (bit i set: weight i negative).
+// The parity by folding to 4 bits and a 16-bit table of their parities: __builtin_popcount is
+// a library call where the build does not assume POPCNT, and took a fifth of the unpacking.
 inline constexpr std::uint8_t even_signs(unsigned seven_bits) {
   const unsigned s = seven_bits & 0x7Fu;
-  return static_cast<std::uint8_t>(s | ((static_cast<unsigned>(__builtin_popcount(s)) & 1u) << 7));
+  const unsigned parity = (0x6996u >> ((s ^ (s >> 4)) & 0xFu)) & 1u;
+  return static_cast<std::uint8_t>(s | (parity << 7));
 }
 
 // An fp16 field of a block.

@@ -17,4 +17,8 @@ extern const std::uint8_t kIq3sGrid[512][4];
 // IQ1_S and IQ1_M: -1, 0 or 1.
 extern const std::int8_t kIq1sGrid[2048][8];
 
+// The codes built from a grid are its signed values plus its largest magnitude (codes 0 ... 2
+// x it); IQ1's 8 g +- 1 plus 9.
+inline constexpr int kIq2Bias = 43, kIq3xxsBias = 62, kIq3sBias = 15, kIq1Bias = 9;
+
 }  // namespace tandem::kernels::gguf_layout

@@ -195,14 +195,31 @@ void iq4_xs(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
   }
 }
 
-// The IQ formats' signed grid values plus their format's bias (the largest magnitude: codes
-// 0 ... 2 * bias), n weights with sign bit j of `signs` for weight j.
-void grid_codes(const std::uint8_t* grid, int n, unsigned signs, int bias, std::uint8_t* u) {
-  for (int j = 0; j < n; ++j)
-    u[j] = static_cast<std::uint8_t>((signs >> j) & 1 ? bias - grid[j] : bias + grid[j]);
+constexpr std::uint64_t kEveryByte = 0x0101010101010101ull;
+
+// 0xFF in byte j where bit j of the low 8 bits of `bits` is set, else 0.
+std::uint64_t byte_mask(unsigned bits) {
+  std::uint64_t x = ((bits & 0xFFu) * kEveryByte) & 0x8040201008040201ull;  // bit j in byte j
+  x = ((x + 0x7F7F7F7F7F7F7F7Full) | x) & 0x8080808080808080ull;            // its top bit
+  return (x >> 7) * 0xFF;
 }
 
-constexpr int kIq2Bias = 43, kIq3xxsBias = 62, kIq3sBias = 15, kIq1Bias = 9;
+// The IQ formats' signed grid values plus their format's bias (the largest magnitude: codes
+// 0 ... 2 * bias), n <= 8 weights with sign bit j of `signs` for weight j. Eight bytes at once
+// in a 64-bit word (a branch per weight on random signs cost most of the unpacking): bias + g,
+// less 2 g where the sign is set; no byte carries or borrows, as g <= bias < 64.
+void grid_codes(const std::uint8_t* grid, int n, unsigned signs, int bias, std::uint8_t* u) {
+  std::uint64_t g = 0;
+  std::memcpy(&g, grid, static_cast<std::size_t>(n));
+  const std::uint64_t codes =
+      static_cast<std::uint64_t>(bias) * kEveryByte + g - ((g << 1) & byte_mask(signs));
+  std::memcpy(u, &codes, static_cast<std::size_t>(n));
+}
+
+using gguf_layout::kIq1Bias;
+using gguf_layout::kIq2Bias;
+using gguf_layout::kIq3sBias;
+using gguf_layout::kIq3xxsBias;
 
 void iq2_xxs(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
   const float d = half(b);
@@ -284,9 +301,14 @@ void iq3_s(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
 // IQ1: weight = dl (g + delta), g in -1, 0, 1 and delta +-1/8, as (dl / 8) (8 g +- 1): exact,
 // dl / 8 being a power-of-two step from dl. Codes 9 + 8 g +- 1: 0 ... 18.
 void iq1_codes(int index, bool negative_delta, std::uint8_t* u) {
-  const int delta = negative_delta ? -1 : 1;
-  for (int j = 0; j < 8; ++j)
-    u[j] = static_cast<std::uint8_t>(kIq1Bias + 8 * gguf_layout::kIq1sGrid[index][j] + delta);
+  // g + 1 in each byte (0, 1, 2; the top bits added apart so that -1's byte carries into no
+  // other), times 8: 9 + 8 g -+ 1 = 8 (g + 1) + 0 or 2.
+  std::uint64_t g;
+  std::memcpy(&g, gguf_layout::kIq1sGrid[index], 8);
+  const std::uint64_t top = 0x8080808080808080ull;
+  const std::uint64_t g1 = ((g & ~top) + kEveryByte) ^ (g & top);
+  const std::uint64_t codes = 8 * g1 + (negative_delta ? 0 : 2) * kEveryByte;
+  std::memcpy(u, &codes, 8);
 }
 
 void iq1_s(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
