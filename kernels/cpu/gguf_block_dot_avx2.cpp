@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gguf_block_layout.h"
+#include "kernels/cpu/gguf_iq_groups.h"
 #include "kernels/cpu/gguf_matmul.h"
 #include "kernels/cpu/gguf_simd_pieces.h"
 
@@ -89,14 +90,19 @@ __m256i nibble_codes(const std::uint8_t* p) {
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
 }
 
-// 16 where bit j of `bits` is set, byte j of 32.
-__m256i fifth_bits(std::uint32_t bits) {
+// 0xFF in byte j of 32 where bit j of `bits` is set.
+__m256i byte_mask(std::uint32_t bits) {
   const __m256i byte_of = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
                                            2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
   const __m256i spread = _mm256_and_si256(
       _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), byte_of), bit);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(spread, bit), _mm256_set1_epi8(16));
+  return _mm256_cmpeq_epi8(spread, bit);
+}
+
+// 16 where bit j of `bits` is set, byte j of 32.
+__m256i fifth_bits(std::uint32_t bits) {
+  return _mm256_and_si256(byte_mask(bits), _mm256_set1_epi8(16));
 }
 
 // IQ4's 16 levels in both 128-bit lanes.
@@ -344,6 +350,54 @@ void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
 }
 
+// The IQ1 ... IQ3 formats (kernels/cpu/gguf_iq_groups.h), 32 weights a step as signed weights:
+// the grid magnitudes, negated where the sign bit is set; IQ1's 8 g + 1, or 8 g - 1 in the
+// groups shifted by -1/8.
+template <class F>
+inline __attribute__((always_inline)) __m256i grid_weights(const std::uint8_t* b, int step) {
+  std::uint64_t e[4];
+  std::uint32_t bits = 0;
+  for (int j = 0; j < 4; ++j) {
+    const gguf_iq::Group g = F::group(b, 4 * step + j);
+    e[j] = g.magnitudes;
+    bits |= F::kIq1 ? (g.bits != 0 ? 0u : 0xFFu) << (8 * j) : g.bits << (8 * j);
+  }
+  __m256i m = _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
+                                static_cast<long long>(e[1]), static_cast<long long>(e[0]));
+  if constexpr (F::kIq1) {
+    m = _mm256_add_epi8(m, m);
+    m = _mm256_add_epi8(m, m);
+    m = _mm256_add_epi8(m, m);  // 8 g
+    return _mm256_add_epi8(_mm256_add_epi8(m, _mm256_set1_epi8(1)),
+                           _mm256_add_epi8(byte_mask(bits), byte_mask(bits)));  // -2 where -1/8
+  } else {
+    // sign(m, s) negates where s < 0 and keeps where s > 0: s = -1 or +1.
+    return _mm256_sign_epi8(m, _mm256_or_si256(byte_mask(bits), _mm256_set1_epi8(1)));
+  }
+}
+
+template <int T, class F>
+void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+              std::int64_t y_stride) {
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += F::kBytes) {
+    float sc[16];
+    F::scales(b, sc);
+    for (int step = 0; step < 8; ++step) {
+      const __m256i w = grid_weights<F>(b, step);
+      for (int t = 0; t < T; ++t) {
+        const std::int64_t at = c + 32 * step;
+        const float* as = tok[t].scale + at / 16;
+        acc[t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_signed(w, load32(tok[t].q + at))),
+                            two_halves(sc[2 * step] * as[0], sc[2 * step + 1] * as[1]), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
+}
+
 using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
 
 template <int T>
@@ -363,6 +417,20 @@ RowProduct row_product(DType t) {
       return nibble_row<T, kIq4Nl>;
     case DType::IQ4_XS:
       return iq4_xs_row<T>;
+    case DType::IQ2_XXS:
+      return grid_row<T, gguf_iq::Iq2xxs>;
+    case DType::IQ2_XS:
+      return grid_row<T, gguf_iq::Iq2xs>;
+    case DType::IQ2_S:
+      return grid_row<T, gguf_iq::Iq2s>;
+    case DType::IQ3_XXS:
+      return grid_row<T, gguf_iq::Iq3xxs>;
+    case DType::IQ3_S:
+      return grid_row<T, gguf_iq::Iq3s>;
+    case DType::IQ1_S:
+      return grid_row<T, gguf_iq::Iq1s>;
+    case DType::IQ1_M:
+      return grid_row<T, gguf_iq::Iq1m>;
     case DType::Q2_K:
       return q2_k_row<T>;
     case DType::Q3_K:

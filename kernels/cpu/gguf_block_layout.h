@@ -70,12 +70,15 @@ inline float iq2_scale(float d, unsigned s) {
 }
 
 // IQ1_M's d: no field of its own, but the top nibbles of the four 16-bit scale words at
-// `scales`, the first word's the lowest.
-inline float iq1_m_d(const std::uint8_t* scales) {
+// `scales`, the first word's the lowest (its fp16 bits, then its value).
+inline std::uint16_t iq1_m_d_bits(const std::uint8_t* scales) {
   std::uint16_t w[4];
   std::memcpy(w, scales, 8);
-  return f16_to_f32(static_cast<std::uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00F0) |
-                                               ((w[2] >> 4) & 0x0F00) | (w[3] & 0xF000)));
+  return static_cast<std::uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00F0) |
+                                    ((w[2] >> 4) & 0x0F00) | (w[3] & 0xF000));
+}
+inline float iq1_m_d(const std::uint8_t* scales) {
+  return f16_to_f32(iq1_m_d_bits(scales));
 }
 
 }  // namespace tandem::kernels::gguf_layout

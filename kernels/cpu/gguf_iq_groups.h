@@ -1,0 +1,171 @@
+// The IQ1 ... IQ3 block formats read by groups of 8 weights, for the products that build their
+// codes in registers (kernels/cpu/gguf_block_dot_avx2.cpp, _avx512.cpp): group j (weights
+// 8j .. 8j + 7 of a 256-weight block) has 8 magnitudes from its format's grid (IQ3: two
+// entries of 4) and 8 sign bits (bit i: weight i negative); IQ1's grid values are -1, 0 or 1
+// and its bit says the group's shift is +1/8 (set) or -1/8. The 16 scales, one per 16 weights,
+// are the unpackers' (kernels/cpu/gguf_matmul.cpp). Included only by files compiled for AVX2
+// or more: internal linkage, so each keeps its own copy (as gguf_simd_pieces.h).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/gguf_block_layout.h"
+#include "kernels/cpu/gguf_iq_grids.h"
+#include "kernels/cpu/gguf_simd_pieces.h"
+
+namespace tandem::kernels::gguf_iq {
+namespace {
+
+namespace layout = gguf_layout;
+
+struct Group {
+  std::uint64_t magnitudes;  // byte i: weight i's (IQ1: its grid value, -1 .. 1)
+  unsigned bits;             // signs, or IQ1's shift
+};
+
+inline std::uint32_t word32(const std::uint8_t* p) {
+  std::uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+inline std::uint16_t word16(const std::uint8_t* p) {
+  std::uint16_t w;
+  std::memcpy(&w, p, 2);
+  return w;
+}
+inline std::uint64_t entry8(const std::uint8_t* p) {
+  std::uint64_t e;
+  std::memcpy(&e, p, 8);
+  return e;
+}
+inline std::uint64_t entries4(const std::uint8_t* low, const std::uint8_t* high) {
+  return word32(low) | static_cast<std::uint64_t>(word32(high)) << 32;
+}
+
+// even_signs of every 7-bit field, looked up.
+constexpr auto kEvenSigns = [] {
+  struct Table {
+    std::uint8_t v[128];
+  } t{};
+  for (unsigned i = 0; i < 128; ++i) t.v[i] = layout::even_signs(i);
+  return t;
+}();
+
+// IQ2_XS's and IQ2_S's sixteen 4-bit scales, nibble g of 8 bytes.
+inline void iq2_nibble_scales(const std::uint8_t* scales, float d, float* sc) {
+  for (int g = 0; g < 16; ++g)
+    sc[g] = layout::iq2_scale(d, (scales[g / 2] >> (4 * (g % 2))) & 0x0F);
+}
+
+struct Iq2xxs {
+  static constexpr int kBytes = 66, kBias = layout::kIq2Bias;
+  static constexpr bool kIq1 = false;
+  static void scales(const std::uint8_t* b, float* sc) {
+    const float d = gguf_simd::half(b);
+    for (int sub = 0; sub < 8; ++sub)
+      sc[2 * sub] = sc[2 * sub + 1] = layout::iq2_scale(d, word32(b + 6 + 8 * sub) >> 28);
+  }
+  static Group group(const std::uint8_t* b, int j) {
+    const std::uint8_t* q = b + 2 + 8 * (j / 4);
+    return {entry8(layout::kIq2xxsGrid[q[j % 4]]),
+            kEvenSigns.v[(word32(q + 4) >> (7 * (j % 4))) & 127]};
+  }
+};
+
+struct Iq2xs {
+  static constexpr int kBytes = 74, kBias = layout::kIq2Bias;
+  static constexpr bool kIq1 = false;
+  static void scales(const std::uint8_t* b, float* sc) {
+    iq2_nibble_scales(b + 66, gguf_simd::half(b), sc);
+  }
+  static Group group(const std::uint8_t* b, int j) {
+    const std::uint16_t w = word16(b + 2 + 2 * j);
+    return {entry8(layout::kIq2xsGrid[w & 511]), kEvenSigns.v[w >> 9]};
+  }
+};
+
+struct Iq2s {
+  static constexpr int kBytes = 82, kBias = layout::kIq2Bias;
+  static constexpr bool kIq1 = false;
+  static void scales(const std::uint8_t* b, float* sc) {
+    iq2_nibble_scales(b + 74, gguf_simd::half(b), sc);
+  }
+  static Group group(const std::uint8_t* b, int j) {
+    const int index = b[2 + j] | (((b[66 + j / 4] >> (2 * (j % 4))) & 3) << 8);
+    return {entry8(layout::kIq2sGrid[index]), b[34 + j]};
+  }
+};
+
+struct Iq3xxs {
+  static constexpr int kBytes = 98, kBias = layout::kIq3xxsBias;
+  static constexpr bool kIq1 = false;
+  static void scales(const std::uint8_t* b, float* sc) {
+    const float d = gguf_simd::half(b);
+    for (int sub = 0; sub < 8; ++sub)
+      sc[2 * sub] = sc[2 * sub + 1] =
+          d * (0.5f + static_cast<float>(word32(b + 66 + 4 * sub) >> 28)) * 0.5f;
+  }
+  static Group group(const std::uint8_t* b, int j) {
+    const std::uint8_t* q = b + 2 + 2 * j;
+    return {entries4(layout::kIq3xxsGrid[q[0]], layout::kIq3xxsGrid[q[1]]),
+            kEvenSigns.v[(word32(b + 66 + 4 * (j / 4)) >> (7 * (j % 4))) & 127]};
+  }
+};
+
+struct Iq3s {
+  static constexpr int kBytes = 110, kBias = layout::kIq3sBias;
+  static constexpr bool kIq1 = false;
+  static void scales(const std::uint8_t* b, float* sc) {
+    const float d = gguf_simd::half(b);
+    for (int sub = 0; sub < 8; ++sub) {
+      const int s = (b[106 + sub / 2] >> (4 * (sub % 2))) & 0x0F;
+      sc[2 * sub] = sc[2 * sub + 1] = d * static_cast<float>(1 + 2 * s);
+    }
+  }
+  static Group group(const std::uint8_t* b, int j) {
+    const unsigned high = b[66 + j / 4] >> (2 * (j % 4));  // the two indices' ninth bits
+    const int i0 = b[2 + 2 * j] | static_cast<int>((high & 1) << 8);
+    const int i1 = b[3 + 2 * j] | static_cast<int>((high & 2) << 7);
+    return {entries4(layout::kIq3sGrid[i0], layout::kIq3sGrid[i1]), b[74 + j]};
+  }
+};
+
+struct Iq1s {
+  static constexpr int kBytes = 50, kBias = layout::kIq1Bias;
+  static constexpr bool kIq1 = true;
+  static void scales(const std::uint8_t* b, float* sc) {
+    const float d = gguf_simd::half(b);
+    for (int sub = 0; sub < 8; ++sub)
+      sc[2 * sub] = sc[2 * sub + 1] =
+          d * static_cast<float>(2 * ((word16(b + 34 + 2 * sub) >> 12) & 7) + 1) * 0.125f;
+  }
+  static Group group(const std::uint8_t* b, int j) {
+    const int sub = j / 4, k = j % 4;
+    const std::uint16_t w = word16(b + 34 + 2 * sub);
+    const int index = b[2 + 4 * sub + k] | (((w >> (3 * k)) & 7) << 8);
+    return {entry8(reinterpret_cast<const std::uint8_t*>(layout::kIq1sGrid[index])),
+            (w & 0x8000) != 0 ? 0u : 1u};
+  }
+};
+
+struct Iq1m {
+  static constexpr int kBytes = 56, kBias = layout::kIq1Bias;
+  static constexpr bool kIq1 = true;
+  static void scales(const std::uint8_t* b, float* sc) {
+    const float d = _cvtsh_ss(layout::iq1_m_d_bits(b + 48));
+    for (int g = 0; g < 16; ++g)
+      sc[g] = d *
+              static_cast<float>(2 * ((word16(b + 48 + 2 * (g / 4)) >> (3 * (g % 4))) & 7) + 1) *
+              0.125f;
+  }
+  static Group group(const std::uint8_t* b, int j) {
+    const unsigned nibble = (b[32 + j / 2] >> (4 * (j % 2))) & 0x0F;
+    const int index = b[j] | static_cast<int>((nibble & 7) << 8);
+    return {entry8(reinterpret_cast<const std::uint8_t*>(layout::kIq1sGrid[index])),
+            (nibble & 8) != 0 ? 0u : 1u};
+  }
+};
+
+}  // namespace
+}  // namespace tandem::kernels::gguf_iq
