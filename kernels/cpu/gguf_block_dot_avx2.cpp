@@ -65,24 +65,16 @@ void q8_0_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
 }
 
-// The 32-weight formats with nibbles, as in the AVX-512 file: weights j and j + 16 in the low
-// and high nibble of byte j of 16, Q5's fifth bits in a 32-bit word, IQ4_NL's nibbles
-// indexing its levels. The formats with a bias go in as signed weights (the codes less the
-// bias: Q4_0 -8..7, Q5_0 -16..15, IQ4_NL's levels), those with a minimum as their codes,
-// the minimum times the activations' scaled sums added apart.
-struct NibbleFormat {
-  int bytes;     // a block
-  int codes;     // offset of the 16 bytes of nibbles
-  int fifth;     // offset of the fifth bits, or -1
-  bool minimum;  // an fp16 minimum at offset 2
-  bool levels;   // nibbles index IQ4's levels
-  int bias;      // taken off the codes
-};
-constexpr NibbleFormat kQ4_0{18, 2, -1, false, false, 8};
-constexpr NibbleFormat kQ4_1{20, 4, -1, true, false, 0};
-constexpr NibbleFormat kQ5_0{22, 6, 2, false, false, 16};
-constexpr NibbleFormat kQ5_1{24, 8, 4, true, false, 0};
-constexpr NibbleFormat kIq4Nl{18, 2, -1, false, true, 0};
+// The 32-weight formats with nibbles (gguf_layout::NibbleFormat). The formats with a bias go in
+// as signed weights (the codes less the bias: Q4_0 -8..7, Q5_0 -16..15; IQ4_NL's levels as
+// they are), those with a minimum as their codes, the minimum times the activations' scaled
+// sums added apart.
+using gguf_layout::kIq4Nl;
+using gguf_layout::kQ4_0;
+using gguf_layout::kQ4_1;
+using gguf_layout::kQ5_0;
+using gguf_layout::kQ5_1;
+using gguf_layout::NibbleFormat;
 
 // The 32 codes of 16 nibble bytes: the low nibbles, then the high.
 __m256i nibble_codes(const std::uint8_t* p) {

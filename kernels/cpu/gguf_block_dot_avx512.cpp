@@ -91,23 +91,14 @@ void q8_0_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// The 32-weight formats with nibbles: weights j and j + 16 in the low and high nibble of byte
-// j of 16 (Q5_0's and Q5_1's fifth bits in a 32-bit word before them, IQ4_NL's nibbles
-// indexing its 16 levels plus 128), one fp16 scale first (and a minimum after it, Q4_1 and
-// Q5_1: weight = d u + m).
-struct NibbleFormat {
-  int bytes;     // a block
-  int codes;     // offset of the 16 bytes of nibbles
-  int fifth;     // offset of the fifth bits, or -1
-  bool minimum;  // an fp16 minimum at offset 2
-  bool levels;   // nibbles index IQ4's levels
-  bool bias;     // codes stored plus a bias (taken off by the activations' group terms)
-};
-constexpr NibbleFormat kQ4_0{18, 2, -1, false, false, true};
-constexpr NibbleFormat kQ4_1{20, 4, -1, true, false, false};
-constexpr NibbleFormat kQ5_0{22, 6, 2, false, false, true};
-constexpr NibbleFormat kQ5_1{24, 8, 4, true, false, false};
-constexpr NibbleFormat kIq4Nl{18, 2, -1, false, true, true};
+// The 32-weight formats with nibbles (gguf_layout::NibbleFormat); IQ4_NL's levels go in plus
+// 128, its bias here, as the activations' group terms take it off.
+using gguf_layout::kIq4Nl;
+using gguf_layout::kQ4_0;
+using gguf_layout::kQ4_1;
+using gguf_layout::kQ5_0;
+using gguf_layout::kQ5_1;
+using gguf_layout::NibbleFormat;
 
 // The 64 codes of two runs of 16 nibble bytes, a and b: the 128-bit lanes hold a's low
 // nibbles, a's high, b's low, b's high, i.e. weights 0..31 of a's block, then b's.
@@ -159,7 +150,7 @@ void nibble_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* 
     const __mmask64 columns = two ? ~0ull : 0xFFFFFFFFull;
     for (int t = 0; t < T; ++t) {
       const __m512i start =
-          F.bias ? bias_lanes(tok[t].bias, c / 16, lanes) : _mm512_setzero_si512();
+          F.bias != 0 || F.levels ? bias_lanes(tok[t].bias, c / 16, lanes) : _mm512_setzero_si512();
       const __m512i dp =
           _mm512_dpbusd_epi32(start, u, _mm512_maskz_loadu_epi8(columns, tok[t].q + c));
       const __m512 s =

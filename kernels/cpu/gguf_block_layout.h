@@ -14,6 +14,24 @@ namespace tandem::kernels::gguf_layout {
 inline constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                1,    13,   25,  38,  53,  69,  89,  113};
 
+// The 32-weight formats with nibbles, as the products that read them directly see them: weights
+// j and j + 16 in the low and high nibble of byte j of 16 (Q5_0's and Q5_1's fifth bits in a
+// 32-bit word before them, IQ4_NL's nibbles indexing kIq4Levels), one fp16 scale first and,
+// for Q4_1 and Q5_1, an fp16 minimum after it (weight = d u + m).
+struct NibbleFormat {
+  int bytes;     // a block
+  int codes;     // offset of the 16 bytes of nibbles
+  int fifth;     // offset of the fifth bits, or -1
+  bool minimum;  // an fp16 minimum at offset 2
+  bool levels;   // nibbles index IQ4's levels
+  int bias;      // the codes' bias (Q4_0 8, Q5_0 16; IQ4_NL's levels are signed: 0)
+};
+inline constexpr NibbleFormat kQ4_0{18, 2, -1, false, false, 8};
+inline constexpr NibbleFormat kQ4_1{20, 4, -1, true, false, 0};
+inline constexpr NibbleFormat kQ5_0{22, 6, 2, false, false, 16};
+inline constexpr NibbleFormat kQ5_1{24, 8, 4, true, false, 0};
+inline constexpr NibbleFormat kIq4Nl{18, 2, -1, false, true, 0};
+
 // IQ2_XXS's, IQ2_XS's and IQ3_XXS's sign patterns of 8 weights: 7 stored bits, the eighth making
 // the count of minus signs even (bit i set: weight i negative).
 // The parity by folding to 4 bits and a 16-bit table of their parities: __builtin_popcount is
@@ -74,8 +92,8 @@ inline float iq2_scale(float d, unsigned s) {
 inline std::uint16_t iq1_m_d_bits(const std::uint8_t* scales) {
   std::uint16_t w[4];
   std::memcpy(w, scales, 8);
-  return static_cast<std::uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00F0) |
-                                    ((w[2] >> 4) & 0x0F00) | (w[3] & 0xF000));
+  return static_cast<std::uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00F0) | ((w[2] >> 4) & 0x0F00) |
+                                    (w[3] & 0xF000));
 }
 inline float iq1_m_d(const std::uint8_t* scales) {
   return f16_to_f32(iq1_m_d_bits(scales));
