@@ -82,15 +82,7 @@ __m256i nibble_codes(const std::uint8_t* p) {
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
 }
 
-// 0xFF in byte j of 32 where bit j of `bits` is set.
-__m256i byte_mask(std::uint32_t bits) {
-  const __m256i byte_of = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
-  const __m256i spread = _mm256_and_si256(
-      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), byte_of), bit);
-  return _mm256_cmpeq_epi8(spread, bit);
-}
+using gguf_simd::byte_mask;
 
 // 16 where bit j of `bits` is set, byte j of 32.
 __m256i fifth_bits(std::uint32_t bits) {

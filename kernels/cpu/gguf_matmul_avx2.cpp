@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gguf_block_layout.h"
+#include "kernels/cpu/gguf_iq_groups.h"
 #include "kernels/cpu/gguf_matmul.h"
 #include "kernels/cpu/gguf_simd_pieces.h"
 
@@ -148,6 +149,42 @@ void q6_k_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float
 
 }  // namespace
 
+// The IQ1 ... IQ3 formats (gguf_iq_groups.h), 32 codes a step from four groups: the grid
+// magnitudes plus the format's bias, less twice them where the sign bit is set; IQ1's 8 (g + 1)
+// plus 2 in the groups shifted by +1/8. The scalar unpackers' codes, scales and offsets.
+template <class F>
+void iq_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s, float* o) {
+  for (std::int64_t i = 0; i < blocks; ++i, b += F::kBytes, u += 256, s += 16, o += 16) {
+    F::scales(b, s);
+    for (int g = 0; g < 16; ++g) o[g] = 0.0f;
+    for (int step = 0; step < 8; ++step) {
+      std::uint64_t e[4];
+      std::uint32_t bits = 0;
+      for (int j = 0; j < 4; ++j) {
+        const gguf_iq::Group g = F::group(b, 4 * step + j);
+        e[j] = g.magnitudes;
+        bits |= F::kIq1 ? (g.bits != 0 ? 0xFFu : 0u) << (8 * j) : g.bits << (8 * j);
+      }
+      const __m256i m =
+          _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
+                            static_cast<long long>(e[1]), static_cast<long long>(e[0]));
+      const __m256i mask = gguf_simd::byte_mask(bits);
+      __m256i codes;
+      if constexpr (F::kIq1) {
+        __m256i g1 = _mm256_add_epi8(m, _mm256_set1_epi8(1));  // 0 .. 2
+        g1 = _mm256_add_epi8(g1, g1);
+        g1 = _mm256_add_epi8(g1, g1);
+        codes =
+            _mm256_add_epi8(_mm256_add_epi8(g1, g1), _mm256_and_si256(mask, _mm256_set1_epi8(2)));
+      } else {
+        const __m256i biased = _mm256_add_epi8(_mm256_set1_epi8(static_cast<char>(F::kBias)), m);
+        codes = _mm256_sub_epi8(biased, _mm256_and_si256(_mm256_add_epi8(m, m), mask));
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 32 * step), codes);
+    }
+  }
+}
+
 bool gguf_unpack_row_avx2(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& out, int slot) {
   const DTypeBlock block = dtype_block(w.dtype);
   const auto* b = static_cast<const std::uint8_t*>(w.data) + dtype_bytes(w.dtype, r * w.cols);
@@ -170,6 +207,27 @@ bool gguf_unpack_row_avx2(const WeightMatrix& w, std::int64_t r, GgufUnpackedRow
       return true;
     case DType::Q6_K:
       q6_k_row(b, blocks, u, s, o);
+      return true;
+    case DType::IQ2_XXS:
+      iq_row<gguf_iq::Iq2xxs>(b, blocks, u, s, o);
+      return true;
+    case DType::IQ2_XS:
+      iq_row<gguf_iq::Iq2xs>(b, blocks, u, s, o);
+      return true;
+    case DType::IQ2_S:
+      iq_row<gguf_iq::Iq2s>(b, blocks, u, s, o);
+      return true;
+    case DType::IQ3_XXS:
+      iq_row<gguf_iq::Iq3xxs>(b, blocks, u, s, o);
+      return true;
+    case DType::IQ3_S:
+      iq_row<gguf_iq::Iq3s>(b, blocks, u, s, o);
+      return true;
+    case DType::IQ1_S:
+      iq_row<gguf_iq::Iq1s>(b, blocks, u, s, o);
+      return true;
+    case DType::IQ1_M:
+      iq_row<gguf_iq::Iq1m>(b, blocks, u, s, o);
       return true;
     default:
       return false;

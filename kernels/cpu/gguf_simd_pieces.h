@@ -19,6 +19,16 @@ inline float half(const std::uint8_t* p) {
   return _cvtsh_ss(v);
 }
 
+// 0xFF in byte j of 32 where bit j of `bits` is set, else 0.
+inline __m256i byte_mask(std::uint32_t bits) {
+  const __m256i byte_of = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+  const __m256i spread = _mm256_and_si256(
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), byte_of), bit);
+  return _mm256_cmpeq_epi8(spread, bit);
+}
+
 // Q5_K's fifth bits for 32-weight pair p (0..3) of a block: bit 2p of each qh byte is the
 // first sub-block's, 2p + 1 the second's; ORed into the low and high nibbles as 16.
 inline void q5_k_fifth_bits(__m256i qh, int p, __m256i& lo, __m256i& hi) {

@@ -177,8 +177,9 @@ class TestGgufMatmul : public QObject {
       simd = gguf_unpack_row_avx2(m.w, r, got, r);
       if (!simd) break;
     }
-    const std::set<DType> covered = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
-                                     DType::Q6_K};
+    const std::set<DType> covered = {DType::Q8_0,    DType::Q4_0,    DType::Q4_K,   DType::Q5_K,
+                                     DType::Q6_K,    DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                                     DType::IQ3_XXS, DType::IQ3_S,   DType::IQ1_S,  DType::IQ1_M};
     QCOMPARE(simd, covered.count(f.dtype) == 1);
     if (!simd) return;
     QVERIFY(got.codes == want.codes);
