@@ -339,24 +339,14 @@ void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
 // groups shifted by -1/8.
 template <class F>
 inline __attribute__((always_inline)) __m256i grid_weights(const std::uint8_t* b, int step) {
-  std::uint64_t e[4];
-  std::uint32_t bits = 0;
-  for (int j = 0; j < 4; ++j) {
-    const gguf_iq::Group g = F::group(b, 4 * step + j);
-    e[j] = g.magnitudes;
-    bits |= F::kIq1 ? (g.bits != 0 ? 0u : 0xFFu) << (8 * j) : g.bits << (8 * j);
-  }
-  __m256i m = _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
-                                static_cast<long long>(e[1]), static_cast<long long>(e[0]));
-  if constexpr (F::kIq1) {
-    m = _mm256_add_epi8(m, m);
-    m = _mm256_add_epi8(m, m);
-    m = _mm256_add_epi8(m, m);  // 8 g
-    return _mm256_add_epi8(_mm256_add_epi8(m, _mm256_set1_epi8(1)),
-                           _mm256_add_epi8(byte_mask(bits), byte_mask(bits)));  // -2 where -1/8
+  __m256i mask;
+  const __m256i m = gguf_iq::step_magnitudes<F>(b, step, &mask);
+  if constexpr (F::kIq1) {  // 8 g - 1, plus 2 where the shift is +1/8
+    return _mm256_add_epi8(_mm256_add_epi8(gguf_iq::times8(m), _mm256_set1_epi8(-1)),
+                           _mm256_and_si256(mask, _mm256_set1_epi8(2)));
   } else {
     // sign(m, s) negates where s < 0 and keeps where s > 0: s = -1 or +1.
-    return _mm256_sign_epi8(m, _mm256_or_si256(byte_mask(bits), _mm256_set1_epi8(1)));
+    return _mm256_sign_epi8(m, _mm256_or_si256(mask, _mm256_set1_epi8(1)));
   }
 }
 

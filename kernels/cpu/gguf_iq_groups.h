@@ -1,5 +1,6 @@
-// The IQ1 ... IQ3 block formats read by groups of 8 weights, for the products that build their
-// codes in registers (kernels/cpu/gguf_block_dot_avx2.cpp, _avx512.cpp): group j (weights
+// The IQ1 ... IQ3 block formats read by groups of 8 weights, for the SIMD code that builds their
+// codes in registers (the direct products of gguf_block_dot_avx2.cpp and _avx512.cpp, the AVX2
+// unpacker of gguf_matmul_avx2.cpp): group j (weights
 // 8j .. 8j + 7 of a 256-weight block) has 8 magnitudes from its format's grid (IQ3: two
 // entries of 4) and 8 sign bits (bit i: weight i negative); IQ1's grid values are -1, 0 or 1
 // and its bit says the group's shift is +1/8 (set) or -1/8. The 16 scales, one per 16 weights,
@@ -166,6 +167,31 @@ struct Iq1m {
             (nibble & 8) != 0 ? 0u : 1u};
   }
 };
+
+// Four groups of F, weights 32 step .. 32 step + 31: their magnitudes (IQ1: grid values) in a
+// register and their bits spread to bytes in `mask` (0xFF: a negative weight; IQ1: a group
+// shifted by +1/8).
+template <class F>
+inline __attribute__((always_inline)) __m256i step_magnitudes(const std::uint8_t* b, int step,
+                                                              __m256i* mask) {
+  std::uint64_t e[4];
+  std::uint32_t bits = 0;
+  for (int j = 0; j < 4; ++j) {
+    const Group g = F::group(b, 4 * step + j);
+    e[j] = g.magnitudes;
+    bits |= F::kIq1 ? (g.bits != 0 ? 0xFFu : 0u) << (8 * j) : g.bits << (8 * j);
+  }
+  *mask = gguf_simd::byte_mask(bits);
+  return _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
+                           static_cast<long long>(e[1]), static_cast<long long>(e[0]));
+}
+
+// 8 g in each byte of g in -1 .. 1 (three doublings: no byte spills into the next).
+inline __m256i times8(__m256i g) {
+  g = _mm256_add_epi8(g, g);
+  g = _mm256_add_epi8(g, g);
+  return _mm256_add_epi8(g, g);
+}
 
 }  // namespace
 }  // namespace tandem::kernels::gguf_iq

@@ -158,24 +158,12 @@ void iq_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* 
     F::scales(b, s);
     for (int g = 0; g < 16; ++g) o[g] = 0.0f;
     for (int step = 0; step < 8; ++step) {
-      std::uint64_t e[4];
-      std::uint32_t bits = 0;
-      for (int j = 0; j < 4; ++j) {
-        const gguf_iq::Group g = F::group(b, 4 * step + j);
-        e[j] = g.magnitudes;
-        bits |= F::kIq1 ? (g.bits != 0 ? 0xFFu : 0u) << (8 * j) : g.bits << (8 * j);
-      }
-      const __m256i m =
-          _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
-                            static_cast<long long>(e[1]), static_cast<long long>(e[0]));
-      const __m256i mask = gguf_simd::byte_mask(bits);
+      __m256i mask;
+      const __m256i m = gguf_iq::step_magnitudes<F>(b, step, &mask);
       __m256i codes;
-      if constexpr (F::kIq1) {
-        __m256i g1 = _mm256_add_epi8(m, _mm256_set1_epi8(1));  // 0 .. 2
-        g1 = _mm256_add_epi8(g1, g1);
-        g1 = _mm256_add_epi8(g1, g1);
-        codes =
-            _mm256_add_epi8(_mm256_add_epi8(g1, g1), _mm256_and_si256(mask, _mm256_set1_epi8(2)));
+      if constexpr (F::kIq1) {  // 8 (g + 1), plus 2 where the shift is +1/8
+        codes = _mm256_add_epi8(_mm256_add_epi8(gguf_iq::times8(m), _mm256_set1_epi8(8)),
+                                _mm256_and_si256(mask, _mm256_set1_epi8(2)));
       } else {
         const __m256i biased = _mm256_add_epi8(_mm256_set1_epi8(static_cast<char>(F::kBias)), m);
         codes = _mm256_sub_epi8(biased, _mm256_and_si256(_mm256_add_epi8(m, m), mask));
