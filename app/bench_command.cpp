@@ -411,6 +411,8 @@ int run_bench(const BenchCommandOptions& o) {
   options.warmup = !o.no_warmup;
   // The CPU's own prompt ceiling, attention counted as the kernels in use multiply.
   options.prompt_ceiling = !runner.has_accelerator();
+  // Attention, and so the cache it reads, on the CPU alone.
+  if (!runner.has_accelerator()) options.cpu_cache_format = settings.kv_cache;
   options.attention_instruction = kernels::attention_product_instruction(
       kernels::active_attention_variant(), settings.kv_cache == backend::KvCacheFormat::Bf16,
       kernels::detect_isa().usable);
@@ -530,6 +532,7 @@ int run_bench(const BenchCommandOptions& o) {
           {"stddev", r.decode.stddev()}}},
         {"read_bandwidth_bytes_per_s", r.read_bandwidth_bytes_per_s},
         {"active_bytes_per_token", r.active_bytes_per_token},
+        {"cache_bytes_per_token", r.cache_bytes_per_token},
         {"decode_roofline_tokens_per_s", r.roofline_tokens_per_s()},
         {"decode_roofline_fraction", r.roofline_fraction()},
         {"prompt_ceiling", prompt_ceiling_json(r)},
@@ -556,8 +559,11 @@ int run_bench(const BenchCommandOptions& o) {
   if (o.prompt_tokens > 0) row(test_name("pp", o.prompt_tokens), r.prompt);
   if (o.decode_tokens > 0) row(test_name("tg", o.decode_tokens), r.decode);
   std::cout << fmt::format(
-      "\nmemory read bandwidth: {:.1f} GB/s; active weights per token: {:.1f} MB\n",
-      r.read_bandwidth_bytes_per_s / 1e9, static_cast<double>(r.active_bytes_per_token) / 1e6);
+      "\nmemory read bandwidth: {:.1f} GB/s; active weights per token: {:.1f} MB{}\n",
+      r.read_bandwidth_bytes_per_s / 1e9, static_cast<double>(r.active_bytes_per_token) / 1e6,
+      r.cache_bytes_per_token > 0 ? fmt::format("; KV cache read per token: {:.1f} MB",
+                                                static_cast<double>(r.cache_bytes_per_token) / 1e6)
+                                  : std::string());
   // Without a decode test there is nothing to hold against the roofline.
   if (o.decode_tokens > 0) {
     std::cout << fmt::format("decode roofline: {:.1f} tokens/s; achieved {:.0f}% of it\n",

@@ -37,8 +37,32 @@ double Measurement::stddev() const {
 
 double BenchResult::roofline_tokens_per_s() const {
   return active_bytes_per_token > 0
-             ? read_bandwidth_bytes_per_s / static_cast<double>(active_bytes_per_token)
+             ? read_bandwidth_bytes_per_s /
+                   static_cast<double>(active_bytes_per_token + cache_bytes_per_token)
              : 0.0;
+}
+
+std::uint64_t cache_bytes_per_decode_token(const model::LoadedModel& model, std::int64_t context,
+                                           std::int64_t decode_tokens,
+                                           backend::KvCacheFormat format) {
+  const model::ModelSpec& spec = model.spec();
+  const std::vector<model::LayerWeights>& layers = model.weights().layers;
+  const auto attention = static_cast<std::uint64_t>(
+      std::count_if(layers.begin(), layers.end(), [](const auto& l) { return !l.linear; }));
+  // What the cache holds per position and attention layer, and the linear layers' state (the
+  // cache keeps it twice, the second a copy to rewind to).
+  const std::uint64_t state = backend::KvCache::bytes_for(spec, 0, format);
+  const std::uint64_t per_position =
+      attention > 0 ? (backend::KvCache::bytes_for(spec, 1, format) - state) / attention : 0;
+  const double seen = static_cast<double>(context) + static_cast<double>(decode_tokens + 1) / 2.0;
+  double bytes = static_cast<double>(state) / 2.0;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].linear) continue;
+    const std::int64_t window = l < spec.layer_window.size() ? spec.layer_window[l] : 0;
+    const double positions = window > 0 ? std::min(seen, static_cast<double>(window)) : seen;
+    bytes += positions * static_cast<double>(per_position);
+  }
+  return static_cast<std::uint64_t>(bytes);
 }
 
 double BenchResult::roofline_fraction() const {
@@ -99,6 +123,10 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
   const model::LoadedModel& model = runner.model();
   BenchResult result;
   result.active_bytes_per_token = model.active_weight_bytes_per_token();
+  // The decode test runs after the depth's tokens, or a one-token context.
+  if (o.cpu_cache_format && o.decode_tokens > 0)
+    result.cache_bytes_per_token = cache_bytes_per_decode_token(
+        model, std::max<std::int64_t>(1, o.depth_tokens), o.decode_tokens, *o.cpu_cache_format);
   // Each instruction's peak on the benchmark's own threads while nothing else computes: before
   // the runs and again after them, the higher kept. A peak is the most the instruction
   // sustains, and a host that holds one of a VM's CPUs through one probe (seen: a quarter of a

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cpu/kv_cache.h"
 #include "engine/backend/cpu/numa_pools.h"
 #include "engine/forward/model_runner.h"
 #include "engine/measure/compute_ceiling.h"
@@ -33,7 +34,18 @@ struct BenchOptions {
   // instruction its attention multiplies with (none: attention not counted).
   bool prompt_ceiling = false;
   std::optional<kernels::ProductInstruction> attention_instruction;
+  // How the CPU keeps keys and values, when attention runs on the CPU: the decode roofline
+  // then counts the cache a token reads beside the weights (none: weights only).
+  std::optional<backend::KvCacheFormat> cpu_cache_format;
 };
+
+// The bytes of keys and values a decoded token reads, on average over `decode_tokens` decoded
+// after `context` cached ones (the i-th sees context + i positions): each attention layer's
+// positions (a sliding window's at most) at the cache's bytes a position, plus each linear
+// layer's state once.
+std::uint64_t cache_bytes_per_decode_token(const model::LoadedModel& model, std::int64_t context,
+                                           std::int64_t decode_tokens,
+                                           backend::KvCacheFormat format);
 
 // Mean and sample standard deviation (n - 1) of repeated measurements; 0 when too few.
 double sample_mean(const std::vector<double>& values);
@@ -62,6 +74,10 @@ struct BenchResult {
   TimeSplit decode_split;
   double read_bandwidth_bytes_per_s = 0;
   std::uint64_t active_bytes_per_token = 0;
+  // The KV cache (and linear layers' state) a decoded token reads, on average over the decode
+  // test (BenchOptions::cpu_cache_format; 0 without it).
+  std::uint64_t cache_bytes_per_token = 0;
+  // The bandwidth over the weights and cache a decoded token reads.
   double roofline_tokens_per_s() const;
   double roofline_fraction() const;  // decode mean / roofline
   // With BenchOptions::prompt_ceiling: what a prompt token multiplies, each instruction's

@@ -64,6 +64,40 @@ class TestBenchmark : public QObject {
     QVERIFY(qFuzzyCompare(r.roofline_fraction(), r.decode.mean() / r.roofline_tokens_per_s()));
   }
 
+  // With attention on the CPU, the decode roofline counts the keys and values a token reads:
+  // at depth d, the i-th of n decoded tokens sees d + i positions in every layer (the demo
+  // model: plain attention in each layer, no window), BF16, 2 x kv_heads x head_dim each.
+  void rooflineCountsTheCacheAtDepth() {
+    const auto model = model::LoadedModel::load(kDemo);
+    const model::ModelSpec& spec = model->spec();
+    QVERIFY(!spec.mla && !spec.has_linear_layers());
+    for (std::int64_t w : spec.layer_window) QCOMPARE(w, std::int64_t{0});
+    measure::BenchOptions o;
+    o.prompt_tokens = 0;
+    o.decode_tokens = 6;
+    o.depth_tokens = 40;
+    o.repetitions = 1;
+    o.warmup = false;
+    o.cpu_cache_format = backend::KvCacheFormat::Bf16;
+    backend::NumaPools pool(1, model->pools());
+    forward::ModelRunner runner(*model, pool);
+    runner.set_cpu_kv_cache_format(backend::KvCacheFormat::Bf16);
+    const measure::BenchResult r = measure::run_benchmark(runner, pool, o, {});
+    const double seen = 40 + (6 + 1) / 2.0;
+    const double want = static_cast<double>(spec.num_layers) * seen * 2.0 *
+                        static_cast<double>(spec.num_kv_heads * spec.head_dim) * 2.0;
+    QCOMPARE(r.cache_bytes_per_token, static_cast<std::uint64_t>(want));
+    QVERIFY(r.cache_bytes_per_token > 0);
+    QVERIFY(qFuzzyCompare(
+        r.roofline_tokens_per_s(),
+        r.read_bandwidth_bytes_per_s / double(r.active_bytes_per_token + r.cache_bytes_per_token)));
+    // F32 holds twice the bytes; without a CPU cache format, weights alone.
+    QCOMPARE(measure::cache_bytes_per_decode_token(*model, 40, 6, backend::KvCacheFormat::F32),
+             2 * r.cache_bytes_per_token);
+    o.cpu_cache_format.reset();
+    QCOMPARE(measure::run_benchmark(runner, pool, o, {}).cache_bytes_per_token, std::uint64_t{0});
+  }
+
   // -d: every test starts from a cache holding `depth` tokens, filled anew (uncounted) before
   // each; the prompt test runs only its own tokens on top of them. Every token the model
   // ran is counted by its metrics: per repetition the depth twice, the prompt and the decode.
