@@ -114,14 +114,14 @@ void nibble_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* 
     }
     if constexpr (F.levels) u = _mm256_shuffle_epi8(levels, u);
     if constexpr (F.bias != 0) u = _mm256_sub_epi8(u, _mm256_set1_epi8(F.bias));
-    const float d = half(b);
+    const float d = half(b), m = F.minimum ? half(b + 2) : 0.0f;
     for (int t = 0; t < T; ++t) {
       const __m256i q = load32(tok[t].q + c);
       const __m256i dp = F.minimum ? dot_unsigned(u, q) : dot_signed(u, q);
       acc[t] =
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(d * tok[t].scale[c / 16]), acc[t]);
       if constexpr (F.minimum)
-        off[t] += half(b + 2) * (tok[t].scaled_sum[c / 16] + tok[t].scaled_sum[c / 16 + 1]);
+        off[t] += m * (tok[t].scaled_sum[c / 16] + tok[t].scaled_sum[c / 16 + 1]);
     }
   }
   for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]) + off[t];

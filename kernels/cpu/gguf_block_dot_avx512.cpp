@@ -148,6 +148,12 @@ void nibble_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* 
     const float d0 = half(b), d1 = two ? half(b1) : 0.0f;
     const __mmask16 lanes = two ? 0x1111 : 0x0011;
     const __mmask64 columns = two ? ~0ull : 0xFFFFFFFFull;
+    // The minimums, each for its block's two groups (read once for all tokens).
+    __m128 minimums = _mm_setzero_ps();
+    if constexpr (F.minimum) {
+      const float m0 = half(b + 2), m1 = two ? half(b1 + 2) : 0.0f;
+      minimums = _mm_set_ps(m1, m1, m0, m0);
+    }
     for (int t = 0; t < T; ++t) {
       const __m512i start =
           F.bias != 0 || F.levels ? bias_lanes(tok[t].bias, c / 16, lanes) : _mm512_setzero_si512();
@@ -156,11 +162,9 @@ void nibble_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* 
       const __m512 s =
           two_halves(d0 * tok[t].scale[c / 16], two ? d1 * tok[t].scale[c / 16 + 2] : 0.0f);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), s, acc[t]);
-      if constexpr (F.minimum) {
-        const float m0 = half(b + 2), m1 = two ? half(b1 + 2) : 0.0f;
+      if constexpr (F.minimum)
         off[t] = _mm_fmadd_ps(_mm_maskz_loadu_ps(two ? 0xF : 0x3, tok[t].scaled_sum + c / 16),
-                              _mm_set_ps(m1, m1, m0, m0), off[t]);
-      }
+                              minimums, off[t]);
     }
   }
   for (int t = 0; t < T; ++t) {
