@@ -268,7 +268,9 @@ void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivati
     std::int64_t c = 0;
     for (; c + 64 <= k; c += 64) {
       const __m512i qa = _mm512_loadu_si512(q + c);
-      const __m512i start = _mm512_maskz_expandloadu_epi32(0x1111, bias + c / 16);
+      // Each group's bias term widened into its first lane (VPEXPANDD from memory is slow).
+      const __m512i start = _mm512_cvtepu32_epi64(
+          _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bias + c / 16))));
       const __m512 asv =
           _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(as + c / 16)));
       for (int r = 0; r < rows; ++r) {
