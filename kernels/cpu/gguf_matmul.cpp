@@ -514,9 +514,8 @@ void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const W
     if (fused) return;
   }
   const bool simd_unpack = variant != CpuVariant::Scalar;
-  auto* dot = variant == CpuVariant::Scalar ? gguf_dot_rows_scalar
-              : avx512                      ? gguf_dot_rows_avx512
-                                            : gguf_dot_rows_avx2;
+  // AVX-512 reaches here only for a format without a direct product (none now).
+  auto* dot = variant == CpuVariant::Scalar ? gguf_dot_rows_scalar : gguf_dot_rows_avx2;
   thread_local GgufUnpackedRows rows;
   for (std::int64_t first = row_begin; first < row_end; first += 4) {
     const int count = static_cast<int>(std::min<std::int64_t>(4, row_end - first));

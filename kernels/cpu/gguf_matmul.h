@@ -81,8 +81,6 @@ void gguf_dot_rows_scalar(const GgufUnpackedRows& w, const GgufQuantizedActivati
                           std::int64_t m, float* y, std::int64_t y_stride);
 void gguf_dot_rows_avx2(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
                         std::int64_t m, float* y, std::int64_t y_stride);
-void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
-                          std::int64_t m, float* y, std::int64_t y_stride);
 // For more tokens (kGgufTileMinTokens and up) AVX-512 (VNNI) takes 16 rows at a time, each
 // tile unpacked and interleaved four codes by four, times all `m` activation rows: the tiles
 // of rows [row_begin, row_end) (row_begin a multiple of 16), the activations rearranged once
@@ -102,9 +100,9 @@ void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std
 inline constexpr std::int64_t kGgufTileMinTokens = 3;
 
 // Rows [row_begin, row_end) of w times one or two tokens' activations, read straight from
-// the blocks (no unpacked row): the sum above, integer sums per 16 or 32 weights. False,
-// writing nothing, for other formats (the fused ones: Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) or
-// more tokens.
+// the blocks (no unpacked row): the sum above, integer sums per 16 or 32 weights. Every
+// format gguf_matmul_supports takes; false, writing nothing, for more tokens or another
+// format.
 bool gguf_block_dot_avx2(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
                          std::int64_t row_begin, std::int64_t row_end, float* y,
                          std::int64_t y_stride);

@@ -249,61 +249,6 @@ void gguf_quantize_row_avx512(const float* x, std::int64_t k, int bias, std::int
   }
 }
 
-void gguf_dot_rows_avx512(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
-                          std::int64_t m, float* y, std::int64_t y_stride) {
-  constexpr int kMaxRows = 4;
-  const std::int64_t k = w.cols, groups = k / 16;
-  const int rows = w.rows;
-  const bool has_offset = w.bias == 0;
-  // Lane j of a 64-value step belongs to group j / 4: scales spread over their four lanes,
-  // and each group's bias term in its first lane.
-  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  for (std::int64_t i = 0; i < m; ++i) {
-    const std::int8_t* q = a.values.data() + i * k;
-    const float* as = a.scale.data() + i * groups;
-    const float* asum = a.scaled_sum.data() + i * groups;
-    const std::int32_t* bias = a.group_bias.data() + i * groups;
-    __m512 acc[kMaxRows];
-    for (int r = 0; r < kMaxRows; ++r) acc[r] = _mm512_setzero_ps();
-    std::int64_t c = 0;
-    for (; c + 64 <= k; c += 64) {
-      const __m512i qa = _mm512_loadu_si512(q + c);
-      // Each group's bias term widened into its first lane (VPEXPANDD from memory is slow).
-      const __m512i start = _mm512_cvtepu32_epi64(
-          _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bias + c / 16))));
-      const __m512 asv =
-          _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(as + c / 16)));
-      for (int r = 0; r < rows; ++r) {
-        const __m512i u = _mm512_loadu_si512(w.codes.data() + r * k + c);
-        const __m512i dp = _mm512_dpbusd_epi32(start, u, qa);
-        const __m512 wsv = _mm512_permutexvar_ps(
-            spread, _mm512_castps128_ps512(_mm_loadu_ps(w.scale.data() + r * groups + c / 16)));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(wsv, asv), acc[r]);
-      }
-    }
-    for (int r = 0; r < rows; ++r) {
-      float tail = 0.0f;
-      const std::uint8_t* u = w.codes.data() + r * k;
-      const float* ws = w.scale.data() + r * groups;
-      for (std::int64_t g = c / 16; g < groups; ++g) {  // a last half step of 32
-        std::int32_t dot = bias[g];
-        for (int j = 0; j < 16; ++j) dot += u[16 * g + j] * q[16 * g + j];
-        tail += ws[g] * as[g] * static_cast<float>(dot);
-      }
-      if (has_offset) {
-        const float* wo = w.offset.data() + r * groups;
-        __m512 off = _mm512_setzero_ps();
-        std::int64_t g = 0;
-        for (; g + 16 <= groups; g += 16)
-          off = _mm512_fmadd_ps(_mm512_loadu_ps(wo + g), _mm512_loadu_ps(asum + g), off);
-        for (; g < groups; ++g) tail += wo[g] * asum[g];
-        tail += _mm512_reduce_add_ps(off);
-      }
-      y[i * y_stride + r] = _mm512_reduce_add_ps(acc[r]) + tail;
-    }
-  }
-}
-
 namespace {
 
 void tile_product(const WeightMatrix& w, std::int64_t first_row, const InterleavedTokens& in,
