@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/gguf_block_layout.h"
 #include "kernels/cpu/gguf_iq_groups.h"
@@ -211,12 +212,10 @@ void iq4_xs_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* 
   for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// Lanes 0..7 take group 4p (of a 256-weight block's 16), lanes 8..15 group 4p + 2: the
-// 32-weight sub-blocks 2p and 2p + 1 of Q4_K and Q5_K.
-__m512i sub_block_pair(int p) {
-  return _mm512_set_epi32(4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2,
-                          4 * p + 2, 4 * p + 2, 4 * p, 4 * p, 4 * p, 4 * p, 4 * p, 4 * p, 4 * p,
-                          4 * p);
+// Lanes 0..7 take the first 16-weight group of 32-weight sub-block `first` (of a 256-weight
+// block's 8), lanes 8..15 that of sub-block `second`.
+__m512i sub_block_pair(int first, int second) {
+  return _mm512_inserti64x4(_mm512_set1_epi32(2 * first), _mm256_set1_epi32(2 * second), 1);
 }
 // Lanes 4j .. 4j + 3 take group 4s + j: step s's four groups.
 __m512i four_groups(int s) {
@@ -240,7 +239,9 @@ void k_scales(const std::uint8_t* s, __m512* scale, __m512* min) {
 
 // Q4_K (five = false) and Q5_K: 256 weights a block, sub-blocks 2p and 2p + 1 in the low and
 // high nibbles of 32 bytes (Q5_K's fifth bits in bits 2p and 2p + 1 of 32 more); weight =
-// d scale u - dmin min, the minimums' part summed apart from the codes'.
+// d scale u - dmin min, the minimums' part summed apart from the codes'. Each half block's 64
+// bytes are read at once: their low nibbles are sub-blocks 4h and 4h + 2, the high ones 4h + 1
+// and 4h + 3, against activations stored in that order (k_quant_order).
 template <int T, bool five>
 void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
                std::int64_t y_stride) {
@@ -263,21 +264,27 @@ void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y
     __m512i qh = _mm512_setzero_si512();
     if (five)
       qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
-    for (int p = 0; p < 4; ++p) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
-      __m512i u = _mm512_and_si512(
-          _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_loadu_si512(qs + 64 * h);
+      __m512i u[2] = {_mm512_and_si512(q, low4), _mm512_and_si512(_mm512_srli_epi16(q, 4), low4)};
       if (five) {
-        const __m512i bit =
-            _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * p))),
-                               _mm256_set1_epi8(static_cast<char>(2 << (2 * p))), 1);
-        u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bit), u, _mm512_set1_epi8(16));
+        for (int n = 0; n < 2; ++n) {
+          // Sub-block 4h + n's fifth bits in the low 32 bytes, 4h + 2 + n's in the high.
+          const __m512i bit =
+              _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (4 * h + n))),
+                                 _mm256_set1_epi8(static_cast<char>(1 << (4 * h + 2 + n))), 1);
+          u[n] = _mm512_mask_add_epi8(u[n], _mm512_test_epi8_mask(qh, bit), u[n],
+                                      _mm512_set1_epi8(16));
+        }
       }
-      const __m512i pair = sub_block_pair(p);
-      for (int t = 0; t < T; ++t) {
-        const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,
-                                               _mm512_loadu_si512(tok[t].q + c + 64 * p));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(pair, s[t]), acc[t]);
+      for (int n = 0; n < 2; ++n) {
+        const __m512i pair = sub_block_pair(4 * h + n, 4 * h + 2 + n);
+        for (int t = 0; t < T; ++t) {
+          const __m512i dp = _mm512_dpbusd_epi32(
+              _mm512_setzero_si512(), u[n], _mm512_loadu_si512(tok[t].q + c + 128 * h + 64 * n));
+          acc[t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(pair, s[t]), acc[t]);
+        }
       }
     }
   }
@@ -584,6 +591,26 @@ void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
 
 using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
 
+// The activations in the order q45_k_row reads them: in every 128 values the second and third
+// runs of 32 swapped. Made once per quantisation on each thread (the stamp names it), so a
+// product's tasks of a few rows share one copy.
+const std::int8_t* k_quant_order(const GgufQuantizedActivations& a) {
+  thread_local std::uint64_t stamp = 0;
+  thread_local std::vector<std::int8_t> values;
+  if (stamp != a.stamp || values.size() != a.values.size()) {
+    stamp = a.stamp;
+    values.resize(a.values.size());
+    for (std::size_t i = 0; i + 128 <= values.size(); i += 128) {
+      const std::int8_t* from = a.values.data() + i;
+      std::memcpy(values.data() + i, from, 32);
+      std::memcpy(values.data() + i + 32, from + 64, 32);
+      std::memcpy(values.data() + i + 64, from + 32, 32);
+      std::memcpy(values.data() + i + 96, from + 96, 32);
+    }
+  }
+  return values.data();
+}
+
 template <int T>
 RowProduct row_product(DType t) {
   switch (t) {
@@ -643,6 +670,10 @@ bool gguf_block_dot_avx512(const GgufQuantizedActivations& a, std::int64_t m, co
     tokens_of<1>(a, tok);
   else
     tokens_of<2>(a, tok);
+  if (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K) {
+    const std::int8_t* ordered = k_quant_order(a);
+    for (std::int64_t t = 0; t < m; ++t) tok[t].q = ordered + t * a.cols;
+  }
   const std::size_t row_bytes = dtype_bytes(w.dtype, w.cols);
   const auto* base = static_cast<const std::uint8_t*>(w.data);
   for (std::int64_t r = row_begin; r < row_end; ++r)
