@@ -43,9 +43,34 @@ float reduce(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
-// Lanes 0..3 one float, 4..7 another.
-__m256 two_halves(float low, float high) {
-  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(low)), _mm_set1_ps(high), 1);
+// A 256-weight block's sixteen 16-weight group scales times each token's activation scales,
+// groups 8h .. 8h + 7 in scale[h][t]; the formats' steps of 32 weights take two groups each.
+template <int T>
+struct GroupScales {
+  __m256 scale[2][T];
+  // `weights`: the sixteen groups' weight scales, 8 a register; `c` the block's first column.
+  GroupScales(const __m256* weights, const Token* tok, std::int64_t c) {
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < T; ++t)
+        scale[h][t] = _mm256_mul_ps(weights[h], _mm256_loadu_ps(tok[t].scale + c / 16 + 8 * h));
+  }
+  // Lanes 0..3 group 2 step's scale, 4..7 group 2 step + 1's (step 0 .. 7 of the block).
+  __m256 step(int t, int step) const {
+    const int j = 2 * (step % 4);
+    return _mm256_permutevar8x32_ps(scale[step / 4][t],
+                                    _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1));
+  }
+};
+
+// Sixteen bytes' values as floats times d, 8 a register.
+inline void widen_scales(__m128i bytes, bool is_signed, float d, __m256* out) {
+  const __m256 dv = _mm256_set1_ps(d);
+  const __m128i high = _mm_srli_si128(bytes, 8);
+  out[0] = _mm256_mul_ps(
+      _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes)),
+      dv);
+  out[1] = _mm256_mul_ps(
+      _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(high) : _mm256_cvtepu8_epi32(high)), dv);
 }
 
 template <int T>
@@ -220,8 +245,10 @@ void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (std::int64_t c = 0; c < k; c += 256, b += 210) {
-    const float d = half(b + 208);
-    const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192);
+    __m256 weight_scales[2];
+    widen_scales(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)), true, half(b + 208),
+                 weight_scales);
+    const GroupScales<T> scales(weight_scales, tok, c);
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = load32(b + 64 * h), l1 = load32(b + 64 * h + 32);
       const __m256i qh = load32(b + 128 + 32 * h);
@@ -240,14 +267,10 @@ void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)),
                           bias)};
       for (int j = 0; j < 4; ++j) {
-        const std::int64_t g = 8 * h + 2 * j;  // the first of the 32 weights' two groups
-        const float s0 = d * static_cast<float>(scales[g]);
-        const float s1 = d * static_cast<float>(scales[g + 1]);
+        const int step = 4 * h + j;
         for (int t = 0; t < T; ++t) {
-          const float* as = tok[t].scale + c / 16 + g;
-          const __m256i dp = dot_signed(w[j], load32(tok[t].q + c + 16 * g));
-          acc[t] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), two_halves(s0 * as[0], s1 * as[1]), acc[t]);
+          const __m256i dp = dot_signed(w[j], load32(tok[t].q + c + 32 * step));
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[t]);
         }
       }
     }
@@ -277,18 +300,19 @@ void q2_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
       off[t] = _mm256_fmadd_ps(mlo, _mm256_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
       off[t] = _mm256_fmadd_ps(mhi, _mm256_loadu_ps(tok[t].scaled_sum + c / 16 + 8), off[t]);
     }
+    __m256 weight_scales[2];
+    widen_scales(
+        _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), _mm_set1_epi8(0x0F)),
+        false, d, weight_scales);
+    const GroupScales<T> scales(weight_scales, tok, c);
     for (int h = 0; h < 2; ++h) {
       const __m256i q = load32(b + 16 + 32 * h);
       for (int j = 0; j < 4; ++j) {
         const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2);
-        const std::int64_t g = 8 * h + 2 * j;  // the first of the 32 weights' two groups
-        const float s0 = d * static_cast<float>(b[g] & 0x0F);
-        const float s1 = d * static_cast<float>(b[g + 1] & 0x0F);
+        const int step = 4 * h + j;
         for (int t = 0; t < T; ++t) {
-          const float* as = tok[t].scale + c / 16 + g;
-          const __m256i dp = dot_unsigned(u, load32(tok[t].q + c + 16 * g));
-          acc[t] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), two_halves(s0 * as[0], s1 * as[1]), acc[t]);
+          const __m256i dp = dot_unsigned(u, load32(tok[t].q + c + 32 * step));
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[t]);
         }
       }
     }
@@ -308,8 +332,11 @@ void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
     const float d = half(b + 108);
     std::uint32_t words[4];
     gguf_layout::q3_k_scales(b + 96, words);
-    std::uint8_t scales[16];  // plus 32
-    std::memcpy(scales, words, 16);
+    __m256 weight_scales[2];  // the 6-bit scales less 32
+    widen_scales(
+        _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(words)), _mm_set1_epi8(32)),
+        true, d, weight_scales);
+    const GroupScales<T> scales(weight_scales, tok, c);
     const __m256i hmask = load32(b);
     for (int h = 0; h < 2; ++h) {
       const __m256i q = load32(b + 32 + 32 * h);
@@ -319,14 +346,10 @@ void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
             _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), bit), four);
         const __m256i w = _mm256_sub_epi8(
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2), high), four);
-        const std::int64_t g = 8 * h + 2 * j;
-        const float s0 = d * static_cast<float>(scales[g] - 32);
-        const float s1 = d * static_cast<float>(scales[g + 1] - 32);
+        const int step = 4 * h + j;
         for (int t = 0; t < T; ++t) {
-          const float* as = tok[t].scale + c / 16 + g;
-          const __m256i dp = dot_signed(w, load32(tok[t].q + c + 16 * g));
-          acc[t] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), two_halves(s0 * as[0], s1 * as[1]), acc[t]);
+          const __m256i dp = dot_signed(w, load32(tok[t].q + c + 32 * step));
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[t]);
         }
       }
     }
@@ -358,14 +381,14 @@ void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (std::int64_t c = 0; c < k; c += 256, b += F::kBytes) {
     float sc[16];
     F::scales(b, sc);
+    const __m256 weight_scales[2] = {_mm256_loadu_ps(sc), _mm256_loadu_ps(sc + 8)};
+    const GroupScales<T> scales(weight_scales, tok, c);
     for (int step = 0; step < 8; ++step) {
       const __m256i w = grid_weights<F>(b, step);
       for (int t = 0; t < T; ++t) {
-        const std::int64_t at = c + 32 * step;
-        const float* as = tok[t].scale + at / 16;
         acc[t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_signed(w, load32(tok[t].q + at))),
-                            two_halves(sc[2 * step] * as[0], sc[2 * step + 1] * as[1]), acc[t]);
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_signed(w, load32(tok[t].q + c + 32 * step))),
+                            scales.step(t, step), acc[t]);
       }
     }
   }
