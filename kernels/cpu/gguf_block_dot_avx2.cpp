@@ -213,6 +213,21 @@ void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y
       off[t] = _mm256_fmadd_ps(mlo, _mm256_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
       off[t] = _mm256_fmadd_ps(mhi, _mm256_loadu_ps(tok[t].scaled_sum + c / 16 + 8), off[t]);
     }
+    // Sub-block j's scale times its activations' scale in lane j (the activations' scales
+    // come per 16 weights, equal in pairs: the even ones).
+    std::uint64_t sc64;
+    std::memcpy(&sc64, sc, 8);
+    const __m256 sub_scales = _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc64)))),
+        _mm256_set1_ps(d));
+    __m256 s[T];
+    for (int t = 0; t < T; ++t) {
+      const float* as = tok[t].scale + c / 16;
+      // Scales 0, 2, 8, 10 | 4, 6, 12, 14, then their middle pairs swapped.
+      const __m256 evens = _mm256_shuffle_ps(_mm256_loadu_ps(as), _mm256_loadu_ps(as + 8), 0x88);
+      s[t] = _mm256_mul_ps(sub_scales,
+                           _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), 0xD8)));
+    }
     const std::uint8_t* qs = b + (five ? 48 : 16);
     const __m256i qh = five ? load32(b + 16) : _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
@@ -222,15 +237,13 @@ void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y
       if (five) {
         gguf_simd::q5_k_fifth_bits(qh, p, lo, hi);
       }
-      const float s_lo = d * static_cast<float>(sc[2 * p]);
-      const float s_hi = d * static_cast<float>(sc[2 * p + 1]);
       for (int t = 0; t < T; ++t) {
         const std::int8_t* a = tok[t].q + c + 64 * p;
-        const float* as = tok[t].scale + c / 16 + 4 * p;
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(lo, load32(a))),
-                                 _mm256_set1_ps(s_lo * as[0]), acc[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(hi, load32(a + 32))),
-                                 _mm256_set1_ps(s_hi * as[2]), acc[t]);
+                                 _mm256_permutevar8x32_ps(s[t], _mm256_set1_epi32(2 * p)), acc[t]);
+        acc[t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(hi, load32(a + 32))),
+                            _mm256_permutevar8x32_ps(s[t], _mm256_set1_epi32(2 * p + 1)), acc[t]);
       }
     }
   }
