@@ -494,8 +494,8 @@ void gguf_dot_rows_scalar(const GgufUnpackedRows& w, const GgufQuantizedActivati
 }
 
 std::int64_t gguf_rows_per_task(CpuVariant variant, std::int64_t m) {
-  const bool avx512 = variant == CpuVariant::Avx512 || variant == CpuVariant::Amx;
-  return avx512 && m >= kGgufTileMinTokens ? 16 : 4;
+  if (variant == CpuVariant::Scalar || m < kGgufTileMinTokens) return 4;
+  return variant == CpuVariant::Avx512 || variant == CpuVariant::Amx ? 16 : 8;
 }
 
 void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
@@ -503,28 +503,26 @@ void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const W
                       CpuVariant variant, GgufRowsAhead ahead) {
   const std::int64_t k = w.cols;
   const bool avx512 = variant == CpuVariant::Avx512 || variant == CpuVariant::Amx;
-  if (avx512 && m >= kGgufTileMinTokens) {
-    // Tiles of 16 rows; the last may be partial only at the matrix's end.
-    gguf_matmul_tiles_avx512(w, row_begin, row_end, a, m, y, y_stride, ahead);
+  if (variant != CpuVariant::Scalar && m >= kGgufTileMinTokens) {
+    // Tiles of 16 rows (AVX-512) or 8 (AVX2); the last may be partial only at the matrix's end.
+    if (avx512)
+      gguf_matmul_tiles_avx512(w, row_begin, row_end, a, m, y, y_stride, ahead);
+    else
+      gguf_matmul_tiles_avx2(w, row_begin, row_end, a, m, y, y_stride);
     return;
   }
-  if (m < kGgufTileMinTokens && variant != CpuVariant::Scalar) {
+  if (variant != CpuVariant::Scalar) {
     const bool fused = avx512 ? gguf_block_dot_avx512(a, m, w, row_begin, row_end, y, y_stride)
                               : gguf_block_dot_avx2(a, m, w, row_begin, row_end, y, y_stride);
     if (fused) return;
   }
-  const bool simd_unpack = variant != CpuVariant::Scalar;
-  // AVX-512 reaches here only for a format without a direct product (none now).
-  auto* dot = variant == CpuVariant::Scalar ? gguf_dot_rows_scalar : gguf_dot_rows_avx2;
+  // The scalar kernel (every format has direct products and tiles in the SIMD variants).
   thread_local GgufUnpackedRows rows;
   for (std::int64_t first = row_begin; first < row_end; first += 4) {
     const int count = static_cast<int>(std::min<std::int64_t>(4, row_end - first));
     rows.resize(count, k, a.bias);
-    for (int r = 0; r < count; ++r) {
-      if (!simd_unpack || !gguf_unpack_row_avx2(w, first + r, rows, r))
-        gguf_unpack_row(w, first + r, rows, r);
-    }
-    dot(rows, a, m, y + first, y_stride);
+    for (int r = 0; r < count; ++r) gguf_unpack_row(w, first + r, rows, r);
+    gguf_dot_rows_scalar(rows, a, m, y + first, y_stride);
   }
 }
 

@@ -79,8 +79,6 @@ void gguf_quantize_row_avx512(const float* x, std::int64_t k, int bias, std::int
 // y[i * y_stride + r] = the sum above for unpacked row r < w.rows and activation row i < m.
 void gguf_dot_rows_scalar(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
                           std::int64_t m, float* y, std::int64_t y_stride);
-void gguf_dot_rows_avx2(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
-                        std::int64_t m, float* y, std::int64_t y_stride);
 // For more tokens (kGgufTileMinTokens and up) AVX-512 (VNNI) takes 16 rows at a time, each
 // tile unpacked and interleaved four codes by four, times all `m` activation rows: the tiles
 // of rows [row_begin, row_end) (row_begin a multiple of 16), the activations rearranged once
@@ -96,6 +94,12 @@ struct GgufRowsAhead {
 void gguf_matmul_tiles_avx512(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                               const GgufQuantizedActivations& a, std::int64_t m, float* y,
                               std::int64_t y_stride, GgufRowsAhead ahead = {});
+
+// The same on AVX2, 8 rows at a time (row_begin a multiple of 8), VPMADDUBSW and VPMADDWD
+// for VNNI, up to six tokens per loaded vector.
+void gguf_matmul_tiles_avx2(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
+                            const GgufQuantizedActivations& a, std::int64_t m, float* y,
+                            std::int64_t y_stride);
 
 inline constexpr std::int64_t kGgufTileMinTokens = 3;
 

@@ -1,9 +1,17 @@
-// The AVX2 dot kernel of kernels/cpu/gguf_matmul.h: a 16-weight group a step, codes less
-// their bias and activations widened to 16 bits and multiplied in pairs (VPMADDWD, which
-// cannot saturate), the eight sums scaled by the group's weight and activation scales.
+// The AVX2 kernels of kernels/cpu/gguf_matmul.h for prompts: eight weight rows a tile,
+// unpacked once and interleaved four codes by four, so that one 32-byte load holds the same four
+// columns of every row; VPMADDUBSW against four activations broadcast, then VPMADDWD, gives the
+// eight rows' partial dot products, one per lane, for up to six tokens per loaded vector. The
+// sums run over gguf_scale_weights(w.dtype) weights, start from the activations' bias terms, and
+// are converted once and scaled by the rows' group scales times the token's. Codes above 127
+// (Q8_0's, IQ4_NL's and IQ4_XS's, whose bias is 128) would saturate VPMADDUBSW's pairs: those go
+// in as the weights' magnitudes, their signs moved onto the activations (VPSIGNB). Also the AVX2
+// unpackers the tiles start from.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/gguf_block_layout.h"
 #include "kernels/cpu/gguf_iq_groups.h"
@@ -11,41 +19,184 @@
 #include "kernels/cpu/gguf_simd_pieces.h"
 
 namespace tandem::kernels {
+namespace {
 
-void gguf_dot_rows_avx2(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
-                        std::int64_t m, float* y, std::int64_t y_stride) {
-  constexpr int kMaxRows = 4;
-  const std::int64_t k = w.cols, groups = k / 16;
-  const int rows = w.rows;
-  for (std::int64_t i = 0; i < m; ++i) {
-    const std::int8_t* q = a.values.data() + i * k;
-    const float* as = a.scale.data() + i * groups;
-    const float* asum = a.scaled_sum.data() + i * groups;
-    const __m256i bias = _mm256_set1_epi16(static_cast<std::int16_t>(w.bias));
-    __m256 acc[kMaxRows];
-    for (int r = 0; r < kMaxRows; ++r) acc[r] = _mm256_setzero_ps();
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const __m256i qa =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * g)));
-      for (int r = 0; r < rows; ++r) {
-        const __m256i u = _mm256_sub_epi16(
-            _mm256_cvtepu8_epi16(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codes.data() + r * k + 16 * g))),
-            bias);
-        const __m256 scale =
-            _mm256_set1_ps(w.scale[static_cast<std::size_t>(r * groups + g)] * as[g]);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(u, qa)), scale, acc[r]);
+constexpr int kRows = 8;    // a tile's rows: one 32-bit lane each
+constexpr int kTokens = 6;  // tokens a loaded vector serves: 2 x 6 sums and results, 16 registers
+
+// A tile: [cols / 4][8 rows][4] codes (signed weights where `is_signed`), and per `group`
+// weights [cols / group][8 rows] scales and offsets.
+struct Tile8 {
+  int group = 16;
+  bool is_signed = false;
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scale, offset;
+};
+
+// 8 rows of 8 32-bit values (row r at src + r * stride bytes) into 8 columns of 8, column c
+// at dst + 32 c.
+void transpose8(const std::uint8_t* src, std::int64_t stride, std::uint8_t* dst) {
+  __m256i r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i)
+    r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * stride));
+  for (int i = 0; i < 8; i += 2) {  // per 128-bit lane: pairs of rows interleaved
+    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {  // u[i + j]: rows i .. i + 3 of columns j and j + 4
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * j),
+                        _mm256_permute2x128_si256(u[j], u[4 + j], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * (j + 4)),
+                        _mm256_permute2x128_si256(u[j], u[4 + j], 0x31));
+  }
+}
+
+// T tokens from t0 times a tile, groups of G weights: out[t * 8 + r].
+template <int T, int G, bool kSigned>
+void tokens8(const Tile8& tile, bool has_offset, const GgufQuantizedActivations& a, std::int64_t t0,
+             float* out) {
+  constexpr int kSteps = G / 4, kHalves = G / 16;
+  const std::int64_t k = a.cols, groups16 = k / 16, groups = k / G;
+  const std::int8_t* q[T];
+  const float* as[T];
+  const float* asum[T];
+  const std::int32_t* bias[T];
+  for (int t = 0; t < T; ++t) {
+    q[t] = a.values.data() + (t0 + t) * k;
+    as[t] = a.scale.data() + (t0 + t) * groups16;
+    asum[t] = a.scaled_sum.data() + (t0 + t) * groups16;
+    bias[t] = a.group_bias.data() + (t0 + t) * groups16;
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  const std::uint8_t* codes = tile.codes.data();
+  for (std::int64_t g = 0; g < groups; ++g) {
+    __m256i sums[T];
+    for (int t = 0; t < T; ++t) {
+      // Signed weights need no bias term; the codes' is the activations' group term.
+      std::int32_t start = 0;
+      if constexpr (!kSigned)
+        for (int h = 0; h < kHalves; ++h) start += bias[t][g * kHalves + h];
+      sums[t] = _mm256_set1_epi32(start);
+    }
+    for (int s = 0; s < kSteps; ++s) {
+      const std::int64_t col = g * kSteps + s;
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * col));
+      const __m256i u = kSigned ? _mm256_abs_epi8(w) : w;
+      for (int t = 0; t < T; ++t) {
+        std::int32_t four;
+        std::memcpy(&four, q[t] + 4 * col, 4);
+        __m256i x = _mm256_set1_epi32(four);
+        if constexpr (kSigned) x = _mm256_sign_epi8(x, w);
+        sums[t] = _mm256_add_epi32(sums[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones));
       }
     }
-    for (int r = 0; r < rows; ++r) {
-      const float* wo = w.offset.data() + r * groups;
-      float off = 0.0f;
-      for (std::int64_t g = 0; g < groups; ++g) off += wo[g] * asum[g];
-      const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
-      const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-      y[i * y_stride + r] = _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1))) + off;
+    const __m256 ws = _mm256_loadu_ps(tile.scale.data() + kRows * g);
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]),
+                               _mm256_mul_ps(ws, _mm256_set1_ps(as[t][g * kHalves])), acc[t]);
+    }
+    if (has_offset) {
+      const __m256 wo = _mm256_loadu_ps(tile.offset.data() + kRows * g);
+      for (int t = 0; t < T; ++t) {
+        float sum = 0.0f;
+        for (int h = 0; h < kHalves; ++h) sum += asum[t][g * kHalves + h];
+        acc[t] = _mm256_fmadd_ps(wo, _mm256_set1_ps(sum), acc[t]);
+      }
     }
   }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + kRows * t, acc[t]);
+}
+
+template <int G, bool kSigned>
+void all_tokens(const Tile8& tile, bool has_offset, const GgufQuantizedActivations& a,
+                std::int64_t m, int rows, std::int64_t first_row, float* y, std::int64_t y_stride) {
+  alignas(32) float out[kTokens * kRows];
+  for (std::int64_t t0 = 0; t0 < m; t0 += kTokens) {
+    const std::int64_t n = std::min<std::int64_t>(kTokens, m - t0);
+    switch (n) {
+#define TANDEM_TOKENS8(c)                                 \
+  case c:                                                 \
+    tokens8<c, G, kSigned>(tile, has_offset, a, t0, out); \
+    break;
+      TANDEM_TOKENS8(1)
+      TANDEM_TOKENS8(2)
+      TANDEM_TOKENS8(3)
+      TANDEM_TOKENS8(4)
+      TANDEM_TOKENS8(5)
+      TANDEM_TOKENS8(6)
+#undef TANDEM_TOKENS8
+      default:
+        break;
+    }
+    for (std::int64_t t = 0; t < n; ++t)
+      std::memcpy(y + (t0 + t) * y_stride + first_row, out + kRows * t,
+                  static_cast<std::size_t>(rows) * 4);
+  }
+}
+
+void tile_product8(const WeightMatrix& w, std::int64_t first_row, const GgufQuantizedActivations& a,
+                   std::int64_t m, float* y, std::int64_t y_stride) {
+  const std::int64_t k = w.cols, groups16 = k / 16;
+  const int rows = static_cast<int>(std::min<std::int64_t>(kRows, w.rows - first_row));
+  const int bias = gguf_code_bias(w.dtype);
+  thread_local GgufUnpackedRows unpacked;
+  thread_local Tile8 tile;
+  unpacked.resize(kRows, k, bias);
+  for (int r = 0; r < rows; ++r) {
+    if (!gguf_unpack_row_avx2(w, first_row + r, unpacked, r))
+      gguf_unpack_row(w, first_row + r, unpacked, r);
+  }
+  // Rows past the matrix: zero scales and offsets, so their (stale) codes add nothing.
+  std::fill(unpacked.scale.begin() + rows * groups16, unpacked.scale.end(), 0.0f);
+  std::fill(unpacked.offset.begin() + rows * groups16, unpacked.offset.end(), 0.0f);
+  tile.is_signed = bias >= 128;
+  if (tile.is_signed) {  // the weights themselves: codes less 128, a sign flip
+    for (auto& c : unpacked.codes) c = static_cast<std::uint8_t>(c ^ 0x80);
+  }
+  tile.group = gguf_scale_weights(w.dtype);
+  const std::int64_t groups = k / tile.group, halves = tile.group / 16;
+  tile.codes.resize(static_cast<std::size_t>(kRows * k));
+  tile.scale.resize(static_cast<std::size_t>(kRows * groups));
+  tile.offset.resize(static_cast<std::size_t>(kRows * groups));
+  // k is a multiple of 32: 32 columns (8 four-code units) of the 8 rows at a time.
+  for (std::int64_t c = 0; c < k; c += 32)
+    transpose8(unpacked.codes.data() + c, k, tile.codes.data() + c * kRows);
+  const bool has_offset = bias == 0;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < kRows; ++r) {
+      const std::size_t from = static_cast<std::size_t>(r * groups16 + g * halves);
+      tile.scale[static_cast<std::size_t>(kRows * g + r)] = unpacked.scale[from];
+      tile.offset[static_cast<std::size_t>(kRows * g + r)] = unpacked.offset[from];
+    }
+  }
+  if (tile.group == 32) {
+    if (tile.is_signed)
+      all_tokens<32, true>(tile, has_offset, a, m, rows, first_row, y, y_stride);
+    else
+      all_tokens<32, false>(tile, has_offset, a, m, rows, first_row, y, y_stride);
+  } else {
+    if (tile.is_signed)
+      all_tokens<16, true>(tile, has_offset, a, m, rows, first_row, y, y_stride);
+    else
+      all_tokens<16, false>(tile, has_offset, a, m, rows, first_row, y, y_stride);
+  }
+}
+
+}  // namespace
+
+void gguf_matmul_tiles_avx2(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
+                            const GgufQuantizedActivations& a, std::int64_t m, float* y,
+                            std::int64_t y_stride) {
+  for (std::int64_t first = row_begin; first < row_end; first += kRows)
+    tile_product8(w, first, a, m, y, y_stride);
 }
 
 }  // namespace tandem::kernels

@@ -324,9 +324,10 @@ class TestGgufMatmul : public QObject {
       for (CpuVariant v : {CpuVariant::Avx2, CpuVariant::Avx512, CpuVariant::Amx}) {
         if (!variant_supported(v, usable)) continue;
         const QString name = QString::fromLatin1(variant_name(v).data());
-        // One and two tokens take the row kernels, more AVX-512's 16-row tiles (12, 8, 4, 3
-        // and 2 tokens at a time), summed per 16 or 32 weights (gguf_scale_weights).
-        for (int tokens : {1, 2, 3, 7, 9, 12, 13, 30}) {
+        // One and two tokens take the row kernels, more the tiles, summed per 16 or 32
+        // weights (gguf_scale_weights): AVX-512's of 16 rows (12, 8, 4, 3 and 2 tokens at a
+        // time), AVX2's of 8 rows (6 tokens at a time, then the 1 to 5 left).
+        for (int tokens : {1, 2, 3, 7, 8, 9, 11, 12, 13, 16, 30}) {
           for (bool odd : {false, true}) {
             if (odd && dtype_block(read_fixture(dir.filePath(f)).dtype).elements != 32) continue;
             for (int rows : {19, 1}) {
