@@ -347,32 +347,34 @@ void iq1_m(const std::uint8_t* b, std::uint8_t* u, float* s, float* o) {
 // IQ formats' signed grid values are stored plus their largest magnitude (IQ1's 8 g +- 1: 9).
 // `scale_weights` is 32 for the formats whose 16-weight groups come in pairs of one scale
 // and one offset (their scale per 32 weights, or per block of 32): tiles sum those in 32s.
+// `max_code` bounds the codes (the IQ formats': twice the bias).
 struct Unpacker {
   DType type;
   Unpack unpack;
   int bias;
   int scale_weights;
+  int max_code;
 };
 constexpr Unpacker kUnpackers[] = {
-    {DType::Q4_0, q4_0, 8, 32},
-    {DType::Q4_1, q4_1, 0, 32},
-    {DType::Q5_0, q5_0, 16, 32},
-    {DType::Q5_1, q5_1, 0, 32},
-    {DType::Q8_0, q8_0, 128, 32},
-    {DType::IQ4_NL, iq4_nl, 128, 32},
-    {DType::Q2_K, q2_k, 0, 16},
-    {DType::Q3_K, q3_k, 4, 16},
-    {DType::Q4_K, q4_k, 0, 32},
-    {DType::Q5_K, q5_k, 0, 32},
-    {DType::Q6_K, q6_k, 32, 16},
-    {DType::IQ4_XS, iq4_xs, 128, 32},
-    {DType::IQ2_XXS, iq2_xxs, kIq2Bias, 32},
-    {DType::IQ2_XS, iq2_xs, kIq2Bias, 16},
-    {DType::IQ2_S, iq2_s, kIq2Bias, 16},
-    {DType::IQ3_XXS, iq3_xxs, kIq3xxsBias, 32},
-    {DType::IQ3_S, iq3_s, kIq3sBias, 32},
-    {DType::IQ1_S, iq1_s, kIq1Bias, 32},
-    {DType::IQ1_M, iq1_m, kIq1Bias, 16},
+    {DType::Q4_0, q4_0, 8, 32, 15},
+    {DType::Q4_1, q4_1, 0, 32, 15},
+    {DType::Q5_0, q5_0, 16, 32, 31},
+    {DType::Q5_1, q5_1, 0, 32, 31},
+    {DType::Q8_0, q8_0, 128, 32, 255},
+    {DType::IQ4_NL, iq4_nl, 128, 32, 255},
+    {DType::Q2_K, q2_k, 0, 16, 3},
+    {DType::Q3_K, q3_k, 4, 16, 7},
+    {DType::Q4_K, q4_k, 0, 32, 15},
+    {DType::Q5_K, q5_k, 0, 32, 31},
+    {DType::Q6_K, q6_k, 32, 16, 63},
+    {DType::IQ4_XS, iq4_xs, 128, 32, 255},
+    {DType::IQ2_XXS, iq2_xxs, kIq2Bias, 32, 2 * kIq2Bias},
+    {DType::IQ2_XS, iq2_xs, kIq2Bias, 16, 2 * kIq2Bias},
+    {DType::IQ2_S, iq2_s, kIq2Bias, 16, 2 * kIq2Bias},
+    {DType::IQ3_XXS, iq3_xxs, kIq3xxsBias, 32, 2 * kIq3xxsBias},
+    {DType::IQ3_S, iq3_s, kIq3sBias, 32, 2 * kIq3sBias},
+    {DType::IQ1_S, iq1_s, kIq1Bias, 32, 2 * kIq1Bias},
+    {DType::IQ1_M, iq1_m, kIq1Bias, 16, 2 * kIq1Bias},
 };
 
 const Unpacker* unpacker_of(DType t) {
@@ -415,6 +417,10 @@ int gguf_code_bias(DType t) {
 
 int gguf_scale_weights(DType t) {
   return unpacker_of(t)->scale_weights;
+}
+
+int gguf_max_code(DType t) {
+  return unpacker_of(t)->max_code;
 }
 
 void gguf_unpack_row(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& out, int slot) {

@@ -59,6 +59,8 @@ int gguf_code_bias(DType t);
 // How many weights of format `t` share one scale and offset: 32 where the unpacked 16-weight
 // groups come in equal pairs (Q8_0, Q4_0, Q4_K, Q5_K, ...), else 16 (Q6_K, Q3_K, Q2_K, ...).
 int gguf_scale_weights(DType t);
+// The largest code gguf_unpack_row writes for format `t`.
+int gguf_max_code(DType t);
 
 // Unpacks row `r` of `w` (a GGUF block format) into slot `slot` of `out`. The decoded
 // weights scale * (code - bias) + offset equal dequantize_gguf_row's to float rounding.

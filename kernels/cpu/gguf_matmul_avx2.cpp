@@ -57,8 +57,10 @@ void transpose8(const std::uint8_t* src, std::int64_t stride, std::uint8_t* dst)
   }
 }
 
-// T tokens from t0 times a tile, groups of G weights: out[t * 8 + r].
-template <int T, int G, bool kSigned>
+// T tokens from t0 times a tile, groups of G weights: out[t * 8 + r]. VPMADDUBSW's 16-bit
+// pair sums of kAdd16 steps are added before VPMADDWD widens them: codes of at most 31 keep
+// four steps' sums within 16 bits (4 x 2 x 31 x 127), of at most 63 two.
+template <int T, int G, bool kSigned, int kAdd16>
 void tokens8(const Tile8& tile, bool has_offset, const GgufQuantizedActivations& a, std::int64_t t0,
              float* out) {
   constexpr int kSteps = G / 4, kHalves = G / 16;
@@ -86,16 +88,24 @@ void tokens8(const Tile8& tile, bool has_offset, const GgufQuantizedActivations&
         for (int h = 0; h < kHalves; ++h) start += bias[t][g * kHalves + h];
       sums[t] = _mm256_set1_epi32(start);
     }
-    for (int s = 0; s < kSteps; ++s) {
+    for (int s = 0; s < kSteps; s += kAdd16) {
       const std::int64_t col = g * kSteps + s;
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * col));
-      const __m256i u = kSigned ? _mm256_abs_epi8(w) : w;
+      __m256i w[kAdd16], u[kAdd16];
+      for (int j = 0; j < kAdd16; ++j) {
+        w[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * (col + j)));
+        u[j] = kSigned ? _mm256_abs_epi8(w[j]) : w[j];
+      }
       for (int t = 0; t < T; ++t) {
-        std::int32_t four;
-        std::memcpy(&four, q[t] + 4 * col, 4);
-        __m256i x = _mm256_set1_epi32(four);
-        if constexpr (kSigned) x = _mm256_sign_epi8(x, w);
-        sums[t] = _mm256_add_epi32(sums[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones));
+        __m256i pairs = _mm256_setzero_si256();
+        for (int j = 0; j < kAdd16; ++j) {
+          std::int32_t four;
+          std::memcpy(&four, q[t] + 4 * (col + j), 4);
+          __m256i x = _mm256_set1_epi32(four);
+          if constexpr (kSigned) x = _mm256_sign_epi8(x, w[j]);
+          const __m256i p = _mm256_maddubs_epi16(u[j], x);
+          pairs = j == 0 ? p : _mm256_add_epi16(pairs, p);
+        }
+        sums[t] = _mm256_add_epi32(sums[t], _mm256_madd_epi16(pairs, ones));
       }
     }
     const __m256 ws = _mm256_loadu_ps(tile.scale.data() + kRows * g);
@@ -115,16 +125,16 @@ void tokens8(const Tile8& tile, bool has_offset, const GgufQuantizedActivations&
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + kRows * t, acc[t]);
 }
 
-template <int G, bool kSigned>
+template <int G, bool kSigned, int kAdd16>
 void all_tokens(const Tile8& tile, bool has_offset, const GgufQuantizedActivations& a,
                 std::int64_t m, int rows, std::int64_t first_row, float* y, std::int64_t y_stride) {
   alignas(32) float out[kTokens * kRows];
   for (std::int64_t t0 = 0; t0 < m; t0 += kTokens) {
     const std::int64_t n = std::min<std::int64_t>(kTokens, m - t0);
     switch (n) {
-#define TANDEM_TOKENS8(c)                                 \
-  case c:                                                 \
-    tokens8<c, G, kSigned>(tile, has_offset, a, t0, out); \
+#define TANDEM_TOKENS8(c)                                         \
+  case c:                                                         \
+    tokens8<c, G, kSigned, kAdd16>(tile, has_offset, a, t0, out); \
     break;
       TANDEM_TOKENS8(1)
       TANDEM_TOKENS8(2)
@@ -177,17 +187,23 @@ void tile_product8(const WeightMatrix& w, std::int64_t first_row, const GgufQuan
       tile.offset[static_cast<std::size_t>(kRows * g + r)] = unpacked.offset[from];
     }
   }
-  if (tile.group == 32) {
+  // Steps whose 16-bit sums add up before widening (see tokens8).
+  const int max_code = gguf_max_code(w.dtype);
+  const int add16 = tile.is_signed ? 1 : max_code <= 31 ? 4 : max_code <= 63 ? 2 : 1;
+  const auto run = [&]<int G>() {
     if (tile.is_signed)
-      all_tokens<32, true>(tile, has_offset, a, m, rows, first_row, y, y_stride);
+      all_tokens<G, true, 1>(tile, has_offset, a, m, rows, first_row, y, y_stride);
+    else if (add16 == 4)
+      all_tokens<G, false, 4>(tile, has_offset, a, m, rows, first_row, y, y_stride);
+    else if (add16 == 2)
+      all_tokens<G, false, 2>(tile, has_offset, a, m, rows, first_row, y, y_stride);
     else
-      all_tokens<32, false>(tile, has_offset, a, m, rows, first_row, y, y_stride);
-  } else {
-    if (tile.is_signed)
-      all_tokens<16, true>(tile, has_offset, a, m, rows, first_row, y, y_stride);
-    else
-      all_tokens<16, false>(tile, has_offset, a, m, rows, first_row, y, y_stride);
-  }
+      all_tokens<G, false, 1>(tile, has_offset, a, m, rows, first_row, y, y_stride);
+  };
+  if (tile.group == 32)
+    run.template operator()<32>();
+  else
+    run.template operator()<16>();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // scalar kernel's products to float rounding.
 #include <QDir>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -159,6 +160,42 @@ class TestGgufMatmul : public QObject {
     const int weights = gguf_scale_weights(f.dtype);
     QVERIFY(weights == 16 || weights == 32);
     QCOMPARE(weights == 32, pairs);
+  }
+
+  // gguf_max_code bounds the codes of any block, random bytes included (the AVX2 tiles add
+  // 16-bit sums of several steps by it); random blocks reach it where the codes are bit fields.
+  void maxCodeBoundsEveryBlock_data() { formats_data(); }
+  void maxCodeBoundsEveryBlock() {
+    QFETCH(QString, file);
+    const Fixture f = read_fixture(file);
+    const DTypeBlock b = dtype_block(f.dtype);
+    constexpr int kRows = 64;
+    std::string bytes(static_cast<std::size_t>(kRows * b.bytes), '\0');
+    std::mt19937 rng(11);
+    for (char& c : bytes) c = static_cast<char>(rng() & 0xFF);
+    WeightMatrix random;
+    random.dtype = f.dtype;
+    random.rows = kRows;
+    random.cols = b.elements;
+    random.data = bytes.data();
+    const Matrix fixture = make_matrix(f, 1);
+    int random_max = 0, fixture_max = 0;
+    GgufUnpackedRows rows;
+    rows.resize(1, b.elements, gguf_code_bias(f.dtype));
+    for (int r = 0; r < kRows; ++r) {
+      gguf_unpack_row(random, r, rows, 0);
+      random_max =
+          std::max<int>(random_max, *std::max_element(rows.codes.begin(), rows.codes.end()));
+    }
+    rows.resize(1, f.cols, gguf_code_bias(f.dtype));
+    gguf_unpack_row(fixture.w, 0, rows, 0);
+    fixture_max = *std::max_element(rows.codes.begin(), rows.codes.end());
+    QVERIFY2(random_max <= gguf_max_code(f.dtype), qPrintable(QString::number(random_max)));
+    QVERIFY2(fixture_max <= gguf_max_code(f.dtype), qPrintable(QString::number(fixture_max)));
+    const std::set<DType> reached = {DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                                     DType::Q5_K, DType::Q6_K, DType::Q4_0,
+                                     DType::Q4_1, DType::Q5_0, DType::Q5_1};
+    if (reached.count(f.dtype) == 1) QCOMPARE(random_max, gguf_max_code(f.dtype));
   }
 
   // The AVX2 unpackers give the scalar ones' codes, scales and offsets bit for bit.
