@@ -461,6 +461,18 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void quantize_activa
   }
 }
 
+int gguf_unpack_tile(const WeightMatrix& w, std::int64_t first_row, int n, GgufUnpackedRows& out) {
+  const std::int64_t groups16 = w.cols / 16;
+  const int rows = static_cast<int>(std::min<std::int64_t>(n, w.rows - first_row));
+  out.resize(n, w.cols, gguf_code_bias(w.dtype));
+  for (int r = 0; r < rows; ++r) {
+    if (!gguf_unpack_row_avx2(w, first_row + r, out, r)) gguf_unpack_row(w, first_row + r, out, r);
+  }
+  std::fill(out.scale.begin() + rows * groups16, out.scale.end(), 0.0f);
+  std::fill(out.offset.begin() + rows * groups16, out.offset.end(), 0.0f);
+  return rows;
+}
+
 void gguf_quantize_activations(const float* x, std::int64_t m, std::int64_t k, int bias,
                                GgufQuantizedActivations& out, const ParallelFor& parallel) {
   out.resize(m, k, bias);

@@ -155,18 +155,10 @@ void all_tokens(const Tile8& tile, bool has_offset, const GgufQuantizedActivatio
 void tile_product8(const WeightMatrix& w, std::int64_t first_row, const GgufQuantizedActivations& a,
                    std::int64_t m, float* y, std::int64_t y_stride) {
   const std::int64_t k = w.cols, groups16 = k / 16;
-  const int rows = static_cast<int>(std::min<std::int64_t>(kRows, w.rows - first_row));
   const int bias = gguf_code_bias(w.dtype);
   thread_local GgufUnpackedRows unpacked;
   thread_local Tile8 tile;
-  unpacked.resize(kRows, k, bias);
-  for (int r = 0; r < rows; ++r) {
-    if (!gguf_unpack_row_avx2(w, first_row + r, unpacked, r))
-      gguf_unpack_row(w, first_row + r, unpacked, r);
-  }
-  // Rows past the matrix: zero scales and offsets, so their (stale) codes add nothing.
-  std::fill(unpacked.scale.begin() + rows * groups16, unpacked.scale.end(), 0.0f);
-  std::fill(unpacked.offset.begin() + rows * groups16, unpacked.offset.end(), 0.0f);
+  const int rows = gguf_unpack_tile(w, first_row, kRows, unpacked);
   tile.is_signed = bias >= 128;
   if (tile.is_signed) {  // the weights themselves: codes less 128, a sign flip
     for (auto& c : unpacked.codes) c = static_cast<std::uint8_t>(c ^ 0x80);

@@ -253,20 +253,11 @@ namespace {
 
 void tile_product(const WeightMatrix& w, std::int64_t first_row, const InterleavedTokens& in,
                   Prefetch ahead, float* y, std::int64_t y_stride) {
-  const std::int64_t k = w.cols, groups16 = k / 16;
-  const int rows = static_cast<int>(std::min<std::int64_t>(kTile, w.rows - first_row));
+  const std::int64_t k = w.cols;
   const int bias = gguf_code_bias(w.dtype);
   thread_local GgufUnpackedRows unpacked;
   thread_local Tile tile;
-  unpacked.resize(kTile, k, bias);
-  for (int r = 0; r < rows; ++r) {
-    if (!gguf_unpack_row_avx2(w, first_row + r, unpacked, r))
-      gguf_unpack_row(w, first_row + r, unpacked, r);
-  }
-  // Rows past the matrix: zero scales and offsets, so their (stale) codes add nothing.
-  std::fill(unpacked.scale.begin() + rows * groups16, unpacked.scale.end(), 0.0f);
-  std::fill(unpacked.offset.begin() + rows * groups16, unpacked.offset.end(), 0.0f);
-
+  const int rows = gguf_unpack_tile(w, first_row, kTile, unpacked);
   tile.group = in.group;
   const std::int64_t groups = k / tile.group;
   tile.codes.resize(static_cast<std::size_t>(kTile * k));
