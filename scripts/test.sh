@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything, builds, and runs the whole test suite; then its sanitizer pass: the
 # parsers of everything Tandem reads from outside (files, templates, requests) and their
-# tests, with the fuzz findings' replays, under AddressSanitizer and UBSan in build-asan/.
+# tests, with the fuzz findings' replays, and the CPU kernels' tests, under AddressSanitizer
+# and UBSan in build-asan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
