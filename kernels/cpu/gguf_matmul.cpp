@@ -439,9 +439,9 @@ void gguf_unpack_row(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& ou
   }
 }
 
-__attribute__((target_clones("arch=x86-64-v3", "default"))) void quantize_activation_row(
-    const float* x, std::int64_t k, int bias, std::int8_t* q, float* scale, float* scaled_sum,
-    std::int32_t* group_bias) {
+// The reference the AVX2 and AVX-512 rows match to the bit.
+void quantize_activation_row(const float* x, std::int64_t k, int bias, std::int8_t* q, float* scale,
+                             float* scaled_sum, std::int32_t* group_bias) {
   for (std::int64_t b = 0; b < k; b += 32) {
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[b + i]));
@@ -479,8 +479,7 @@ void gguf_quantize_activations(const float* x, std::int64_t m, std::int64_t k, i
   // A few tokens quantise faster on this thread than a hand-off to others takes.
   const bool here = m * k <= 32768;
   const CpuVariant v = active_variant();
-  const auto row = v == CpuVariant::Avx512 || v == CpuVariant::Amx ? gguf_quantize_row_avx512
-                                                                   : quantize_activation_row;
+  const auto row = v == CpuVariant::Scalar ? quantize_activation_row : gguf_quantize_row_avx2;
   (here ? ParallelFor(serial_for) : parallel)(m, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       row(x + i * k, k, bias, out.values.data() + i * k, out.scale.data() + i * k / 16,

@@ -207,6 +207,44 @@ void gguf_matmul_tiles_avx2(const WeightMatrix& w, std::int64_t row_begin, std::
     tile_product8(w, first, a, m, y, y_stride);
 }
 
+void gguf_quantize_row_avx2(const float* x, std::int64_t k, int bias, std::int8_t* q, float* scale,
+                            float* scaled_sum, std::int32_t* group_bias) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  // VPACKSSDW and VPACKSSWB interleave their two sources per 128-bit lane: this puts the 32
+  // values back in order (each 32-bit unit holds four consecutive ones after the packs).
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const auto sum8 = [](__m256i v) {
+    const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    const __m128i t = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1)));
+  };
+  for (std::int64_t b = 0; b < k; b += 32) {
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + b + 8 * i);
+    __m256 m =
+        _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h);
+    const float d = amax / 127.0f;
+    const __m256 inverse = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    // Rounded to nearest even, as nearbyint in the default rounding mode.
+    __m256i r[4];
+    for (int i = 0; i < 4; ++i) r[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inverse));
+    const __m256i words = _mm256_packs_epi32(r[0], r[1]), words2 = _mm256_packs_epi32(r[2], r[3]);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(words, words2), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b), bytes);
+    const int s0 = sum8(_mm256_add_epi32(r[0], r[1])), s1 = sum8(_mm256_add_epi32(r[2], r[3]));
+    scale[b / 16] = scale[b / 16 + 1] = d;
+    scaled_sum[b / 16] = d * static_cast<float>(s0);
+    scaled_sum[b / 16 + 1] = d * static_cast<float>(s1);
+    group_bias[b / 16] = -bias * s0;
+    group_bias[b / 16 + 1] = -bias * s1;
+  }
+}
+
 }  // namespace tandem::kernels
 
 namespace tandem::kernels {

@@ -224,33 +224,6 @@ void transpose_float_pairs(const float* src, std::int64_t n, float* dst) {
     for (int r = 0; r < 16; ++r) dst[c * 16 + r] = src[r * 2 * n + 2 * c];
 }
 
-}  // namespace
-
-void gguf_quantize_row_avx512(const float* x, std::int64_t k, int bias, std::int8_t* q,
-                              float* scale, float* scaled_sum, std::int32_t* group_bias) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  for (std::int64_t b = 0; b < k; b += 32) {
-    const __m512 x0 = _mm512_loadu_ps(x + b), x1 = _mm512_loadu_ps(x + b + 16);
-    const float amax =
-        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
-    const float d = amax / 127.0f;
-    const __m512 inverse = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-    // Rounded to nearest even, as nearbyint in the default rounding mode.
-    const __m512i v0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, inverse));
-    const __m512i v1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, inverse));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b), _mm512_cvtepi32_epi8(v0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b + 16), _mm512_cvtepi32_epi8(v1));
-    const int s0 = _mm512_reduce_add_epi32(v0), s1 = _mm512_reduce_add_epi32(v1);
-    scale[b / 16] = scale[b / 16 + 1] = d;
-    scaled_sum[b / 16] = d * static_cast<float>(s0);
-    scaled_sum[b / 16 + 1] = d * static_cast<float>(s1);
-    group_bias[b / 16] = -bias * s0;
-    group_bias[b / 16 + 1] = -bias * s1;
-  }
-}
-
-namespace {
-
 void tile_product(const WeightMatrix& w, std::int64_t first_row, const InterleavedTokens& in,
                   Prefetch ahead, float* y, std::int64_t y_stride) {
   const std::int64_t k = w.cols;

@@ -224,11 +224,19 @@ class TestGgufMatmul : public QObject {
     QVERIFY(got.offset == want.offset);
   }
 
-  // The AVX-512 quantiser gives the scalar one's values, scales and sums bit for bit, halves
-  // rounded to even by both.
+  // The AVX2 and AVX-512 quantisers give the scalar one's values, scales and sums bit for
+  // bit, halves rounded to even by all.
+  void quantizersAgree_data() {
+    QTest::addColumn<QString>("variant");
+    QTest::newRow("avx2") << "avx2";
+    QTest::newRow("avx512") << "avx512";
+  }
   void quantizersAgree() {
-    if (!variant_supported(CpuVariant::Avx512, detect_isa().usable)) QSKIP("no AVX-512 VNNI");
-    const std::int64_t m = 3, k = 96;
+    QFETCH(QString, variant);
+    CpuVariant chosen{};
+    QVERIFY(parse_variant(variant.toStdString(), chosen));
+    if (!variant_supported(chosen, detect_isa().usable)) QSKIP("the CPU lacks this variant");
+    const std::int64_t m = 3, k = 128;
     std::vector<float> x(static_cast<std::size_t>(m * k));
     std::mt19937 rng(5);
     std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -237,10 +245,13 @@ class TestGgufMatmul : public QObject {
     const float halves[] = {127.0f, 0.5f, 1.5f, -0.5f, -2.5f, 3.5f, 126.5f, -126.5f};
     std::copy(std::begin(halves), std::end(halves), x.begin() + 32);
     std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // and a zero block
+    // A block's largest magnitude in each of its 8-value quarters in turn, negative in one.
+    for (int i = 0; i < 4; ++i)
+      x[static_cast<std::size_t>(k + 32 * i + 8 * i + 3)] = i == 2 ? -50.0f : 50.0f;
     GgufQuantizedActivations want, got;
     setenv("TANDEM_CPU_VARIANT", "scalar", 1);
     gguf_quantize_activations(x.data(), m, k, 128, want, serial_for);
-    setenv("TANDEM_CPU_VARIANT", "avx512", 1);
+    setenv("TANDEM_CPU_VARIANT", variant.toUtf8().constData(), 1);
     gguf_quantize_activations(x.data(), m, k, 128, got, serial_for);
     unsetenv("TANDEM_CPU_VARIANT");
     QVERIFY(got.values == want.values);
@@ -250,6 +261,7 @@ class TestGgufMatmul : public QObject {
     QCOMPARE(int(want.values[33]), 0);   // 0.5 to even
     QCOMPARE(int(want.values[34]), 2);   // 1.5
     QCOMPARE(int(want.values[36]), -2);  // -2.5
+    QCOMPARE(int(want.values[static_cast<std::size_t>(k + 32 * 2 + 16 + 3)]), -127);
   }
 
   // The scalar kernel against the exact product: each activation rounds by at most half its
