@@ -439,7 +439,9 @@ void gguf_unpack_row(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& ou
   }
 }
 
-// The reference the AVX2 and AVX-512 rows match to the bit.
+namespace {
+
+// The scalar variant's row, which gguf_quantize_row_avx2 matches to the bit.
 void quantize_activation_row(const float* x, std::int64_t k, int bias, std::int8_t* q, float* scale,
                              float* scaled_sum, std::int32_t* group_bias) {
   for (std::int64_t b = 0; b < k; b += 32) {
@@ -460,6 +462,8 @@ void quantize_activation_row(const float* x, std::int64_t k, int bias, std::int8
     for (int h = 0; h < 2; ++h) group_bias[b / 16 + h] = -bias * sums[h];
   }
 }
+
+}  // namespace
 
 int gguf_unpack_tile(const WeightMatrix& w, std::int64_t first_row, int n, GgufUnpackedRows& out) {
   const std::int64_t groups16 = w.cols / 16;

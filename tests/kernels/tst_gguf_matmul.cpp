@@ -224,8 +224,8 @@ class TestGgufMatmul : public QObject {
     QVERIFY(got.offset == want.offset);
   }
 
-  // The AVX2 and AVX-512 quantisers give the scalar one's values, scales and sums bit for
-  // bit, halves rounded to even by all.
+  // The AVX2 and AVX-512 variants' quantiser (one AVX2 row for both) gives the scalar one's
+  // values, scales and sums bit for bit, halves rounded to even by both.
   void quantizersAgree_data() {
     QTest::addColumn<QString>("variant");
     QTest::newRow("avx2") << "avx2";
