@@ -496,6 +496,37 @@ void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, Pa
   });
 }
 
+void gather_activations(const PackedActivations& all, const std::int64_t* rows, std::int64_t n,
+                        PackedActivations& out) {
+  out.format = all.format;
+  out.tokens = n;
+  out.cols_padded = all.cols_padded;
+  out.group = all.group;
+  const auto width = static_cast<std::size_t>(all.cols_padded);
+  const auto row_at = [&](std::int64_t i) {
+    if (rows[i] < 0 || rows[i] >= all.tokens)
+      throw std::invalid_argument("gather_activations: row " + std::to_string(rows[i]) + " of " +
+                                  std::to_string(all.tokens));
+    return static_cast<std::size_t>(rows[i]);
+  };
+  if (all.format == PackedFormat::Bf16) {
+    out.bf16.resize(static_cast<std::size_t>(n) * width);
+    for (std::int64_t i = 0; i < n; ++i)
+      std::copy_n(all.bf16.data() + row_at(i) * width, width, out.bf16.data() + i * width);
+    return;
+  }
+  const auto groups = static_cast<std::size_t>(all.groups());
+  out.q.resize(static_cast<std::size_t>(n) * width);
+  out.scale.resize(static_cast<std::size_t>(n) * groups);
+  out.group_sum.resize(static_cast<std::size_t>(n) * groups);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::size_t r = row_at(i);
+    std::copy_n(all.q.data() + r * width, width, out.q.data() + i * width);
+    std::copy_n(all.scale.data() + r * groups, groups, out.scale.data() + i * groups);
+    std::copy_n(all.group_sum.data() + r * groups, groups, out.group_sum.data() + i * groups);
+  }
+}
+
 void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y,
                           std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
   const std::int64_t kp = w.cols_padded;

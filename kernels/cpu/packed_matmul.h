@@ -171,6 +171,12 @@ inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int
   pack_activations(x, tokens, w.cols, w.format, out, activation_group(w), parallel);
 }
 
+// Rows rows[0..n) of `all` into `out`, in that order: the same, bit for bit, as packing those
+// rows' values (each row is quantised on its own). MoE layers pack a prompt's tokens once and
+// gather each expert's, instead of quantising every token once per expert it goes to.
+void gather_activations(const PackedActivations& all, const std::int64_t* rows, std::int64_t n,
+                        PackedActivations& out);
+
 // Throws std::invalid_argument unless `x` was packed for `w` (format, width, group).
 void check_activations(const PackedMatrix& w, const PackedActivations& x);
 

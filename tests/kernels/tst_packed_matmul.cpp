@@ -711,6 +711,45 @@ class TestPackedMatmul : public QObject {
     QCOMPARE(parallel.group_sum, serial.group_sum);
     QCOMPARE(parallel.bf16, serial.bf16);
   }
+
+  // Rows gathered from a whole prompt's packed activations (repeated, out of order, and a
+  // reused output that held more rows) are the rows packed from their values, to the bit.
+  void gatheredActivationsAreThoseOfTheRows_data() {
+    QTest::addColumn<int>("format");
+    QTest::addColumn<int>("group");
+    QTest::newRow("int8, groups of 32") << int(PackedFormat::Int8) << 32;
+    QTest::newRow("int8, whole rows") << int(PackedFormat::Int8) << int(kWholeRow);
+    QTest::newRow("int4") << int(PackedFormat::Int4) << 64;
+    QTest::newRow("mxfp4") << int(PackedFormat::Mxfp4) << 32;
+    QTest::newRow("bf16") << int(PackedFormat::Bf16) << 0;
+  }
+
+  void gatheredActivationsAreThoseOfTheRows() {
+    QFETCH(int, format);
+    QFETCH(int, group);
+    const auto f = static_cast<PackedFormat>(format);
+    const int tokens = 9, cols = 200;
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 41);
+    PackedActivations all, gathered, want;
+    pack_activations(x.data(), tokens, cols, f, all, group);
+    pack_activations(x.data(), tokens, cols, f, gathered, group);  // more rows than below
+    const std::vector<std::int64_t> rows = {7, 0, 3, 3, 8};
+    std::vector<float> picked;
+    for (std::int64_t r : rows)
+      picked.insert(picked.end(), x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    pack_activations(picked.data(), static_cast<std::int64_t>(rows.size()), cols, f, want, group);
+    gather_activations(all, rows.data(), static_cast<std::int64_t>(rows.size()), gathered);
+    QCOMPARE(gathered.format, want.format);
+    QCOMPARE(gathered.tokens, want.tokens);
+    QCOMPARE(gathered.cols_padded, want.cols_padded);
+    QCOMPARE(gathered.group, want.group);
+    QCOMPARE(gathered.q, want.q);
+    QCOMPARE(gathered.scale, want.scale);
+    QCOMPARE(gathered.group_sum, want.group_sum);
+    QCOMPARE(gathered.bf16, want.bf16);
+    const std::int64_t outside[] = {tokens};
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gather_activations(all, outside, 1, gathered));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestPackedMatmul)

@@ -241,8 +241,8 @@ void ExpertCompute::packed(const CpuThreads& threads,
   const std::int64_t width = shape.width;
   inputs_.resize(active_.size());
   hidden_.resize(static_cast<std::size_t>(slices * actives));
-  // Quantising the activations is a tenth of a prompt's expert time: spread it over the
-  // threads when there is enough of it (a decode step's few rows are quicker alone).
+  // Gathering the experts' packed rows is spread over the threads when there are enough of
+  // them (a decode step's few rows are quicker alone).
   const auto each_active = [&](std::int64_t n, const std::function<void(std::int64_t)>& body) {
     if (slots < 32) {
       for (std::int64_t i = 0; i < n; ++i) body(i);
@@ -259,17 +259,18 @@ void ExpertCompute::packed(const CpuThreads& threads,
   const auto input_of = [&](std::int64_t a) -> const kernels::PackedActivations& {
     return inputs_[static_cast<std::size_t>(one_token ? 0 : a)];
   };
-  each_active(one_token ? 1 : actives, [&](std::int64_t a) {
-    thread_local std::vector<float> gathered;
-    const Active& act = active_[static_cast<std::size_t>(a)];
-    gathered.resize(static_cast<std::size_t>(act.rows * h));
-    for (std::int64_t r = 0; r < act.rows; ++r) {
-      std::copy_n(x + slot_token_[static_cast<std::size_t>(act.begin + r)] * h, h,
-                  gathered.data() + r * h);
-    }
-    kernels::pack_activations_for(*shape.gate, gathered.data(), act.rows,
+  if (one_token) {
+    kernels::pack_activations_for(*shape.gate, x + slot_token_.front() * h, 1, inputs_[0]);
+  } else {
+    // Each token packed once (it goes to several experts), then each expert's rows gathered.
+    const std::int64_t tokens = *std::max_element(slot_token_.begin(), slot_token_.end()) + 1;
+    kernels::pack_activations_for(*shape.gate, x, tokens, all_tokens_, threads.kernels_for());
+    each_active(actives, [&](std::int64_t a) {
+      const Active& act = active_[static_cast<std::size_t>(a)];
+      kernels::gather_activations(all_tokens_, slot_token_.data() + act.begin, act.rows,
                                   inputs_[static_cast<std::size_t>(a)]);
-  });
+    });
+  }
   const kernels::CpuVariant variant = shape.variant;
   // Row blocks per task: long runs of one matrix let the prefetchers stream it (a decode
   // step reads each expert once), yet at least about eight tasks per thread keep the threads

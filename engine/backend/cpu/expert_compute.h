@@ -54,6 +54,7 @@ class ExpertCompute {
   std::vector<float> slot_weight_;
   // Scratch of the packed path; with several slices, each buffer holds one block per slice.
   std::vector<kernels::PackedActivations> inputs_, hidden_;
+  kernels::PackedActivations all_tokens_;  // every token of the call, packed once
   // Per slice and active expert, its gate/up tasks not yet done.
   std::unique_ptr<std::atomic<std::int64_t>[]> tasks_left_;
   std::size_t tasks_left_size_ = 0;
