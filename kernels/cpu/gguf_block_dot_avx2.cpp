@@ -178,15 +178,18 @@ void iq4_xs_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* 
   for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
 }
 
-// Q4_K's and Q5_K's eight 6-bit scales and minimums, as in the AVX-512 file.
-void k_scales(const std::uint8_t* s, std::uint8_t* sc, std::uint8_t* mn) {
+// Q4_K's and Q5_K's eight 6-bit scales and minimums, as in the AVX-512 file, each eight bytes
+// in a 64-bit value (in registers: bytes stored and loaded back wait for the stores to land).
+struct KScales {
+  std::uint64_t scales, mins;
+};
+KScales k_scales(const std::uint8_t* s) {
   std::uint32_t w[3];
   std::memcpy(w, s, 12);
-  const std::uint32_t v[4] = {
+  const std::uint64_t v[4] = {
       w[0] & 0x3F3F3F3Fu, (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 2) & 0x30303030u), w[1] & 0x3F3F3F3Fu,
       ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 2) & 0x30303030u)};
-  std::memcpy(sc, v, 8);
-  std::memcpy(mn, v + 2, 8);
+  return {v[0] | (v[1] << 32), v[2] | (v[3] << 32)};
 }
 
 template <int T, bool five>
@@ -194,15 +197,13 @@ void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y
                std::int64_t y_stride) {
   constexpr std::int64_t kBytes = five ? 176 : 144;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[T], off[T];
-  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+  __m256 acc[2][T], off[T];
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = off[t] = _mm256_setzero_ps();
   for (std::int64_t c = 0; c < k; c += 256, b += kBytes) {
-    std::uint8_t sc[8], mn[8];
-    k_scales(b + 4, sc, mn);
+    const KScales ks = k_scales(b + 4);
     const float d = half(b), dmin = half(b + 2);
     // The minimums, each for its two groups, times the groups' scaled activation sums.
-    std::uint64_t mn64;
-    std::memcpy(&mn64, mn, 8);
+    const std::uint64_t mn64 = ks.mins;
     const __m128i m2 = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn64)),
                                          _mm_cvtsi64_si128(static_cast<long long>(mn64)));
     const __m256 dm = _mm256_set1_ps(dmin);
@@ -215,8 +216,7 @@ void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y
     }
     // Sub-block j's scale times its activations' scale in lane j (the activations' scales
     // come per 16 weights, equal in pairs: the even ones).
-    std::uint64_t sc64;
-    std::memcpy(&sc64, sc, 8);
+    const std::uint64_t sc64 = ks.scales;
     const __m256 sub_scales = _mm256_mul_ps(
         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc64)))),
         _mm256_set1_ps(d));
@@ -239,56 +239,63 @@ void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y
       }
       for (int t = 0; t < T; ++t) {
         const std::int8_t* a = tok[t].q + c + 64 * p;
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(lo, load32(a))),
-                                 _mm256_permutevar8x32_ps(s[t], _mm256_set1_epi32(2 * p)), acc[t]);
-        acc[t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(hi, load32(a + 32))),
-                            _mm256_permutevar8x32_ps(s[t], _mm256_set1_epi32(2 * p + 1)), acc[t]);
+        acc[0][t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(lo, load32(a))),
+                            _mm256_permutevar8x32_ps(s[t], _mm256_set1_epi32(2 * p)), acc[0][t]);
+        acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(hi, load32(a + 32))),
+                                    _mm256_permutevar8x32_ps(s[t], _mm256_set1_epi32(2 * p + 1)),
+                                    acc[1][t]);
       }
     }
   }
-  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]) - reduce(off[t]);
+  for (int t = 0; t < T; ++t)
+    y[t * y_stride] = reduce(_mm256_add_ps(acc[0][t], acc[1][t])) - reduce(off[t]);
 }
 
+// Q6_K: the 6-bit codes go in unsigned (0..63, so VPMADDUBSW's pairs cannot saturate), and
+// the bias of 32 comes off as 32 times each group's weight scale times its scaled activation
+// sum, summed apart: no sign moves or subtraction per step.
 template <int T>
 void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
               std::int64_t y_stride) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30);
-  const __m256i bias = _mm256_set1_epi8(32);
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  __m256 acc[2][T], off[T];
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = off[t] = _mm256_setzero_ps();
   for (std::int64_t c = 0; c < k; c += 256, b += 210) {
     __m256 weight_scales[2];
     widen_scales(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)), true, half(b + 208),
                  weight_scales);
     const GroupScales<T> scales(weight_scales, tok, c);
+    for (int t = 0; t < T; ++t) {
+      off[t] =
+          _mm256_fmadd_ps(weight_scales[0], _mm256_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
+      off[t] = _mm256_fmadd_ps(weight_scales[1], _mm256_loadu_ps(tok[t].scaled_sum + c / 16 + 8),
+                               off[t]);
+    }
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = load32(b + 64 * h), l1 = load32(b + 64 * h + 32);
       const __m256i qh = load32(b + 128 + 32 * h);
-      // Codes of weights 0..31, 32..63, 64..95, 96..127 of the half, less 32.
-      const __m256i w[4] = {
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l0, low4),
-                                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
-                          bias),
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l1, low4),
-                                          _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
-                          bias),
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                                          _mm256_and_si256(qh, top2)),
-                          bias),
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)),
-                          bias)};
+      // Codes of weights 0..31, 32..63, 64..95, 96..127 of the half.
+      const __m256i u[4] = {_mm256_or_si256(_mm256_and_si256(l0, low4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                            _mm256_or_si256(_mm256_and_si256(l1, low4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                            _mm256_and_si256(qh, top2)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2))};
       for (int j = 0; j < 4; ++j) {
         const int step = 4 * h + j;
         for (int t = 0; t < T; ++t) {
-          const __m256i dp = dot_signed(w[j], load32(tok[t].q + c + 32 * step));
-          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[t]);
+          const __m256i dp = dot_unsigned(u[j], load32(tok[t].q + c + 32 * step));
+          acc[j % 2][t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[j % 2][t]);
         }
       }
     }
   }
-  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
+  for (int t = 0; t < T; ++t)
+    y[t * y_stride] = reduce(_mm256_add_ps(acc[0][t], acc[1][t])) - 32.0f * reduce(off[t]);
 }
 
 // Q2_K: 256 weights a block in two halves of 128, each 32 bytes whose bits 2j, 2j + 1 hold
@@ -298,8 +305,8 @@ template <int T>
 void q2_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
               std::int64_t y_stride) {
   const __m256i low2 = _mm256_set1_epi8(3);
-  __m256 acc[T], off[T];
-  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+  __m256 acc[2][T], off[T];
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = off[t] = _mm256_setzero_ps();
   for (std::int64_t c = 0; c < k; c += 256, b += 84) {
     const float d = half(b + 80);
     const __m128i mn =
@@ -325,49 +332,58 @@ void q2_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
         const int step = 4 * h + j;
         for (int t = 0; t < T; ++t) {
           const __m256i dp = dot_unsigned(u, load32(tok[t].q + c + 32 * step));
-          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[t]);
+          acc[j % 2][t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[j % 2][t]);
         }
       }
     }
   }
-  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]) - reduce(off[t]);
+  for (int t = 0; t < T; ++t)
+    y[t * y_stride] = reduce(_mm256_add_ps(acc[0][t], acc[1][t])) - reduce(off[t]);
 }
 
 // Q3_K: Q2_K's 2-bit fields plus a third bit each from 32 bytes (bit i of byte j for weight
-// 32i + j of the block), codes 0 .. 7 less 4, a signed 6-bit scale per 16 weights.
+// 32i + j of the block), codes 0 .. 7 less 4, a signed 6-bit scale per 16 weights. The codes
+// go in unsigned and the bias of 4 comes off apart, as Q6_K's.
 template <int T>
 void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
               std::int64_t y_stride) {
-  const __m256i low2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc[2][T], off[T];
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = off[t] = _mm256_setzero_ps();
   for (std::int64_t c = 0; c < k; c += 256, b += 110) {
     const float d = half(b + 108);
     std::uint32_t words[4];
     gguf_layout::q3_k_scales(b + 96, words);
     __m256 weight_scales[2];  // the 6-bit scales less 32
-    widen_scales(
-        _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(words)), _mm_set1_epi8(32)),
-        true, d, weight_scales);
+    // From registers: a 16-byte load of the four words just stored waits for them to land.
+    const __m128i packed = _mm_setr_epi32(static_cast<int>(words[0]), static_cast<int>(words[1]),
+                                          static_cast<int>(words[2]), static_cast<int>(words[3]));
+    widen_scales(_mm_sub_epi8(packed, _mm_set1_epi8(32)), true, d, weight_scales);
     const GroupScales<T> scales(weight_scales, tok, c);
+    for (int t = 0; t < T; ++t) {
+      off[t] =
+          _mm256_fmadd_ps(weight_scales[0], _mm256_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
+      off[t] = _mm256_fmadd_ps(weight_scales[1], _mm256_loadu_ps(tok[t].scaled_sum + c / 16 + 8),
+                               off[t]);
+    }
     const __m256i hmask = load32(b);
     for (int h = 0; h < 2; ++h) {
       const __m256i q = load32(b + 32 + 32 * h);
       for (int j = 0; j < 4; ++j) {
-        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + j)));
-        const __m256i high =
-            _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), bit), four);
-        const __m256i w = _mm256_sub_epi8(
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2), high), four);
         const int step = 4 * h + j;
+        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2),
+                                          gguf_simd::move_bit(hmask, step, 2));
         for (int t = 0; t < T; ++t) {
-          const __m256i dp = dot_signed(w, load32(tok[t].q + c + 32 * step));
-          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[t]);
+          const __m256i dp = dot_unsigned(u, load32(tok[t].q + c + 32 * step));
+          acc[j % 2][t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[j % 2][t]);
         }
       }
     }
   }
-  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
+  for (int t = 0; t < T; ++t)
+    y[t * y_stride] = reduce(_mm256_add_ps(acc[0][t], acc[1][t])) - 4.0f * reduce(off[t]);
 }
 
 // The IQ1 ... IQ3 formats (kernels/cpu/gguf_iq_groups.h), 32 weights a step as signed weights:

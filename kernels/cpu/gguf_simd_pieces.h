@@ -29,16 +29,19 @@ inline __m256i byte_mask(std::uint32_t bits) {
   return _mm256_cmpeq_epi8(spread, bit);
 }
 
+// Bit `from` of each byte of v moved to bit `to`, the other bits 0 (16-bit shifts: each byte
+// keeps its own bits).
+inline __m256i move_bit(__m256i v, int from, int to) {
+  const __m256i moved =
+      from >= to ? _mm256_srli_epi16(v, from - to) : _mm256_slli_epi16(v, to - from);
+  return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(1 << to)));
+}
+
 // Q5_K's fifth bits for 32-weight pair p (0..3) of a block: bit 2p of each qh byte is the
 // first sub-block's, 2p + 1 the second's; ORed into the low and high nibbles as 16.
 inline void q5_k_fifth_bits(__m256i qh, int p, __m256i& lo, __m256i& hi) {
-  const __m256i bit_lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * p)));
-  const __m256i bit_hi = _mm256_set1_epi8(static_cast<char>(2 << (2 * p)));
-  const __m256i sixteen = _mm256_set1_epi8(16);
-  lo = _mm256_or_si256(
-      lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), sixteen));
-  hi = _mm256_or_si256(
-      hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), sixteen));
+  lo = _mm256_or_si256(lo, move_bit(qh, 2 * p, 4));
+  hi = _mm256_or_si256(hi, move_bit(qh, 2 * p + 1, 4));
 }
 
 }  // namespace
