@@ -405,23 +405,34 @@ inline __attribute__((always_inline)) __m256i grid_weights(const std::uint8_t* b
 template <int T, class F>
 void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
               std::int64_t y_stride) {
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  __m256 acc[2][T];
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
   for (std::int64_t c = 0; c < k; c += 256, b += F::kBytes) {
     float sc[16];
     F::scales(b, sc);
     const __m256 weight_scales[2] = {_mm256_loadu_ps(sc), _mm256_loadu_ps(sc + 8)};
     const GroupScales<T> scales(weight_scales, tok, c);
+    // Unrolled, so each step's fields and scales sit at fixed places; even and odd steps
+    // into their own sums, as the K-quants.
+#pragma GCC unroll 8
     for (int step = 0; step < 8; ++step) {
-      const __m256i w = grid_weights<F>(b, step);
+      __m256i w, signs = _mm256_setzero_si256();
+      if constexpr (F::kIq1) {
+        w = grid_weights<F>(b, step);
+      } else {  // the magnitudes as they are, their signs put on the activations
+        __m256i mask;
+        w = gguf_iq::step_magnitudes<F>(b, step, &mask);
+        signs = _mm256_or_si256(mask, _mm256_set1_epi8(1));
+      }
       for (int t = 0; t < T; ++t) {
-        acc[t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_signed(w, load32(tok[t].q + c + 32 * step))),
-                            scales.step(t, step), acc[t]);
+        const __m256i q = load32(tok[t].q + c + 32 * step);
+        const __m256i dp = F::kIq1 ? dot_signed(w, q) : dot_unsigned(w, _mm256_sign_epi8(q, signs));
+        acc[step % 2][t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[step % 2][t]);
       }
     }
   }
-  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
+  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 
 using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
