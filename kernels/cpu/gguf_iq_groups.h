@@ -53,19 +53,42 @@ constexpr auto kEvenSigns = [] {
   return t;
 }();
 
-// IQ2_XS's and IQ2_S's sixteen 4-bit scales, nibble g of 8 bytes.
+// IQ2_XS's and IQ2_S's sixteen 4-bit scales, nibble g of 8 bytes: iq2_scale's
+// d (0.5 + s) / 4, as (0.5 + s) (d / 4), the same bits. Written as two 8-float stores, which
+// the products' 8-float loads take straight from the stores (GCC's own vectorising of the
+// scalar loop went through byte stores that wider loads then waited on).
 inline void iq2_nibble_scales(const std::uint8_t* scales, float d, float* sc) {
-  for (int g = 0; g < 16; ++g)
-    sc[g] = layout::iq2_scale(d, (scales[g / 2] >> (4 * (g % 2))) & 0x0F);
+  const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m128i nibbles =
+      _mm_unpacklo_epi8(_mm_and_si128(raw, low4), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+  const __m256 quarter_d = _mm256_set1_ps(d * 0.25f), half = _mm256_set1_ps(0.5f);
+  const auto eight = [&](__m128i bytes) {
+    return _mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), half),
+                         quarter_d);
+  };
+  _mm256_storeu_ps(sc, eight(nibbles));
+  _mm256_storeu_ps(sc + 8, eight(_mm_srli_si128(nibbles, 8)));
+}
+
+// Eight values s (as 32-bit integers) to floats (a + s) * k, stored at `out`.
+inline void affine8(__m256i s, float a, float k, float* out) {
+  _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(a)),
+                                      _mm256_set1_ps(k)));
 }
 
 struct Iq2xxs {
   static constexpr int kBytes = 66, kBias = layout::kIq2Bias;
   static constexpr bool kIq1 = false;
+  // iq2_scale's d (0.5 + s) / 4 as (0.5 + s) (d / 4), the same bits: each sub-block's 4-bit
+  // scale is the top of the second word of its 8 bytes, lanes 1, 3, 5, 7 of a 32-byte load.
   static void scales(const std::uint8_t* b, float* sc) {
-    const float d = gguf_simd::half(b);
-    for (int sub = 0; sub < 8; ++sub)
-      sc[2 * sub] = sc[2 * sub + 1] = layout::iq2_scale(d, word32(b + 6 + 8 * sub) >> 28);
+    const float quarter_d = gguf_simd::half(b) * 0.25f;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2 + 32 * h));
+      affine8(_mm256_shuffle_epi32(_mm256_srli_epi32(words, 28), 0xF5), 0.5f, quarter_d,
+              sc + 8 * h);
+    }
   }
   static Group group(const std::uint8_t* b, int j) {
     const std::uint8_t* q = b + 2 + 8 * (j / 4);
@@ -101,11 +124,15 @@ struct Iq2s {
 struct Iq3xxs {
   static constexpr int kBytes = 98, kBias = layout::kIq3xxsBias;
   static constexpr bool kIq1 = false;
+  // d (0.5 + s) / 2 as (0.5 + s) (d / 2), the same bits; s the top 4 bits of word 66 + 4 sub.
   static void scales(const std::uint8_t* b, float* sc) {
-    const float d = gguf_simd::half(b);
-    for (int sub = 0; sub < 8; ++sub)
-      sc[2 * sub] = sc[2 * sub + 1] =
-          d * (0.5f + static_cast<float>(word32(b + 66 + 4 * sub) >> 28)) * 0.5f;
+    const __m256i s =
+        _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66)), 28);
+    const float half_d = gguf_simd::half(b) * 0.5f;
+    affine8(_mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)), 0.5f, half_d,
+            sc);
+    affine8(_mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)), 0.5f, half_d,
+            sc + 8);
   }
   static Group group(const std::uint8_t* b, int j) {
     const std::uint8_t* q = b + 2 + 2 * j;
@@ -117,11 +144,17 @@ struct Iq3xxs {
 struct Iq3s {
   static constexpr int kBytes = 110, kBias = layout::kIq3sBias;
   static constexpr bool kIq1 = false;
+  // d (1 + 2 s), each sub-block's 4-bit s a nibble of bytes 106 .. 109, low first.
   static void scales(const std::uint8_t* b, float* sc) {
+    const __m128i raw = _mm_cvtsi32_si128(static_cast<int>(word32(b + 106)));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i s =
+        _mm_unpacklo_epi8(_mm_and_si128(raw, low4), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+    const __m128i pairs = _mm_unpacklo_epi8(s, s);  // s0 s0 s1 s1 ... s7 s7
     const float d = gguf_simd::half(b);
-    for (int sub = 0; sub < 8; ++sub) {
-      const int s = (b[106 + sub / 2] >> (4 * (sub % 2))) & 0x0F;
-      sc[2 * sub] = sc[2 * sub + 1] = d * static_cast<float>(1 + 2 * s);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = _mm256_cvtepu8_epi32(_mm_srli_si128(pairs, 8 * h));
+      affine8(_mm256_add_epi32(_mm256_add_epi32(v, v), _mm256_set1_epi32(1)), 0.0f, d, sc + 8 * h);
     }
   }
   static Group group(const std::uint8_t* b, int j) {
@@ -135,11 +168,15 @@ struct Iq3s {
 struct Iq1s {
   static constexpr int kBytes = 50, kBias = layout::kIq1Bias;
   static constexpr bool kIq1 = true;
+  // d (2 s + 1) / 8 as (2 s + 1) (d / 8), the same bits; s bits 12 .. 14 of word 34 + 2 sub.
   static void scales(const std::uint8_t* b, float* sc) {
-    const float d = gguf_simd::half(b);
-    for (int sub = 0; sub < 8; ++sub)
-      sc[2 * sub] = sc[2 * sub + 1] =
-          d * static_cast<float>(2 * ((word16(b + 34 + 2 * sub) >> 12) & 7) + 1) * 0.125f;
+    const __m128i s =
+        _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 34)), 12),
+                      _mm_set1_epi16(7));
+    const float eighth_d = gguf_simd::half(b) * 0.125f;
+    const __m128i odd = _mm_add_epi16(_mm_add_epi16(s, s), _mm_set1_epi16(1));
+    affine8(_mm256_cvtepu16_epi32(_mm_unpacklo_epi16(odd, odd)), 0.0f, eighth_d, sc);
+    affine8(_mm256_cvtepu16_epi32(_mm_unpackhi_epi16(odd, odd)), 0.0f, eighth_d, sc + 8);
   }
   static Group group(const std::uint8_t* b, int j) {
     const int sub = j / 4, k = j % 4;
@@ -153,12 +190,21 @@ struct Iq1s {
 struct Iq1m {
   static constexpr int kBytes = 56, kBias = layout::kIq1Bias;
   static constexpr bool kIq1 = true;
+  // d (2 s + 1) / 8 as (2 s + 1) (d / 8), the same bits; group g's s is bits 3 (g % 4) ..
+  // 3 (g % 4) + 2 of word 48 + 2 (g / 4).
   static void scales(const std::uint8_t* b, float* sc) {
-    const float d = _cvtsh_ss(layout::iq1_m_d_bits(b + 48));
-    for (int g = 0; g < 16; ++g)
-      sc[g] = d *
-              static_cast<float>(2 * ((word16(b + 48 + 2 * (g / 4)) >> (3 * (g % 4))) & 7) + 1) *
-              0.125f;
+    const __m256i words = _mm256_castsi128_si256(
+        _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 48))));
+    const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
+    const float eighth_d = _cvtsh_ss(layout::iq1_m_d_bits(b + 48)) * 0.125f;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i w = _mm256_permutevar8x32_epi32(
+          words, _mm256_setr_epi32(2 * h, 2 * h, 2 * h, 2 * h, 2 * h + 1, 2 * h + 1, 2 * h + 1,
+                                   2 * h + 1));
+      const __m256i s = _mm256_and_si256(_mm256_srlv_epi32(w, shifts), _mm256_set1_epi32(7));
+      affine8(_mm256_add_epi32(_mm256_add_epi32(s, s), _mm256_set1_epi32(1)), 0.0f, eighth_d,
+              sc + 8 * h);
+    }
   }
   static Group group(const std::uint8_t* b, int j) {
     const unsigned nibble = (b[32 + j / 2] >> (4 * (j % 2))) & 0x0F;
