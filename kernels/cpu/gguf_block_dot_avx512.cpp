@@ -449,6 +449,20 @@ __m512i grid_entries(const Entry* grid, const int* index) {
                           static_cast<long long>(e[1]), static_cast<long long>(e[0]));
 }
 
+// The same from eight 16-bit indices in a register (stored once, each read back by a
+// 2-byte load, which a 16-byte store forwards).
+template <class Entry>
+__m512i grid_entries(const Entry* grid, __m128i index16) {
+  alignas(16) std::uint16_t index[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(index), index16);
+  std::uint64_t e[8];
+  for (int j = 0; j < 8; ++j) std::memcpy(&e[j], grid[index[j]], 8);
+  return _mm512_set_epi64(static_cast<long long>(e[7]), static_cast<long long>(e[6]),
+                          static_cast<long long>(e[5]), static_cast<long long>(e[4]),
+                          static_cast<long long>(e[3]), static_cast<long long>(e[2]),
+                          static_cast<long long>(e[1]), static_cast<long long>(e[0]));
+}
+
 __m512i signed_codes(__m512i magnitude, std::uint64_t negative, int bias) {
   const __m512i b = _mm512_set1_epi8(static_cast<char>(bias));
   return _mm512_mask_sub_epi8(_mm512_add_epi8(b, magnitude), negative, b, magnitude);
@@ -559,17 +573,22 @@ struct Iq1s : iq::Iq1s {
   }
 };
 
+// IQ1_M's eleven-bit indices, eight a step, computed in one register: the step's eight low
+// bytes widened, ORed with the low 3 bits of their nibbles shifted to bits 8 .. 10.
 struct Iq1m : iq::Iq1m {
   static __m512i codes(const std::uint8_t* b, int p) {
-    int index[8];
-    const std::uint32_t high = iq::word32(b + 32 + 4 * p);  // a nibble per group of 8 weights
-    unsigned positive = 0;
-    for (int j = 0; j < 8; ++j) {
-      const unsigned nibble = (high >> (4 * j)) & 0x0F;
-      index[j] = b[8 * p + j] | static_cast<int>((nibble & 7) << 8);
-      positive |= ((nibble >> 3) ^ 1u) << j;
-    }
-    return iq1_codes(grid_entries(gguf_layout::kIq1sGrid, index), static_cast<__mmask8>(positive));
+    // A nibble per group of 8 weights: its low 3 bits the index's high part, bit 3 set where
+    // the shift is -1/8.
+    const __m128i raw = _mm_cvtsi32_si128(static_cast<int>(iq::word32(b + 32 + 4 * p)));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i nibbles =
+        _mm_unpacklo_epi8(_mm_and_si128(raw, low4), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+    const __m128i index = _mm_or_si128(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 8 * p))),
+        _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_and_si128(nibbles, _mm_set1_epi8(7))), 8));
+    const auto positive =
+        static_cast<__mmask8>(~_mm_movemask_epi8(_mm_slli_epi16(nibbles, 4)) & 0xFF);
+    return iq1_codes(grid_entries(gguf_layout::kIq1sGrid, index), positive);
   }
 };
 
