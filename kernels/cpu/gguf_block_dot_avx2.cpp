@@ -386,53 +386,54 @@ void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
     y[t * y_stride] = reduce(_mm256_add_ps(acc[0][t], acc[1][t])) - 4.0f * reduce(off[t]);
 }
 
-// The IQ1 ... IQ3 formats (kernels/cpu/gguf_iq_groups.h), 32 weights a step as signed weights:
-// the grid magnitudes, negated where the sign bit is set; IQ1's 8 g + 1, or 8 g - 1 in the
-// groups shifted by -1/8.
-template <class F>
-inline __attribute__((always_inline)) __m256i grid_weights(const std::uint8_t* b, int step) {
-  __m256i mask;
-  const __m256i m = gguf_iq::step_magnitudes<F>(b, step, &mask);
-  if constexpr (F::kIq1) {  // 8 g - 1, plus 2 where the shift is +1/8
-    return _mm256_add_epi8(_mm256_add_epi8(gguf_iq::times8(m), _mm256_set1_epi8(-1)),
-                           _mm256_and_si256(mask, _mm256_set1_epi8(2)));
-  } else {
-    // sign(m, s) negates where s < 0 and keeps where s > 0: s = -1 or +1.
-    return _mm256_sign_epi8(m, _mm256_or_si256(mask, _mm256_set1_epi8(1)));
-  }
-}
-
+// The IQ1 ... IQ3 formats (kernels/cpu/gguf_iq_groups.h), 32 weights a step. IQ2 and IQ3:
+// the grid magnitudes, their signs put on the activations. IQ1: the codes 8 (g + 1), plus 2
+// in the groups shifted by +1/8, unsigned (0 .. 18), whose bias of 9 comes off as the groups'
+// weight scales times their scaled activation sums, summed apart (as Q6_K's).
 template <int T, class F>
 void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
               std::int64_t y_stride) {
-  __m256 acc[2][T];
-  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+  __m256 acc[2][T], off[T];
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = off[t] = _mm256_setzero_ps();
   for (std::int64_t c = 0; c < k; c += 256, b += F::kBytes) {
     float sc[16];
     F::scales(b, sc);
     const __m256 weight_scales[2] = {_mm256_loadu_ps(sc), _mm256_loadu_ps(sc + 8)};
     const GroupScales<T> scales(weight_scales, tok, c);
+    if constexpr (F::kIq1) {
+      for (int t = 0; t < T; ++t) {
+        off[t] =
+            _mm256_fmadd_ps(weight_scales[0], _mm256_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
+        off[t] = _mm256_fmadd_ps(weight_scales[1], _mm256_loadu_ps(tok[t].scaled_sum + c / 16 + 8),
+                                 off[t]);
+      }
+    }
     // Unrolled, so each step's fields and scales sit at fixed places; even and odd steps
     // into their own sums, as the K-quants.
 #pragma GCC unroll 8
     for (int step = 0; step < 8; ++step) {
-      __m256i w, signs = _mm256_setzero_si256();
-      if constexpr (F::kIq1) {
-        w = grid_weights<F>(b, step);
-      } else {  // the magnitudes as they are, their signs put on the activations
-        __m256i mask;
-        w = gguf_iq::step_magnitudes<F>(b, step, &mask);
+      __m256i mask;
+      const __m256i m = gguf_iq::step_magnitudes<F>(b, step, &mask);
+      __m256i u, signs = _mm256_setzero_si256();
+      if constexpr (F::kIq1) {  // g + 1 is at most 2: eight times it stays within its byte
+        u = _mm256_add_epi8(_mm256_slli_epi16(_mm256_add_epi8(m, _mm256_set1_epi8(1)), 3),
+                            _mm256_and_si256(mask, _mm256_set1_epi8(2)));
+      } else {
+        u = m;
         signs = _mm256_or_si256(mask, _mm256_set1_epi8(1));
       }
       for (int t = 0; t < T; ++t) {
-        const __m256i q = load32(tok[t].q + c + 32 * step);
-        const __m256i dp = F::kIq1 ? dot_signed(w, q) : dot_unsigned(w, _mm256_sign_epi8(q, signs));
-        acc[step % 2][t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), scales.step(t, step), acc[step % 2][t]);
+        __m256i q = load32(tok[t].q + c + 32 * step);
+        if constexpr (!F::kIq1) q = _mm256_sign_epi8(q, signs);
+        acc[step % 2][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_unsigned(u, q)),
+                                           scales.step(t, step), acc[step % 2][t]);
       }
     }
   }
-  for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(_mm256_add_ps(acc[0][t], acc[1][t]));
+  for (int t = 0; t < T; ++t) {
+    y[t * y_stride] = reduce(_mm256_add_ps(acc[0][t], acc[1][t])) -
+                      static_cast<float>(F::kBias) * (F::kIq1 ? reduce(off[t]) : 0.0f);
+  }
 }
 
 using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
