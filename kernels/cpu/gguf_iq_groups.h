@@ -53,28 +53,22 @@ constexpr auto kEvenSigns = [] {
   return t;
 }();
 
-// IQ2_XS's and IQ2_S's sixteen 4-bit scales, nibble g of 8 bytes: iq2_scale's
-// d (0.5 + s) / 4, as (0.5 + s) (d / 4), the same bits. Written as two 8-float stores, which
-// the products' 8-float loads take straight from the stores (GCC's own vectorising of the
-// scalar loop went through byte stores that wider loads then waited on).
-inline void iq2_nibble_scales(const std::uint8_t* scales, float d, float* sc) {
-  const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  const __m128i nibbles =
-      _mm_unpacklo_epi8(_mm_and_si128(raw, low4), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
-  const __m256 quarter_d = _mm256_set1_ps(d * 0.25f), half = _mm256_set1_ps(0.5f);
-  const auto eight = [&](__m128i bytes) {
-    return _mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), half),
-                         quarter_d);
-  };
-  _mm256_storeu_ps(sc, eight(nibbles));
-  _mm256_storeu_ps(sc + 8, eight(_mm_srli_si128(nibbles, 8)));
-}
-
-// Eight values s (as 32-bit integers) to floats (a + s) * k, stored at `out`.
+// Eight values s (as 32-bit integers) to floats (a + s) * k, stored at `out`. The IQ scales
+// are written so, two 8-float stores a block, which the products' 8-float loads take straight
+// from the stores (scalar stores, or GCC's vectorising of scalar loops through byte stores,
+// leave wider loads waiting for them to reach the cache).
 inline void affine8(__m256i s, float a, float k, float* out) {
   _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(a)),
                                       _mm256_set1_ps(k)));
+}
+
+// IQ2_XS's and IQ2_S's sixteen 4-bit scales, nibble g of 8 bytes: iq2_scale's d (0.5 + s) / 4,
+// as (0.5 + s) (d / 4), the same bits.
+inline void iq2_nibble_scales(const std::uint8_t* scales, float d, float* sc) {
+  const __m128i s =
+      gguf_simd::nibbles_in_order(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales)));
+  affine8(_mm256_cvtepu8_epi32(s), 0.5f, d * 0.25f, sc);
+  affine8(_mm256_cvtepu8_epi32(_mm_srli_si128(s, 8)), 0.5f, d * 0.25f, sc + 8);
 }
 
 struct Iq2xxs {
@@ -146,10 +140,8 @@ struct Iq3s {
   static constexpr bool kIq1 = false;
   // d (1 + 2 s), each sub-block's 4-bit s a nibble of bytes 106 .. 109, low first.
   static void scales(const std::uint8_t* b, float* sc) {
-    const __m128i raw = _mm_cvtsi32_si128(static_cast<int>(word32(b + 106)));
-    const __m128i low4 = _mm_set1_epi8(0x0F);
     const __m128i s =
-        _mm_unpacklo_epi8(_mm_and_si128(raw, low4), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+        gguf_simd::nibbles_in_order(_mm_cvtsi32_si128(static_cast<int>(word32(b + 106))));
     const __m128i pairs = _mm_unpacklo_epi8(s, s);  // s0 s0 s1 s1 ... s7 s7
     const float d = gguf_simd::half(b);
     for (int h = 0; h < 2; ++h) {

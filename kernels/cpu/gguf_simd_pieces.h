@@ -29,6 +29,13 @@ inline __m256i byte_mask(std::uint32_t bits) {
   return _mm256_cmpeq_epi8(spread, bit);
 }
 
+// The nibbles of the bytes of `raw` as bytes in order: byte k's low nibble at 2k, its high
+// one at 2k + 1 (for the low 8 bytes of raw).
+inline __m128i nibbles_in_order(__m128i raw) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  return _mm_unpacklo_epi8(_mm_and_si128(raw, low4), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+}
+
 // Bit `from` of each byte of v moved to bit `to`, the other bits 0 (16-bit shifts: each byte
 // keeps its own bits).
 inline __m256i move_bit(__m256i v, int from, int to) {
