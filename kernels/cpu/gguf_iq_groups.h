@@ -177,6 +177,19 @@ struct Iq1s {
     return {entry8(reinterpret_cast<const std::uint8_t*>(layout::kIq1sGrid[index])),
             (w & 0x8000) != 0 ? 0u : 1u};
   }
+  // A whole step (sub-block `step`) at once: one word holds its four indices' high bits and
+  // its shift, so the mask is all or nothing.
+  static __m256i step_magnitudes(const std::uint8_t* b, int step, __m256i* mask) {
+    const std::uint16_t w = word16(b + 34 + 2 * step);
+    std::uint64_t e[4];
+    for (int k = 0; k < 4; ++k) {
+      const int index = b[2 + 4 * step + k] | (((w >> (3 * k)) & 7) << 8);
+      e[k] = entry8(reinterpret_cast<const std::uint8_t*>(layout::kIq1sGrid[index]));
+    }
+    *mask = _mm256_set1_epi8(static_cast<char>((w & 0x8000) != 0 ? 0 : -1));
+    return _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
+                             static_cast<long long>(e[1]), static_cast<long long>(e[0]));
+  }
 };
 
 struct Iq1m {
@@ -204,6 +217,23 @@ struct Iq1m {
     return {entry8(reinterpret_cast<const std::uint8_t*>(layout::kIq1sGrid[index])),
             (nibble & 8) != 0 ? 0u : 1u};
   }
+  // A whole step at once: its four groups' nibbles are one 16-bit word; each nibble's bit 3,
+  // set where the shift is -1/8, is spread to its group's byte of the mask's 32 bits.
+  static __m256i step_magnitudes(const std::uint8_t* b, int step, __m256i* mask) {
+    const std::uint32_t w = word16(b + 32 + 2 * step);
+    std::uint64_t e[4];
+    for (int k = 0; k < 4; ++k) {
+      const int index = b[4 * step + k] | static_cast<int>(((w >> (4 * k)) & 7) << 8);
+      e[k] = entry8(reinterpret_cast<const std::uint8_t*>(layout::kIq1sGrid[index]));
+    }
+    // Bit 4k + 3 clear (shift +1/8) -> bit 8k set, then every bit of those bytes.
+    const std::uint32_t plus = (~w >> 3) & 0x1111u;
+    const std::uint32_t spread =
+        (plus & 0x1u) | ((plus & 0x10u) << 4) | ((plus & 0x100u) << 8) | ((plus & 0x1000u) << 12);
+    *mask = gguf_simd::byte_mask(spread * 0xFFu);
+    return _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
+                             static_cast<long long>(e[1]), static_cast<long long>(e[0]));
+  }
 };
 
 // Four groups of F, weights 32 step .. 32 step + 31: their magnitudes (IQ1: grid values) in a
@@ -212,16 +242,20 @@ struct Iq1m {
 template <class F>
 inline __attribute__((always_inline)) __m256i step_magnitudes(const std::uint8_t* b, int step,
                                                               __m256i* mask) {
-  std::uint64_t e[4];
-  std::uint32_t bits = 0;
-  for (int j = 0; j < 4; ++j) {
-    const Group g = F::group(b, 4 * step + j);
-    e[j] = g.magnitudes;
-    bits |= F::kIq1 ? (g.bits != 0 ? 0xFFu : 0u) << (8 * j) : g.bits << (8 * j);
+  if constexpr (requires { F::step_magnitudes(b, step, mask); }) {
+    return F::step_magnitudes(b, step, mask);  // the format's own, faster than group by group
+  } else {
+    std::uint64_t e[4];
+    std::uint32_t bits = 0;
+    for (int j = 0; j < 4; ++j) {
+      const Group g = F::group(b, 4 * step + j);
+      e[j] = g.magnitudes;
+      bits |= F::kIq1 ? (g.bits != 0 ? 0xFFu : 0u) << (8 * j) : g.bits << (8 * j);
+    }
+    *mask = gguf_simd::byte_mask(bits);
+    return _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
+                             static_cast<long long>(e[1]), static_cast<long long>(e[0]));
   }
-  *mask = gguf_simd::byte_mask(bits);
-  return _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
-                           static_cast<long long>(e[1]), static_cast<long long>(e[0]));
 }
 
 // 8 g in each byte of g in -1 .. 1 (three doublings: no byte spills into the next).
