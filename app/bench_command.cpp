@@ -14,6 +14,7 @@
 #include "engine/measure/attention_benchmark.h"
 #include "engine/measure/benchmark.h"
 #include "engine/measure/delta_rule_benchmark.h"
+#include "engine/measure/gguf_product_benchmark.h"
 #include "engine/measure/kernel_benchmark.h"
 #include "engine/measure/trace.h"
 #include "engine/model/gguf_model.h"
@@ -330,16 +331,85 @@ int run_attention_bench(const BenchCommandOptions& o) {
   return 0;
 }
 
+int run_gguf_product_bench(const BenchCommandOptions& o) {
+  if (!model::is_gguf_path(o.model)) {
+    std::fprintf(stderr,
+                 "tandem: --gguf-products times the matrices of a .gguf file, and %s is not "
+                 "one. Give the model's .gguf file with -m.\n",
+                 o.model.c_str());
+    return 2;
+  }
+  measure::GgufProductBenchOptions options;
+  options.path = o.model;
+  options.tokens = o.tokens_given ? o.kernel_tokens : std::vector<std::int64_t>{1};
+  options.threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
+  options.repetitions = std::max(1, o.repetitions);
+  options.min_sample_seconds = o.sample_seconds;
+  options.working_set_bytes = o.working_set_mib << 20;
+  measure::GgufProductReport r;
+  try {
+    r = measure::run_gguf_product_benchmark(options, [&](const std::string& line) {
+      if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
+    });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return 1;
+  }
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const measure::GgufProductRow& row : r.rows) {
+      rows.push_back({{"format", row.format},
+                      {"first_matrix", row.first},
+                      {"matrices", row.matrices},
+                      {"matrices_in_file", row.matrices_in_file},
+                      {"pass_bytes", row.pass_bytes},
+                      {"tokens", row.tokens},
+                      {"variant", row.variant},
+                      {"weight_gb_per_s_mean", row.weight_gb_per_s.mean()},
+                      {"weight_gb_per_s_stddev", row.weight_gb_per_s.stddev()},
+                      {"weight_gb_per_s", row.weight_gb_per_s.values}});
+    }
+    const nlohmann::json j = {{"cpu", r.cpu},         {"file", r.file},
+                              {"threads", r.threads}, {"repetitions", options.repetitions},
+                              {"rows", rows},         {"other_formats", r.other_formats}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}; {} threads; {}\n", r.cpu, r.threads, r.file);
+  std::cout << "GB/s of weights, mean ± sd over " << options.repetitions
+            << " repetitions; a pass multiplies by the format's matrices in file order, up to "
+            << o.working_set_mib << " MiB\n\n";
+  std::cout << fmt::format("| {:<8} | {:>8} | {:>9} | {:>6} | {:<7} | {:>14} | {} |\n", "format",
+                           "matrices", "MiB/pass", "tokens", "variant", "GB/s", "first matrix");
+  std::cout << fmt::format("| {:-<8} | {:->8} | {:->9} | {:->6} | {:-<7} | {:->14} | {:-<12} |\n",
+                           "", "", "", "", "", "", "");
+  for (const measure::GgufProductRow& row : r.rows) {
+    std::cout << fmt::format(
+        "| {:<8} | {:>8} | {:>9.2f} | {:>6} | {:<7} | {:>14} | {} |\n", row.format,
+        fmt::format("{}/{}", row.matrices, row.matrices_in_file),
+        static_cast<double>(row.pass_bytes) / (1 << 20), row.tokens, row.variant,
+        fmt::format("{:.2f} ± {:.2f}", row.weight_gb_per_s.mean(), row.weight_gb_per_s.stddev()),
+        row.first);
+  }
+  if (!r.other_formats.empty()) {
+    std::string others;
+    for (const std::string& name : r.other_formats) others += (others.empty() ? "" : ", ") + name;
+    std::cout << "\nNot block formats, so not timed here: " << others << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_bench(const BenchCommandOptions& o) {
   if (o.kernels) return run_kernel_bench(o);
+  if (o.gguf_products) return run_gguf_product_bench(o);
   if (o.delta_rule) return run_delta_rule_bench(o);
   if (o.attention) return run_attention_bench(o);
   if (o.model.empty()) {
     std::fprintf(stderr,
-                 "tandem: bench needs a model folder (-m), --kernels, --delta-rule or "
-                 "--attention.\n");
+                 "tandem: bench needs a model folder or .gguf file (-m), --kernels, "
+                 "--delta-rule or --attention.\n");
     return 2;
   }
   forward::RunSettings settings;

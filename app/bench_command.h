@@ -37,6 +37,9 @@ struct BenchCommandOptions {
   // token, at the --tokens lengths (default 512, 2048) after -d cached tokens (default 0 and
   // 8192).
   bool attention = false;
+  // --gguf-products: with -m FILE.gguf, the products of each GGUF block format the file's
+  // matrices use, on every SIMD variant this CPU runs, at the --tokens counts (default 1).
+  bool gguf_products = false;
   bool tokens_given = false;
   bool depth_given = false;
   std::vector<std::int64_t> kernel_tokens = {1, 8, 64, 512};

@@ -368,10 +368,21 @@ int main(int argc, char** argv) {
       ->excludes(kernels_flag)
       ->excludes(delta_rule_flag)
       ->excludes(bench_trace);
+  bench_cmd
+      ->add_flag("--gguf-products", bench.gguf_products,
+                 "With -m FILE.gguf: time the product of each GGUF block format the file's "
+                 "matrices use (Q4_K, IQ2_XS, ...), on its own matrices of that format, with "
+                 "every SIMD variant this CPU runs (AVX2, AVX-512): GB/s of weights at one token "
+                 "as decode, or at the --tokens counts")
+      ->needs(bench_model)
+      ->excludes(kernels_flag)
+      ->excludes(delta_rule_flag)
+      ->excludes(bench_trace);
   auto* kernel_tokens =
       bench_cmd
           ->add_option("--tokens", bench.kernel_tokens,
-                       "--kernels, --delta-rule, --attention: token counts (M), e.g. 1,8,64,512")
+                       "--kernels, --delta-rule, --attention, --gguf-products: token counts (M), "
+                       "e.g. 1,8,64,512")
           ->delimiter(',')
           ->check(CLI::PositiveNumber);
   bench_cmd
@@ -387,7 +398,8 @@ int main(int argc, char** argv) {
   bench_cmd
       ->add_option("--working-set", bench.working_set_mib,
                    "--kernels: MiB of weight copies the products rotate over, so they come "
-                   "from memory rather than the cache")
+                   "from memory rather than the cache (--gguf-products: MiB of the file's "
+                   "matrices a pass multiplies by)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
   tandem::app::ConvertCommandOptions convert;

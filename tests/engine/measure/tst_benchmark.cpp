@@ -13,16 +13,21 @@
 #include <vector>
 
 #include "engine/measure/benchmark.h"
+#include "engine/measure/gguf_product_benchmark.h"
 #include "engine/measure/kernel_benchmark.h"
 #include "engine/measure/trace.h"
+#include "engine/model/gguf_file.h"
 #include "engine/model/loaded_model.h"
+#include "kernels/cpu/dtype.h"
+#include "kernels/cpu/gguf_matmul.h"
 #include "kernels/cpu/isa.h"
 
 using namespace tandem;
 
 namespace {
 const std::string kDemo = std::string(TANDEM_SOURCE_DIR) + "/resources/demo-model";
-}
+const std::string kGgufModels = std::string(TANDEM_SOURCE_DIR) + "/tests/data/models-gguf/";
+}  // namespace
 
 class TestBenchmark : public QObject {
   Q_OBJECT
@@ -320,6 +325,99 @@ class TestBenchmark : public QObject {
     options.tile_kernel = {};
     for (const measure::KernelBenchRow& row : measure::run_kernel_benchmark(options).rows)
       QVERIFY(!row.tiles && !row.avx512);
+  }
+
+  // `tandem bench --gguf-products`: a row per block format the file's matrices use (in the
+  // order the file first uses them), per token count and per SIMD variant the CPU runs, each
+  // over the file's own matrices of that format; expert tensors count each expert.
+  void ggufProductsTimeEveryBlockFormatOfTheFile_data() {
+    QTest::addColumn<QString>("file");
+    QTest::newRow("dense, nine formats") << "llama-mixed.gguf";
+    QTest::newRow("MoE, IQ experts") << "qwen3moe-iq.gguf";
+  }
+
+  void ggufProductsTimeEveryBlockFormatOfTheFile() {
+    QFETCH(QString, file);
+    const std::string path = kGgufModels + file.toStdString();
+    // What the file holds, read here on its own.
+    struct Expected {
+      std::string format, first;
+      std::int64_t matrices = 0;
+      std::uint64_t first_bytes = 0;
+    };
+    std::vector<Expected> expected;
+    const model::GgufFile gguf(path);
+    for (const model::GgufTensorInfo& t : gguf.tensors()) {
+      kernels::DType dtype;
+      if (t.dims.size() < 2 || !kernels::dtype_from_ggml_type(t.ggml_type, dtype) ||
+          !kernels::gguf_matmul_supports(dtype))
+        continue;
+      const std::string format(kernels::dtype_name(dtype));
+      const std::int64_t count = t.dims.size() == 3 ? static_cast<std::int64_t>(t.dims[2]) : 1;
+      auto it = std::find_if(expected.begin(), expected.end(),
+                             [&](const Expected& e) { return e.format == format; });
+      if (it == expected.end()) {
+        expected.push_back(
+            {format, count == 1 ? t.name : t.name + " (expert 0)", 0,
+             kernels::dtype_bytes(dtype, static_cast<std::int64_t>(t.dims[0] * t.dims[1]))});
+        it = expected.end() - 1;
+      }
+      it->matrices += count;
+    }
+    QVERIFY(expected.size() >= 3);
+    std::vector<std::string> variants;
+    const kernels::IsaFeatures& usable = kernels::detect_isa().usable;
+    for (kernels::CpuVariant v : {kernels::CpuVariant::Avx2, kernels::CpuVariant::Avx512})
+      if (kernels::variant_supported(v, usable)) variants.emplace_back(kernels::variant_name(v));
+    if (variants.empty()) variants.emplace_back("scalar");
+
+    measure::GgufProductBenchOptions options;
+    options.path = path;
+    options.tokens = {1, 3};
+    options.threads = 2;
+    options.repetitions = 2;
+    options.min_sample_seconds = 0.001;
+    options.working_set_bytes = 1;  // one matrix a pass
+    const measure::GgufProductReport r = measure::run_gguf_product_benchmark(options);
+    QCOMPARE(r.rows.size(), expected.size() * 2 * variants.size());
+    std::size_t i = 0;
+    for (const Expected& e : expected) {
+      for (std::int64_t tokens : {1, 3}) {
+        for (const std::string& variant : variants) {
+          const measure::GgufProductRow& row = r.rows[i++];
+          QCOMPARE(row.format, e.format);
+          QCOMPARE(row.first, e.first);
+          QCOMPARE(row.matrices, std::int64_t{1});
+          QCOMPARE(row.matrices_in_file, e.matrices);
+          QCOMPARE(row.pass_bytes, e.first_bytes);
+          QCOMPARE(row.tokens, tokens);
+          QCOMPARE(row.variant, variant);
+          QCOMPARE(row.weight_gb_per_s.values.size(), std::size_t{2});
+          QVERIFY(row.weight_gb_per_s.mean() > 0);
+        }
+      }
+    }
+    // A larger working set takes every matrix of a small file into the pass.
+    options.working_set_bytes = std::uint64_t{1} << 30;
+    options.tokens = {1};
+    for (const measure::GgufProductRow& row : measure::run_gguf_product_benchmark(options).rows)
+      QCOMPARE(row.matrices, row.matrices_in_file);
+  }
+
+  // A file whose matrices are all F16 has nothing for the block kernels: a sentence says so
+  // and names what it has.
+  void ggufProductsRefuseAFileWithoutBlockFormats() {
+    measure::GgufProductBenchOptions options;
+    options.path = kGgufModels + "qwen3-f16.gguf";
+    options.min_sample_seconds = 0.001;
+    try {
+      measure::run_gguf_product_benchmark(options);
+      QFAIL("an F16 file was timed");
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      QVERIFY2(what.find("has no matrix in a GGUF block format") != std::string::npos, e.what());
+      QVERIFY2(what.find("F16") != std::string::npos, e.what());
+    }
   }
 };
 
