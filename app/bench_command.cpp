@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,25 @@
 namespace tandem::app {
 
 namespace {
+
+// A benchmark's progress lines, on stderr; none with --json, whose document is the output.
+std::function<void(const std::string&)> progress_to_stderr(const BenchCommandOptions& o) {
+  return [json = o.json](const std::string& line) {
+    if (!json) std::fprintf(stderr, "%s\n", line.c_str());
+  };
+}
+
+// Runs `run`; false, with its error's sentence on stderr, where it throws.
+template <class Run>
+bool reported(Run&& run) {
+  try {
+    run();
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return false;
+  }
+}
 
 nlohmann::json path_json(const measure::KernelPathResult& p) {
   return {{"implementation", p.implementation},
@@ -144,14 +164,8 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   options.repetitions = std::max(1, o.repetitions);
   options.threads = measured_thread_counts(o);
   measure::KernelBenchReport r;
-  try {
-    r = measure::run_kernel_benchmark(options, [&](const std::string& line) {
-      if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
-    });
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tandem: %s\n", e.what());
+  if (!reported([&] { r = measure::run_kernel_benchmark(options, progress_to_stderr(o)); }))
     return 1;
-  }
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const measure::KernelBenchRow& row : r.rows) {
@@ -247,9 +261,7 @@ int run_delta_rule_bench(const BenchCommandOptions& o) {
   options.repetitions = std::max(1, o.repetitions);
   options.threads = measured_thread_counts(o);
   const measure::DeltaRuleBenchReport r =
-      measure::run_delta_rule_benchmark(options, [&](const std::string& line) {
-        if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
-      });
+      measure::run_delta_rule_benchmark(options, progress_to_stderr(o));
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const measure::DeltaRuleBenchRow& row : r.rows) {
@@ -291,9 +303,7 @@ int run_attention_bench(const BenchCommandOptions& o) {
   options.repetitions = std::max(1, o.repetitions);
   options.threads = measured_thread_counts(o);
   const measure::AttentionBenchReport r =
-      measure::run_attention_benchmark(options, [&](const std::string& line) {
-        if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
-      });
+      measure::run_attention_benchmark(options, progress_to_stderr(o));
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const measure::AttentionBenchRow& row : r.rows) {
@@ -347,14 +357,8 @@ int run_gguf_product_bench(const BenchCommandOptions& o) {
   options.min_sample_seconds = o.sample_seconds;
   options.working_set_bytes = o.working_set_mib << 20;
   measure::GgufProductReport r;
-  try {
-    r = measure::run_gguf_product_benchmark(options, [&](const std::string& line) {
-      if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
-    });
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tandem: %s\n", e.what());
+  if (!reported([&] { r = measure::run_gguf_product_benchmark(options, progress_to_stderr(o)); }))
     return 1;
-  }
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const measure::GgufProductRow& row : r.rows) {
@@ -487,9 +491,7 @@ int run_bench(const BenchCommandOptions& o) {
       kernels::active_attention_variant(), settings.kv_cache == backend::KvCacheFormat::Bf16,
       kernels::detect_isa().usable);
   const measure::BenchResult r =
-      measure::run_benchmark(runner, pool, options, [&](const std::string& line) {
-        if (!o.json) std::fprintf(stderr, "%s\n", line.c_str());
-      });
+      measure::run_benchmark(runner, pool, options, progress_to_stderr(o));
   // With --trace: the file, each worker's busy share of the counted runs, and where the idle
   // time lies (the workers' busy share inside each operation), in text or in the JSON.
   nlohmann::json trace_json = nullptr;
