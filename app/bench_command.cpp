@@ -371,7 +371,10 @@ int run_gguf_product_bench(const BenchCommandOptions& o) {
                       {"variant", row.variant},
                       {"weight_gb_per_s_mean", row.weight_gb_per_s.mean()},
                       {"weight_gb_per_s_stddev", row.weight_gb_per_s.stddev()},
-                      {"weight_gb_per_s", row.weight_gb_per_s.values}});
+                      {"weight_gb_per_s", row.weight_gb_per_s.values},
+                      {"gflops_mean", row.gflops.mean()},
+                      {"gflops_stddev", row.gflops.stddev()},
+                      {"gflops", row.gflops.values}});
     }
     const nlohmann::json j = {{"cpu", r.cpu},         {"file", r.file},
                               {"threads", r.threads}, {"repetitions", options.repetitions},
@@ -380,20 +383,22 @@ int run_gguf_product_bench(const BenchCommandOptions& o) {
     return 0;
   }
   std::cout << fmt::format("{}; {} threads; {}\n", r.cpu, r.threads, r.file);
-  std::cout << "GB/s of weights, mean ± sd over " << options.repetitions
+  std::cout << "GB/s of weights and GFLOP/s, mean ± sd over " << options.repetitions
             << " repetitions; a pass multiplies by the format's matrices in file order, up to "
             << o.working_set_mib << " MiB\n\n";
-  std::cout << fmt::format("| {:<8} | {:>8} | {:>9} | {:>6} | {:<7} | {:>14} | {} |\n", "format",
-                           "matrices", "MiB/pass", "tokens", "variant", "GB/s", "first matrix");
-  std::cout << fmt::format("| {:-<8} | {:->8} | {:->9} | {:->6} | {:-<7} | {:->14} | {:-<12} |\n",
-                           "", "", "", "", "", "", "");
+  std::cout << fmt::format("| {:<8} | {:>8} | {:>9} | {:>6} | {:<7} | {:>14} | {:>16} | {} |\n",
+                           "format", "matrices", "MiB/pass", "tokens", "variant", "GB/s", "GFLOP/s",
+                           "first matrix");
+  std::cout << fmt::format(
+      "| {:-<8} | {:->8} | {:->9} | {:->6} | {:-<7} | {:->14} | {:->16} | {:-<12} |\n", "", "", "",
+      "", "", "", "", "");
   for (const measure::GgufProductRow& row : r.rows) {
     std::cout << fmt::format(
-        "| {:<8} | {:>8} | {:>9.2f} | {:>6} | {:<7} | {:>14} | {} |\n", row.format,
+        "| {:<8} | {:>8} | {:>9.2f} | {:>6} | {:<7} | {:>14} | {:>16} | {} |\n", row.format,
         fmt::format("{}/{}", row.matrices, row.matrices_in_file),
         static_cast<double>(row.pass_bytes) / (1 << 20), row.tokens, row.variant,
         fmt::format("{:.2f} ± {:.2f}", row.weight_gb_per_s.mean(), row.weight_gb_per_s.stddev()),
-        row.first);
+        fmt::format("{:.1f} ± {:.1f}", row.gflops.mean(), row.gflops.stddev()), row.first);
   }
   if (!r.other_formats.empty()) {
     std::string others;

@@ -100,9 +100,11 @@ GgufProductReport run_gguf_product_benchmark(
   for (const Format& f : formats) {
     // The pass: the matrices in file order up to the working set (at least one).
     std::size_t n = 0;
-    std::uint64_t bytes = 0;
+    std::uint64_t bytes = 0, weights = 0;
     while (n < f.matrices.size() && (n == 0 || bytes < options.working_set_bytes)) {
-      bytes += kernels::dtype_bytes(f.dtype, f.matrices[n].rows * f.matrices[n].cols);
+      const std::int64_t count = f.matrices[n].rows * f.matrices[n].cols;
+      bytes += kernels::dtype_bytes(f.dtype, count);
+      weights += static_cast<std::uint64_t>(count);
       ++n;
     }
     for (std::int64_t tokens : options.tokens) {
@@ -113,6 +115,7 @@ GgufProductReport run_gguf_product_benchmark(
         row.matrices = static_cast<std::int64_t>(n);
         row.matrices_in_file = static_cast<std::int64_t>(f.matrices.size());
         row.pass_bytes = bytes;
+        row.pass_weights = weights;
         row.tokens = tokens;
         row.variant = std::string(kernels::variant_name(variant));
         const auto pass = [&] {
@@ -125,10 +128,13 @@ GgufProductReport run_gguf_product_benchmark(
         for (int r = 0; r < options.repetitions; ++r) {
           const double seconds = seconds_per_product(pass, options.min_sample_seconds);
           row.weight_gb_per_s.values.push_back(static_cast<double>(bytes) / seconds / 1e9);
+          row.gflops.values.push_back(2.0 * static_cast<double>(tokens) *
+                                      static_cast<double>(weights) / seconds / 1e9);
         }
         if (progress) {
-          progress(fmt::format("{}, {} token{}, {}: {:.2f} GB/s of weights", row.format, tokens,
-                               tokens == 1 ? "" : "s", row.variant, row.weight_gb_per_s.mean()));
+          progress(fmt::format("{}, {} token{}, {}: {:.2f} GB/s of weights, {:.1f} GFLOP/s",
+                               row.format, tokens, tokens == 1 ? "" : "s", row.variant,
+                               row.weight_gb_per_s.mean(), row.gflops.mean()));
         }
         report.rows.push_back(std::move(row));
       }

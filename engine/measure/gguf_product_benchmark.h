@@ -32,8 +32,10 @@ struct GgufProductRow {
   std::int64_t matrices_in_file = 0;
   std::uint64_t pass_bytes = 0;
   std::int64_t tokens = 1;
-  std::string variant;          // "avx2", "avx512" (or "scalar" where the CPU has neither)
-  RateSamples weight_gb_per_s;  // bytes of the pass over seconds per pass
+  std::string variant;             // "avx2", "avx512" (or "scalar" where the CPU has neither)
+  std::uint64_t pass_weights = 0;  // multiply-adds a token in a pass
+  RateSamples weight_gb_per_s;     // bytes of the pass over seconds per pass
+  RateSamples gflops;              // 2 tokens pass_weights over seconds per pass
 };
 
 struct GgufProductReport {

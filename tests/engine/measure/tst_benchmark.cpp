@@ -343,7 +343,7 @@ class TestBenchmark : public QObject {
     struct Expected {
       std::string format, first;
       std::int64_t matrices = 0;
-      std::uint64_t first_bytes = 0;
+      std::uint64_t first_bytes = 0, first_weights = 0;
     };
     std::vector<Expected> expected;
     const model::GgufFile gguf(path);
@@ -357,9 +357,10 @@ class TestBenchmark : public QObject {
       auto it = std::find_if(expected.begin(), expected.end(),
                              [&](const Expected& e) { return e.format == format; });
       if (it == expected.end()) {
-        expected.push_back(
-            {format, count == 1 ? t.name : t.name + " (expert 0)", 0,
-             kernels::dtype_bytes(dtype, static_cast<std::int64_t>(t.dims[0] * t.dims[1]))});
+        const auto weights = static_cast<std::int64_t>(t.dims[0] * t.dims[1]);
+        expected.push_back({format, count == 1 ? t.name : t.name + " (expert 0)", 0,
+                            kernels::dtype_bytes(dtype, weights),
+                            static_cast<std::uint64_t>(weights)});
         it = expected.end() - 1;
       }
       it->matrices += count;
@@ -392,8 +393,16 @@ class TestBenchmark : public QObject {
           QCOMPARE(row.pass_bytes, e.first_bytes);
           QCOMPARE(row.tokens, tokens);
           QCOMPARE(row.variant, variant);
+          QCOMPARE(row.pass_weights, e.first_weights);
           QCOMPARE(row.weight_gb_per_s.values.size(), std::size_t{2});
+          QCOMPARE(row.gflops.values.size(), std::size_t{2});
           QVERIFY(row.weight_gb_per_s.mean() > 0);
+          // Both rates from the same seconds: their ratio is the pass's flops per byte.
+          const double flops_per_byte = 2.0 * static_cast<double>(tokens) *
+                                        static_cast<double>(row.pass_weights) /
+                                        static_cast<double>(row.pass_bytes);
+          QVERIFY(std::abs(row.gflops.values[0] / row.weight_gb_per_s.values[0] / flops_per_byte -
+                           1.0) < 1e-9);
         }
       }
     }
