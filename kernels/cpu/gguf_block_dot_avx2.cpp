@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "kernels/cpu/gguf_block_layout.h"
 #include "kernels/cpu/gguf_iq_groups.h"
@@ -489,11 +490,15 @@ RowProduct row_product(DType t) {
 bool gguf_block_dot_avx2(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
                          std::int64_t row_begin, std::int64_t row_end, float* y,
                          std::int64_t y_stride) {
-  if (m < 1 || m > 2) return false;
-  const RowProduct row = m == 1 ? row_product<1>(w.dtype) : row_product<2>(w.dtype);
+  if (m < 1 || m > kGgufDirectMaxTokens) return false;
+  using Pick = RowProduct (*)(DType);
+  static constexpr Pick kPick[] = {row_product<1>, row_product<2>, row_product<3>, row_product<4>,
+                                   row_product<5>};
+  static_assert(std::size(kPick) == kGgufDirectMaxTokens);
+  const RowProduct row = kPick[m - 1](w.dtype);
   if (row == nullptr) return false;
   const std::int64_t k = a.cols, groups = k / 16;
-  Token tok[2];
+  Token tok[kGgufDirectMaxTokens];
   for (std::int64_t t = 0; t < m; ++t)
     tok[t] = {a.values.data() + t * k, a.scale.data() + t * groups,
               a.scaled_sum.data() + t * groups};

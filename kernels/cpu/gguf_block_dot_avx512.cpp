@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "kernels/cpu/gguf_block_layout.h"
@@ -27,10 +28,9 @@ struct Token {
   const std::int32_t* bias;
 };
 
-template <int T>
-void tokens_of(const GgufQuantizedActivations& a, Token* tok) {
+void tokens_of(const GgufQuantizedActivations& a, std::int64_t m, Token* tok) {
   const std::int64_t k = a.cols, groups = k / 16;
-  for (int t = 0; t < T; ++t)
+  for (std::int64_t t = 0; t < m; ++t)
     tok[t] = {a.values.data() + t * k, a.scale.data() + t * groups,
               a.scaled_sum.data() + t * groups, a.group_bias.data() + t * groups};
 }
@@ -694,14 +694,15 @@ RowProduct row_product(DType t) {
 bool gguf_block_dot_avx512(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
                            std::int64_t row_begin, std::int64_t row_end, float* y,
                            std::int64_t y_stride) {
-  if (m < 1 || m > 2) return false;
-  const RowProduct row = m == 1 ? row_product<1>(w.dtype) : row_product<2>(w.dtype);
+  if (m < 1 || m > kGgufDirectMaxTokens) return false;
+  using Pick = RowProduct (*)(DType);
+  static constexpr Pick kPick[] = {row_product<1>, row_product<2>, row_product<3>, row_product<4>,
+                                   row_product<5>};
+  static_assert(std::size(kPick) == kGgufDirectMaxTokens);
+  const RowProduct row = kPick[m - 1](w.dtype);
   if (row == nullptr) return false;
-  Token tok[2];
-  if (m == 1)
-    tokens_of<1>(a, tok);
-  else
-    tokens_of<2>(a, tok);
+  Token tok[kGgufDirectMaxTokens];
+  tokens_of(a, m, tok);
   if (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K) {
     const std::int8_t* ordered = k_quant_order(a);
     for (std::int64_t t = 0; t < m; ++t) tok[t].q = ordered + t * a.cols;

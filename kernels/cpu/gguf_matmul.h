@@ -108,12 +108,19 @@ void gguf_matmul_tiles_avx2(const WeightMatrix& w, std::int64_t row_begin, std::
                             const GgufQuantizedActivations& a, std::int64_t m, float* y,
                             std::int64_t y_stride);
 
-inline constexpr std::int64_t kGgufTileMinTokens = 3;
+// Up to this many tokens the products read the blocks directly (gguf_block_dot_avx2 and
+// _avx512), each row's codes built once in registers for all its tokens; from
+// kGgufTileMinTokens on, tiles of unpacked rows. Measured on Zen 5 (`tandem bench
+// --gguf-products --tokens 3,4,5`, 2 threads, Q8_0, Q4_K and Q6_K of the eight-layer synthetic):
+// at 3 to 5 tokens the direct products ran 1.3-2.3x the tiles, at 4 tokens Q8_0's on AVX-512
+// as fast; at 6, Q4_K's direct ones fell behind.
+inline constexpr std::int64_t kGgufDirectMaxTokens = 5;
+inline constexpr std::int64_t kGgufTileMinTokens = kGgufDirectMaxTokens + 1;
 
-// Rows [row_begin, row_end) of w times one or two tokens' activations, read straight from
-// the blocks (no unpacked row): the sum above, integer sums per 16 or 32 weights. Every
-// format gguf_matmul_supports takes; false, writing nothing, for more tokens or another
-// format.
+// Rows [row_begin, row_end) of w times up to kGgufDirectMaxTokens tokens' activations, read
+// straight from the blocks (no unpacked row): the sum above, integer sums per 16 or 32
+// weights. Every format gguf_matmul_supports takes; false, writing nothing, for more tokens or
+// another format.
 bool gguf_block_dot_avx2(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
                          std::int64_t row_begin, std::int64_t row_end, float* y,
                          std::int64_t y_stride);

@@ -318,15 +318,17 @@ class TestGgufMatmul : public QObject {
     const Fixture f = read_fixture(file);
     const Matrix m = make_matrix(f, 2);
     GgufQuantizedActivations a;
-    const std::vector<float> x(static_cast<std::size_t>(3 * f.cols), 1.0f);
-    gguf_quantize_activations(x.data(), 3, f.cols, gguf_code_bias(f.dtype), a, serial_for);
-    std::vector<float> y(6);
+    const std::int64_t most = kGgufDirectMaxTokens + 1;
+    const std::vector<float> x(static_cast<std::size_t>(most * f.cols), 1.0f);
+    gguf_quantize_activations(x.data(), most, f.cols, gguf_code_bias(f.dtype), a, serial_for);
+    std::vector<float> y(static_cast<std::size_t>(2 * most));
     const IsaFeatures& usable = detect_isa().usable;
-    for (int tokens : {1, 2, 3}) {
+    for (std::int64_t tokens = 1; tokens <= most; ++tokens) {
+      const bool direct = tokens <= kGgufDirectMaxTokens;
       if (variant_supported(CpuVariant::Avx2, usable))
-        QCOMPARE(gguf_block_dot_avx2(a, tokens, m.w, 0, 2, y.data(), 2), tokens < 3);
+        QCOMPARE(gguf_block_dot_avx2(a, tokens, m.w, 0, 2, y.data(), 2), direct);
       if (variant_supported(CpuVariant::Avx512, usable))
-        QCOMPARE(gguf_block_dot_avx512(a, tokens, m.w, 0, 2, y.data(), 2), tokens < 3);
+        QCOMPARE(gguf_block_dot_avx512(a, tokens, m.w, 0, 2, y.data(), 2), direct);
     }
   }
 
@@ -376,14 +378,15 @@ class TestGgufMatmul : public QObject {
       for (CpuVariant v : {CpuVariant::Avx2, CpuVariant::Avx512, CpuVariant::Amx}) {
         if (!variant_supported(v, usable)) continue;
         const QString name = QString::fromLatin1(variant_name(v).data());
-        // One and two tokens take the row kernels, more the tiles, summed per 16 or 32
-        // weights (gguf_scale_weights): AVX-512's of 16 rows (12, 8, 4, 3 and 2 tokens at a
-        // time), AVX2's of 8 rows (6 tokens at a time, then the 1 to 5 left).
-        for (int tokens : {1, 2, 3, 7, 8, 9, 11, 12, 13, 16, 30}) {
+        // Up to kGgufDirectMaxTokens tokens take the row kernels, more the tiles, summed per
+        // 16 or 32 weights (gguf_scale_weights): AVX-512's of 16 rows (12, 8, 4, 3 and 2
+        // tokens at a time), AVX2's of 8 rows (6 tokens at a time, then the 1 to 5 left).
+        static_assert(kGgufDirectMaxTokens == 5, "the counts below straddle the direct limit");
+        for (int tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 30}) {
           for (bool odd : {false, true}) {
             if (odd && dtype_block(read_fixture(dir.filePath(f)).dtype).elements != 32) continue;
             for (int rows : {19, 1}) {
-              if (rows == 1 && tokens > 2) continue;
+              if (rows == 1 && tokens > kGgufDirectMaxTokens) continue;
               QTest::newRow(qPrintable(QStringLiteral("%1 %2 %3 tokens%4, %5 rows")
                                            .arg(f, name)
                                            .arg(tokens)
