@@ -19,7 +19,7 @@ namespace {
 struct Format {
   kernels::DType dtype;
   std::vector<kernels::WeightMatrix> matrices;  // in file order; experts one by one
-  std::vector<std::string> names;
+  std::string first;                            // the first matrix's name
 };
 
 // The SIMD variants of the GGUF kernels this CPU runs (AMX multiplies GGUF blocks with the
@@ -50,11 +50,10 @@ GgufProductReport run_gguf_product_benchmark(
   for (const model::GgufTensorInfo& t : file.tensors()) {
     if (t.dims.size() < 2 || t.dims.size() > 3) continue;
     kernels::DType dtype;
-    if (!kernels::dtype_from_ggml_type(t.ggml_type, dtype) ||
-        !kernels::gguf_matmul_supports(dtype)) {
-      const std::string name = kernels::dtype_from_ggml_type(t.ggml_type, dtype)
-                                   ? std::string(kernels::dtype_name(dtype))
-                                   : fmt::format("ggml type {}", t.ggml_type);
+    const bool known = kernels::dtype_from_ggml_type(t.ggml_type, dtype);
+    if (!known || !kernels::gguf_matmul_supports(dtype)) {
+      const std::string name = known ? std::string(kernels::dtype_name(dtype))
+                                     : fmt::format("ggml type {}", t.ggml_type);
       if (std::find(report.other_formats.begin(), report.other_formats.end(), name) ==
           report.other_formats.end())
         report.other_formats.push_back(name);
@@ -67,7 +66,7 @@ GgufProductReport run_gguf_product_benchmark(
     const std::uint64_t matrix_bytes = kernels::dtype_bytes(dtype, rows * cols);
     if (data.size() < matrix_bytes * static_cast<std::uint64_t>(count)) continue;
     auto [it, added] = format_of.emplace(t.ggml_type, formats.size());
-    if (added) formats.push_back({dtype, {}, {}});
+    if (added) formats.push_back({dtype, {}, count == 1 ? t.name : t.name + " (expert 0)"});
     Format& f = formats[it->second];
     for (std::int64_t e = 0; e < count; ++e) {
       kernels::WeightMatrix w;
@@ -76,7 +75,6 @@ GgufProductReport run_gguf_product_benchmark(
       w.rows = rows;
       w.cols = cols;
       f.matrices.push_back(w);
-      f.names.push_back(count == 1 ? t.name : fmt::format("{} (expert {})", t.name, e));
     }
   }
   if (formats.empty()) {
@@ -111,7 +109,7 @@ GgufProductReport run_gguf_product_benchmark(
       for (kernels::CpuVariant variant : variants) {
         GgufProductRow row;
         row.format = std::string(kernels::dtype_name(f.dtype));
-        row.first = f.names.front();
+        row.first = f.first;
         row.matrices = static_cast<std::int64_t>(n);
         row.matrices_in_file = static_cast<std::int64_t>(f.matrices.size());
         row.pass_bytes = bytes;

@@ -236,8 +236,10 @@ class TestGgufMatmul : public QObject {
     CpuVariant chosen{};
     QVERIFY(parse_variant(variant.toStdString(), chosen));
     if (!variant_supported(chosen, detect_isa().usable)) {
-      QSKIP(chosen == CpuVariant::Avx2 ? "no AVX2 with FMA and F16C on this CPU"
-                                       : "no AVX-512 VNNI on this CPU");
+      QSKIP(chosen == CpuVariant::Avx2
+                ? "this CPU lacks AVX2, FMA or F16C; the row runs on every CPU that has them"
+                : "this CPU lacks AVX-512 (F, BW, VL, DQ, VNNI); the row runs on every CPU that "
+                  "has them");
     }
     const std::int64_t m = 3, k = 128;
     std::vector<float> x(static_cast<std::size_t>(m * k));
