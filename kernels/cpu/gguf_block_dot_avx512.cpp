@@ -436,7 +436,15 @@ void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
 // format's bias, with the negative ones' magnitudes subtracted from it instead (a byte mask
 // of the sign bits); IQ1's are 8 (g + 1) plus 2 in the groups shifted by +1/8. Reading the
 // step's fields at once runs 1.5-2.7x the group-by-group reading the AVX2 products use.
+// The indices, whose bits lie in several fields, are put together by BMI2's PDEP in two
+// 64-bit registers, four 16-bit indices each: on Zen 5 that ran IQ1_M 1.6x, IQ2_S 1.2x and
+// IQ1_S 1.3x as fast as computing them in a vector register or by shifts.
 namespace iq = gguf_iq;
+
+// Four bytes to the low bytes of four 16-bit fields.
+std::uint64_t byte_fields(std::uint32_t bytes) {
+  return _pdep_u64(bytes, 0x00FF00FF00FF00FFull);
+}
 
 // Eight 8-byte values, value j in bytes 8j .. 8j + 7.
 __m512i from_entries(const std::uint64_t* e) {
@@ -446,22 +454,15 @@ __m512i from_entries(const std::uint64_t* e) {
                           static_cast<long long>(e[1]), static_cast<long long>(e[0]));
 }
 
-// Eight 8-byte grid entries, entry j in bytes 8j .. 8j + 7.
-template <class Entry>
-__m512i grid_entries(const Entry* grid, const int* index) {
+// Eight 8-byte grid entries, entry j in bytes 8j .. 8j + 7, its index in bits 16 (j % 4) ..
+// 16 (j % 4) + 15 of `first` (j < 4) or `last`, masked by `Mask`.
+template <unsigned Mask = 0xFFFF, class Entry>
+__m512i grid_entries(const Entry* grid, std::uint64_t first, std::uint64_t last) {
   std::uint64_t e[8];
-  for (int j = 0; j < 8; ++j) std::memcpy(&e[j], grid[index[j]], 8);
-  return from_entries(e);
-}
-
-// The same from eight 16-bit indices in a register (stored once, each read back by a
-// 2-byte load, which a 16-byte store forwards).
-template <class Entry>
-__m512i grid_entries(const Entry* grid, __m128i index16) {
-  alignas(16) std::uint16_t index[8];
-  _mm_store_si128(reinterpret_cast<__m128i*>(index), index16);
-  std::uint64_t e[8];
-  for (int j = 0; j < 8; ++j) std::memcpy(&e[j], grid[index[j]], 8);
+  for (int j = 0; j < 4; ++j) {
+    std::memcpy(&e[j], grid[(first >> (16 * j)) & Mask], 8);
+    std::memcpy(&e[j + 4], grid[(last >> (16 * j)) & Mask], 8);
+  }
   return from_entries(e);
 }
 
@@ -470,49 +471,54 @@ __m512i signed_codes(__m512i magnitude, std::uint64_t negative, int bias) {
   return _mm512_mask_sub_epi8(_mm512_add_epi8(b, magnitude), negative, b, magnitude);
 }
 
+// Eight sign bytes from eight 7-bit fields (bits 7j .. 7j + 6 of `fields`), each made whole
+// by the bit that gives it an even count of ones (gguf_layout::even_signs), found in the
+// byte by three folds.
+std::uint64_t even_signs8(std::uint64_t fields) {
+  const std::uint64_t x = _pdep_u64(fields, 0x7F7F7F7F7F7F7F7Full);
+  std::uint64_t parity = x ^ (x >> 4);
+  parity ^= parity >> 2;
+  parity ^= parity >> 1;  // bit 0 of each byte: the parity of that byte's bits
+  return x | (parity & 0x0101010101010101ull) << 7;
+}
+
 // The sign bytes of IQ2_XXS's and IQ3_XXS's two 32-weight sub-blocks: four 7-bit fields in
-// the low 28 bits of each word, made whole by even_signs.
+// the low 28 bits of each word.
 std::uint64_t xxs_signs(std::uint32_t w0, std::uint32_t w1) {
-  std::uint64_t m = 0;
-  for (int k = 0; k < 4; ++k) {
-    m |= static_cast<std::uint64_t>(iq::kEvenSigns.v[(w0 >> (7 * k)) & 127]) << (8 * k);
-    m |= static_cast<std::uint64_t>(iq::kEvenSigns.v[(w1 >> (7 * k)) & 127]) << (8 * k + 32);
-  }
-  return m;
+  return even_signs8((w0 & 0x0FFFFFFFu) | static_cast<std::uint64_t>(w1 & 0x0FFFFFFFu) << 28);
 }
 
 struct Iq2xxs : iq::Iq2xxs {
   static __m512i codes(const std::uint8_t* b, int p) {
     const std::uint8_t* q0 = b + 2 + 16 * p;
     const std::uint8_t* q1 = q0 + 8;
-    const int index[8] = {q0[0], q0[1], q0[2], q0[3], q1[0], q1[1], q1[2], q1[3]};
-    return signed_codes(grid_entries(gguf_layout::kIq2xxsGrid, index),
+    return signed_codes(grid_entries(gguf_layout::kIq2xxsGrid, byte_fields(iq::word32(q0)),
+                                     byte_fields(iq::word32(q1))),
                         xxs_signs(iq::word32(q0 + 4), iq::word32(q1 + 4)), kBias);
   }
 };
 
 struct Iq2xs : iq::Iq2xs {
+  // Eight 16-bit words: a 9-bit index, then a 7-bit sign field.
   static __m512i codes(const std::uint8_t* b, int p) {
-    int index[8];
-    std::uint64_t negative = 0;
-    for (int j = 0; j < 8; ++j) {
-      const std::uint16_t w = iq::word16(b + 2 + 16 * p + 2 * j);
-      index[j] = w & 511;
-      negative |= static_cast<std::uint64_t>(iq::kEvenSigns.v[w >> 9]) << (8 * j);
-    }
-    return signed_codes(grid_entries(gguf_layout::kIq2xsGrid, index), negative, kBias);
+    const std::uint64_t w0 = iq::entry8(b + 2 + 16 * p), w1 = iq::entry8(b + 10 + 16 * p);
+    constexpr std::uint64_t kSignFields = 0xFE00FE00FE00FE00ull;
+    const std::uint64_t negative =
+        even_signs8(_pext_u64(w0, kSignFields) | _pext_u64(w1, kSignFields) << 28);
+    return signed_codes(grid_entries<511>(gguf_layout::kIq2xsGrid, w0, w1), negative, kBias);
   }
 };
 
 struct Iq2s : iq::Iq2s {
   static __m512i codes(const std::uint8_t* b, int p) {
     const std::uint8_t* qs = b + 2 + 8 * p;
-    const std::uint16_t high = iq::word16(b + 66 + 2 * p);  // 2 bits per index
-    int index[8];
-    for (int j = 0; j < 8; ++j) index[j] = qs[j] | (((high >> (2 * j)) & 3) << 8);
+    const std::uint32_t high = iq::word16(b + 66 + 2 * p);  // 2 bits per index
+    constexpr std::uint64_t kHigh = 0x0300030003000300ull;
+    const std::uint64_t first = byte_fields(iq::word32(qs)) | _pdep_u64(high, kHigh);
+    const std::uint64_t last = byte_fields(iq::word32(qs + 4)) | _pdep_u64(high >> 8, kHigh);
     std::uint64_t negative;
     std::memcpy(&negative, b + 34 + 8 * p, 8);
-    return signed_codes(grid_entries(gguf_layout::kIq2sGrid, index), negative, kBias);
+    return signed_codes(grid_entries(gguf_layout::kIq2sGrid, first, last), negative, kBias);
   }
 };
 
@@ -558,34 +564,31 @@ __m512i iq1_codes(__m512i g, __mmask8 positive) {
 }
 
 struct Iq1s : iq::Iq1s {
+  // Two sub-blocks a step, each with four low bytes and a word of four 3-bit high parts, a
+  // 3-bit scale and its shift's sign (bit 15 set: -1/8).
   static __m512i codes(const std::uint8_t* b, int p) {
-    int index[8];
-    unsigned positive = 0;
-    for (int h = 0; h < 2; ++h) {
-      const int sub = 2 * p + h;
-      const std::uint16_t w = iq::word16(b + 34 + 2 * sub);
-      for (int k = 0; k < 4; ++k)
-        index[4 * h + k] = b[2 + 4 * sub + k] | (((w >> (3 * k)) & 7) << 8);
-      if ((w & 0x8000) == 0) positive |= 0x0Fu << (4 * h);
-    }
-    return iq1_codes(grid_entries(gguf_layout::kIq1sGrid, index), static_cast<__mmask8>(positive));
+    const std::uint16_t w0 = iq::word16(b + 34 + 4 * p), w1 = iq::word16(b + 36 + 4 * p);
+    constexpr std::uint64_t kHigh = 0x0700070007000700ull;
+    const std::uint64_t first = byte_fields(iq::word32(b + 2 + 8 * p)) | _pdep_u64(w0, kHigh);
+    const std::uint64_t last = byte_fields(iq::word32(b + 6 + 8 * p)) | _pdep_u64(w1, kHigh);
+    const unsigned positive = ((w0 & 0x8000) != 0 ? 0u : 0x0Fu) | ((w1 & 0x8000) != 0 ? 0u : 0xF0u);
+    return iq1_codes(grid_entries(gguf_layout::kIq1sGrid, first, last),
+                     static_cast<__mmask8>(positive));
   }
 };
 
-// IQ1_M's eleven-bit indices, eight a step, computed in one register: the step's eight low
-// bytes widened, ORed with the low 3 bits of their nibbles shifted to bits 8 .. 10.
 struct Iq1m : iq::Iq1m {
+  // A step's eight low bytes, and a nibble per group of 8 weights: its low 3 bits the
+  // index's high part, bit 3 set where the shift is -1/8.
   static __m512i codes(const std::uint8_t* b, int p) {
-    // A nibble per group of 8 weights: its low 3 bits the index's high part, bit 3 set where
-    // the shift is -1/8.
-    const __m128i nibbles = gguf_simd::nibbles_in_order(
-        _mm_cvtsi32_si128(static_cast<int>(iq::word32(b + 32 + 4 * p))));
-    const __m128i index = _mm_or_si128(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 8 * p))),
-        _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_and_si128(nibbles, _mm_set1_epi8(7))), 8));
-    const auto positive =
-        static_cast<__mmask8>(~_mm_movemask_epi8(_mm_slli_epi16(nibbles, 4)) & 0xFF);
-    return iq1_codes(grid_entries(gguf_layout::kIq1sGrid, index), positive);
+    const std::uint32_t nibbles = iq::word32(b + 32 + 4 * p);
+    constexpr std::uint64_t kHigh = 0x0F000F000F000F00ull;  // each nibble's bit 3 cleared first
+    const std::uint64_t first =
+        byte_fields(iq::word32(b + 8 * p)) | _pdep_u64(nibbles & 0x7777u, kHigh);
+    const std::uint64_t last =
+        byte_fields(iq::word32(b + 8 * p + 4)) | _pdep_u64((nibbles >> 16) & 0x7777u, kHigh);
+    const auto positive = static_cast<__mmask8>(_pext_u32(~nibbles, 0x88888888u));
+    return iq1_codes(grid_entries(gguf_layout::kIq1sGrid, first, last), positive);
   }
 };
 

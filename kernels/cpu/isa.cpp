@@ -12,12 +12,13 @@
 
 namespace tandem::kernels {
 
-const std::array<IsaFeatureInfo, 17> kIsaFeatureTable = {{
+const std::array<IsaFeatureInfo, 18> kIsaFeatureTable = {{
     {"sse4_2", "sse4_2", &IsaFeatures::sse42},
     {"avx", "avx", &IsaFeatures::avx},
     {"avx2", "avx2", &IsaFeatures::avx2},
     {"fma", "fma", &IsaFeatures::fma},
     {"f16c", "f16c", &IsaFeatures::f16c},
+    {"bmi2", "bmi2", &IsaFeatures::bmi2},
     {"avx_vnni", "avx_vnni", &IsaFeatures::avx_vnni},
     {"avx512f", "avx512f", &IsaFeatures::avx512f},
     {"avx512bw", "avx512bw", &IsaFeatures::avx512bw},
@@ -121,6 +122,7 @@ IsaReport detect_now() {
   if (max_leaf >= 7) {
     Regs r7 = cpuid(7, 0);
     f.avx2 = bit(r7.ebx, 5);
+    f.bmi2 = bit(r7.ebx, 8);
     f.avx512f = bit(r7.ebx, 16);
     f.avx512dq = bit(r7.ebx, 17);
     f.avx512bw = bit(r7.ebx, 30);
@@ -168,6 +170,7 @@ IsaFeatures usable_features(const IsaFeatures& c, bool os_avx, bool os_avx512, b
   u.avx2 = c.avx2 && u.avx;
   u.fma = c.fma && u.avx;
   u.f16c = c.f16c && u.avx;
+  u.bmi2 = c.bmi2;  // general-purpose registers: no state for the OS to enable
   u.avx_vnni = c.avx_vnni && u.avx;
   const bool zmm = u.avx && os_avx512 && c.avx512f;
   u.avx512f = zmm;
@@ -192,7 +195,9 @@ const IsaReport& detect_isa() {
 
 bool variant_supported(CpuVariant variant, const IsaFeatures& u) {
   const bool avx2 = u.avx2 && u.fma && u.f16c;
-  const bool avx512 = avx2 && u.avx512f && u.avx512bw && u.avx512vl && u.avx512dq && u.avx512_vnni;
+  // BMI2's PDEP builds the AVX-512 IQ products' grid indices; every AVX-512 CPU has it.
+  const bool avx512 =
+      avx2 && u.avx512f && u.avx512bw && u.avx512vl && u.avx512dq && u.avx512_vnni && u.bmi2;
   switch (variant) {
     case CpuVariant::Scalar:
       return true;

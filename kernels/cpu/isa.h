@@ -14,6 +14,7 @@ struct IsaFeatures {
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
+  bool bmi2 = false;
   bool avx_vnni = false;
   bool avx512f = false;
   bool avx512bw = false;
@@ -34,7 +35,7 @@ struct IsaFeatureInfo {
   std::string_view cpuinfo_flag;  // the flag Linux prints in /proc/cpuinfo
   bool IsaFeatures::*member;
 };
-extern const std::array<IsaFeatureInfo, 17> kIsaFeatureTable;
+extern const std::array<IsaFeatureInfo, 18> kIsaFeatureTable;
 
 enum class AmxPermission {
   NotSupported,  // the CPU has no AMX (or the OS does not enable its state)

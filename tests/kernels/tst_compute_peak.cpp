@@ -21,7 +21,7 @@ constexpr ProductInstruction kAll[] = {
 IsaFeatures avx512_features(bool bf16) {
   IsaFeatures f;
   f.avx = f.avx2 = f.fma = f.f16c = true;
-  f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512_vnni = true;
+  f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512_vnni = f.bmi2 = true;
   f.avx512_bf16 = bf16;
   return f;
 }

@@ -82,6 +82,8 @@ class TestIsa : public QObject {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = true;
     QCOMPARE(best_variant(f), CpuVariant::Avx2);  // VNNI is required for the INT8 kernels
     f.avx512_vnni = true;
+    QCOMPARE(best_variant(f), CpuVariant::Avx2);  // BMI2 is required for the IQ products
+    f.bmi2 = true;
     QCOMPARE(best_variant(f), CpuVariant::Avx512);
     f.amx_tile = f.amx_int8 = true;
     QCOMPARE(best_variant(f), CpuVariant::Avx512);  // the BF16 tiles are needed too

@@ -119,7 +119,7 @@ kernels::IsaReport recordedIsa(bool avx512, bool amx, bool amxPermitted) {
   kernels::IsaReport r;
   r.identity = {"GenuineIntel", "Recorded CPU", 6, 143, 8};
   kernels::IsaFeatures& f = r.cpuid;
-  f.sse42 = f.avx = f.avx2 = f.fma = f.f16c = true;
+  f.sse42 = f.avx = f.avx2 = f.fma = f.f16c = f.bmi2 = true;
   f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512_vnni = f.avx512_bf16 = avx512;
   f.amx_tile = f.amx_int8 = f.amx_bf16 = amx;
   r.os_avx = true;
