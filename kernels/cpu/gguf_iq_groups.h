@@ -218,7 +218,7 @@ struct Iq1m {
             (nibble & 8) != 0 ? 0u : 1u};
   }
   // A whole step at once: its four groups' nibbles are one 16-bit word; each nibble's bit 3,
-  // set where the shift is -1/8, is spread to its group's byte of the mask's 32 bits.
+  // set where the shift is -1/8, is tested in the four 16-bit lanes of its group's 8 bytes.
   static __m256i step_magnitudes(const std::uint8_t* b, int step, __m256i* mask) {
     const std::uint32_t w = word16(b + 32 + 2 * step);
     std::uint64_t e[4];
@@ -226,11 +226,10 @@ struct Iq1m {
       const int index = b[4 * step + k] | static_cast<int>(((w >> (4 * k)) & 7) << 8);
       e[k] = entry8(reinterpret_cast<const std::uint8_t*>(layout::kIq1sGrid[index]));
     }
-    // Bit 4k + 3 clear (shift +1/8) -> bit 8k set, then every bit of those bytes.
-    const std::uint32_t plus = (~w >> 3) & 0x1111u;
-    const std::uint32_t spread =
-        (plus & 0x1u) | ((plus & 0x10u) << 4) | ((plus & 0x100u) << 8) | ((plus & 0x1000u) << 12);
-    *mask = gguf_simd::byte_mask(spread * 0xFFu);
+    const __m256i bit3 = _mm256_setr_epi16(0x8, 0x8, 0x8, 0x8, 0x80, 0x80, 0x80, 0x80, 0x800, 0x800,
+                                           0x800, 0x800, -0x8000, -0x8000, -0x8000, -0x8000);
+    *mask = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<short>(w)), bit3),
+                               _mm256_setzero_si256());
     return _mm256_set_epi64x(static_cast<long long>(e[3]), static_cast<long long>(e[2]),
                              static_cast<long long>(e[1]), static_cast<long long>(e[0]));
   }
