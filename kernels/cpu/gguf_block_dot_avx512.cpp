@@ -634,6 +634,20 @@ void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
     y[t * y_stride] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t]));
 }
 
+// A row of an IQ grid format unpacked for the tiles (gguf_unpack_row's codes, scales and zero
+// offsets) from the direct products' codes, 64 weights a step. Tiles of 16 and 32 tokens ran
+// 5-40% faster so on Zen 5 than through the AVX2 unpackers, but IQ1_S 5-10% slower: its AVX2
+// steps, whose shifts are all or nothing, take it.
+template <class F>
+void iq_unpack_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s,
+                   float* o) {
+  for (std::int64_t i = 0; i < blocks; ++i, b += F::kBytes, u += 256, s += 16, o += 16) {
+    F::scales(b, s);
+    _mm512_storeu_ps(o, _mm512_setzero_ps());
+    for (int p = 0; p < 4; ++p) _mm512_storeu_si512(u + 64 * p, F::codes(b, p));
+  }
+}
+
 using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
 
 // The activations in the order q45_k_row reads them: in every 128 values the second and third
@@ -724,6 +738,38 @@ bool gguf_block_dot_avx512(const GgufQuantizedActivations& a, std::int64_t m, co
   const auto* base = static_cast<const std::uint8_t*>(w.data);
   for (std::int64_t r = row_begin; r < row_end; ++r)
     row(base + r * row_bytes, w.cols, tok, y + r, y_stride);
+  return true;
+}
+
+bool gguf_unpack_row_avx512(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& out,
+                            int slot) {
+  using Unpack = void (*)(const std::uint8_t*, std::int64_t, std::uint8_t*, float*, float*);
+  Unpack unpack = nullptr;
+  switch (w.dtype) {
+    case DType::IQ2_XXS:
+      unpack = iq_unpack_row<Iq2xxs>;
+      break;
+    case DType::IQ2_XS:
+      unpack = iq_unpack_row<Iq2xs>;
+      break;
+    case DType::IQ2_S:
+      unpack = iq_unpack_row<Iq2s>;
+      break;
+    case DType::IQ3_XXS:
+      unpack = iq_unpack_row<Iq3xxs>;
+      break;
+    case DType::IQ3_S:
+      unpack = iq_unpack_row<Iq3s>;
+      break;
+    case DType::IQ1_M:
+      unpack = iq_unpack_row<Iq1m>;
+      break;
+    default:
+      return false;
+  }
+  const auto* b = static_cast<const std::uint8_t*>(w.data) + dtype_bytes(w.dtype, r * w.cols);
+  unpack(b, w.cols / 256, out.codes.data() + slot * w.cols, out.scale.data() + slot * w.cols / 16,
+         out.offset.data() + slot * w.cols / 16);
   return true;
 }
 

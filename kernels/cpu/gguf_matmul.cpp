@@ -465,11 +465,14 @@ void quantize_activation_row(const float* x, std::int64_t k, int bias, std::int8
 
 }  // namespace
 
-int gguf_unpack_tile(const WeightMatrix& w, std::int64_t first_row, int n, GgufUnpackedRows& out) {
+int gguf_unpack_tile(const WeightMatrix& w, std::int64_t first_row, int n, GgufUnpackedRows& out,
+                     CpuVariant variant) {
   const std::int64_t groups16 = w.cols / 16;
   const int rows = static_cast<int>(std::min<std::int64_t>(n, w.rows - first_row));
   out.resize(n, w.cols, gguf_code_bias(w.dtype));
+  const bool avx512 = variant == CpuVariant::Avx512 || variant == CpuVariant::Amx;
   for (int r = 0; r < rows; ++r) {
+    if (avx512 && gguf_unpack_row_avx512(w, first_row + r, out, r)) continue;
     if (!gguf_unpack_row_avx2(w, first_row + r, out, r)) gguf_unpack_row(w, first_row + r, out, r);
   }
   std::fill(out.scale.begin() + rows * groups16, out.scale.end(), 0.0f);

@@ -66,13 +66,18 @@ int gguf_max_code(DType t);
 // weights scale * (code - bias) + offset equal dequantize_gguf_row's to float rounding.
 void gguf_unpack_row(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& out, int slot);
 // Rows first_row .. first_row + n - 1 of `w` into slots 0 .. n - 1 of `out` (resized for
-// them; the AVX2 unpackers where they apply, so for tiles of the SIMD variants only); slots
-// past the matrix get zero scales and offsets, so that their stale codes add nothing. Returns
-// the rows inside the matrix.
-int gguf_unpack_tile(const WeightMatrix& w, std::int64_t first_row, int n, GgufUnpackedRows& out);
-// The same with AVX2 for the formats most files use (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), bit for
-// bit; false, writing nothing, for the others. The AVX-512 variant uses it too.
+// them; the SIMD unpackers of `variant` where they apply, so for tiles of the SIMD variants
+// only); slots past the matrix get zero scales and offsets, so that their stale codes add
+// nothing. Returns the rows inside the matrix.
+int gguf_unpack_tile(const WeightMatrix& w, std::int64_t first_row, int n, GgufUnpackedRows& out,
+                     CpuVariant variant);
+// The same with AVX2 for the formats most files use (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and the IQ
+// grid formats, bit for bit; false, writing nothing, for the others. The AVX-512 variant uses
+// it too, where gguf_unpack_row_avx512 does not apply.
 bool gguf_unpack_row_avx2(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& out, int slot);
+// The same with AVX-512 and BMI2 for the IQ grid formats but IQ1_S; false, writing nothing,
+// for the others.
+bool gguf_unpack_row_avx512(const WeightMatrix& w, std::int64_t r, GgufUnpackedRows& out, int slot);
 // Quantises `m` rows of `k` values (k a multiple of 32) for weights of code bias `bias`: per
 // 32 values, scale max|x| / 127 and values rounded to nearest.
 void gguf_quantize_activations(const float* x, std::int64_t m, std::int64_t k, int bias,

@@ -158,7 +158,7 @@ void tile_product8(const WeightMatrix& w, std::int64_t first_row, const GgufQuan
   const int bias = gguf_code_bias(w.dtype);
   thread_local GgufUnpackedRows unpacked;
   thread_local Tile8 tile;
-  const int rows = gguf_unpack_tile(w, first_row, kRows, unpacked);
+  const int rows = gguf_unpack_tile(w, first_row, kRows, unpacked, CpuVariant::Avx2);
   tile.is_signed = bias >= 128;
   if (tile.is_signed) {  // the weights themselves: codes less 128, a sign flip
     for (auto& c : unpacked.codes) c = static_cast<std::uint8_t>(c ^ 0x80);

@@ -230,7 +230,7 @@ void tile_product(const WeightMatrix& w, std::int64_t first_row, const Interleav
   const int bias = gguf_code_bias(w.dtype);
   thread_local GgufUnpackedRows unpacked;
   thread_local Tile tile;
-  const int rows = gguf_unpack_tile(w, first_row, kTile, unpacked);
+  const int rows = gguf_unpack_tile(w, first_row, kTile, unpacked, CpuVariant::Avx512);
   tile.group = in.group;
   const std::int64_t groups = k / tile.group;
   tile.codes.resize(static_cast<std::size_t>(kTile * k));

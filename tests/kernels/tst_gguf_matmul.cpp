@@ -224,6 +224,36 @@ class TestGgufMatmul : public QObject {
     QVERIFY(got.offset == want.offset);
   }
 
+  // So do the AVX-512 unpackers of the IQ grid formats (IQ1_S takes the AVX2 one).
+  void avx512UnpackMatchesScalar_data() { formats_data(); }
+  void avx512UnpackMatchesScalar() {
+    QFETCH(QString, file);
+    if (!variant_supported(CpuVariant::Avx512, detect_isa().usable))
+      QSKIP("no AVX-512 VNNI and BMI2 on this CPU");
+    const Fixture f = read_fixture(file);
+    const Matrix m = make_matrix(f, 3);
+    GgufUnpackedRows want, got;
+    want.resize(3, f.cols, gguf_code_bias(f.dtype));
+    got.resize(3, f.cols, gguf_code_bias(f.dtype));
+    // Stale values where the unpacker must write, as in a reused tile.
+    std::fill(got.codes.begin(), got.codes.end(), std::uint8_t{0xA5});
+    std::fill(got.scale.begin(), got.scale.end(), -1.0f);
+    std::fill(got.offset.begin(), got.offset.end(), -1.0f);
+    bool simd = false;
+    for (int r = 0; r < 3; ++r) {
+      gguf_unpack_row(m.w, r, want, r);
+      simd = gguf_unpack_row_avx512(m.w, r, got, r);
+      if (!simd) break;
+    }
+    const std::set<DType> covered = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                                     DType::IQ3_XXS, DType::IQ3_S,  DType::IQ1_M};
+    QCOMPARE(simd, covered.count(f.dtype) == 1);
+    if (!simd) return;
+    QVERIFY(got.codes == want.codes);
+    QVERIFY(got.scale == want.scale);
+    QVERIFY(got.offset == want.offset);
+  }
+
   // The AVX2 and AVX-512 variants' quantiser (one AVX2 row for both) gives the scalar one's
   // values, scales and sums bit for bit, halves rounded to even by both.
   void quantizersAgree_data() {
