@@ -38,7 +38,8 @@ struct BenchCommandOptions {
   // 8192).
   bool attention = false;
   // --gguf-products: with -m FILE.gguf, the products of each GGUF block format the file's
-  // matrices use, on every SIMD variant this CPU runs, at the --tokens counts (default 1).
+  // matrices use, on every SIMD variant this CPU runs (or the one --cpu-variant forces), at
+  // the --tokens counts (default 1).
   bool gguf_products = false;
   bool tokens_given = false;
   bool depth_given = false;

@@ -372,8 +372,9 @@ int main(int argc, char** argv) {
       ->add_flag("--gguf-products", bench.gguf_products,
                  "With -m FILE.gguf: time the product of each GGUF block format the file's "
                  "matrices use (Q4_K, IQ2_XS, ...), on its own matrices of that format, with "
-                 "every SIMD variant this CPU runs (AVX2, AVX-512): GB/s of weights at one token "
-                 "as decode, or at the --tokens counts")
+                 "every SIMD variant this CPU runs (AVX2, AVX-512; only the one --cpu-variant "
+                 "names, if given): GB/s of weights at one token as decode, or at the --tokens "
+                 "counts")
       ->needs(bench_model)
       ->excludes(kernels_flag)
       ->excludes(delta_rule_flag)

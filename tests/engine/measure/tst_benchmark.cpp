@@ -411,6 +411,12 @@ class TestBenchmark : public QObject {
     options.tokens = {1};
     for (const measure::GgufProductRow& row : measure::run_gguf_product_benchmark(options).rows)
       QCOMPARE(row.matrices, row.matrices_in_file);
+    // A variant forced by --cpu-variant is timed alone.
+    qputenv("TANDEM_CPU_VARIANT", variants.front().c_str());
+    const measure::GgufProductReport forced = measure::run_gguf_product_benchmark(options);
+    qunsetenv("TANDEM_CPU_VARIANT");
+    QCOMPARE(forced.rows.size(), expected.size());
+    for (const measure::GgufProductRow& row : forced.rows) QCOMPARE(row.variant, variants.front());
   }
 
   // A file whose matrices are all F16 has nothing for the block kernels: a sentence says so
