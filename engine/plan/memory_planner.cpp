@@ -512,6 +512,14 @@ hw::HardwareReport hardware_from_json(const nlohmann::json& j) {
                                      ? cpu["cpuid_features"].value(name, false)
                                      : r.isa.usable.*(info.member);
   }
+  // Reports written before BMI2 was listed lack it. Every CPU with AVX2 has BMI2 (Intel since
+  // Haswell, AMD since Excavator), and the AVX-512 variant requires it, so such a report's
+  // AVX2 stands for it rather than a silent "no" that would plan AVX2 kernels for an AVX-512
+  // machine.
+  if (!cpu.at("features").contains("bmi2")) {
+    r.isa.usable.bmi2 = r.isa.usable.avx2;
+    r.isa.cpuid.bmi2 = r.isa.cpuid.avx2;
+  }
   const auto& t = j.at("topology");
   r.topology.packages = t.value("packages", 1);
   r.topology.physical_cores = t.value("physical_cores", 1);

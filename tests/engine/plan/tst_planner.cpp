@@ -261,6 +261,20 @@ class TestPlanner : public QObject {
     QCOMPARE(again.gpus.devices.front().host_to_device_bytes_per_s, 5e9);
   }
 
+  // A report written before BMI2 was listed still plans the AVX-512 kernels its CPU runs:
+  // every CPU with AVX2 has BMI2. One that lists it as absent is taken at its word.
+  void reportsWithoutBmi2() {
+    std::ifstream in(std::string(TANDEM_TEST_DATA_DIR) + "/hardware/ryzen-avx512-16gb.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    j["cpu"]["features"].erase("bmi2");
+    j["cpu"]["cpuid_features"].erase("bmi2");
+    const hw::HardwareReport old = hardware_from_json(j);
+    QVERIFY(old.isa.usable.bmi2);
+    QCOMPARE(kernels::best_variant(old.isa.usable), kernels::CpuVariant::Avx512);
+    j["cpu"]["features"]["bmi2"] = false;
+    QCOMPARE(kernels::best_variant(hardware_from_json(j).isa.usable), kernels::CpuVariant::Avx2);
+  }
+
   // CPU only: INT4 experts keep INT8 dense matrices, as the runtime packs them, and no
   // second copy in oneDNN's layout (the runtime uses oneDNN only when asked).
   void cpu_only_dense_matrices() {
