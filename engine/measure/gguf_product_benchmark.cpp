@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/backend/cpu/thread_pool.h"
@@ -27,11 +27,8 @@ struct Format {
 // AVX-512 kernels); the scalar reference only where it has neither. A variant forced by
 // `--cpu-variant` (TANDEM_CPU_VARIANT) is timed alone.
 std::vector<kernels::CpuVariant> variants_to_time() {
-  const char* forced = std::getenv("TANDEM_CPU_VARIANT");
-  if (forced != nullptr && *forced != '\0') {
-    const kernels::CpuVariant v = kernels::active_variant();  // throws a sentence if unusable
-    return {v == kernels::CpuVariant::Amx ? kernels::CpuVariant::Avx512 : v};
-  }
+  if (const std::optional<kernels::CpuVariant> v = kernels::forced_variant())
+    return {*v == kernels::CpuVariant::Amx ? kernels::CpuVariant::Avx512 : *v};
   const kernels::IsaFeatures& usable = kernels::detect_isa().usable;
   std::vector<kernels::CpuVariant> out;
   for (kernels::CpuVariant v : {kernels::CpuVariant::Avx2, kernels::CpuVariant::Avx512})

@@ -243,9 +243,13 @@ bool parse_variant(std::string_view name, CpuVariant& out) {
 }
 
 CpuVariant active_variant() {
+  return forced_variant().value_or(best_variant(detect_isa().usable));
+}
+
+std::optional<CpuVariant> forced_variant() {
   const IsaFeatures& usable = detect_isa().usable;
   const char* forced = std::getenv("TANDEM_CPU_VARIANT");
-  if (forced == nullptr || *forced == '\0') return best_variant(usable);
+  if (forced == nullptr || *forced == '\0') return std::nullopt;
   CpuVariant v;
   if (!parse_variant(forced, v)) {
     throw std::runtime_error(std::string("The CPU variant \"") + forced +

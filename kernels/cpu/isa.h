@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -81,5 +82,8 @@ bool parse_variant(std::string_view name, CpuVariant& out);
 // The variant kernels use: TANDEM_CPU_VARIANT when set and supported, else the best one.
 // Throws std::runtime_error with a sentence when the forced variant is unknown or unsupported.
 CpuVariant active_variant();
+// The variant TANDEM_CPU_VARIANT (--cpu-variant) forces, if it is set; throws as
+// active_variant does.
+std::optional<CpuVariant> forced_variant();
 
 }  // namespace tandem::kernels
