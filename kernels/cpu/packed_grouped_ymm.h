@@ -22,13 +22,17 @@ enum class YmmKind { Int8, Int4, Fp4 };
 //   Dot::kInt8Offset: what each stored INT8 byte holds beyond the weight, as the sums see
 //     it (128 when the unsigned bytes are multiplied as stored, 0 when made signed first).
 // Exact sums per activation group, then one fused multiply-add per group, in group order, as
-// the scalar reference: by the group's activation scale (INT8, whose row scale comes last)
-// or by that times the weights' group scale (INT4, MXFP4).
+// the scalar reference: by the group's activation scale (INT8, whose offset's share and row
+// scale come last) or by that times the weights' group scale (INT4, MXFP4).
 template <class Dot, int T, YmmKind K>
 inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                               std::int64_t t0, float* y, std::int64_t y_stride) {
   constexpr std::int64_t kStepCols = K == YmmKind::Int8 ? 4 : 8;
-  constexpr int bias = K == YmmKind::Int8 ? Dot::kInt8Offset : K == YmmKind::Fp4 ? kMxfp4Bias : 0;
+  // What each sum starts from, times the group's activation sum: INT8 sums the stored bytes
+  // (w + 128) as the reference does, MXFP4 the weights without their offset (2w + 12).
+  constexpr int start_factor = K == YmmKind::Int8  ? 128 - Dot::kInt8Offset
+                               : K == YmmKind::Fp4 ? -kMxfp4Bias
+                                                   : 0;
   const std::int64_t steps = w.cols_padded / kStepCols;
   const std::int64_t steps_per_group = x.group / kStepCols;
   const std::int64_t groups = x.groups();
@@ -42,13 +46,11 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
   for (int h = 0; h < 2; ++h)
     for (int t = 0; t < T; ++t) result[h][t] = _mm256_setzero_ps();
   for (std::int64_t g = 0; g < groups; ++g) {
-    // Stored weights are w + 128 (MXFP4: 2w + 12): each sum starts at minus that offset
-    // times the group's activation sum, so the group's end only converts and scales.
     __m256i acc[2][T];
     for (int t = 0; t < T; ++t) {
       const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
-      const __m256i start =
-          bias == 0 ? _mm256_setzero_si256() : _mm256_set1_epi32(-bias * x.group_sum[at]);
+      const __m256i start = start_factor == 0 ? _mm256_setzero_si256()
+                                              : _mm256_set1_epi32(start_factor * x.group_sum[at]);
       for (int h = 0; h < 2; ++h) acc[h][t] = start;
     }
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
@@ -122,8 +124,10 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
   for (int t = 0; t < T; ++t) {
     alignas(32) float out[16];
     for (int h = 0; h < 2; ++h) {
-      _mm256_store_ps(out + 8 * h, K == YmmKind::Int8 ? _mm256_mul_ps(result[h][t], row_scale[h])
-                                                      : result[h][t]);
+      __m256 v = result[h][t];
+      if constexpr (K == YmmKind::Int8)
+        v = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(x.offset[t0 + t])), row_scale[h]);
+      _mm256_store_ps(out + 8 * h, v);
     }
     std::copy_n(out, rows, y + (t0 + t) * y_stride + r0);
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -388,6 +389,7 @@ void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat fo
   if (format == PackedFormat::Bf16) {
     out.group = 0;
     out.bf16.assign(n, 0);
+    out.offset.clear();
     return;
   }
   const std::int64_t multiple = format == PackedFormat::Int8 ? 4 : 8;
@@ -397,10 +399,19 @@ void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat fo
                                 std::to_string(multiple) + " columns, not " +
                                 std::to_string(group));
   }
+  // INT8's 32-bit sums add up to 255 * 127 a column (the stored bytes as they are).
+  constexpr std::int64_t kMaxInt8Group =
+      std::numeric_limits<std::int32_t>::max() / (255 * 127) / 4 * 4;
+  if (format == PackedFormat::Int8 && group > kMaxInt8Group) {
+    throw std::invalid_argument("INT8 activations are summed in 32-bit integers: a group " +
+                                std::to_string(group) + " columns wide could overflow them (" +
+                                std::to_string(kMaxInt8Group) + " at most)");
+  }
   out.group = group;
   out.q.assign(n, 0);
   out.scale.resize(static_cast<std::size_t>(tokens * out.groups()));
   out.group_sum.resize(static_cast<std::size_t>(tokens * out.groups()));
+  out.offset.assign(format == PackedFormat::Int8 ? static_cast<std::size_t>(tokens) : 0, 0.0f);
 }
 
 // Rows [t0, t1) of x into `out`, sized by prepare_activations.
@@ -460,6 +471,14 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
       out.scale[static_cast<std::size_t>(t * groups + g)] = scale;
       out.group_sum[static_cast<std::size_t>(t * groups + g)] = sum;
     }
+    if (out.format == PackedFormat::Int8) {
+      float offset = 0.0f;
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const auto at = static_cast<std::size_t>(t * groups + g);
+        offset = std::fma(out.scale[at], static_cast<float>(128 * out.group_sum[at]), offset);
+      }
+      out.offset[static_cast<std::size_t>(t)] = offset;
+    }
   }
 }
 
@@ -509,6 +528,7 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
                                   std::to_string(all.tokens));
     return static_cast<std::size_t>(rows[i]);
   };
+  out.offset.resize(all.offset.empty() ? 0 : static_cast<std::size_t>(n));
   if (all.format == PackedFormat::Bf16) {
     out.bf16.resize(static_cast<std::size_t>(n) * width);
     for (std::int64_t i = 0; i < n; ++i)
@@ -524,6 +544,7 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
     std::copy_n(all.q.data() + r * width, width, out.q.data() + i * width);
     std::copy_n(all.scale.data() + r * groups, groups, out.scale.data() + i * groups);
     std::copy_n(all.group_sum.data() + r * groups, groups, out.group_sum.data() + i * groups);
+    if (!all.offset.empty()) out.offset[static_cast<std::size_t>(i)] = all.offset[r];
   }
 }
 
@@ -539,11 +560,12 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
         if (w.format != PackedFormat::Bf16) {
           // Exact integer sums per activation group (the weights' group for INT4 and
           // MXFP4), each combined with one fused multiply-add in group order (INT4: a second
-          // for its offset): the vector variants do the same, so all agree to the bit.
+          // for its offset): the vector variants do the same, so all agree to the bit. INT8
+          // sums the stored bytes and takes the offset's share away at the end.
           const bool int8 = w.format == PackedFormat::Int8;
           const bool int4 = w.format == PackedFormat::Int4;
           const bool fp4 = w.format == PackedFormat::Mxfp4;
-          const int bias = int8 ? 128 : fp4 ? kMxfp4Bias : 0;
+          const int bias = fp4 ? kMxfp4Bias : 0;
           const std::int8_t* q = x.q.data() + t * kp;
           const std::int64_t groups = x.groups();
           float acc = 0.0f;
@@ -580,7 +602,9 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
                              x_scale * static_cast<float>(x.group_sum[at]), acc);
             }
           }
-          y[t * y_stride + r] = int8 ? acc * w.row_scale[static_cast<std::size_t>(r)] : acc;
+          y[t * y_stride + r] = int8 ? (acc - x.offset[static_cast<std::size_t>(t)]) *
+                                           w.row_scale[static_cast<std::size_t>(r)]
+                                     : acc;
         } else {
           const auto* wb = reinterpret_cast<const std::uint16_t*>(block);
           const std::uint16_t* xb = x.bf16.data() + t * kp;

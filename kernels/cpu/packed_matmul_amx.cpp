@@ -181,8 +181,9 @@ std::int64_t chunk_bytes_for(const PackedActivations& x) {
 }
 
 // INT8 and INT4 per activation group (x.group columns, whole or half tiles): the tile products of
-// the group's chunks, the columns short of a tile with AVX-512, the offset taken back out,
-// and one fused multiply-add per group into the float results, as the other variants.
+// the group's chunks, the columns short of a tile with AVX-512, and one fused multiply-add
+// per group into the float results (INT4 a second for its offset; INT8's offset share taken
+// away once at the end), as the other variants.
 // `wbytes`: the first of the BB blocks in the INT8 layout, the next `block_stride` bytes on
 // (INT8: the packed blocks; INT4: the blocks widened to bytes). `rows`: tokens per token tile,
 // as configured (16, or fewer in one partial tile).
@@ -192,7 +193,6 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
                    std::int64_t y_stride) {
   Scratch& s = scratch();
   const bool int8 = w.format == PackedFormat::Int8;
-  const int bias = int8 ? 128 : 0;  // INT4 adds its offset per group instead
   const std::int64_t quads = w.cols_padded / 4;
   const std::int64_t block_stride = w.cols_padded * kPackRows;
   const std::uint8_t* wb[2] = {wbytes, wbytes + block_stride};
@@ -224,12 +224,11 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
         }
         for (int t = 0; t < rows; ++t) {
           const std::size_t at = static_cast<std::size_t>((t0 + tt * kTileRows + t) * groups + g);
-          const __m512i exact = _mm512_sub_epi32(_mm512_load_si512(s.sums[tt][b][t]),
-                                                 _mm512_set1_epi32(bias * x.group_sum[at]));
           const __m512 x_scale = _mm512_set1_ps(x.scale[at]);
           const __m512 scale = int8 ? x_scale : _mm512_mul_ps(w_scale, x_scale);
-          __m512 result = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(exact),
-                                          _mm512_load_ps(s.results[tt][b][t]));
+          __m512 result =
+              _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_load_si512(s.sums[tt][b][t])),
+                              _mm512_load_ps(s.results[tt][b][t]));
           if (!int8) {
             result = _mm512_fmadd_ps(
                 w_offset, _mm512_set1_ps(x.scale[at] * static_cast<float>(x.group_sum[at])),
@@ -247,9 +246,12 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
       const __m512 row_scale =
           int8 ? _mm512_loadu_ps(w.row_scale.data() + r0) : _mm512_set1_ps(1.0f);
       for (int t = 0; t < rows; ++t) {
-        const __m512 v = _mm512_load_ps(s.results[tt][b][t]);
-        store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0,
-                   int8 ? _mm512_mul_ps(v, row_scale) : v, out_rows);
+        __m512 v = _mm512_load_ps(s.results[tt][b][t]);
+        if (int8) {
+          const float offset = x.offset[static_cast<std::size_t>(t0 + tt * kTileRows + t)];
+          v = _mm512_mul_ps(_mm512_sub_ps(v, _mm512_set1_ps(offset)), row_scale);
+        }
+        store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0, v, out_rows);
       }
     }
   }

@@ -202,10 +202,14 @@ class TestOnednnMatmul : public QObject {
     std::vector<float> got(want);
     packed_matmul_scalar(packed, a, want.data(), stride, 0, packed.blocks);
     m.run(x.data(), tokens, got.data(), stride, serial_for);
+    float largest = 0.0f;
+    for (float v : want) largest = std::max(largest, std::abs(v));
     for (std::size_t i = 0; i < want.size(); ++i) {
       if (f == PackedFormat::Int8) {
-        // The same integer sums; the row and token scales multiplied in the other order.
-        QVERIFY2(std::abs(got[i] - want[i]) <= 2.5e-7f * std::abs(want[i]),
+        // The same integer products. oneDNN's sums are exact; the packed reference sums the
+        // stored bytes (w + 128) and takes the offset's share away in float at the end, so
+        // the two agree to float rounding of that share (tst_packed_matmul bounds it).
+        QVERIFY2(std::abs(got[i] - want[i]) <= 2e-5f * largest,
                  qPrintable(QStringLiteral("%1 vs %2 at %3").arg(got[i]).arg(want[i]).arg(i)));
       } else {
         QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * (1.0f + std::abs(want[i])),

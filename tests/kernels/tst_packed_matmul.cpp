@@ -653,6 +653,65 @@ class TestPackedMatmul : public QObject {
              qPrintable(QStringLiteral("groups %1, whole row %2").arg(grouped).arg(whole_row)));
   }
 
+  // INT8 sums the stored bytes (w + 128) and takes the offset's share, 128 times the scaled
+  // activation sums, away once per row at the end. Activations far from zero (all positive
+  // here, as after a gated product's activation) make that share much larger than the result,
+  // so the float sums cancel; the result must still be the exact product of the quantised
+  // weights and activations to within float rounding, far below INT8's own error (about 1e-3
+  // here); variantsMatchScalar holds every variant to this to the bit. Whole rows included,
+  // and groups too large for the 32-bit sums refused.
+  void int8OffsetCancelsWithinFloatRounding() {
+    const int tokens = 5, rows = 40, cols = 1024;
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 91);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    const PackedMatrix w = pack_int8(source);
+    auto x = normal_values(static_cast<std::size_t>(tokens * cols), 92);
+    for (float& v : x) v = 4.0f + 0.5f * v;
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (const std::int64_t group : {kInt8ActivationGroup, std::int64_t{128}, kWholeRow}) {
+      PackedActivations a;
+      pack_activations(x.data(), tokens, cols, PackedFormat::Int8, a, group);
+      for (int t = 0; t < tokens; ++t) {
+        double expected = 0;
+        for (std::int64_t g = 0; g < a.groups(); ++g) {
+          const auto at = static_cast<std::size_t>(t * a.groups() + g);
+          expected += 128.0 * a.scale[at] * a.group_sum[at];
+        }
+        QVERIFY(std::abs(a.offset[static_cast<std::size_t>(t)] - expected) <=
+                1e-6 * std::abs(expected));
+      }
+      std::vector<double> exact(static_cast<std::size_t>(tokens * rows));
+      double norm = 0;
+      for (int r = 0; r < rows; ++r) {
+        unpack_row(w, r, row.data());
+        for (int t = 0; t < tokens; ++t) {
+          double sum = 0;
+          for (int c = 0; c < cols; ++c) {
+            const auto at = static_cast<std::size_t>(t * a.groups() + c / a.group);
+            sum += double(row[static_cast<std::size_t>(c)]) *
+                   a.q[static_cast<std::size_t>(t * a.cols_padded + c)] * a.scale[at];
+          }
+          exact[static_cast<std::size_t>(t * rows + r)] = sum;
+          norm = std::max(norm, std::abs(sum));
+        }
+      }
+      std::vector<float> got(exact.size());
+      packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
+      double worst = 0;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::abs(got[i] - exact[i]) / norm);
+      QVERIFY2(worst < 2e-5, qPrintable(QStringLiteral("groups of %1: %2").arg(group).arg(worst)));
+    }
+    std::vector<float> wide(66400, 1.0f);
+    PackedActivations a;
+    QVERIFY_THROWS_EXCEPTION(
+        std::invalid_argument,
+        pack_activations(wide.data(), 1, 66400, PackedFormat::Int8, a, kWholeRow));
+  }
+
   void allBlocksInParallelChunks() {
     const int rows = 100, cols = 64, tokens = 2;
     const auto values = normal_values(static_cast<std::size_t>(rows * cols), 31);
@@ -709,6 +768,7 @@ class TestPackedMatmul : public QObject {
     QCOMPARE(parallel.q, serial.q);
     QCOMPARE(parallel.scale, serial.scale);
     QCOMPARE(parallel.group_sum, serial.group_sum);
+    QCOMPARE(parallel.offset, serial.offset);
     QCOMPARE(parallel.bf16, serial.bf16);
   }
 
@@ -746,6 +806,7 @@ class TestPackedMatmul : public QObject {
     QCOMPARE(gathered.q, want.q);
     QCOMPARE(gathered.scale, want.scale);
     QCOMPARE(gathered.group_sum, want.group_sum);
+    QCOMPARE(gathered.offset, want.offset);
     QCOMPARE(gathered.bf16, want.bf16);
     const std::int64_t outside[] = {tokens};
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gather_activations(all, outside, 1, gathered));
