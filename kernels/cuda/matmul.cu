@@ -1,4 +1,7 @@
-// Dense products: the few-token product for decode, tensor-core tiles for prompts.
+// Dense products: the few-token product for decode, tensor-core tiles for prompts. Weights kept
+// in fp32 (routers, and small checkpoints' matrices) are multiplied in fp32 at every token count:
+// rounding a router's inputs to BF16 moves near-tied experts' scores enough to change which
+// experts a token gets, and the tiles would round the weights as well.
 #include "kernels/cuda/gemm_tiles.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -31,7 +34,7 @@ void matmul(const float* x, std::int64_t n, const DeviceWeights& w, float* y, st
   p.cols = w.cols;
   p.y = y;
   p.y_stride = y_stride;
-  if (n <= kGemvMaxTokens) {
+  if (n <= kGemvMaxTokens || w.type == WeightType::F32) {
     const auto blocks = static_cast<unsigned>((w.rows + kGemvWarps - 1) / kGemvWarps);
     gemv_kernel<<<blocks, kGemvWarps * 32, 0, stream>>>(p);
   } else {

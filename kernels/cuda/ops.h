@@ -7,7 +7,7 @@
 // the same RMSNorm, rotary angles, routing with its tie rules, attention with sinks and
 // sliding windows, and gated DeltaNet. Products multiply BF16 weights with fp32 activations
 // and sum in fp32 for a few tokens; from kGemvMaxTokens tokens on, activations are rounded to
-// BF16 for the tensor cores.
+// BF16 for the tensor cores. Weights kept in fp32 (routers) are multiplied in fp32 throughout.
 #pragma once
 
 #include <cuda_runtime_api.h>
