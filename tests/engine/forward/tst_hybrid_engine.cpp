@@ -6,6 +6,7 @@
 // reported.
 #include <QtTest>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -92,6 +93,71 @@ int usable_gpu(std::string& why) {
         : q.reason.empty() ? std::string("no NVIDIA GPU was found")
                            : q.reason;
   return -1;
+}
+
+// One position of a teacher-forced comparison: both generators have read the same tokens.
+struct ForcedPosition {
+  double difference = 0;  // the largest logit difference over the reference's range
+  bool rerouted = false;  // this position's tokens were sent to other experts
+};
+
+// Each prompt, then the reference's greedy tokens one at a time, fed to both generators
+// (teacher forcing): a GPU's logits are compared position by position, also past a near tie
+// that would send free-running greedy decoding elsewhere. Routing is compared through the
+// runners' routing hits, which each step adds to.
+std::vector<ForcedPosition> teacher_forced(generate::Generator& reference,
+                                           generate::Generator& other,
+                                           const nlohmann::json& prompts,
+                                           const std::vector<std::vector<std::int32_t>>& greedy) {
+  std::vector<ForcedPosition> out;
+  for (std::size_t p = 0; p < prompts.size(); ++p) {
+    auto ids = prompts[p]["ids"].get<std::vector<std::int32_t>>();
+    reference.reset();
+    other.reset();
+    for (std::size_t step = 0; step <= greedy[p].size(); ++step) {
+      const auto r0 = reference.metrics()->snapshot().hits;
+      const auto o0 = other.metrics()->snapshot().hits;
+      const std::vector<float> want = reference.evaluate(ids);
+      const std::vector<float>& got = other.evaluate(ids);
+      const auto r1 = reference.metrics()->snapshot().hits;
+      const auto o1 = other.metrics()->snapshot().hits;
+      ForcedPosition f;
+      for (std::size_t i = 0; i < r1.size(); ++i)
+        f.rerouted = f.rerouted || r1[i] - r0[i] != o1[i] - o0[i];
+      const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+      const double range = *hi - *lo;
+      for (std::size_t j = 0; j < want.size(); ++j)
+        f.difference = std::max(f.difference, std::abs(got[j] - want[j]) / range);
+      out.push_back(f);
+      if (step < greedy[p].size()) ids.push_back(greedy[p][step]);
+    }
+  }
+  return out;
+}
+
+// What a teacher-forced comparison found: over the positions routed as on the reference, the
+// largest and the median difference, and how many positions were routed otherwise.
+struct ForcedSummary {
+  double worst = 0, median = 0;
+  std::int64_t rerouted = 0, positions = 0;
+};
+ForcedSummary summarize(const std::vector<ForcedPosition>& positions) {
+  ForcedSummary s;
+  std::vector<double> same_routing;
+  for (const ForcedPosition& p : positions) {
+    if (p.rerouted) {
+      ++s.rerouted;
+      continue;
+    }
+    same_routing.push_back(p.difference);
+    s.worst = std::max(s.worst, p.difference);
+  }
+  s.positions = static_cast<std::int64_t>(positions.size());
+  if (!same_routing.empty()) {
+    std::sort(same_routing.begin(), same_routing.end());
+    s.median = same_routing[same_routing.size() / 2];
+  }
+  return s;
 }
 
 double worst_relative(const Output& a, const Output& b) {
@@ -184,7 +250,19 @@ class TestHybridEngine : public QObject {
   // The data row's model and placement on the accelerator `make` gives, against the CPU:
   // the same greedy tokens, and logits within `float_tolerance` of the range (`gguf_tolerance`
   // where activations are quantised to 8 bits: GGUF blocks as stored, INT8, INT4).
-  void compare_with_cpu(const BackendFactory& make, double float_tolerance, double gguf_tolerance) {
+  //
+  // `teacher_forced` (a GPU): BF16 weights and, in prompts, BF16 activations round where the
+  // CPU computes in fp32 or with INT8 activations of its own, and on these tiny random models
+  // that moves near-tied router scores and top tokens. The two are then compared position by
+  // position on the CPU's greedy tokens (teacher_forced above). Where a position's tokens went
+  // to the same experts, its logits must be within `float_tolerance` of the range, or, where
+  // the CPU multiplies with 8-bit activations, within `gguf_tolerance` with a median under 3%
+  // (a top token may differ where the CPU's own top two are closer than that). Positions whose
+  // routing differs (a near tie decided the other way) are counted and must be at most
+  // `rerouted_share` of them. For 8-bit formats each bound is raised to 1.25 times what the
+  // CPU's own BF16 run of the same weights shows, where that is more.
+  void compare_with_cpu(const BackendFactory& make, double float_tolerance, double gguf_tolerance,
+                        bool forced = false, double rerouted_share = 0.0) {
     QFETCH(QString, fixture);
     QFETCH(QString, format);
     QFETCH(QString, strategy);
@@ -226,20 +304,66 @@ class TestHybridEngine : public QObject {
     QCOMPARE(runner.layerwise_prefill(),
              threshold > 0 && moe_layers > 0 && runner.gpu_experts_per_layer() < all);
     generate::Generator hybrid(runner, 64);
-    const Output got = run(hybrid, prompts);
-
-    QCOMPARE(got.greedy, want.greedy);
-    const double worst = worst_relative(got, want);
     // GGUF blocks as stored, INT8 and INT4 are multiplied with 8-bit activations, a scale
     // per 32 columns; where the experts' inputs differ in their last bits (sums in another
     // order), an activation can round the other way, which moved the mixed GGUF fixture's
     // logits by 0.3% of the range, and Qwen3-Next's in INT8 by 0.33% (the greedy tokens stay
-    // the same). BF16 and fp32 compute in floats: 1e-4.
+    // the same). BF16 and fp32 compute in floats: 1e-4. FP8 weights count as 8-bit where a
+    // GPU holds them in BF16 against the CPU's own product.
     const bool int8_activations =
         (fixture.endsWith(QLatin1String(".gguf")) && format == "native") || format == "int8" ||
-        format == "int4" || format == "mxfp4";
-    QVERIFY2(worst <= (int8_activations ? gguf_tolerance : float_tolerance),
-             qPrintable(QStringLiteral("largest difference %1 of the range").arg(worst)));
+        format == "int4" || format == "mxfp4" ||
+        (forced && fixture.endsWith(QLatin1String("-fp8")));
+    // Against a GPU, 8-bit formats are also measured against what they cost the CPU itself:
+    // the same weights in BF16 (`format_noise`), compared in the same way. Where the CPU's own
+    // rounding moves the logits and the routing more (Qwen3-Next's recurrent layers in INT8:
+    // a median of 6% of the range, a third of the positions rerouted), the GPU may too.
+    ForcedSummary format_noise;
+    if (forced && rerouted_share > 0 && int8_activations) {
+      model::LoadOptions float_load = load;
+      float_load.cpu_format = model::CpuFormat::Bf16;
+      const auto float_model = model::LoadedModel::load(::fixture(fixture), float_load);
+      generate::Generator float_cpu(*float_model, cpu, 64);
+      format_noise = summarize(teacher_forced(alone, float_cpu, prompts, want.greedy));
+      qInfo(
+          "the CPU's own BF16 run differs by %.4f at most, %.4f in the median, %lld of %lld "
+          "positions rerouted",
+          format_noise.worst, format_noise.median, static_cast<long long>(format_noise.rerouted),
+          static_cast<long long>(format_noise.positions));
+    }
+    const auto check_against_cpu = [&] {
+      if (!forced) {
+        const Output got = run(hybrid, prompts);
+        QCOMPARE(got.greedy, want.greedy);
+        const double worst = worst_relative(got, want);
+        QVERIFY2(worst <= (int8_activations ? gguf_tolerance : float_tolerance),
+                 qPrintable(QStringLiteral("largest difference %1 of the range").arg(worst)));
+        return;
+      }
+      const ForcedSummary got = summarize(teacher_forced(alone, hybrid, prompts, want.greedy));
+      const double worst_allowed =
+          int8_activations ? std::max(gguf_tolerance, 1.25 * format_noise.worst) : float_tolerance;
+      QVERIFY2(got.worst <= worst_allowed,
+               qPrintable(QStringLiteral("largest difference %1 of the range at a position "
+                                         "routed as on the CPU (allowed: %2)")
+                              .arg(got.worst)
+                              .arg(worst_allowed)));
+      const double rerouted_allowed =
+          std::max(rerouted_share * got.positions, 1.25 * format_noise.rerouted);
+      QVERIFY2(got.rerouted <= rerouted_allowed,
+               qPrintable(QStringLiteral("%1 of %2 positions were routed to other experts "
+                                         "(allowed: %3)")
+                              .arg(got.rerouted)
+                              .arg(got.positions)
+                              .arg(rerouted_allowed)));
+      const double median_allowed = std::max(3e-2, 1.25 * format_noise.median);
+      QVERIFY2(!int8_activations || got.median <= median_allowed,
+               qPrintable(QStringLiteral("median difference %1 of the range (allowed: %2)")
+                              .arg(got.median)
+                              .arg(median_allowed)));
+    };
+    check_against_cpu();
+    if (QTest::currentTestFailed()) return;
     const auto snap = runner.metrics()->snapshot();
     QVERIFY(snap.accelerator);
     // The placement is real: experts on the accelerator are computed there, the others on
@@ -263,8 +387,8 @@ class TestHybridEngine : public QObject {
       // hundred tokens more) until one has. The results above were already compared.
       auto moved = snap;
       for (int round = 0; round < 20 && moved.moves == 0; ++round) {
-        const Output again = run(hybrid, prompts);
-        QCOMPARE(again.greedy, want.greedy);  // moving experts changes nothing computed
+        check_against_cpu();  // moving experts changes nothing computed
+        if (QTest::currentTestFailed()) return;
         moved = runner.metrics()->snapshot();
       }
       QVERIFY2(moved.moves > 0, "the dynamic update moved no expert");
@@ -277,10 +401,17 @@ class TestHybridEngine : public QObject {
  private slots:
   void matchesTheCpu_data() { hybrid_cases(); }
   void matchesTheCpu() { compare_with_cpu(emulated, 1e-4, 1e-2); }
+  // The GPU's teacher-forced comparison, run here on the emulated accelerator, where it must
+  // find the same routing everywhere.
+  void matchesTheCpuTeacherForced_data() { hybrid_cases(); }
+  void matchesTheCpuTeacherForced() { compare_with_cpu(emulated, 1e-4, 1e-2, /*forced=*/true); }
 
   // The same cases on an NVIDIA GPU: BF16 weights (fp32 ones stay fp32) and, for prompts,
-  // activations rounded to BF16 for the tensor cores, so the logits are held to 3% of their
-  // range; the greedy tokens must still be the CPU's.
+  // activations rounded to BF16 for the tensor cores, compared teacher-forced (see
+  // compare_with_cpu). Measured on an H200 (2026-12-04): with the CPU's routing, float formats
+  // within 0.31% of the range, 8-bit ones within 14% (the mixed GGUF file's Q2_K and Q3_K
+  // layers; the CPU's own BF16 run of that file differs from its block products by as much),
+  // medians 0.1% and 1-2%; at most 4 of 26 positions rerouted.
   void cudaMatchesTheCpu_data() {
     std::string why;
     if (usable_gpu(why) >= 0) {
@@ -303,7 +434,7 @@ class TestHybridEngine : public QObject {
           o.memory_bytes = 256ull << 20;
           return std::make_unique<backend::CudaBackend>(o, spec);
         },
-        3e-2, 3e-2);
+        1e-2, 0.2, /*forced=*/true, /*rerouted_share=*/0.25);
 #endif
   }
 
