@@ -4,6 +4,9 @@
 // with fewer tokens stop at once), the activation, the down product, and a last kernel adds
 // each token's weighted results in slot order (so the sum does not depend on the buckets'
 // order). Pairs are processed kExpertTokensPerPass tokens at a time, which bounds the scratch.
+// The products launch blocks only for as many experts as can have tokens (at most one per
+// pair): the bucketing kernel lists the experts that do, so a decoded token's eight experts
+// do not pay for the scheduling of every resident expert's blocks.
 #include "kernels/cuda/gemm_tiles.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -23,9 +26,10 @@ struct PassScratch {
   std::int32_t* counts;
   std::int32_t* offsets;
   std::int32_t* order;
-  float* gate;  // [pairs x inner], the activation's result after glu_pairs
-  float* up;    // [pairs x inner]
-  float* down;  // [pairs x hidden]
+  std::int32_t* active;  // the slots with tokens, then their count at active[slots]
+  float* gate;           // [pairs x inner], the activation's result after glu_pairs
+  float* up;             // [pairs x inner]
+  float* down;           // [pairs x hidden]
 };
 
 PassScratch carve(void* base, std::int64_t pairs, std::int64_t hidden, std::int64_t inner,
@@ -41,6 +45,7 @@ PassScratch carve(void* base, std::int64_t pairs, std::int64_t hidden, std::int6
   s.counts = static_cast<std::int32_t*>(take(slots * sizeof(std::int32_t)));
   s.offsets = static_cast<std::int32_t*>(take(slots * sizeof(std::int32_t)));
   s.order = static_cast<std::int32_t*>(take(pairs * sizeof(std::int32_t)));
+  s.active = static_cast<std::int32_t*>(take((slots + 1) * sizeof(std::int32_t)));
   s.gate = static_cast<float*>(take(pairs * inner * sizeof(float)));
   s.up = static_cast<float*>(take(pairs * inner * sizeof(float)));
   s.down = static_cast<float*>(take(pairs * hidden * sizeof(float)));
@@ -61,13 +66,15 @@ __global__ void bucket_kernel(const std::int32_t* ids, std::int64_t pairs,
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    int run = 0;
+    int run = 0, active = 0;
     for (std::int64_t i = 0; i < slots; ++i) {
       s.counts[i] = cursor[i];
       s.offsets[i] = run;
       cursor[i] = run;
       run += s.counts[i];
+      if (s.counts[i] > 0) s.active[active++] = static_cast<std::int32_t>(i);
     }
+    s.active[slots] = active;
   }
   __syncthreads();
   for (std::int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
@@ -78,7 +85,7 @@ __global__ void bucket_kernel(const std::int32_t* ids, std::int64_t pairs,
 
 struct Pass {
   const float* x;
-  std::int64_t k, hidden, inner;
+  std::int64_t k, hidden, inner, slots;
   const ExpertOnDevice* experts;
   PassScratch s;
 };
@@ -113,11 +120,19 @@ __device__ GemmProblem expert_problem(const Pass& pass, std::int64_t slot, int w
   return p;
 }
 
-// blockIdx.z = slot * products + product; `first` is the first product (0 gate, 2 down).
+// The slot of the expert that block column `z / products` takes, or -1 past the experts with
+// tokens.
+__device__ __forceinline__ std::int64_t active_slot(const Pass& pass, unsigned z, int products) {
+  const std::int64_t i = z / products;
+  return i < pass.s.active[pass.slots] ? pass.s.active[i] : -1;
+}
+
+// blockIdx.z = i * products + product for the i-th expert with tokens; `first` is the first
+// product (0 gate, 2 down).
 __global__ void grouped_gemv_kernel(Pass pass, int first, int products) {
-  const std::int64_t slot = blockIdx.z / products;
+  const std::int64_t slot = active_slot(pass, blockIdx.z, products);
+  if (slot < 0) return;
   const int which = first + static_cast<int>(blockIdx.z % products);
-  if (pass.s.counts[slot] == 0) return;
   const GemmProblem p = expert_problem(pass, slot, which);
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
   if (r < p.rows) gemv_warp_row(p, r);
@@ -125,7 +140,8 @@ __global__ void grouped_gemv_kernel(Pass pass, int first, int products) {
 
 __global__ void __launch_bounds__(kGemmThreads)
     grouped_gemm_kernel(Pass pass, int first, int products) {
-  const std::int64_t slot = blockIdx.z / products;
+  const std::int64_t slot = active_slot(pass, blockIdx.z, products);
+  if (slot < 0) return;
   const int which = first + static_cast<int>(blockIdx.z % products);
   const std::int64_t m0 = static_cast<std::int64_t>(blockIdx.y) * kTileM;
   if (m0 >= pass.s.counts[slot]) return;
@@ -148,24 +164,47 @@ __global__ void glu_pairs_kernel(Pass pass, std::int64_t pairs) {
   }
 }
 
+// Token blockIdx.x, columns from blockIdx.y * blockDim.x: each pair's slot, weight and bias
+// are read once into shared memory (kCombinePairs at a time), then every thread adds its
+// column over the pairs in slot order.
+constexpr int kCombineThreads = 256;
+constexpr int kCombinePairs = 32;
+
 __global__ void combine_kernel(Pass pass, const float* weights, float* out) {
+  __shared__ float pair_weight[kCombinePairs];
+  __shared__ const float* pair_bias[kCombinePairs];
+  __shared__ bool pair_used[kCombinePairs];
   const std::int64_t t = blockIdx.x;
-  for (std::int64_t c = threadIdx.x; c < pass.hidden; c += blockDim.x) {
-    float acc = 0.0f;
-    for (std::int64_t j = 0; j < pass.k; ++j) {
-      const std::int64_t pair = t * pass.k + j;
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  float acc = 0.0f;
+  for (std::int64_t j0 = 0; j0 < pass.k; j0 += kCombinePairs) {
+    const std::int64_t count = pass.k - j0 < kCombinePairs ? pass.k - j0 : kCombinePairs;
+    __syncthreads();  // the previous group's values may still be read
+    if (threadIdx.x < count) {
+      const std::int64_t pair = t * pass.k + j0 + threadIdx.x;
       const std::int32_t slot = pass.s.slot_of_pair[pair];
-      if (slot < 0) continue;
-      const float* bias = pass.experts[slot].down_bias;
-      const float d = pass.s.down[pair * pass.hidden + c] + (bias != nullptr ? bias[c] : 0.0f);
-      acc += weights[pair] * d;
+      pair_used[threadIdx.x] = slot >= 0;
+      pair_weight[threadIdx.x] = weights[pair];
+      pair_bias[threadIdx.x] = slot >= 0 ? pass.experts[slot].down_bias : nullptr;
     }
-    out[t * pass.hidden + c] += acc;
+    __syncthreads();
+    if (c < pass.hidden) {
+      for (std::int64_t j = 0; j < count; ++j) {
+        if (!pair_used[j]) continue;
+        const std::int64_t pair = t * pass.k + j0 + j;
+        const float* bias = pair_bias[j];
+        const float d = pass.s.down[pair * pass.hidden + c] + (bias != nullptr ? bias[c] : 0.0f);
+        acc += pair_weight[j] * d;
+      }
+    }
   }
+  if (c < pass.hidden) out[t * pass.hidden + c] += acc;
 }
 
 void launch_products(const Pass& pass, std::int64_t pairs, std::int64_t slots, int first,
                      int products, std::int64_t rows, cudaStream_t stream) {
+  // No more experts than pairs can have tokens.
+  if (pairs < slots) slots = pairs;
   if (pairs <= kGemvMaxPairs) {
     const dim3 grid(static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps), 1,
                     static_cast<unsigned>(slots * products));
@@ -187,7 +226,8 @@ std::int64_t grouped_experts_scratch_bytes(std::int64_t n, std::int64_t k, std::
   const std::int64_t pairs = tokens * k;
   return static_cast<std::int64_t>(
       2 * aligned(pairs * sizeof(std::int32_t)) + 2 * aligned(slots * sizeof(std::int32_t)) +
-      2 * aligned(pairs * inner * sizeof(float)) + aligned(pairs * hidden * sizeof(float)));
+      aligned((slots + 1) * sizeof(std::int32_t)) + 2 * aligned(pairs * inner * sizeof(float)) +
+      aligned(pairs * hidden * sizeof(float)));
 }
 
 void grouped_experts(const GroupedExpertsArgs& a, void* scratch, cudaStream_t stream) {
@@ -200,6 +240,7 @@ void grouped_experts(const GroupedExpertsArgs& a, void* scratch, cudaStream_t st
     pass.k = a.k;
     pass.hidden = a.hidden;
     pass.inner = a.inner;
+    pass.slots = a.slots;
     pass.experts = a.experts;
     pass.s = carve(scratch, pairs, a.hidden, a.inner, a.slots);
     bucket_kernel<<<1, kBucketThreads, a.slots * sizeof(int), stream>>>(
@@ -212,8 +253,11 @@ void grouped_experts(const GroupedExpertsArgs& a, void* scratch, cudaStream_t st
                        256, 0, stream>>>(pass, pairs);
     check(cudaGetLastError(), "applying the experts' activation");
     launch_products(pass, pairs, a.slots, 2, 1, a.hidden, stream);
-    combine_kernel<<<static_cast<unsigned>(tokens), 256, 0, stream>>>(pass, a.weights + t0 * a.k,
-                                                                      a.out + t0 * a.hidden);
+    const dim3 combine_grid(
+        static_cast<unsigned>(tokens),
+        static_cast<unsigned>((a.hidden + kCombineThreads - 1) / kCombineThreads));
+    combine_kernel<<<combine_grid, kCombineThreads, 0, stream>>>(pass, a.weights + t0 * a.k,
+                                                                 a.out + t0 * a.hidden);
     check(cudaGetLastError(), "adding the experts' results");
   }
 }

@@ -78,6 +78,9 @@ __device__ inline void gemv_warp_row(const GemmProblem& p, std::int64_t r) {
       xr[t] = p.x + a_row(p, t0 + (t < tokens ? t : 0)) * p.x_stride;
     float acc[kGemvTokens] = {};
     if (vectors) {
+      // Unrolled so that several 16-byte weight loads are in flight per lane: a decoded
+      // token's products are bound by how many bytes are on their way.
+#pragma unroll 4
       for (std::int64_t c = static_cast<std::int64_t>(lane) * 8; c < p.cols; c += 32 * 8) {
         float wv[8];
         load8(p.w, p.type, base + c, wv);

@@ -488,8 +488,8 @@ void test_routing() {
 }
 
 // ---- Routed experts: out[t] += sum_j w[t, j] * down(glu(gate x + gb, up x + ub)) + db.
-void test_grouped_experts() {
-  const int experts = 6, hidden = 40, inner = 24;
+void test_grouped_experts(const int hidden) {
+  const int experts = 6, inner = 24;
   const std::vector<int> resident = {0, 3, 5};
   std::vector<std::vector<float>> gate(experts), up(experts), down(experts), gb(experts),
       ub(experts), dbias(experts);
@@ -593,8 +593,14 @@ void test_grouped_experts() {
         }
       }
     expect_close(dout.get(), want, tiles ? 2e-2 : 1e-5,
-                 "grouped experts, " + std::to_string(n) + " tokens (3 of 6 resident)");
+                 "grouped experts, " + std::to_string(n) + " tokens (3 of 6 resident), " +
+                     std::to_string(hidden) + " columns");
   }
+}
+
+void test_grouped_experts() {
+  // 300 columns: the results are added by more than one block per token.
+  for (const int hidden : {40, 300}) test_grouped_experts(hidden);
 }
 
 // ---- Gated DeltaNet, as transformers' recurrent form writes it.
