@@ -15,6 +15,10 @@ namespace {
 constexpr double kPcieBytesPerS = 25e9;        // PCIe 4.0 x16 in practice
 constexpr double kCpuMacsPerCoreInt8 = 100e9;  // AVX-512 VNNI expert kernels, per core
 constexpr double kAmxSpeedup = 4.0;
+// The CUDA backend widens a staged layer's experts to BF16 on one host thread as it copies
+// them: about 1.1 GB/s on an H200's 16-core Xeon host (docs/benchmarks.md, "The hybrid engine
+// on an NVIDIA H200"), well under any bus.
+constexpr double kStagingWideningBytesPerS = 1.1e9;
 
 std::uint64_t bytes(std::int64_t params, WeightFormat f) {
   return static_cast<std::uint64_t>(std::llround(static_cast<double>(params) * bytes_per_param(f)));
@@ -247,10 +251,42 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   const schedule::PlacementStrategy strategy =
       stats ? schedule::PlacementStrategy::Frequency : schedule::PlacementStrategy::Uniform;
   const bool moe = m.experts > 0 && m.moe_layers > 0;
-  // Layerwise prefill, which the plan turns on with a GPU, keeps two layers of the experts
-  // not on it staged there; the runtime sizes N with the same code (schedule::experts_that_fit).
-  bool layerwise = moe;
   const auto expert_bytes = [&] { return weights(m.expert_params, m.stored.expert, gpu_fmt); };
+  // Layerwise prefill copies each layer's experts to the GPU again for every chunk of a prompt
+  // (kPrefillChunkTokens, as the generator feeds prompts), so it pays where copying a layer's
+  // experts takes less time than the CPU spends on them for the tokens of one chunk.
+  struct PrefillCost {
+    std::int64_t tokens = 0;      // where copying starts to pay
+    std::int64_t bus_tokens = 0;  // the same at the bus's speed alone
+    double layer_bytes = 0, bytes_per_s = 0;
+    bool measured = false;
+  };
+  const auto prefill_cost = [&] {
+    PrefillCost c;
+    c.layer_bytes = static_cast<double>(
+        weights(m.expert_params * m.experts,
+                m.stored.expert * static_cast<std::uint64_t>(m.experts), gpu_fmt));
+    const double rate = std::max(1, hw.topology.physical_cores) * kCpuMacsPerCoreInt8 *
+                        (variant == kernels::CpuVariant::Amx ? kAmxSpeedup : 1.0);
+    const double cpu_s_per_token =
+        static_cast<double>(std::max<std::int64_t>(1, m.experts_per_token * m.expert_params)) /
+        rate;
+    // The bus as measured at Tandem's first start on this GPU, else PCIe 4.0 x16's, and no
+    // faster than the host widens what it copies.
+    c.measured = gpu != nullptr && gpu->host_to_device_bytes_per_s > 0;
+    const double bus = c.measured ? gpu->host_to_device_bytes_per_s : kPcieBytesPerS;
+    c.bytes_per_s = std::min(bus, kStagingWideningBytesPerS);
+    c.bus_tokens = static_cast<std::int64_t>(std::ceil(c.layer_bytes / bus / cpu_s_per_token));
+    c.tokens =
+        static_cast<std::int64_t>(std::ceil(c.layer_bytes / c.bytes_per_s / cpu_s_per_token));
+    return c;
+  };
+  const std::int64_t chunk_tokens = kPrefillChunkTokens;
+  // Layerwise prefill, which the plan turns on with a GPU where it pays, keeps two layers of
+  // the experts not on it staged there; the runtime sizes N with the same code
+  // (schedule::experts_that_fit).
+  const bool layerwise_pays = moe && gpu != nullptr && prefill_cost().tokens <= chunk_tokens;
+  bool layerwise = layerwise_pays;
   const auto staging_for = [&](std::int64_t n) -> std::uint64_t {
     return use_gpu && layerwise ? schedule::staging_bytes(expert_bytes(), m.experts, n, strategy)
                                 : 0;
@@ -398,30 +434,29 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
            ? "the lowest-weighted CPU experts of a layer finish during the GPU's next attention"
        : use_gpu ? "all experts are on the GPU or too few are active to defer"
                  : "without a GPU there is nothing to overlap the CPU experts with"});
+  const PrefillCost cost = prefill_cost();
+  if (use_gpu && moe) plan.bus_prefill_threshold = cost.bus_tokens;
+  const std::string copy_rate =
+      fmt::format("{} at {:.1f} GB/s, {}", gib(static_cast<std::uint64_t>(cost.layer_bytes)),
+                  cost.bytes_per_s / 1e9,
+                  cost.bytes_per_s == kStagingWideningBytesPerS
+                      ? "as fast as the host widens them to BF16"
+                      : (cost.measured ? "the bus measured" : "PCIe 4.0 x16, not measured"));
   if (use_gpu && moe && layerwise) {
-    const double layer_bytes = static_cast<double>(
-        weights(m.expert_params * m.experts,
-                m.stored.expert * static_cast<std::uint64_t>(m.experts), gpu_fmt));
-    const double rate =
-        cores * kCpuMacsPerCoreInt8 * (variant == kernels::CpuVariant::Amx ? kAmxSpeedup : 1.0);
-    const double cpu_s_per_token =
-        static_cast<double>(m.experts_per_token * m.expert_params) / rate;
-    // The bus as measured at Tandem's first start on this GPU, else PCIe 4.0 x16's.
-    const bool measured = gpu != nullptr && gpu->host_to_device_bytes_per_s > 0;
-    const double bus = measured ? gpu->host_to_device_bytes_per_s : kPcieBytesPerS;
-    const auto threshold =
-        static_cast<std::int64_t>(std::ceil(layer_bytes / bus / cpu_s_per_token));
     plan.parameters.push_back(
-        {"gpu-prefill-token-threshold", std::to_string(threshold),
-         fmt::format("above {} prompt tokens, copying a layer's experts to the GPU ({} at {:.1f} "
-                     "GB/s, {}) is faster than running them on the CPU",
-                     threshold, gib(static_cast<std::uint64_t>(layer_bytes)), bus / 1e9,
-                     measured ? "measured" : "PCIe 4.0 x16, not measured")});
+        {"gpu-prefill-token-threshold", std::to_string(cost.tokens),
+         fmt::format("above {} prompt tokens, copying a layer's experts to the GPU ({}) is "
+                     "faster than running them on the CPU",
+                     cost.tokens, copy_rate)});
   } else {
     plan.parameters.push_back(
         {"gpu-prefill-token-threshold", "0",
-         !use_gpu || !moe
-             ? std::string("no GPU prefill: the CPU processes prompts")
+         !use_gpu || !moe ? std::string("no GPU prefill: the CPU processes prompts")
+         : !layerwise_pays
+             ? fmt::format("copying a layer's experts to the GPU ({}) pays only from {} tokens, "
+                           "more than the {} of a prompt chunk, which copies them again: "
+                           "prompts split like decoding",
+                           copy_rate, cost.tokens, chunk_tokens)
              : fmt::format("the GPU cannot also hold two layers of the other experts "
                            "({}) to stage them, so prompts split like decoding",
                            gib(schedule::staging_bytes(expert_bytes(), m.experts, 0, strategy)))});

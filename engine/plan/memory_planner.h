@@ -75,6 +75,10 @@ struct Plan {
   std::int64_t gpu_experts_per_layer = 0;
   std::int64_t context_tokens = 0;
   std::vector<Parameter> parameters;
+  // Where copying a layer's experts to the GPU at the bus's full speed pays, for engines that
+  // stage them so (SGLang's kt-kernel); 0 without a GPU or experts. Tandem's own threshold,
+  // among `parameters`, also counts the host's widening to BF16 and the prompt chunks.
+  std::int64_t bus_prefill_threshold = 0;
 };
 
 // Memory the runtime needs besides weights and the KV cache.

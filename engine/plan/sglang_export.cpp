@@ -172,9 +172,17 @@ SglangExport export_sglang(const ModelLookup& model, const Plan& plan, const Sgl
   add("--kt-num-gpu-experts", gpu_experts, "num-gpu-experts");
   add("--kt-max-deferred-experts-per-token", value_of(plan, "max-deferred-experts-per-token", "0"),
       "max-deferred-experts-per-token");
-  const std::string threshold = value_of(plan, "gpu-prefill-token-threshold", "0");
-  if (threshold != "0")
-    add("--kt-gpu-prefill-token-threshold", threshold, "gpu-prefill-token-threshold");
+  // kt-kernel copies the experts at the bus's speed: the break-even at that speed, not
+  // Tandem's own threshold (which counts its host-side widening).
+  if (plan.bus_prefill_threshold > 0) {
+    const std::string tokens = std::to_string(plan.bus_prefill_threshold);
+    out.launch.push_back("--kt-gpu-prefill-token-threshold");
+    out.launch.push_back(tokens);
+    param("kt-gpu-prefill-token-threshold", tokens,
+          "above " + tokens +
+              " prompt tokens, copying a layer's experts to the GPU at the bus's speed is faster "
+              "than running them on the CPU");
+  }
   // Tandem's routing statistics are its own file; SGLang's frequency placement reads a .pt
   // of its own (--init-expert-location), so the handover starts from uniform.
   std::string strategy = value_of(plan, "expert-placement-strategy", "uniform");

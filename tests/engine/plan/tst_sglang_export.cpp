@@ -95,6 +95,12 @@ class TestSglangExport : public QObject {
     QCOMPARE(after(e.launch, "--kt-max-deferred-experts-per-token"),
              param(c.plan, "max-deferred-experts-per-token"));
     QCOMPARE(after(e.launch, "--context-length"), std::to_string(c.plan.context_tokens));
+    // kt-kernel stages experts at the bus's speed: its threshold is the bus's break-even,
+    // though Tandem's own plan leaves layerwise prefill off.
+    QCOMPARE(param(c.plan, "gpu-prefill-token-threshold"), std::string("0"));
+    QVERIFY(c.plan.bus_prefill_threshold > 0);
+    QCOMPARE(after(e.launch, "--kt-gpu-prefill-token-threshold"),
+             std::to_string(c.plan.bus_prefill_threshold));
     QCOMPARE(after(e.launch, "--model-path"), in.download_folder);
     QCOMPARE(has(e.launch, "--kt-enable-dynamic-expert-update"),
              param(c.plan, "enable-dynamic-expert-update") == "true");
