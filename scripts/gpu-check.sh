@@ -15,6 +15,15 @@
 #       only the CUDA kernels against their own references (tests/kernels/tst_cuda_ops.cu),
 #       built with nvcc alone: for a machine with the CUDA toolkit but none of Tandem's
 #       other build dependencies (no Qt, hwloc or oneDNN), in well under a minute.
+#   scripts/gpu-check.sh --pack [BUNDLE]   (default: gpu-bundle.tar.xz)
+#       on a machine with the build dependencies and nvcc but no GPU: builds the binaries of
+#       steps 2 and 3 for TANDEM_CUDA_ARCH (default 90, Hopper) and packs them with every
+#       shared library they load but the C library's own, and Qt's offscreen platform, into
+#       one file (about 40 MB);
+#   scripts/gpu-check.sh --bundle BUNDLE [OUT_DIR]
+#       on the GPU machine, in a checkout of the same commit (for the test data): steps 2 to 4
+#       with the packed binaries, nothing built or installed. The way to check a GPU machine
+#       that has no package archive to install the build dependencies from.
 #
 # Needs the NVIDIA driver and the CUDA toolkit (nvcc) and Tandem's build dependencies
 # (scripts/install-deps.sh installs them where the machine can reach Debian's archive; set
@@ -23,9 +32,46 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kernels_only=0
+bundle=""
 if [ "${1:-}" = "--kernels" ]; then
   kernels_only=1
   shift
+elif [ "${1:-}" = "--pack" ]; then
+  pack=$(realpath -m "${2:-gpu-bundle.tar.xz}")
+  build=${TANDEM_GPU_BUILD_DIR:-build-gpu}
+  arch=${TANDEM_CUDA_ARCH:-90}
+  targets=(tandem tst_cuda_ops tst_backend_ops tst_hybrid_engine tst_device_rows)
+  configured=$(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch") || exit 1
+  if ! grep -q "CUDA kernels ON" <<<"$configured"; then
+    echo "nvcc was not found: the binaries would have no CUDA kernels to check" >&2
+    exit 1
+  fi
+  cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" || exit 1
+  stage=$(mktemp -d)
+  mkdir -p "$stage/bundle/bin" "$stage/bundle/lib" "$stage/bundle/plugins/platforms"
+  for t in "${targets[@]}"; do
+    cp "$(find "$build" -name "$t" -type f -perm -u+x | head -1)" "$stage/bundle/bin/"
+  done
+  offscreen=$(find /usr/lib -path '*qt6/plugins/platforms/libqoffscreen.so' | head -1)
+  cp "$offscreen" "$stage/bundle/plugins/platforms/"
+  # Every library the binaries and the plugin load, but the C library's own (the GPU
+  # machine's is used: the bundle needs one as new as the build machine's, glibc 2.36).
+  ldd "$stage"/bundle/bin/* "$offscreen" | awk '/=> \// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libdl|librt|libpthread|libresolv|ld-linux[^/]*)\.so' |
+    while read -r lib; do cp -L "$lib" "$stage/bundle/lib/"; done
+  strip --strip-unneeded "$stage"/bundle/bin/* "$stage"/bundle/lib/* \
+    "$stage"/bundle/plugins/platforms/* 2>/dev/null
+  # The tests read their fixtures where this checkout is; the GPU machine links it there.
+  pwd >"$stage/bundle/source-dir"
+  git rev-parse HEAD >"$stage/bundle/commit" 2>/dev/null || true
+  tar -cf - -C "$stage" bundle | xz -9 -T0 >"$pack" || exit 1
+  rm -rf "$stage"
+  echo "packed $(du -h "$pack" | cut -f1) into $pack (binaries for sm_$arch)"
+  exit 0
+elif [ "${1:-}" = "--bundle" ]; then
+  bundle=$(realpath -m "${2:?--bundle needs the file --pack wrote}")
+  shift 2
 fi
 out=$(realpath -m "${1:-gpu-check-out}")
 mkdir -p "$out"
@@ -54,36 +100,57 @@ if [ "$kernels_only" = 1 ]; then
   exit "$status"
 fi
 
-if [ "${TANDEM_SKIP_DEPS:-0}" != 1 ]; then
-  ./scripts/install-deps.sh >"$out/deps.log" 2>&1 || say "install-deps failed (see deps.log)"
+if [ -n "$bundle" ]; then
+  unpacked=$(mktemp -d)
+  tar -xJf "$bundle" -C "$unpacked" || {
+    say "cannot unpack $bundle"
+    exit 1
+  }
+  B="$unpacked/bundle"
+  say "packed binaries of $(cat "$B/commit" 2>/dev/null || echo "an unknown commit")"
+  export LD_LIBRARY_PATH="$B/lib" QT_PLUGIN_PATH="$B/plugins"
+  for exe in "$B"/bin/*; do
+    ldd "$exe" | grep "not found" | sed "s|^|$(basename "$exe") needs|" | tee -a "$out/steps.log"
+  done
+  packed_at=$(cat "$B/source-dir")
+  if [ "$packed_at" != "$(pwd)" ] && [ ! -e "$packed_at/tests/data" ]; then
+    mkdir -p "$(dirname "$packed_at")" && ln -sfn "$(pwd)" "$packed_at" ||
+      say "the tests look for their data in $packed_at, which cannot be made here"
+  fi
+  exe_of() { echo "$B/bin/$1"; }
+else
+  if [ "${TANDEM_SKIP_DEPS:-0}" != 1 ]; then
+    ./scripts/install-deps.sh >"$out/deps.log" 2>&1 || say "install-deps failed (see deps.log)"
+  fi
+
+  say "configuring for sm_$arch"
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$out/configure.log" 2>&1; then
+    say "configure failed (configure.log)"
+    exit 1
+  fi
+  say "building"
+  if ! timeout 300 cmake --build "$build" -j"$jobs" --target tandem tst_cuda_ops \
+    tst_backend_ops tst_hybrid_engine tst_device_rows >"$out/build.log" 2>&1; then
+    say "build failed (build.log)"
+    exit 1
+  fi
+  grep -q "CUDA kernels ON" "$out/configure.log" || say "warning: this build has no CUDA kernels"
+  exe_of() { find "$build" -name "$1" -type f -perm -u+x | head -1; }
 fi
 
-say "configuring for sm_$arch"
-if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$out/configure.log" 2>&1; then
-  say "configure failed (configure.log)"
-  exit 1
-fi
-say "building"
-if ! timeout 300 cmake --build "$build" -j"$jobs" --target tandem tst_cuda_ops \
-  tst_backend_ops tst_hybrid_engine tst_device_rows >"$out/build.log" 2>&1; then
-  say "build failed (build.log)"
-  exit 1
-fi
-grep -q "CUDA kernels ON" "$out/configure.log" || say "warning: this build has no CUDA kernels"
-
-tandem="$build/app/tandem"
+tandem=$(exe_of tandem)
 "$tandem" detect --json >"$out/detect.json" 2>"$out/detect.log" || true
 
 say "running tst_cuda_ops"
-if timeout 120 "$build/tests/kernels/tst_cuda_ops" >"$out/tst_cuda_ops.txt" 2>&1; then
+if timeout 120 "$(exe_of tst_cuda_ops)" >"$out/tst_cuda_ops.txt" 2>&1; then
   say "tst_cuda_ops passed"
 else
   say "tst_cuda_ops FAILED (tst_cuda_ops.txt)"
   status=1
 fi
 for t in tst_device_rows tst_backend_ops tst_hybrid_engine; do
-  exe=$(find "$build/tests" -name "$t" -type f -perm -u+x | head -1)
+  exe=$(exe_of "$t")
   say "running $t"
   if QT_QPA_PLATFORM=offscreen TANDEM_LOG_TO_FILE=0 timeout 240 "$exe" -o "$out/$t.txt,txt" \
     >/dev/null 2>&1; then
@@ -94,7 +161,7 @@ for t in tst_device_rows tst_backend_ops tst_hybrid_engine; do
   fi
 done
 
-model=${TANDEM_GPU_CHECK_MODEL:-$build/q30-8l}
+model=${TANDEM_GPU_CHECK_MODEL:-${build}/q30-8l}
 if [ ! -f "$model/config.json" ]; then
   say "writing the 8-layer Qwen3-30B-A3B-shaped model"
   "$tandem" synth --like qwen3-30b-a3b --layers 8 --out "$model" >"$out/synth.log" 2>&1 ||
