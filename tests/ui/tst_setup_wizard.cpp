@@ -375,9 +375,13 @@ class TestSetupWizard : public QObject {
     QCOMPARE(w.choices().repo, QString::fromStdString(kMixtral));
     QVERIFY(
         w.choices().folder.endsWith(QLatin1String("models/") + QString::fromStdString(kMixtral)));
-    // The plan is Mixtral's: its 8 experts per layer, INT8 on the CPU.
+    // The plan is Mixtral's: its 8 experts per layer, INT8 on the CPU, 46.7 B parameters
+    // between the RAM and the GPU.
     QCOMPARE(w.plan().verdict, plan::Verdict::Fits);
-    QVERIFY(w.plan().ram_total() > (40ull << 30));
+    QVERIFY2(w.plan().ram_total() + w.plan().vram_total() > (40ull << 30),
+             qPrintable(QStringLiteral("%1 + %2 bytes")
+                            .arg(w.plan().ram_total())
+                            .arg(w.plan().vram_total())));
     for (const std::string f : {"tokenizer.json", "model-00001-of-00019.safetensors"})
       QCOMPARE(server.file_requests(kMixtral, f).size(), std::size_t{0});
     shot(w, QStringLiteral("repository"));
