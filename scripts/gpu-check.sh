@@ -185,7 +185,7 @@ done
 bench layerwise-2048 --accelerator cuda --num-gpu-experts 16 --gpu-prefill-token-threshold 1024 \
   -p 2048 -n 0 -r 1
 
-python3 - "$out" <<'EOF' || say "summary failed"
+python3 - "$out" "$model" <<'EOF' || say "summary failed"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 rows = []
@@ -207,7 +207,12 @@ for t in ["tst_cuda_ops", "tst_device_rows", "tst_backend_ops", "tst_hybrid_engi
     text = f.read_text() if f.exists() else ""
     totals = [l for l in text.splitlines() if l.startswith("Totals:") or l.endswith(" failed")]
     tests.append(f"- {t}: {totals[-1] if totals else 'no result'}")
-summary = "\n".join(["## Tests"] + tests + ["", "## Hybrid benchmark (8-layer Qwen3-30B-A3B shape, tokens/s)",
+try:  # the model benchmarked, as its config says
+    config = json.loads((pathlib.Path(sys.argv[2]) / "config.json").read_text())
+    shape = "{}-layer {}".format(config["num_hidden_layers"], config["architectures"][0])
+except Exception:
+    shape = sys.argv[2]
+summary = "\n".join(["## Tests"] + tests + ["", f"## Hybrid benchmark ({shape}, tokens/s)",
     "| run | device | GPU experts/layer | prompt | decode |", "| --- | --- | --- | --- | --- |"] + rows)
 (out / "summary.md").write_text(summary + "\n")
 json.dump({"tests": tests, "bench": [r for r in rows]}, open(out / "summary.json", "w"), indent=1)
