@@ -118,37 +118,67 @@ std::size_t packed_scale_count(const PackedMatrix& m) {
   return 0;
 }
 
+// A row's weights in fp32, one format's loop at a time: a matrix is widened row by row to
+// place it on an accelerator (several GB of experts for a layerwise prompt), so the format is
+// decided once a row and each step reads its bytes for several columns.
 void unpack_row(const PackedMatrix& m, std::int64_t r, float* out) {
   const std::uint8_t* block = m.block(r / kPackRows);
   const std::int64_t lane = r % kPackRows;
-  for (std::int64_t c = 0; c < m.cols; ++c) {
-    switch (m.format) {
-      case PackedFormat::Int8:
-        out[c] = static_cast<float>(block[(c / 4) * 64 + lane * 4 + c % 4] - 128) *
-                 m.row_scale[static_cast<std::size_t>(r)];
-        break;
-      case PackedFormat::Int4: {
-        const std::int64_t g = c / m.group;
-        const std::uint8_t* step = block + m.int4_step_offset(g) + (c % m.group) / 8 * 64;
-        const std::uint8_t byte = step[lane * 4 + c % 4];
-        const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+  const std::int64_t cols = m.cols;
+  switch (m.format) {
+    case PackedFormat::Int8: {
+      // Four columns a step: 64 bytes a step, the lane's four at lane * 4.
+      const float scale = m.row_scale[static_cast<std::size_t>(r)];
+      const std::uint8_t* step = block + lane * 4;
+      for (std::int64_t c = 0; c < cols; c += 4, step += 64) {
+        const std::int64_t n = std::min<std::int64_t>(4, cols - c);
+        for (std::int64_t i = 0; i < n; ++i) out[c + i] = static_cast<float>(step[i] - 128) * scale;
+      }
+      return;
+    }
+    case PackedFormat::Int4: {
+      // Per group a header (scales, then offsets, FP16 per lane), then steps of eight
+      // columns: the lane's four bytes hold columns 0-3 in their low nibbles, 4-7 in the high.
+      for (std::int64_t g0 = 0; g0 < cols; g0 += m.group) {
+        const std::int64_t g = g0 / m.group;
         const auto* header =
             reinterpret_cast<const std::uint16_t*>(block + m.int4_header_offset(g));
-        out[c] = static_cast<float>(nibble) * f16_to_f32(header[lane]) +
-                 f16_to_f32(header[kPackRows + lane]);
-        break;
+        const float scale = f16_to_f32(header[lane]);
+        const float offset = f16_to_f32(header[kPackRows + lane]);
+        const std::uint8_t* step = block + m.int4_step_offset(g) + lane * 4;
+        const std::int64_t g_end = std::min(cols, g0 + m.group);
+        for (std::int64_t c = g0; c < g_end; c += 8, step += 64) {
+          for (std::int64_t i = 0; i < 8 && c + i < g_end; ++i) {
+            const std::uint8_t byte = step[i % 4];
+            const int nibble = i < 4 ? byte & 0x0F : byte >> 4;
+            out[c + i] = static_cast<float>(nibble) * scale + offset;
+          }
+        }
       }
-      case PackedFormat::Mxfp4: {
-        const std::uint8_t byte = block[(c / 8) * 64 + lane * 4 + c % 4];
-        const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
-        out[c] = static_cast<float>(kMxfp4Biased[nibble] - kMxfp4Bias) *
-                 m.group_scale[static_cast<std::size_t>((c / m.group) * m.blocks * kPackRows + r)];
-        break;
+      return;
+    }
+    case PackedFormat::Mxfp4: {
+      // Eight columns a step as for INT4, a scale per row and group of kMxfp4Group.
+      for (std::int64_t c = 0; c < cols; c += 8) {
+        const std::uint8_t* step = block + (c / 8) * 64 + lane * 4;
+        const float scale =
+            m.group_scale[static_cast<std::size_t>((c / m.group) * m.blocks * kPackRows + r)];
+        for (std::int64_t i = 0; i < 8 && c + i < cols; ++i) {
+          const std::uint8_t byte = step[i % 4];
+          const int nibble = i < 4 ? byte & 0x0F : byte >> 4;
+          out[c + i] = static_cast<float>(kMxfp4Biased[nibble] - kMxfp4Bias) * scale;
+        }
       }
-      case PackedFormat::Bf16:
-        out[c] = bf16_to_f32(
-            reinterpret_cast<const std::uint16_t*>(block)[(c / 2) * 32 + lane * 2 + c % 2]);
-        break;
+      return;
+    }
+    case PackedFormat::Bf16: {
+      // Two columns a step: 64 bytes a step, the lane's two values at lane * 2.
+      const auto* step = reinterpret_cast<const std::uint16_t*>(block) + lane * 2;
+      for (std::int64_t c = 0; c < cols; c += 2, step += 32) {
+        out[c] = bf16_to_f32(step[0]);
+        if (c + 1 < cols) out[c + 1] = bf16_to_f32(step[1]);
+      }
+      return;
     }
   }
 }

@@ -2,6 +2,7 @@
 // shapes that are and are not multiples of the tiles, from one token to many; and the
 // scalar reference against plain fp32 arithmetic within the quantisation error.
 #include <QtTest>
+#include <cstring>
 #include <random>
 
 #include "kernels/cpu/amx_tiles.h"
@@ -52,6 +53,46 @@ struct Mxfp4Source {
     matrix.block_cols = 32;
   }
 };
+
+// Row r of a packed matrix read one column at a time, straight from the layout
+// (packed_matmul.h): the reference for unpack_row, which reads several columns a step.
+std::vector<float> unpack_row_by_column(const PackedMatrix& m, std::int64_t r) {
+  std::vector<float> out(static_cast<std::size_t>(m.cols));
+  const std::uint8_t* block = m.block(r / kPackRows);
+  const std::int64_t lane = r % kPackRows;
+  for (std::int64_t c = 0; c < m.cols; ++c) {
+    float& v = out[static_cast<std::size_t>(c)];
+    switch (m.format) {
+      case PackedFormat::Int8:
+        v = static_cast<float>(block[(c / 4) * 64 + lane * 4 + c % 4] - 128) *
+            m.row_scale[static_cast<std::size_t>(r)];
+        break;
+      case PackedFormat::Int4: {
+        const std::int64_t g = c / m.group;
+        const std::uint8_t* step = block + m.int4_step_offset(g) + (c % m.group) / 8 * 64;
+        const std::uint8_t byte = step[lane * 4 + c % 4];
+        const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+        const auto* header =
+            reinterpret_cast<const std::uint16_t*>(block + m.int4_header_offset(g));
+        v = static_cast<float>(nibble) * f16_to_f32(header[lane]) +
+            f16_to_f32(header[kPackRows + lane]);
+        break;
+      }
+      case PackedFormat::Mxfp4: {
+        const std::uint8_t byte = block[(c / 8) * 64 + lane * 4 + c % 4];
+        const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+        v = static_cast<float>(kMxfp4Biased[nibble] - kMxfp4Bias) *
+            m.group_scale[static_cast<std::size_t>((c / m.group) * m.blocks * kPackRows + r)];
+        break;
+      }
+      case PackedFormat::Bf16:
+        v = bf16_to_f32(
+            reinterpret_cast<const std::uint16_t*>(block)[(c / 2) * 32 + lane * 2 + c % 2]);
+        break;
+    }
+  }
+  return out;
+}
 
 PackedMatrix packAs(PackedFormat f, const WeightMatrix& source,
                     std::int64_t group = kDefaultInt4Group) {
@@ -174,6 +215,46 @@ class TestPackedMatmul : public QObject {
                                        .arg(cols)
                                        .arg(group);
               QTest::newRow(qPrintable(name)) << v << int(f) << tokens << rows << cols << group;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // unpack_row (which widens matrices for an accelerator, row by row) reads every format as
+  // the layout says, bit for bit, also in a last partial step or group of columns.
+  void unpackRowReadsTheLayout() {
+    for (const PackedFormat f :
+         {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Mxfp4, PackedFormat::Bf16}) {
+      for (const std::int64_t cols : {37, 64, 100, 160}) {
+        for (const std::int64_t group : {16, 32}) {
+          if (f != PackedFormat::Int4 && group != 16) continue;
+          if (f == PackedFormat::Mxfp4 && cols % 32 != 0) continue;  // whole MXFP4 groups
+          const std::int64_t rows = 21;                              // a partial block of rows too
+          const auto values = normal_values(static_cast<std::size_t>(rows * cols), 31);
+          WeightMatrix source;
+          source.data = values.data();
+          source.rows = rows;
+          source.cols = cols;
+          Mxfp4Source mx(rows, cols, 32);
+          const PackedMatrix m = packAs(f, f == PackedFormat::Mxfp4 ? mx.matrix : source, group);
+          std::vector<float> got(static_cast<std::size_t>(cols));
+          for (std::int64_t r = 0; r < rows; ++r) {
+            unpack_row(m, r, got.data());
+            const std::vector<float> want = unpack_row_by_column(m, r);
+            for (std::int64_t c = 0; c < cols; ++c) {
+              if (std::memcmp(&got[c], &want[c], sizeof(float)) != 0) {
+                QFAIL(qPrintable(QStringLiteral("format %1, %2 columns, group %3: row %4 column "
+                                                "%5 is %6, the layout says %7")
+                                     .arg(int(f))
+                                     .arg(cols)
+                                     .arg(group)
+                                     .arg(r)
+                                     .arg(c)
+                                     .arg(got[c])
+                                     .arg(want[c])));
+              }
             }
           }
         }
