@@ -161,7 +161,7 @@ for t in tst_device_rows tst_backend_ops tst_hybrid_engine; do
   fi
 done
 
-model=${TANDEM_GPU_CHECK_MODEL:-${build}/q30-8l}
+model=${TANDEM_GPU_CHECK_MODEL:-$build/q30-8l}
 if [ ! -f "$model/config.json" ]; then
   say "writing the 8-layer Qwen3-30B-A3B-shaped model"
   "$tandem" synth --like qwen3-30b-a3b --layers 8 --out "$model" >"$out/synth.log" 2>&1 ||
