@@ -12,9 +12,13 @@
 namespace tandem::plan {
 namespace {
 
-constexpr double kPcieBytesPerS = 25e9;        // PCIe 4.0 x16 in practice
-constexpr double kCpuMacsPerCoreInt8 = 100e9;  // AVX-512 VNNI expert kernels, per core
-constexpr double kAmxSpeedup = 4.0;
+constexpr double kPcieBytesPerS = 25e9;  // PCIe 4.0 x16 in practice
+// The experts' INT8 products a core carries in a prompt, end to end: about 106 GMAC/s a core on
+// a 2-core Zen 5 and 80 on a 16-core Xeon with AMX, whose tiles ran the experts only 1.07x as
+// fast as its AVX-512 kernels (docs/benchmarks.md, "The hybrid engine on an NVIDIA H200"): at
+// the few tokens a prompt chunk gives each expert, the work around the tiles sets the pace.
+constexpr double kCpuMacsPerCoreInt8 = 100e9;
+constexpr double kAmxSpeedup = 1.1;
 // The CUDA backend widens a staged layer's experts to BF16 on one host thread as it copies
 // them: about 1.1 GB/s on an H200's 16-core Xeon host (docs/benchmarks.md, "The hybrid engine
 // on an NVIDIA H200"), well under any bus.

@@ -274,6 +274,22 @@ class TestPlanner : public QObject {
     const tandem::hw::HardwareReport again = hardware_from_json(tandem::hw::to_json(hw));
     QCOMPARE(again.gpus.devices.front().host_to_device_bytes_per_s, 0.22e9);
 
+    // AMX tiles ran a prompt's experts only 1.07x as fast as AVX-512 end to end on a 16-core
+    // Xeon (docs/benchmarks.md, "The hybrid engine on an NVIDIA H200"), so the planner counts
+    // its CPU as about as fast either way: the same Xeon without AMX pays from nearly the same
+    // prompt length, not from four times as many tokens.
+    tandem::hw::HardwareReport amx = machine("xeon-2s-amx-24gb");
+    QCOMPARE(kernels::best_variant(amx.isa.usable), kernels::CpuVariant::Amx);
+    const long long with_amx =
+        pays_from(threshold(make_plan(amx, shape("qwen3-30b-a3b"), wishes)).second);
+    amx.isa.usable.amx_tile = amx.isa.usable.amx_int8 = amx.isa.usable.amx_bf16 = false;
+    QCOMPARE(kernels::best_variant(amx.isa.usable), kernels::CpuVariant::Avx512);
+    const long long without =
+        pays_from(threshold(make_plan(amx, shape("qwen3-30b-a3b"), wishes)).second);
+    QVERIFY2(
+        without > 0 && with_amx >= without && with_amx <= without * 5 / 4,
+        qPrintable(QStringLiteral("%1 with AMX against %2 without").arg(with_amx).arg(without)));
+
     // Eight experts a layer on one core: copying pays from a few hundred tokens.
     ModelShape few = shape("qwen3-30b-a3b");
     few.experts = 8;
