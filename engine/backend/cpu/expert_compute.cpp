@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
+#include "engine/measure/trace.h"
 #include "kernels/cpu/gguf_matmul.h"
 
 namespace tandem::backend {
@@ -259,6 +261,9 @@ void ExpertCompute::packed(const CpuThreads& threads,
   const auto input_of = [&](std::int64_t a) -> const kernels::PackedActivations& {
     return inputs_[static_cast<std::size_t>(one_token ? 0 : a)];
   };
+  // The timeline (`tandem bench --trace`) names each step of the experts apart (emplacing
+  // the next ends the one before).
+  std::optional<trace::Operation> step(std::in_place, "experts: pack");
   if (one_token) {
     kernels::pack_activations_for(*shape.gate, x + slot_token_.front() * h, 1, inputs_[0]);
   } else {
@@ -293,6 +298,7 @@ void ExpertCompute::packed(const CpuThreads& threads,
     tasks_left_size_ = pairs;
   }
   for (std::size_t i = 0; i < pairs; ++i) tasks_left_[i].store(inner_tasks);
+  step.emplace("experts: gate and up");
   threads.for_each_slice(
       static_cast<int>(slices), actives * inner_tasks,
       [&](int s, std::int64_t t0, std::int64_t t1) {
@@ -325,6 +331,7 @@ void ExpertCompute::packed(const CpuThreads& threads,
   const std::int64_t blocks_down = blocks_per_task(shape.down->blocks);
   const std::int64_t hidden_tasks = (shape.down->blocks + blocks_down - 1) / blocks_down;
   out_.resize(static_cast<std::size_t>(slices * slots * h));
+  step.emplace("experts: down");
   threads.for_each_slice(static_cast<int>(slices), actives * hidden_tasks,
                          [&](int s, std::int64_t t0, std::int64_t t1) {
                            for (std::int64_t t = t0; t < t1; ++t) {
@@ -338,6 +345,7 @@ void ExpertCompute::packed(const CpuThreads& threads,
                                  out_.data() + (s * slots + act.begin) * h, h, b0, b1, variant);
                            }
                          });
+  step.emplace("experts: weighted sums");
   if (slices > 1) {
     const auto sum_partials = [&](std::int64_t s0, std::int64_t s1) {
       for (std::int64_t s = s0; s < s1; ++s) {

@@ -129,7 +129,10 @@ class TestBenchmark : public QObject {
   // --trace: a Chrome trace of the counted runs, with the engine thread's operations and
   // every worker's share of the loops under the operation's name; nothing of the warm-up.
   void traceShowsEveryThread() {
-    const auto model = model::LoadedModel::load(kDemo);
+    // Packed, as `tandem bench` loads it: the experts' steps run in ExpertCompute::packed.
+    model::LoadOptions load;
+    load.cpu_format = model::CpuFormat::Int8;
+    const auto model = model::LoadedModel::load(kDemo, load);
     measure::BenchOptions o;
     o.prompt_tokens = 40;
     o.decode_tokens = 3;
@@ -170,7 +173,13 @@ class TestBenchmark : public QObject {
       QVERIFY2(spans[engine].count(op) == 1, op);
     // The worker's share of the loops, under the operations that started them.
     QVERIFY(spans[worker].count("attention") == 1);
-    QVERIFY(spans[worker].count("cpu_experts") == 1);
+    // The experts' steps are named apart, and the worker's shares of their loops with them.
+    for (const char* step : {"experts: pack", "experts: gate and up", "experts: down"}) {
+      QVERIFY2(spans[engine].count(step) == 1,
+               (std::string(step) + " not among " + nlohmann::json(spans[engine]).dump()).c_str());
+      QVERIFY2(spans[worker].count(step) == 1, step);
+    }
+    QVERIFY(spans[engine].count("experts: weighted sums") == 1);
     QVERIFY(trace::event_count() > 0);
     // The worker's busy share: the union of its spans over the whole recording's time,
     // computed here again from the written trace.
