@@ -85,20 +85,39 @@ ordered_json deepseek_v3() {
 struct TensorPlan {
   std::string name;
   std::vector<std::int64_t> shape;
-  bool norm = false;  // filled with ones
+  bool norm = false;   // filled with ones
+  float scale = 1.0f;  // times the standard deviation, 1 / sqrt(fan_in)
 };
 
+// The scales that keep a random model's tokens apart as they go up the layers, as trained
+// models' are, so that their routers spread them over the experts. With every matrix at
+// variance 1/fan_in, embeddings are small (RMS 1/sqrt(hidden)) beside what each attention
+// adds to the residual stream, and random attention adds almost the same to every token (a
+// near-uniform average of the values): from the third layer on, the 8-layer Qwen3-30B-A3B
+// shape sent 470-504 of a 512-token prompt's tokens to one expert and none to 74-84 of the
+// 128. Embeddings at unit variance, and the matrices that write into the residual stream
+// (o_proj, down_proj) scaled by 1 / sqrt(2 * layers) as GPT-2 initialises them, keep each
+// token's own embedding in the lead: every layer then gives the median expert 31-32 tokens
+// and the busiest 44-50 (docs/benchmarks.md, "A synthetic whose routers spread the tokens").
+float embedding_scale(const ModelSpec& s) {
+  return static_cast<float>(std::sqrt(static_cast<double>(s.hidden_size)));
+}
+float residual_scale(const ModelSpec& s) {
+  return static_cast<float>(1.0 / std::sqrt(2.0 * static_cast<double>(s.num_layers)));
+}
+
 void add_ffn(std::vector<TensorPlan>& out, const std::string& prefix, std::int64_t hidden,
-             std::int64_t inner) {
+             std::int64_t inner, float residual) {
   out.push_back({prefix + "gate_proj.weight", {inner, hidden}});
   out.push_back({prefix + "up_proj.weight", {inner, hidden}});
-  out.push_back({prefix + "down_proj.weight", {hidden, inner}});
+  out.push_back({prefix + "down_proj.weight", {hidden, inner}, false, residual});
 }
 
 std::vector<TensorPlan> layer_tensors(const ModelSpec& s, std::int64_t l) {
   std::vector<TensorPlan> out;
   const std::string p = "model.layers." + std::to_string(l) + ".";
   const std::int64_t h = s.hidden_size;
+  const float residual = residual_scale(s);
   out.push_back({p + "input_layernorm.weight", {h}, true});
   out.push_back({p + "post_attention_layernorm.weight", {h}, true});
   const std::string a = p + "self_attn.";
@@ -115,12 +134,12 @@ std::vector<TensorPlan> layer_tensors(const ModelSpec& s, std::int64_t l) {
     out.push_back({a + "kv_a_layernorm.weight", {s.kv_lora_rank}, true});
     out.push_back({a + "kv_b_proj.weight",
                    {s.num_heads * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank}});
-    out.push_back({a + "o_proj.weight", {h, s.num_heads * s.v_head_dim}});
+    out.push_back({a + "o_proj.weight", {h, s.num_heads * s.v_head_dim}, false, residual});
   } else {
     out.push_back({a + "q_proj.weight", {s.num_heads * s.head_dim, h}});
     out.push_back({a + "k_proj.weight", {s.num_kv_heads * s.head_dim, h}});
     out.push_back({a + "v_proj.weight", {s.num_kv_heads * s.head_dim, h}});
-    out.push_back({a + "o_proj.weight", {h, s.num_heads * s.head_dim}});
+    out.push_back({a + "o_proj.weight", {h, s.num_heads * s.head_dim}, false, residual});
     if (s.qk_norm) {
       out.push_back({a + "q_norm.weight", {s.head_dim}, true});
       out.push_back({a + "k_norm.weight", {s.head_dim}, true});
@@ -128,14 +147,18 @@ std::vector<TensorPlan> layer_tensors(const ModelSpec& s, std::int64_t l) {
   }
   if (s.layer_is_moe[static_cast<std::size_t>(l)]) {
     out.push_back({p + "mlp.gate.weight", {s.num_experts, h}});
+    // Zero, as a model's selection bias starts before training balances it: random biases
+    // of about 0.3 outweighed the sigmoid scores' differences and sent most tokens to the
+    // experts they favoured.
     if (s.score_correction_bias)
-      out.push_back({p + "mlp.gate.e_score_correction_bias", {s.num_experts}});
+      out.push_back({p + "mlp.gate.e_score_correction_bias", {s.num_experts}, false, 0.0f});
     for (std::int64_t e = 0; e < s.num_experts; ++e)
-      add_ffn(out, p + "mlp.experts." + std::to_string(e) + ".", h, s.moe_intermediate_size);
+      add_ffn(out, p + "mlp.experts." + std::to_string(e) + ".", h, s.moe_intermediate_size,
+              residual);
     if (s.shared_expert_intermediate_size > 0)
-      add_ffn(out, p + "mlp.shared_experts.", h, s.shared_expert_intermediate_size);
+      add_ffn(out, p + "mlp.shared_experts.", h, s.shared_expert_intermediate_size, residual);
   } else {
-    add_ffn(out, p + "mlp.", h, s.intermediate_size);
+    add_ffn(out, p + "mlp.", h, s.intermediate_size, residual);
   }
   return out;
 }
@@ -166,8 +189,8 @@ void write_shard(const std::string& path, const std::vector<TensorPlan>& plan, R
     if (t.norm) {
       std::fill(buffer.begin(), buffer.end(), kernels::f32_to_bf16(1.0f));
     } else {
-      // Uniform in [-a, a] with a = sqrt(3 / fan_in): variance 1 / fan_in.
-      const float a = std::sqrt(3.0f / static_cast<float>(t.shape.back()));
+      // Uniform in [-a, a] with a = scale * sqrt(3 / fan_in): variance scale^2 / fan_in.
+      const float a = t.scale * std::sqrt(3.0f / static_cast<float>(t.shape.back()));
       for (auto& v : buffer) {
         const float u = static_cast<float>(rng.next() >> 40) / static_cast<float>(1ull << 24);
         v = kernels::f32_to_bf16((2.0f * u - 1.0f) * a);
@@ -197,6 +220,7 @@ void write_synthetic_checkpoint(const SynthOptions& options,
     throw ModelError("there is no model shape called \"" + options.like +
                      "\"; choose qwen3-30b-a3b or deepseek-v3.");
   if (options.layers > 0) config["num_hidden_layers"] = options.layers;
+  for (const auto& [key, value] : options.config_overrides) config[key] = value;
   const ModelSpec spec = parse_model_spec(nlohmann::json::parse(config.dump()), "synthetic config");
 
   namespace fs = std::filesystem;
@@ -205,7 +229,10 @@ void write_synthetic_checkpoint(const SynthOptions& options,
   if (ec) throw ModelError(options.out + ": cannot create the folder (" + ec.message() + ").");
 
   std::vector<std::vector<TensorPlan>> shards;
-  shards.push_back({{"model.embed_tokens.weight", {spec.vocab_size, spec.hidden_size}},
+  shards.push_back({{"model.embed_tokens.weight",
+                     {spec.vocab_size, spec.hidden_size},
+                     false,
+                     embedding_scale(spec)},
                     {"model.norm.weight", {spec.hidden_size}, true},
                     {"lm_head.weight", {spec.vocab_size, spec.hidden_size}}});
   for (std::int64_t l = 0; l < spec.num_layers; ++l) shards.push_back(layer_tensors(spec, l));
