@@ -107,9 +107,7 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
         const __m256 scale = K == YmmKind::Int8 ? x_scale : _mm256_mul_ps(w_scale, x_scale);
         result[h][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(acc[h][t]), result[h][t]);
         if constexpr (K == YmmKind::Int4) {
-          result[h][t] = _mm256_fmadd_ps(
-              w_offset, _mm256_set1_ps(x.scale[at] * static_cast<float>(x.group_sum[at])),
-              result[h][t]);
+          result[h][t] = _mm256_fmadd_ps(w_offset, _mm256_set1_ps(x.scaled_sum[at]), result[h][t]);
         }
       }
     }

@@ -442,6 +442,8 @@ void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat fo
   out.scale.resize(static_cast<std::size_t>(tokens * out.groups()));
   out.group_sum.resize(static_cast<std::size_t>(tokens * out.groups()));
   out.offset.assign(format == PackedFormat::Int8 ? static_cast<std::size_t>(tokens) : 0, 0.0f);
+  out.scaled_sum.resize(
+      format == PackedFormat::Int4 ? static_cast<std::size_t>(tokens * out.groups()) : 0);
 }
 
 // Rows [t0, t1) of x into `out`, sized by prepare_activations.
@@ -500,6 +502,8 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
       }
       out.scale[static_cast<std::size_t>(t * groups + g)] = scale;
       out.group_sum[static_cast<std::size_t>(t * groups + g)] = sum;
+      if (out.format == PackedFormat::Int4)
+        out.scaled_sum[static_cast<std::size_t>(t * groups + g)] = scale * static_cast<float>(sum);
     }
     if (out.format == PackedFormat::Int8) {
       float offset = 0.0f;
@@ -569,11 +573,15 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
   out.q.resize(static_cast<std::size_t>(n) * width);
   out.scale.resize(static_cast<std::size_t>(n) * groups);
   out.group_sum.resize(static_cast<std::size_t>(n) * groups);
+  out.scaled_sum.resize(all.scaled_sum.empty() ? 0 : static_cast<std::size_t>(n) * groups);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::size_t r = row_at(i);
     std::copy_n(all.q.data() + r * width, width, out.q.data() + i * width);
     std::copy_n(all.scale.data() + r * groups, groups, out.scale.data() + i * groups);
     std::copy_n(all.group_sum.data() + r * groups, groups, out.group_sum.data() + i * groups);
+    if (!all.scaled_sum.empty()) {
+      std::copy_n(all.scaled_sum.data() + r * groups, groups, out.scaled_sum.data() + i * groups);
+    }
     if (!all.offset.empty()) out.offset[static_cast<std::size_t>(i)] = all.offset[r];
   }
 }
@@ -655,6 +663,10 @@ void check_activations(const PackedMatrix& w, const PackedActivations& x) {
       (nibble_format(w.format) && x.group != w.group) ||
       (w.format == PackedFormat::Int8 && (x.group <= 0 || x.group % 4 != 0))) {
     throw std::invalid_argument("activations packed for another weight format, width or group");
+  }
+  if (w.format == PackedFormat::Int4 &&
+      x.scaled_sum.size() != static_cast<std::size_t>(x.tokens * x.groups())) {
+    throw std::invalid_argument("INT4 activations without their scaled group sums");
   }
 }
 

@@ -230,9 +230,7 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
               _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_load_si512(s.sums[tt][b][t])),
                               _mm512_load_ps(s.results[tt][b][t]));
           if (!int8) {
-            result = _mm512_fmadd_ps(
-                w_offset, _mm512_set1_ps(x.scale[at] * static_cast<float>(x.group_sum[at])),
-                result);
+            result = _mm512_fmadd_ps(w_offset, _mm512_set1_ps(x.scaled_sum[at]), result);
           }
           _mm512_store_ps(s.results[tt][b][t], result);
         }

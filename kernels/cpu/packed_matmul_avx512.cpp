@@ -143,9 +143,7 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
         const __m512 scale = K == Kind::Int8 ? x_scale : _mm512_mul_ps(w_scale, x_scale);
         result[b][t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(acc[b][t]), result[b][t]);
         if constexpr (K == Kind::Int4) {
-          result[b][t] = _mm512_fmadd_ps(
-              w_offset, _mm512_set1_ps(x.scale[at] * static_cast<float>(x.group_sum[at])),
-              result[b][t]);
+          result[b][t] = _mm512_fmadd_ps(w_offset, _mm512_set1_ps(x.scaled_sum[at]), result[b][t]);
         }
       }
     }

@@ -850,6 +850,7 @@ class TestPackedMatmul : public QObject {
     QCOMPARE(parallel.scale, serial.scale);
     QCOMPARE(parallel.group_sum, serial.group_sum);
     QCOMPARE(parallel.offset, serial.offset);
+    QCOMPARE(parallel.scaled_sum, serial.scaled_sum);
     QCOMPARE(parallel.bf16, serial.bf16);
   }
 
@@ -888,7 +889,26 @@ class TestPackedMatmul : public QObject {
     QCOMPARE(gathered.scale, want.scale);
     QCOMPARE(gathered.group_sum, want.group_sum);
     QCOMPARE(gathered.offset, want.offset);
+    QCOMPARE(gathered.scaled_sum, want.scaled_sum);
     QCOMPARE(gathered.bf16, want.bf16);
+    // INT4's products read the scaled sums; activations without them are refused.
+    QCOMPARE(gathered.scaled_sum.size(),
+             f == PackedFormat::Int4 ? rows.size() * static_cast<std::size_t>(want.groups()) : 0);
+    if (f == PackedFormat::Int4) {
+      for (std::size_t i = 0; i < want.scaled_sum.size(); ++i)
+        QCOMPARE(want.scaled_sum[i], want.scale[i] * static_cast<float>(want.group_sum[i]));
+      const auto values = normal_values(static_cast<std::size_t>(16 * cols), 5);
+      WeightMatrix source;
+      source.data = values.data();
+      source.rows = 16;
+      source.cols = cols;
+      const PackedMatrix w = pack_int4(source, group);
+      std::vector<float> y(rows.size() * 16);
+      packed_matmul(w, gathered, y.data(), 16, 0, w.blocks, CpuVariant::Scalar);
+      gathered.scaled_sum.clear();
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, packed_matmul(w, gathered, y.data(), 16, 0,
+                                                                    w.blocks, CpuVariant::Scalar));
+    }
     const std::int64_t outside[] = {tokens};
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gather_activations(all, outside, 1, gathered));
   }
