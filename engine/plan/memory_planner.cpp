@@ -14,9 +14,11 @@ namespace {
 
 constexpr double kPcieBytesPerS = 25e9;  // PCIe 4.0 x16 in practice
 // The experts' INT8 products a core carries in a prompt, end to end: about 106 GMAC/s a core on
-// a 2-core Zen 5 and 80 on a 16-core Xeon with AMX, whose tiles ran the experts only 1.07x as
-// fast as its AVX-512 kernels (docs/benchmarks.md, "The hybrid engine on an NVIDIA H200"): at
-// the few tokens a prompt chunk gives each expert, the work around the tiles sets the pace.
+// one 2-core Zen 5 VM, 257 on another that issues two VPDPBUSD a cycle, and 80 on a 16-core
+// Xeon with AMX, whose tiles ran the experts only 1.07x as fast as its AVX-512 kernels
+// (docs/benchmarks.md, "The hybrid engine on an NVIDIA H200"; on the synthetic before 96ca19b,
+// to be measured again): at the few tokens a prompt chunk gives each expert, the work around
+// the tiles set the pace.
 constexpr double kCpuMacsPerCoreInt8 = 100e9;
 constexpr double kAmxSpeedup = 1.1;
 // The CUDA backend widens a staged layer's experts to BF16 on one host thread as it copies
