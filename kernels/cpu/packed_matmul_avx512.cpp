@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cpu/packed_matmul.h"
 
@@ -164,6 +165,8 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
 }
 
 constexpr int kGroupedTokenTile = 8;
+// Products of at most this many tokens take four blocks at a time (grouped_blocks).
+constexpr std::int64_t kFewTokens = 4;
 
 // The first tile over a pair of blocks reads them from memory at four times the rate the
 // later tiles compute (about 28 GB/s a thread at the VPDPBUSD peak, above what one core
@@ -262,10 +265,31 @@ void grouped_blocks(const PackedMatrix& w, const PackedActivations& x, float* y,
                     std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                     std::int64_t t_begin, std::int64_t t_end) {
   std::int64_t b = block_begin;
-  if (t_end - t_begin == 1) {
-    // Decoding reads each weight once: four blocks at a time keep four independent
-    // accumulators and four memory streams in flight.
-    for (; b + 4 <= block_end; b += 4) grouped_tile<1, 4, K>(w, x, b, t_begin, y, y_stride);
+  const std::int64_t tokens = t_end - t_begin;
+  if (tokens <= kFewTokens) {
+    // Decoding, or an expert given a few of a prompt's tokens, reads each weight for so few
+    // products that memory sets the pace: four blocks at a time keep four memory streams in
+    // flight (and 4 x tokens independent accumulators).
+    const auto four = [&](auto nt) {
+      for (; b + 4 <= block_end; b += 4)
+        grouped_tile<decltype(nt)::value, 4, K>(w, x, b, t_begin, y, y_stride);
+    };
+    switch (tokens) {
+      case 1:
+        four(std::integral_constant<int, 1>());
+        break;
+      case 2:
+        four(std::integral_constant<int, 2>());
+        break;
+      case 3:
+        four(std::integral_constant<int, 3>());
+        break;
+      case 4:
+        four(std::integral_constant<int, 4>());
+        break;
+      default:
+        break;
+    }
   }
   for (; b + 2 <= block_end; b += 2)
     run_tokens_grouped<2, K>(w, x, b, block_end, t_begin, t_end, y, y_stride);
