@@ -165,8 +165,11 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
 }
 
 constexpr int kGroupedTokenTile = 8;
-// Products of at most this many tokens take four blocks at a time (grouped_blocks).
-constexpr std::int64_t kFewTokens = 4;
+// Products of at most this many tokens take four blocks at a time (grouped_blocks): INT8's
+// 4 x 6 accumulators, four weight registers and a broadcast fit the 32 registers; INT4 and
+// MXFP4 need two weight registers a block. (INT8 at 7 tokens spilled and lost to two blocks.)
+template <Kind K>
+constexpr std::int64_t kFewTokens = K == Kind::Int8 ? 6 : 4;
 
 // The first tile over a pair of blocks reads them from memory at four times the rate the
 // later tiles compute (about 28 GB/s a thread at the VPDPBUSD peak, above what one core
@@ -266,7 +269,7 @@ void grouped_blocks(const PackedMatrix& w, const PackedActivations& x, float* y,
                     std::int64_t t_begin, std::int64_t t_end) {
   std::int64_t b = block_begin;
   const std::int64_t tokens = t_end - t_begin;
-  if (tokens <= kFewTokens) {
+  if (tokens <= kFewTokens<K>) {
     // Decoding, or an expert given a few of a prompt's tokens, reads each weight for so few
     // products that memory sets the pace: four blocks at a time keep four memory streams in
     // flight (and 4 x tokens independent accumulators).
@@ -286,6 +289,12 @@ void grouped_blocks(const PackedMatrix& w, const PackedActivations& x, float* y,
         break;
       case 4:
         four(std::integral_constant<int, 4>());
+        break;
+      case 5:
+        if constexpr (K == Kind::Int8) four(std::integral_constant<int, 5>());
+        break;
+      case 6:
+        if constexpr (K == Kind::Int8) four(std::integral_constant<int, 6>());
         break;
       default:
         break;

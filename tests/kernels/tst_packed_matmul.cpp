@@ -184,7 +184,7 @@ class TestPackedMatmul : public QObject {
       const std::vector<int> token_counts =
           from_one ? std::vector<int>{1, 2, 7, 11, 18, 29}
           : tiles  ? std::vector<int>{1, int(kAmxMinTokens) - 1, 15, 16, 17, 32, 33, 47, 50}
-                   : std::vector<int>{1, 2, 3, 4, 5, 8, 9, 17};
+                   : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 17};
       // Shapes: one block, odd blocks, columns that leave a part of a 64-byte tile (30, 257,
       // 200) or fill whole tiles (384).
       const std::vector<std::pair<int, int>> shapes =
