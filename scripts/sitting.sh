@@ -117,6 +117,11 @@ summarize() {
     for (r = 1; r <= rounds; ++r) s = s " | " cell(r, k)
     print s " |"
   }
+  # The heading and table head of the "Against itself" section, before its first row.
+  function itself_header() {
+    if (!first) return
+    print "\n### Against itself\n"; print header " |"; print rule " |"; first = 0
+  }
   function ratio_row(label, a, b,    r, s, any, x) {
     s = "| " label
     for (r = 1; r <= rounds; ++r) {
@@ -165,13 +170,13 @@ summarize() {
       split(order[i], parts, SUBSEP)
       if (parts[1] !~ /^Tandem/) continue
       if (parts[2] ~ /^pp[0-9]+$/ && parts[2] != "pp512" && ((parts[1] SUBSEP "pp512") in seen)) {
-        if (first) { print "\n### Against itself\n"; print header " |"; print rule " |"; first = 0 }
+        itself_header()
         ratio_row(parts[1] " " parts[2] " / pp512", order[i], parts[1] SUBSEP "pp512")
       }
       if (parts[2] ~ /@d/) {
         base = parts[2]; sub(/@d.*/, "", base)
         if ((parts[1] SUBSEP base) in seen) {
-          if (first) { print "\n### Against itself\n"; print header " |"; print rule " |"; first = 0 }
+          itself_header()
           ratio_row(parts[1] " " parts[2] " / " base, order[i], parts[1] SUBSEP base)
         }
       }

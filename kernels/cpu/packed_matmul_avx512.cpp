@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <type_traits>
 
 #include "kernels/cpu/packed_matmul.h"
 
@@ -169,7 +168,7 @@ constexpr int kGroupedTokenTile = 8;
 // 4 x 6 accumulators, four weight registers and a broadcast fit the 32 registers; INT4 and
 // MXFP4 need two weight registers a block. (INT8 at 7 tokens spilled and lost to two blocks.)
 template <Kind K>
-constexpr std::int64_t kFewTokens = K == Kind::Int8 ? 6 : 4;
+constexpr int kFewTokens = K == Kind::Int8 ? 6 : 4;
 
 // The first tile over a pair of blocks reads them from memory at four times the rate the
 // later tiles compute (about 28 GB/s a thread at the VPDPBUSD peak, above what one core
@@ -263,43 +262,32 @@ void run_tokens_bf16(const PackedMatrix& w, const PackedActivations& x, std::int
   }
 }
 
+// The products of t_end - t_begin (1 to T) tokens over the whole groups of four blocks from
+// `block`; returns the first block left.
+template <Kind K, int T = kFewTokens<K>>
+std::int64_t four_blocks_few_tokens(const PackedMatrix& w, const PackedActivations& x,
+                                    std::int64_t block, std::int64_t block_end,
+                                    std::int64_t t_begin, std::int64_t t_end, float* y,
+                                    std::int64_t y_stride) {
+  if constexpr (T > 1) {
+    if (t_end - t_begin < T)
+      return four_blocks_few_tokens<K, T - 1>(w, x, block, block_end, t_begin, t_end, y, y_stride);
+  }
+  for (; block + 4 <= block_end; block += 4)
+    grouped_tile<T, 4, K>(w, x, block, t_begin, y, y_stride);
+  return block;
+}
+
 template <Kind K>
 void grouped_blocks(const PackedMatrix& w, const PackedActivations& x, float* y,
                     std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                     std::int64_t t_begin, std::int64_t t_end) {
   std::int64_t b = block_begin;
-  const std::int64_t tokens = t_end - t_begin;
-  if (tokens <= kFewTokens<K>) {
-    // Decoding, or an expert given a few of a prompt's tokens, reads each weight for so few
-    // products that memory sets the pace: four blocks at a time keep four memory streams in
-    // flight (and 4 x tokens independent accumulators).
-    const auto four = [&](auto nt) {
-      for (; b + 4 <= block_end; b += 4)
-        grouped_tile<decltype(nt)::value, 4, K>(w, x, b, t_begin, y, y_stride);
-    };
-    switch (tokens) {
-      case 1:
-        four(std::integral_constant<int, 1>());
-        break;
-      case 2:
-        four(std::integral_constant<int, 2>());
-        break;
-      case 3:
-        four(std::integral_constant<int, 3>());
-        break;
-      case 4:
-        four(std::integral_constant<int, 4>());
-        break;
-      case 5:
-        if constexpr (K == Kind::Int8) four(std::integral_constant<int, 5>());
-        break;
-      case 6:
-        if constexpr (K == Kind::Int8) four(std::integral_constant<int, 6>());
-        break;
-      default:
-        break;
-    }
-  }
+  // Decoding, or an expert given a few of a prompt's tokens, reads each weight for so few
+  // products that memory sets the pace: four blocks at a time keep four memory streams in
+  // flight (and 4 x tokens independent accumulators).
+  if (t_end - t_begin <= kFewTokens<K>)
+    b = four_blocks_few_tokens<K>(w, x, block_begin, block_end, t_begin, t_end, y, y_stride);
   for (; b + 2 <= block_end; b += 2)
     run_tokens_grouped<2, K>(w, x, b, block_end, t_begin, t_end, y, y_stride);
   if (b < block_end) run_tokens_grouped<1, K>(w, x, b, block_end, t_begin, t_end, y, y_stride);
