@@ -129,9 +129,9 @@ void print_tile_crossovers(const measure::KernelBenchReport& r) {
   if (crossovers.empty()) return;
   std::cout << "\nTiles (from one token on) against AVX-512, the kernels alone on activations "
                "packed beforehand, GFLOP/s:\n\n";
-  std::cout << fmt::format("| {:<11} | {:<4} | {:>3} | {:>4} | {:>18} | {:>18} | {:>5} |\n",
+  std::cout << fmt::format("| {:<11} | {:<5} | {:>3} | {:>4} | {:>18} | {:>18} | {:>5} |\n",
                            "matrix", "fmt", "thr", "M", "tiles", "AVX-512", "ratio");
-  std::cout << fmt::format("| {:-<11} | {:-<4} | {:->3} | {:->4} | {:->18} | {:->18} | {:->5} |\n",
+  std::cout << fmt::format("| {:-<11} | {:-<5} | {:->3} | {:->4} | {:->18} | {:->18} | {:->5} |\n",
                            "", "", "", "", "", "", "");
   const auto cell = [](const measure::KernelPathResult& p) {
     return fmt::format("{:.1f} ± {:.1f}", p.gflops.mean(), p.gflops.stddev());
@@ -139,7 +139,7 @@ void print_tile_crossovers(const measure::KernelBenchReport& r) {
   for (const measure::KernelBenchRow& row : r.rows) {
     if (!row.tiles) continue;
     const double avx512 = row.avx512->gflops.mean();
-    std::cout << fmt::format("| {:<11} | {:<4} | {:>3} | {:>4} | {:>18} | {:>18} | {:>5.2f} |\n",
+    std::cout << fmt::format("| {:<11} | {:<5} | {:>3} | {:>4} | {:>18} | {:>18} | {:>5.2f} |\n",
                              row.shape.name, row.format, row.threads, row.tokens, cell(*row.tiles),
                              cell(*row.avx512),
                              avx512 > 0 ? row.tiles->gflops.mean() / avx512 : 0.0);
@@ -163,6 +163,15 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   options.working_set_bytes = o.working_set_mib << 20;
   options.repetitions = std::max(1, o.repetitions);
   options.threads = measured_thread_counts(o);
+  options.formats.clear();
+  for (const std::string& name : o.kernel_formats) {
+    for (kernels::PackedFormat f : {kernels::PackedFormat::Int8, kernels::PackedFormat::Int4,
+                                    kernels::PackedFormat::Bf16, kernels::PackedFormat::Mxfp4}) {
+      if (name == kernels::packed_format_name(f) &&
+          std::find(options.formats.begin(), options.formats.end(), f) == options.formats.end())
+        options.formats.push_back(f);
+    }
+  }
   measure::KernelBenchReport r;
   if (!reported([&] { r = measure::run_kernel_benchmark(options, progress_to_stderr(o)); }))
     return 1;
@@ -178,7 +187,7 @@ int run_kernel_bench(const BenchCommandOptions& o) {
                       {"packed", path_json(row.packed)},
                       {"packed_instruction", row.packed_instruction},
                       {"packed_peak_fraction", row.packed_peak_fraction()},
-                      {"onednn", path_json(row.onednn)},
+                      {"onednn", row.onednn ? path_json(*row.onednn) : nlohmann::json(nullptr)},
                       {"speedup", row.speedup()},
                       {"winner", row.winner()}});
       if (row.tiles) {
@@ -210,13 +219,14 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   std::cout << "GFLOP/s (weights GB/s at 1 token), mean ± sd over " << options.repetitions
             << " repetitions; INT8 activations: packed with a scale per "
             << kernels::kInt8ActivationGroup
-            << " columns (what Tandem runs), oneDNN with one per token (--dense onednn); peak: "
+            << " columns (what Tandem runs), oneDNN with one per token (--dense onednn); INT4 "
+               "and MXFP4 activations with a scale per weight group, no oneDNN product; peak: "
                "packed's share of its product instruction's peak\n\n";
   std::cout << fmt::format(
-      "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>4} | {:>24} | {:>5} | {:<6} |\n",
+      "| {:<11} | {:>13} | {:<5} | {:>3} | {:>4} | {:>24} | {:>4} | {:>24} | {:>5} | {:<6} |\n",
       "matrix", "out x in", "fmt", "thr", "M", "packed", "peak", "oneDNN", "ratio", "winner");
   std::cout << fmt::format(
-      "| {:-<11} | {:->13} | {:-<4} | {:->3} | {:->4} | {:->24} | {:->4} | {:->24} | {:->5} | "
+      "| {:-<11} | {:->13} | {:-<5} | {:->3} | {:->4} | {:->24} | {:->4} | {:->24} | {:->5} | "
       "{:-<6} |\n",
       "", "", "", "", "", "", "", "", "", "");
   const auto cell = [](const measure::KernelBenchRow& row, const measure::KernelPathResult& p) {
@@ -226,23 +236,24 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   };
   for (const measure::KernelBenchRow& row : r.rows) {
     std::cout << fmt::format(
-        "| {:<11} | {:>13} | {:<4} | {:>3} | {:>4} | {:>24} | {:>4} | {:>24} | {:>5.2f} | {:<6} "
-        "|\n",
+        "| {:<11} | {:>13} | {:<5} | {:>3} | {:>4} | {:>24} | {:>4} | {:>24} | {:>5} | {:<6} |\n",
         row.shape.name, fmt::format("{}x{}", row.shape.rows, row.shape.cols), row.format,
         row.threads, row.tokens, cell(row, row.packed),
-        peak_share(row.tokens > 1 ? row.packed_peak_fraction() : 0), cell(row, row.onednn),
-        row.speedup(), row.winner());
+        peak_share(row.tokens > 1 ? row.packed_peak_fraction() : 0),
+        row.onednn ? cell(row, *row.onednn) : "none",
+        row.onednn ? fmt::format("{:.2f}", row.speedup()) : "", row.winner());
   }
   print_peaks(r.peaks);
   // Which oneDNN code ran where: it switches kernels with the token count (to AMX from 16
   // tokens on AMX machines), so each is named with the rows it served.
   std::vector<std::pair<std::string, std::string>> used;  // implementation, where
   for (const measure::KernelBenchRow& row : r.rows) {
+    if (!row.onednn) continue;
     const std::string where = fmt::format("{} {} tokens", row.format, row.tokens);
     auto it = std::find_if(used.begin(), used.end(),
-                           [&](const auto& u) { return u.first == row.onednn.implementation; });
+                           [&](const auto& u) { return u.first == row.onednn->implementation; });
     if (it == used.end())
-      used.emplace_back(row.onednn.implementation, where);
+      used.emplace_back(row.onednn->implementation, where);
     else if (it->second.find(where) == std::string::npos)
       it->second += ", " + where;
   }

@@ -44,6 +44,7 @@ struct BenchCommandOptions {
   bool tokens_given = false;
   bool depth_given = false;
   std::vector<std::int64_t> kernel_tokens = {1, 8, 64, 512};
+  std::vector<std::string> kernel_formats = {"int8", "bf16"};  // --kernels: int8, int4, bf16, mxfp4
   std::int64_t head_rows = 151936;
   double sample_seconds = 0.2;  // --kernels: shortest time one sample repeats a product
   std::uint64_t working_set_mib = 256;

@@ -348,7 +348,8 @@ int main(int argc, char** argv) {
           ->add_flag(
               "--kernels", bench.kernels,
               "Instead of a model: time our packed kernels against oneDNN on Qwen3-30B-A3B's "
-              "matrix shapes (INT8 and BF16; all thread counts from -t, else all cores and 1)")
+              "matrix shapes (the formats from --formats; all thread counts from -t, else all "
+              "cores and 1)")
           ->excludes(bench_model)
           ->excludes(bench_trace);
   auto* delta_rule_flag =
@@ -386,6 +387,13 @@ int main(int argc, char** argv) {
                        "e.g. 1,8,64,512")
           ->delimiter(',')
           ->check(CLI::PositiveNumber);
+  bench_cmd
+      ->add_option("--formats", bench.kernel_formats,
+                   "--kernels: weight formats, from int8, int4, bf16 and mxfp4 (oneDNN multiplies "
+                   "INT8 and BF16 only: INT4 and MXFP4 rows have our kernels alone)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"int8", "int4", "bf16", "mxfp4"}));
   bench_cmd
       ->add_option("--head-rows", bench.head_rows,
                    "--kernels: rows of the output head (fewer save time and memory)")

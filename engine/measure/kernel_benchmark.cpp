@@ -29,6 +29,45 @@ kernels::PackedMatrix copy_of(const kernels::PackedMatrix& m) {
   return c;
 }
 
+// `source`'s values packed in `format`; MXFP4, which is read rather than made, from random
+// codes with a scale per row and 32 columns instead.
+kernels::PackedMatrix packed_in(kernels::PackedFormat format, const kernels::WeightMatrix& source,
+                                std::uint64_t seed) {
+  switch (format) {
+    case kernels::PackedFormat::Int8:
+      return kernels::pack_int8(source);
+    case kernels::PackedFormat::Int4:
+      return kernels::pack_int4(source, kernels::kDefaultInt4Group);
+    case kernels::PackedFormat::Bf16:
+      return kernels::pack_bf16(source);
+    case kernels::PackedFormat::Mxfp4:
+      break;
+  }
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(source.rows * source.cols / 2));
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (std::uint8_t& c : codes) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    c = static_cast<std::uint8_t>(s >> 56);
+  }
+  const std::int64_t scale_cols = (source.cols + kernels::kMxfp4Group - 1) / kernels::kMxfp4Group;
+  const std::vector<float> scales(static_cast<std::size_t>(source.rows * scale_cols), 1.0f / 64);
+  kernels::WeightMatrix m;
+  m.dtype = kernels::DType::F4E2M1;
+  m.data = codes.data();
+  m.rows = source.rows;
+  m.cols = source.cols;
+  m.block_scale = scales.data();
+  m.block_rows = 1;
+  m.block_cols = kernels::kMxfp4Group;
+  return kernels::pack_mxfp4(m);
+}
+
+bool onednn_multiplies(kernels::PackedFormat format) {
+  return format == kernels::PackedFormat::Int8 || format == kernels::PackedFormat::Bf16;
+}
+
 void add_sample(KernelPathResult& r, double seconds, const KernelShape& s, std::int64_t tokens) {
   const double flops = 2.0 * static_cast<double>(tokens) * static_cast<double>(s.rows * s.cols);
   r.gflops.values.push_back(flops / seconds / 1e9);
@@ -171,13 +210,14 @@ double KernelBenchRow::packed_peak_fraction() const {
 
 double KernelBenchRow::speedup() const {
   const double ours = packed.gflops.mean();
-  return ours > 0 ? onednn.gflops.mean() / ours : 0;
+  return ours > 0 && onednn ? onednn->gflops.mean() / ours : 0;
 }
 
 std::string KernelBenchRow::winner() const {
+  if (!onednn) return "";
   const double a = packed.gflops.mean();
-  const double b = onednn.gflops.mean();
-  const double spread = packed.gflops.stddev() + onednn.gflops.stddev();
+  const double b = onednn->gflops.mean();
+  const double spread = packed.gflops.stddev() + onednn->gflops.stddev();
   if (std::abs(a - b) <= std::max(0.05 * std::max(a, b), spread)) return "tie";
   return b > a ? "onednn" : "packed";
 }
@@ -194,8 +234,7 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
   // The product instructions' peaks first, once per thread count, on an idle machine: no
   // pool of the products below exists yet.
   for (int threads : options.threads) {
-    for (kernels::PackedFormat format :
-         {kernels::PackedFormat::Int8, kernels::PackedFormat::Bf16}) {
+    for (kernels::PackedFormat format : options.formats) {
       if (const auto instruction =
               kernels::packed_product_instruction(format, variant, kernels::detect_isa().usable))
         instruction_peak_gflops(report.peaks, *instruction, threads);
@@ -213,11 +252,8 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
         random_values(static_cast<std::size_t>(max_tokens * shape.cols), options.seed + 1);
     std::vector<float> y(static_cast<std::size_t>(max_tokens * shape.rows));
 
-    for (kernels::PackedFormat format :
-         {kernels::PackedFormat::Int8, kernels::PackedFormat::Bf16}) {
-      const bool int8 = format == kernels::PackedFormat::Int8;
-      const kernels::PackedMatrix packed =
-          int8 ? kernels::pack_int8(source) : kernels::pack_bf16(source);
+    for (kernels::PackedFormat format : options.formats) {
+      const kernels::PackedMatrix packed = packed_in(format, source, options.seed);
       const std::uint64_t bytes = kernels::packed_matrix_bytes(packed);
       const std::size_t copies = static_cast<std::size_t>(
           std::max<std::uint64_t>(1, (options.working_set_bytes + bytes - 1) / bytes));
@@ -229,7 +265,7 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
         w.packed = &p;
         w.packed_variant = variant;
         // As LoadedModel does: the AVX-512 BF16 kernel needs AVX512_BF16, the AVX2 one not.
-        if (!int8 && variant == kernels::CpuVariant::Avx512 &&
+        if (format == kernels::PackedFormat::Bf16 && variant == kernels::CpuVariant::Avx512 &&
             !kernels::detect_isa().usable.avx512_bf16) {
           w.packed_variant = kernels::CpuVariant::Avx2;
         }
@@ -238,7 +274,7 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
 
       // Sliced as the engine slices them, each slice one single-threaded primitive.
       std::vector<std::unique_ptr<kernels::OnednnMatmul>> onednn;
-      for (std::size_t c = 0; c < copies; ++c) {
+      for (std::size_t c = 0; c < copies && onednn_multiplies(format); ++c) {
         onednn.push_back(std::make_unique<kernels::OnednnMatmul>(
             packed, kernels::onednn_slices_for(shape.rows)));
       }
@@ -254,7 +290,7 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
         for (std::int64_t tokens : options.tokens) {
           KernelBenchRow row;
           row.shape = shape;
-          row.format = int8 ? "int8" : "bf16";
+          row.format = std::string(kernels::packed_format_name(format));
           row.threads = threads;
           row.tokens = tokens;
           row.packed.implementation =
@@ -264,8 +300,10 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
             row.packed_instruction = std::string(kernels::product_instruction_name(*instruction));
             row.packed_peak_gflops = peak;
           }
-          row.onednn.implementation = onednn[0]->implementation(tokens);
-          row.onednn.weight_bytes = onednn[0]->weight_bytes();
+          if (!onednn.empty()) {
+            row.onednn = KernelPathResult{
+                onednn[0]->implementation(tokens), onednn[0]->weight_bytes(), {}, {}};
+          }
           std::size_t next_ours = 0;
           std::size_t next_theirs = 0;
           const auto ours = [&] {
@@ -278,25 +316,31 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
           // First use of every copy: pages, primitives.
           for (std::size_t c = 0; c < copies; ++c) {
             ours();
-            theirs();
+            if (row.onednn) theirs();
           }
           // Interleaved, so that a change in the machine's load hits both alike.
           for (int r = 0; r < options.repetitions; ++r) {
             add_sample(row.packed, seconds_per_product(ours, options.min_sample_seconds), shape,
                        tokens);
-            add_sample(row.onednn, seconds_per_product(theirs, options.min_sample_seconds), shape,
-                       tokens);
+            if (row.onednn) {
+              add_sample(*row.onednn, seconds_per_product(theirs, options.min_sample_seconds),
+                         shape, tokens);
+            }
           }
-          if (options.tile_kernel) {
+          // MXFP4 never goes into tiles.
+          if (options.tile_kernel && format != kernels::PackedFormat::Mxfp4) {
             measure_tiles_beside_avx512(row, options, packed_copies, x, y, parallel);
           }
           if (progress) {
-            std::string line = fmt::format(
-                "{} {}x{} {} threads {} tokens {}: packed {:.1f} ± {:.1f}, "
-                "oneDNN {:.1f} ± {:.1f} GFLOP/s",
-                shape.name, shape.rows, shape.cols, row.format, threads, tokens,
-                row.packed.gflops.mean(), row.packed.gflops.stddev(), row.onednn.gflops.mean(),
-                row.onednn.gflops.stddev());
+            std::string line =
+                fmt::format("{} {}x{} {} threads {} tokens {}: packed {:.1f} ± {:.1f}", shape.name,
+                            shape.rows, shape.cols, row.format, threads, tokens,
+                            row.packed.gflops.mean(), row.packed.gflops.stddev());
+            if (row.onednn) {
+              line += fmt::format(", oneDNN {:.1f} ± {:.1f}", row.onednn->gflops.mean(),
+                                  row.onednn->gflops.stddev());
+            }
+            line += " GFLOP/s";
             if (row.tiles) {
               line += fmt::format("; kernels alone: tiles {:.1f}, AVX-512 {:.1f}",
                                   row.tiles->gflops.mean(), row.avx512->gflops.mean());

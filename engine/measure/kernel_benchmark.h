@@ -37,6 +37,10 @@ struct KernelBenchOptions {
   std::vector<KernelShape> shapes = qwen3_30b_a3b_shapes();
   std::vector<std::int64_t> tokens = {1, 8, 64, 512};
   std::vector<int> threads = {2, 1};
+  // INT4 in groups of kernels::kDefaultInt4Group, as Tandem converts; MXFP4 from random codes
+  // and scales, as gpt-oss stores its experts.
+  std::vector<kernels::PackedFormat> formats = {kernels::PackedFormat::Int8,
+                                                kernels::PackedFormat::Bf16};
   int repetitions = 5;
   double min_sample_seconds = 0.2;  // each sample repeats the product at least this long
   // Products rotate over copies of the weights totalling at least this many bytes, so that
@@ -75,11 +79,11 @@ struct KernelPathResult {
 
 struct KernelBenchRow {
   KernelShape shape;
-  std::string format;  // "int8", "bf16"
+  std::string format;  // "int8", "int4", "bf16", "mxfp4"
   int threads = 1;
   std::int64_t tokens = 1;
   KernelPathResult packed;
-  KernelPathResult onednn;
+  std::optional<KernelPathResult> onednn;  // INT8 and BF16 only
   // The peak of the instruction our packed kernel multiplies with (0 where no single one
   // does: the scalar and AMX variants, INT8 on AVX2 without AVX-VNNI).
   std::string packed_instruction;
@@ -90,7 +94,7 @@ struct KernelBenchRow {
   std::optional<KernelPathResult> avx512;
   double packed_peak_fraction() const;
   // oneDNN's mean over ours; "onednn" or "packed" when the means differ by more than 5% and
-  // by more than both standard deviations together, else "tie".
+  // by more than both standard deviations together, else "tie". Without oneDNN: 0 and "".
   double speedup() const;
   std::string winner() const;
 };
@@ -115,13 +119,13 @@ struct TileCrossover {
 };
 std::vector<TileCrossover> tile_crossovers(const KernelBenchReport& report);
 
-// `progress` gets a line per measured row.
 // What the benchmarks share: uniform values in [-1, 1) (fast enough for the output head's
 // 311 million), and the seconds one call of `product` takes, repeated for at least
 // `min_seconds` after a first call.
 std::vector<float> random_values(std::size_t n, std::uint64_t seed);
 double seconds_per_product(const std::function<void()>& product, double min_seconds);
 
+// `progress` gets a line per measured row.
 KernelBenchReport run_kernel_benchmark(
     const KernelBenchOptions& options,
     const std::function<void(const std::string&)>& progress = {});

@@ -9,23 +9,6 @@
 #include "engine/model/model_error.h"
 
 namespace tandem::model {
-namespace {
-
-std::string_view format_name(kernels::PackedFormat f) {
-  switch (f) {
-    case kernels::PackedFormat::Int8:
-      return "int8";
-    case kernels::PackedFormat::Int4:
-      return "int4";
-    case kernels::PackedFormat::Bf16:
-      return "bf16";
-    case kernels::PackedFormat::Mxfp4:
-      return "mxfp4";
-  }
-  return "int8";
-}
-
-}  // namespace
 
 std::string_view method_name(Method m) {
   switch (m) {
@@ -179,7 +162,7 @@ void write_manifest(const std::string& folder, const Manifest& m) {
   nlohmann::json tensors = nlohmann::json::object();
   for (const auto& [name, t] : m.tensors) {
     tensors[name] = {{"file", t.file},
-                     {"format", format_name(t.format)},
+                     {"format", kernels::packed_format_name(t.format)},
                      {"rows", t.rows},
                      {"cols", t.cols},
                      {"cols_padded", t.cols_padded},

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/aligned_bytes.h"
@@ -38,6 +39,22 @@
 namespace tandem::kernels {
 
 enum class PackedFormat { Int8, Int4, Bf16, Mxfp4 };
+
+// "int8", "int4", "bf16", "mxfp4": as manifests and benchmarks name them. (Inline: the
+// manifest's parsers are built for fuzzing without the kernels.)
+inline std::string_view packed_format_name(PackedFormat f) {
+  switch (f) {
+    case PackedFormat::Int8:
+      return "int8";
+    case PackedFormat::Int4:
+      return "int4";
+    case PackedFormat::Bf16:
+      return "bf16";
+    case PackedFormat::Mxfp4:
+      return "mxfp4";
+  }
+  return "int8";
+}
 
 inline constexpr std::int64_t kMxfp4Group = 32;
 // 2 * value + 12 for each FP4 E2M1 code: what the kernels multiply MXFP4 weights as.

@@ -420,6 +420,42 @@ class TestCli : public QObject {
       QCOMPARE(found, 1);
     }
 
+    // INT4 and MXFP4, which oneDNN has no product for: our kernel alone, no verdict; a format
+    // named twice is measured once.
+    const Run nibbles = runTandem(
+        {"bench", "--kernels", "--formats", "int4,mxfp4,int4", "--tokens", "1,9", "--head-rows",
+         "256", "-r", "1", "-t", "1", "--sample-time", "0.01", "--working-set", "16", "--json"},
+        env());
+    QCOMPARE(nibbles.code, 0);
+    const auto nibble_rows = nlohmann::json::parse(nibbles.out.toStdString())["rows"];
+    QCOMPARE(nibble_rows.size(), std::size_t{6 * 2 * 2});
+    for (const auto& row : nibble_rows) {
+      const std::string format = row["format"].get<std::string>();
+      QVERIFY2(format == "int4" || format == "mxfp4", format.c_str());
+      QVERIFY(row["onednn"].is_null());
+      QCOMPARE(row["winner"].get<std::string>(), std::string());
+      QVERIFY(row["packed"]["gflops_mean"].get<double>() > 0);
+      // Half a byte a weight and its share of the scales (INT4 also an offset per 32).
+      const double weights = row["rows"].get<double>() * row["cols"].get<double>();
+      const double bytes = row["packed"]["weight_bytes"].get<double>();
+      QVERIFY2(bytes >= weights / 2 && bytes <= weights * (format == "int4" ? 0.63 : 0.7),
+               row.dump().c_str());
+    }
+    QCOMPARE(nibble_rows[0]["format"].get<std::string>(), std::string("int4"));
+    QCOMPARE(nibble_rows[2]["format"].get<std::string>(), std::string("mxfp4"));
+    const Run text_nibbles =
+        runTandem({"bench", "--kernels", "--formats", "int4", "--tokens", "1", "--head-rows", "256",
+                   "-r", "1", "-t", "1", "--sample-time", "0.01", "--working-set", "16"},
+                  env());
+    QCOMPARE(text_nibbles.code, 0);
+    QVERIFY2(text_nibbles.out.contains(QLatin1String("| int4  |")) &&
+                 text_nibbles.out.contains(QLatin1String("none")) &&
+                 !text_nibbles.out.contains(QLatin1String("oneDNN implementations")),
+             qPrintable(text_nibbles.out));
+    const Run unknown = runTandem({"bench", "--kernels", "--formats", "q4_k"}, env());
+    QCOMPARE(unknown.code, 105);  // CLI11's validation error
+    QVERIFY2(unknown.err.contains(QLatin1String("q4_k")), qPrintable(unknown.err));
+
     // The text names each oneDNN implementation with the rows it ran.
     const Run text = runTandem({"bench", "--kernels", "--tokens", "1", "--head-rows", "256", "-r",
                                 "1", "-t", "1", "--sample-time", "0.01", "--working-set", "16"},

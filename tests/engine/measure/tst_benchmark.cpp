@@ -320,8 +320,10 @@ class TestBenchmark : public QObject {
                               float* y, std::int64_t stride, std::int64_t b0, std::int64_t b1) {
       kernels::packed_matmul_amx_emulated(w, x, y, stride, b0, b1, 1);
     };
+    options.formats = {kernels::PackedFormat::Int8, kernels::PackedFormat::Int4,
+                       kernels::PackedFormat::Bf16};
     const measure::KernelBenchReport r = measure::run_kernel_benchmark(options);
-    QCOMPARE(r.rows.size(), std::size_t{4});  // int8 and bf16, 3 and 17 tokens
+    QCOMPARE(r.rows.size(), std::size_t{6});  // int8, int4 and bf16, 3 and 17 tokens
     for (const measure::KernelBenchRow& row : r.rows) {
       QVERIFY(row.tiles.has_value() && row.avx512.has_value());
       QCOMPARE(row.tiles->gflops.values.size(), std::size_t{2});
@@ -329,7 +331,9 @@ class TestBenchmark : public QObject {
       QVERIFY(row.tiles->gflops.mean() > 0 && row.avx512->gflops.mean() > 0);
       QCOMPARE(row.tiles->weight_bytes, row.packed.weight_bytes);
     }
-    QCOMPARE(measure::tile_crossovers(r).size(), std::size_t{2});
+    QCOMPARE(measure::tile_crossovers(r).size(), std::size_t{3});
+    for (const measure::KernelBenchRow& row : r.rows)
+      QCOMPARE(row.onednn.has_value(), row.format != "int4");
     // Without a tile kernel (every machine without AMX), the rows have none.
     options.tile_kernel = {};
     for (const measure::KernelBenchRow& row : measure::run_kernel_benchmark(options).rows)
