@@ -48,7 +48,7 @@ enum class Kind { Int8, Int4, Fp4 };
 // Blocks a tile fetches into the caches while it computes, a line per block and step: the next
 // blocks of its row range, which the first tile over them would otherwise wait for.
 struct Ahead {
-  const std::uint8_t* block[2] = {nullptr, nullptr};
+  const std::uint8_t* block[4] = {nullptr, nullptr, nullptr, nullptr};
   int count = 0;
 };
 
@@ -90,15 +90,24 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
     }
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
     // INT4's steps of the group follow the group's header.
+    const std::int64_t step_base =
+        K == Kind::Int4 ? w.int4_step_offset(g) - g * steps_per_group * 64 : 0;
     const std::uint8_t* gw[B];
-    for (int b = 0; b < B; ++b)
-      gw[b] = K == Kind::Int4 ? wb[b] + w.int4_step_offset(g) - g * steps_per_group * 64 : wb[b];
+    for (int b = 0; b < B; ++b) gw[b] = wb[b] + step_base;
+    if constexpr (K == Kind::Int4) {
+      for (int a = 0; a < ahead.count; ++a) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead.block[a] + w.int4_header_offset(g)),
+                     _MM_HINT_T0);
+      }
+    }
     for (std::int64_t k = g * steps_per_group; k < k1; ++k) {
+      for (int a = 0; a < ahead.count; ++a) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead.block[a] + step_base + k * 64),
+                     _MM_HINT_T0);
+      }
       if constexpr (K == Kind::Int8) {
         __m512i wv[B];
         for (int b = 0; b < B; ++b) wv[b] = _mm512_load_si512(gw[b] + k * 64);
-        for (int a = 0; a < ahead.count; ++a)
-          _mm_prefetch(reinterpret_cast<const char*>(ahead.block[a] + k * 64), _MM_HINT_T0);
         for (int t = 0; t < T; ++t) {
           std::int32_t quad;
           __builtin_memcpy(&quad, xq + t * x.cols_padded + k * 4, 4);
@@ -173,30 +182,35 @@ constexpr int kFewTokens = K == Kind::Int8 ? 6 : 4;
 // The first tile over a pair of blocks reads them from memory at four times the rate the
 // later tiles compute (about 28 GB/s a thread at the VPDPBUSD peak, above what one core
 // streams), so the later tiles fetch the pair after it: block j of it in tile 1 + j % (tiles
-// - 1). INT8 only (INT4 reads half the bytes at a lower rate). One thread at 32 tokens,
-// weights from memory, three alternating sittings (Zen 5): 2048 x 768 up 6-20%, 768 x 2048
-// up 5-12%; at 16 tokens 2048 x 768 up 5-15%.
+// - 1). With one or two tiles (up to 16 tokens) no tile has memory to spare and the pair after
+// would wait as this one did, so each fetches one block of it (the single tile both): one
+// thread, weights from memory, Zen 5, `tandem bench --kernels --formats int8,int4`, INT8 at 8
+// tokens 180-270 -> 370-450 GFLOP/s, 12 tokens 250-350 -> 500-550, INT4 at 8 tokens 240-290 ->
+// 480-580. INT4 and MXFP4 too, from three tiles on as INT8: INT4 at 32 tokens 380-450 ->
+// 570-590 (one thread), 800-850 -> 920-1030 (two).
 template <int B, Kind K>
 void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                         std::int64_t block_end, std::int64_t t_begin, std::int64_t t_end, float* y,
                         std::int64_t y_stride) {
-  const std::int64_t tiles = (t_end - t_begin) / kGroupedTokenTile;
+  const std::int64_t full_tiles = (t_end - t_begin) / kGroupedTokenTile;
+  const int tail = static_cast<int>((t_end - t_begin) % kGroupedTokenTile);
+  const std::int64_t tiles = full_tiles + (tail > 0 ? 1 : 0);
   const auto ahead_of = [&](std::int64_t tile) {
     Ahead ahead;
-    if (K != Kind::Int8 || tile == 0) return ahead;  // tile > 0: tiles >= 2
     for (int j = 0; j < B; ++j) {
-      if (1 + j % (tiles - 1) == tile && block + B + j < block_end)
-        ahead.block[ahead.count++] = w.block(block + B + j);
+      const bool mine = tiles <= 2 ? j % tiles == tile : tile > 0 && 1 + j % (tiles - 1) == tile;
+      if (mine && block + B + j < block_end) ahead.block[ahead.count++] = w.block(block + B + j);
     }
     return ahead;
   };
   std::int64_t t = t_begin;
-  for (std::int64_t tile = 0; t + kGroupedTokenTile <= t_end; t += kGroupedTokenTile, ++tile)
+  std::int64_t tile = 0;
+  for (; t + kGroupedTokenTile <= t_end; t += kGroupedTokenTile, ++tile)
     grouped_tile<kGroupedTokenTile, B, K>(w, x, block, t, y, y_stride, ahead_of(tile));
-  switch (t_end - t) {
-#define TANDEM_GROUPED_TAIL(n)                          \
-  case n:                                               \
-    grouped_tile<n, B, K>(w, x, block, t, y, y_stride); \
+  switch (tail) {
+#define TANDEM_GROUPED_TAIL(n)                                          \
+  case n:                                                               \
+    grouped_tile<n, B, K>(w, x, block, t, y, y_stride, ahead_of(tile)); \
     break;
     TANDEM_GROUPED_TAIL(1)
     TANDEM_GROUPED_TAIL(2)
@@ -273,8 +287,14 @@ std::int64_t four_blocks_few_tokens(const PackedMatrix& w, const PackedActivatio
     if (t_end - t_begin < T)
       return four_blocks_few_tokens<K, T - 1>(w, x, block, block_end, t_begin, t_end, y, y_stride);
   }
-  for (; block + 4 <= block_end; block += 4)
-    grouped_tile<T, 4, K>(w, x, block, t_begin, y, y_stride);
+  // Each group of four fetches the next four (one thread, Zen 5: INT4 at 1-4 tokens 20-80%
+  // faster, INT8 at 2-6 tokens 10-45%; on two threads, where memory is the limit, 0-15%).
+  for (; block + 4 <= block_end; block += 4) {
+    Ahead ahead;
+    for (std::int64_t next = block + 4; next < std::min(block + 8, block_end); ++next)
+      ahead.block[ahead.count++] = w.block(next);
+    grouped_tile<T, 4, K>(w, x, block, t_begin, y, y_stride, ahead);
+  }
   return block;
 }
 
