@@ -24,9 +24,12 @@ enum class YmmKind { Int8, Int4, Fp4 };
 // Exact sums per activation group, then one fused multiply-add per group, in group order, as
 // the scalar reference: by the group's activation scale (INT8, whose offset's share and row
 // scale come last) or by that times the weights' group scale (INT4, MXFP4).
+// `ahead`, when set, is the block to fetch into the caches meanwhile, a line per step: the
+// next one, which the first tile over it would otherwise wait on memory for.
 template <class Dot, int T, YmmKind K>
 inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                              std::int64_t t0, float* y, std::int64_t y_stride) {
+                              std::int64_t t0, float* y, std::int64_t y_stride,
+                              const std::uint8_t* ahead) {
   constexpr std::int64_t kStepCols = K == YmmKind::Int8 ? 4 : 8;
   // What each sum starts from, times the group's activation sum: INT8 sums the stored bytes
   // (w + 128) as the reference does, MXFP4 the weights without their offset (2w + 12).
@@ -55,9 +58,14 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
     }
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
     // INT4's steps of the group follow the group's header.
-    const std::uint8_t* gw =
-        K == YmmKind::Int4 ? wb + w.int4_step_offset(g) - g * steps_per_group * 64 : wb;
+    const std::int64_t step_base =
+        K == YmmKind::Int4 ? w.int4_step_offset(g) - g * steps_per_group * 64 : 0;
+    const std::uint8_t* gw = wb + step_base;
+    if (K == YmmKind::Int4 && ahead != nullptr)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + w.int4_header_offset(g)), _MM_HINT_T0);
     for (std::int64_t k = g * steps_per_group; k < k1; ++k) {
+      if (ahead != nullptr)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + step_base + k * 64), _MM_HINT_T0);
       if constexpr (K == YmmKind::Int8) {
         __m256i xv[T];
         for (int t = 0; t < T; ++t) {
@@ -131,23 +139,33 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
   }
 }
 
-// The product of block `block` for tokens [t0, t0 + T) in w's format (not BF16).
+// The product of block `block` for tokens [t0, t0 + T) in w's format (not BF16), fetching
+// `ahead` (or nothing) meanwhile.
 template <class Dot, int T>
 inline void integer_block_ymm(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                              std::int64_t t0, float* y, std::int64_t y_stride) {
+                              std::int64_t t0, float* y, std::int64_t y_stride,
+                              const std::uint8_t* ahead) {
   switch (w.format) {
     case PackedFormat::Int8:
-      grouped_block_ymm<Dot, T, YmmKind::Int8>(w, x, block, t0, y, y_stride);
+      grouped_block_ymm<Dot, T, YmmKind::Int8>(w, x, block, t0, y, y_stride, ahead);
       break;
     case PackedFormat::Int4:
-      grouped_block_ymm<Dot, T, YmmKind::Int4>(w, x, block, t0, y, y_stride);
+      grouped_block_ymm<Dot, T, YmmKind::Int4>(w, x, block, t0, y, y_stride, ahead);
       break;
     case PackedFormat::Mxfp4:
-      grouped_block_ymm<Dot, T, YmmKind::Fp4>(w, x, block, t0, y, y_stride);
+      grouped_block_ymm<Dot, T, YmmKind::Fp4>(w, x, block, t0, y, y_stride, ahead);
       break;
     case PackedFormat::Bf16:
       break;
   }
+}
+
+// The block the last tile over `block` fetches ahead: the next one in [.., block_end), if any.
+// (With one tile, that tile reads its own block from memory as it fetches the next; with more,
+// the later tiles find theirs in the caches and the last one has memory to spare.)
+inline const std::uint8_t* block_ahead(const PackedMatrix& w, std::int64_t block,
+                                       std::int64_t block_end) {
+  return block + 1 < block_end ? w.block(block + 1) : nullptr;
 }
 
 }  // namespace tandem::kernels

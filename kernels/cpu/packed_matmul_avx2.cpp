@@ -99,27 +99,33 @@ void packed_matmul_avx2_plain(const PackedMatrix& w, const PackedActivations& x,
                               std::int64_t block_end) {
   if (nibble_format(w.format)) {
     for (std::int64_t b = block_begin; b < block_end; ++b) {
+      const std::uint8_t* ahead = block_ahead(w, b, block_end);
       std::int64_t t = 0;
-      for (; t + kTokenTile <= x.tokens; t += kTokenTile)
-        integer_block_ymm<MaddubsDot, kTokenTile>(w, x, b, t, y, y_stride);
-      if (t < x.tokens) integer_block_ymm<MaddubsDot, 1>(w, x, b, t, y, y_stride);
+      for (; t + kTokenTile <= x.tokens; t += kTokenTile) {
+        integer_block_ymm<MaddubsDot, kTokenTile>(w, x, b, t, y, y_stride,
+                                                  t + kTokenTile == x.tokens ? ahead : nullptr);
+      }
+      if (t < x.tokens) integer_block_ymm<MaddubsDot, 1>(w, x, b, t, y, y_stride, ahead);
     }
     return;
   }
   if (w.format == PackedFormat::Int8) {
     for (std::int64_t b = block_begin; b < block_end; ++b) {
+      const std::uint8_t* ahead = block_ahead(w, b, block_end);
       std::int64_t t = 0;
-      for (; t + kInt8TokenTile <= x.tokens; t += kInt8TokenTile)
-        integer_block_ymm<MaddubsDot, kInt8TokenTile>(w, x, b, t, y, y_stride);
+      for (; t + kInt8TokenTile <= x.tokens; t += kInt8TokenTile) {
+        integer_block_ymm<MaddubsDot, kInt8TokenTile>(
+            w, x, b, t, y, y_stride, t + kInt8TokenTile == x.tokens ? ahead : nullptr);
+      }
       switch (x.tokens - t) {
         case 1:
-          integer_block_ymm<MaddubsDot, 1>(w, x, b, t, y, y_stride);
+          integer_block_ymm<MaddubsDot, 1>(w, x, b, t, y, y_stride, ahead);
           break;
         case 2:
-          integer_block_ymm<MaddubsDot, 2>(w, x, b, t, y, y_stride);
+          integer_block_ymm<MaddubsDot, 2>(w, x, b, t, y, y_stride, ahead);
           break;
         case 3:
-          integer_block_ymm<MaddubsDot, 3>(w, x, b, t, y, y_stride);
+          integer_block_ymm<MaddubsDot, 3>(w, x, b, t, y, y_stride, ahead);
           break;
         default:
           break;

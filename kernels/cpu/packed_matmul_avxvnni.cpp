@@ -27,30 +27,27 @@ struct VnniDot {
   }
 };
 
-template <int T>
-void run_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-               std::int64_t t0, float* y, std::int64_t y_stride) {
-  integer_block_ymm<VnniDot, T>(w, x, block, t0, y, y_stride);
-}
-
 }  // namespace
 
 void packed_matmul_avx_vnni(const PackedMatrix& w, const PackedActivations& x, float* y,
                             std::int64_t y_stride, std::int64_t block_begin,
                             std::int64_t block_end) {
   for (std::int64_t b = block_begin; b < block_end; ++b) {
+    const std::uint8_t* ahead = block_ahead(w, b, block_end);
     std::int64_t t = 0;
-    for (; t + kTokenTile <= x.tokens; t += kTokenTile)
-      run_block<kTokenTile>(w, x, b, t, y, y_stride);
+    for (; t + kTokenTile <= x.tokens; t += kTokenTile) {
+      integer_block_ymm<VnniDot, kTokenTile>(w, x, b, t, y, y_stride,
+                                             t + kTokenTile == x.tokens ? ahead : nullptr);
+    }
     switch (x.tokens - t) {
       case 1:
-        run_block<1>(w, x, b, t, y, y_stride);
+        integer_block_ymm<VnniDot, 1>(w, x, b, t, y, y_stride, ahead);
         break;
       case 2:
-        run_block<2>(w, x, b, t, y, y_stride);
+        integer_block_ymm<VnniDot, 2>(w, x, b, t, y, y_stride, ahead);
         break;
       case 3:
-        run_block<3>(w, x, b, t, y, y_stride);
+        integer_block_ymm<VnniDot, 3>(w, x, b, t, y, y_stride, ahead);
         break;
       default:
         break;
