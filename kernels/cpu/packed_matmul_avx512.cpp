@@ -186,8 +186,10 @@ constexpr int kFewTokens = K == Kind::Int8 ? 6 : 4;
 // would wait as this one did, so each fetches one block of it (the single tile both): one
 // thread, weights from memory, Zen 5, `tandem bench --kernels --formats int8,int4`, INT8 at 8
 // tokens 180-270 -> 370-450 GFLOP/s, 12 tokens 250-350 -> 500-550, INT4 at 8 tokens 240-290 ->
-// 480-580. INT4 and MXFP4 too, from three tiles on as INT8: INT4 at 32 tokens 380-450 ->
-// 570-590 (one thread), 800-850 -> 920-1030 (two).
+// 480-580. INT4 too, from three tiles on as INT8: INT4 at 32 tokens 380-450 -> 570-590 (one
+// thread), 800-850 -> 920-1030 (two). Not MXFP4, whose scales are a stream of their own apart
+// from the blocks: fetching ahead made it slower (one thread, 8 tokens 190-230 -> 110-180
+// GFLOP/s, 32 tokens 380-430 -> 300-355).
 template <int B, Kind K>
 void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                         std::int64_t block_end, std::int64_t t_begin, std::int64_t t_end, float* y,
@@ -197,6 +199,7 @@ void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::
   const std::int64_t tiles = full_tiles + (tail > 0 ? 1 : 0);
   const auto ahead_of = [&](std::int64_t tile) {
     Ahead ahead;
+    if (K == Kind::Fp4) return ahead;
     for (int j = 0; j < B; ++j) {
       const bool mine = tiles <= 2 ? j % tiles == tile : tile > 0 && 1 + j % (tiles - 1) == tile;
       if (mine && block + B + j < block_end) ahead.block[ahead.count++] = w.block(block + B + j);
