@@ -19,6 +19,7 @@
 #include "engine/measure/kernel_benchmark.h"
 #include "engine/measure/trace.h"
 #include "engine/model/gguf_model.h"
+#include "engine/model/manifest.h"
 #include "engine/model/synthetic_checkpoint.h"
 #include "kernels/cpu/compute_peak.h"
 #include "kernels/cpu/packed_matmul.h"
@@ -165,12 +166,11 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   options.threads = measured_thread_counts(o);
   options.formats.clear();
   for (const std::string& name : o.kernel_formats) {
-    for (kernels::PackedFormat f : {kernels::PackedFormat::Int8, kernels::PackedFormat::Int4,
-                                    kernels::PackedFormat::Bf16, kernels::PackedFormat::Mxfp4}) {
-      if (name == kernels::packed_format_name(f) &&
-          std::find(options.formats.begin(), options.formats.end(), f) == options.formats.end())
-        options.formats.push_back(f);
-    }
+    model::Method method;  // the names a converted folder's manifest takes (checked by CLI11)
+    if (!model::parse_method(name, method)) continue;
+    const kernels::PackedFormat f = model::packed_format(method);
+    if (std::find(options.formats.begin(), options.formats.end(), f) == options.formats.end())
+      options.formats.push_back(f);
   }
   measure::KernelBenchReport r;
   if (!reported([&] { r = measure::run_kernel_benchmark(options, progress_to_stderr(o)); }))

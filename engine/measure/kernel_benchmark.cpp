@@ -43,14 +43,12 @@ kernels::PackedMatrix packed_in(kernels::PackedFormat format, const kernels::Wei
     case kernels::PackedFormat::Mxfp4:
       break;
   }
-  std::vector<std::uint8_t> codes(static_cast<std::size_t>(source.rows * source.cols / 2));
-  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (std::uint8_t& c : codes) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    c = static_cast<std::uint8_t>(s >> 56);
-  }
+  // Two codes a byte, from uniform values in [-1, 1).
+  const std::vector<float> values =
+      random_values(static_cast<std::size_t>(source.rows * source.cols / 2), seed);
+  std::vector<std::uint8_t> codes(values.size());
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    codes[i] = static_cast<std::uint8_t>((values[i] + 1.0f) * 128.0f);
   const std::int64_t scale_cols = (source.cols + kernels::kMxfp4Group - 1) / kernels::kMxfp4Group;
   const std::vector<float> scales(static_cast<std::size_t>(source.rows * scale_cols), 1.0f / 64);
   kernels::WeightMatrix m;
