@@ -6,8 +6,10 @@
 // converted once and scaled by the group's weight scale times its activation scale.
 #include <immintrin.h>
 
+#include <array>
 #include <cstring>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/gguf_block_layout.h"
@@ -233,73 +235,123 @@ __m512i four_groups(int s) {
   return _mm512_add_epi32(_mm512_srli_epi32(lane, 2), _mm512_set1_epi32(4 * s));
 }
 
-// Q4_K's and Q5_K's eight 6-bit scales and minimums (12 bytes), each repeated for its two
-// 16-weight groups, as floats.
-void k_scales(const std::uint8_t* s, __m512* scale, __m512* min) {
+// Q4_K (five = false) and Q5_K: 256 weights a block, sub-blocks 2p and 2p + 1 in the low and
+// high nibbles of 32 bytes (Q5_K's fifth bits in bits 2p and 2p + 1 of 32 more); weight =
+// d scale u - dmin min. Each lane of the registers below keeps one sub-block for the whole
+// block (kKLaneSub), so a token's four VPDPBUSD of a block add into one register whose lanes
+// are whole sub-block sums, scaled once a block: one conversion, one multiply and two fused
+// multiply-adds a token and block, where a register of two sub-blocks' columns took one each
+// VPDPBUSD. The block's codes are moved into that order once for all the tokens: each step
+// pair takes four bytes from each of the four 32-byte runs (a VPERMT2D), splits their
+// nibbles, and lays the low ones (even sub-blocks) before the high ones (odd).
+//
+// Lane l of step pair s (s = 0..3) holds columns 4 (2s + (l % 8) / 4) .. + 3 of sub-block
+// kKLaneSub[l]; the activations are stored in that order (k_lane_order).
+constexpr int kKLaneSub[16] = {0, 2, 4, 6, 0, 2, 4, 6, 1, 3, 5, 7, 1, 3, 5, 7};
+
+// The block's eight 6-bit scales and minimums (12 bytes) in lane order, as floats.
+void k_lane_scales(const std::uint8_t* s, __m512* scale, __m512* min) {
   std::uint32_t w[3];
   std::memcpy(w, s, 12);
   const std::uint32_t sc_low = w[0] & 0x3F3F3F3Fu, mn_low = w[1] & 0x3F3F3F3Fu;
   const std::uint32_t sc_high = (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 2) & 0x30303030u);
   const std::uint32_t mn_high = ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 2) & 0x30303030u);
+  // Bytes 0..7 the scales of sub-blocks 0..7, 8..15 their minimums.
   const __m128i v = _mm_set_epi32(static_cast<int>(mn_high), static_cast<int>(mn_low),
                                   static_cast<int>(sc_high), static_cast<int>(sc_low));
-  *scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(v, v)));
-  *min = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(v, v)));
+  const __m128i scales = _mm_setr_epi8(0, 2, 4, 6, 0, 2, 4, 6, 1, 3, 5, 7, 1, 3, 5, 7);
+  const __m128i mins = _mm_add_epi8(scales, _mm_set1_epi8(8));
+  *scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(v, scales)));
+  *min = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(v, mins)));
 }
 
-// Q4_K (five = false) and Q5_K: 256 weights a block, sub-blocks 2p and 2p + 1 in the low and
-// high nibbles of 32 bytes (Q5_K's fifth bits in bits 2p and 2p + 1 of 32 more); weight =
-// d scale u - dmin min, the minimums' part summed apart from the codes'. Each half block's 64
-// bytes are read at once: their low nibbles are sub-blocks 4h and 4h + 2, the high ones 4h + 1
-// and 4h + 3, against activations stored in that order (k_quant_order).
-template <int T, bool five>
-void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
-               std::int64_t y_stride) {
-  constexpr int kBytes = five ? 176 : 144;
+// The activations of a product in the order q45_k_row reads them (k_lane_order): block by
+// block, each token's 256 values in lane order, then its 16 lanes' scales and scaled sums.
+struct KLaneActivations {
+  const std::int8_t* values;  // [block][row][256]
+  const float* scale;         // [block][row][16]
+  const float* scaled_sum;    // [block][row][16]
+  std::int64_t rows;          // rows a block holds
+};
+
+// One block's codes in lane order (four step pairs), and its scales and minimums by lane
+// times d and dmin.
+struct KBlockCodes {
+  __m512i u[4];
+  __m512 scale, min;
+};
+
+template <bool five>
+inline __attribute__((always_inline)) void k_block_codes(const std::uint8_t* b, KBlockCodes& out) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[T], off[T];
-  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm512_setzero_ps();
-  for (std::int64_t c = 0; c < k; c += 256, b += kBytes) {
-    prefetch_ahead<kBytes>(b);
-    __m512 sc, mn;
-    k_scales(b + 4, &sc, &mn);
-    sc = _mm512_mul_ps(sc, _mm512_set1_ps(half(b)));
-    mn = _mm512_mul_ps(mn, _mm512_set1_ps(half(b + 2)));
-    __m512 s[T];
-    for (int t = 0; t < T; ++t) {
-      s[t] = _mm512_mul_ps(sc, _mm512_loadu_ps(tok[t].scale + c / 16));
-      off[t] = _mm512_fmadd_ps(mn, _mm512_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
-    }
-    const std::uint8_t* qs = b + (five ? 48 : 16);
-    __m512i qh = _mm512_setzero_si512();
-    if (five)
-      qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
-    for (int h = 0; h < 2; ++h) {
-      const __m512i q = _mm512_loadu_si512(qs + 64 * h);
-      __m512i u[2] = {_mm512_and_si512(q, low4), _mm512_and_si512(_mm512_srli_epi16(q, 4), low4)};
-      if (five) {
-        for (int n = 0; n < 2; ++n) {
-          // Sub-block 4h + n's fifth bits in the low 32 bytes, 4h + 2 + n's in the high.
-          const __m512i bit =
-              _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (4 * h + n))),
-                                 _mm256_set1_epi8(static_cast<char>(1 << (4 * h + 2 + n))), 1);
-          u[n] = _mm512_mask_add_epi8(u[n], _mm512_test_epi8_mask(qh, bit), u[n],
-                                      _mm512_set1_epi8(16));
-        }
-      }
-      for (int n = 0; n < 2; ++n) {
-        const __m512i pair = sub_block_pair(4 * h + n, 4 * h + 2 + n);
-        for (int t = 0; t < T; ++t) {
-          const __m512i dp = _mm512_dpbusd_epi32(
-              _mm512_setzero_si512(), u[n], _mm512_loadu_si512(tok[t].q + c + 128 * h + 64 * n));
-          acc[t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(pair, s[t]), acc[t]);
-        }
-      }
+  // Steps 4h .. 4h + 3 of the four 32-byte runs: lane 4i + p takes run p's word 4h + i.
+  const __m512i runs[2] = {
+      _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27),
+      _mm512_setr_epi32(4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31)};
+  k_lane_scales(b + 4, &out.scale, &out.min);
+  out.scale = _mm512_mul_ps(out.scale, _mm512_set1_ps(half(b)));
+  out.min = _mm512_mul_ps(out.min, _mm512_set1_ps(half(b + 2)));
+  const std::uint8_t* qs = b + (five ? 48 : 16);
+  const __m512i z0 = _mm512_loadu_si512(qs), z1 = _mm512_loadu_si512(qs + 64);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i q = _mm512_permutex2var_epi32(z0, runs[h], z1);
+    const __m512i lo = _mm512_and_si512(q, low4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+    out.u[2 * h] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+    out.u[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  if (five) {
+    // Lane l's fifth bits: bit kKLaneSub[l] of the qh bytes of its columns, word 2s + (l %
+    // 8) / 4 of the 32 bytes.
+    const __m512i qh =
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
+    const __m512i bit =
+        _mm512_setr_epi32(0x01010101, 0x04040404, 0x10101010, 0x40404040, 0x01010101, 0x04040404,
+                          0x10101010, 0x40404040, 0x02020202, 0x08080808, 0x20202020, 0x80808080,
+                          0x02020202, 0x08080808, 0x20202020, 0x80808080);
+    for (int s = 0; s < 4; ++s) {
+      const __m512i word =
+          _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1),
+                           _mm512_set1_epi32(2 * s));
+      out.u[s] = _mm512_mask_add_epi8(
+          out.u[s], _mm512_test_epi8_mask(_mm512_permutexvar_epi32(word, qh), bit), out.u[s],
+          _mm512_set1_epi8(16));
     }
   }
-  for (int t = 0; t < T; ++t)
-    y[t * y_stride] = _mm512_reduce_add_ps(acc[t]) - _mm512_reduce_add_ps(off[t]);
+}
+
+// One row times T tokens of `a` (in lane order, k_lane_order).
+template <int T, bool five>
+void q45_k_row(const std::uint8_t* b, std::int64_t k, const KLaneActivations& a, float* y,
+               std::int64_t y_stride) {
+  constexpr int kBytes = five ? 176 : 144;
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const std::int8_t* values = a.values;
+  const float *scale = a.scale, *scaled_sum = a.scaled_sum;
+  for (std::int64_t c = 0; c < k; c += 256, b += kBytes, values += 256 * a.rows,
+                    scale += 16 * a.rows, scaled_sum += 16 * a.rows) {
+    prefetch_ahead<kBytes>(b);
+    KBlockCodes w;
+    k_block_codes<five>(b, w);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const std::int8_t* q = values + 256 * t;
+      // Two chains of two: one token's block does not wait on four in a row.
+      const __m512i d0 = _mm512_dpbusd_epi32(
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u[0], _mm512_loadu_si512(q)), w.u[1],
+          _mm512_loadu_si512(q + 64));
+      const __m512i d1 = _mm512_dpbusd_epi32(
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u[2], _mm512_loadu_si512(q + 128)), w.u[3],
+          _mm512_loadu_si512(q + 192));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(d0, d1)),
+                               _mm512_mul_ps(w.scale, _mm512_loadu_ps(scale + 16 * t)), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(w.min, _mm512_loadu_ps(scaled_sum + 16 * t), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
 }
 
 // Q6_K: 256 weights a block in two halves of 128, each the low and high nibbles of 64 bytes
@@ -661,24 +713,44 @@ void iq_unpack_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, 
 
 using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
 
-// The activations in the order q45_k_row reads them: in every 128 values the second and third
-// runs of 32 swapped. Made once per quantisation on each thread (the stamp names it), so a
-// product's tasks of a few rows share one copy.
-const std::int8_t* k_quant_order(const GgufQuantizedActivations& a) {
-  thread_local std::uint64_t stamp = 0;
-  thread_local std::vector<std::int8_t> values;
-  if (stamp != a.stamp || values.size() != a.values.size()) {
-    stamp = a.stamp;
-    values.resize(a.values.size());
-    for (std::size_t i = 0; i + 128 <= values.size(); i += 128) {
-      const std::int8_t* from = a.values.data() + i;
-      std::memcpy(values.data() + i, from, 32);
-      std::memcpy(values.data() + i + 32, from + 64, 32);
-      std::memcpy(values.data() + i + 64, from + 32, 32);
-      std::memcpy(values.data() + i + 96, from + 96, 32);
+// The activations in the order q45_k_row reads them (KLaneActivations): per block and row,
+// the values of each step pair's lanes (kKLaneSub), then per lane the scale of its sub-block
+// and the scaled sum of its 16 values (the sub-block's first 16 in lanes l % 8 < 4, its
+// second 16 in the others, so that a sub-block's two lanes add up to its sum). Made once per
+// quantisation on each thread (the stamp names it), so a product's tasks of a few rows share
+// one copy.
+struct KLaneOrder {
+  std::uint64_t stamp = 0;
+  std::vector<std::int8_t> values;
+  std::vector<float> scale, scaled_sum;
+};
+
+KLaneActivations k_lane_order(const GgufQuantizedActivations& a) {
+  thread_local KLaneOrder o;
+  const std::int64_t k = a.cols, groups = k / 16, rows = a.rows;
+  if (o.stamp != a.stamp || o.values.size() != a.values.size() ||
+      o.scale.size() != a.scale.size()) {
+    o.stamp = a.stamp;
+    o.values.resize(a.values.size());
+    o.scale.resize(a.scale.size());
+    o.scaled_sum.resize(a.scaled_sum.size());
+    for (std::int64_t blk = 0; blk < k / 256; ++blk) {
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const std::int8_t* from = a.values.data() + i * k + 256 * blk;
+        std::int8_t* to = o.values.data() + (blk * rows + i) * 256;
+        const std::int64_t g = i * groups + 16 * blk;
+        const std::size_t lanes = static_cast<std::size_t>((blk * rows + i) * 16);
+        for (int l = 0; l < 16; ++l) {
+          const int sub = kKLaneSub[l], half = (l % 8) / 4;
+          for (int s = 0; s < 4; ++s)
+            std::memcpy(to + 64 * s + 4 * l, from + 32 * sub + 4 * (2 * s + half), 4);
+          o.scale[lanes + l] = a.scale[static_cast<std::size_t>(g + 2 * sub)];
+          o.scaled_sum[lanes + l] = a.scaled_sum[static_cast<std::size_t>(g + 2 * sub + half)];
+        }
+      }
     }
   }
-  return values.data();
+  return {o.values.data(), o.scale.data(), o.scaled_sum.data(), rows};
 }
 
 template <int T>
@@ -716,10 +788,6 @@ RowProduct row_product(DType t) {
       return q2_k_row<T>;
     case DType::Q3_K:
       return q3_k_row<T>;
-    case DType::Q4_K:
-      return q45_k_row<T, false>;
-    case DType::Q5_K:
-      return q45_k_row<T, true>;
     case DType::Q6_K:
       return q6_k_row<T>;
     default:
@@ -727,12 +795,33 @@ RowProduct row_product(DType t) {
   }
 }
 
+using KRowProduct = void (*)(const std::uint8_t*, std::int64_t, const KLaneActivations&, float*,
+                             std::int64_t);
+
+template <std::size_t... I>
+constexpr std::array<std::array<KRowProduct, 2>, sizeof...(I)> k_row_products(
+    std::index_sequence<I...>) {
+  return {std::array<KRowProduct, 2>{q45_k_row<static_cast<int>(I) + 1, false>,
+                                     q45_k_row<static_cast<int>(I) + 1, true>}...};
+}
+
 }  // namespace
 
 bool gguf_block_dot_avx512(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
                            std::int64_t row_begin, std::int64_t row_end, float* y,
                            std::int64_t y_stride) {
-  if (m < 1 || m > kGgufDirectMaxTokens) return false;
+  if (m < 1 || m > gguf_direct_max_tokens(w.dtype, CpuVariant::Avx512)) return false;
+  const std::size_t row_bytes = dtype_bytes(w.dtype, w.cols);
+  const auto* base = static_cast<const std::uint8_t*>(w.data);
+  if (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K) {
+    static constexpr auto kPick =
+        k_row_products(std::make_index_sequence<static_cast<std::size_t>(kGgufKDirectMaxTokens)>());
+    const KRowProduct row = kPick[static_cast<std::size_t>(m - 1)][w.dtype == DType::Q5_K];
+    const KLaneActivations ordered = k_lane_order(a);
+    for (std::int64_t r = row_begin; r < row_end; ++r)
+      row(base + r * row_bytes, w.cols, ordered, y + r, y_stride);
+    return true;
+  }
   using Pick = RowProduct (*)(DType);
   static constexpr Pick kPick[] = {row_product<1>, row_product<2>, row_product<3>, row_product<4>,
                                    row_product<5>};
@@ -741,12 +830,6 @@ bool gguf_block_dot_avx512(const GgufQuantizedActivations& a, std::int64_t m, co
   if (row == nullptr) return false;
   Token tok[kGgufDirectMaxTokens];
   tokens_of(a, m, tok);
-  if (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K) {
-    const std::int8_t* ordered = k_quant_order(a);
-    for (std::int64_t t = 0; t < m; ++t) tok[t].q = ordered + t * a.cols;
-  }
-  const std::size_t row_bytes = dtype_bytes(w.dtype, w.cols);
-  const auto* base = static_cast<const std::uint8_t*>(w.data);
   for (std::int64_t r = row_begin; r < row_end; ++r)
     row(base + r * row_bytes, w.cols, tok, y + r, y_stride);
   return true;

@@ -517,6 +517,18 @@ void gguf_dot_rows_scalar(const GgufUnpackedRows& w, const GgufQuantizedActivati
   }
 }
 
+std::int64_t gguf_direct_max_tokens(DType t, CpuVariant variant) {
+  switch (variant) {
+    case CpuVariant::Scalar:
+      return 0;
+    case CpuVariant::Avx512:
+    case CpuVariant::Amx:
+      return t == DType::Q4_K || t == DType::Q5_K ? kGgufKDirectMaxTokens : kGgufDirectMaxTokens;
+    default:
+      return kGgufDirectMaxTokens;
+  }
+}
+
 std::int64_t gguf_rows_per_task(CpuVariant variant, std::int64_t m) {
   if (variant == CpuVariant::Scalar || m < kGgufTileMinTokens) return 4;
   return variant == CpuVariant::Avx512 || variant == CpuVariant::Amx ? 16 : 8;
@@ -527,7 +539,7 @@ void gguf_matmul_rows(const GgufQuantizedActivations& a, std::int64_t m, const W
                       CpuVariant variant, GgufRowsAhead ahead) {
   const std::int64_t k = w.cols;
   const bool avx512 = variant == CpuVariant::Avx512 || variant == CpuVariant::Amx;
-  if (variant != CpuVariant::Scalar && m >= kGgufTileMinTokens) {
+  if (variant != CpuVariant::Scalar && m > gguf_direct_max_tokens(w.dtype, variant)) {
     // Tiles of 16 rows (AVX-512) or 8 (AVX2); the last may be partial only at the matrix's end.
     if (avx512)
       gguf_matmul_tiles_avx512(w, row_begin, row_end, a, m, y, y_stride, ahead);

@@ -91,7 +91,7 @@ void gguf_quantize_row_avx2(const float* x, std::int64_t k, int bias, std::int8_
 // y[i * y_stride + r] = the sum above for unpacked row r < w.rows and activation row i < m.
 void gguf_dot_rows_scalar(const GgufUnpackedRows& w, const GgufQuantizedActivations& a,
                           std::int64_t m, float* y, std::int64_t y_stride);
-// For more tokens (kGgufTileMinTokens and up) AVX-512 (VNNI) takes 16 rows at a time, each
+// For more tokens (past gguf_direct_max_tokens) AVX-512 (VNNI) takes 16 rows at a time, each
 // tile unpacked and interleaved four codes by four, times all `m` activation rows: the tiles
 // of rows [row_begin, row_end) (row_begin a multiple of 16), the activations rearranged once
 // for all of them. The integer sums run over gguf_scale_weights(w.dtype) weights, and each
@@ -118,14 +118,23 @@ void gguf_matmul_tiles_avx2(const WeightMatrix& w, std::int64_t row_begin, std::
 // kGgufTileMinTokens on, tiles of unpacked rows. Measured on Zen 5 (`tandem bench
 // --gguf-products --tokens 3,4,5`, 2 threads, Q8_0, Q4_K and Q6_K of the eight-layer synthetic):
 // at 3 to 5 tokens the direct products ran 1.3-2.3x the tiles, at 4 tokens Q8_0's on AVX-512
-// as fast; at 6, Q4_K's direct ones fell behind.
+// as fast; at 6, the Q4_K direct products of then (two sub-blocks a register) fell behind.
 inline constexpr std::int64_t kGgufDirectMaxTokens = 5;
 inline constexpr std::int64_t kGgufTileMinTokens = kGgufDirectMaxTokens + 1;
+// AVX-512's direct products of Q4_K and Q5_K, whose registers hold whole sub-blocks (a
+// conversion, a multiply and two fused multiply-adds a token per four VPDPBUSD), take up to
+// this many tokens. Measured on Zen 5 (`tandem bench --gguf-products --tokens 1,...,12 -t 1`,
+// the eight-layer synthetic's Q4_K): 6 tokens ran 130 GFLOP/s in the tiles against 160-185
+// directly, 8 about alike (160-180), 9 and 12 faster in the tiles (200-245 against 185).
+inline constexpr std::int64_t kGgufKDirectMaxTokens = 8;
+// The most tokens `variant`'s products of format `t` read the blocks directly for; more take
+// the tiles. 0 for the scalar variant, which only unpacks rows.
+std::int64_t gguf_direct_max_tokens(DType t, CpuVariant variant);
 
-// Rows [row_begin, row_end) of w times up to kGgufDirectMaxTokens tokens' activations, read
-// straight from the blocks (no unpacked row): the sum above, integer sums per 16 or 32
-// weights. Every format gguf_matmul_supports takes; false, writing nothing, for more tokens or
-// another format.
+// Rows [row_begin, row_end) of w times up to gguf_direct_max_tokens(w.dtype, the variant)
+// tokens' activations, read straight from the blocks (no unpacked row): the sum above,
+// integer sums per 16 or 32 weights. Every format gguf_matmul_supports takes; false, writing
+// nothing, for more tokens or another format.
 bool gguf_block_dot_avx2(const GgufQuantizedActivations& a, std::int64_t m, const WeightMatrix& w,
                          std::int64_t row_begin, std::int64_t row_end, float* y,
                          std::int64_t y_stride);

@@ -343,26 +343,73 @@ class TestGgufMatmul : public QObject {
     }
   }
 
-  // The products of one and two tokens read the blocks of every format directly on AVX2 and
-  // AVX-512 (none unpacks a row first), so variantsMatchScalar's one- and two-token rows test
-  // each of those kernels; more tokens take the tiles.
+  // The products of up to gguf_direct_max_tokens tokens read the blocks of every format
+  // directly on AVX2 and AVX-512 (none unpacks a row first), so variantsMatchScalar's rows of
+  // that many tokens test each of those kernels; more tokens take the tiles.
   void blockDotCoversEveryFormat_data() { formats_data(); }
   void blockDotCoversEveryFormat() {
     QFETCH(QString, file);
     const Fixture f = read_fixture(file);
     const Matrix m = make_matrix(f, 2);
     GgufQuantizedActivations a;
-    const std::int64_t most = kGgufDirectMaxTokens + 1;
+    const std::int64_t most = std::max(kGgufDirectMaxTokens, kGgufKDirectMaxTokens) + 1;
     const std::vector<float> x(static_cast<std::size_t>(most * f.cols), 1.0f);
     gguf_quantize_activations(x.data(), most, f.cols, gguf_code_bias(f.dtype), a, serial_for);
     std::vector<float> y(static_cast<std::size_t>(2 * most));
     const IsaFeatures& usable = detect_isa().usable;
+    const bool k_quant = f.dtype == DType::Q4_K || f.dtype == DType::Q5_K;
+    QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx2), kGgufDirectMaxTokens);
+    QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx512),
+             k_quant ? kGgufKDirectMaxTokens : kGgufDirectMaxTokens);
+    QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Scalar), std::int64_t{0});
     for (std::int64_t tokens = 1; tokens <= most; ++tokens) {
-      const bool direct = tokens <= kGgufDirectMaxTokens;
       if (variant_supported(CpuVariant::Avx2, usable))
-        QCOMPARE(gguf_block_dot_avx2(a, tokens, m.w, 0, 2, y.data(), 2), direct);
+        QCOMPARE(gguf_block_dot_avx2(a, tokens, m.w, 0, 2, y.data(), 2),
+                 tokens <= gguf_direct_max_tokens(f.dtype, CpuVariant::Avx2));
       if (variant_supported(CpuVariant::Avx512, usable))
-        QCOMPARE(gguf_block_dot_avx512(a, tokens, m.w, 0, 2, y.data(), 2), direct);
+        QCOMPARE(gguf_block_dot_avx512(a, tokens, m.w, 0, 2, y.data(), 2),
+                 tokens <= gguf_direct_max_tokens(f.dtype, CpuVariant::Avx512));
+    }
+  }
+
+  // AVX-512's Q4_K and Q5_K products read a copy of the activations in their own order, made
+  // for all the quantised rows: a product of fewer tokens than were quantised takes the first
+  // ones, and the copy follows each new quantisation of the same shape.
+  void kQuantsTakeTheirTokens_data() {
+    QTest::addColumn<QString>("file");
+    QTest::newRow("Q4_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q4_K.bin");
+    QTest::newRow("Q5_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q5_K.bin");
+  }
+  void kQuantsTakeTheirTokens() {
+    if (!variant_supported(CpuVariant::Avx512, detect_isa().usable)) QSKIP("no AVX-512 VNNI");
+    QFETCH(QString, file);
+    const Fixture f = read_fixture(file);
+    const std::int64_t rows = 5, quantised = kGgufKDirectMaxTokens;
+    const Matrix w = make_matrix(f, rows);
+    std::mt19937 rng(17);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int round = 0; round < 2; ++round) {
+      std::vector<float> x(static_cast<std::size_t>(quantised * f.cols));
+      for (float& v : x) v = normal(rng);
+      GgufQuantizedActivations a;
+      gguf_quantize_activations(x.data(), quantised, f.cols, gguf_code_bias(f.dtype), a,
+                                serial_for);
+      for (std::int64_t m : {std::int64_t{1}, std::int64_t{3}, quantised}) {
+        std::vector<float> want(static_cast<std::size_t>(m * rows)), got(want.size());
+        GgufUnpackedRows unpacked;
+        unpacked.resize(static_cast<int>(rows), f.cols, a.bias);
+        for (int r = 0; r < rows; ++r) gguf_unpack_row(w.w, r, unpacked, r);
+        gguf_dot_rows_scalar(unpacked, a, m, want.data(), rows);
+        QVERIFY(gguf_block_dot_avx512(a, m, w.w, 0, rows, got.data(), rows));
+        for (std::size_t i = 0; i < want.size(); ++i)
+          QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * std::max(1.0f, std::abs(want[i])),
+                   qPrintable(QStringLiteral("round %1, %2 tokens, %3: %4, scalar %5")
+                                  .arg(round)
+                                  .arg(m)
+                                  .arg(i)
+                                  .arg(got[i])
+                                  .arg(want[i])));
+      }
     }
   }
 
@@ -412,15 +459,17 @@ class TestGgufMatmul : public QObject {
       for (CpuVariant v : {CpuVariant::Avx2, CpuVariant::Avx512, CpuVariant::Amx}) {
         if (!variant_supported(v, usable)) continue;
         const QString name = QString::fromLatin1(variant_name(v).data());
-        // Up to kGgufDirectMaxTokens tokens take the row kernels, more the tiles, summed per
+        // Up to gguf_direct_max_tokens tokens take the row kernels, more the tiles, summed per
         // 16 or 32 weights (gguf_scale_weights): AVX-512's of 16 rows (12, 8, 4, 3 and 2
         // tokens at a time), AVX2's of 8 rows (6 tokens at a time, then the 1 to 5 left).
-        static_assert(kGgufDirectMaxTokens == 5, "the counts below straddle the direct limit");
+        static_assert(kGgufDirectMaxTokens == 5 && kGgufKDirectMaxTokens == 8,
+                      "the counts below straddle the direct limits");
+        const std::int64_t direct = gguf_direct_max_tokens(read_fixture(dir.filePath(f)).dtype, v);
         for (int tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 30}) {
           for (bool odd : {false, true}) {
             if (odd && dtype_block(read_fixture(dir.filePath(f)).dtype).elements != 32) continue;
             for (int rows : {19, 1}) {
-              if (rows == 1 && tokens > kGgufDirectMaxTokens) continue;
+              if (rows == 1 && tokens > direct) continue;
               QTest::newRow(qPrintable(QStringLiteral("%1 %2 %3 tokens%4, %5 rows")
                                            .arg(f, name)
                                            .arg(tokens)
