@@ -22,7 +22,7 @@
 #include "engine/model/manifest.h"
 #include "engine/model/synthetic_checkpoint.h"
 #include "kernels/cpu/compute_peak.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::app {
 

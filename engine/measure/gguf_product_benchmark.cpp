@@ -11,7 +11,7 @@
 #include "engine/model/gguf_file.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/dtype.h"
-#include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf/matmul.h"
 #include "kernels/cpu/isa.h"
 
 namespace tandem::measure {

@@ -15,7 +15,7 @@
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onednn_matmul.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::measure {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/compute_peak.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::measure {
 

@@ -12,7 +12,7 @@
 #include "engine/model/model_spec.h"
 #include "engine/model/safetensors_file.h"
 #include "kernels/cpu/dense_matmul.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::model {
 

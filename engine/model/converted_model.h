@@ -8,7 +8,7 @@
 
 #include "engine/model/checkpoint.h"
 #include "engine/model/manifest.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::model {
 

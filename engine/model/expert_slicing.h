@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/dense_matmul.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::model {
 

@@ -12,7 +12,7 @@
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
 #include "kernels/cpu/onednn_matmul.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::model {
 
@@ -27,7 +27,7 @@ bool parse_cpu_format(std::string_view name, CpuFormat& out);
 // Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
 // output head). Auto: our kernels, whose activations have a scale per group of 32 columns;
 // oneDNN 2.6 has one per token only, which a real model's predictions measurably suffer
-// from (kernels/cpu/packed_matmul.h). Onednn: every prompt's products (2 tokens and more)
+// from (kernels/cpu/packed/matmul.h). Onednn: every prompt's products (2 tokens and more)
 // through oneDNN, a little faster on long prompts with AVX-512 (kernels/cpu/onednn_matmul.h)
 // and less accurate, while decoding's single token keeps our kernels, where oneDNN measured
 // a quarter slower. BF16 and the routed experts always take our kernels. oneDNN holds its

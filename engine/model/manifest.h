@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::model {
 

@@ -1,7 +1,7 @@
 #include "engine/plan/memory_planner.h"
 
 #include "engine/schedule/hybrid_options.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 #include <fmt/format.h>
 

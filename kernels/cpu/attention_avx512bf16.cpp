@@ -22,7 +22,7 @@ namespace tandem::kernels::attention_loop {
 namespace {
 
 // acc += a . b per pair, with the accumulator tied to its register (GCC 12 otherwise copies
-// accumulators on every iteration, as in packed_matmul_avx512.cpp).
+// accumulators on every iteration, as in packed/matmul_avx512.cpp).
 inline __attribute__((always_inline)) __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
   asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;

@@ -10,7 +10,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::kernels {
 

@@ -1,8 +1,8 @@
 #include "kernels/cpu/dense_matmul.h"
 
-#include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf/matmul.h"
 #include "kernels/cpu/onednn_matmul.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 #include "kernels/cpu/vec16.h"
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu/gguf_blocks.h"
+#include "kernels/cpu/gguf/blocks.h"
 
 namespace tandem::kernels {
 namespace {

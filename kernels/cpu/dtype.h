@@ -10,7 +10,7 @@ namespace tandem::kernels {
 
 // F4E2M1: OCP FP4 codes, two per byte (the first element in the low nibble), as MXFP4
 // weights store them; never a safetensors dtype (checkpoints store the bytes as U8).
-// Q4_0 ... IQ1_M: the block formats of GGUF files (kernels/cpu/gguf_blocks.h has their
+// Q4_0 ... IQ1_M: the block formats of GGUF files (kernels/cpu/gguf/blocks.h has their
 // layouts), each a run of blocks of 32 or 256 weights; a row is whole blocks.
 enum class DType {
   F32,

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::kernels {
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "kernels/cpu/gguf_blocks.h"
+#include "kernels/cpu/gguf/blocks.h"
 
 using namespace tandem::kernels;
 

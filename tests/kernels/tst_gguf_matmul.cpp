@@ -1,4 +1,4 @@
-// The block kernels of kernels/cpu/gguf_matmul.h on the random blocks of every format
+// The block kernels of kernels/cpu/gguf/matmul.h on the random blocks of every format
 // (tests/data/gguf-blocks): the unpacked codes, scales and offsets decode to the scalar
 // reference's weights; the scalar kernel's products are within the bound that 8-bit
 // activations allow of the exact fp32 product; and every variant the CPU runs gives the
@@ -14,8 +14,8 @@
 #include <set>
 
 #include "kernels/cpu/dtype.h"
-#include "kernels/cpu/gguf_blocks.h"
-#include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf/blocks.h"
+#include "kernels/cpu/gguf/matmul.h"
 #include "kernels/cpu/isa.h"
 
 using namespace tandem::kernels;

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "kernels/cpu/amx_tiles.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 #include "tests/support/random_values.h"
 
 using namespace tandem::kernels;
@@ -55,7 +55,7 @@ struct Mxfp4Source {
 };
 
 // Row r of a packed matrix read one column at a time, straight from the layout
-// (packed_matmul.h): the reference for unpack_row, which reads several columns a step.
+// (packed/matmul.h): the reference for unpack_row, which reads several columns a step.
 std::vector<float> unpack_row_by_column(const PackedMatrix& m, std::int64_t r) {
   std::vector<float> out(static_cast<std::size_t>(m.cols));
   const std::uint8_t* block = m.block(r / kPackRows);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/data/gguf-blocks/<TYPE>.bin: random blocks of each GGUF block format with
 gguf-py's dequantisation of them, the oracle the scalar reference dequantiser
-(kernels/cpu/gguf_blocks.cpp) is checked against. Each file: uint32 ggml type, uint32 block
+(kernels/cpu/gguf/blocks.cpp) is checked against. Each file: uint32 ggml type, uint32 block
 count, uint32 weights per block, the blocks' bytes, then the dequantised weights as float32. The fp16 scale fields get
 finite values of realistic size (IQ1_M's d, spread over four nibbles, too); every other byte
 is random.

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "engine/measure/trace.h"
-#include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf/matmul.h"
 
 namespace tandem::backend {
 namespace {

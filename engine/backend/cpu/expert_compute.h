@@ -13,8 +13,8 @@
 #include "engine/backend/cpu/cpu_threads.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
-#include "kernels/cpu/gguf_matmul.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/gguf/matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::backend {
 

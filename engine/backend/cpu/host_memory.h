@@ -13,7 +13,7 @@
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/kv_cache.h"
 #include "engine/backend/cpu/rope.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::backend {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/dtype.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::backend {
 namespace {

@@ -21,7 +21,7 @@
 #include "engine/backend/cpu/numa_pools.h"
 #include "engine/backend/emulated/emulated_backend.h"
 #include "engine/model/loaded_model.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 #include "kernels/cuda/device_query.h"
 #include "tests/support/random_values.h"
 #if TANDEM_HAVE_CUDA

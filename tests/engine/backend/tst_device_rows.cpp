@@ -11,7 +11,7 @@
 #include "engine/backend/cuda/device_rows.h"
 #include "engine/model/loaded_model.h"
 #include "kernels/cpu/dtype.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 #include "tests/support/random_values.h"
 
 using namespace tandem;

@@ -19,7 +19,7 @@
 #include "engine/model/gguf_file.h"
 #include "engine/model/loaded_model.h"
 #include "kernels/cpu/dtype.h"
-#include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf/matmul.h"
 #include "kernels/cpu/isa.h"
 
 using namespace tandem;

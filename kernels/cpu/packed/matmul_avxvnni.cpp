@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/packed_grouped_ymm.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/grouped_ymm.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::kernels {
 namespace {

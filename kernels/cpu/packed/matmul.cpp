@@ -1,4 +1,4 @@
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 #include <immintrin.h>
 

@@ -1,6 +1,6 @@
 // The lattice grids of GGUF's IQ1 ... IQ3 block formats: each block stores indices into one,
 // an index naming 8 (IQ1, IQ2) or 4 (IQ3) weights' magnitudes at once. They are the formats'
-// definition, generated into gguf_iq_grids.cpp by tests/tools/make_iq_grids.py.
+// definition, generated into gguf/iq_grids.cpp by tests/tools/make_iq_grids.py.
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,10 @@
-#include "kernels/cpu/gguf_blocks.h"
+#include "kernels/cpu/gguf/blocks.h"
 
 #include <cstring>
 
 #include "kernels/cpu/dtype.h"
-#include "kernels/cpu/gguf_block_layout.h"
-#include "kernels/cpu/gguf_iq_grids.h"
+#include "kernels/cpu/gguf/block_layout.h"
+#include "kernels/cpu/gguf/iq_grids.h"
 
 namespace tandem::kernels {
 namespace {

@@ -8,7 +8,7 @@
 //     against the super-block's fp16 ones.
 //   IQ2_XXS (16), IQ2_XS (17), IQ2_S (22), IQ3_XXS (18), IQ3_S (21), IQ1_S (19), IQ1_M (29):
 //     256-weight super-blocks of indices into lattice grids of 8 or 4 weights
-//     (gguf_iq_grids.h) with sign bits and small sub-block scales of one fp16 d.
+//     (gguf/iq_grids.h) with sign bits and small sub-block scales of one fp16 d.
 //   F32 (0), F16 (1), BF16 (30): one value each.
 #pragma once
 

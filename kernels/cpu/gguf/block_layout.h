@@ -1,4 +1,4 @@
-// Pieces of the GGUF block layouts that the scalar dequantiser (gguf_blocks.cpp) and the
+// Pieces of the GGUF block layouts that the scalar dequantiser (gguf/blocks.cpp) and the
 // block kernels' unpackers (gguf_matmul*.cpp) read alike.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The AVX2 products of kernels/cpu/gguf_matmul.h that read the blocks directly, for one or
+// The AVX2 products of kernels/cpu/gguf/matmul.h that read the blocks directly, for one or
 // two tokens. AVX2 has no VNNI: VPMADDUBSW multiplies unsigned codes by the int8 activations
 // in pairs and VPMADDWD adds the pairs to 32 bits. A pair saturates above 32767, so the
 // codes must stay below 129: Q8_0's and Q6_K's signed weights go in as their magnitudes,
@@ -9,10 +9,10 @@
 #include <cstring>
 #include <iterator>
 
-#include "kernels/cpu/gguf_block_layout.h"
-#include "kernels/cpu/gguf_iq_groups.h"
-#include "kernels/cpu/gguf_matmul.h"
-#include "kernels/cpu/gguf_simd_pieces.h"
+#include "kernels/cpu/gguf/block_layout.h"
+#include "kernels/cpu/gguf/iq_groups.h"
+#include "kernels/cpu/gguf/matmul.h"
+#include "kernels/cpu/gguf/simd_pieces.h"
 
 namespace tandem::kernels {
 namespace {
@@ -387,7 +387,7 @@ void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
     y[t * y_stride] = reduce(_mm256_add_ps(acc[0][t], acc[1][t])) - 4.0f * reduce(off[t]);
 }
 
-// The IQ1 ... IQ3 formats (kernels/cpu/gguf_iq_groups.h), 32 weights a step. IQ2 and IQ3:
+// The IQ1 ... IQ3 formats (kernels/cpu/gguf/iq_groups.h), 32 weights a step. IQ2 and IQ3:
 // the grid magnitudes, their signs put on the activations. IQ1: the codes 8 (g + 1), plus 2
 // in the groups shifted by +1/8, unsigned (0 .. 18), whose bias of 9 comes off as the groups'
 // weight scales times their scaled activation sums, summed apart (as Q6_K's).

@@ -1,19 +1,19 @@
 // The IQ1 ... IQ3 block formats read by groups of 8 weights, for the SIMD code that builds their
-// codes in registers (the direct products of gguf_block_dot_avx2.cpp and _avx512.cpp, the AVX2
-// unpacker of gguf_matmul_avx2.cpp): group j (weights
+// codes in registers (the direct products of gguf/block_dot_avx2.cpp and _avx512.cpp, the AVX2
+// unpacker of gguf/matmul_avx2.cpp): group j (weights
 // 8j .. 8j + 7 of a 256-weight block) has 8 magnitudes from its format's grid (IQ3: two
 // entries of 4) and 8 sign bits (bit i: weight i negative); IQ1's grid values are -1, 0 or 1
 // and its bit says the group's shift is +1/8 (set) or -1/8. The 16 scales, one per 16 weights,
-// are the unpackers' (kernels/cpu/gguf_matmul.cpp). Included only by files compiled for AVX2
-// or more: internal linkage, so each keeps its own copy (as gguf_simd_pieces.h).
+// are the unpackers' (kernels/cpu/gguf/matmul.cpp). Included only by files compiled for AVX2
+// or more: internal linkage, so each keeps its own copy (as gguf/simd_pieces.h).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/gguf_block_layout.h"
-#include "kernels/cpu/gguf_iq_grids.h"
-#include "kernels/cpu/gguf_simd_pieces.h"
+#include "kernels/cpu/gguf/block_layout.h"
+#include "kernels/cpu/gguf/iq_grids.h"
+#include "kernels/cpu/gguf/simd_pieces.h"
 
 namespace tandem::kernels::gguf_iq {
 namespace {

@@ -1,4 +1,4 @@
-// The AVX-512 (VNNI) products of kernels/cpu/gguf_matmul.h that read the blocks directly, for
+// The AVX-512 (VNNI) products of kernels/cpu/gguf/matmul.h that read the blocks directly, for
 // one or two tokens: each 64-weight step's codes are built in a register from the block's
 // bytes and go straight into VPDPBUSD with the int8 activations, no unpacked row in between.
 // Lane j of a step sums columns 4j .. 4j + 3, so lanes 4g .. 4g + 3 belong to the step's
@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/gguf_block_layout.h"
-#include "kernels/cpu/gguf_iq_groups.h"
-#include "kernels/cpu/gguf_matmul.h"
-#include "kernels/cpu/gguf_simd_pieces.h"
+#include "kernels/cpu/gguf/block_layout.h"
+#include "kernels/cpu/gguf/iq_groups.h"
+#include "kernels/cpu/gguf/matmul.h"
+#include "kernels/cpu/gguf/simd_pieces.h"
 
 namespace tandem::kernels {
 namespace {
@@ -492,7 +492,7 @@ void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// The IQ1 ... IQ3 formats (kernels/cpu/gguf_iq_groups.h: sizes, biases, scales). Each
+// The IQ1 ... IQ3 formats (kernels/cpu/gguf/iq_groups.h: sizes, biases, scales). Each
 // 64-weight step's codes are built in a register from the step's bytes: the grid magnitudes
 // (eight 8-byte entries or, for IQ3, sixteen 4-byte ones, set from as many loads), plus the
 // format's bias, with the negative ones' magnitudes subtracted from it instead (a byte mask

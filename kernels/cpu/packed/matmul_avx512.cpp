@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::kernels {
 namespace {

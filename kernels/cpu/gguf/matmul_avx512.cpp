@@ -1,4 +1,4 @@
-// The AVX-512 (VNNI) kernel of kernels/cpu/gguf_matmul.h. Sixteen weight rows are unpacked
+// The AVX-512 (VNNI) kernel of kernels/cpu/gguf/matmul.h. Sixteen weight rows are unpacked
 // and interleaved four codes by four, so that one 64-byte load holds the same four columns
 // of every row: VPDPBUSD against four activations broadcast gives sixteen rows' partial dot
 // products, one per lane. Four such steps make a 16-weight group (eight a 32-weight one, for
@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf/matmul.h"
 
 namespace tandem::kernels {
 namespace {

@@ -1,7 +1,7 @@
-#include "kernels/cpu/gguf_matmul.h"
+#include "kernels/cpu/gguf/matmul.h"
 
-#include "kernels/cpu/gguf_block_layout.h"
-#include "kernels/cpu/gguf_iq_grids.h"
+#include "kernels/cpu/gguf/block_layout.h"
+#include "kernels/cpu/gguf/iq_grids.h"
 
 #include <algorithm>
 #include <array>

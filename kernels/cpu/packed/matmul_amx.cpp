@@ -28,7 +28,7 @@
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/dtype.h"
-#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::kernels {
 namespace {

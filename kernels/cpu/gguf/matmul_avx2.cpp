@@ -1,4 +1,4 @@
-// The AVX2 kernels of kernels/cpu/gguf_matmul.h for prompts: eight weight rows a tile,
+// The AVX2 kernels of kernels/cpu/gguf/matmul.h for prompts: eight weight rows a tile,
 // unpacked once and interleaved four codes by four, so that one 32-byte load holds the same four
 // columns of every row; VPMADDUBSW against four activations broadcast, then VPMADDWD, gives the
 // eight rows' partial dot products, one per lane, for up to six tokens per loaded vector. The
@@ -13,10 +13,10 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/gguf_block_layout.h"
-#include "kernels/cpu/gguf_iq_groups.h"
-#include "kernels/cpu/gguf_matmul.h"
-#include "kernels/cpu/gguf_simd_pieces.h"
+#include "kernels/cpu/gguf/block_layout.h"
+#include "kernels/cpu/gguf/iq_groups.h"
+#include "kernels/cpu/gguf/matmul.h"
+#include "kernels/cpu/gguf/simd_pieces.h"
 
 namespace tandem::kernels {
 namespace {
@@ -346,7 +346,7 @@ void q6_k_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float
 
 }  // namespace
 
-// The IQ1 ... IQ3 formats (gguf_iq_groups.h), 32 codes a step from four groups: the grid
+// The IQ1 ... IQ3 formats (gguf/iq_groups.h), 32 codes a step from four groups: the grid
 // magnitudes plus the format's bias, less twice them where the sign bit is set; IQ1's 8 (g + 1)
 // plus 2 in the groups shifted by +1/8. The scalar unpackers' codes, scales and offsets.
 template <class F>
