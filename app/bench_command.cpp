@@ -18,7 +18,7 @@
 #include "engine/measure/gguf_product_benchmark.h"
 #include "engine/measure/kernel_benchmark.h"
 #include "engine/measure/trace.h"
-#include "engine/model/gguf_model.h"
+#include "engine/model/gguf/model.h"
 #include "engine/model/manifest.h"
 #include "engine/model/synthetic_checkpoint.h"
 #include "kernels/cpu/compute_peak.h"

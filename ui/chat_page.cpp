@@ -32,7 +32,7 @@
 #include <QWidgetAction>
 
 #include "engine/model/demo_model.h"
-#include "ui/conversation_export.h"
+#include "ui/conversation/export.h"
 #include "ui/eliding_label.h"
 #include "ui/main_window.h"
 #include "ui/message_widget.h"

@@ -6,7 +6,7 @@
 #include <QElapsedTimer>
 #include <QWidget>
 
-#include "ui/conversation_list_model.h"
+#include "ui/conversation/list_model.h"
 #include "ui/engine_host.h"
 
 class QComboBox;

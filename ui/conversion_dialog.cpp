@@ -26,8 +26,8 @@
 #include "engine/hw/disk_space.h"
 #include "engine/hw/hardware_report.h"
 #include "engine/model/demo_model.h"
-#include "engine/model/gguf_model.h"
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/model.h"
+#include "engine/model/gguf/set.h"
 #include "ui/main_window.h"
 #include "ui/theme.h"
 

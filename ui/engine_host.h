@@ -11,7 +11,7 @@
 
 #include "engine/forward/runner_settings.h"
 #include "engine/serve/completion.h"
-#include "ui/conversation_store.h"
+#include "ui/conversation/store.h"
 
 namespace tandem::generate {
 class ChatSession;

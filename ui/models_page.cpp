@@ -22,8 +22,8 @@
 
 #include "engine/hw/hardware_report.h"
 #include "engine/model/demo_model.h"
-#include "engine/model/gguf_model.h"
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/model.h"
+#include "engine/model/gguf/set.h"
 #include "engine/model/manifest.h"
 #include "engine/model/model_spec.h"
 #include "ui/main_window.h"

@@ -18,9 +18,9 @@
 #include <QTabWidget>
 #include <QVBoxLayout>
 
-#include "ui/conversation_store.h"
+#include "ui/conversation/store.h"
 #include "ui/desktop_integration.h"
-#include "ui/download_queue.h"
+#include "ui/downloads/queue.h"
 #include "ui/main_window.h"
 #include "ui/secret_store.h"
 #include "ui/theme.h"

@@ -39,7 +39,7 @@
 #include "engine/plan/model_lookup.h"
 #include "engine/plan/quantization_choice.h"
 #include "engine/schedule/routing_stats.h"
-#include "ui/download_queue.h"
+#include "ui/downloads/queue.h"
 #include "ui/main_window.h"
 #include "ui/sglang_export_dialog.h"
 #include "ui/theme.h"

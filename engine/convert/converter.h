@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/set.h"
 #include "engine/model/manifest.h"
 #include "kernels/cpu/isa.h"
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "engine/backend/cpu/thread_pool.h"
-#include "engine/model/gguf_file.h"
+#include "engine/model/gguf/file.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/gguf/matmul.h"

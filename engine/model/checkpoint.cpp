@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/set.h"
 #include "engine/model/model_error.h"
 
 namespace tandem::model {

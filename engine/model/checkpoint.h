@@ -44,7 +44,7 @@ class Checkpoint {
   explicit Checkpoint(const std::string& folder);
   // A GGUF model (one file or a split set) with its tensors under the names bind_weights
   // reads, each in its stored format; a routed experts tensor becomes one matrix per expert.
-  // Defined with the names in engine/model/gguf_model.cpp. Throws ModelError naming the
+  // Defined with the names in engine/model/gguf/model.cpp. Throws ModelError naming the
   // file and tensor for a tensor whose type Tandem does not compute with.
   Checkpoint(std::unique_ptr<GgufSet> set, const ModelSpec& spec);
   ~Checkpoint();

@@ -13,7 +13,7 @@
 #include "engine/hw/topology.h"
 #include "engine/log/log.h"
 #include "engine/model/converted_model.h"
-#include "engine/model/gguf_model.h"
+#include "engine/model/gguf/model.h"
 #include "engine/model/manifest.h"
 #include "engine/model/model_error.h"
 

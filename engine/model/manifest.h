@@ -16,7 +16,7 @@ namespace tandem::model {
 
 inline constexpr const char* kManifestName = "tandem-manifest.json";
 // A folder converted from a GGUF model holds the source's metadata (its tokenizer and chat
-// template among it) and the tensors used as stored in this file; see gguf_model.h.
+// template among it) and the tensors used as stored in this file; see gguf/model.h.
 inline constexpr const char* kConvertedGgufName = "base.gguf";
 // The path of that file when `path` is a folder converted from a GGUF model; empty otherwise.
 std::string converted_gguf(const std::string& path);

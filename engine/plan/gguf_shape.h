@@ -2,7 +2,7 @@
 // are exact whatever the quantization) and the KV cache size from its metadata.
 #pragma once
 
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/set.h"
 #include "engine/plan/model_shape.h"
 
 namespace tandem::plan {

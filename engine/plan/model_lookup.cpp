@@ -14,8 +14,8 @@
 #include "engine/hub/repo_metadata.h"
 #include "engine/hw/hardware_report.h"
 #include "engine/log/log.h"
-#include "engine/model/gguf_model.h"
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/model.h"
+#include "engine/model/gguf/set.h"
 #include "engine/model/manifest.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
@@ -91,7 +91,7 @@ ModelLookup from_catalog(const CatalogEntry& e, bool fp8, const std::string& nam
   return l;
 }
 
-// The architectures whose GGUF files Tandem runs (engine/model/gguf_model.cpp), by the
+// The architectures whose GGUF files Tandem runs (engine/model/gguf/model.cpp), by the
 // transformers class their catalog configuration names.
 bool gguf_runs(const std::string& architecture) {
   for (const char* a : {"Qwen3MoeForCausalLM", "Qwen3ForCausalLM", "LlamaForCausalLM",

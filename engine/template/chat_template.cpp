@@ -7,8 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "engine/model/gguf_file.h"
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/file.h"
+#include "engine/model/gguf/set.h"
 #include "engine/model/manifest.h"
 #include "engine/template/jinja/arguments.h"
 #include "engine/template/jinja/json.h"

@@ -1,8 +1,8 @@
 // Builds a tokenizer from the tokenizer.ggml.* metadata of a GGUF file.
 #include <stdexcept>
 
-#include "engine/model/gguf_file.h"
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/file.h"
+#include "engine/model/gguf/set.h"
 #include "engine/text/bpe_tokenizer.h"
 #include "engine/text/spm_tokenizer.h"
 #include "engine/text/tokenizer.h"

@@ -1,7 +1,7 @@
 // GGUF: the header, metadata of every type (nested arrays), tensor infos and alignment.
 #include <exception>
 
-#include "engine/model/gguf_file.h"
+#include "engine/model/gguf/file.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

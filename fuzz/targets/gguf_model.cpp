@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "engine/model/checkpoint.h"
-#include "engine/model/gguf_model.h"
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/model.h"
+#include "engine/model/gguf/set.h"
 #include "engine/model/model_weights.h"
 #include "fuzz/fuzz_input.h"
 

@@ -9,7 +9,7 @@
 #include <exception>
 #include <string>
 
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/set.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

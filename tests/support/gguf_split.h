@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/gguf_file.h"
-#include "engine/model/gguf_writer.h"
+#include "engine/model/gguf/file.h"
+#include "engine/model/gguf/writer.h"
 
 namespace tandem::test {
 

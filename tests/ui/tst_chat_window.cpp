@@ -28,7 +28,7 @@
 
 #include "engine/forward/runner_settings.h"
 #include "ui/chat_page.h"
-#include "ui/conversation_list_model.h"
+#include "ui/conversation/list_model.h"
 #include "ui/engine_host.h"
 #include "ui/main_window.h"
 #include "ui/message_widget.h"

@@ -17,11 +17,11 @@
 #include <random>
 
 #include "hub_fixture_server.h"
-#include "ui/download_delegate.h"
-#include "ui/download_dialog.h"
-#include "ui/download_list_model.h"
-#include "ui/download_queue.h"
-#include "ui/downloads_page.h"
+#include "ui/downloads/delegate.h"
+#include "ui/downloads/dialog.h"
+#include "ui/downloads/list_model.h"
+#include "ui/downloads/page.h"
+#include "ui/downloads/queue.h"
 #include "ui/main_window.h"
 #include "ui/secret_store.h"
 

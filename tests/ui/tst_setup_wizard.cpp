@@ -20,13 +20,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/set.h"
 #include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
 #include "engine/plan/model_lookup.h"
 #include "engine/plan/model_shape.h"
 #include "hub_fixture_server.h"
-#include "ui/download_queue.h"
+#include "ui/downloads/queue.h"
 #include "ui/setup_wizard.h"
 #include "ui/sglang_export_dialog.h"
 #include "ui/theme.h"
@@ -378,10 +378,10 @@ class TestSetupWizard : public QObject {
     // The plan is Mixtral's: its 8 experts per layer, INT8 on the CPU, 46.7 B parameters
     // between the RAM and the GPU.
     QCOMPARE(w.plan().verdict, plan::Verdict::Fits);
-    QVERIFY2(w.plan().ram_total() + w.plan().vram_total() > (40ull << 30),
-             qPrintable(QStringLiteral("%1 + %2 bytes")
-                            .arg(w.plan().ram_total())
-                            .arg(w.plan().vram_total())));
+    QVERIFY2(
+        w.plan().ram_total() + w.plan().vram_total() > (40ull << 30),
+        qPrintable(
+            QStringLiteral("%1 + %2 bytes").arg(w.plan().ram_total()).arg(w.plan().vram_total())));
     for (const std::string f : {"tokenizer.json", "model-00001-of-00019.safetensors"})
       QCOMPARE(server.file_requests(kMixtral, f).size(), std::size_t{0});
     shot(w, QStringLiteral("repository"));

@@ -16,7 +16,7 @@
 #include "engine/measure/gguf_product_benchmark.h"
 #include "engine/measure/kernel_benchmark.h"
 #include "engine/measure/trace.h"
-#include "engine/model/gguf_file.h"
+#include "engine/model/gguf/file.h"
 #include "engine/model/loaded_model.h"
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/gguf/matmul.h"

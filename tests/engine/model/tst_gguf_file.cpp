@@ -6,8 +6,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "engine/model/gguf_file.h"
-#include "engine/model/gguf_writer.h"
+#include "engine/model/gguf/file.h"
+#include "engine/model/gguf/writer.h"
 #include "engine/model/model_error.h"
 
 #include "tests/support/gguf_bytes.h"

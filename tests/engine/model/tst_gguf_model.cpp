@@ -16,7 +16,7 @@
 
 #include "engine/forward/device_weights.h"
 #include "engine/generate/generator.h"
-#include "engine/model/gguf_model.h"
+#include "engine/model/gguf/model.h"
 #include "engine/model/loaded_model.h"
 #include "engine/model/model_error.h"
 #include "engine/template/chat_template.h"

@@ -6,7 +6,7 @@
 #include <QtTest>
 #include <fstream>
 
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/set.h"
 #include "engine/plan/gguf_shape.h"
 #include "tests/support/gguf_bytes.h"
 

@@ -13,7 +13,7 @@
 
 #include "engine/hub/hub_config.h"
 #include "engine/hub/hub_error.h"
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/set.h"
 #include "engine/model/model_error.h"
 #include "engine/model/model_spec.h"
 #include "engine/plan/gguf_shape.h"

@@ -1,4 +1,4 @@
-#include "ui/download_list_model.h"
+#include "ui/downloads/list_model.h"
 
 #include <QLocale>
 

@@ -1,4 +1,4 @@
-// A GGUF model (one file or a split set, engine/model/gguf_set.h) read as Tandem reads a
+// A GGUF model (one file or a split set, engine/model/gguf/set.h) read as Tandem reads a
 // Hugging Face folder: its ModelSpec from the file's metadata, and its tensors under the
 // names bind_weights asks for (Checkpoint's GGUF constructor, defined here), each kept in
 // its stored block format.
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/set.h"
 #include "engine/model/model_spec.h"
 
 namespace tandem::model {

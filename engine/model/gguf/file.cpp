@@ -1,4 +1,4 @@
-#include "engine/model/gguf_file.h"
+#include "engine/model/gguf/file.h"
 
 #include <algorithm>
 #include <cstring>

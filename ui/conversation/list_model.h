@@ -3,7 +3,7 @@
 
 #include <QAbstractListModel>
 
-#include "ui/conversation_store.h"
+#include "ui/conversation/store.h"
 
 namespace tandem::ui {
 

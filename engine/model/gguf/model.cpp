@@ -1,4 +1,4 @@
-#include "engine/model/gguf_model.h"
+#include "engine/model/gguf/model.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "ui/downloads_page.h"
+#include "ui/downloads/page.h"
 
 #include "ui/secret_store.h"
 
@@ -14,10 +14,10 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 
-#include "ui/download_delegate.h"
-#include "ui/download_dialog.h"
-#include "ui/download_list_model.h"
-#include "ui/download_queue.h"
+#include "ui/downloads/delegate.h"
+#include "ui/downloads/dialog.h"
+#include "ui/downloads/list_model.h"
+#include "ui/downloads/queue.h"
 #include "ui/theme.h"
 
 namespace tandem::ui {

@@ -1,4 +1,4 @@
-#include "ui/conversation_list_model.h"
+#include "ui/conversation/list_model.h"
 
 #include <QLocale>
 

@@ -1,4 +1,4 @@
-#include "ui/download_dialog.h"
+#include "ui/downloads/dialog.h"
 
 #include <QDialogButtonBox>
 #include <QFormLayout>
@@ -19,7 +19,7 @@
 #include "engine/hw/hardware_report.h"
 #include "engine/model/model_spec.h"
 #include "engine/plan/memory_planner.h"
-#include "ui/download_queue.h"
+#include "ui/downloads/queue.h"
 #include "ui/repository_check.h"
 #include "ui/theme.h"
 

@@ -1,4 +1,4 @@
-#include "ui/conversation_store.h"
+#include "ui/conversation/store.h"
 
 #include <QSettings>
 

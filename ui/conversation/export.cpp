@@ -1,4 +1,4 @@
-#include "ui/conversation_export.h"
+#include "ui/conversation/export.h"
 
 #include <QFileInfo>
 #include <QJsonArray>

@@ -1,11 +1,11 @@
-#include "ui/download_delegate.h"
+#include "ui/downloads/delegate.h"
 
 #include <QApplication>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QPainterPath>
 
-#include "ui/download_list_model.h"
+#include "ui/downloads/list_model.h"
 #include "ui/theme.h"
 
 namespace tandem::ui {

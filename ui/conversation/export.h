@@ -7,7 +7,7 @@
 #include <QString>
 #include <QVector>
 
-#include "ui/conversation_store.h"
+#include "ui/conversation/store.h"
 
 namespace tandem::ui {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/gguf_file.h"
+#include "engine/model/gguf/file.h"
 
 namespace tandem::model {
 

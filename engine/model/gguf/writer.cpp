@@ -1,4 +1,4 @@
-#include "engine/model/gguf_writer.h"
+#include "engine/model/gguf/writer.h"
 
 #include <cerrno>
 #include <cstring>

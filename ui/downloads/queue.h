@@ -9,7 +9,7 @@
 
 #include "engine/hub/hub_config.h"
 #include "engine/hub/preflight.h"
-#include "ui/download_list_model.h"
+#include "ui/downloads/list_model.h"
 
 namespace tandem::ui {
 

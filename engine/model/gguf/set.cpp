@@ -1,4 +1,4 @@
-#include "engine/model/gguf_set.h"
+#include "engine/model/gguf/set.h"
 
 #include <fmt/format.h>
 

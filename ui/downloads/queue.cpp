@@ -1,4 +1,4 @@
-#include "ui/download_queue.h"
+#include "ui/downloads/queue.h"
 
 #include "ui/secret_store.h"
 

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "engine/hub/hub_config.h"
-#include "ui/download_list_model.h"
+#include "ui/downloads/list_model.h"
 
 namespace tandem::hw {
 struct HardwareReport;

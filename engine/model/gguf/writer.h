@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/gguf_file.h"
+#include "engine/model/gguf/file.h"
 
 namespace tandem::model {
 
