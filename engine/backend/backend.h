@@ -113,7 +113,7 @@ class DeviceExpert {
 
 // How the CPU keeps the keys and values it attends over: fp32, or BF16 (half the bytes, so a
 // long context's decode reads half as much, and prompts take BF16 dot products where the CPU
-// has them; kernels/cpu/attention.h). An accelerator keeps its own cache as it does.
+// has them; kernels/cpu/attention/attention.h). An accelerator keeps its own cache as it does.
 enum class KvCacheFormat { F32, Bf16 };
 std::string_view kv_cache_format_name(KvCacheFormat format);  // "f32", "bf16"
 // False for a name that is not one of those.

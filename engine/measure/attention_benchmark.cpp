@@ -9,7 +9,7 @@
 #include "engine/backend/cpu/cpu_threads.h"
 #include "engine/backend/cpu/kv_cache.h"
 #include "engine/backend/cpu/numa_pools.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 #include "kernels/cpu/isa.h"
 
 namespace tandem::measure {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/packed/matmul.h"

@@ -7,7 +7,7 @@
 #include <QtTest>
 #include <random>
 
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 #include "kernels/cpu/dtype.h"
 
 using namespace tandem::kernels;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/routing.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 
 namespace tandem::backend::cpu_ops {
 

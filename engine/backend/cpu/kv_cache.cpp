@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/dtype.h"
 
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 
 namespace tandem::backend {
 namespace {

@@ -1,5 +1,5 @@
 // Keys and values of the tokens seen so far, per layer, in fp32 or BF16 (KvCacheFormat; the
-// layouts are the attention kernels', kernels/cpu/attention.h). For multi-head latent
+// layouts are the attention kernels', kernels/cpu/attention/attention.h). For multi-head latent
 // attention only the compressed latent and the shared rotary key are kept (MLA-aware). A
 // gated DeltaNet layer (Qwen3-Next) keeps no keys or values but its state after the last
 // token: the convolution's last inputs and the recurrent matrix of every value head. That
@@ -13,7 +13,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/model_spec.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 
 namespace tandem::backend {
 
@@ -34,7 +34,7 @@ class KvCache {
                                  KvCacheFormat format = KvCacheFormat::F32);
 
   // Standard attention. Keys are kept per KV head in the attention kernel's tiles
-  // (kernels/cpu/attention.h: 16 positions x head_dim, transposed); values row-major,
+  // (kernels/cpu/attention/attention.h: 16 positions x head_dim, transposed); values row-major,
   // [kv_heads * head_dim] per position (BF16: per KV head, [head_dim] per position with pairs
   // of positions interleaved). The fp32
   // accessors are for an F32 cache, bf16_head for a BF16 one.

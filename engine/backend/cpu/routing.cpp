@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 
 namespace tandem::backend {
 namespace {

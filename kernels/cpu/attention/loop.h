@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 #include "kernels/cpu/vec16.h"
 
 namespace tandem::kernels::attention_loop {
@@ -51,13 +51,13 @@ inline constexpr std::int64_t kPromptKeyBlock = 128;
 enum class PromptTiles { None, Hardware, Emulated };
 
 // The VDPBF16PS kernel's prompt attention over a BF16 cache (its own row groups and blocks,
-// attention_avx512bf16.cpp); `q` already rounded to BF16, tokens' rows nq x key_dim apart.
+// attention/avx512bf16.cpp); `q` already rounded to BF16, tokens' rows nq x key_dim apart.
 void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tokens,
                                const Bf16Kv& kv, std::int64_t pos0, std::int64_t window,
                                float scale, const float* sinks, float* out, std::int64_t out_stride,
                                PromptTiles tiles);
 
-// The VDPBF16PS kernels (attention_avx512bf16.cpp) over a BF16 cache; `q` already rounded to
+// The VDPBF16PS kernels (attention/avx512bf16.cpp) over a BF16 cache; `q` already rounded to
 // BF16. Arguments as attend_all's.
 void attend_bf16_avx512(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
                         std::int64_t end, float scale, float* scores, float* out,

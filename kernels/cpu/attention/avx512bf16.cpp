@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/amx_tiles.h"
-#include "kernels/cpu/attention_loop.h"
+#include "kernels/cpu/attention/loop.h"
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/vec16.h"
 

@@ -1,6 +1,6 @@
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 
-#include "kernels/cpu/attention_loop.h"
+#include "kernels/cpu/attention/loop.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/isa.h"
