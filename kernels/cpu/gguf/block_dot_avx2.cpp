@@ -179,19 +179,8 @@ void iq4_xs_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* 
   for (int t = 0; t < T; ++t) y[t * y_stride] = reduce(acc[t]);
 }
 
-// Q4_K's and Q5_K's eight 6-bit scales and minimums, as in the AVX-512 file, each eight bytes
-// in a 64-bit value (in registers: bytes stored and loaded back wait for the stores to land).
-struct KScales {
-  std::uint64_t scales, mins;
-};
-KScales k_scales(const std::uint8_t* s) {
-  std::uint32_t w[3];
-  std::memcpy(w, s, 12);
-  const std::uint64_t v[4] = {
-      w[0] & 0x3F3F3F3Fu, (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 2) & 0x30303030u), w[1] & 0x3F3F3F3Fu,
-      ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 2) & 0x30303030u)};
-  return {v[0] | (v[1] << 32), v[2] | (v[3] << 32)};
-}
+using gguf_simd::k_scales;
+using gguf_simd::KScales;
 
 template <int T, bool five>
 void q45_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,

@@ -251,14 +251,10 @@ constexpr int kKLaneSub[16] = {0, 2, 4, 6, 0, 2, 4, 6, 1, 3, 5, 7, 1, 3, 5, 7};
 
 // The block's eight 6-bit scales and minimums (12 bytes) in lane order, as floats.
 void k_lane_scales(const std::uint8_t* s, __m512* scale, __m512* min) {
-  std::uint32_t w[3];
-  std::memcpy(w, s, 12);
-  const std::uint32_t sc_low = w[0] & 0x3F3F3F3Fu, mn_low = w[1] & 0x3F3F3F3Fu;
-  const std::uint32_t sc_high = (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 2) & 0x30303030u);
-  const std::uint32_t mn_high = ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 2) & 0x30303030u);
+  const gguf_simd::KScales k = gguf_simd::k_scales(s);
   // Bytes 0..7 the scales of sub-blocks 0..7, 8..15 their minimums.
-  const __m128i v = _mm_set_epi32(static_cast<int>(mn_high), static_cast<int>(mn_low),
-                                  static_cast<int>(sc_high), static_cast<int>(sc_low));
+  const __m128i v =
+      _mm_set_epi64x(static_cast<long long>(k.mins), static_cast<long long>(k.scales));
   const __m128i scales = _mm_setr_epi8(0, 2, 4, 6, 0, 2, 4, 6, 1, 3, 5, 7, 1, 3, 5, 7);
   const __m128i mins = _mm_add_epi8(scales, _mm_set1_epi8(8));
   *scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(v, scales)));

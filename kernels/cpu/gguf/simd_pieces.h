@@ -19,6 +19,22 @@ inline float half(const std::uint8_t* p) {
   return _cvtsh_ss(v);
 }
 
+// Q4_K's and Q5_K's eight 6-bit scales and minimums (12 bytes: sub-blocks 0..3 in the low six
+// bits of bytes 0..3 and 4..7, 4..7 in the nibbles of bytes 8..11 with their top two bits in
+// the spare bits of bytes 0..7), sub-block j's in byte j of a 64-bit value (in registers:
+// bytes stored and loaded back wait for the stores to land).
+struct KScales {
+  std::uint64_t scales, mins;
+};
+inline KScales k_scales(const std::uint8_t* s) {
+  std::uint32_t w[3];
+  std::memcpy(w, s, 12);
+  const std::uint64_t v[4] = {
+      w[0] & 0x3F3F3F3Fu, (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 2) & 0x30303030u), w[1] & 0x3F3F3F3Fu,
+      ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 2) & 0x30303030u)};
+  return {v[0] | (v[1] << 32), v[2] | (v[3] << 32)};
+}
+
 // 0xFF in byte j of 32 where bit j of `bits` is set, else 0.
 inline __m256i byte_mask(std::uint32_t bits) {
   const __m256i byte_of = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
