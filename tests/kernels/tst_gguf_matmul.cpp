@@ -46,6 +46,22 @@ Fixture read_fixture(const QString& file) {
   return f;
 }
 
+// The fixture's blocks over and over, `blocks` of them.
+Fixture repeat_blocks(const Fixture& f, std::int64_t blocks) {
+  const DTypeBlock b = dtype_block(f.dtype);
+  const std::int64_t have = f.cols / b.elements;
+  Fixture wide;
+  wide.dtype = f.dtype;
+  wide.cols = blocks * b.elements;
+  for (std::int64_t j = 0; j < blocks; ++j) {
+    const std::int64_t from = j % have;
+    wide.blocks += f.blocks.substr(static_cast<std::size_t>(from * b.bytes), b.bytes);
+    wide.weights.insert(wide.weights.end(), f.weights.begin() + from * b.elements,
+                        f.weights.begin() + (from + 1) * b.elements);
+  }
+  return wide;
+}
+
 // A matrix of `rows` rows: row r holds the fixture's blocks rotated by r blocks.
 struct Matrix {
   std::string bytes;
@@ -352,15 +368,18 @@ class TestGgufMatmul : public QObject {
     const Fixture f = read_fixture(file);
     const Matrix m = make_matrix(f, 2);
     GgufQuantizedActivations a;
-    const std::int64_t most = std::max(kGgufDirectMaxTokens, kGgufKDirectMaxTokens) + 1;
+    const std::int64_t most =
+        std::max({kGgufDirectMaxTokens, kGgufKDirectMaxTokens, kGgufQ8_0DirectMaxTokens}) + 1;
     const std::vector<float> x(static_cast<std::size_t>(most * f.cols), 1.0f);
     gguf_quantize_activations(x.data(), most, f.cols, gguf_code_bias(f.dtype), a, serial_for);
     std::vector<float> y(static_cast<std::size_t>(2 * most));
     const IsaFeatures& usable = detect_isa().usable;
     const bool k_quant = f.dtype == DType::Q4_K || f.dtype == DType::Q5_K;
     QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx2), kGgufDirectMaxTokens);
-    QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx512),
-             k_quant ? kGgufKDirectMaxTokens : kGgufDirectMaxTokens);
+    QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx512), f.dtype == DType::Q8_0
+                                                                      ? kGgufQ8_0DirectMaxTokens
+                                                                  : k_quant ? kGgufKDirectMaxTokens
+                                                                            : kGgufDirectMaxTokens);
     QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Scalar), std::int64_t{0});
     for (std::int64_t tokens = 1; tokens <= most; ++tokens) {
       if (variant_supported(CpuVariant::Avx2, usable))
@@ -372,19 +391,24 @@ class TestGgufMatmul : public QObject {
     }
   }
 
-  // AVX-512's Q4_K and Q5_K products read a copy of the activations in their own order, made
-  // for all the quantised rows: a product of fewer tokens than were quantised takes the first
-  // ones, and the copy follows each new quantisation of the same shape.
-  void kQuantsTakeTheirTokens_data() {
+  // AVX-512's Q4_K, Q5_K and Q8_0 products read a copy of the activations in their own order,
+  // made for all the quantised rows: a product of fewer tokens than were quantised takes the
+  // first ones, and the copy follows each new quantisation of the same shape. Q8_0 runs 40
+  // blocks wide, two whole groups of 16 and a part.
+  void laneProductsTakeTheirTokens_data() {
     QTest::addColumn<QString>("file");
-    QTest::newRow("Q4_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q4_K.bin");
-    QTest::newRow("Q5_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q5_K.bin");
+    QTest::addColumn<int>("blocks");
+    QTest::newRow("Q4_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q4_K.bin") << 0;
+    QTest::newRow("Q5_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q5_K.bin") << 0;
+    QTest::newRow("Q8_0") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q8_0.bin") << 40;
   }
-  void kQuantsTakeTheirTokens() {
+  void laneProductsTakeTheirTokens() {
     if (!variant_supported(CpuVariant::Avx512, detect_isa().usable)) QSKIP("no AVX-512 VNNI");
     QFETCH(QString, file);
-    const Fixture f = read_fixture(file);
-    const std::int64_t rows = 5, quantised = kGgufKDirectMaxTokens;
+    QFETCH(int, blocks);
+    Fixture f = read_fixture(file);
+    if (blocks > 0) f = repeat_blocks(f, blocks);
+    const std::int64_t rows = 5, quantised = gguf_direct_max_tokens(f.dtype, CpuVariant::Avx512);
     const Matrix w = make_matrix(f, rows);
     std::mt19937 rng(17);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -394,7 +418,7 @@ class TestGgufMatmul : public QObject {
       GgufQuantizedActivations a;
       gguf_quantize_activations(x.data(), quantised, f.cols, gguf_code_bias(f.dtype), a,
                                 serial_for);
-      for (std::int64_t m : {std::int64_t{1}, std::int64_t{3}, quantised}) {
+      for (std::int64_t m : {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, quantised}) {
         std::vector<float> want(static_cast<std::size_t>(m * rows)), got(want.size());
         GgufUnpackedRows unpacked;
         unpacked.resize(static_cast<int>(rows), f.cols, a.bias);
@@ -445,13 +469,16 @@ class TestGgufMatmul : public QObject {
 
   // Every variant the CPU runs gives the scalar kernel's products, on several threads, with
   // row counts that leave partial steps of four rows and tiles of sixteen (and a single row),
-  // and widths that end in half a 64-weight step.
+  // and widths that end in half a 64-weight step. The 32-weight formats also run at widths of
+  // 32 and 40 blocks (the fixture's blocks repeated), which AVX-512's Q8_0 takes in groups of
+  // 16 blocks: whole groups only, and whole groups and a last partial one.
   void variantsMatchScalar_data() {
     QTest::addColumn<QString>("file");
     QTest::addColumn<QString>("variant");
     QTest::addColumn<int>("tokens");
     QTest::addColumn<bool>("odd_blocks");
     QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("blocks");
     const QDir dir(QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks"));
     const IsaFeatures& usable = detect_isa().usable;
     for (const QString& f : dir.entryList({QStringLiteral("*.bin")})) {
@@ -462,20 +489,27 @@ class TestGgufMatmul : public QObject {
         // Up to gguf_direct_max_tokens tokens take the row kernels, more the tiles, summed per
         // 16 or 32 weights (gguf_scale_weights): AVX-512's of 16 rows (12, 8, 4, 3 and 2
         // tokens at a time), AVX2's of 8 rows (6 tokens at a time, then the 1 to 5 left).
-        static_assert(kGgufDirectMaxTokens == 5 && kGgufKDirectMaxTokens == 8,
+        static_assert(kGgufDirectMaxTokens == 5 && kGgufKDirectMaxTokens == 8 &&
+                          kGgufQ8_0DirectMaxTokens == 9,
                       "the counts below straddle the direct limits");
         const std::int64_t direct = gguf_direct_max_tokens(read_fixture(dir.filePath(f)).dtype, v);
-        for (int tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 30}) {
+        for (int tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 30}) {
+          const bool small_blocks = dtype_block(read_fixture(dir.filePath(f)).dtype).elements == 32;
           for (bool odd : {false, true}) {
-            if (odd && dtype_block(read_fixture(dir.filePath(f)).dtype).elements != 32) continue;
-            for (int rows : {19, 1}) {
-              if (rows == 1 && tokens > direct) continue;
-              QTest::newRow(qPrintable(QStringLiteral("%1 %2 %3 tokens%4, %5 rows")
-                                           .arg(f, name)
-                                           .arg(tokens)
-                                           .arg(odd ? QStringLiteral(", odd blocks") : QString())
-                                           .arg(rows)))
-                  << dir.filePath(f) << name << tokens << odd << rows;
+            if (odd && !small_blocks) continue;
+            for (int blocks : {0, 32, 40}) {
+              if (blocks > 0 && !small_blocks) continue;
+              for (int rows : {19, 1}) {
+                if (rows == 1 && tokens > direct) continue;
+                QTest::newRow(qPrintable(
+                    QStringLiteral("%1 %2 %3 tokens%4%5, %6 rows")
+                        .arg(f, name)
+                        .arg(tokens)
+                        .arg(blocks > 0 ? QStringLiteral(", %1 blocks").arg(blocks) : QString())
+                        .arg(odd ? QStringLiteral(", odd blocks") : QString())
+                        .arg(rows)))
+                    << dir.filePath(f) << name << tokens << odd << rows << blocks;
+              }
             }
           }
         }
@@ -488,7 +522,9 @@ class TestGgufMatmul : public QObject {
     QFETCH(int, tokens);
     QFETCH(bool, odd_blocks);
     QFETCH(int, rows);
+    QFETCH(int, blocks);
     Fixture f = read_fixture(file);
+    if (blocks > 0) f = repeat_blocks(f, blocks);
     if (odd_blocks) {  // a last step of half the AVX-512 width: one block fewer
       const DTypeBlock b = dtype_block(f.dtype);
       f.cols -= 32;

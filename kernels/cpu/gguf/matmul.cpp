@@ -523,6 +523,7 @@ std::int64_t gguf_direct_max_tokens(DType t, CpuVariant variant) {
       return 0;
     case CpuVariant::Avx512:
     case CpuVariant::Amx:
+      if (t == DType::Q8_0) return kGgufQ8_0DirectMaxTokens;
       return t == DType::Q4_K || t == DType::Q5_K ? kGgufKDirectMaxTokens : kGgufDirectMaxTokens;
     default:
       return kGgufDirectMaxTokens;

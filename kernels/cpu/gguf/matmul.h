@@ -127,6 +127,12 @@ inline constexpr std::int64_t kGgufTileMinTokens = kGgufDirectMaxTokens + 1;
 // the eight-layer synthetic's Q4_K): 6 tokens ran 130 GFLOP/s in the tiles against 160-185
 // directly, 8 about alike (160-180), 9 and 12 faster in the tiles (200-245 against 185).
 inline constexpr std::int64_t kGgufKDirectMaxTokens = 8;
+// AVX-512's direct product of Q8_0 for two or more tokens, whose registers hold one block in
+// each lane (a conversion, a multiply and a fused multiply-add a token per eight VPDPBUSD),
+// takes up to this many. Measured on Zen 5 (a scratch harness of gguf_matmul_rows over
+// 768x2048 matrices from memory, one thread): 9 tokens ran 276 GFLOP/s against the tiles'
+// 243, 10 ran 246 against 263.
+inline constexpr std::int64_t kGgufQ8_0DirectMaxTokens = 9;
 // The most tokens `variant`'s products of format `t` read the blocks directly for; more take
 // the tiles. 0 for the scalar variant, which only unpacks rows.
 std::int64_t gguf_direct_max_tokens(DType t, CpuVariant variant);
