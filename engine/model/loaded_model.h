@@ -142,6 +142,9 @@ class LoadedModel {
 
   std::function<void(const LoadProgress&)> on_progress_;  // from LoadOptions, during load
   void load_converted(const std::string& folder, int threads);
+  // Maps the pages of the matrices used as stored into the process, on `threads` threads,
+  // when they fit in the memory available (see the definition).
+  void map_in_stored_weights(int threads);
   // One pool's slice of an expert matrix in its part of pools_' memory: `destination`.
   using SliceMaker = std::function<kernels::PackedMatrix(
       const kernels::WeightMatrix& matrix, SliceAxis axis, int pool, std::uint8_t* destination)>;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -349,6 +350,49 @@ class TestGgufModel : public QObject {
       const double kl = test::kl_divergence_of_logits(want, generator.evaluate(ids));
       QVERIFY2(kl <= limit, qPrintable(QStringLiteral("KL %1").arg(kl)));
     }
+  }
+
+  // A file used as stored is mapped into the process at load (a stage of its own), so that
+  // the first prompts do not fault its pages in one by one: right after the load, the pages
+  // of the file that hold its matrices are resident in this process.
+  void storedWeightsAreMappedIn() {
+    const std::string path = fixture_path("qwen3moe-q8_0.gguf");
+    std::vector<model::LoadProgress> seen;
+    std::mutex lock;
+    model::LoadOptions options;
+    options.threads = 2;
+    options.on_progress = [&](const model::LoadProgress& p) {
+      const std::lock_guard guard(lock);
+      seen.push_back(p);
+    };
+    auto model = model::LoadedModel::load(path, options);
+    QVERIFY(!seen.empty());
+    QCOMPARE(seen.front().stage, std::string("reading the weights"));
+    QCOMPARE(seen.back().stage, std::string("reading the weights"));
+    QCOMPARE(seen.back().done, seen.back().total);
+    // The resident kilobytes of this file's mappings, from /proc/self/smaps.
+    std::ifstream smaps("/proc/self/smaps");
+    std::uint64_t resident_kb = 0;
+    bool ours = false;
+    for (std::string line; std::getline(smaps, line);) {
+      std::string range;
+      std::istringstream(line) >> range;
+      const bool header = range.find('-') != std::string::npos &&
+                          range.find_first_not_of("0123456789abcdef-") == std::string::npos;
+      if (header)
+        ours = line.size() >= path.size() &&
+               line.compare(line.size() - path.size(), path.size(), path) == 0;
+      else if (ours && line.rfind("Rss:", 0) == 0)
+        resident_kb += std::stoull(line.substr(4));
+    }
+    std::uint64_t matrices = 0;
+    for (const model::PackableMatrix& p :
+         model::packable_matrices(const_cast<model::ModelWeights&>(model->weights())))
+      matrices += kernels::dtype_bytes(p.matrix->dtype, p.matrix->rows * p.matrix->cols);
+    QVERIFY2(resident_kb * 1024 >= matrices,
+             qPrintable(QStringLiteral("%1 KiB resident, %2 KiB of matrices")
+                            .arg(resident_kb)
+                            .arg(matrices / 1024)));
   }
 
   void absentSettingIsNamed() {
