@@ -214,7 +214,8 @@ class TestGgufMatmul : public QObject {
     if (reached.count(f.dtype) == 1) QCOMPARE(random_max, gguf_max_code(f.dtype));
   }
 
-  // The AVX2 unpackers give the scalar ones' codes, scales and offsets bit for bit.
+  // The AVX2 unpackers, one for every block format, give the scalar ones' codes, scales and
+  // offsets bit for bit.
   void simdUnpackMatchesScalar_data() { formats_data(); }
   void simdUnpackMatchesScalar() {
     QFETCH(QString, file);
@@ -230,10 +231,8 @@ class TestGgufMatmul : public QObject {
       simd = gguf_unpack_row_avx2(m.w, r, got, r);
       if (!simd) break;
     }
-    const std::set<DType> covered = {DType::Q8_0,    DType::Q4_0,    DType::Q4_K,   DType::Q5_K,
-                                     DType::Q6_K,    DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
-                                     DType::IQ3_XXS, DType::IQ3_S,   DType::IQ1_S,  DType::IQ1_M};
-    QCOMPARE(simd, covered.count(f.dtype) == 1);
+    // Every block format.
+    QVERIFY(simd);
     if (!simd) return;
     QVERIFY(got.codes == want.codes);
     QVERIFY(got.scale == want.scale);

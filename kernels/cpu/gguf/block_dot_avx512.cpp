@@ -255,10 +255,8 @@ __m512i nibble_codes(const std::uint8_t* a, const std::uint8_t* b) {
 
 // IQ4_NL's and IQ4_XS's levels plus 128, in every 128-bit lane.
 __m512i iq4_level_table() {
-  alignas(16) std::int8_t codes[16];
-  for (int i = 0; i < 16; ++i)
-    codes[i] = static_cast<std::int8_t>(gguf_layout::kIq4Levels[i] + 128);
-  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(codes)));
+  return _mm512_broadcast_i32x4(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf_layout::kIq4Codes.data())));
 }
 
 // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: two blocks a step (the second of a last odd block masked

@@ -2,6 +2,7 @@
 // block kernels' unpackers (gguf_matmul*.cpp) read alike.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -13,6 +14,12 @@ namespace tandem::kernels::gguf_layout {
 // as ggml's kvalues_iq4nl specifies it).
 inline constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                1,    13,   25,  38,  53,  69,  89,  113};
+// The same plus 128: the unsigned codes the products and unpackers take them as.
+inline constexpr std::array<std::uint8_t, 16> kIq4Codes = [] {
+  std::array<std::uint8_t, 16> codes{};
+  for (int i = 0; i < 16; ++i) codes[i] = static_cast<std::uint8_t>(kIq4Levels[i] + 128);
+  return codes;
+}();
 
 // The 32-weight formats with nibbles, as the products that read them directly see them: weights
 // j and j + 16 in the low and high nibble of byte j of 16 (Q5_0's and Q5_1's fifth bits in a

@@ -12,18 +12,11 @@
 namespace tandem::kernels {
 namespace {
 
-// IQ4_NL's and IQ4_XS's levels plus 128.
-constexpr auto kIq4Codes = [] {
-  std::array<std::uint8_t, 16> codes{};
-  for (int i = 0; i < 16; ++i)
-    codes[i] = static_cast<std::uint8_t>(gguf_layout::kIq4Levels[i] + 128);
-  return codes;
-}();
-
 using gguf_layout::even_signs;
 using gguf_layout::half;
 using gguf_layout::iq2_scale;
 using gguf_layout::k_scale_min;
+using gguf_layout::kIq4Codes;
 
 // Each unpacker turns one block into codes u, and per 16 weights a scale s and offset o:
 // weight = s * (u - bias) + o, the bias its format's (Unpacker::bias).

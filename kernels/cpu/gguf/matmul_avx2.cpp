@@ -319,6 +319,110 @@ void q45_k_row(const std::uint8_t* b, std::int64_t blocks, bool five, std::uint8
   }
 }
 
+// IQ4_NL's and IQ4_XS's levels plus 128.
+__m128i iq4_codes() {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf_layout::kIq4Codes.data()));
+}
+
+// Q4_1, Q5_0, Q5_1 and IQ4_NL: a block's 16 bytes of nibbles are weights j (low) and j + 16
+// (high); Q5's fifth bits (bit j of a 32-bit word for weight j) add 16, IQ4_NL's nibbles
+// index its levels plus 128.
+template <gguf_layout::NibbleFormat F>
+void nibble_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s, float* o) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m128i levels = iq4_codes();
+  for (std::int64_t i = 0; i < blocks; ++i, b += F.bytes, u += 32, s += 2, o += 2) {
+    const __m128i q = load16(b + F.codes);
+    __m128i lo = _mm_and_si128(q, low4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), low4);
+    if (F.levels) {
+      lo = _mm_shuffle_epi8(levels, lo);
+      hi = _mm_shuffle_epi8(levels, hi);
+    }
+    __m256i codes = _mm256_set_m128i(hi, lo);
+    if (F.fifth >= 0) {
+      std::uint32_t qh;
+      std::memcpy(&qh, b + F.fifth, 4);
+      codes = _mm256_or_si256(codes,
+                              _mm256_and_si256(gguf_simd::byte_mask(qh), _mm256_set1_epi8(0x10)));
+    }
+    store32(u, codes);
+    pair(s, o, half(b), F.minimum ? half(b + 2) : 0.0f);
+  }
+}
+
+// Q2_K: each 32 bytes of a half block hold four runs of 32 weights, two bits each; a 4-bit
+// scale (times d) and minimum (times -dmin) per 16 weights.
+void q2_k_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s, float* o) {
+  const __m256i three = _mm256_set1_epi8(3);
+  for (std::int64_t i = 0; i < blocks; ++i, b += 84, u += 256, s += 16, o += 16) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load32(b + 16 + 32 * h);
+      for (int j = 0; j < 4; ++j)
+        store32(u + 128 * h + 32 * j, _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three));
+    }
+    const __m128i packed = load16(b);
+    const __m256 d = _mm256_set1_ps(half(b + 80)), minus_dmin = _mm256_set1_ps(-half(b + 82));
+    for (int e = 0; e < 2; ++e) {
+      const __m256i v = _mm256_cvtepu8_epi32(e == 0 ? packed : _mm_srli_si128(packed, 8));
+      _mm256_storeu_ps(
+          s + 8 * e,
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0x0F))), d));
+      _mm256_storeu_ps(o + 8 * e,
+                       _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), minus_dmin));
+    }
+  }
+}
+
+// Q3_K: Q2_K's two low bits, the third from bit 4 h + j of the 32 mask bytes for run j of
+// half h (codes 0..7, bias 4); a signed 6-bit scale (times d) per 16 weights.
+void q3_k_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s, float* o) {
+  const __m256i three = _mm256_set1_epi8(3);
+  for (std::int64_t i = 0; i < blocks; ++i, b += 110, u += 256, s += 16, o += 16) {
+    const __m256i mask = load32(b);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load32(b + 32 + 32 * h);
+      for (int j = 0; j < 4; ++j)
+        store32(u + 128 * h + 32 * j,
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three),
+                                gguf_simd::move_bit(mask, 4 * h + j, 2)));
+    }
+    std::uint32_t words[4];
+    gguf_layout::q3_k_scales(b + 96, words);
+    const __m128i scales =
+        _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(words)), _mm_set1_epi8(32));
+    const __m256 d = _mm256_set1_ps(half(b + 108));
+    for (int e = 0; e < 2; ++e) {
+      const __m256i v = _mm256_cvtepi8_epi32(e == 0 ? scales : _mm_srli_si128(scales, 8));
+      _mm256_storeu_ps(s + 8 * e, _mm256_mul_ps(_mm256_cvtepi32_ps(v), d));
+      _mm256_storeu_ps(o + 8 * e, _mm256_setzero_ps());
+    }
+  }
+}
+
+// IQ4_XS: eight sub-blocks of 32, their nibbles as IQ4_NL's; a 6-bit scale each, its low four
+// bits in bytes 4..7 and high two in the 16-bit word at 2, less 32, times d.
+void iq4_xs_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s, float* o) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i levels = _mm256_broadcastsi128_si256(iq4_codes());
+  for (std::int64_t i = 0; i < blocks; ++i, b += 136, u += 256, s += 16, o += 16) {
+    const float d = half(b);
+    std::uint16_t high;
+    std::memcpy(&high, b + 2, 2);
+    for (int sub = 0; sub < 8; ++sub) {
+      const int low = (b[4 + sub / 2] >> (4 * (sub % 2))) & 0x0F;
+      pair(s + 2 * sub, o + 2 * sub,
+           d * static_cast<float>((low | (((high >> (2 * sub)) & 3) << 4)) - 32), 0.0f);
+    }
+    for (int p = 0; p < 4; ++p) {  // sub-blocks 2p (low 128 bits) and 2p + 1 (high)
+      const __m256i q = load32(b + 8 + 32 * p);
+      const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(q, low4));
+      const __m256i hi = _mm256_shuffle_epi8(levels, high_nibbles(q));
+      store32(u + 64 * p, _mm256_permute2x128_si256(lo, hi, 0x20));
+      store32(u + 64 * p + 32, _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+  }
+}
+
 void q6_k_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s, float* o) {
   const __m256i three = _mm256_set1_epi8(3);
   for (std::int64_t i = 0; i < blocks; ++i, b += 210, u += 256, s += 16, o += 16) {
@@ -383,6 +487,27 @@ bool gguf_unpack_row_avx2(const WeightMatrix& w, std::int64_t r, GgufUnpackedRow
       return true;
     case DType::Q4_0:
       q4_0_row(b, blocks, u, s, o);
+      return true;
+    case DType::Q4_1:
+      nibble_row<gguf_layout::kQ4_1>(b, blocks, u, s, o);
+      return true;
+    case DType::Q5_0:
+      nibble_row<gguf_layout::kQ5_0>(b, blocks, u, s, o);
+      return true;
+    case DType::Q5_1:
+      nibble_row<gguf_layout::kQ5_1>(b, blocks, u, s, o);
+      return true;
+    case DType::IQ4_NL:
+      nibble_row<gguf_layout::kIq4Nl>(b, blocks, u, s, o);
+      return true;
+    case DType::IQ4_XS:
+      iq4_xs_row(b, blocks, u, s, o);
+      return true;
+    case DType::Q2_K:
+      q2_k_row(b, blocks, u, s, o);
+      return true;
+    case DType::Q3_K:
+      q3_k_row(b, blocks, u, s, o);
       return true;
     case DType::Q4_K:
       q45_k_row(b, blocks, false, u, s, o);
