@@ -373,12 +373,15 @@ class TestGgufMatmul : public QObject {
     gguf_quantize_activations(x.data(), most, f.cols, gguf_code_bias(f.dtype), a, serial_for);
     std::vector<float> y(static_cast<std::size_t>(2 * most));
     const IsaFeatures& usable = detect_isa().usable;
-    const bool k_quant = f.dtype == DType::Q4_K || f.dtype == DType::Q5_K;
+    // AVX-512's products of Q8_0 and of the formats whose lanes hold a sub-block or a group
+    // take more tokens than the others.
+    const std::set<DType> k_lanes = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                                     DType::IQ4_XS};
     QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx2), kGgufDirectMaxTokens);
-    QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx512), f.dtype == DType::Q8_0
-                                                                      ? kGgufQ8_0DirectMaxTokens
-                                                                  : k_quant ? kGgufKDirectMaxTokens
-                                                                            : kGgufDirectMaxTokens);
+    QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx512),
+             f.dtype == DType::Q8_0        ? kGgufQ8_0DirectMaxTokens
+             : k_lanes.count(f.dtype) == 1 ? kGgufKDirectMaxTokens
+                                           : kGgufDirectMaxTokens);
     QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Scalar), std::int64_t{0});
     for (std::int64_t tokens = 1; tokens <= most; ++tokens) {
       if (variant_supported(CpuVariant::Avx2, usable))
@@ -390,16 +393,19 @@ class TestGgufMatmul : public QObject {
     }
   }
 
-  // AVX-512's Q4_K, Q5_K and Q8_0 products read a copy of the activations in their own order,
-  // made for all the quantised rows: a product of fewer tokens than were quantised takes the
-  // first ones, and the copy follows each new quantisation of the same shape. Q8_0 runs 40
-  // blocks wide, two whole groups of 16 and a part.
+  // AVX-512's Q4_K, Q5_K, Q8_0, Q2_K, Q3_K and IQ4_XS products read a copy of the activations
+  // in their own order, made for all the quantised rows: a product of fewer tokens than were
+  // quantised takes the first ones, and the copy follows each new quantisation of the same
+  // shape. Q8_0 runs 40 blocks wide, two whole groups of 16 and a part.
   void laneProductsTakeTheirTokens_data() {
     QTest::addColumn<QString>("file");
     QTest::addColumn<int>("blocks");
     QTest::newRow("Q4_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q4_K.bin") << 0;
     QTest::newRow("Q5_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q5_K.bin") << 0;
     QTest::newRow("Q8_0") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q8_0.bin") << 40;
+    QTest::newRow("Q2_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q2_K.bin") << 0;
+    QTest::newRow("Q3_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q3_K.bin") << 0;
+    QTest::newRow("IQ4_XS") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/IQ4_XS.bin") << 0;
   }
   void laneProductsTakeTheirTokens() {
     if (!variant_supported(CpuVariant::Avx512, detect_isa().usable)) QSKIP("no AVX-512 VNNI");

@@ -312,53 +312,20 @@ void nibble_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* 
   }
 }
 
-// Lanes 0..7 take the first 16-weight group of 32-weight sub-block `first` (of a 256-weight
-// block's 8), lanes 8..15 that of sub-block `second`.
-__m512i sub_block_pair(int first, int second) {
-  return _mm512_inserti64x4(_mm512_set1_epi32(2 * first), _mm256_set1_epi32(2 * second), 1);
-}
-
-// IQ4_XS: 256 weights a block, IQ4_NL's nibble layout per 32-weight sub-block, each with a
-// 6-bit scale less 32 (low 4 bits in a nibble of bytes 4..7, high 2 in the word at 2). The
-// scales are built in one register and multiplied by the activations' once a block (5% faster
-// than scalar scales multiplied step by step).
-template <int T>
-void iq4_xs_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
-                std::int64_t y_stride) {
-  const __m512i table = iq4_level_table();
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (std::int64_t c = 0; c < k; c += 256, b += 136) {
-    prefetch_ahead<136>(b);
-    // The eight sub-blocks' scales in lanes 2 sub and 2 sub + 1 (its two 16-weight groups):
-    // low nibbles in order from bytes 4..7, high parts from the word at 2.
-    const __m128i low =
-        gguf_simd::nibbles_in_order(_mm_cvtsi32_si128(static_cast<int>(gguf_iq::word32(b + 4))));
-    const __m512i pair = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    const __m512i high = _mm512_and_si512(
-        _mm512_srlv_epi32(_mm512_set1_epi32(gguf_iq::word16(b + 2)), _mm512_add_epi32(pair, pair)),
-        _mm512_set1_epi32(3));
-    const __m512i six = _mm512_or_si512(_mm512_permutexvar_epi32(pair, _mm512_cvtepu8_epi32(low)),
-                                        _mm512_slli_epi32(high, 4));
-    const __m512 block_scales = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_sub_epi32(six, _mm512_set1_epi32(32))), _mm512_set1_ps(half(b)));
-    __m512 s[T];
-    for (int t = 0; t < T; ++t)
-      s[t] = _mm512_mul_ps(block_scales, _mm512_loadu_ps(tok[t].scale + c / 16));
-    for (int p = 0; p < 4; ++p) {
-      const std::uint8_t* qs = b + 8 + 32 * p;
-      const __m512i u = _mm512_shuffle_epi8(table, nibble_codes(qs, qs + 16));
-      const __m512i groups = sub_block_pair(2 * p, 2 * p + 1);
-      for (int t = 0; t < T; ++t) {
-        const std::int64_t g = c / 16 + 4 * p;
-        const __m512i dp = _mm512_dpbusd_epi32(bias_lanes(tok[t].bias, g), u,
-                                               _mm512_loadu_si512(tok[t].q + c + 64 * p));
-        acc[t] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(groups, s[t]), acc[t]);
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
+// An IQ4_XS block's eight sub-block scales times d in lanes 2 sub and 2 sub + 1 (its two
+// 16-weight groups): the 6-bit scales less 32, their low nibbles in order from bytes 4..7 and
+// high parts from the word at 2.
+__m512 iq4_xs_group_scales(const std::uint8_t* b) {
+  const __m128i low =
+      gguf_simd::nibbles_in_order(_mm_cvtsi32_si128(static_cast<int>(gguf_iq::word32(b + 4))));
+  const __m512i pair = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i high = _mm512_and_si512(
+      _mm512_srlv_epi32(_mm512_set1_epi32(gguf_iq::word16(b + 2)), _mm512_add_epi32(pair, pair)),
+      _mm512_set1_epi32(3));
+  const __m512i six = _mm512_or_si512(_mm512_permutexvar_epi32(pair, _mm512_cvtepu8_epi32(low)),
+                                      _mm512_slli_epi32(high, 4));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(six, _mm512_set1_epi32(32))),
+                       _mm512_set1_ps(half(b)));
 }
 
 // Lanes 4j .. 4j + 3 take group 4s + j: step s's four groups.
@@ -514,102 +481,6 @@ void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
         const __m512i groups = four_groups(st);
         for (int t = 0; t < T; ++t) {
           const __m512i dp = _mm512_dpbusd_epi32(bias_lanes(tok[t].bias, c / 16 + 4 * st), u[step],
-                                                 _mm512_loadu_si512(tok[t].q + c + 64 * st));
-          acc[t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(groups, s[t]), acc[t]);
-        }
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
-}
-
-// Q2_K's and Q3_K's 2-bit fields: a half of 128 weights is 32 bytes whose bits 2i, 2i + 1
-// hold weights 32i .. 32i + 31 of it. Step `step` of the half (64 weights) shifts the
-// broadcast bytes right by 4 step in lanes 0..7 and by 4 step + 2 in lanes 8..15.
-__m512i two_bit_codes(__m512i q, int step) {
-  const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(4 * step)),
-                                           _mm256_set1_epi16(static_cast<short>(4 * step + 2)), 1);
-  return _mm512_and_si512(_mm512_srlv_epi16(q, shift), _mm512_set1_epi8(3));
-}
-
-// Q2_K: 256 weights a block, 2-bit codes; a 4-bit scale (low nibble) and minimum (high
-// nibble) per 16 weights: weight = d scale u - dmin min, the minimums' part summed apart.
-template <int T>
-void q2_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
-              std::int64_t y_stride) {
-  __m512 acc[T], off[T];
-  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm512_setzero_ps();
-  for (std::int64_t c = 0; c < k; c += 256, b += 84) {
-    prefetch_ahead<84>(b);
-    const __m512i packed =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-    const __m512 sc =
-        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(packed, _mm512_set1_epi32(0x0F))),
-                      _mm512_set1_ps(half(b + 80)));
-    const __m512 mn = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(packed, 4)),
-                                    _mm512_set1_ps(half(b + 82)));
-    __m512 s[T];
-    for (int t = 0; t < T; ++t) {
-      s[t] = _mm512_mul_ps(sc, _mm512_loadu_ps(tok[t].scale + c / 16));
-      off[t] = _mm512_fmadd_ps(mn, _mm512_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
-    }
-    for (int h = 0; h < 2; ++h) {
-      const __m512i q = _mm512_broadcast_i64x4(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
-      for (int step = 0; step < 2; ++step) {
-        const int st = 2 * h + step;
-        const __m512i u = two_bit_codes(q, step);
-        const __m512i groups = four_groups(st);
-        for (int t = 0; t < T; ++t) {
-          const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,
-                                                 _mm512_loadu_si512(tok[t].q + c + 64 * st));
-          acc[t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(groups, s[t]), acc[t]);
-        }
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t)
-    y[t * y_stride] = _mm512_reduce_add_ps(acc[t]) - _mm512_reduce_add_ps(off[t]);
-}
-
-// Q3_K: Q2_K's 2-bit fields plus a third bit each from 32 bytes (bit i of byte j for weight
-// 32i + j of the block), codes 0 .. 7 less 4, a signed 6-bit scale per 16 weights.
-template <int T>
-void q3_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
-              std::int64_t y_stride) {
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (std::int64_t c = 0; c < k; c += 256, b += 110) {
-    prefetch_ahead<110>(b);
-    std::uint32_t words[4];
-    gguf_layout::q3_k_scales(b + 96, words);
-    // Set from the words, not loaded: a 16-byte load of four 4-byte stores waits for them
-    // to reach the cache (no store forwarding).
-    const __m512i packed =
-        _mm512_cvtepu8_epi32(_mm_set_epi32(static_cast<int>(words[3]), static_cast<int>(words[2]),
-                                           static_cast<int>(words[1]), static_cast<int>(words[0])));
-    const __m512 sc =
-        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(packed, _mm512_set1_epi32(32))),
-                      _mm512_set1_ps(half(b + 108)));
-    __m512 s[T];
-    for (int t = 0; t < T; ++t) s[t] = _mm512_mul_ps(sc, _mm512_loadu_ps(tok[t].scale + c / 16));
-    const __m512i hmask =
-        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
-    for (int h = 0; h < 2; ++h) {
-      const __m512i q = _mm512_broadcast_i64x4(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32 + 32 * h)));
-      for (int step = 0; step < 2; ++step) {
-        const int st = 2 * h + step;
-        const __m512i bit =
-            _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * st))),
-                               _mm256_set1_epi8(static_cast<char>(2 << (2 * st))), 1);
-        __m512i u = two_bit_codes(q, step);
-        u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(hmask, bit), u, _mm512_set1_epi8(4));
-        const __m512i groups = four_groups(st);
-        for (int t = 0; t < T; ++t) {
-          const __m512i dp = _mm512_dpbusd_epi32(bias_lanes(tok[t].bias, c / 16 + 4 * st), u,
                                                  _mm512_loadu_si512(tok[t].q + c + 64 * st));
           acc[t] =
               _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(groups, s[t]), acc[t]);
@@ -839,6 +710,159 @@ void iq_unpack_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, 
   }
 }
 
+// The formats whose scales and bias terms go by 16-weight group, in lanes of their groups:
+// lane g of a block's step s (s = 0..3) holds columns 16 g + 4 s .. + 3, so that a token's four
+// VPDPBUSD of a block add into one register of whole group sums, started from the groups' bias
+// terms and scaled by the groups' scales, both in their own order: one conversion, one
+// multiply and one fused multiply-add a block and token. The activations' values are copied
+// into that order once per quantisation on each thread (g16_lane_order).
+
+// T tokens' sums over one block of group lanes added into acc: four VPDPBUSD in two chains,
+// started from the groups' bias terms (kBias), then converted and scaled by the groups'
+// weight scales times the token's.
+template <int T, bool kBias>
+inline __attribute__((always_inline)) void g16_tokens(const __m512i (&u)[4], __m512 scales,
+                                                      const Token* tok, std::int64_t c,
+                                                      __m512* acc) {
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const std::int8_t* q = tok[t].q + c;
+    const __m512i start = kBias ? _mm512_loadu_si512(tok[t].bias + c / 16) : _mm512_setzero_si512();
+    const __m512i d0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, u[0], _mm512_loadu_si512(q)),
+                                           u[1], _mm512_loadu_si512(q + 64));
+    const __m512i d1 = _mm512_dpbusd_epi32(
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[2], _mm512_loadu_si512(q + 128)), u[3],
+        _mm512_loadu_si512(q + 192));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(d0, d1)),
+                             _mm512_mul_ps(scales, _mm512_loadu_ps(tok[t].scale + c / 16)), acc[t]);
+  }
+}
+
+// Q2_K and Q3_K in group lanes: group g's two low bits at step s are bits 2 j .. 2 j + 1 of
+// word 8 h + 4 p + s of the block's 64 bytes, for its half h = g / 8, run j = (g % 8) / 2 and
+// part p = g % 2 (blocks.cpp lays the fields out); Q3_K's third bit is bit 4 h + j of word
+// 4 p + s of its 32 mask bytes.
+struct G16Words {
+  alignas(64) std::int32_t word[4][16];       // the low bits' word per step and lane
+  alignas(64) std::int32_t shift[16];         // and their shift per lane
+  alignas(64) std::int32_t mask_word[4][16];  // Q3_K's third bit: its word per step and lane
+  alignas(64) std::int32_t mask_shift[16];    // and its shift per lane
+};
+constexpr G16Words kG16Words = [] {
+  G16Words w{};
+  for (int g = 0; g < 16; ++g) {
+    const int h = g / 8, j = (g % 8) / 2, p = g % 2;
+    for (int st = 0; st < 4; ++st) {
+      w.word[st][g] = 8 * h + 4 * p + st;
+      w.mask_word[st][g] = 4 * p + st;
+    }
+    w.shift[g] = 2 * j;
+    w.mask_shift[g] = 4 * h + j;
+  }
+  return w;
+}();
+
+// Step st's two low bits of a block's 64 bytes `qs` in group lanes, not yet masked to them.
+inline __m512i two_bit_lanes(__m512i qs, int st) {
+  return _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_load_si512(kG16Words.word[st]), qs),
+                           _mm512_load_si512(kG16Words.shift));
+}
+
+template <int T>
+void q2_k_lane_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+                   std::int64_t y_stride) {
+  const __m512i three = _mm512_set1_epi8(3);
+  __m512 acc[T], off[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 84) {
+    prefetch_ahead<84>(b);
+    const __m512i packed =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    const __m512 sc =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(packed, _mm512_set1_epi32(0x0F))),
+                      _mm512_set1_ps(half(b + 80)));
+    const __m512 mn = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(packed, 4)),
+                                    _mm512_set1_ps(half(b + 82)));
+    const __m512i qs = _mm512_loadu_si512(b + 16);
+    __m512i u[4];
+    for (int st = 0; st < 4; ++st) u[st] = _mm512_and_si512(two_bit_lanes(qs, st), three);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t)
+      off[t] = _mm512_fmadd_ps(mn, _mm512_loadu_ps(tok[t].scaled_sum + c / 16), off[t]);
+    g16_tokens<T, false>(u, sc, tok, c, acc);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+    y[t * y_stride] = _mm512_reduce_add_ps(acc[t]) - _mm512_reduce_add_ps(off[t]);
+}
+
+template <int T>
+void q3_k_lane_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+                   std::int64_t y_stride) {
+  const __m512i three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 110) {
+    prefetch_ahead<110>(b);
+    std::uint32_t words[4];
+    gguf_layout::q3_k_scales(b + 96, words);
+    const __m512i packed =
+        _mm512_cvtepu8_epi32(_mm_set_epi32(static_cast<int>(words[3]), static_cast<int>(words[2]),
+                                           static_cast<int>(words[1]), static_cast<int>(words[0])));
+    const __m512 sc =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(packed, _mm512_set1_epi32(32))),
+                      _mm512_set1_ps(half(b + 108)));
+    const __m512i qs = _mm512_loadu_si512(b + 32);
+    const __m512i mask =
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+    __m512i u[4];
+    for (int st = 0; st < 4; ++st) {
+      const __m512i high = _mm512_slli_epi32(
+          _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(
+                                                 _mm512_load_si512(kG16Words.mask_word[st]), mask),
+                                             _mm512_load_si512(kG16Words.mask_shift)),
+                           one),
+          2);
+      // (low bits & three) | high
+      u[st] = _mm512_ternarylogic_epi32(two_bit_lanes(qs, st), three, high, 0xEA);
+    }
+    g16_tokens<T, true>(u, sc, tok, c, acc);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// IQ4_XS in group lanes: lane g takes word 4 (g / 2) + s of the block's 128 bytes of nibbles
+// at step s, its low nibbles for even g and high ones for odd g (sub-block g / 2's first and
+// second 16 weights).
+template <int T>
+void iq4_xs_lane_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
+                     std::int64_t y_stride) {
+  const __m512i table = iq4_level_table(), low4 = _mm512_set1_epi8(0x0F);
+  const __m512i half_shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+  const __m512i word = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 256, b += 136) {
+    prefetch_ahead<136>(b);
+    const __m512 scales = iq4_xs_group_scales(b);
+    const __m512i q0 = _mm512_loadu_si512(b + 8), q1 = _mm512_loadu_si512(b + 72);
+    __m512i u[4];
+    for (int st = 0; st < 4; ++st) {
+      const __m512i words =
+          _mm512_permutex2var_epi32(q0, _mm512_add_epi32(word, _mm512_set1_epi32(st)), q1);
+      u[st] =
+          _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srlv_epi32(words, half_shift), low4));
+    }
+    g16_tokens<T, true>(u, scales, tok, c, acc);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
+}
+
 using RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Token*, float*, std::int64_t);
 using Q8RowProduct = void (*)(const std::uint8_t*, std::int64_t, const Q8LaneActivations&, float*,
                               std::int64_t);
@@ -932,9 +956,60 @@ Q8LaneActivations q8_lane_order(const GgufQuantizedActivations& a) {
   return {o.values.data(), o.scale.data(), o.bias.data(), rows};
 }
 
+template <int T>
+RowProduct group_lane_product(DType t) {
+  switch (t) {
+    case DType::Q2_K:
+      return q2_k_lane_row<T>;
+    case DType::Q3_K:
+      return q3_k_lane_row<T>;
+    case DType::IQ4_XS:
+      return iq4_xs_lane_row<T>;
+    default:
+      return nullptr;
+  }
+}
+using Pick = RowProduct (*)(DType);
+template <std::size_t... I>
+constexpr std::array<Pick, sizeof...(I)> group_lane_picks(std::index_sequence<I...>) {
+  return {group_lane_product<static_cast<int>(I) + 1>...};
+}
+
 template <std::size_t... I>
 constexpr std::array<Q8RowProduct, sizeof...(I)> q8_row_products(std::index_sequence<I...>) {
   return {q8_0_lane_row<static_cast<int>(I) + 1>...};
+}
+
+// The activations' values in 16-weight-group lanes (see g16_tokens), made once per
+// quantisation on each thread: per token and 256 columns, step s's 64 bytes hold in lane g
+// columns 16 g + 4 s .. + 3.
+struct G16LaneOrder {
+  std::uint64_t stamp = 0;
+  std::vector<std::int8_t> values;
+};
+
+const std::int8_t* g16_lane_order(const GgufQuantizedActivations& a) {
+  thread_local G16LaneOrder o;
+  if (o.stamp != a.stamp || o.values.size() != a.values.size()) {
+    o.stamp = a.stamp;
+    o.values.resize(a.values.size());
+    // Lane g of step s: word 4 (g % 4) + s of the 64 bytes (four groups) that hold group g,
+    // lanes 0..7 from the block's first 128 bytes and 8..15 from its last.
+    const __m512i within =
+        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    for (std::size_t at = 0; at < a.values.size(); at += 256) {
+      const std::int8_t* from = a.values.data() + at;
+      const __m512i z0 = _mm512_loadu_si512(from), z1 = _mm512_loadu_si512(from + 64),
+                    z2 = _mm512_loadu_si512(from + 128), z3 = _mm512_loadu_si512(from + 192);
+      for (int st = 0; st < 4; ++st) {
+        const __m512i idx = _mm512_add_epi32(within, _mm512_set1_epi32(st));
+        _mm512_storeu_si512(o.values.data() + at + 64 * st,
+                            _mm512_mask_blend_epi32(0xFF00, _mm512_permutex2var_epi32(z0, idx, z1),
+                                                    _mm512_permutex2var_epi32(z2, idx, z3)));
+      }
+    }
+  }
+  return o.values.data();
 }
 
 template <int T>
@@ -952,8 +1027,6 @@ RowProduct row_product(DType t) {
       return nibble_row<T, kQ5_1>;
     case DType::IQ4_NL:
       return nibble_row<T, kIq4Nl>;
-    case DType::IQ4_XS:
-      return iq4_xs_row<T>;
     case DType::IQ2_XXS:
       return grid_row<T, Iq2xxs>;
     case DType::IQ2_XS:
@@ -968,10 +1041,6 @@ RowProduct row_product(DType t) {
       return grid_row<T, Iq1s>;
     case DType::IQ1_M:
       return grid_row<T, Iq1m>;
-    case DType::Q2_K:
-      return q2_k_row<T>;
-    case DType::Q3_K:
-      return q3_k_row<T>;
     case DType::Q6_K:
       return q6_k_row<T>;
     default:
@@ -1017,7 +1086,18 @@ bool gguf_block_dot_avx512(const GgufQuantizedActivations& a, std::int64_t m, co
       row(base + r * row_bytes, w.cols, ordered, y + r, y_stride);
     return true;
   }
-  using Pick = RowProduct (*)(DType);
+  if (w.dtype == DType::IQ4_XS || w.dtype == DType::Q2_K || w.dtype == DType::Q3_K) {
+    static constexpr auto kPick = group_lane_picks(
+        std::make_index_sequence<static_cast<std::size_t>(kGgufKDirectMaxTokens)>());
+    const RowProduct row = kPick[static_cast<std::size_t>(m - 1)](w.dtype);
+    const std::int8_t* values = g16_lane_order(a);
+    Token tok[kGgufKDirectMaxTokens];
+    tokens_of(a, m, tok);
+    for (std::int64_t t = 0; t < m; ++t) tok[t].q = values + t * w.cols;
+    for (std::int64_t r = row_begin; r < row_end; ++r)
+      row(base + r * row_bytes, w.cols, tok, y + r, y_stride);
+    return true;
+  }
   static constexpr Pick kPick[] = {row_product<1>, row_product<2>, row_product<3>, row_product<4>,
                                    row_product<5>};
   static_assert(std::size(kPick) == kGgufDirectMaxTokens);

@@ -516,8 +516,18 @@ std::int64_t gguf_direct_max_tokens(DType t, CpuVariant variant) {
       return 0;
     case CpuVariant::Avx512:
     case CpuVariant::Amx:
-      if (t == DType::Q8_0) return kGgufQ8_0DirectMaxTokens;
-      return t == DType::Q4_K || t == DType::Q5_K ? kGgufKDirectMaxTokens : kGgufDirectMaxTokens;
+      switch (t) {
+        case DType::Q8_0:
+          return kGgufQ8_0DirectMaxTokens;
+        case DType::Q2_K:
+        case DType::Q3_K:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::IQ4_XS:
+          return kGgufKDirectMaxTokens;
+        default:
+          return kGgufDirectMaxTokens;
+      }
     default:
       return kGgufDirectMaxTokens;
   }
