@@ -368,20 +368,20 @@ class TestGgufMatmul : public QObject {
     const Matrix m = make_matrix(f, 2);
     GgufQuantizedActivations a;
     const std::int64_t most =
-        std::max({kGgufDirectMaxTokens, kGgufKDirectMaxTokens, kGgufQ8_0DirectMaxTokens}) + 1;
+        std::max({kGgufDirectMaxTokens, kGgufLaneMaxTokens, kGgufQ8_0LaneMaxTokens}) + 1;
     const std::vector<float> x(static_cast<std::size_t>(most * f.cols), 1.0f);
     gguf_quantize_activations(x.data(), most, f.cols, gguf_code_bias(f.dtype), a, serial_for);
     std::vector<float> y(static_cast<std::size_t>(2 * most));
     const IsaFeatures& usable = detect_isa().usable;
-    // AVX-512's products of Q8_0 and of the formats whose lanes hold a sub-block or a group
-    // take more tokens than the others.
-    const std::set<DType> k_lanes = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                                     DType::IQ4_XS};
+    // AVX-512's products whose lanes hold a block, a sub-block or a group take more tokens
+    // than the others, Q8_0's the most.
+    const std::set<DType> lanes = {DType::Q4_0, DType::IQ4_NL, DType::Q2_K,  DType::Q3_K,
+                                   DType::Q4_K, DType::Q5_K,   DType::IQ4_XS};
     QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx2), kGgufDirectMaxTokens);
     QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Avx512),
-             f.dtype == DType::Q8_0        ? kGgufQ8_0DirectMaxTokens
-             : k_lanes.count(f.dtype) == 1 ? kGgufKDirectMaxTokens
-                                           : kGgufDirectMaxTokens);
+             f.dtype == DType::Q8_0      ? kGgufQ8_0LaneMaxTokens
+             : lanes.count(f.dtype) == 1 ? kGgufLaneMaxTokens
+                                         : kGgufDirectMaxTokens);
     QCOMPARE(gguf_direct_max_tokens(f.dtype, CpuVariant::Scalar), std::int64_t{0});
     for (std::int64_t tokens = 1; tokens <= most; ++tokens) {
       if (variant_supported(CpuVariant::Avx2, usable))
@@ -393,16 +393,19 @@ class TestGgufMatmul : public QObject {
     }
   }
 
-  // AVX-512's Q4_K, Q5_K, Q8_0, Q2_K, Q3_K and IQ4_XS products read a copy of the activations
-  // in their own order, made for all the quantised rows: a product of fewer tokens than were
-  // quantised takes the first ones, and the copy follows each new quantisation of the same
-  // shape. Q8_0 runs 40 blocks wide, two whole groups of 16 and a part.
+  // AVX-512's lane products (Q4_K, Q5_K, Q8_0, Q4_0, IQ4_NL, Q2_K, Q3_K, IQ4_XS) read a copy
+  // of the activations in their own order, made for all the quantised rows: a product of fewer
+  // tokens than were quantised takes the first ones, and the copy follows each new
+  // quantisation of the same shape. The 32-weight formats run 40 blocks wide, two whole groups
+  // of 16 and a part.
   void laneProductsTakeTheirTokens_data() {
     QTest::addColumn<QString>("file");
     QTest::addColumn<int>("blocks");
     QTest::newRow("Q4_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q4_K.bin") << 0;
     QTest::newRow("Q5_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q5_K.bin") << 0;
     QTest::newRow("Q8_0") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q8_0.bin") << 40;
+    QTest::newRow("Q4_0") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q4_0.bin") << 40;
+    QTest::newRow("IQ4_NL") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/IQ4_NL.bin") << 40;
     QTest::newRow("Q2_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q2_K.bin") << 0;
     QTest::newRow("Q3_K") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q3_K.bin") << 0;
     QTest::newRow("IQ4_XS") << QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/IQ4_XS.bin") << 0;
@@ -494,9 +497,9 @@ class TestGgufMatmul : public QObject {
         // Up to gguf_direct_max_tokens tokens take the row kernels, more the tiles, summed per
         // 16 or 32 weights (gguf_scale_weights): AVX-512's of 16 rows (12, 8, 4, 3 and 2
         // tokens at a time), AVX2's of 8 rows (6 tokens at a time, then the 1 to 5 left).
-        static_assert(kGgufDirectMaxTokens == 5 && kGgufKDirectMaxTokens == 8 &&
-                          kGgufQ8_0DirectMaxTokens == 9,
-                      "the counts below straddle the direct limits");
+        static_assert(
+            kGgufDirectMaxTokens == 5 && kGgufLaneMaxTokens == 8 && kGgufQ8_0LaneMaxTokens == 9,
+            "the counts below straddle the direct limits");
         const std::int64_t direct = gguf_direct_max_tokens(read_fixture(dir.filePath(f)).dtype, v);
         for (int tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 30}) {
           const bool small_blocks = dtype_block(read_fixture(dir.filePath(f)).dtype).elements == 32;

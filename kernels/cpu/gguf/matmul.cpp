@@ -518,13 +518,15 @@ std::int64_t gguf_direct_max_tokens(DType t, CpuVariant variant) {
     case CpuVariant::Amx:
       switch (t) {
         case DType::Q8_0:
-          return kGgufQ8_0DirectMaxTokens;
+          return kGgufQ8_0LaneMaxTokens;
+        case DType::Q4_0:
+        case DType::IQ4_NL:
         case DType::Q2_K:
         case DType::Q3_K:
         case DType::Q4_K:
         case DType::Q5_K:
         case DType::IQ4_XS:
-          return kGgufKDirectMaxTokens;
+          return kGgufLaneMaxTokens;
         default:
           return kGgufDirectMaxTokens;
       }

@@ -121,22 +121,21 @@ void gguf_matmul_tiles_avx2(const WeightMatrix& w, std::int64_t row_begin, std::
 // as fast; at 6, the Q4_K direct products of then (two sub-blocks a register) fell behind.
 inline constexpr std::int64_t kGgufDirectMaxTokens = 5;
 inline constexpr std::int64_t kGgufTileMinTokens = kGgufDirectMaxTokens + 1;
-// AVX-512's direct products of the 256-weight formats whose registers hold a whole scale's
-// weights in each lane, so that a token's four VPDPBUSD of a block add into one register
-// converted and scaled once a block: Q4_K and Q5_K (a sub-block of 32 a lane), Q2_K, Q3_K and
-// IQ4_XS (a group of 16 a lane). They take up to this many tokens. Measured on Zen 5 (`tandem
-// bench --gguf-products --tokens 1,...,12 -t 1`, the eight-layer synthetic's files): Q4_K at 6
-// tokens ran 130 GFLOP/s in the tiles against 160-185 directly, at 8 about alike (160-180),
-// at 9 and 12 faster in the tiles (200-245 against 185); at 9, Q2_K ran 199 directly against
-// the tiles' 204, Q3_K 170 against 176 and IQ4_XS 195 against 231, at 8 241, 224 and 225
-// against 202, 164 and 221.
-inline constexpr std::int64_t kGgufKDirectMaxTokens = 8;
-// AVX-512's direct product of Q8_0 for two or more tokens, a block of 32 in each lane (sixteen
-// blocks a group; a conversion, a multiply and a fused multiply-add a token per eight
-// VPDPBUSD), takes up to this many. Measured on Zen 5 (`tandem bench --gguf-products`, the
-// synthetic's Q8_0, one thread): 9 tokens ran 293 GFLOP/s against the tiles' 249-257, 10 ran
-// 256-264 against 271-281.
-inline constexpr std::int64_t kGgufQ8_0DirectMaxTokens = 9;
+// AVX-512's direct products whose registers hold a whole scale's weights in each lane, so
+// that a token's VPDPBUSD of a block or group add into one register converted and scaled once
+// (a conversion, a multiply and a fused multiply-add a token per four or eight VPDPBUSD):
+// Q4_K and Q5_K (a sub-block of 32 a lane), Q2_K, Q3_K and IQ4_XS (a group of 16 a lane), Q4_0
+// and IQ4_NL (a block of 32 a lane, sixteen blocks a group). They take up to this many tokens.
+// Measured on Zen 5 (`tandem bench --gguf-products --tokens 1,...,12 -t 1`, the eight-layer
+// synthetic's files): Q4_K at 6 tokens ran 130 GFLOP/s in the tiles against 160-185 directly,
+// at 8 about alike (160-180), at 9 and 12 faster in the tiles (200-245 against 185); at 8
+// tokens Q2_K ran 241 directly against the tiles' 202, Q3_K 224 against 164, IQ4_XS 225
+// against 221 and Q4_0 304 against 237, at 9 199 against 204, 170 against 176, 195 against
+// 231 and 237 against 253.
+inline constexpr std::int64_t kGgufLaneMaxTokens = 8;
+// Q8_0's lane product, from two tokens, takes up to this many: 9 tokens ran 293 GFLOP/s against
+// the tiles' 249-257, 10 ran 256-264 against 271-281 (as above, the synthetic's Q8_0).
+inline constexpr std::int64_t kGgufQ8_0LaneMaxTokens = 9;
 // The most tokens `variant`'s products of format `t` read the blocks directly for; more take
 // the tiles. 0 for the scalar variant, which only unpacks rows.
 std::int64_t gguf_direct_max_tokens(DType t, CpuVariant variant);
