@@ -47,6 +47,16 @@
 namespace tandem::ui {
 namespace {
 
+SetupWizard::DiskProbe& disk_probe() {
+  static SetupWizard::DiskProbe probe;
+  return probe;
+}
+
+hw::DiskSpace probe_models_disk() {
+  const std::string folder = MainWindow::modelsFolder().toStdString();
+  return disk_probe() ? disk_probe()(folder) : hw::probe_disk_space(folder);
+}
+
 QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
@@ -752,7 +762,7 @@ class DownloadPage : public QWizardPage {
         size = download_size(l);
         needed = l.download_bytes;
       }
-      const hw::DiskSpace disk = hw::probe_disk_space(MainWindow::modelsFolder().toStdString());
+      const hw::DiskSpace disk = probe_models_disk();
       if (needed > 0 && disk.error.empty() && needed > disk.free_bytes) {
         // Not offered: it would stop part-way with the disk full.
         status_->setText(
@@ -1211,6 +1221,10 @@ void SetupWizard::saveChoices(const SetupChoices& c) {
   s.setValue(QStringLiteral("wizard/context"), c.context);
   s.setValue(QStringLiteral("wizard/quantization"), c.quantization);
   s.setValue(QStringLiteral("wizard/files"), c.files);
+}
+
+void SetupWizard::setDiskProbe(DiskProbe probe) {
+  disk_probe() = std::move(probe);
 }
 
 SetupChoices SetupWizard::savedChoices() {

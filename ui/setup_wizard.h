@@ -7,6 +7,9 @@
 
 #include <QWizard>
 
+#include <functional>
+
+#include "engine/hw/disk_space.h"
 #include "engine/plan/memory_planner.h"
 #include "engine/plan/sglang_export.h"
 #include "ui/probe_runner.h"
@@ -83,6 +86,10 @@ class SetupWizard : public QWizard {
   static void markDismissed();
   static void saveChoices(const SetupChoices& choices);
   static SetupChoices savedChoices();
+  // How the download page measures the free space where models go; tests give their own, so
+  // that what is offered does not depend on the disk they run on. Empty: the real disk.
+  using DiskProbe = std::function<hw::DiskSpace(const std::string& path)>;
+  static void setDiskProbe(DiskProbe probe);
 
  signals:
   void hardwareChanged();

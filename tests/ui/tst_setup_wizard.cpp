@@ -91,6 +91,18 @@ class TestSetupWizard : public QObject {
     QSettings().clear();
   }
   void cleanupTestCase() { QSettings().clear(); }
+  // 500 GiB free where models go, whatever the disk the tests run on: the GGUF release below
+  // (11 GiB) fits, Kimi-K2 (about a terabyte) does not.
+  void init() {
+    SetupWizard::setDiskProbe([](const std::string& path) {
+      hw::DiskSpace d;
+      d.path = d.measured_path = path;
+      d.total_bytes = std::uint64_t{1} << 40;
+      d.free_bytes = std::uint64_t{500} << 30;
+      return d;
+    });
+  }
+  void cleanup() { SetupWizard::setDiskProbe({}); }
 
   void walksThroughTheDemoPath() {
     SetupWizard w(recorded("ryzen-avx512-16gb"), nullptr);
