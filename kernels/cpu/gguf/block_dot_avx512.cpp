@@ -98,18 +98,18 @@ void q8_0_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
   for (int t = 0; t < T; ++t) y[t * y_stride] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// Q8_0 for several tokens, one block in each lane: sixteen blocks (512 weights, 544 bytes)
-// make a group, and lane l of step s (s = 0..7) holds codes 4s .. 4s + 3 of block
-// kQ8LaneBlock[l]. A token's eight VPDPBUSD of a group add into one register of whole block
-// sums, converted and scaled once a group: one conversion, one multiply and one fused
-// multiply-add a token per eight VPDPBUSD, where q8_0_row takes a conversion, a fused
-// multiply-add and the scale's broadcasts for each. The codes are moved into that order once
-// for all the tokens, by a transpose of their 4-byte words; the activations are stored in the
-// same order (q8_lane_order).
+// Q8_0 (and Q4_0 and IQ4_NL, NibbleLanes) for several tokens, one block in each lane: sixteen
+// blocks (512 weights, 544 bytes of Q8_0) make a group, and lane l of step s (s = 0..7) holds
+// codes 4s .. 4s + 3 of block kQ8LaneBlock[l]. A token's eight VPDPBUSD of a group add into
+// one register of whole block sums, converted and scaled once a group: one conversion, one
+// multiply and one fused multiply-add a token per eight VPDPBUSD, where q8_0_row takes a
+// conversion, a fused multiply-add and the scale's broadcasts for each. The codes are moved
+// into that order once for all the tokens, by a transpose of their 4-byte words; the
+// activations are stored in the same order (q8_lane_order).
 constexpr int kQ8LaneBlock[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
 constexpr std::int64_t kQ8GroupBlocks = 16, kQ8GroupBytes = 16 * 34;
 
-// The activations of a product in the order q8_0_lane_row reads them: group by group, each
+// The activations of a product in the order block_lane_row reads them: group by group, each
 // token's 512 values in lane order, then its 16 lanes' scales and bias terms (a block's two
 // 16-value terms added).
 struct Q8LaneActivations {
@@ -964,7 +964,7 @@ KLaneActivations k_lane_order(const GgufQuantizedActivations& a) {
   return {o.values.data(), o.scale.data(), o.scaled_sum.data(), rows};
 }
 
-// The activations in the order q8_0_lane_row reads them (Q8LaneActivations), made once per
+// The activations in the order block_lane_row reads them (Q8LaneActivations), made once per
 // quantisation on each thread, as KLaneOrder. Lanes of blocks past a row's end (in its last
 // group) get zero values, scales and bias terms.
 struct Q8LaneOrder {
