@@ -120,11 +120,15 @@ struct Q8LaneActivations {
 };
 
 // The lanes whose blocks are among a group's first `blocks`.
+constexpr std::array<std::uint16_t, 17> kLaneBlocksMask = [] {
+  std::array<std::uint16_t, 17> masks{};
+  for (int blocks = 0; blocks <= 16; ++blocks)
+    for (int l = 0; l < 16; ++l)
+      if (kQ8LaneBlock[l] < blocks) masks[blocks] |= static_cast<std::uint16_t>(1u << l);
+  return masks;
+}();
 inline __mmask16 lane_blocks_mask(std::int64_t blocks) {
-  unsigned mask = 0;
-  for (int l = 0; l < 16; ++l)
-    if (kQ8LaneBlock[l] < blocks) mask |= 1u << l;
-  return static_cast<__mmask16>(mask);
+  return static_cast<__mmask16>(kLaneBlocksMask[static_cast<std::size_t>(blocks)]);
 }
 
 // Sixteen runs of 32 bytes, run j at p + stride j (the first `runs` of them, the others
