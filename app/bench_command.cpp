@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/load_progress_printer.h"
 #include "engine/hw/topology.h"
 #include "engine/measure/attention_benchmark.h"
 #include "engine/measure/benchmark.h"
@@ -472,9 +473,11 @@ int run_bench(const BenchCommandOptions& o) {
   }
   std::unique_ptr<model::LoadedModel> model;
   const auto t0 = std::chrono::steady_clock::now();
+  if (!o.json) settings.load.on_progress = stderr_load_progress().callback();
   try {
     model = model::LoadedModel::load(o.model, settings.load);
   } catch (const std::exception& e) {
+    stderr_load_progress().finish();
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
   }

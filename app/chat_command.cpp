@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "app/load_progress_printer.h"
 #include "engine/generate/chat_session.h"
 #include "engine/hw/topology.h"
 
@@ -53,11 +54,13 @@ int run_chat(const ChatOptions& o) {
   std::unique_ptr<model::LoadedModel> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
+  run.load.on_progress = stderr_load_progress().callback();
   try {
     model = model::LoadedModel::load(o.model, run.load);
     tokenizer = text::load_tokenizer(o.model);
     chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_model_folder(o.model));
   } catch (const std::exception& e) {
+    stderr_load_progress().finish();
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
   }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "app/load_progress_printer.h"
 #include "engine/hw/topology.h"
 #include "engine/measure/perplexity.h"
 #include "engine/model/loaded_model.h"
@@ -30,9 +31,10 @@ struct OpenedModel {
 };
 
 OpenedModel open_model(const std::string& folder, int pools, const std::string& cpu_format,
-                       int int4_group) {
+                       int int4_group, bool show_progress) {
   model::LoadOptions load;
   load.pools = pools;
+  if (show_progress) load.on_progress = stderr_load_progress().callback();
   if (!cpu_format.empty() && !model::parse_cpu_format(cpu_format, load.cpu_format))
     throw std::invalid_argument("the CPU format \"" + cpu_format +
                                 "\" is not one Tandem knows; give native, int8, int4, bf16 or "
@@ -60,16 +62,18 @@ int run_perplexity(const PerplexityOptions& o) {
   }
   OpenedModel model, base;
   try {
-    model = open_model(o.model, o.pools, o.cpu_format, o.int4_group);
+    model = open_model(o.model, o.pools, o.cpu_format, o.int4_group, !o.json);
     // Both models run on the same pools.
     if (!o.kl_base.empty())
-      base = open_model(o.kl_base, model.model->pools(), o.kl_base_cpu_format, o.int4_group);
+      base =
+          open_model(o.kl_base, model.model->pools(), o.kl_base_cpu_format, o.int4_group, !o.json);
     else if (!o.kl_base_cpu_format.empty() || !o.kl_base_kv_cache.empty())
       throw std::invalid_argument(std::string(o.kl_base_cpu_format.empty()
                                                   ? "--kl-base-kv-cache"
                                                   : "--kl-base-cpu-format") +
                                   " sets up the base model; give it with --kl-base.");
   } catch (const std::exception& e) {
+    stderr_load_progress().finish();
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
   }

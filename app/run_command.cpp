@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "app/load_progress_printer.h"
 #include "engine/generate/generator.h"
 #include "engine/generate/stop_strings.h"
 #include "engine/hw/topology.h"
@@ -60,10 +61,12 @@ int run_generate(const RunOptions& o) {
   }
   std::unique_ptr<model::LoadedModel> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
+  settings.load.on_progress = stderr_load_progress().callback();
   try {
     model = model::LoadedModel::load(o.model, settings.load);
     tokenizer = text::load_tokenizer(o.model);
   } catch (const std::exception& e) {
+    stderr_load_progress().finish();
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
   }

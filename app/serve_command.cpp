@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "app/load_progress_printer.h"
 #include "server/openai_server.h"
 #include "ui/engine_host.h"
 
@@ -49,7 +50,14 @@ int run_serve(int argc, char** argv, const ServeOptions& o) {
   ui::EngineHost engine;
   server::OpenAiServer http(engine, options);
   int status = 0;
+  QObject::connect(
+      &engine, &ui::EngineHost::loadProgress, &app,
+      [](const QString&, const QString& stage, qint64 done, qint64 total) {
+        stderr_load_progress().update(
+            {stage.toStdString(), static_cast<std::size_t>(done), static_cast<std::size_t>(total)});
+      });
   QObject::connect(&engine, &ui::EngineHost::modelLoaded, &app, [&](const ui::ModelInfo& info) {
+    stderr_load_progress().finish();
     const QString problem = http.start();
     if (!problem.isEmpty()) {
       std::fprintf(stderr, "tandem: %s\n", problem.toUtf8().constData());
@@ -66,6 +74,7 @@ int run_serve(int argc, char** argv, const ServeOptions& o) {
   });
   QObject::connect(&engine, &ui::EngineHost::modelLoadFailed, &app,
                    [&](const QString&, const QString& message, bool) {
+                     stderr_load_progress().finish();
                      std::fprintf(stderr, "tandem: %s\n", message.toUtf8().constData());
                      status = 1;
                      app.quit();

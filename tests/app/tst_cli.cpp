@@ -130,6 +130,11 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 0);
     QVERIFY2(r.err.contains(QLatin1String("prompt: ")) && r.err.contains(QLatin1String("tokens/s")),
              qPrintable(r.err));
+    // The load's stages, as plain lines in a pipe, each ended.
+    QVERIFY2(
+        r.err.contains(QRegularExpression(QStringLiteral("^loading: [a-z ]+ 100% \\(\\d+s\\)$"),
+                                          QRegularExpression::MultilineOption)),
+        qPrintable(r.err));
     QFile d(dump);
     QVERIFY(d.open(QIODevice::ReadOnly));
     const auto got = nlohmann::json::parse(d.readAll().toStdString());
