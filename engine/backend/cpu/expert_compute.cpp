@@ -60,9 +60,12 @@ void ExpertCompute::run(const CpuThreads& threads,
     unpacked(threads, experts, x, out);
 }
 
-// Experts in GGUF block formats: each expert's tokens gathered and quantised once, then two
-// parallel jobs over (expert x row block) tasks, gate and up, then down, as the packed path
-// runs (one hand-off to the threads per job, not per product).
+// Experts in GGUF block formats: each expert's tokens gathered and quantised once (a decode
+// step's one token once for all experts), then two parallel jobs over (expert x row block)
+// tasks, gate and up, then down, as the packed path runs (one hand-off to the threads per
+// job, not per product). The thread that finishes an expert's last gate/up task applies its
+// GLU and quantises the result for down, so no thread waits between the jobs while one does
+// every expert's.
 void ExpertCompute::gguf(const CpuThreads& threads,
                          const std::vector<const model::FeedForwardWeights*>& experts,
                          const float* x, float* out) {
@@ -80,6 +83,10 @@ void ExpertCompute::gguf(const CpuThreads& threads,
     for (std::int64_t b = 0; b < rows; b += 4 * per)
       tasks.push_back({j, b, std::min(rows, b + 4 * per)});
   };
+  if (tasks_left_size_ < n) {
+    tasks_left_ = std::make_unique<std::atomic<std::int64_t>[]>(n);
+    tasks_left_size_ = n;
+  }
   for (std::size_t j = 0; j < n; ++j) {
     const Active& a = active_[j];
     const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
@@ -87,32 +94,46 @@ void ExpertCompute::gguf(const CpuThreads& threads,
     g.gate.resize(static_cast<std::size_t>(a.rows * w.gate.rows));
     g.up.resize(g.gate.size());
     g.result.resize(static_cast<std::size_t>(a.rows * h));
+    const std::size_t before = tasks.size();
     add_tasks(j, w.gate.rows);
+    tasks_left_[j].store(static_cast<std::int64_t>(tasks.size() - before));
   }
-  // Each expert's tokens gathered (into its result rows, free until down) and quantised, the
-  // experts shared among the threads: on one thread this was a prompt's serial part. A few
-  // tokens' (a decode step's) take less than a hand-off to the threads costs.
-  const bool few = static_cast<std::int64_t>(slot_token_.size()) * h <= 32768;
-  const kernels::ParallelFor& per_expert =
-      few ? kernels::ParallelFor(kernels::serial_for) : threads.kernels_for();
-  per_expert(static_cast<std::int64_t>(n), [&](std::int64_t b, std::int64_t e) {
-    for (auto j = static_cast<std::size_t>(b); j < static_cast<std::size_t>(e); ++j) {
-      const Active& a = active_[j];
-      const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
-      GgufScratch& g = gguf_[j];
-      float* gathered = g.result.data();
-      for (std::int64_t r = 0; r < a.rows; ++r) {
-        std::copy_n(x + slot_token_[static_cast<std::size_t>(a.begin + r)] * h, h,
-                    gathered + r * h);
+  // Every expert has the first's formats, so one token's codes serve them all.
+  const model::FeedForwardWeights& first = *experts[static_cast<std::size_t>(active_[0].expert)];
+  const int gate_bias = kernels::gguf_code_bias(first.gate.dtype);
+  const int up_bias = kernels::gguf_code_bias(first.up.dtype);
+  const bool one_token = std::all_of(slot_token_.begin(), slot_token_.end(),
+                                     [&](std::int64_t t) { return t == slot_token_.front(); });
+  const auto quantise = [&](const float* rows, std::int64_t count, GgufScratch& g) {
+    kernels::gguf_quantize_activations(rows, count, h, gate_bias, g.in, kernels::serial_for);
+    if (up_bias != gate_bias)
+      kernels::gguf_quantize_activations(rows, count, h, up_bias, g.in_up, kernels::serial_for);
+  };
+  if (one_token) {
+    quantise(x + slot_token_.front() * h, 1, gguf_[0]);
+  } else {
+    // Each expert's tokens gathered (into its result rows, free until down) and quantised,
+    // the experts shared among the threads: on one thread this was a prompt's serial part.
+    // A few tokens' take less than a hand-off to the threads costs.
+    const bool few = static_cast<std::int64_t>(slot_token_.size()) * h <= 32768;
+    const kernels::ParallelFor& per_expert =
+        few ? kernels::ParallelFor(kernels::serial_for) : threads.kernels_for();
+    per_expert(static_cast<std::int64_t>(n), [&](std::int64_t b, std::int64_t e) {
+      for (auto j = static_cast<std::size_t>(b); j < static_cast<std::size_t>(e); ++j) {
+        const Active& a = active_[j];
+        GgufScratch& g = gguf_[j];
+        float* gathered = g.result.data();
+        for (std::int64_t r = 0; r < a.rows; ++r) {
+          std::copy_n(x + slot_token_[static_cast<std::size_t>(a.begin + r)] * h, h,
+                      gathered + r * h);
+        }
+        quantise(gathered, a.rows, g);
       }
-      kernels::gguf_quantize_activations(gathered, a.rows, h, kernels::gguf_code_bias(w.gate.dtype),
-                                         g.in, kernels::serial_for);
-      if (kernels::gguf_code_bias(w.up.dtype) != g.in.bias) {
-        kernels::gguf_quantize_activations(gathered, a.rows, h, kernels::gguf_code_bias(w.up.dtype),
-                                           g.in_up, kernels::serial_for);
-      }
-    }
-  });
+    });
+  }
+  const auto inputs_of = [&](std::size_t j) -> const GgufScratch& {
+    return gguf_[one_token ? 0 : j];
+  };
   threads.kernels_for()(static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b,
                                                                      std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
@@ -120,8 +141,8 @@ void ExpertCompute::gguf(const CpuThreads& threads,
       const Active& a = active_[task.job];
       const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
       GgufScratch& g = gguf_[task.job];
-      const kernels::GgufQuantizedActivations& up_in =
-          kernels::gguf_code_bias(w.up.dtype) == g.in.bias ? g.in : g.in_up;
+      const GgufScratch& in = inputs_of(task.job);
+      const kernels::GgufQuantizedActivations& up_in = up_bias == gate_bias ? in.in : in.in_up;
       // Each product fetches the first blocks of the one after it: up's, then the next
       // task's gate.
       kernels::GgufRowsAhead after_up;
@@ -129,19 +150,12 @@ void ExpertCompute::gguf(const CpuThreads& threads,
         const Task& next = tasks[static_cast<std::size_t>(t + 1)];
         after_up = {&experts[static_cast<std::size_t>(active_[next.job].expert)]->gate, next.begin};
       }
-      kernels::gguf_matmul_rows(g.in, a.rows, w.gate, task.begin, task.end, g.gate.data(),
+      kernels::gguf_matmul_rows(in.in, a.rows, w.gate, task.begin, task.end, g.gate.data(),
                                 w.gate.rows, variant, {&w.up, task.begin});
       kernels::gguf_matmul_rows(up_in, a.rows, w.up, task.begin, task.end, g.up.data(), w.up.rows,
                                 variant, after_up);
-    }
-  });
-  tasks.clear();
-  for (std::size_t j = 0; j < n; ++j) add_tasks(j, h);
-  per_expert(static_cast<std::int64_t>(n), [&](std::int64_t b, std::int64_t e) {
-    for (auto j = static_cast<std::size_t>(b); j < static_cast<std::size_t>(e); ++j) {
-      const Active& a = active_[j];
-      const model::FeedForwardWeights& w = *experts[static_cast<std::size_t>(a.expert)];
-      GgufScratch& g = gguf_[j];
+      // Acquire and release: the last task sees every other task's rows of gate and up.
+      if (tasks_left_[task.job].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
       const std::int64_t inner = w.gate.rows;
       if (!w.gate_bias.empty()) {
         add_bias_rows(g.gate.data(), a.rows, inner, w.gate_bias.data(), inner);
@@ -149,10 +163,12 @@ void ExpertCompute::gguf(const CpuThreads& threads,
       }
       kernels::glu(w.glu, g.gate.data(), g.up.data(), static_cast<std::int64_t>(g.gate.size()));
       kernels::gguf_quantize_activations(g.gate.data(), a.rows, inner,
-                                         kernels::gguf_code_bias(w.down.dtype), g.in,
+                                         kernels::gguf_code_bias(w.down.dtype), g.hidden,
                                          kernels::serial_for);
     }
   });
+  tasks.clear();
+  for (std::size_t j = 0; j < n; ++j) add_tasks(j, h);
   threads.kernels_for()(static_cast<std::int64_t>(tasks.size()), [&](std::int64_t b,
                                                                      std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
@@ -165,7 +181,7 @@ void ExpertCompute::gguf(const CpuThreads& threads,
         const Task& next = tasks[static_cast<std::size_t>(t + 1)];
         after = {&experts[static_cast<std::size_t>(active_[next.job].expert)]->down, next.begin};
       }
-      kernels::gguf_matmul_rows(g.in, a.rows, w.down, task.begin, task.end, g.result.data(), h,
+      kernels::gguf_matmul_rows(g.hidden, a.rows, w.down, task.begin, task.end, g.result.data(), h,
                                 variant, after);
     }
   });

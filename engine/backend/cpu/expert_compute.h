@@ -55,13 +55,15 @@ class ExpertCompute {
   // Scratch of the packed path; with several slices, each buffer holds one block per slice.
   std::vector<kernels::PackedActivations> inputs_, hidden_;
   kernels::PackedActivations all_tokens_;  // every token of the call, packed once
-  // Per slice and active expert, its gate/up tasks not yet done.
+  // Per slice and active expert, its gate/up tasks not yet done (the GGUF path: per expert).
   std::unique_ptr<std::atomic<std::int64_t>[]> tasks_left_;
   std::size_t tasks_left_size_ = 0;
   std::vector<float> gate_, up_, out_;
   // Scratch of the GGUF path, one per active expert.
+  // in and in_up: the expert's tokens for gate and up (where up's code bias differs); hidden:
+  // its GLU output for down.
   struct GgufScratch {
-    kernels::GgufQuantizedActivations in, in_up;
+    kernels::GgufQuantizedActivations in, in_up, hidden;
     std::vector<float> gate, up, result;
   };
   std::vector<GgufScratch> gguf_;
