@@ -611,41 +611,82 @@ __m512i signed_codes(__m512i magnitude, std::uint64_t negative, int bias) {
   return _mm512_mask_sub_epi8(_mm512_add_epi8(b, magnitude), negative, b, magnitude);
 }
 
-// Eight sign bytes from eight 7-bit fields (bits 7j .. 7j + 6 of `fields`), each made whole
-// by the bit that gives it an even count of ones (gguf_layout::even_signs), found in the
-// byte by three folds.
-std::uint64_t even_signs8(std::uint64_t fields) {
-  const std::uint64_t x = _pdep_u64(fields, 0x7F7F7F7F7F7F7F7Full);
-  std::uint64_t parity = x ^ (x >> 4);
-  parity ^= parity >> 2;
-  parity ^= parity >> 1;  // bit 0 of each byte: the parity of that byte's bits
-  return x | (parity & 0x0101010101010101ull) << 7;
+// The sign masks of a whole block (its four steps, 64 bits each) of the formats with 7-bit
+// sign fields, in vector registers for the block at once: step by step in general registers
+// (PDEP, three folds), the fields took about half of IQ2_XXS's one-token instructions.
+// Each byte of `x` holds a field in its low 7 bits; the bit that gives it an even count of ones
+// (gguf_layout::even_signs) is found by three folds and put in bit 7.
+inline __attribute__((always_inline)) __m512i even_sign_bytes(__m512i x) {
+  __m512i parity = _mm512_xor_si512(x, _mm512_srli_epi64(x, 4));
+  parity = _mm512_xor_si512(parity, _mm512_srli_epi64(parity, 2));
+  parity = _mm512_xor_si512(parity, _mm512_srli_epi64(parity, 1));  // bit 0: the byte's parity
+  // x | (parity << 7 & 0x80 in each byte)
+  return _mm512_ternarylogic_epi64(x, _mm512_slli_epi64(parity, 7),
+                                   _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
 }
 
-// The sign bytes of IQ2_XXS's and IQ3_XXS's two 32-weight sub-blocks: four 7-bit fields in
-// the low 28 bits of each word.
-std::uint64_t xxs_signs(std::uint32_t w0, std::uint32_t w1) {
-  return even_signs8((w0 & 0x0FFFFFFFu) | static_cast<std::uint64_t>(w1 & 0x0FFFFFFFu) << 28);
+// IQ2_XXS's and IQ3_XXS's eight sign words (sub-block i's in the low 32 bits of 64-bit lane i,
+// four 7-bit fields in bits 0..27, the scale above) to the block's four sign masks.
+inline __attribute__((always_inline)) void xxs_block_signs(__m512i words,
+                                                           std::uint64_t (&negative)[4]) {
+  // Field j to byte j of the lane: shifted left j and kept by a mask.
+  const __m512i field = _mm512_set1_epi64(0x7F);
+  __m512i bytes = _mm512_and_si512(words, field);
+  bytes = _mm512_ternarylogic_epi64(bytes, _mm512_slli_epi64(words, 1), _mm512_slli_epi64(field, 8),
+                                    0xF8);
+  bytes = _mm512_ternarylogic_epi64(bytes, _mm512_slli_epi64(words, 2),
+                                    _mm512_slli_epi64(field, 16), 0xF8);
+  bytes = _mm512_ternarylogic_epi64(bytes, _mm512_slli_epi64(words, 3),
+                                    _mm512_slli_epi64(field, 24), 0xF8);
+  // Each lane's four bytes, in order: step p's mask is sub-blocks 2p and 2p + 1.
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(negative),
+                      _mm512_cvtepi64_epi32(even_sign_bytes(bytes)));
+}
+
+// Eight 8-byte grid entries from eight index bytes (index[0..3], then index[k..k + 3]).
+template <int kSecond, class Entry>
+__m512i grid_bytes(const Entry* grid, const std::uint8_t* index) {
+  std::uint64_t e[8];
+  for (int j = 0; j < 4; ++j) {
+    std::memcpy(&e[j], grid[index[j]], 8);
+    std::memcpy(&e[j + 4], grid[index[kSecond + j]], 8);
+  }
+  return from_entries(e);
 }
 
 struct Iq2xxs : iq::Iq2xxs {
-  static __m512i codes(const std::uint8_t* b, int p) {
-    const std::uint8_t* q0 = b + 2 + 16 * p;
-    const std::uint8_t* q1 = q0 + 8;
-    return signed_codes(grid_entries(gguf_layout::kIq2xxsGrid, byte_fields(iq::word32(q0)),
-                                     byte_fields(iq::word32(q1))),
-                        xxs_signs(iq::word32(q0 + 4), iq::word32(q1 + 4)), kBias);
+  // Sub-block i's 8 bytes at 2 + 8 i: four index bytes, then its sign word, whose top 4 bits
+  // are the sub-block's scale s: d (0.5 + s) / 4 for both of its 16-weight groups, as
+  // iq::Iq2xxs::scales, in one register.
+  static __m512 block_scales(const std::uint8_t* b) {
+    const __m512i s = _mm512_castsi256_si512(
+        _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512(b + 2), 60)));
+    const __m512i pairs = _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), s);
+    return _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(pairs), _mm512_set1_ps(0.5f)),
+                         _mm512_set1_ps(half(b) * 0.25f));
+  }
+  static void block_signs(const std::uint8_t* b, std::uint64_t (&negative)[4]) {
+    xxs_block_signs(_mm512_srli_epi64(_mm512_loadu_si512(b + 2), 32), negative);
+  }
+  static __m512i codes(const std::uint8_t* b, int p, std::uint64_t negative) {
+    return signed_codes(grid_bytes<8>(gguf_layout::kIq2xxsGrid, b + 2 + 16 * p), negative, kBias);
   }
 };
 
 struct Iq2xs : iq::Iq2xs {
-  // Eight 16-bit words: a 9-bit index, then a 7-bit sign field.
-  static __m512i codes(const std::uint8_t* b, int p) {
-    const std::uint64_t w0 = iq::entry8(b + 2 + 16 * p), w1 = iq::entry8(b + 10 + 16 * p);
-    constexpr std::uint64_t kSignFields = 0xFE00FE00FE00FE00ull;
-    const std::uint64_t negative =
-        even_signs8(_pext_u64(w0, kSignFields) | _pext_u64(w1, kSignFields) << 28);
-    return signed_codes(grid_entries<511>(gguf_layout::kIq2xsGrid, w0, w1), negative, kBias);
+  // Thirty-two 16-bit words: a 9-bit index, then a 7-bit sign field.
+  static void block_signs(const std::uint8_t* b, std::uint64_t (&negative)[4]) {
+    const __m512i fields = _mm512_srli_epi16(_mm512_loadu_si512(b + 2), 9);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(negative),
+                        _mm512_cvtepi16_epi8(even_sign_bytes(fields)));
+  }
+  static __m512i codes(const std::uint8_t* b, int p, std::uint64_t negative) {
+    const std::uint8_t* w = b + 2 + 16 * p;
+    std::uint64_t e[8];
+    for (int j = 0; j < 8; ++j)
+      std::memcpy(&e[j], gguf_layout::kIq2xsGrid[iq::word16(w + 2 * j) & 511], 8);
+    return signed_codes(from_entries(e), negative, kBias);
   }
 };
 
@@ -673,9 +714,14 @@ __m512i grid_entries16(const std::uint8_t* index, std::uint32_t high = 0) {
 }
 
 struct Iq3xxs : iq::Iq3xxs {
-  static __m512i codes(const std::uint8_t* b, int p) {
-    return signed_codes(grid_entries16<gguf_layout::kIq3xxsGrid>(b + 2 + 16 * p),
-                        xxs_signs(iq::word32(b + 66 + 8 * p), iq::word32(b + 70 + 8 * p)), kBias);
+  // The eight sign words at 66 + 4 i.
+  static void block_signs(const std::uint8_t* b, std::uint64_t (&negative)[4]) {
+    xxs_block_signs(
+        _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66))),
+        negative);
+  }
+  static __m512i codes(const std::uint8_t* b, int p, std::uint64_t negative) {
+    return signed_codes(grid_entries16<gguf_layout::kIq3xxsGrid>(b + 2 + 16 * p), negative, kBias);
   }
 };
 
@@ -725,28 +771,61 @@ struct Iq1m : iq::Iq1m {
   }
 };
 
+// How a row's blocks are decoded: block(b) once a block, then codes(p) for each 64-weight
+// step, from the step's bytes, with the sign masks the format finds for the whole block at
+// once (F::block_signs) where it does.
+template <class F>
+struct BlockDecoder {
+  static constexpr bool kBlockSigns = requires(const std::uint8_t* b, std::uint64_t (&n)[4]) {
+    F::block_signs(b, n);
+  };
+  const std::uint8_t* b = nullptr;
+  std::uint64_t negative[4];
+  void block(const std::uint8_t* at) {
+    b = at;
+    if constexpr (kBlockSigns) F::block_signs(b, negative);
+  }
+  __m512i codes(int p) const {
+    if constexpr (kBlockSigns)
+      return F::codes(b, p, negative[p]);
+    else
+      return F::codes(b, p);
+  }
+};
+
 template <int T, class F>
 void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
               std::int64_t y_stride) {
   __m512 acc[2][T];
   for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+  BlockDecoder<F> decoder;
   for (std::int64_t c = 0; c < k; c += 256, b += F::kBytes) {
     prefetch_ahead<F::kBytes>(b);
-    float sc[16];
-    F::scales(b, sc);
-    // Two 8-float loads: one load over several stores waits for them to reach the cache.
-    const __m512 block_scales =
-        _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(sc)), _mm256_loadu_ps(sc + 8), 1);
+    __m512 block_scales;
+    if constexpr (requires { F::block_scales(b); }) {
+      block_scales = F::block_scales(b);  // built in a register
+    } else {
+      float sc[16];
+      F::scales(b, sc);
+      // Two 8-float loads: one load over several stores waits for them to reach the cache.
+      block_scales = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(sc)),
+                                        _mm256_loadu_ps(sc + 8), 1);
+    }
     __m512 s[T];
-    for (int t = 0; t < T; ++t)
+    for (int t = 0; t < T; ++t) {
       s[t] = _mm512_mul_ps(block_scales, _mm512_loadu_ps(tok[t].scale + c / 16));
-      // Unrolled, into two sums (even and odd steps), as the AVX2 products.
+      // The bias terms of the block's 16 groups, converted and scaled together.
+      acc[1][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(tok[t].bias + c / 16)),
+                                  s[t], acc[1][t]);
+    }
+    decoder.block(b);
+    // Unrolled, into two sums (even and odd steps), as the AVX2 products.
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      const __m512i u = F::codes(b, p);
+      const __m512i u = decoder.codes(p);
       const __m512i groups = four_groups(p);
       for (int t = 0; t < T; ++t) {
-        const __m512i dp = _mm512_dpbusd_epi32(bias_lanes(tok[t].bias, c / 16 + 4 * p), u,
+        const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,
                                                _mm512_loadu_si512(tok[t].q + c + 64 * p));
         acc[p % 2][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(groups, s[t]),
                                         acc[p % 2][t]);
@@ -764,10 +843,12 @@ void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
 template <class F>
 void iq_unpack_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s,
                    float* o) {
+  BlockDecoder<F> decoder;
   for (std::int64_t i = 0; i < blocks; ++i, b += F::kBytes, u += 256, s += 16, o += 16) {
     F::scales(b, s);
     _mm512_storeu_ps(o, _mm512_setzero_ps());
-    for (int p = 0; p < 4; ++p) _mm512_storeu_si512(u + 64 * p, F::codes(b, p));
+    decoder.block(b);
+    for (int p = 0; p < 4; ++p) _mm512_storeu_si512(u + 64 * p, decoder.codes(p));
   }
 }
 
