@@ -553,14 +553,15 @@ void q6_k_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
 }
 
 // The IQ1 ... IQ3 formats (kernels/cpu/gguf/iq_groups.h: sizes, biases, scales). Each
-// 64-weight step's codes are built in a register from the step's bytes: the grid magnitudes
-// (eight 8-byte entries or, for IQ3, sixteen 4-byte ones, set from as many loads), plus the
-// format's bias, with the negative ones' magnitudes subtracted from it instead (a byte mask
-// of the sign bits); IQ1's are 8 (g + 1) plus 2 in the groups shifted by +1/8. Reading the
-// step's fields at once runs 1.5-2.7x the group-by-group reading the AVX2 products use.
-// The indices, whose bits lie in several fields, are put together by BMI2's PDEP in two
-// 64-bit registers, four 16-bit indices each: on Zen 5 that ran IQ1_M 1.6x, IQ2_S 1.2x and
-// IQ1_S 1.3x as fast as computing them in a vector register or by shifts.
+// 64-weight step's codes are built in a register: the grid magnitudes (IQ1, IQ2: eight 8-byte
+// entries set from as many loads; IQ3: sixteen 4-byte ones looked up in registers, WordGrid),
+// plus the format's bias, with the negative ones' magnitudes subtracted from it instead (a
+// byte mask of the sign bits, found for a whole block at once where they are 7-bit fields);
+// IQ1's are 8 (g + 1) plus 2 in the groups shifted by +1/8. Reading the step's fields at once
+// runs 1.5-2.7x the group-by-group reading the AVX2 products use. The indices whose bits lie
+// in several fields are put together by BMI2's PDEP in two 64-bit registers, four 16-bit
+// indices each: on Zen 5 that ran IQ1_M 1.6x, IQ2_S 1.2x and IQ1_S 1.3x as fast as computing
+// them in a vector register or by shifts.
 namespace iq = gguf_iq;
 
 // Four bytes to the low bytes of four 16-bit fields.
@@ -581,15 +582,6 @@ __m512i from_lanes(__m128i q0, __m128i q1, __m128i q2, __m128i q3) {
 __m512i from_entries(const std::uint64_t* e) {
   const auto lane = [e](int j) {
     return _mm_set_epi64x(static_cast<long long>(e[2 * j + 1]), static_cast<long long>(e[2 * j]));
-  };
-  return from_lanes(lane(0), lane(1), lane(2), lane(3));
-}
-
-// Sixteen 4-byte values, value j in bytes 4j .. 4j + 3, the same way.
-__m512i from_words(const std::uint32_t* e) {
-  const auto lane = [e](int j) {
-    return _mm_setr_epi32(static_cast<int>(e[4 * j]), static_cast<int>(e[4 * j + 1]),
-                          static_cast<int>(e[4 * j + 2]), static_cast<int>(e[4 * j + 3]));
   };
   return from_lanes(lane(0), lane(1), lane(2), lane(3));
 }
@@ -703,36 +695,131 @@ struct Iq2s : iq::Iq2s {
   }
 };
 
-// Sixteen 4-byte grid entries, entry j from index j (IQ3_XXS's bytes, or IQ3_S's bytes with
-// a ninth bit each from `high`). Loaded one by one: on Zen 5 (one thread, in L2) IQ3_XXS ran
-// at 5.1 GB/s so against 3.0 through VPGATHERDD, IQ3_S 4.6 against 3.9.
-template <const std::uint8_t (*Grid)[4]>
-__m512i grid_entries16(const std::uint8_t* index, std::uint32_t high = 0) {
-  std::uint32_t e[16];
-  for (int j = 0; j < 16; ++j) std::memcpy(&e[j], Grid[index[j] | ((high >> j) & 1) << 8], 4);
-  return from_words(e);
-}
-
-struct Iq3xxs : iq::Iq3xxs {
-  // The eight sign words at 66 + 4 i.
-  static void block_signs(const std::uint8_t* b, std::uint64_t (&negative)[4]) {
-    xxs_block_signs(
-        _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66))),
-        negative);
+// The IQ3 grids in registers. Each entry's four magnitudes as level numbers (IQ3_XXS's 4, 12,
+// ..., 52 as 0 .. 6 and 62 as 7; IQ3_S's 1, 3, ..., 15 as 0 .. 7), weight j in bits 3j .. 3j + 2
+// of a 16-bit word: 512 bytes (IQ3_XXS) or 1 KiB (IQ3_S), which a row's products hold in
+// registers. A block's 64 entries are looked up 32 at once by VPERMT2W over pairs of them and
+// blends by the indices' top bits, and each 64-weight step spreads its 16 words to bytes and
+// maps the level numbers to magnitudes with a byte shuffle: one by one from memory, the
+// lookups took most of the IQ3 products' instructions.
+template <int kEntries>
+struct WordGrid {
+  static constexpr int kParts = kEntries / 32;
+  __m512i part[kParts];  // entries 32 r .. 32 r + 31 in part[r]
+  explicit WordGrid(const std::uint16_t* words) {
+    for (int r = 0; r < kParts; ++r) part[r] = _mm512_loadu_si512(words + 32 * r);
   }
-  static __m512i codes(const std::uint8_t* b, int p, std::uint64_t negative) {
-    return signed_codes(grid_entries16<gguf_layout::kIq3xxsGrid>(b + 2 + 16 * p), negative, kBias);
+  // The words of 32 16-bit indices: bits 0..5 pick one of 64 in a pair of registers, the
+  // bits above the pair.
+  inline __attribute__((always_inline)) __m512i lookup(__m512i index) const {
+    __m512i pick[kParts / 2];
+#pragma GCC unroll 8
+    for (int r = 0; r < kParts / 2; ++r)
+      pick[r] = _mm512_permutex2var_epi16(part[2 * r], index, part[2 * r + 1]);
+#pragma GCC unroll 4
+    for (int width = 1, bit = 64; width < kParts / 2; width *= 2, bit *= 2) {
+      const __mmask32 high =
+          _mm512_test_epi16_mask(index, _mm512_set1_epi16(static_cast<short>(bit)));
+#pragma GCC unroll 4
+      for (int r = 0; r < kParts / 2; r += 2 * width)
+        pick[r] = _mm512_mask_blend_epi16(high, pick[r], pick[r + width]);
+    }
+    return pick[0];
   }
 };
 
+// A grid of 4-weight entries as level words (above), from its magnitudes; level(m) names m.
+template <int kEntries, class Level>
+std::array<std::uint16_t, kEntries> level_words(const std::uint8_t (*grid)[4], Level level) {
+  std::array<std::uint16_t, kEntries> words{};
+  for (int i = 0; i < kEntries; ++i)
+    for (int j = 0; j < 4; ++j)
+      words[static_cast<std::size_t>(i)] |=
+          static_cast<std::uint16_t>(level(grid[i][j]) << (3 * j));
+  return words;
+}
+
+// Step p's 64 codes from the block's entry words (steps 0-1 in entries[0], 2-3 in entries[1]):
+// entry e's word to both words of 4-byte lane e, the second shifted right by 6, so that each
+// word's two bytes take two weights' level numbers, then the magnitudes (`levels`, by level
+// number) with their signs.
+inline __attribute__((always_inline)) __m512i iq3_step_codes(const __m512i (&entries)[2], int p,
+                                                             __m128i levels, std::uint64_t negative,
+                                                             int bias) {
+  const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17,
+                                        16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i which =
+      _mm512_add_epi16(_mm512_srli_epi16(lane, 1), _mm512_set1_epi16(16 * (p % 2)));
+  const __m512i shift =
+      _mm512_mullo_epi16(_mm512_and_si512(lane, _mm512_set1_epi16(1)), _mm512_set1_epi16(6));
+  const __m512i w = _mm512_srlv_epi16(_mm512_permutexvar_epi16(which, entries[p / 2]), shift);
+  // (w & 7) | (w << 5 & 0x700): the two fields in the low bits of each byte.
+  const __m512i level =
+      _mm512_ternarylogic_epi64(_mm512_and_si512(w, _mm512_set1_epi16(7)), _mm512_slli_epi16(w, 5),
+                                _mm512_set1_epi16(0x700), 0xF8);
+  return signed_codes(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(levels), level), negative, bias);
+}
+
+struct Iq3xxs : iq::Iq3xxs {
+  struct Decoder {
+    WordGrid<256> grid;
+    __m512i entries[2];
+    std::uint64_t negative[4];
+    Decoder() : grid(words().data()) {}
+    static const std::array<std::uint16_t, 256>& words() {
+      static const auto w = level_words<256>(gguf_layout::kIq3xxsGrid,
+                                             [](int m) { return m == 62 ? 7 : (m - 4) / 8; });
+      return w;
+    }
+    // The 64 index bytes at 2; the eight sign words at 66 + 4 i.
+    void block(const std::uint8_t* b) {
+      xxs_block_signs(
+          _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66))),
+          negative);
+      const __m512i index = _mm512_loadu_si512(b + 2);
+      entries[0] = grid.lookup(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(index)));
+      entries[1] = grid.lookup(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(index, 1)));
+    }
+    __m512i codes(int p) const {
+      return iq3_step_codes(entries, p,
+                            _mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0),
+                            negative[p], kBias);
+    }
+  };
+};
+
 struct Iq3s : iq::Iq3s {
-  static __m512i codes(const std::uint8_t* b, int p) {
-    std::uint64_t negative;
-    std::memcpy(&negative, b + 74 + 8 * p, 8);
-    return signed_codes(
-        grid_entries16<gguf_layout::kIq3sGrid>(b + 2 + 16 * p, iq::word16(b + 66 + 2 * p)),
-        negative, kBias);
-  }
+  struct Decoder {
+    WordGrid<512> grid;
+    __m512i entries[2];
+    const std::uint8_t* b = nullptr;
+    Decoder() : grid(words().data()) {}
+    static const std::array<std::uint16_t, 512>& words() {
+      static const auto w =
+          level_words<512>(gguf_layout::kIq3sGrid, [](int m) { return (m - 1) / 2; });
+      return w;
+    }
+    // The indices' low bytes at 2, their ninth bits at 66 (bit i of the 32-bit word at 66 + 4 h
+    // for index 32 h + i); the sign bytes at 74.
+    void block(const std::uint8_t* at) {
+      b = at;
+      const __m512i low = _mm512_loadu_si512(b + 2);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i index = _mm512_cvtepu8_epi16(h == 0 ? _mm512_castsi512_si256(low)
+                                                          : _mm512_extracti64x4_epi64(low, 1));
+        const __mmask32 ninth = _cvtu32_mask32(iq::word32(b + 66 + 4 * h));
+        entries[h] =
+            grid.lookup(_mm512_mask_add_epi16(index, ninth, index, _mm512_set1_epi16(256)));
+      }
+    }
+    __m512i codes(int p) const {
+      std::uint64_t negative;
+      std::memcpy(&negative, b + 74 + 8 * p, 8);
+      return iq3_step_codes(entries, p,
+                            _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0),
+                            negative, kBias);
+    }
+  };
 };
 
 // IQ1: grid values g in -1, 0, 1 as 8 (g + 1), plus 2 in the groups of 8 weights whose shift
@@ -793,12 +880,24 @@ struct BlockDecoder {
   }
 };
 
+template <class F>
+struct DecoderOf {
+  using type = BlockDecoder<F>;
+};
+template <class F>
+requires requires {
+  typename F::Decoder;
+}
+struct DecoderOf<F> {
+  using type = typename F::Decoder;
+};
+
 template <int T, class F>
 void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
               std::int64_t y_stride) {
   __m512 acc[2][T];
   for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
-  BlockDecoder<F> decoder;
+  typename DecoderOf<F>::type decoder;
   for (std::int64_t c = 0; c < k; c += 256, b += F::kBytes) {
     prefetch_ahead<F::kBytes>(b);
     __m512 block_scales;
@@ -843,7 +942,7 @@ void grid_row(const std::uint8_t* b, std::int64_t k, const Token* tok, float* y,
 template <class F>
 void iq_unpack_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s,
                    float* o) {
-  BlockDecoder<F> decoder;
+  typename DecoderOf<F>::type decoder;
   for (std::int64_t i = 0; i < blocks; ++i, b += F::kBytes, u += 256, s += 16, o += 16) {
     F::scales(b, s);
     _mm512_storeu_ps(o, _mm512_setzero_ps());
