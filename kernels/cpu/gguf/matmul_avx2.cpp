@@ -455,12 +455,14 @@ void q6_k_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float
 // plus 2 in the groups shifted by +1/8. The scalar unpackers' codes, scales and offsets.
 template <class F>
 void iq_row(const std::uint8_t* b, std::int64_t blocks, std::uint8_t* u, float* s, float* o) {
+  gguf_iq::BlockSteps<F> steps;
   for (std::int64_t i = 0; i < blocks; ++i, b += F::kBytes, u += 256, s += 16, o += 16) {
     F::scales(b, s);
     for (int g = 0; g < 16; ++g) o[g] = 0.0f;
+    steps.block(b);
     for (int step = 0; step < 8; ++step) {
       __m256i mask;
-      const __m256i m = gguf_iq::step_magnitudes<F>(b, step, &mask);
+      const __m256i m = steps.magnitudes(step, &mask);
       __m256i codes;
       if constexpr (F::kIq1) {  // 8 (g + 1), plus 2 where the shift is +1/8
         codes = _mm256_add_epi8(_mm256_add_epi8(gguf_iq::times8(m), _mm256_set1_epi8(8)),
