@@ -310,7 +310,7 @@ int run_delta_rule_bench(const BenchCommandOptions& o) {
 int run_attention_bench(const BenchCommandOptions& o) {
   measure::AttentionBenchOptions options;
   if (o.tokens_given) options.tokens = o.kernel_tokens;
-  if (o.depth_given) options.depths = {o.depth_tokens};
+  if (o.depth_given) options.depths = o.depth_tokens;
   options.min_sample_seconds = o.sample_seconds;
   options.repetitions = std::max(1, o.repetitions);
   options.threads = measured_thread_counts(o);
@@ -420,6 +420,26 @@ int run_gguf_product_bench(const BenchCommandOptions& o) {
   return 0;
 }
 
+// A model benchmark's tests. With one value each of -p, -n and -d: one run of the prompt, then
+// one of the decode. With lists, as llama-bench: each prompt length and each decode length a
+// test of its own, at each depth in turn.
+struct BenchTest {
+  std::int64_t prompt = 0, decode = 0, depth = 0;
+};
+std::vector<BenchTest> bench_tests(const BenchCommandOptions& o) {
+  if (o.prompt_tokens.size() == 1 && o.decode_tokens.size() == 1 && o.depth_tokens.size() == 1)
+    return {{o.prompt_tokens[0], o.decode_tokens[0], o.depth_tokens[0]}};
+  std::vector<BenchTest> tests;
+  for (const std::int64_t depth : o.depth_tokens) {
+    for (const std::int64_t p : o.prompt_tokens)
+      if (p > 0) tests.push_back({p, 0, depth});
+    for (const std::int64_t n : o.decode_tokens)
+      if (n > 0) tests.push_back({0, n, depth});
+  }
+  if (tests.empty()) tests.push_back({0, 0, o.depth_tokens.front()});
+  return tests;
+}
+
 }  // namespace
 
 int run_bench(const BenchCommandOptions& o) {
@@ -457,6 +477,12 @@ int run_bench(const BenchCommandOptions& o) {
   const int threads =
       settings.threads > 0 ? settings.threads : std::max(1, hw::probe_topology().physical_cores);
   settings.load.threads = threads;
+  const std::vector<BenchTest> tests = bench_tests(o);
+  if (tests.size() > 1 && !o.trace_path.empty()) {
+    std::fprintf(stderr,
+                 "tandem: --trace records one test; give -p, -n and -d one value each with it.\n");
+    return 2;
+  }
   if (!o.trace_path.empty()) {
     // Found out now, not after the whole benchmark has run.
     const std::string probe = o.trace_path + ".tmp";
@@ -486,7 +512,8 @@ int run_bench(const BenchCommandOptions& o) {
     return 2;
   }
   backend::NumaPools pool(threads, model->pools());
-  const std::int64_t context = o.depth_tokens + o.prompt_tokens + o.decode_tokens + 1;
+  std::int64_t context = 1;
+  for (const BenchTest& t : tests) context = std::max(context, t.depth + t.prompt + t.decode + 1);
   int status = 0;
   std::optional<forward::BuiltRunner> made = build_runner(*model, pool, settings, context, status);
   if (!made) return status;
@@ -496,9 +523,6 @@ int run_bench(const BenchCommandOptions& o) {
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   measure::BenchOptions options;
-  options.prompt_tokens = o.prompt_tokens;
-  options.decode_tokens = o.decode_tokens;
-  options.depth_tokens = o.depth_tokens;
   options.trace = !o.trace_path.empty();
   options.repetitions = std::max(1, o.repetitions);
   options.warmup = !o.no_warmup;
@@ -509,8 +533,13 @@ int run_bench(const BenchCommandOptions& o) {
   options.attention_instruction = kernels::attention_product_instruction(
       kernels::active_attention_variant(), settings.kv_cache == backend::KvCacheFormat::Bf16,
       kernels::detect_isa().usable);
-  const measure::BenchResult r =
-      measure::run_benchmark(runner, pool, options, progress_to_stderr(o));
+  std::vector<measure::BenchResult> results;
+  for (const BenchTest& t : tests) {
+    options.prompt_tokens = t.prompt;
+    options.decode_tokens = t.decode;
+    options.depth_tokens = t.depth;
+    results.push_back(measure::run_benchmark(runner, pool, options, progress_to_stderr(o)));
+  }
   // With --trace: the file, each worker's busy share of the counted runs, and where the idle
   // time lies (the workers' busy share inside each operation), in text or in the JSON.
   nlohmann::json trace_json = nullptr;
@@ -595,6 +624,30 @@ int run_bench(const BenchCommandOptions& o) {
   }
   const std::string used_format(model::cpu_format_name(model->cpu_format()));
   const std::string variant(kernels::variant_name(model->cpu_variant()));
+  // The memory's read rate and the weights read per token, from the last test.
+  const measure::BenchResult& last = results.back();
+  // One test's figures: its prompt and decode, their split and what bounds them.
+  const auto test_json = [&](const BenchTest& t, const measure::BenchResult& r) {
+    return nlohmann::json{
+        {"depth", t.depth},
+        {"prompt_time_per_token", split_json(r.prompt_split)},
+        {"decode_time_per_token", split_json(r.decode_split)},
+        {"prompt",
+         {{"tokens", t.prompt},
+          {"tokens_per_s", r.prompt.tokens_per_s},
+          {"mean", r.prompt.mean()},
+          {"stddev", r.prompt.stddev()}}},
+        {"decode",
+         {{"tokens", t.decode},
+          {"tokens_per_s", r.decode.tokens_per_s},
+          {"mean", r.decode.mean()},
+          {"stddev", r.decode.stddev()}}},
+        {"cache_bytes_per_token", r.cache_bytes_per_token},
+        {"decode_roofline_tokens_per_s", r.roofline_tokens_per_s()},
+        {"decode_roofline_fraction", r.roofline_fraction()},
+        {"prompt_ceiling", prompt_ceiling_json(r)},
+    };
+  };
   if (o.json) {
     nlohmann::json j = {
         {"model", o.model},
@@ -607,27 +660,17 @@ int run_bench(const BenchCommandOptions& o) {
         {"threads", threads},
         {"pools", model->pools()},
         {"load_seconds", load_s},
-        {"depth", o.depth_tokens},
         {"accelerator", accelerator},
-        {"prompt_time_per_token", split_json(r.prompt_split)},
-        {"decode_time_per_token", split_json(r.decode_split)},
-        {"prompt",
-         {{"tokens", o.prompt_tokens},
-          {"tokens_per_s", r.prompt.tokens_per_s},
-          {"mean", r.prompt.mean()},
-          {"stddev", r.prompt.stddev()}}},
-        {"decode",
-         {{"tokens", o.decode_tokens},
-          {"tokens_per_s", r.decode.tokens_per_s},
-          {"mean", r.decode.mean()},
-          {"stddev", r.decode.stddev()}}},
-        {"read_bandwidth_bytes_per_s", r.read_bandwidth_bytes_per_s},
-        {"active_bytes_per_token", r.active_bytes_per_token},
-        {"cache_bytes_per_token", r.cache_bytes_per_token},
-        {"decode_roofline_tokens_per_s", r.roofline_tokens_per_s()},
-        {"decode_roofline_fraction", r.roofline_fraction()},
-        {"prompt_ceiling", prompt_ceiling_json(r)},
+        {"read_bandwidth_bytes_per_s", last.read_bandwidth_bytes_per_s},
+        {"active_bytes_per_token", last.active_bytes_per_token},
     };
+    if (tests.size() == 1) {
+      j.update(test_json(tests[0], results[0]));  // one test: its figures at the top level
+    } else {
+      j["tests"] = nlohmann::json::array();
+      for (std::size_t i = 0; i < tests.size(); ++i)
+        j["tests"].push_back(test_json(tests[i], results[i]));
+    }
     if (!trace_json.is_null()) j["trace"] = trace_json;
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -643,27 +686,52 @@ int run_bench(const BenchCommandOptions& o) {
         used_format, variant, threads, model->pools(), test, m.mean(), m.stddev());
   };
   // As llama-bench names the tests: "pp512", or "pp512 @ d8192" at a depth.
-  const auto test_name = [&](const char* kind, std::int64_t tokens) {
-    return o.depth_tokens > 0 ? fmt::format("{}{} @ d{}", kind, tokens, o.depth_tokens)
-                              : fmt::format("{}{}", kind, tokens);
+  const auto test_name = [&](const char* kind, std::int64_t tokens, std::int64_t depth) {
+    return depth > 0 ? fmt::format("{}{} @ d{}", kind, tokens, depth)
+                     : fmt::format("{}{}", kind, tokens);
   };
-  if (o.prompt_tokens > 0) row(test_name("pp", o.prompt_tokens), r.prompt);
-  if (o.decode_tokens > 0) row(test_name("tg", o.decode_tokens), r.decode);
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    const BenchTest& t = tests[i];
+    if (t.prompt > 0) row(test_name("pp", t.prompt, t.depth), results[i].prompt);
+    if (t.decode > 0) row(test_name("tg", t.decode, t.depth), results[i].decode);
+  }
   std::cout << fmt::format(
       "\nmemory read bandwidth: {:.1f} GB/s; active weights per token: {:.1f} MB{}\n",
-      r.read_bandwidth_bytes_per_s / 1e9, static_cast<double>(r.active_bytes_per_token) / 1e6,
-      r.cache_bytes_per_token > 0 ? fmt::format("; KV cache read per token: {:.1f} MB",
-                                                static_cast<double>(r.cache_bytes_per_token) / 1e6)
-                                  : std::string());
-  // Without a decode test there is nothing to hold against the roofline.
-  if (o.decode_tokens > 0) {
-    std::cout << fmt::format("decode roofline: {:.1f} tokens/s; achieved {:.0f}% of it\n",
-                             r.roofline_tokens_per_s(), 100.0 * r.roofline_fraction());
-  } else {
-    std::cout << fmt::format("decode roofline: {:.1f} tokens/s (no decode measured)\n",
-                             r.roofline_tokens_per_s());
+      last.read_bandwidth_bytes_per_s / 1e9, static_cast<double>(last.active_bytes_per_token) / 1e6,
+      tests.size() == 1 && last.cache_bytes_per_token > 0
+          ? fmt::format("; KV cache read per token: {:.1f} MB",
+                        static_cast<double>(last.cache_bytes_per_token) / 1e6)
+          : std::string());
+  // Each decode test held against the roofline (with several tests, named, and the cache its
+  // depth reads); without a decode test there is nothing to hold against it.
+  bool decoded = false;
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    const BenchTest& t = tests[i];
+    const measure::BenchResult& r = results[i];
+    if (t.decode == 0) continue;
+    decoded = true;
+    if (tests.size() == 1) {
+      std::cout << fmt::format("decode roofline: {:.1f} tokens/s; achieved {:.0f}% of it\n",
+                               r.roofline_tokens_per_s(), 100.0 * r.roofline_fraction());
+    } else {
+      std::cout << fmt::format("decode roofline, {}: {:.1f} tokens/s{}; achieved {:.0f}% of it\n",
+                               test_name("tg", t.decode, t.depth), r.roofline_tokens_per_s(),
+                               r.cache_bytes_per_token > 0
+                                   ? fmt::format(" (KV cache read per token: {:.1f} MB)",
+                                                 static_cast<double>(r.cache_bytes_per_token) / 1e6)
+                                   : std::string(),
+                               100.0 * r.roofline_fraction());
+    }
   }
-  if (o.prompt_tokens > 0 && options.prompt_ceiling) print_prompt_ceiling(r);
+  if (!decoded) {
+    std::cout << fmt::format("decode roofline: {:.1f} tokens/s (no decode measured)\n",
+                             last.roofline_tokens_per_s());
+  }
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    if (tests[i].prompt == 0 || !options.prompt_ceiling) continue;
+    if (tests.size() > 1) std::cout << test_name("pp", tests[i].prompt, tests[i].depth) << ": ";
+    print_prompt_ceiling(results[i]);
+  }
   // Packing happens at load only for a model that is not converted (or GGUF as stored).
   const bool packed_at_load = !model->converted() && used_format != "native";
   std::cout << fmt::format("{}: {:.1f} s\n", packed_at_load ? "load and pack" : "load", load_s);
@@ -679,23 +747,33 @@ int run_bench(const BenchCommandOptions& o) {
                                    : std::string("off"),
         h.dynamic_update ? "on" : "off", h.overlap ? "overlapped" : "serial");
   }
+  // The tests' names right-aligned in one column.
+  std::size_t width = 6;
+  for (const BenchTest& t : tests) {
+    width = std::max({width, test_name("pp", t.prompt, t.depth).size(),
+                      test_name("tg", t.decode, t.depth).size()});
+  }
   const auto split_line = [&](const std::string& test, const measure::TimeSplit& s) {
     if (!hybrid) {
       std::cout << fmt::format(
-          "{:>6} ms per token: attention {:.3f}, CPU experts {:.3f}, dense {:.3f}, other {:.3f}\n",
-          test, s.attention_ms, s.cpu_experts_ms, s.dense_ms, s.other_ms);
+          "{:>{}} ms per token: attention {:.3f}, CPU experts {:.3f}, dense {:.3f}, other "
+          "{:.3f}\n",
+          test, width, s.attention_ms, s.cpu_experts_ms, s.dense_ms, s.other_ms);
       return;
     }
     std::cout << fmt::format(
-        "{:>6} ms per token: host: CPU experts {:.3f}, waiting {:.3f}, other {:.3f}; "
+        "{:>{}} ms per token: host: CPU experts {:.3f}, waiting {:.3f}, other {:.3f}; "
         "accelerator: attention {:.3f}, experts {:.3f}, dense {:.3f}, bus {:.3f}, idle {:.3f}; "
         "copy queue {:.3f}; {:.0f} bus bytes per token{}\n",
-        test, s.cpu_experts_ms, s.waiting_ms, s.other_ms, s.attention_ms, s.gpu_experts_ms,
+        test, width, s.cpu_experts_ms, s.waiting_ms, s.other_ms, s.attention_ms, s.gpu_experts_ms,
         s.dense_ms, s.bus_ms, s.device_idle_ms, s.copy_ms, s.bus_bytes,
         s.moves > 0 ? fmt::format("; {} moves", s.moves) : std::string());
   };
-  if (o.prompt_tokens > 0) split_line(test_name("pp", o.prompt_tokens), r.prompt_split);
-  if (o.decode_tokens > 0) split_line(test_name("tg", o.decode_tokens), r.decode_split);
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    const BenchTest& t = tests[i];
+    if (t.prompt > 0) split_line(test_name("pp", t.prompt, t.depth), results[i].prompt_split);
+    if (t.decode > 0) split_line(test_name("tg", t.decode, t.depth), results[i].decode_split);
+  }
   return 0;
 }
 

@@ -10,10 +10,13 @@ namespace tandem::app {
 
 struct BenchCommandOptions {
   std::string model;
-  std::int64_t prompt_tokens = 512;
-  std::int64_t decode_tokens = 128;
-  std::int64_t depth_tokens = 0;  // -d: tokens in the KV cache before each test
-  std::string trace_path;         // --trace: the timeline of the counted runs
+  // -p, -n and -d, each a value or a list (as llama-bench's): with one value each, one run
+  // measures the prompt and the decode; with lists, each prompt length and each decode length
+  // is a test of its own at each depth.
+  std::vector<std::int64_t> prompt_tokens = {512};
+  std::vector<std::int64_t> decode_tokens = {128};
+  std::vector<std::int64_t> depth_tokens = {0};  // tokens in the KV cache before each test
+  std::string trace_path;                        // --trace: the timeline of the counted runs
   int threads = 0;
   int pools = 0;  // 0: a converted folder's own count, else one per NUMA node
   int repetitions = 3;

@@ -295,13 +295,18 @@ int main(int argc, char** argv) {
   CLI::Option* bench_model =
       bench_cmd->add_option("-m,--model", bench.model, "Model folder or .gguf file")
           ->check(model_folder());
-  bench_cmd->add_option("-p,--prompt-tokens", bench.prompt_tokens, "Prompt length")
+  bench_cmd
+      ->add_option("-p,--prompt-tokens", bench.prompt_tokens,
+                   "Prompt length, or lengths as 512,2048 (each a test)")
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 22))
       ->capture_default_str();
   auto* bench_depth =
       bench_cmd
           ->add_option("-d,--depth", bench.depth_tokens,
                        "Tokens already in the KV cache before each test (as llama-bench's -d): "
-                       "prompt and decode measured at that depth")
+                       "prompt and decode measured at that depth, or at each of 0,8192")
+          ->delimiter(',')
           ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 22));
   auto* bench_trace =
       bench_cmd
@@ -309,7 +314,11 @@ int main(int argc, char** argv) {
                        "Write a timeline of every thread over the counted runs to FILE, in "
                        "the Chrome trace format (ui.perfetto.dev, chrome://tracing)")
           ->type_name("FILE");
-  bench_cmd->add_option("-n,--decode-tokens", bench.decode_tokens, "Tokens to decode")
+  bench_cmd
+      ->add_option("-n,--decode-tokens", bench.decode_tokens,
+                   "Tokens to decode, or counts as 32,128 (each a test)")
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 22))
       ->capture_default_str();
   bench_cmd
       ->add_option("-t,--threads,--cpuinfer", bench.threads,

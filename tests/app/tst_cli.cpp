@@ -345,6 +345,48 @@ class TestCli : public QObject {
     QVERIFY(!refused.err.contains(QLatin1String("pp8")));  // refused before running
   }
 
+  // -p, -n and -d as lists, as llama-bench takes them: each prompt length and each decode
+  // length a test of its own at each depth, in that order, in the table and in the JSON; a
+  // trace records one test, so lists with --trace are refused before anything runs.
+  void benchTakesLists() {
+    const QString demo = QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model");
+    const Run r = runTandem(
+        {"bench", "-m", demo, "-p", "8,16", "-n", "3", "-d", "0,20", "-r", "1", "-t", "2"}, env());
+    QCOMPARE(r.code, 0);
+    const QStringList names = {"pp8 ", "pp16 ", "tg3 ", "pp8 @ d20", "pp16 @ d20", "tg3 @ d20"};
+    qsizetype at = 0;
+    for (const QString& name : names) {
+      const qsizetype found =
+          r.out.indexOf(QRegularExpression("\\| +" + QRegularExpression::escape(name)), at);
+      QVERIFY2(found >= at, qPrintable(name + "\n" + r.out));
+      at = found + 1;
+    }
+    QVERIFY2(r.out.contains(QLatin1String("decode roofline, tg3 @ d20:")), qPrintable(r.out));
+    const Run j = runTandem({"bench", "-m", demo, "-p", "8,16", "-n", "3", "-d", "0,20", "-r", "1",
+                             "-t", "2", "--json"},
+                            env());
+    QCOMPARE(j.code, 0);
+    const auto tests = nlohmann::json::parse(j.out.toStdString())["tests"];
+    QCOMPARE(tests.size(), std::size_t{6});
+    const int prompts[6] = {8, 16, 0, 8, 16, 0}, decodes[6] = {0, 0, 3, 0, 0, 3},
+              depths[6] = {0, 0, 0, 20, 20, 20};
+    for (std::size_t i = 0; i < 6; ++i) {
+      QCOMPARE(tests[i]["prompt"]["tokens"].get<int>(), prompts[i]);
+      QCOMPARE(tests[i]["decode"]["tokens"].get<int>(), decodes[i]);
+      QCOMPARE(tests[i]["depth"].get<int>(), depths[i]);
+      const auto& measured = tests[i][prompts[i] > 0 ? "prompt" : "decode"]["tokens_per_s"];
+      QCOMPARE(measured.size(), std::size_t{1});
+      QVERIFY(measured[0].get<double>() > 0);
+    }
+    const Run refused = runTandem({"bench", "-m", demo, "-p", "8,16", "-n", "3", "-r", "1",
+                                   "--trace", home_.path() + "/t.json"},
+                                  env());
+    QCOMPARE(refused.code, 2);
+    QVERIFY2(refused.err.contains(QLatin1String("--trace records one test")),
+             qPrintable(refused.err));
+    QVERIFY(!refused.err.contains(QLatin1String("pp8")));
+  }
+
   // The prompt's compute ceiling: a token's multiply-adds as the demo model's shapes give
   // them (attention's projections and two of eight experts in each of 4 layers, the output
   // head's one row spread over the prompt, and q . k and the weighted values over the 20
