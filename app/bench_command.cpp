@@ -727,8 +727,15 @@ int run_bench(const BenchCommandOptions& o) {
     std::cout << fmt::format("decode roofline: {:.1f} tokens/s (no decode measured)\n",
                              last.roofline_tokens_per_s());
   }
+  // Each prompt test's ceiling; where none is given (the same reason for every test), once.
+  bool ceiling_refused = false;
   for (std::size_t i = 0; i < tests.size(); ++i) {
     if (tests[i].prompt == 0 || !options.prompt_ceiling) continue;
+    if (!results[i].prompt_work.uncounted.empty()) {
+      if (!ceiling_refused) print_prompt_ceiling(results[i]);
+      ceiling_refused = true;
+      continue;
+    }
     if (tests.size() > 1) std::cout << test_name("pp", tests[i].prompt, tests[i].depth) << ": ";
     print_prompt_ceiling(results[i]);
   }
