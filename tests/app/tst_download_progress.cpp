@@ -1,9 +1,9 @@
 // What `tandem download` prints: bars redrawn in place on a terminal, plain lines in a pipe.
 #include <QtTest>
 #include <cstdio>
-#include <cstdlib>
 
 #include "app/download_progress_printer.h"
+#include "tests/support/memory_file.h"
 
 using tandem::app::DownloadProgressPrinter;
 using tandem::hub::DownloadProgress;
@@ -37,17 +37,10 @@ DownloadProgress progress(FileState first, std::uint64_t first_done, FileState s
 // Runs the printer into memory and returns what it wrote.
 template <typename Fn>
 QString capture(bool terminal, Fn&& fn) {
-  char* buffer = nullptr;
-  std::size_t size = 0;
-  std::FILE* out = open_memstream(&buffer, &size);
-  {
+  return tandem::test::written_to_memory([&](std::FILE* out) {
     DownloadProgressPrinter printer(out, terminal);
     fn(printer);
-  }
-  std::fclose(out);
-  const QString text = QString::fromUtf8(buffer, static_cast<qsizetype>(size));
-  std::free(buffer);
-  return text;
+  });
 }
 
 }  // namespace

@@ -4,9 +4,9 @@
 #include <QtTest>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 
 #include "app/load_progress_printer.h"
+#include "tests/support/memory_file.h"
 
 using tandem::app::LoadProgressPrinter;
 using tandem::model::LoadProgress;
@@ -17,17 +17,10 @@ namespace {
 // Runs the printer into memory and returns what it wrote.
 template <typename Fn>
 QString capture(bool terminal, Fn&& fn) {
-  char* buffer = nullptr;
-  std::size_t size = 0;
-  std::FILE* out = open_memstream(&buffer, &size);
-  {
+  return tandem::test::written_to_memory([&](std::FILE* out) {
     LoadProgressPrinter printer(out, terminal);
     fn(printer);
-  }
-  std::fclose(out);
-  const QString text = QString::fromUtf8(buffer, static_cast<qsizetype>(size));
-  std::free(buffer);
-  return text;
+  });
 }
 
 const LoadProgressPrinter::Clock::time_point t0{};
