@@ -519,7 +519,7 @@ int run_bench(const BenchCommandOptions& o) {
   if (!made) return status;
   forward::BuiltRunner& built = *made;
   forward::ModelRunner& runner = *built.runner;
-  if (!o.json) std::fprintf(stderr, "%s\n", built.note.c_str());
+  if (!o.json) std::fprintf(stderr, "tandem: %s\n", built.note.c_str());
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   measure::BenchOptions options;
