@@ -604,35 +604,12 @@ __m512i signed_codes(__m512i magnitude, std::uint64_t negative, int bias) {
 }
 
 // The sign masks of a whole block (its four steps, 64 bits each) of the formats with 7-bit
-// sign fields, in vector registers for the block at once: step by step in general registers
-// (PDEP, three folds), the fields took about half of IQ2_XXS's one-token instructions.
-// Each byte of `x` holds a field in its low 7 bits; the bit that gives it an even count of ones
-// (gguf_layout::even_signs) is found by three folds and put in bit 7.
-inline __attribute__((always_inline)) __m512i even_sign_bytes(__m512i x) {
-  __m512i parity = _mm512_xor_si512(x, _mm512_srli_epi64(x, 4));
-  parity = _mm512_xor_si512(parity, _mm512_srli_epi64(parity, 2));
-  parity = _mm512_xor_si512(parity, _mm512_srli_epi64(parity, 1));  // bit 0: the byte's parity
-  // x | (parity << 7 & 0x80 in each byte)
-  return _mm512_ternarylogic_epi64(x, _mm512_slli_epi64(parity, 7),
-                                   _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
-}
-
-// IQ2_XXS's and IQ3_XXS's eight sign words (sub-block i's in the low 32 bits of 64-bit lane i,
-// four 7-bit fields in bits 0..27, the scale above) to the block's four sign masks.
-inline __attribute__((always_inline)) void xxs_block_signs(__m512i words,
-                                                           std::uint64_t (&negative)[4]) {
-  // Field j to byte j of the lane: shifted left j and kept by a mask.
-  const __m512i field = _mm512_set1_epi64(0x7F);
-  __m512i bytes = _mm512_and_si512(words, field);
-  bytes = _mm512_ternarylogic_epi64(bytes, _mm512_slli_epi64(words, 1), _mm512_slli_epi64(field, 8),
-                                    0xF8);
-  bytes = _mm512_ternarylogic_epi64(bytes, _mm512_slli_epi64(words, 2),
-                                    _mm512_slli_epi64(field, 16), 0xF8);
-  bytes = _mm512_ternarylogic_epi64(bytes, _mm512_slli_epi64(words, 3),
-                                    _mm512_slli_epi64(field, 24), 0xF8);
-  // Each lane's four bytes, in order: step p's mask is sub-blocks 2p and 2p + 1.
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(negative),
-                      _mm512_cvtepi64_epi32(even_sign_bytes(bytes)));
+// sign fields, found for the block at once in vector registers by the same code as the AVX2
+// unpacker's (gguf_iq's block_signs): step by step in general registers (PDEP, three folds),
+// the fields took about half of IQ2_XXS's one-token instructions.
+inline __attribute__((always_inline)) void store_signs(__m256i sign_bytes,
+                                                       std::uint64_t (&negative)[4]) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(negative), sign_bytes);
 }
 
 // Eight 8-byte grid entries from eight index bytes (index[0..3], then index[k..k + 3]).
@@ -658,9 +635,6 @@ struct Iq2xxs : iq::Iq2xxs {
     return _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(pairs), _mm512_set1_ps(0.5f)),
                          _mm512_set1_ps(half(b) * 0.25f));
   }
-  static void block_signs(const std::uint8_t* b, std::uint64_t (&negative)[4]) {
-    xxs_block_signs(_mm512_srli_epi64(_mm512_loadu_si512(b + 2), 32), negative);
-  }
   static __m512i codes(const std::uint8_t* b, int p, std::uint64_t negative) {
     return signed_codes(grid_bytes<8>(gguf_layout::kIq2xxsGrid, b + 2 + 16 * p), negative, kBias);
   }
@@ -668,11 +642,6 @@ struct Iq2xxs : iq::Iq2xxs {
 
 struct Iq2xs : iq::Iq2xs {
   // Thirty-two 16-bit words: a 9-bit index, then a 7-bit sign field.
-  static void block_signs(const std::uint8_t* b, std::uint64_t (&negative)[4]) {
-    const __m512i fields = _mm512_srli_epi16(_mm512_loadu_si512(b + 2), 9);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(negative),
-                        _mm512_cvtepi16_epi8(even_sign_bytes(fields)));
-  }
   static __m512i codes(const std::uint8_t* b, int p, std::uint64_t negative) {
     const std::uint8_t* w = b + 2 + 16 * p;
     std::uint64_t e[8];
@@ -773,9 +742,7 @@ struct Iq3xxs : iq::Iq3xxs {
     }
     // The 64 index bytes at 2; the eight sign words at 66 + 4 i.
     void block(const std::uint8_t* b) {
-      xxs_block_signs(
-          _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66))),
-          negative);
+      store_signs(block_signs(b), negative);
       const __m512i index = _mm512_loadu_si512(b + 2);
       entries[0] = grid.lookup(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(index)));
       entries[1] = grid.lookup(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(index, 1)));
@@ -863,14 +830,12 @@ struct Iq1m : iq::Iq1m {
 // once (F::block_signs) where it does.
 template <class F>
 struct BlockDecoder {
-  static constexpr bool kBlockSigns = requires(const std::uint8_t* b, std::uint64_t (&n)[4]) {
-    F::block_signs(b, n);
-  };
+  static constexpr bool kBlockSigns = requires(const std::uint8_t* b) { F::block_signs(b); };
   const std::uint8_t* b = nullptr;
   std::uint64_t negative[4];
   void block(const std::uint8_t* at) {
     b = at;
-    if constexpr (kBlockSigns) F::block_signs(b, negative);
+    if constexpr (kBlockSigns) store_signs(F::block_signs(b), negative);
   }
   __m512i codes(int p) const {
     if constexpr (kBlockSigns)

@@ -54,12 +54,12 @@ constexpr auto kEvenSigns = [] {
 }();
 
 // The sign bytes of a whole block of the formats with 7-bit sign fields (IQ2_XXS, IQ2_XS,
-// IQ3_XXS), in vector registers for the block at once. The AVX2 unpacker takes them so (tiles of
-// 16 and 32 tokens ran 3-17% faster on Zen 5 than with the fields looked up one by one in
-// kEvenSigns); the AVX2 one-token products, whose vector registers and ports the dot products
-// fill, ran 5-20% slower so and keep the table. Each byte of `x` holds a field in its low 7
-// bits; the bit that gives it an even count of ones (layout::even_signs) is found by three
-// folds and put in bit 7.
+// IQ3_XXS), in vector registers for the block at once. The AVX-512 products (block_dot_avx512)
+// and the AVX2 unpacker take them so: the unpacker's tiles of 16 and 32 tokens ran 3-17% faster
+// on Zen 5 than with the fields looked up one by one in kEvenSigns. The AVX2 one-token
+// products, whose vector registers and ports the dot products fill, ran 5-20% slower so and
+// keep the table. Each byte of `x` holds a field in its low 7 bits; the bit that gives it an
+// even count of ones (layout::even_signs) is found by three folds and put in bit 7.
 inline __m256i even_sign_bytes(__m256i x) {
   __m256i parity = _mm256_xor_si256(x, _mm256_srli_epi32(x, 4));
   parity = _mm256_xor_si256(parity, _mm256_srli_epi32(parity, 2));
