@@ -314,6 +314,11 @@ int run_attention_bench(const BenchCommandOptions& o) {
   options.min_sample_seconds = o.sample_seconds;
   options.repetitions = std::max(1, o.repetitions);
   options.threads = measured_thread_counts(o);
+  if (!backend::parse_kv_cache_format(o.engine.kv_cache, options.cache) ||
+      options.cache == backend::KvCacheFormat::F32) {
+    std::fprintf(stderr, "tandem: bench --attention measures --kv-cache bf16 or int8.\n");
+    return 2;
+  }
   const measure::AttentionBenchReport r =
       measure::run_attention_benchmark(options, progress_to_stderr(o));
   if (o.json) {
@@ -531,7 +536,7 @@ int run_bench(const BenchCommandOptions& o) {
   // Attention, and so the cache it reads, on the CPU alone.
   if (!runner.has_accelerator()) options.cpu_cache_format = settings.kv_cache;
   options.attention_instruction = kernels::attention_product_instruction(
-      kernels::active_attention_variant(), settings.kv_cache == backend::KvCacheFormat::Bf16,
+      kernels::active_attention_variant(), backend::cache_elements(settings.kv_cache),
       kernels::detect_isa().usable);
   std::vector<measure::BenchResult> results;
   for (const BenchTest& t : tests) {

@@ -624,14 +624,15 @@ int main(int argc, char** argv) {
       ->check(cpu_format_names());
   perplexity_cmd
       ->add_option("--kv-cache", perplexity.kv_cache,
-                   "How keys and values are kept: bf16 (as run and chat keep them) or f32")
+                   "How keys and values are kept: bf16 (as run and chat keep them), int8 or f32")
       ->capture_default_str()
-      ->check(CLI::IsMember({"bf16", "f32"}));
+      ->check(CLI::IsMember({"bf16", "int8", "f32"}));
   perplexity_cmd
       ->add_option("--kl-base-kv-cache", perplexity.kl_base_kv_cache,
                    "The base model's, likewise (default: the same as --kv-cache): with the same "
-                   "model and format as --kl-base, the KL divergence BF16 keys and values cost")
-      ->check(CLI::IsMember({"bf16", "f32"}));
+                   "model and format as --kl-base, the KL divergence BF16 or 8-bit keys and "
+                   "values cost")
+      ->check(CLI::IsMember({"bf16", "int8", "f32"}));
   perplexity_cmd
       ->add_option("-t,--threads", perplexity.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));

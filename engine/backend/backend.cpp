@@ -17,11 +17,31 @@ std::string_view backend_kind_name(BackendKind kind) {
 }
 
 std::string_view kv_cache_format_name(KvCacheFormat format) {
-  return format == KvCacheFormat::Bf16 ? "bf16" : "f32";
+  switch (format) {
+    case KvCacheFormat::Bf16:
+      return "bf16";
+    case KvCacheFormat::Int8:
+      return "int8";
+    case KvCacheFormat::F32:
+      break;
+  }
+  return "f32";
+}
+
+kernels::CacheElements cache_elements(KvCacheFormat format) {
+  switch (format) {
+    case KvCacheFormat::Bf16:
+      return kernels::CacheElements::Bf16;
+    case KvCacheFormat::Int8:
+      return kernels::CacheElements::Int8;
+    case KvCacheFormat::F32:
+      break;
+  }
+  return kernels::CacheElements::F32;
 }
 
 bool parse_kv_cache_format(std::string_view name, KvCacheFormat& out) {
-  for (KvCacheFormat f : {KvCacheFormat::F32, KvCacheFormat::Bf16}) {
+  for (KvCacheFormat f : {KvCacheFormat::F32, KvCacheFormat::Bf16, KvCacheFormat::Int8}) {
     if (name == kv_cache_format_name(f)) {
       out = f;
       return true;

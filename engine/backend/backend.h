@@ -16,6 +16,7 @@
 
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
+#include "kernels/cpu/attention/attention.h"
 #include "kernels/cpu/dense_matmul.h"
 
 namespace tandem::backend {
@@ -111,11 +112,14 @@ class DeviceExpert {
   std::uint64_t bytes_;
 };
 
-// How the CPU keeps the keys and values it attends over: fp32, or BF16 (half the bytes, so a
+// How the CPU keeps the keys and values it attends over: fp32; BF16 (half the bytes, so a
 // long context's decode reads half as much, and prompts take BF16 dot products where the CPU
-// has them; kernels/cpu/attention/attention.h). An accelerator keeps its own cache as it does.
-enum class KvCacheFormat { F32, Bf16 };
-std::string_view kv_cache_format_name(KvCacheFormat format);  // "f32", "bf16"
+// has them); or 8 bits with a scale per 32 (a little over a quarter of fp32's bytes, integer
+// dot products; kernels/cpu/attention/attention.h). An accelerator keeps its own cache as it
+// does.
+enum class KvCacheFormat { F32, Bf16, Int8 };
+std::string_view kv_cache_format_name(KvCacheFormat format);  // "f32", "bf16", "int8"
+kernels::CacheElements cache_elements(KvCacheFormat format);
 // False for a name that is not one of those.
 bool parse_kv_cache_format(std::string_view name, KvCacheFormat& out);
 

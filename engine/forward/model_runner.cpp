@@ -4,6 +4,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "engine/backend/cpu/kv_cache.h"
 #include "engine/backend/cpu/numa_pools.h"
 #include "engine/forward/runner_workspace.h"
 #include "engine/hw/hardware_report.h"
@@ -196,6 +197,12 @@ std::unique_ptr<ContextCache> ModelRunner::make_cache(std::int64_t capacity) {
 }
 
 void ModelRunner::set_cpu_kv_cache_format(backend::KvCacheFormat format) {
+  // Refused before any cache is made, where the CPU runs attention (an accelerator keeps its
+  // own cache).
+  if (!has_accelerator()) {
+    if (const std::string why = backend::KvCache::refusal(spec_, format); !why.empty())
+      throw std::invalid_argument(why);
+  }
   cpu_backend_->set_kv_cache_format(format);
 }
 

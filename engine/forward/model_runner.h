@@ -73,7 +73,8 @@ class ModelRunner {
   // A cache for `capacity` positions on the backend the forward pass runs on.
   std::unique_ptr<ContextCache> make_cache(std::int64_t capacity);
   // How caches made from now on keep keys and values where attention runs on the CPU (F32
-  // until set); an accelerator keeps its own as it does.
+  // until set); an accelerator keeps its own as it does. Throws std::invalid_argument, with
+  // what to use instead, for a format the model's heads do not fit.
   void set_cpu_kv_cache_format(backend::KvCacheFormat format);
 
   // Runs `tokens` at positions cache.size() onwards and appends them to the cache; writes

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_threads.h"
@@ -45,7 +47,12 @@ AttentionBenchReport run_attention_benchmark(
   const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
   const std::int64_t group = nh / nkv;
   const kernels::AttentionVariant variant = kernels::active_attention_variant();
-  report.shape = "Qwen3-30B-A3B's attention (32 query heads over 4 KV heads of 128), BF16 cache";
+  if (options.cache == backend::KvCacheFormat::F32)
+    throw std::invalid_argument("bench --attention measures a bf16 or an int8 KV cache");
+  const bool int8 = options.cache == backend::KvCacheFormat::Int8;
+  report.shape =
+      std::string("Qwen3-30B-A3B's attention (32 query heads over 4 KV heads of 128), ") +
+      (int8 ? "8-bit cache" : "BF16 cache");
   report.kernel = kernels::attention_variant_name(variant);
   std::int64_t longest = 1, deepest = 0;
   for (std::int64_t t : options.tokens) longest = std::max(longest, t);
@@ -58,7 +65,7 @@ AttentionBenchReport run_attention_benchmark(
       random_values(static_cast<std::size_t>((deepest + longest) * nkv * hd), 3);
   std::vector<float> out(n * static_cast<std::size_t>(nh * hd));
   const std::optional<kernels::ProductInstruction> instruction =
-      kernels::attention_product_instruction(variant, /*bf16_cache=*/true,
+      kernels::attention_product_instruction(variant, backend::cache_elements(options.cache),
                                              kernels::detect_isa().usable);
 
   for (int threads : options.threads) {
@@ -68,7 +75,7 @@ AttentionBenchReport run_attention_benchmark(
     backend::CpuThreads cpu(pools);
     for (std::int64_t depth : options.depths) {
       for (std::int64_t tokens : options.tokens) {
-        backend::KvCache cache(spec, depth + tokens, backend::KvCacheFormat::Bf16);
+        backend::KvCache cache(spec, depth + tokens, options.cache);
         for (std::int64_t layer = 0; layer < kLayers; ++layer) {
           for (std::int64_t pos = 0; pos < depth + tokens; ++pos) {
             cache.store_key(layer, pos, k.data() + pos * nkv * hd);
@@ -97,10 +104,16 @@ AttentionBenchReport run_attention_benchmark(
               for (std::int64_t job = begin; job < end; ++job) {
                 const std::int64_t t = tokens - 1 - job / nkv, kvh = job % nkv;
                 const std::int64_t head0 = t * nh + kvh * group;
-                kernels::attend_heads_bf16(q.data() + head0 * hd, group,
-                                           cache.bf16_head(layer, kvh), 0, depth + t + 1,
-                                           static_cast<float>(spec.attention_scale), scores.data(),
-                                           out.data() + head0 * hd, nullptr, variant);
+                const auto scale = static_cast<float>(spec.attention_scale);
+                if (int8) {
+                  kernels::attend_heads_int8(
+                      q.data() + head0 * hd, group, cache.int8_head(layer, kvh), 0, depth + t + 1,
+                      scale, scores.data(), out.data() + head0 * hd, nullptr, variant);
+                } else {
+                  kernels::attend_heads_bf16(
+                      q.data() + head0 * hd, group, cache.bf16_head(layer, kvh), 0, depth + t + 1,
+                      scale, scores.data(), out.data() + head0 * hd, nullptr, variant);
+                }
               }
             });
           };

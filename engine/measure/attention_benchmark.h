@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/backend.h"
 #include "engine/measure/kernel_benchmark.h"
 
 namespace tandem::measure {
@@ -20,6 +21,7 @@ struct AttentionBenchOptions {
   std::vector<int> threads = {2, 1};
   int repetitions = 3;
   double min_sample_seconds = 0.2;
+  backend::KvCacheFormat cache = backend::KvCacheFormat::Bf16;  // bf16 or int8
 };
 
 struct AttentionBenchRow {

@@ -180,8 +180,14 @@ std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable) {
 }
 
 std::optional<ProductInstruction> attention_product_instruction(AttentionVariant variant,
-                                                                bool bf16_cache,
+                                                                CacheElements elements,
                                                                 const IsaFeatures& usable) {
+  if (elements == CacheElements::Int8 && variant != AttentionVariant::Portable) {
+    return product_instruction_usable(ProductInstruction::Int8Dot512, usable)
+               ? std::optional(ProductInstruction::Int8Dot512)
+               : std::nullopt;
+  }
+  const bool bf16_cache = elements == CacheElements::Bf16;
   if (bf16_cache && variant == AttentionVariant::Avx512Bf16) return ProductInstruction::Bf16Dot512;
   if (bf16_cache && variant == AttentionVariant::AmxBf16)
     return usable.amx_bf16 ? std::optional(ProductInstruction::Bf16Tile) : std::nullopt;

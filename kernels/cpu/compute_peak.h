@@ -42,11 +42,12 @@ std::optional<ProductInstruction> packed_product_instruction(PackedFormat format
 // instruction set): the widest FMA the CPU has, none below AVX2.
 std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable);
 
-// The instruction attention multiplies with in `variant` over a BF16 cache (`bf16_cache`)
-// or an fp32 one: VDPBF16PS for the Avx512Bf16 kernels over BF16, TDPBF16PS for AmxBf16's
-// (a prompt's; its decoding takes VDPBF16PS), otherwise widest_fma.
+// The instruction attention multiplies with in `variant` over a cache of `elements`:
+// VDPBF16PS for the Avx512Bf16 kernels over BF16, TDPBF16PS for AmxBf16's (a prompt's; its
+// decoding takes VDPBF16PS), VPDPBUSD zmm for any variant past Portable over 8 bits (none
+// where the CPU lacks AVX-512 VNNI), otherwise widest_fma.
 std::optional<ProductInstruction> attention_product_instruction(AttentionVariant variant,
-                                                                bool bf16_cache,
+                                                                CacheElements elements,
                                                                 const IsaFeatures& usable);
 
 // Repetitions a peak is the best of: on the development VM a core is now and then taken for

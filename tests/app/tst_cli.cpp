@@ -785,8 +785,9 @@ class TestCli : public QObject {
              qPrintable(not_int4.err));
   }
 
-  // --kv-cache reaches the CPU's attention: bf16 by default, f32 close to it but not equal;
-  // a format that is not one is refused with a sentence.
+  // --kv-cache reaches the CPU's attention: bf16 by default, f32 and int8 close to it but
+  // not equal; a format that is not one, or that the model's heads do not fit, is refused
+  // with a sentence.
   void kvCacheFormatReachesTheAttention() {
     const QString model = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
     const auto logits = [&](const QStringList& extra) {
@@ -812,9 +813,25 @@ class TestCli : public QObject {
       range = std::max(range, std::abs(f32[i]));
     }
     QVERIFY2(worst <= 0.02f * range, qPrintable(QStringLiteral("%1 of %2").arg(worst).arg(range)));
+    // 8 bits: close to fp32 as well, a little further than BF16.
+    const auto int8 = logits({"--kv-cache", "int8"});
+    QCOMPARE(int8.size(), f32.size());
+    QVERIFY(int8 != by_default && int8 != f32);
+    worst = 0.0f;
+    for (std::size_t i = 0; i < f32.size(); ++i)
+      worst = std::max(worst, std::abs(f32[i] - int8[i]));
+    QVERIFY2(worst <= 0.05f * range, qPrintable(QStringLiteral("%1 of %2").arg(worst).arg(range)));
     const Run bad = runTandem({"run", "-m", model, "-p", "Hi", "--kv-cache", "q8"}, env());
     QVERIFY(bad.code != 0);
-    QVERIFY2(bad.err.contains(QLatin1String("give bf16 or f32")), qPrintable(bad.err));
+    QVERIFY2(bad.err.contains(QLatin1String("give bf16, int8 or f32")), qPrintable(bad.err));
+    // A model whose heads (24 wide) an 8-bit cache does not take: refused before it runs,
+    // with what to use instead.
+    const Run odd = runTandem({"run", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/llama"),
+                               "-p", "Hi", "-n", "1", "--kv-cache", "int8"},
+                              env());
+    QCOMPARE(odd.code, 2);
+    QVERIFY2(odd.err.contains(QLatin1String("use a bf16 KV cache (--kv-cache bf16)")),
+             qPrintable(odd.err));
   }
 
   void badArgumentsAreRejected() {

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/attention/attention.h"
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/isa.h"
 
 using namespace tandem::kernels;
 
@@ -159,6 +160,105 @@ std::vector<AttentionVariant> bf16_variants() {
 // Not an AttentionVariant: AmxBf16's prompt kernel with the tile unit emulated in software,
 // which runs wherever Avx512Bf16 does.
 constexpr int kEmulatedAmx = 100;
+// Prompt variants over the 8-bit cache: kInt8Variants + the AttentionVariant.
+constexpr int kInt8Variants = 200;
+
+// The case's keys and values in an 8-bit cache (a capacity past its length, as the engine's),
+// what they stand for as floats, and the queries as the kernels quantise them.
+struct Int8Case {
+  std::vector<std::uint8_t> keys;
+  std::vector<float> key_scales, value_scales;
+  std::vector<std::int8_t> values;
+  std::vector<float> q;     // q8 * scale per row
+  std::vector<float> k, v;  // k tiled as in Case, v [len][value_dim]
+  std::vector<int> v8;      // the value bytes, [len][value_dim]
+  Int8Kv kv;
+};
+
+Int8Case to_int8(const Case& c) {
+  Int8Case b;
+  const int capacity = c.len + 40;
+  const std::int64_t stride = int8_value_scale_stride(capacity);
+  b.keys.assign(tiled_key_floats(capacity, c.key_dim), 0);
+  b.key_scales.assign(int8_key_scales(capacity, c.key_dim), 0.0f);
+  b.values.assign(int8_value_elements(capacity, c.value_dim), 0);
+  b.value_scales.assign(static_cast<std::size_t>(c.value_dim / kInt8Group * stride), 0.0f);
+  b.k.assign(tiled_key_floats(c.len, c.key_dim), 0.0f);
+  b.v.assign(static_cast<std::size_t>(c.len * c.value_dim), 0.0f);
+  b.v8.assign(b.v.size(), 0);
+  std::vector<float> row(static_cast<std::size_t>(std::max(c.key_dim, c.value_dim)));
+  for (int s = 0; s < c.len; ++s) {
+    for (int d = 0; d < c.key_dim; ++d) row[d] = c.keys[tiled_key_index(s, d, c.key_dim)];
+    int8_store_key(b.keys.data(), b.key_scales.data(), s, c.key_dim, row.data());
+    for (int d = 0; d < c.key_dim; ++d)
+      b.k[tiled_key_index(s, d, c.key_dim)] =
+          (b.keys[int8_key_index(s, d, c.key_dim)] - 128) *
+          b.key_scales[int8_key_scale_index(s, d / kInt8Group, c.key_dim)];
+    int8_store_value(b.values.data(), b.value_scales.data(), stride, s, c.value_dim,
+                     c.values.data() + s * c.vstride);
+    for (int d = 0; d < c.value_dim; ++d) {
+      const int x = b.values[int8_value_index(s, d, c.value_dim)];
+      b.v8[static_cast<std::size_t>(s * c.value_dim + d)] = x;
+      b.v[static_cast<std::size_t>(s * c.value_dim + d)] =
+          x * b.value_scales[static_cast<std::size_t>(d / kInt8Group * stride + s)];
+    }
+  }
+  std::vector<std::int8_t> q8(static_cast<std::size_t>(c.key_dim));
+  for (int r = 0; r < c.nq; ++r) {
+    const float sq = int8_quantize_query(c.q.data() + r * c.key_dim, c.key_dim, q8.data());
+    for (std::int8_t x : q8) b.q.push_back(x * sq);
+  }
+  b.kv =
+      Int8Kv{b.keys.data(), b.key_scales.data(), c.key_dim, b.values.data(), b.value_scales.data(),
+             stride,        c.value_dim};
+  return b;
+}
+
+// Query i's attention over [begin, end) of the 8-bit cache in double precision (the quantised
+// query, the exact weights), and for each value the error the kernels may make: each chunk
+// of kInt8ValueChunk positions (at multiples of it, cut at `cuts`: the parts of a split) rounds
+// its weights to bytes, half a step of (its largest weight x its largest value scale) / 255
+// times the value's byte; fp32 sums the rest.
+void expected_int8(const Case& c, const Int8Case& b, int i, int begin, int end, double scale,
+                   double sink, std::vector<double>& out, std::vector<double>& bound,
+                   const std::vector<int>& cuts = {}) {
+  const std::vector<double> p =
+      weights(b.q.data() + i * c.key_dim, b.k, c.key_dim, begin, end, scale, sink);
+  const std::int64_t stride = b.kv.value_scale_stride;
+  out.assign(static_cast<std::size_t>(c.value_dim), 0.0);
+  bound.assign(out.size(), 1e-5);
+  const auto piece_end = [&](int s) {
+    int e = std::min(end, (s / int(kInt8ValueChunk) + 1) * int(kInt8ValueChunk));
+    for (int cut : cuts)
+      if (cut > s) e = std::min(e, cut);
+    return e;
+  };
+  for (int lo = begin; lo < end; lo = piece_end(lo)) {
+    const int hi = piece_end(lo);
+    double m = 0;
+    for (int s = lo; s < hi; ++s) m = std::max(m, p[static_cast<std::size_t>(s - begin)]);
+    for (int d = 0; d < c.value_dim; ++d) {
+      const std::size_t g = static_cast<std::size_t>(d / kInt8Group * stride);
+      double largest = 0;
+      for (int s = lo; s < hi; ++s) largest = std::max<double>(largest, b.value_scales[g + s]);
+      for (int s = lo; s < hi; ++s) {
+        const double w = p[static_cast<std::size_t>(s - begin)];
+        const std::size_t at = static_cast<std::size_t>(s * c.value_dim + d);
+        out[static_cast<std::size_t>(d)] += w * b.v[at];
+        bound[static_cast<std::size_t>(d)] +=
+            0.5001 * m * largest / 255.0 * std::abs(b.v8[at]) + 1e-5 * w * std::abs(b.v[at]);
+      }
+    }
+  }
+}
+
+std::vector<AttentionVariant> int8_variants() {
+  std::vector<AttentionVariant> v{AttentionVariant::Portable};
+  const IsaFeatures& u = detect_isa().usable;
+  if (u.avx512f && u.avx512bw && u.avx512vl && u.avx512_vnni)
+    v.push_back(AttentionVariant::Avx512Bf16);  // any variant past Portable: VPDPBUSD
+  return v;
+}
 
 }  // namespace
 
@@ -407,6 +507,8 @@ class TestAttention : public QObject {
     std::vector<int> variants{-1};
     for (AttentionVariant v : bf16_variants()) variants.push_back(static_cast<int>(v));
     if (attention_variant_supported(AttentionVariant::Avx512Bf16)) variants.push_back(kEmulatedAmx);
+    for (AttentionVariant v : int8_variants())
+      variants.push_back(kInt8Variants + static_cast<int>(v));
     struct Shape {
       int nq, tokens, pos0, kd, vd, window;
     };
@@ -431,19 +533,23 @@ class TestAttention : public QObject {
     const auto name = [](int v) {
       if (v < 0) return QStringLiteral("f32");
       if (v == kEmulatedAmx) return QStringLiteral("amx-emulated");
+      if (v >= kInt8Variants)
+        return QStringLiteral("int8 ") +
+               attention_variant_name(static_cast<AttentionVariant>(v - kInt8Variants));
       return QString::fromLatin1(attention_variant_name(static_cast<AttentionVariant>(v)));
     };
     for (int v : variants)
       for (const Shape& s : shapes)
-        QTest::newRow(qPrintable(QStringLiteral("%1 nq %2 tokens %3 from %4 dims %5/%6 window %7")
-                                     .arg(name(v))
-                                     .arg(s.nq)
-                                     .arg(s.tokens)
-                                     .arg(s.pos0)
-                                     .arg(s.kd)
-                                     .arg(s.vd)
-                                     .arg(s.window)))
-            << v << s.nq << s.tokens << s.pos0 << s.kd << s.vd << s.window;
+        if (v < kInt8Variants || (s.kd % kInt8Group == 0 && s.vd % kInt8Group == 0))
+          QTest::newRow(qPrintable(QStringLiteral("%1 nq %2 tokens %3 from %4 dims %5/%6 window %7")
+                                       .arg(name(v))
+                                       .arg(s.nq)
+                                       .arg(s.tokens)
+                                       .arg(s.pos0)
+                                       .arg(s.kd)
+                                       .arg(s.vd)
+                                       .arg(s.window)))
+              << v << s.nq << s.tokens << s.pos0 << s.kd << s.vd << s.window;
   }
 
   void promptMatchesReference() {
@@ -458,7 +564,9 @@ class TestAttention : public QObject {
     // Row t * nq + i of the case's queries is token t's head i.
     const Case c = make_case(nq * tokens, key_dim, value_dim, len,
                              static_cast<unsigned>(nq * 31 + tokens * 7 + pos0 + key_dim));
-    const Bf16Case b = to_bf16(c);
+    const bool int8 = variant >= kInt8Variants;
+    const Bf16Case b = int8 ? Bf16Case{} : to_bf16(c);
+    const Int8Case b8 = int8 ? to_int8(c) : Int8Case{};
     std::vector<float> sinks(static_cast<std::size_t>(nq));
     for (int i = 0; i < nq; ++i) sinks[static_cast<std::size_t>(i)] = 0.3f * i - 0.5f;
     const bool with_sinks = tokens % 2 == 1;
@@ -473,6 +581,9 @@ class TestAttention : public QObject {
     if (variant < 0) {
       attend_prompt(q.data(), q_stride, nq, tokens, c.keys.data(), key_dim, c.values.data(),
                     c.vstride, value_dim, pos0, window, scale, sk, out.data(), out_stride);
+    } else if (int8) {
+      attend_prompt_int8(q.data(), q_stride, nq, tokens, b8.kv, pos0, window, scale, sk, out.data(),
+                         out_stride, static_cast<AttentionVariant>(variant - kInt8Variants));
     } else if (variant == kEmulatedAmx) {
       attend_prompt_bf16_amx_emulated(q.data(), q_stride, nq, tokens, b.kv, pos0, window, scale, sk,
                                       out.data(), out_stride);
@@ -489,6 +600,10 @@ class TestAttention : public QObject {
         bool ok;
         if (variant < 0) {
           ok = close(got, expected(c, t * nq + i, begin, end, scale, sink), &why);
+        } else if (int8) {
+          std::vector<double> want, bound;
+          expected_int8(c, b8, t * nq + i, begin, end, scale, sink, want, bound);
+          ok = within(got, want, bound, &why);
         } else {
           std::vector<double> want, bound;
           expected_bf16(c, b, t * nq + i, begin, end, scale, sink, want, bound);
@@ -499,6 +614,164 @@ class TestAttention : public QObject {
       // The columns between the token's rows are not the kernel's.
       for (int j = nq * value_dim; j < out_stride; ++j)
         QCOMPARE(out[static_cast<std::size_t>(t * out_stride + j)], -7.0f);
+    }
+  }
+
+  // The 8-bit cache in every variant the CPU has, against double precision over the same
+  // quantised keys, values and queries: grouped queries, ranges from inside a tile and a
+  // chunk, lengths that end inside a quad, a tile and a chunk, keys wider than values
+  // (latent attention's 576 and 512), with sinks.
+  void int8CacheMatchesReference_data() {
+    QTest::addColumn<int>("variant");
+    QTest::addColumn<int>("nq");
+    QTest::addColumn<int>("len");
+    QTest::addColumn<int>("key_dim");
+    QTest::addColumn<int>("value_dim");
+    QTest::addColumn<int>("begin");
+    QTest::addColumn<bool>("sinks");
+    for (AttentionVariant v : int8_variants())
+      for (int nq : {1, 3, 8, 12})
+        for (int len : {1, 3, 17, 33, 100, 161})
+          for (auto [kd, vd] : {std::pair{32, 32}, {64, 64}, {128, 128}, {96, 64}, {576, 512}})
+            for (int begin : {0, 1, 16, 35})
+              if (begin < len && (kd < 576 || nq == 8))
+                QTest::newRow(qPrintable(QStringLiteral("%1 nq %2 len %3 dims %4/%5 from %6")
+                                             .arg(attention_variant_name(v))
+                                             .arg(nq)
+                                             .arg(len)
+                                             .arg(kd)
+                                             .arg(vd)
+                                             .arg(begin)))
+                    << static_cast<int>(v) << nq << len << kd << vd << begin << (len % 2 == 1);
+  }
+
+  void int8CacheMatchesReference() {
+    QFETCH(int, variant);
+    QFETCH(int, nq);
+    QFETCH(int, len);
+    QFETCH(int, key_dim);
+    QFETCH(int, value_dim);
+    QFETCH(int, begin);
+    QFETCH(bool, sinks);
+    const Case c = make_case(nq, key_dim, value_dim, len,
+                             static_cast<unsigned>(nq * 7919 + len * 1000 + key_dim + begin));
+    const Int8Case b = to_int8(c);
+    std::vector<float> sink_logits(static_cast<std::size_t>(nq));
+    for (int i = 0; i < nq; ++i) sink_logits[static_cast<std::size_t>(i)] = 0.5f * i - 1.0f;
+    std::vector<float> scores(static_cast<std::size_t>(nq * (len - begin))),
+        out(static_cast<std::size_t>(nq * value_dim));
+    attend_heads_int8(c.q.data(), nq, b.kv, begin, len, 0.125f, scores.data(), out.data(),
+                      sinks ? sink_logits.data() : nullptr, static_cast<AttentionVariant>(variant));
+    std::vector<double> want, bound;
+    for (int i = 0; i < nq; ++i) {
+      expected_int8(c, b, i, begin, len, 0.125,
+                    sinks ? sink_logits[static_cast<std::size_t>(i)] : -INFINITY, want, bound);
+      QString why;
+      QVERIFY2(within(out.data() + i * value_dim, want, bound, &why),
+               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
+    }
+  }
+
+  // An 8-bit cache's context split into parts and combined is the attention over the whole
+  // (each part rounds its own chunks' weights).
+  void int8PartsCombineToTheWhole() {
+    for (AttentionVariant v : int8_variants()) {
+      for (int parts : {2, 3, 7}) {
+        const int nq = 8, dim = 128, len = 301, begin = 5;
+        const Case c = make_case(nq, dim, dim, len, static_cast<unsigned>(parts));
+        const Int8Case b = to_int8(c);
+        std::vector<float> outs(static_cast<std::size_t>(parts * nq * dim)),
+            maxes(static_cast<std::size_t>(parts * nq)), sums(maxes.size()),
+            scores(static_cast<std::size_t>(nq * len)), out(static_cast<std::size_t>(nq * dim));
+        const int n = len - begin;
+        std::vector<int> cuts;
+        for (int p = 0; p < parts; ++p) {
+          cuts.push_back(begin + n * (p + 1) / parts);
+          attend_heads_part_int8(c.q.data(), nq, b.kv, begin + n * p / parts,
+                                 begin + n * (p + 1) / parts, 0.125f, scores.data(),
+                                 outs.data() + p * nq * dim, maxes.data() + p * nq,
+                                 sums.data() + p * nq, v);
+        }
+        combine_attention_parts(parts, nq, dim, outs.data(), maxes.data(), sums.data(), nullptr,
+                                out.data());
+        std::vector<double> want, bound;
+        for (int i = 0; i < nq; ++i) {
+          expected_int8(c, b, i, begin, len, 0.125, -INFINITY, want, bound, cuts);
+          QString why;
+          QVERIFY2(within(out.data() + i * dim, want, bound, &why),
+                   qPrintable(QStringLiteral("%1, %2 parts, query %3, ")
+                                  .arg(attention_variant_name(v))
+                                  .arg(parts)
+                                  .arg(i) +
+                              why));
+        }
+      }
+    }
+  }
+
+  // Stored keys and values come back within half a step of their group's scale, and a group
+  // of zeros (a head that attends nowhere) stays zero with a zero scale.
+  void int8StoreRoundTrips() {
+    const int dim = 96, capacity = 50;
+    std::mt19937 rng(9);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<std::uint8_t> keys(tiled_key_floats(capacity, dim));
+    std::vector<float> key_scales(int8_key_scales(capacity, dim));
+    const std::int64_t stride = int8_value_scale_stride(capacity);
+    std::vector<std::int8_t> values(int8_value_elements(capacity, dim));
+    std::vector<float> value_scales(static_cast<std::size_t>(dim / kInt8Group * stride));
+    for (int pos : {0, 3, 17, 49}) {
+      std::vector<float> x(dim);
+      for (float& v : x) v = d(rng) * (pos + 1);
+      x[5] = 40.0f * (pos + 1);  // an outlier: it coarsens its own group only
+      std::fill_n(x.begin() + 64, 32, 0.0f);
+      int8_store_key(keys.data(), key_scales.data(), pos, dim, x.data());
+      int8_store_value(values.data(), value_scales.data(), stride, pos, dim, x.data());
+      for (int c = 0; c < dim; ++c) {
+        const float ks = key_scales[int8_key_scale_index(pos, c / kInt8Group, dim)];
+        const float vs = value_scales[static_cast<std::size_t>(c / kInt8Group * stride + pos)];
+        const float k = (keys[int8_key_index(pos, c, dim)] - 128) * ks;
+        const float v = values[int8_value_index(pos, c, dim)] * vs;
+        QVERIFY2(std::abs(k - x[c]) <= 0.5001f * ks && std::abs(v - x[c]) <= 0.5001f * vs,
+                 qPrintable(QStringLiteral("pos %1 column %2: %3, %4 vs %5")
+                                .arg(pos)
+                                .arg(c)
+                                .arg(k)
+                                .arg(v)
+                                .arg(x[c])));
+        if (c >= 64) QCOMPARE(ks, 0.0f);
+        if (c >= 32 && c < 64) QVERIFY(ks < 0.1f * (pos + 1));  // not the outlier's scale
+      }
+    }
+  }
+
+  // What the 8-bit cache costs against exact attention on Gaussian data at 1/sqrt(128), a
+  // model's scale, and at twice as peaked: 1.2% and 1.5% of the result's size here (the 8-bit
+  // queries and keys make most of it), within 2% in every variant.
+  void int8CacheStaysCloseToExact() {
+    for (AttentionVariant v : int8_variants()) {
+      for (float sharp : {0.0884f, 0.25f}) {
+        const int nq = 8, dim = 128, len = 2000;
+        const Case c = make_case(nq, dim, dim, len, 21);
+        const Int8Case b = to_int8(c);
+        std::vector<float> scores(static_cast<std::size_t>(nq * len)),
+            out(static_cast<std::size_t>(nq * dim));
+        attend_heads_int8(c.q.data(), nq, b.kv, 0, len, sharp, scores.data(), out.data(), nullptr,
+                          v);
+        double err = 0, size = 0;
+        for (int i = 0; i < nq; ++i) {
+          const std::vector<double> want = expected(c, i, 0, len, sharp);
+          for (int d = 0; d < dim; ++d) {
+            err += std::pow(out[static_cast<std::size_t>(i * dim + d)] - want[d], 2);
+            size += want[d] * want[d];
+          }
+        }
+        QVERIFY2(std::sqrt(err / size) < 0.02,
+                 qPrintable(QStringLiteral("%1 at %2: relative error %3")
+                                .arg(attention_variant_name(v))
+                                .arg(sharp)
+                                .arg(std::sqrt(err / size))));
+      }
     }
   }
 

@@ -74,17 +74,29 @@ class TestComputePeak : public QObject {
     QCOMPARE(widest_fma(alder_lake), std::optional(ProductInstruction::Fma256));
     QCOMPARE(widest_fma(IsaFeatures{}), std::nullopt);
     // Attention: VDPBF16PS only for its kernels over a BF16 cache; FMAs otherwise.
-    QCOMPARE(attention_product_instruction(AttentionVariant::Avx512Bf16, true, zen4),
+    QCOMPARE(attention_product_instruction(AttentionVariant::Avx512Bf16, CacheElements::Bf16, zen4),
              std::optional(ProductInstruction::Bf16Dot512));
-    QCOMPARE(attention_product_instruction(AttentionVariant::Avx512Bf16, false, zen4),
+    QCOMPARE(attention_product_instruction(AttentionVariant::Avx512Bf16, CacheElements::F32, zen4),
              std::optional(ProductInstruction::Fma512));
-    QCOMPARE(attention_product_instruction(AttentionVariant::Portable, true, alder_lake),
-             std::optional(ProductInstruction::Fma256));
+    QCOMPARE(
+        attention_product_instruction(AttentionVariant::Portable, CacheElements::Bf16, alder_lake),
+        std::optional(ProductInstruction::Fma256));
     // AmxBf16 over a BF16 cache: a prompt's products in tiles.
-    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, true, sapphire_rapids),
+    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, CacheElements::Bf16,
+                                           sapphire_rapids),
              std::optional(ProductInstruction::Bf16Tile));
-    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, true, zen4), std::nullopt);
-    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, false, sapphire_rapids),
+    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, CacheElements::Bf16, zen4),
+             std::nullopt);
+    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, CacheElements::F32,
+                                           sapphire_rapids),
+             std::optional(ProductInstruction::Fma512));
+    // An 8-bit cache: VPDPBUSD zmm past Portable (AMX's prompts too), FMAs in Portable.
+    QCOMPARE(attention_product_instruction(AttentionVariant::Avx512Bf16, CacheElements::Int8, zen4),
+             std::optional(ProductInstruction::Int8Dot512));
+    QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, CacheElements::Int8,
+                                           sapphire_rapids),
+             std::optional(ProductInstruction::Int8Dot512));
+    QCOMPARE(attention_product_instruction(AttentionVariant::Portable, CacheElements::Int8, zen4),
              std::optional(ProductInstruction::Fma512));
   }
 

@@ -86,6 +86,17 @@ void attend_bf16(const float* q, std::int64_t nq, const kernels::Bf16Kv& kv, std
   }
 }
 
+// The same over an 8-bit cache.
+void attend_int8(const float* q, std::int64_t nq, const kernels::Int8Kv& kv, std::int64_t begin,
+                 std::int64_t end, float scale, float* scores, float* o, const float* sinks,
+                 float* max, float* sum, kernels::AttentionVariant variant) {
+  if (max == nullptr) {
+    kernels::attend_heads_int8(q, nq, kv, begin, end, scale, scores, o, sinks, variant);
+  } else {
+    kernels::attend_heads_part_int8(q, nq, kv, begin, end, scale, scores, o, max, sum, variant);
+  }
+}
+
 }  // namespace
 
 void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
@@ -103,8 +114,9 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
   const std::int64_t window =
       spec.layer_window.empty() ? 0 : spec.layer_window[static_cast<std::size_t>(layer)];
   const bool bf16 = cache.format() == KvCacheFormat::Bf16;
+  const bool int8 = cache.format() == KvCacheFormat::Int8;
   const kernels::AttentionVariant variant = kernels::active_attention_variant();
-  const float* values = bf16 ? nullptr : cache.value(layer, 0);
+  const float* values = bf16 || int8 ? nullptr : cache.value(layer, 0);
   const std::int64_t value_stride = nkv * hd;
   // Query heads [head0, head0 + group) over KV head kvh's positions [begin, end), whole
   // (max null) or as a part.
@@ -114,6 +126,9 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
     const float* sk = sinks != nullptr && max == nullptr ? sinks + kvh * group : nullptr;
     if (bf16) {
       attend_bf16(qh, group, cache.bf16_head(layer, kvh), begin, end, scale, scores, o, sk, max,
+                  sum, variant);
+    } else if (int8) {
+      attend_int8(qh, group, cache.int8_head(layer, kvh), begin, end, scale, scores, o, sk, max,
                   sum, variant);
     } else if (max == nullptr) {
       kernels::attend_heads(qh, group, cache.tiled_keys(layer, kvh), values + kvh * hd,
@@ -148,6 +163,10 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
         if (bf16) {
           kernels::attend_prompt_bf16(q + head0 * hd, nh * hd, group, tokens,
                                       cache.bf16_head(layer, kvh), pos0 + t0, window, scale, sk,
+                                      out + head0 * hd, nh * hd, variant);
+        } else if (int8) {
+          kernels::attend_prompt_int8(q + head0 * hd, nh * hd, group, tokens,
+                                      cache.int8_head(layer, kvh), pos0 + t0, window, scale, sk,
                                       out + head0 * hd, nh * hd, variant);
         } else {
           kernels::attend_prompt(q + head0 * hd, nh * hd, group, tokens,
@@ -232,15 +251,19 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
   std::vector<float> q_keys(static_cast<std::size_t>(n * block * key_dim));
   std::vector<float> o_latent(static_cast<std::size_t>(n * block * lora));
   const bool bf16 = cache.format() == KvCacheFormat::Bf16;
+  const bool int8 = cache.format() == KvCacheFormat::Int8;
   const kernels::AttentionVariant variant = kernels::active_attention_variant();
-  const float* keys_t = bf16 ? nullptr : cache.latent_tiled_keys(layer);
-  const float* values = bf16 ? nullptr : cache.latent(layer, 0);
+  const float* keys_t = bf16 || int8 ? nullptr : cache.latent_tiled_keys(layer);
+  const float* values = bf16 || int8 ? nullptr : cache.latent(layer, 0);
   // `nq` heads' queries (latent | rotary) over positions [begin, end), whole (max null) or
   // as a part.
   const auto attend = [&](const float* qk, std::int64_t nq, std::int64_t begin, std::int64_t end,
                           float* scores, float* o, float* max, float* sum) {
     if (bf16) {
       attend_bf16(qk, nq, cache.bf16_latent(layer), begin, end, scale, scores, o, nullptr, max, sum,
+                  variant);
+    } else if (int8) {
+      attend_int8(qk, nq, cache.int8_latent(layer), begin, end, scale, scores, o, nullptr, max, sum,
                   variant);
     } else if (max == nullptr) {
       kernels::attend_heads_split(qk, nq, keys_t, key_dim, values, lora, lora, begin, end, scale,
@@ -294,6 +317,9 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
           float* o = o_latent.data() + (t0 * block + j0) * lora;
           if (bf16) {
             kernels::attend_prompt_bf16(qk, block * key_dim, nq, tokens, cache.bf16_latent(layer),
+                                        pos0 + t0, 0, scale, nullptr, o, block * lora, variant);
+          } else if (int8) {
+            kernels::attend_prompt_int8(qk, block * key_dim, nq, tokens, cache.int8_latent(layer),
                                         pos0 + t0, 0, scale, nullptr, o, block * lora, variant);
           } else {
             kernels::attend_prompt(qk, block * key_dim, nq, tokens, keys_t, key_dim, values, lora,

@@ -29,8 +29,29 @@ std::int64_t attention_layers(const model::ModelSpec& spec) {
 
 }  // namespace
 
+std::string KvCache::refusal(const model::ModelSpec& spec, KvCacheFormat format) {
+  if (attention_layers(spec) == 0) return {};
+  const std::int64_t key_dim = spec.mla ? spec.kv_lora_rank + spec.qk_rope_head_dim : spec.head_dim;
+  const std::int64_t value_dim = spec.mla ? spec.kv_lora_rank : spec.head_dim;
+  if (format == KvCacheFormat::Bf16 && key_dim % 2 != 0) {
+    return "a BF16 KV cache needs heads of an even width, and this model's are " +
+           std::to_string(key_dim) + " wide; use an f32 KV cache (--kv-cache f32)";
+  }
+  if (format == KvCacheFormat::Int8 &&
+      (!kernels::int8_cache_takes(key_dim) || !kernels::int8_cache_takes(value_dim))) {
+    return "an 8-bit KV cache needs rows of keys and values of whole " +
+           std::to_string(kernels::kInt8Group) + "s, at most " +
+           std::to_string(kernels::kInt8MaxDim) + " wide, and this model's are " +
+           std::to_string(key_dim) +
+           (value_dim != key_dim ? " and " + std::to_string(value_dim) : std::string()) +
+           " wide; use a bf16 KV cache (--kv-cache bf16)";
+  }
+  return {};
+}
+
 KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvCacheFormat format)
     : capacity_(capacity_tokens), format_(format) {
+  if (const std::string why = refusal(spec, format); !why.empty()) throw std::invalid_argument(why);
   if (spec.mla) {
     key_row_ = spec.kv_lora_rank;
     value_row_ = 0;
@@ -52,6 +73,13 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvC
     keys16_.resize(layers);
     values16_.resize(layers);
   }
+  if (format_ == KvCacheFormat::Int8) {
+    keys8_.resize(layers);
+    values8_.resize(layers);
+    key_scales_.resize(layers);
+    value_scales_.resize(layers);
+    value_scale_stride_ = kernels::int8_value_scale_stride(capacity_);
+  }
   for (std::size_t i = 0; i < keys_.size(); ++i) {
     if (linear(spec, i)) {
       conv_[i].assign(static_cast<std::size_t>(conv_floats(spec)), 0.0f);
@@ -61,12 +89,6 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvC
     }
     const std::int64_t key_dim = spec.mla ? latent_rank_ + rope_dim_ : head_dim_;
     if (format_ == KvCacheFormat::Bf16) {
-      if (key_dim % 2 != 0) {
-        throw std::invalid_argument(
-            "a BF16 KV cache needs heads of an even width, and this "
-            "model's are " +
-            std::to_string(key_dim) + " wide; use an f32 KV cache");
-      }
       keys16_[i].assign(spec.mla ? kernels::tiled_key_floats(capacity_, key_dim)
                                  : static_cast<std::size_t>(kv_heads_) * head_keys_,
                         0);
@@ -74,6 +96,19 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvC
                                    : static_cast<std::size_t>(kv_heads_) *
                                          kernels::bf16_value_elements(capacity_, head_dim_),
                           0);
+      continue;
+    }
+    if (format_ == KvCacheFormat::Int8) {
+      const std::int64_t value_dim = spec.mla ? latent_rank_ : head_dim_;
+      const std::size_t heads = spec.mla ? 1 : static_cast<std::size_t>(kv_heads_);
+      head_key_scales_ = kernels::int8_key_scales(capacity_, key_dim);
+      head_values8_ = kernels::int8_value_elements(capacity_, value_dim);
+      head_value_scales_ =
+          static_cast<std::size_t>(value_dim / kernels::kInt8Group * value_scale_stride_);
+      keys8_[i].assign(heads * kernels::tiled_key_floats(capacity_, key_dim), 0);
+      key_scales_[i].assign(heads * head_key_scales_, 0.0f);
+      values8_[i].assign(heads * head_values8_, 0);
+      value_scales_[i].assign(heads * head_value_scales_, 0.0f);
       continue;
     }
     keys_[i].assign(spec.mla ? static_cast<std::size_t>(capacity_ * key_row_)
@@ -94,6 +129,16 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvC
 void KvCache::store_latent(std::int64_t layer, std::int64_t pos, const float* latent,
                            const float* rope_key) {
   const std::int64_t dim = latent_rank_ + rope_dim_;
+  if (format_ == KvCacheFormat::Int8) {
+    thread_local std::vector<float> row;
+    row.assign(latent, latent + latent_rank_);
+    row.insert(row.end(), rope_key, rope_key + rope_dim_);
+    kernels::int8_store_key(keys8_[l(layer)].data(), key_scales_[l(layer)].data(), pos, dim,
+                            row.data());
+    kernels::int8_store_value(values8_[l(layer)].data(), value_scales_[l(layer)].data(),
+                              value_scale_stride_, pos, latent_rank_, latent);
+    return;
+  }
   if (format_ == KvCacheFormat::Bf16) {
     std::uint16_t* t = keys16_[l(layer)].data();
     std::uint16_t* v = values16_[l(layer)].data();
@@ -115,6 +160,15 @@ void KvCache::store_latent(std::int64_t layer, std::int64_t pos, const float* la
 }
 
 void KvCache::store_key(std::int64_t layer, std::int64_t pos, const float* k) {
+  if (format_ == KvCacheFormat::Int8) {
+    for (std::int64_t h = 0; h < kv_heads_; ++h) {
+      kernels::int8_store_key(
+          keys8_[l(layer)].data() + static_cast<std::size_t>(h) * head_keys_,
+          key_scales_[l(layer)].data() + static_cast<std::size_t>(h) * head_key_scales_, pos,
+          head_dim_, k + h * head_dim_);
+    }
+    return;
+  }
   for (std::int64_t h = 0; h < kv_heads_; ++h) {
     const std::size_t head = static_cast<std::size_t>(h) * head_keys_;
     if (format_ == KvCacheFormat::Bf16) {
@@ -130,6 +184,15 @@ void KvCache::store_key(std::int64_t layer, std::int64_t pos, const float* k) {
 }
 
 void KvCache::store_value(std::int64_t layer, std::int64_t pos, const float* v) {
+  if (format_ == KvCacheFormat::Int8) {
+    for (std::int64_t h = 0; h < kv_heads_; ++h) {
+      kernels::int8_store_value(
+          values8_[l(layer)].data() + static_cast<std::size_t>(h) * head_values8_,
+          value_scales_[l(layer)].data() + static_cast<std::size_t>(h) * head_value_scales_,
+          value_scale_stride_, pos, head_dim_, v + h * head_dim_);
+    }
+    return;
+  }
   if (format_ == KvCacheFormat::Bf16) {
     // Each KV head's values apart ([head][pos / 2][head_dim][2]): a head's rows are then
     // adjacent, which the attention kernels stream and keep in their caches best.
@@ -156,6 +219,27 @@ kernels::Bf16Kv KvCache::bf16_head(std::int64_t layer, std::int64_t kv_head) con
 kernels::Bf16Kv KvCache::bf16_latent(std::int64_t layer) const {
   return {keys16_[l(layer)].data(), latent_rank_ + rope_dim_, values16_[l(layer)].data(),
           latent_rank_, latent_rank_};
+}
+
+kernels::Int8Kv KvCache::int8_head(std::int64_t layer, std::int64_t kv_head) const {
+  const auto h = static_cast<std::size_t>(kv_head);
+  return {keys8_[l(layer)].data() + h * head_keys_,
+          key_scales_[l(layer)].data() + h * head_key_scales_,
+          head_dim_,
+          values8_[l(layer)].data() + h * head_values8_,
+          value_scales_[l(layer)].data() + h * head_value_scales_,
+          value_scale_stride_,
+          head_dim_};
+}
+
+kernels::Int8Kv KvCache::int8_latent(std::int64_t layer) const {
+  return {keys8_[l(layer)].data(),
+          key_scales_[l(layer)].data(),
+          latent_rank_ + rope_dim_,
+          values8_[l(layer)].data(),
+          value_scales_[l(layer)].data(),
+          value_scale_stride_,
+          latent_rank_};
 }
 
 void KvCache::clear_recurrent(std::int64_t layer) {
@@ -186,19 +270,28 @@ std::uint64_t KvCache::bytes() const {
   for (const auto& k : latent_keys_) kv += k.size();
   std::uint64_t kv16 = 0;
   for (std::size_t i = 0; i < keys16_.size(); ++i) kv16 += keys16_[i].size() + values16_[i].size();
+  std::uint64_t kv8 = 0;
+  for (std::size_t i = 0; i < keys8_.size(); ++i) {
+    kv8 += keys8_[i].size() + values8_[i].size() +
+           (key_scales_[i].size() + value_scales_[i].size()) * sizeof(float);
+  }
   // The states twice: the live ones and their snapshot.
-  return kv * sizeof(float) + kv16 * sizeof(std::uint16_t) + 2 * recurrent_bytes_;
+  return kv * sizeof(float) + kv16 * sizeof(std::uint16_t) + kv8 + 2 * recurrent_bytes_;
 }
 
 std::uint64_t KvCache::bytes_for(const model::ModelSpec& spec, std::int64_t capacity_tokens,
                                  KvCacheFormat format) {
-  const std::uint64_t element = format == KvCacheFormat::Bf16 ? 2 : sizeof(float);
   const std::int64_t per_position = spec.mla ? 2 * spec.kv_lora_rank + spec.qk_rope_head_dim
                                              : 2 * spec.num_kv_heads * spec.head_dim;
+  // Bytes a position takes: 8 bits an element and a float per group of them.
+  const std::uint64_t position_bytes =
+      format == KvCacheFormat::Int8
+          ? static_cast<std::uint64_t>(per_position + per_position / kernels::kInt8Group * 4)
+          : static_cast<std::uint64_t>(per_position) *
+                (format == KvCacheFormat::Bf16 ? 2 : sizeof(float));
   const auto linear_layers = static_cast<std::uint64_t>(spec.num_layers - attention_layers(spec));
   return static_cast<std::uint64_t>(attention_layers(spec)) *
-             static_cast<std::uint64_t>(capacity_tokens) *
-             static_cast<std::uint64_t>(per_position) * element +
+             static_cast<std::uint64_t>(capacity_tokens) * position_bytes +
          2 * linear_layers *
              static_cast<std::uint64_t>(conv_floats(spec) + recurrent_floats(spec)) * sizeof(float);
 }

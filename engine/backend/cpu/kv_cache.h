@@ -1,4 +1,4 @@
-// Keys and values of the tokens seen so far, per layer, in fp32 or BF16 (KvCacheFormat; the
+// Keys and values of the tokens seen so far, per layer, in fp32, BF16 or 8 bits (KvCacheFormat; the
 // layouts are the attention kernels', kernels/cpu/attention/attention.h). For multi-head latent
 // attention only the compressed latent and the shared rotary key are kept (MLA-aware). A
 // gated DeltaNet layer (Qwen3-Next) keeps no keys or values but its state after the last
@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -29,6 +30,9 @@ class KvCache {
   void truncate(std::int64_t tokens);
   void set_size(std::int64_t tokens) { size_ = tokens; }
   std::uint64_t bytes() const;
+  // Why `spec`'s keys and values cannot be kept in `format`, as a sentence that says what to
+  // use instead; empty when they can.
+  static std::string refusal(const model::ModelSpec& spec, KvCacheFormat format);
   // What a cache for `spec` and `capacity_tokens` holds.
   static std::uint64_t bytes_for(const model::ModelSpec& spec, std::int64_t capacity_tokens,
                                  KvCacheFormat format = KvCacheFormat::F32);
@@ -58,6 +62,9 @@ class KvCache {
   const float* latent_tiled_keys(std::int64_t layer) const { return latent_keys_[l(layer)].data(); }
   // The same in a BF16 cache: keys [latent | rotary], values the latent.
   kernels::Bf16Kv bf16_latent(std::int64_t layer) const;
+  // An 8-bit cache's head, and its latent (keys [latent | rotary], values the latent).
+  kernels::Int8Kv int8_head(std::int64_t layer, std::int64_t kv_head) const;
+  kernels::Int8Kv int8_latent(std::int64_t layer) const;
 
   // Gated DeltaNet: the last (kernel - 1) convolution inputs, oldest first ([kernel - 1] x
   // channels), and the recurrent state ([value heads][key dim][value dim]) of `layer`.
@@ -89,6 +96,12 @@ class KvCache {
   std::vector<std::vector<float>> latent_keys_;  // MLA
   // A BF16 cache's keys (or MLA's latent keys) and values (or latents), per layer.
   std::vector<std::vector<std::uint16_t>> keys16_, values16_;
+  // An 8-bit cache's, per layer (per KV head within: keys, key scales, values, value scales).
+  std::vector<std::vector<std::uint8_t>> keys8_;
+  std::vector<std::vector<std::int8_t>> values8_;
+  std::vector<std::vector<float>> key_scales_, value_scales_;
+  std::size_t head_key_scales_ = 0, head_values8_ = 0, head_value_scales_ = 0;
+  std::int64_t value_scale_stride_ = 0;
   std::vector<std::vector<float>> conv_, recurrent_;  // gated DeltaNet layers
   std::vector<std::vector<float>> saved_conv_, saved_recurrent_;
   std::uint64_t recurrent_bytes_ = 0;

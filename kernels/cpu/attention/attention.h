@@ -94,6 +94,8 @@ struct Bf16Kv {
 // whole 16s, the rest as Avx512Bf16. All compute the same products and differ only in the
 // order of fp32 sums.
 enum class AttentionVariant { Portable, Avx512Bf16, AmxBf16 };
+// What a KV cache keeps its keys and values as.
+enum class CacheElements { F32, Bf16, Int8 };
 bool attention_variant_supported(AttentionVariant variant);
 // The best the CPU has: AmxBf16 only when the kernel variant in use (--cpu-variant,
 // TANDEM_CPU_VARIANT) is amx, Portable when it is below avx512.
@@ -138,6 +140,92 @@ void attend_prompt_bf16_amx_emulated(const float* q, std::int64_t q_stride, std:
                                      std::int64_t tokens, const Bf16Kv& kv, std::int64_t pos0,
                                      std::int64_t window, float scale, const float* sinks,
                                      float* out, std::int64_t out_stride);
+
+// ---- The KV cache in 8 bits: a little over half the bytes of BF16, so decoding at long
+// contexts reads about half as much again, and the products are 8-bit integer dot products
+// (VPDPBUSD: four products a lane, twice VDPBF16PS's rate) where the CPU has them. Every
+// group of kInt8Group elements of a position's key or value row keeps its own scale (the
+// largest magnitude / 127), so a few large channels cost precision only in their own group.
+// Keys in tiles of kKeyTile positions, each four dimensions one row of the tile's 16
+// positions x 4 bytes ([dim / 4][16][4], 64 bytes: one register), stored offset by 128
+// (unsigned), with the tile's scales after it as [dim / 32][16] floats in a separate array;
+// values with quads of positions interleaved ([pos / 4][dim][4], signed), their scales per
+// group as [dim / 32][positions]. A query is quantised to 8 bits per head (one scale); the
+// softmax weights, for each chunk of kInt8ValueChunk positions, per head and group, to
+// unsigned bytes scaled by the chunk's largest weight and value scale. Every variant computes
+// the same integer products and differs from the others only in the order of fp32 sums.
+inline constexpr std::int64_t kInt8Group = 32;
+inline constexpr std::int64_t kInt8ValueChunk = 32;
+// The widest key or value row an 8-bit cache takes (latent attention's 576 keys fit).
+inline constexpr std::int64_t kInt8MaxDim = 1024;
+
+// Where key byte (pos, d) of a head with `dim` (a multiple of kInt8Group) dimensions lies in
+// its tiles, and where the scale of its group lies in the scales.
+inline std::size_t int8_key_index(std::int64_t pos, std::int64_t d, std::int64_t dim) {
+  return static_cast<std::size_t>((pos / kKeyTile) * dim * kKeyTile + (d / 4) * 4 * kKeyTile +
+                                  (pos % kKeyTile) * 4 + d % 4);
+}
+inline std::size_t int8_key_scale_index(std::int64_t pos, std::int64_t group, std::int64_t dim) {
+  return static_cast<std::size_t>((pos / kKeyTile) * (dim / kInt8Group) * kKeyTile +
+                                  group * kKeyTile + pos % kKeyTile);
+}
+// Scales the keys of `positions` positions need (whole tiles); their bytes are
+// tiled_key_floats(positions, dim).
+inline std::size_t int8_key_scales(std::int64_t positions, std::int64_t dim) {
+  return tiled_key_floats(positions, dim) / kInt8Group;
+}
+// Positions the values and the value scales of a cache of `positions` make room for: whole
+// chunks, which the kernels read whole.
+inline std::int64_t int8_value_scale_stride(std::int64_t positions) {
+  return (positions + kInt8ValueChunk - 1) / kInt8ValueChunk * kInt8ValueChunk;
+}
+// Where value element (pos, c) lies, for rows of `dim` elements; and the elements the values
+// of `positions` positions need.
+inline std::size_t int8_value_index(std::int64_t pos, std::int64_t c, std::int64_t dim) {
+  return static_cast<std::size_t>((pos / 4) * 4 * dim + c * 4 + pos % 4);
+}
+inline std::size_t int8_value_elements(std::int64_t positions, std::int64_t dim) {
+  return static_cast<std::size_t>(int8_value_scale_stride(positions) * dim);
+}
+
+// One position's key (dim floats) into a head's tiles and scales, and its value into a
+// head's values and scales (scale_stride: int8_value_scale_stride of the capacity).
+void int8_store_key(std::uint8_t* keys, float* scales, std::int64_t pos, std::int64_t dim,
+                    const float* k);
+void int8_store_value(std::int8_t* values, float* scales, std::int64_t scale_stride,
+                      std::int64_t pos, std::int64_t dim, const float* v);
+
+// One key/value head's 8-bit cache as the kernels read it (position 0 at the start of each).
+struct Int8Kv {
+  const std::uint8_t* keys = nullptr;
+  const float* key_scales = nullptr;
+  std::int64_t key_dim = 0;  // a multiple of kInt8Group, at most kInt8MaxDim
+  const std::int8_t* values = nullptr;
+  const float* value_scales = nullptr;
+  std::int64_t value_scale_stride = 0;
+  std::int64_t value_dim = 0;  // likewise
+};
+// Whether `dim` is a row width an 8-bit cache takes.
+inline bool int8_cache_takes(std::int64_t dim) {
+  return dim > 0 && dim % kInt8Group == 0 && dim <= kInt8MaxDim;
+}
+
+// As attend_heads_split, attend_heads_part and attend_prompt over an 8-bit cache. Portable:
+// integer loops (any x86-64, vectorised per instruction set); any other variant: VPDPBUSD
+// (AVX-512 VNNI, which every CPU with AVX-512 BF16 has).
+void attend_heads_int8(const float* q, std::int64_t nq, const Int8Kv& kv, std::int64_t begin,
+                       std::int64_t end, float scale, float* scores, float* out, const float* sinks,
+                       AttentionVariant variant);
+void attend_heads_part_int8(const float* q, std::int64_t nq, const Int8Kv& kv, std::int64_t begin,
+                            std::int64_t end, float scale, float* scores, float* out, float* max,
+                            float* sum, AttentionVariant variant);
+void attend_prompt_int8(const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
+                        const Int8Kv& kv, std::int64_t pos0, std::int64_t window, float scale,
+                        const float* sinks, float* out, std::int64_t out_stride,
+                        AttentionVariant variant);
+// A query row quantised as the 8-bit kernels do: q8[d] = q[d] * 127 / max|q| rounded to the
+// nearest (ties to even), and the scale (max|q| / 127) returned; zeros and 0 for a row of zeros.
+float int8_quantize_query(const float* q, std::int64_t dim, std::int8_t* q8);
 
 // x = softmax(x) over n values, in place (the sum in double, so long rows stay exact). With
 // a `sink`, the softmax is over the n values and the sink, and the sink's share is dropped.

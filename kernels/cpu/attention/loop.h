@@ -63,6 +63,45 @@ void attend_bf16_avx512(const float* q, std::int64_t nq, const Bf16Kv& kv, std::
                         std::int64_t end, float scale, float* scores, float* out,
                         const float* sinks, float* max, float* sum);
 
+// Every query row of a call on an 8-bit cache, quantised once (int8_quantize_query) for all
+// the positions and blocks the kernels take it through: row r = t * nq + i is token t's
+// head i, found from the pointer attend_all passes (q0 + t * q_stride + i * key_dim).
+// `correction` is 128 times the sum of each group of a row's bytes: the keys are stored
+// offset by 128, and VPDPBUSD multiplies them as unsigned.
+struct Int8Queries {
+  const float* q0 = nullptr;
+  std::int64_t q_stride = 0, nq = 0, key_dim = 0, groups = 0;
+  std::vector<std::int8_t> q8;           // [row][key_dim]
+  std::vector<float> scale;              // [row]
+  std::vector<std::int32_t> correction;  // [row][groups]
+
+  void prepare(const float* q, std::int64_t stride, std::int64_t tokens, std::int64_t heads,
+               std::int64_t dim);
+  std::int64_t row(const float* q) const {
+    const std::int64_t off = q - q0;
+    return off / q_stride * nq + off % q_stride / key_dim;
+  }
+};
+
+// The 8-bit weighing's unsigned weights of one chunk of kInt8ValueChunk positions, starting at
+// c0, of which [lo, hi) are weighed (p[i * p_stride + s - begin] for s there; the others
+// weigh 0): w[(g * NQ + i) * kInt8ValueChunk + s - c0] and f[g * NQ + i], what a sum of
+// w * value byte is multiplied by. Shared by every variant so that all take the same bytes.
+void int8_chunk_weights(const float* p, std::int64_t p_stride, std::int64_t begin, int nq,
+                        const float* value_scales, std::int64_t scale_stride, std::int64_t groups,
+                        std::int64_t c0, std::int64_t lo, std::int64_t hi, std::uint8_t* w,
+                        float* f);
+
+// The VPDPBUSD kernels (attention/avx512vnni.cpp) over an 8-bit cache, the queries prepared;
+// arguments as attend_all's and attend_prompt_blocks'.
+void attend_int8_avx512(const Int8Queries& queries, const float* q, std::int64_t nq,
+                        const Int8Kv& kv, std::int64_t begin, std::int64_t end, float scale,
+                        float* scores, float* out, const float* sinks, float* max, float* sum);
+void attend_prompt_int8_avx512(const Int8Queries& queries, const float* q, std::int64_t q_stride,
+                               std::int64_t nq, std::int64_t tokens, const Int8Kv& kv,
+                               std::int64_t pos0, std::int64_t window, float scale,
+                               const float* sinks, float* out, std::int64_t out_stride);
+
 // The largest of x[0..n) and `start`, sixteen lanes at a time (std::max one by one is not
 // vectorised: it orders NaNs, which scores never are).
 inline __attribute__((always_inline)) float max_of(const float* x, std::int64_t n, float start) {

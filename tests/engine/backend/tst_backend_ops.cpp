@@ -590,7 +590,8 @@ class TestBackendOps : public QObject {
     const auto q = test::normal_values(len * nh * hd, 61),
                k = test::normal_values(len * nkv * hd, 62),
                v = test::normal_values(len * nkv * hd, 63), sinks = test::normal_values(nh, 64);
-    for (backend::KvCacheFormat f : {backend::KvCacheFormat::F32, backend::KvCacheFormat::Bf16}) {
+    for (backend::KvCacheFormat f : {backend::KvCacheFormat::F32, backend::KvCacheFormat::Bf16,
+                                     backend::KvCacheFormat::Int8}) {
       for (std::int64_t layer : {0, 1}) {
         std::vector<float> results[2];
         for (bool whole : {true, false}) {
@@ -621,13 +622,13 @@ class TestBackendOps : public QObject {
           }
           results[whole ? 0 : 1] = get<float>(b, *out, len * nh * hd);
         }
-        // fp32: the order of sums alone; BF16: each block's weights rounded to their own
-        // maximum, as a decoded token's parts are.
+        // fp32: the order of sums alone; BF16 and 8 bits: each block's weights rounded to
+        // their own maximum, as a decoded token's parts are.
         const double d = relative_difference(results[0], results[1]);
         const double allowed = f == backend::KvCacheFormat::F32 ? 1e-6 : 5e-3;
         QVERIFY2(d < allowed,
                  qPrintable(QStringLiteral("%1 cache, layer %2: relative difference %3")
-                                .arg(f == backend::KvCacheFormat::F32 ? "f32" : "bf16")
+                                .arg(QString::fromUtf8(backend::kv_cache_format_name(f).data()))
                                 .arg(layer)
                                 .arg(d)));
       }
@@ -784,28 +785,44 @@ class TestBackendOps : public QObject {
     QVERIFY2(d < 1e-6, qPrintable(QStringLiteral("relative difference %1").arg(d)));
   }
 
-  // The CPU's BF16 KV cache (half the bytes) against its fp32 one: grouped-query attention
-  // with a sliding window and sinks, and latent attention, a prompt then decode steps, close
-  // to fp32 (keys and values rounded to BF16, 8 bits) but not equal; a long context's decode
-  // split across threads as unsplit.
-  void bf16KvCacheIsCloseToF32() {
-    const auto compare = [](const model::ModelSpec& spec, const char* what,
-                            const std::function<std::vector<float>(Backend&, std::int64_t)>& run,
-                            std::int64_t len) {
+  // The CPU's BF16 KV cache (half the bytes) and its 8-bit one (a little over a quarter)
+  // against its fp32 one: grouped-query attention with a sliding window and sinks, and latent
+  // attention, a prompt then decode steps, close to fp32 (keys and values rounded to 8
+  // significant bits, or to 8-bit integers) but not equal; a long context's decode split
+  // across threads as unsplit.
+  void reducedKvCachesAreCloseToF32_data() {
+    QTest::addColumn<int>("format");
+    QTest::addColumn<double>("allowed");
+    QTest::newRow("bf16") << static_cast<int>(backend::KvCacheFormat::Bf16) << 2e-2;
+    QTest::newRow("int8") << static_cast<int>(backend::KvCacheFormat::Int8) << 2.5e-2;
+  }
+
+  void reducedKvCachesAreCloseToF32() {
+    QFETCH(int, format);
+    QFETCH(double, allowed);
+    const auto reduced = static_cast<backend::KvCacheFormat>(format);
+    const auto compare = [&](const model::ModelSpec& spec, const char* what,
+                             const std::function<std::vector<float>(Backend&, std::int64_t)>& run,
+                             std::int64_t len) {
       std::vector<float> results[2];
       std::uint64_t bytes[2] = {};
-      for (backend::KvCacheFormat f : {backend::KvCacheFormat::F32, backend::KvCacheFormat::Bf16}) {
+      for (backend::KvCacheFormat f : {backend::KvCacheFormat::F32, reduced}) {
         backend::NumaPools pools(2, 1, /*pin=*/false);
         backend::CpuBackend b(pools, spec);
         b.set_kv_cache_format(f);
-        const int i = f == backend::KvCacheFormat::Bf16 ? 1 : 0;
+        const int i = f == reduced ? 1 : 0;
         bytes[i] = b.kv_cache_bytes(spec, len);
         results[i] = run(b, len);
       }
       const double d = relative_difference(results[1], results[0]);
-      QVERIFY2(d > 0.0 && d < 2e-2,
+      QVERIFY2(d > 0.0 && d < allowed,
                qPrintable(QStringLiteral("%1: relative difference %2").arg(what).arg(d)));
-      QCOMPARE(bytes[1] * 2, bytes[0]);
+      // BF16: half of fp32's bytes; 8 bits: a quarter and a float per 32 (9/32).
+      if (reduced == backend::KvCacheFormat::Bf16) {
+        QCOMPARE(bytes[1] * 2, bytes[0]);
+      } else {
+        QCOMPARE(bytes[1] * 32, bytes[0] * 9);
+      }
     };
     {
       model::ModelSpec spec = qwen_->spec();
@@ -839,7 +856,10 @@ class TestBackendOps : public QObject {
       }
     }
     {
-      const model::ModelSpec& spec = deepseek_->spec();
+      // The 8-bit cache takes rows of whole 32s: the fixture's latent of 32 with a rotary key
+      // of 32 (its 8 would make the keys 40 wide). The latent projection is the fixture's.
+      model::ModelSpec spec = deepseek_->spec();
+      if (reduced == backend::KvCacheFormat::Int8) spec.qk_rope_head_dim = 32;
       const std::int64_t nh = spec.num_heads;
       const std::int64_t qk = spec.qk_nope_head_dim + spec.qk_rope_head_dim;
       const std::int64_t row = spec.kv_lora_rank + spec.qk_rope_head_dim;
@@ -861,20 +881,31 @@ class TestBackendOps : public QObject {
           },
           8);
     }
-    // A decoded token over a long BF16 context, split across 8 threads and not.
+    // A decoded token over a long context, split across 8 threads and not.
     const model::ModelSpec& spec = qwen_->spec();
     const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
     const std::int64_t len = 1101;
     const auto q = test::normal_values(len * nh * hd, 57),
                k = test::normal_values(len * nkv * hd, 58),
                v = test::normal_values(len * nkv * hd, 59);
-    const std::vector<float> decoded[2] = {
-        attend_last_turn(spec, 1, backend::KvCacheFormat::Bf16, q, k, v, len, 1),
-        attend_last_turn(spec, 8, backend::KvCacheFormat::Bf16, q, k, v, len, 1)};
-    // Each part rounds its own weights (scaled by its own maximum) to BF16: within their
-    // 8 bits of the unsplit ones.
+    const std::vector<float> decoded[2] = {attend_last_turn(spec, 1, reduced, q, k, v, len, 1),
+                                           attend_last_turn(spec, 8, reduced, q, k, v, len, 1)};
+    // Each part rounds its own weights (scaled by its own maximum) to BF16, or to bytes per
+    // chunk: within their 8 bits of the unsplit ones.
     const double d = relative_difference(decoded[1], decoded[0]);
     QVERIFY2(d < 5e-3, qPrintable(QStringLiteral("relative difference %1").arg(d)));
+  }
+
+  // A width the 8-bit cache does not take is refused with what to use instead.
+  void int8KvCacheRefusesOddWidths() {
+    model::ModelSpec spec = qwen_->spec();
+    spec.head_dim = 24;
+    try {
+      backend::KvCache cache(spec, 16, backend::KvCacheFormat::Int8);
+      QFAIL("a KV cache of heads 24 wide in 8 bits was made");
+    } catch (const std::invalid_argument& e) {
+      QVERIFY2(std::string(e.what()).find("--kv-cache bf16") != std::string::npos, e.what());
+    }
   }
 
   // A few tokens, and a prompt's worth that the CPU backend routes on every thread.
