@@ -65,7 +65,10 @@ bool dtype_from_ggml_type(std::uint32_t ggml_type, DType& out);
 // The ggml type number of F32, F16, BF16 or a block format; -1 for the others.
 std::int32_t ggml_type_of(DType t);
 
-inline float bf16_to_f32(std::uint16_t v) {
+// The inline conversions below are compiled into files built for AVX2, AVX-512 and AMX as
+// well as into portable ones: always inlined, so that no file leaves a copy built for its
+// instruction set that the linker could hand to code running on a CPU without it.
+inline __attribute__((always_inline)) float bf16_to_f32(std::uint16_t v) {
   const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
   float f;
   std::memcpy(&f, &bits, sizeof f);
@@ -73,7 +76,7 @@ inline float bf16_to_f32(std::uint16_t v) {
 }
 
 // Round to nearest even, as PyTorch does; NaN stays NaN.
-inline std::uint16_t f32_to_bf16(float f) {
+inline __attribute__((always_inline)) std::uint16_t f32_to_bf16(float f) {
   std::uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
@@ -99,7 +102,7 @@ float e8m0_to_f32(std::uint8_t v);
 // GGUF format: from the start of a block, n whole blocks).
 void convert_to_f32(DType t, const void* src, float* dst, std::size_t n);
 
-inline std::uint64_t dtype_bytes(DType t, std::int64_t n) {
+inline __attribute__((always_inline)) std::uint64_t dtype_bytes(DType t, std::int64_t n) {
   const auto count = static_cast<std::uint64_t>(n);
   if (t == DType::F4E2M1) return (count + 1) / 2;
   const DTypeBlock b = dtype_block(t);

@@ -39,6 +39,11 @@ inline constexpr NibbleFormat kQ5_0{22, 6, 2, false, false, 16};
 inline constexpr NibbleFormat kQ5_1{24, 8, 4, true, false, 0};
 inline constexpr NibbleFormat kIq4Nl{18, 2, -1, false, true, 0};
 
+// The functions below are compiled into the scalar, AVX2 and AVX-512 files alike: internal
+// linkage, so each keeps its own copy and none built for AVX-512 can be linked into another's
+// calls (as gguf/iq_groups.h).
+namespace {
+
 // IQ2_XXS's, IQ2_XS's and IQ3_XXS's sign patterns of 8 weights: 7 stored bits, the eighth making
 // the count of minus signs even (bit i set: weight i negative).
 // The parity by folding to 4 bits and a 16-bit table of their parities: __builtin_popcount is
@@ -106,4 +111,5 @@ inline float iq1_m_d(const std::uint8_t* scales) {
   return f16_to_f32(iq1_m_d_bits(scales));
 }
 
+}  // namespace
 }  // namespace tandem::kernels::gguf_layout
