@@ -124,6 +124,17 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   threads_->setRange(0, 4096);
   threads_->setSpecialValueText(tr("as planned for this computer"));
   engine_form->addRow(tr("CPU threads"), threads_);
+  kv_cache_ = new QComboBox(engine);
+  kv_cache_->setObjectName(QStringLiteral("kvCache"));
+  kv_cache_->setAccessibleName(tr("KV cache"));
+  kv_cache_->addItem(tr("BF16 (recommended)"), QStringLiteral("bf16"));
+  kv_cache_->addItem(tr("8-bit: less memory, faster at long contexts"), QStringLiteral("int8"));
+  kv_cache_->addItem(tr("fp32: the most exact, twice BF16's memory"), QStringLiteral("f32"));
+  kv_cache_->setToolTip(
+      tr("How the CPU keeps the keys and values of the conversation where it runs attention. "
+         "8-bit takes 0.56 of BF16's memory and decodes long conversations faster, a little "
+         "less exactly. A GPU keeps its own. Applies to the next model loaded."));
+  engine_form->addRow(tr("KV cache"), kv_cache_);
   folders_v->addWidget(engine);
   folders_v->addStretch(1);
 
@@ -193,6 +204,8 @@ void PreferencesDialog::load() {
   shown_conversations_ = ConversationStore::defaultFolder();
   conversations_->setText(shown_conversations_);
   threads_->setValue(s.value(QStringLiteral("engine/threads"), 0).toInt());
+  const int kv = kv_cache_->findData(s.value(QStringLiteral("engine/kvCache"), "bf16").toString());
+  kv_cache_->setCurrentIndex(kv >= 0 ? kv : 0);
   menu_entry_->setChecked(desktop_integration::installed());
   server_port_->setValue(s.value(QStringLiteral("server/port"), 8080).toInt());
   server_network_->setChecked(s.value(QStringLiteral("server/network"), false).toBool());
@@ -303,6 +316,7 @@ bool PreferencesDialog::save() {
   s.setValue(QStringLiteral("chat/maxTokens"), max_tokens_->value());
   s.setValue(QStringLiteral("paths/models"), models);
   s.setValue(QStringLiteral("engine/threads"), threads_->value());
+  s.setValue(QStringLiteral("engine/kvCache"), kv_cache_->currentData());
   s.setValue(QStringLiteral("server/port"), server_port_->value());
   s.setValue(QStringLiteral("server/network"), server_network_->isChecked());
 

@@ -1,5 +1,6 @@
 // Preferences: the look (follow the desktop, light, dark), the sampling new chats start
-// with, where models are kept, the CPU threads, and how to reach the Hub (token, mirror).
+// with, where models are kept, the CPU threads and how the CPU keeps keys and values, and how
+// to reach the Hub (token, mirror).
 // Stored in QSettings, read where they apply: theme::apply, default_settings,
 // MainWindow::modelsFolder and loadModel, DownloadQueue::hubConfig.
 #pragma once
@@ -49,6 +50,7 @@ class PreferencesDialog : public QDialog {
   bool replying_ = false;
   bool moved_ = false;
   QSpinBox* threads_;
+  QComboBox* kv_cache_;
   QSpinBox* server_port_;
   QCheckBox* server_network_;
   QLineEdit* server_key_;

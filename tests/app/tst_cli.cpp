@@ -830,7 +830,7 @@ class TestCli : public QObject {
                                "-p", "Hi", "-n", "1", "--kv-cache", "int8"},
                               env());
     QCOMPARE(odd.code, 2);
-    QVERIFY2(odd.err.contains(QLatin1String("use a bf16 KV cache (--kv-cache bf16)")),
+    QVERIFY2(odd.err.contains(QLatin1String("keep them in BF16 instead (--kv-cache bf16")),
              qPrintable(odd.err));
   }
 

@@ -32,6 +32,7 @@
 #include "ui/engine_host.h"
 #include "ui/main_window.h"
 #include "ui/message_widget.h"
+#include "ui/preferences_dialog.h"
 #include "ui/system_page.h"
 #include "ui/theme.h"
 
@@ -318,6 +319,47 @@ class TestChatWindow : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
     QCOMPARE(window.engine()->model().name, name);
     QVERIFY(!again->isVisibleTo(chat));
+  }
+
+  // Preferences' "KV cache" reaches the engine: 8-bit loads the test model; a model
+  // whose heads (24 wide) 8 bits do not take is refused in the chat with what to choose
+  // instead; a value Tandem does not know is refused before anything loads.
+  void kvCachePreferenceReachesTheEngine() {
+    {
+      PreferencesDialog preferences;
+      auto* kv = preferences.findChild<QComboBox*>(QStringLiteral("kvCache"));
+      QVERIFY(kv);
+      QCOMPARE(kv->currentData().toString(), QStringLiteral("bf16"));  // the default
+      kv->setCurrentIndex(kv->findData(QStringLiteral("int8")));
+      QVERIFY(preferences.save());
+    }
+    QCOMPARE(QSettings().value(QStringLiteral("engine/kvCache")).toString(),
+             QStringLiteral("int8"));
+    {
+      PreferencesDialog again;
+      QCOMPARE(again.findChild<QComboBox*>(QStringLiteral("kvCache"))->currentData().toString(),
+               QStringLiteral("int8"));
+    }
+    MainWindow window(nullptr, dir_.path() + "/kv-cache.sqlite");
+    window.show();
+    window.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    QSignalSpy failed(window.engine(), &EngineHost::modelLoadFailed);
+    window.loadModel(QStringLiteral(TANDEM_TEST_DATA_DIR "/models/llama"));
+    QVERIFY(failed.wait(20000));
+    // Refused where the runner is built, after the model in use was unloaded (as a folder
+    // whose weights fail): the chat says why and offers the model before it again.
+    ChatPage* chat = window.chatPage();
+    QVERIFY(!window.engine()->hasModel());
+    QVERIFY2(chat->noModelText().contains(QLatin1String("24 wide")) &&
+                 chat->noModelText().contains(QLatin1String("KV cache in Preferences")),
+             qPrintable(chat->noModelText()));
+    QSettings().setValue(QStringLiteral("engine/kvCache"), QStringLiteral("q8"));
+    window.loadModel(kModel);
+    QVERIFY2(chat->noModelText().contains(QLatin1String("(\"q8\") is not one Tandem knows")),
+             qPrintable(chat->noModelText()));
+    QVERIFY(!window.engine()->isLoading());
+    QSettings().remove(QStringLiteral("engine/kvCache"));
   }
 
   // A load reports its stages to the window: the chat's notice and the status bar read

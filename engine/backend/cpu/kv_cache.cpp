@@ -35,7 +35,9 @@ std::string KvCache::refusal(const model::ModelSpec& spec, KvCacheFormat format)
   const std::int64_t value_dim = spec.mla ? spec.kv_lora_rank : spec.head_dim;
   if (format == KvCacheFormat::Bf16 && key_dim % 2 != 0) {
     return "a BF16 KV cache needs heads of an even width, and this model's are " +
-           std::to_string(key_dim) + " wide; use an f32 KV cache (--kv-cache f32)";
+           std::to_string(key_dim) +
+           " wide; keep them in fp32 instead (--kv-cache f32; in the app, KV cache in "
+           "Preferences)";
   }
   if (format == KvCacheFormat::Int8 &&
       (!kernels::int8_cache_takes(key_dim) || !kernels::int8_cache_takes(value_dim))) {
@@ -44,7 +46,8 @@ std::string KvCache::refusal(const model::ModelSpec& spec, KvCacheFormat format)
            std::to_string(kernels::kInt8MaxDim) + " wide, and this model's are " +
            std::to_string(key_dim) +
            (value_dim != key_dim ? " and " + std::to_string(value_dim) : std::string()) +
-           " wide; use a bf16 KV cache (--kv-cache bf16)";
+           " wide; keep them in BF16 instead (--kv-cache bf16; in the app, KV cache in "
+           "Preferences)";
   }
   return {};
 }
