@@ -259,8 +259,10 @@ class TestMainWindow : public QObject {
     QChart* chart = view->chart();
     QCOMPARE(chart->theme(), QChart::ChartThemeLight);
     tandem::ui::PreferencesDialog preferences(&window);
-    auto* theme = preferences.findChild<QComboBox*>();
-    QVERIFY(theme && theme->accessibleName() == QLatin1String("Theme"));
+    QComboBox* theme = nullptr;
+    for (QComboBox* box : preferences.findChildren<QComboBox*>())
+      if (box->accessibleName() == QLatin1String("Theme")) theme = box;
+    QVERIFY(theme);
     theme->setCurrentIndex(theme->findData(QStringLiteral("dark")));
     QVERIFY(preferences.save());
     tandem::ui::theme::apply(*app);  // what the window does after OK
