@@ -108,8 +108,8 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
       c->add_option("--kv-cache", f.kv_cache,
                     "How the CPU keeps keys and values where it runs attention: bf16 (half the "
                     "memory, faster at long contexts), int8 (8 bits and a scale per 32: 0.56 of "
-                    "bf16's memory, faster again at long contexts, a little less exact) or f32 "
-                    "(closest to an fp32 reference)")
+                    "bf16's memory, a little less exact; with AVX-512, faster again at long "
+                    "contexts) or f32 (closest to an fp32 reference)")
           ->capture_default_str()
           ->check(sentence(
               [](const std::string& v) {

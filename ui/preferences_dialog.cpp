@@ -128,12 +128,13 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   kv_cache_->setObjectName(QStringLiteral("kvCache"));
   kv_cache_->setAccessibleName(tr("KV cache"));
   kv_cache_->addItem(tr("BF16 (recommended)"), QStringLiteral("bf16"));
-  kv_cache_->addItem(tr("8-bit: less memory, faster at long contexts"), QStringLiteral("int8"));
+  kv_cache_->addItem(tr("8-bit: 0.56 of BF16's memory"), QStringLiteral("int8"));
   kv_cache_->addItem(tr("fp32: the most exact, twice BF16's memory"), QStringLiteral("f32"));
   kv_cache_->setToolTip(
       tr("How the CPU keeps the keys and values of the conversation where it runs attention. "
-         "8-bit takes 0.56 of BF16's memory and decodes long conversations faster, a little "
-         "less exactly. A GPU keeps its own. Applies to the next model loaded."));
+         "8-bit takes 0.56 of BF16's memory and is a little less exact; with AVX-512 it also "
+         "decodes long conversations faster. A GPU keeps its own. Applies to the next model "
+         "loaded."));
   engine_form->addRow(tr("KV cache"), kv_cache_);
   folders_v->addWidget(engine);
   folders_v->addStretch(1);

@@ -28,7 +28,8 @@ inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i u, __m
   return acc;
 }
 
-// int8_chunk_weights in AVX-512, to the same bytes: a chunk's 32 positions are two
+// The weighing's bytes of a chunk, as the Portable variant's chunk_weights (int8.cpp) makes
+// them, in AVX-512: a chunk's 32 positions are two
 // registers, its positions outside [lo, hi) masked to 0.
 inline __attribute__((always_inline)) void chunk_weights(
     const float* p, std::int64_t p_stride, std::int64_t begin, int nq, const float* value_scales,
@@ -71,10 +72,6 @@ inline __attribute__((always_inline)) void chunk_weights(
     }
   }
 }
-
-// Key tiles fetched ahead into the second-level cache: 16 KiB at 128 dimensions, as the BF16
-// kernel's four tiles of twice the bytes.
-constexpr std::int64_t kInt8KeyTilesAhead = 8;
 
 struct Int8KvVnni : Int8Kv {
   const Int8Queries* queries;

@@ -28,6 +28,9 @@ inline constexpr std::int64_t kBf16PairChunk = 32;
 // (`tandem bench --attention --tokens 1 -d 8192 -t 2`, a decoded token over eight layers'
 // caches from memory, Zen 5): 115-127 -> 197-216 GFLOP/s.
 inline constexpr std::int64_t kBf16KeyTilesAhead = 4;
+// The 8-bit cache's key tiles fetched ahead the same way: 16 KiB at 128 dimensions, as the
+// BF16 kernels' four tiles of twice the bytes (4 and 16 measured within the noise of 8).
+inline constexpr std::int64_t kInt8KeyTilesAhead = 8;
 
 // Pass `pass` of `passes` over a chunk's value rows fetches its share of the lines of the
 // row `next` (the same row of the next chunk; `bytes` of it are read).
@@ -82,15 +85,6 @@ struct Int8Queries {
     return off / q_stride * nq + off % q_stride / key_dim;
   }
 };
-
-// The 8-bit weighing's unsigned weights of one chunk of kInt8ValueChunk positions, starting at
-// c0, of which [lo, hi) are weighed (p[i * p_stride + s - begin] for s there; the others
-// weigh 0): w[(g * NQ + i) * kInt8ValueChunk + s - c0] and f[g * NQ + i], what a sum of
-// w * value byte is multiplied by. Shared by every variant so that all take the same bytes.
-void int8_chunk_weights(const float* p, std::int64_t p_stride, std::int64_t begin, int nq,
-                        const float* value_scales, std::int64_t scale_stride, std::int64_t groups,
-                        std::int64_t c0, std::int64_t lo, std::int64_t hi, std::uint8_t* w,
-                        float* f);
 
 // The VPDPBUSD kernels (attention/avx512vnni.cpp) over an 8-bit cache, the queries prepared;
 // arguments as attend_all's and attend_prompt_blocks'.
