@@ -152,8 +152,8 @@ void attend_prompt_bf16_amx_emulated(const float* q, std::int64_t q_stride, std:
 // values with quads of positions interleaved ([pos / 4][dim][4], signed), their scales per
 // group as [dim / 32][positions]. A query is quantised to 8 bits per head (one scale); the
 // softmax weights, for each chunk of kInt8ValueChunk positions, per head and group, to
-// unsigned bytes scaled by the chunk's largest weight and value scale. Every variant computes
-// the same integer products and differs from the others only in the order of fp32 sums.
+// unsigned bytes scaled by the chunk's largest weight and value scale. Every variant takes the
+// same bytes and differs from the others only in the order and rounding of fp32 sums.
 inline constexpr std::int64_t kInt8Group = 32;
 inline constexpr std::int64_t kInt8ValueChunk = 32;
 // The widest key or value row an 8-bit cache takes (latent attention's 576 keys fit).
@@ -211,8 +211,8 @@ inline bool int8_cache_takes(std::int64_t dim) {
 }
 
 // As attend_heads_split, attend_heads_part and attend_prompt over an 8-bit cache. Portable:
-// integer loops (any x86-64, vectorised per instruction set); any other variant: VPDPBUSD
-// (AVX-512 VNNI, which every CPU with AVX-512 BF16 has).
+// the bytes widened to fp32 lanes (any x86-64, vectorised per instruction set); any other
+// variant: VPDPBUSD (AVX-512 VNNI, which every CPU with AVX-512 BF16 has; throws without it).
 void attend_heads_int8(const float* q, std::int64_t nq, const Int8Kv& kv, std::int64_t begin,
                        std::int64_t end, float scale, float* scores, float* out, const float* sinks,
                        AttentionVariant variant);
