@@ -5,6 +5,7 @@
 // a time (flash-style); and the same over a BF16 cache in every variant the CPU has (and the
 // AMX prompt kernel with its tile unit emulated, wherever AVX-512 BF16 runs).
 #include <QtTest>
+#include <functional>
 #include <random>
 
 #include "kernels/cpu/attention/attention.h"
@@ -260,6 +261,57 @@ std::vector<AttentionVariant> int8_variants() {
   return v;
 }
 
+// The reduced caches' checks against double precision, whatever the cache: `attend` runs the
+// kernel over [begin, c.len) of the case with the sinks (or null) into `out`; `expect` gives
+// query i's expected values and their bounds. Sinks: 0.5 i - 1 for query i.
+void check_whole(const Case& c, int begin, bool sinks,
+                 const std::function<void(const float* sinks, float* scores, float* out)>& attend,
+                 const std::function<void(int i, double sink, std::vector<double>& want,
+                                          std::vector<double>& bound)>& expect) {
+  std::vector<float> sink_logits(static_cast<std::size_t>(c.nq));
+  for (int i = 0; i < c.nq; ++i) sink_logits[static_cast<std::size_t>(i)] = 0.5f * i - 1.0f;
+  std::vector<float> scores(static_cast<std::size_t>(c.nq * (c.len - begin))),
+      out(static_cast<std::size_t>(c.nq * c.value_dim));
+  attend(sinks ? sink_logits.data() : nullptr, scores.data(), out.data());
+  std::vector<double> want, bound;
+  for (int i = 0; i < c.nq; ++i) {
+    expect(i, sinks ? sink_logits[static_cast<std::size_t>(i)] : -INFINITY, want, bound);
+    QString why;
+    QVERIFY2(within(out.data() + i * c.value_dim, want, bound, &why),
+             qPrintable(QStringLiteral("query %1, ").arg(i) + why));
+  }
+}
+
+// The same for a context split into `parts` and combined: `part` runs the kernel's part
+// over [b, e); `expect` gets the parts' ends.
+void check_parts(
+    const Case& c, int begin, int parts,
+    const std::function<void(int b, int e, float* scores, float* out, float* max, float* sum)>&
+        part,
+    const std::function<void(int i, const std::vector<int>& cuts, std::vector<double>& want,
+                             std::vector<double>& bound)>& expect,
+    const QString& what) {
+  const int nq = c.nq, dim = c.value_dim, n = c.len - begin;
+  std::vector<float> outs(static_cast<std::size_t>(parts * nq * dim)),
+      maxes(static_cast<std::size_t>(parts * nq)), sums(maxes.size()),
+      scores(static_cast<std::size_t>(nq * c.len)), out(static_cast<std::size_t>(nq * dim));
+  std::vector<int> cuts;
+  for (int p = 0; p < parts; ++p) {
+    cuts.push_back(begin + n * (p + 1) / parts);
+    part(begin + n * p / parts, begin + n * (p + 1) / parts, scores.data(),
+         outs.data() + p * nq * dim, maxes.data() + p * nq, sums.data() + p * nq);
+  }
+  combine_attention_parts(parts, nq, dim, outs.data(), maxes.data(), sums.data(), nullptr,
+                          out.data());
+  std::vector<double> want, bound;
+  for (int i = 0; i < nq; ++i) {
+    expect(i, cuts, want, bound);
+    QString why;
+    QVERIFY2(within(out.data() + i * dim, want, bound, &why),
+             qPrintable(what + QStringLiteral(", %1 parts, query %2, ").arg(parts).arg(i) + why));
+  }
+}
+
 }  // namespace
 
 class TestAttention : public QObject {
@@ -441,20 +493,15 @@ class TestAttention : public QObject {
     const Case c = make_case(nq, key_dim, value_dim, len,
                              static_cast<unsigned>(nq * 7919 + len * 1000 + key_dim + begin));
     const Bf16Case b = to_bf16(c);
-    std::vector<float> sink_logits(static_cast<std::size_t>(nq));
-    for (int i = 0; i < nq; ++i) sink_logits[static_cast<std::size_t>(i)] = 0.5f * i - 1.0f;
-    std::vector<float> scores(static_cast<std::size_t>(nq * (len - begin))),
-        out(static_cast<std::size_t>(nq * value_dim));
-    attend_heads_bf16(c.q.data(), nq, b.kv, begin, len, 0.125f, scores.data(), out.data(),
-                      sinks ? sink_logits.data() : nullptr, static_cast<AttentionVariant>(variant));
-    std::vector<double> want, bound;
-    for (int i = 0; i < nq; ++i) {
-      expected_bf16(c, b, i, begin, len, 0.125,
-                    sinks ? sink_logits[static_cast<std::size_t>(i)] : -INFINITY, want, bound);
-      QString why;
-      QVERIFY2(within(out.data() + i * value_dim, want, bound, &why),
-               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
-    }
+    check_whole(
+        c, begin, sinks,
+        [&](const float* sk, float* scores, float* out) {
+          attend_heads_bf16(c.q.data(), nq, b.kv, begin, len, 0.125f, scores, out, sk,
+                            static_cast<AttentionVariant>(variant));
+        },
+        [&](int i, double sink, std::vector<double>& want, std::vector<double>& bound) {
+          expected_bf16(c, b, i, begin, len, 0.125, sink, want, bound);
+        });
   }
 
   // A BF16 cache's context split into parts and combined is the attention over the whole.
@@ -464,29 +511,17 @@ class TestAttention : public QObject {
         const int nq = 8, dim = 64, len = 301, begin = 5;
         const Case c = make_case(nq, dim, dim, len, static_cast<unsigned>(parts));
         const Bf16Case b = to_bf16(c);
-        std::vector<float> outs(static_cast<std::size_t>(parts * nq * dim)),
-            maxes(static_cast<std::size_t>(parts * nq)), sums(maxes.size()),
-            scores(static_cast<std::size_t>(nq * len)), out(static_cast<std::size_t>(nq * dim));
-        const int n = len - begin;
-        for (int p = 0; p < parts; ++p) {
-          attend_heads_part_bf16(c.q.data(), nq, b.kv, begin + n * p / parts,
-                                 begin + n * (p + 1) / parts, 0.125f, scores.data(),
-                                 outs.data() + p * nq * dim, maxes.data() + p * nq,
-                                 sums.data() + p * nq, v);
-        }
-        combine_attention_parts(parts, nq, dim, outs.data(), maxes.data(), sums.data(), nullptr,
-                                out.data());
-        std::vector<double> want, bound;
-        for (int i = 0; i < nq; ++i) {
-          expected_bf16(c, b, i, begin, len, 0.125, -INFINITY, want, bound);
-          QString why;
-          QVERIFY2(within(out.data() + i * dim, want, bound, &why),
-                   qPrintable(QStringLiteral("%1, %2 parts, query %3, ")
-                                  .arg(attention_variant_name(v))
-                                  .arg(parts)
-                                  .arg(i) +
-                              why));
-        }
+        check_parts(
+            c, begin, parts,
+            [&](int lo, int hi, float* scores, float* out, float* max, float* sum) {
+              attend_heads_part_bf16(c.q.data(), nq, b.kv, lo, hi, 0.125f, scores, out, max, sum,
+                                     v);
+            },
+            [&](int i, const std::vector<int>&, std::vector<double>& want,
+                std::vector<double>& bound) {
+              expected_bf16(c, b, i, begin, len, 0.125, -INFINITY, want, bound);
+            },
+            QString::fromLatin1(attention_variant_name(v)));
       }
     }
   }
@@ -656,20 +691,15 @@ class TestAttention : public QObject {
     const Case c = make_case(nq, key_dim, value_dim, len,
                              static_cast<unsigned>(nq * 7919 + len * 1000 + key_dim + begin));
     const Int8Case b = to_int8(c);
-    std::vector<float> sink_logits(static_cast<std::size_t>(nq));
-    for (int i = 0; i < nq; ++i) sink_logits[static_cast<std::size_t>(i)] = 0.5f * i - 1.0f;
-    std::vector<float> scores(static_cast<std::size_t>(nq * (len - begin))),
-        out(static_cast<std::size_t>(nq * value_dim));
-    attend_heads_int8(c.q.data(), nq, b.kv, begin, len, 0.125f, scores.data(), out.data(),
-                      sinks ? sink_logits.data() : nullptr, static_cast<AttentionVariant>(variant));
-    std::vector<double> want, bound;
-    for (int i = 0; i < nq; ++i) {
-      expected_int8(c, b, i, begin, len, 0.125,
-                    sinks ? sink_logits[static_cast<std::size_t>(i)] : -INFINITY, want, bound);
-      QString why;
-      QVERIFY2(within(out.data() + i * value_dim, want, bound, &why),
-               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
-    }
+    check_whole(
+        c, begin, sinks,
+        [&](const float* sk, float* scores, float* out) {
+          attend_heads_int8(c.q.data(), nq, b.kv, begin, len, 0.125f, scores, out, sk,
+                            static_cast<AttentionVariant>(variant));
+        },
+        [&](int i, double sink, std::vector<double>& want, std::vector<double>& bound) {
+          expected_int8(c, b, i, begin, len, 0.125, sink, want, bound);
+        });
   }
 
   // An 8-bit cache's context split into parts and combined is the attention over the whole
@@ -680,31 +710,17 @@ class TestAttention : public QObject {
         const int nq = 8, dim = 128, len = 301, begin = 5;
         const Case c = make_case(nq, dim, dim, len, static_cast<unsigned>(parts));
         const Int8Case b = to_int8(c);
-        std::vector<float> outs(static_cast<std::size_t>(parts * nq * dim)),
-            maxes(static_cast<std::size_t>(parts * nq)), sums(maxes.size()),
-            scores(static_cast<std::size_t>(nq * len)), out(static_cast<std::size_t>(nq * dim));
-        const int n = len - begin;
-        std::vector<int> cuts;
-        for (int p = 0; p < parts; ++p) {
-          cuts.push_back(begin + n * (p + 1) / parts);
-          attend_heads_part_int8(c.q.data(), nq, b.kv, begin + n * p / parts,
-                                 begin + n * (p + 1) / parts, 0.125f, scores.data(),
-                                 outs.data() + p * nq * dim, maxes.data() + p * nq,
-                                 sums.data() + p * nq, v);
-        }
-        combine_attention_parts(parts, nq, dim, outs.data(), maxes.data(), sums.data(), nullptr,
-                                out.data());
-        std::vector<double> want, bound;
-        for (int i = 0; i < nq; ++i) {
-          expected_int8(c, b, i, begin, len, 0.125, -INFINITY, want, bound, cuts);
-          QString why;
-          QVERIFY2(within(out.data() + i * dim, want, bound, &why),
-                   qPrintable(QStringLiteral("%1, %2 parts, query %3, ")
-                                  .arg(attention_variant_name(v))
-                                  .arg(parts)
-                                  .arg(i) +
-                              why));
-        }
+        check_parts(
+            c, begin, parts,
+            [&](int lo, int hi, float* scores, float* out, float* max, float* sum) {
+              attend_heads_part_int8(c.q.data(), nq, b.kv, lo, hi, 0.125f, scores, out, max, sum,
+                                     v);
+            },
+            [&](int i, const std::vector<int>& cuts, std::vector<double>& want,
+                std::vector<double>& bound) {
+              expected_int8(c, b, i, begin, len, 0.125, -INFINITY, want, bound, cuts);
+            },
+            QString::fromLatin1(attention_variant_name(v)));
       }
     }
   }
