@@ -133,8 +133,8 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   kv_cache_->setToolTip(
       tr("How the CPU keeps the keys and values of the conversation where it runs attention. "
          "8-bit takes 0.56 of BF16's memory and is a little less exact; with AVX-512 it also "
-         "decodes long conversations faster. A GPU keeps its own. Applies to the next model "
-         "loaded."));
+         "decodes long conversations faster, though a long prompt can take longer. A GPU keeps "
+         "its own. Applies to the next model loaded."));
   engine_form->addRow(tr("KV cache"), kv_cache_);
   folders_v->addWidget(engine);
   folders_v->addStretch(1);
