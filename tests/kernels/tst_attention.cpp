@@ -219,10 +219,12 @@ Int8Case to_int8(const Case& c) {
 // query, the exact weights), and for each value the error the kernels may make: each chunk
 // of kInt8ValueChunk positions (at multiples of it, cut at `cuts`: the parts of a split) rounds
 // its weights to bytes, half a step of (its largest weight x its largest value scale) / 255
-// times the value's byte; fp32 sums the rest.
+// times the value's byte; fp32 sums the rest. With `shared_chunks` (a prompt's rows, which
+// take a chunk's bytes together with rows of other tokens), the largest value scale is that
+// of the chunk's positions in the whole cache.
 void expected_int8(const Case& c, const Int8Case& b, int i, int begin, int end, double scale,
                    double sink, std::vector<double>& out, std::vector<double>& bound,
-                   const std::vector<int>& cuts = {}) {
+                   const std::vector<int>& cuts = {}, bool shared_chunks = false) {
   const std::vector<double> p =
       weights(b.q.data() + i * c.key_dim, b.k, c.key_dim, begin, end, scale, sink);
   const std::int64_t stride = b.kv.value_scale_stride;
@@ -241,7 +243,10 @@ void expected_int8(const Case& c, const Int8Case& b, int i, int begin, int end, 
     for (int d = 0; d < c.value_dim; ++d) {
       const std::size_t g = static_cast<std::size_t>(d / kInt8Group * stride);
       double largest = 0;
-      for (int s = lo; s < hi; ++s) largest = std::max<double>(largest, b.value_scales[g + s]);
+      const int chunk = lo - lo % int(kInt8ValueChunk);
+      const int from = shared_chunks ? chunk : lo;
+      const int to = shared_chunks ? std::min(c.len, chunk + int(kInt8ValueChunk)) : hi;
+      for (int s = from; s < to; ++s) largest = std::max<double>(largest, b.value_scales[g + s]);
       for (int s = lo; s < hi; ++s) {
         const double w = p[static_cast<std::size_t>(s - begin)];
         const std::size_t at = static_cast<std::size_t>(s * c.value_dim + d);
@@ -564,6 +569,10 @@ class TestAttention : public QObject {
         // fill a last group of 16, and a latent attention's widths.
         {7, 5, 33, 64, 80, 0},
         {8, 5, 140, 576, 512, 0},
+        // Few heads, many tokens: the 8-bit cache's row groups take several tokens, across
+        // blocks, with a window that ends inside them.
+        {3, 70, 100, 64, 64, 90},
+        {1, 20, 250, 32, 32, 0},
     };
     const auto name = [](int v) {
       if (v < 0) return QStringLiteral("f32");
@@ -637,7 +646,7 @@ class TestAttention : public QObject {
           ok = close(got, expected(c, t * nq + i, begin, end, scale, sink), &why);
         } else if (int8) {
           std::vector<double> want, bound;
-          expected_int8(c, b8, t * nq + i, begin, end, scale, sink, want, bound);
+          expected_int8(c, b8, t * nq + i, begin, end, scale, sink, want, bound, {}, true);
           ok = within(got, want, bound, &why);
         } else {
           std::vector<double> want, bound;

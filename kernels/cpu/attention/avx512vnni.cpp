@@ -118,6 +118,17 @@ struct Int8KvVnni : Int8Kv {
   __attribute__((always_inline)) void weigh(const float* p, std::int64_t p_stride,
                                             std::int64_t begin, std::int64_t end,
                                             float* out) const {
+    float* rows[NQ];
+    for (int i = 0; i < NQ; ++i) rows[i] = out + i * value_dim;
+    weigh_rows<NQ>(p, p_stride, begin, end, rows, nullptr);
+  }
+
+  // As weigh, into each row's own output; with `corr`, added to that output scaled by
+  // corr[i] (0: the row's first weights, its output not yet written).
+  template <int NQ>
+  __attribute__((always_inline)) void weigh_rows(const float* p, std::int64_t p_stride,
+                                                 std::int64_t begin, std::int64_t end,
+                                                 float* const* rows, const float* corr) const {
     constexpr std::int64_t kChunk = kInt8ValueChunk;
     const std::int64_t dim = value_dim, groups = dim / kInt8Group;
     alignas(64) std::uint8_t w[kInt8MaxDim / kInt8Group * NQ * kChunk];
@@ -149,10 +160,15 @@ struct Int8KvVnni : Int8Kv {
           }
         }
         for (int i = 0; i < NQ; ++i) {
-          float* o = out + i * dim + g * kInt8Group;
+          float* o = rows[i] + g * kInt8Group;
           const __m512 fi = _mm512_set1_ps(f[g * NQ + i]);
           const __m512 x0 = _mm512_cvtepi32_ps(d0[i]), x1 = _mm512_cvtepi32_ps(d1[i]);
-          if (c0 == c_begin) {
+          if (c0 == c_begin && corr != nullptr && corr[i] != 0.0f) {
+            const __m512 ci = _mm512_set1_ps(corr[i]);
+            _mm512_storeu_ps(o, _mm512_fmadd_ps(fi, x0, _mm512_mul_ps(ci, _mm512_loadu_ps(o))));
+            _mm512_storeu_ps(o + 16,
+                             _mm512_fmadd_ps(fi, x1, _mm512_mul_ps(ci, _mm512_loadu_ps(o + 16))));
+          } else if (c0 == c_begin) {
             _mm512_storeu_ps(o, _mm512_mul_ps(fi, x0));
             _mm512_storeu_ps(o + 16, _mm512_mul_ps(fi, x1));
           } else {
@@ -179,7 +195,7 @@ void attend_prompt_int8_avx512(const Int8Queries& queries, const float* q, std::
                                std::int64_t pos0, std::int64_t window, float scale,
                                const float* sinks, float* out, std::int64_t out_stride) {
   const Int8KvVnni k{kv, &queries};
-  attend_prompt_blocks(k, q, q_stride, nq, tokens, pos0, window, scale, sinks, out, out_stride);
+  attend_prompt_rows(k, q, q_stride, nq, tokens, pos0, window, scale, sinks, out, out_stride);
 }
 
 }  // namespace tandem::kernels::attention_loop

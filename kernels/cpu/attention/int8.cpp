@@ -221,6 +221,17 @@ struct Int8KvPortable : Int8Kv {
   __attribute__((always_inline)) void weigh(const float* p, std::int64_t p_stride,
                                             std::int64_t begin, std::int64_t end,
                                             float* out) const {
+    float* rows[NQ];
+    for (int i = 0; i < NQ; ++i) rows[i] = out + i * value_dim;
+    weigh_rows<NQ>(p, p_stride, begin, end, rows, nullptr);
+  }
+
+  // As weigh, into each row's own output; with `corr`, added to that output scaled by
+  // corr[i] (0: the row's first weights, its output not yet written).
+  template <int NQ>
+  __attribute__((always_inline)) void weigh_rows(const float* p, std::int64_t p_stride,
+                                                 std::int64_t begin, std::int64_t end,
+                                                 float* const* rows, const float* corr) const {
     constexpr std::int64_t kChunk = kInt8ValueChunk;
     const std::int64_t dim = value_dim, groups = dim / kInt8Group;
     std::uint8_t w[kInt8MaxDim / kInt8Group * NQ * kChunk];
@@ -235,12 +246,15 @@ struct Int8KvPortable : Int8Kv {
       for (std::int64_t g = 0; g < groups; ++g) {
         // The next chunk, a share of it in each group's pass over this one.
         attention_loop::fetch_row_share(next, kChunk * dim, g, groups);
-        // The group's 32 values of each head: two vectors, from `out` after the first chunk.
+        // The group's 32 values of each row: two vectors, from its output after the first
+        // chunk (and in the first, that output scaled, with `corr`).
         Vec16 a0[NQ], a1[NQ];
-        float* o = out + g * kInt8Group;
         for (int i = 0; i < NQ; ++i) {
-          a0[i] = c0 == c_begin ? Vec16{} : load16(o + i * dim);
-          a1[i] = c0 == c_begin ? Vec16{} : load16(o + i * dim + 16);
+          const float* o = rows[i] + g * kInt8Group;
+          const bool first = c0 == c_begin;
+          const float c = !first ? 1.0f : corr != nullptr ? corr[i] : 0.0f;
+          a0[i] = c == 0.0f ? Vec16{} : c * load16(o);
+          a1[i] = c == 0.0f ? Vec16{} : c * load16(o + 16);
         }
         // Each weight byte times its chunk's factor: w[i][k] f[i].
         float wf[NQ][kChunk];
@@ -266,8 +280,8 @@ struct Int8KvPortable : Int8Kv {
           }
         }
         for (int i = 0; i < NQ; ++i) {
-          store16(o + i * dim, a0[i]);
-          store16(o + i * dim + 16, a1[i]);
+          store16(rows[i] + g * kInt8Group, a0[i]);
+          store16(rows[i] + g * kInt8Group + 16, a1[i]);
         }
       }
     }
@@ -305,8 +319,8 @@ attend_prompt_int8_portable(const Int8Queries& queries, const float* q, std::int
                             std::int64_t pos0, std::int64_t window, float scale, const float* sinks,
                             float* out, std::int64_t out_stride) {
   const Int8KvPortable k{kv, &queries};
-  attention_loop::attend_prompt_blocks(k, q, q_stride, nq, tokens, pos0, window, scale, sinks, out,
-                                       out_stride);
+  attention_loop::attend_prompt_rows(k, q, q_stride, nq, tokens, pos0, window, scale, sinks, out,
+                                     out_stride);
 }
 
 void attend_int8(const float* q, std::int64_t nq, const Int8Kv& kv, std::int64_t begin,

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/attention/attention.h"
@@ -283,6 +284,116 @@ inline __attribute__((always_inline)) void attend_prompt_blocks(
       const float m = max[t * nq + i];
       double denominator = sum[t * nq + i];
       if (sinks != nullptr) denominator += std::exp(static_cast<double>(sinks[i]) - m);
+      const auto inv = static_cast<float>(1.0 / denominator);
+      float* o = out + t * out_stride + i * vd;
+      for (std::int64_t d = 0; d < vd; ++d) o[d] *= inv;
+    }
+  }
+}
+
+// A prompt's attention, flash-style as attend_prompt_blocks', for kernels whose query rows run
+// on across tokens (row r = t * nq + i, as Int8Queries holds them: score and weigh find rows
+// from the pointer to their first): each block goes through groups of kMaxQueries rows of
+// consecutive tokens, so a group of few heads (3 query heads a KV head, as SmolLM2's) takes
+// the block's keys and values with as many rows as a group of 8. A group is scored and
+// weighed over the positions any of its rows sees; each row's positions outside its own
+// (causal, window) get no weight. Each row's weights are taken against its running maximum
+// directly, so a block costs one exponential pass a row, and the kernel weighs straight into
+// the rows' outputs, rescaling them as it goes, through
+//   template <int NQ> void weigh_rows(p, p_stride, begin, end, float* const* rows, corr)
+//     rows[i] = corr[i] * rows[i] + sum over s of p[i * p_stride + s - begin] * v_s
+//     (corr[i] 0: rows[i] not read).
+template <class Kv>
+inline __attribute__((always_inline)) void attend_prompt_rows(
+    const Kv& kv, const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
+    std::int64_t pos0, std::int64_t window, float scale, const float* sinks, float* out,
+    std::int64_t out_stride) {
+  const std::int64_t vd = kv.value_dim;
+  PromptScratch& scratch = prompt_scratch(kMaxQueries, vd, tokens);
+  float* scores = scratch.scores.data();
+  float* max = scratch.max.data();
+  float* sum = scratch.sum.data();
+  const auto first = [&](std::int64_t t) {
+    return window > 0 ? std::max<std::int64_t>(0, pos0 + t + 1 - window) : std::int64_t{0};
+  };
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  std::fill_n(max, tokens * nq, kNone);
+  std::fill_n(sum, tokens * nq, 0.0f);
+  // Rows [r0, r0 + N) over [lo, hi) of the block at k0 (k1 its end).
+  const auto group = [&](auto rows, std::int64_t r0, std::int64_t lo, std::int64_t hi,
+                         std::int64_t k1) {
+    constexpr int N = decltype(rows)::value;
+    const std::int64_t len = hi - lo;
+    // Each row's token and output, a division a group (one a row cost a seventh of the time).
+    std::int64_t token[N];
+    float* dst[N];
+    for (std::int64_t i = 0, t = r0 / nq, h = r0 % nq; i < N; ++i) {
+      token[i] = t;
+      dst[i] = out + t * out_stride + h * vd;
+      if (++h == nq) h = 0, ++t;
+    }
+    kv.template score<N>(q + token[0] * q_stride + r0 % nq * kv.key_dim, lo, hi, scale, scores,
+                         len);
+    float corr[N];  // the row's output so far is scaled by it; below 0: the row has no weight here
+    for (int i = 0; i < N; ++i) {
+      const std::int64_t r = r0 + i, t = token[i];
+      float* row = scores + i * len;
+      const std::int64_t a = std::max(lo, first(t)) - lo;
+      const std::int64_t b = std::min(k1, pos0 + t + 1) - lo;
+      if (a >= b) {  // none of the block's positions is the row's
+        std::fill_n(row, len, 0.0f);
+        corr[i] = -1.0f;
+        continue;
+      }
+      std::fill_n(row, a, 0.0f);
+      std::fill(row + b, row + len, 0.0f);
+      const float m_old = max[r];
+      const float m_new = std::max(m_old, max_of(row + a, b - a, kNone));
+      corr[i] = m_old == kNone ? 0.0f : std::exp(m_old - m_new);
+      sum[r] = sum[r] * corr[i] + static_cast<float>(exp_shifted(row + a, b - a, m_new));
+      max[r] = m_new;
+    }
+    // Rows with no weight here keep their output (scaled by 1, their weights all 0), or
+    // have none yet (0).
+    for (int i = 0; i < N; ++i)
+      if (corr[i] < 0.0f) corr[i] = max[r0 + i] == kNone ? 0.0f : 1.0f;
+    kv.template weigh_rows<N>(scores, len, lo, hi, dst, corr);
+  };
+  const std::int64_t last = pos0 + tokens;
+  for (std::int64_t k0 = first(0) - first(0) % kPromptKeyBlock; k0 < last; k0 += kPromptKeyBlock) {
+    const std::int64_t k1 = k0 + kPromptKeyBlock;
+    // The tokens that see some of the block: from the first at or past it (causal) to the last
+    // whose window starts before its end.
+    const std::int64_t ta = std::max<std::int64_t>(0, k0 - pos0);
+    const std::int64_t tb = window > 0 ? std::min(tokens, k1 - pos0 - 1 + window) : tokens;
+    for (std::int64_t r0 = ta * nq; r0 < tb * nq; r0 += kMaxQueries) {
+      const std::int64_t n = std::min(kMaxQueries, tb * nq - r0);
+      const std::int64_t lo = std::max(k0, first(r0 / nq));
+      const std::int64_t hi = std::min(k1, pos0 + (r0 + n - 1) / nq + 1);
+      switch (n) {
+#define TANDEM_ROWS(N)                                       \
+  case N:                                                    \
+    group(std::integral_constant<int, N>(), r0, lo, hi, k1); \
+    break;
+        TANDEM_ROWS(1)
+        TANDEM_ROWS(2)
+        TANDEM_ROWS(3)
+        TANDEM_ROWS(4)
+        TANDEM_ROWS(5)
+        TANDEM_ROWS(6)
+        TANDEM_ROWS(7)
+        TANDEM_ROWS(8)
+#undef TANDEM_ROWS
+        default:
+          break;
+      }
+    }
+  }
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t i = 0; i < nq; ++i) {
+      const std::int64_t r = t * nq + i;
+      double denominator = sum[r];
+      if (sinks != nullptr) denominator += std::exp(static_cast<double>(sinks[i]) - max[r]);
       const auto inv = static_cast<float>(1.0 / denominator);
       float* o = out + t * out_stride + i * vd;
       for (std::int64_t d = 0; d < vd; ++d) o[d] *= inv;
