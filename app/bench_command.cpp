@@ -1,6 +1,7 @@
 #include "app/bench_command.h"
 
 #include <algorithm>
+#include <cinttypes>
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -314,6 +315,18 @@ int run_attention_bench(const BenchCommandOptions& o) {
   options.min_sample_seconds = o.sample_seconds;
   options.repetitions = std::max(1, o.repetitions);
   options.threads = measured_thread_counts(o);
+  int used = 0;
+  if (std::sscanf(o.attention_shape.c_str(), "%" SCNd64 "/%" SCNd64 "/%" SCNd64 "%n",
+                  &options.heads, &options.kv_heads, &options.head_dim, &used) != 3 ||
+      static_cast<std::size_t>(used) != o.attention_shape.size() || options.heads < 1 ||
+      options.kv_heads < 1 || options.head_dim < 1 || options.heads % options.kv_heads != 0) {
+    std::fprintf(stderr,
+                 "tandem: --shape takes query heads, KV heads and head width as Q/KV/D, the "
+                 "query heads a multiple of the KV heads (such as 32/4/128 or 9/3/64), not "
+                 "\"%s\".\n",
+                 o.attention_shape.c_str());
+    return 2;
+  }
   if (!backend::parse_kv_cache_format(o.engine.kv_cache, options.cache) ||
       options.cache == backend::KvCacheFormat::F32) {
     std::fprintf(stderr, "tandem: bench --attention measures --kv-cache bf16 or int8.\n");

@@ -40,6 +40,8 @@ struct BenchCommandOptions {
   // token, at the --tokens lengths (default 512, 2048) after -d cached tokens (default 0 and
   // 8192).
   bool attention = false;
+  // --attention's shape: query heads, KV heads and head width, "32/4/128" (Qwen3-30B-A3B's).
+  std::string attention_shape = "32/4/128";
   // --gguf-products: with -m FILE.gguf, the products of each GGUF block format the file's
   // matrices use, on every SIMD variant this CPU runs (or the one --cpu-variant forces), at
   // the --tokens counts (default 1).

@@ -379,6 +379,12 @@ int main(int argc, char** argv) {
       ->excludes(delta_rule_flag)
       ->excludes(bench_trace);
   bench_cmd
+      ->add_option("--shape", bench.attention_shape,
+                   "--attention: query heads, KV heads and head width as Q/KV/D (SmolLM2-135M's "
+                   "9/3/64)")
+      ->capture_default_str()
+      ->needs(bench_cmd->get_option("--attention"));
+  bench_cmd
       ->add_flag("--gguf-products", bench.gguf_products,
                  "With -m FILE.gguf: time the product of each GGUF block format the file's "
                  "matrices use (Q4_K, IQ2_XS, ...), on its own matrices of that format, with "

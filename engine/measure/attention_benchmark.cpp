@@ -22,14 +22,19 @@ namespace {
 // the third-level cache that one layer's 17 MB would fit.
 constexpr std::int64_t kLayers = 8;
 
-// Qwen3-30B-A3B's attention layers: 32 query heads over 4 KV heads of 128.
-model::ModelSpec qwen3_30b_attention_layers() {
+// Attention layers of the options' shape (Qwen3-30B-A3B's: 32 query heads over 4 KV heads of
+// 128).
+model::ModelSpec attention_layers(const AttentionBenchOptions& o) {
+  if (o.heads < 1 || o.kv_heads < 1 || o.head_dim < 1 || o.heads % o.kv_heads != 0)
+    throw std::invalid_argument(
+        "bench --attention takes query heads that are a multiple of the "
+        "KV heads, such as 32/4/128");
   model::ModelSpec s;
   s.num_layers = kLayers;
-  s.num_heads = 32;
-  s.num_kv_heads = 4;
-  s.head_dim = 128;
-  s.attention_scale = 1.0 / std::sqrt(128.0);
+  s.num_heads = o.heads;
+  s.num_kv_heads = o.kv_heads;
+  s.head_dim = o.head_dim;
+  s.attention_scale = 1.0 / std::sqrt(static_cast<double>(o.head_dim));
   return s;
 }
 
@@ -43,16 +48,17 @@ AttentionBenchReport run_attention_benchmark(
     const AttentionBenchOptions& options, const std::function<void(const std::string&)>& progress) {
   AttentionBenchReport report;
   report.cpu = kernels::detect_isa().identity.brand;
-  const model::ModelSpec spec = qwen3_30b_attention_layers();
+  const model::ModelSpec spec = attention_layers(options);
   const std::int64_t nh = spec.num_heads, nkv = spec.num_kv_heads, hd = spec.head_dim;
   const std::int64_t group = nh / nkv;
   const kernels::AttentionVariant variant = kernels::active_attention_variant();
   if (options.cache == backend::KvCacheFormat::F32)
     throw std::invalid_argument("bench --attention measures a bf16 or an int8 KV cache");
   const bool int8 = options.cache == backend::KvCacheFormat::Int8;
-  report.shape =
-      std::string("Qwen3-30B-A3B's attention (32 query heads over 4 KV heads of 128), ") +
-      (int8 ? "8-bit cache" : "BF16 cache");
+  const bool qwen3 = nh == 32 && nkv == 4 && hd == 128;
+  report.shape = fmt::format("{}attention ({} query heads over {} KV heads of {}), {}",
+                             qwen3 ? "Qwen3-30B-A3B's " : "", nh, nkv, hd,
+                             int8 ? "8-bit cache" : "BF16 cache");
   report.kernel = kernels::attention_variant_name(variant);
   std::int64_t longest = 1, deepest = 0;
   for (std::int64_t t : options.tokens) longest = std::max(longest, t);

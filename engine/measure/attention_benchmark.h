@@ -22,6 +22,8 @@ struct AttentionBenchOptions {
   int repetitions = 3;
   double min_sample_seconds = 0.2;
   backend::KvCacheFormat cache = backend::KvCacheFormat::Bf16;  // bf16 or int8
+  // The attention layers' shape: Qwen3-30B-A3B's by default (SmolLM2-135M's is 9 over 3 of 64).
+  std::int64_t heads = 32, kv_heads = 4, head_dim = 128;
 };
 
 struct AttentionBenchRow {

@@ -562,6 +562,25 @@ class TestCli : public QObject {
       QVERIFY(row["peak_fraction"].get<double>() > 0);  // of VDPBF16PS's or the FMAs' peak
     }
     QCOMPARE(doc["instruction_peaks"].size(), std::size_t{1});  // one thread count
+    QVERIFY2(doc["shape"].get<std::string>().find("32 query heads over 4 KV heads of 128") !=
+                 std::string::npos,
+             doc["shape"].get<std::string>().c_str());
+    // Another model's shape, here SmolLM2-135M's, over the 8-bit cache.
+    const Run small =
+        runTandem({"bench", "--attention", "--shape", "9/3/64", "--kv-cache", "int8", "--tokens",
+                   "40", "-d", "150", "-r", "1", "-t", "1", "--sample-time", "0.01", "--json"},
+                  env());
+    QCOMPARE(small.code, 0);
+    const auto smol = nlohmann::json::parse(small.out.toStdString());
+    QVERIFY2(smol["shape"].get<std::string>() ==
+                 "attention (9 query heads over 3 KV heads of 64), 8-bit cache",
+             smol["shape"].get<std::string>().c_str());
+    QVERIFY(smol["rows"][0]["gflops_mean"].get<double>() > 0);
+    for (const char* bad : {"9/4/64", "9/3", "nine", "9/3/64x"}) {
+      const Run r = runTandem({"bench", "--attention", "--shape", bad}, env());
+      QCOMPARE(r.code, 2);
+      QVERIFY2(r.err.contains(QLatin1String("Q/KV/D")), qPrintable(r.err));
+    }
     const Run both = runTandem({"bench", "--attention", "--delta-rule"}, env());
     QVERIFY(both.code != 0);
   }
