@@ -679,6 +679,11 @@ int run_bench(const BenchCommandOptions& o) {
         {"pools", model->pools()},
         {"load_seconds", load_s},
         {"accelerator", accelerator},
+        // The CPU's KV cache; with an accelerator, attention and its cache are the GPU's.
+        {"kv_cache",
+         runner.has_accelerator()
+             ? nlohmann::json()
+             : nlohmann::json(std::string(backend::kv_cache_format_name(settings.kv_cache)))},
         {"read_bandwidth_bytes_per_s", last.read_bandwidth_bytes_per_s},
         {"active_bytes_per_token", last.active_bytes_per_token},
     };

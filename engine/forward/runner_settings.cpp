@@ -29,6 +29,10 @@ void apply_profile(const plan::RunProfile& p, RunSettings& s) {
     throw std::invalid_argument("the accelerator \"" + *p.accelerator + "\"" + in +
                                 " is not one Tandem knows; use auto, cuda, emulated or none");
   }
+  if (p.kv_cache && !backend::parse_kv_cache_format(*p.kv_cache, s.kv_cache)) {
+    throw std::invalid_argument("the KV cache \"" + *p.kv_cache + "\"" + in +
+                                " is not one Tandem knows; use bf16, int8 or f32");
+  }
   if (p.expert_stats) s.expert_stats = *p.expert_stats;
 }
 

@@ -31,7 +31,7 @@ struct RunSettings {
 };
 
 // Takes the profile's values; std::invalid_argument with a sentence for one that means
-// nothing (an unknown strategy or accelerator).
+// nothing (an unknown strategy, accelerator or KV cache).
 void apply_profile(const plan::RunProfile& profile, RunSettings& settings);
 
 // Whether the settings ask for anything only an accelerator does.

@@ -1,6 +1,7 @@
 #include "engine/plan/memory_planner.h"
 
 #include "engine/schedule/hybrid_options.h"
+#include "kernels/cpu/attention/attention.h"
 #include "kernels/cpu/packed/matmul.h"
 
 #include <fmt/format.h>
@@ -64,8 +65,10 @@ MemoryLine recurrent_state(const ModelShape& m) {
 
 // Where each category goes for the given choices.
 // `staging`: with layerwise prefill, the two layers of the other experts staged on the GPU.
+// `int8_kv`: without a GPU, the CPU's KV cache in 8 bits.
 Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_fmt,
-              std::int64_t gpu_experts, std::int64_t context, std::uint64_t staging = 0) {
+              std::int64_t gpu_experts, std::int64_t context, std::uint64_t staging = 0,
+              bool int8_kv = false) {
   Layout l;
   const ModelShape::StoredBytes& st = m.stored;
   const std::int64_t attention_dense = m.attention_params + m.dense_ffn_params + m.router_params;
@@ -104,12 +107,15 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     l.ram.push_back({"shared experts", weights(m.shared_expert_params, st.shared_experts, dense)});
     l.ram.push_back({"output head", weights(m.output_params, st.output, dense)});
     l.ram.push_back({"routed experts (CPU)", experts(m.experts, cpu)});
-    // The CPU engine keeps keys and values in BF16 (RunSettings' default, --kv-cache bf16);
-    // for latent attention it keeps the latent twice, as rows to weigh and tiled beside the
-    // rotary key to score against (counted as two copies of latent and key: a little over, by
-    // the rotary key).
-    l.ram.push_back({"KV cache", static_cast<std::uint64_t>(context * m.kv_elements_per_token *
-                                                            (m.mla ? 2 : 1) * 2)});
+    // The CPU engine keeps keys and values in BF16 (RunSettings' default, --kv-cache bf16) or
+    // in 8 bits with a float scale per 32 (1.125 bytes an element); for latent attention it
+    // keeps the latent twice, as rows to weigh and tiled beside the rotary key to score
+    // against (counted as two copies of latent and key: a little over, by the rotary key).
+    const double element_bytes = int8_kv ? 1.0 + 4.0 / kernels::kInt8Group : 2.0;
+    l.ram.push_back(
+        {"KV cache", static_cast<std::uint64_t>(std::llround(
+                         static_cast<double>(context * m.kv_elements_per_token * (m.mla ? 2 : 1)) *
+                         element_bytes))});
     if (m.recurrent_state_elements > 0) l.ram.push_back(recurrent_state(m));
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   }
@@ -335,8 +341,23 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   plan.uses_gpu = use_gpu;
   plan.gpu_name = gpu != nullptr ? gpu->name : "";
 
-  // RAM: make it fit by smaller CPU formats, then a shorter context.
-  auto ram_needed = [&] { return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context).ram); };
+  // The CPU's KV cache (without a GPU): 8 bits where the CPU engine takes the model's widths
+  // and it pays, chosen for speed (below) or to fit.
+  const bool int8_kv_takes = !use_gpu && m.kv_elements_per_token > 0 &&
+                             kernels::int8_cache_takes(m.kv_key_width) &&
+                             kernels::int8_cache_takes(m.kv_value_width);
+  const bool int8_kv_faster =
+      usable.avx512f && usable.avx512bw && usable.avx512vl && usable.avx512_vnni;
+  bool int8_kv = int8_kv_takes && int8_kv_faster && wishes.quality == Quality::Speed;
+  const bool int8_kv_for_speed = int8_kv;
+
+  // RAM: make it fit by an 8-bit KV cache (which costs the least accuracy), smaller CPU
+  // formats, then a shorter context.
+  auto ram_needed = [&] {
+    return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, 0, int8_kv).ram);
+  };
+  if (int8_kv_takes && ram_needed() > plan.ram_budget) int8_kv = true;
+  const WeightFormat wished_cpu = cpu;
   while (!wishes.cpu_format && ram_needed() > plan.ram_budget && cpu != WeightFormat::Int4 &&
          cpu != WeightFormat::Mxfp4 && cpu != WeightFormat::Native) {
     const WeightFormat smaller =
@@ -345,6 +366,16 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
                                        format_name(smaller), format_name(cpu),
                                        gib(plan.ram_budget)));
     cpu = smaller;
+  }
+  // Smaller experts may leave room for BF16's cache again.
+  if (int8_kv && !int8_kv_for_speed && cpu != wished_cpu) {
+    int8_kv = false;
+    if (ram_needed() > plan.ram_budget) int8_kv = true;
+  }
+  if (int8_kv && !int8_kv_for_speed) {
+    plan.changes.insert(plan.changes.begin(),
+                        fmt::format("KV cache in 8 bits instead of BF16 to fit in {} of RAM",
+                                    gib(plan.ram_budget)));
   }
   if (ram_needed() > plan.ram_budget && context > 2048) {
     // A shorter context helps only when the KV cache is what does not fit.
@@ -366,7 +397,8 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   if (use_gpu) gpu_experts = size_gpu_experts(context);
 
   const Layout final_layout =
-      layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, staging_for(gpu_experts));
+      layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, staging_for(gpu_experts), int8_kv);
+  plan.kv_cache_int8 = int8_kv;
   plan.ram = final_layout.ram;
   plan.vram = final_layout.vram;
   plan.cpu_format = cpu;
@@ -490,6 +522,21 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
                                  : "the default, which fits; ask for more or less with "
                                    "the context setting"});
   plan.parameters.push_back(
+      {"kv-cache", int8_kv ? "int8" : "bf16",
+       use_gpu ? std::string("the GPU keeps its own; this is the CPU's, should it run alone")
+       : int8_kv_for_speed
+           ? std::string("8 bits: long conversations decode faster with AVX-512 VNNI, in 0.56 "
+                         "of BF16's memory, a little less exact")
+       : int8_kv ? std::string("8 bits, so the context fits: 0.56 of BF16's memory, a little "
+                               "less exact")
+       : !int8_kv_takes && m.kv_key_width > 0
+           ? fmt::format("BF16: the 8-bit cache takes heads of whole 32s up to {}, not {}",
+                         kernels::kInt8MaxDim,
+                         m.kv_key_width == m.kv_value_width
+                             ? std::to_string(m.kv_key_width)
+                             : fmt::format("{} and {}", m.kv_key_width, m.kv_value_width))
+           : std::string("BF16: it fits, and keeps the attention closest to the model's")});
+  plan.parameters.push_back(
       {"accelerator", use_gpu ? "auto" : "none",
        use_gpu ? fmt::format("the GPU ({}) runs attention, the dense layers and {} experts per "
                              "layer; the CPU the others",
@@ -521,6 +568,7 @@ nlohmann::json to_json(const Plan& p) {
           {"gpu_format", format_name(p.gpu_format)},
           {"gpu_experts_per_layer", p.gpu_experts_per_layer},
           {"context_tokens", p.context_tokens},
+          {"kv_cache", p.kv_cache_int8 ? "int8" : "bf16"},
           {"parameters", params}};
 }
 

@@ -74,6 +74,10 @@ struct Plan {
   WeightFormat gpu_format = WeightFormat::Bf16;
   std::int64_t gpu_experts_per_layer = 0;
   std::int64_t context_tokens = 0;
+  // The CPU engine keeps its KV cache in 8 bits (kv-cache int8) rather than BF16: where RAM
+  // would not hold BF16's at the context asked, or for speed at long contexts (Quality::Speed
+  // on CPUs with AVX-512 VNNI). Without a GPU only: the GPU keeps its own cache.
+  bool kv_cache_int8 = false;
   std::vector<Parameter> parameters;
   // Where copying a layer's experts to the GPU at the bus's full speed pays, for engines that
   // stage them so (SGLang's kt-kernel); 0 without a GPU or experts. Tandem's own threshold,

@@ -63,6 +63,8 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
         (q_lora > 0 ? h * q_lora + q_lora + q_lora * heads * qk : h * heads * qk) +
         h * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v) + heads * v * h;
     s.kv_elements_per_token = layers * (kv_lora + rope);
+    s.kv_key_width = kv_lora + rope;
+    s.kv_value_width = kv_lora;
   } else {
     attention_per_layer = h * heads * head_dim + 2 * h * kv_heads * head_dim + heads * head_dim * h;
     if (a == "Qwen3MoeForCausalLM" || a == "Qwen3ForCausalLM" || a == "Qwen3NextForCausalLM")
@@ -70,6 +72,7 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     if (c.value("attention_bias", false))
       attention_per_layer += heads * head_dim + 2 * kv_heads * head_dim + h;
     s.kv_elements_per_token = layers * 2 * kv_heads * head_dim;
+    s.kv_key_width = s.kv_value_width = head_dim;
   }
   attention_per_layer += 2 * h;  // the two RMSNorms around attention and the MLP
   s.attention_params = attention_per_layer * layers;

@@ -28,6 +28,9 @@ struct ModelShape {
   // KV cache elements per token over all layers (MLA: the latent and the rotary key).
   std::int64_t kv_elements_per_token = 0;
   bool mla = false;
+  // The widths of the rows the CPU's KV cache keeps a head's keys and values in (MLA: the
+  // latent with the rotary key, and the latent); 0: unknown. The 8-bit cache takes whole 32s.
+  std::int64_t kv_key_width = 0, kv_value_width = 0;
   // The routed experts are stored as MXFP4 (gpt-oss: quantization_config quant_method mxfp4).
   bool mxfp4_experts = false;
   // Layers that attend through a sliding window (gpt-oss: every other one). The CPU engine

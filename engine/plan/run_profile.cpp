@@ -77,6 +77,8 @@ RunProfile run_profile_from_json(const nlohmann::json& doc, const std::string& p
       p.enable_dynamic_expert_update = value == "true";
     } else if (name == "accelerator") {
       p.accelerator = value;
+    } else if (name == "kv-cache") {
+      p.kv_cache = value;
     } else if (name == "expert-stats") {
       p.expert_stats = value;
     }

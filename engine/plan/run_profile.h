@@ -23,6 +23,7 @@ struct RunProfile {
   std::optional<bool> enable_dynamic_expert_update;
   std::optional<std::int64_t> context_length;
   std::optional<std::string> accelerator;   // auto, cuda, emulated, none
+  std::optional<std::string> kv_cache;      // the CPU's KV cache: bf16, int8, f32
   std::optional<std::string> expert_stats;  // a statistics file for the frequency strategy
 };
 

@@ -132,6 +132,20 @@ class TestHybridCli : public QObject {
     std::tie(code, doc) = bench({"--accelerator", "none"});
     QCOMPARE(code, 0);
     QVERIFY(doc["accelerator"].is_null());
+    QCOMPARE(doc["kv_cache"].get<std::string>(), std::string("bf16"));
+    // The profile's KV cache is the CPU's when it runs alone (the GPU keeps its own).
+    {
+      std::ofstream out(profile.toStdString());
+      out << R"({"parameters": [
+        {"name": "accelerator", "value": "none", "reason": ""},
+        {"name": "kv-cache", "value": "int8", "reason": ""}]})";
+    }
+    std::tie(code, doc) = bench({});
+    QCOMPARE(code, 0);
+    QCOMPARE(doc["kv_cache"].get<std::string>(), std::string("int8"));
+    std::tie(code, doc) = bench({"--kv-cache", "f32"});
+    QCOMPARE(code, 0);
+    QCOMPARE(doc["kv_cache"].get<std::string>(), std::string("f32"));
     // What recommend --save writes runs as it is.
     const QString saved = home_.path() + "/data/Tandem/Tandem/profiles/qwen3-moe.json";
     QCOMPARE(tandem({"recommend", "-m", kFixture, "--save"}).code, 0);
@@ -147,6 +161,15 @@ class TestHybridCli : public QObject {
     QCOMPARE(broken.code, 2);
     QVERIFY2(broken.err.contains(profile) && broken.err.contains(QLatin1String("num-gpu-experts")),
              qPrintable(broken.err));
+    {
+      std::ofstream out(profile.toStdString());
+      out << R"({"parameters": [{"name": "kv-cache", "value": "q8_0", "reason": ""}]})";
+    }
+    const Run unknown_cache = tandem(generate({"--profile", profile}));
+    QCOMPARE(unknown_cache.code, 2);
+    QVERIFY2(unknown_cache.err.contains(profile) &&
+                 unknown_cache.err.contains(QLatin1String("bf16, int8 or f32")),
+             qPrintable(unknown_cache.err));
   }
 
   // Exit status 2 for settings that cannot be (105 where the command-line parser itself

@@ -334,6 +334,92 @@ class TestPlanner : public QObject {
     QCOMPARE(line(laptop.ram, "output head"), head);
   }
 
+  // Without a GPU, the KV cache goes to 8 bits where RAM would not hold BF16's at the context
+  // asked (before the experts shrink or the context does: it costs the least accuracy), and
+  // back to BF16 where smaller experts leave room for it; at Quality::Speed on a CPU with
+  // AVX-512 VNNI it is 8 bits for speed. Heads the 8-bit cache does not take keep BF16 and
+  // the context shortens instead. The profile's kv-cache says which, with its reason.
+  void kvCacheIn8BitsWhereRamIsShort() {
+    const ModelShape s = shape("qwen3-30b-a3b");
+    QCOMPARE(s.kv_key_width, 128);
+    QCOMPARE(s.kv_value_width, 128);
+    hw::HardwareReport hw = machine("ryzen-avx512-16gb");
+    hw.gpus.devices.clear();
+    hw.memory.total_bytes = 128 * GiB;
+    hw.memory.available_bytes = 120 * GiB;
+    const auto params = [](const Plan& p) {
+      std::map<std::string, std::string> out;
+      for (const Parameter& x : p.parameters) out[x.name] = x.value;
+      return out;
+    };
+    PlanWishes wishes{65536, Quality::Balanced, {}};
+    const std::uint64_t elements = std::uint64_t{65536} * 48 * 2 * 4 * 128;
+    const Plan roomy = make_plan(hw, s, wishes);
+    QCOMPARE(roomy.verdict, Verdict::Fits);
+    QVERIFY(!roomy.kv_cache_int8);
+    QCOMPARE(line(roomy.ram, "KV cache"), elements * 2);
+    QCOMPARE(params(roomy)["kv-cache"], std::string("bf16"));
+    QCOMPARE(to_json(roomy)["kv_cache"].get<std::string>(), std::string("bf16"));
+
+    // A budget a third of BF16's cache short: 8 bits (1.125 bytes an element) fit, with the
+    // INT8 experts and the whole context kept.
+    const std::uint64_t reserve = hw.memory.total_bytes / 20;
+    hw.memory.available_bytes = reserve + roomy.ram_total() - elements * 2 / 3;
+    const Plan tight = make_plan(hw, s, wishes);
+    QCOMPARE(tight.verdict, Verdict::FitsWithChanges);
+    QVERIFY(tight.kv_cache_int8);
+    QCOMPARE(tight.cpu_format, WeightFormat::Int8);
+    QCOMPARE(tight.context_tokens, 65536);
+    QCOMPARE(line(tight.ram, "KV cache"), elements * 9 / 8);
+    QVERIFY(tight.ram_total() <= tight.ram_budget);
+    QVERIFY2(QString::fromStdString(tight.changes.front()).contains(QLatin1String("8 bits")),
+             tight.changes.front().c_str());
+    QCOMPARE(params(tight)["kv-cache"], std::string("int8"));
+    QCOMPARE(to_json(tight)["kv_cache"].get<std::string>(), std::string("int8"));
+
+    // So short that the experts go to INT4 anyway: then BF16's cache fits again and stays.
+    hw.memory.available_bytes =
+        reserve + roomy.ram_total() - line(roomy.ram, "routed experts (CPU)") / 3;
+    const Plan smaller = make_plan(hw, s, wishes);
+    QCOMPARE(smaller.cpu_format, WeightFormat::Int4);
+    QVERIFY(!smaller.kv_cache_int8);
+    QCOMPARE(params(smaller)["kv-cache"], std::string("bf16"));
+    QVERIFY(smaller.ram_total() <= smaller.ram_budget);
+
+    // Heads of 80 (not whole 32s): BF16, and (the INT8 experts chosen) the context shortens
+    // to fit instead.
+    ModelShape odd = s;
+    odd.kv_key_width = odd.kv_value_width = 80;
+    hw.memory.available_bytes = reserve + roomy.ram_total() - elements * 2 / 3;
+    PlanWishes int8_experts = wishes;
+    int8_experts.cpu_format = WeightFormat::Int8;
+    QVERIFY(make_plan(hw, s, int8_experts).kv_cache_int8);
+    const Plan shortened = make_plan(hw, odd, int8_experts);
+    QVERIFY(!shortened.kv_cache_int8);
+    QVERIFY(shortened.context_tokens < 65536);
+    for (const Parameter& x : shortened.parameters)
+      if (x.name == "kv-cache")
+        QVERIFY2(QString::fromStdString(x.reason).contains(QLatin1String("not 80")),
+                 x.reason.c_str());
+
+    // Speed on AVX-512 VNNI: 8 bits though BF16 fits; not on the AVX2 laptop, nor with a GPU.
+    hw.memory.available_bytes = 120 * GiB;
+    const Plan fast = make_plan(hw, s, {65536, Quality::Speed, {}});
+    QVERIFY(fast.kv_cache_int8);
+    QCOMPARE(fast.verdict, Verdict::Fits);
+    QCOMPARE(params(make_plan(machine("laptop-avx2"), shape("qwen3-30b-a3b"),
+                              {2048, Quality::Speed, {}}))["kv-cache"],
+             std::string("bf16"));
+    const Plan hybrid = make_plan(machine("ryzen-avx512-16gb"), s, {8192, Quality::Speed, {}});
+    QVERIFY(hybrid.uses_gpu);
+    QVERIFY(!hybrid.kv_cache_int8);
+
+    // DeepSeek's latent (512 and the rotary key's 64) is taken.
+    const ModelShape mla = shape("deepseek-v3-0324");
+    QCOMPARE(mla.kv_key_width, 576);
+    QCOMPARE(mla.kv_value_width, 512);
+  }
+
   void kimi_does_not_fit_on_a_laptop() {
     const Plan p =
         make_plan(machine("laptop-avx2"), shape("kimi-k2-instruct"), {8192, Quality::Balanced, {}});
@@ -442,9 +528,10 @@ class TestPlanner : public QObject {
               names.insert(x.name);
               QVERIFY2(!x.reason.empty(), x.name.c_str());
             }
-            for (const char* n : {"kt-method", "cpuinfer", "threadpool-count", "num-gpu-experts",
-                                  "max-deferred-experts-per-token", "gpu-prefill-token-threshold",
-                                  "expert-placement-strategy", "enable-dynamic-expert-update"}) {
+            for (const char* n :
+                 {"kt-method", "cpuinfer", "threadpool-count", "num-gpu-experts",
+                  "max-deferred-experts-per-token", "gpu-prefill-token-threshold",
+                  "expert-placement-strategy", "enable-dynamic-expert-update", "kv-cache"}) {
               QVERIFY2(names.count(n) == 1, n);
             }
           }
