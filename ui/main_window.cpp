@@ -296,12 +296,14 @@ void MainWindow::loadModel(const QString& folder, int threads, qint64 context,
   // Threads: the command line's, else the Preferences', else the profile's or the machine's.
   if (threads <= 0) threads = QSettings().value(QStringLiteral("engine/threads"), 0).toInt();
   if (threads > 0) request.settings.threads = threads;
-  // The KV cache: the Preferences' (the command line's below, through the overrides).
+  // The KV cache: the Preferences', unless they leave it to the plan (the profile's, else
+  // BF16); the command line's below, through the overrides.
   const QString kv_cache =
-      QSettings().value(QStringLiteral("engine/kvCache"), QStringLiteral("bf16")).toString();
-  if (!backend::parse_kv_cache_format(kv_cache.toStdString(), request.settings.kv_cache)) {
-    refuse(tr("the KV cache saved in Preferences (\"%1\") is not one Tandem knows; choose BF16, "
-              "8-bit or fp32 there.")
+      QSettings().value(QStringLiteral("engine/kvCache"), QStringLiteral("plan")).toString();
+  if (kv_cache != QLatin1String("plan") &&
+      !backend::parse_kv_cache_format(kv_cache.toStdString(), request.settings.kv_cache)) {
+    refuse(tr("the KV cache saved in Preferences (\"%1\") is not one Tandem knows; choose one "
+              "there.")
                .arg(kv_cache));
     return;
   }

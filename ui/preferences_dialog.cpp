@@ -127,14 +127,16 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   kv_cache_ = new QComboBox(engine);
   kv_cache_->setObjectName(QStringLiteral("kvCache"));
   kv_cache_->setAccessibleName(tr("KV cache"));
-  kv_cache_->addItem(tr("BF16 (recommended)"), QStringLiteral("bf16"));
+  kv_cache_->addItem(tr("As planned for the model (recommended)"), QStringLiteral("plan"));
+  kv_cache_->addItem(tr("BF16: half of fp32's memory"), QStringLiteral("bf16"));
   kv_cache_->addItem(tr("8-bit: 0.56 of BF16's memory"), QStringLiteral("int8"));
   kv_cache_->addItem(tr("fp32: the most exact, twice BF16's memory"), QStringLiteral("f32"));
   kv_cache_->setToolTip(
       tr("How the CPU keeps the keys and values of the conversation where it runs attention. "
-         "8-bit takes 0.56 of BF16's memory and is a little less exact; with AVX-512 it also "
-         "decodes long conversations faster, though a long prompt can take longer. A GPU keeps "
-         "its own. Applies to the next model loaded."));
+         "The setup assistant's plan picks BF16, or 8-bit where memory is short or it chose "
+         "speed. 8-bit takes 0.56 of BF16's memory and is a little less exact; with AVX-512 it "
+         "also decodes long conversations faster. A GPU keeps its own. Applies to the next "
+         "model loaded."));
   engine_form->addRow(tr("KV cache"), kv_cache_);
   folders_v->addWidget(engine);
   folders_v->addStretch(1);
@@ -205,7 +207,7 @@ void PreferencesDialog::load() {
   shown_conversations_ = ConversationStore::defaultFolder();
   conversations_->setText(shown_conversations_);
   threads_->setValue(s.value(QStringLiteral("engine/threads"), 0).toInt());
-  const int kv = kv_cache_->findData(s.value(QStringLiteral("engine/kvCache"), "bf16").toString());
+  const int kv = kv_cache_->findData(s.value(QStringLiteral("engine/kvCache"), "plan").toString());
   kv_cache_->setCurrentIndex(kv >= 0 ? kv : 0);
   menu_entry_->setChecked(desktop_integration::installed());
   server_port_->setValue(s.value(QStringLiteral("server/port"), 8080).toInt());

@@ -149,6 +149,7 @@ QString plain_name(const std::string& name) {
        QT_TRANSLATE_NOOP("SetupWizard", "Move experts that turn busy onto the GPU")},
       {"expert-stats", QT_TRANSLATE_NOOP("SetupWizard", "Routing statistics read")},
       {"context-length", QT_TRANSLATE_NOOP("SetupWizard", "Context length (tokens)")},
+      {"kv-cache", QT_TRANSLATE_NOOP("SetupWizard", "How the CPU keeps the KV cache")},
       {"accelerator", QT_TRANSLATE_NOOP("SetupWizard", "Accelerator")},
   };
   const auto it = names.find(name);

@@ -329,7 +329,7 @@ class TestChatWindow : public QObject {
       PreferencesDialog preferences;
       auto* kv = preferences.findChild<QComboBox*>(QStringLiteral("kvCache"));
       QVERIFY(kv);
-      QCOMPARE(kv->currentData().toString(), QStringLiteral("bf16"));  // the default
+      QCOMPARE(kv->currentData().toString(), QStringLiteral("plan"));  // the default
       kv->setCurrentIndex(kv->findData(QStringLiteral("int8")));
       QVERIFY(preferences.save());
     }
@@ -359,7 +359,25 @@ class TestChatWindow : public QObject {
     QVERIFY2(chat->noModelText().contains(QLatin1String("(\"q8\") is not one Tandem knows")),
              qPrintable(chat->noModelText()));
     QVERIFY(!window.engine()->isLoading());
+    // Left to the plan: the model's profile says which (here 8 bits, which the 24-wide heads
+    // refuse); without one, BF16 (the model loads).
     QSettings().remove(QStringLiteral("engine/kvCache"));
+    const QString llama = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/llama");
+    const QString profile = MainWindow::profileFor(llama);
+    QVERIFY(QDir().mkpath(QFileInfo(profile).path()));
+    {
+      QFile f(profile);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"parameters": [{"name": "kv-cache", "value": "int8", "reason": ""}]})");
+    }
+    QSignalSpy failed_again(window.engine(), &EngineHost::modelLoadFailed);
+    window.loadModel(llama);
+    QVERIFY(failed_again.wait(20000));
+    QVERIFY2(chat->noModelText().contains(QLatin1String("24 wide")),
+             qPrintable(chat->noModelText()));
+    QVERIFY(QFile::remove(profile));
+    window.loadModel(llama);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel() && !window.engine()->isLoading(), 20000);
   }
 
   // A load reports its stages to the window: the chat's notice and the status bar read
