@@ -73,7 +73,7 @@ inline __attribute__((always_inline)) void chunk_weights(
   }
 }
 
-struct Int8KvVnni : Int8Kv {
+struct Int8KvVnni : Int8Kv, WeighIntoRows<Int8KvVnni> {
   const Int8Queries* queries;
 
   template <int NQ>
@@ -114,17 +114,7 @@ struct Int8KvVnni : Int8Kv {
     }
   }
 
-  template <int NQ>
-  __attribute__((always_inline)) void weigh(const float* p, std::int64_t p_stride,
-                                            std::int64_t begin, std::int64_t end,
-                                            float* out) const {
-    float* rows[NQ];
-    for (int i = 0; i < NQ; ++i) rows[i] = out + i * value_dim;
-    weigh_rows<NQ>(p, p_stride, begin, end, rows, nullptr);
-  }
-
-  // As weigh, into each row's own output; with `corr`, added to that output scaled by
-  // corr[i] (0: the row's first weights, its output not yet written).
+  // attend_prompt_rows' weighing (weigh, from WeighIntoRows, is attend_all's).
   template <int NQ>
   __attribute__((always_inline)) void weigh_rows(const float* p, std::int64_t p_stride,
                                                  std::int64_t begin, std::int64_t end,
@@ -186,7 +176,7 @@ struct Int8KvVnni : Int8Kv {
 void attend_int8_avx512(const Int8Queries& queries, const float* q, std::int64_t nq,
                         const Int8Kv& kv, std::int64_t begin, std::int64_t end, float scale,
                         float* scores, float* out, const float* sinks, float* max, float* sum) {
-  const Int8KvVnni k{kv, &queries};
+  const Int8KvVnni k{kv, {}, &queries};
   attend_all(k, q, nq, begin, end, scale, scores, out, sinks, max, sum);
 }
 
@@ -194,7 +184,7 @@ void attend_prompt_int8_avx512(const Int8Queries& queries, const float* q, std::
                                std::int64_t nq, std::int64_t tokens, const Int8Kv& kv,
                                std::int64_t pos0, std::int64_t window, float scale,
                                const float* sinks, float* out, std::int64_t out_stride) {
-  const Int8KvVnni k{kv, &queries};
+  const Int8KvVnni k{kv, {}, &queries};
   attend_prompt_rows(k, q, q_stride, nq, tokens, pos0, window, scale, sinks, out, out_stride);
 }
 

@@ -177,7 +177,7 @@ inline __attribute__((always_inline)) void chunk_weights(
 // for each target where byte-wide integer loops did not (18 GFLOP/s against VPDPBUSD's 470
 // on Zen 5 with AVX2). The bytes are the VPDPBUSD variant's: each key byte times its group's
 // scale, each weight byte times its chunk's factor, the rest multiply-adds in fp32.
-struct Int8KvPortable : Int8Kv {
+struct Int8KvPortable : Int8Kv, attention_loop::WeighIntoRows<Int8KvPortable> {
   const Int8Queries* queries;
 
   template <int NQ>
@@ -217,17 +217,7 @@ struct Int8KvPortable : Int8Kv {
     }
   }
 
-  template <int NQ>
-  __attribute__((always_inline)) void weigh(const float* p, std::int64_t p_stride,
-                                            std::int64_t begin, std::int64_t end,
-                                            float* out) const {
-    float* rows[NQ];
-    for (int i = 0; i < NQ; ++i) rows[i] = out + i * value_dim;
-    weigh_rows<NQ>(p, p_stride, begin, end, rows, nullptr);
-  }
-
-  // As weigh, into each row's own output; with `corr`, added to that output scaled by
-  // corr[i] (0: the row's first weights, its output not yet written).
+  // attend_prompt_rows' weighing (weigh, from WeighIntoRows, is attend_all's).
   template <int NQ>
   __attribute__((always_inline)) void weigh_rows(const float* p, std::int64_t p_stride,
                                                  std::int64_t begin, std::int64_t end,
@@ -309,7 +299,7 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 attend_int8_portable(const Int8Queries& queries, const float* q, std::int64_t nq, const Int8Kv& kv,
                      std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
                      const float* sinks, float* max, float* sum) {
-  const Int8KvPortable k{kv, &queries};
+  const Int8KvPortable k{kv, {}, &queries};
   attention_loop::attend_all(k, q, nq, begin, end, scale, scores, out, sinks, max, sum);
 }
 
@@ -318,7 +308,7 @@ attend_prompt_int8_portable(const Int8Queries& queries, const float* q, std::int
                             std::int64_t nq, std::int64_t tokens, const Int8Kv& kv,
                             std::int64_t pos0, std::int64_t window, float scale, const float* sinks,
                             float* out, std::int64_t out_stride) {
-  const Int8KvPortable k{kv, &queries};
+  const Int8KvPortable k{kv, {}, &queries};
   attention_loop::attend_prompt_rows(k, q, q_stride, nq, tokens, pos0, window, scale, sinks, out,
                                      out_stride);
 }

@@ -216,6 +216,21 @@ inline __attribute__((always_inline)) void attend_all(const Kv& kv, const float*
   }
 }
 
+// attend_all's weigh for kernels that weigh into rows of their own (attend_prompt_rows'
+// weigh_rows): its rows one after another in `out`, nothing there before.
+template <class Kernel>
+struct WeighIntoRows {
+  template <int NQ>
+  __attribute__((always_inline)) void weigh(const float* p, std::int64_t p_stride,
+                                            std::int64_t begin, std::int64_t end,
+                                            float* out) const {
+    const auto& kernel = static_cast<const Kernel&>(*this);
+    float* rows[NQ];
+    for (int i = 0; i < NQ; ++i) rows[i] = out + i * kernel.value_dim;
+    kernel.template weigh_rows<NQ>(p, p_stride, begin, end, rows, nullptr);
+  }
+};
+
 // What attend_prompt_blocks works in, one per thread: `scores` nq x kPromptKeyBlock, `part`
 // nq x value_dim, `part_max` and `part_sum` nq, `max` and `sum` tokens x nq.
 struct PromptScratch {
