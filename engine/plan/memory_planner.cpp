@@ -528,7 +528,8 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
            ? std::string("8 bits: long conversations decode faster with AVX-512 VNNI, in 0.56 "
                          "of BF16's memory, a little less exact")
        : int8_kv ? std::string("8 bits, so the context fits: 0.56 of BF16's memory, a little "
-                               "less exact")
+                               "less exact") +
+                       (int8_kv_faster ? "" : ", and slower to compute without AVX-512 VNNI")
        : !int8_kv_takes && m.kv_key_width > 0
            ? fmt::format("BF16: the 8-bit cache takes heads of whole 32s up to {}, not {}",
                          kernels::kInt8MaxDim,

@@ -583,6 +583,8 @@ class TestPlanner : public QObject {
     QCOMPARE(s.expert_params, std::int64_t{2 * 64 * 16});
     // No key_length: the head size is embedding / heads (heads default to 1 here).
     QCOMPARE(s.kv_elements_per_token, std::int64_t{2} * 2 * (64 + 64));
+    QCOMPARE(s.kv_key_width, std::int64_t{64});  // the rows the 8-bit cache would take
+    QCOMPARE(s.kv_value_width, std::int64_t{64});
     // And the bytes as stored (F32 here): one expert is its gate and down projections.
     QVERIFY(s.stored.known);
     QCOMPARE(s.stored.embedding, std::uint64_t{6400 * 4});
