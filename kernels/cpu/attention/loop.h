@@ -239,6 +239,26 @@ struct PromptScratch {
 // This thread's scratch, sized for nq queries of value_dim values over `tokens` tokens.
 PromptScratch& prompt_scratch(std::int64_t nq, std::int64_t value_dim, std::int64_t tokens);
 
+// The end of a prompt's attention (attend_prompt_blocks, attend_prompt_rows): each row, token
+// t's head i at out + t * out_stride + i * vd, divided by its sum of weights (and its sink's
+// share, against its maximum), row t * nq + i of `max` and `sum`.
+inline __attribute__((always_inline)) void divide_prompt_rows(float* out, std::int64_t out_stride,
+                                                              std::int64_t tokens, std::int64_t nq,
+                                                              std::int64_t vd, const float* max,
+                                                              const float* sum,
+                                                              const float* sinks) {
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t i = 0; i < nq; ++i) {
+      const std::int64_t r = t * nq + i;
+      double denominator = sum[r];
+      if (sinks != nullptr) denominator += std::exp(static_cast<double>(sinks[i]) - max[r]);
+      const auto inv = static_cast<float>(1.0 / denominator);
+      float* o = out + t * out_stride + i * vd;
+      for (std::int64_t d = 0; d < vd; ++d) o[d] *= inv;
+    }
+  }
+}
+
 // A prompt's attention, flash-style (as attend_prompt declares it): the key range is taken
 // in blocks of kPromptKeyBlock positions at multiples of it, and each block goes through
 // every token that sees it while it is in the first- and second-level caches, each token's
@@ -294,16 +314,7 @@ inline __attribute__((always_inline)) void attend_prompt_blocks(
       }
     }
   }
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    for (std::int64_t i = 0; i < nq; ++i) {
-      const float m = max[t * nq + i];
-      double denominator = sum[t * nq + i];
-      if (sinks != nullptr) denominator += std::exp(static_cast<double>(sinks[i]) - m);
-      const auto inv = static_cast<float>(1.0 / denominator);
-      float* o = out + t * out_stride + i * vd;
-      for (std::int64_t d = 0; d < vd; ++d) o[d] *= inv;
-    }
-  }
+  divide_prompt_rows(out, out_stride, tokens, nq, vd, max, sum, sinks);
 }
 
 // A prompt's attention, flash-style as attend_prompt_blocks', for kernels whose query rows run
@@ -406,16 +417,7 @@ inline __attribute__((always_inline)) void attend_prompt_rows(
       }
     }
   }
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    for (std::int64_t i = 0; i < nq; ++i) {
-      const std::int64_t r = t * nq + i;
-      double denominator = sum[r];
-      if (sinks != nullptr) denominator += std::exp(static_cast<double>(sinks[i]) - max[r]);
-      const auto inv = static_cast<float>(1.0 / denominator);
-      float* o = out + t * out_stride + i * vd;
-      for (std::int64_t d = 0; d < vd; ++d) o[d] *= inv;
-    }
-  }
+  divide_prompt_rows(out, out_stride, tokens, nq, vd, max, sum, sinks);
 }
 
 }  // namespace tandem::kernels::attention_loop
