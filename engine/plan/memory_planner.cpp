@@ -109,13 +109,15 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     l.ram.push_back({"routed experts (CPU)", experts(m.experts, cpu)});
     // The CPU engine keeps keys and values in BF16 (RunSettings' default, --kv-cache bf16) or
     // in 8 bits with a float scale per 32 (1.125 bytes an element); for latent attention it
-    // keeps the latent twice, as rows to weigh and tiled beside the rotary key to score
-    // against (counted as two copies of latent and key: a little over, by the rotary key).
+    // keeps the latent twice, as the values to weigh and beside the rotary key as the keys to
+    // score against (backend/cpu/kv_cache.h).
+    const std::int64_t kv_elements = !m.mla ? m.kv_elements_per_token
+                                     : m.kv_key_width > 0
+                                         ? m.layers * (m.kv_key_width + m.kv_value_width)
+                                         : 2 * m.kv_elements_per_token;
     const double element_bytes = int8_kv ? 1.0 + 4.0 / kernels::kInt8Group : 2.0;
-    l.ram.push_back(
-        {"KV cache", static_cast<std::uint64_t>(std::llround(
-                         static_cast<double>(context * m.kv_elements_per_token * (m.mla ? 2 : 1)) *
-                         element_bytes))});
+    l.ram.push_back({"KV cache", static_cast<std::uint64_t>(std::llround(
+                                     static_cast<double>(context * kv_elements) * element_bytes))});
     if (m.recurrent_state_elements > 0) l.ram.push_back(recurrent_state(m));
     l.ram.push_back({"activations and scratch", scratch_bytes(m)});
   }

@@ -418,6 +418,14 @@ class TestPlanner : public QObject {
     const ModelShape mla = shape("deepseek-v3-0324");
     QCOMPARE(mla.kv_key_width, 576);
     QCOMPARE(mla.kv_value_width, 512);
+    // The CPU keeps the latent twice: beside the rotary key to score, alone to weigh.
+    hw::HardwareReport big = machine("xeon-2s-amx-24gb");
+    big.gpus.devices.clear();
+    const Plan cpu_mla = make_plan(big, mla, {8192, Quality::Balanced, {}});
+    QVERIFY(!cpu_mla.uses_gpu);
+    QCOMPARE(line(cpu_mla.ram, "KV cache"),
+             std::uint64_t{8192} * 61 * (576 + 512) * (cpu_mla.kv_cache_int8 ? 1 : 2) +
+                 (cpu_mla.kv_cache_int8 ? std::uint64_t{8192} * 61 * (576 + 512) / 32 * 4 : 0));
   }
 
   void kimi_does_not_fit_on_a_laptop() {
@@ -460,10 +468,16 @@ class TestPlanner : public QObject {
     QCOMPARE(s.sliding_layers, sliding);
     // The cache the planner counts is the one the engine allocates: for Qwen3-Next only the
     // full-attention layers' keys and values, and the recurrent state twice (live and the
-    // snapshot a regenerated reply returns to). Latent attention is checked by hand below.
-    if (loaded->spec().mla) return;
+    // snapshot a regenerated reply returns to). Latent attention keeps the latent twice, as
+    // keys beside the rotary key and as values.
     const auto capacity = std::int64_t{64};
     const std::uint64_t kv = backend::KvCache::bytes_for(loaded->spec(), capacity);
+    if (loaded->spec().mla) {
+      QCOMPARE(kv, static_cast<std::uint64_t>(capacity * s.layers *
+                                              (s.kv_key_width + s.kv_value_width)) *
+                       sizeof(float));
+      return;
+    }
     QCOMPARE(kv, static_cast<std::uint64_t>(capacity * s.kv_elements_per_token +
                                             2 * s.recurrent_state_elements) *
                      sizeof(float));
