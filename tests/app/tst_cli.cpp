@@ -276,7 +276,11 @@ class TestCli : public QObject {
     const Run table =
         runTandem({"bench", "-m", out, "-p", "8", "-n", "2", "-r", "1", "-t", "2"}, env());
     QCOMPARE(table.code, 0);
-    QVERIFY2(table.out.contains(QLatin1String("| threads | pools |")), qPrintable(table.out));
+    QVERIFY2(table.out.contains(QLatin1String("| threads | pools | kv cache |")),
+             qPrintable(table.out));
+    // Each row names the CPU's KV cache (BF16 unless told otherwise).
+    QVERIFY2(table.out.contains(QLatin1String("|       2 |     2 |     bf16 |")),
+             qPrintable(table.out));
     QVERIFY2(table.out.contains(QLatin1String("achieved ")), qPrintable(table.out));
     // A prompt alone claims no share of the decode roofline.
     const Run prompt_only =
