@@ -29,6 +29,7 @@
 #include "engine/model/loaded_model.h"
 #include "engine/plan/run_profile.h"
 #include "engine/version.h"
+#include "kernels/cpu/isa.h"
 #include "ui/main_window.h"
 
 namespace {
@@ -684,8 +685,17 @@ int main(int argc, char** argv) {
     return cli.exit(e);
   }
   // The kernels read the variant from the environment, so the flag and the variable are one
-  // setting; an unsupported choice is reported with a sentence when a model loads.
+  // setting. A command refuses a variant this CPU cannot run before it starts, with a
+  // sentence; the window shows it when a model loads.
   if (!cpu_variant.empty()) ::setenv("TANDEM_CPU_VARIANT", cpu_variant.c_str(), 1);
+  if (!cli.get_subcommands().empty()) {
+    try {
+      tandem::kernels::forced_variant();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tandem: %s\n", e.what());
+      return 1;
+    }
+  }
 
   if (detect_cmd->parsed()) {
     setup_logging(verbose, true);

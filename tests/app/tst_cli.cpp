@@ -6,6 +6,7 @@
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/isa.h"
 #include "tests/support/tandem_process.h"
 
 using tandem::test::Run;
@@ -519,6 +520,31 @@ class TestCli : public QObject {
     // tandem's own options are taken after a command too.
     const Run after = runTandem({"run", "-p", "Hi", "-n", "2", "--cpu-variant", "scalar"}, env());
     QCOMPARE(after.code, 0);
+
+    // A variant the environment names that Tandem lacks, or one this CPU cannot run, is
+    // refused with a sentence by every command, benchmarks without a model among them
+    // (they once aborted).
+    QProcessEnvironment unknown_variant = env();
+    unknown_variant.insert(QStringLiteral("TANDEM_CPU_VARIANT"), QStringLiteral("avx1024"));
+    for (const QStringList& args :
+         {QStringList{"bench", "--kernels", "--tokens", "1", "-r", "1", "-t", "1"},
+          QStringList{"bench", "--attention", "--tokens", "16", "-d", "0", "-r", "1", "-t", "1"},
+          QStringList{"run", "-p", "Hi", "-n", "1"}}) {
+      const Run refused = runTandem(args, unknown_variant);
+      QCOMPARE(refused.code, 1);
+      QVERIFY2(refused.err.contains(QLatin1String("\"avx1024\" (from --cpu-variant or "
+                                                  "TANDEM_CPU_VARIANT) is not one Tandem has")),
+               qPrintable(refused.err));
+    }
+    namespace kernels = tandem::kernels;
+    if (kernels::best_variant(kernels::detect_isa().usable) != kernels::CpuVariant::Amx) {
+      const Run no_amx = runTandem(
+          {"bench", "--kernels", "--cpu-variant", "amx", "--tokens", "1", "-r", "1", "-t", "1"},
+          env());
+      QCOMPARE(no_amx.code, 1);
+      QVERIFY2(no_amx.err.contains(QLatin1String("needs instructions this CPU does not have")),
+               qPrintable(no_amx.err));
+    }
 
     const Run neither = runTandem({"bench"}, env());
     QCOMPARE(neither.code, 2);
