@@ -4,10 +4,13 @@
 #   1. builds Tandem with CUDA for this GPU's architecture (build-gpu/, only what is needed);
 #   2. runs the CUDA tests: every backend operation against the CPU (tst_backend_ops), the
 #      hybrid engine on every fixture family against the CPU's greedy tokens
-#      (tst_hybrid_engine), and the host side of the weight layout (tst_device_rows);
+#      (tst_hybrid_engine), and the host side of the weight layout (tst_device_rows); and the
+#      CPU kernels' tests, which check every variant this machine's CPU runs (AMX on the
+#      Xeons these GPUs come in, which the development machines may lack);
 #   3. benchmarks an 8-layer Qwen3-30B-A3B-shaped synthetic model (random BF16 weights):
-#      all on the CPU, then N experts per layer on the GPU for a few N, then layerwise
-#      prefill of a 2048-token prompt;
+#      all on the CPU (and, where the CPU has AMX, again with the AVX-512 variant, and the
+#      kernels alone in both variants), then N experts per layer on the GPU for a few N,
+#      then layerwise prefill of a 2048-token prompt;
 #   4. writes every result as JSON, the logs, and a short table (summary.md) into one folder.
 #
 #   scripts/gpu-check.sh [OUT_DIR]        (default: gpu-check-out/)
@@ -31,6 +34,9 @@
 # 16 cores: each step has its own time limit, and a step that fails is recorded, not fatal.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The CPU kernels' tests: each runs every variant the CPU it runs on has.
+cpu_tests=(tst_isa tst_packed_matmul tst_attention tst_gguf_matmul tst_dense_matmul
+  tst_compute_peak)
 kernels_only=0
 bundle=""
 if [ "${1:-}" = "--kernels" ]; then
@@ -40,7 +46,8 @@ elif [ "${1:-}" = "--pack" ]; then
   pack=$(realpath -m "${2:-gpu-bundle.tar.xz}")
   build=${TANDEM_GPU_BUILD_DIR:-build-gpu}
   arch=${TANDEM_CUDA_ARCH:-90}
-  targets=(tandem tst_cuda_ops tst_backend_ops tst_hybrid_engine tst_device_rows)
+  targets=(tandem tst_cuda_ops tst_backend_ops tst_hybrid_engine tst_device_rows
+    "${cpu_tests[@]}")
   configured=$(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="$arch") || exit 1
   if ! grep -q "CUDA kernels ON" <<<"$configured"; then
@@ -131,7 +138,7 @@ else
   fi
   say "building"
   if ! timeout 300 cmake --build "$build" -j"$jobs" --target tandem tst_cuda_ops \
-    tst_backend_ops tst_hybrid_engine tst_device_rows >"$out/build.log" 2>&1; then
+    tst_backend_ops tst_hybrid_engine tst_device_rows "${cpu_tests[@]}" >"$out/build.log" 2>&1; then
     say "build failed (build.log)"
     exit 1
   fi
@@ -149,7 +156,7 @@ else
   say "tst_cuda_ops FAILED (tst_cuda_ops.txt)"
   status=1
 fi
-for t in tst_device_rows tst_backend_ops tst_hybrid_engine; do
+for t in tst_device_rows tst_backend_ops tst_hybrid_engine "${cpu_tests[@]}"; do
   exe=$(exe_of "$t")
   say "running $t"
   if QT_QPA_PLATFORM=offscreen TANDEM_LOG_TO_FILE=0 timeout 240 "$exe" -o "$out/$t.txt,txt" \
@@ -179,13 +186,24 @@ bench() {  # NAME ARGS...
   fi
 }
 bench cpu --accelerator none -p 512 -n 32
+# AMX against AVX-512 on the same machine: end to end on every core, and kernel by kernel on
+# 2 threads, as the AMX targets were stated.
+if grep -q amx_int8 /proc/cpuinfo; then
+  bench cpu-avx512 --accelerator none --cpu-variant avx512 -p 512 -n 32
+  for variant in amx avx512; do
+    say "kernels, $variant"
+    timeout 150 "$tandem" bench --kernels --cpu-variant "$variant" --formats int8,int4 -t 2 \
+      --tokens 16,512 -r 3 >"$out/kernels-$variant.txt" 2>&1 ||
+      say "kernels $variant failed (kernels-$variant.txt)"
+  done
+fi
 for n in 0 16 64 128; do
   bench "gpu-$n" --accelerator cuda --num-gpu-experts "$n" -p 512 -n 32
 done
 bench layerwise-2048 --accelerator cuda --num-gpu-experts 16 --gpu-prefill-token-threshold 1024 \
   -p 2048 -n 0 -r 1
 
-python3 - "$out" "$model" <<'EOF' || say "summary failed"
+python3 - "$out" "$model" "${cpu_tests[@]}" <<'EOF' || say "summary failed"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 rows = []
@@ -193,16 +211,17 @@ for f in sorted(out.glob("bench-*.json")):
     try:
         j = json.loads(f.read_text())
     except Exception as e:  # a failed run leaves no JSON
-        rows.append(f"| {f.stem[6:]} | failed | | | |")
+        rows.append(f"| {f.stem[6:]} | failed | | | | |")
         continue
     acc = j.get("accelerator") or {}
     p, d = j["prompt"], j["decode"]
-    rows.append("| {} | {} | {} | {:.1f} ± {:.1f} | {} |".format(
-        f.stem[6:], acc.get("device", "CPU only")[:40], acc.get("gpu_experts_per_layer", 0),
+    rows.append("| {} | {} | {} | {} | {:.1f} ± {:.1f} | {} |".format(
+        f.stem[6:], acc.get("device", "CPU only")[:40], j.get("cpu_variant", "?"),
+        acc.get("gpu_experts_per_layer", 0),
         p["mean"], p["stddev"],
         "{:.1f} ± {:.1f}".format(d["mean"], d["stddev"]) if d["tokens"] else "-"))
 tests = []
-for t in ["tst_cuda_ops", "tst_device_rows", "tst_backend_ops", "tst_hybrid_engine"]:
+for t in ["tst_cuda_ops", "tst_device_rows", "tst_backend_ops", "tst_hybrid_engine"] + sys.argv[3:]:
     f = out / f"{t}.txt"
     text = f.read_text() if f.exists() else ""
     totals = [l for l in text.splitlines() if l.startswith("Totals:") or l.endswith(" failed")]
@@ -213,7 +232,8 @@ try:  # the model benchmarked, as its config says
 except Exception:
     shape = sys.argv[2]
 summary = "\n".join(["## Tests"] + tests + ["", f"## Hybrid benchmark ({shape}, tokens/s)",
-    "| run | device | GPU experts/layer | prompt | decode |", "| --- | --- | --- | --- | --- |"] + rows)
+    "| run | device | CPU variant | GPU experts/layer | prompt | decode |",
+    "| --- | --- | --- | --- | --- | --- |"] + rows)
 (out / "summary.md").write_text(summary + "\n")
 json.dump({"tests": tests, "bench": [r for r in rows]}, open(out / "summary.json", "w"), indent=1)
 print(summary)
