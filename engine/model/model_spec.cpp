@@ -1,5 +1,6 @@
 #include "engine/model/model_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -766,6 +767,19 @@ ModelSpec load_model_spec(const std::string& folder) {
     }
   }
   return spec;
+}
+
+std::int64_t position_limit(std::int64_t max_position_embeddings, RopeType type, double factor,
+                            std::int64_t original) {
+  if (type != RopeType::Yarn && type != RopeType::Linear) return max_position_embeddings;
+  const std::int64_t trained = original > 0 ? original : max_position_embeddings;
+  return std::max(max_position_embeddings,
+                  static_cast<std::int64_t>(std::llround(factor * static_cast<double>(trained))));
+}
+
+std::int64_t ModelSpec::position_limit() const {
+  return model::position_limit(max_position_embeddings, rope.type, rope.factor,
+                               rope.original_max_position);
 }
 
 }  // namespace tandem::model

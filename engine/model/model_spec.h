@@ -138,7 +138,16 @@ struct ModelSpec {
     return mla ? qk_rope_head_dim : rotary_dim > 0 ? rotary_dim : head_dim;
   }
   bool is_moe() const { return num_experts > 0; }
+  // The positions the model takes: max_position_embeddings, or as far as its YaRN or linear
+  // RoPE scaling stretches the positions it was trained on; 0 when its files do not say.
+  std::int64_t position_limit() const;
 };
+
+// The positions a model takes: its trained length (max_position_embeddings), or as far as
+// YaRN or linear RoPE scaling by `factor` stretches `original` (for linear, the trained
+// length when 0); what ModelSpec::position_limit and the planner count.
+std::int64_t position_limit(std::int64_t max_position_embeddings, RopeType type, double factor,
+                            std::int64_t original);
 
 // Throws ModelError naming `source` for invalid values, unsupported architectures (listing
 // the supported ones) and unsupported features.

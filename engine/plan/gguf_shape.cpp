@@ -3,6 +3,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "engine/model/model_spec.h"
+
 namespace tandem::plan {
 namespace {
 
@@ -110,6 +112,19 @@ ModelShape model_shape_from_gguf(const model::GgufSet& f) {
     s.kv_key_width = key;
     s.kv_value_width = value;
   }
+  // The positions it takes: its context length, stretched by YaRN or linear RoPE scaling.
+  const model::GgufValue* scaling = f.find(arch + ".rope.scaling.type");
+  const std::string scaling_type = scaling != nullptr && scaling->type() == model::GgufType::kString
+                                       ? scaling->as_string()
+                                       : std::string("none");
+  const model::GgufValue* factor = f.find(arch + ".rope.scaling.factor");
+  s.max_positions = model::position_limit(
+      meta_int(f, arch + ".context_length", 0),
+      scaling_type == "yarn"     ? model::RopeType::Yarn
+      : scaling_type == "linear" ? model::RopeType::Linear
+                                 : model::RopeType::Default,
+      factor != nullptr && (factor->is_float() || factor->is_integer()) ? factor->as_float() : 1.0,
+      meta_int(f, arch + ".rope.scaling.original_context_length", 0));
   return s;
 }
 

@@ -255,7 +255,11 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
     plan.changes.push_back(
         "BF16 experts need AVX512_BF16 or AMX, which this CPU lacks: INT8 instead");
   }
-  std::int64_t context = wishes.context_tokens;
+  // No longer than the positions the model takes: past them its answers fall apart. Not a
+  // change made to fit (the verdict): the context-length parameter's reason says it.
+  const bool past_limit = m.max_positions > 0 && wishes.context_tokens > m.max_positions;
+  const std::int64_t longest = past_limit ? m.max_positions : wishes.context_tokens;
+  std::int64_t context = longest;
 
   // The GPU: the always-active weights first, in the best format that leaves room.
   WeightFormat gpu_fmt = WeightFormat::Bf16;
@@ -407,6 +411,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   plan.gpu_format = gpu_fmt;
   plan.gpu_experts_per_layer = gpu_experts;
   plan.context_tokens = context;
+  plan.max_positions = m.max_positions;
 
   if (plan.ram_total() > plan.ram_budget) {
     plan.verdict = Verdict::DoesNotFit;
@@ -517,12 +522,15 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   plan.parameters.push_back({"enable-dynamic-expert-update", dynamic ? "true" : "false",
                              dynamic ? "experts that turn hot during use move onto the GPU"
                                      : "nothing to move: the GPU holds all experts or none"});
-  plan.parameters.push_back({"context-length", std::to_string(context),
-                             context != wishes.context_tokens ? "shortened so the KV cache fits"
-                             : wishes.context_asked
-                                 ? "as asked"
-                                 : "the default, which fits; ask for more or less with "
-                                   "the context setting"});
+  plan.parameters.push_back(
+      {"context-length", std::to_string(context),
+       context != longest ? "shortened so the KV cache fits"
+       : past_limit ? (wishes.context_asked ? fmt::format("the most this model takes ({} asked)",
+                                                          wishes.context_tokens)
+                                            : std::string("all the positions this model takes"))
+       : wishes.context_asked
+           ? "as asked"
+           : "the default, which fits; ask for more or less with the context setting"});
   plan.parameters.push_back(
       {"kv-cache", int8_kv ? "int8" : "bf16",
        use_gpu ? std::string("the GPU keeps its own; this is the CPU's, should it run alone")
@@ -555,24 +563,26 @@ nlohmann::json to_json(const Plan& p) {
   for (const MemoryLine& l : p.vram) vram.push_back({{"category", l.category}, {"bytes", l.bytes}});
   for (const Parameter& x : p.parameters)
     params.push_back({{"name", x.name}, {"value", x.value}, {"reason", x.reason}});
-  return {{"verdict", verdict_name(p.verdict)},
-          {"reason", p.verdict_reason},
-          {"changes", p.changes},
-          {"memory",
-           {{"ram", ram},
-            {"ram_total_bytes", p.ram_total()},
-            {"ram_budget_bytes", p.ram_budget},
-            {"vram", vram},
-            {"vram_total_bytes", p.vram_total()},
-            {"vram_budget_bytes", p.vram_budget}}},
-          {"uses_gpu", p.uses_gpu},
-          {"gpu", p.gpu_name},
-          {"cpu_format", format_name(p.cpu_format)},
-          {"gpu_format", format_name(p.gpu_format)},
-          {"gpu_experts_per_layer", p.gpu_experts_per_layer},
-          {"context_tokens", p.context_tokens},
-          {"kv_cache", p.kv_cache_int8 ? "int8" : "bf16"},
-          {"parameters", params}};
+  return {
+      {"verdict", verdict_name(p.verdict)},
+      {"reason", p.verdict_reason},
+      {"changes", p.changes},
+      {"memory",
+       {{"ram", ram},
+        {"ram_total_bytes", p.ram_total()},
+        {"ram_budget_bytes", p.ram_budget},
+        {"vram", vram},
+        {"vram_total_bytes", p.vram_total()},
+        {"vram_budget_bytes", p.vram_budget}}},
+      {"uses_gpu", p.uses_gpu},
+      {"gpu", p.gpu_name},
+      {"cpu_format", format_name(p.cpu_format)},
+      {"gpu_format", format_name(p.gpu_format)},
+      {"gpu_experts_per_layer", p.gpu_experts_per_layer},
+      {"context_tokens", p.context_tokens},
+      {"max_positions", p.max_positions > 0 ? nlohmann::json(p.max_positions) : nlohmann::json()},
+      {"kv_cache", p.kv_cache_int8 ? "int8" : "bf16"},
+      {"parameters", params}};
 }
 
 std::string format_plan(const Plan& p) {

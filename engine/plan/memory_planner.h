@@ -74,6 +74,9 @@ struct Plan {
   WeightFormat gpu_format = WeightFormat::Bf16;
   std::int64_t gpu_experts_per_layer = 0;
   std::int64_t context_tokens = 0;
+  // The positions the model takes, which context_tokens stays within; 0: the model does not
+  // say. What a context setting may go up to.
+  std::int64_t max_positions = 0;
   // The CPU engine keeps its KV cache in 8 bits (kv-cache int8) rather than BF16: where RAM
   // would not hold BF16's at the context asked, or for speed at long contexts (Quality::Speed
   // on CPUs with AVX-512 VNNI). Without a GPU only: the GPU keeps its own cache.

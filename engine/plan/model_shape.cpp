@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "engine/model/model_spec.h"
+
 namespace tandem::plan {
 namespace {
 
@@ -25,6 +27,29 @@ std::int64_t get_renamed(const json& c, const char* old_name, const char* new_na
                          const std::string& source) {
   return c.contains(new_name) && c[new_name].is_number_integer() ? c[new_name].get<std::int64_t>()
                                                                  : get(c, old_name, source);
+}
+
+// The positions a config.json's model takes: max_position_embeddings, stretched by the RoPE
+// scaling transformers 4 writes as "rope_scaling" and 5 inside "rope_parameters".
+std::int64_t config_position_limit(const json& c) {
+  const std::int64_t trained = get_or(c, "max_position_embeddings", 0);
+  const json* rope = nullptr;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (c.contains(key) && c[key].is_object()) {
+      rope = &c[key];
+      break;
+    }
+  }
+  if (rope == nullptr) return trained;
+  const std::string type = rope->value("rope_type", rope->value("type", std::string("default")));
+  const double factor = rope->contains("factor") && (*rope)["factor"].is_number()
+                            ? (*rope)["factor"].get<double>()
+                            : 1.0;
+  return model::position_limit(trained,
+                               type == "yarn"     ? model::RopeType::Yarn
+                               : type == "linear" ? model::RopeType::Linear
+                                                  : model::RopeType::Default,
+                               factor, get_or(*rope, "original_max_position_embeddings", 0));
 }
 
 }  // namespace
@@ -160,6 +185,7 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     for (const auto& t : c["layer_types"])
       s.sliding_layers += t.is_string() && t.get<std::string>() == "sliding_attention" ? 1 : 0;
   }
+  s.max_positions = config_position_limit(c);
   return s;
 }
 

@@ -36,6 +36,9 @@ struct ModelShape {
   // Layers that attend through a sliding window (gpt-oss: every other one). The CPU engine
   // keeps every position of them as of the others, so the KV cache counts all layers.
   std::int64_t sliding_layers = 0;
+  // The positions the model takes (model::position_limit: its trained length, or as far as
+  // its RoPE scaling stretches it); 0: unknown. The plan's context stays within it.
+  std::int64_t max_positions = 0;
   // Qwen3-Next's gated DeltaNet layers: no KV cache, but a state per sequence of this many
   // elements over all of them (the convolution's last inputs and each head's matrix).
   std::int64_t linear_layers = 0;

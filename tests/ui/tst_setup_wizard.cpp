@@ -135,6 +135,11 @@ class TestSetupWizard : public QObject {
     QCOMPARE(w.currentId(), int(SetupWizard::Parameters));
     const auto spins = w.currentPage()->findChildren<QSpinBox*>();
     QCOMPARE(spins[0]->value(), 16);  // one thread per physical core of the recorded Ryzen
+    // The context goes no further than the positions the demo model takes.
+    QCOMPARE(spins[1]->maximum(), 2048);
+    spins[1]->setValue(4096);
+    QCOMPARE(spins[1]->value(), 2048);
+    QCOMPARE(w.choices().context, 2048);
     auto* params = w.currentPage()->findChild<QTreeWidget*>();
     QVERIFY(params->topLevelItemCount() >= 8);
     for (int i = 0; i < params->topLevelItemCount(); ++i) {

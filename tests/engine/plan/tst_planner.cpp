@@ -337,8 +337,9 @@ class TestPlanner : public QObject {
   // Without a GPU, the KV cache goes to 8 bits where RAM would not hold BF16's at the context
   // asked (before the experts shrink or the context does: it costs the least accuracy), and
   // back to BF16 where smaller experts leave room for it; at Quality::Speed on a CPU with
-  // AVX-512 VNNI it is 8 bits for speed. Heads the 8-bit cache does not take keep BF16 and
-  // the context shortens instead. The profile's kv-cache says which, with its reason.
+  // AVX-512 VNNI it is 8 bits for speed (at Qwen3-30B-A3B's whole 40960 positions). Heads the 8-bit
+  // cache does not take keep BF16 and the context shortens instead. The profile's kv-cache says
+  // which, with its reason.
   void kvCacheIn8BitsWhereRamIsShort() {
     const ModelShape s = shape("qwen3-30b-a3b");
     QCOMPARE(s.kv_key_width, 128);
@@ -352,8 +353,8 @@ class TestPlanner : public QObject {
       for (const Parameter& x : p.parameters) out[x.name] = x.value;
       return out;
     };
-    PlanWishes wishes{65536, Quality::Balanced, {}};
-    const std::uint64_t elements = std::uint64_t{65536} * 48 * 2 * 4 * 128;
+    PlanWishes wishes{40960, Quality::Balanced, {}};
+    const std::uint64_t elements = std::uint64_t{40960} * 48 * 2 * 4 * 128;
     const Plan roomy = make_plan(hw, s, wishes);
     QCOMPARE(roomy.verdict, Verdict::Fits);
     QVERIFY(!roomy.kv_cache_int8);
@@ -369,7 +370,7 @@ class TestPlanner : public QObject {
     QCOMPARE(tight.verdict, Verdict::FitsWithChanges);
     QVERIFY(tight.kv_cache_int8);
     QCOMPARE(tight.cpu_format, WeightFormat::Int8);
-    QCOMPARE(tight.context_tokens, 65536);
+    QCOMPARE(tight.context_tokens, 40960);
     QCOMPARE(line(tight.ram, "KV cache"), elements * 9 / 8);
     QVERIFY(tight.ram_total() <= tight.ram_budget);
     QVERIFY2(QString::fromStdString(tight.changes.front()).contains(QLatin1String("8 bits")),
@@ -396,7 +397,7 @@ class TestPlanner : public QObject {
     QVERIFY(make_plan(hw, s, int8_experts).kv_cache_int8);
     const Plan shortened = make_plan(hw, odd, int8_experts);
     QVERIFY(!shortened.kv_cache_int8);
-    QVERIFY(shortened.context_tokens < 65536);
+    QVERIFY(shortened.context_tokens < 40960);
     for (const Parameter& x : shortened.parameters)
       if (x.name == "kv-cache")
         QVERIFY2(QString::fromStdString(x.reason).contains(QLatin1String("not 80")),
@@ -404,7 +405,7 @@ class TestPlanner : public QObject {
 
     // Speed on AVX-512 VNNI: 8 bits though BF16 fits; not on the AVX2 laptop, nor with a GPU.
     hw.memory.available_bytes = 120 * GiB;
-    const Plan fast = make_plan(hw, s, {65536, Quality::Speed, {}});
+    const Plan fast = make_plan(hw, s, {40960, Quality::Speed, {}});
     QVERIFY(fast.kv_cache_int8);
     QCOMPARE(fast.verdict, Verdict::Fits);
     QCOMPARE(params(make_plan(machine("laptop-avx2"), shape("qwen3-30b-a3b"),
@@ -426,6 +427,50 @@ class TestPlanner : public QObject {
     QCOMPARE(line(cpu_mla.ram, "KV cache"),
              std::uint64_t{8192} * 61 * (576 + 512) * (cpu_mla.kv_cache_int8 ? 1 : 2) +
                  (cpu_mla.kv_cache_int8 ? std::uint64_t{8192} * 61 * (576 + 512) / 32 * 4 : 0));
+  }
+
+  // The plan's context stays within the positions the model takes: its trained length, or as
+  // far as YaRN stretches it (transformers 4's rope_scaling and 5's rope_parameters alike).
+  // Asked for more, the plan says so in the parameter's reason; that is not a change made to
+  // fit, so the verdict stays.
+  void contextStaysWithinThePositionsTheModelTakes() {
+    const ModelShape qwen = shape("qwen3-30b-a3b");
+    QCOMPARE(qwen.max_positions, 40960);
+    QCOMPARE(shape("deepseek-v3-0324").max_positions, 163840);  // 40 x 4096 by YaRN
+    hw::HardwareReport big = machine("xeon-2s-amx-24gb");
+    big.gpus.devices.clear();
+    const Plan asked = make_plan(big, qwen, {65536, Quality::Balanced, {}, {}, true});
+    QCOMPARE(asked.context_tokens, 40960);
+    QCOMPARE(asked.max_positions, 40960);
+    QCOMPARE(asked.verdict, Verdict::Fits);
+    QCOMPARE(to_json(asked)["max_positions"].get<int>(), 40960);
+    for (const Parameter& x : asked.parameters)
+      if (x.name == "context-length")
+        QCOMPARE(x.reason, std::string("the most this model takes (65536 asked)"));
+    QCOMPARE(make_plan(big, qwen, {32768, Quality::Balanced, {}, {}, true}).context_tokens, 32768);
+
+    const CatalogEntry* entry = find_catalog_entry("qwen3-30b-a3b");
+    nlohmann::json yarn = entry->config;
+    yarn["rope_scaling"] = {{"rope_type", "yarn"},
+                            {"factor", 4.0},
+                            {"original_max_position_embeddings", 32768}};
+    QCOMPARE(model_shape_from_config(yarn, "yarn").max_positions, 131072);
+    nlohmann::json v5 = entry->config;
+    v5.erase("rope_scaling");
+    v5["rope_parameters"] = {{"rope_type", "yarn"},
+                             {"factor", 2.0},
+                             {"original_max_position_embeddings", 32768},
+                             {"rope_theta", 1000000.0}};
+    QCOMPARE(model_shape_from_config(v5, "v5").max_positions, 65536);
+    v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+    QCOMPARE(model_shape_from_config(v5, "v5").max_positions, 40960);
+    nlohmann::json unsaid = entry->config;
+    unsaid.erase("max_position_embeddings");
+    QCOMPARE(model_shape_from_config(unsaid, "unsaid").max_positions, 0);
+    QCOMPARE(make_plan(big, model_shape_from_config(unsaid, "unsaid"),
+                       {65536, Quality::Balanced, {}, {}, true})
+                 .context_tokens,
+             65536);
   }
 
   void kimi_does_not_fit_on_a_laptop() {
@@ -466,6 +511,8 @@ class TestPlanner : public QObject {
     std::int64_t sliding = 0;
     for (std::int64_t w : loaded->spec().layer_window) sliding += w > 0 ? 1 : 0;
     QCOMPARE(s.sliding_layers, sliding);
+    // The positions the plan allows are the ones the engine takes.
+    QCOMPARE(s.max_positions, loaded->spec().position_limit());
     // The cache the planner counts is the one the engine allocates: for Qwen3-Next only the
     // full-attention layers' keys and values, and the recurrent state twice (live and the
     // snapshot a regenerated reply returns to). Latent attention keeps the latent twice, as
@@ -558,8 +605,14 @@ class TestPlanner : public QObject {
   // A GGUF MoE file: parameters summed from its tensors, the KV cache from its metadata.
   void gguf_shape() {
     model::GgufBytes w;
-    w.header(3, 7, 6);
+    w.header(3, 7, 10);
     w.key("general.architecture", model::GgufType::kString).string("qwen3moe");
+    // 256 positions stretched four times from 128 by YaRN: 512.
+    w.key("qwen3moe.context_length", model::GgufType::kUint32).raw<std::uint32_t>(256);
+    w.key("qwen3moe.rope.scaling.type", model::GgufType::kString).string("yarn");
+    w.key("qwen3moe.rope.scaling.factor", model::GgufType::kFloat32).raw<float>(4.0f);
+    w.key("qwen3moe.rope.scaling.original_context_length", model::GgufType::kUint32)
+        .raw<std::uint32_t>(128);
     w.key("qwen3moe.block_count", model::GgufType::kUint32).raw<std::uint32_t>(2);
     w.key("qwen3moe.embedding_length", model::GgufType::kUint32).raw<std::uint32_t>(64);
     w.key("qwen3moe.expert_count", model::GgufType::kUint32).raw<std::uint32_t>(4);
@@ -599,11 +652,25 @@ class TestPlanner : public QObject {
     QCOMPARE(s.kv_elements_per_token, std::int64_t{2} * 2 * (64 + 64));
     QCOMPARE(s.kv_key_width, std::int64_t{64});  // the rows the 8-bit cache would take
     QCOMPARE(s.kv_value_width, std::int64_t{64});
+    QCOMPARE(s.max_positions, std::int64_t{512});
     // And the bytes as stored (F32 here): one expert is its gate and down projections.
     QVERIFY(s.stored.known);
     QCOMPARE(s.stored.embedding, std::uint64_t{6400 * 4});
     QCOMPARE(s.stored.attention, std::uint64_t{4096 * 4});
     QCOMPARE(s.stored.expert, std::uint64_t{2 * 64 * 16 * 4});
+  }
+
+  // A GGUF file's positions (its context length, stretched by its RoPE scaling) are the ones
+  // the engine takes from it.
+  void ggufPositionsAreTheEngines() {
+    for (const char* f : {"qwen3moe-q8_0.gguf", "deepseek2-kv_b.gguf", "glm4moe-mixed.gguf",
+                          "llama-mixed.gguf", "mixtral-q4_k.gguf", "qwen3-f16.gguf"}) {
+      const std::string path = std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/" + f;
+      const ModelShape s = model_shape_from_gguf(model::GgufSet(path));
+      const auto loaded = model::LoadedModel::load(path);
+      QVERIFY2(s.max_positions > 0, f);
+      QCOMPARE(s.max_positions, loaded->spec().position_limit());
+    }
   }
 
   // A GGUF model is planned as it runs: every tensor as stored, whatever the quality.
