@@ -532,6 +532,12 @@ int run_bench(const BenchCommandOptions& o) {
   backend::NumaPools pool(threads, model->pools());
   std::int64_t context = 1;
   for (const BenchTest& t : tests) context = std::max(context, t.depth + t.prompt + t.decode + 1);
+  // Speed past the positions the model takes can still be measured (random tokens, no
+  // answers), as llama-bench does; it is said, not refused.
+  settings.past_position_limit = true;
+  const std::string past_limit = forward::context_error(model->spec(), context);
+  if (!past_limit.empty() && !o.json)
+    std::fprintf(stderr, "tandem: measured all the same (speed only): %s\n", past_limit.c_str());
   int status = 0;
   std::optional<forward::BuiltRunner> made = build_runner(*model, pool, settings, context, status);
   if (!made) return status;

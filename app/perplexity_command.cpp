@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "app/load_progress_printer.h"
+#include "engine/forward/runner_settings.h"
 #include "engine/hw/topology.h"
 #include "engine/measure/perplexity.h"
 #include "engine/model/loaded_model.h"
@@ -77,17 +78,14 @@ int run_perplexity(const PerplexityOptions& o) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
   }
-  const std::int64_t max_context = model.model->spec().max_position_embeddings;
+  const std::int64_t max_context = model.model->spec().position_limit();
   constexpr std::int64_t kDefaultContext = 512;
   const std::int64_t context =
       o.context > 0 ? o.context
                     : (max_context > 0 ? std::min(kDefaultContext, max_context) : kDefaultContext);
-  if (max_context > 0 && context > max_context) {
-    std::fprintf(
-        stderr,
-        "tandem: --context %lld is longer than the model's %lld positions; use at most %lld.\n",
-        static_cast<long long>(context), static_cast<long long>(max_context),
-        static_cast<long long>(max_context));
+  if (const std::string error = forward::context_error(model.model->spec(), context);
+      !error.empty()) {
+    std::fprintf(stderr, "tandem: --context: %s\n", error.c_str());
     return 2;
   }
 

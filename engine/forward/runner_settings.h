@@ -28,6 +28,9 @@ struct RunSettings {
   std::string expert_stats;  // the statistics file the frequency strategy places by
   // The statistics file the run's routing is added to when it ends; empty: none.
   std::string record_expert_stats;
+  // Take a context past the positions the model takes (ModelSpec::position_limit): for
+  // benchmarks, which measure speed and not answers; anything that answers refuses it.
+  bool past_position_limit = false;
 };
 
 // Takes the profile's values; std::invalid_argument with a sentence for one that means
@@ -45,7 +48,12 @@ struct BuiltRunner {
 
 // The runner for `model` on `pools` with a KV cache of `context_tokens` in mind: resolves
 // the accelerator, reads the statistics for the frequency strategy. Throws
-// std::invalid_argument, backend::DeviceOutOfMemory or std::runtime_error with a sentence.
+// std::invalid_argument, backend::DeviceOutOfMemory or std::runtime_error with a sentence;
+// std::invalid_argument for a context past the positions the model takes (context_error).
+// Why a context of `context_tokens` cannot run `spec`, as a sentence that says what to use;
+// empty when it can (within its position limit, or the model does not say).
+std::string context_error(const model::ModelSpec& spec, std::int64_t context_tokens);
+
 BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& pools,
                         const RunSettings& settings, std::int64_t context_tokens);
 

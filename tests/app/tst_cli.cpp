@@ -348,6 +348,31 @@ class TestCli : public QObject {
     QCOMPARE(refused.code, 2);
     QVERIFY2(refused.err.contains(QLatin1String("cannot be written")), qPrintable(refused.err));
     QVERIFY(!refused.err.contains(QLatin1String("pp8")));  // refused before running
+
+    // Past the positions the model takes (the demo's 2048), speed is still measured, and
+    // the run says that answers would not hold there.
+    const Run deep = runTandem(
+        {"bench", "-m", demo, "-p", "8", "-n", "2", "-d", "2048", "-r", "1", "-t", "2"}, env());
+    QCOMPARE(deep.code, 0);
+    QVERIFY2(deep.out.contains(QLatin1String("pp8 @ d2048")), qPrintable(deep.out));
+    QVERIFY2(deep.err.contains(QLatin1String("measured all the same (speed only): A context of "
+                                             "2059 tokens is longer than the 2048 positions")),
+             qPrintable(deep.err));
+  }
+
+  // What answers refuses a context past the positions the model takes, with a sentence that
+  // says how far it goes; within them it runs.
+  void contextPastTheModelsPositionsIsRefused() {
+    for (const QStringList& args : {QStringList{"run", "-p", "Hi", "-n", "1", "-c", "4096"},
+                                    QStringList{"chat", "-c", "100000"}}) {
+      const Run r = runTandem(args, env());
+      QCOMPARE(r.code, 2);
+      QVERIFY2(r.err.contains(QLatin1String("is longer than the 2048 positions this Qwen3-MoE "
+                                            "model takes")) &&
+                   r.err.contains(QLatin1String("Use a context of at most 2048")),
+               qPrintable(r.err));
+    }
+    QCOMPARE(runTandem({"run", "-p", "Hi", "-n", "1", "-c", "2048"}, env()).code, 0);
   }
 
   // -p, -n and -d as lists, as llama-bench takes them: each prompt length and each decode

@@ -380,6 +380,23 @@ class TestChatWindow : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel() && !window.engine()->isLoading(), 20000);
   }
 
+  // A context past the positions the model takes (the test model's 256), as an older setup
+  // may have saved, is refused in the chat with how far it goes and where to change it.
+  void contextPastTheModelsPositionsIsRefusedInTheChat() {
+    MainWindow window(nullptr, dir_.path() + "/positions.sqlite");
+    window.show();
+    QSignalSpy failed(window.engine(), &EngineHost::modelLoadFailed);
+    window.loadModel(kModel, 0, 8192);
+    QVERIFY(failed.wait(20000));
+    QVERIFY(!window.engine()->hasModel());
+    const QString text = window.chatPage()->noModelText();
+    QVERIFY2(text.contains(QLatin1String("longer than the 256 positions")) &&
+                 text.contains(QLatin1String("Setup Assistant")),
+             qPrintable(text));
+    window.loadModel(kModel, 0, 256);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel() && !window.engine()->isLoading(), 20000);
+  }
+
   // A load reports its stages to the window: the chat's notice and the status bar read
   // "Loading NAME: packing the weights, N%" while it packs.
   void loadingShowsProgress() {
