@@ -454,7 +454,6 @@ std::vector<BenchTest> bench_tests(const BenchCommandOptions& o) {
     for (const std::int64_t n : o.decode_tokens)
       if (n > 0) tests.push_back({0, n, depth});
   }
-  if (tests.empty()) tests.push_back({0, 0, o.depth_tokens.front()});
   return tests;
 }
 
@@ -496,6 +495,12 @@ int run_bench(const BenchCommandOptions& o) {
       settings.threads > 0 ? settings.threads : std::max(1, hw::probe_topology().physical_cores);
   settings.load.threads = threads;
   const std::vector<BenchTest> tests = bench_tests(o);
+  if (tests.empty()) {
+    std::fprintf(stderr,
+                 "tandem: nothing to measure: every -p and -n is 0; give a prompt or a decode "
+                 "length above 0.\n");
+    return 2;
+  }
   if (tests.size() > 1 && !o.trace_path.empty()) {
     std::fprintf(stderr,
                  "tandem: --trace records one test; give -p, -n and -d one value each with it.\n");

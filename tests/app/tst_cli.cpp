@@ -398,6 +398,12 @@ class TestCli : public QObject {
     QCOMPARE(j.code, 0);
     const auto tests = nlohmann::json::parse(j.out.toStdString())["tests"];
     QCOMPARE(tests.size(), std::size_t{6});
+    // Nothing to measure is refused before the model loads.
+    const Run nothing = runTandem({"bench", "-m", demo, "-p", "0", "-n", "0,0", "-r", "1"}, env());
+    QCOMPARE(nothing.code, 2);
+    QVERIFY2(nothing.err.contains(QLatin1String("nothing to measure")) &&
+                 !nothing.err.contains(QLatin1String("loading")),
+             qPrintable(nothing.err));
     const int prompts[6] = {8, 16, 0, 8, 16, 0}, decodes[6] = {0, 0, 3, 0, 0, 3},
               depths[6] = {0, 0, 0, 20, 20, 20};
     for (std::size_t i = 0; i < 6; ++i) {
