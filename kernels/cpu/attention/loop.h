@@ -155,7 +155,9 @@ inline __attribute__((always_inline)) void softmax_row(float* x, std::int64_t n,
 //   template <int NQ> void weigh(const float* p, p_stride, begin, end, float* out)
 //     out[i] = sum over s in [begin, end) of p[i * p_stride + s - begin] * v_s
 // and its key_dim and value_dim. With `max` null: the normalised attention (with the
-// sinks); otherwise a part, unnormalised, with each query's max and weight sum.
+// sinks); otherwise a part, unnormalised, with each query's max and weight sum. Either way
+// the weights are weighed as e^(s - max), and a whole attention's rows are divided by their
+// sum afterwards (value_dim values a row, not len weights).
 template <int NQ, class Kv>
 inline __attribute__((always_inline)) void attend_queries(const Kv& kv, const float* q,
                                                           std::int64_t begin, std::int64_t end,
@@ -164,10 +166,15 @@ inline __attribute__((always_inline)) void attend_queries(const Kv& kv, const fl
                                                           float* sum) {
   const std::int64_t len = end - begin;
   kv.template score<NQ>(q, begin, end, scale, scores, len);
+  float inv[NQ];
   for (int i = 0; i < NQ; ++i) {
     float* row = scores + i * len;
     if (max == nullptr) {
-      softmax_row(row, len, sinks != nullptr ? sinks[i] : -std::numeric_limits<float>::infinity());
+      // exp(-inf - mx) is 0: no sink adds nothing.
+      const float sink = sinks != nullptr ? sinks[i] : -std::numeric_limits<float>::infinity();
+      const float mx = max_of(row, len, sink);
+      inv[i] = static_cast<float>(
+          1.0 / (std::exp(static_cast<double>(sink) - mx) + exp_shifted(row, len, mx)));
     } else {
       const float mx = max_of(row, len, -std::numeric_limits<float>::infinity());
       max[i] = mx;
@@ -179,6 +186,12 @@ inline __attribute__((always_inline)) void attend_queries(const Kv& kv, const fl
     return;
   }
   kv.template weigh<NQ>(scores, len, begin, end, out);
+  if (max == nullptr) {
+    for (int i = 0; i < NQ; ++i) {
+      float* o = out + i * kv.value_dim;
+      for (std::int64_t d = 0; d < kv.value_dim; ++d) o[d] *= inv[i];
+    }
+  }
 }
 
 // `nq` queries (q: nq x key_dim) in groups of up to kMaxQueries through attend_queries.

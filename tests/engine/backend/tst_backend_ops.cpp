@@ -561,8 +561,10 @@ class TestBackendOps : public QObject {
         const auto all = get<float>(b, *out, len * nh * hd);
         decoded[threads == 1 ? 0 : 1].assign(all.end() - nh * hd, all.end());
       }
+      // The order of sums alone: each is about 1.2e-6 from a double-precision reference
+      // (mean over 80 heads of 1100-1800 positions), and a wrong combination would be ~1e-1.
       const double d = relative_difference(decoded[1], decoded[0]);
-      QVERIFY2(d < 1e-6, qPrintable(QStringLiteral("relative difference %1").arg(d)));
+      QVERIFY2(d < 2e-6, qPrintable(QStringLiteral("relative difference %1").arg(d)));
     }
   }
 
