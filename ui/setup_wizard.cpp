@@ -897,7 +897,7 @@ class ParametersPage : public QWizardPage {
     threads_ = new QSpinBox(this);
     threads_->setRange(1, 4096);
     context_ = new QSpinBox(this);
-    context_->setRange(256, context_max_);
+    context_->setRange(256, kContextMax);
     context_->setSingleStep(1024);
     form->addRow(tr("CPU threads"), threads_);
     form->addRow(tr("Context length (tokens)"), context_);
@@ -982,9 +982,9 @@ class ParametersPage : public QWizardPage {
     const plan::Plan& p = wizard_->plan();
     // No more than the positions the model takes (a larger value already set comes down,
     // and plans again).
-    context_->setMaximum(p.max_positions > 0 ? static_cast<int>(std::min<std::int64_t>(
-                                                   p.max_positions, context_max_))
-                                             : context_max_);
+    context_->setMaximum(
+        p.max_positions > 0 ? static_cast<int>(std::min<std::int64_t>(p.max_positions, kContextMax))
+                            : kContextMax);
     verdict_->setText(QStringLiteral("<b>%1</b>").arg(q(p.verdict_reason).toHtmlEscaped()));
     params_->clear();
     for (const plan::Parameter& x : p.parameters) {
@@ -1043,7 +1043,7 @@ class ParametersPage : public QWizardPage {
   QLabel* export_problem_;
   QSpinBox* threads_;
   QSpinBox* context_;
-  static constexpr int context_max_ = 1 << 20;
+  static constexpr int kContextMax = 1 << 20;
   QTreeWidget* params_;
   QChart* chart_;
   QLabel* legend_;

@@ -46,14 +46,15 @@ struct BuiltRunner {
   std::string no_accelerator_reason;  // why there is no accelerator, in a few words
 };
 
-// The runner for `model` on `pools` with a KV cache of `context_tokens` in mind: resolves
-// the accelerator, reads the statistics for the frequency strategy. Throws
-// std::invalid_argument, backend::DeviceOutOfMemory or std::runtime_error with a sentence;
-// std::invalid_argument for a context past the positions the model takes (context_error).
 // Why a context of `context_tokens` cannot run `spec`, as a sentence that says what to use;
 // empty when it can (within its position limit, or the model does not say).
 std::string context_error(const model::ModelSpec& spec, std::int64_t context_tokens);
 
+// The runner for `model` on `pools` with a KV cache of `context_tokens` in mind: resolves
+// the accelerator, reads the statistics for the frequency strategy. Throws
+// std::invalid_argument, backend::DeviceOutOfMemory or std::runtime_error with a sentence;
+// std::invalid_argument for a context past the positions the model takes (context_error),
+// unless settings.past_position_limit.
 BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& pools,
                         const RunSettings& settings, std::int64_t context_tokens);
 
