@@ -146,7 +146,10 @@ void ChatPage::showLoadFailure(const QString& folder, const QString& message, bo
   const QString name = QFileInfo(folder).fileName();
   no_model_detail_->setText(tr("Tandem could not load %1:\n%2").arg(folder, message));
   const bool offer = !kept && !loaded_folder_.isEmpty() && loaded_folder_ != folder;
-  const QString again = tr("Load %1 Again").arg(QFileInfo(loaded_folder_).fileName());
+  // The model before, named as the model picker names it.
+  const bool demo = loaded_folder_ == QString::fromStdString(model::demo_model_folder());
+  const QString again = demo ? tr("Load the Demo Model Again")
+                             : tr("Load %1 Again").arg(QFileInfo(loaded_folder_).fileName());
   for (QPushButton* b : {load_again_, notice_load_again_}) {
     b->setText(again);
     b->setVisible(offer);
@@ -258,8 +261,13 @@ QWidget* ChatPage::buildNoModelPage() {
   load_again_->setVisible(false);
   connect(load_again_, &QPushButton::clicked, this,
           [this] { emit loadModelRequested(loaded_folder_); });
+  // The model before on a row of its own above the others, so that three buttons in a row
+  // do not make the window wider than a 1024-pixel screen.
+  auto* again = new QHBoxLayout;
+  again->addStretch(1);
+  again->addWidget(load_again_);
+  again->addStretch(1);
   buttons->addStretch(1);
-  buttons->addWidget(load_again_);
   buttons->addWidget(open);
   buttons->addWidget(system);
   buttons->addStretch(1);
@@ -267,6 +275,7 @@ QWidget* ChatPage::buildNoModelPage() {
   layout->addSpacing(6);
   layout->addWidget(no_model_detail_);
   layout->addSpacing(14);
+  layout->addLayout(again);
   layout->addLayout(buttons);
   layout->addStretch(3);
   return page;

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/forward/runner_settings.h"
+#include "engine/model/demo_model.h"
 #include "ui/chat_page.h"
 #include "ui/conversation/list_model.h"
 #include "ui/engine_host.h"
@@ -381,10 +382,14 @@ class TestChatWindow : public QObject {
   }
 
   // A context past the positions the model takes (the test model's 256), as an older setup
-  // may have saved, is refused in the chat with how far it goes and where to change it.
+  // may have saved, is refused in the chat with how far it goes and where to change it; the
+  // demo model before it is offered again under the name the model picker gives it.
   void contextPastTheModelsPositionsIsRefusedInTheChat() {
     MainWindow window(nullptr, dir_.path() + "/positions.sqlite");
     window.show();
+    const QString demo = QString::fromStdString(tandem::model::demo_model_folder());
+    window.loadModel(demo);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel() && !window.engine()->isLoading(), 20000);
     QSignalSpy failed(window.engine(), &EngineHost::modelLoadFailed);
     window.loadModel(kModel, 0, 8192);
     QVERIFY(failed.wait(20000));
@@ -393,6 +398,16 @@ class TestChatWindow : public QObject {
     QVERIFY2(text.contains(QLatin1String("longer than the 256 positions")) &&
                  text.contains(QLatin1String("Setup Assistant")),
              qPrintable(text));
+    QPushButton* again = nullptr;
+    for (QPushButton* b :
+         window.chatPage()->findChildren<QPushButton*>(QStringLiteral("loadAgain")))
+      if (b->isVisibleTo(window.chatPage())) again = b;
+    QVERIFY(again != nullptr);
+    QCOMPARE(again->text(), QStringLiteral("Load the Demo Model Again"));
+    // With it, the page still fits a window on a 1024-pixel screen (three buttons in a row
+    // made it 1044 wide).
+    QVERIFY2(window.minimumSizeHint().width() <= 1024,
+             qPrintable(QString::number(window.minimumSizeHint().width())));
     window.loadModel(kModel, 0, 256);
     QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel() && !window.engine()->isLoading(), 20000);
   }
