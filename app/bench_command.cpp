@@ -491,8 +491,7 @@ int run_bench(const BenchCommandOptions& o) {
     return 2;
   }
   settings.hybrid.overlap = !o.serial;
-  const int threads =
-      settings.threads > 0 ? settings.threads : std::max(1, hw::probe_topology().physical_cores);
+  const int threads = command_threads(settings.threads);
   settings.load.threads = threads;
   const std::vector<BenchTest> tests = bench_tests(o);
   if (tests.empty()) {

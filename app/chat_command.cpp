@@ -15,7 +15,6 @@
 
 #include "app/load_progress_printer.h"
 #include "engine/generate/chat_session.h"
-#include "engine/hw/topology.h"
 
 namespace tandem::app {
 namespace {
@@ -68,8 +67,7 @@ int run_chat(const ChatOptions& o) {
     std::fprintf(stderr, "tandem: %s\n", error.c_str());
     return 2;
   }
-  const int threads =
-      run.threads > 0 ? run.threads : std::max(1, hw::probe_topology().physical_cores);
+  const int threads = command_threads(run.threads);
   const std::int64_t context =
       run.context > 0 ? run.context
                       : std::min<std::int64_t>(model->spec().max_position_embeddings, 4096);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "engine/hw/topology.h"
 #include "engine/plan/run_profile.h"
 #include "engine/schedule/routing_stats.h"
 
@@ -252,6 +253,19 @@ bool apply_engine_flags(const EngineFlags& f, bool given_only, forward::RunSetti
     return false;
   }
   return true;
+}
+
+int command_threads(int asked) {
+  const hw::Topology& topology = hw::probe_topology();
+  const int cores = std::max(1, topology.physical_cores);
+  if (asked <= 0) return cores;
+  if (topology.hardware_threads > 0 && asked > topology.hardware_threads) {
+    std::fprintf(stderr,
+                 "tandem: %d threads on a CPU with %d hardware threads take turns, which runs "
+                 "slower; -t %d (one per physical core) is what Tandem recommends.\n",
+                 asked, topology.hardware_threads, cores);
+  }
+  return asked;
 }
 
 std::optional<forward::BuiltRunner> build_runner(const model::LoadedModel& model,

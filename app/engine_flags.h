@@ -72,6 +72,10 @@ bool apply_engine_flags(const EngineFlags& flags, bool given_only, forward::RunS
 bool check_expert_stats_target(const EngineFlags& flags, const model::ModelSpec& spec,
                                std::string& error);
 
+// The threads a command runs with: `asked`, or one per physical core when 0. More than the
+// CPU's hardware threads is said on stderr: they take turns, slower than one per core.
+int command_threads(int asked);
+
 // The runner for a command: `tandem: SENTENCE` on stderr and the exit status in `status` (2
 // for settings that cannot be, 1 for other failures) when it cannot be made.
 std::optional<forward::BuiltRunner> build_runner(const model::LoadedModel& model,

@@ -12,9 +12,9 @@
 #include <optional>
 #include <sstream>
 
+#include "app/engine_flags.h"
 #include "app/load_progress_printer.h"
 #include "engine/forward/runner_settings.h"
-#include "engine/hw/topology.h"
 #include "engine/measure/perplexity.h"
 #include "engine/model/loaded_model.h"
 
@@ -89,7 +89,7 @@ int run_perplexity(const PerplexityOptions& o) {
     return 2;
   }
 
-  const int threads = o.threads > 0 ? o.threads : std::max(1, hw::probe_topology().physical_cores);
+  const int threads = command_threads(o.threads);
   backend::NumaPools pool(threads, model.model->pools());
   measure::PerplexityOptions options;
   options.context_tokens = context;

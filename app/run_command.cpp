@@ -14,7 +14,6 @@
 #include "app/load_progress_printer.h"
 #include "engine/generate/generator.h"
 #include "engine/generate/stop_strings.h"
-#include "engine/hw/topology.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/utf8_stream.h"
 
@@ -82,8 +81,7 @@ int run_generate(const RunOptions& o) {
     return 2;
   }
 
-  const int threads =
-      settings.threads > 0 ? settings.threads : std::max(1, hw::probe_topology().physical_cores);
+  const int threads = command_threads(settings.threads);
   std::int64_t context = settings.context > 0
                              ? settings.context
                              : std::min<std::int64_t>(spec.max_position_embeddings, 4096);

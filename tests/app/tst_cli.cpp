@@ -3,6 +3,7 @@
 #include <QImage>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
@@ -373,6 +374,21 @@ class TestCli : public QObject {
                qPrintable(r.err));
     }
     QCOMPARE(runTandem({"run", "-p", "Hi", "-n", "1", "-c", "2048"}, env()).code, 0);
+  }
+
+  // More threads than the CPU has hardware threads run, and the command says they take turns
+  // and what Tandem recommends; as many as it has, it says nothing.
+  void threadsPastTheHardwareAreSaid() {
+    // Twice the logical CPUs Qt sees and one more: past what hwloc counts too.
+    const int asked = 2 * QThread::idealThreadCount() + 1;
+    const Run many = runTandem({"run", "-p", "Hi", "-n", "1", "-t", QString::number(asked)}, env());
+    QCOMPARE(many.code, 0);
+    QVERIFY2(many.err.contains(QStringLiteral("%1 threads on a CPU with ").arg(asked)) &&
+                 many.err.contains(QLatin1String("hardware threads take turns, which runs slower")),
+             qPrintable(many.err));
+    const Run fits = runTandem({"run", "-p", "Hi", "-n", "1", "-t", "1"}, env());
+    QCOMPARE(fits.code, 0);
+    QVERIFY2(!fits.err.contains(QLatin1String("take turns")), qPrintable(fits.err));
   }
 
   // -p, -n and -d as lists, as llama-bench takes them: each prompt length and each decode
