@@ -242,9 +242,7 @@ struct PromptBlocks {
   }
   float* out_row(std::int64_t r) const { return rows_out[static_cast<std::size_t>(r)]; }
   // The first position token t sees.
-  std::int64_t first(std::int64_t t) const {
-    return window > 0 ? std::max<std::int64_t>(0, pos0 + t + 1 - window) : 0;
-  }
+  std::int64_t first(std::int64_t t) const { return first_visible(pos0 + t, window); }
 
   // Rows [r0, r0 + MR) against NT tiles of the block at k0 from its tile tile0:
   // s[i][(tile0 + x) * 16 + lane] = q_i . k (the scale comes with the softmax).

@@ -43,6 +43,12 @@ inline __attribute__((always_inline)) void fetch_row_share(const void* next, std
     __builtin_prefetch(base + 64 * l, 0, 2);  // to the second-level cache
 }
 
+// The first position a token at `pos` sees: pos + 1 - window with a sliding window (0 at
+// least), else 0.
+inline std::int64_t first_visible(std::int64_t pos, std::int64_t window) {
+  return window > 0 ? std::max<std::int64_t>(0, pos + 1 - window) : 0;
+}
+
 // Keys per block of a prompt's attention (attend_prompt_blocks, and the VDPBF16PS kernel's):
 // a block's BF16 keys and values of 128 dimensions are 32 KiB each, in the first- and
 // second-level caches while every row of a job takes them; each row's softmax costs about
@@ -291,9 +297,7 @@ inline __attribute__((always_inline)) void attend_prompt_blocks(
   float* part_sum = scratch.part_sum.data();
   float* max = scratch.max.data();
   float* sum = scratch.sum.data();
-  const auto first = [&](std::int64_t t) {
-    return window > 0 ? std::max<std::int64_t>(0, pos0 + t + 1 - window) : std::int64_t{0};
-  };
+  const auto first = [&](std::int64_t t) { return first_visible(pos0 + t, window); };
   std::fill_n(max, tokens * nq, -std::numeric_limits<float>::infinity());
   std::fill_n(sum, tokens * nq, 0.0f);
   const std::int64_t end = pos0 + tokens;
@@ -352,9 +356,7 @@ inline __attribute__((always_inline)) void attend_prompt_rows(
   float* scores = scratch.scores.data();
   float* max = scratch.max.data();
   float* sum = scratch.sum.data();
-  const auto first = [&](std::int64_t t) {
-    return window > 0 ? std::max<std::int64_t>(0, pos0 + t + 1 - window) : std::int64_t{0};
-  };
+  const auto first = [&](std::int64_t t) { return first_visible(pos0 + t, window); };
   constexpr float kNone = -std::numeric_limits<float>::infinity();
   std::fill_n(max, tokens * nq, kNone);
   std::fill_n(sum, tokens * nq, 0.0f);
