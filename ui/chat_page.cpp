@@ -31,7 +31,6 @@
 #include <QVBoxLayout>
 #include <QWidgetAction>
 
-#include "engine/model/demo_model.h"
 #include "ui/conversation/export.h"
 #include "ui/eliding_label.h"
 #include "ui/main_window.h"
@@ -125,7 +124,7 @@ void ChatPage::refreshModels() {
   const QSignalBlocker quiet(models_);
   models_->clear();
   for (const QString& folder : known_model_folders(loaded_folder_)) {
-    const bool demo = folder == QString::fromStdString(model::demo_model_folder());
+    const bool demo = folder == demo_folder();
     models_->addItem(demo ? tr("Built-in demo model") : QFileInfo(folder).fileName(), folder);
     models_->setItemData(models_->count() - 1, folder, Qt::ToolTipRole);
   }
@@ -147,9 +146,9 @@ void ChatPage::showLoadFailure(const QString& folder, const QString& message, bo
   no_model_detail_->setText(tr("Tandem could not load %1:\n%2").arg(folder, message));
   const bool offer = !kept && !loaded_folder_.isEmpty() && loaded_folder_ != folder;
   // The model before, named as the model picker names it.
-  const bool demo = loaded_folder_ == QString::fromStdString(model::demo_model_folder());
-  const QString again = demo ? tr("Load the Demo Model Again")
-                             : tr("Load %1 Again").arg(QFileInfo(loaded_folder_).fileName());
+  const QString again = loaded_folder_ == demo_folder()
+                            ? tr("Load the Demo Model Again")
+                            : tr("Load %1 Again").arg(QFileInfo(loaded_folder_).fileName());
   for (QPushButton* b : {load_again_, notice_load_again_}) {
     b->setText(again);
     b->setVisible(offer);

@@ -32,10 +32,6 @@
 namespace tandem::ui {
 namespace {
 
-QString demo_folder() {
-  return QString::fromStdString(model::demo_model_folder());
-}
-
 // A model folder (config.json), or a GGUF file (a single one or a split set's first part).
 bool is_model_folder(const QString& f) {
   if (f.isEmpty()) return false;
@@ -63,6 +59,10 @@ nlohmann::json read_json(const QString& path) {
 }
 
 }  // namespace
+
+QString demo_folder() {
+  return QString::fromStdString(model::demo_model_folder());
+}
 
 QStringList known_model_folders(const QString& loaded) {
   QStringList folders;

@@ -25,6 +25,8 @@ struct ModelFolderInfo {
 
 // The model folders Tandem knows, `loaded` (may be empty) first.
 QStringList known_model_folders(const QString& loaded);
+// The built-in demo model's folder.
+QString demo_folder();
 ModelFolderInfo describe_model_folder(const QString& folder);
 // Remembered as loaded now (the recent list and the last-used time).
 void remember_model_use(const QString& folder);
