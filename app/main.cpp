@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <QCoreApplication>
 #include <QStandardPaths>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "app/run_command.h"
 #include "app/serve_command.h"
 #include "app/tokenize_command.h"
+#include "engine/generate/sampler.h"
 #include "engine/log/log.h"
 #include "engine/model/demo_model.h"
 #include "engine/model/loaded_model.h"
@@ -114,6 +116,27 @@ void add_int4_group_option(CLI::App* command, int& group) {
             return {};
           },
           "8..4096, a multiple of 8"));
+}
+
+// A sampling flag's check: its value set alone on the defaults and judged by the sampler's own
+// ranges, so the command line refuses what the server and the window refuse, with the same
+// sentence (NaN included, which CLI::Range lets through).
+CLI::Validator sampling_check(void (*set)(tandem::generate::SamplingParams&, double)) {
+  return CLI::Validator(
+      [set](std::string& text) -> std::string {
+        double value = 0;
+        try {
+          std::size_t used = 0;
+          value = std::stod(text, &used);
+          if (used != text.size()) return "give a number (not \"" + text + "\")";
+        } catch (const std::exception&) {
+          return "give a number (not \"" + text + "\")";
+        }
+        tandem::generate::SamplingParams p;
+        set(p, value);
+        return tandem::generate::sampling_problem(p);
+      },
+      "");
 }
 
 // --pools on the commands that run a model.
@@ -222,21 +245,32 @@ int main(int argc, char** argv) {
   add_pools_option(run_cmd, run.pools);
   tandem::app::add_engine_flags(run_cmd, run.engine);
   add_dense_format_option(run_cmd, run.dense_bf16);
-  run_cmd->add_option("--temperature", run.temperature, "Sampling temperature")
-      ->capture_default_str();
+  using tandem::generate::SamplingParams;
+  run_cmd->add_option("--temperature", run.temperature, "Sampling temperature (0 to 2)")
+      ->capture_default_str()
+      ->check(sampling_check(
+          [](SamplingParams& p, double v) { p.temperature = static_cast<float>(v); }));
   run_cmd->add_option("--top-k", run.top_k, "Keep the k most likely tokens (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(sampling_check([](SamplingParams& p, double v) {
+        p.top_k = static_cast<std::int32_t>(std::clamp(v, -1e9, 1e9));
+      }));
   run_cmd
-      ->add_option("--top-p", run.top_p, "Keep the most likely tokens up to this probability mass")
-      ->capture_default_str();
+      ->add_option("--top-p", run.top_p,
+                   "Keep the most likely tokens up to this probability mass (0 to 1)")
+      ->capture_default_str()
+      ->check(sampling_check([](SamplingParams& p, double v) { p.top_p = static_cast<float>(v); }));
   run_cmd
       ->add_option("--min-p", run.min_p,
-                   "Drop tokens below this fraction of the best one's probability")
-      ->capture_default_str();
+                   "Drop tokens below this fraction of the best one's probability (0 to 1)")
+      ->capture_default_str()
+      ->check(sampling_check([](SamplingParams& p, double v) { p.min_p = static_cast<float>(v); }));
   run_cmd
       ->add_option("--repeat-penalty", run.repeat_penalty,
-                   "Penalty for tokens already in the context (1: off)")
-      ->capture_default_str();
+                   "Penalty for tokens already in the context (above 0, at most 10; 1: off)")
+      ->capture_default_str()
+      ->check(sampling_check(
+          [](SamplingParams& p, double v) { p.repetition_penalty = static_cast<float>(v); }));
   run_cmd->add_option("--stop", run.stop, "Stop when this text appears (repeatable)");
   run_cmd->add_option("-c,--context", run.context,
                       "Context length in tokens (default: the model's, at most 4096)");
@@ -520,8 +554,12 @@ int main(int argc, char** argv) {
   chat_cmd->add_option("-c,--context", chat.context,
                        "Context length in tokens (default: the model's, at most 4096)");
   chat_cmd->add_option("--system", chat.system_prompt, "System prompt");
-  chat_cmd->add_option("--temperature", chat.temperature, "Sampling temperature (0: greedy)")
-      ->capture_default_str();
+  chat_cmd
+      ->add_option("--temperature", chat.temperature, "Sampling temperature (0 to 2; 0: greedy)")
+      ->capture_default_str()
+      ->check(sampling_check([](tandem::generate::SamplingParams& p, double v) {
+        p.temperature = static_cast<float>(v);
+      }));
   chat_cmd->add_option("--seed", chat.seed, "Random seed")->each([&](const std::string&) {
     chat.seed_given = true;
   });

@@ -3,11 +3,32 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 #include <unordered_set>
+
+#include <fmt/format.h>
 
 namespace tandem::generate {
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+std::string sampling_problem(const SamplingParams& p) {
+  const auto outside = [](const char* what, float value, const char* range) {
+    return fmt::format("The {} must be {}; it is {}.", what, range, value);
+  };
+  if (!(p.temperature >= 0.0f && p.temperature <= kMaxTemperature))
+    return outside("temperature", p.temperature, "from 0 (always the likeliest token) to 2");
+  if (p.top_k < 0) return fmt::format("The top-k must be 0 (off) or more; it is {}.", p.top_k);
+  if (!(p.top_p >= 0.0f && p.top_p <= 1.0f))
+    return outside("top-p", p.top_p, "from 0 to 1 (1: off)");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return outside("min-p", p.min_p, "from 0 (off) to 1");
+  if (!(p.repetition_penalty > 0.0f && p.repetition_penalty <= kMaxRepetitionPenalty))
+    return outside("repetition penalty", p.repetition_penalty, "above 0 and at most 10 (1: off)");
+  return {};
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+  if (std::string problem = sampling_problem(params); !problem.empty())
+    throw std::invalid_argument(problem);
+}
 
 std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std::int32_t> history) {
   const std::size_t n = logits.size();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace tandem::generate {
@@ -25,8 +26,19 @@ struct SamplingParams {
   }
 };
 
+// The ranges every front end takes: the command line, the server (whose temperature and
+// top_p are OpenAI's) and the window.
+inline constexpr float kMaxTemperature = 2.0f;
+inline constexpr float kMaxRepetitionPenalty = 10.0f;  // above 0: 0 would divide by zero
+
+// A sentence naming the first setting outside its range, or empty. NaN is outside every range.
+std::string sampling_problem(const SamplingParams& params);
+
 class Sampler {
  public:
+  // Throws std::invalid_argument with sampling_problem's sentence for settings outside their
+  // ranges (a negative top-k, a penalty of 0), which would otherwise sample from the wrong
+  // distribution without a word.
   explicit Sampler(const SamplingParams& params);
 
   // `history` is the context so far (prompt and generated tokens).

@@ -74,7 +74,9 @@ void parse_common(const json& body, const RequestLimits& limits, CompletionReque
   // Absent values are OpenAI's documented defaults: temperature 1, top_p 1, and neither
   // top_k nor min_p (which OpenAI does not have).
   r.sampling.temperature =
-      has(body, "temperature") ? static_cast<float>(number(body, "temperature", 0.0, 2.0)) : 1.0f;
+      has(body, "temperature")
+          ? static_cast<float>(number(body, "temperature", 0.0, generate::kMaxTemperature))
+          : 1.0f;
   r.sampling.top_p =
       has(body, "top_p") ? static_cast<float>(number(body, "top_p", 0.0, 1.0)) : 1.0f;
   if (r.sampling.top_p <= 0.0f) r.sampling.top_p = std::numeric_limits<float>::min();
@@ -82,9 +84,13 @@ void parse_common(const json& body, const RequestLimits& limits, CompletionReque
       has(body, "top_k") ? static_cast<std::int32_t>(integer(body, "top_k", 0, 1 << 20)) : 0;
   r.sampling.min_p =
       has(body, "min_p") ? static_cast<float>(number(body, "min_p", 0.0, 1.0)) : 0.0f;
-  if (has(body, "repetition_penalty"))
-    r.sampling.repetition_penalty =
-        static_cast<float>(number(body, "repetition_penalty", 0.0, 10.0));
+  if (has(body, "repetition_penalty")) {
+    r.sampling.repetition_penalty = static_cast<float>(
+        number(body, "repetition_penalty", 0.0, generate::kMaxRepetitionPenalty));
+    if (r.sampling.repetition_penalty <= 0.0f)  // it divides the logits of the tokens seen
+      bad("repetition_penalty", "'repetition_penalty' must be above 0 (1: off); it is " +
+                                    body["repetition_penalty"].dump() + ".");
+  }
   for (const char* key : {"frequency_penalty", "presence_penalty"}) {
     if (has(body, key) && number(body, key, -2.0, 2.0) != 0.0)
       bad(key, std::string("'") + key +

@@ -849,6 +849,31 @@ class TestCli : public QObject {
     QVERIFY(tooBig.out.contains(QLatin1String("choose a smaller model")));
   }
 
+  // Sampling flags outside the sampler's ranges are refused before the model loads, with the
+  // sampler's own sentence (a NaN too), as the server refuses them.
+  void samplingFlagsOutsideTheirRangesAreRefused() {
+    const QString model = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    const QList<QStringList> refused = {
+        {"run", "--temperature", "-1"},   {"run", "--temperature=nan"},
+        {"run", "--top-k", "-3"},         {"run", "--top-p", "2"},
+        {"run", "--min-p", "-0.5"},       {"run", "--repeat-penalty", "0"},
+        {"run", "--temperature", "warm"}, {"chat", "--temperature", "3"}};
+    for (const QStringList& flags : refused) {
+      const QStringList rest =
+          flags[0] == "run" ? QStringList{"-p", "Hi", "-n", "1"} : QStringList{"-n", "1"};
+      const Run r = runTandem(QStringList{flags[0], "-m", model} + flags.mid(1) + rest, env());
+      QVERIFY2(r.code != 0, qPrintable(flags.join(' ')));
+      QVERIFY2(r.err.contains(QLatin1String(" must be ")) ||
+                   r.err.contains(QLatin1String("give a number")),
+               qPrintable(flags.join(' ') + ": " + r.err));
+      QVERIFY2(!r.err.contains(QLatin1String("Loading")), qPrintable(r.err));
+    }
+    const Run fine = runTandem({"run", "-m", model, "-p", "Hi", "-n", "1", "--temperature", "2",
+                                "--top-p", "0", "--repeat-penalty", "1.1", "-t", "2"},
+                               env());
+    QVERIFY2(fine.code == 0, qPrintable(fine.err));
+  }
+
   // --int4-group reaches the packing: 32 is the default, 64 gives other logits; a group that
   // is no multiple of 8, or the flag without INT4, is refused with a sentence.
   void int4GroupReachesThePacking() {

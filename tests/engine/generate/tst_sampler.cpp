@@ -1,5 +1,7 @@
 #include <QtTest>
+#include <limits>
 #include <set>
+#include <stdexcept>
 
 #include "engine/generate/sampler.h"
 
@@ -21,6 +23,68 @@ class TestSampler : public QObject {
     const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 1.9f};
     const std::vector<std::int32_t> history = {1};
     QCOMPARE(s.sample(logits, history), 3);  // 2.0 / 1.5 < 1.9
+  }
+
+  // A setting outside its range is refused with a sentence naming it: a penalty of 0 would
+  // divide the seen tokens' logits by zero and make them certain, a negative top-k or a NaN
+  // would sample from another distribution than the one asked for.
+  void settingsOutsideTheirRangesAreRefused_data() {
+    QTest::addColumn<int>("field");
+    QTest::addColumn<float>("value");
+    QTest::addColumn<QString>("named");
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    QTest::newRow("temperature below 0") << 0 << -0.5f << "temperature";
+    QTest::newRow("temperature past 2") << 0 << 2.5f << "temperature";
+    QTest::newRow("temperature NaN") << 0 << nan << "temperature";
+    QTest::newRow("top-k below 0") << 1 << -3.0f << "top-k";
+    QTest::newRow("top-p past 1") << 2 << 1.5f << "top-p";
+    QTest::newRow("min-p below 0") << 3 << -0.1f << "min-p";
+    QTest::newRow("min-p NaN") << 3 << nan << "min-p";
+    QTest::newRow("penalty 0") << 4 << 0.0f << "repetition penalty";
+    QTest::newRow("penalty past 10") << 4 << 11.0f << "repetition penalty";
+  }
+  void settingsOutsideTheirRangesAreRefused() {
+    QFETCH(int, field);
+    QFETCH(float, value);
+    QFETCH(QString, named);
+    SamplingParams p;
+    QVERIFY(sampling_problem(p).empty());
+    switch (field) {
+      case 0:
+        p.temperature = value;
+        break;
+      case 1:
+        p.top_k = static_cast<std::int32_t>(value);
+        break;
+      case 2:
+        p.top_p = value;
+        break;
+      case 3:
+        p.min_p = value;
+        break;
+      default:
+        p.repetition_penalty = value;
+        break;
+    }
+    const QString problem = QString::fromStdString(sampling_problem(p));
+    QVERIFY2(problem.startsWith(QStringLiteral("The ") + named + QStringLiteral(" must be")),
+             qPrintable(problem));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Sampler{p});
+  }
+
+  void theRangesEndsAreTaken() {
+    SamplingParams p;
+    p.temperature = kMaxTemperature;
+    p.top_k = 0;
+    p.top_p = 0.0f;
+    p.min_p = 1.0f;
+    p.repetition_penalty = kMaxRepetitionPenalty;
+    QCOMPARE(sampling_problem(p), std::string());
+    p.temperature = 0.0f;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repetition_penalty = 0.01f;
+    QCOMPARE(sampling_problem(p), std::string());
   }
 
   void sameSeedSameTokens() {

@@ -140,6 +140,11 @@ class TestServeProtocol : public QObject {
     row("frequency penalty",
         R"({"frequency_penalty": 0.5, "messages": [{"role": "user", "content": "x"}]})",
         "frequency_penalty");
+    row("repetition penalty zero",
+        R"({"repetition_penalty": 0, "messages": [{"role": "user", "content": "x"}]})",
+        "repetition_penalty");
+    row("negative top_k", R"({"top_k": -1, "messages": [{"role": "user", "content": "x"}]})",
+        "top_k");
     row("logprobs", R"({"logprobs": true, "messages": [{"role": "user", "content": "x"}]})",
         "logprobs");
     row("seed text", R"({"seed": "a", "messages": [{"role": "user", "content": "x"}]})", "seed");
