@@ -16,6 +16,7 @@
 #include <QSettings>
 #include <QSpinBox>
 #include <QTabWidget>
+#include <QThread>
 #include <QVBoxLayout>
 
 #include "ui/conversation/store.h"
@@ -123,7 +124,27 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   threads_ = new QSpinBox(engine);
   threads_->setRange(0, 4096);
   threads_->setSpecialValueText(tr("as planned for this computer"));
+  threads_->setObjectName(QStringLiteral("threads"));
+  threads_->setAccessibleName(tr("CPU threads"));
   engine_form->addRow(tr("CPU threads"), threads_);
+  // More threads than the CPU runs at once take turns, which runs slower: said as the number
+  // is chosen, as the command line says it.
+  threads_note_ = new QLabel(engine);
+  threads_note_->setObjectName(QStringLiteral("threadsNote"));
+  threads_note_->setWordWrap(true);
+  threads_note_->setForegroundRole(QPalette::PlaceholderText);
+  threads_note_->hide();
+  engine_form->addRow(QString(), threads_note_);
+  connect(threads_, &QSpinBox::valueChanged, this, [this](int n) {
+    const int hardware = QThread::idealThreadCount();
+    threads_note_->setVisible(n > hardware);
+    if (n > hardware)
+      threads_note_->setText(
+          tr("This CPU runs %1 threads at once; %2 take turns, which runs slower. \"As planned "
+             "for this computer\" takes one per physical core.")
+              .arg(hardware)
+              .arg(n));
+  });
   kv_cache_ = new QComboBox(engine);
   kv_cache_->setObjectName(QStringLiteral("kvCache"));
   kv_cache_->setAccessibleName(tr("KV cache"));

@@ -50,6 +50,7 @@ class PreferencesDialog : public QDialog {
   bool replying_ = false;
   bool moved_ = false;
   QSpinBox* threads_;
+  QLabel* threads_note_;
   QComboBox* kv_cache_;
   QSpinBox* server_port_;
   QCheckBox* server_network_;

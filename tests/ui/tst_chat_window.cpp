@@ -22,6 +22,7 @@
 #include <QTemporaryDir>
 #include <QTextBlock>
 #include <QTextLayout>
+#include <QThread>
 #include <QtTest>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -320,6 +321,25 @@ class TestChatWindow : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
     QCOMPARE(window.engine()->model().name, name);
     QVERIFY(!again->isVisibleTo(chat));
+  }
+
+  // Preferences says, as the number is chosen, that more threads than the CPU runs at once
+  // take turns; the plan's own count and any count within the CPU's say nothing.
+  void preferencesSayWhenThreadsOutnumberTheCpus() {
+    PreferencesDialog preferences;
+    auto* threads = preferences.findChild<QSpinBox*>(QStringLiteral("threads"));
+    auto* note = preferences.findChild<QLabel*>(QStringLiteral("threadsNote"));
+    QVERIFY(threads && note);
+    QVERIFY(note->isHidden());
+    const int hardware = QThread::idealThreadCount();
+    threads->setValue(hardware + 1);
+    QVERIFY(!note->isHidden());
+    QVERIFY2(note->text().contains(QString::number(hardware) + " threads at once"),
+             qPrintable(note->text()));
+    threads->setValue(hardware);
+    QVERIFY(note->isHidden());
+    threads->setValue(0);
+    QVERIFY(note->isHidden());
   }
 
   // Preferences' "KV cache" reaches the engine: 8-bit loads the test model; a model
