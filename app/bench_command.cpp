@@ -539,6 +539,7 @@ int run_bench(const BenchCommandOptions& o) {
   // Speed past the positions the model takes can still be measured (random tokens, no
   // answers), as llama-bench does; it is said, not refused.
   settings.past_position_limit = true;
+  settings.context_set_by = "the longest test's -d, -p and -n add up to the context";
   const std::string past_limit = forward::context_error(model->spec(), context);
   if (!past_limit.empty() && !o.json)
     std::fprintf(stderr, "tandem: measured all the same (speed only): %s\n", past_limit.c_str());

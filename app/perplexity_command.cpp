@@ -14,7 +14,9 @@
 
 #include "app/engine_flags.h"
 #include "app/load_progress_printer.h"
+#include "engine/backend/cpu/kv_cache.h"
 #include "engine/forward/runner_settings.h"
+#include "engine/hw/memory_info.h"
 #include "engine/measure/perplexity.h"
 #include "engine/model/loaded_model.h"
 
@@ -97,6 +99,20 @@ int run_perplexity(const PerplexityOptions& o) {
   options.base_kv_cache = options.kv_cache;
   if (!o.kl_base_kv_cache.empty())
     backend::parse_kv_cache_format(o.kl_base_kv_cache, options.base_kv_cache);
+  // Both caches in host memory: the scored model's must fit beside the base model's.
+  if (const hw::MemoryInfo memory = hw::probe_memory(); memory.error.empty()) {
+    const std::uint64_t base_bytes =
+        base.model ? backend::KvCache::bytes_for(base.model->spec(), context, options.base_kv_cache)
+                   : 0;
+    const std::string error = forward::cache_memory_error(
+        model.model->spec(), context, options.kv_cache,
+        memory.available_bytes - std::min(base_bytes, memory.available_bytes),
+        base.model ? "--context; the base model's cache takes its share too" : "--context");
+    if (!error.empty()) {
+      std::fprintf(stderr, "tandem: %s\n", error.c_str());
+      return 2;
+    }
+  }
   options.cancel = &g_interrupted;
   const bool tty = !o.json && isatty(STDERR_FILENO);
   if (tty) {

@@ -4,6 +4,9 @@
 
 #include <stdexcept>
 
+#include "engine/backend/cpu/kv_cache.h"
+#include "engine/hw/hardware_report.h"
+#include "engine/hw/memory_info.h"
 #include "engine/log/log.h"
 
 namespace tandem::forward {
@@ -58,6 +61,39 @@ std::string context_error(const model::ModelSpec& spec, std::int64_t context_tok
       scaled ? "" : ", or set RoPE scaling (YaRN) in its config.json where its makers give one");
 }
 
+std::string cache_memory_error(const model::ModelSpec& spec, std::int64_t context_tokens,
+                               backend::KvCacheFormat format, std::uint64_t available_bytes,
+                               std::string_view set_by) {
+  using backend::KvCache;
+  const std::uint64_t bytes = KvCache::bytes_for(spec, context_tokens, format);
+  if (bytes <= available_bytes) return {};
+  // The cache grows with the context: the longest that fits, in whole thousands where it
+  // is that long.
+  std::int64_t fits = 0;
+  for (std::int64_t step = std::int64_t{1} << 40; step > 0; step /= 2)
+    if (fits + step < context_tokens &&
+        KvCache::bytes_for(spec, fits + step, format) <= available_bytes)
+      fits += step;
+  if (fits >= 4096) fits = fits / 1024 * 1024;
+  if (fits == 0)
+    return fmt::format(
+        "The keys and values of even one token ({}) do not fit in the {} of memory free now: "
+        "close programs that hold memory, or run a smaller model.",
+        backend::kv_cache_format_name(format), hw::format_bytes(available_bytes));
+  std::string out = fmt::format(
+      "A context of {} tokens keeps {} of keys and values ({}), more than the {} of memory free "
+      "now. Use a context of at most {} ({})",
+      context_tokens, hw::format_bytes(bytes), backend::kv_cache_format_name(format),
+      hw::format_bytes(available_bytes), fits, set_by);
+  const backend::KvCacheFormat int8 = backend::KvCacheFormat::Int8;
+  if (format != int8 && KvCache::refusal(spec, int8).empty() &&
+      KvCache::bytes_for(spec, context_tokens, int8) < bytes)
+    out += fmt::format(
+        ", or keep them at 8 bits ({}: --kv-cache int8; in the app, KV cache in Preferences)",
+        hw::format_bytes(KvCache::bytes_for(spec, context_tokens, int8)));
+  return out + ", or close programs that hold memory.";
+}
+
 BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& pools,
                         const RunSettings& settings, std::int64_t context_tokens) {
   if (!settings.past_position_limit) {
@@ -74,6 +110,12 @@ BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& poo
       built.note += "; the settings for the accelerator's experts are not used";
     built.runner = std::make_unique<ModelRunner>(model, pools);
     built.runner->set_cpu_kv_cache_format(settings.kv_cache);
+    // Attention on the CPU: its cache is host memory, which must be free for it.
+    if (const hw::MemoryInfo memory = hw::probe_memory(); memory.error.empty()) {
+      const std::string error = cache_memory_error(model.spec(), context_tokens, settings.kv_cache,
+                                                   memory.available_bytes, settings.context_set_by);
+      if (!error.empty()) throw std::invalid_argument(error);
+    }
     return built;
   }
   schedule::HybridOptions hybrid = settings.hybrid;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "engine/backend/accelerator.h"
 #include "engine/backend/cpu/numa_pools.h"
@@ -31,6 +32,9 @@ struct RunSettings {
   // Take a context past the positions the model takes (ModelSpec::position_limit): for
   // benchmarks, which measure speed and not answers; anything that answers refuses it.
   bool past_position_limit = false;
+  // Where the context is set, for a sentence that asks for a shorter one (bench sets it by
+  // its tests' lengths).
+  std::string context_set_by = "--context; in the app, the context length in the Setup Assistant";
 };
 
 // Takes the profile's values; std::invalid_argument with a sentence for one that means
@@ -50,11 +54,20 @@ struct BuiltRunner {
 // empty when it can (within its position limit, or the model does not say).
 std::string context_error(const model::ModelSpec& spec, std::int64_t context_tokens);
 
+// Why the CPU's KV cache for `context_tokens` of `spec` in `format` cannot be made with
+// `available_bytes` of memory free, as a sentence with the longest context that fits and,
+// where it fits more, the 8-bit cache; empty when it fits.
+// `set_by` says where the context is set (RunSettings::context_set_by).
+std::string cache_memory_error(const model::ModelSpec& spec, std::int64_t context_tokens,
+                               backend::KvCacheFormat format, std::uint64_t available_bytes,
+                               std::string_view set_by);
+
 // The runner for `model` on `pools` with a KV cache of `context_tokens` in mind: resolves
 // the accelerator, reads the statistics for the frequency strategy. Throws
 // std::invalid_argument, backend::DeviceOutOfMemory or std::runtime_error with a sentence;
 // std::invalid_argument for a context past the positions the model takes (context_error),
-// unless settings.past_position_limit.
+// unless settings.past_position_limit, and for a CPU KV cache larger than the memory free
+// now (cache_memory_error), which would otherwise end the process when its pages are touched.
 BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& pools,
                         const RunSettings& settings, std::int64_t context_tokens);
 

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include "tests/support/logit_divergence.h"
 
+#include "engine/backend/cpu/kv_cache.h"
+#include "engine/forward/runner_settings.h"
 #include "engine/generate/generator.h"
 #include "engine/model/loaded_model.h"
 
@@ -419,6 +421,42 @@ class TestReferenceEngine : public QObject {
     const auto stats =
         g.generate(std::vector<std::int32_t>(6, 1), o, [](std::int32_t) { return true; });
     QCOMPARE(stats.stop, generate::StopReason::ContextFull);
+  }
+
+  // A CPU cache larger than the memory free is refused before a page of it is touched (the
+  // kernel would end the process as they were), with the longest context that fits and the
+  // 8-bit cache where it fits more; one that fits says nothing.
+  void cacheLargerThanTheMemoryFreeIsRefused() {
+    auto model = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe");
+    const model::ModelSpec& spec = model->spec();
+    using backend::KvCache;
+    using backend::KvCacheFormat;
+    const std::uint64_t for_1000 = KvCache::bytes_for(spec, 1000, KvCacheFormat::Bf16);
+    QCOMPARE(forward::cache_memory_error(spec, 1000, KvCacheFormat::Bf16, for_1000, "-c"),
+             std::string());
+    const std::string error =
+        forward::cache_memory_error(spec, 1000, KvCacheFormat::Bf16, for_1000 - 1, "-c");
+    QVERIFY2(error.find("A context of 1000 tokens") == 0, error.c_str());
+    QVERIFY2(error.find("at most 999 (-c)") != std::string::npos, error.c_str());
+    QVERIFY2(error.find("--kv-cache int8") != std::string::npos, error.c_str());
+    // Past 4096 tokens the longest that fits is rounded down to whole thousands (of 1024).
+    const std::uint64_t for_5000 = KvCache::bytes_for(spec, 5000, KvCacheFormat::Int8);
+    const std::string int8 =
+        forward::cache_memory_error(spec, 100000, KvCacheFormat::Int8, for_5000, "-c");
+    QVERIFY2(int8.find("at most 4096 (-c)") != std::string::npos, int8.c_str());
+    QVERIFY2(int8.find("--kv-cache int8") == std::string::npos, int8.c_str());
+    // Nor where the model's heads do not take 8 bits (24 wide).
+    auto llama = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/llama");
+    const std::string no_int8 =
+        forward::cache_memory_error(llama->spec(), 1000, KvCacheFormat::F32, 1000, "-c");
+    QVERIFY2(no_int8.find("--kv-cache int8") == std::string::npos, no_int8.c_str());
+    // make_runner refuses it (this machine has not 10^12 tokens' worth free).
+    backend::NumaPools pool(1);
+    forward::RunSettings settings;
+    settings.past_position_limit = true;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             forward::make_runner(*model, pool, settings, std::int64_t{1} << 40));
+    QVERIFY(forward::make_runner(*model, pool, settings, 64).runner != nullptr);
   }
 };
 
