@@ -273,8 +273,9 @@ int run_delta_rule_bench(const BenchCommandOptions& o) {
   options.min_sample_seconds = o.sample_seconds;
   options.repetitions = std::max(1, o.repetitions);
   options.threads = measured_thread_counts(o);
-  const measure::DeltaRuleBenchReport r =
-      measure::run_delta_rule_benchmark(options, progress_to_stderr(o));
+  measure::DeltaRuleBenchReport r;
+  if (!reported([&] { r = measure::run_delta_rule_benchmark(options, progress_to_stderr(o)); }))
+    return 1;
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const measure::DeltaRuleBenchRow& row : r.rows) {
@@ -332,8 +333,23 @@ int run_attention_bench(const BenchCommandOptions& o) {
     std::fprintf(stderr, "tandem: bench --attention measures --kv-cache bf16 or int8.\n");
     return 2;
   }
-  const measure::AttentionBenchReport r =
-      measure::run_attention_benchmark(options, progress_to_stderr(o));
+  // Heads the cache cannot keep: said as bench takes them (there is no f32 here).
+  if ((options.cache == backend::KvCacheFormat::Bf16 && options.head_dim % 2 != 0) ||
+      (options.cache == backend::KvCacheFormat::Int8 &&
+       !kernels::int8_cache_takes(options.head_dim))) {
+    std::fprintf(
+        stderr, "tandem: heads %lld wide do not fit the %s cache: it takes %s (--shape Q/KV/D).\n",
+        static_cast<long long>(options.head_dim),
+        std::string(backend::kv_cache_format_name(options.cache)).c_str(),
+        options.cache == backend::KvCacheFormat::Bf16
+            ? "an even width"
+            : fmt::format("whole {}s, at most {} wide", kernels::kInt8Group, kernels::kInt8MaxDim)
+                  .c_str());
+    return 2;
+  }
+  measure::AttentionBenchReport r;
+  if (!reported([&] { r = measure::run_attention_benchmark(options, progress_to_stderr(o)); }))
+    return 1;
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const measure::AttentionBenchRow& row : r.rows) {

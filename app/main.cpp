@@ -436,7 +436,7 @@ int main(int argc, char** argv) {
                        "--kernels, --delta-rule, --attention, --gguf-products: token counts (M), "
                        "e.g. 1,8,64,512")
           ->delimiter(',')
-          ->check(CLI::PositiveNumber);
+          ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 22));
   bench_cmd
       ->add_option("--formats", bench.kernel_formats,
                    "--kernels: weight formats, from int8, int4, bf16 and mxfp4 (oneDNN multiplies "

@@ -658,6 +658,17 @@ class TestCli : public QObject {
       QCOMPARE(r.code, 2);
       QVERIFY2(r.err.contains(QLatin1String("Q/KV/D")), qPrintable(r.err));
     }
+    // Heads the cache cannot keep are refused with what it takes (they ended the process).
+    const Run odd = runTandem({"bench", "--attention", "--shape", "8/2/7"}, env());
+    QCOMPARE(odd.code, 2);
+    QVERIFY2(odd.err.contains(QLatin1String("even width")), qPrintable(odd.err));
+    const Run narrow =
+        runTandem({"bench", "--attention", "--shape", "8/2/24", "--kv-cache", "int8"}, env());
+    QCOMPARE(narrow.code, 2);
+    QVERIFY2(narrow.err.contains(QLatin1String("whole 32s")), qPrintable(narrow.err));
+    const Run none = runTandem({"bench", "--attention", "--tokens", "0"}, env());
+    QVERIFY(none.code != 0);
+    QVERIFY2(none.err.contains(QLatin1String("not in range 1 to")), qPrintable(none.err));
     const Run both = runTandem({"bench", "--attention", "--delta-rule"}, env());
     QVERIFY(both.code != 0);
   }
