@@ -139,6 +139,14 @@ CLI::Validator sampling_check(void (*set)(tandem::generate::SamplingParams&, dou
       "");
 }
 
+// -c on the commands that run a model: left out, the model's own (at most 4096).
+void add_context_option(CLI::App* command, std::int64_t& context) {
+  command
+      ->add_option("-c,--context", context,
+                   "Context length in tokens (default: the model's, at most 4096)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+}
+
 // --pools on the commands that run a model.
 void add_pools_option(CLI::App* command, int& pools) {
   command
@@ -234,8 +242,11 @@ int main(int argc, char** argv) {
   auto* prompt_file_opt =
       run_cmd->add_option("-f,--prompt-file", run.prompt_file, "Read the prompt from this file");
   prompt_opt->excludes(prompt_file_opt);
-  run_cmd->add_option("-n,--max-tokens", run.max_tokens, "Tokens to generate at most")
-      ->capture_default_str();
+  run_cmd
+      ->add_option("-n,--max-tokens", run.max_tokens,
+                   "Tokens to generate at most (0: only read the prompt, as for --dump-logits)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
   run_cmd->add_flag("--greedy", run.greedy, "Always take the most likely token");
   run_cmd->add_option("--seed", run.seed, "Random seed, for reproducible sampling")
       ->each([&](const std::string&) { run.seed_given = true; });
@@ -271,9 +282,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(sampling_check(
           [](SamplingParams& p, double v) { p.repetition_penalty = static_cast<float>(v); }));
-  run_cmd->add_option("--stop", run.stop, "Stop when this text appears (repeatable)");
-  run_cmd->add_option("-c,--context", run.context,
-                      "Context length in tokens (default: the model's, at most 4096)");
+  run_cmd->add_option("--stop", run.stop, "Stop when this text appears (repeatable)")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            return text.empty() ? "give the text to stop at (it is empty)" : std::string();
+          },
+          ""));
+  add_context_option(run_cmd, run.context);
   run_cmd
       ->add_option("--cpu-format", run.cpu_format,
                    "Weights on the CPU: native (as stored), int8, int4, bf16, or mxfp4 (experts "
@@ -551,8 +566,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   add_pools_option(chat_cmd, chat.pools);
   tandem::app::add_engine_flags(chat_cmd, chat.engine);
-  chat_cmd->add_option("-c,--context", chat.context,
-                       "Context length in tokens (default: the model's, at most 4096)");
+  add_context_option(chat_cmd, chat.context);
   chat_cmd->add_option("--system", chat.system_prompt, "System prompt");
   chat_cmd
       ->add_option("--temperature", chat.temperature, "Sampling temperature (0 to 2; 0: greedy)")
@@ -564,7 +578,8 @@ int main(int argc, char** argv) {
     chat.seed_given = true;
   });
   chat_cmd->add_option("-n,--max-tokens", chat.max_tokens, "Longest reply in tokens")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
 
   tandem::app::ExportOptions export_options;
   CLI::App* export_cmd = cli.add_subcommand("export", "Hand the model over to another engine");
@@ -580,7 +595,8 @@ int main(int argc, char** argv) {
   CLI::Option* export_context =
       export_sglang_cmd
           ->add_option("-c,--context", export_options.plan.context, "Context length in tokens")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(CLI::Range(256, 10000000));
   export_sglang_cmd
       ->add_option("--quality", export_options.plan.quality, "quality, balanced or speed")
       ->capture_default_str();
@@ -614,8 +630,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   add_pools_option(serve_cmd, serve.pools);
   tandem::app::add_engine_flags(serve_cmd, serve.engine);
-  serve_cmd->add_option("-c,--context", serve.context,
-                        "Context length in tokens (default: the model's, at most 4096)");
+  add_context_option(serve_cmd, serve.context);
   serve_cmd
       ->add_option("--host", serve.host,
                    "Address to listen on; another than 127.0.0.1 needs --api-key")

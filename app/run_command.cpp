@@ -1,10 +1,12 @@
 #include "app/run_command.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -21,6 +23,33 @@ namespace tandem::app {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
+
+// Writes the logits beside `path` and renames them into place when whole; false, with a
+// sentence in `error`, where that fails.
+bool write_logits(const std::string& path, const nlohmann::json& doc, std::string& error) {
+  const std::string part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::binary | std::ios::trunc);
+    out << doc.dump();
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(part, ec);
+      error = "--dump-logits " + path +
+              " cannot be written; check the folder exists and is "
+              "writable.";
+      return false;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(part, path, ec);
+  if (ec) {
+    std::filesystem::remove(part, ec);
+    error = "--dump-logits " + path + " cannot be written: " + ec.message() + ".";
+    return false;
+  }
+  return true;
+}
 extern "C" void on_run_interrupt(int) {
   g_interrupted.store(true);
 }
@@ -44,6 +73,18 @@ int run_generate(const RunOptions& o) {
     std::fprintf(stderr,
                  "tandem: the prompt is empty; give some text with --prompt or --prompt-file.\n");
     return 2;
+  }
+
+  if (!o.dump_logits.empty()) {  // said before the model loads, not after the run
+    const std::filesystem::path folder = std::filesystem::absolute(o.dump_logits).parent_path();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(folder, ec) || ::access(folder.c_str(), W_OK) != 0) {
+      std::fprintf(stderr,
+                   "tandem: --dump-logits %s cannot be written; check the folder exists and is "
+                   "writable.\n",
+                   o.dump_logits.c_str());
+      return 2;
+    }
   }
 
   forward::RunSettings settings;
@@ -81,11 +122,25 @@ int run_generate(const RunOptions& o) {
     return 2;
   }
 
+  const auto prompt_tokens = static_cast<std::int64_t>(ids.size());
+  if (const std::int64_t needed = prompt_tokens + (o.max_tokens > 0 ? 1 : 0);
+      o.context > 0 && needed > o.context) {
+    std::fprintf(
+        stderr, "tandem: the prompt takes %lld tokens, %s; give at least %lld, or leave -c out.\n",
+        static_cast<long long>(prompt_tokens),
+        (prompt_tokens > o.context
+             ? fmt::format("more than a context of {} (-c) holds", o.context)
+             : fmt::format("which fills a context of {} (-c) with no room to write", o.context))
+            .c_str(),
+        static_cast<long long>(needed));
+    return 2;
+  }
   const int threads = command_threads(settings.threads);
   std::int64_t context = settings.context > 0
                              ? settings.context
                              : std::min<std::int64_t>(spec.max_position_embeddings, 4096);
-  context = std::max<std::int64_t>(context, static_cast<std::int64_t>(ids.size()) + 1);
+  // Left to the model (or a profile), the context grows to take the prompt.
+  context = std::max<std::int64_t>(context, prompt_tokens + 1);
   backend::NumaPools pool(threads, model->pools());
   int status = 0;
   std::optional<forward::BuiltRunner> made = build_runner(*model, pool, settings, context, status);
@@ -109,6 +164,7 @@ int run_generate(const RunOptions& o) {
   options.sampling.seed = o.seed_given ? o.seed : std::random_device{}();
 
   bool dumped = o.dump_logits.empty();
+  bool dump_ok = true;
   text::StreamingDetokenizer detokenizer(*tokenizer);
   generate::StopStringFilter stops(o.stop);
   std::signal(SIGINT, on_run_interrupt);
@@ -117,11 +173,9 @@ int run_generate(const RunOptions& o) {
     stats = generator.generate(ids, options, [&](std::int32_t token) {
       if (!dumped) {
         // The logits that chose the first token: those of the prompt's last position.
-        std::ofstream out(o.dump_logits);
-        out << nlohmann::json{{"model", o.model},
-                              {"token_ids", ids},
-                              {"logits", generator.last_logits()}}
-                   .dump();
+        dump_ok = write_logits(
+            o.dump_logits,
+            {{"model", o.model}, {"token_ids", ids}, {"logits", generator.last_logits()}}, error);
         dumped = true;
       }
       const std::string shown = stops.push(detokenizer.push(token));
@@ -135,13 +189,10 @@ int run_generate(const RunOptions& o) {
     return 1;
   }
   std::signal(SIGINT, SIG_DFL);
-  if (!dumped) {  // nothing was generated (max tokens 0, or the first token was EOS)
-    std::ofstream out(o.dump_logits);
-    out << nlohmann::json{{"model", o.model},
-                          {"token_ids", ids},
-                          {"logits", generator.last_logits()}}
-               .dump();
-  }
+  if (!dumped)  // nothing was generated (max tokens 0, or the first token was EOS)
+    dump_ok = write_logits(
+        o.dump_logits,
+        {{"model", o.model}, {"token_ids", ids}, {"logits", generator.last_logits()}}, error);
   const std::string rest = stops.push(detokenizer.finish()) + stops.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
@@ -170,6 +221,10 @@ int run_generate(const RunOptions& o) {
   std::cerr << fmt::format("decode: {} tokens in {:.3f} s, {:.1f} tokens/s ({}; {} threads)\n",
                            stats.generated_tokens, stats.decode_seconds,
                            stats.decode_tokens_per_s(), why, threads);
+  if (!dump_ok) {
+    std::fprintf(stderr, "tandem: %s\n", error.c_str());
+    return 1;
+  }
   if (!record_expert_stats(o.engine, *built.runner, error)) {
     std::fprintf(stderr, "tandem: %s\n", error.c_str());
     return 1;

@@ -376,6 +376,46 @@ class TestCli : public QObject {
     QCOMPARE(runTandem({"run", "-p", "Hi", "-n", "1", "-c", "2048"}, env()).code, 0);
   }
 
+  // run's lengths and outputs that cannot be are refused with a sentence, before the model
+  // loads where the flags alone say so: a negative -n or -c, an empty stop text, logits to
+  // a folder that is not there (they were lost after the run), and a -c the prompt does not
+  // fit in (it was raised without a word).
+  void runRefusesWhatCannotBe() {
+    const QString model = QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe");
+    const QStringList base{"run", "-m", model, "-p", "hello there how are you today"};
+    const QList<QPair<QStringList, QString>> refused = {
+        {{"-n", "-1"}, "not in range 0 to"},
+        {{"-c", "0"}, "not in range 1 to"},
+        {{"-c", "-5"}, "not in range 1 to"},
+        {{"--stop", ""}, "give the text to stop at"},
+        {{"--dump-logits", home_.path() + "/no-such-folder/x.json"}, "cannot be written"},
+        {{"-c", "3"}, "more than a context of 3 (-c) holds; give at least"},
+    };
+    for (const auto& [flags, said] : refused) {
+      const Run r = runTandem(base + flags, env());
+      QVERIFY2(r.code != 0, qPrintable(flags.join(' ')));
+      QVERIFY2(r.err.contains(said), qPrintable(flags.join(' ') + ": " + r.err));
+    }
+    QVERIFY(!QFileInfo::exists(home_.path() + "/no-such-folder"));
+    // A context the prompt fills with -n 0 (reading it only) runs, and its logits arrive
+    // whole, with nothing left beside them.
+    const Run small = runTandem(base + QStringList{"-c", "3"}, env());
+    const QRegularExpressionMatch takes =
+        QRegularExpression(QStringLiteral("the prompt takes (\\d+) tokens")).match(small.err);
+    QVERIFY2(takes.hasMatch(), qPrintable(small.err));
+    const int n = takes.captured(1).toInt();
+    QVERIFY(n > 3);
+    const QString dump = home_.path() + "/read-only-the-prompt.json";
+    const Run fits = runTandem(
+        base + QStringList{"-c", QString::number(n), "-n", "0", "--dump-logits", dump}, env());
+    QVERIFY2(fits.code == 0, qPrintable(fits.err));
+    QVERIFY(QFileInfo::exists(dump));
+    QVERIFY(!QFileInfo::exists(dump + ".part"));
+    const Run no_room = runTandem(base + QStringList{"-c", QString::number(n)}, env());
+    QCOMPARE(no_room.code, 2);
+    QVERIFY2(no_room.err.contains(QLatin1String("with no room to write")), qPrintable(no_room.err));
+  }
+
   // More threads than the CPU has hardware threads run, and the command says they take turns
   // and what Tandem recommends; as many as it has, it says nothing.
   void threadsPastTheHardwareAreSaid() {
