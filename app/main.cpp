@@ -495,8 +495,9 @@ int main(int argc, char** argv) {
                    "int8 (per-row scales), int4 (per-group scales), bf16, or mxfp4 (experts stored "
                    "as MXFP4 kept exactly: gpt-oss)")
       ->required();
-  convert_cmd->add_option("--group", convert.group,
-                          "INT4: columns per scale and offset (default 32)");
+  convert_cmd->add_option("--group,--int4-group", convert.group,
+                          "INT4: columns per scale and offset (default 32; --int4-group, as run "
+                          "and bench name it, too)");
   convert_cmd
       ->add_option("--pools", convert.pools,
                    "Thread pools the experts are split for, one per NUMA node of the machine that "

@@ -724,6 +724,14 @@ class TestCli : public QObject {
     QVERIFY2(method.err.contains(QLatin1String("int8, int4, bf16 or mxfp4")),
              qPrintable(method.err));
     QVERIFY(!QFileInfo::exists(home_.path() + "/x"));
+    // The INT4 group under the name run and bench give it, checked as --group is.
+    const Run group =
+        runTandem({"convert", "--in", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe"),
+                   "--out", home_.path() + "/x", "--method", "int4", "--int4-group", "12"},
+                  env());
+    QCOMPARE(group.code, 2);
+    QVERIFY2(group.err.contains(QLatin1String("multiple of 8")), qPrintable(group.err));
+    QVERIFY(!QFileInfo::exists(home_.path() + "/x"));
   }
 
   void tokenizePrintsIds() {
