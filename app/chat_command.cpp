@@ -117,7 +117,11 @@ int run_chat(const ChatOptions& o) {
       try {
         r = turn(on_delta, false);
       } catch (const generate::ContextOverflow& e) {
-        std::printf("\n%s\nDropping the oldest turns to make room.\n", e.what());
+        // The terminal drops them itself: the overflow's advice is for callers that ask.
+        std::printf(
+            "\n%sThis conversation needs %lld tokens and the context holds %lld: the "
+            "oldest turns are dropped to make room (-c sets a longer context).%s\n",
+            dim, static_cast<long long>(e.needed()), static_cast<long long>(e.capacity()), plain);
         r = turn(on_delta, true);
       }
       if (thinking_open) std::fputs(plain, stdout);

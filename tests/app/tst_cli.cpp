@@ -765,6 +765,23 @@ class TestCli : public QObject {
     QVERIFY(out.contains(QLatin1String("The conversation was cleared.")));
     QCOMPARE(err.count(QLatin1String("6 tokens generated")), 2);  // the reply and its regeneration
     QVERIFY2(err.contains(QLatin1String("[1 prompt token, ")), qPrintable(err));  // regenerated
+    // A conversation past a short context drops its oldest turns and says so, once, as what
+    // happens (not as advice to act on).
+    QProcess small;
+    small.setProcessEnvironment(env());
+    small.start(QStringLiteral(TANDEM_EXECUTABLE),
+                {"chat", "-m", QStringLiteral(TANDEM_TEST_DATA_DIR "/models/qwen3-moe"), "-n", "8",
+                 "-c", "64", "--seed", "1"});
+    QVERIFY(small.waitForStarted());
+    small.write("hello\n/system be brief\nhi again\n/quit\n");
+    small.closeWriteChannel();
+    QVERIFY(small.waitForFinished(30000));
+    QCOMPARE(small.exitCode(), 0);
+    const QString said = QString::fromUtf8(small.readAllStandardOutput());
+    QCOMPARE(said.count(QLatin1String("the oldest turns are dropped to make room (-c sets a "
+                                      "longer context)")),
+             1);
+    QVERIFY2(!said.contains(QLatin1String("start a new conversation")), qPrintable(said));
   }
 
   void templateRenderPrintsThePrompt() {
