@@ -556,7 +556,8 @@ int run_bench(const BenchCommandOptions& o) {
   // answers), as llama-bench does; it is said, not refused.
   settings.past_position_limit = true;
   settings.context_set_by = "the longest test's -d, -p and -n add up to the context";
-  const std::string past_limit = forward::context_error(model->spec(), context);
+  const std::string past_limit =
+      forward::context_error(model->spec(), context, settings.context_set_by);
   if (!past_limit.empty() && !o.json)
     std::fprintf(stderr, "tandem: measured all the same (speed only): %s\n", past_limit.c_str());
   int status = 0;

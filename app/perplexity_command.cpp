@@ -85,7 +85,7 @@ int run_perplexity(const PerplexityOptions& o) {
   const std::int64_t context =
       o.context > 0 ? o.context
                     : (max_context > 0 ? std::min(kDefaultContext, max_context) : kDefaultContext);
-  if (const std::string error = forward::context_error(model.model->spec(), context);
+  if (const std::string error = forward::context_error(model.model->spec(), context, "--context");
       !error.empty()) {
     std::fprintf(stderr, "tandem: --context: %s\n", error.c_str());
     return 2;

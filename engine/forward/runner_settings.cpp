@@ -47,17 +47,17 @@ bool asks_for_hybrid(const schedule::HybridOptions& h) {
          h.strategy != schedule::PlacementStrategy::Uniform;
 }
 
-std::string context_error(const model::ModelSpec& spec, std::int64_t context_tokens) {
+std::string context_error(const model::ModelSpec& spec, std::int64_t context_tokens,
+                          std::string_view set_by) {
   const std::int64_t limit = spec.position_limit();
   if (limit <= 0 || context_tokens <= limit) return {};
   const bool scaled =
       spec.rope.type == model::RopeType::Yarn || spec.rope.type == model::RopeType::Linear;
   return fmt::format(
       "A context of {} tokens is longer than the {} positions this {} model takes{}; past them "
-      "its answers fall apart. Use a context of at most {} (--context; in the app, the context "
-      "length in the Setup Assistant){}.",
+      "its answers fall apart. Use a context of at most {} ({}){}.",
       context_tokens, limit, model::architecture_display_name(spec.architecture),
-      scaled ? " with its RoPE scaling" : "", limit,
+      scaled ? " with its RoPE scaling" : "", limit, set_by,
       scaled ? "" : ", or set RoPE scaling (YaRN) in its config.json where its makers give one");
 }
 
@@ -97,7 +97,7 @@ std::string cache_memory_error(const model::ModelSpec& spec, std::int64_t contex
 BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& pools,
                         const RunSettings& settings, std::int64_t context_tokens) {
   if (!settings.past_position_limit) {
-    const std::string error = context_error(model.spec(), context_tokens);
+    const std::string error = context_error(model.spec(), context_tokens, settings.context_set_by);
     if (!error.empty()) throw std::invalid_argument(error);
   }
   backend::AcceleratorResult accelerator =

@@ -52,7 +52,9 @@ struct BuiltRunner {
 
 // Why a context of `context_tokens` cannot run `spec`, as a sentence that says what to use;
 // empty when it can (within its position limit, or the model does not say).
-std::string context_error(const model::ModelSpec& spec, std::int64_t context_tokens);
+// `set_by` says where the context is set (RunSettings::context_set_by).
+std::string context_error(const model::ModelSpec& spec, std::int64_t context_tokens,
+                          std::string_view set_by);
 
 // Why the CPU's KV cache for `context_tokens` of `spec` in `format` cannot be made with
 // `available_bytes` of memory free, as a sentence with the longest context that fits and,

@@ -374,6 +374,17 @@ class TestCli : public QObject {
                qPrintable(r.err));
     }
     QCOMPARE(runTandem({"run", "-p", "Hi", "-n", "1", "-c", "2048"}, env()).code, 0);
+    // bench measures past it all the same, and says so in its own flags (it has no -c).
+    const Run bench =
+        runTandem({"bench", "-m", QStringLiteral(TANDEM_SOURCE_DIR "/resources/demo-model"), "-p",
+                   "16", "-n", "1", "-d", "2040", "-r", "1"},
+                  env());
+    QCOMPARE(bench.code, 0);
+    QVERIFY2(bench.err.contains(
+                 QLatin1String("measured all the same (speed only): A context of 2058 tokens")) &&
+                 bench.err.contains(QLatin1String(
+                     "at most 2048 (the longest test's -d, -p and -n add up to the context)")),
+             qPrintable(bench.err));
   }
 
   // run's lengths and outputs that cannot be are refused with a sentence, before the model
