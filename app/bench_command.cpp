@@ -494,6 +494,7 @@ int run_bench(const BenchCommandOptions& o) {
     std::fprintf(stderr, "tandem: --cpu-format must be native, int8, int4, bf16 or mxfp4.\n");
     return 2;
   }
+  settings.load.cpu_format_asked = !o.cpu_format.empty();
   settings.threads = o.threads;
   settings.load.pools = o.pools;
   settings.load.dense_bf16 = o.dense_bf16;

@@ -292,7 +292,8 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--cpu-format", run.cpu_format,
                    "Weights on the CPU: native (as stored), int8, int4, bf16, or mxfp4 (experts "
-                   "stored as MXFP4 kept so: gpt-oss); a converted folder uses its own")
+                   "stored as MXFP4 kept so: gpt-oss); a converted folder runs in its own (another "
+                   "named here is refused)")
       ->capture_default_str()
       ->check(cpu_format_names());
   add_int4_group_option(run_cmd, run.int4_group);
@@ -387,7 +388,8 @@ int main(int argc, char** argv) {
       ->add_option(
           "--cpu-format", bench.cpu_format,
           "Weights on the CPU: native, int8, int4, bf16 or mxfp4 (default: native for a .gguf "
-          "file, as tandem run takes it, else int8); a converted folder uses its own")
+          "file, as tandem run takes it, else int8); a converted folder runs in its own (another "
+          "named here is refused)")
       ->check(cpu_format_names());
   add_int4_group_option(bench_cmd, bench.int4_group);
   bench_cmd

@@ -42,6 +42,7 @@ OpenedModel open_model(const std::string& folder, int pools, const std::string& 
     throw std::invalid_argument("the CPU format \"" + cpu_format +
                                 "\" is not one Tandem knows; give native, int8, int4, bf16 or "
                                 "mxfp4.");
+  load.cpu_format_asked = !cpu_format.empty();
   if (int4_group > 0 && load.cpu_format == model::CpuFormat::Int4) load.int4_group = int4_group;
   return {model::LoadedModel::load(folder, load), text::load_tokenizer(folder)};
 }

@@ -89,6 +89,7 @@ int run_generate(const RunOptions& o) {
 
   forward::RunSettings settings;
   model::parse_cpu_format(o.cpu_format, settings.load.cpu_format);
+  settings.load.cpu_format_asked = o.cpu_format != "native";
   settings.load.pools = o.pools;
   settings.load.dense_bf16 = o.dense_bf16;
   settings.threads = o.threads;

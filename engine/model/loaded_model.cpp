@@ -24,6 +24,21 @@
 namespace tandem::model {
 namespace {
 
+// The CPU format a converted folder's method packs.
+CpuFormat cpu_format_of(model::Method method) {
+  switch (method) {
+    case model::Method::Int8:
+      return CpuFormat::Int8;
+    case model::Method::Int4:
+      return CpuFormat::Int4;
+    case model::Method::Mxfp4:
+      return CpuFormat::Mxfp4;
+    case model::Method::Bf16:
+      break;
+  }
+  return CpuFormat::Bf16;
+}
+
 std::uint64_t matrix_bytes(const kernels::WeightMatrix& m) {
   if (m.data == nullptr) return 0;
   if (m.packed != nullptr) return kernels::packed_matrix_bytes(*m.packed);
@@ -303,6 +318,17 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
                               std::to_string(options.pools) + ".");
     }
     m->pools_ = manifest.pools;
+    const CpuFormat own = cpu_format_of(manifest.method);
+    if (options.cpu_format_asked && options.cpu_format != CpuFormat::Native &&
+        options.cpu_format != own) {
+      throw model::ModelError(
+          folder + " was converted to " + std::string(cpu_format_name(own)) +
+          ", the format it runs in; --cpu-format " +
+          std::string(cpu_format_name(options.cpu_format)) +
+          " would not be used. Leave --cpu-format out, or convert the original model again with "
+          "--method " +
+          std::string(cpu_format_name(options.cpu_format)) + ".");
+    }
   }
   m->checkpoint_ = open_checkpoint(folder, m->spec_);
   m->checkpoint_->set_fp8_scales(m->spec_.fp8);
@@ -459,10 +485,7 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
   const auto started = std::chrono::steady_clock::now();
   const model::ConvertedWeights converted(*checkpoint_, model::read_manifest(folder));
   const model::Manifest& manifest = converted.manifest();
-  cpu_format_ = manifest.method == model::Method::Int8    ? CpuFormat::Int8
-                : manifest.method == model::Method::Int4  ? CpuFormat::Int4
-                : manifest.method == model::Method::Mxfp4 ? CpuFormat::Mxfp4
-                                                          : CpuFormat::Bf16;
+  cpu_format_ = cpu_format_of(manifest.method);
   if (cpu_format_ == CpuFormat::Bf16 && variant_ == kernels::CpuVariant::Avx512 &&
       !kernels::detect_isa().usable.avx512_bf16) {
     variant_ = kernels::CpuVariant::Avx2;

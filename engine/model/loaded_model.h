@@ -42,8 +42,11 @@ struct LoadProgress {
 };
 
 struct LoadOptions {
-  // Ignored for a converted folder, whose weights are already packed in one format.
+  // Ignored for a converted folder, whose weights are already packed in one format, unless
+  // cpu_format_asked: then another format than the folder's is refused with a sentence (a
+  // command line that names one must not measure or run another without a word).
   CpuFormat cpu_format = CpuFormat::Native;
+  bool cpu_format_asked = false;
   std::int64_t int4_group = kernels::kDefaultInt4Group;
   int threads = 0;  // for packing; 0: all hardware threads
   // Thread pools the packed routed experts are split across (see expert_slicing.h); 0: a

@@ -209,6 +209,24 @@ class TestCli : public QObject {
                                  env());
     QCOMPARE(onednn.code, 0);
     QVERIFY(nlohmann::json::parse(onednn.out.toStdString())["onednn_matrices"].get<int>() > 0);
+    // It runs in its own format: its own named, or native, is taken; another is refused with
+    // a sentence before anything runs (it was ignored without a word, so a perplexity "of
+    // INT4" measured INT8).
+    QCOMPARE(runTandem(QStringList{"run", "-m", out, "--cpu-format", "int8"} + prompt, env()).out,
+             converted.out);
+    QCOMPARE(runTandem(QStringList{"run", "-m", out, "--cpu-format", "native"} + prompt, env()).out,
+             converted.out);
+    for (const QStringList& args :
+         {QStringList{"run", "-m", out, "--cpu-format", "int4"} + prompt,
+          QStringList{"bench", "-m", out, "-p", "8", "-n", "1", "-r", "1", "--cpu-format", "bf16"},
+          QStringList{"perplexity", "-m", out, "-f", QStringLiteral(TANDEM_SOURCE_DIR "/README.md"),
+                      "-c", "64", "--cpu-format", "int4"}}) {
+      const Run r = runTandem(args, env());
+      QVERIFY2(r.code != 0, qPrintable(args.join(' ')));
+      QVERIFY2(r.err.contains(QLatin1String("was converted to int8, the format it runs in")) &&
+                   r.err.contains(QLatin1String("Leave --cpu-format out")),
+               qPrintable(r.err));
+    }
     // Again into the finished folder: everything is kept.
     const Run again =
         runTandem({"convert", "--in", fixture, "--out", out, "--method", "int8"}, env());
