@@ -329,6 +329,17 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
           "--method " +
           std::string(cpu_format_name(options.cpu_format)) + ".");
     }
+    if (options.dense_bf16 && !manifest.dense_bf16 && own != CpuFormat::Bf16) {
+      throw model::ModelError(
+          folder +
+          " was converted with attention, shared experts, dense layers and the output "
+          "head in int8" +
+          (own == CpuFormat::Int8 ? std::string()
+                                  : " (the rest in " + std::string(cpu_format_name(own)) + ")") +
+          ", the format they run in; --dense-bf16 would not be used. Leave it out, or "
+          "convert "
+          "the original model again with --dense-bf16.");
+    }
   }
   m->checkpoint_ = open_checkpoint(folder, m->spec_);
   m->checkpoint_->set_fp8_scales(m->spec_.fp8);

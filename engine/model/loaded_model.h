@@ -55,7 +55,8 @@ struct LoadOptions {
   int pools = 0;
   DenseBackend dense = DenseBackend::Auto;
   // Attention, shared experts, dense layers and the output head in BF16 whatever cpu_format
-  // says (packed_format_for); ignored for a converted folder, which carries its formats.
+  // says (packed_format_for). A converted folder carries its formats, and refuses this where
+  // it was converted without it.
   bool dense_bf16 = false;
   // Told as each stage advances by a percent, from the loading threads (so a window can show
   // a bar and the time left while a large model packs); may be empty.

@@ -220,11 +220,13 @@ class TestCli : public QObject {
          {QStringList{"run", "-m", out, "--cpu-format", "int4"} + prompt,
           QStringList{"bench", "-m", out, "-p", "8", "-n", "1", "-r", "1", "--cpu-format", "bf16"},
           QStringList{"perplexity", "-m", out, "-f", QStringLiteral(TANDEM_SOURCE_DIR "/README.md"),
-                      "-c", "64", "--cpu-format", "int4"}}) {
+                      "-c", "64", "--cpu-format", "int4"},
+          QStringList{"run", "-m", out, "--dense-bf16"} + prompt}) {
       const Run r = runTandem(args, env());
       QVERIFY2(r.code != 0, qPrintable(args.join(' ')));
-      QVERIFY2(r.err.contains(QLatin1String("was converted to int8, the format it runs in")) &&
-                   r.err.contains(QLatin1String("Leave --cpu-format out")),
+      QVERIFY2((r.err.contains(QLatin1String("was converted to int8, the format it runs in")) &&
+                r.err.contains(QLatin1String("Leave --cpu-format out"))) ||
+                   r.err.contains(QLatin1String("--dense-bf16 would not be used")),
                qPrintable(r.err));
     }
     // Again into the finished folder: everything is kept.
