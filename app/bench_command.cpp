@@ -550,6 +550,21 @@ int run_bench(const BenchCommandOptions& o) {
     std::fprintf(stderr, "tandem: %s\n", error.c_str());
     return 2;
   }
+  // oneDNN takes dense INT8 matrices only: a model with none in its CPU format would measure
+  // our kernels under --dense onednn's name.
+  if (o.dense == "onednn" && model->onednn_matrices() == 0) {
+    if (o.dense_bf16) {
+      std::fprintf(stderr,
+                   "tandem: --dense onednn multiplies dense INT8 matrices, and --dense-bf16 keeps "
+                   "them in BF16; give one of the two.\n");
+      return 2;
+    }
+    std::fprintf(stderr,
+                 "tandem: --dense onednn multiplies dense INT8 matrices, and this model has none "
+                 "in the %s format; give --cpu-format int8 or int4 with it.\n",
+                 std::string(model::cpu_format_name(model->cpu_format())).c_str());
+    return 2;
+  }
   backend::NumaPools pool(threads, model->pools());
   std::int64_t context = 1;
   for (const BenchTest& t : tests) context = std::max(context, t.depth + t.prompt + t.decode + 1);

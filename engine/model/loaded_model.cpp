@@ -341,6 +341,12 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
           "the original model again with --dense-bf16.");
     }
   }
+  if (!converted && options.dense_bf16 && options.cpu_format == CpuFormat::Native) {
+    throw model::ModelError(
+        "--dense-bf16 keeps attention, shared experts, dense layers and the output head in BF16 "
+        "beside weights packed at load, and the weights run as stored here (native); give "
+        "--cpu-format int8 or int4 with it.");
+  }
   m->checkpoint_ = open_checkpoint(folder, m->spec_);
   m->checkpoint_->set_fp8_scales(m->spec_.fp8);
   m->weights_ = model::bind_weights(m->spec_, *m->checkpoint_);

@@ -216,18 +216,30 @@ class TestCli : public QObject {
              converted.out);
     QCOMPARE(runTandem(QStringList{"run", "-m", out, "--cpu-format", "native"} + prompt, env()).out,
              converted.out);
-    for (const QStringList& args :
-         {QStringList{"run", "-m", out, "--cpu-format", "int4"} + prompt,
-          QStringList{"bench", "-m", out, "-p", "8", "-n", "1", "-r", "1", "--cpu-format", "bf16"},
-          QStringList{"perplexity", "-m", out, "-f", QStringLiteral(TANDEM_SOURCE_DIR "/README.md"),
-                      "-c", "64", "--cpu-format", "int4"},
-          QStringList{"run", "-m", out, "--dense-bf16"} + prompt}) {
+    const QString wrong_format = QStringLiteral(
+        "was converted to int8, the format it runs in; --cpu-format %1 would not be used. "
+        "Leave --cpu-format out");
+    const QString readme = QStringLiteral(TANDEM_SOURCE_DIR "/README.md");
+    // So are --dense-bf16 where it would do nothing, and --dense onednn where no matrix is
+    // oneDNN's to take.
+    const QList<QPair<QStringList, QString>> refused = {
+        {QStringList{"run", "-m", out, "--cpu-format", "int4"} + prompt, wrong_format.arg("int4")},
+        {{"bench", "-m", out, "-p", "8", "-n", "1", "-r", "1", "--cpu-format", "bf16"},
+         wrong_format.arg("bf16")},
+        {{"perplexity", "-m", out, "-f", readme, "-c", "64", "--cpu-format", "int4"},
+         wrong_format.arg("int4")},
+        {QStringList{"run", "-m", out, "--dense-bf16"} + prompt,
+         "output head in int8, the format they run in; --dense-bf16 would not be used"},
+        {QStringList{"run", "-m", fixture, "--dense-bf16"} + prompt,
+         "the weights run as stored here (native); give --cpu-format int8 or int4 with it"},
+        {{"bench", "-m", fixture, "-p", "8", "-n", "1", "-r", "1", "--cpu-format", "native",
+          "--dense", "onednn"},
+         "this model has none in the native format; give --cpu-format int8 or int4 with it"},
+    };
+    for (const auto& [args, said] : refused) {
       const Run r = runTandem(args, env());
       QVERIFY2(r.code != 0, qPrintable(args.join(' ')));
-      QVERIFY2((r.err.contains(QLatin1String("was converted to int8, the format it runs in")) &&
-                r.err.contains(QLatin1String("Leave --cpu-format out"))) ||
-                   r.err.contains(QLatin1String("--dense-bf16 would not be used")),
-               qPrintable(r.err));
+      QVERIFY2(r.err.contains(said), qPrintable(args.join(' ') + ": " + r.err));
     }
     // Again into the finished folder: everything is kept.
     const Run again =
