@@ -173,9 +173,15 @@ bool resolve_engine_flags(const EngineFlags& f, bool threads_given, bool pools_g
     if (!f.profile.empty()) {
       forward::RunSettings from_profile = s;
       forward::apply_profile(plan::read_run_profile(f.profile), from_profile);
-      // The command's own flags win over the profile's threads and pools.
+      // The command's own flags win over the profile's threads, pools, CPU format and
+      // context (the format and the context were taken from the profile without a word).
       if (threads_given) from_profile.threads = s.threads;
       if (pools_given) from_profile.load.pools = s.load.pools;
+      if (s.load.cpu_format_asked) {
+        from_profile.load.cpu_format = s.load.cpu_format;
+        from_profile.load.cpu_format_asked = true;
+      }
+      if (s.context > 0) from_profile.context = s.context;
       s = from_profile;
     }
   } catch (const std::exception& e) {
@@ -190,8 +196,18 @@ bool apply_engine_flags(const EngineFlags& f, bool given_only, forward::RunSetti
   const auto given = [](const CLI::Option* o) { return o != nullptr && o->count() > 0; };
   if (given(f.accelerator_option) || !given_only)
     backend::parse_accelerator_choice(f.accelerator, s.accelerator.choice);
-  if (given(f.kt_method_option))
-    model::parse_cpu_format(plan::cpu_format_of_method(f.kt_method), s.load.cpu_format);
+  if (given(f.kt_method_option)) {
+    model::CpuFormat format = model::CpuFormat::Native;
+    model::parse_cpu_format(plan::cpu_format_of_method(f.kt_method), format);
+    if (s.load.cpu_format_asked && s.load.cpu_format != format) {
+      error = "--kt-method " + f.kt_method + " names the " +
+              std::string(model::cpu_format_name(format)) + " format and --cpu-format the " +
+              std::string(model::cpu_format_name(s.load.cpu_format)) + " one; give one of them.";
+      return false;
+    }
+    s.load.cpu_format = format;
+    s.load.cpu_format_asked = true;
+  }
   if (given(f.kv_cache_option) || !given_only)
     backend::parse_kv_cache_format(f.kv_cache, s.kv_cache);
   schedule::HybridOptions& h = s.hybrid;

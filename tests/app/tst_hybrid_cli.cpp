@@ -146,6 +146,30 @@ class TestHybridCli : public QObject {
     std::tie(code, doc) = bench({"--kv-cache", "f32"});
     QCOMPARE(code, 0);
     QCOMPARE(doc["kv_cache"].get<std::string>(), std::string("f32"));
+    // The command's own CPU format and context win over the profile's too (they were taken
+    // from it without a word), and a --kt-method that contradicts --cpu-format is refused.
+    {
+      std::ofstream out(profile.toStdString());
+      out << R"({"parameters": [
+        {"name": "accelerator", "value": "none", "reason": ""},
+        {"name": "kt-method", "value": "AVX512INT8", "reason": ""},
+        {"name": "context-length", "value": "256", "reason": ""}]})";
+    }
+    std::tie(code, doc) = bench({});
+    QCOMPARE(code, 0);
+    QCOMPARE(doc["cpu_format"].get<std::string>(), std::string("int8"));
+    std::tie(code, doc) = bench({"--cpu-format", "int4"});
+    QCOMPARE(code, 0);
+    QCOMPARE(doc["cpu_format"].get<std::string>(), std::string("int4"));
+    const Run short_context = tandem(generate({"--profile", profile, "-c", "3"}));
+    QCOMPARE(short_context.code, 2);
+    QVERIFY2(short_context.err.contains(QLatin1String("more than a context of 3 (-c) holds")),
+             qPrintable(short_context.err));
+    const Run both = tandem(generate({"--kt-method", "AMXINT4", "--cpu-format", "int8"}));
+    QCOMPARE(both.code, 2);
+    QVERIFY2(both.err.contains(QLatin1String(
+                 "--kt-method AMXINT4 names the int4 format and --cpu-format the int8 one")),
+             qPrintable(both.err));
     // What recommend --save writes runs as it is.
     const QString saved = home_.path() + "/data/Tandem/Tandem/profiles/qwen3-moe.json";
     QCOMPARE(tandem({"recommend", "-m", kFixture, "--save"}).code, 0);
