@@ -210,6 +210,7 @@ bool apply_engine_flags(const EngineFlags& f, bool given_only, forward::RunSetti
   }
   if (given(f.kv_cache_option) || !given_only)
     backend::parse_kv_cache_format(f.kv_cache, s.kv_cache);
+  if (given(f.kv_cache_option)) s.kv_cache_asked = true;
   schedule::HybridOptions& h = s.hybrid;
   if (given(f.num_gpu_experts_option)) h.gpu_experts_per_layer = f.num_gpu_experts;
   if (given(f.max_deferred_option)) h.max_deferred_per_token = f.max_deferred;

@@ -126,6 +126,11 @@ BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& poo
   built.runner =
       std::make_unique<ModelRunner>(model, pools, std::move(accelerator.backend), hybrid);
   built.runner->set_cpu_kv_cache_format(settings.kv_cache);
+  if (settings.kv_cache_asked)
+    built.note += fmt::format(
+        "; attention runs on the accelerator, which keeps its own KV cache, so the CPU's {} "
+        "cache is not used",
+        backend::kv_cache_format_name(settings.kv_cache));
   return built;
 }
 

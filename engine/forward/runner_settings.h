@@ -25,6 +25,7 @@ struct RunSettings {
   // The KV cache where attention runs on the CPU: BF16 unless asked otherwise (half the
   // memory and bytes read; f32 for results that match an fp32 reference more closely).
   backend::KvCacheFormat kv_cache = backend::KvCacheFormat::Bf16;
+  bool kv_cache_asked = false;  // named by the user: said when an accelerator keeps its own
   schedule::HybridOptions hybrid;
   std::string expert_stats;  // the statistics file the frequency strategy places by
   // The statistics file the run's routing is added to when it ends; empty: none.

@@ -96,6 +96,19 @@ class TestHybridCli : public QObject {
              qPrintable(mismatched.err));
   }
 
+  // --kv-cache is the CPU's: named beside an accelerator, which keeps its own, it is said to be
+  // unused (it was ignored without a word); not named, nothing is said.
+  void aKvCacheTheAcceleratorDoesNotUseIsSaid() {
+    const Run named = tandem(generate({"--accelerator", "emulated", "--kv-cache", "int8"}));
+    QCOMPARE(named.code, 0);
+    QVERIFY2(named.err.contains(QLatin1String("keeps its own KV cache, so the CPU's int8 cache is "
+                                              "not used")),
+             qPrintable(named.err));
+    const Run unnamed = tandem(generate({"--accelerator", "emulated"}));
+    QCOMPARE(unnamed.code, 0);
+    QVERIFY2(!unnamed.err.contains(QLatin1String("KV cache")), qPrintable(unnamed.err));
+  }
+
   void aSavedProfileIsWhatRuns() {
     const QString profile = home_.path() + "/profile.json";
     {
