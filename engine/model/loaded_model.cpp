@@ -336,9 +336,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
           "head in int8" +
           (own == CpuFormat::Int8 ? std::string()
                                   : " (the rest in " + std::string(cpu_format_name(own)) + ")") +
-          ", the format they run in; --dense-bf16 would not be used. Leave it out, or "
-          "convert "
-          "the original model again with --dense-bf16.");
+          ", the format they run in; --dense-bf16 would not be used. Leave it out, or convert the "
+          "original model again with --dense-bf16.");
     }
   }
   if (!converted && options.dense_bf16 && options.cpu_format == CpuFormat::Native) {
