@@ -147,6 +147,43 @@ void add_context_option(CLI::App* command, std::int64_t& context) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
 }
 
+// --seed on run and chat: a whole number from 0 to 2^64-1 makes sampling repeat, run after run;
+// -1, as llama.cpp takes it, or leaving it out draws a new seed each run. Any other negative is
+// refused (it used to wrap to a huge seed without a word, which repeats instead of varying).
+void add_seed_option(CLI::App* command, std::uint64_t& seed, bool& seed_given) {
+  command
+      ->add_option_function<std::string>(
+          "--seed",
+          [&seed, &seed_given](const std::string& text) {
+            if (text == "-1") {
+              seed_given = false;
+              return;
+            }
+            seed = std::stoull(text);
+            seed_given = true;
+          },
+          "Random seed, for sampling that repeats run after run (-1 or left out: a new one "
+          "each run)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (text == "-1") return {};
+            const bool digits =
+                !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+            if (!digits)
+              return "give a whole number from 0 to 18446744073709551615, or -1 for a new seed "
+                     "each run (not \"" +
+                     text + "\")";
+            try {
+              (void)std::stoull(text);
+            } catch (const std::exception&) {
+              return "give at most 18446744073709551615 (not " + text + ")";
+            }
+            return {};
+          },
+          ""))
+      ->type_name("UINT|-1");
+}
+
 // --pools on the commands that run a model.
 void add_pools_option(CLI::App* command, int& pools) {
   command
@@ -248,8 +285,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
   run_cmd->add_flag("--greedy", run.greedy, "Always take the most likely token");
-  run_cmd->add_option("--seed", run.seed, "Random seed, for reproducible sampling")
-      ->each([&](const std::string&) { run.seed_given = true; });
+  add_seed_option(run_cmd, run.seed, run.seed_given);
   run_cmd
       ->add_option("-t,--threads,--cpuinfer", run.threads, "CPU threads (default: physical cores)")
       ->check(CLI::Range(1, 4096));
@@ -291,10 +327,9 @@ int main(int argc, char** argv) {
   add_context_option(run_cmd, run.context);
   run_cmd
       ->add_option("--cpu-format", run.cpu_format,
-                   "Weights on the CPU: native (as stored), int8, int4, bf16, or mxfp4 (experts "
-                   "stored as MXFP4 kept so: gpt-oss); a converted folder runs in its own (another "
-                   "named here is refused)")
-      ->capture_default_str()
+                   "Weights on the CPU: native (as stored, the default), int8, int4, bf16, or "
+                   "mxfp4 (experts stored as MXFP4 kept so: gpt-oss); a converted folder runs in "
+                   "its own (another named here is refused)")
       ->check(cpu_format_names());
   add_int4_group_option(run_cmd, run.int4_group);
   run_cmd->add_option("--dump-logits", run.dump_logits,
@@ -577,9 +612,7 @@ int main(int argc, char** argv) {
       ->check(sampling_check([](tandem::generate::SamplingParams& p, double v) {
         p.temperature = static_cast<float>(v);
       }));
-  chat_cmd->add_option("--seed", chat.seed, "Random seed")->each([&](const std::string&) {
-    chat.seed_given = true;
-  });
+  add_seed_option(chat_cmd, chat.seed, chat.seed_given);
   chat_cmd->add_option("-n,--max-tokens", chat.max_tokens, "Longest reply in tokens")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));

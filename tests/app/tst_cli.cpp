@@ -993,6 +993,30 @@ class TestCli : public QObject {
     QVERIFY2(fine.code == 0, qPrintable(fine.err));
   }
 
+  // --seed repeats a run's sampling; -1, as llama.cpp takes it, draws a new seed each run (it
+  // wrapped to 2^64-1 and repeated without a word); another negative or a seed past 2^64-1 is
+  // refused before the model loads.
+  void seedRepeatsAndMinusOneDrawsAnew() {
+    const QStringList args = {"run", "-p",    "And the LORD said unto", "-n", "24", "--temperature",
+                              "1.5", "--seed"};
+    const Run top = runTandem(args + QStringList{"18446744073709551615"}, env());
+    QVERIFY2(top.code == 0, qPrintable(top.err));
+    const Run again = runTandem(args + QStringList{"18446744073709551615"}, env());
+    QCOMPARE(again.out, top.out);
+    bool differs = false;
+    for (int i = 0; i < 3 && !differs; ++i) {
+      const Run drawn = runTandem(args + QStringList{"-1"}, env());
+      QVERIFY2(drawn.code == 0, qPrintable(drawn.err));
+      differs = drawn.out != top.out;
+    }
+    QVERIFY2(differs, "--seed -1 repeated the run of seed 2^64-1 three times");
+    for (const char* bad : {"-2", "18446744073709551616", "7x"}) {
+      const Run r = runTandem(args + QStringList{QString::fromLatin1(bad)}, env());
+      QCOMPARE(r.code, 105);  // CLI11's ValidationError
+      QVERIFY2(r.err.contains(QLatin1String("--seed: give ")), qPrintable(r.err));
+    }
+  }
+
   // --int4-group reaches the packing: 32 is the default, 64 gives other logits; a group that
   // is no multiple of 8, or the flag without INT4, is refused with a sentence.
   void int4GroupReachesThePacking() {
