@@ -88,8 +88,9 @@ int run_generate(const RunOptions& o) {
   }
 
   forward::RunSettings settings;
-  model::parse_cpu_format(o.cpu_format, settings.load.cpu_format);
-  settings.load.cpu_format_asked = o.cpu_format != "native";
+  // Named on the command line, even as native, the format wins over a --profile's.
+  if (!o.cpu_format.empty()) model::parse_cpu_format(o.cpu_format, settings.load.cpu_format);
+  settings.load.cpu_format_asked = !o.cpu_format.empty();
   settings.load.pools = o.pools;
   settings.load.dense_bf16 = o.dense_bf16;
   settings.threads = o.threads;

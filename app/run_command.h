@@ -26,8 +26,8 @@ struct RunOptions {
   std::vector<std::string> stop;
   std::int64_t context = 0;  // 0: the model's, at most 4096
   std::string dump_logits;
-  std::string cpu_format = "native";
-  int int4_group = 0;  // columns per scale of INT4 packed at load; 0: the default
+  std::string cpu_format;  // empty: not given (native, or the profile's)
+  int int4_group = 0;      // columns per scale of INT4 packed at load; 0: the default
   bool dense_bf16 = false;
   EngineFlags engine;
 };

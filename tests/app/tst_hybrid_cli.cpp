@@ -174,6 +174,13 @@ class TestHybridCli : public QObject {
     std::tie(code, doc) = bench({"--cpu-format", "int4"});
     QCOMPARE(code, 0);
     QCOMPARE(doc["cpu_format"].get<std::string>(), std::string("int4"));
+    // run too, where native is named (it was the flag's default, taken as not given).
+    const Run packed = tandem(generate({"--profile", profile}));
+    QVERIFY2(packed.code == 0 && packed.err.contains(QLatin1String("packing the weights")),
+             qPrintable(packed.err));
+    const Run as_stored = tandem(generate({"--profile", profile, "--cpu-format", "native"}));
+    QVERIFY2(as_stored.code == 0 && !as_stored.err.contains(QLatin1String("packing")),
+             qPrintable(as_stored.err));
     const Run short_context = tandem(generate({"--profile", profile, "-c", "3"}));
     QCOMPARE(short_context.code, 2);
     QVERIFY2(short_context.err.contains(QLatin1String("more than a context of 3 (-c) holds")),
