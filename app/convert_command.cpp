@@ -46,6 +46,12 @@ int run_convert(const ConvertCommandOptions& o) {
     std::fprintf(stderr, "tandem: --method must be int8, int4, bf16 or mxfp4.\n");
     return 2;
   }
+  if (o.group != 0 && options.method != model::Method::Int4) {
+    std::fprintf(stderr,
+                 "tandem: --int4-group sets the INT4 group; leave it out for --method %s.\n",
+                 o.method.c_str());
+    return 2;
+  }
   options.group = o.group;
   options.pools = o.pools;
   options.dense_bf16 = o.dense_bf16;

@@ -96,26 +96,31 @@ void add_dense_format_option(CLI::App* command, bool& dense_bf16) {
       ->capture_default_str();
 }
 
+// --int4-group's check, on the commands that pack weights at load and on convert.
+CLI::Validator int4_group_check() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        int g = 0;
+        try {
+          g = std::stoi(text);
+        } catch (const std::exception&) {
+          return "give a whole number (not \"" + text + "\")";
+        }
+        if (g < 8 || g > 4096 || g % 8 != 0)
+          return "give a multiple of 8 between 8 and 4096 (32, 64 or 128 are usual; not " + text +
+                 ")";
+        return {};
+      },
+      "8..4096, a multiple of 8");
+}
+
 // --int4-group on the commands that pack weights at load.
 void add_int4_group_option(CLI::App* command, int& group) {
   command
       ->add_option("--int4-group", group,
                    "With --cpu-format int4: columns per scale and offset, a multiple of 8 "
                    "(default 32; 64 takes half a bit less per weight and is less accurate)")
-      ->check(CLI::Validator(
-          [](const std::string& text) -> std::string {
-            int g = 0;
-            try {
-              g = std::stoi(text);
-            } catch (const std::exception&) {
-              return "--int4-group takes a whole number";
-            }
-            if (g < 8 || g > 4096 || g % 8 != 0)
-              return "--int4-group must be a multiple of 8 between 8 and 4096 (32, 64 or 128 "
-                     "are usual)";
-            return {};
-          },
-          "8..4096, a multiple of 8"));
+      ->check(int4_group_check());
 }
 
 // A sampling flag's check: its value set alone on the defaults and judged by the sampler's own
@@ -532,9 +537,11 @@ int main(int argc, char** argv) {
                    "int8 (per-row scales), int4 (per-group scales), bf16, or mxfp4 (experts stored "
                    "as MXFP4 kept exactly: gpt-oss)")
       ->required();
-  convert_cmd->add_option("--group,--int4-group", convert.group,
-                          "INT4: columns per scale and offset (default 32; --int4-group, as run "
-                          "and bench name it, too)");
+  convert_cmd
+      ->add_option("--int4-group,--group", convert.group,
+                   "With --method int4: columns per scale and offset, a multiple of 8 (default "
+                   "32; 64 takes half a bit less per weight and is less accurate)")
+      ->check(int4_group_check());
   convert_cmd
       ->add_option("--pools", convert.pools,
                    "Thread pools the experts are split for, one per NUMA node of the machine that "

@@ -128,14 +128,17 @@ int threads_for(const ConvertOptions& o) {
 std::int64_t checked_group(const ConvertOptions& o) {
   if (o.method != Method::Int4) {
     if (o.group != 0)
-      throw ConvertError("--group sets the INT4 group size; leave it out for the other methods.");
+      throw ConvertError("An INT4 group size was given for a conversion to " +
+                         std::string(model::method_name(o.method)) +
+                         "; it applies to INT4 alone. Leave it out.");
     return 0;
   }
   const std::int64_t g = o.group == 0 ? kernels::kDefaultInt4Group : o.group;
   if (g < 8 || g > 4096 || g % 8 != 0) {
-    throw ConvertError("--group " + std::to_string(g) +
-                       ": the INT4 group size must be a multiple of 8 between 8 and 4096 (32, 64 "
-                       "or 128 are usual).");
+    throw ConvertError(
+        "The INT4 group size must be a multiple of 8 between 8 and 4096 (32, 64 "
+        "or 128 are usual); it is " +
+        std::to_string(g) + ".");
   }
   return g;
 }

@@ -824,8 +824,8 @@ class TestConverter : public QObject {
     QTest::newRow("pools without experts")
         << QString::fromStdString(fixture("llama")) << int(model::Method::Int8) << 0 << 2
         << "no routed experts";
-    QTest::newRow("group for int8")
-        << model << int(model::Method::Int8) << 64 << 1 << "leave it out for the other methods";
+    QTest::newRow("group for int8") << model << int(model::Method::Int8) << 64 << 1
+                                    << "given for a conversion to int8; it applies to INT4 alone";
     QTest::newRow("group not a multiple of 8")
         << model << int(model::Method::Int4) << 12 << 1 << "multiple of 8";
   }
