@@ -2,10 +2,10 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "engine/files/whole_file.h"
 #include "engine/plan/sglang_export.h"
 
 namespace tandem::app {
@@ -44,19 +44,9 @@ int run_export_sglang(const ExportOptions& o) {
       return 0;
     }
     // Written whole under another name, then renamed into place.
-    const fs::path target(o.out);
-    const fs::path part = target.string() + ".part";
-    {
-      std::ofstream f(part, std::ios::binary | std::ios::trunc);
-      f << script;
-      if (!f.flush())
-        throw std::runtime_error("cannot write " + part.string() + "; check the folder.");
-    }
-    fs::permissions(part, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
-                    fs::perm_options::add);
-    fs::rename(part, target);
-    std::cout << "Wrote " << target.string()
-              << ": run it on the machine with SGLang and kt-kernel.\n";
+    const std::string why = files::write_whole_file(o.out, script, /*executable=*/true);
+    if (!why.empty()) throw std::runtime_error("cannot write " + o.out + ": " + why + ".");
+    std::cout << "Wrote " << o.out << ": run it on the machine with SGLang and kt-kernel.\n";
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());

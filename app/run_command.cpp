@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "app/load_progress_printer.h"
+#include "engine/files/whole_file.h"
 #include "engine/generate/generator.h"
 #include "engine/generate/stop_strings.h"
 #include "engine/text/tokenizer.h"
@@ -27,28 +28,9 @@ std::atomic<bool> g_interrupted{false};
 // Writes the logits beside `path` and renames them into place when whole; false, with a
 // sentence in `error`, where that fails.
 bool write_logits(const std::string& path, const nlohmann::json& doc, std::string& error) {
-  const std::string part = path + ".part";
-  {
-    std::ofstream out(part, std::ios::binary | std::ios::trunc);
-    out << doc.dump();
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(part, ec);
-      error = "--dump-logits " + path +
-              " cannot be written; check the folder exists and is "
-              "writable.";
-      return false;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(part, path, ec);
-  if (ec) {
-    std::filesystem::remove(part, ec);
-    error = "--dump-logits " + path + " cannot be written: " + ec.message() + ".";
-    return false;
-  }
-  return true;
+  const std::string why = files::write_whole_file(path, doc.dump());
+  if (!why.empty()) error = "--dump-logits " + path + " cannot be written: " + why + ".";
+  return why.empty();
 }
 extern "C" void on_run_interrupt(int) {
   g_interrupted.store(true);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "engine/files/whole_file.h"
 #include "engine/log/log.h"
 
 namespace tandem::hw {
@@ -34,22 +35,10 @@ nlohmann::json read_cache(const std::string& path) {
 void write_cache(const std::string& path, const nlohmann::json& j) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string part = path + ".part";
-  {
-    std::ofstream out(part, std::ios::trunc);
-    out << j.dump(1) << "\n";
-    if (!out) {
-      log::warn("the GPU speeds could not be written to {}; they are measured again next time",
-                part);
-      fs::remove(part, ec);
-      return;
-    }
-  }
-  fs::rename(part, path, ec);
-  if (ec) {
-    log::warn("the GPU speeds could not be kept in {} ({})", path, ec.message());
-    fs::remove(part, ec);
-  }
+  const std::string why = files::write_whole_file(path, j.dump(1) + "\n");
+  if (!why.empty())
+    log::warn("the GPU speeds could not be kept in {} ({}); they are measured again next time",
+              path, why);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "engine/files/whole_file.h"
+
 namespace tandem::plan {
 namespace {
 
@@ -90,16 +92,8 @@ void write_run_profile(const std::string& path, const nlohmann::json& document) 
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string temporary = path + ".part";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << document.dump(2) << "\n";
-    if (!out)
-      throw std::runtime_error("cannot write the profile " + path +
-                               "; check that its folder is writable.");
-  }
-  fs::rename(temporary, path, ec);
-  if (ec) throw std::runtime_error("cannot write the profile " + path + ": " + ec.message() + ".");
+  const std::string why = files::write_whole_file(path, document.dump(2) + "\n");
+  if (!why.empty()) throw std::runtime_error("cannot write the profile " + path + ": " + why + ".");
 }
 
 RunProfile read_run_profile(const std::string& path) {

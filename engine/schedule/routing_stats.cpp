@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "engine/files/whole_file.h"
+
 namespace tandem::schedule {
 namespace {
 
@@ -88,19 +90,9 @@ void write_routing_statistics(const std::string& path, const RoutingStatistics& 
                               {"experts_per_token", s.experts_per_token}}},
                             {"tokens", s.tokens},
                             {"counts", s.counts}};
-  const std::string temporary = path + ".part";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << j.dump() << '\n';
-    if (!out)
-      throw std::runtime_error("cannot write the expert statistics to " + path +
-                               "; check that its folder exists and is writable.");
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec)
-    throw std::runtime_error("cannot write the expert statistics to " + path + ": " + ec.message() +
-                             ".");
+  const std::string why = files::write_whole_file(path, j.dump() + '\n');
+  if (!why.empty())
+    throw std::runtime_error("cannot write the expert statistics to " + path + ": " + why + ".");
 }
 
 void record_routing_statistics(const std::string& path, const model::ModelSpec& spec,
