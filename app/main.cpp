@@ -152,40 +152,42 @@ void add_context_option(CLI::App* command, std::int64_t& context) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
 }
 
-// --seed on run and chat: a whole number from 0 to 2^64-1 makes sampling repeat, run after run;
-// -1, as llama.cpp takes it, or leaving it out draws a new seed each run. Any other negative is
-// refused (it used to wrap to a huge seed without a word, which repeats instead of varying).
+// A seed's check: a whole number from 0 to 2^64-1 (CLI11 wraps "-1" into an unsigned option
+// without a word), or -1 where `minus_one_draws` (a new seed each run, as llama.cpp takes it).
+CLI::Validator seed_check(bool minus_one_draws) {
+  return CLI::Validator(
+      [minus_one_draws](std::string& text) -> std::string {
+        if (minus_one_draws && text == "-1") return {};
+        const bool digits =
+            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits) {
+          return std::string("give a whole number from 0 to 18446744073709551615") +
+                 (minus_one_draws ? ", or -1 for a new seed each run" : "") + " (not \"" + text +
+                 "\")";
+        }
+        try {
+          (void)std::stoull(text);
+        } catch (const std::exception&) {
+          return "give at most 18446744073709551615 (not " + text + ")";
+        }
+        return {};
+      },
+      "");
+}
+
+// --seed on run and chat: a seed makes sampling repeat, run after run; -1 or leaving it out
+// draws a new one each run.
 void add_seed_option(CLI::App* command, std::uint64_t& seed, bool& seed_given) {
   command
       ->add_option_function<std::string>(
           "--seed",
           [&seed, &seed_given](const std::string& text) {
-            if (text == "-1") {
-              seed_given = false;
-              return;
-            }
-            seed = std::stoull(text);
-            seed_given = true;
+            seed_given = text != "-1";
+            if (seed_given) seed = std::stoull(text);
           },
           "Random seed, for sampling that repeats run after run (-1 or left out: a new one "
           "each run)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            if (text == "-1") return {};
-            const bool digits =
-                !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-            if (!digits)
-              return "give a whole number from 0 to 18446744073709551615, or -1 for a new seed "
-                     "each run (not \"" +
-                     text + "\")";
-            try {
-              (void)std::stoull(text);
-            } catch (const std::exception&) {
-              return "give at most 18446744073709551615 (not " + text + ")";
-            }
-            return {};
-          },
-          ""))
+      ->check(seed_check(/*minus_one_draws=*/true))
       ->type_name("UINT|-1");
 }
 
@@ -562,7 +564,9 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--layers", synth.layers, "Number of layers (default: the real model's)")
       ->check(CLI::Range(1, 200));
   synth_cmd->add_option("--out", synth.out, "Output folder")->required();
-  synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
+  synth_cmd->add_option("--seed", synth.seed, "Random seed, 0 or more")
+      ->capture_default_str()
+      ->check(seed_check(/*minus_one_draws=*/false));
 
   tandem::app::RecommendOptions recommend;
   bool save_profile = false;

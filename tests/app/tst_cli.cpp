@@ -1025,6 +1025,14 @@ class TestCli : public QObject {
       QCOMPARE(r.code, 105);  // CLI11's ValidationError
       QVERIFY2(r.err.contains(QLatin1String("--seed: give ")), qPrintable(r.err));
     }
+    // synth, whose seed is always one, refuses -1 too.
+    const QString out = home_.path() + "/synth";
+    const Run synth = runTandem(
+        {"synth", "--like", "qwen3-30b-a3b", "--layers", "1", "--seed", "-1", "--out", out}, env());
+    QCOMPARE(synth.code, 105);
+    QVERIFY2(synth.err.contains(QLatin1String("--seed: give a whole number from 0")),
+             qPrintable(synth.err));
+    QVERIFY(!QFileInfo::exists(out));
   }
 
   // --int4-group reaches the packing: 32 is the default, 64 gives other logits; a group that
