@@ -70,32 +70,42 @@ QLabel* paragraph(const QString& text, QWidget* parent) {
   return l;
 }
 
-// The verdict for each quality on this machine ("INT8 fits · INT4 fits"), coloured by the
-// balanced one's.
+// The verdict per CPU format the planner picks on this machine, at its three qualities ("INT8
+// fits · INT4 fits"): a plan whose only change was a smaller format than the quality wished
+// says that format fits (INT4 for INT8 is "INT4 fits", not "INT4 fits with changes" beside
+// "INT4 fits"); other changes (a shorter context, the KV cache in 8 bits) say "with changes".
+// Coloured by the best, which setup can reach by the format it chooses.
 struct Verdicts {
   QString text;
   QColor color;
 };
 Verdicts verdicts_for(const hw::HardwareReport& hw, const plan::ModelShape& shape) {
-  Verdicts out{QString(), QColor(theme::colors().muted_text)};
-  QStringList per_quality;
+  QStringList per_format;
+  int best = 2;  // 0 fits, 1 fits with changes, 2 does not fit
   for (plan::Quality quality :
        {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
     const plan::Plan p = plan::make_plan(hw, shape, {8192, quality, {}});
     const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
-    per_quality << (p.verdict == plan::Verdict::Fits ? SetupWizard::tr("%1 fits").arg(fmt)
-                    : p.verdict == plan::Verdict::FitsWithChanges
-                        ? SetupWizard::tr("%1 fits with changes").arg(fmt)
-                        : SetupWizard::tr("does not fit"));
-    if (quality == plan::Quality::Balanced) {
-      out.color = QColor(p.verdict == plan::Verdict::Fits              ? theme::colors().good
-                         : p.verdict == plan::Verdict::FitsWithChanges ? theme::colors().warning
-                                                                       : theme::colors().error);
-    }
+    const bool other_changes = static_cast<int>(p.changes.size()) > p.cpu_format_changes;
+    const int level = p.verdict == plan::Verdict::DoesNotFit ? 2 : other_changes ? 1 : 0;
+    best = std::min(best, level);
+    per_format << (level == 0   ? SetupWizard::tr("%1 fits").arg(fmt)
+                   : level == 1 ? SetupWizard::tr("%1 fits with changes").arg(fmt)
+                                : SetupWizard::tr("does not fit"));
   }
-  per_quality.removeDuplicates();
-  out.text = per_quality.join(QStringLiteral(" · "));
-  return out;
+  per_format.removeDuplicates();
+  // A format that fits as it is makes the same format "with changes" redundant.
+  for (int i = per_format.size() - 1; i >= 0; --i) {
+    const QString& v = per_format[i];
+    const QString suffix = SetupWizard::tr(" fits with changes");
+    if (v.endsWith(suffix) &&
+        per_format.contains(v.left(v.size() - suffix.size()) + SetupWizard::tr(" fits")))
+      per_format.removeAt(i);
+  }
+  if (best < 2) per_format.removeAll(SetupWizard::tr("does not fit"));
+  return {per_format.join(QStringLiteral(" · ")), QColor(best == 0   ? theme::colors().good
+                                                         : best == 1 ? theme::colors().warning
+                                                                     : theme::colors().error)};
 }
 
 // What the model's files take: listed by the Hub, or estimated from the parameters.
@@ -985,7 +995,11 @@ class ParametersPage : public QWizardPage {
     context_->setMaximum(
         p.max_positions > 0 ? static_cast<int>(std::min<std::int64_t>(p.max_positions, kContextMax))
                             : kContextMax);
-    verdict_->setText(QStringLiteral("<b>%1</b>").arg(q(p.verdict_reason).toHtmlEscaped()));
+    // The planner's reason reads on after "Verdict: " on the command line; here it heads the
+    // page, so it starts with a capital.
+    QString reason = q(p.verdict_reason);
+    if (!reason.isEmpty()) reason[0] = reason[0].toUpper();
+    verdict_->setText(QStringLiteral("<b>%1</b>").arg(reason.toHtmlEscaped()));
     params_->clear();
     for (const plan::Parameter& x : p.parameters) {
       // Plain words first; the name the seeds and `tandem recommend` use as the detail.

@@ -254,6 +254,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   } else if (wishes.quality == Quality::Quality && !native_bf16) {
     plan.changes.push_back(
         "BF16 experts need AVX512_BF16 or AMX, which this CPU lacks: INT8 instead");
+    ++plan.cpu_format_changes;
   }
   // No longer than the positions the model takes: past them its answers fall apart. Not a
   // change made to fit (the verdict): the context-length parameter's reason says it.
@@ -371,6 +372,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
     plan.changes.push_back(fmt::format("CPU experts as {} instead of {} to fit in {} of RAM",
                                        format_name(smaller), format_name(cpu),
                                        gib(plan.ram_budget)));
+    ++plan.cpu_format_changes;
     cpu = smaller;
   }
   // Smaller experts may leave room for BF16's cache again.

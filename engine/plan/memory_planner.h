@@ -67,6 +67,10 @@ struct Plan {
   Verdict verdict = Verdict::Fits;
   std::string verdict_reason;
   std::vector<std::string> changes;  // what was changed from the wishes to make it fit
+  // How many of `changes` only chose a smaller CPU format for the experts than the quality
+  // wished (the rest shorten the context, shrink the KV cache or the GPU's share): a list of
+  // formats can say "INT4 fits" of a plan whose one change was INT4 for INT8.
+  int cpu_format_changes = 0;
 
   bool uses_gpu = false;
   std::string gpu_name;

@@ -375,6 +375,7 @@ class TestPlanner : public QObject {
     QVERIFY(tight.ram_total() <= tight.ram_budget);
     QVERIFY2(QString::fromStdString(tight.changes.front()).contains(QLatin1String("8 bits")),
              tight.changes.front().c_str());
+    QCOMPARE(tight.cpu_format_changes, 0);  // the cache is a change of its own
     QCOMPARE(params(tight)["kv-cache"], std::string("int8"));
     QCOMPARE(to_json(tight)["kv_cache"].get<std::string>(), std::string("int8"));
 
@@ -384,6 +385,10 @@ class TestPlanner : public QObject {
     const Plan smaller = make_plan(hw, s, wishes);
     QCOMPARE(smaller.cpu_format, WeightFormat::Int4);
     QVERIFY(!smaller.kv_cache_int8);
+    // Its one change is the experts' format (which a list of formats can call "INT4 fits").
+    QCOMPARE(smaller.verdict, Verdict::FitsWithChanges);
+    QCOMPARE(static_cast<int>(smaller.changes.size()), 1);
+    QCOMPARE(smaller.cpu_format_changes, 1);
     QCOMPARE(params(smaller)["kv-cache"], std::string("bf16"));
     QVERIFY(smaller.ram_total() <= smaller.ram_budget);
 
