@@ -458,7 +458,8 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
                    : cpu == WeightFormat::Int8 ? "near-lossless and fast"
                    : cpu == WeightFormat::Mxfp4
                        ? "the model's own MXFP4 experts, kept exactly at 4.25 bits"
-                       : "half the memory of INT8, a little less accurate")});
+                       : "about 60% of the memory of INT8 (5 bits a weight), a little less "
+                         "accurate")});
   plan.parameters.push_back(
       {"cpuinfer", std::to_string(cores), hw.recommendation.cpu_threads.reason});
   plan.parameters.push_back(
