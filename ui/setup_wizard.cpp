@@ -1088,9 +1088,13 @@ class FinishPage : public QWizardPage {
                 .arg(p.gpu_experts_per_layer)
                 .arg(q(p.gpu_name));
     }
+    // A model from the catalog or a repository whose files are not all here yet loads when its
+    // download completes.
+    const bool downloads =
+        c.source == QLatin1String("catalog") || c.source == QLatin1String("repository");
     summary_->setText(
         tr("Tandem will load %1 with %2 weights on the CPU%3, %4 threads and a "
-           "context of %5 tokens, %6; then it opens the chat.%7\n\nYou can run "
+           "context of %5 tokens, %6; then it opens the chat.%8%7\n\nYou can run "
            "this assistant again from Tools → Setup Assistant.")
             .arg(c.source == QLatin1String("demo") ? tr("the built-in demo model")
                  : c.files.isEmpty()
@@ -1102,7 +1106,11 @@ class FinishPage : public QWizardPage {
             .arg(gpu,
                  p.verdict == plan::Verdict::DoesNotFit
                      ? tr("\n\nThe memory plan says it does not fit: %1").arg(q(p.verdict_reason))
-                     : QString()));
+                     : QString())
+            .arg(!downloads || c.present()
+                     ? QString()
+                     : tr(" Its files are still downloading: it loads once they are "
+                          "complete, and the Downloads page shows how far they are.")));
   }
 
  private:

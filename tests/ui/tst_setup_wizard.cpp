@@ -283,6 +283,33 @@ class TestSetupWizard : public QObject {
     for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) summary += l->text();
     QVERIFY2(summary.contains(QLatin1String("INT4 weights")) && summary.contains(method),
              qPrintable(summary));
+    QVERIFY2(!summary.contains(QLatin1String("downloading")), qPrintable(summary));
+  }
+
+  // A catalog model whose files are not here yet: the last page says it loads once they are,
+  // where the demo's says nothing of a download.
+  void theLastPageSaysAModelStillDownloads() {
+    DownloadQueue queue;
+    SetupWizard w(recorded("xeon-2s-amx-24gb"), &queue);
+    w.show();
+    w.next();
+    w.next();
+    auto* list = w.currentPage()->findChild<QTreeView*>();
+    for (int r = 0; r < list->model()->rowCount(); ++r) {
+      if (list->model()->index(r, 0).data().toString() == QLatin1String("gpt-oss-20b"))
+        list->setCurrentIndex(list->model()->index(r, 0));
+    }
+    QCOMPARE(w.choices().catalog_id, QStringLiteral("gpt-oss-20b"));
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Download));
+    w.next();
+    w.next();
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Finish));
+    QString summary;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) summary += l->text();
+    QVERIFY2(summary.contains(QLatin1String("Its files are still downloading: it loads once")),
+             qPrintable(summary));
   }
 
   // A download larger than the free disk is not offered (Kimi-K2's is about a terabyte).
