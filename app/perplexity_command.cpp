@@ -114,6 +114,10 @@ int run_perplexity(const PerplexityOptions& o) {
       return 2;
     }
   }
+  options.base_distributions = o.kl_base_logits;
+  options.save_distributions = o.save_logits;
+  options.saved_as = {o.model, std::string(model::cpu_format_name(model.model->cpu_format())),
+                      std::string(backend::kv_cache_format_name(options.kv_cache))};
   options.cancel = &g_interrupted;
   const bool tty = !o.json && isatty(STDERR_FILENO);
   if (tty) {
@@ -154,11 +158,16 @@ int run_perplexity(const PerplexityOptions& o) {
                           {"pools", pool.pools()},
                           {"kv_cache", backend::kv_cache_format_name(options.kv_cache)},
                           {"complete", !r.cancelled}};
-    if (r.mean_kl) {
+    if (r.mean_kl && !o.kl_base.empty()) {
       out["kl_base"] = o.kl_base;
       out["kl_base_kv_cache"] = backend::kv_cache_format_name(options.base_kv_cache);
-      out["mean_kl"] = *r.mean_kl;
     }
+    if (r.mean_kl && !o.kl_base_logits.empty()) {
+      out["kl_base_logits"] = o.kl_base_logits;
+      out["kl_base_saved_from"] = r.base_saved_from;
+    }
+    if (r.mean_kl) out["mean_kl"] = *r.mean_kl;
+    if (!o.save_logits.empty() && !r.cancelled) out["saved_logits"] = o.save_logits;
     std::cout << out.dump(2) << "\n";
   } else {
     std::cout << fmt::format("tokens evaluated: {} of {} ({} windows of up to {} tokens){}\n",
@@ -167,8 +176,13 @@ int run_perplexity(const PerplexityOptions& o) {
     std::cout << fmt::format(
         "perplexity:       {:.4f} (mean negative log-likelihood {:.5f} nats)\n", r.perplexity(),
         r.mean_nll);
-    if (r.mean_kl)
-      std::cout << fmt::format("mean KL vs base:  {:.6f} nats ({})\n", *r.mean_kl, o.kl_base);
+    if (r.mean_kl) {
+      std::cout << fmt::format(
+          "mean KL vs base:  {:.6f} nats ({})\n", *r.mean_kl,
+          o.kl_base.empty() ? o.kl_base_logits + ", saved from " + r.base_saved_from : o.kl_base);
+    }
+    if (!o.save_logits.empty() && !r.cancelled)
+      std::cout << fmt::format("saved:            {} (for --kl-base-logits)\n", o.save_logits);
     std::cout << fmt::format("time:             {:.2f} s, {:.0f} tokens/s, {} threads\n", r.seconds,
                              r.seconds > 0 ? static_cast<double>(r.text_tokens) / r.seconds : 0.0,
                              threads);

@@ -10,6 +10,9 @@ struct PerplexityOptions {
   std::string file;
   std::int64_t context = 0;  // 0: 512, or the model's positions if fewer
   std::string kl_base;       // a second model folder; empty: no KL divergence
+  // Distributions saved by an earlier run's save_logits, instead of kl_base.
+  std::string kl_base_logits;
+  std::string save_logits;  // where to save this model's distributions; empty: nowhere
   // How each model's weights are held on the CPU ("native", "int8", ...); empty: the load's
   // default. Comparing formats of one model: -m X --cpu-format int8 --kl-base X
   // --kl-base-cpu-format bf16.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/forward/model_runner.h"
+#include "engine/measure/distribution_file.h"
 
 namespace tandem::measure {
 namespace {
@@ -81,12 +82,65 @@ PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view t
   const std::int64_t context = options.context_tokens;
   const std::int64_t batch = std::max<std::int64_t>(1, options.batch_tokens);
   const std::int64_t total = static_cast<std::int64_t>(ids.size());
+  // Every window predicts all its tokens but the last.
+  std::int64_t evaluated = 0;
+  for (std::int64_t start = 0; start + 1 < total; start += context)
+    evaluated += std::min(context, total - start) - 1;
+  std::optional<DistributionReader> saved;
+  if (!options.base_distributions.empty()) {
+    if (base != nullptr)
+      throw PerplexityError("compare with a base model or with its saved distributions, not both");
+    try {
+      saved.emplace(options.base_distributions);
+    } catch (const std::runtime_error& e) {
+      throw PerplexityError(e.what());
+    }
+    const DistributionHeader& h = saved->header();
+    const std::string& file = options.base_distributions;
+    if (h.vocab != vocab) {
+      throw PerplexityError(file + " holds distributions over " + std::to_string(h.vocab) +
+                            " tokens and the model's are over " + std::to_string(vocab) +
+                            "; KL divergence compares models with the same tokenizer");
+    }
+    if (h.ids_digest != digest_ids(ids) || h.text_tokens != total) {
+      throw PerplexityError(file + " was saved on another text, or one tokenized otherwise (" +
+                            std::to_string(h.text_tokens) + " tokens, here " +
+                            std::to_string(total) +
+                            "); give the same text file, to a model with the same tokenizer");
+    }
+    if (h.context != context) {
+      throw PerplexityError(file + " was saved with windows of " + std::to_string(h.context) +
+                            " tokens; measure with --context " + std::to_string(h.context) +
+                            " too");
+    }
+  }
+  std::optional<DistributionWriter> writer;
+  if (!options.save_distributions.empty()) {
+    DistributionHeader h;
+    h.vocab = vocab;
+    h.context = context;
+    h.text_tokens = total;
+    h.evaluated_tokens = evaluated;
+    h.ids_digest = digest_ids(ids);
+    h.model = options.saved_as.model;
+    h.cpu_format = options.saved_as.cpu_format;
+    h.kv_cache = options.saved_as.kv_cache;
+    try {
+      writer.emplace(options.save_distributions, h);
+    } catch (const std::runtime_error& e) {
+      throw PerplexityError(e.what());
+    }
+  }
   Scorer scored(model.model, pool, context, options.kv_cache);
   std::optional<Scorer> reference;
   if (base != nullptr) reference.emplace(base->model, pool, context, options.base_kv_cache);
 
   PerplexityResult result;
   result.text_tokens = total;
+  if (saved) {
+    const DistributionHeader& h = saved->header();
+    result.base_saved_from = h.model + ", " + h.cpu_format + " weights, " + h.kv_cache + " cache";
+  }
   double nll_sum = 0.0;
   double kl_sum = 0.0;
   std::vector<double> log_p, log_base;
@@ -116,6 +170,14 @@ PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view t
           log_probabilities(reference->logits.data() + j * vocab, vocab, log_base);
           kl_sum += kl_divergence(log_base, log_p);
         }
+        if (saved) {
+          try {
+            kl_sum += saved->next_kl(log_p);
+          } catch (const std::runtime_error& e) {
+            throw PerplexityError(e.what());
+          }
+        }
+        if (writer) writer->add(log_p);
         ++result.evaluated_tokens;
       }
       if (options.progress) options.progress(start + at + m, total);
@@ -124,8 +186,10 @@ PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view t
   }
   if (result.evaluated_tokens > 0) {
     result.mean_nll = nll_sum / static_cast<double>(result.evaluated_tokens);
-    if (reference) result.mean_kl = kl_sum / static_cast<double>(result.evaluated_tokens);
+    if (reference || saved) result.mean_kl = kl_sum / static_cast<double>(result.evaluated_tokens);
   }
+  // A cancelled measurement saves nothing (the writer removes its part).
+  if (writer && !result.cancelled) writer->finish();
   result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return result;
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 #include "engine/backend/backend.h"
@@ -34,6 +35,15 @@ struct PerplexityOptions {
   // the base's.
   backend::KvCacheFormat kv_cache = backend::KvCacheFormat::F32;
   backend::KvCacheFormat base_kv_cache = backend::KvCacheFormat::F32;
+  // Saves the measured model's next-token distributions here (distribution_file.h), renamed
+  // into place when the whole text is measured; `saved_as` says what it was measured as.
+  std::string save_distributions;
+  struct {
+    std::string model, cpu_format, kv_cache;
+  } saved_as;
+  // Compares with distributions saved so, instead of a base model: the same text, tokens and
+  // context, or PerplexityError.
+  std::string base_distributions;
   const std::atomic<bool>* cancel = nullptr;  // checked between batches
   std::function<void(std::int64_t done_tokens, std::int64_t total_tokens)> progress;
 };
@@ -43,7 +53,9 @@ struct PerplexityResult {
   std::int64_t evaluated_tokens = 0;  // predicted: text_tokens minus one per window
   std::int64_t windows = 0;
   double mean_nll = 0.0;          // natural log
-  std::optional<double> mean_kl;  // KL(base || model) in nats, with a base model
+  std::optional<double> mean_kl;  // KL(base || model) in nats, with a base model or its file
+  // With saved distributions: what they were saved from ("M, int8 weights, bf16 cache").
+  std::string base_saved_from;
   double seconds = 0.0;
   bool cancelled = false;
 
@@ -56,9 +68,9 @@ struct ScoredModel {
   const text::Tokenizer& tokenizer;
 };
 
-// Tokenizes `text` (no special tokens are added or parsed) and measures it. With `base`,
-// both models must tokenize the text identically and share the vocabulary size; otherwise
-// throws PerplexityError.
+// Tokenizes `text` (no special tokens are added or parsed) and measures it. With `base`, or
+// options.base_distributions, both must have the same vocabulary size and token ids of the
+// text (and the file the same context); otherwise throws PerplexityError.
 PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view text,
                                     backend::NumaPools& pool, const PerplexityOptions& options,
                                     const ScoredModel* base = nullptr);

@@ -916,6 +916,44 @@ class TestCli : public QObject {
     QVERIFY2(bf16_doc["mean_kl"].get<double>() > 0.0 && bf16_doc["mean_kl"].get<double>() < 1e-3,
              qPrintable(QString::number(bf16_doc["mean_kl"].get<double>())));
 
+    // The base's distributions saved, then compared with: the same divergence as the base
+    // model loaded beside it, to FP16's rounding.
+    const QString saved = home_.path() + "/bf16-cache.tdist";
+    const Run save = runTandem({"perplexity", "-m", fixture, "--file", text, "--context", context,
+                                "--kv-cache", "f32", "--save-logits", saved, "-t", "1"},
+                               env());
+    QVERIFY2(save.code == 0 && save.out.contains(QLatin1String("saved:")), qPrintable(save.err));
+    const Run from_file = runTandem({"perplexity", "-m", fixture, "--file", text, "--context",
+                                     context, "--kl-base-logits", saved, "--json", "-t", "1"},
+                                    env());
+    QVERIFY2(from_file.code == 0, qPrintable(from_file.err));
+    const auto file_doc = nlohmann::json::parse(from_file.out.toStdString());
+    QCOMPARE(file_doc["kl_base_logits"].get<std::string>(), saved.toStdString());
+    QCOMPARE(file_doc["kl_base_saved_from"].get<std::string>(),
+             fixture.toStdString() + ", native weights, f32 cache");
+    const double live_kl = bf16_doc["mean_kl"].get<double>();
+    QVERIFY2(std::abs(file_doc["mean_kl"].get<double>() - live_kl) < 0.01 * live_kl,
+             qPrintable(QStringLiteral("%1 from the file, %2 live")
+                            .arg(file_doc["mean_kl"].get<double>())
+                            .arg(live_kl)));
+    const Run both = runTandem({"perplexity", "-m", fixture, "--file", text, "--kl-base", fixture,
+                                "--kl-base-logits", saved},
+                               env());
+    QVERIFY(both.code != 0 && both.err.contains(QLatin1String("excludes")));
+    const Run other_context = runTandem(
+        {"perplexity", "-m", fixture, "--file", text, "--context", "16", "--kl-base-logits", saved},
+        env());
+    QCOMPARE(other_context.code, 2);
+    QVERIFY2(other_context.err.contains(
+                 QLatin1String("measure with --context " + context.toLatin1() + " too")),
+             qPrintable(other_context.err));
+    const Run unwritable = runTandem({"perplexity", "-m", fixture, "--file", text, "--save-logits",
+                                      home_.path() + "/no/such/folder/x.tdist"},
+                                     env());
+    QVERIFY2(unwritable.code != 0 &&
+                 unwritable.err.contains(QLatin1String("is not a folder that can be written")),
+             qPrintable(unwritable.err));
+
     const Run table = runTandem({"perplexity", "-m", fixture, "-f", text}, env());
     QCOMPARE(table.code, 0);
     for (const char* line : {"tokens evaluated:", "perplexity:", "time:"}) {

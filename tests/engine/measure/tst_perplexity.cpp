@@ -2,6 +2,8 @@
 // see tests/tools/make_perplexity_reference.py), and the rules around them: windows, a model
 // against itself, models that tokenize differently.
 #include <QtTest>
+
+#include <QTemporaryDir>
 #include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -120,6 +122,102 @@ class TestPerplexity : public QObject {
     // And the perplexity is the one measured without a base.
     const auto alone = measure::measure_perplexity(self, text_, pool, options);
     QCOMPARE(r.mean_nll, alone.mean_nll);
+  }
+
+  // A base model's distributions saved to a file give the KL divergence the base model gives
+  // live, to FP16's rounding, at windows that leave a short last one (7) or none (32).
+  void klFromSavedDistributionsIsTheLiveBases() {
+    QTemporaryDir dir;
+    for (const auto& pair : expected_["kl"]) {
+      const Fixture model(pair["model"].get<std::string>());
+      const Fixture base(pair["base"].get<std::string>());
+      backend::NumaPools pool(2);
+      for (std::int64_t context : {7, 32}) {
+        const std::string file = dir.path().toStdString() + "/base.tdist";
+        measure::PerplexityOptions save;
+        save.context_tokens = context;
+        save.save_distributions = file;
+        const auto saved = measure::measure_perplexity(base.scored(), text_, pool, save);
+        QVERIFY(QFileInfo::exists(QString::fromStdString(file)));
+        QVERIFY(!QFileInfo::exists(QString::fromStdString(file + ".part")));
+
+        measure::PerplexityOptions options;
+        options.context_tokens = context;
+        const measure::ScoredModel reference = base.scored();
+        const auto live =
+            measure::measure_perplexity(model.scored(), text_, pool, options, &reference);
+        options.base_distributions = file;
+        const auto from_file = measure::measure_perplexity(model.scored(), text_, pool, options);
+        QVERIFY(live.mean_kl && from_file.mean_kl);
+        QCOMPARE(from_file.mean_nll, live.mean_nll);
+        QVERIFY2(std::abs(*from_file.mean_kl - *live.mean_kl) < 2e-3 * *live.mean_kl,
+                 qPrintable(QStringLiteral("context %1: KL %2 from the file, %3 live")
+                                .arg(context)
+                                .arg(*from_file.mean_kl, 0, 'g', 8)
+                                .arg(*live.mean_kl, 0, 'g', 8)));
+        // The base against its own saved distributions: 0, to rounding.
+        const auto self = measure::measure_perplexity(base.scored(), text_, pool, options);
+        QVERIFY2(std::abs(*self.mean_kl) < 1e-6, qPrintable(QString::number(*self.mean_kl)));
+        QCOMPARE(self.mean_nll, saved.mean_nll);
+      }
+    }
+  }
+
+  // Saved distributions another measurement cannot be compared with are refused with a
+  // sentence; a measurement cancelled while saving leaves no file.
+  void savedDistributionsThatDoNotMatchAreRefused() {
+    QTemporaryDir dir;
+    const std::string file = dir.path().toStdString() + "/base.tdist";
+    const Fixture f("qwen3-moe");
+    backend::NumaPools pool(1);
+    measure::PerplexityOptions save;
+    save.context_tokens = 32;
+    save.save_distributions = file;
+    measure::measure_perplexity(f.scored(), text_, pool, save);
+
+    const auto refused = [&](const measure::ScoredModel& m, const std::string& text,
+                             std::int64_t context, const std::string& from,
+                             const measure::ScoredModel* base, const char* says) {
+      measure::PerplexityOptions options;
+      options.context_tokens = context;
+      options.base_distributions = from;
+      try {
+        measure::measure_perplexity(m, text, pool, options, base);
+        QFAIL(qPrintable(QStringLiteral("accepted; should say: %1").arg(says)));
+      } catch (const measure::PerplexityError& e) {
+        QVERIFY2(std::string(e.what()).find(says) != std::string::npos, e.what());
+      }
+    };
+    refused(f.scored(), text_, 16, file, nullptr, "measure with --context 32 too");
+    refused(f.scored(), text_.substr(0, text_.size() / 2), 32, file, nullptr, "another text");
+    const std::string demo = std::string(TANDEM_SOURCE_DIR) + "/resources/demo-model";
+    const auto other = model::LoadedModel::load(demo);
+    const auto other_tokenizer = text::load_tokenizer(demo);
+    refused({*other, *other_tokenizer}, text_, 32, file, nullptr, "same tokenizer");
+    const measure::ScoredModel self = f.scored();
+    refused(f.scored(), text_, 32, file, &self, "not both");
+    refused(f.scored(), text_, 32, dir.path().toStdString() + "/none", nullptr, "check the path");
+    {
+      std::ifstream in(file, std::ios::binary);
+      std::string head(20000, '\0');
+      in.read(head.data(), static_cast<std::streamsize>(head.size()));
+      std::ofstream(dir.path().toStdString() + "/cut.tdist", std::ios::binary) << head;
+    }
+    refused(f.scored(), text_, 32, dir.path().toStdString() + "/cut.tdist", nullptr,
+            "save them again");
+    std::ofstream(dir.path().toStdString() + "/other.tdist") << "{\"not\": \"ours\"}";
+    refused(f.scored(), text_, 32, dir.path().toStdString() + "/other.tdist", nullptr,
+            "is not distributions saved by tandem perplexity --save-logits");
+
+    std::atomic<bool> cancel{false};
+    measure::PerplexityOptions cut;
+    cut.context_tokens = 16;
+    cut.batch_tokens = 8;
+    cut.cancel = &cancel;
+    cut.progress = [&](std::int64_t, std::int64_t) { cancel.store(true); };
+    cut.save_distributions = dir.path().toStdString() + "/cancelled.tdist";
+    QVERIFY(measure::measure_perplexity(f.scored(), text_, pool, cut).cancelled);
+    QVERIFY(QDir(dir.path()).entryList({QStringLiteral("cancelled*")}).isEmpty());
   }
 
   // Longer windows give each prediction more context, so fewer tokens are context-only.
