@@ -158,7 +158,8 @@ DistributionReader::DistributionReader(std::string path) : path_(std::move(path)
     header_.model = j.at("model").get<std::string>();
     header_.cpu_format = j.at("cpu_format").get<std::string>();
     header_.kv_cache = j.at("kv_cache").get<std::string>();
-    if (header_.vocab <= 0 || header_.evaluated_tokens < 0)
+    if (header_.vocab <= 0 || header_.vocab > (std::int64_t{1} << 24) ||
+        header_.evaluated_tokens < 0)
       throw std::runtime_error("sizes out of range");
   } catch (const std::exception& e) {
     std::fclose(file_);
