@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the small seed inputs of the fuzz targets that the test fixtures do not provide
 in a size fit for fuzzing: tiny safetensors and GGUF files (every metadata type, arrays,
-tensors of several types), server requests, and tool-call replies. Standard library only.
+tensors of several types), server requests, tool-call replies and saved distributions.
+Standard library only.
 
     python3 fuzz/make_seeds.py      (writes fuzz/corpus/<target>/)
 """
@@ -178,6 +179,19 @@ def main():
         out("openai_request", name, text)
     out("hub_json", "search.json", json.dumps([{"id": "Qwen/Qwen3-30B-A3B", "downloads": 5, "likes": 2,
                                                 "pipeline_tag": "text-generation", "tags": ["moe"]}]))
+    # Saved distributions (engine/measure/distribution_file.h): 3 records over 8 tokens, one
+    # with a token of no probability (FP16 -inf), and one cut short.
+    header = json.dumps({"version": 1, "vocab": 8, "context": 4, "text_tokens": 5,
+                         "evaluated_tokens": 3, "ids_digest": "0123456789abcdef",
+                         "model": "m", "cpu_format": "int8", "kv_cache": "bf16"}).encode()
+    head = b"TNDMDIST" + struct.pack("<I", len(header)) + header
+    records = b""
+    for r in range(3):
+        logs = [-2.0794415] * 8 if r != 1 else [0.0] + [float("-inf")] * 7
+        largest = max(logs)
+        records += struct.pack("<f", largest) + struct.pack("<8e", *[x - largest for x in logs])
+    out("saved_distributions", "three-records.tdist", head + records)
+    out("saved_distributions", "cut.tdist", head + records[:30])
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(safetensors gguf gguf_split gguf_model tokenizer_json jinja model_config manifest
-    hub_json openai_request)
+    hub_json openai_request saved_distributions)
 fi
 cmake --build "$build" -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}")
 
@@ -34,6 +34,7 @@ declare -A seeds=(
   [manifest]="fuzz/corpus/manifest"
   [hub_json]="fuzz/corpus/hub_json tests/data/hub"
   [openai_request]="fuzz/corpus/openai_request"
+  [saved_distributions]="fuzz/corpus/saved_distributions"
 )
 printf '%-16s %12s %10s %9s\n' target executions coverage findings
 for t in "${targets[@]}"; do

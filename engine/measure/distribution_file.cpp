@@ -13,7 +13,6 @@
 
 #include "engine/files/whole_file.h"
 #include "engine/hw/disk_space.h"
-#include "engine/hw/hardware_report.h"
 #include "kernels/cpu/dtype.h"
 
 namespace tandem::measure {
@@ -32,6 +31,12 @@ nlohmann::json to_json(const DistributionHeader& h) {
           {"model", h.model},
           {"cpu_format", h.cpu_format},
           {"kv_cache", h.kv_cache}};
+}
+
+// "714.8 MiB", "2.2 GiB".
+std::string size_words(double bytes) {
+  return bytes < double(1 << 30) ? fmt::format("{:.1f} MiB", bytes / (1 << 20))
+                                 : fmt::format("{:.1f} GiB", bytes / (1 << 30));
 }
 
 std::runtime_error not_ours(const std::string& path, const std::string& why) {
@@ -64,8 +69,8 @@ DistributionWriter::DistributionWriter(std::string path, const DistributionHeade
         "--save-logits {} would take {} (the distributions of {} tokens over a vocabulary of "
         "{}, 2 bytes each), and {} has {} free; choose a folder on a disk with room, or a "
         "shorter text.",
-        path_, hw::format_bytes(static_cast<std::uint64_t>(needed)), header.evaluated_tokens,
-        header.vocab, disk.measured_path, hw::format_bytes(disk.free_bytes)));
+        path_, size_words(needed), header.evaluated_tokens, header.vocab, disk.measured_path,
+        size_words(static_cast<double>(disk.free_bytes))));
   }
   file_ = std::fopen(part_.c_str(), "wb");
   if (file_ == nullptr) {
