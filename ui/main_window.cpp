@@ -16,6 +16,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStackedWidget>
@@ -70,7 +71,12 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
   setWindowTitle(QStringLiteral("Tandem"));
   engine_ = new EngineHost(this);
   setObjectName(QStringLiteral("mainWindow"));
-  resize(1280, 800);
+  // 1280 x 800 where the screen has room; on a smaller one (a 1366 x 768 laptop, a 1024 x 640
+  // window on a remote desktop) no more than the room it has, title bar and panels aside.
+  QSize first(1280, 800);
+  if (const QScreen* screen = QGuiApplication::primaryScreen())
+    first = first.boundedTo(screen->availableGeometry().size() * 0.95);
+  resize(first);
 
   probe_ = new ProbeRunner(this);
   connect(probe_, &ProbeRunner::finished, this, &MainWindow::onReport);

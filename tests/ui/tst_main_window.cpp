@@ -22,6 +22,7 @@
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScreen>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
@@ -95,6 +96,21 @@ class TestMainWindow : public QObject {
       QVERIFY(text.contains(QLatin1String("No GPU: everything runs on the CPU")));
       QVERIFY(window.statusSummary().contains(QLatin1String("No GPU")));
     }
+  }
+
+  // The first window fits the screen it opens on (the offscreen platform's is 800 x 600,
+  // smaller than the 1280 x 800 it takes where there is room).
+  void theFirstWindowFitsTheScreen() {
+    QSettings().clear();
+    MainWindow window;
+    const QSize room = QGuiApplication::primaryScreen()->availableGeometry().size();
+    QVERIFY2(window.width() <= room.width() && window.height() <= room.height(),
+             qPrintable(QStringLiteral("%1 x %2 on %3 x %4")
+                            .arg(window.width())
+                            .arg(window.height())
+                            .arg(room.width())
+                            .arg(room.height())));
+    QCOMPARE(window.size(), QSize(1280, 800).boundedTo(room * 0.95));
   }
 
   void settingsPersist() {
