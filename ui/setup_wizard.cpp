@@ -1094,7 +1094,7 @@ class FinishPage : public QWizardPage {
         c.source == QLatin1String("catalog") || c.source == QLatin1String("repository");
     summary_->setText(
         tr("Tandem will load %1 with %2 weights on the CPU%3, %4 threads and a "
-           "context of %5 tokens, %6; then it opens the chat.%8%7\n\nYou can run "
+           "context of %5 tokens, %6%8; then it opens the chat.%7\n\nYou can run "
            "this assistant again from Tools → Setup Assistant.")
             .arg(c.source == QLatin1String("demo") ? tr("the built-in demo model")
                  : c.files.isEmpty()
@@ -1109,8 +1109,8 @@ class FinishPage : public QWizardPage {
                      : QString())
             .arg(!downloads || c.present()
                      ? QString()
-                     : tr(" Its files are still downloading: it loads once they are "
-                          "complete, and the Downloads page shows how far they are.")));
+                     : tr(", once its files are downloaded (the Downloads page shows how far "
+                          "they are)")));
   }
 
  private:

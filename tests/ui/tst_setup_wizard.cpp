@@ -308,7 +308,7 @@ class TestSetupWizard : public QObject {
     QCOMPARE(w.currentId(), int(SetupWizard::Finish));
     QString summary;
     for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) summary += l->text();
-    QVERIFY2(summary.contains(QLatin1String("Its files are still downloading: it loads once")),
+    QVERIFY2(summary.contains(QLatin1String(", once its files are downloaded (the Downloads page")),
              qPrintable(summary));
   }
 
