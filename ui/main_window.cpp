@@ -155,6 +155,10 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
   live_->setMinimumWidth(250);
   live_->setMinimumHeight(560);
   live_scroll->setWidget(live_);
+  // The dock no narrower than the panel and its scroll bar: narrower, with the panel kept at
+  // its width, its right edge was cut off (a 1024 x 640 screen).
+  live_scroll->setMinimumWidth(live_->minimumWidth() +
+                               live_scroll->style()->pixelMetric(QStyle::PM_ScrollBarExtent));
   live_dock_->setWidget(live_scroll);
   addDockWidget(Qt::RightDockWidgetArea, live_dock_);
   connect(engine_, &EngineHost::throughputSample, throughput_, &ThroughputChart::addSample);

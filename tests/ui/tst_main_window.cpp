@@ -113,6 +113,23 @@ class TestMainWindow : public QObject {
     QCOMPARE(window.size(), QSize(1280, 800).boundedTo(room * 0.95));
   }
 
+  // In a narrow window (a 1024 x 640 screen's, and narrower) the live panel is whole: its
+  // dock is no narrower than the panel (it was, and the panel's right edge was cut off).
+  void theLivePanelIsWholeAtASmallSize() {
+    QSettings().clear();
+    MainWindow window;
+    window.resize(900, 600);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QWidget* live = window.livePanelWidget();
+    auto* scroll = qobject_cast<QScrollArea*>(live->parentWidget()->parentWidget());
+    QVERIFY(scroll != nullptr);
+    QTRY_VERIFY2(live->width() <= scroll->viewport()->width(),
+                 qPrintable(QStringLiteral("the panel is %1 wide in a view of %2")
+                                .arg(live->width())
+                                .arg(scroll->viewport()->width())));
+  }
+
   void settingsPersist() {
     {
       MainWindow window;
