@@ -315,7 +315,32 @@ void EngineWorker::runCompletion(const std::shared_ptr<serve::CompletionJob>& jo
     if (!completions_)
       completions_ =
           std::make_unique<serve::CompletionRunner>(*runner_, *tokenizer_, *template_, context_);
-    const serve::CompletionResult r = completions_->run(job->request, job->on_delta, &job->cancel);
+    // The live chart follows the server's replies as it follows the chat's: the decode rate
+    // every quarter second while a reply streams, and the prompt's rate at its end.
+    QElapsedTimer clock;
+    clock.start();
+    qint64 last_sample_ms = -1000, first_piece_ms = -1, pieces = 0;
+    const auto on_delta = [&](const serve::StreamDelta& d) {
+      ++pieces;
+      const qint64 now = clock.elapsed();
+      if (first_piece_ms < 0) first_piece_ms = now;
+      if (now - last_sample_ms >= 250 && now > first_piece_ms) {
+        last_sample_ms = now;
+        emit throughputSample(
+            (QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0, -1.0,
+            1000.0 * static_cast<double>(pieces - 1) / static_cast<double>(now - first_piece_ms));
+      }
+      if (job->on_delta) job->on_delta(d);
+    };
+    const serve::CompletionResult r = completions_->run(job->request, on_delta, &job->cancel);
+    const std::int64_t computed = r.prompt_tokens - r.cached_tokens;
+    emit throughputSample((QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0,
+                          computed >= kMeasuredPromptTokens && r.prompt_seconds > 0
+                              ? static_cast<double>(computed) / r.prompt_seconds
+                              : -1.0,
+                          r.completion_tokens > 1 && r.decode_seconds > 0
+                              ? static_cast<double>(r.completion_tokens - 1) / r.decode_seconds
+                              : -1.0);
     job->on_done(r, nullptr);
   } catch (const serve::RequestError& e) {
     job->on_done({}, &e);

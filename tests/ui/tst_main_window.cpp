@@ -405,6 +405,7 @@ class TestMainWindow : public QObject {
     const int port = window.server()->port();
     QVERIFY2(window.serverStatusText().contains(QStringLiteral("127.0.0.1:%1").arg(port)),
              qPrintable(window.serverStatusText()));
+    QCOMPARE(window.throughputChart()->sampleCount(), 0);
     auto reply = std::async(std::launch::async, [port] {
       tandem::test::HttpRequest r;
       r.method = "POST";
@@ -419,6 +420,9 @@ class TestMainWindow : public QObject {
     QCOMPARE(nlohmann::json::parse(a.body)["model"], nlohmann::json("demo-model"));
     QTRY_VERIFY2(window.serverStatusText().contains(QLatin1String("1 request")),
                  qPrintable(window.serverStatusText()));
+    // The live chart shows the server's reply as it shows the chat's.
+    QTRY_VERIFY(window.throughputChart()->sampleCount() > 0);
+    QVERIFY(window.throughputChart()->maxDecodeTokensPerSecond() > 0);
     // The chat goes on beside it, on the same model.
     window.chatPage()->newConversation();
     button->click();
