@@ -43,8 +43,23 @@ namespace {
 
 enum StackPage { kNoModel = 0, kConversation = 1 };
 
+// A conversation's title from its first message: the words outside code blocks, without a
+// heading's marks (a title of "Fix this ```python def f(…" says less than "Fix this"); a message
+// that is all code is named by its code, without the fences.
 QString titleFrom(const QString& text) {
-  QString t = text.simplified();
+  QString prose, code;
+  bool in_code = false;
+  for (const QString& line : text.split(QLatin1Char('\n'))) {
+    if (line.trimmed().startsWith(QLatin1String("```"))) {
+      in_code = !in_code;
+      continue;
+    }
+    (in_code ? code : prose) += line + QLatin1Char(' ');
+  }
+  QString t = prose.simplified();
+  static const QRegularExpression heading(QStringLiteral("^#+\\s+"));
+  t.remove(heading);
+  if (t.isEmpty()) t = code.simplified();
   if (t.size() > 48) t = t.left(47) + QStringLiteral("…");
   return t.isEmpty() ? QObject::tr("New chat") : t;
 }

@@ -605,6 +605,31 @@ class TestChatWindow : public QObject {
     saveScreenshot(window, QStringLiteral("chat-markdown"));
   }
 
+  // A conversation is named by its first message's words, not its code or heading marks.
+  void aTitleLeavesOutCode() {
+    MainWindow window(nullptr, dir_.path() + "/titles.sqlite");
+    window.show();
+    window.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    ChatPage* chat = window.chatPage();
+    const QList<QPair<QString, QString>> cases = {
+        {QStringLiteral("Fix this:\n```python\nprint(1\n```\nplease"),
+         QStringLiteral("Fix this: please")},
+        {QStringLiteral("# Plan\nA trip to Oslo"), QStringLiteral("Plan A trip to Oslo")},
+        {QStringLiteral("```\nls -la\n```"), QStringLiteral("ls -la")}};
+    for (const auto& [message, title] : cases) {
+      chat->newConversation();
+      QSignalSpy finished(window.engine(), &EngineHost::turnFinished);
+      chat->composer()->setPlainText(message);
+      chat->send();
+      QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 20000);
+      QStringList titles;
+      for (int r = 0; r < chat->filteredConversations()->rowCount(); ++r)
+        titles << chat->filteredConversations()->index(r, 0).data().toString();
+      QVERIFY2(titles.contains(title), qPrintable(titles.join(QLatin1String(" | "))));
+    }
+  }
+
   // A first message, sent before any conversation exists, is generated with the defaults
   // (not the form's minimums) and those are what the new conversation saves.
   void firstChatHasTheDefaultSettings() {
