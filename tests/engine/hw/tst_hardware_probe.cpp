@@ -213,8 +213,25 @@ class TestHardwareProbe : public QObject {
     bool said = false;
     for (const hw::Finding& f : r.findings) {
       said = said || (f.topic == "gpu" && f.headline == "No GPU: everything runs on the CPU");
+      // RAM's finding speaks of no GPU it does not have.
+      if (f.topic == "memory")
+        QVERIFY2(f.detail.rfind("Without a GPU the whole model is kept in RAM", 0) == 0,
+                 f.detail.c_str());
     }
     QVERIFY(said);
+    // With a usable GPU it says what the GPU leaves to RAM.
+    hw::HardwareReport with_gpu = r;
+    kernels::cuda::DeviceInfo d;
+    d.name = "NVIDIA H200";
+    d.usable = true;
+    d.total_bytes = d.free_bytes = std::uint64_t{140} << 30;
+    with_gpu.gpus.devices = {d};
+    bool on_gpu = false;
+    for (const hw::Finding& f : hw::explain(with_gpu))
+      on_gpu =
+          on_gpu || (f.topic == "memory" &&
+                     f.detail.find("do not fit on the GPU are kept in RAM") != std::string::npos);
+    QVERIFY(on_gpu);
     const json j = hw::to_json(r);
     QVERIFY(j["gpus"]["devices"].empty());
     QVERIFY(j["gpus"]["reason"].is_string());
