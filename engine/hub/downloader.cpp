@@ -190,7 +190,7 @@ void Downloader::fetch(Slot& slot) {
   fs::create_directories(final_path.parent_path(), ec);
   if (ec) throw_write_error(final_path.parent_path(), ec.value());
 
-  const FailureContext context{&options_.hub, plan_.repo, file.path};
+  const FailureContext context{&options_.hub, plan_.repo, file.path, /*download=*/true};
   const DigestKind digest_kind = file.is_lfs() ? DigestKind::Sha256 : DigestKind::GitBlobSha1;
   const std::string expected = file.is_lfs() ? file.sha256 : file.git_oid;
   const bool verifiable = expected.size() == (file.is_lfs() ? 64u : 40u);

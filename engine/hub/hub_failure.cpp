@@ -13,6 +13,14 @@
 #include "engine/log/log.h"
 
 namespace tandem::hub {
+namespace {
+
+// How a sentence about a failed transfer ends.
+std::string_view retries(const FailureContext& c) {
+  return c.download ? ", and a download resumes where it stopped." : ".";
+}
+
+}  // namespace
 
 HubError describe_failure(const HttpAnswer& answer, const FailureContext& c) {
   const HubConfig& hub = *c.hub;
@@ -22,8 +30,8 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& c) {
     return HubError(
         HubErrorKind::Stalled,
         fmt::format("The transfer of {} stalled: no data arrived for {} s. Check the network "
-                    "connection. Tandem retries, and a download resumes where it stopped.",
-                    c.what, hub.stall_timeout_s),
+                    "connection. Tandem retries{}",
+                    c.what, hub.stall_timeout_s, retries(c)),
         fmt::format("no data for {} s", hub.stall_timeout_s));
   }
   if (answer.failure == Failure::Certificate) {
@@ -40,8 +48,8 @@ HubError describe_failure(const HttpAnswer& answer, const FailureContext& c) {
         HubErrorKind::Network,
         fmt::format("The connection to {} failed while fetching {} ({}). Check the network "
                     "connection and proxy settings (https_proxy), or use a mirror "
-                    "(HF_ENDPOINT). Tandem retries, and a download resumes where it stopped.",
-                    hub.endpoint, c.what, answer.network_error),
+                    "(HF_ENDPOINT). Tandem retries{}",
+                    hub.endpoint, c.what, answer.network_error, retries(c)),
         answer.network_error);
   }
   const std::string code = answer.header("x-error-code");

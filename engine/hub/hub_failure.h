@@ -17,6 +17,9 @@ struct FailureContext {
   const HubConfig* hub = nullptr;
   std::string repo;
   std::string what;  // "the file list of ORG/NAME", "model.safetensors"
+  // Part of a download, which resumes where it stopped (the sentences say so); not a search
+  // or a look at one file.
+  bool download = false;
 };
 
 // A GET of `url` from the Hub as every Hub request makes it: the token's headers, the

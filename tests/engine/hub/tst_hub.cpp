@@ -253,6 +253,20 @@ class TestHub : public QObject {
         parse_model_search(R"([{"modelId": "a/b"}, 7, {"id": 3}, {"id": "c/d", "downloads": 5}])")
             .size(),
         std::size_t{2});
+    // Offline, the sentence says the search is retried, and nothing of a download resuming.
+    HubConfig offline = fast_hub(*server_);
+    offline.endpoint = "http://127.0.0.1:1";
+    try {
+      search_models(offline, "tiny");
+      QFAIL("an unreachable endpoint answered");
+    } catch (const HubError& e) {
+      QCOMPARE(e.kind(), HubErrorKind::Network);
+      const std::string said = e.what();
+      QVERIFY2(said.find("the models matching \"tiny\"") != std::string::npos &&
+                   said.find("Tandem retries.") != std::string::npos &&
+                   said.find("download") == std::string::npos,
+               said.c_str());
+    }
   }
 
   void retryWaitsDoubleUpToTheCap() {
