@@ -181,6 +181,9 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
                                    : tr("\nSettings from the profile %1").arg(info.profile)));
     accelerator_in_use_ = info.accelerator;
     showAcceleratorStatus();
+    // The last reply's rate and context were another model's (its context another size).
+    speed_status_->clear();
+    context_bar_->setVisible(false);
     QSettings().setValue(kModelKey, info.folder);
     live_->setModel(info);
     system_->setActiveAccelerator(info.accelerator, info.placement_note);

@@ -472,12 +472,25 @@ class TestChatWindow : public QObject {
                  names.contains(QStringLiteral("Open a Model Folder…")),
              qPrintable(names.join(QStringLiteral(", "))));
     QCOMPARE(picker->currentData().toString(), window.engine()->model().folder);
+    // A reply's rate and context in the status bar, then another model: they were this one's.
+    QSignalSpy finished(window.engine(), &EngineHost::turnFinished);
+    window.chatPage()->newConversation();
+    window.chatPage()->composer()->setPlainText(QStringLiteral("Hi"));
+    window.chatPage()->send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 20000);
+    QTRY_VERIFY(window.statusSummary().contains(QLatin1String("tokens/s")));
+    QVERIFY(
+        window.statusSummary().contains(QRegularExpression(QStringLiteral("context \\d+ / \\d+"))));
     const int tiny = picker->findData(copy);
     QVERIFY(tiny >= 0);
     picker->setCurrentIndex(tiny);
     emit picker->activated(tiny);
     QTRY_COMPARE_WITH_TIMEOUT(window.engine()->model().folder, copy, 20000);
     QTRY_COMPARE(picker->currentData().toString(), copy);
+    static const QRegularExpression gauge(QStringLiteral("context \\d+ / \\d+"));
+    QVERIFY2(!window.statusSummary().contains(QLatin1String("tokens/s")) &&
+                 !window.statusSummary().contains(gauge),
+             qPrintable(window.statusSummary()));
     QCOMPARE(QSettings().value(QStringLiteral("model/recent")).toStringList().value(0), copy);
     QSettings().remove(QStringLiteral("paths/models"));
     QSettings().remove(QStringLiteral("model/recent"));
