@@ -71,6 +71,15 @@ RepositoryRow repository_row(QWizard& w) {
           page->findChild<QLabel*>(QStringLiteral("problem"))};
 }
 
+// Chooses the catalog's row of `name` on the model page.
+void chooseCatalogModel(QWizard& w, const QString& name) {
+  auto* list = w.currentPage()->findChild<QTreeView*>();
+  for (int r = 0; r < list->model()->rowCount(); ++r) {
+    if (list->model()->index(r, 0).data().toString() == name)
+      list->setCurrentIndex(list->model()->index(r, 0));
+  }
+}
+
 void shot(QWizard& w, const QString& name) {
   const QString dir = qEnvironmentVariable("TANDEM_SCREENSHOT_DIR");
   if (dir.isEmpty()) return;
@@ -294,11 +303,7 @@ class TestSetupWizard : public QObject {
     w.show();
     w.next();
     w.next();
-    auto* list = w.currentPage()->findChild<QTreeView*>();
-    for (int r = 0; r < list->model()->rowCount(); ++r) {
-      if (list->model()->index(r, 0).data().toString() == QLatin1String("gpt-oss-20b"))
-        list->setCurrentIndex(list->model()->index(r, 0));
-    }
+    chooseCatalogModel(w, QStringLiteral("gpt-oss-20b"));
     QCOMPARE(w.choices().catalog_id, QStringLiteral("gpt-oss-20b"));
     w.next();
     QCOMPARE(w.currentId(), int(SetupWizard::Download));
@@ -319,11 +324,7 @@ class TestSetupWizard : public QObject {
     w.show();
     w.next();
     w.next();
-    auto* list = w.currentPage()->findChild<QTreeView*>();
-    for (int r = 0; r < list->model()->rowCount(); ++r) {
-      if (list->model()->index(r, 0).data().toString() == QLatin1String("Kimi-K2-Instruct"))
-        list->setCurrentIndex(list->model()->index(r, 0));
-    }
+    chooseCatalogModel(w, QStringLiteral("Kimi-K2-Instruct"));
     QCOMPARE(w.choices().catalog_id, QStringLiteral("kimi-k2-instruct"));
     w.next();
     QCOMPARE(w.currentId(), int(SetupWizard::Download));
