@@ -109,6 +109,7 @@ strip -o "$work/runtime" "$build/packaging/tandem-appimage-runtime"
 
 mksquashfs "$appdir" "$work/image.squashfs" -root-owned -noappend -comp zstd -Xcompression-level 19 \
   -quiet > /dev/null
+mkdir -p "$out"
 image="$out/Tandem-$version-x86_64.AppImage"
 cat "$work/runtime" "$work/image.squashfs" > "$image.part"
 chmod +x "$image.part"
