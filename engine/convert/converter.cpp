@@ -293,7 +293,7 @@ Plan make_plan(const ConvertOptions& o) {
     const std::string& name = name_of_data.at(m.matrix->data);
     if (!packed_names.insert(name).second) continue;
     const kernels::PackedFormat format = model::packed_format_for(
-        cpu_format(o.method), m.role, p.spec.num_experts > 0, o.dense_bf16);
+        cpu_format(o.method), m.role, p.spec.num_experts > 0, o.dense_bf16, m.down);
     Unit& unit = m.layer < 0 ? head : layers[static_cast<std::size_t>(m.layer)];
     const model::TensorRef* source = p.checkpoint->find(name);
     const std::uint64_t source_bytes = tensor_bytes(*source);

@@ -143,14 +143,14 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w) {
   std::vector<PackableMatrix> out;
   int layer = 0;
   MatrixRole role = MatrixRole::Attention;
-  auto add = [&](kernels::WeightMatrix& m, SliceAxis axis = SliceAxis::Rows) {
-    if (m.data != nullptr) out.push_back({layer, role, &m, axis});
+  auto add = [&](kernels::WeightMatrix& m, SliceAxis axis = SliceAxis::Rows, bool down = false) {
+    if (m.data != nullptr) out.push_back({layer, role, &m, axis, down});
   };
   auto add_ffn = [&](model::FeedForwardWeights& f, MatrixRole ffn_role = MatrixRole::FeedForward) {
     role = ffn_role;
     add(f.gate);
     add(f.up);
-    add(f.down, SliceAxis::Columns);
+    add(f.down, SliceAxis::Columns, /*down=*/true);
   };
   for (model::LayerWeights& l : w.layers) {
     model::AttentionWeights& a = l.attention;
@@ -183,13 +183,15 @@ std::string mxfp4_refusal(const ModelSpec& spec) {
 }
 
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
-                                        bool dense_bf16) {
+                                        bool dense_bf16, bool ffn_down) {
   const bool expert_like =
       role == MatrixRole::Expert || (role == MatrixRole::FeedForward && !has_experts);
   if (dense_bf16 && !expert_like) return kernels::PackedFormat::Bf16;
   switch (format) {
     case CpuFormat::Int4:
-      return expert_like ? kernels::PackedFormat::Int4 : kernels::PackedFormat::Int8;
+      return expert_like && !(role == MatrixRole::FeedForward && ffn_down)
+                 ? kernels::PackedFormat::Int4
+                 : kernels::PackedFormat::Int8;
     case CpuFormat::Mxfp4:
       return role == MatrixRole::Expert ? kernels::PackedFormat::Mxfp4
                                         : kernels::PackedFormat::Int8;
@@ -389,7 +391,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
       if (sliced && p.role == MatrixRole::Expert) continue;
       targets.push_back(p.matrix);
       formats.push_back(
-          packed_format_for(format, p.role, m->spec_.num_experts > 0, options.dense_bf16));
+          packed_format_for(format, p.role, m->spec_.num_experts > 0, options.dense_bf16, p.down));
     }
     m->packed_.resize(targets.size());
     StageProgress packing(m->on_progress_, "packing the weights", targets.size());

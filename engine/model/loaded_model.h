@@ -74,18 +74,23 @@ struct PackableMatrix {
   kernels::WeightMatrix* matrix = nullptr;
   // Routed experts: how the matrix is cut for several pools (gate, up: rows; down: columns).
   SliceAxis slice_axis = SliceAxis::Rows;
+  bool down = false;  // an FFN's down projection (routed, shared or dense)
 };
 std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w);
 
 // The packed format of a matrix for a CPU format. INT4 is the format of the routed experts
 // (nearly all the bytes of an MoE model, each read by few tokens) and, in a model without
-// experts, of the FFNs; attention, shared experts, dense layers and the output head, read by
-// every token, stay INT8, as 4-bit schemes elsewhere keep their sensitive tensors at higher
-// precision. With `dense_bf16`, those matrices every token reads are BF16 instead (the
-// experts keep `format`): for models whose attention is sensitive to INT8, such as the MLA
-// of DeepSeek-V3. Not for CpuFormat::Native.
+// experts, of the FFNs' gate and up projections; attention, shared experts, dense layers, the
+// output head and a model without experts' down projections stay INT8, as 4-bit schemes
+// elsewhere keep their sensitive tensors at higher precision (the downs: on SmolLM2-135M with
+// its weights off the 4-bit grid, KL 0.17 -> 0.08; docs/benchmarks.md, "INT8 and INT4 on
+// weights off the grid"). A model without experts is small, and the plan already counts its
+// FFNs at 8 bits; the routed experts' downs stay INT4, whose memory is what INT4 is chosen
+// for. With `dense_bf16`, the matrices every token reads are BF16 instead (the experts keep
+// `format`): for models whose attention is sensitive to INT8, such as the MLA of
+// DeepSeek-V3. Not for CpuFormat::Native.
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
-                                        bool dense_bf16 = false);
+                                        bool dense_bf16 = false, bool ffn_down = false);
 // Empty when CpuFormat::Mxfp4 (and Method::Mxfp4) applies to the model: its routed experts
 // are stored as MXFP4; otherwise the sentence saying why not and what to use.
 std::string mxfp4_refusal(const ModelSpec& spec);

@@ -601,6 +601,34 @@ class TestConverter : public QObject {
     QVERIFY2(dense < all_int8 / 2, qPrintable(QStringLiteral("%1 vs %2").arg(dense).arg(all_int8)));
   }
 
+  // A model without experts packed to INT4: the FFNs' gate and up in INT4, their downs (the
+  // sensitive ones) in INT8 with attention and the head; routed experts' downs stay INT4
+  // (manifestDescribesEveryPackedTensor).
+  void aDenseModelsDownsStayInt8() {
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString() + "/converted";
+    convert_to(fixture("llama"), out, model::Method::Int4);
+    const model::Manifest m = model::read_manifest(out);
+    int int4 = 0, downs = 0;
+    for (const auto& [name, t] : m.tensors) {
+      const bool gate_or_up = name.find("mlp.gate_proj") != std::string::npos ||
+                              name.find("mlp.up_proj") != std::string::npos;
+      downs += name.find("mlp.down_proj") != std::string::npos;
+      QVERIFY2(t.format == (gate_or_up ? kernels::PackedFormat::Int4 : kernels::PackedFormat::Int8),
+               name.c_str());
+      int4 += gate_or_up;
+    }
+    QVERIFY(int4 > 0 && downs > 0);
+    // Loaded from the checkpoint with --cpu-format int4, the same.
+    model::LoadOptions load;
+    load.cpu_format = model::CpuFormat::Int4;
+    const auto packed = model::LoadedModel::load(fixture("llama"), load);
+    const auto& layer = packed->weights().layers.at(0).dense;
+    QCOMPARE(layer.gate.packed->format, kernels::PackedFormat::Int4);
+    QCOMPARE(layer.up.packed->format, kernels::PackedFormat::Int4);
+    QCOMPARE(layer.down.packed->format, kernels::PackedFormat::Int8);
+  }
+
   void manifestDescribesEveryPackedTensor() {
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/converted";
