@@ -98,20 +98,6 @@ struct Plan {
   std::uint64_t output_bytes = 0;
 };
 
-model::CpuFormat cpu_format(model::Method m) {
-  switch (m) {
-    case Method::Int8:
-      return model::CpuFormat::Int8;
-    case Method::Int4:
-      return model::CpuFormat::Int4;
-    case Method::Bf16:
-      return model::CpuFormat::Bf16;
-    case Method::Mxfp4:
-      return model::CpuFormat::Mxfp4;
-  }
-  return model::CpuFormat::Int8;
-}
-
 std::uint64_t tensor_bytes(const model::TensorRef& r) {
   return r.info->end - r.info->begin;
 }
@@ -150,7 +136,7 @@ int checked_pools(const ConvertOptions& o, const Plan& p) {
       std::any_of(p.weights.layers.begin(), p.weights.layers.end(),
                   [](const model::LayerWeights& l) { return l.moe && !l.experts.experts.empty(); });
   const kernels::PackedFormat expert_format =
-      model::packed_format_for(cpu_format(o.method), model::MatrixRole::Expert, experts);
+      model::packed_format_for(model::cpu_format_of(o.method), model::MatrixRole::Expert, experts);
   const std::int64_t int4_group = model::scale_group(expert_format, p.group);
   const std::int64_t width = p.spec.moe_intermediate_size;
   if (o.pools > 0) {
@@ -293,7 +279,7 @@ Plan make_plan(const ConvertOptions& o) {
     const std::string& name = name_of_data.at(m.matrix->data);
     if (!packed_names.insert(name).second) continue;
     const kernels::PackedFormat format = model::packed_format_for(
-        cpu_format(o.method), m.role, p.spec.num_experts > 0, o.dense_bf16, m.down);
+        model::cpu_format_of(o.method), m.role, p.spec.num_experts > 0, o.dense_bf16, m.down);
     Unit& unit = m.layer < 0 ? head : layers[static_cast<std::size_t>(m.layer)];
     const model::TensorRef* source = p.checkpoint->find(name);
     const std::uint64_t source_bytes = tensor_bytes(*source);

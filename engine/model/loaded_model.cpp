@@ -24,21 +24,6 @@
 namespace tandem::model {
 namespace {
 
-// The CPU format a converted folder's method packs.
-CpuFormat cpu_format_of(model::Method method) {
-  switch (method) {
-    case model::Method::Int8:
-      return CpuFormat::Int8;
-    case model::Method::Int4:
-      return CpuFormat::Int4;
-    case model::Method::Mxfp4:
-      return CpuFormat::Mxfp4;
-    case model::Method::Bf16:
-      break;
-  }
-  return CpuFormat::Bf16;
-}
-
 std::uint64_t matrix_bytes(const kernels::WeightMatrix& m) {
   if (m.data == nullptr) return 0;
   if (m.packed != nullptr) return kernels::packed_matrix_bytes(*m.packed);
@@ -180,6 +165,20 @@ std::string mxfp4_refusal(const ModelSpec& spec) {
                "model's experts are not stored so; use int4 (or int8) instead."
              : "the mxfp4 format is for routed experts stored as MXFP4, and this model has "
                "none; use int4 (or int8) instead.";
+}
+
+CpuFormat cpu_format_of(Method method) {
+  switch (method) {
+    case Method::Int8:
+      return CpuFormat::Int8;
+    case Method::Int4:
+      return CpuFormat::Int4;
+    case Method::Mxfp4:
+      return CpuFormat::Mxfp4;
+    case Method::Bf16:
+      break;
+  }
+  return CpuFormat::Bf16;
 }
 
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,

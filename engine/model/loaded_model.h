@@ -9,6 +9,7 @@
 #include "engine/hw/binding.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/expert_slicing.h"
+#include "engine/model/manifest.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
 #include "kernels/cpu/onednn_matmul.h"
@@ -23,6 +24,8 @@ namespace tandem::model {
 enum class CpuFormat { Native, Int8, Int4, Bf16, Mxfp4 };
 std::string_view cpu_format_name(CpuFormat f);
 bool parse_cpu_format(std::string_view name, CpuFormat& out);
+// The CPU format a conversion method packs (a converted folder runs in it).
+CpuFormat cpu_format_of(Method method);
 
 // Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
 // output head). Auto: our kernels, whose activations have a scale per group of 32 columns;
