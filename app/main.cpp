@@ -1,7 +1,6 @@
 // The tandem executable: the desktop app by default, sub-commands for headless use.
 // It parses arguments and wires the libraries together; all logic lives in them.
 #include <malloc.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <QCoreApplication>
@@ -26,6 +25,7 @@
 #include "app/run_command.h"
 #include "app/serve_command.h"
 #include "app/tokenize_command.h"
+#include "engine/files/whole_file.h"
 #include "engine/generate/sampler.h"
 #include "engine/log/log.h"
 #include "engine/model/demo_model.h"
@@ -727,11 +727,10 @@ int main(int argc, char** argv) {
                    "at a vocabulary of 150k)")
       ->check(CLI::Validator(
           [](std::string& path) -> std::string {
-            const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
-            std::error_code ec;
-            if (!std::filesystem::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
-              return parent.string() + " is not a folder that can be written";
-            return {};
+            return tandem::files::folder_writable_for(path)
+                       ? std::string()
+                       : std::filesystem::absolute(path).parent_path().string() +
+                             " is not a folder that can be written";
           },
           "FILE"));
   perplexity_cmd

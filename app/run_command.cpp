@@ -1,12 +1,10 @@
 #include "app/run_command.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -57,16 +55,13 @@ int run_generate(const RunOptions& o) {
     return 2;
   }
 
-  if (!o.dump_logits.empty()) {  // said before the model loads, not after the run
-    const std::filesystem::path folder = std::filesystem::absolute(o.dump_logits).parent_path();
-    std::error_code ec;
-    if (!std::filesystem::is_directory(folder, ec) || ::access(folder.c_str(), W_OK) != 0) {
-      std::fprintf(stderr,
-                   "tandem: --dump-logits %s cannot be written; check the folder exists and is "
-                   "writable.\n",
-                   o.dump_logits.c_str());
-      return 2;
-    }
+  // Said before the model loads, not after the run.
+  if (!o.dump_logits.empty() && !files::folder_writable_for(o.dump_logits)) {
+    std::fprintf(stderr,
+                 "tandem: --dump-logits %s cannot be written; check the folder exists and is "
+                 "writable.\n",
+                 o.dump_logits.c_str());
+    return 2;
   }
 
   forward::RunSettings settings;

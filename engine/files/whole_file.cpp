@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 namespace tandem::files {
 
@@ -18,6 +20,12 @@ std::string write_failure_words(int error_number) {
            "file)";
   }
   return std::string(std::strerror(error_number)) + "; check the disk and the folder";
+}
+
+bool folder_writable_for(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path folder = std::filesystem::absolute(path, ec).parent_path();
+  return !ec && std::filesystem::is_directory(folder, ec) && ::access(folder.c_str(), W_OK) == 0;
 }
 
 std::string write_whole_file(const std::string& path, std::string_view bytes, bool executable) {

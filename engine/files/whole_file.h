@@ -15,6 +15,10 @@ namespace tandem::files {
 std::string write_whole_file(const std::string& path, std::string_view bytes,
                              bool executable = false);
 
+// Whether the folder a file at `path` goes into exists and may be written: asked before a
+// long run whose result would otherwise be lost at its end.
+bool folder_writable_for(const std::string& path);
+
 // The words for a write that failed with `error_number` (errno), with what to do: a full disk,
 // a file too large for the file system or for ulimit -f, or the system's own words.
 std::string write_failure_words(int error_number);
