@@ -150,24 +150,22 @@ std::vector<Finding> explain(const HardwareReport& report) {
                  fmt::format("{} CPU threads recommended", rec.cpu_threads.value),
                  rec.cpu_threads.reason});
 
-  const bool any_usable_gpu = std::any_of(report.gpus.devices.begin(), report.gpus.devices.end(),
-                                          [](const GpuDevice& d) { return d.usable; });
+  const auto& g = report.gpus;
+  const auto usable_gpus = std::count_if(g.devices.begin(), g.devices.end(),
+                                         [](const GpuDevice& d) { return d.usable; });
   if (report.memory.error.empty()) {
     out.push_back({"memory", FindingLevel::Info,
                    fmt::format("{} of RAM, {} available", format_bytes(report.memory.total_bytes),
                                format_bytes(report.memory.available_bytes)),
-                   any_usable_gpu ? "Experts that do not fit on the GPU are kept in RAM; the "
-                                    "planner sizes models against the available amount."
-                                  : "Without a GPU the whole model is kept in RAM; the planner "
-                                    "sizes models against the available amount."});
+                   usable_gpus > 0 ? "Experts that do not fit on the GPU are kept in RAM; the "
+                                     "planner sizes models against the available amount."
+                                   : "Without a GPU the whole model is kept in RAM; the planner "
+                                     "sizes models against the available amount."});
   } else {
     out.push_back(
         {"memory", FindingLevel::Warning, "RAM could not be measured", report.memory.error});
   }
 
-  const auto& g = report.gpus;
-  const auto usable_gpus = std::count_if(g.devices.begin(), g.devices.end(),
-                                         [](const GpuDevice& d) { return d.usable; });
   if (usable_gpus > 0) {
     for (const GpuDevice& d : g.devices) {
       if (!d.usable) continue;
