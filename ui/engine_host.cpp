@@ -24,6 +24,27 @@ namespace {
 // Prompts shorter than this are not plotted: their rate is mostly timer noise.
 constexpr qint64 kMeasuredPromptTokens = 32;
 
+// A reply's decode rate as it streams, for the live chart (the chat's turns and the local
+// server's replies alike): at most one sample a quarter second, the pieces after the first
+// over the time since it.
+class StreamRate {
+ public:
+  StreamRate() { clock_.start(); }
+  // Counts one piece; the rate to plot now, or below zero when it is not yet time to.
+  double piece() {
+    ++pieces_;
+    const qint64 now = clock_.elapsed();
+    if (first_ms_ < 0) first_ms_ = now;
+    if (now - last_ms_ < 250 || now <= first_ms_) return -1.0;
+    last_ms_ = now;
+    return 1000.0 * static_cast<double>(pieces_ - 1) / static_cast<double>(now - first_ms_);
+  }
+
+ private:
+  QElapsedTimer clock_;
+  qint64 last_ms_ = -1000, first_ms_ = -1, pieces_ = 0;
+};
+
 std::vector<generate::ChatMessage> toEngine(const QVector<StoredMessage>& messages) {
   std::vector<generate::ChatMessage> out;
   for (const StoredMessage& m : messages)
@@ -174,24 +195,12 @@ void EngineWorker::runTurn(const TurnRequest& request) {
   session_->set_settings(settings);
   session_->set_messages(toEngine(request.history));
 
-  QElapsedTimer clock;
-  clock.start();
-  qint64 last_sample_ms = -1000;
-  qint64 pieces = 0;
-  qint64 first_piece_ms = -1;
+  StreamRate rate;
   auto on_delta = [&](const generate::ThinkingDelta& d) {
-    ++pieces;
-    const qint64 now = clock.elapsed();
-    if (first_piece_ms < 0) first_piece_ms = now;
+    const double decode = rate.piece();
     emit turnDelta(request.id, QString::fromStdString(d.answer),
                    QString::fromStdString(d.thinking));
-    if (now - last_sample_ms >= 250 && now > first_piece_ms) {
-      last_sample_ms = now;
-      const double seconds = (QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0;
-      emit throughputSample(
-          seconds, -1.0,
-          1000.0 * static_cast<double>(pieces - 1) / static_cast<double>(now - first_piece_ms));
-    }
+    if (decode >= 0) emit throughputSample(secondsSinceLoad(), -1.0, decode);
   };
   active_.store(session_.get());
   active_turn_.store(request.id);
@@ -219,7 +228,7 @@ void EngineWorker::runTurn(const TurnRequest& request) {
     outcome.decode_tokens_per_s = r.stats.decode_tokens_per_s();
     outcome.first_token_seconds = r.first_token_seconds;
     outcome.dropped_turns = r.dropped_turns;
-    const double seconds = (QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0;
+    const double seconds = secondsSinceLoad();
     // A prompt of a few tokens takes too little time to give a meaningful rate.
     emit throughputSample(
         seconds,
@@ -299,6 +308,10 @@ quint64 EngineHost::startTurn(TurnRequest request) {
   return request.id;
 }
 
+double EngineWorker::secondsSinceLoad() const {
+  return static_cast<double>(QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0;
+}
+
 void EngineWorker::runCompletion(const std::shared_ptr<serve::CompletionJob>& job) {
   if (job->cancel.load()) {  // the client left while it waited
     serve::CompletionResult gone;
@@ -317,24 +330,15 @@ void EngineWorker::runCompletion(const std::shared_ptr<serve::CompletionJob>& jo
           std::make_unique<serve::CompletionRunner>(*runner_, *tokenizer_, *template_, context_);
     // The live chart follows the server's replies as it follows the chat's: the decode rate
     // every quarter second while a reply streams, and the prompt's rate at its end.
-    QElapsedTimer clock;
-    clock.start();
-    qint64 last_sample_ms = -1000, first_piece_ms = -1, pieces = 0;
+    StreamRate rate;
     const auto on_delta = [&](const serve::StreamDelta& d) {
-      ++pieces;
-      const qint64 now = clock.elapsed();
-      if (first_piece_ms < 0) first_piece_ms = now;
-      if (now - last_sample_ms >= 250 && now > first_piece_ms) {
-        last_sample_ms = now;
-        emit throughputSample(
-            (QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0, -1.0,
-            1000.0 * static_cast<double>(pieces - 1) / static_cast<double>(now - first_piece_ms));
-      }
+      if (const double decode = rate.piece(); decode >= 0)
+        emit throughputSample(secondsSinceLoad(), -1.0, decode);
       if (job->on_delta) job->on_delta(d);
     };
     const serve::CompletionResult r = completions_->run(job->request, on_delta, &job->cancel);
     const std::int64_t computed = r.prompt_tokens - r.cached_tokens;
-    emit throughputSample((QDateTime::currentMSecsSinceEpoch() - started_ms_) / 1000.0,
+    emit throughputSample(secondsSinceLoad(),
                           computed >= kMeasuredPromptTokens && r.prompt_seconds > 0
                               ? static_cast<double>(computed) / r.prompt_seconds
                               : -1.0,

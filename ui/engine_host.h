@@ -133,6 +133,8 @@ class EngineWorker : public QObject {
   std::atomic<quint64> active_turn_{0};
   std::atomic<quint64> stop_through_{0};  // turns with ids up to this one are to stop
   qint64 started_ms_ = 0;
+  // The live chart's clock: seconds since the model was loaded.
+  double secondsSinceLoad() const;
 };
 
 // Also lends the loaded model to the local server (serve::CompletionPort): its requests run
