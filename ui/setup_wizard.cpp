@@ -26,6 +26,7 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <QWizardPage>
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -80,32 +81,33 @@ struct Verdicts {
   QColor color;
 };
 Verdicts verdicts_for(const hw::HardwareReport& hw, const plan::ModelShape& shape) {
-  QStringList per_format;
-  int best = 2;  // 0 fits, 1 fits with changes, 2 does not fit
+  // Per format, in the order the qualities pick them, the best any plan gives it: 0 fits,
+  // 1 fits with changes (2, does not fit, names no format).
+  QList<QPair<QString, int>> formats;
+  int best = 2;
   for (plan::Quality quality :
        {plan::Quality::Quality, plan::Quality::Balanced, plan::Quality::Speed}) {
     const plan::Plan p = plan::make_plan(hw, shape, {8192, quality, {}});
-    const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
     const bool other_changes = static_cast<int>(p.changes.size()) > p.cpu_format_changes;
     const int level = p.verdict == plan::Verdict::DoesNotFit ? 2 : other_changes ? 1 : 0;
     best = std::min(best, level);
-    per_format << (level == 0   ? SetupWizard::tr("%1 fits").arg(fmt)
-                   : level == 1 ? SetupWizard::tr("%1 fits with changes").arg(fmt)
-                                : SetupWizard::tr("does not fit"));
+    if (level == 2) continue;
+    const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
+    auto seen = std::find_if(formats.begin(), formats.end(),
+                             [&](const QPair<QString, int>& f) { return f.first == fmt; });
+    if (seen == formats.end())
+      formats.append({fmt, level});
+    else
+      seen->second = std::min(seen->second, level);
   }
-  per_format.removeDuplicates();
-  // A format that fits as it is makes the same format "with changes" redundant.
-  for (int i = per_format.size() - 1; i >= 0; --i) {
-    const QString& v = per_format[i];
-    const QString suffix = SetupWizard::tr(" fits with changes");
-    if (v.endsWith(suffix) &&
-        per_format.contains(v.left(v.size() - suffix.size()) + SetupWizard::tr(" fits")))
-      per_format.removeAt(i);
-  }
-  if (best < 2) per_format.removeAll(SetupWizard::tr("does not fit"));
-  return {per_format.join(QStringLiteral(" · ")), QColor(best == 0   ? theme::colors().good
-                                                         : best == 1 ? theme::colors().warning
-                                                                     : theme::colors().error)};
+  QStringList text;
+  for (const auto& [fmt, level] : formats)
+    text << (level == 0 ? SetupWizard::tr("%1 fits") : SetupWizard::tr("%1 fits with changes"))
+                .arg(fmt);
+  return {text.isEmpty() ? SetupWizard::tr("does not fit") : text.join(QStringLiteral(" · ")),
+          QColor(best == 0   ? theme::colors().good
+                 : best == 1 ? theme::colors().warning
+                             : theme::colors().error)};
 }
 
 // What the model's files take: listed by the Hub, or estimated from the parameters.
