@@ -537,7 +537,8 @@ int main(int argc, char** argv) {
       ->required();
   convert_cmd
       ->add_option("--method", convert.method,
-                   "int8 (per-row scales), int4 (per-group scales), bf16, or mxfp4 (experts stored "
+                   "int8 (a scale per 32 columns), int4 (a scale and an offset per group), bf16, "
+                   "or mxfp4 (experts stored "
                    "as MXFP4 kept exactly: gpt-oss)")
       ->required();
   convert_cmd

@@ -505,9 +505,10 @@ std::string gguf_conversion_advice(const model::GgufSet& set, kernels::CpuVarian
                                        expert_bytes.empty() ? "Its weights are" : "Its experts are",
                                        mixed ? "mostly " : "", layout->name, bits);
   const double int4_bits = kernels::int4_bits_per_weight(kernels::kDefaultInt4Group);
-  const std::string int8_size = bits >= 12.0  ? "half their memory"
-                                : bits >= 7.5 ? "about their memory"
-                                              : fmt::format("{:.1f}x their memory", 8.0 / bits);
+  const std::string int8_size =
+      bits >= 12.0  ? "half their memory"
+      : bits >= 7.5 ? "about their memory"
+                    : fmt::format("{:.1f}x their memory", kernels::int8_bits_per_weight() / bits);
   // INT4's groups of 32 with a scale and an offset hold these blocks' 4-bit grids (up to the
   // FP16 rounding of Q4_K's scales); other formats it rounds again.
   const bool grid_kept = layout->name == "Q4_0" || layout->name == "Q4_1" || layout->name == "Q4_K";
@@ -731,9 +732,8 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
         const PackedItem& item = unit.packed[i];
         const kernels::PackedMatrix& p = packed[i - first];
         writer.write(p.bytes.data.get(), static_cast<std::size_t>(p.blocks) * p.block_bytes());
-        const std::vector<float>& scales =
-            kernels::nibble_format(p.format) ? p.group_scale : p.row_scale;
-        if (!scales.empty()) writer.write(scales.data(), scales.size() * sizeof(float));
+        if (!p.group_scale.empty())
+          writer.write(p.group_scale.data(), p.group_scale.size() * sizeof(float));
         // Mapped pages come back from the file when read again; heap memory (a tensor
         // derived at load) would not, nor would its neighbours'.
         if (item.last_of_source && !item.source->owned)

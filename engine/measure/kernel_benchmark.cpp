@@ -24,7 +24,6 @@ kernels::PackedMatrix copy_of(const kernels::PackedMatrix& m) {
   kernels::PackedMatrix c = kernels::packed_shape(m.rows, m.cols, m.format, m.group);
   c.bytes = kernels::AlignedBytes::allocate(m.bytes.size);
   std::memcpy(c.bytes.data.get(), m.bytes.data.get(), m.bytes.size);
-  c.row_scale = m.row_scale;
   c.group_scale = m.group_scale;
   return c;
 }

@@ -87,9 +87,8 @@ kernels::PackedMatrix ConvertedWeights::load_named(const std::string& name, std:
           checkpoint_.folder() + ": the scales of " + name +
           " are missing or the wrong size; the folder is damaged, convert the model again.");
     }
-    std::vector<float>& target = kernels::nibble_format(t.format) ? p.group_scale : p.row_scale;
-    target.resize(scales);
-    std::memcpy(target.data(), s->data(), scales * sizeof(float));
+    p.group_scale.resize(scales);
+    std::memcpy(p.group_scale.data(), s->data(), scales * sizeof(float));
   }
   return p;
 }

@@ -3,8 +3,8 @@
 // [i*I/N, (i+1)*I/N) and the down projection's columns of the same range, computes SiLU(gate)
 // * up and a partial down output for its slice, and the pools' partial outputs are summed.
 // Gate and up slices are exactly the rows of the whole matrices; a down slice is quantized
-// on its own (INT8: a scale per row of the slice; its activations: a scale per token of the
-// slice), so the sum differs from one pool's result by quantization noise only.
+// on its own (its activations: a scale per token and group of the slice), so the sum differs
+// from one pool's result by quantization noise only.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +59,9 @@ kernels::PackedMatrix slice_shape(std::int64_t rows, std::int64_t cols, SliceAxi
                                   std::int64_t int4_group);
 
 // The columns per scale a format's slices must keep whole: INT4's group, MXFP4's 32; 0 for
-// the formats with one scale per row.
+// BF16 and INT8 (a slice's INT8 groups start at its first column: INT8 rounds finely enough
+// that where its groups fall hardly matters, and more pool counts stay possible, as 8 for
+// GLM-4.5's 1408-wide experts).
 inline std::int64_t scale_group(kernels::PackedFormat format, std::int64_t int4_group) {
   return format == kernels::PackedFormat::Int4    ? int4_group
          : format == kernels::PackedFormat::Mxfp4 ? kernels::kMxfp4Group

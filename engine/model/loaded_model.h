@@ -18,7 +18,8 @@
 namespace tandem::model {
 
 // How the CPU computes with the weights: as stored (the fp32 reference path), or packed at
-// load time into INT8 (one scale per row), INT4 (one scale per row and group) or BF16 for
+// load time into INT8 (a scale per row and 32 columns), INT4 (a scale and an offset per row and
+// group) or BF16 for
 // the fast kernels. A folder written by `tandem convert` carries its packed weights.
 // Mxfp4: routed experts stored as MXFP4 (gpt-oss) stay so, exactly; the rest as for Int4.
 enum class CpuFormat { Native, Int8, Int4, Bf16, Mxfp4 };

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -125,19 +126,31 @@ Manifest read_manifest(const std::string& folder) {
       p.size = whole<std::uint64_t>(t, "size");
       p.scale_offset = whole<std::uint64_t>(t, "scale_offset");
       p.scale_size = whole<std::uint64_t>(t, "scale_size");
-      if (p.format == kernels::PackedFormat::Int4 &&
-          m.format_version < kFirstAsymmetricInt4Version) {
-        throw model::ModelError(
-            path +
-            ": its INT4 weights were written by an earlier Tandem, with one symmetric scale per "
-            "group; this version keeps a scale and an offset per group beside the weights. "
-            "Delete the folder and convert the model again.");
-      }
       m.tensors.emplace(name, std::move(p));
     }
   } catch (const nlohmann::json::exception& e) {
     throw model::ModelError(path + ": the manifest is damaged (" + std::string(e.what()) +
                             "); delete the folder and convert again.");
+  }
+  // Packed formats whose layout changed since the folder was written: one sentence, INT4's
+  // first (the older change).
+  const auto holds = [&](kernels::PackedFormat f) {
+    return std::any_of(m.tensors.begin(), m.tensors.end(),
+                       [&](const auto& named) { return named.second.format == f; });
+  };
+  if (m.format_version < kFirstAsymmetricInt4Version && holds(kernels::PackedFormat::Int4)) {
+    throw model::ModelError(
+        path +
+        ": its INT4 weights were written by an earlier Tandem, with one symmetric scale per "
+        "group; this version keeps a scale and an offset per group beside the weights. "
+        "Delete the folder and convert the model again.");
+  }
+  if (m.format_version < kFirstGroupedInt8Version && holds(kernels::PackedFormat::Int8)) {
+    throw model::ModelError(
+        path +
+        ": its INT8 weights were written by an earlier Tandem, with one scale per row; this "
+        "version keeps a scale per 32 columns, which holds a model's predictions closer to the "
+        "original. Delete the folder and convert the model again.");
   }
   return m;
 }

@@ -25,8 +25,10 @@ std::string converted_gguf(const std::string& path);
 // 3: INT4 keeps a scale and an offset per group in headers beside the weights (before: one
 // symmetric scale per group, apart); older INT4 tensors are refused with a sentence, older
 // INT8, BF16 and MXFP4 ones still load.
-inline constexpr int kFormatVersion = 3;
+inline constexpr int kFormatVersion = 4;
 inline constexpr int kFirstAsymmetricInt4Version = 3;
+// INT8 with an FP16 scale per 32 columns in the blocks (one float per row before).
+inline constexpr int kFirstGroupedInt8Version = 4;
 
 // Mxfp4: the routed experts kept as MXFP4 (models that store them so: gpt-oss), the rest
 // INT8 as for Int4.

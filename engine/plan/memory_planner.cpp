@@ -197,7 +197,7 @@ double bytes_per_param(WeightFormat f) {
     case WeightFormat::Bf16:
       return 2.0;
     case WeightFormat::Int8:
-      return 1.0;
+      return kernels::int8_bits_per_weight() / 8.0;
     case WeightFormat::Int4:
       return kernels::int4_bits_per_weight(kernels::kDefaultInt4Group) / 8.0;
     case WeightFormat::Mxfp4:

@@ -23,9 +23,9 @@ bool parse_quality(std::string_view name, Quality& out);
 // as stored, each in its own block format (sized from ModelShape::stored).
 enum class WeightFormat { Bf16, Int8, Int4, Mxfp4, Native };
 std::string_view format_name(WeightFormat f);  // "bf16", "int8", "int4", "mxfp4", "native"
-// Bytes per parameter: BF16 2, INT8 1 (the per-row scales are under 0.2% and counted in the
-// runtime overhead), INT4 0.5 plus an fp16 scale per group of 128 (1/64 byte), MXFP4 0.5
-// plus a 1-byte exponent per 32 (1/32 byte). Native has no one figure: 0.
+// Bytes per parameter: BF16 2, INT8 1 plus an FP16 scale per 32 (1/16 byte), INT4 0.5 plus an
+// FP16 scale and offset per group of 32 (1/8 byte), MXFP4 0.5 plus a 1-byte exponent per 32
+// (1/32 byte). Native has no one figure: 0.
 double bytes_per_param(WeightFormat f);
 
 struct PlanWishes {

@@ -3,10 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace tandem::kernels {
 namespace {
@@ -132,15 +134,22 @@ void OnednnMatmul::init(const PackedMatrix& w, std::int64_t slices) {
     // The slice's weights as oneDNN's plain [K x N] with N outermost: our rows as they are.
     memory plain(memory::desc({k, n}, type, Tag::ba), cpu_engine());
     if (format_ == PackedFormat::Int8) {
+      // oneDNN 2.6 takes one weight scale per output row, ours one per row and 32 columns: each
+      // row's packed weights are rounded again on the step of its largest.
       auto* out = static_cast<std::int8_t*>(plain.get_data_handle());
+      std::fill_n(out, n * k, std::int8_t{0});
       slice->scales.resize(static_cast<std::size_t>(n));
+      std::vector<float> row(static_cast<std::size_t>(cols_));
       for (std::int64_t i = 0; i < n; ++i) {
-        const std::int64_t r = slice->row_begin + i;
-        const std::uint8_t* block = w.block(r / kPackRows);
-        const std::int64_t lane = r % kPackRows;
-        for (std::int64_t c = 0; c < k; ++c)
-          out[i * k + c] = static_cast<std::int8_t>(block[(c / 4) * 64 + lane * 4 + c % 4] - 128);
-        slice->scales[static_cast<std::size_t>(i)] = w.row_scale[static_cast<std::size_t>(r)];
+        unpack_row(w, slice->row_begin + i, row.data());
+        float max_abs = 0.0f;
+        for (float v : row) max_abs = std::max(max_abs, std::abs(v));
+        const float scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
+        for (std::int64_t c = 0; c < cols_; ++c) {
+          out[i * k + c] = static_cast<std::int8_t>(std::clamp(
+              std::nearbyint(row[static_cast<std::size_t>(c)] / scale), -127.0f, 127.0f));
+        }
+        slice->scales[static_cast<std::size_t>(i)] = scale;
       }
     } else {
       auto* out = static_cast<std::uint16_t*>(plain.get_data_handle());

@@ -2,12 +2,13 @@
 // path beside our packed kernels: the weights are reordered once into the blocked layout
 // oneDNN prefers, and every product runs one primitive per slice of output rows.
 //
-// Values: built from a PackedMatrix, it multiplies with exactly the packed weights and
-// scales, and takes activations from pack_activations: BF16, or INT8 with one scale per
-// token (kWholeRow; oneDNN 2.6 has no scales per group along the inner dimension, so this
-// path is less accurate than the packed kernels' groups of kInt8ActivationGroup). Its INT8
-// results equal packed_matmul_scalar's with whole-row activations up to the order of the
-// two scale multiplications (the same integer sums), its BF16 results up to summation order.
+// Values: built from a PackedMatrix, it multiplies with the packed BF16 weights exactly; INT8
+// weights it rounds again to one scale per row, and takes activations from pack_activations
+// with one scale per token (kWholeRow): oneDNN 2.6 has no scales per group along the inner
+// dimension, so this path is less accurate than the packed kernels' groups of kInt8WeightGroup.
+// Its INT8 results equal the product of those rounded weights and activations up to the
+// order of the additions (the same integer sums), its BF16 results the packed kernels' up to
+// summation order.
 //
 // Threads: Debian's libdnnl2 is built with the OpenMP runtime (libgomp). Left alone, each
 // primitive would start a team of omp_get_max_threads() threads beside our ThreadPool, whose

@@ -63,10 +63,16 @@ std::vector<float> unpack_row_by_column(const PackedMatrix& m, std::int64_t r) {
   for (std::int64_t c = 0; c < m.cols; ++c) {
     float& v = out[static_cast<std::size_t>(c)];
     switch (m.format) {
-      case PackedFormat::Int8:
-        v = static_cast<float>(block[(c / 4) * 64 + lane * 4 + c % 4] - 128) *
-            m.row_scale[static_cast<std::size_t>(r)];
+      case PackedFormat::Int8: {
+        // Per pair of 32-column groups a 64-byte header (16 FP16 scales for each), then the
+        // two groups' 8 steps each.
+        const std::int64_t g = c / 32, pair = g / 2;
+        const std::uint8_t* start = block + pair * (64 + 2 * 8 * 64);
+        const auto* header = reinterpret_cast<const std::uint16_t*>(start) + (g % 2) * 16;
+        const std::uint8_t* step = start + 64 + (g % 2) * 8 * 64 + (c % 32) / 4 * 64;
+        v = static_cast<float>(step[lane * 4 + c % 4] - 128) * f16_to_f32(header[lane]);
         break;
+      }
       case PackedFormat::Int4: {
         const std::int64_t g = c / m.group;
         const std::uint8_t* step = block + m.int4_step_offset(g) + (c % m.group) / 8 * 64;
@@ -92,6 +98,26 @@ std::vector<float> unpack_row_by_column(const PackedMatrix& m, std::int64_t r) {
     }
   }
   return out;
+}
+
+// [tokens x rows] in double: the packed weights (unpack_row) times the activations as
+// quantised (each value times its group's scale).
+std::vector<double> quantised_product(const PackedMatrix& w, const PackedActivations& a) {
+  std::vector<double> y(static_cast<std::size_t>(a.tokens * w.rows));
+  std::vector<float> row(static_cast<std::size_t>(w.cols));
+  for (std::int64_t r = 0; r < w.rows; ++r) {
+    unpack_row(w, r, row.data());
+    for (std::int64_t t = 0; t < a.tokens; ++t) {
+      double sum = 0;
+      for (std::int64_t c = 0; c < w.cols; ++c) {
+        const auto at = static_cast<std::size_t>(t * a.groups() + c / a.group);
+        sum += double(row[static_cast<std::size_t>(c)]) *
+               a.q[static_cast<std::size_t>(t * a.cols_padded + c)] * a.scale[at];
+      }
+      y[static_cast<std::size_t>(t * w.rows + r)] = sum;
+    }
+  }
+  return y;
 }
 
 PackedMatrix packAs(PackedFormat f, const WeightMatrix& source,
@@ -202,12 +228,11 @@ class TestPackedMatmul : public QObject {
           for (auto [rows, cols] : shapes) {
             if (f == PackedFormat::Mxfp4 && cols % 2 != 0) ++cols;  // whole bytes per row
             // INT4: weight groups that divide k, that leave a short last group, and one group
-            // in all. INT8: activation groups the same, and one scale for the whole row.
-            for (int group :
-                 f == PackedFormat::Int4 ? std::vector<int>{32, 64, 128}
-                 : f == PackedFormat::Int8
-                     ? std::vector<int>{32, int(kInt8ActivationGroup), 128, int(kWholeRow)}
-                     : std::vector<int>{0}) {
+            // in all. INT8's groups are kInt8WeightGroup (its shapes leave an odd number of
+            // groups, a short last one, and one group in all).
+            for (int group : f == PackedFormat::Int4   ? std::vector<int>{32, 64, 128}
+                             : f == PackedFormat::Int8 ? std::vector<int>{int(kInt8WeightGroup)}
+                                                       : std::vector<int>{0}) {
               const QString name = QStringLiteral("%1 %2 t%3 %4x%5 g%6")
                                        .arg(variantLabel(v), formatName(f))
                                        .arg(tokens)
@@ -279,10 +304,7 @@ class TestPackedMatmul : public QObject {
     const PackedMatrix w = packAs(f, f == PackedFormat::Mxfp4 ? fp4.matrix : source, group);
     const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 12);
     PackedActivations a;
-    if (f == PackedFormat::Int8)
-      pack_activations(x.data(), tokens, cols, f, a, group);
-    else
-      pack_activations_for(w, x.data(), tokens, a);
+    pack_activations_for(w, x.data(), tokens, a);
     // y has a wider stride than rows, and sentinels there must stay untouched.
     const std::int64_t stride = rows + 3;
     std::vector<float> want(static_cast<std::size_t>(tokens * stride), -7.0f);
@@ -675,6 +697,8 @@ class TestPackedMatmul : public QObject {
         }
         QCOMPARE(a.scale[static_cast<std::size_t>(t * 3 + g)], max_abs / 127.0f);
         QCOMPARE(a.group_sum[static_cast<std::size_t>(t * 3 + g)], sum);
+        // INT8's sums of stored bytes (w + 128) start from minus 128 times it.
+        QCOMPARE(a.start[static_cast<std::size_t>(t * 3 + g)], -128 * sum);
         // Each value the nearest integer to it over the scale (sixteen at a time where the
         // group has them, the rest one by one: the last group, 22 columns, has both).
         const double inv = 1.0 / (max_abs / 127.0f);
@@ -721,12 +745,14 @@ class TestPackedMatmul : public QObject {
     const PackedMatrix w = pack_int8(source);
     auto x = normal_values(static_cast<std::size_t>(tokens * cols), 82);
     for (int t = 0; t < tokens; ++t) x[static_cast<std::size_t>(t * cols + 5)] = 60.0f;
+    // The packed weights times the activations as quantised (the kernels take groups of 32
+    // only; the product is the same to within float rounding, int8SumsTakeTheOffsetOut).
     auto relative_error = [&](std::int64_t group) {
       PackedActivations a;
       pack_activations(x.data(), tokens, cols, PackedFormat::Int8, a, group);
-      std::vector<float> got(static_cast<std::size_t>(tokens * rows));
-      packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
-      return error_against_exact(got, x, values, tokens, rows, cols);
+      const std::vector<double> y = quantised_product(w, a);
+      return error_against_exact(std::vector<float>(y.begin(), y.end()), x, values, tokens, rows,
+                                 cols);
     };
     const double whole_row = relative_error(kWholeRow);
     const double grouped = relative_error(kInt8ActivationGroup);
@@ -734,15 +760,15 @@ class TestPackedMatmul : public QObject {
              qPrintable(QStringLiteral("groups %1, whole row %2").arg(grouped).arg(whole_row)));
   }
 
-  // INT8 sums the stored bytes (w + 128) and takes the offset's share, 128 times the scaled
-  // activation sums, away once per row at the end. Activations far from zero (all positive
-  // here, as after a gated product's activation) make that share much larger than the result,
-  // so the float sums cancel; the result must still be the exact product of the quantised
-  // weights and activations to within float rounding, far below INT8's own error (about 1e-3
-  // here); variantsMatchScalar holds every variant to this to the bit. Whole rows included,
-  // and groups too large for the 32-bit sums refused.
-  void int8OffsetCancelsWithinFloatRounding() {
-    const int tokens = 5, rows = 40, cols = 1024;
+  // INT8 sums the stored bytes (w + 128) and takes the offset, 128 times the group's
+  // activation sum, out of each group's integer sum before scaling. Activations far from zero
+  // (all positive here, as after a gated product's activation) make that offset much larger
+  // than the result; the result must still be the product of the packed weights and the
+  // quantised activations to within float rounding, far below INT8's own error (about 1e-3
+  // here); variantsMatchScalar holds every variant to this to the bit. Activation groups too
+  // wide for 32-bit sums (oneDNN's whole rows) are refused.
+  void int8SumsTakeTheOffsetOut() {
+    const int tokens = 5, rows = 40, cols = 1000;
     const auto values = normal_values(static_cast<std::size_t>(rows * cols), 91);
     WeightMatrix source;
     source.data = values.data();
@@ -751,46 +777,107 @@ class TestPackedMatmul : public QObject {
     const PackedMatrix w = pack_int8(source);
     auto x = normal_values(static_cast<std::size_t>(tokens * cols), 92);
     for (float& v : x) v = 4.0f + 0.5f * v;
-    std::vector<float> row(static_cast<std::size_t>(cols));
-    for (const std::int64_t group : {kInt8ActivationGroup, std::int64_t{128}, kWholeRow}) {
-      PackedActivations a;
-      pack_activations(x.data(), tokens, cols, PackedFormat::Int8, a, group);
-      for (int t = 0; t < tokens; ++t) {
-        double expected = 0;
-        for (std::int64_t g = 0; g < a.groups(); ++g) {
-          const auto at = static_cast<std::size_t>(t * a.groups() + g);
-          expected += 128.0 * a.scale[at] * a.group_sum[at];
-        }
-        QVERIFY(std::abs(a.offset[static_cast<std::size_t>(t)] - expected) <=
-                1e-6 * std::abs(expected));
-      }
-      std::vector<double> exact(static_cast<std::size_t>(tokens * rows));
-      double norm = 0;
-      for (int r = 0; r < rows; ++r) {
-        unpack_row(w, r, row.data());
-        for (int t = 0; t < tokens; ++t) {
-          double sum = 0;
-          for (int c = 0; c < cols; ++c) {
-            const auto at = static_cast<std::size_t>(t * a.groups() + c / a.group);
-            sum += double(row[static_cast<std::size_t>(c)]) *
-                   a.q[static_cast<std::size_t>(t * a.cols_padded + c)] * a.scale[at];
-          }
-          exact[static_cast<std::size_t>(t * rows + r)] = sum;
-          norm = std::max(norm, std::abs(sum));
-        }
-      }
-      std::vector<float> got(exact.size());
-      packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
-      double worst = 0;
-      for (std::size_t i = 0; i < got.size(); ++i)
-        worst = std::max(worst, std::abs(got[i] - exact[i]) / norm);
-      QVERIFY2(worst < 2e-5, qPrintable(QStringLiteral("groups of %1: %2").arg(group).arg(worst)));
-    }
-    std::vector<float> wide(66400, 1.0f);
     PackedActivations a;
+    pack_activations_for(w, x.data(), tokens, a);
+    const std::vector<double> exact = quantised_product(w, a);
+    double norm = 0;
+    for (double v : exact) norm = std::max(norm, std::abs(v));
+    std::vector<float> got(exact.size());
+    packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(got[i] - exact[i]) / norm);
+    QVERIFY2(worst < 2e-6, qPrintable(QString::number(worst)));
+    std::vector<float> wide(66400, 1.0f);
     QVERIFY_THROWS_EXCEPTION(
         std::invalid_argument,
         pack_activations(wide.data(), 1, 66400, PackedFormat::Int8, a, kWholeRow));
+    // The kernels take INT8 weights with activations in the weights' groups only.
+    PackedActivations whole;
+    pack_activations(x.data(), tokens, cols, PackedFormat::Int8, whole, kWholeRow);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, check_activations(w, whole));
+  }
+
+  // INT8 keeps an FP16 scale per row and 32 columns: a group's largest magnitude over 127,
+  // rounded up to FP16. A large weight coarsens only its own group (one scale per row made
+  // every weight of the row as coarse); weights already on such a grid (GGUF's Q8_0 blocks: an
+  // FP16 scale and integers up to 127 per 32) are kept exactly; padding rows and columns are
+  // zero; weights past what FP16 scales hold are refused.
+  void int8KeepsAScalePerGroup() {
+    const int rows = 21, cols = 200;  // a partial block; 7 groups, the last of 8 columns
+    auto values = normal_values(static_cast<std::size_t>(rows * cols), 93);
+    for (float& v : values) v *= 0.02f;
+    values[3 * cols + 40] = 5.0f;  // an outlier in row 3, group 1
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    const PackedMatrix w = pack_int8(source);
+    QCOMPARE(w.group, kInt8WeightGroup);
+    QCOMPARE(w.groups(), 7);
+    QCOMPARE(w.block_bytes(), std::size_t((200 / 4 + 4) * 64));  // 50 steps, 4 headers
+    QCOMPARE(packed_matrix_bytes(w), std::uint64_t(2 * (200 / 4 + 4) * 64));
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (int r = 0; r < rows; ++r) {
+      unpack_row(w, r, row.data());
+      for (int g = 0; g < 7; ++g) {
+        float max_abs = 0;
+        for (int c = g * 32; c < std::min(cols, g * 32 + 32); ++c)
+          max_abs = std::max(max_abs, std::abs(values[static_cast<std::size_t>(r * cols + c)]));
+        const float step = f16_to_f32(f32_to_f16(max_abs / 127.0f)) >= max_abs / 127.0f
+                               ? f16_to_f32(f32_to_f16(max_abs / 127.0f))
+                               : max_abs / 127.0f * (1 + 1.0f / 1024);
+        for (int c = g * 32; c < std::min(cols, g * 32 + 32); ++c) {
+          const float err = std::abs(row[static_cast<std::size_t>(c)] -
+                                     values[static_cast<std::size_t>(r * cols + c)]);
+          QVERIFY2(err <= 0.5f * step * (1 + 1e-3f),
+                   qPrintable(QStringLiteral("row %1 column %2: error %3, step %4")
+                                  .arg(r)
+                                  .arg(c)
+                                  .arg(err)
+                                  .arg(step)));
+        }
+      }
+    }
+    // Row 3's other groups keep their own fine steps: its group 0 is as exact as row 4's.
+    unpack_row(w, 3, row.data());
+    double err0 = 0;
+    for (int c = 0; c < 32; ++c)
+      err0 = std::max(err0, double(std::abs(row[c] - values[3 * cols + c])));
+    QVERIFY2(err0 < 0.02 * 4 / 127.0, qPrintable(QString::number(err0)));
+    // Padding rows 21..31 read as zero.
+    unpack_row(w, 31, row.data());
+    for (float v : row) QCOMPARE(v, 0.0f);
+
+    // Q8_0-like blocks: an FP16 scale d and integers with one of them at +-127 per 32 columns.
+    std::mt19937 rng(94);
+    std::vector<float> q8(static_cast<std::size_t>(16 * 96));
+    for (int r = 0; r < 16; ++r) {
+      for (int g = 0; g < 3; ++g) {
+        const float d = f16_to_f32(f32_to_f16(1e-4f * static_cast<float>(1 + rng() % 300)));
+        for (int c = 0; c < 32; ++c) {
+          const int q = c == 7 ? (r % 2 ? 127 : -127) : static_cast<int>(rng() % 255) - 127;
+          q8[static_cast<std::size_t>(r * 96 + g * 32 + c)] = static_cast<float>(q) * d;
+        }
+      }
+    }
+    WeightMatrix blocks;
+    blocks.data = q8.data();
+    blocks.rows = 16;
+    blocks.cols = 96;
+    const PackedMatrix kept = pack_int8(blocks);
+    for (int r = 0; r < 16; ++r) {
+      unpack_row(kept, r, row.data());
+      for (int c = 0; c < 96; ++c) QCOMPARE(row[c], q8[static_cast<std::size_t>(r * 96 + c)]);
+    }
+
+    std::vector<float> huge(static_cast<std::size_t>(cols), 1.0f);
+    huge[9] = 127.0f * 65504.0f * 1.01f;
+    WeightMatrix beyond;
+    beyond.data = huge.data();
+    beyond.rows = 1;
+    beyond.cols = cols;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_int8(beyond));
   }
 
   void allBlocksInParallelChunks() {
@@ -849,8 +936,8 @@ class TestPackedMatmul : public QObject {
     QCOMPARE(parallel.q, serial.q);
     QCOMPARE(parallel.scale, serial.scale);
     QCOMPARE(parallel.group_sum, serial.group_sum);
-    QCOMPARE(parallel.offset, serial.offset);
     QCOMPARE(parallel.scaled_sum, serial.scaled_sum);
+    QCOMPARE(parallel.start, serial.start);
     QCOMPARE(parallel.bf16, serial.bf16);
   }
 
@@ -888,8 +975,8 @@ class TestPackedMatmul : public QObject {
     QCOMPARE(gathered.q, want.q);
     QCOMPARE(gathered.scale, want.scale);
     QCOMPARE(gathered.group_sum, want.group_sum);
-    QCOMPARE(gathered.offset, want.offset);
     QCOMPARE(gathered.scaled_sum, want.scaled_sum);
+    QCOMPARE(gathered.start, want.start);
     QCOMPARE(gathered.bf16, want.bf16);
     // INT4's products read the scaled sums; activations without them are refused.
     QCOMPARE(gathered.scaled_sum.size(),

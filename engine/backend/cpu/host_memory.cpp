@@ -20,7 +20,6 @@ std::unique_ptr<kernels::PackedMatrix> packed_storage(const kernels::PackedMatri
   p->blocks = source.blocks;
   p->group = source.group;
   p->bytes = kernels::AlignedBytes::allocate(packed_block_bytes(source));
-  p->row_scale.resize(source.row_scale.size());
   p->group_scale.resize(source.group_scale.size());
   return p;
 }
@@ -28,10 +27,8 @@ std::unique_ptr<kernels::PackedMatrix> packed_storage(const kernels::PackedMatri
 void copy_packed(const kernels::PackedMatrix& source, kernels::PackedMatrix& target) {
   assert(source.format == target.format && source.rows == target.rows &&
          source.cols_padded == target.cols_padded &&
-         source.row_scale.size() == target.row_scale.size() &&
          source.group_scale.size() == target.group_scale.size());
   std::memcpy(target.bytes.data.get(), source.bytes.data.get(), packed_block_bytes(source));
-  std::copy(source.row_scale.begin(), source.row_scale.end(), target.row_scale.begin());
   std::copy(source.group_scale.begin(), source.group_scale.end(), target.group_scale.begin());
 }
 

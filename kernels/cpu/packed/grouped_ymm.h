@@ -21,9 +21,8 @@ enum class YmmKind { Int8, Int4, Fp4 };
 //     tokens; Dot::add_int8(acc, weights, xv): their products with xv added to acc;
 //   Dot::kInt8Offset: what each stored INT8 byte holds beyond the weight, as the sums see
 //     it (128 when the unsigned bytes are multiplied as stored, 0 when made signed first).
-// Exact sums per activation group, then one fused multiply-add per group, in group order, as
-// the scalar reference: by the group's activation scale (INT8, whose offset's share and row
-// scale come last) or by that times the weights' group scale (INT4, MXFP4).
+// Exact sums per group, then one fused multiply-add per group, in group order, as the scalar
+// reference: by the group's activation scale times the weights' (INT4 a second for its offset).
 // `ahead`, when set, is the block to fetch into the caches meanwhile, a line per step: the
 // next one, which the first tile over it would otherwise wait on memory for.
 template <class Dot, int T, YmmKind K>
@@ -31,9 +30,9 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
                               std::int64_t t0, float* y, std::int64_t y_stride,
                               const std::uint8_t* ahead) {
   constexpr std::int64_t kStepCols = K == YmmKind::Int8 ? 4 : 8;
-  // What each sum starts from, times the group's activation sum: INT8 sums the stored bytes
-  // (w + 128) as the reference does, MXFP4 the weights without their offset (2w + 12).
-  constexpr int start_factor = K == YmmKind::Int8  ? 128 - Dot::kInt8Offset
+  // What each sum starts from, times the group's activation sum: the weights' offset taken
+  // away where the products see it (INT8's stored w + 128, MXFP4's 2w + 12).
+  constexpr int start_factor = K == YmmKind::Int8  ? -Dot::kInt8Offset
                                : K == YmmKind::Fp4 ? -kMxfp4Bias
                                                    : 0;
   const std::int64_t steps = w.cols_padded / kStepCols;
@@ -52,17 +51,22 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
     __m256i acc[2][T];
     for (int t = 0; t < T; ++t) {
       const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
-      const __m256i start = start_factor == 0 ? _mm256_setzero_si256()
-                                              : _mm256_set1_epi32(start_factor * x.group_sum[at]);
+      // x.start is minus the stored weights' offset times the group's sum.
+      const __m256i start =
+          start_factor == 0 ? _mm256_setzero_si256() : _mm256_set1_epi32(x.start[at]);
       for (int h = 0; h < 2; ++h) acc[h][t] = start;
     }
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
-    // INT4's steps of the group follow the group's header.
+    // INT4's steps of the group follow the group's header, INT8's a header per pair of groups.
     const std::int64_t step_base =
-        K == YmmKind::Int4 ? w.int4_step_offset(g) - g * steps_per_group * 64 : 0;
+        K == YmmKind::Int4   ? w.int4_step_offset(g) - g * steps_per_group * 64
+        : K == YmmKind::Int8 ? w.int8_step_offset(g * steps_per_group) - g * steps_per_group * 64
+                             : 0;
     const std::uint8_t* gw = wb + step_base;
     if (K == YmmKind::Int4 && ahead != nullptr)
       _mm_prefetch(reinterpret_cast<const char*>(ahead + w.int4_header_offset(g)), _MM_HINT_T0);
+    if (K == YmmKind::Int8 && ahead != nullptr && g % 2 == 0)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + w.int8_header_offset(g)), _MM_HINT_T0);
     for (std::int64_t k = g * steps_per_group; k < k1; ++k) {
       if (ahead != nullptr)
         _mm_prefetch(reinterpret_cast<const char*>(ahead + step_base + k * 64), _MM_HINT_T0);
@@ -75,7 +79,7 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
         }
         for (int h = 0; h < 2; ++h) {
           const typename Dot::Int8Weights ready = Dot::int8_weights(
-              _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + k * 64 + h * 32)));
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(gw + k * 64 + h * 32)));
           for (int t = 0; t < T; ++t) acc[h][t] = Dot::add_int8(acc[h][t], ready, xv[t]);
         }
       } else {
@@ -104,6 +108,10 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
       if constexpr (K == YmmKind::Fp4)
         w_scale =
             _mm256_loadu_ps(w.group_scale.data() + g * rows_padded + block * kPackRows + h * 8);
+      if constexpr (K == YmmKind::Int8) {
+        w_scale = _mm256_cvtph_ps(_mm_load_si128(
+            reinterpret_cast<const __m128i*>(wb + w.int8_header_offset(g) + h * 16)));
+      }
       if constexpr (K == YmmKind::Int4) {
         const std::uint8_t* header = wb + w.int4_header_offset(g) + h * 16;
         w_scale = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header)));
@@ -111,8 +119,7 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
       }
       for (int t = 0; t < T; ++t) {
         const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
-        const __m256 x_scale = _mm256_set1_ps(x.scale[at]);
-        const __m256 scale = K == YmmKind::Int8 ? x_scale : _mm256_mul_ps(w_scale, x_scale);
+        const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(x.scale[at]));
         result[h][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(acc[h][t]), result[h][t]);
         if constexpr (K == YmmKind::Int4) {
           result[h][t] = _mm256_fmadd_ps(w_offset, _mm256_set1_ps(x.scaled_sum[at]), result[h][t]);
@@ -122,19 +129,9 @@ inline void grouped_block_ymm(const PackedMatrix& w, const PackedActivations& x,
   }
   const std::int64_t r0 = block * kPackRows;
   const std::int64_t rows = std::min(kPackRows, w.rows - r0);
-  __m256 row_scale[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  if constexpr (K == YmmKind::Int8) {
-    row_scale[0] = _mm256_loadu_ps(w.row_scale.data() + r0);
-    row_scale[1] = _mm256_loadu_ps(w.row_scale.data() + r0 + 8);
-  }
   for (int t = 0; t < T; ++t) {
     alignas(32) float out[16];
-    for (int h = 0; h < 2; ++h) {
-      __m256 v = result[h][t];
-      if constexpr (K == YmmKind::Int8)
-        v = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(x.offset[t0 + t])), row_scale[h]);
-      _mm256_store_ps(out + 8 * h, v);
-    }
+    for (int h = 0; h < 2; ++h) _mm256_store_ps(out + 8 * h, result[h][t]);
     std::copy_n(out, rows, y + (t0 + t) * y_stride + r0);
   }
 }

@@ -17,8 +17,8 @@ namespace tandem::kernels {
 
 std::size_t PackedMatrix::block_bytes() const {
   switch (format) {
-    case PackedFormat::Int8:
-      return static_cast<std::size_t>(kPackRows * cols_padded);
+    case PackedFormat::Int8:  // the steps, and a header per pair of groups
+      return static_cast<std::size_t>((cols_padded / 4 + (groups() + 1) / 2) * kStepBytes);
     case PackedFormat::Int4:
       return static_cast<std::size_t>(kPackRows * cols_padded / 2 + groups() * kInt4StepBytes);
     case PackedFormat::Mxfp4:
@@ -31,7 +31,7 @@ std::size_t PackedMatrix::block_bytes() const {
 
 std::uint64_t packed_matrix_bytes(const PackedMatrix& m) {
   return static_cast<std::uint64_t>(m.blocks) * m.block_bytes() +
-         (m.row_scale.size() + m.group_scale.size()) * sizeof(float);
+         m.group_scale.size() * sizeof(float);
 }
 
 namespace {
@@ -101,17 +101,19 @@ PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat for
   p.cols = cols;
   p.cols_padded = padded_cols(cols, format);
   p.blocks = (rows + kPackRows - 1) / kPackRows;
-  p.group = format == PackedFormat::Int4 ? group : format == PackedFormat::Mxfp4 ? kMxfp4Group : 0;
+  p.group = format == PackedFormat::Int4    ? group
+            : format == PackedFormat::Mxfp4 ? kMxfp4Group
+            : format == PackedFormat::Int8  ? kInt8WeightGroup
+                                            : 0;
   return p;
 }
 
 std::size_t packed_scale_count(const PackedMatrix& m) {
   switch (m.format) {
-    case PackedFormat::Int8:
-      return static_cast<std::size_t>(m.blocks * kPackRows);
     case PackedFormat::Mxfp4:
       return static_cast<std::size_t>(m.groups() * m.blocks * kPackRows);
-    case PackedFormat::Int4:  // in the blocks' headers
+    case PackedFormat::Int8:  // in the blocks' headers
+    case PackedFormat::Int4:
     case PackedFormat::Bf16:
       return 0;
   }
@@ -127,12 +129,19 @@ void unpack_row(const PackedMatrix& m, std::int64_t r, float* out) {
   const std::int64_t cols = m.cols;
   switch (m.format) {
     case PackedFormat::Int8: {
-      // Four columns a step: 64 bytes a step, the lane's four at lane * 4.
-      const float scale = m.row_scale[static_cast<std::size_t>(r)];
-      const std::uint8_t* step = block + lane * 4;
-      for (std::int64_t c = 0; c < cols; c += 4, step += 64) {
-        const std::int64_t n = std::min<std::int64_t>(4, cols - c);
-        for (std::int64_t i = 0; i < n; ++i) out[c + i] = static_cast<float>(step[i] - 128) * scale;
+      // Per group the lane's FP16 scale, then four columns a step (the lane's four at
+      // lane * 4), the group's steps one after another.
+      for (std::int64_t g0 = 0; g0 < cols; g0 += m.group) {
+        const auto* header =
+            reinterpret_cast<const std::uint16_t*>(block + m.int8_header_offset(g0 / m.group));
+        const float scale = f16_to_f32(header[lane]);
+        const std::uint8_t* step = block + m.int8_step_offset(g0 / 4) + lane * 4;
+        const std::int64_t g_end = std::min(cols, g0 + m.group);
+        for (std::int64_t c = g0; c < g_end; c += 4, step += PackedMatrix::kStepBytes) {
+          const std::int64_t n = std::min<std::int64_t>(4, g_end - c);
+          for (std::int64_t i = 0; i < n; ++i)
+            out[c + i] = static_cast<float>(step[i] - 128) * scale;
+        }
       }
       return;
     }
@@ -183,25 +192,57 @@ void unpack_row(const PackedMatrix& m, std::int64_t r, float* out) {
   }
 }
 
+namespace {
+
+// The smallest FP16 at least v (v >= 0 and within FP16's range): a group's scale rounded up, so
+// that its largest weight still fits in 127 steps.
+std::uint16_t f16_at_least(float v) {
+  std::uint16_t h = f32_to_f16(v);
+  if (f16_to_f32(h) < v) ++h;  // positive FP16 bits count up with the value
+  return h;
+}
+
+}  // namespace
+
 PackedMatrix pack_int8(const WeightMatrix& source) {
   PackedMatrix p = empty_packed(source, PackedFormat::Int8);
-  // Padding rows and columns hold weight 0 (stored 128), so they add nothing.
+  // Padding rows and columns hold weight 0 (stored 128), so they add nothing; padding rows'
+  // scales are 0.
   std::memset(p.bytes.data.get(), 128, p.bytes.size);
-  p.row_scale.assign(static_cast<std::size_t>(p.blocks * kPackRows), 0.0f);
+  for (std::int64_t b = 0; b < p.blocks; ++b) {
+    for (std::int64_t g = 0; g < p.groups(); g += 2)
+      std::memset(p.block(b) + p.int8_header_offset(g), 0, PackedMatrix::kStepBytes);
+  }
   std::vector<float> row(static_cast<std::size_t>(source.cols));
   for (std::int64_t r = 0; r < source.rows; ++r) {
     source.row_f32(r, row.data());
-    float max_abs = 0.0f;
-    for (float v : row) max_abs = std::max(max_abs, std::abs(v));
-    const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
-    p.row_scale[static_cast<std::size_t>(r)] = scale;
-    const float inv_scale = 1.0f / scale;
     std::uint8_t* block = p.block(r / kPackRows);
     const std::int64_t lane = r % kPackRows;
-    for (std::int64_t c = 0; c < source.cols; ++c) {
-      const int q = round_small(row[static_cast<std::size_t>(c)] * inv_scale);
-      block[(c / 4) * 64 + lane * 4 + c % 4] =
-          static_cast<std::uint8_t>(std::clamp(q, -127, 127) + 128);
+    for (std::int64_t c0 = 0; c0 < source.cols; c0 += p.group) {
+      const std::int64_t c1 = std::min(source.cols, c0 + p.group);
+      float max_abs = 0.0f;
+      for (std::int64_t c = c0; c < c1; ++c) {
+        const float v = std::abs(row[static_cast<std::size_t>(c)]);
+        if (!(v <= 127.0f * 65504.0f)) {
+          throw std::invalid_argument("a weight of " +
+                                      std::to_string(row[static_cast<std::size_t>(c)]) +
+                                      " is beyond what INT8's FP16 scales hold (127 x 65504); use "
+                                      "BF16 for this model");
+        }
+        max_abs = std::max(max_abs, v);
+      }
+      const std::uint16_t half = f16_at_least(max_abs / 127.0f);
+      reinterpret_cast<std::uint16_t*>(block + p.int8_header_offset(c0 / p.group))[lane] = half;
+      const float scale = f16_to_f32(half);
+      if (!(scale > 0.0f)) continue;  // every weight 0: stored 128 already
+      const float inv_scale = 1.0f / scale;
+      // A group's steps follow each other.
+      std::uint8_t* steps = block + p.int8_step_offset(c0 / 4) + lane * 4;
+      for (std::int64_t c = c0; c < c1; ++c) {
+        const int q = round_small(row[static_cast<std::size_t>(c)] * inv_scale);
+        steps[((c - c0) / 4) * PackedMatrix::kStepBytes + c % 4] =
+            static_cast<std::uint8_t>(std::clamp(q, -127, 127) + 128);
+      }
     }
   }
   return p;
@@ -409,6 +450,12 @@ PackedMatrix pack_bf16(const WeightMatrix& source) {
 
 namespace {
 
+// What a format's stored weights hold beyond the weight (INT8 w + 128, MXFP4 2w + 12), as
+// the kernels' integer sums see them.
+constexpr int weight_offset(PackedFormat f) {
+  return f == PackedFormat::Int8 ? 128 : f == PackedFormat::Mxfp4 ? kMxfp4Bias : 0;
+}
+
 // Sizes `out` for `tokens` rows of `cols` activations in `format` (the padding zeroed).
 void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat format,
                          PackedActivations& out, std::int64_t group) {
@@ -419,7 +466,6 @@ void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat fo
   if (format == PackedFormat::Bf16) {
     out.group = 0;
     out.bf16.assign(n, 0);
-    out.offset.clear();
     return;
   }
   const std::int64_t multiple = format == PackedFormat::Int8 ? 4 : 8;
@@ -441,9 +487,10 @@ void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat fo
   out.q.assign(n, 0);
   out.scale.resize(static_cast<std::size_t>(tokens * out.groups()));
   out.group_sum.resize(static_cast<std::size_t>(tokens * out.groups()));
-  out.offset.assign(format == PackedFormat::Int8 ? static_cast<std::size_t>(tokens) : 0, 0.0f);
   out.scaled_sum.resize(
       format == PackedFormat::Int4 ? static_cast<std::size_t>(tokens * out.groups()) : 0);
+  out.start.resize(format == PackedFormat::Int4 ? 0
+                                                : static_cast<std::size_t>(tokens * out.groups()));
 }
 
 // Rows [t0, t1) of x into `out`, sized by prepare_activations.
@@ -504,14 +551,8 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
       out.group_sum[static_cast<std::size_t>(t * groups + g)] = sum;
       if (out.format == PackedFormat::Int4)
         out.scaled_sum[static_cast<std::size_t>(t * groups + g)] = scale * static_cast<float>(sum);
-    }
-    if (out.format == PackedFormat::Int8) {
-      float offset = 0.0f;
-      for (std::int64_t g = 0; g < groups; ++g) {
-        const auto at = static_cast<std::size_t>(t * groups + g);
-        offset = std::fma(out.scale[at], static_cast<float>(128 * out.group_sum[at]), offset);
-      }
-      out.offset[static_cast<std::size_t>(t)] = offset;
+      else
+        out.start[static_cast<std::size_t>(t * groups + g)] = -weight_offset(out.format) * sum;
     }
   }
 }
@@ -521,7 +562,6 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
 std::int64_t activation_group(const PackedMatrix& w) {
   switch (w.format) {
     case PackedFormat::Int8:
-      return kInt8ActivationGroup;
     case PackedFormat::Int4:
     case PackedFormat::Mxfp4:
       return w.group;
@@ -562,7 +602,6 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
                                   std::to_string(all.tokens));
     return static_cast<std::size_t>(rows[i]);
   };
-  out.offset.resize(all.offset.empty() ? 0 : static_cast<std::size_t>(n));
   if (all.format == PackedFormat::Bf16) {
     out.bf16.resize(static_cast<std::size_t>(n) * width);
     for (std::int64_t i = 0; i < n; ++i)
@@ -574,6 +613,7 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
   out.scale.resize(static_cast<std::size_t>(n) * groups);
   out.group_sum.resize(static_cast<std::size_t>(n) * groups);
   out.scaled_sum.resize(all.scaled_sum.empty() ? 0 : static_cast<std::size_t>(n) * groups);
+  out.start.resize(all.start.empty() ? 0 : static_cast<std::size_t>(n) * groups);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::size_t r = row_at(i);
     std::copy_n(all.q.data() + r * width, width, out.q.data() + i * width);
@@ -582,7 +622,8 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
     if (!all.scaled_sum.empty()) {
       std::copy_n(all.scaled_sum.data() + r * groups, groups, out.scaled_sum.data() + i * groups);
     }
-    if (!all.offset.empty()) out.offset[static_cast<std::size_t>(i)] = all.offset[r];
+    if (!all.start.empty())
+      std::copy_n(all.start.data() + r * groups, groups, out.start.data() + i * groups);
   }
 }
 
@@ -596,14 +637,13 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
       for (std::int64_t lane = 0; lane < rows; ++lane) {
         const std::int64_t r = b * kPackRows + lane;
         if (w.format != PackedFormat::Bf16) {
-          // Exact integer sums per activation group (the weights' group for INT4 and
-          // MXFP4), each combined with one fused multiply-add in group order (INT4: a second
-          // for its offset): the vector variants do the same, so all agree to the bit. INT8
-          // sums the stored bytes and takes the offset's share away at the end.
+          // Exact integer sums per group (the weights' and the activations'), each combined
+          // with one fused multiply-add in group order (INT4: a second for its offset): the
+          // vector variants do the same, so all agree to the bit.
           const bool int8 = w.format == PackedFormat::Int8;
           const bool int4 = w.format == PackedFormat::Int4;
           const bool fp4 = w.format == PackedFormat::Mxfp4;
-          const int bias = fp4 ? kMxfp4Bias : 0;
+          const int bias = weight_offset(w.format);
           const std::int8_t* q = x.q.data() + t * kp;
           const std::int64_t groups = x.groups();
           float acc = 0.0f;
@@ -613,7 +653,7 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
             for (std::int64_t c = c0; c < std::min(kp, c0 + x.group); ++c) {
               int stored;
               if (int8) {
-                stored = block[(c / 4) * 64 + lane * 4 + c % 4];
+                stored = block[w.int8_step_offset(c / 4) + lane * 4 + c % 4];
               } else {
                 const std::uint8_t* steps =
                     int4 ? block + w.int4_step_offset(g) - (c0 / 8) * 64 : block;
@@ -627,7 +667,9 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
             sum -= bias * x.group_sum[at];
             const float x_scale = x.scale[at];
             if (int8) {
-              acc = std::fma(x_scale, static_cast<float>(sum), acc);
+              const auto* header =
+                  reinterpret_cast<const std::uint16_t*>(block + w.int8_header_offset(g));
+              acc = std::fma(f16_to_f32(header[lane]) * x_scale, static_cast<float>(sum), acc);
             } else if (fp4) {
               acc = std::fma(
                   w.group_scale[static_cast<std::size_t>(g * w.blocks * kPackRows + r)] * x_scale,
@@ -640,9 +682,7 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
                              x_scale * static_cast<float>(x.group_sum[at]), acc);
             }
           }
-          y[t * y_stride + r] = int8 ? (acc - x.offset[static_cast<std::size_t>(t)]) *
-                                           w.row_scale[static_cast<std::size_t>(r)]
-                                     : acc;
+          y[t * y_stride + r] = acc;
         } else {
           const auto* wb = reinterpret_cast<const std::uint16_t*>(block);
           const std::uint16_t* xb = x.bf16.data() + t * kp;
@@ -659,14 +699,16 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
 }
 
 void check_activations(const PackedMatrix& w, const PackedActivations& x) {
-  if (x.format != w.format || x.cols_padded != w.cols_padded ||
-      (nibble_format(w.format) && x.group != w.group) ||
-      (w.format == PackedFormat::Int8 && (x.group <= 0 || x.group % 4 != 0))) {
+  if (x.format != w.format || x.cols_padded != w.cols_padded || x.group != w.group) {
     throw std::invalid_argument("activations packed for another weight format, width or group");
   }
   if (w.format == PackedFormat::Int4 &&
       x.scaled_sum.size() != static_cast<std::size_t>(x.tokens * x.groups())) {
     throw std::invalid_argument("INT4 activations without their scaled group sums");
+  }
+  if ((w.format == PackedFormat::Int8 || w.format == PackedFormat::Mxfp4) &&
+      x.start.size() != static_cast<std::size_t>(x.tokens * x.groups())) {
+    throw std::invalid_argument("INT8 or MXFP4 activations without their sums' starts");
   }
 }
 

@@ -1,13 +1,17 @@
-// Matrix products with weights pre-packed for the CPU kernels: INT8 (one scale per output
-// row), INT4 (one scale per row and group of columns) and BF16; INT8 and INT4 multiply
-// activations quantised to INT8 per token and group of columns. Every variant (scalar, AVX2,
-// AVX-512) reads the same packed layout and, for INT8 and INT4, computes exactly the same
-// integer sums and combines them in the same order; the scalar code is the reference.
+// Matrix products with weights pre-packed for the CPU kernels: INT8 and INT4 (a scale per row
+// and group of columns; INT4 an offset too) and BF16; INT8 and INT4 multiply activations
+// quantised to INT8 per token and group of columns. Every variant (scalar, AVX2, AVX-512, AMX)
+// reads the same packed layout and, for INT8 and INT4, computes exactly the same integer sums
+// and combines them in the same order; the scalar code is the reference.
 //
-// Layout: rows in blocks of 16. INT8 stores, per block and per group of 4 columns, 16 rows x
-// 4 bytes (64 bytes, one AVX-512 register), each byte the weight plus 128 (unsigned), so
-// VNNI's unsigned-by-signed dot product can take the activations as the signed side. BF16
-// stores, per block and per pair of columns, 16 rows x 2 values, as VDPBF16PS wants.
+// Layout: rows in blocks of 16. A step is 64 bytes, one AVX-512 register: INT8 stores per step
+// 4 columns of the 16 rows (4 bytes a row), each byte the weight plus 128 (unsigned), so
+// VNNI's unsigned-by-signed dot product can take the activations as the signed side. INT8's
+// groups are kInt8WeightGroup columns (8 steps), and each pair of groups starts with a 64-byte
+// header of 32 FP16 scales (the 16 rows' of the first group, then of the second), so a block is one
+// stream with its scales beside their weights and every step stays aligned: weight = (stored -
+// 128) * scale. BF16 stores, per block and per pair of columns, 16 rows x 2 values, as
+// VDPBF16PS wants.
 //
 // INT4 stores, per block and per group of columns, a 64-byte header (16 FP16 scales, then 16
 // FP16 offsets, one of each per row), then per 8 columns of the group 64 bytes in the INT8
@@ -68,15 +72,27 @@ inline bool nibble_format(PackedFormat f) {
 
 inline constexpr std::int64_t kPackRows = 16;
 
+// INT8's columns per scale. One scale per row let a row's largest weights set the step for all
+// its others: on SmolLM2-135M (docs/benchmarks.md, "INT8 with a scale per 32 columns"), mean KL
+// from BF16 went from 0.0107 to 0.0069 with its weights taken off the 4-bit grid, and from
+// 0.0094 to 0.0058 on the file as shipped, for a sixteenth more bytes. 32 is also the
+// activations' group, so both scales meet at the same group end, and GGUF's Q8_0 blocks (an
+// FP16 scale per 32) are kept exactly.
+inline constexpr std::int64_t kInt8WeightGroup = 32;
+// Bits an INT8 weight takes with its share of the group's FP16 scale: 8.5.
+inline constexpr double int8_bits_per_weight() {
+  return 8.0 + 16.0 / static_cast<double>(kInt8WeightGroup);
+}
+
 struct PackedMatrix {
   PackedFormat format = PackedFormat::Int8;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   std::int64_t cols_padded = 0;  // a multiple of 4 (INT8), 8 (INT4, MXFP4) or 2 (BF16)
   std::int64_t blocks = 0;       // ceil(rows / 16)
-  std::int64_t group = 0;        // INT4: columns per scale, a multiple of 8; MXFP4: 32
+  // Columns per scale: INT8 kInt8WeightGroup; INT4 a multiple of 8; MXFP4 32; BF16 0.
+  std::int64_t group = 0;
   AlignedBytes bytes;
-  std::vector<float> row_scale;  // INT8: weight = (stored - 128) * row_scale[row]
   // MXFP4: weight = (kMxfp4Biased[code] - 12) * group_scale[g * blocks * 16 + row],
   // group-major so that a block's 16 scales of one group are one vector load. (INT4 keeps
   // its scales in the blocks' headers.)
@@ -94,6 +110,18 @@ struct PackedMatrix {
     return int4_header_offset(g) + kInt4StepBytes;
   }
   static constexpr std::int64_t kInt4StepBytes = 64;
+  // INT8: the 16 FP16 scales of group g in a block, and the step of columns 4k to 4k + 3
+  // (kInt8WeightGroup / 4 steps a group, a header before each pair of groups), from the block's
+  // start.
+  // (Constants, so that the kernels shift where a division by the group would cost them.)
+  static constexpr std::int64_t int8_header_offset(std::int64_t g) {
+    return (g / 2) * (kInt8PairSteps + 1) * kStepBytes + (g % 2) * (kStepBytes / 2);
+  }
+  static constexpr std::int64_t int8_step_offset(std::int64_t k) {
+    return (k + k / kInt8PairSteps + 1) * kStepBytes;
+  }
+  static constexpr std::int64_t kInt8PairSteps = 2 * kInt8WeightGroup / 4;
+  static constexpr std::int64_t kStepBytes = 64;
   const std::uint8_t* block(std::int64_t b) const {
     return bytes.data.get() + b * static_cast<std::int64_t>(block_bytes());
   }
@@ -103,7 +131,9 @@ struct PackedMatrix {
 };
 
 // Packs a stored matrix (any dtype, with its fp8 block scales) row by row. INT8 uses a
-// symmetric scale per row: max |w| / 127.
+// symmetric scale per row and group of kInt8WeightGroup columns: max |w| / 127, rounded up to FP16
+// (so no weight clips) and the weights rounded on that FP16 step. Weights whose scale would pass
+// FP16's range (|w| > 127 * 65504) throw std::invalid_argument.
 PackedMatrix pack_int8(const WeightMatrix& source);
 PackedMatrix pack_bf16(const WeightMatrix& source);
 // INT4: per (row, group of `group` columns along k) a scale and an offset (FP16), nibbles
@@ -133,7 +163,7 @@ std::uint64_t packed_matrix_bytes(const PackedMatrix& m);
 // front. `bytes` stays empty; blocks * block_bytes() and the scale counts are final.
 PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat format,
                           std::int64_t group = 0);
-std::size_t packed_scale_count(const PackedMatrix& m);  // row_scale or group_scale entries
+std::size_t packed_scale_count(const PackedMatrix& m);  // group_scale entries (MXFP4)
 
 // Row `r` as the fp32 weights the kernels multiply with (for verification).
 void unpack_row(const PackedMatrix& m, std::int64_t r, float* out);
@@ -143,12 +173,9 @@ void unpack_row(const PackedMatrix& m, std::int64_t r, float* out);
 // the stored weights' offset (INT8 +128, MXFP4 +12, INT4's offset per group); or BF16. The
 // kernels add exact integer sums per group and combine the groups with one fused multiply-add
 // each (INT4: two, the second for its offset), in group order, so every variant agrees to the
-// bit. INT4 and MXFP4 weights take activation groups equal to their own weight groups; INT8
-// weights take kInt8ActivationGroup.
-// INT8's sums are of the stored bytes (w + 128) as they are; what the offset adds to a row,
-// 128 times the groups' scaled sums, is the same for every row, so it is taken away once per
-// row at the end (`offset`) instead of from every group's sum, which cost the AVX-512 kernel
-// 3-7% (Zen 5, one thread, expert and attention shapes).
+// bit. The weights' groups are the activations' groups (kInt8ActivationGroup for INT8).
+// INT8's and MXFP4's sums start from minus their offset (128, 12) times the group's sum of
+// activations, so the group's end only converts and scales.
 struct PackedActivations {
   PackedFormat format = PackedFormat::Int8;
   std::int64_t tokens = 0;
@@ -157,9 +184,10 @@ struct PackedActivations {
   std::vector<std::int8_t> q;           // INT8, INT4, MXFP4: [tokens x cols_padded]
   std::vector<float> scale;             // INT8, INT4, MXFP4: [tokens x groups]
   std::vector<std::int32_t> group_sum;  // INT8, INT4, MXFP4: [tokens x groups]
-  // INT8: [tokens], the sum over groups, in group order by fused multiply-adds, of scale
-  // times 128 * group_sum: what the stored weights' offset adds to each row's result.
-  std::vector<float> offset;
+  // INT8, MXFP4: [tokens x groups], what each group's integer sum of stored weights times
+  // activations starts from, minus the weights' offset (128, 12) times group_sum: once here
+  // rather than at every block's group start (AVX-512 INT8 products 5-10% faster, Zen 5).
+  std::vector<std::int32_t> start;
   // INT4: [tokens x groups], scale times group_sum, which each group's weight offsets multiply:
   // once here rather than at every block's group end (INT4 products 10-15% faster).
   std::vector<float> scaled_sum;
@@ -170,11 +198,13 @@ struct PackedActivations {
 
 // Columns per activation scale for INT8 weights. One scale per token lets a few large
 // activations (outlier channels) take the resolution from all the others. Measured on
-// SmolLM2-135M (docs/benchmarks.md, "INT8 accuracy"), mean KL from BF16: one scale per
-// token 0.052, groups of 128 0.018, of 64 0.012, of 32 0.0094 (4: 0.0062, the weights' own
-// share). 32, as llama.cpp's Q8 activation blocks; the AMX kernels take half tiles for it.
-inline constexpr std::int64_t kInt8ActivationGroup = 32;
-// Activation group 0 for INT8: one scale for the whole row (as oneDNN's INT8 products take).
+// SmolLM2-135M (docs/benchmarks.md, "INT8 accuracy"; weights then with one scale per row),
+// mean KL from BF16: one scale per token 0.052, groups of 128 0.018, of 64 0.012, of 32 0.0094
+// (4: 0.0062, the weights' own share). 32, as llama.cpp's Q8 activation blocks and INT8's weight
+// groups; the AMX kernels take half tiles for it.
+inline constexpr std::int64_t kInt8ActivationGroup = kInt8WeightGroup;
+// Activation group 0 for INT8: one scale for the whole row (as oneDNN's INT8 products take; the
+// packed kernels take kInt8ActivationGroup only).
 inline constexpr std::int64_t kWholeRow = 0;
 
 // `group`: columns per scale, a positive multiple of 4 (INT8; or kWholeRow) or of 8 (INT4,

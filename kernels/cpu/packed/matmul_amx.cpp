@@ -7,7 +7,8 @@
 //
 // The packed layout is already the one AMX wants for its second operand: per block of 16
 // rows, 16 consecutive column quads (INT8) or column pairs (BF16) are one 16 x 64-byte tile,
-// 1 KiB contiguous. The activations are the first operand, 16 tokens x 64 bytes read with the
+// 1 KiB contiguous (INT8's groups of 32 columns are half tiles, 512 bytes after their pair's
+// header of scales). The activations are the first operand, 16 tokens x 64 bytes read with the
 // row stride of the activation matrix. TDPBSUD multiplies signed activations by the unsigned
 // stored weights (w + 128, as for VPDPBUSD); TDPBF16PS takes BF16 pairs. INT4 weights are
 // widened to bytes (0..15) one pair of blocks at a time into a per-thread buffer, then go
@@ -180,13 +181,13 @@ std::int64_t chunk_bytes_for(const PackedActivations& x) {
   return kTileBytes / 2;
 }
 
-// INT8 and INT4 per activation group (x.group columns, whole or half tiles): the tile products of
-// the group's chunks, the columns short of a tile with AVX-512, and one fused multiply-add
-// per group into the float results (INT4 a second for its offset; INT8's offset share taken
-// away once at the end), as the other variants.
-// `wbytes`: the first of the BB blocks in the INT8 layout, the next `block_stride` bytes on
-// (INT8: the packed blocks; INT4: the blocks widened to bytes). `rows`: tokens per token tile,
-// as configured (16, or fewer in one partial tile).
+// INT8 and INT4 per group (x.group columns, whole or half tiles): the tile products of the
+// group's chunks, the columns short of a tile with AVX-512, and one fused multiply-add per group
+// into the float results by the activations' scale times the weights' (INT4 a second for its
+// offset), as the other variants.
+// `wbytes`: the first of the BB blocks in the INT8 layout, the next block after it (INT8: the
+// packed blocks, with their headers; INT4: the blocks widened to bytes, without). `rows`: tokens
+// per token tile, as configured (16, or fewer in one partial tile).
 template <class Tiles, int TT, int BB>
 void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                    const std::uint8_t* wbytes, std::int64_t t0, int rows, float* y,
@@ -194,8 +195,11 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
   Scratch& s = scratch();
   const bool int8 = w.format == PackedFormat::Int8;
   const std::int64_t quads = w.cols_padded / 4;
-  const std::int64_t block_stride = w.cols_padded * kPackRows;
+  const std::int64_t block_stride =
+      int8 ? static_cast<std::int64_t>(w.block_bytes()) : w.cols_padded * kPackRows;
   const std::uint8_t* wb[2] = {wbytes, wbytes + block_stride};
+  // Where quad q0 (the first of a group) starts in a block; the group's quads follow it.
+  const auto quad_at = [&](std::int64_t q0) { return int8 ? w.int8_step_offset(q0) : q0 * 64; };
   const auto* xq = reinterpret_cast<const std::uint8_t*>(x.q.data() + t0 * x.cols_padded);
   const std::int64_t groups = x.groups();
   const std::int64_t quads_per_group = x.group / 4;
@@ -207,16 +211,21 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
     const std::int64_t q0 = g * quads_per_group;
     const std::int64_t q1 = std::min(quads, q0 + quads_per_group);
     const std::int64_t full = (q1 - q0) / chunk_quads;
+    // The group's weights as if its quads started at quad 0: gw[b] + q * 64 is quad q.
+    const std::uint8_t* gw[2] = {wb[0] + quad_at(q0) - q0 * 64, wb[1] + quad_at(q0) - q0 * 64};
+    const std::uint8_t* first[2] = {gw[0] + q0 * 64, gw[1] + q0 * 64};
     zero_accumulators<Tiles, TT, BB>();
-    tile_products<Tiles, TT, BB>(xq, x.cols_padded, wb, q0 / chunk_quads, full, true,
-                                 chunk_quads * 4);
+    tile_products<Tiles, TT, BB>(xq + q0 * 4, x.cols_padded, first, 0, full, true, chunk_quads * 4);
     store_accumulators<Tiles, TT, BB>(s.sums);
     for (int tt = 0; tt < TT; ++tt) {
       for (int b = 0; b < BB; ++b) {
-        add_tail_quads(wb[b], x.q.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
+        add_tail_quads(gw[b], x.q.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
                        q0 + full * chunk_quads, q1, rows, s.sums[tt][b]);
         __m512 w_scale = _mm512_setzero_ps(), w_offset = _mm512_setzero_ps();
-        if (!int8) {
+        if (int8) {
+          w_scale = _mm512_cvtph_ps(_mm256_load_si256(
+              reinterpret_cast<const __m256i*>(w.block(block + b) + w.int8_header_offset(g))));
+        } else {
           const std::uint8_t* header = w.block(block + b) + w.int4_header_offset(g);
           w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header)));
           w_offset =
@@ -224,11 +233,12 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
         }
         for (int t = 0; t < rows; ++t) {
           const std::size_t at = static_cast<std::size_t>((t0 + tt * kTileRows + t) * groups + g);
-          const __m512 x_scale = _mm512_set1_ps(x.scale[at]);
-          const __m512 scale = int8 ? x_scale : _mm512_mul_ps(w_scale, x_scale);
+          const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(x.scale[at]));
+          __m512i sums = _mm512_load_si512(s.sums[tt][b][t]);
+          // INT8's stored bytes are w + 128: their offset times the activations' sum comes out.
+          if (int8) sums = _mm512_add_epi32(sums, _mm512_set1_epi32(x.start[at]));
           __m512 result =
-              _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_load_si512(s.sums[tt][b][t])),
-                              _mm512_load_ps(s.results[tt][b][t]));
+              _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(sums), _mm512_load_ps(s.results[tt][b][t]));
           if (!int8) {
             result = _mm512_fmadd_ps(w_offset, _mm512_set1_ps(x.scaled_sum[at]), result);
           }
@@ -241,15 +251,9 @@ void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64
     for (int b = 0; b < BB; ++b) {
       const std::int64_t r0 = (block + b) * kPackRows;
       const std::int64_t out_rows = std::min(kPackRows, w.rows - r0);
-      const __m512 row_scale =
-          int8 ? _mm512_loadu_ps(w.row_scale.data() + r0) : _mm512_set1_ps(1.0f);
       for (int t = 0; t < rows; ++t) {
-        __m512 v = _mm512_load_ps(s.results[tt][b][t]);
-        if (int8) {
-          const float offset = x.offset[static_cast<std::size_t>(t0 + tt * kTileRows + t)];
-          v = _mm512_mul_ps(_mm512_sub_ps(v, _mm512_set1_ps(offset)), row_scale);
-        }
-        store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0, v, out_rows);
+        store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0,
+                   _mm512_load_ps(s.results[tt][b][t]), out_rows);
       }
     }
   }

@@ -1,6 +1,7 @@
 // AVX-512 kernels: VNNI (VPDPBUSD) for INT8, INT4 and MXFP4, AVX512_BF16 (VDPBF16PS) for
-// BF16. Tile: 32 output rows (two 16-row blocks, one register each) x up to 8 tokens, so each
-// weight register loaded is used 8 times and each activation broadcast twice.
+// BF16. Tile: 32 output rows (two 16-row blocks, one register each) x up to 8 tokens (INT8 6
+// when there are more than 8), so each weight register loaded is used for every token of the
+// tile and each activation broadcast twice.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -52,18 +53,18 @@ struct Ahead {
   int count = 0;
 };
 
-// Per activation group, exact integer sums (VPDPBUSD of the unsigned stored bytes by the
-// signed activations; MXFP4's start from minus its offset times the group's activation sum),
-// then one fused multiply-add per group into the float result: by the group's activation
-// scale (INT8, whose offset's share and row scale come last) or by that times the weights'
-// group scale (INT4, MXFP4). Eight tokens by two blocks: the float results spill to L1 and are
-// touched once per group, which costs less than a smaller tile's extra weight loads and
-// unpacking (INT4, measured: 398 -> 438 GMAC/s, one thread, 768 x 2048 at 32 tokens).
+// Per group, exact integer sums (VPDPBUSD of the unsigned stored bytes by the signed
+// activations; INT8's and MXFP4's start from minus their offset times the group's activation
+// sum), then one fused multiply-add per group into the float result, by the group's activation
+// scale times the weights' (INT4 a second for its offset). Eight tokens by two blocks: the float
+// results spill to L1 and are touched once per group, which costs less than a smaller tile's extra
+// weight loads and unpacking (INT4, measured: 398 -> 438 GMAC/s, one thread, 768 x 2048 at 32
+// tokens).
 template <int T, int B, Kind K>
 void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                   std::int64_t t0, float* y, std::int64_t y_stride, Ahead ahead = {}) {
   constexpr std::int64_t kStepCols = K == Kind::Int8 ? 4 : 8;  // columns per weight register
-  constexpr int bias = K == Kind::Fp4 ? kMxfp4Bias : 0;
+  constexpr int bias = K == Kind::Fp4 ? kMxfp4Bias : K == Kind::Int8 ? 128 : 0;
   const std::int64_t steps = w.cols_padded / kStepCols;
   const std::int64_t steps_per_group = x.group / kStepCols;
   const std::int64_t groups = x.groups();
@@ -78,27 +79,28 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) result[b][t] = _mm512_setzero_ps();
   for (std::int64_t g = 0; g < groups; ++g) {
-    // MXFP4's stored weights are 2w + 12: each sum starts at minus that offset times the
-    // group's activation sum, so the group's end only converts and scales (a subtraction
-    // there cost INT8 6% when it did the same).
+    // INT8's stored weights are w + 128, MXFP4's 2w + 12: each sum starts at minus that offset
+    // times the group's activation sum, so the group's end only converts and scales.
     __m512i acc[B][T];
     for (int t = 0; t < T; ++t) {
       const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
-      const __m512i start =
-          bias == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(-bias * x.group_sum[at]);
+      const __m512i start = bias == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(x.start[at]);
       for (int b = 0; b < B; ++b) acc[b][t] = start;
     }
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
-    // INT4's steps of the group follow the group's header.
+    // INT4's steps of the group follow the group's header, INT8's a header per pair of groups.
     const std::int64_t step_base =
-        K == Kind::Int4 ? w.int4_step_offset(g) - g * steps_per_group * 64 : 0;
+        K == Kind::Int4   ? w.int4_step_offset(g) - g * steps_per_group * 64
+        : K == Kind::Int8 ? w.int8_step_offset(g * steps_per_group) - g * steps_per_group * 64
+                          : 0;
     const std::uint8_t* gw[B];
     for (int b = 0; b < B; ++b) gw[b] = wb[b] + step_base;
-    if constexpr (K == Kind::Int4) {
-      for (int a = 0; a < ahead.count; ++a) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead.block[a] + w.int4_header_offset(g)),
-                     _MM_HINT_T0);
-      }
+    if constexpr (K == Kind::Int4 || K == Kind::Int8) {
+      const std::int64_t header = K == Kind::Int4 ? w.int4_header_offset(g)
+                                  : g % 2 == 0    ? w.int8_header_offset(g)
+                                                  : -1;
+      for (int a = 0; a < ahead.count && header >= 0; ++a)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead.block[a] + header), _MM_HINT_T0);
     }
     for (std::int64_t k = g * steps_per_group; k < k1; ++k) {
       for (int a = 0; a < ahead.count; ++a) {
@@ -139,6 +141,10 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
       __m512 w_scale = _mm512_setzero_ps(), w_offset = _mm512_setzero_ps();
       if constexpr (K == Kind::Fp4)
         w_scale = _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
+      if constexpr (K == Kind::Int8) {
+        w_scale = _mm512_cvtph_ps(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(wb[b] + w.int8_header_offset(g))));
+      }
       if constexpr (K == Kind::Int4) {
         const std::uint8_t* header = wb[b] + w.int4_header_offset(g);
         w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header)));
@@ -148,8 +154,7 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
       for (int t = 0; t < T; ++t) {
         const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
         // INT4 adds its own offset times the group's activation sum, scaled.
-        const __m512 x_scale = _mm512_set1_ps(x.scale[at]);
-        const __m512 scale = K == Kind::Int8 ? x_scale : _mm512_mul_ps(w_scale, x_scale);
+        const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(x.scale[at]));
         result[b][t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(acc[b][t]), result[b][t]);
         if constexpr (K == Kind::Int4) {
           result[b][t] = _mm512_fmadd_ps(w_offset, _mm512_set1_ps(x.scaled_sum[at]), result[b][t]);
@@ -160,19 +165,17 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
   for (int b = 0; b < B; ++b) {
     const std::int64_t r0 = (block + b) * kPackRows;
     const std::int64_t rows = std::min(kPackRows, w.rows - r0);
-    __m512 row_scale = _mm512_setzero_ps();
-    if constexpr (K == Kind::Int8) row_scale = _mm512_loadu_ps(w.row_scale.data() + r0);
-    for (int t = 0; t < T; ++t) {
-      __m512 v = result[b][t];
-      if constexpr (K == Kind::Int8) {
-        v = _mm512_mul_ps(_mm512_sub_ps(v, _mm512_set1_ps(x.offset[t0 + t])), row_scale);
-      }
-      store_rows(y + (t0 + t) * y_stride + r0, v, rows);
-    }
+    for (int t = 0; t < T; ++t) store_rows(y + (t0 + t) * y_stride + r0, result[b][t], rows);
   }
 }
 
+// Tokens a tile takes. INT8 from 9 tokens on takes 6: its group ends multiply by the
+// weights' scales, and at 8 tokens most of its 16 results live in memory (2 threads, Zen 5,
+// `tandem bench --kernels --formats int8`, 512 tokens: the attention and head shapes 4-10%
+// faster with 6, the experts' within the run-to-run noise). Up to 8 tokens one tile of as many
+// takes them all, each weight read once.
 constexpr int kGroupedTokenTile = 8;
+constexpr int kInt8TokenTile = 6;
 // Products of at most this many tokens take four blocks at a time (grouped_blocks): INT8's
 // 4 x 6 accumulators, four weight registers and a broadcast fit the 32 registers; INT4 and
 // MXFP4 need two weight registers a block. (INT8 at 7 tokens spilled and lost to two blocks.)
@@ -190,12 +193,12 @@ constexpr int kFewTokens = K == Kind::Int8 ? 6 : 4;
 // thread), 800-850 -> 920-1030 (two). Not MXFP4, whose scales are a stream of their own apart
 // from the blocks: fetching ahead made it slower (one thread, 8 tokens 190-230 -> 110-180
 // GFLOP/s, 32 tokens 380-430 -> 300-355).
-template <int B, Kind K>
-void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                        std::int64_t block_end, std::int64_t t_begin, std::int64_t t_end, float* y,
-                        std::int64_t y_stride) {
-  const std::int64_t full_tiles = (t_end - t_begin) / kGroupedTokenTile;
-  const int tail = static_cast<int>((t_end - t_begin) % kGroupedTokenTile);
+template <int Tile, int B, Kind K>
+void run_tiles_grouped(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                       std::int64_t block_end, std::int64_t t_begin, std::int64_t t_end, float* y,
+                       std::int64_t y_stride) {
+  const std::int64_t full_tiles = (t_end - t_begin) / Tile;
+  const int tail = static_cast<int>((t_end - t_begin) % Tile);
   const std::int64_t tiles = full_tiles + (tail > 0 ? 1 : 0);
   const auto ahead_of = [&](std::int64_t tile) {
     Ahead ahead;
@@ -208,8 +211,8 @@ void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::
   };
   std::int64_t t = t_begin;
   std::int64_t tile = 0;
-  for (; t + kGroupedTokenTile <= t_end; t += kGroupedTokenTile, ++tile)
-    grouped_tile<kGroupedTokenTile, B, K>(w, x, block, t, y, y_stride, ahead_of(tile));
+  for (; t + Tile <= t_end; t += Tile, ++tile)
+    grouped_tile<Tile, B, K>(w, x, block, t, y, y_stride, ahead_of(tile));
   switch (tail) {
 #define TANDEM_GROUPED_TAIL(n)                                          \
   case n:                                                               \
@@ -225,6 +228,17 @@ void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::
 #undef TANDEM_GROUPED_TAIL
     default:
       break;
+  }
+}
+
+template <int B, Kind K>
+void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                        std::int64_t block_end, std::int64_t t_begin, std::int64_t t_end, float* y,
+                        std::int64_t y_stride) {
+  if (K == Kind::Int8 && t_end - t_begin > kGroupedTokenTile) {
+    run_tiles_grouped<kInt8TokenTile, B, K>(w, x, block, block_end, t_begin, t_end, y, y_stride);
+  } else {
+    run_tiles_grouped<kGroupedTokenTile, B, K>(w, x, block, block_end, t_begin, t_end, y, y_stride);
   }
 }
 

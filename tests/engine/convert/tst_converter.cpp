@@ -648,16 +648,12 @@ class TestConverter : public QObject {
       QCOMPARE(info.begin, t.offset);
       QCOMPARE(info.end - info.begin, t.size);
       // Routed experts are INT4 (scales and offsets in the blocks' headers); attention and
-      // the output head INT8 (a scale per row, a tensor of its own).
+      // the output head INT8 (scales per 32 columns in the blocks' headers too).
       const bool expert = name.find(".experts.") != std::string::npos;
       const auto scale = file.tensors().find(name + std::string(model::kPackedScaleSuffix));
-      if (expert) {
-        QVERIFY(scale == file.tensors().end());
-        QCOMPARE(t.scale_size, std::uint64_t{0});
-      } else {
-        QVERIFY(scale != file.tensors().end());
-        QCOMPARE(scale->second.begin, t.scale_offset);
-      }
+      QVERIFY(scale == file.tensors().end());
+      QCOMPARE(t.scale_size, std::uint64_t{0});
+      QCOMPARE(t.group, expert ? kernels::kDefaultInt4Group : kernels::kInt8WeightGroup);
       QCOMPARE(t.format, expert ? kernels::PackedFormat::Int4 : kernels::PackedFormat::Int8);
       int4 += expert;
     }
@@ -981,7 +977,7 @@ class TestConverter : public QObject {
     convert_to(::fixture(fixture), out, model::Method(method), false, {}, pools, group);
     const model::Manifest m = model::read_manifest(out);
     QCOMPARE(m.pools, pools);
-    QCOMPARE(m.format_version, 3);
+    QCOMPARE(m.format_version, 4);
     int slices = 0;
     for (const auto& [name, t] : m.tensors) {
       if (name.find(".experts.") == std::string::npos) continue;
@@ -1055,7 +1051,7 @@ class TestConverter : public QObject {
   void olderManifestsMeanOnePool() {
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/c";
-    convert_to(fixture("qwen3-moe"), out, model::Method::Int8);
+    convert_to(fixture("qwen3-moe"), out, model::Method::Bf16);  // INT8 changed in version 4
     const auto want = logits(out);
     const std::string path = out + "/" + model::kManifestName;
     nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
@@ -1065,34 +1061,48 @@ class TestConverter : public QObject {
     QCOMPARE(model::read_manifest(out).pools, 1);
     QCOMPARE(model::LoadedModel::load(out)->pools(), 1);
     QCOMPARE(logits(out), want);
-    j["format_version"] = 4;
+    j["format_version"] = 5;
     std::ofstream(path) << j.dump(1);
     try {
       model::read_manifest(out);
       QFAIL("read");
     } catch (const model::ModelError& e) {
-      QVERIFY2(std::string(e.what()).find("reads versions 1 to 3") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("reads versions 1 to 4") != std::string::npos, e.what());
     }
   }
 
-  // INT4 written before version 3 (one symmetric scale per group, apart from the weights)
-  // cannot be read as today's grid: refused with a sentence, not run as garbage.
-  void olderInt4FoldersAreASentence() {
+  // Packed formats whose layout changed cannot be read as today's: refused with a sentence,
+  // not run as garbage. INT4 before version 3 had one symmetric scale per group; INT8 before
+  // version 4 one float scale per row, apart from the weights.
+  void olderFoldersAreASentence_data() {
+    QTest::addColumn<int>("method");
+    QTest::addColumn<int>("version");
+    QTest::addColumn<QString>("sentence");
+    QTest::newRow("int4, version 2")
+        << int(model::Method::Int4) << 2
+        << "its INT4 weights were written by an earlier Tandem, with one symmetric scale per group";
+    QTest::newRow("int8, version 3")
+        << int(model::Method::Int8) << 3
+        << "its INT8 weights were written by an earlier Tandem, with one scale per row";
+  }
+
+  void olderFoldersAreASentence() {
+    QFETCH(int, method);
+    QFETCH(int, version);
+    QFETCH(QString, sentence);
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/c";
-    convert_to(fixture("qwen3-moe"), out, model::Method::Int4);
+    convert_to(fixture("qwen3-moe"), out, model::Method(method));
     QVERIFY(model::LoadedModel::load(out) != nullptr);
     const std::string path = out + "/" + model::kManifestName;
     nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
-    j["format_version"] = 2;
+    j["format_version"] = version;
     std::ofstream(path) << j.dump(1);
     try {
       model::LoadedModel::load(out);
       QFAIL("loaded");
     } catch (const model::ModelError& e) {
-      QVERIFY2(std::string(e.what()).find("written by an earlier Tandem, with one symmetric scale "
-                                          "per group") != std::string::npos,
-               e.what());
+      QVERIFY2(std::string(e.what()).find(sentence.toStdString()) != std::string::npos, e.what());
       QVERIFY2(std::string(e.what()).find("Delete the folder and convert the model again.") !=
                    std::string::npos,
                e.what());

@@ -214,8 +214,9 @@ class TestPlanner : public QObject {
     QCOMPARE(p.cpu_format, WeightFormat::Int8);
     QVERIFY(p.gpu_experts_per_layer > 0 && p.gpu_experts_per_layer < 128);
     // Whatever is not on the GPU is in RAM.
+    // INT8: a byte a weight and an FP16 scale per 32.
     QCOMPARE(line(p.ram, "routed experts (CPU)"),
-             std::uint64_t(128 - p.gpu_experts_per_layer) * 48 * 3 * 2048 * 768);
+             std::uint64_t(128 - p.gpu_experts_per_layer) * 48 * 3 * 2048 * 768 * 17 / 16);
     QCOMPARE(line(p.vram, "routed experts (GPU)"),
              std::uint64_t(p.gpu_experts_per_layer) * 48 * 3 * 2048 * 768 * 2);
     std::map<std::string, std::string> params;
@@ -321,7 +322,7 @@ class TestPlanner : public QObject {
   void cpu_only_dense_matrices() {
     const ModelShape s = shape("qwen3-30b-a3b");
     const std::uint64_t attention = std::uint64_t{48} * (2048 * 4096 * 2 + 2048 * 512 * 2);
-    const std::uint64_t head = std::uint64_t{151936} * 2048;
+    const std::uint64_t head = std::uint64_t{151936} * 2048 * 17 / 16;  // INT8
     hw::HardwareReport avx512 = machine("ryzen-avx512-16gb");
     avx512.gpus.devices.clear();
     const Plan p = make_plan(avx512, s, {8192, Quality::Balanced, {}});
