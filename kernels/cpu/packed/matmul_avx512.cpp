@@ -1,6 +1,6 @@
 // AVX-512 kernels: VNNI (VPDPBUSD) for INT8, INT4 and MXFP4, AVX512_BF16 (VDPBF16PS) for
-// BF16. Tile: 32 output rows (two 16-row blocks, one register each) x up to 8 tokens (INT8 6
-// when there are more than 8), so each weight register loaded is used for every token of the
+// BF16. Tile: 32 output rows (two 16-row blocks, one register each) x up to 8 tokens (INT8 and
+// INT4 6 when there are more than 8), so each weight register loaded is used for every token of the
 // tile and each activation broadcast twice.
 #include <immintrin.h>
 
@@ -169,13 +169,14 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
   }
 }
 
-// Tokens a tile takes. INT8 from 9 tokens on takes 6: its group ends multiply by the
-// weights' scales, and at 8 tokens most of its 16 results live in memory (2 threads, Zen 5,
-// `tandem bench --kernels --formats int8`, 512 tokens: the attention and head shapes 4-10%
-// faster with 6, the experts' within the run-to-run noise). Up to 8 tokens one tile of as many
-// takes them all, each weight read once.
+// Tokens a tile takes. INT8 and INT4 from 9 tokens on take 6: their group ends multiply by
+// the weights' scales, and at 8 tokens most of the 16 results live in memory (2 threads, Zen 5,
+// `tandem bench --kernels --formats int8` / `int4`, 512 tokens: INT8's attention and head
+// shapes 4-10% faster with 6, its experts' within the run-to-run noise; INT4's experts 3-5%,
+// its prompts end to end 1-5%). Up to 8 tokens one tile of as many takes them all, each weight
+// read once. MXFP4 keeps 8.
 constexpr int kGroupedTokenTile = 8;
-constexpr int kInt8TokenTile = 6;
+constexpr int kFewerTokenTile = 6;
 // Products of at most this many tokens take four blocks at a time (grouped_blocks): INT8's
 // 4 x 6 accumulators, four weight registers and a broadcast fit the 32 registers; INT4 and
 // MXFP4 need two weight registers a block. (INT8 at 7 tokens spilled and lost to two blocks.)
@@ -235,8 +236,8 @@ template <int B, Kind K>
 void run_tokens_grouped(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                         std::int64_t block_end, std::int64_t t_begin, std::int64_t t_end, float* y,
                         std::int64_t y_stride) {
-  if (K == Kind::Int8 && t_end - t_begin > kGroupedTokenTile) {
-    run_tiles_grouped<kInt8TokenTile, B, K>(w, x, block, block_end, t_begin, t_end, y, y_stride);
+  if (K != Kind::Fp4 && t_end - t_begin > kGroupedTokenTile) {
+    run_tiles_grouped<kFewerTokenTile, B, K>(w, x, block, block_end, t_begin, t_end, y, y_stride);
   } else {
     run_tiles_grouped<kGroupedTokenTile, B, K>(w, x, block, block_end, t_begin, t_end, y, y_stride);
   }
