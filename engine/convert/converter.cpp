@@ -534,7 +534,9 @@ std::string gguf_conversion_advice(const model::GgufSet& set, kernels::CpuVarian
            int8_size + (bits < 7.5 ? "; " + int4_keeps + "." : ".");
   }
   if (bits >= 7.5) {
-    return what + ". Converted to INT8 (" + int8_size +
+    // INT8's groups are Q8_0's blocks: an FP16 scale and integers per 32 columns.
+    const std::string kept = layout->name == "Q8_0" ? ", keeping these blocks exactly" : "";
+    return what + ". Converted to INT8 (" + int8_size + kept +
            "), prompts and replies both ran faster than these blocks as stored in Tandem's "
            "measurements (AVX-512); the file also runs as it is.";
   }

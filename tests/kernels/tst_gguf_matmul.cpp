@@ -17,6 +17,7 @@
 #include "kernels/cpu/gguf/blocks.h"
 #include "kernels/cpu/gguf/matmul.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/packed/matmul.h"
 
 using namespace tandem::kernels;
 
@@ -134,6 +135,39 @@ class TestGgufMatmul : public QObject {
       ++blocks;
     }
     QCOMPARE(blocks, 19);
+  }
+
+  // A Q8_0 file packed to INT8 (`--cpu-format int8`, `tandem convert --method int8`) keeps
+  // its weights exactly: each block's scale and integers are an INT8 group's, whatever the
+  // block's largest integer and the scale's sign (the fixture has both kinds). A block holding
+  // -128, whose opposite INT8 cannot store, is rounded as any weights are: to half its step.
+  void q8_0BlocksStayExactInInt8() {
+    Fixture f = read_fixture(QStringLiteral(TANDEM_TEST_DATA_DIR "/gguf-blocks/Q8_0.bin"));
+    QCOMPARE(f.dtype, DType::Q8_0);
+    f = repeat_blocks(f, 8);  // 256 columns: two pairs of groups
+    WeightMatrix source;
+    source.dtype = DType::Q8_0;
+    source.data = f.blocks.data();
+    source.rows = 1;
+    source.cols = f.cols;
+    std::vector<float> want(static_cast<std::size_t>(f.cols)), got(want);
+    source.row_f32(0, want.data());
+    unpack_row(pack_int8(source), 0, got.data());
+    for (std::int64_t c = 0; c < f.cols; ++c)
+      QCOMPARE(got[static_cast<std::size_t>(c)], want[static_cast<std::size_t>(c)]);
+
+    f.blocks[2 * 34 + 2 + 5] = static_cast<char>(-128);  // block 2's sixth integer
+    source.row_f32(0, want.data());
+    unpack_row(pack_int8(source), 0, got.data());
+    float max_abs = 0;
+    for (int c = 64; c < 96; ++c) max_abs = std::max(max_abs, std::abs(want[c]));
+    for (int c = 0; c < f.cols; ++c) {
+      const float err = std::abs(got[c] - want[c]);
+      if (c < 64 || c >= 96)
+        QCOMPARE(got[c], want[c]);
+      else
+        QVERIFY2(err <= 0.5f * max_abs / 127 * 1.001f, qPrintable(QString::number(err)));
+    }
   }
 
   void unpackDecodesToTheReference_data() { formats_data(); }

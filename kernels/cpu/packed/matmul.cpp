@@ -202,6 +202,26 @@ std::uint16_t f16_at_least(float v) {
   return h;
 }
 
+// A Q8_0 block (FP16 scale d, then 32 signed bytes) as lane `lane` of an INT8 group: its
+// scale |d| into the header, each integer (its sign turned where d is negative) plus 128 into
+// the group's steps. False, with nothing written, for a block INT8 cannot hold as it is: an
+// integer of -128 (whose opposite is past 127) or a scale that is not finite.
+bool take_q8_0_block(const std::uint8_t* stored, std::uint8_t* header, std::uint8_t* steps,
+                     std::int64_t lane) {
+  std::uint16_t d;
+  std::memcpy(&d, stored, 2);
+  if ((d & 0x7C00) == 0x7C00) return false;  // infinite or NaN
+  const auto* q = reinterpret_cast<const std::int8_t*>(stored + 2);
+  for (int i = 0; i < 32; ++i)
+    if (q[i] == -128) return false;
+  const int sign = (d & 0x8000) != 0 ? -1 : 1;
+  reinterpret_cast<std::uint16_t*>(header)[lane] = static_cast<std::uint16_t>(d & 0x7FFF);
+  for (int i = 0; i < 32; ++i)
+    steps[(i / 4) * PackedMatrix::kStepBytes + i % 4] =
+        static_cast<std::uint8_t>(sign * q[i] + 128);
+  return true;
+}
+
 }  // namespace
 
 PackedMatrix pack_int8(const WeightMatrix& source) {
@@ -213,12 +233,24 @@ PackedMatrix pack_int8(const WeightMatrix& source) {
     for (std::int64_t g = 0; g < p.groups(); g += 2)
       std::memset(p.block(b) + p.int8_header_offset(g), 0, PackedMatrix::kStepBytes);
   }
+  // GGUF's Q8_0 blocks are INT8 groups already (32 columns from the row's start, an FP16 scale
+  // and integers): taken as they are, so that they stay exact whatever their largest integer.
+  const bool q8_0 =
+      source.dtype == DType::Q8_0 && source.block_scale == nullptr && source.cols % p.group == 0;
+  constexpr std::int64_t kQ8_0Bytes = 2 + 32;
   std::vector<float> row(static_cast<std::size_t>(source.cols));
   for (std::int64_t r = 0; r < source.rows; ++r) {
     source.row_f32(r, row.data());
     std::uint8_t* block = p.block(r / kPackRows);
     const std::int64_t lane = r % kPackRows;
     for (std::int64_t c0 = 0; c0 < source.cols; c0 += p.group) {
+      if (q8_0) {
+        const auto* stored = static_cast<const std::uint8_t*>(source.data) +
+                             (r * source.cols + c0) / p.group * kQ8_0Bytes;
+        if (take_q8_0_block(stored, block + p.int8_header_offset(c0 / p.group),
+                            block + p.int8_step_offset(c0 / 4) + lane * 4, lane))
+          continue;
+      }
       const std::int64_t c1 = std::min(source.cols, c0 + p.group);
       float max_abs = 0.0f;
       for (std::int64_t c = c0; c < c1; ++c) {

@@ -350,7 +350,8 @@ class TestConverter : public QObject {
     const int amx = int(kernels::CpuVariant::Amx);
     QTest::newRow("Q8_0") << "qwen3moe-q8_0" << avx512
                           << "Its experts are Q8_0 (8.5 bits a weight). Converted to INT8 (about "
-                             "their memory), prompts and replies both ran faster";
+                             "their memory, keeping these blocks exactly), prompts and replies "
+                             "both ran faster";
     QTest::newRow("Q8_0, AMX") << "qwen3moe-q8_0" << amx << "This CPU has AMX";
     QTest::newRow("Q4_K") << "mixtral-q4_k" << avx512
                           << "Converted to INT4 (5.0 bits a weight), prompts ran 5-25% faster "
