@@ -57,8 +57,22 @@ make_files() {
   mkdir -p "$dir" || exit 1
   set -e
   [ -d "$base" ] || "$tandem" synth --like qwen3-30b-a3b --layers "$layers" --out "$base"
-  [ -d "$base-int8" ] || "$tandem" convert --in "$base" --out "$base-int8" --method int8 -t "$threads"
-  [ -d "$base-int4" ] || "$tandem" convert --in "$base" --out "$base-int4" --method int4 -t "$threads"
+  local method
+  for method in int8 int4; do
+    # A folder an earlier Tandem converted in a layout since changed is refused with a
+    # sentence naming it: converted again, as that sentence asks.
+    if [ -d "$base-$method" ]; then
+      local said
+      said=$("$tandem" convert --in "$base" --out "$base-$method" --method "$method" \
+        -t "$threads" 2>&1 >/dev/null) || true
+      if [[ $said == *"written by an earlier Tandem"* ]]; then
+        echo "$base-$method: converted by an earlier Tandem; converting it again" >&2
+        rm -rf "$base-$method"
+      fi
+    fi
+    [ -d "$base-$method" ] ||
+      "$tandem" convert --in "$base" --out "$base-$method" --method "$method" -t "$threads"
+  done
   set +e
   if [ ! -f "$base-Q8_0.gguf" ]; then
     if ! "$python" -c 'import gguf, numpy' 2>/dev/null; then
