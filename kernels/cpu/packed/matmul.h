@@ -101,6 +101,9 @@ struct PackedMatrix {
   std::int64_t groups() const { return group > 0 ? (cols_padded + group - 1) / group : 0; }
 
   std::size_t block_bytes() const;
+  // Bytes of a step: 16 rows' weights of 4 columns (INT8), 8 (INT4, MXFP4) or 2 (BF16), one
+  // AVX-512 register; INT4's and INT8's headers are a step or half of one.
+  static constexpr std::int64_t kStepBytes = 64;
   // INT4: the header of group g in a block (16 FP16 scales, 16 FP16 offsets) and the first of
   // its 64-byte steps of nibbles, from the block's start.
   std::int64_t int4_header_offset(std::int64_t g) const {
@@ -109,11 +112,10 @@ struct PackedMatrix {
   std::int64_t int4_step_offset(std::int64_t g) const {
     return int4_header_offset(g) + kInt4StepBytes;
   }
-  static constexpr std::int64_t kInt4StepBytes = 64;
+  static constexpr std::int64_t kInt4StepBytes = kStepBytes;
   // INT8: the 16 FP16 scales of group g in a block, and the step of columns 4k to 4k + 3
   // (kInt8WeightGroup / 4 steps a group, a header before each pair of groups), from the block's
-  // start.
-  // (Constants, so that the kernels shift where a division by the group would cost them.)
+  // start. Constants, so that the kernels shift where a division by the group would cost them.
   static constexpr std::int64_t int8_header_offset(std::int64_t g) {
     return (g / 2) * (kInt8PairSteps + 1) * kStepBytes + (g % 2) * (kStepBytes / 2);
   }
@@ -121,7 +123,6 @@ struct PackedMatrix {
     return (k + k / kInt8PairSteps + 1) * kStepBytes;
   }
   static constexpr std::int64_t kInt8PairSteps = 2 * kInt8WeightGroup / 4;
-  static constexpr std::int64_t kStepBytes = 64;
   const std::uint8_t* block(std::int64_t b) const {
     return bytes.data.get() + b * static_cast<std::int64_t>(block_bytes());
   }
