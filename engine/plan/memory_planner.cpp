@@ -459,7 +459,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
                    : cpu == WeightFormat::Mxfp4
                        ? "the model's own MXFP4 experts, kept exactly at 4.25 bits"
                    : m.experts == 0
-                       ? "the FFNs' gate and up at 5 bits a weight, their downs at 8: about 75% "
+                       ? "the FFNs' gate and up at 5 bits a weight, their downs at 8.5: about 75% "
                          "of INT8's memory, a little less accurate"
                        : "about 60% of the memory of INT8 (5 bits a weight), a little less "
                          "accurate")});
