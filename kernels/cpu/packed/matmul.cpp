@@ -240,7 +240,8 @@ PackedMatrix pack_int8(const WeightMatrix& source) {
   constexpr std::int64_t kQ8_0Bytes = 2 + 32;
   std::vector<float> row(static_cast<std::size_t>(source.cols));
   for (std::int64_t r = 0; r < source.rows; ++r) {
-    source.row_f32(r, row.data());
+    // The row in fp32, read where a group needs it (a Q8_0 row's blocks rarely do).
+    bool row_read = false;
     std::uint8_t* block = p.block(r / kPackRows);
     const std::int64_t lane = r % kPackRows;
     for (std::int64_t c0 = 0; c0 < source.cols; c0 += p.group) {
@@ -250,6 +251,10 @@ PackedMatrix pack_int8(const WeightMatrix& source) {
         if (take_q8_0_block(stored, block + p.int8_header_offset(c0 / p.group),
                             block + p.int8_step_offset(c0 / 4) + lane * 4, lane))
           continue;
+      }
+      if (!row_read) {
+        source.row_f32(r, row.data());
+        row_read = true;
       }
       const std::int64_t c1 = std::min(source.cols, c0 + p.group);
       float max_abs = 0.0f;
