@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "engine/convert/converter.h"
+#include "engine/model/loaded_model.h"
 #include "engine/model/model_error.h"
 
 namespace tandem::app {
@@ -43,10 +44,10 @@ int run_convert(const ConvertCommandOptions& o) {
   options.input = o.input;
   options.output = o.output;
   if (!model::parse_method(o.method, options.method)) {
-    std::fprintf(stderr, "tandem: --method must be int8, int4, bf16 or mxfp4.\n");
+    std::fprintf(stderr, "tandem: --method must be int8, int4, int4-down8, bf16 or mxfp4.\n");
     return 2;
   }
-  if (o.group != 0 && options.method != model::Method::Int4) {
+  if (o.group != 0 && !model::has_int4(model::cpu_format_of(options.method))) {
     std::fprintf(stderr,
                  "tandem: --int4-group sets the INT4 group; leave it out for --method %s.\n",
                  o.method.c_str());

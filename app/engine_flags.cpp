@@ -157,10 +157,10 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
 
 bool apply_int4_group(int group, model::LoadOptions& load, std::string& error) {
   if (group <= 0) return true;
-  if (load.cpu_format != model::CpuFormat::Int4) {
+  if (!model::has_int4(load.cpu_format)) {
     error =
         "--int4-group sets the group of INT4 weights packed at load; use it with --cpu-format "
-        "int4 (a converted folder keeps the group it was converted with).";
+        "int4 or int4-down8 (a converted folder keeps the group it was converted with).";
     return false;
   }
   load.int4_group = group;

@@ -80,8 +80,8 @@ bool use_demo_model_if_none(std::string& model) {
 CLI::IsMember cpu_format_names() {
   using tandem::model::CpuFormat;
   std::vector<std::string> names;
-  for (CpuFormat f :
-       {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16, CpuFormat::Mxfp4})
+  for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Int4Down8,
+                      CpuFormat::Bf16, CpuFormat::Mxfp4})
     names.emplace_back(tandem::model::cpu_format_name(f));
   return CLI::IsMember(names);
 }
@@ -119,8 +119,9 @@ CLI::Validator int4_group_check() {
 void add_int4_group_option(CLI::App* command, int& group) {
   command
       ->add_option("--int4-group", group,
-                   "With --cpu-format int4: columns per scale and offset, a multiple of 8 "
-                   "(default 32; 64 takes half a bit less per weight and is less accurate)")
+                   "With --cpu-format int4 or int4-down8: columns per scale and offset, a "
+                   "multiple of 8 (default 32; 64 takes half a bit less per weight and is less "
+                   "accurate)")
       ->check(int4_group_check());
 }
 
@@ -335,9 +336,10 @@ int main(int argc, char** argv) {
   add_context_option(run_cmd, run.context);
   run_cmd
       ->add_option("--cpu-format", run.cpu_format,
-                   "Weights on the CPU: native (as stored, the default), int8, int4, bf16, or "
-                   "mxfp4 (experts stored as MXFP4 kept so: gpt-oss); a converted folder runs in "
-                   "its own (another named here is refused)")
+                   "Weights on the CPU: native (as stored, the default), int8, int4, int4-down8 "
+                   "(int4 with the experts' down projections in INT8), bf16, or mxfp4 (experts "
+                   "stored as MXFP4 kept so: gpt-oss); a converted folder runs in its own "
+                   "(another named here is refused)")
       ->check(cpu_format_names());
   add_int4_group_option(run_cmd, run.int4_group);
   run_cmd->add_option("--dump-logits", run.dump_logits,
@@ -430,9 +432,9 @@ int main(int argc, char** argv) {
   bench_cmd
       ->add_option(
           "--cpu-format", bench.cpu_format,
-          "Weights on the CPU: native, int8, int4, bf16 or mxfp4 (default: native for a .gguf "
-          "file, as tandem run takes it, else int8); a converted folder runs in its own (another "
-          "named here is refused)")
+          "Weights on the CPU: native, int8, int4, int4-down8, bf16 or mxfp4 (default: native "
+          "for a .gguf file, as tandem run takes it, else int8); a converted folder runs in its "
+          "own (another named here is refused)")
       ->check(cpu_format_names());
   add_int4_group_option(bench_cmd, bench.int4_group);
   bench_cmd
@@ -537,14 +539,15 @@ int main(int argc, char** argv) {
       ->required();
   convert_cmd
       ->add_option("--method", convert.method,
-                   "int8 (a scale per 32 columns), int4 (a scale and an offset per group), bf16, "
-                   "or mxfp4 (experts stored "
-                   "as MXFP4 kept exactly: gpt-oss)")
+                   "int8 (a scale per 32 columns), int4 (a scale and an offset per group), "
+                   "int4-down8 (int4 with the routed experts' down projections in INT8: about "
+                   "6.2 bits an expert weight instead of 5, more accurate), bf16, or mxfp4 "
+                   "(experts stored as MXFP4 kept exactly: gpt-oss)")
       ->required();
   convert_cmd
       ->add_option("--int4-group,--group", convert.group,
-                   "With --method int4: columns per scale and offset, a multiple of 8 (default "
-                   "32; 64 takes half a bit less per weight and is less accurate)")
+                   "With --method int4 or int4-down8: columns per scale and offset, a multiple "
+                   "of 8 (default 32; 64 takes half a bit less per weight and is less accurate)")
       ->check(int4_group_check());
   convert_cmd
       ->add_option("--pools", convert.pools,
@@ -742,8 +745,8 @@ int main(int argc, char** argv) {
       ->excludes(kl_base_opt);
   perplexity_cmd
       ->add_option("--cpu-format", perplexity.cpu_format,
-                   "The model's weights on the CPU: native (as stored), int8, int4, bf16 or mxfp4 "
-                   "(default: as the model loads by itself)")
+                   "The model's weights on the CPU: native (as stored), int8, int4, int4-down8, "
+                   "bf16 or mxfp4 (default: as the model loads by itself)")
       ->check(cpu_format_names());
   add_int4_group_option(perplexity_cmd, perplexity.int4_group);
   perplexity_cmd

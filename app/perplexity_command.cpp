@@ -40,10 +40,10 @@ OpenedModel open_model(const std::string& folder, int pools, const std::string& 
   if (show_progress) load.on_progress = stderr_load_progress().callback();
   if (!cpu_format.empty() && !model::parse_cpu_format(cpu_format, load.cpu_format))
     throw std::invalid_argument("the CPU format \"" + cpu_format +
-                                "\" is not one Tandem knows; give native, int8, int4, bf16 or "
-                                "mxfp4.");
+                                "\" is not one Tandem knows; give native, int8, int4, "
+                                "int4-down8, bf16 or mxfp4.");
   load.cpu_format_asked = !cpu_format.empty();
-  if (int4_group > 0 && load.cpu_format == model::CpuFormat::Int4) load.int4_group = int4_group;
+  if (int4_group > 0 && model::has_int4(load.cpu_format)) load.int4_group = int4_group;
   return {model::LoadedModel::load(folder, load), text::load_tokenizer(folder)};
 }
 
@@ -58,10 +58,14 @@ int run_perplexity(const PerplexityOptions& o) {
   std::stringstream text;
   text << in.rdbuf();
 
-  if (o.int4_group > 0 && o.cpu_format != "int4" && o.kl_base_cpu_format != "int4") {
+  const auto int4 = [](const std::string& name) {
+    model::CpuFormat f{};
+    return model::parse_cpu_format(name, f) && model::has_int4(f);
+  };
+  if (o.int4_group > 0 && !int4(o.cpu_format) && !int4(o.kl_base_cpu_format)) {
     std::fprintf(stderr,
                  "tandem: --int4-group sets the group of INT4 weights packed at load; use it "
-                 "with --cpu-format int4 or --kl-base-cpu-format int4.\n");
+                 "with --cpu-format or --kl-base-cpu-format int4 or int4-down8.\n");
     return 2;
   }
   OpenedModel model, base;

@@ -175,10 +175,16 @@ CpuFormat cpu_format_of(Method method) {
       return CpuFormat::Int4;
     case Method::Mxfp4:
       return CpuFormat::Mxfp4;
+    case Method::Int4Down8:
+      return CpuFormat::Int4Down8;
     case Method::Bf16:
       break;
   }
   return CpuFormat::Bf16;
+}
+
+bool has_int4(CpuFormat f) {
+  return f == CpuFormat::Int4 || f == CpuFormat::Int4Down8;
 }
 
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
@@ -191,6 +197,8 @@ kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool 
       return expert_like && !(role == MatrixRole::FeedForward && ffn_down)
                  ? kernels::PackedFormat::Int4
                  : kernels::PackedFormat::Int8;
+    case CpuFormat::Int4Down8:
+      return expert_like && !ffn_down ? kernels::PackedFormat::Int4 : kernels::PackedFormat::Int8;
     case CpuFormat::Mxfp4:
       return role == MatrixRole::Expert ? kernels::PackedFormat::Mxfp4
                                         : kernels::PackedFormat::Int8;
@@ -233,13 +241,15 @@ std::string_view cpu_format_name(CpuFormat f) {
       return "bf16";
     case CpuFormat::Mxfp4:
       return "mxfp4";
+    case CpuFormat::Int4Down8:
+      return "int4-down8";
   }
   return "native";
 }
 
 bool parse_cpu_format(std::string_view name, CpuFormat& out) {
-  for (CpuFormat f :
-       {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16, CpuFormat::Mxfp4}) {
+  for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16,
+                      CpuFormat::Mxfp4, CpuFormat::Int4Down8}) {
     if (name == cpu_format_name(f)) {
       out = f;
       return true;
@@ -370,11 +380,13 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
     }
     const kernels::PackedFormat expert_format =
         packed_format_for(format, MatrixRole::Expert, m->spec_.num_experts > 0);
+    const kernels::PackedFormat expert_down_format = packed_format_for(
+        format, MatrixRole::Expert, m->spec_.num_experts > 0, options.dense_bf16, true);
     if (format == CpuFormat::Mxfp4) {
       const std::string why = mxfp4_refusal(m->spec_);
       if (!why.empty()) throw model::ModelError(folder + ": " + why);
     }
-    if (format == CpuFormat::Int4 && m->spec_.mxfp4_experts) {
+    if (has_int4(format) && m->spec_.mxfp4_experts) {
       log::warn(
           "{}: its experts are MXFP4 already; int4 rounds them a second time, while mxfp4 keeps "
           "them exactly at the same size",
@@ -409,11 +421,11 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
       const std::int64_t inner = m->spec_.moe_intermediate_size;
       const int pools = m->pools_;
       m->make_expert_slices(
-          expert_format, expert_group, options.threads,
+          expert_format, expert_down_format, expert_group, options.threads,
           [&](const kernels::WeightMatrix& matrix, SliceAxis axis, int pool,
-              std::uint8_t* destination) {
+              std::uint8_t* destination, kernels::PackedFormat part_format) {
             const SliceSource source(matrix, axis, expert_slice(inner, pools, pool));
-            kernels::PackedMatrix p = pack_matrix(source.matrix(), expert_format, expert_group);
+            kernels::PackedMatrix p = pack_matrix(source.matrix(), part_format, expert_group);
             const std::size_t bytes = static_cast<std::size_t>(p.blocks) * p.block_bytes();
             std::memcpy(destination, p.bytes.data.get(), bytes);
             p.bytes = kernels::AlignedBytes::view(destination, bytes);
@@ -510,6 +522,8 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
   const bool sliced = has_routed_experts(weights_) && pools_ > 1;
   const kernels::PackedFormat expert_format =
       packed_format_for(cpu_format_, MatrixRole::Expert, spec_.num_experts > 0);
+  const kernels::PackedFormat expert_down_format = packed_format_for(
+      cpu_format_, MatrixRole::Expert, spec_.num_experts > 0, manifest.dense_bf16, true);
   const std::int64_t expert_group = scale_group(expert_format, manifest.group);
   if (sliced && !can_slice_experts(spec_.moe_intermediate_size, pools_, expert_group)) {
     throw model::ModelError(folder + ": the manifest says " + pools_phrase(pools_) +
@@ -536,12 +550,12 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
   if (sliced) {
     const std::int64_t inner = spec_.moe_intermediate_size;
     make_expert_slices(
-        expert_format, expert_group, threads,
+        expert_format, expert_down_format, expert_group, threads,
         [&](const kernels::WeightMatrix& matrix, SliceAxis axis, int pool,
-            std::uint8_t* destination) {
+            std::uint8_t* destination, kernels::PackedFormat part_format) {
           const kernels::PackedMatrix shape =
               slice_shape(matrix.rows, matrix.cols, axis, expert_slice(inner, pools_, pool),
-                          expert_format, expert_group);
+                          part_format, expert_group);
           return converted.load_slice(matrix, pool, shape.rows, shape.cols, destination);
         });
   }
@@ -552,7 +566,8 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
             static_cast<double>(packed_bytes()) / (1u << 30));
 }
 
-void LoadedModel::make_expert_slices(kernels::PackedFormat format, std::int64_t int4_group,
+void LoadedModel::make_expert_slices(kernels::PackedFormat format,
+                                     kernels::PackedFormat down_format, std::int64_t int4_group,
                                      int threads, const SliceMaker& make) {
   const std::int64_t h = spec_.hidden_size;
   const std::int64_t inner = spec_.moe_intermediate_size;
@@ -564,7 +579,7 @@ void LoadedModel::make_expert_slices(kernels::PackedFormat format, std::int64_t 
   const std::size_t gate_bytes =
       packed_data_bytes(slice_shape(inner, h, SliceAxis::Rows, range, format, int4_group));
   const std::size_t down_bytes =
-      packed_data_bytes(slice_shape(h, inner, SliceAxis::Columns, range, format, int4_group));
+      packed_data_bytes(slice_shape(h, inner, SliceAxis::Columns, range, down_format, int4_group));
   const std::size_t part_offset[3] = {0, gate_bytes, 2 * gate_bytes};
   const std::size_t stride = 2 * gate_bytes + down_bytes;
 
@@ -602,7 +617,8 @@ void LoadedModel::make_expert_slices(kernels::PackedFormat format, std::int64_t 
           std::unique_ptr<kernels::PackedMatrix>* slot = &packed_[first + (i * pools + p) * 3];
           for (std::size_t k = 0; k < 3; ++k) {
             slot[k] = std::make_unique<kernels::PackedMatrix>(
-                make(*parts[k], axes[k], static_cast<int>(p), base + part_offset[k]));
+                make(*parts[k], axes[k], static_cast<int>(p), base + part_offset[k],
+                     k == 2 ? down_format : format));
           }
           const SliceRange r = expert_slice(inner, pools_, static_cast<int>(p));
           expert.weights->slices[p] = {r.begin,       r.width,       slot[0].get(),

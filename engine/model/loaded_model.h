@@ -22,11 +22,15 @@ namespace tandem::model {
 // group) or BF16 for
 // the fast kernels. A folder written by `tandem convert` carries its packed weights.
 // Mxfp4: routed experts stored as MXFP4 (gpt-oss) stay so, exactly; the rest as for Int4.
-enum class CpuFormat { Native, Int8, Int4, Bf16, Mxfp4 };
+// Int4Down8: as Int4, but the routed experts' down projections too in INT8 (about 6.2 bits a
+// routed weight instead of 5; packed_format_for).
+enum class CpuFormat { Native, Int8, Int4, Bf16, Mxfp4, Int4Down8 };
 std::string_view cpu_format_name(CpuFormat f);
 bool parse_cpu_format(std::string_view name, CpuFormat& out);
 // The CPU format a conversion method packs (a converted folder runs in it).
 CpuFormat cpu_format_of(Method method);
+// Int4 and Int4Down8: the formats with INT4 weights, whose group --int4-group sets.
+bool has_int4(CpuFormat f);
 
 // Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
 // output head). Auto: our kernels, whose activations have a scale per group of 32 columns;
@@ -158,12 +162,15 @@ class LoadedModel {
   // Maps the pages of the matrices used as stored into the process, on `threads` threads,
   // when they fit in the memory available (see the definition).
   void map_in_stored_weights(int threads);
-  // One pool's slice of an expert matrix in its part of pools_' memory: `destination`.
+  // One pool's slice of an expert matrix in `format`, in its part of pools_' memory:
+  // `destination`.
   using SliceMaker = std::function<kernels::PackedMatrix(
-      const kernels::WeightMatrix& matrix, SliceAxis axis, int pool, std::uint8_t* destination)>;
-  // Fills every routed expert's slices (one per pool) with `make`, on `threads` threads.
-  void make_expert_slices(kernels::PackedFormat format, std::int64_t int4_group, int threads,
-                          const SliceMaker& make);
+      const kernels::WeightMatrix& matrix, SliceAxis axis, int pool, std::uint8_t* destination,
+      kernels::PackedFormat format)>;
+  // Fills every routed expert's slices (one per pool) with `make`, on `threads` threads: gate
+  // and up in `format`, down in `down_format`.
+  void make_expert_slices(kernels::PackedFormat format, kernels::PackedFormat down_format,
+                          std::int64_t int4_group, int threads, const SliceMaker& make);
   void attach_onednn(DenseBackend backend, int threads);
 };
 

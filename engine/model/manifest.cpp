@@ -21,12 +21,14 @@ std::string_view method_name(Method m) {
       return "bf16";
     case Method::Mxfp4:
       return "mxfp4";
+    case Method::Int4Down8:
+      return "int4-down8";
   }
   return "int8";
 }
 
 bool parse_method(std::string_view name, Method& out) {
-  for (Method m : {Method::Int8, Method::Int4, Method::Bf16, Method::Mxfp4}) {
+  for (Method m : {Method::Int8, Method::Int4, Method::Bf16, Method::Mxfp4, Method::Int4Down8}) {
     if (name == method_name(m)) {
       out = m;
       return true;
@@ -40,6 +42,7 @@ kernels::PackedFormat packed_format(Method m) {
     case Method::Int8:
       return kernels::PackedFormat::Int8;
     case Method::Int4:
+    case Method::Int4Down8:
       return kernels::PackedFormat::Int4;
     case Method::Bf16:
       return kernels::PackedFormat::Bf16;
@@ -115,7 +118,8 @@ Manifest read_manifest(const std::string& folder) {
       p.file = t.at("file").get<std::string>();
       const std::string format = t.at("format").get<std::string>();
       Method fm;
-      if (!parse_method(format, fm))
+      // A tensor's format is a kernel format; int4-down8 names a mix of two.
+      if (!parse_method(format, fm) || fm == Method::Int4Down8)
         throw model::ModelError(path + ": tensor " + name + " has unknown format " + format + ".");
       p.format = packed_format(fm);
       p.rows = whole<std::int64_t>(t, "rows");

@@ -31,10 +31,12 @@ inline constexpr int kFirstAsymmetricInt4Version = 3;
 inline constexpr int kFirstGroupedInt8Version = 4;
 
 // Mxfp4: the routed experts kept as MXFP4 (models that store them so: gpt-oss), the rest
-// INT8 as for Int4.
-enum class Method { Int8, Int4, Bf16, Mxfp4 };
+// INT8 as for Int4. Int4Down8: as Int4, the routed experts' down projections INT8 too.
+enum class Method { Int8, Int4, Bf16, Mxfp4, Int4Down8 };
 std::string_view method_name(Method m);
 bool parse_method(std::string_view name, Method& out);
+// The format of the routed experts' gate and up projections (their downs may differ:
+// model::packed_format_for).
 kernels::PackedFormat packed_format(Method m);
 
 // A source shard, fingerprinted by its size and the sha256 of its safetensors header (the

@@ -764,7 +764,7 @@ class TestCli : public QObject {
     const Run method = runTandem(
         {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "q4"}, env());
     QCOMPARE(method.code, 2);
-    QVERIFY2(method.err.contains(QLatin1String("int8, int4, bf16 or mxfp4")),
+    QVERIFY2(method.err.contains(QLatin1String("int8, int4, int4-down8, bf16 or mxfp4")),
              qPrintable(method.err));
     QVERIFY(!QFileInfo::exists(home_.path() + "/x"));
     // The INT4 group under the name run and bench give it (--group is the same), checked as
@@ -1103,6 +1103,15 @@ class TestCli : public QObject {
     QCOMPARE(not_int4.code, 2);
     QVERIFY2(not_int4.err.contains(QLatin1String("use it with --cpu-format int4")),
              qPrintable(not_int4.err));
+    // int4-down8 takes the group too; its logits differ from INT4's (its experts' downs are
+    // INT8) and from INT8's.
+    const auto down8 = logits({"--cpu-format", "int4-down8"});
+    QVERIFY(!down8.empty());
+    QVERIFY(down8 != by_default);
+    QVERIFY(down8 != logits({"--cpu-format", "int8"}));
+    const auto down8_64 = logits({"--cpu-format", "int4-down8", "--int4-group", "64"});
+    QVERIFY(!down8_64.empty());
+    QVERIFY(down8_64 != down8);
   }
 
   // --kv-cache reaches the CPU's attention: bf16 by default, f32 and int8 close to it but

@@ -134,6 +134,10 @@ class TestConverter : public QObject {
       QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f))) << f << int(model::Method::Int4);
       QTest::newRow(qPrintable(QStringLiteral("%1 bf16").arg(f))) << f << int(model::Method::Bf16);
     }
+    for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3", "glm4-moe", "qwen3-next"}) {
+      QTest::newRow(qPrintable(QStringLiteral("%1 int4-down8").arg(f)))
+          << f << int(model::Method::Int4Down8);
+    }
     // gpt-oss's fused experts, split per expert: as openai ships them (MXFP4) and as
     // transformers saves them dequantised ([experts, in, out]).
     for (const char* f : {"gpt-oss", "gpt-oss-tf5"}) {
@@ -158,10 +162,7 @@ class TestConverter : public QObject {
     QVERIFY(model->converted());
     model::LoadOptions packed;
     packed.pools = 1;  // as converted
-    packed.cpu_format = method == int(model::Method::Int8)    ? model::CpuFormat::Int8
-                        : method == int(model::Method::Int4)  ? model::CpuFormat::Int4
-                        : method == int(model::Method::Mxfp4) ? model::CpuFormat::Mxfp4
-                                                              : model::CpuFormat::Bf16;
+    packed.cpu_format = model::cpu_format_of(model::Method(method));
     QCOMPARE(model->cpu_format(), packed.cpu_format);
     QCOMPARE(model->packed_bytes(),
              model::LoadedModel::load(::fixture(fixture), packed)->packed_bytes());
@@ -181,6 +182,10 @@ class TestConverter : public QObject {
           << f << int(model::Method::Int8) << 0.01;
       QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f)))
           << f << int(model::Method::Int4) << 0.05;
+    }
+    for (const char* f : {"qwen3-moe", "mixtral", "deepseek-v3"}) {
+      QTest::newRow(qPrintable(QStringLiteral("%1 int4-down8").arg(f)))
+          << f << int(model::Method::Int4Down8) << 0.05;
     }
     QTest::newRow("gpt-oss mxfp4") << "gpt-oss" << int(model::Method::Mxfp4) << 0.01;
   }
@@ -630,6 +635,72 @@ class TestConverter : public QObject {
     QCOMPARE(layer.down.packed->format, kernels::PackedFormat::Int8);
   }
 
+  // INT4 with INT8 downs: a model with routed experts keeps their down projections in INT8
+  // too, the rest as INT4 does; it sits between INT4 and INT8 in bytes and in accuracy. On a
+  // model without experts it is INT4 exactly.
+  void int4Down8KeepsTheExpertsDownsInInt8() {
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString() + "/converted";
+    convert_to(fixture("qwen3-moe"), out, model::Method::Int4Down8);
+    const model::Manifest m = model::read_manifest(out);
+    QCOMPARE(m.method, model::Method::Int4Down8);
+    QCOMPARE(m.group, kernels::kDefaultInt4Group);
+    int gate_up = 0, downs = 0;
+    for (const auto& [name, t] : m.tensors) {
+      const bool routed = name.find(".experts.") != std::string::npos;
+      const bool down = name.find("down_proj") != std::string::npos;
+      QVERIFY2(
+          t.format == (routed && !down ? kernels::PackedFormat::Int4 : kernels::PackedFormat::Int8),
+          name.c_str());
+      gate_up += routed && !down;
+      downs += routed && down;
+    }
+    QCOMPARE(gate_up, 2 * downs);
+    QVERIFY(downs > 0);
+    const auto converted = model::LoadedModel::load(out);
+    QCOMPARE(converted->cpu_format(), model::CpuFormat::Int4Down8);
+    const auto& expert = converted->weights().layers.back().experts.experts.at(0);
+    QCOMPARE(expert.gate.packed->format, kernels::PackedFormat::Int4);
+    QCOMPARE(expert.up.packed->format, kernels::PackedFormat::Int4);
+    QCOMPARE(expert.down.packed->format, kernels::PackedFormat::Int8);
+
+    // Asked to run it as plain INT4, the folder refuses.
+    model::LoadOptions int4;
+    int4.cpu_format = model::CpuFormat::Int4;
+    int4.cpu_format_asked = true;
+    QVERIFY_THROWS_EXCEPTION(model::ModelError, model::LoadedModel::load(out, int4));
+
+    // Bytes and accuracy between INT4's and INT8's.
+    const auto bytes = [](model::CpuFormat f) {
+      model::LoadOptions o;
+      o.cpu_format = f;
+      return model::LoadedModel::load(fixture("qwen3-moe"), o)->packed_bytes();
+    };
+    QVERIFY(bytes(model::CpuFormat::Int4) < converted->packed_bytes());
+    QVERIFY(converted->packed_bytes() < bytes(model::CpuFormat::Int8));
+    const auto reference = logits(fixture("qwen3-moe"));
+    const auto mean_kl = [&](model::CpuFormat f) {
+      model::LoadOptions o;
+      o.cpu_format = f;
+      const auto got = logits(fixture("qwen3-moe"), o);
+      double sum = 0;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        sum += tandem::test::kl_divergence_of_logits(reference[i], got[i]);
+      return sum / static_cast<double>(got.size());
+    };
+    const double kl4 = mean_kl(model::CpuFormat::Int4), kl48 = mean_kl(model::CpuFormat::Int4Down8),
+                 kl8 = mean_kl(model::CpuFormat::Int8);
+    qInfo("mean KL from fp32: int4 %.6f, int4-down8 %.6f, int8 %.6f", kl4, kl48, kl8);
+    QVERIFY2(kl48 < kl4 && kl8 < kl48,
+             qPrintable(QStringLiteral("%1 %2 %3").arg(kl4).arg(kl48).arg(kl8)));
+
+    // A model without experts: the same bytes as INT4.
+    model::LoadOptions dense4, dense48;
+    dense4.cpu_format = model::CpuFormat::Int4;
+    dense48.cpu_format = model::CpuFormat::Int4Down8;
+    QCOMPARE(logits(fixture("llama"), dense48), logits(fixture("llama"), dense4));
+  }
+
   void manifestDescribesEveryPackedTensor() {
     QTemporaryDir dir;
     const std::string out = dir.path().toStdString() + "/converted";
@@ -962,6 +1033,8 @@ class TestConverter : public QObject {
     QTest::newRow("deepseek-v3 bf16, 2 pools")
         << "deepseek-v3" << int(model::Method::Bf16) << 2 << 0;
     QTest::newRow("mixtral int8, 3 pools") << "mixtral" << int(model::Method::Int8) << 3 << 0;
+    QTest::newRow("mixtral int4-down8/16, 3 pools")
+        << "mixtral" << int(model::Method::Int4Down8) << 3 << 16;
   }
 
   // A folder converted with --pools N holds each routed expert as N slices, exactly the
@@ -993,11 +1066,27 @@ class TestConverter : public QObject {
     }
     QVERIFY(slices > 0);
     QCOMPARE(slices % (3 * pools), 0);
+    if (method == int(model::Method::Int4Down8)) {
+      // The down slices in INT8, gate and up INT4, in the folder and as loaded.
+      for (const auto& [name, t] : m.tensors) {
+        if (name.find(".experts.") == std::string::npos) continue;
+        const bool down =
+            name.find("down_proj") != std::string::npos || name.find(".w2.") != std::string::npos;
+        QCOMPARE(t.format, down ? kernels::PackedFormat::Int8 : kernels::PackedFormat::Int4);
+      }
+      const auto model = model::LoadedModel::load(out);
+      for (const model::LayerWeights& layer : model->weights().layers) {
+        for (const model::FeedForwardWeights& e : layer.experts.experts) {
+          for (const auto& s : e.slices) {
+            QCOMPARE(s.gate->format, kernels::PackedFormat::Int4);
+            QCOMPARE(s.down->format, kernels::PackedFormat::Int8);
+          }
+        }
+      }
+    }
 
     model::LoadOptions split;
-    split.cpu_format = method == int(model::Method::Int8)   ? model::CpuFormat::Int8
-                       : method == int(model::Method::Int4) ? model::CpuFormat::Int4
-                                                            : model::CpuFormat::Bf16;
+    split.cpu_format = model::cpu_format_of(model::Method(method));
     split.pools = pools;
     if (group > 0) split.int4_group = group;
     {

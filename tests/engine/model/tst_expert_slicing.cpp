@@ -207,6 +207,9 @@ class TestExpertSlicing : public QObject {
                                            << "int8" << 3 << 0 << 2.5e-2;
     QTest::newRow("mixtral int4/16, 3 pools") << "mixtral"
                                               << "int4" << 3 << 16 << 2.5e-2;
+    // INT4 gate and up, INT8 down slices.
+    QTest::newRow("deepseek-v3 int4-down8/16, 2 pools") << "deepseek-v3"
+                                                        << "int4-down8" << 2 << 16 << 2.5e-2;
   }
 
   void splitModelMatchesOnePool() {
@@ -222,6 +225,13 @@ class TestExpertSlicing : public QObject {
     QCOMPARE(split->pools(), pools);
     QCOMPARE(split->weights().layers.back().experts.experts[0].slices.size(),
              static_cast<std::size_t>(pools));
+    // Each slice in the format its whole matrix has without the split.
+    const model::FeedForwardWeights& one = whole->weights().layers.back().experts.experts[0];
+    for (const auto& slice : split->weights().layers.back().experts.experts[0].slices) {
+      QCOMPARE(slice.gate->format, one.gate.packed->format);
+      QCOMPARE(slice.up->format, one.up.packed->format);
+      QCOMPARE(slice.down->format, one.down.packed->format);
+    }
     // Split or not, the experts hold the same bytes, give or take the slices' scales.
     const double ratio = static_cast<double>(split->packed_bytes()) / whole->packed_bytes();
     QVERIFY2(ratio > 0.99 && ratio < 1.2, qPrintable(QString::number(ratio)));
