@@ -20,12 +20,15 @@ std::string_view quality_name(Quality q);
 bool parse_quality(std::string_view name, Quality& out);
 
 // Mxfp4: routed experts stored as MXFP4 (gpt-oss), kept so. Native: a GGUF file's tensors
-// as stored, each in its own block format (sized from ModelShape::stored).
-enum class WeightFormat { Bf16, Int8, Int4, Mxfp4, Native };
-std::string_view format_name(WeightFormat f);  // "bf16", "int8", "int4", "mxfp4", "native"
+// as stored, each in its own block format (sized from ModelShape::stored). Int4Down8: INT4
+// routed experts whose down projections are INT8 (model::CpuFormat::Int4Down8).
+enum class WeightFormat { Bf16, Int8, Int4, Mxfp4, Native, Int4Down8 };
+// "bf16", "int8", "int4", "mxfp4", "native", "int4-down8"
+std::string_view format_name(WeightFormat f);
 // Bytes per parameter: BF16 2, INT8 1 plus an FP16 scale per 32 (1/16 byte), INT4 0.5 plus an
 // FP16 scale and offset per group of 32 (1/8 byte), MXFP4 0.5 plus a 1-byte exponent per 32
-// (1/32 byte). Native has no one figure: 0.
+// (1/32 byte); Int4Down8 a routed expert's, whose down is a third of it (gate, up and down
+// alike in size): two thirds INT4's and a third INT8's. Native has no one figure: 0.
 double bytes_per_param(WeightFormat f);
 
 struct PlanWishes {

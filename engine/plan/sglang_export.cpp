@@ -92,6 +92,13 @@ SglangExport export_sglang(const ModelLookup& model, const Plan& plan, const Sgl
     case WeightFormat::Int4:
       method = "AMXINT4", quant = "int4";
       break;
+    case WeightFormat::Int4Down8:
+      // kt-kernel has no such mix; its INT4 is smaller, so it fits where the plan's does.
+      method = "AMXINT4", quant = "int4";
+      out.notes.push_back(
+          "kt-kernel has no INT4 with 8-bit down projections, which Tandem's plan chose here: "
+          "its experts are all INT4 (smaller, and a little less accurate).");
+      break;
     case WeightFormat::Mxfp4:
     case WeightFormat::Native:  // a GGUF file, refused above
       break;

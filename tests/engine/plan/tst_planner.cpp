@@ -15,6 +15,7 @@
 #include "engine/plan/catalog.h"
 #include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
+#include "engine/plan/run_profile.h"
 #include "engine/schedule/hybrid_options.h"
 #include "tests/support/gguf_bytes.h"
 
@@ -146,43 +147,49 @@ class TestPlanner : public QObject {
   }
 
   // The AVX2 laptop (26 GiB available, no GPU) and Qwen3-30B-A3B: INT8 does not fit, INT4
-  // does; every byte counted by hand.
+  // with INT8 downs does beside an 8-bit KV cache (which costs less accuracy than INT4's
+  // downs would); every byte counted by hand.
   void laptop_qwen3_30b() {
     const hw::HardwareReport hw = machine("laptop-avx2");
     const ModelShape s = shape("qwen3-30b-a3b");
     const Plan p = make_plan(hw, s, {8192, Quality::Balanced, {}});
     QCOMPARE(p.verdict, Verdict::FitsWithChanges);
     QVERIFY(!p.uses_gpu);
-    QCOMPARE(p.cpu_format, WeightFormat::Int4);
+    // INT8's experts do not fit; INT4's with INT8 downs do.
+    QCOMPARE(p.cpu_format, WeightFormat::Int4Down8);
     QCOMPARE(p.ram_budget,
              26 * GiB - (32 * GiB) / 20);       // a twentieth of the RAM is left to the system
     const double int4 = (4.0 + 32.0 / 32) / 8;  // 4 bits, and an FP16 scale and offset per 32
+    const double int8 = (8.0 + 16.0 / 32) / 8;  // 8 bits, and an FP16 scale per 32
     QCOMPARE(line(p.ram, "routed experts (CPU)"),
-             static_cast<std::uint64_t>(std::llround(3.0 * 2048 * 768 * 128 * 48 * int4)));
+             static_cast<std::uint64_t>(std::llround(2048.0 * 768 * 128 * 48 * (2 * int4 + int8))));
     QCOMPARE(line(p.ram, "embeddings"), std::uint64_t{151936} * 2048 * 2);
+    QVERIFY(p.kv_cache_int8);
     QCOMPARE(line(p.ram, "KV cache"),
-             std::uint64_t{8192} * 48 * 2 * 4 * 128 * 2);  // BF16 on the CPU
+             std::uint64_t{8192} * 48 * 2 * 4 * 128 * 9 / 8);  // 8 bits and a float per 32
+    QCOMPARE(static_cast<int>(p.changes.size()), 2);
+    QCOMPARE(p.cpu_format_changes, 1);
     QCOMPARE(line(p.ram, "runtime overhead"), GiB);
     QVERIFY(p.ram_total() <= p.ram_budget);
     QCOMPARE(p.vram_total(), std::uint64_t{0});
   }
 
-  // The 2-socket Xeon with AMX and a 24 GB GPU runs DeepSeek-V3 with INT4 experts on the
-  // CPU and INT8 attention on the GPU, two thread pools.
+  // The 2-socket Xeon with AMX and a 24 GB GPU runs DeepSeek-V3 with INT4 experts (their
+  // downs INT8) on the CPU and INT8 attention on the GPU, two thread pools.
   void xeon_deepseek_v3() {
     const Plan p = make_plan(machine("xeon-2s-amx-24gb"), shape("deepseek-v3-0324"),
                              {8192, Quality::Balanced, {}});
     QCOMPARE(p.verdict, Verdict::FitsWithChanges);
     QVERIFY(p.uses_gpu);
     QCOMPARE(p.gpu_format, WeightFormat::Int8);
-    QCOMPARE(p.cpu_format, WeightFormat::Int4);
+    QCOMPARE(p.cpu_format, WeightFormat::Int4Down8);
     QCOMPARE(line(p.vram, "KV cache"), std::uint64_t{8192} * 61 * 576 * 4);  // fp32 on the GPU
     QVERIFY(p.vram_total() <= p.vram_budget);
     QVERIFY(p.ram_total() <= p.ram_budget);
     QVERIFY(p.gpu_experts_per_layer >= 1);
     std::map<std::string, std::string> params;
     for (const Parameter& x : p.parameters) params[x.name] = x.value;
-    QCOMPARE(params["kt-method"], std::string("AMXINT4"));
+    QCOMPARE(params["kt-method"], std::string("AMXINT4DOWN8"));
     QCOMPARE(params["cpuinfer"], std::string("112"));
     QCOMPARE(params["threadpool-count"], std::string("2"));
     QCOMPARE(params["num-gpu-experts"], std::to_string(p.gpu_experts_per_layer));
@@ -331,7 +338,7 @@ class TestPlanner : public QObject {
     QVERIFY(line(p.ram, "attention and dense weights") >= attention);
     QCOMPARE(line(p.ram, "dense weights in oneDNN's layout (prompts)"), ~0ull);
     const Plan laptop = make_plan(machine("laptop-avx2"), s, {8192, Quality::Balanced, {}});
-    QCOMPARE(laptop.cpu_format, WeightFormat::Int4);
+    QCOMPARE(laptop.cpu_format, WeightFormat::Int4Down8);
     QCOMPARE(line(laptop.ram, "output head"), head);
   }
 
@@ -439,6 +446,64 @@ class TestPlanner : public QObject {
   // far as YaRN stretches it (transformers 4's rope_scaling and 5's rope_parameters alike).
   // Asked for more, the plan says so in the parameter's reason; that is not a change made to
   // fit, so the verdict stays.
+  // Between INT8 and INT4 the plan tries INT4 with INT8 downs (with routed experts): where
+  // INT8's experts do not fit and these do, it keeps them (one change, from the wished
+  // format), sized as two thirds INT4 and a third INT8, with the dense matrices INT8; where
+  // they do not fit either, INT4. The kt-method names it, and a profile reads it back.
+  void int4Down8BetweenInt8AndInt4() {
+    const ModelShape s = shape("qwen3-30b-a3b");
+    hw::HardwareReport hw = machine("ryzen-avx512-16gb");
+    hw.gpus.devices.clear();
+    hw.memory.total_bytes = 128 * GiB;
+    hw.memory.available_bytes = 120 * GiB;
+    const PlanWishes wishes{8192, Quality::Balanced, {}};
+    const Plan roomy = make_plan(hw, s, wishes);
+    QCOMPARE(roomy.cpu_format, WeightFormat::Int8);
+    const std::uint64_t experts8 = line(roomy.ram, "routed experts (CPU)");
+    const std::uint64_t reserve = hw.memory.total_bytes / 20;
+
+    // Short by a fifth of INT8's experts: INT4 with INT8 downs (27% smaller) fits.
+    hw.memory.available_bytes = reserve + roomy.ram_total() - experts8 / 5;
+    const Plan mid = make_plan(hw, s, wishes);
+    QCOMPARE(mid.cpu_format, WeightFormat::Int4Down8);
+    QCOMPARE(mid.verdict, Verdict::FitsWithChanges);
+    QCOMPARE(static_cast<int>(mid.changes.size()), 1);
+    QCOMPARE(mid.cpu_format_changes, 1);
+    QVERIFY2(mid.changes.front().find("int4-down8 instead of int8") != std::string::npos,
+             mid.changes.front().c_str());
+    const double bits = (2 * (4.0 + 32.0 / 32) + (8.0 + 16.0 / 32)) / 3;  // 5, 5 and 8.5
+    QCOMPARE(line(mid.ram, "routed experts (CPU)"),
+             static_cast<std::uint64_t>(
+                 std::llround(static_cast<double>(s.routed_expert_params()) * bits / 8)));
+    QCOMPARE(line(mid.ram, "output head"), line(roomy.ram, "output head"));  // INT8
+    QCOMPARE(line(mid.ram, "attention and dense weights"),
+             line(roomy.ram, "attention and dense weights"));
+    std::map<std::string, std::string> params;
+    for (const Parameter& x : mid.parameters) params[x.name] = x.value;
+    QCOMPARE(params["kt-method"], std::string("AVX512INT4DOWN8"));
+    QCOMPARE(cpu_format_of_method(params["kt-method"]), std::string("int4-down8"));
+    QCOMPARE(to_json(mid)["cpu_format"].get<std::string>(), std::string("int4-down8"));
+
+    // Short by a third: INT4 (41% smaller), still one change.
+    hw.memory.available_bytes = reserve + roomy.ram_total() - experts8 / 3;
+    const Plan small = make_plan(hw, s, wishes);
+    QCOMPARE(small.cpu_format, WeightFormat::Int4);
+    QCOMPARE(static_cast<int>(small.changes.size()), 1);
+    QVERIFY2(small.changes.front().find("int4 instead of int8") != std::string::npos,
+             small.changes.front().c_str());
+
+    // A model without experts goes from INT8 to INT4: its downs are INT8 in both.
+    const ModelShape dense = model_shape_from_config(
+        nlohmann::json::parse(
+            std::ifstream(std::string(TANDEM_TEST_DATA_DIR) + "/models/llama/config.json")),
+        "llama");
+    hw.memory.available_bytes = 120 * GiB;
+    const Plan dense_roomy = make_plan(hw, dense, wishes);
+    hw.memory.available_bytes = reserve + dense_roomy.ram_total() - 1;
+    const Plan dense_short = make_plan(hw, dense, wishes);
+    QVERIFY(dense_short.cpu_format != WeightFormat::Int4Down8);
+  }
+
   void contextStaysWithinThePositionsTheModelTakes() {
     const ModelShape qwen = shape("qwen3-30b-a3b");
     QCOMPARE(qwen.max_positions, 40960);
@@ -457,9 +522,8 @@ class TestPlanner : public QObject {
 
     const CatalogEntry* entry = find_catalog_entry("qwen3-30b-a3b");
     nlohmann::json yarn = entry->config;
-    yarn["rope_scaling"] = {{"rope_type", "yarn"},
-                            {"factor", 4.0},
-                            {"original_max_position_embeddings", 32768}};
+    yarn["rope_scaling"] = {
+        {"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
     QCOMPARE(model_shape_from_config(yarn, "yarn").max_positions, 131072);
     nlohmann::json v5 = entry->config;
     v5.erase("rope_scaling");

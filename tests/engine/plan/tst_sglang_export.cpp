@@ -120,6 +120,25 @@ class TestSglangExport : public QObject {
     QVERIFY(script.find("tandem download Qwen/Qwen3-30B-A3B") != std::string::npos);
   }
 
+  // kt-kernel has no INT4 with INT8 downs: the launch takes its INT4 (smaller, so it fits
+  // where the plan's format does) and a note says so.
+  void int4Down8GoesAsInt4WithANote() {
+    PlanWishes wishes;
+    wishes.cpu_format = WeightFormat::Int4Down8;
+    const Case c = planned("qwen3-30b-a3b", "xeon-2s-amx-24gb", wishes);
+    QCOMPARE(c.plan.cpu_format, WeightFormat::Int4Down8);
+    SglangInputs in;
+    in.download_folder = "/models/q";
+    const SglangExport e = export_sglang(c.model, c.plan, in);
+    check_flags(e);
+    QCOMPARE(after(e.launch, "--kt-method"), std::string("AMXINT4"));
+    QCOMPARE(after(e.convert, "--quant-method"), std::string("int4"));
+    bool noted = false;
+    for (const std::string& n : e.notes)
+      noted |= n.find("8-bit down projections") != std::string::npos;
+    QVERIFY(noted);
+  }
+
   // Full precision: kt-kernel reads the model's own files; nothing to convert.
   void bf16ReadsTheModelsOwnFiles() {
     PlanWishes wishes;
