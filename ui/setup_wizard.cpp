@@ -71,6 +71,12 @@ QLabel* paragraph(const QString& text, QWidget* parent) {
   return l;
 }
 
+// A CPU format as the pages name it: "INT8", "INT4", "INT4 (8-bit downs)".
+QString format_title(plan::WeightFormat f) {
+  if (f == plan::WeightFormat::Int4Down8) return SetupWizard::tr("INT4 (8-bit downs)");
+  return q(std::string(plan::format_name(f))).toUpper();
+}
+
 // The verdict per CPU format the planner picks on this machine, at its three qualities ("INT8
 // fits · INT4 fits"): a plan whose only change was a smaller format than the quality wished
 // says that format fits (INT4 for INT8 is "INT4 fits", not "INT4 fits with changes" beside
@@ -92,7 +98,7 @@ Verdicts verdicts_for(const hw::HardwareReport& hw, const plan::ModelShape& shap
     const int level = p.verdict == plan::Verdict::DoesNotFit ? 2 : other_changes ? 1 : 0;
     best = std::min(best, level);
     if (level == 2) continue;
-    const QString fmt = q(std::string(plan::format_name(p.cpu_format))).toUpper();
+    const QString fmt = format_title(p.cpu_format);
     auto seen = std::find_if(formats.begin(), formats.end(),
                              [&](const QPair<QString, int>& f) { return f.first == fmt; });
     if (seen == formats.end())
@@ -171,9 +177,15 @@ QString plain_name(const std::string& name) {
 std::optional<plan::WeightFormat> format_from(const QString& name) {
   if (name == QLatin1String("int8")) return plan::WeightFormat::Int8;
   if (name == QLatin1String("int4")) return plan::WeightFormat::Int4;
+  if (name == QLatin1String("int4-down8")) return plan::WeightFormat::Int4Down8;
   if (name == QLatin1String("bf16")) return plan::WeightFormat::Bf16;
   if (name == QLatin1String("mxfp4")) return plan::WeightFormat::Mxfp4;
   return std::nullopt;  // "native" or none: the plan's own choice
+}
+
+QString int4_down8_text() {
+  return SetupWizard::tr(
+      "INT4 with 8-bit downs: about 73% of the memory of INT8, closer to its accuracy than INT4");
 }
 
 QString catalog_folder(const plan::CatalogEntry& e) {
@@ -861,6 +873,15 @@ class ConversionPage : public QWizardPage {
     } else if (p.cpu_format != plan::WeightFormat::Mxfp4 && mxfp4 >= 0) {
       method_->removeItem(mxfp4);
     }
+    // INT4 with INT8 downs differs from INT4 only for routed experts (a model without them
+    // keeps its FFNs' downs in INT8 either way), so it is offered for such models alone.
+    const int down8 = method_->findData(QStringLiteral("int4-down8"));
+    if (wizard_->modelHasExperts() && down8 < 0) {
+      method_->insertItem(method_->findData(QStringLiteral("int4")), int4_down8_text(),
+                          QStringLiteral("int4-down8"));
+    } else if (!wizard_->modelHasExperts() && down8 >= 0) {
+      method_->removeItem(down8);
+    }
     // An earlier choice stands only for the model it was made for.
     const QString saved = wizard_->choices().cpu_format;
     const bool same_model = wizard_->choices().folder == SetupWizard::savedChoices().folder;
@@ -876,14 +897,17 @@ class ConversionPage : public QWizardPage {
     for (const plan::Parameter& x : wizard_->plan().parameters)
       if (x.name == "kt-method") why = q(x.reason);
     const QString chosen = method_->currentData().toString();
-    QString text = tr("Recommended for this computer and model: %1.").arg(recommended_.toUpper());
+    const auto title = [](const QString& name) {
+      const std::optional<plan::WeightFormat> f = format_from(name);
+      return f ? format_title(*f) : name.toUpper();
+    };
+    QString text = tr("Recommended for this computer and model: %1.").arg(title(recommended_));
     if (chosen == recommended_) {
       text += QLatin1Char(' ') + tr("Kernels: %1.").arg(why);
     } else {
-      text +=
-          QLatin1Char(' ') +
-          tr("You chose %1 instead; the settings and memory plan that follow are for it.")
-              .arg(chosen == QLatin1String("native") ? tr("the stored format") : chosen.toUpper());
+      text += QLatin1Char(' ') +
+              tr("You chose %1 instead; the settings and memory plan that follow are for it.")
+                  .arg(chosen == QLatin1String("native") ? tr("the stored format") : title(chosen));
     }
     reason_->setText(text);
   }
@@ -1081,9 +1105,8 @@ class FinishPage : public QWizardPage {
     QString method;
     for (const plan::Parameter& x : p.parameters)
       if (x.name == "kt-method") method = q(x.value);
-    const QString format = c.cpu_format == QLatin1String("native")
-                               ? tr("the stored")
-                               : q(std::string(plan::format_name(p.cpu_format))).toUpper();
+    const QString format =
+        c.cpu_format == QLatin1String("native") ? tr("the stored") : format_title(p.cpu_format);
     QString gpu = tr("everything on the CPU");
     if (p.uses_gpu) {
       gpu = tr("attention and %1 experts per layer on %2")
@@ -1180,6 +1203,7 @@ void SetupWizard::replan() {
                                        : plan::model_shape_from_config(config, "config.json");
     const plan::Plan own = plan::make_plan(*hardware_, shape, wishes);
     recommended_format_ = own.cpu_format;
+    has_experts_ = shape.experts > 0 && shape.moe_layers > 0;
     // The format box's choice, when it differs, is what the settings are planned for.
     wishes.cpu_format = format_from(choices_.cpu_format);
     plan_ = wishes.cpu_format && *wishes.cpu_format != own.cpu_format

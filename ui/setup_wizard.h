@@ -36,7 +36,7 @@ struct SetupChoices {
   QString catalog_id;  // catalog, and a repository the catalog has
   QString repo;        // catalog, repository: where the files download from
   QString folder;      // where the model is (or will be, after the download)
-  QString cpu_format;  // "int8", "int4", "bf16" or "native"
+  QString cpu_format;  // "int8", "int4", "int4-down8", "bf16", "mxfp4" or "native"
   int threads = 0;
   qint64 context = 0;
   // A GGUF repository's quantisation: its files (repository paths) to download, and the
@@ -64,6 +64,8 @@ class SetupWizard : public QWizard {
   const plan::Plan& plan() const { return plan_; }
   // The CPU format the plan would choose by itself, whatever the format box says.
   plan::WeightFormat recommendedFormat() const { return recommended_format_; }
+  // Whether the model planned for has routed experts (as of the last plan).
+  bool modelHasExperts() const { return has_experts_; }
   void setHardware(HardwareReportPtr hardware);
   HardwareReportPtr hardware() const { return hardware_; }
   // The model's config as the planner sees it; null when it cannot be read.
@@ -100,6 +102,7 @@ class SetupWizard : public QWizard {
   DownloadQueue* queue_;
   plan::Plan plan_;
   plan::WeightFormat recommended_format_ = plan::WeightFormat::Int8;
+  bool has_experts_ = false;
   SetupChoices choices_;
   ModelLookupPtr repository_;
 };

@@ -295,6 +295,35 @@ class TestSetupWizard : public QObject {
     QVERIFY2(!summary.contains(QLatin1String("downloading")), qPrintable(summary));
   }
 
+  // The demo has routed experts, so the format box offers INT4 with 8-bit downs between INT8
+  // and INT4, and the plan and the last page take it by its name.
+  void int4WithInt8DownsIsOfferedForExperts() {
+    SetupWizard w(recorded("ryzen-avx512-16gb"), nullptr);
+    w.show();
+    w.next();
+    w.next();
+    w.next();  // the demo
+    QCOMPARE(w.currentId(), int(SetupWizard::Conversion));
+    QVERIFY(w.modelHasExperts());
+    auto* box = w.currentPage()->findChild<QComboBox*>();
+    const int down8 = box->findData(QStringLiteral("int4-down8"));
+    QVERIFY(down8 > box->findData(QStringLiteral("int8")));
+    QVERIFY(down8 < box->findData(QStringLiteral("int4")));
+    box->setCurrentIndex(down8);
+    QString text;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) text += l->text() + "\n";
+    QVERIFY2(text.contains(QLatin1String("You chose INT4 (8-bit downs) instead")),
+             qPrintable(text));
+    QCOMPARE(w.plan().cpu_format, tandem::plan::WeightFormat::Int4Down8);
+    QCOMPARE(w.choices().cpu_format, QStringLiteral("int4-down8"));
+    w.next();
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Finish));
+    QString summary;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) summary += l->text();
+    QVERIFY2(summary.contains(QLatin1String("INT4 (8-bit downs) weights")), qPrintable(summary));
+  }
+
   // A catalog model whose files are not here yet: the last page says it loads once they are,
   // where the demo's says nothing of a download.
   void theLastPageSaysAModelStillDownloads() {
