@@ -742,11 +742,12 @@ int run_bench(const BenchCommandOptions& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>8} | {:>16} | {:>18} |\n",
-                           "model", "format", "variant", "threads", "pools", "kv cache", "test",
-                           "tokens/s");
+  // The format column takes "int4-down8".
   std::cout << fmt::format(
-      "| {:-<24} | {:->6} | {:->7} | {:->7} | {:->5} | {:->8} | {:->16} | {:->18} |\n", "", "", "",
+      "| {:<24} | {:>10} | {:>7} | {:>7} | {:>5} | {:>8} | {:>16} | {:>18} |\n", "model", "format",
+      "variant", "threads", "pools", "kv cache", "test", "tokens/s");
+  std::cout << fmt::format(
+      "| {:-<24} | {:->10} | {:->7} | {:->7} | {:->5} | {:->8} | {:->16} | {:->18} |\n", "", "", "",
       "", "", "", "", "");
   const std::string name = model->spec().architecture.substr(0, 24);
   // As in --json: the CPU's cache, or the GPU's own where it runs attention.
@@ -755,8 +756,8 @@ int run_bench(const BenchCommandOptions& o) {
                                    : std::string(backend::kv_cache_format_name(settings.kv_cache));
   const auto row = [&](const std::string& test, const measure::Measurement& m) {
     std::cout << fmt::format(
-        "| {:<24} | {:>6} | {:>7} | {:>7} | {:>5} | {:>8} | {:>16} | {:>9.2f} ± {:<6.2f} |\n", name,
-        used_format, variant, threads, model->pools(), kv_cache, test, m.mean(), m.stddev());
+        "| {:<24} | {:>10} | {:>7} | {:>7} | {:>5} | {:>8} | {:>16} | {:>9.2f} ± {:<6.2f} |\n",
+        name, used_format, variant, threads, model->pools(), kv_cache, test, m.mean(), m.stddev());
   };
   // As llama-bench names the tests: "pp512", or "pp512 @ d8192" at a depth.
   const auto test_name = [&](const char* kind, std::int64_t tokens, std::int64_t depth) {
