@@ -251,7 +251,8 @@ void ConversionDialog::showVerdict(const std::vector<std::pair<std::string, doub
                        [](const auto& a, const auto& b) { return a.second < b.second; });
   const auto beyond =
       std::count_if(errors.begin(), errors.end(), [&](const auto& e) { return e.second > bound; });
-  const QString name = method.toUpper();
+  const QString name =
+      method == QLatin1String("int4-down8") ? tr("INT4 with 8-bit downs") : method.toUpper();
   const QString largest = tr("largest error %1% in %2")
                               .arg(100.0 * worst->second, 0, 'f', 2)
                               .arg(QString::fromStdString(worst->first));

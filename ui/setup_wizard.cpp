@@ -185,7 +185,8 @@ std::optional<plan::WeightFormat> format_from(const QString& name) {
 
 QString int4_down8_text() {
   return SetupWizard::tr(
-      "INT4 with 8-bit downs: about 73% of the memory of INT8, closer to its accuracy than INT4");
+      "INT4 with 8-bit down projections: about 73% of the memory of INT8, closer to its accuracy "
+      "than INT4");
 }
 
 QString catalog_folder(const plan::CatalogEntry& e) {

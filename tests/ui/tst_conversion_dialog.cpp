@@ -59,6 +59,28 @@ class TestConversionDialog : public QObject {
     QCOMPARE(load.first().at(0).toString(), dir.path() + "/int8");
   }
 
+  // INT4 with 8-bit downs reaches the converter (its manifest names the method), suggests a
+  // folder named after it, and its verdict names it in words.
+  void int4WithInt8Downs() {
+    QTemporaryDir dir;
+    ConversionDialog dialog;
+    dialog.show();
+    dialog.setSource(source_);
+    dialog.setMethod(QStringLiteral("int4-down8"));
+    QVERIFY(dialog.output().endsWith(QLatin1String("qwen3-moe-tandem-int4-down8")));
+    dialog.setOutput(dir.path() + "/down8");
+    QSignalSpy done(&dialog, &ConversionDialog::finished);
+    dialog.start();
+    QVERIFY(done.wait(30000));
+    QCOMPARE(done.first().at(0).toBool(), true);
+    QFile f(dir.path() + "/down8/tandem-manifest.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(nlohmann::json::parse(f.readAll().toStdString())["method"].get<std::string>(),
+             std::string("int4-down8"));
+    QVERIFY2(dialog.verdictText().contains(QLatin1String("as INT4 with 8-bit downs")),
+             qPrintable(dialog.verdictText()));
+  }
+
   // The built-in demo lives inside the installation (read-only in an AppImage): its converted
   // copy is suggested in the models folder, not beside it.
   void theDemoConvertsIntoTheModelsFolder() {
