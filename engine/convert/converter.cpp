@@ -485,12 +485,22 @@ ConvertEstimate estimate_conversion(const ConvertOptions& options) {
 }
 
 std::string gguf_conversion_advice(const model::GgufSet& set, kernels::CpuVariant variant) {
-  // The experts' format (what most of a MoE model is), else that of the layers' matrices.
+  // The experts' format (what most of a MoE model is), else that of the layers' matrices;
+  // and the bits of the experts' down projections, which 4-bit mixes keep finer in many
+  // layers (Q4_K_M: Q6_K).
   std::map<std::uint32_t, std::uint64_t> expert_bytes, layer_bytes;
+  double down_bytes = 0, down_weights = 0;
   for (const auto& [name, t] : set.tensors()) {
     if (t.info->dims.size() < 2 || !name.starts_with("blk.")) continue;
     (name.find("_exps.") != std::string::npos ? expert_bytes : layer_bytes)[t.info->ggml_type] +=
         t.info->size_bytes;
+    if (name.find("ffn_down_exps.") != std::string::npos) {
+      if (const auto l = model::ggml_type_layout(t.info->ggml_type)) {
+        down_bytes += static_cast<double>(t.info->size_bytes);
+        down_weights +=
+            static_cast<double>(t.info->size_bytes) * l->elements_per_block / l->bytes_per_block;
+      }
+    }
   }
   const auto& bytes = expert_bytes.empty() ? layer_bytes : expert_bytes;
   if (bytes.empty()) return {};
@@ -515,6 +525,15 @@ std::string gguf_conversion_advice(const model::GgufSet& set, kernels::CpuVarian
   const bool grid_kept = layout->name == "Q4_0" || layout->name == "Q4_1" || layout->name == "Q4_K";
   const std::string int4_keeps = grid_kept ? "INT4 keeps these 4-bit blocks nearly exactly"
                                            : "INT4 rounds the weights a second time";
+  // Downs stored finer than the rest by most of a bit: INT4 would round them to 4 bits.
+  const double down_bits = down_weights > 0 ? 8.0 * down_bytes / down_weights : 0.0;
+  const std::string downs =
+      down_bits >= bits + 0.75
+          ? fmt::format(
+                " Its experts' down projections are stored finer ({:.1f} bits a weight): "
+                "int4-down8 keeps them in INT8, where INT4 would round them to 4 bits.",
+                down_bits)
+          : std::string();
   const bool amx = variant == kernels::CpuVariant::Amx;
   // Under about 4 bits a weight (IQ3, Q3_K, Q2_K and below) INT4 only grows the file.
   if (bits < 4.25) {
@@ -532,7 +551,7 @@ std::string gguf_conversion_advice(const model::GgufSet& set, kernels::CpuVarian
            ". This CPU has AMX: converted, prompts run on its tile unit, which the blocks as "
            "stored do not use, so long prompts go faster; replies read about as many bytes "
            "either way. INT8 takes " +
-           int8_size + (bits < 7.5 ? "; " + int4_keeps + "." : ".");
+           int8_size + (bits < 7.5 ? "; " + int4_keeps + "." + downs : ".");
   }
   if (bits >= 7.5) {
     // INT8's groups are Q8_0's blocks: an FP16 scale and integers per 32 columns.
@@ -546,8 +565,8 @@ std::string gguf_conversion_advice(const model::GgufSet& set, kernels::CpuVarian
              ". Converted to INT4 ({:.1f} bits a weight), prompts ran 5-25% faster than 4-bit "
              "blocks as stored in Tandem's measurements (AVX-512), but replies about a sixth "
              "slower; {} (INT8 takes {}). Convert for long prompts; for chat, the file as it is "
-             "does better.",
-             int4_bits, int4_keeps, int8_size);
+             "does better.{}",
+             int4_bits, int4_keeps, int8_size, downs);
 }
 
 Converter::Converter(ConvertOptions options) : options_(std::move(options)) {}

@@ -369,6 +369,13 @@ class TestConverter : public QObject {
                                  << "Its experts are mostly Q6_K (6.6 bits a weight)";
     QTest::newRow("mostly Q6_K, rounded again")
         << "glm4moe-mixed" << avx512 << "; INT4 rounds the weights a second time (INT8 takes";
+    // Q4_K experts with their downs in Q6_K and Q5_K (as Q4_K_M keeps many): int4-down8.
+    QTest::newRow("Q4_K with finer downs")
+        << "qwen3moe-mixed" << avx512
+        << "Its experts' down projections are stored finer (6.0 bits a weight): int4-down8 keeps "
+           "them in INT8, where INT4 would round them to 4 bits.";
+    QTest::newRow("Q4_K with finer downs, AMX")
+        << "qwen3moe-mixed" << amx << "int4-down8 keeps them in INT8";
     QTest::newRow("IQ3_XXS") << "qwen3moe-iq" << avx512 << "would take more memory";
     QTest::newRow("IQ3_XXS, AMX") << "qwen3moe-iq" << amx << "AMX tiles run converted prompts";
     QTest::newRow("dense F16")
@@ -385,6 +392,8 @@ class TestConverter : public QObject {
         model::GgufSet(gguf_fixture(fixture.toStdString())), kernels::CpuVariant(variant)));
     QVERIFY2(advice.contains(says), qPrintable(advice));
     QVERIFY(advice.endsWith(QLatin1Char('.')));
+    // Only where the downs are finer than the rest.
+    QCOMPARE(advice.contains(QLatin1String("int4-down8")), fixture == "qwen3moe-mixed");
     // The estimate carries it for this CPU; a folder has none.
     QTemporaryDir dir;
     convert::ConvertOptions o;
