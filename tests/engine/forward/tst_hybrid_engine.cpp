@@ -221,6 +221,11 @@ class TestHybridEngine : public QObject {
     QTest::addRow("qwen3-moe int4") << "qwen3-moe"
                                     << "int4"
                                     << "uniform" << 2 << 10 << false;
+    // INT4 gate and up with INT8 downs: each matrix crosses to the accelerator in its own
+    // format.
+    QTest::addRow("mixtral int4-down8 layerwise") << "mixtral"
+                                                  << "int4-down8"
+                                                  << "uniform" << 3 << 10 << false;
     // GGUF files as stored: the accelerator computes on the same blocks.
     for (int n : {0, 2, -1}) {
       QTest::addRow("qwen3moe-mixed.gguf N=%d", n) << "qwen3moe-mixed.gguf"
@@ -312,7 +317,7 @@ class TestHybridEngine : public QObject {
     // GPU holds them in BF16 against the CPU's own product.
     const bool int8_activations =
         (fixture.endsWith(QLatin1String(".gguf")) && format == "native") || format == "int8" ||
-        format == "int4" || format == "mxfp4" ||
+        format == "int4" || format == "int4-down8" || format == "mxfp4" ||
         (forced && fixture.endsWith(QLatin1String("-fp8")));
     // Against a GPU, 8-bit formats are also measured against what they cost the CPU itself:
     // the same weights in BF16 (`format_noise`), compared in the same way. Where the CPU's own
