@@ -750,6 +750,13 @@ int main(int argc, char** argv) {
       ->check(cpu_format_names());
   add_int4_group_option(perplexity_cmd, perplexity.int4_group);
   perplexity_cmd
+      ->add_option("--dense", perplexity.dense,
+                   "The model's dense INT8 matrices: auto or packed (our kernels, activation "
+                   "scales per 32 columns) or onednn (one activation scale per token), to "
+                   "measure what oneDNN costs in accuracy")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "packed", "onednn"}));
+  perplexity_cmd
       ->add_option("--kl-base-cpu-format", perplexity.kl_base_cpu_format,
                    "The base model's, likewise: with the same file as --kl-base, the KL "
                    "divergence one format costs against another")

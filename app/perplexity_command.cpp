@@ -34,9 +34,12 @@ struct OpenedModel {
 };
 
 OpenedModel open_model(const std::string& folder, int pools, const std::string& cpu_format,
-                       int int4_group, bool show_progress) {
+                       int int4_group, bool show_progress, const std::string& dense = "auto") {
   model::LoadOptions load;
   load.pools = pools;
+  load.dense = dense == "packed"   ? model::DenseBackend::Packed
+               : dense == "onednn" ? model::DenseBackend::Onednn
+                                   : model::DenseBackend::Auto;
   if (show_progress) load.on_progress = stderr_load_progress().callback();
   if (!cpu_format.empty() && !model::parse_cpu_format(cpu_format, load.cpu_format))
     throw std::invalid_argument("the CPU format \"" + cpu_format +
@@ -70,7 +73,7 @@ int run_perplexity(const PerplexityOptions& o) {
   }
   OpenedModel model, base;
   try {
-    model = open_model(o.model, o.pools, o.cpu_format, o.int4_group, !o.json);
+    model = open_model(o.model, o.pools, o.cpu_format, o.int4_group, !o.json, o.dense);
     // Both models run on the same pools.
     if (!o.kl_base.empty())
       base =
@@ -84,6 +87,15 @@ int run_perplexity(const PerplexityOptions& o) {
     stderr_load_progress().finish();
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return 1;
+  }
+  // oneDNN takes dense INT8 matrices only: a model with none would be scored by our kernels
+  // under --dense onednn's name.
+  if (o.dense == "onednn" && model.model->onednn_matrices() == 0) {
+    std::fprintf(stderr,
+                 "tandem: --dense onednn multiplies dense INT8 matrices, and this model has none "
+                 "in the %s format; give --cpu-format int8 or int4 with it.\n",
+                 std::string(model::cpu_format_name(model.model->cpu_format())).c_str());
+    return 2;
   }
   const std::int64_t max_context = model.model->spec().position_limit();
   constexpr std::int64_t kDefaultContext = 512;

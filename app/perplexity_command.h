@@ -20,8 +20,11 @@ struct PerplexityOptions {
   // Where each model keeps keys and values: "bf16" or "f32"; the base's empty: the same.
   std::string kv_cache = "bf16", kl_base_kv_cache;
   int int4_group = 0;  // columns per scale of INT4 packed at load (both models); 0: the default
-  int threads = 0;     // 0: the recommended number
-  int pools = 0;       // 0: a converted folder's own count, else one per NUMA node
+  // Who multiplies the scored model's dense INT8 matrices: "auto" or "packed" (our kernels),
+  // or "onednn" (one activation scale per token), to measure what that costs.
+  std::string dense = "auto";
+  int threads = 0;  // 0: the recommended number
+  int pools = 0;    // 0: a converted folder's own count, else one per NUMA node
   bool json = false;
 };
 

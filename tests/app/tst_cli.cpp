@@ -991,6 +991,29 @@ class TestCli : public QObject {
         runTandem({"perplexity", "-m", fixture, "-f", text, "--kl-base-cpu-format", "bf16"}, env());
     QVERIFY(lonely.code != 0);
     QVERIFY2(lonely.err.contains(QLatin1String("give it with --kl-base")), qPrintable(lonely.err));
+
+    // --dense onednn scores the model with oneDNN's dense INT8 products (one activation scale
+    // per token): another divergence than our kernels', and refused where the model has no
+    // dense INT8 matrix.
+    const auto onednn_kl = [&](const QStringList& extra) {
+      const Run r =
+          runTandem(QStringList{"perplexity", "-m", fixture, "-f", text, "--cpu-format", "int8",
+                                "--kl-base", fixture, "--kl-base-cpu-format", "bf16", "--json"} +
+                        extra,
+                    env());
+      if (r.code != 0) return -1.0;
+      return nlohmann::json::parse(r.out.toStdString())["mean_kl"].get<double>();
+    };
+    QCOMPARE(onednn_kl({"--dense", "packed"}), int8);
+    const double onednn = onednn_kl({"--dense", "onednn"});
+    QVERIFY2(onednn > 0.0 && onednn < 0.5 && onednn != int8,
+             qPrintable(QStringLiteral("%1 against %2").arg(onednn).arg(int8)));
+    const Run no_int8 = runTandem(
+        {"perplexity", "-m", fixture, "-f", text, "--cpu-format", "bf16", "--dense", "onednn"},
+        env());
+    QCOMPARE(no_int8.code, 2);
+    QVERIFY2(no_int8.err.contains(QLatin1String("has none in the bf16 format")),
+             qPrintable(no_int8.err));
   }
 
   void recommendForARecordedMachine() {
