@@ -98,10 +98,7 @@ std::vector<std::vector<float>> logits_of(const std::string& path, const nlohman
 }
 
 model::CpuFormat cpu_format_of(int method) {
-  return method == int(model::Method::Int8)    ? model::CpuFormat::Int8
-         : method == int(model::Method::Int4)  ? model::CpuFormat::Int4
-         : method == int(model::Method::Mxfp4) ? model::CpuFormat::Mxfp4
-                                               : model::CpuFormat::Bf16;
+  return model::cpu_format_of(model::Method(method));
 }
 
 bool same_bytes(const std::string& a, const std::string& b) {
@@ -224,6 +221,8 @@ class TestConverter : public QObject {
     for (const char* f : {"qwen3moe-q8_0", "mixtral-q4_k", "deepseek2-split", "qwen3moe-iq"})
       QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f))) << f << int(model::Method::Int4);
     QTest::newRow("qwen3moe-mixed bf16") << "qwen3moe-mixed" << int(model::Method::Bf16);
+    // Its experts' downs in Q6_K and Q5_K go to INT8, gate and up to INT4.
+    QTest::newRow("qwen3moe-mixed int4-down8") << "qwen3moe-mixed" << int(model::Method::Int4Down8);
   }
 
   // A GGUF file converted: the folder holds the bytes packing the file at load makes, so the
