@@ -258,7 +258,7 @@ class TestHybridCli : public QObject {
                               << "above 0" << 105;
     QTest::newRow("bad budget") << QStringList{"--dynamic-update-budget", "some"} << "64M" << 105;
     QTest::newRow("bad method") << QStringList{"--kt-method", "AMXFP4"}
-                                << "INT8, INT4, BF16 or MXFP4" << 105;
+                                << "INT8, INT4, INT4DOWN8, BF16 or MXFP4" << 105;
   }
   void badValuesHaveSentences() {
     QFETCH(QStringList, flags);
