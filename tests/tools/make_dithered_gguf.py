@@ -19,6 +19,8 @@ import argparse
 import numpy as np
 import gguf
 
+from gguf_metadata import copy_fields
+
 # Bytes per block and where the block's f16 scale d sits in it.
 BLOCKS = {
     gguf.GGMLQuantizationType.Q4_1: 20,
@@ -39,12 +41,7 @@ def main():
     reader = gguf.GGUFReader(args.input)
     arch = reader.fields["general.architecture"].contents()
     writer = gguf.GGUFWriter(args.output, arch)
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue
-        kind = field.types[0]
-        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, field.contents(), kind, sub_type=sub)
+    copy_fields(reader, writer)
     for t in reader.tensors:
         shape = [int(x) for x in reversed(t.shape)]  # numpy order: rows first
         if t.tensor_type == gguf.GGMLQuantizationType.F32:

@@ -20,6 +20,8 @@ import argparse
 import numpy as np
 import gguf
 
+from gguf_metadata import copy_fields
+
 EXPERT_OF = {"ffn_gate": "ffn_gate_exps", "ffn_up": "ffn_up_exps", "ffn_down": "ffn_down_exps"}
 
 
@@ -35,12 +37,7 @@ def main():
     if f"{arch}.expert_count" in reader.fields:
         raise SystemExit(f"{args.input}: the model has experts already")
     writer = gguf.GGUFWriter(args.output, arch)
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue
-        kind = field.types[0]
-        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, field.contents(), kind, sub_type=sub)
+    copy_fields(reader, writer)
     writer.add_uint32(f"{arch}.expert_count", 1)
     writer.add_uint32(f"{arch}.expert_used_count", 1)
     hidden = int(reader.fields[f"{arch}.embedding_length"].contents())
