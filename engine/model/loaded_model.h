@@ -94,9 +94,11 @@ std::vector<PackableMatrix> packable_matrices(model::ModelWeights& w);
 // its weights off the 4-bit grid, KL 0.17 -> 0.08; docs/benchmarks.md, "INT8 and INT4 on
 // weights off the grid"). A model without experts is small, and the plan already counts its
 // FFNs at 8 bits; the routed experts' downs stay INT4, whose memory is what INT4 is chosen
-// for. With `dense_bf16`, the matrices every token reads are BF16 instead (the experts keep
-// `format`): for models whose attention is sensitive to INT8, such as the MLA of
-// DeepSeek-V3. Not for CpuFormat::Native.
+// for, and Int4Down8 keeps them INT8 too (the same model with its FFNs as one routed expert a
+// layer: KL 0.17 in INT4, 0.08 in Int4Down8; docs/benchmarks.md, "INT4 with 8-bit downs for
+// routed experts"). With `dense_bf16`, the matrices every token reads are BF16 instead (the experts
+// keep `format`): for models whose attention is sensitive to INT8, such as the MLA of DeepSeek-V3.
+// Not for CpuFormat::Native.
 kernels::PackedFormat packed_format_for(CpuFormat format, MatrixRole role, bool has_experts,
                                         bool dense_bf16 = false, bool ffn_down = false);
 // Empty when CpuFormat::Mxfp4 (and Method::Mxfp4) applies to the model: its routed experts
