@@ -44,19 +44,28 @@ namespace {
 enum StackPage { kNoModel = 0, kConversation = 1 };
 
 // A conversation's title from its first message: the words outside code blocks, without a
-// heading's marks (a title of "Fix this ```python def f(…" says less than "Fix this"); a message
-// that is all code is named by its code, without the fences.
+// heading's marks (a title of "Fix this ```python def f(…" says less than "Fix this") or the
+// backticks of code written inline; a message that is all code is named by its code, without
+// the fences.
 QString titleFrom(const QString& text) {
   QString prose, code;
   bool in_code = false;
   for (const QString& line : text.split(QLatin1Char('\n'))) {
-    if (line.trimmed().startsWith(QLatin1String("```"))) {
-      in_code = !in_code;
-      continue;
+    // A fence is a line of three backticks or more and an info string without any (as
+    // CommonMark has it): "```print(1)```" is code written inline, not a fence.
+    const QString trimmed = line.trimmed();
+    if (trimmed.startsWith(QLatin1String("```"))) {
+      qsizetype after = 0;
+      while (after < trimmed.size() && trimmed[after] == QLatin1Char('`')) ++after;
+      if (!trimmed.mid(after).contains(QLatin1Char('`'))) {
+        in_code = !in_code;
+        continue;
+      }
     }
     (in_code ? code : prose) += line + QLatin1Char(' ');
   }
-  QString t = prose.simplified();
+  static const QRegularExpression ticks(QStringLiteral("`+"));
+  QString t = prose.remove(ticks).simplified();
   static const QRegularExpression heading(QStringLiteral("^#+\\s+"));
   t.remove(heading);
   if (t.isEmpty()) t = code.simplified();

@@ -618,7 +618,8 @@ class TestChatWindow : public QObject {
     saveScreenshot(window, QStringLiteral("chat-markdown"));
   }
 
-  // A conversation is named by its first message's words, not its code or heading marks.
+  // A conversation is named by its first message's words, not its code, heading marks or
+  // backticks.
   void aTitleLeavesOutCode() {
     MainWindow window(nullptr, dir_.path() + "/titles.sqlite");
     window.show();
@@ -629,7 +630,13 @@ class TestChatWindow : public QObject {
         {QStringLiteral("Fix this:\n```python\nprint(1\n```\nplease"),
          QStringLiteral("Fix this: please")},
         {QStringLiteral("# Plan\nA trip to Oslo"), QStringLiteral("Plan A trip to Oslo")},
-        {QStringLiteral("```\nls -la\n```"), QStringLiteral("ls -la")}};
+        {QStringLiteral("```\nls -la\n```"), QStringLiteral("ls -la")},
+        // Code written inline keeps its words, not its backticks; a line that opens and
+        // closes its backticks is no fence.
+        {QStringLiteral("Fix this: ```print(1)```"), QStringLiteral("Fix this: print(1)")},
+        {QStringLiteral("```print(1)```\nwhy does it print?"),
+         QStringLiteral("print(1) why does it print?")},
+        {QStringLiteral("Why is `x` None?"), QStringLiteral("Why is x None?")}};
     for (const auto& [message, title] : cases) {
       chat->newConversation();
       QSignalSpy finished(window.engine(), &EngineHost::turnFinished);
