@@ -326,8 +326,13 @@ QWidget* ChatPage::buildChatArea() {
   temperature_->setToolTip(
       tr("0 always picks the most likely token; higher values are more varied"));
   top_p_ = new QDoubleSpinBox(form_host);
-  top_p_->setRange(0.05, 1.0);
+  top_p_->setObjectName(QStringLiteral("topP"));
+  // The sampler's range, as the server and the command line take it.
+  top_p_->setRange(0.0, 1.0);
   top_p_->setSingleStep(0.05);
+  top_p_->setToolTip(
+      tr("Picks among the most likely tokens that add up to this share; 1 is off, "
+         "0 keeps only the most likely"));
   top_k_ = new QSpinBox(form_host);
   top_k_->setRange(0, 1000);
   top_k_->setSpecialValueText(tr("off"));

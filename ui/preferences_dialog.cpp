@@ -61,8 +61,13 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   temperature_->setRange(0.0, 2.0);
   temperature_->setSingleStep(0.05);
   top_p_ = new QDoubleSpinBox(chat);
-  top_p_->setRange(0.05, 1.0);
+  top_p_->setObjectName(QStringLiteral("topP"));
+  // The sampler's range, as the server and the command line take it.
+  top_p_->setRange(0.0, 1.0);
   top_p_->setSingleStep(0.05);
+  top_p_->setToolTip(
+      tr("Picks among the most likely tokens that add up to this share; 1 is off, "
+         "0 keeps only the most likely"));
   top_k_ = new QSpinBox(chat);
   top_k_->setRange(0, 1000);
   top_k_->setSpecialValueText(tr("off"));

@@ -4,6 +4,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
@@ -682,6 +683,26 @@ class TestChatWindow : public QObject {
     QCOMPARE(saved.top_p, 0.95);
     QCOMPARE(saved.top_k, 40);
     QCOMPARE(saved.max_tokens, 1024);
+  }
+
+  // The sampling form takes the sampler's whole top-p range, 0 (only the most likely token)
+  // included, as the server and the command line do; what it shows is what a turn runs with.
+  void topPTakesTheSamplersRange() {
+    MainWindow window(nullptr, dir_.path() + "/top-p.sqlite");
+    window.show();
+    window.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    ChatPage* chat = window.chatPage();
+    auto* top_p = chat->findChild<QDoubleSpinBox*>(QStringLiteral("topP"));
+    QVERIFY(top_p);
+    QCOMPARE(top_p->minimum(), 0.0);
+    QCOMPARE(top_p->maximum(), 1.0);
+    top_p->setValue(0.0);
+    QCOMPARE(chat->currentSettings().top_p, 0.0);
+    PreferencesDialog preferences;
+    auto* default_top_p = preferences.findChild<QDoubleSpinBox*>(QStringLiteral("topP"));
+    QVERIFY(default_top_p);
+    QCOMPARE(default_top_p->minimum(), 0.0);
   }
 
   // A store written before replies could be marked stopped opens, keeps its messages, and
