@@ -97,7 +97,7 @@ SglangExport export_sglang(const ModelLookup& model, const Plan& plan, const Sgl
       method = "AMXINT4", quant = "int4";
       out.notes.push_back(
           "kt-kernel has no INT4 with 8-bit down projections, which Tandem's plan chose here: "
-          "its experts are all INT4 (smaller, and a little less accurate).");
+          "its experts are all INT4, their down projections too (smaller, and less accurate).");
       break;
     case WeightFormat::Mxfp4:
     case WeightFormat::Native:  // a GGUF file, refused above
