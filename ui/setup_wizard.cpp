@@ -883,6 +883,13 @@ class ConversionPage : public QWizardPage {
     } else if (!wizard_->modelHasExperts() && down8 >= 0) {
       method_->removeItem(down8);
     }
+    // Beside it, INT4 says what it gives up: on real weights the experts' 4-bit downs cost
+    // twice its divergence (docs/benchmarks.md, "INT4 with 8-bit downs for routed experts").
+    method_->setItemText(method_->findData(QStringLiteral("int4")),
+                         wizard_->modelHasExperts()
+                             ? tr("INT4: about 60% of the memory of INT8, the least accurate "
+                                  "(the experts' down projections at 4 bits too)")
+                             : tr("INT4: about 60% of the memory of INT8, slightly less accurate"));
     // An earlier choice stands only for the model it was made for.
     const QString saved = wizard_->choices().cpu_format;
     const bool same_model = wizard_->choices().folder == SetupWizard::savedChoices().folder;

@@ -309,6 +309,9 @@ class TestSetupWizard : public QObject {
     const int down8 = box->findData(QStringLiteral("int4-down8"));
     QVERIFY(down8 > box->findData(QStringLiteral("int8")));
     QVERIFY(down8 < box->findData(QStringLiteral("int4")));
+    QVERIFY2(
+        box->itemText(box->findData(QStringLiteral("int4"))).contains(QLatin1String("4 bits too")),
+        qPrintable(box->itemText(box->findData(QStringLiteral("int4")))));
     box->setCurrentIndex(down8);
     QString text;
     for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) text += l->text() + "\n";
