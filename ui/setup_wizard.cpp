@@ -183,12 +183,6 @@ std::optional<plan::WeightFormat> format_from(const QString& name) {
   return std::nullopt;  // "native" or none: the plan's own choice
 }
 
-QString int4_down8_text() {
-  return SetupWizard::tr(
-      "INT4 with 8-bit down projections: about 73% of the memory of INT8, closer to its accuracy "
-      "than INT4");
-}
-
 QString catalog_folder(const plan::CatalogEntry& e) {
   return MainWindow::modelsFolder() + QLatin1Char('/') + q(e.repo);
 }
@@ -878,7 +872,9 @@ class ConversionPage : public QWizardPage {
     // keeps its FFNs' downs in INT8 either way), so it is offered for such models alone.
     const int down8 = method_->findData(QStringLiteral("int4-down8"));
     if (wizard_->modelHasExperts() && down8 < 0) {
-      method_->insertItem(method_->findData(QStringLiteral("int4")), int4_down8_text(),
+      method_->insertItem(method_->findData(QStringLiteral("int4")),
+                          tr("INT4 with 8-bit down projections: about 73% of the memory of INT8, "
+                             "closer to its accuracy than INT4"),
                           QStringLiteral("int4-down8"));
     } else if (!wizard_->modelHasExperts() && down8 >= 0) {
       method_->removeItem(down8);

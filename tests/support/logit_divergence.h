@@ -24,4 +24,14 @@ inline double kl_divergence_of_logits(const std::vector<float>& reference,
   return kl;
 }
 
+// The mean of kl_divergence_of_logits over rows of logits (one per prompt or position), as
+// many in `other` as in `reference`.
+inline double mean_kl_divergence_of_logits(const std::vector<std::vector<float>>& reference,
+                                           const std::vector<std::vector<float>>& other) {
+  double sum = 0;
+  for (std::size_t i = 0; i < other.size(); ++i)
+    sum += kl_divergence_of_logits(reference[i], other[i]);
+  return sum / static_cast<double>(other.size());
+}
+
 }  // namespace tandem::test

@@ -197,12 +197,8 @@ class TestConverter : public QObject {
     convert_to(::fixture(fixture), out, model::Method(method));
     const auto reference = logits(::fixture(fixture));
     const auto got = logits(out);
-    double sum = 0;
     QCOMPARE(got.size(), reference.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      sum += tandem::test::kl_divergence_of_logits(reference[i], got[i]);
-    }
-    const double mean = sum / static_cast<double>(got.size());
+    const double mean = tandem::test::mean_kl_divergence_of_logits(reference, got);
     qInfo("mean KL %.6f", mean);
     QVERIFY2(mean <= maxMeanKl, qPrintable(QString::number(mean)));
   }
@@ -690,11 +686,7 @@ class TestConverter : public QObject {
     const auto mean_kl = [&](model::CpuFormat f) {
       model::LoadOptions o;
       o.cpu_format = f;
-      const auto got = logits(fixture("qwen3-moe"), o);
-      double sum = 0;
-      for (std::size_t i = 0; i < got.size(); ++i)
-        sum += tandem::test::kl_divergence_of_logits(reference[i], got[i]);
-      return sum / static_cast<double>(got.size());
+      return tandem::test::mean_kl_divergence_of_logits(reference, logits(fixture("qwen3-moe"), o));
     };
     const double kl4 = mean_kl(model::CpuFormat::Int4), kl48 = mean_kl(model::CpuFormat::Int4Down8),
                  kl8 = mean_kl(model::CpuFormat::Int8);
@@ -1109,10 +1101,7 @@ class TestConverter : public QObject {
     const std::string whole = dir.path().toStdString() + "/whole";
     convert_to(::fixture(fixture), whole, model::Method(method), false, {}, 1, group);
     const auto one_pool = logits(whole);
-    double kl = 0;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      kl += tandem::test::kl_divergence_of_logits(one_pool[i], got[i]);
-    kl /= static_cast<double>(got.size());
+    const double kl = tandem::test::mean_kl_divergence_of_logits(one_pool, got);
     qInfo("mean KL against one pool %.2e", kl);
     QVERIFY2(kl <= 1e-3, qPrintable(QString::number(kl)));
   }
