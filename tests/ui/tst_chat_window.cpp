@@ -434,7 +434,7 @@ class TestChatWindow : public QObject {
   }
 
   // A load reports its stages to the window: the chat's notice and the status bar read
-  // "Loading NAME: packing the weights, N%" while it packs.
+  // "Loading NAME: packing the weights, N%" while it packs, then name the embedding table.
   void loadingShowsProgress() {
     MainWindow window(nullptr, dir_.path() + "/progress.sqlite");
     window.show();
@@ -445,10 +445,20 @@ class TestChatWindow : public QObject {
     window.loadModel(kModel, 0, 0, QStringLiteral("int8"));
     QTRY_COMPARE_WITH_TIMEOUT(window.engine()->model().name, QStringLiteral("qwen3-moe"), 20000);
     QTRY_VERIFY(!window.engine()->isLoading());
-    QVERIFY(progress.count() >= 2);
-    QCOMPARE(progress.last().at(1).toString(), QStringLiteral("packing the weights"));
+    QVERIFY(progress.count() >= 3);
+    // Packing, to its last matrix, then the embedding table read into memory.
+    qsizetype packed = -1;
+    for (qsizetype i = 0; i < progress.count(); ++i)
+      if (progress.at(i).at(1).toString() == QLatin1String("packing the weights")) packed = i;
+    QVERIFY(packed >= 0);
+    QCOMPARE(progress.at(packed).at(2).toLongLong(), progress.at(packed).at(3).toLongLong());
+    QVERIFY2(
+        statuses.at(packed).startsWith(QLatin1String("Loading qwen3-moe: packing the weights, ")),
+        qPrintable(statuses.join(QLatin1Char('\n'))));
+    QCOMPARE(progress.last().at(1).toString(), QStringLiteral("reading the embedding table"));
     QCOMPARE(progress.last().at(2).toLongLong(), progress.last().at(3).toLongLong());
-    QVERIFY2(statuses.last().startsWith(QLatin1String("Loading qwen3-moe: packing the weights, ")),
+    QVERIFY2(statuses.last().startsWith(
+                 QLatin1String("Loading qwen3-moe: reading the embedding table, ")),
              qPrintable(statuses.join(QLatin1Char('\n'))));
     QVERIFY(window.chatPage()->loadStatus().isEmpty());  // loaded: nothing to report
   }
