@@ -172,9 +172,10 @@ class TestDenseMatmul : public QObject {
     }
   }
 
-  // Many tokens by many rows go four by four, and each result must still be dot_f32's to the
-  // bit (decode and prompts agree, and so do the threads' splits): fp32 and BF16 weights,
-  // token and row counts past whole fours, widths past whole 16s.
+  // Many tokens by many rows go four by four (the last few tokens by eight rows), and each
+  // result must still be dot_f32's to the bit (decode and prompts agree, and so do the
+  // threads' splits): fp32 and BF16 weights (read in place), token and row counts past whole
+  // fours and eights, widths past whole 16s.
   void matmulEqualsRowDots_data() {
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("m");
@@ -185,6 +186,9 @@ class TestDenseMatmul : public QObject {
       QTest::newRow((name + " 9 x 37 x 133").c_str()) << int(t) << 9 << 37 << 133;
       QTest::newRow((name + " 16 x 128 x 2048").c_str()) << int(t) << 16 << 128 << 2048;
       QTest::newRow((name + " 4 x 4 x 8").c_str()) << int(t) << 4 << 4 << 8;
+      // A decoded token's router (eight rows at a time, then the rows left), and three tokens.
+      QTest::newRow((name + " 1 x 128 x 2048").c_str()) << int(t) << 1 << 128 << 2048;
+      QTest::newRow((name + " 3 x 21 x 133").c_str()) << int(t) << 3 << 21 << 133;
     }
   }
 
