@@ -227,6 +227,64 @@ class TestDenseMatmul : public QObject {
         QCOMPARE(y[static_cast<std::size_t>(i * stride + j)], -1.0f);
   }
 
+  // x·W reads FP32 and BF16 rows where they lie and converts other formats once per task; a
+  // BF16 matrix, the same values in FP32 and in FP16 (BF16's values with few bits, exact in
+  // both) give the same results to the bit, in whole blocks of 64 columns and a narrower last
+  // one, one token and several.
+  void matmulXwInPlaceEqualsConverted_data() {
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("cols");
+    QTest::newRow("a decoded token's absorbed key, 1 x 128 x 512") << 1 << 128 << 512;
+    QTest::newRow("6 x 37 x 133") << 6 << 37 << 133;
+    QTest::newRow("3 x 5 x 40") << 3 << 5 << 40;
+  }
+  void matmulXwInPlaceEqualsConverted() {
+    QFETCH(int, m);
+    QFETCH(int, rows);
+    QFETCH(int, cols);
+    const std::size_t n = static_cast<std::size_t>(rows * cols);
+    std::vector<float> values = randomVector(n, 11);
+    // Multiples of 1/16 below 8 in size: at most 7 significant bits, exact in BF16 and FP16.
+    for (float& v : values) v = std::clamp(std::round(v * 16.0f) / 16.0f, -7.9375f, 7.9375f);
+    std::vector<std::uint16_t> b16(n), f16(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      b16[i] = f32_to_bf16(values[i]);
+      f16[i] = f32_to_f16(values[i]);
+      QCOMPARE(bf16_to_f32(b16[i]), values[i]);
+      QCOMPARE(f16_to_f32(f16[i]), values[i]);
+    }
+    const auto x = randomVector(static_cast<std::size_t>(m * rows), 12);
+    const auto product = [&](DType t, const void* data) {
+      WeightMatrix w;
+      w.dtype = t;
+      w.data = data;
+      w.rows = rows;
+      w.cols = cols;
+      std::vector<float> y(static_cast<std::size_t>(m * cols), -1.0f);
+      matmul_xw(x.data(), m, w, y.data(), serial_for);
+      return y;
+    };
+    const std::vector<float> f32 = product(DType::F32, values.data());
+    const std::vector<float> bf16 = product(DType::BF16, b16.data());
+    const std::vector<float> half = product(DType::F16, f16.data());
+    for (std::size_t i = 0; i < f32.size(); ++i) {
+      QVERIFY2(bf16[i] == f32[i] && half[i] == f32[i], qPrintable(QStringLiteral("%1: %2, %3, %4")
+                                                                      .arg(i)
+                                                                      .arg(f32[i], 0, 'g', 9)
+                                                                      .arg(bf16[i], 0, 'g', 9)
+                                                                      .arg(half[i], 0, 'g', 9)));
+    }
+    // And each is the plain loop's sum to float rounding.
+    for (int i = 0; i < m; ++i) {
+      for (int c = 0; c < cols; ++c) {
+        double want = 0;
+        for (int r = 0; r < rows; ++r) want += double(x[i * rows + r]) * values[r * cols + c];
+        QVERIFY(std::abs(f32[i * cols + c] - want) < 1e-4 * (1 + std::abs(want)));
+      }
+    }
+  }
+
   // The vectorised SiLU(gate) * up, and SiLU alone, against double precision, over values from far
   // negative (e^-x overflows there) to far positive, with and without a tail after the 16-wide
   // part.
