@@ -316,30 +316,54 @@ std::int64_t four_blocks_few_tokens(const PackedMatrix& w, const PackedActivatio
   return block;
 }
 
+// The products of t_end - t_begin (1 to T) tokens block after block from `block`, each block
+// fetching the next into the caches meanwhile; returns block_end.
+template <Kind K, int T>
+std::int64_t one_block_few_tokens(const PackedMatrix& w, const PackedActivations& x,
+                                  std::int64_t block, std::int64_t block_end, std::int64_t t_begin,
+                                  std::int64_t t_end, float* y, std::int64_t y_stride) {
+  if constexpr (T > 1) {
+    if (t_end - t_begin < T)
+      return one_block_few_tokens<K, T - 1>(w, x, block, block_end, t_begin, t_end, y, y_stride);
+  }
+  for (; block < block_end; ++block) {
+    Ahead ahead;
+    if (block + 1 < block_end) ahead.block[ahead.count++] = w.block(block + 1);
+    grouped_tile<T, 1, K>(w, x, block, t_begin, y, y_stride, ahead);
+  }
+  return block;
+}
+
+// Up to this many tokens, INT8 and INT4 products read their blocks one after another.
+template <Kind K>
+constexpr int kOneBlockTokens = K == Kind::Int8   ? kFewTokens<K>
+                                : K == Kind::Int4 ? 2
+                                                  : 0;
+
 template <Kind K>
 void grouped_blocks(const PackedMatrix& w, const PackedActivations& x, float* y,
                     std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                     std::int64_t t_begin, std::int64_t t_end) {
   std::int64_t b = block_begin;
-  // A decoded token's INT8 and INT4 products read their blocks one after another, each
-  // fetching the next into the caches: one stream, as the prefetchers like it. Four blocks at
-  // a time (four streams, each fetching its successor four blocks on) read 10-20% slower at
-  // one token: 2 threads, Zen 5, `tandem bench --kernels --formats int8,int4 --tokens 1`, three
-  // rounds alternated, the head 77-80 -> 87-97 GB/s in INT8 and 71-79 -> 90-99 in INT4, the
-  // expert down 62-64 -> 71-73 and 54-56 -> 63-65; only the 1 MiB k and v products, a few
-  // blocks a task, lost (INT8 67-69 -> 62-63). MXFP4 keeps four blocks: its scales are a
-  // stream of their own, and one block at a time read 20-30% slower.
-  if (t_end - t_begin == 1 && K != Kind::Fp4) {
-    for (; b < block_end; ++b) {
-      Ahead ahead;
-      if (b + 1 < block_end) ahead.block[ahead.count++] = w.block(b + 1);
-      grouped_tile<1, 1, K>(w, x, b, t_begin, y, y_stride, ahead);
-    }
+  // A decoded token's products, and INT8's of up to six tokens (an expert's share of a short
+  // prompt), read their blocks one after another, each fetching the next into the caches: one
+  // stream, as the prefetchers like it. Four blocks at a time (four streams, each fetching its
+  // successor four blocks on) were slower there (2 threads, Zen 5, `tandem bench --kernels
+  // --formats int8,int4 --tokens 1,2,4,6 -t 2`, rounds alternated): at one token the head
+  // read 77-80 -> 87-97 GB/s in INT8 and 71-79 -> 90-99 in INT4, the expert down 62-64 -> 71-73
+  // and 54-56 -> 63-65 (only the 1 MiB k and v products lost, INT8 67-69 -> 62-63); INT8 at
+  // 6 tokens the head 818-837 -> 938-968 GFLOP/s, o 598-624 -> 733-764, q at 4 tokens 468-491
+  // -> 552-562. INT4 from 3 tokens on keeps four blocks (q at 4 tokens 791-794 against
+  // 740-772 one at a time), and MXFP4 always: its scales are a stream of their own, and one
+  // block at a time read it 20-30% slower at one token.
+  if (t_end - t_begin <= kOneBlockTokens<K>) {
+    one_block_few_tokens<K, std::max(1, kOneBlockTokens<K>)>(w, x, b, block_end, t_begin, t_end, y,
+                                                             y_stride);
     return;
   }
-  // Decoding, or an expert given a few of a prompt's tokens, reads each weight for so few
-  // products that memory sets the pace: four blocks at a time keep four memory streams in
-  // flight (and 4 x tokens independent accumulators).
+  // Past those, an expert given a few of a prompt's tokens (INT4's 3-4, MXFP4's 1-8) reads
+  // each weight for so few products that memory sets the pace: four blocks at a time keep
+  // four memory streams in flight (and 4 x tokens independent accumulators).
   if (t_end - t_begin <= kFewTokens<K>)
     b = four_blocks_few_tokens<K>(w, x, block_begin, block_end, t_begin, t_end, y, y_stride);
   for (; b + 2 <= block_end; b += 2)
