@@ -1,10 +1,13 @@
 #include "kernels/cpu/dtype.h"
 
+#include <immintrin.h>
+
 #include <array>
 #include <cmath>
 #include <limits>
 
 #include "kernels/cpu/gguf/blocks.h"
+#include "kernels/cpu/isa.h"
 
 namespace tandem::kernels {
 namespace {
@@ -217,6 +220,29 @@ float e8m0_to_f32(std::uint8_t v) {
   return std::ldexp(1.0f, static_cast<int>(v) - 127);
 }
 
+namespace {
+
+// FP16 to fp32 eight values an instruction (F16C). The conversion is exact either way; runs of
+// eight holding an infinity or NaN take f16_to_f32, which keeps a NaN's payload as it is where
+// the instruction would quiet it.
+__attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const std::uint16_t* s, float* dst,
+                                                         std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if (i % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(s + i + 512), _MM_HINT_T0);
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i top = _mm_and_si128(h, _mm_set1_epi16(0x7c00));
+    if (_mm_movemask_epi8(_mm_cmpeq_epi16(top, _mm_set1_epi16(0x7c00))) != 0) {
+      for (std::size_t j = i; j < i + 8; ++j) dst[j] = f16_to_f32(s[j]);
+      continue;
+    }
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+}
+
+}  // namespace
+
 void convert_to_f32(DType t, const void* src, float* dst, std::size_t n) {
   switch (t) {
     case DType::F32:
@@ -229,6 +255,13 @@ void convert_to_f32(DType t, const void* src, float* dst, std::size_t n) {
     }
     case DType::F16: {
       const auto* s = static_cast<const std::uint16_t*>(src);
+      // Value by value, FP16 models used as stored ran a tenth of their memory's speed
+      // (SmolLM2-135M in F16 decoded 12 tokens/s on two Zen 5 cores).
+      static const bool f16c = detect_isa().usable.f16c;
+      if (f16c) {
+        f16_to_f32_f16c(s, dst, n);
+        return;
+      }
       for (std::size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
       return;
     }
