@@ -1,8 +1,11 @@
 #include "kernels/cpu/dense_matmul.h"
 
+#include "kernels/cpu/dense_f16.h"
 #include "kernels/cpu/gguf/matmul.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/packed/matmul.h"
+#include "kernels/cpu/row_dots.h"
 #include "kernels/cpu/vec16.h"
 
 #include <algorithm>
@@ -10,6 +13,10 @@
 #include <vector>
 
 namespace tandem::kernels {
+
+using row_dots::dot_lanes;
+using row_dots::dot_rows_of;
+using row_dots::load16w;
 
 WeightMatrix WeightMatrix::slice_rows(std::int64_t begin, std::int64_t count) const {
   WeightMatrix s = *this;
@@ -34,56 +41,6 @@ void WeightMatrix::row_f32(std::int64_t r, float* out) const {
 void serial_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
   if (n > 0) body(0, n);
 }
-
-namespace {
-
-// A weight row's 16 values from `p` as floats: fp32 as they are, BF16 widened (exactly).
-inline __attribute__((always_inline)) Vec16 load16w(const float* p) {
-  return load16(p);
-}
-inline __attribute__((always_inline)) Vec16 load16w(const std::uint16_t* p) {
-  typedef std::uint16_t Half16 __attribute__((vector_size(32)));
-  Half16 h;
-  std::memcpy(&h, p, sizeof(h));
-  const Int16x bits = __builtin_convertvector(h, Int16x) << 16;
-  Vec16 v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-}
-inline __attribute__((always_inline)) float weight_value(float v) {
-  return v;
-}
-inline __attribute__((always_inline)) float weight_value(std::uint16_t v) {
-  return bf16_to_f32(v);
-}
-
-// The n < 16 values at p as floats, zeros after them: a row's values past its last whole 16
-// go through the same vector multiply-add as the rest. Summed apart in scalar code, the
-// compiler fused some of their multiply-adds and not others, differently in each caller.
-template <typename W>
-inline __attribute__((always_inline)) Vec16 tail16w(const W* p, std::int64_t n) {
-  alignas(64) float v[16] = {};
-  for (std::int64_t j = 0; j < n; ++j) v[j] = weight_value(p[j]);
-  return load16(v);
-}
-
-// sum_i a[i] * b[i] in 16 lanes, each lane's products added in order, the values past the
-// last whole 16 as one more vector, then the lanes totalled in order. Every product of rows
-// below gives each result as this gives it, whatever the weights' type (a BF16 row read in
-// place gives what its fp32 conversion gives).
-template <typename W>
-inline __attribute__((always_inline)) float dot_lanes(const float* a, const W* b, std::int64_t n) {
-  constexpr int kLanes = 16;
-  Vec16 acc{};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) acc += load16(a + i) * load16w(b + i);
-  if (i < n) acc += tail16w(a + i, n - i) * tail16w(b + i, n - i);
-  float sum = 0.0f;
-  for (int l = 0; l < kLanes; ++l) sum += acc[l];
-  return sum;
-}
-
-}  // namespace
 
 // Compiled for AVX-512, AVX2 and baseline x86-64; the loader picks the best the CPU has.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) float dot_f32(
@@ -180,66 +137,6 @@ void glu(const Glu& g, float* gate, const float* up, std::int64_t n) {
 
 namespace {
 
-// T tokens by R rows of y[i][r] = dot_f32(x_i, w_r): each weight vector loaded serves T
-// tokens and each activation vector R rows, and the T x R sums are chains of their own
-// (one row's dot alone waits on each fused multiply-add before the next). The sums are
-// dot_lanes', so each result is the one dot_f32 gives.
-template <int T, int R, typename W>
-inline __attribute__((always_inline)) void dots(const float* const* x, const W* const* w,
-                                                std::int64_t k, float* y, std::int64_t y_stride) {
-  constexpr int kLanes = 16;
-  Vec16 acc[T][R];
-  for (auto& row : acc)
-    for (Vec16& a : row) a = Vec16{};
-  std::int64_t i = 0;
-  for (; i + kLanes <= k; i += kLanes) {
-    Vec16 wv[R];
-    for (int r = 0; r < R; ++r) wv[r] = load16w(w[r] + i);
-    for (int t = 0; t < T; ++t) {
-      const Vec16 xv = load16(x[t] + i);
-      for (int r = 0; r < R; ++r) acc[t][r] += xv * wv[r];
-    }
-  }
-  if (i < k) {
-    Vec16 wv[R];
-    for (int r = 0; r < R; ++r) wv[r] = tail16w(w[r] + i, k - i);
-    for (int t = 0; t < T; ++t) {
-      const Vec16 xv = tail16w(x[t] + i, k - i);
-      for (int r = 0; r < R; ++r) acc[t][r] += xv * wv[r];
-    }
-  }
-  for (int t = 0; t < T; ++t) {
-    for (int r = 0; r < R; ++r) {
-      float sum = 0.0f;
-      for (int l = 0; l < kLanes; ++l) sum += acc[t][r][l];
-      y[t * y_stride + r] = sum;
-    }
-  }
-}
-
-// y[i * y_stride + r] = dot_f32(x_i, w_r) for m tokens of k values and `count` rows: four
-// tokens by four rows at a time, the tokens past the last four by eight rows.
-template <typename W>
-inline __attribute__((always_inline)) void dot_rows_of(const float* x, std::int64_t m,
-                                                       std::int64_t k, const W* const* w,
-                                                       std::int64_t count, float* y,
-                                                       std::int64_t y_stride) {
-  std::int64_t i = 0;
-  for (; i + 4 <= m; i += 4) {
-    const float* xs[4] = {x + i * k, x + (i + 1) * k, x + (i + 2) * k, x + (i + 3) * k};
-    std::int64_t r = 0;
-    for (; r + 4 <= count; r += 4) dots<4, 4>(xs, w + r, k, y + i * y_stride + r, y_stride);
-    for (; r < count; ++r)
-      for (int t = 0; t < 4; ++t) y[(i + t) * y_stride + r] = dot_lanes(xs[t], w[r], k);
-  }
-  for (; i < m; ++i) {
-    const float* xs[1] = {x + i * k};
-    std::int64_t r = 0;
-    for (; r + 8 <= count; r += 8) dots<1, 8>(xs, w + r, k, y + i * y_stride + r, y_stride);
-    for (; r < count; ++r) y[i * y_stride + r] = dot_lanes(xs[0], w[r], k);
-  }
-}
-
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void dot_rows(
     const float* x, std::int64_t m, std::int64_t k, const float* const* w, std::int64_t count,
     float* y, std::int64_t y_stride) {
@@ -277,6 +174,10 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
   const std::int64_t k = w.cols;
   const bool direct = w.dtype == DType::F32 && w.block_scale == nullptr;
   const bool bf16 = w.dtype == DType::BF16 && w.block_scale == nullptr;
+  // FP16 rows in place with the AVX-512 kernels (`--cpu-variant avx2` and CPUs without
+  // AVX-512 convert them first).
+  const bool f16 = w.dtype == DType::F16 && w.block_scale == nullptr &&
+                   active_variant() >= CpuVariant::Avx512 && detect_isa().usable.f16c;
   // Sixteen weight rows at a time, each token's activations read once for all of them: row
   // by row, a prompt's activations (megabytes) would stream from memory once per row.
   constexpr std::int64_t kRowBlock = 16;
@@ -288,6 +189,16 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
         for (std::int64_t r = 0; r < count; ++r)
           wr[r] = static_cast<const std::uint16_t*>(w.data) + (first + r) * k;
         dot_rows_bf16(x, m, k, wr, count, y + first, y_stride);
+      }
+      return;
+    }
+    if (f16) {
+      const std::uint16_t* wr[kRowBlock];
+      for (std::int64_t first = begin; first < end; first += kRowBlock) {
+        const std::int64_t count = std::min(kRowBlock, end - first);
+        for (std::int64_t r = 0; r < count; ++r)
+          wr[r] = static_cast<const std::uint16_t*>(w.data) + (first + r) * k;
+        dot_rows_f16_avx512(x, m, k, wr, count, y + first, y_stride);
       }
       return;
     }

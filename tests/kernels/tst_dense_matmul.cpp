@@ -3,6 +3,7 @@
 #include <random>
 
 #include "kernels/cpu/dense_matmul.h"
+#include "kernels/cpu/isa.h"
 #include "tests/support/random_values.h"
 
 using namespace tandem::kernels;
@@ -38,6 +39,12 @@ Stored store(const std::vector<float>& values, std::int64_t rows, std::int64_t c
     for (std::size_t i = 0; i < n; ++i) {
       p[i] = f32_to_bf16(values[i]);
       s.dense[i] = bf16_to_f32(p[i]);
+    }
+  } else if (type == DType::F16) {
+    auto* p = reinterpret_cast<std::uint16_t*>(s.bytes.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      p[i] = f32_to_f16(values[i]);
+      s.dense[i] = f16_to_f32(p[i]);
     }
   } else if (type == DType::F8E4M3) {
     // Encode by searching the 256 codes for the nearest value: slow, obviously right.
@@ -196,14 +203,14 @@ class TestDenseMatmul : public QObject {
 
   // Many tokens by many rows go four by four (the last few tokens by eight rows), and each
   // result must still be dot_f32's to the bit (decode and prompts agree, and so do the
-  // threads' splits): fp32 and BF16 weights (read in place), token and row counts past whole
-  // fours and eights, widths past whole 16s.
+  // threads' splits): fp32, BF16 and FP16 weights (read in place), token and row counts past
+  // whole fours and eights, widths past whole 16s.
   void matmulEqualsRowDots_data() {
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("m");
     QTest::addColumn<int>("rows");
     QTest::addColumn<int>("cols");
-    for (DType t : {DType::F32, DType::BF16}) {
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
       const std::string name(dtype_name(t));
       QTest::newRow((name + " 9 x 37 x 133").c_str()) << int(t) << 9 << 37 << 133;
       QTest::newRow((name + " 16 x 128 x 2048").c_str()) << int(t) << 16 << 128 << 2048;
@@ -247,6 +254,36 @@ class TestDenseMatmul : public QObject {
     for (int i = 0; i < m; ++i)
       for (int j = rows; j < stride; ++j)
         QCOMPARE(y[static_cast<std::size_t>(i * stride + j)], -1.0f);
+  }
+
+  // FP16 rows are read in place by the AVX-512 variant and converted first by the others:
+  // both give dot_f32's results to the bit, for a decoded token and for a prompt's rows.
+  void f16RowsAgreeAcrossVariants() {
+    if (!variant_supported(CpuVariant::Avx512, detect_isa().usable))
+      QSKIP("the AVX-512 variant needs AVX-512; the other variants convert FP16 rows first");
+    constexpr int rows = 37, cols = 133;
+    const Stored s = store(randomVector(rows * cols, 21), rows, cols, DType::F16, 16);
+    WeightMatrix w;
+    w.dtype = DType::F16;
+    w.data = s.bytes.data();
+    w.rows = rows;
+    w.cols = cols;
+    for (int m : {1, 6}) {
+      const auto x = randomVector(static_cast<std::size_t>(m * cols), 22);
+      std::vector<float> in_place(static_cast<std::size_t>(m * rows)), converted(in_place.size());
+      setenv("TANDEM_CPU_VARIANT", "avx512", 1);
+      matmul_xwt(x.data(), m, w, in_place.data(), rows, serial_for);
+      setenv("TANDEM_CPU_VARIANT", "avx2", 1);
+      matmul_xwt(x.data(), m, w, converted.data(), rows, serial_for);
+      unsetenv("TANDEM_CPU_VARIANT");
+      for (int i = 0; i < m; ++i) {
+        for (int r = 0; r < rows; ++r) {
+          const float want = dot_f32(x.data() + i * cols, s.dense.data() + r * cols, cols);
+          QCOMPARE(in_place[static_cast<std::size_t>(i * rows + r)], want);
+          QCOMPARE(converted[static_cast<std::size_t>(i * rows + r)], want);
+        }
+      }
+    }
   }
 
   // x·W reads FP32 and BF16 rows where they lie and converts other formats once per task; a
