@@ -173,32 +173,26 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
   }
   const std::int64_t k = w.cols;
   const bool direct = w.dtype == DType::F32 && w.block_scale == nullptr;
-  const bool bf16 = w.dtype == DType::BF16 && w.block_scale == nullptr;
-  // FP16 rows in place with the AVX-512 kernels (`--cpu-variant avx2` and CPUs without
-  // AVX-512 convert them first).
-  const bool f16 = w.dtype == DType::F16 && w.block_scale == nullptr &&
-                   active_variant() >= CpuVariant::Avx512 && detect_isa().usable.f16c;
+  // 16-bit rows read where they lie: BF16 always, FP16 with the AVX-512 kernels
+  // (`--cpu-variant avx2` and CPUs without AVX-512 convert FP16 rows first).
+  using HalfRows = void (*)(const float*, std::int64_t, std::int64_t, const std::uint16_t* const*,
+                            std::int64_t, float*, std::int64_t);
+  HalfRows half_rows = nullptr;
+  if (w.block_scale == nullptr && w.dtype == DType::BF16) half_rows = dot_rows_bf16;
+  if (w.block_scale == nullptr && w.dtype == DType::F16 && active_variant() >= CpuVariant::Avx512 &&
+      detect_isa().usable.f16c)
+    half_rows = dot_rows_f16_avx512;
   // Sixteen weight rows at a time, each token's activations read once for all of them: row
   // by row, a prompt's activations (megabytes) would stream from memory once per row.
   constexpr std::int64_t kRowBlock = 16;
   parallel(w.rows, [&](std::int64_t begin, std::int64_t end) {
-    if (bf16) {
+    if (half_rows != nullptr) {
       const std::uint16_t* wr[kRowBlock];
       for (std::int64_t first = begin; first < end; first += kRowBlock) {
         const std::int64_t count = std::min(kRowBlock, end - first);
         for (std::int64_t r = 0; r < count; ++r)
           wr[r] = static_cast<const std::uint16_t*>(w.data) + (first + r) * k;
-        dot_rows_bf16(x, m, k, wr, count, y + first, y_stride);
-      }
-      return;
-    }
-    if (f16) {
-      const std::uint16_t* wr[kRowBlock];
-      for (std::int64_t first = begin; first < end; first += kRowBlock) {
-        const std::int64_t count = std::min(kRowBlock, end - first);
-        for (std::int64_t r = 0; r < count; ++r)
-          wr[r] = static_cast<const std::uint16_t*>(w.data) + (first + r) * k;
-        dot_rows_f16_avx512(x, m, k, wr, count, y + first, y_stride);
+        half_rows(x, m, k, wr, count, y + first, y_stride);
       }
       return;
     }
