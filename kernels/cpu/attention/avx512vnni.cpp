@@ -29,48 +29,59 @@ inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i u, __m
 }
 
 // The weighing's bytes of a chunk, as the Portable variant's chunk_weights (int8.cpp) makes
-// them, in AVX-512: a chunk's 32 positions are two
-// registers, its positions outside [lo, hi) masked to 0.
+// them, in AVX-512: a chunk's positions are kRegs registers of 16, its positions outside
+// [lo, hi) masked to 0.
 inline __attribute__((always_inline)) void chunk_weights(
     const float* p, std::int64_t p_stride, std::int64_t begin, int nq, const float* value_scales,
     std::int64_t scale_stride, std::int64_t groups, std::int64_t c0, std::int64_t lo,
     std::int64_t hi, std::uint8_t* w, float* f) {
   constexpr std::int64_t kChunk = kInt8ValueChunk;
-  static_assert(kChunk == 32, "two registers of positions");
-  const std::uint32_t in_range = static_cast<std::uint32_t>(
-      (hi - c0 == 32 ? ~0ull : (1ull << (hi - c0)) - 1) & ~((1ull << (lo - c0)) - 1));
-  const auto m0 = static_cast<__mmask16>(in_range), m1 = static_cast<__mmask16>(in_range >> 16);
+  constexpr int kRegs = kChunk / 16;
+  static_assert(kChunk % 16 == 0 && kChunk <= 64, "whole registers of positions, one mask");
+  const std::uint64_t in_range =
+      (hi - c0 == 64 ? ~0ull : (1ull << (hi - c0)) - 1) & ~((1ull << (lo - c0)) - 1);
+  __mmask16 m[kRegs];
+  for (int r = 0; r < kRegs; ++r) m[r] = static_cast<__mmask16>(in_range >> (16 * r));
   alignas(64) float b[kInt8MaxDim / kInt8Group][kChunk];
   float largest[kInt8MaxDim / kInt8Group];
   for (std::int64_t g = 0; g < groups; ++g) {
     const float* s = value_scales + g * scale_stride + c0;
-    // The scales two chunks on: a stream of their own per group, apart from the values.
-    _mm_prefetch(reinterpret_cast<const char*>(s + 2 * kChunk), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(s + 2 * kChunk + 16), _MM_HINT_T0);
-    const __m512 s0 = _mm512_maskz_loadu_ps(m0, s), s1 = _mm512_maskz_loadu_ps(m1, s + 16);
-    const float m = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));  // scales are >= 0
-    largest[g] = m;
-    const __m512 vm = _mm512_set1_ps(m);
-    const __mmask16 any = m > 0.0f ? 0xFFFF : 0;
-    _mm512_store_ps(b[g], _mm512_maskz_div_ps(any, s0, vm));
-    _mm512_store_ps(b[g] + 16, _mm512_maskz_div_ps(any, s1, vm));
+    __m512 sr[kRegs];
+    __m512 top = _mm512_setzero_ps();
+    for (int r = 0; r < kRegs; ++r) {
+      // The scales two chunks on: a stream of their own per group, apart from the values.
+      _mm_prefetch(reinterpret_cast<const char*>(s + 2 * kChunk + 16 * r), _MM_HINT_T0);
+      sr[r] = _mm512_maskz_loadu_ps(m[r], s + 16 * r);
+      top = _mm512_max_ps(top, sr[r]);
+    }
+    const float mx = _mm512_reduce_max_ps(top);  // scales are >= 0
+    largest[g] = mx;
+    const __m512 vm = _mm512_set1_ps(mx);
+    const __mmask16 any = mx > 0.0f ? 0xFFFF : 0;
+    for (int r = 0; r < kRegs; ++r)
+      _mm512_store_ps(b[g] + 16 * r, _mm512_maskz_div_ps(any, sr[r], vm));
   }
   for (int i = 0; i < nq; ++i) {
     // row[pos] for pos in [lo, hi); the masked loads touch nothing outside it.
     const float* row = p + i * p_stride + (c0 - begin);
-    const __m512 p0 = _mm512_maskz_loadu_ps(m0, row), p1 = _mm512_maskz_loadu_ps(m1, row + 16);
-    const float m = _mm512_reduce_max_ps(_mm512_max_ps(p0, p1));  // weights are >= 0
-    const __m512 a = _mm512_set1_ps(m > 0.0f ? 255.0f / m : 0.0f);
-    const __m512 pa0 = _mm512_mul_ps(p0, a), pa1 = _mm512_mul_ps(p1, a);
+    __m512 pr[kRegs];
+    __m512 top = _mm512_setzero_ps();
+    for (int r = 0; r < kRegs; ++r) {
+      pr[r] = _mm512_maskz_loadu_ps(m[r], row + 16 * r);
+      top = _mm512_max_ps(top, pr[r]);
+    }
+    const float mx = _mm512_reduce_max_ps(top);  // weights are >= 0
+    const __m512 a = _mm512_set1_ps(mx > 0.0f ? 255.0f / mx : 0.0f);
+    for (int r = 0; r < kRegs; ++r) pr[r] = _mm512_mul_ps(pr[r], a);
     for (std::int64_t g = 0; g < groups; ++g) {
       std::uint8_t* out = w + (g * nq + i) * kChunk;
       // Weights and scales are >= 0, so the products are 0 to 255 and a rounding over;
       // VPMOVUSDB caps them at 255 as it narrows.
-      const __m512i w0 = _mm512_cvtps_epi32(_mm512_mul_ps(pa0, _mm512_load_ps(b[g])));
-      const __m512i w1 = _mm512_cvtps_epi32(_mm512_mul_ps(pa1, _mm512_load_ps(b[g] + 16)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtusepi32_epi8(w0));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtusepi32_epi8(w1));
-      f[g * nq + i] = m / 255.0f * largest[g];
+      for (int r = 0; r < kRegs; ++r) {
+        const __m512i x = _mm512_cvtps_epi32(_mm512_mul_ps(pr[r], _mm512_load_ps(b[g] + 16 * r)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * r), _mm512_cvtusepi32_epi8(x));
+      }
+      f[g * nq + i] = mx / 255.0f * largest[g];
     }
   }
 }
@@ -95,8 +106,9 @@ struct Int8KvVnni : Int8Kv, WeighIntoRows<Int8KvVnni> {
       __m512 acc[NQ];
       for (int i = 0; i < NQ; ++i) acc[i] = _mm512_setzero_ps();
       for (std::int64_t g = 0; g < groups; ++g) {
+        // Each sum starts at minus the correction for the keys' stored offset.
         __m512i dot[NQ];
-        for (int i = 0; i < NQ; ++i) dot[i] = _mm512_setzero_si512();
+        for (int i = 0; i < NQ; ++i) dot[i] = _mm512_set1_epi32(-corr[i * groups + g]);
         for (std::int64_t dq = g * kInt8Group / 4; dq < (g + 1) * kInt8Group / 4; ++dq) {
           _mm_prefetch(reinterpret_cast<const char*>(ahead + dq * 4 * kKeyTile), _MM_HINT_T1);
           const __m512i k = _mm512_loadu_si512(tile + dq * 4 * kKeyTile);
@@ -104,8 +116,7 @@ struct Int8KvVnni : Int8Kv, WeighIntoRows<Int8KvVnni> {
         }
         const __m512 s = _mm512_loadu_ps(ks + g * kKeyTile);
         for (int i = 0; i < NQ; ++i) {
-          const __m512i d = _mm512_sub_epi32(dot[i], _mm512_set1_epi32(corr[i * groups + g]));
-          acc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(d), acc[i]);
+          acc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot[i]), acc[i]);
         }
       }
       const std::int64_t lo = std::max(begin, t0), hi = std::min(end, t0 + kKeyTile);

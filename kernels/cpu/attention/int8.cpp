@@ -123,51 +123,53 @@ inline __attribute__((always_inline)) void chunk_weights(
     const float* p, std::int64_t p_stride, std::int64_t begin, int nq, const float* value_scales,
     std::int64_t scale_stride, std::int64_t groups, std::int64_t c0, std::int64_t lo,
     std::int64_t hi, std::uint8_t* w, float* f) {
-  static_assert(kInt8ValueChunk == 32, "two vectors of positions");
+  constexpr int kVecs = kInt8ValueChunk / 16;
+  static_assert(kInt8ValueChunk % 16 == 0, "whole vectors of positions");
   const Vec16 first = Vec16{} + static_cast<float>(lo - c0);
   const Vec16 last = Vec16{} + static_cast<float>(hi - c0);
   const Vec16 k0 = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  const Vec16 k1 = k0 + 16.0f;
-  const auto in0 = k0 >= first && k0 < last;
-  const auto in1 = k1 >= first && k1 < last;
   // Each group's value scales over the chunk, as a share of the largest.
-  Vec16 b0[kInt8MaxDim / kInt8Group], b1[kInt8MaxDim / kInt8Group];
+  Vec16 b[kInt8MaxDim / kInt8Group][kVecs];
   float largest[kInt8MaxDim / kInt8Group];
   for (std::int64_t g = 0; g < groups; ++g) {
     const float* s = value_scales + g * scale_stride + c0;  // whole chunks are there
-    const Vec16 s0 = in0 ? load16(s) : Vec16{}, s1 = in1 ? load16(s + 16) : Vec16{};
-    const float m = max16(s0 > s1 ? s0 : s1);
+    Vec16 sv[kVecs];
+    Vec16 top = Vec16{};
+    for (int r = 0; r < kVecs; ++r) {
+      const Vec16 k = k0 + static_cast<float>(16 * r);
+      sv[r] = k >= first && k < last ? load16(s + 16 * r) : Vec16{};
+      top = sv[r] > top ? sv[r] : top;
+    }
+    const float m = max16(top);
     largest[g] = m;
-    b0[g] = m > 0.0f ? s0 / m : Vec16{};
-    b1[g] = m > 0.0f ? s1 / m : Vec16{};
+    for (int r = 0; r < kVecs; ++r) b[g][r] = m > 0.0f ? sv[r] / m : Vec16{};
   }
   for (int i = 0; i < nq; ++i) {
     // The row's weights over the chunk: loaded whole where the chunk lies inside [lo, hi),
     // else one by one (the scores' row holds [begin, end) only).
-    Vec16 p0, p1;
+    Vec16 pv[kVecs];
     const float* row = p + i * p_stride - begin;
     if (lo == c0 && hi == c0 + kInt8ValueChunk) {
-      p0 = load16(row + c0);
-      p1 = load16(row + c0 + 16);
+      for (int r = 0; r < kVecs; ++r) pv[r] = load16(row + c0 + 16 * r);
     } else {
       float part[kInt8ValueChunk] = {};
       for (std::int64_t k = lo; k < hi; ++k) part[k - c0] = row[k];
-      p0 = load16(part);
-      p1 = load16(part + 16);
+      for (int r = 0; r < kVecs; ++r) pv[r] = load16(part + 16 * r);
     }
-    const float m = max16(p0 > p1 ? p0 : p1);
+    Vec16 top = Vec16{};
+    for (int r = 0; r < kVecs; ++r) top = pv[r] > top ? pv[r] : top;
+    const float m = max16(top);
     const float a = m > 0.0f ? 255.0f / m : 0.0f;
-    const Vec16 pa0 = p0 * a, pa1 = p1 * a;
+    for (int r = 0; r < kVecs; ++r) pv[r] *= a;
     for (std::int64_t g = 0; g < groups; ++g) {
-      constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-      Vec16 x0 = (pa0 * b0[g] + kRound) - kRound, x1 = (pa1 * b1[g] + kRound) - kRound;
-      x0 = x0 > 255.0f ? Vec16{} + 255.0f : x0;
-      x1 = x1 > 255.0f ? Vec16{} + 255.0f : x1;
-      const Bytes16 w0 = __builtin_convertvector(__builtin_convertvector(x0, Int16x), Bytes16);
-      const Bytes16 w1 = __builtin_convertvector(__builtin_convertvector(x1, Int16x), Bytes16);
       std::uint8_t* out = w + (g * nq + i) * kInt8ValueChunk;
-      std::memcpy(out, &w0, 16);
-      std::memcpy(out + 16, &w1, 16);
+      for (int r = 0; r < kVecs; ++r) {
+        constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+        Vec16 x = (pv[r] * b[g][r] + kRound) - kRound;
+        x = x > 255.0f ? Vec16{} + 255.0f : x;
+        const Bytes16 wb = __builtin_convertvector(__builtin_convertvector(x, Int16x), Bytes16);
+        std::memcpy(out + 16 * r, &wb, 16);
+      }
       f[g * nq + i] = m / 255.0f * largest[g];
     }
   }

@@ -625,9 +625,12 @@ class TestBackendOps : public QObject {
           results[whole ? 0 : 1] = get<float>(b, *out, len * nh * hd);
         }
         // fp32: the order of sums alone; BF16 and 8 bits: each block's weights rounded to
-        // their own maximum, as a decoded token's parts are.
+        // their own maximum, as a decoded token's parts are (8 bits: to bytes per chunk of
+        // 64 positions, against the largest of the chunk's positions each row sees).
         const double d = relative_difference(results[0], results[1]);
-        const double allowed = f == backend::KvCacheFormat::F32 ? 1e-6 : 5e-3;
+        const double allowed = f == backend::KvCacheFormat::F32    ? 1e-6
+                               : f == backend::KvCacheFormat::Int8 ? 1e-2
+                                                                   : 5e-3;
         QVERIFY2(d < allowed,
                  qPrintable(QStringLiteral("%1 cache, layer %2: relative difference %3")
                                 .arg(QString::fromUtf8(backend::kv_cache_format_name(f).data()))
@@ -893,9 +896,10 @@ class TestBackendOps : public QObject {
     const std::vector<float> decoded[2] = {attend_last_turn(spec, 1, reduced, q, k, v, len, 1),
                                            attend_last_turn(spec, 8, reduced, q, k, v, len, 1)};
     // Each part rounds its own weights (scaled by its own maximum) to BF16, or to bytes per
-    // chunk: within their 8 bits of the unsplit ones.
+    // chunk of 64 positions: within their 8 bits of the unsplit ones.
     const double d = relative_difference(decoded[1], decoded[0]);
-    QVERIFY2(d < 5e-3, qPrintable(QStringLiteral("relative difference %1").arg(d)));
+    const double split_allowed = reduced == backend::KvCacheFormat::Int8 ? 1e-2 : 5e-3;
+    QVERIFY2(d < split_allowed, qPrintable(QStringLiteral("relative difference %1").arg(d)));
   }
 
   // A width the 8-bit cache does not take is refused with what to use instead.
