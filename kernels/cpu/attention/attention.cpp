@@ -335,7 +335,7 @@ PromptScratch& prompt_scratch(std::int64_t nq, std::int64_t value_dim, std::int6
   const auto at_least = [](std::vector<float>& v, std::int64_t n) {
     if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
   };
-  at_least(s.scores, nq * kPromptKeyBlock);
+  at_least(s.scores, nq * std::max(kPromptKeyBlock, kInt8PromptKeyBlock));
   at_least(s.part, nq * value_dim);
   at_least(s.part_max, nq);
   at_least(s.part_sum, nq);

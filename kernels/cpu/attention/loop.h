@@ -54,6 +54,14 @@ inline std::int64_t first_visible(std::int64_t pos, std::int64_t window) {
 // second-level caches while every row of a job takes them; each row's softmax costs about
 // as much per block whatever its length, so blocks of 64 lost a fifth of the speed.
 inline constexpr std::int64_t kPromptKeyBlock = 128;
+// Keys per block of the 8-bit cache's prompt attention (attend_prompt_rows). It weighs into
+// the rows' outputs in memory and reloads them once a block (a job's 32 tokens' rows are
+// 128 KiB at 32 heads of 128, past the first-level cache), and each row's running maximum
+// and rescaling come once a block too; a block's keys and values of 128 dimensions (256 KiB)
+// stay in the second-level cache. Measured (`tandem bench --attention --tokens 512,2048
+// -d 0,8192 -t 2 --kv-cache int8`, Zen 5): 455-615 -> 487-704 GFLOP/s at depth 0 and
+// 680-700 -> 800-820 at 8192 against blocks of 128; 512 was 2-4% short of 1024.
+inline constexpr std::int64_t kInt8PromptKeyBlock = 1024;
 
 // How the AVX-512 prompt kernel multiplies: VDPBF16PS, or AMX tiles (TDPBF16PS) where the
 // key width is whole 32s and the value width whole 16s, from the CPU or emulated in software
@@ -403,8 +411,9 @@ inline __attribute__((always_inline)) void attend_prompt_rows(
     kv.template weigh_rows<N>(scores, len, lo, hi, dst, corr);
   };
   const std::int64_t last = pos0 + tokens;
-  for (std::int64_t k0 = first(0) - first(0) % kPromptKeyBlock; k0 < last; k0 += kPromptKeyBlock) {
-    const std::int64_t k1 = k0 + kPromptKeyBlock;
+  constexpr std::int64_t kBlock = kInt8PromptKeyBlock;
+  for (std::int64_t k0 = first(0) - first(0) % kBlock; k0 < last; k0 += kBlock) {
+    const std::int64_t k1 = k0 + kBlock;
     // The tokens that see some of the block: from the first at or past it (causal) to the last
     // whose window starts before its end.
     const std::int64_t ta = std::max<std::int64_t>(0, k0 - pos0);
