@@ -18,10 +18,10 @@ namespace tandem::kernels {
 namespace {
 
 // x[0..n) (n a multiple of 16) to signed bytes with one scale, the largest magnitude / 127,
-// at out[j * out_step] (plus Offset); returns the scale. x * 127 / max never rounds past 127.
-template <class Out, int Offset>
-inline __attribute__((always_inline)) float quantize_group(const float* x, std::int64_t n, Out* out,
-                                                           std::int64_t out_step) {
+// at out[j * Step] (plus Offset); returns the scale. x * 127 / max never rounds past 127.
+template <class Out, int Offset, int Step>
+inline __attribute__((always_inline)) float quantize_group(const float* x, std::int64_t n,
+                                                           Out* out) {
   Vec16 largest = Vec16{};
   for (std::int64_t j = 0; j < n; j += 16) {
     const Vec16 v = load16(x + j);
@@ -35,7 +35,13 @@ inline __attribute__((always_inline)) float quantize_group(const float* x, std::
     constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
     const Vec16 y = (load16(x + j) * r + kRound) - kRound;
     const Int16x q = __builtin_convertvector(y, Int16x) + Offset;
-    for (int k = 0; k < 16; ++k) out[(j + k) * out_step] = static_cast<Out>(q[k]);
+    if constexpr (Step == 1) {  // 16 bytes a store (a query's row is quantised every layer)
+      typedef Out Bytes __attribute__((vector_size(16)));
+      const Bytes b = __builtin_convertvector(q, Bytes);
+      std::memcpy(out + j, &b, sizeof(b));
+    } else {
+      for (int k = 0; k < 16; ++k) out[(j + k) * Step] = static_cast<Out>(q[k]);
+    }
   }
   return a / 127.0f;
 }
@@ -47,7 +53,7 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   for (std::int64_t g = 0; g < dim / kInt8Group; ++g) {
     std::uint8_t row[kInt8Group];
     scales[int8_key_scale_index(pos, g, dim)] =
-        quantize_group<std::uint8_t, 128>(k + g * kInt8Group, kInt8Group, row, 1);
+        quantize_group<std::uint8_t, 128, 1>(k + g * kInt8Group, kInt8Group, row);
     for (std::int64_t j = 0; j < kInt8Group; ++j)
       keys[int8_key_index(pos, g * kInt8Group + j, dim)] = row[j];
   }
@@ -59,13 +65,13 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   for (std::int64_t g = 0; g < dim / kInt8Group; ++g) {
     std::int8_t* first = values + int8_value_index(pos, g * kInt8Group, dim);
     scales[g * scale_stride + pos] =
-        quantize_group<std::int8_t, 0>(v + g * kInt8Group, kInt8Group, first, 4);
+        quantize_group<std::int8_t, 0, 4>(v + g * kInt8Group, kInt8Group, first);
   }
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) float
 int8_quantize_query(const float* q, std::int64_t dim, std::int8_t* q8) {
-  return quantize_group<std::int8_t, 0>(q, dim, q8, 1);
+  return quantize_group<std::int8_t, 0, 1>(q, dim, q8);
 }
 
 namespace attention_loop {
