@@ -180,31 +180,38 @@ inline __attribute__((always_inline)) void attend_queries(const Kv& kv, const fl
                                                           float* sum) {
   const std::int64_t len = end - begin;
   kv.template score<NQ>(q, begin, end, scale, scores, len);
-  float inv[NQ];
-  for (int i = 0; i < NQ; ++i) {
-    float* row = scores + i * len;
-    if (max == nullptr) {
-      // exp(-inf - mx) is 0: no sink adds nothing.
-      const float sink = sinks != nullptr ? sinks[i] : -std::numeric_limits<float>::infinity();
-      const float mx = max_of(row, len, sink);
-      inv[i] = static_cast<float>(
-          1.0 / (std::exp(static_cast<double>(sink) - mx) + exp_shifted(row, len, mx)));
-    } else {
+  // No positions: no values (and no division, by a sum that may be 0).
+  if (len == 0) {
+    if (max != nullptr) {
+      std::fill_n(max, NQ, -std::numeric_limits<float>::infinity());
+      std::fill_n(sum, NQ, 0.0f);
+    }
+    std::fill_n(out, NQ * kv.value_dim, 0.0f);
+    return;
+  }
+  if (max != nullptr) {  // a part
+    for (int i = 0; i < NQ; ++i) {
+      float* row = scores + i * len;
       const float mx = max_of(row, len, -std::numeric_limits<float>::infinity());
       max[i] = mx;
       sum[i] = static_cast<float>(exp_shifted(row, len, mx));
     }
-  }
-  if (len == 0) {
-    std::fill_n(out, NQ * kv.value_dim, 0.0f);
+    kv.template weigh<NQ>(scores, len, begin, end, out);
     return;
   }
+  float inv[NQ];
+  for (int i = 0; i < NQ; ++i) {
+    float* row = scores + i * len;
+    // exp(-inf - mx) is 0: no sink adds nothing.
+    const float sink = sinks != nullptr ? sinks[i] : -std::numeric_limits<float>::infinity();
+    const float mx = max_of(row, len, sink);
+    inv[i] = static_cast<float>(
+        1.0 / (std::exp(static_cast<double>(sink) - mx) + exp_shifted(row, len, mx)));
+  }
   kv.template weigh<NQ>(scores, len, begin, end, out);
-  if (max == nullptr) {
-    for (int i = 0; i < NQ; ++i) {
-      float* o = out + i * kv.value_dim;
-      for (std::int64_t d = 0; d < kv.value_dim; ++d) o[d] *= inv[i];
-    }
+  for (int i = 0; i < NQ; ++i) {
+    float* o = out + i * kv.value_dim;
+    for (std::int64_t d = 0; d < kv.value_dim; ++d) o[d] *= inv[i];
   }
 }
 
