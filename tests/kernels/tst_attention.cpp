@@ -14,6 +14,11 @@
 
 using namespace tandem::kernels;
 
+namespace tandem::kernels::testing {  // exp16_builds.cpp
+void exp16_avx512(const float* x, float* y, std::int64_t n);
+void exp16_portable(const float* x, float* y, std::int64_t n);
+}  // namespace tandem::kernels::testing
+
 namespace {
 
 struct Case {
@@ -457,6 +462,45 @@ class TestAttention : public QObject {
                      QStringLiteral("n %1 at %2: %3 vs %4").arg(n).arg(i).arg(x[i]).arg(expected)));
       }
     }
+  }
+
+  // exp16 as the AVX-512 kernels build it (2^n and the flush by VSCALEFPS) gives the portable
+  // path's bits (built with FMA, as its AVX2 and AVX-512 clones are) for every float tried on: a
+  // sweep of the bit patterns from -100 to 100, the edges of the flush and the clamp, infinities,
+  // zeros and NaN (NaN in both).
+  void exp16Avx512MatchesPortable() {
+    if (!detect_isa().usable.avx512f) QSKIP("this build of exp16 needs AVX-512");
+    std::vector<float> x;
+    const auto bits_of = [](float f) {
+      std::uint32_t b;
+      std::memcpy(&b, &f, 4);
+      return b;
+    };
+    for (std::uint32_t sign : {0u, 0x80000000u})
+      for (std::uint32_t b = 0; b <= bits_of(100.0f); b += 251) {
+        const std::uint32_t v = sign | b;
+        float f;
+        std::memcpy(&f, &v, 4);
+        x.push_back(f);
+      }
+    for (float f : {-87.0f, std::nextafter(-87.0f, -100.0f), std::nextafter(-87.0f, 0.0f), 88.0f,
+                    std::nextafter(88.0f, 100.0f), 88.7f, 89.0f, -103.0f, -1e30f, 1e30f, -0.0f,
+                    0.0f, -INFINITY, INFINITY, NAN, -NAN})
+      x.push_back(f);
+    while (x.size() % 16 != 0) x.push_back(0.5f);
+    std::vector<float> want(x.size()), got(x.size());
+    if (!detect_isa().usable.fma) QSKIP("the portable path is compared as built with FMA");
+    testing::exp16_portable(x.data(), want.data(), static_cast<std::int64_t>(x.size()));
+    testing::exp16_avx512(x.data(), got.data(), static_cast<std::int64_t>(x.size()));
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+      if (bits_of(want[i]) != bits_of(got[i]))
+        QFAIL(qPrintable(QStringLiteral("e^%1: portable %2, AVX-512 %3")
+                             .arg(double(x[i]), 0, 'g', 9)
+                             .arg(double(want[i]), 0, 'g', 9)
+                             .arg(double(got[i]), 0, 'g', 9)));
+    }
+    QVERIFY(x.size() > 4000000);
   }
 
   // The BF16 cache in every variant the CPU has, against double precision over the same
