@@ -470,6 +470,7 @@ class TestAttention : public QObject {
   // zeros and NaN (NaN in both).
   void exp16Avx512MatchesPortable() {
     if (!detect_isa().usable.avx512f) QSKIP("this build of exp16 needs AVX-512");
+    if (!detect_isa().usable.fma) QSKIP("the portable path is compared as built with FMA");
     std::vector<float> x;
     const auto bits_of = [](float f) {
       std::uint32_t b;
@@ -489,7 +490,6 @@ class TestAttention : public QObject {
       x.push_back(f);
     while (x.size() % 16 != 0) x.push_back(0.5f);
     std::vector<float> want(x.size()), got(x.size());
-    if (!detect_isa().usable.fma) QSKIP("the portable path is compared as built with FMA");
     testing::exp16_portable(x.data(), want.data(), static_cast<std::int64_t>(x.size()));
     testing::exp16_avx512(x.data(), got.data(), static_cast<std::int64_t>(x.size()));
     for (std::size_t i = 0; i < x.size(); ++i) {
@@ -500,7 +500,7 @@ class TestAttention : public QObject {
                              .arg(double(want[i]), 0, 'g', 9)
                              .arg(double(got[i]), 0, 'g', 9)));
     }
-    QVERIFY(x.size() > 4000000);
+    QVERIFY(x.size() > 8000000);
   }
 
   // The BF16 cache in every variant the CPU has, against double precision over the same
