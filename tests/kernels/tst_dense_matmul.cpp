@@ -260,7 +260,9 @@ class TestDenseMatmul : public QObject {
   // both give dot_f32's results to the bit, for a decoded token and for a prompt's rows.
   void f16RowsAgreeAcrossVariants() {
     if (!variant_supported(CpuVariant::Avx512, detect_isa().usable))
-      QSKIP("the AVX-512 variant needs AVX-512; the other variants convert FP16 rows first");
+      QSKIP(
+          "needs a CPU with AVX-512, which this one lacks: only the AVX-512 variant reads FP16 "
+          "rows in place (the others convert them first)");
     constexpr int rows = 37, cols = 133;
     const Stored s = store(randomVector(rows * cols, 21), rows, cols, DType::F16, 16);
     WeightMatrix w;
