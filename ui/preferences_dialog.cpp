@@ -155,12 +155,12 @@ PreferencesDialog::PreferencesDialog(QWidget* parent) : QDialog(parent) {
   kv_cache_->setAccessibleName(tr("KV cache"));
   kv_cache_->addItem(tr("As planned for the model (recommended)"), QStringLiteral("plan"));
   kv_cache_->addItem(tr("BF16: half of fp32's memory"), QStringLiteral("bf16"));
-  kv_cache_->addItem(tr("8-bit: 0.56 of BF16's memory"), QStringLiteral("int8"));
+  kv_cache_->addItem(tr("8-bit: 0.54 of BF16's memory"), QStringLiteral("int8"));
   kv_cache_->addItem(tr("fp32: the most exact, twice BF16's memory"), QStringLiteral("f32"));
   kv_cache_->setToolTip(
       tr("How the CPU keeps the keys and values of the conversation where it runs attention. "
          "The setup assistant's plan picks BF16, or 8-bit where memory is short or it chose "
-         "speed. 8-bit takes 0.56 of BF16's memory and is a little less exact; with AVX-512 it "
+         "speed. 8-bit takes 0.54 of BF16's memory and is a little less exact; with AVX-512 it "
          "also decodes long conversations faster. A GPU keeps its own. Applies to the next "
          "model loaded."));
   engine_form->addRow(tr("KV cache"), kv_cache_);

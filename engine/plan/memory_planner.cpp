@@ -110,14 +110,24 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     l.ram.push_back({"output head", weights(m.output_params, st.output, dense)});
     l.ram.push_back({"routed experts (CPU)", experts(m.experts, cpu)});
     // The CPU engine keeps keys and values in BF16 (RunSettings' default, --kv-cache bf16) or
-    // in 8 bits with a float scale per 32 (1.125 bytes an element); for latent attention it
-    // keeps the latent twice, as the values to weigh and beside the rotary key as the keys to
-    // score against (backend/cpu/kv_cache.h).
+    // in 8 bits with a float scale per 32 of a key (1.125 bytes an element) and per value row
+    // (kernels::int8_value_group: up to 128, 1.03125 bytes); for latent attention it keeps the
+    // latent twice, as the values to weigh and beside the rotary key as the keys to score
+    // against (backend/cpu/kv_cache.h).
     const std::int64_t kv_elements = !m.mla ? m.kv_elements_per_token
                                      : m.kv_key_width > 0
                                          ? m.layers * (m.kv_key_width + m.kv_value_width)
                                          : 2 * m.kv_elements_per_token;
-    const double element_bytes = int8_kv ? 1.0 + 4.0 / kernels::kInt8Group : 2.0;
+    // The keys' share of the elements; with the widths unknown, half, each value scale
+    // counted per 32 (the most there can be).
+    const bool widths = m.kv_key_width > 0 && m.kv_value_width > 0;
+    const double key_share =
+        widths ? static_cast<double>(m.kv_key_width) / (m.kv_key_width + m.kv_value_width) : 0.5;
+    const double value_group = static_cast<double>(
+        widths ? kernels::int8_value_group(m.kv_value_width) : kernels::kInt8Group);
+    const double element_bytes = int8_kv ? key_share * (1.0 + 4.0 / kernels::kInt8Group) +
+                                               (1.0 - key_share) * (1.0 + 4.0 / value_group)
+                                         : 2.0;
     l.ram.push_back({"KV cache", static_cast<std::uint64_t>(std::llround(
                                      static_cast<double>(context * kv_elements) * element_bytes))});
     if (m.recurrent_state_elements > 0) l.ram.push_back(recurrent_state(m));
@@ -562,9 +572,9 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
       {"kv-cache", int8_kv ? "int8" : "bf16",
        use_gpu ? std::string("the GPU keeps its own; this is the CPU's, should it run alone")
        : int8_kv_for_speed
-           ? std::string("8 bits: long conversations decode faster with AVX-512 VNNI, in 0.56 "
+           ? std::string("8 bits: long conversations decode faster with AVX-512 VNNI, in 0.54 "
                          "of BF16's memory, a little less exact")
-       : int8_kv ? std::string("8 bits, so the context fits: 0.56 of BF16's memory, a little "
+       : int8_kv ? std::string("8 bits, so the context fits: 0.54 of BF16's memory, a little "
                                "less exact") +
                        (int8_kv_faster ? "" : ", and slower to compute without AVX-512 VNNI")
        : !int8_kv_takes && m.kv_key_width > 0

@@ -188,7 +188,7 @@ Int8Case to_int8(const Case& c) {
   b.keys.assign(tiled_key_floats(capacity, c.key_dim), 0);
   b.key_scales.assign(int8_key_scales(capacity, c.key_dim), 0.0f);
   b.values.assign(int8_value_elements(capacity, c.value_dim), 0);
-  b.value_scales.assign(static_cast<std::size_t>(c.value_dim / kInt8Group * stride), 0.0f);
+  b.value_scales.assign(int8_value_scales(stride, c.value_dim), 0.0f);
   b.k.assign(tiled_key_floats(c.len, c.key_dim), 0.0f);
   b.v.assign(static_cast<std::size_t>(c.len * c.value_dim), 0.0f);
   b.v8.assign(b.v.size(), 0);
@@ -206,7 +206,8 @@ Int8Case to_int8(const Case& c) {
       const int x = b.values[int8_value_index(s, d, c.value_dim)];
       b.v8[static_cast<std::size_t>(s * c.value_dim + d)] = x;
       b.v[static_cast<std::size_t>(s * c.value_dim + d)] =
-          x * b.value_scales[static_cast<std::size_t>(d / kInt8Group * stride + s)];
+          x *
+          b.value_scales[static_cast<std::size_t>(d / int8_value_group(c.value_dim) * stride + s)];
     }
   }
   std::vector<std::int8_t> q8(static_cast<std::size_t>(c.key_dim));
@@ -246,7 +247,7 @@ void expected_int8(const Case& c, const Int8Case& b, int i, int begin, int end, 
     double m = 0;
     for (int s = lo; s < hi; ++s) m = std::max(m, p[static_cast<std::size_t>(s - begin)]);
     for (int d = 0; d < c.value_dim; ++d) {
-      const std::size_t g = static_cast<std::size_t>(d / kInt8Group * stride);
+      const std::size_t g = static_cast<std::size_t>(d / int8_value_group(c.value_dim) * stride);
       double largest = 0;
       const int chunk = lo - lo % int(kInt8ValueChunk);
       const int from = shared_chunks ? chunk : lo;
@@ -620,6 +621,7 @@ class TestAttention : public QObject {
         // blocks, with a window that ends inside them.
         {3, 70, 100, 64, 64, 90},
         {1, 20, 250, 32, 32, 0},
+        {4, 9, 60, 64, 192, 0},  // values with a scale per 96
     };
     const auto name = [](int v) {
       if (v < 0) return QStringLiteral("f32");
@@ -723,9 +725,11 @@ class TestAttention : public QObject {
     for (AttentionVariant v : int8_variants())
       for (int nq : {1, 3, 8, 12})
         for (int len : {1, 3, 17, 33, 100, 161})
-          for (auto [kd, vd] : {std::pair{32, 32}, {64, 64}, {128, 128}, {96, 64}, {576, 512}})
+          // (Values of 192 keep a scale per 96: three groups of 32 to a scale.)
+          for (auto [kd, vd] :
+               {std::pair{32, 32}, {64, 64}, {128, 128}, {96, 64}, {64, 192}, {576, 512}})
             for (int begin : {0, 1, 16, 35})
-              if (begin < len && (kd < 576 || nq == 8))
+              if (begin < len && (kd < 576 || nq == 8) && (vd != 192 || nq == 3))
                 QTest::newRow(qPrintable(QStringLiteral("%1 nq %2 len %3 dims %4/%5 from %6")
                                              .arg(attention_variant_name(v))
                                              .arg(nq)
@@ -791,7 +795,7 @@ class TestAttention : public QObject {
     std::vector<float> key_scales(int8_key_scales(capacity, dim));
     const std::int64_t stride = int8_value_scale_stride(capacity);
     std::vector<std::int8_t> values(int8_value_elements(capacity, dim));
-    std::vector<float> value_scales(static_cast<std::size_t>(dim / kInt8Group * stride));
+    std::vector<float> value_scales(int8_value_scales(stride, dim));
     for (int pos : {0, 3, 17, 49}) {
       std::vector<float> x(dim);
       for (float& v : x) v = d(rng) * (pos + 1);
@@ -801,7 +805,8 @@ class TestAttention : public QObject {
       int8_store_value(values.data(), value_scales.data(), stride, pos, dim, x.data());
       for (int c = 0; c < dim; ++c) {
         const float ks = key_scales[int8_key_scale_index(pos, c / kInt8Group, dim)];
-        const float vs = value_scales[static_cast<std::size_t>(c / kInt8Group * stride + pos)];
+        // A value row of 96 keeps one scale: its largest magnitude's.
+        const float vs = value_scales[static_cast<std::size_t>(pos)];
         const float k = (keys[int8_key_index(pos, c, dim)] - 128) * ks;
         const float v = values[int8_value_index(pos, c, dim)] * vs;
         QVERIFY2(std::abs(k - x[c]) <= 0.5001f * ks && std::abs(v - x[c]) <= 0.5001f * vs,
@@ -814,7 +819,32 @@ class TestAttention : public QObject {
         if (c >= 64) QCOMPARE(ks, 0.0f);
         if (c >= 32 && c < 64) QVERIFY(ks < 0.1f * (pos + 1));  // not the outlier's scale
       }
+      float largest = 0.0f;
+      for (float v : x) largest = std::max(largest, std::abs(v));
+      QCOMPARE(value_scales[static_cast<std::size_t>(pos)], largest / 127.0f);
     }
+  }
+
+  // The elements of a value row that share a scale: the widest multiple of 32, at most 128,
+  // that divides the row.
+  void int8ValueGroups() {
+    const std::pair<std::int64_t, std::int64_t> cases[] = {
+        {32, 32},   {64, 64},  {96, 96},   {128, 128}, {160, 32},  {192, 96},
+        {256, 128}, {320, 64}, {512, 128}, {576, 96},  {1024, 128}};
+    for (const auto& [dim, group] : cases) {
+      QCOMPARE(int8_value_group(dim), group);
+      QCOMPARE(int8_value_scales(64, dim), static_cast<std::size_t>(dim / group * 64));
+    }
+    // A latent's values of 512 keep four scales a position, each its own quarter's largest.
+    const int dim = 512, capacity = 8;
+    const std::int64_t stride = int8_value_scale_stride(capacity);
+    std::vector<std::int8_t> values(int8_value_elements(capacity, dim));
+    std::vector<float> value_scales(int8_value_scales(stride, dim));
+    std::vector<float> x(dim);
+    for (int c = 0; c < dim; ++c) x[c] = 0.01f * static_cast<float>(c % 7) * (c / 128 + 1);
+    int8_store_value(values.data(), value_scales.data(), stride, 5, dim, x.data());
+    for (int g = 0; g < 4; ++g)
+      QCOMPARE(value_scales[static_cast<std::size_t>(g * stride + 5)], 0.06f * (g + 1) / 127.0f);
   }
 
   // What the 8-bit cache costs against exact attention on Gaussian data at 1/sqrt(128), a

@@ -106,8 +106,7 @@ KvCache::KvCache(const model::ModelSpec& spec, std::int64_t capacity_tokens, KvC
       const std::size_t heads = spec.mla ? 1 : static_cast<std::size_t>(kv_heads_);
       head_key_scales_ = kernels::int8_key_scales(capacity_, key_dim);
       head_values8_ = kernels::int8_value_elements(capacity_, value_dim);
-      head_value_scales_ =
-          static_cast<std::size_t>(value_dim / kernels::kInt8Group * value_scale_stride_);
+      head_value_scales_ = kernels::int8_value_scales(value_scale_stride_, value_dim);
       keys8_[i].assign(heads * kernels::tiled_key_floats(capacity_, key_dim), 0);
       key_scales_[i].assign(heads * head_key_scales_, 0.0f);
       values8_[i].assign(heads * head_values8_, 0);
@@ -286,12 +285,18 @@ std::uint64_t KvCache::bytes_for(const model::ModelSpec& spec, std::int64_t capa
                                  KvCacheFormat format) {
   const std::int64_t per_position = spec.mla ? 2 * spec.kv_lora_rank + spec.qk_rope_head_dim
                                              : 2 * spec.num_kv_heads * spec.head_dim;
-  // Bytes a position takes: 8 bits an element and a float per group of them.
+  // Bytes a position takes: 8 bits an element, a float per kInt8Group of a key and per
+  // int8_value_group of a value row.
+  const std::int64_t key_width =
+                         spec.mla ? spec.kv_lora_rank + spec.qk_rope_head_dim : spec.head_dim,
+                     value_width = spec.mla ? spec.kv_lora_rank : spec.head_dim,
+                     rows = spec.mla ? 1 : spec.num_kv_heads;
+  const std::int64_t scales = rows * (key_width / kernels::kInt8Group +
+                                      value_width / kernels::int8_value_group(value_width));
   const std::uint64_t position_bytes =
-      format == KvCacheFormat::Int8
-          ? static_cast<std::uint64_t>(per_position + per_position / kernels::kInt8Group * 4)
-          : static_cast<std::uint64_t>(per_position) *
-                (format == KvCacheFormat::Bf16 ? 2 : sizeof(float));
+      format == KvCacheFormat::Int8 ? static_cast<std::uint64_t>(per_position + scales * 4)
+                                    : static_cast<std::uint64_t>(per_position) *
+                                          (format == KvCacheFormat::Bf16 ? 2 : sizeof(float));
   const auto linear_layers = static_cast<std::uint64_t>(spec.num_layers - attention_layers(spec));
   return static_cast<std::uint64_t>(attention_layers(spec)) *
              static_cast<std::uint64_t>(capacity_tokens) * position_bytes +

@@ -144,17 +144,33 @@ void attend_prompt_bf16_amx_emulated(const float* q, std::int64_t q_stride, std:
 // ---- The KV cache in 8 bits: a little over half the bytes of BF16, so decoding at long
 // contexts reads about half as much again, and the products are 8-bit integer dot products
 // (VPDPBUSD: four products a lane, twice VDPBF16PS's rate) where the CPU has them. Every
-// group of kInt8Group elements of a position's key or value row keeps its own scale (the
-// largest magnitude / 127), so a few large channels cost precision only in their own group.
-// Keys in tiles of kKeyTile positions, each four dimensions one row of the tile's 16
-// positions x 4 bytes ([dim / 4][16][4], 64 bytes: one register), stored offset by 128
+// group of kInt8Group elements of a position's key keeps its own scale (the largest magnitude
+// / 127), so a few large channels, which keys have, cost precision only in their own group;
+// a value row keeps one scale per int8_value_group(dim) elements, the whole row of a head up
+// to 128 wide. Keys in tiles of kKeyTile positions, each four dimensions one row of the tile's
+// 16 positions x 4 bytes ([dim / 4][16][4], 64 bytes: one register), stored offset by 128
 // (unsigned), with the tile's scales after it as [dim / 32][16] floats in a separate array;
 // values with quads of positions interleaved ([pos / 4][dim][4], signed), their scales per
-// group as [dim / 32][positions]. A query is quantised to 8 bits per head (one scale); the
-// softmax weights, for each chunk of kInt8ValueChunk positions, per head and group, to
-// unsigned bytes scaled by the chunk's largest weight and value scale. Every variant takes the
-// same bytes and differs from the others only in the order and rounding of fp32 sums.
+// group as [dim / int8_value_group(dim)][positions]. A query is quantised to 8 bits per head
+// (one scale); the softmax weights, for each chunk of kInt8ValueChunk positions, per head and
+// value group, to unsigned bytes scaled by the chunk's largest weight and value scale. Every
+// variant takes the same bytes and differs from the others only in the order and rounding of
+// fp32 sums.
 inline constexpr std::int64_t kInt8Group = 32;
+// The elements of a value row that share a scale: the widest multiple of kInt8Group, at most
+// 128, that divides the row (a head of 64 or 128: the whole row; a latent of 512: 128). One
+// scale a row instead of one per 32 makes the weighing's bytes once a chunk and row, not once
+// per 32 values: a decoded token's 8-bit attention over 8192 positions 1.10-1.14x as fast
+// (Qwen3-30B-A3B's heads, Zen 5), while SmolLM2-135M's mean KL from the fp32 cache stays
+// where it was (0.002661 -> 0.002626 at 512 tokens, 0.002139 -> 0.002059 at 2048;
+// docs/benchmarks.md, "One scale per value row"). Keys keep groups of 32: keys are where a
+// few channels run far larger than the rest; values are not.
+inline constexpr std::int64_t int8_value_group(std::int64_t dim) {
+  std::int64_t g = kInt8Group;
+  for (std::int64_t w = 2 * kInt8Group; w <= 128; w += kInt8Group)
+    if (dim % w == 0) g = w;
+  return g;
+}
 // Chunks of 64 positions, against 32: half the chunk ends (each row's sums converted and added
 // to its output through memory, a largest weight and value scale found) for a decoded token
 // 1.11-1.17x as fast at 8192 positions (`tandem bench --attention --tokens 1 -d 8192 -t 2
@@ -191,6 +207,13 @@ inline std::size_t int8_value_index(std::int64_t pos, std::int64_t c, std::int64
 }
 inline std::size_t int8_value_elements(std::int64_t positions, std::int64_t dim) {
   return static_cast<std::size_t>(int8_value_scale_stride(positions) * dim);
+}
+
+// The scales of a head's values of `dim` elements, for a cache whose scale stride
+// (int8_value_scale_stride of its capacity) is `stride`; value element (pos, c)'s scale is
+// at (c / int8_value_group(dim)) * stride + pos.
+inline std::size_t int8_value_scales(std::int64_t stride, std::int64_t dim) {
+  return static_cast<std::size_t>(dim / int8_value_group(dim) * stride);
 }
 
 // One position's key (dim floats) into a head's tiles and scales, and its value into a

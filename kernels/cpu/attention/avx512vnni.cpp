@@ -28,9 +28,9 @@ inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i u, __m
   return acc;
 }
 
-// The weighing's bytes of a chunk, as the Portable variant's chunk_weights (int8.cpp) makes
-// them, in AVX-512: a chunk's positions are kRegs registers of 16, its positions outside
-// [lo, hi) masked to 0.
+// The weighing's bytes of a chunk for each of `groups` value scale groups, as the Portable
+// variant's chunk_weights (int8.cpp) makes them, in AVX-512: a chunk's positions are kRegs
+// registers of 16, its positions outside [lo, hi) masked to 0.
 inline __attribute__((always_inline)) void chunk_weights(
     const float* p, std::int64_t p_stride, std::int64_t begin, int nq, const float* value_scales,
     std::int64_t scale_stride, std::int64_t groups, std::int64_t c0, std::int64_t lo,
@@ -134,13 +134,14 @@ struct Int8KvVnni : Int8Kv, WeighIntoRows<Int8KvVnni> {
                                                  float* const* rows, const float* corr) const {
     constexpr std::int64_t kChunk = kInt8ValueChunk;
     const std::int64_t dim = value_dim, groups = dim / kInt8Group;
+    const std::int64_t per_scale = int8_value_group(dim) / kInt8Group;  // groups a scale covers
     alignas(64) std::uint8_t w[kInt8MaxDim / kInt8Group * NQ * kChunk];
     float f[kInt8MaxDim / kInt8Group * NQ];
     const std::int64_t c_begin = begin - begin % kChunk;
     for (std::int64_t c0 = c_begin; c0 < end; c0 += kChunk) {
       const std::int64_t lo = std::max(begin, c0), hi = std::min(end, c0 + kChunk);
-      chunk_weights(p, p_stride, begin, NQ, value_scales, value_scale_stride, groups, c0, lo, hi, w,
-                    f);
+      chunk_weights(p, p_stride, begin, NQ, value_scales, value_scale_stride, groups / per_scale,
+                    c0, lo, hi, w, f);
       const std::int8_t* chunk = values + int8_value_index(c0, 0, dim);
       const std::int8_t* next = chunk + kChunk * dim;
       const std::int64_t j_lo = (lo - c0) / 4, j_hi = (hi - c0 + 3) / 4;
@@ -149,7 +150,8 @@ struct Int8KvVnni : Int8Kv, WeighIntoRows<Int8KvVnni> {
         fetch_row_share(next, kChunk * dim, g, groups);
         __m512i d0[NQ], d1[NQ];
         for (int i = 0; i < NQ; ++i) d0[i] = d1[i] = _mm512_setzero_si512();
-        const std::uint8_t* wg = w + g * NQ * kChunk;
+        const std::int64_t vg = g / per_scale;
+        const std::uint8_t* wg = w + vg * NQ * kChunk;
         for (std::int64_t j = j_lo; j < j_hi; ++j) {
           const std::int8_t* row = chunk + j * 4 * dim + g * kInt8Group * 4;
           const __m512i v0 = _mm512_loadu_si512(row);
@@ -164,7 +166,7 @@ struct Int8KvVnni : Int8Kv, WeighIntoRows<Int8KvVnni> {
         }
         for (int i = 0; i < NQ; ++i) {
           float* o = rows[i] + g * kInt8Group;
-          const __m512 fi = _mm512_set1_ps(f[g * NQ + i]);
+          const __m512 fi = _mm512_set1_ps(f[vg * NQ + i]);
           const __m512 x0 = _mm512_cvtepi32_ps(d0[i]), x1 = _mm512_cvtepi32_ps(d1[i]);
           if (c0 == c_begin && corr != nullptr && corr[i] != 0.0f) {
             const __m512 ci = _mm512_set1_ps(corr[i]);

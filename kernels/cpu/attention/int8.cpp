@@ -62,10 +62,10 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void int8_store_value(
     std::int8_t* values, float* scales, std::int64_t scale_stride, std::int64_t pos,
     std::int64_t dim, const float* v) {
-  for (std::int64_t g = 0; g < dim / kInt8Group; ++g) {
-    std::int8_t* first = values + int8_value_index(pos, g * kInt8Group, dim);
-    scales[g * scale_stride + pos] =
-        quantize_group<std::int8_t, 0, 4>(v + g * kInt8Group, kInt8Group, first);
+  const std::int64_t width = int8_value_group(dim);
+  for (std::int64_t g = 0; g < dim / width; ++g) {
+    std::int8_t* first = values + int8_value_index(pos, g * width, dim);
+    scales[g * scale_stride + pos] = quantize_group<std::int8_t, 0, 4>(v + g * width, width, first);
   }
 }
 
@@ -121,7 +121,8 @@ inline __attribute__((always_inline)) float max16(Vec16 v) {
 }
 
 // The weighing's bytes of one chunk of kInt8ValueChunk positions from c0, of which [lo, hi)
-// are weighed (p[i * p_stride + s - begin] for s there; the others weigh 0):
+// are weighed (p[i * p_stride + s - begin] for s there; the others weigh 0), for each of the
+// value rows' `groups` scale groups (int8_value_group):
 // w[(g * nq + i) * kInt8ValueChunk + s - c0] = round(p x 255 / (the chunk's largest p) x
 // (the value's group scale / the chunk's largest)), and f[g * nq + i] what a sum of w x value
 // byte is multiplied by. The same bytes as the VPDPBUSD variant's (avx512vnni.cpp).
@@ -232,13 +233,15 @@ struct Int8KvPortable : Int8Kv, attention_loop::WeighIntoRows<Int8KvPortable> {
                                                  float* const* rows, const float* corr) const {
     constexpr std::int64_t kChunk = kInt8ValueChunk;
     const std::int64_t dim = value_dim, groups = dim / kInt8Group;
+    const std::int64_t per_scale = int8_value_group(dim) / kInt8Group;  // groups a scale covers
     std::uint8_t w[kInt8MaxDim / kInt8Group * NQ * kChunk];
     float f[kInt8MaxDim / kInt8Group * NQ];
+    float wf[NQ][kChunk];
     const std::int64_t c_begin = begin - begin % kChunk;
     for (std::int64_t c0 = c_begin; c0 < end; c0 += kChunk) {
       const std::int64_t lo = std::max(begin, c0), hi = std::min(end, c0 + kChunk);
-      chunk_weights(p, p_stride, begin, NQ, value_scales, value_scale_stride, groups, c0, lo, hi, w,
-                    f);
+      chunk_weights(p, p_stride, begin, NQ, value_scales, value_scale_stride, groups / per_scale,
+                    c0, lo, hi, w, f);
       const std::int64_t j_lo = (lo - c0) / 4, j_hi = (hi - c0 + 3) / 4;
       const std::int8_t* next = values + int8_value_index(c0 + kChunk, 0, dim);
       for (std::int64_t g = 0; g < groups; ++g) {
@@ -254,12 +257,14 @@ struct Int8KvPortable : Int8Kv, attention_loop::WeighIntoRows<Int8KvPortable> {
           a0[i] = c == 0.0f ? Vec16{} : c * load16(o);
           a1[i] = c == 0.0f ? Vec16{} : c * load16(o + 16);
         }
-        // Each weight byte times its chunk's factor: w[i][k] f[i].
-        float wf[NQ][kChunk];
-        for (int i = 0; i < NQ; ++i) {
-          const std::uint8_t* wi = w + (g * NQ + i) * kChunk;
-          for (std::int64_t k = 0; k < kChunk; ++k)
-            wf[i][k] = static_cast<float>(wi[k]) * f[g * NQ + i];
+        // Each weight byte times its chunk's factor, w[i][k] f[i], once a scale group.
+        if (g % per_scale == 0) {
+          const std::int64_t vg = g / per_scale;
+          for (int i = 0; i < NQ; ++i) {
+            const std::uint8_t* wi = w + (vg * NQ + i) * kChunk;
+            for (std::int64_t k = 0; k < kChunk; ++k)
+              wf[i][k] = static_cast<float>(wi[k]) * f[vg * NQ + i];
+          }
         }
         for (std::int64_t jq = j_lo; jq < j_hi; ++jq) {
           const std::int8_t* row = values + int8_value_index(c0 + 4 * jq, g * kInt8Group, dim);
