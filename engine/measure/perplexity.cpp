@@ -60,8 +60,18 @@ PerplexityResult measure_perplexity(const ScoredModel& model, std::string_view t
   }
   const std::vector<text::TokenId> ids = model.tokenizer.encode(text, /*parse_special=*/false);
   if (ids.size() < 2) {
-    throw PerplexityError("the text has " + std::to_string(ids.size()) +
-                          " token(s); perplexity needs at least 2, so give a longer text");
+    // A text of more than a few characters that makes fewer than 2 tokens is one whose
+    // characters the vocabulary has no tokens for (a tokenizer without byte tokens drops them).
+    constexpr std::size_t kFewCharacters = 16;
+    throw PerplexityError(
+        "the text has " + std::to_string(ids.size()) +
+        " token(s) in this model's vocabulary, and perplexity needs at least 2: " +
+        (text.size() <= kFewCharacters
+             ? std::string("give a longer text")
+             : "its " + std::to_string(text.size()) +
+                   " bytes are characters the vocabulary has no tokens for. Give a text in a "
+                   "language and script the model knows, or check that the model's tokenizer "
+                   "is its own"));
   }
   const std::int64_t vocab = model.model.spec().vocab_size;
   if (base != nullptr) {

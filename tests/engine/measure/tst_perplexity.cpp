@@ -242,8 +242,38 @@ class TestPerplexity : public QObject {
     const Fixture f("qwen3-moe");
     backend::NumaPools pool(1);
     measure::PerplexityOptions options;
-    QVERIFY_THROWS_EXCEPTION(measure::PerplexityError,
-                             measure::measure_perplexity(f.scored(), "a", pool, options));
+    try {
+      measure::measure_perplexity(f.scored(), "a", pool, options);
+      QFAIL("a text of one token was measured");
+    } catch (const measure::PerplexityError& e) {
+      QVERIFY2(std::string(e.what()).find("give a longer text") != std::string::npos, e.what());
+    }
+    // A long text whose characters a vocabulary has no tokens for (one without byte tokens,
+    // which drops them) is not called short.
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string folder = dir.path().toStdString();
+    {
+      std::ofstream json(folder + "/tokenizer.json");
+      json << R"({"version": "1.0", "added_tokens": [], "normalizer": null,
+                  "pre_tokenizer": null, "post_processor": null, "decoder": null,
+                  "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})";
+    }
+    const auto letters = text::load_tokenizer(folder);
+    QCOMPARE(letters->encode("ab", false).size(), std::size_t{2});
+    const measure::ScoredModel unknown{*f.model, *letters};
+    try {
+      measure::measure_perplexity(unknown, "The quick fox jumps over the dog, then it sleeps.",
+                                  pool, options);
+      QFAIL("a text the vocabulary has no tokens for was measured");
+    } catch (const measure::PerplexityError& e) {
+      const std::string what = e.what();
+      QVERIFY2(what.find("has 0 token(s)") != std::string::npos, e.what());
+      QVERIFY2(what.find("49 bytes are characters the vocabulary has no tokens for") !=
+                   std::string::npos,
+               e.what());
+      QVERIFY2(what.find("longer") == std::string::npos, e.what());
+    }
     options.context_tokens = 1;
     QVERIFY_THROWS_EXCEPTION(measure::PerplexityError,
                              measure::measure_perplexity(f.scored(), text_, pool, options));
