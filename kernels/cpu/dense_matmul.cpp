@@ -196,7 +196,11 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
       }
       return;
     }
-    std::vector<float> rows(direct ? 0 : static_cast<std::size_t>(kRowBlock * k));
+    // Converted rows in a buffer per thread, grown once: a task's own would be allocated and
+    // zeroed (16 rows: 448 KB at DeepSeek-V3's 7168 columns) for every task of every product.
+    thread_local std::vector<float> rows;
+    if (!direct && rows.size() < static_cast<std::size_t>(kRowBlock * k))
+      rows.resize(static_cast<std::size_t>(kRowBlock * k));
     const float* wr[kRowBlock];
     for (std::int64_t first = begin; first < end; first += kRowBlock) {
       const std::int64_t count = std::min(kRowBlock, end - first);
