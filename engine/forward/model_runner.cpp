@@ -229,10 +229,10 @@ void ModelRunner::ensure_workspace(std::int64_t n, std::int64_t logit_rows) {
              std::max(logit_rows, w.logit_rows));
 }
 
-void ModelRunner::forward(std::span<const std::int32_t> tokens, ContextCache& cache,
+bool ModelRunner::forward(std::span<const std::int32_t> tokens, ContextCache& cache,
                           std::vector<float>& logits, const ForwardOptions& options) {
   const auto n = static_cast<std::int64_t>(tokens.size());
-  if (n == 0) return;
+  if (n == 0) return true;
   check_tokens(tokens, cache);
   const std::uint64_t start = now_ns();
   const std::int64_t h = spec_.hidden_size;
@@ -252,8 +252,13 @@ void ModelRunner::forward(std::span<const std::int32_t> tokens, ContextCache& ca
     start_staging(0);
     start_staging(1);
   }
+  // Where the CPU runs the pass alone its operations are done when they return, and what a
+  // stopped pass wrote past the cache's size is written over by the next; a recurrent
+  // layer's state, changed in place, would not be.
+  const bool stoppable = options.cancel != nullptr && !accelerator_ && !spec_.has_linear_layers();
   std::int64_t moe_index = 0;
   for (std::int64_t l = 0; l < spec_.num_layers; ++l) {
+    if (stoppable && options.cancel->load()) return false;
     const DeviceLayer& dl = weights_.layers[static_cast<std::size_t>(l)];
     device_->set_part(Part::Dense);
     device_->rms_norm(cf(w.x), h, cf(dl.attention_norm), n, h, spec_.rms_norm_eps, f(w.xn), h);
@@ -286,6 +291,7 @@ void ModelRunner::forward(std::span<const std::int32_t> tokens, ContextCache& ca
   device_->record(Queue::Compute)->wait();
   waiting_ns_ += now_ns() - wait_start;
   record_metrics(n, now_ns() - start);
+  return true;
 }
 
 void ModelRunner::attention_block(std::int64_t layer, std::int64_t n, std::int64_t pos0,

@@ -8,6 +8,7 @@
 // deferral, layerwise prefill, the dynamic update).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -55,6 +56,10 @@ struct ForwardOptions {
   // The prompt these tokens are part of, in tokens (for the layerwise prefill threshold);
   // 0: just these.
   std::int64_t prompt_tokens = 0;
+  // Checked between layers where the CPU runs the whole pass of a model without recurrent
+  // layers (elsewhere a pass always runs to its end): once set, the pass stops at the next
+  // layer, the cache keeps its size and `logits` what they held, and forward returns false.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class ModelRunner {
@@ -80,8 +85,8 @@ class ModelRunner {
   // Runs `tokens` at positions cache.size() onwards and appends them to the cache; writes
   // the logits of the last token to `logits` ([vocab]), or of every token. Throws
   // std::length_error when the cache has no room and std::out_of_range for a token id
-  // outside the vocabulary.
-  void forward(std::span<const std::int32_t> tokens, ContextCache& cache,
+  // outside the vocabulary. Returns false when options.cancel stopped the pass.
+  bool forward(std::span<const std::int32_t> tokens, ContextCache& cache,
                std::vector<float>& logits, const ForwardOptions& options = {});
 
   // Keeps the first `tokens` positions of `cache` where it can and returns how many it kept.

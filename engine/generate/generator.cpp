@@ -45,8 +45,9 @@ std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64
   context_.resize(common);
   const bool recurrent = runner_->spec().has_linear_layers();
   for (std::size_t at = common; at < prompt.size();) {
-    // A stop asked for during a long prompt takes effect at the next chunk; what was
-    // computed stays in the cache for the next call.
+    // A stop asked for during a long prompt takes effect at the next chunk, or within one
+    // at the next layer where the pass lets it (ForwardOptions::cancel); the chunks done stay
+    // in the cache for the next call.
     if (cancel != nullptr && cancel->load()) break;
     std::size_t n = std::min<std::size_t>(
         static_cast<std::size_t>(std::max<std::int64_t>(1, chunk)), prompt.size() - at);
@@ -56,7 +57,8 @@ std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64
     if (recurrent && at == prompt.size() - 1) runner_->checkpoint(*cache_);
     forward::ForwardOptions forward_options;
     forward_options.prompt_tokens = static_cast<std::int64_t>(prompt.size() - common);
-    runner_->forward(prompt.subspan(at, n), *cache_, logits_, forward_options);
+    forward_options.cancel = cancel;
+    if (!runner_->forward(prompt.subspan(at, n), *cache_, logits_, forward_options)) break;
     context_.insert(context_.end(), prompt.begin() + static_cast<std::ptrdiff_t>(at),
                     prompt.begin() + static_cast<std::ptrdiff_t>(at + n));
     at += n;

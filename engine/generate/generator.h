@@ -22,8 +22,9 @@ struct GenerationOptions {
   std::int64_t max_tokens = 256;
   SamplingParams sampling;
   bool stop_at_eos = true;
-  std::int64_t prefill_chunk = 512;           // tokens per forward pass during prefill
-  const std::atomic<bool>* cancel = nullptr;  // checked between tokens
+  std::int64_t prefill_chunk = 512;  // tokens per forward pass during prefill
+  // Checked between tokens, and between layers where the pass lets it (ForwardOptions::cancel).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct GenerationStats {

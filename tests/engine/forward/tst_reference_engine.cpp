@@ -5,7 +5,10 @@
 #include <unistd.h>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <atomic>
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -448,6 +451,103 @@ class TestReferenceEngine : public QObject {
       for (std::size_t i = 0; i < results[0].size(); ++i)
         QVERIFY(std::abs(results[r][i] - results[0][i]) < 1e-4f);
     }
+  }
+
+  // A pass asked to stop returns false at the next layer and leaves the cache's size and
+  // the logits as they were; whatever layers it ran, the next pass over the same tokens
+  // gives what a fresh cache gives.
+  void cancelStopsAPassBetweenLayers() {
+    auto model = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe");
+    backend::NumaPools pool(2);
+    forward::ModelRunner runner(*model, pool);
+    std::vector<std::int32_t> ids(40);
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i * 7 % 170);
+    const std::span<const std::int32_t> head(ids.data(), 24), tail(ids.data() + 24, 16);
+    std::vector<float> expected;
+    {
+      auto cache = runner.make_cache(64);
+      QVERIFY(runner.forward(head, *cache, expected));
+      QVERIFY(runner.forward(tail, *cache, expected));
+    }
+    std::atomic<bool> stop{true};
+    forward::ForwardOptions o;
+    o.cancel = &stop;
+    auto cache = runner.make_cache(64);
+    std::vector<float> logits = {42.0f};
+    QVERIFY(!runner.forward(head, *cache, logits, o));
+    QCOMPARE(cache->size(), std::int64_t{0});
+    QCOMPARE(logits, std::vector<float>{42.0f});
+    // Stops at every moment of the tail's pass, from before the first layer to after the
+    // last, raced by another thread.
+    QVERIFY(runner.forward(head, *cache, logits));
+    int stopped = 0;
+    for (int delay = 0; delay < 200; delay += 5) {
+      stop = false;
+      std::thread stopper([&] {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(delay);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        stop = true;
+      });
+      const bool done = runner.forward(tail, *cache, logits, o);
+      stopper.join();
+      if (!done) {
+        ++stopped;
+        QCOMPARE(cache->size(), std::int64_t{24});
+        QVERIFY(runner.forward(tail, *cache, logits));
+      }
+      QCOMPARE(cache->size(), std::int64_t{40});
+      QCOMPARE(logits.size(), expected.size());
+      for (std::size_t i = 0; i < logits.size(); ++i) QCOMPARE(logits[i], expected[i]);
+      cache->truncate(24);
+    }
+    QVERIFY(stopped > 0);
+  }
+
+  // A model with recurrent layers changes their state in place, so its passes run to the
+  // end whatever the flag; the generator stops between its chunks instead.
+  void recurrentPassesRunToTheirEnd() {
+    auto model = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-next");
+    backend::NumaPools pool(1);
+    forward::ModelRunner runner(*model, pool);
+    std::atomic<bool> stop{true};
+    forward::ForwardOptions o;
+    o.cancel = &stop;
+    auto cache = runner.make_cache(16);
+    std::vector<float> logits;
+    const std::vector<std::int32_t> ids = {3, 9, 27};
+    QVERIFY(runner.forward(ids, *cache, logits, o));
+    QCOMPARE(cache->size(), std::int64_t{3});
+  }
+
+  // Stopped during the prompt, a reply ends with nothing generated and nothing of the
+  // stopped chunk kept; the next call computes the prompt as a fresh generator does.
+  void stopDuringThePromptKeepsNothingHalfDone() {
+    auto model = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe");
+    backend::NumaPools pool(1);
+    const std::vector<std::int32_t> ids = {5, 17, 42, 99, 3, 150, 77, 8, 11};
+    generate::GenerationOptions o;
+    o.sampling = generate::SamplingParams::greedy();
+    o.max_tokens = 4;
+    std::vector<std::int32_t> fresh, again;
+    generate::Generator reference(*model, pool, 64);
+    reference.generate(ids, o, [&](std::int32_t t) {
+      fresh.push_back(t);
+      return true;
+    });
+    generate::Generator g(*model, pool, 64);
+    std::atomic<bool> stop{true};
+    o.cancel = &stop;
+    const generate::GenerationStats stopped = g.generate(ids, o, [](std::int32_t) { return true; });
+    QCOMPARE(stopped.stop, generate::StopReason::Cancelled);
+    QCOMPARE(stopped.generated_tokens, std::int64_t{0});
+    QVERIFY(g.context().empty());
+    stop = false;
+    g.generate(ids, o, [&](std::int32_t t) {
+      again.push_back(t);
+      return true;
+    });
+    QCOMPARE(again, fresh);
   }
 
   // A second call that extends the first only prefills the new tokens.
