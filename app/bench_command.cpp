@@ -728,6 +728,7 @@ int run_bench(const BenchCommandOptions& o) {
          runner.has_accelerator()
              ? nlohmann::json()
              : nlohmann::json(std::string(backend::kv_cache_format_name(settings.kv_cache)))},
+        {"prefill_chunk", runner.prefill_chunk_tokens()},
         {"read_bandwidth_bytes_per_s", last.read_bandwidth_bytes_per_s},
         {"active_bytes_per_token", last.active_bytes_per_token},
     };
@@ -769,6 +770,11 @@ int run_bench(const BenchCommandOptions& o) {
     if (t.prompt > 0) row(test_name("pp", t.prompt, t.depth), results[i].prompt);
     if (t.decode > 0) row(test_name("tg", t.decode, t.depth), results[i].decode);
   }
+  bool prompted = false;
+  for (const BenchTest& t : tests) prompted = prompted || t.prompt > 0;
+  if (prompted)
+    std::cout << fmt::format("\nprompts in passes of at most {} tokens (--prefill-chunk)",
+                             runner.prefill_chunk_tokens());
   std::cout << fmt::format(
       "\nmemory read bandwidth: {:.1f} GB/s; active weights per token: {:.1f} MB{}\n",
       last.read_bandwidth_bytes_per_s / 1e9, static_cast<double>(last.active_bytes_per_token) / 1e6,

@@ -121,6 +121,12 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
                 return backend::parse_kv_cache_format(v, f);
               },
               "give bf16, int8 or f32"));
+  f.prefill_chunk_option =
+      c->add_option("--prefill-chunk,--ubatch-size", f.prefill_chunk,
+                    "Prompt tokens per forward pass (as llama.cpp's --ubatch-size; default: 2048 "
+                    "where the CPU runs a model with routed experts alone, each expert then "
+                    "computing more tokens at once, else 512)")
+          ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   c->add_option("--profile", f.profile,
                 "Run with a profile saved by tandem recommend --save (flags given here win)")
       ->check(CLI::ExistingFile);
@@ -223,6 +229,7 @@ bool apply_engine_flags(const EngineFlags& f, bool given_only, forward::RunSetti
   if (given(f.budget_option) || !given_only)
     backend::parse_byte_size(f.dynamic_budget, h.move_bytes_per_step);
   if (given(f.stats_option)) s.expert_stats = f.expert_stats;
+  if (given(f.prefill_chunk_option)) h.chunk_tokens = f.prefill_chunk;
   if (!f.record_expert_stats.empty()) s.record_expert_stats = f.record_expert_stats;
 
   const bool emulated = s.accelerator.choice == backend::AcceleratorChoice::Emulated;

@@ -34,6 +34,7 @@ struct EngineFlags {
   std::string record_expert_stats;
   std::string kt_method;
   std::string kv_cache = "bf16";
+  std::int64_t prefill_chunk = 0;
 
   // Which were given, so that a profile's values are overridden only by them.
   CLI::Option* accelerator_option = nullptr;
@@ -46,6 +47,7 @@ struct EngineFlags {
   CLI::Option* stats_option = nullptr;
   CLI::Option* kt_method_option = nullptr;
   CLI::Option* kv_cache_option = nullptr;
+  CLI::Option* prefill_chunk_option = nullptr;
   CLI::Option* emulated_options[4] = {};
   CLI::Option* gpu_options[2] = {};
 };

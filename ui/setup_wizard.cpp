@@ -168,6 +168,7 @@ QString plain_name(const std::string& name) {
       {"expert-stats", QT_TRANSLATE_NOOP("SetupWizard", "Routing statistics read")},
       {"context-length", QT_TRANSLATE_NOOP("SetupWizard", "Context length (tokens)")},
       {"kv-cache", QT_TRANSLATE_NOOP("SetupWizard", "How the CPU keeps the KV cache")},
+      {"prefill-chunk", QT_TRANSLATE_NOOP("SetupWizard", "Prompt tokens computed per pass")},
       {"accelerator", QT_TRANSLATE_NOOP("SetupWizard", "Accelerator")},
   };
   const auto it = names.find(name);

@@ -63,8 +63,10 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
   }
   if (!accelerator_) {
     // The CPU alone: nothing to place, defer or move.
+    const std::int64_t chunk = hybrid_.chunk_tokens;
     hybrid_ = schedule::HybridOptions{};
     hybrid_.gpu_experts_per_layer = 0;
+    hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(chunk, false, !moe_layers_.empty());
     device_ = cpu_backend_.get();
     weights_ = place_weights(*device_, spec_, w);
     ensure_workspace(hybrid_.chunk_tokens, 1);
@@ -74,6 +76,7 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
   if (!why.empty()) throw std::invalid_argument(why);
   device_ = accelerator_.get();
   metrics_->set_accelerator(true);
+  hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(hybrid_.chunk_tokens, true, true);
 
   // What must be on the accelerator whatever the experts: the dense weights, the scratch of
   // a prompt chunk and the KV cache of the context asked for.

@@ -88,6 +88,9 @@ class ModelRunner {
   // outside the vocabulary. Returns false when options.cancel stopped the pass.
   bool forward(std::span<const std::int32_t> tokens, ContextCache& cache,
                std::vector<float>& logits, const ForwardOptions& options = {});
+  // The tokens a prompt is fed in per forward pass: HybridOptions::chunk_tokens as asked,
+  // else schedule::prefill_chunk_tokens's default for where the pass runs.
+  std::int64_t prefill_chunk_tokens() const { return hybrid_.chunk_tokens; }
 
   // Keeps the first `tokens` positions of `cache` where it can and returns how many it kept.
   // Attention keeps any prefix; the recurrent state of gated DeltaNet layers (Qwen3-Next)

@@ -18,6 +18,7 @@ void apply_profile(const plan::RunProfile& p, RunSettings& s) {
   if (p.cpuinfer) s.threads = *p.cpuinfer;
   if (p.threadpool_count) s.load.pools = *p.threadpool_count;
   if (p.context_length) s.context = *p.context_length;
+  if (p.prefill_chunk) s.hybrid.chunk_tokens = *p.prefill_chunk;
   if (p.num_gpu_experts) s.hybrid.gpu_experts_per_layer = *p.num_gpu_experts;
   if (p.max_deferred_experts_per_token)
     s.hybrid.max_deferred_per_token = *p.max_deferred_experts_per_token;
@@ -108,7 +109,9 @@ BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& poo
   if (!accelerator.backend) {
     if (asks_for_hybrid(settings.hybrid))
       built.note += "; the settings for the accelerator's experts are not used";
-    built.runner = std::make_unique<ModelRunner>(model, pools);
+    schedule::HybridOptions cpu_alone;  // of the settings for where it runs, the chunk
+    cpu_alone.chunk_tokens = settings.hybrid.chunk_tokens;
+    built.runner = std::make_unique<ModelRunner>(model, pools, nullptr, cpu_alone);
     built.runner->set_cpu_kv_cache_format(settings.kv_cache);
     // Attention on the CPU: its cache is host memory, which must be free for it.
     if (const hw::MemoryInfo memory = hw::probe_memory(); memory.error.empty()) {

@@ -44,13 +44,13 @@ std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64
   common = static_cast<std::size_t>(runner_->rewind(*cache_, static_cast<std::int64_t>(common)));
   context_.resize(common);
   const bool recurrent = runner_->spec().has_linear_layers();
+  if (chunk <= 0) chunk = runner_->prefill_chunk_tokens();
   for (std::size_t at = common; at < prompt.size();) {
     // A stop asked for during a long prompt takes effect at the next chunk, or within one
     // at the next layer where the pass lets it (ForwardOptions::cancel); the chunks done stay
     // in the cache for the next call.
     if (cancel != nullptr && cancel->load()) break;
-    std::size_t n = std::min<std::size_t>(
-        static_cast<std::size_t>(std::max<std::int64_t>(1, chunk)), prompt.size() - at);
+    std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(chunk), prompt.size() - at);
     // The state before the prompt's last token is where the next call most likely returns:
     // the same prompt again (a regenerated reply), or a next turn that rewrites the reply.
     if (recurrent && at + n == prompt.size() && n > 1) --n;
@@ -67,7 +67,7 @@ std::int64_t Generator::prefill(std::span<const std::int32_t> prompt, std::int64
 }
 
 const std::vector<float>& Generator::evaluate(std::span<const std::int32_t> prompt) {
-  prefill(prompt, 512);
+  prefill(prompt, 0);
   return logits_;
 }
 

@@ -22,7 +22,8 @@ struct GenerationOptions {
   std::int64_t max_tokens = 256;
   SamplingParams sampling;
   bool stop_at_eos = true;
-  std::int64_t prefill_chunk = 512;  // tokens per forward pass during prefill
+  // Tokens per forward pass during prefill; 0: the runner's (ModelRunner::prefill_chunk_tokens).
+  std::int64_t prefill_chunk = 0;
   // Checked between tokens, and between layers where the pass lets it (ForwardOptions::cancel).
   const std::atomic<bool>* cancel = nullptr;
 };

@@ -1,5 +1,6 @@
 #include "engine/plan/gguf_shape.h"
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
@@ -96,6 +97,11 @@ ModelShape model_shape_from_gguf(const model::GgufSet& f) {
   }
 
   const std::int64_t kv_lora = meta_int(f, arch + ".attention.kv_lora_rank", 0);
+  const std::int64_t heads = meta_int(f, arch + ".attention.head_count", 1);
+  const std::int64_t key =
+      meta_int(f, arch + ".attention.key_length", s.hidden / std::max<std::int64_t>(1, heads));
+  const std::int64_t value = meta_int(f, arch + ".attention.value_length", key);
+  s.attention_width = heads * std::max(key, value);
   if (kv_lora > 0) {
     s.mla = true;
     const std::int64_t rope = meta_int(f, arch + ".rope.dimension_count", 64);
@@ -103,11 +109,7 @@ ModelShape model_shape_from_gguf(const model::GgufSet& f) {
     s.kv_key_width = kv_lora + rope;
     s.kv_value_width = kv_lora;
   } else {
-    const std::int64_t heads = meta_int(f, arch + ".attention.head_count", 1);
     const std::int64_t kv_heads = meta_int(f, arch + ".attention.head_count_kv", heads);
-    const std::int64_t key =
-        meta_int(f, arch + ".attention.key_length", s.hidden / std::max<std::int64_t>(1, heads));
-    const std::int64_t value = meta_int(f, arch + ".attention.value_length", key);
     s.kv_elements_per_token = s.layers * kv_heads * (key + value);
     s.kv_key_width = key;
     s.kv_value_width = value;

@@ -40,16 +40,26 @@ std::string gib(std::uint64_t b) {
   return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ull << 30));
 }
 
+std::uint64_t line_bytes(const std::vector<MemoryLine>& lines, std::string_view category) {
+  for (const MemoryLine& l : lines)
+    if (l.category == category) return l.bytes;
+  return 0;
+}
+
 std::uint64_t sum(const std::vector<MemoryLine>& lines) {
   std::uint64_t t = 0;
   for (const MemoryLine& l : lines) t += l.bytes;
   return t;
 }
 
+// Logits, the sampler and the kernels' buffers, whatever the chunk.
+constexpr std::uint64_t kScratchAllowanceBytes = 256ull << 20;
+
+// One prefill chunk's activations on the accelerator (hidden states, attention and expert
+// buffers) plus the allowance.
 std::uint64_t scratch_bytes(const ModelShape& m) {
-  // One prefill chunk's activations (hidden states, attention and expert buffers) plus a
-  // fixed allowance for logits and the sampler.
-  return static_cast<std::uint64_t>(kPrefillChunkTokens * m.hidden * 48) + (256ull << 20);
+  return static_cast<std::uint64_t>(schedule::kPrefillChunkTokens * m.hidden * 48) +
+         kScratchAllowanceBytes;
 }
 
 struct Layout {
@@ -66,9 +76,10 @@ MemoryLine recurrent_state(const ModelShape& m) {
 // Where each category goes for the given choices.
 // `staging`: with layerwise prefill, the two layers of the other experts staged on the GPU.
 // `int8_kv`: without a GPU, the CPU's KV cache in 8 bits.
+// `cpu_chunk`: without a GPU, the tokens of a prompt's forward pass (the scratch's).
 Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_fmt,
               std::int64_t gpu_experts, std::int64_t context, std::uint64_t staging = 0,
-              bool int8_kv = false) {
+              bool int8_kv = false, std::int64_t cpu_chunk = schedule::kPrefillChunkTokens) {
   Layout l;
   const ModelShape::StoredBytes& st = m.stored;
   const std::int64_t attention_dense = m.attention_params + m.dense_ffn_params + m.router_params;
@@ -131,7 +142,7 @@ Layout layout(const ModelShape& m, bool gpu, WeightFormat cpu, WeightFormat gpu_
     l.ram.push_back({"KV cache", static_cast<std::uint64_t>(std::llround(
                                      static_cast<double>(context * kv_elements) * element_bytes))});
     if (m.recurrent_state_elements > 0) l.ram.push_back(recurrent_state(m));
-    l.ram.push_back({"activations and scratch", scratch_bytes(m)});
+    l.ram.push_back({"activations and scratch", cpu_scratch_bytes(m, cpu_chunk)});
   }
   l.ram.push_back({"runtime overhead", kRuntimeOverheadBytes});
   return l;
@@ -166,6 +177,41 @@ std::string method_name(kernels::CpuVariant v, WeightFormat f) {
 }
 
 }  // namespace
+
+std::uint64_t cpu_scratch_bytes_per_token(const ModelShape& m) {
+  const std::int64_t h = m.hidden;
+  const std::int64_t attention = m.attention_width > 0 ? m.attention_width : 2 * h;
+  // The widest dense feed-forward (dense layers, shared experts): its gate and up rows.
+  const std::int64_t dense_layers = m.layers - m.moe_layers;
+  std::int64_t inner = 0;
+  if (dense_layers > 0 && m.dense_ffn_params > 0)
+    inner = m.dense_ffn_params / (3 * h * dense_layers);
+  if (m.moe_layers > 0 && m.shared_expert_params > 0)
+    inner = std::max(inner, m.shared_expert_params / (3 * h * m.moe_layers));
+  // forward::ModelRunner::Workspace, in fp32: four hidden-wide rows, the query and attended
+  // rows, the dense gate and up; with experts the router's logits and choices, the CPU
+  // experts' and deferred experts' outputs, and their host copies with two of the input.
+  std::int64_t floats = 4 * h + 2 * attention + 2 * inner;
+  // Latent attention's prompt buffers: 16 heads' queries against the latent and rotary key,
+  // and their weighed latents (backend::cpu_ops::latent_attention).
+  if (m.mla) floats += 16 * (m.kv_key_width + m.kv_value_width);
+  std::int64_t expert_bytes = 0;
+  if (m.experts > 0 && m.moe_layers > 0) {
+    const std::int64_t k = m.experts_per_token;
+    const std::int64_t expert_inner = m.expert_params / (3 * h);
+    floats += m.experts + 2 * k + 6 * h;
+    // backend::ExpertCompute, for each of the token's experts: gate, up and the down's
+    // output in fp32, the input and the hidden activations in 8 bits with their scales, and
+    // the token's own input once.
+    expert_bytes = k * (4 * (2 * expert_inner + h) + (h + expert_inner) * 9 / 8) + h * 9 / 8;
+  }
+  return static_cast<std::uint64_t>(4 * floats + expert_bytes);
+}
+
+std::uint64_t cpu_scratch_bytes(const ModelShape& m, std::int64_t chunk) {
+  return static_cast<std::uint64_t>(chunk) * cpu_scratch_bytes_per_token(m) +
+         kScratchAllowanceBytes;
+}
 
 std::string_view quality_name(Quality q) {
   switch (q) {
@@ -245,7 +291,11 @@ std::uint64_t Plan::vram_total() const {
   return sum(vram);
 }
 
-Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWishes& wishes) {
+namespace {
+
+// The plan with prompts fed in `cpu_chunk` tokens a pass where the CPU runs alone.
+Plan plan_for_chunk(const hw::HardwareReport& hw, const ModelShape& m, const PlanWishes& wishes,
+                    std::int64_t cpu_chunk) {
   Plan plan;
   const auto& usable = hw.isa.usable;
   const kernels::CpuVariant variant = kernels::best_variant(usable);
@@ -290,8 +340,9 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   const bool moe = m.experts > 0 && m.moe_layers > 0;
   const auto expert_bytes = [&] { return weights(m.expert_params, m.stored.expert, gpu_fmt); };
   // Layerwise prefill copies each layer's experts to the GPU again for every chunk of a prompt
-  // (kPrefillChunkTokens, as the generator feeds prompts), so it pays where copying a layer's
-  // experts takes less time than the CPU spends on them for the tokens of one chunk.
+  // (schedule::kPrefillChunkTokens, as the generator feeds prompts with an accelerator), so it pays
+  // where copying a layer's experts takes less time than the CPU spends on them for the tokens of
+  // one chunk.
   struct PrefillCost {
     std::int64_t tokens = 0;      // where copying starts to pay
     std::int64_t bus_tokens = 0;  // the same at the bus's speed alone
@@ -318,7 +369,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
         static_cast<std::int64_t>(std::ceil(c.layer_bytes / c.bytes_per_s / cpu_s_per_token));
     return c;
   };
-  const std::int64_t chunk_tokens = kPrefillChunkTokens;
+  const std::int64_t chunk_tokens = schedule::kPrefillChunkTokens;
   // Layerwise prefill, which the plan turns on with a GPU where it pays, keeps two layers of
   // the experts not on it staged there; the runtime sizes N with the same code
   // (schedule::experts_that_fit).
@@ -379,7 +430,7 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   // RAM: make it fit by an 8-bit KV cache (which costs the least accuracy), smaller CPU
   // formats, then a shorter context.
   auto ram_needed = [&] {
-    return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, 0, int8_kv).ram);
+    return sum(layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, 0, int8_kv, cpu_chunk).ram);
   };
   if (int8_kv_takes && ram_needed() > plan.ram_budget) int8_kv = true;
   const WeightFormat wished_cpu = cpu;
@@ -432,8 +483,8 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   // A shorter context also frees VRAM for more experts.
   if (use_gpu) gpu_experts = size_gpu_experts(context);
 
-  const Layout final_layout =
-      layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context, staging_for(gpu_experts), int8_kv);
+  const Layout final_layout = layout(m, use_gpu, cpu, gpu_fmt, gpu_experts, context,
+                                     staging_for(gpu_experts), int8_kv, cpu_chunk);
   plan.kv_cache_int8 = int8_kv;
   plan.ram = final_layout.ram;
   plan.vram = final_layout.vram;
@@ -593,6 +644,45 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   return plan;
 }
 
+}  // namespace
+
+Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWishes& wishes) {
+  const bool routed = m.experts > 0 && m.moe_layers > 0;
+  const std::int64_t wide = schedule::cpu_prefill_chunk_tokens(routed);
+  Plan plan = plan_for_chunk(hw, m, wishes, wide);
+  Parameter chunk{"prefill-chunk", std::to_string(schedule::kPrefillChunkTokens), ""};
+  if (plan.uses_gpu) {
+    chunk.reason = "the GPU's scratch is sized for prompts in passes of this many tokens";
+  } else if (!routed) {
+    chunk.reason = "without routed experts, longer passes would not make prompts faster";
+  } else {
+    // Longer passes run the experts faster, but not at the cost of anything the user sees.
+    Plan narrow = plan_for_chunk(hw, m, wishes, schedule::kPrefillChunkTokens);
+    const std::uint64_t more = line_bytes(plan.ram, "activations and scratch") -
+                               line_bytes(narrow.ram, "activations and scratch");
+    if (narrow.cpu_format == plan.cpu_format && narrow.kv_cache_int8 == plan.kv_cache_int8 &&
+        narrow.context_tokens == plan.context_tokens && narrow.verdict == plan.verdict) {
+      chunk.value = std::to_string(wide);
+      chunk.reason = fmt::format(
+          "each expert computes more of a prompt's tokens at once, so long prompts run faster, "
+          "for {} more scratch than passes of {}",
+          gib(more), schedule::kPrefillChunkTokens);
+    } else {
+      plan = std::move(narrow);
+      chunk.reason = fmt::format(
+          "passes of {} tokens would make long prompts faster, but their {} more scratch would "
+          "not leave room for this plan's format, KV cache and context",
+          wide, gib(more));
+    }
+  }
+  plan.prefill_chunk_tokens = std::stoll(chunk.value);
+  // Beside the KV cache, before the accelerator, which the plan's parameters end with.
+  const auto accelerator = std::find_if(plan.parameters.begin(), plan.parameters.end(),
+                                        [](const Parameter& x) { return x.name == "accelerator"; });
+  plan.parameters.insert(accelerator, std::move(chunk));
+  return plan;
+}
+
 nlohmann::json to_json(const Plan& p) {
   nlohmann::json ram = nlohmann::json::array(), vram = nlohmann::json::array(),
                  params = nlohmann::json::array();
@@ -619,6 +709,7 @@ nlohmann::json to_json(const Plan& p) {
       {"context_tokens", p.context_tokens},
       {"max_positions", p.max_positions > 0 ? nlohmann::json(p.max_positions) : nlohmann::json()},
       {"kv_cache", p.kv_cache_int8 ? "int8" : "bf16"},
+      {"prefill_chunk", p.prefill_chunk_tokens},
       {"parameters", params}};
 }
 

@@ -88,6 +88,10 @@ struct Plan {
   // would not hold BF16's at the context asked, or for speed at long contexts (Quality::Speed
   // on CPUs with AVX-512 VNNI). Without a GPU only: the GPU keeps its own cache.
   bool kv_cache_int8 = false;
+  // Prompt tokens per forward pass (prefill-chunk): schedule::kCpuExpertPrefillChunkTokens
+  // where the CPU runs routed experts alone and RAM has room for its scratch, else
+  // schedule::kPrefillChunkTokens.
+  std::int64_t prefill_chunk_tokens = 0;
   std::vector<Parameter> parameters;
   // Where copying a layer's experts to the GPU at the bus's full speed pays, for engines that
   // stage them so (SGLang's kt-kernel); 0 without a GPU or experts. Tandem's own threshold,
@@ -99,7 +103,13 @@ struct Plan {
 inline constexpr std::uint64_t kRuntimeOverheadBytes = 1ull << 30;  // the app, buffers, libraries
 inline constexpr std::uint64_t kCudaContextBytes = 512ull
                                                    << 20;  // CUDA context and allocator slack
-inline constexpr std::int64_t kPrefillChunkTokens = 512;
+
+// Where the CPU runs the whole forward pass: the scratch a prompt token takes in it (its
+// activations, attention rows and, with routed experts, each of its experts' rows), and the
+// scratch of a prompt chunk of `chunk_tokens` with an allowance for the
+// logits, the sampler and the kernels' buffers.
+std::uint64_t cpu_scratch_bytes_per_token(const ModelShape& model);
+std::uint64_t cpu_scratch_bytes(const ModelShape& model, std::int64_t chunk_tokens);
 
 Plan make_plan(const hw::HardwareReport& hardware, const ModelShape& model,
                const PlanWishes& wishes);

@@ -1,5 +1,6 @@
 #include "engine/plan/model_shape.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -90,7 +91,9 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     s.kv_elements_per_token = layers * (kv_lora + rope);
     s.kv_key_width = kv_lora + rope;
     s.kv_value_width = kv_lora;
+    s.attention_width = heads * std::max(qk, v);
   } else {
+    s.attention_width = heads * head_dim;
     attention_per_layer = h * heads * head_dim + 2 * h * kv_heads * head_dim + heads * head_dim * h;
     if (a == "Qwen3MoeForCausalLM" || a == "Qwen3ForCausalLM" || a == "Qwen3NextForCausalLM")
       attention_per_layer += 2 * head_dim;

@@ -25,6 +25,9 @@ struct ModelShape {
   std::int64_t shared_expert_params = 0;
   std::int64_t router_params = 0;
   std::int64_t expert_params = 0;  // one routed expert (gate, up, down)
+  // Query heads times the wider of their key and value widths: a token's widest attention
+  // rows in the forward pass's scratch; 0: unknown.
+  std::int64_t attention_width = 0;
   // KV cache elements per token over all layers (MLA: the latent and the rotary key).
   std::int64_t kv_elements_per_token = 0;
   bool mla = false;

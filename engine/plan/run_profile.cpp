@@ -72,6 +72,10 @@ RunProfile run_profile_from_json(const nlohmann::json& doc, const std::string& p
       p.gpu_prefill_token_threshold = integer(path, name, value);
     } else if (name == "context-length") {
       p.context_length = integer(path, name, value);
+    } else if (name == "prefill-chunk") {
+      p.prefill_chunk = integer(path, name, value);
+      if (*p.prefill_chunk == 0)
+        throw bad(path, "gives prefill-chunk the value 0; a prompt's pass takes at least 1 token");
     } else if (name == "expert-placement-strategy") {
       p.expert_placement_strategy = value;
     } else if (name == "enable-dynamic-expert-update") {

@@ -22,9 +22,10 @@ struct RunProfile {
   std::optional<std::string> expert_placement_strategy;
   std::optional<bool> enable_dynamic_expert_update;
   std::optional<std::int64_t> context_length;
-  std::optional<std::string> accelerator;   // auto, cuda, emulated, none
-  std::optional<std::string> kv_cache;      // the CPU's KV cache: bf16, int8, f32
-  std::optional<std::string> expert_stats;  // a statistics file for the frequency strategy
+  std::optional<std::int64_t> prefill_chunk;  // tokens a prompt's forward pass takes
+  std::optional<std::string> accelerator;     // auto, cuda, emulated, none
+  std::optional<std::string> kv_cache;        // the CPU's KV cache: bf16, int8, f32
+  std::optional<std::string> expert_stats;    // a statistics file for the frequency strategy
 };
 
 // Throws std::runtime_error with a sentence naming the file and the parameter for anything

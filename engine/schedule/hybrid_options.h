@@ -10,6 +10,7 @@
 
 #include "engine/model/model_spec.h"
 #include "engine/schedule/expert_placement.h"
+#include "engine/schedule/prefill_chunk.h"
 #include "engine/schedule/routing_stats.h"
 
 namespace tandem::schedule {
@@ -38,7 +39,9 @@ struct HybridOptions {
   bool overlap = true;
   // What the accelerator keeps room for beside the weights.
   std::int64_t context_tokens = 4096;
-  std::int64_t chunk_tokens = 512;
+  // Tokens a prompt's forward pass takes, there or on the CPU alone; 0: where it runs
+  // decides (prefill_chunk_tokens).
+  std::int64_t chunk_tokens = 0;
 };
 
 // Empty when `options` make sense for `spec`; otherwise a sentence naming the flag.

@@ -159,6 +159,29 @@ class TestHybridCli : public QObject {
     std::tie(code, doc) = bench({"--kv-cache", "f32"});
     QCOMPARE(code, 0);
     QCOMPARE(doc["kv_cache"].get<std::string>(), std::string("f32"));
+    // Prompt tokens per pass: the CPU's default for a model with routed experts, the
+    // profile's, and the flag's over it.
+    QCOMPARE(doc["prefill_chunk"].get<int>(), 2048);
+    {
+      std::ofstream out(profile.toStdString());
+      out << R"({"parameters": [
+        {"name": "accelerator", "value": "none", "reason": ""},
+        {"name": "prefill-chunk", "value": "512", "reason": ""}]})";
+    }
+    std::tie(code, doc) = bench({});
+    QCOMPARE(code, 0);
+    QCOMPARE(doc["prefill_chunk"].get<int>(), 512);
+    std::tie(code, doc) = bench({"--prefill-chunk", "3"});
+    QCOMPARE(code, 0);
+    QCOMPARE(doc["prefill_chunk"].get<int>(), 3);
+    {
+      std::ofstream out(profile.toStdString());
+      out << R"({"parameters": [{"name": "prefill-chunk", "value": "0", "reason": ""}]})";
+    }
+    const Run zero = tandem({"bench", "-m", kFixture, "-p", "8", "-n", "0", "--profile", profile});
+    QCOMPARE(zero.code, 2);
+    QVERIFY2(zero.err.contains(profile) && zero.err.contains(QLatin1String("prefill-chunk")),
+             qPrintable(zero.err));
     // The command's own CPU format and context win over the profile's too (they were taken
     // from it without a word), and a --kt-method that contradicts --cpu-format is refused.
     {

@@ -19,6 +19,7 @@
 #include "engine/generate/generator.h"
 #include "engine/model/loaded_model.h"
 #include "engine/model/synthetic_checkpoint.h"
+#include "engine/schedule/prefill_chunk.h"
 #include "kernels/cpu/dtype.h"
 
 using namespace tandem;
@@ -451,6 +452,24 @@ class TestReferenceEngine : public QObject {
       for (std::size_t i = 0; i < results[0].size(); ++i)
         QVERIFY(std::abs(results[r][i] - results[0][i]) < 1e-4f);
     }
+  }
+
+  // On the CPU alone a model with routed experts takes prompts in chunks of 2048 (each
+  // expert's products then have more tokens), one without them in chunks of 512.
+  void prefillChunkIsTheRunners() {
+    backend::NumaPools pool(1);
+    const std::string data = std::string(TANDEM_TEST_DATA_DIR) + "/models/";
+    auto moe = model::LoadedModel::load(data + "qwen3-moe");
+    auto dense = model::LoadedModel::load(data + "qwen3");
+    QCOMPARE(forward::ModelRunner(*moe, pool).prefill_chunk_tokens(),
+             schedule::kCpuExpertPrefillChunkTokens);
+    QCOMPARE(forward::ModelRunner(*dense, pool).prefill_chunk_tokens(),
+             schedule::kPrefillChunkTokens);
+    QVERIFY(schedule::kCpuExpertPrefillChunkTokens > schedule::kPrefillChunkTokens);
+    schedule::HybridOptions asked;  // --prefill-chunk, or a profile's prefill-chunk
+    asked.chunk_tokens = 64;
+    QCOMPARE(forward::ModelRunner(*moe, pool, nullptr, asked).prefill_chunk_tokens(),
+             std::int64_t{64});
   }
 
   // A pass asked to stop returns false at the next layer and leaves the cache's size and

@@ -325,6 +325,77 @@ class TestPlanner : public QObject {
     QCOMPARE(kernels::best_variant(hardware_from_json(j).isa.usable), kernels::CpuVariant::Avx2);
   }
 
+  // A prompt token's scratch on the CPU for Qwen3-30B-A3B, counted by hand: the runner's
+  // rows in fp32 (four of the hidden 2048, the query and attended rows of 32 x 128, the
+  // router's 128 logits and 8 choices with their weights, and six more of the hidden for the
+  // experts' outputs and their host copies), and for each of its 8 experts the gate, up
+  // (768) and down (2048) rows in fp32 beside the input and hidden in 8 bits with a scale
+  // per 32, with the token's own input once.
+  void cpu_scratch_per_token() {
+    const ModelShape s = shape("qwen3-30b-a3b");
+    QCOMPARE(s.attention_width, std::int64_t{32} * 128);
+    const std::uint64_t rows = 4ull * (4 * 2048 + 2 * 4096 + 128 + 2 * 8 + 6 * 2048);
+    const std::uint64_t experts = 8ull * (4 * (2 * 768 + 2048) + (2048 + 768) * 9 / 8);
+    QCOMPARE(cpu_scratch_bytes_per_token(s), rows + experts + 2048 * 9 / 8);
+    // Measured (2 threads, the Qwen3-30B-A3B-shaped synthetic): the resident memory grows
+    // by 267 KB a token from passes of 512 to passes of 2048.
+    QVERIFY(cpu_scratch_bytes_per_token(s) > 250'000);
+    QCOMPARE(cpu_scratch_bytes(s, 2048), 2048 * cpu_scratch_bytes_per_token(s) + (256ull << 20));
+  }
+
+  // Without a GPU a model with routed experts takes prompts in passes of 2048 tokens where
+  // RAM holds their scratch besides what the plan would keep with passes of 512; where it
+  // does not (the laptop, whose plan fills its RAM), 512, with the reason. With a GPU, and
+  // for a model without routed experts, 512.
+  void prefill_chunk() {
+    const auto chunk = [](const Plan& p) {
+      for (const Parameter& x : p.parameters)
+        if (x.name == "prefill-chunk") return std::make_pair(x.value, x.reason);
+      return std::make_pair(std::string(), std::string());
+    };
+    const ModelShape moe = shape("qwen3-30b-a3b");
+    hw::HardwareReport roomy = machine("ryzen-avx512-16gb");
+    roomy.gpus.devices.clear();
+    const Plan wide = make_plan(roomy, moe, {8192, Quality::Balanced, {}});
+    QCOMPARE(chunk(wide).first, std::string("2048"));
+    QCOMPARE(wide.prefill_chunk_tokens, std::int64_t{2048});
+    QCOMPARE(to_json(wide)["prefill_chunk"].get<std::int64_t>(), std::int64_t{2048});
+    QCOMPARE(line(wide.ram, "activations and scratch"), cpu_scratch_bytes(moe, 2048));
+    const Plan laptop = make_plan(machine("laptop-avx2"), moe, {8192, Quality::Balanced, {}});
+    QCOMPARE(chunk(laptop).first, std::string("512"));
+    QVERIFY2(chunk(laptop).second.find("would not leave room") != std::string::npos,
+             chunk(laptop).second.c_str());
+    QCOMPARE(line(laptop.ram, "activations and scratch"), cpu_scratch_bytes(moe, 512));
+    QCOMPARE(laptop.cpu_format, WeightFormat::Int4Down8);  // not INT4 for faster prompts
+    // Half a gigabyte more holds the longer passes' scratch, or the BF16 cache: the cache,
+    // which keeps the attention closer to the model's, wins. A gigabyte holds both.
+    const std::uint64_t more = cpu_scratch_bytes(moe, 2048) - cpu_scratch_bytes(moe, 512);
+    hw::HardwareReport edge = machine("laptop-avx2");
+    edge.memory.available_bytes += 500'000'000;
+    QVERIFY(500'000'000 > more);
+    const Plan either = make_plan(edge, moe, {8192, Quality::Balanced, {}});
+    QVERIFY(!either.kv_cache_int8);
+    QCOMPARE(chunk(either).first, std::string("512"));
+    edge.memory.available_bytes += 500'000'000;
+    const Plan both = make_plan(edge, moe, {8192, Quality::Balanced, {}});
+    QVERIFY(!both.kv_cache_int8);
+    QCOMPARE(chunk(both).first, std::string("2048"));
+    QCOMPARE(both.cpu_format, WeightFormat::Int4Down8);
+    QVERIFY(both.ram_total() <= both.ram_budget);
+    QVERIFY2(chunk(both).second.find("0.4 GiB more scratch") != std::string::npos,
+             chunk(both).second.c_str());
+    const Plan gpu = make_plan(machine("ryzen-avx512-16gb"), moe, {8192, Quality::Balanced, {}});
+    QVERIFY(gpu.uses_gpu);
+    QCOMPARE(chunk(gpu).first, std::string("512"));
+    nlohmann::json config = find_catalog_entry("qwen3-30b-a3b")->config;
+    config["architectures"] = {"Qwen3ForCausalLM"};
+    config.erase("num_experts");
+    const Plan dense =
+        make_plan(roomy, model_shape_from_config(config, "dense"), {8192, Quality::Balanced, {}});
+    QCOMPARE(dense.cpu_format, WeightFormat::Int8);
+    QCOMPARE(chunk(dense).first, std::string("512"));
+  }
+
   // CPU only: INT4 experts keep INT8 dense matrices, as the runtime packs them, and no
   // second copy in oneDNN's layout (the runtime uses oneDNN only when asked).
   void cpu_only_dense_matrices() {
@@ -662,10 +733,10 @@ class TestPlanner : public QObject {
               names.insert(x.name);
               QVERIFY2(!x.reason.empty(), x.name.c_str());
             }
-            for (const char* n :
-                 {"kt-method", "cpuinfer", "threadpool-count", "num-gpu-experts",
-                  "max-deferred-experts-per-token", "gpu-prefill-token-threshold",
-                  "expert-placement-strategy", "enable-dynamic-expert-update", "kv-cache"}) {
+            for (const char* n : {"kt-method", "cpuinfer", "threadpool-count", "num-gpu-experts",
+                                  "max-deferred-experts-per-token", "gpu-prefill-token-threshold",
+                                  "expert-placement-strategy", "enable-dynamic-expert-update",
+                                  "kv-cache", "prefill-chunk"}) {
               QVERIFY2(names.count(n) == 1, n);
             }
           }
