@@ -111,14 +111,17 @@ class TestHybridCli : public QObject {
 
   void aSavedProfileIsWhatRuns() {
     const QString profile = home_.path() + "/profile.json";
-    {
-      std::ofstream out(profile.toStdString());
-      out << R"({"parameters": [
-        {"name": "accelerator", "value": "emulated", "reason": ""},
-        {"name": "num-gpu-experts", "value": "2", "reason": ""},
-        {"name": "max-deferred-experts-per-token", "value": "1", "reason": ""},
-        {"name": "cpuinfer", "value": "1", "reason": ""}]})";
-    }
+    // A profile of these parameters, as recommend --save writes them (name, value).
+    const auto write_profile = [&](const std::vector<std::pair<std::string, std::string>>& p) {
+      nlohmann::json parameters = nlohmann::json::array();
+      for (const auto& [name, value] : p)
+        parameters.push_back({{"name", name}, {"value", value}, {"reason", ""}});
+      std::ofstream(profile.toStdString()) << nlohmann::json{{"parameters", parameters}}.dump();
+    };
+    write_profile({{"accelerator", "emulated"},
+                   {"num-gpu-experts", "2"},
+                   {"max-deferred-experts-per-token", "1"},
+                   {"cpuinfer", "1"}});
     const auto bench = [&](const QStringList& more) {
       const Run r = tandem(QStringList{"bench", "-m", kFixture, "-p", "8", "-n", "4", "-r", "1",
                                        "--json", "--profile", profile} +
@@ -147,12 +150,7 @@ class TestHybridCli : public QObject {
     QVERIFY(doc["accelerator"].is_null());
     QCOMPARE(doc["kv_cache"].get<std::string>(), std::string("bf16"));
     // The profile's KV cache is the CPU's when it runs alone (the GPU keeps its own).
-    {
-      std::ofstream out(profile.toStdString());
-      out << R"({"parameters": [
-        {"name": "accelerator", "value": "none", "reason": ""},
-        {"name": "kv-cache", "value": "int8", "reason": ""}]})";
-    }
+    write_profile({{"accelerator", "none"}, {"kv-cache", "int8"}});
     std::tie(code, doc) = bench({});
     QCOMPARE(code, 0);
     QCOMPARE(doc["kv_cache"].get<std::string>(), std::string("int8"));
@@ -162,35 +160,22 @@ class TestHybridCli : public QObject {
     // Prompt tokens per pass: the CPU's default for a model with routed experts, the
     // profile's, and the flag's over it.
     QCOMPARE(doc["prefill_chunk"].get<int>(), 2048);
-    {
-      std::ofstream out(profile.toStdString());
-      out << R"({"parameters": [
-        {"name": "accelerator", "value": "none", "reason": ""},
-        {"name": "prefill-chunk", "value": "512", "reason": ""}]})";
-    }
+    write_profile({{"accelerator", "none"}, {"prefill-chunk", "512"}});
     std::tie(code, doc) = bench({});
     QCOMPARE(code, 0);
     QCOMPARE(doc["prefill_chunk"].get<int>(), 512);
     std::tie(code, doc) = bench({"--prefill-chunk", "3"});
     QCOMPARE(code, 0);
     QCOMPARE(doc["prefill_chunk"].get<int>(), 3);
-    {
-      std::ofstream out(profile.toStdString());
-      out << R"({"parameters": [{"name": "prefill-chunk", "value": "0", "reason": ""}]})";
-    }
+    write_profile({{"prefill-chunk", "0"}});
     const Run zero = tandem({"bench", "-m", kFixture, "-p", "8", "-n", "0", "--profile", profile});
     QCOMPARE(zero.code, 2);
     QVERIFY2(zero.err.contains(profile) && zero.err.contains(QLatin1String("prefill-chunk")),
              qPrintable(zero.err));
     // The command's own CPU format and context win over the profile's too (they were taken
     // from it without a word), and a --kt-method that contradicts --cpu-format is refused.
-    {
-      std::ofstream out(profile.toStdString());
-      out << R"({"parameters": [
-        {"name": "accelerator", "value": "none", "reason": ""},
-        {"name": "kt-method", "value": "AVX512INT8", "reason": ""},
-        {"name": "context-length", "value": "256", "reason": ""}]})";
-    }
+    write_profile(
+        {{"accelerator", "none"}, {"kt-method", "AVX512INT8"}, {"context-length", "256"}});
     std::tie(code, doc) = bench({});
     QCOMPARE(code, 0);
     QCOMPARE(doc["cpu_format"].get<std::string>(), std::string("int8"));
@@ -220,18 +205,12 @@ class TestHybridCli : public QObject {
     const Run run = tandem(generate({"--profile", saved}));
     QCOMPARE(run.code, 0);
     // A broken profile is refused with a sentence that names it.
-    {
-      std::ofstream out(profile.toStdString());
-      out << R"({"parameters": [{"name": "num-gpu-experts", "value": "many", "reason": ""}]})";
-    }
+    write_profile({{"num-gpu-experts", "many"}});
     const Run broken = tandem(generate({"--profile", profile}));
     QCOMPARE(broken.code, 2);
     QVERIFY2(broken.err.contains(profile) && broken.err.contains(QLatin1String("num-gpu-experts")),
              qPrintable(broken.err));
-    {
-      std::ofstream out(profile.toStdString());
-      out << R"({"parameters": [{"name": "kv-cache", "value": "q8_0", "reason": ""}]})";
-    }
+    write_profile({{"kv-cache", "q8_0"}});
     const Run unknown_cache = tandem(generate({"--profile", profile}));
     QCOMPARE(unknown_cache.code, 2);
     QVERIFY2(unknown_cache.err.contains(profile) &&
