@@ -66,7 +66,8 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
     const std::int64_t chunk = hybrid_.chunk_tokens;
     hybrid_ = schedule::HybridOptions{};
     hybrid_.gpu_experts_per_layer = 0;
-    hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(chunk, false, !moe_layers_.empty());
+    hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(chunk, false, !moe_layers_.empty(),
+                                                          spec_.has_linear_layers());
     device_ = cpu_backend_.get();
     weights_ = place_weights(*device_, spec_, w);
     ensure_workspace(hybrid_.chunk_tokens, 1);
@@ -76,7 +77,7 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
   if (!why.empty()) throw std::invalid_argument(why);
   device_ = accelerator_.get();
   metrics_->set_accelerator(true);
-  hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(hybrid_.chunk_tokens, true, true);
+  hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(hybrid_.chunk_tokens, true, true, false);
 
   // What must be on the accelerator whatever the experts: the dense weights, the scratch of
   // a prompt chunk and the KV cache of the context asked for.

@@ -455,7 +455,8 @@ class TestReferenceEngine : public QObject {
   }
 
   // On the CPU alone a model with routed experts takes prompts in chunks of 2048 (each
-  // expert's products then have more tokens), one without them in chunks of 512.
+  // expert's products then have more tokens), one without them in chunks of 512, and so
+  // does one with recurrent layers, whose passes a stop cannot cut short.
   void prefillChunkIsTheRunners() {
     backend::NumaPools pool(1);
     const std::string data = std::string(TANDEM_TEST_DATA_DIR) + "/models/";
@@ -464,6 +465,10 @@ class TestReferenceEngine : public QObject {
     QCOMPARE(forward::ModelRunner(*moe, pool).prefill_chunk_tokens(),
              schedule::kCpuExpertPrefillChunkTokens);
     QCOMPARE(forward::ModelRunner(*dense, pool).prefill_chunk_tokens(),
+             schedule::kPrefillChunkTokens);
+    auto recurrent = model::LoadedModel::load(data + "qwen3-next");
+    QVERIFY(recurrent->spec().num_experts > 0);
+    QCOMPARE(forward::ModelRunner(*recurrent, pool).prefill_chunk_tokens(),
              schedule::kPrefillChunkTokens);
     QVERIFY(schedule::kCpuExpertPrefillChunkTokens > schedule::kPrefillChunkTokens);
     schedule::HybridOptions asked;  // --prefill-chunk, or a profile's prefill-chunk
