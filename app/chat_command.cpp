@@ -130,8 +130,9 @@ int run_chat(const ChatOptions& o) {
       const auto count = [](long long n, const char* one, const char* many) {
         return fmt::format("{} {}", n, n == 1 ? one : many);
       };
+      // A prompt cut short by a stop has no rate (prompt_tokens_per_s is 0).
       const auto rate = [](long long n, double per_s) {
-        return n >= 8 ? fmt::format(" at {:.1f} tokens/s", per_s) : std::string();
+        return n >= 8 && per_s > 0 ? fmt::format(" at {:.1f} tokens/s", per_s) : std::string();
       };
       const long long prompt = r.stats.prompt_tokens, generated = r.stats.generated_tokens;
       std::fprintf(stderr, "%s[%s%s, %s generated%s, context %lld of %lld%s]%s\n", dim,

@@ -195,8 +195,13 @@ int run_generate(const RunOptions& o) {
       why = "stop string";
       break;
   }
-  std::cerr << fmt::format("prompt: {} tokens in {:.3f} s, {:.1f} tokens/s\n", stats.prompt_tokens,
-                           stats.prompt_seconds, stats.prompt_tokens_per_s());
+  if (stats.prompt_cut_short)
+    std::cerr << fmt::format("prompt: {} tokens in {:.3f} s, then interrupted\n",
+                             stats.prompt_tokens, stats.prompt_seconds);
+  else
+    std::cerr << fmt::format("prompt: {} tokens in {:.3f} s, {:.1f} tokens/s\n",
+                             stats.prompt_tokens, stats.prompt_seconds,
+                             stats.prompt_tokens_per_s());
   std::cerr << fmt::format("decode: {} tokens in {:.3f} s, {:.1f} tokens/s ({}; {} threads)\n",
                            stats.generated_tokens, stats.decode_seconds,
                            stats.decode_tokens_per_s(), why, threads);

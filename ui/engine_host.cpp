@@ -232,7 +232,9 @@ void EngineWorker::runTurn(const TurnRequest& request) {
     // A prompt of a few tokens takes too little time to give a meaningful rate.
     emit throughputSample(
         seconds,
-        outcome.prompt_tokens >= kMeasuredPromptTokens ? outcome.prompt_tokens_per_s : -1.0,
+        outcome.prompt_tokens >= kMeasuredPromptTokens && outcome.prompt_tokens_per_s > 0
+            ? outcome.prompt_tokens_per_s
+            : -1.0,
         outcome.decode_tokens_per_s);
   } catch (const generate::ContextOverflow& e) {
     outcome.overflow = true;

@@ -77,7 +77,8 @@ GenerationStats Generator::generate(std::span<const std::int32_t> prompt,
   GenerationStats stats;
   const auto t0 = Clock::now();
   stats.cached_tokens = prefill(prompt, options.prefill_chunk, options.cancel);
-  stats.prompt_tokens = static_cast<std::int64_t>(prompt.size()) - stats.cached_tokens;
+  stats.prompt_tokens = static_cast<std::int64_t>(context_.size()) - stats.cached_tokens;
+  stats.prompt_cut_short = context_.size() < prompt.size();
   stats.prompt_seconds = seconds_since(t0);
 
   Sampler sampler(options.sampling);

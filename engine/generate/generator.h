@@ -30,14 +30,17 @@ struct GenerationOptions {
 
 struct GenerationStats {
   std::int64_t cached_tokens = 0;  // reused from the previous call
-  std::int64_t prompt_tokens = 0;  // prefilled now
+  std::int64_t prompt_tokens = 0;  // prefilled now: fewer than asked when a stop cut it short
   double prompt_seconds = 0.0;
+  // A stop came during the prompt: what was computed of it stays cached, but its time
+  // includes work thrown away, so it gives no rate.
+  bool prompt_cut_short = false;
   std::int64_t generated_tokens = 0;
   double decode_seconds = 0.0;
   StopReason stop = StopReason::MaxTokens;
 
   double prompt_tokens_per_s() const {
-    return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0;
+    return prompt_seconds > 0 && !prompt_cut_short ? prompt_tokens / prompt_seconds : 0.0;
   }
   double decode_tokens_per_s() const {
     // The first generated token comes from the prefill's logits; decode time covers the rest.

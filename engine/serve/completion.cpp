@@ -203,7 +203,7 @@ CompletionResult CompletionRunner::run(const CompletionRequest& request,
   result.prompt_tokens = n;
   result.cached_tokens = stats.cached_tokens;
   result.completion_tokens = stats.generated_tokens;
-  result.prompt_seconds = stats.prompt_seconds;
+  result.prompt_seconds = stats.prompt_cut_short ? 0.0 : stats.prompt_seconds;
   result.decode_seconds = stats.decode_seconds;
   result.cancelled = stats.stop == generate::StopReason::Cancelled;
   result.finish_reason = !result.tool_calls.empty() ? "tool_calls"

@@ -36,7 +36,7 @@ struct CompletionResult {
   std::int64_t prompt_tokens = 0;
   std::int64_t cached_tokens = 0;  // of the prompt, reused from an earlier request
   std::int64_t completion_tokens = 0;
-  double prompt_seconds = 0;
+  double prompt_seconds = 0;  // 0 when the client left during the prompt (no rate)
   double decode_seconds = 0;
   bool cancelled = false;  // the client went away
 };

@@ -566,12 +566,18 @@ class TestReferenceEngine : public QObject {
     QCOMPARE(stopped.stop, generate::StopReason::Cancelled);
     QCOMPARE(stopped.generated_tokens, std::int64_t{0});
     QVERIFY(g.context().empty());
+    // Nothing of the prompt was computed, and the time of what was thrown away is no rate.
+    QCOMPARE(stopped.prompt_tokens, std::int64_t{0});
+    QVERIFY(stopped.prompt_cut_short);
+    QCOMPARE(stopped.prompt_tokens_per_s(), 0.0);
     stop = false;
-    g.generate(ids, o, [&](std::int32_t t) {
+    const generate::GenerationStats whole = g.generate(ids, o, [&](std::int32_t t) {
       again.push_back(t);
       return true;
     });
     QCOMPARE(again, fresh);
+    QCOMPARE(whole.prompt_tokens, static_cast<std::int64_t>(ids.size()));
+    QVERIFY(!whole.prompt_cut_short);
   }
 
   // A second call that extends the first only prefills the new tokens.
