@@ -66,8 +66,7 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
     const std::int64_t chunk = hybrid_.chunk_tokens;
     hybrid_ = schedule::HybridOptions{};
     hybrid_.gpu_experts_per_layer = 0;
-    hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(chunk, false, !moe_layers_.empty(),
-                                                          spec_.has_linear_layers());
+    hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(chunk, false, !moe_layers_.empty());
     device_ = cpu_backend_.get();
     weights_ = place_weights(*device_, spec_, w);
     ensure_workspace(hybrid_.chunk_tokens, 1);
@@ -77,7 +76,7 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
   if (!why.empty()) throw std::invalid_argument(why);
   device_ = accelerator_.get();
   metrics_->set_accelerator(true);
-  hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(hybrid_.chunk_tokens, true, true, false);
+  hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(hybrid_.chunk_tokens, true, true);
 
   // What must be on the accelerator whatever the experts: the dense weights, the scratch of
   // a prompt chunk and the KV cache of the context asked for.
@@ -257,12 +256,19 @@ bool ModelRunner::forward(std::span<const std::int32_t> tokens, ContextCache& ca
     start_staging(1);
   }
   // Where the CPU runs the pass alone its operations are done when they return, and what a
-  // stopped pass wrote past the cache's size is written over by the next; a recurrent
-  // layer's state, changed in place, would not be.
-  const bool stoppable = options.cancel != nullptr && !accelerator_ && !spec_.has_linear_layers();
+  // stopped pass wrote past the cache's size is written over by the next. Recurrent layers
+  // change their state in place: it is saved at the pass's start (the checkpoint that
+  // rewind returns to, which the generator moves on to its prompt's last token anyway) and
+  // put back when the pass stops.
+  const bool stoppable = options.cancel != nullptr && !accelerator_;
+  const bool recurrent = spec_.has_linear_layers();
+  if (stoppable && recurrent && cache.checkpoint_ != pos0) checkpoint(cache);
   std::int64_t moe_index = 0;
   for (std::int64_t l = 0; l < spec_.num_layers; ++l) {
-    if (stoppable && options.cancel->load()) return false;
+    if (stoppable && options.cancel->load()) {
+      if (recurrent) device_->restore_recurrent_state(*cache.device_);
+      return false;
+    }
     const DeviceLayer& dl = weights_.layers[static_cast<std::size_t>(l)];
     device_->set_part(Part::Dense);
     device_->rms_norm(cf(w.x), h, cf(dl.attention_norm), n, h, spec_.rms_norm_eps, f(w.xn), h);

@@ -56,9 +56,11 @@ struct ForwardOptions {
   // The prompt these tokens are part of, in tokens (for the layerwise prefill threshold);
   // 0: just these.
   std::int64_t prompt_tokens = 0;
-  // Checked between layers where the CPU runs the whole pass of a model without recurrent
-  // layers (elsewhere a pass always runs to its end): once set, the pass stops at the next
-  // layer, the cache keeps its size and `logits` what they held, and forward returns false.
+  // Checked between layers where the CPU runs the whole pass (with an accelerator a pass
+  // always runs to its end): once set, the pass stops at the next layer, the cache keeps its
+  // size and recurrent layers their state, `logits` keep what they held, and forward
+  // returns false. A model with recurrent layers saves their state at each such pass's
+  // start, as checkpoint() does, to put it back.
   const std::atomic<bool>* cancel = nullptr;
 };
 

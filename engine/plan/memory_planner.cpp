@@ -648,18 +648,13 @@ Plan plan_for_chunk(const hw::HardwareReport& hw, const ModelShape& m, const Pla
 
 Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWishes& wishes) {
   const bool routed = m.experts > 0 && m.moe_layers > 0;
-  const bool recurrent = m.linear_layers > 0;
-  const std::int64_t wide = schedule::cpu_prefill_chunk_tokens(routed, recurrent);
+  const std::int64_t wide = schedule::cpu_prefill_chunk_tokens(routed);
   Plan plan = plan_for_chunk(hw, m, wishes, wide);
   Parameter chunk{"prefill-chunk", std::to_string(schedule::kPrefillChunkTokens), ""};
   if (plan.uses_gpu) {
     chunk.reason = "the GPU's scratch is sized for prompts in passes of this many tokens";
   } else if (!routed) {
     chunk.reason = "without routed experts, longer passes would not make prompts faster";
-  } else if (recurrent) {
-    chunk.reason =
-        "a pass over the recurrent layers cannot stop midway, so longer passes would keep a "
-        "stop during a long prompt waiting";
   } else {
     // Longer passes run the experts faster, but not at the cost of anything the user sees.
     Plan narrow = plan_for_chunk(hw, m, wishes, schedule::kPrefillChunkTokens);

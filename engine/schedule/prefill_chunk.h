@@ -7,8 +7,7 @@
 namespace tandem::schedule {
 
 // Where an accelerator runs the pass (its scratch is sized for the chunk), and on the CPU
-// for models without routed experts, which gain nothing from longer passes, or with
-// recurrent layers (cpu_prefill_chunk_tokens).
+// for models without routed experts, which gain nothing from longer passes.
 inline constexpr std::int64_t kPrefillChunkTokens = 512;
 
 // Where the CPU runs the whole pass of a model with routed experts. Each expert takes its
@@ -20,21 +19,19 @@ inline constexpr std::int64_t kPrefillChunkTokens = 512;
 // it, about 270 KB a token at that shape (plan::cpu_scratch_bytes_per_token).
 inline constexpr std::int64_t kCpuExpertPrefillChunkTokens = 2048;
 
-// The chunk for a pass on the CPU alone: the longer one for a model with routed experts,
-// unless it has recurrent layers (Qwen3-Next). Their passes cannot stop midway (a stopped
-// pass would leave their state half advanced: forward::ForwardOptions::cancel), so a stop
-// during a prompt waits for the pass, and four times as long a pass would keep it waiting.
-constexpr std::int64_t cpu_prefill_chunk_tokens(bool routed_experts, bool recurrent_layers) {
-  return routed_experts && !recurrent_layers ? kCpuExpertPrefillChunkTokens : kPrefillChunkTokens;
+// The chunk for a pass on the CPU alone, by whether the model has routed experts. A stop
+// during a prompt cuts such a pass short at the next layer (forward::ForwardOptions::cancel).
+constexpr std::int64_t cpu_prefill_chunk_tokens(bool routed_experts) {
+  return routed_experts ? kCpuExpertPrefillChunkTokens : kPrefillChunkTokens;
 }
 
 // The chunk a runner takes: the one asked for (--prefill-chunk, a profile's prefill-chunk),
 // else kPrefillChunkTokens with an accelerator and cpu_prefill_chunk_tokens without.
 constexpr std::int64_t prefill_chunk_tokens(std::int64_t asked, bool accelerator,
-                                            bool routed_experts, bool recurrent_layers) {
+                                            bool routed_experts) {
   return asked > 0     ? asked
          : accelerator ? kPrefillChunkTokens
-                       : cpu_prefill_chunk_tokens(routed_experts, recurrent_layers);
+                       : cpu_prefill_chunk_tokens(routed_experts);
 }
 
 }  // namespace tandem::schedule

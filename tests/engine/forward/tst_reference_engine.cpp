@@ -455,8 +455,8 @@ class TestReferenceEngine : public QObject {
   }
 
   // On the CPU alone a model with routed experts takes prompts in chunks of 2048 (each
-  // expert's products then have more tokens), one without them in chunks of 512, and so
-  // does one with recurrent layers, whose passes a stop cannot cut short.
+  // expert's products then have more tokens), recurrent layers or not; one without them in
+  // chunks of 512.
   void prefillChunkIsTheRunners() {
     backend::NumaPools pool(1);
     const std::string data = std::string(TANDEM_TEST_DATA_DIR) + "/models/";
@@ -469,7 +469,7 @@ class TestReferenceEngine : public QObject {
     auto recurrent = model::LoadedModel::load(data + "qwen3-next");
     QVERIFY(recurrent->spec().num_experts > 0);
     QCOMPARE(forward::ModelRunner(*recurrent, pool).prefill_chunk_tokens(),
-             schedule::kPrefillChunkTokens);
+             schedule::kCpuExpertPrefillChunkTokens);
     QVERIFY(schedule::kCpuExpertPrefillChunkTokens > schedule::kPrefillChunkTokens);
     schedule::HybridOptions asked;  // --prefill-chunk, or a profile's prefill-chunk
     asked.chunk_tokens = 64;
@@ -528,20 +528,62 @@ class TestReferenceEngine : public QObject {
     QVERIFY(stopped > 0);
   }
 
-  // A model with recurrent layers changes their state in place, so its passes run to the
-  // end whatever the flag; the generator stops between its chunks instead.
-  void recurrentPassesRunToTheirEnd() {
+  // A model with recurrent layers changes their state in place: a stopped pass puts it
+  // back, so the next pass over the same tokens gives what an unstopped run gives.
+  void recurrentPassesStopAndKeepTheirState() {
     auto model = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-next");
-    backend::NumaPools pool(1);
+    backend::NumaPools pool(2);
     forward::ModelRunner runner(*model, pool);
+    std::vector<std::int32_t> ids(40);
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      ids[i] = static_cast<std::int32_t>(i * 7 % (model->spec().vocab_size - 1));
+    const std::span<const std::int32_t> head(ids.data(), 24), tail(ids.data() + 24, 16);
+    std::vector<float> expected;
+    {
+      auto cache = runner.make_cache(64);
+      QVERIFY(runner.forward(head, *cache, expected));
+      QVERIFY(runner.forward(tail, *cache, expected));
+    }
     std::atomic<bool> stop{true};
     forward::ForwardOptions o;
     o.cancel = &stop;
-    auto cache = runner.make_cache(16);
+    auto cache = runner.make_cache(64);
     std::vector<float> logits;
-    const std::vector<std::int32_t> ids = {3, 9, 27};
-    QVERIFY(runner.forward(ids, *cache, logits, o));
-    QCOMPARE(cache->size(), std::int64_t{3});
+    QVERIFY(runner.forward(head, *cache, logits));
+    QVERIFY(!runner.forward(tail, *cache, logits, o));
+    QCOMPARE(cache->size(), std::int64_t{24});
+    // Stops at fractions of a pass's time, the stopper waiting for the pass to start.
+    const auto t0 = std::chrono::steady_clock::now();
+    QVERIFY(runner.forward(tail, *cache, logits));
+    const auto pass = std::chrono::steady_clock::now() - t0;
+    QCOMPARE(runner.rewind(*cache, 24), std::int64_t{24});
+    int stopped = 0;
+    for (int tenth = 0; tenth < 40; ++tenth) {
+      stop = false;
+      std::atomic<bool> go{false};
+      std::thread stopper([&] {
+        while (!go) {
+        }
+        const auto until = std::chrono::steady_clock::now() + pass * (tenth % 10) / 10;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        stop = true;
+      });
+      go = true;
+      const bool done = runner.forward(tail, *cache, logits, o);
+      stopper.join();
+      if (!done) {
+        ++stopped;
+        QCOMPARE(cache->size(), std::int64_t{24});
+        QVERIFY(runner.forward(tail, *cache, logits));
+      }
+      QCOMPARE(cache->size(), std::int64_t{40});
+      QCOMPARE(logits.size(), expected.size());
+      for (std::size_t i = 0; i < logits.size(); ++i) QCOMPARE(logits[i], expected[i]);
+      // Back to the head: the stoppable pass saved the state where it started.
+      QCOMPARE(runner.rewind(*cache, 24), std::int64_t{24});
+    }
+    QVERIFY(stopped > 0);
   }
 
   // Stopped during the prompt, a reply ends with nothing generated and nothing of the
