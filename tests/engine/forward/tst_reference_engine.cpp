@@ -484,48 +484,16 @@ class TestReferenceEngine : public QObject {
     auto model = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe");
     backend::NumaPools pool(2);
     forward::ModelRunner runner(*model, pool);
-    std::vector<std::int32_t> ids(40);
-    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i * 7 % 170);
-    const std::span<const std::int32_t> head(ids.data(), 24), tail(ids.data() + 24, 16);
-    std::vector<float> expected;
-    {
-      auto cache = runner.make_cache(64);
-      QVERIFY(runner.forward(head, *cache, expected));
-      QVERIFY(runner.forward(tail, *cache, expected));
-    }
     std::atomic<bool> stop{true};
     forward::ForwardOptions o;
     o.cancel = &stop;
     auto cache = runner.make_cache(64);
     std::vector<float> logits = {42.0f};
-    QVERIFY(!runner.forward(head, *cache, logits, o));
+    const std::vector<std::int32_t> ids = {5, 17, 42};
+    QVERIFY(!runner.forward(ids, *cache, logits, o));
     QCOMPARE(cache->size(), std::int64_t{0});
     QCOMPARE(logits, std::vector<float>{42.0f});
-    // Stops at every moment of the tail's pass, from before the first layer to after the
-    // last, raced by another thread.
-    QVERIFY(runner.forward(head, *cache, logits));
-    int stopped = 0;
-    for (int delay = 0; delay < 200; delay += 5) {
-      stop = false;
-      std::thread stopper([&] {
-        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(delay);
-        while (std::chrono::steady_clock::now() < until) {
-        }
-        stop = true;
-      });
-      const bool done = runner.forward(tail, *cache, logits, o);
-      stopper.join();
-      if (!done) {
-        ++stopped;
-        QCOMPARE(cache->size(), std::int64_t{24});
-        QVERIFY(runner.forward(tail, *cache, logits));
-      }
-      QCOMPARE(cache->size(), std::int64_t{40});
-      QCOMPARE(logits.size(), expected.size());
-      for (std::size_t i = 0; i < logits.size(); ++i) QCOMPARE(logits[i], expected[i]);
-      cache->truncate(24);
-    }
-    QVERIFY(stopped > 0);
+    raceStops(runner);
   }
 
   // A model with recurrent layers changes their state in place: a stopped pass puts it
@@ -534,56 +502,7 @@ class TestReferenceEngine : public QObject {
     auto model = model::LoadedModel::load(std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-next");
     backend::NumaPools pool(2);
     forward::ModelRunner runner(*model, pool);
-    std::vector<std::int32_t> ids(40);
-    for (std::size_t i = 0; i < ids.size(); ++i)
-      ids[i] = static_cast<std::int32_t>(i * 7 % (model->spec().vocab_size - 1));
-    const std::span<const std::int32_t> head(ids.data(), 24), tail(ids.data() + 24, 16);
-    std::vector<float> expected;
-    {
-      auto cache = runner.make_cache(64);
-      QVERIFY(runner.forward(head, *cache, expected));
-      QVERIFY(runner.forward(tail, *cache, expected));
-    }
-    std::atomic<bool> stop{true};
-    forward::ForwardOptions o;
-    o.cancel = &stop;
-    auto cache = runner.make_cache(64);
-    std::vector<float> logits;
-    QVERIFY(runner.forward(head, *cache, logits));
-    QVERIFY(!runner.forward(tail, *cache, logits, o));
-    QCOMPARE(cache->size(), std::int64_t{24});
-    // Stops at fractions of a pass's time, the stopper waiting for the pass to start.
-    const auto t0 = std::chrono::steady_clock::now();
-    QVERIFY(runner.forward(tail, *cache, logits));
-    const auto pass = std::chrono::steady_clock::now() - t0;
-    QCOMPARE(runner.rewind(*cache, 24), std::int64_t{24});
-    int stopped = 0;
-    for (int tenth = 0; tenth < 40; ++tenth) {
-      stop = false;
-      std::atomic<bool> go{false};
-      std::thread stopper([&] {
-        while (!go) {
-        }
-        const auto until = std::chrono::steady_clock::now() + pass * (tenth % 10) / 10;
-        while (std::chrono::steady_clock::now() < until) {
-        }
-        stop = true;
-      });
-      go = true;
-      const bool done = runner.forward(tail, *cache, logits, o);
-      stopper.join();
-      if (!done) {
-        ++stopped;
-        QCOMPARE(cache->size(), std::int64_t{24});
-        QVERIFY(runner.forward(tail, *cache, logits));
-      }
-      QCOMPARE(cache->size(), std::int64_t{40});
-      QCOMPARE(logits.size(), expected.size());
-      for (std::size_t i = 0; i < logits.size(); ++i) QCOMPARE(logits[i], expected[i]);
-      // Back to the head: the stoppable pass saved the state where it started.
-      QCOMPARE(runner.rewind(*cache, 24), std::int64_t{24});
-    }
-    QVERIFY(stopped > 0);
+    raceStops(runner);
   }
 
   // Stopped during the prompt, a reply ends with nothing generated and nothing of the
@@ -701,6 +620,64 @@ class TestReferenceEngine : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
                              forward::make_runner(*model, pool, settings, std::int64_t{1} << 40));
     QVERIFY(forward::make_runner(*model, pool, settings, 64).runner != nullptr);
+  }
+
+ private:
+  // 24 tokens, then 16 more in passes that another thread stops at tenths of a pass's time,
+  // from before the first layer to after the last, forty times. A stopped pass leaves the
+  // cache at 24; the full pass after it, and every pass that was not stopped, gives an
+  // unstopped run's logits bit for bit. Some passes must have been stopped.
+  void raceStops(forward::ModelRunner& runner) {
+    std::vector<std::int32_t> ids(40);
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      ids[i] = static_cast<std::int32_t>(i * 7 % (runner.spec().vocab_size - 1));
+    const std::span<const std::int32_t> head(ids.data(), 24), tail(ids.data() + 24, 16);
+    std::vector<float> expected;
+    {
+      auto cache = runner.make_cache(64);
+      QVERIFY(runner.forward(head, *cache, expected));
+      QVERIFY(runner.forward(tail, *cache, expected));
+    }
+    std::atomic<bool> stop{true};
+    forward::ForwardOptions o;
+    o.cancel = &stop;
+    auto cache = runner.make_cache(64);
+    std::vector<float> logits;
+    QVERIFY(runner.forward(head, *cache, logits));
+    // Stopped before its first layer; for recurrent layers this also saves their state at
+    // 24, where rewind goes back to.
+    QVERIFY(!runner.forward(tail, *cache, logits, o));
+    QCOMPARE(cache->size(), std::int64_t{24});
+    const auto t0 = std::chrono::steady_clock::now();
+    QVERIFY(runner.forward(tail, *cache, logits));
+    const auto pass = std::chrono::steady_clock::now() - t0;
+    QCOMPARE(runner.rewind(*cache, 24), std::int64_t{24});
+    int stopped = 0;
+    for (int round = 0; round < 40; ++round) {
+      stop = false;
+      std::atomic<bool> go{false};
+      std::thread stopper([&] {
+        while (!go) {
+        }
+        const auto until = std::chrono::steady_clock::now() + pass * (round % 10) / 10;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        stop = true;
+      });
+      go = true;
+      const bool done = runner.forward(tail, *cache, logits, o);
+      stopper.join();
+      if (!done) {
+        ++stopped;
+        QCOMPARE(cache->size(), std::int64_t{24});
+        QVERIFY(runner.forward(tail, *cache, logits));
+      }
+      QCOMPARE(cache->size(), std::int64_t{40});
+      QCOMPARE(logits.size(), expected.size());
+      for (std::size_t i = 0; i < logits.size(); ++i) QCOMPARE(logits[i], expected[i]);
+      QCOMPARE(runner.rewind(*cache, 24), std::int64_t{24});
+    }
+    QVERIFY(stopped > 0);
   }
 };
 
