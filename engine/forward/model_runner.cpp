@@ -69,7 +69,9 @@ ModelRunner::ModelRunner(const model::LoadedModel& model, backend::NumaPools& cp
     hybrid_.chunk_tokens = schedule::prefill_chunk_tokens(chunk, false, !moe_layers_.empty());
     device_ = cpu_backend_.get();
     weights_ = place_weights(*device_, spec_, w);
-    ensure_workspace(hybrid_.chunk_tokens, 1);
+    // Grown when a longer pass comes (a prompt is never longer than its context, whatever
+    // --prefill-chunk asks), so short conversations keep the scratch small.
+    ensure_workspace(std::min(hybrid_.chunk_tokens, schedule::kPrefillChunkTokens), 1);
     return;
   }
   const std::string why = schedule::check_hybrid_options(hybrid_, spec_);
