@@ -189,9 +189,10 @@ std::uint64_t cpu_scratch_bytes_per_token(const ModelShape& m) {
   if (m.moe_layers > 0 && m.shared_expert_params > 0)
     inner = std::max(inner, m.shared_expert_params / (3 * h * m.moe_layers));
   // forward::ModelRunner::Workspace, in fp32: four hidden-wide rows, the query and attended
-  // rows, the dense gate and up; with experts the router's logits and choices, the CPU
-  // experts' and deferred experts' outputs, and their host copies with two of the input.
-  std::int64_t floats = 4 * h + 2 * attention + 2 * inner;
+  // rows and any others of attention, the dense gate and up; with experts the router's logits and
+  // choices, the CPU experts' and deferred experts' outputs, and their host copies with two of the
+  // input.
+  std::int64_t floats = 4 * h + 2 * attention + m.attention_extra_width + 2 * inner;
   // Latent attention's prompt buffers: 16 heads' queries against the latent and rotary key,
   // and their weighed latents (backend::cpu_ops::latent_attention).
   if (m.mla) floats += 16 * (m.kv_key_width + m.kv_value_width);

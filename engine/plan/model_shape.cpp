@@ -124,6 +124,7 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
       for (std::int64_t l = 0; l < layers; ++l) linear += (l + 1) % interval != 0 ? 1 : 0;
     }
     const std::int64_t full = layers - linear;
+    s.attention_extra_width = heads * head_dim + channels + nv * dv + 2 * nv;
     const std::int64_t full_attention = attention_per_layer + h * heads * head_dim;
     const std::int64_t linear_attention = h * (channels + nv * dv) + h * 2 * nv +
                                           channels * kernel + 2 * nv + dv + nv * dv * h + 2 * h;

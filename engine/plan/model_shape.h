@@ -28,6 +28,9 @@ struct ModelShape {
   // Query heads times the wider of their key and value widths: a token's widest attention
   // rows in the forward pass's scratch; 0: unknown.
   std::int64_t attention_width = 0;
+  // A token's other attention rows in that scratch: Qwen3-Next's sigmoid gate beside each
+  // query, and its gated DeltaNet's fused q, k, v, z projection with its b and a.
+  std::int64_t attention_extra_width = 0;
   // KV cache elements per token over all layers (MLA: the latent and the rotary key).
   std::int64_t kv_elements_per_token = 0;
   bool mla = false;

@@ -341,6 +341,14 @@ class TestPlanner : public QObject {
     // by 267 KB a token from passes of 512 to passes of 2048.
     QVERIFY(cpu_scratch_bytes_per_token(s) > 250'000);
     QCOMPARE(cpu_scratch_bytes(s, 2048), 2048 * cpu_scratch_bytes_per_token(s) + (256ull << 20));
+    // Qwen3-Next's attention has more rows: the gate beside its 16 queries of 256, and the
+    // gated DeltaNet's q, k (16 heads of 128 each), v and z (32 of 128 each), b and a (32).
+    const ModelShape next = shape("qwen3-next-80b-a3b-instruct");
+    QCOMPARE(next.attention_extra_width, std::int64_t{16 * 256 + 2 * 16 * 128 + 2 * 32 * 128 + 64});
+    ModelShape without = next;
+    without.attention_extra_width = 0;
+    QCOMPARE(cpu_scratch_bytes_per_token(next) - cpu_scratch_bytes_per_token(without),
+             std::uint64_t{4} * next.attention_extra_width);
   }
 
   // Without a GPU a model with routed experts takes prompts in passes of 2048 tokens where
