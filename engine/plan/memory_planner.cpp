@@ -40,12 +40,6 @@ std::string gib(std::uint64_t b) {
   return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ull << 30));
 }
 
-std::uint64_t line_bytes(const std::vector<MemoryLine>& lines, std::string_view category) {
-  for (const MemoryLine& l : lines)
-    if (l.category == category) return l.bytes;
-  return 0;
-}
-
 std::uint64_t sum(const std::vector<MemoryLine>& lines) {
   std::uint64_t t = 0;
   for (const MemoryLine& l : lines) t += l.bytes;
@@ -651,7 +645,8 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   const bool routed = m.experts > 0 && m.moe_layers > 0;
   const std::int64_t wide = schedule::cpu_prefill_chunk_tokens(routed);
   Plan plan = plan_for_chunk(hw, m, wishes, wide);
-  Parameter chunk{"prefill-chunk", std::to_string(schedule::kPrefillChunkTokens), ""};
+  plan.prefill_chunk_tokens = schedule::kPrefillChunkTokens;
+  Parameter chunk{"prefill-chunk", "", ""};
   if (plan.uses_gpu) {
     chunk.reason = "the GPU's scratch is sized for prompts in passes of this many tokens";
   } else if (!routed) {
@@ -659,24 +654,25 @@ Plan make_plan(const hw::HardwareReport& hw, const ModelShape& m, const PlanWish
   } else {
     // Longer passes run the experts faster, but not at the cost of anything the user sees.
     Plan narrow = plan_for_chunk(hw, m, wishes, schedule::kPrefillChunkTokens);
-    const std::uint64_t more = line_bytes(plan.ram, "activations and scratch") -
-                               line_bytes(narrow.ram, "activations and scratch");
+    const std::uint64_t more =
+        cpu_scratch_bytes(m, wide) - cpu_scratch_bytes(m, schedule::kPrefillChunkTokens);
     if (narrow.cpu_format == plan.cpu_format && narrow.kv_cache_int8 == plan.kv_cache_int8 &&
         narrow.context_tokens == plan.context_tokens && narrow.verdict == plan.verdict) {
-      chunk.value = std::to_string(wide);
+      plan.prefill_chunk_tokens = wide;
       chunk.reason = fmt::format(
           "each expert computes more of a prompt's tokens at once, so long prompts run faster, "
           "for {} more scratch than passes of {}",
           gib(more), schedule::kPrefillChunkTokens);
     } else {
       plan = std::move(narrow);
+      plan.prefill_chunk_tokens = schedule::kPrefillChunkTokens;
       chunk.reason = fmt::format(
           "passes of {} tokens would make long prompts faster, but their {} more scratch would "
           "not leave room for this plan's format, KV cache and context",
           wide, gib(more));
     }
   }
-  plan.prefill_chunk_tokens = std::stoll(chunk.value);
+  chunk.value = std::to_string(plan.prefill_chunk_tokens);
   // Beside the KV cache, before the accelerator, which the plan's parameters end with.
   const auto accelerator = std::find_if(plan.parameters.begin(), plan.parameters.end(),
                                         [](const Parameter& x) { return x.name == "accelerator"; });
