@@ -622,6 +622,10 @@ class TestAttention : public QObject {
         {3, 70, 100, 64, 64, 90},
         {1, 20, 250, 32, 32, 0},
         {4, 9, 60, 64, 192, 0},  // values with a scale per 96
+        // The VDPBF16PS kernel's rows in lanes (48 rows and more, in groups of 48): a last
+        // group of one register (16 rows), and a latent attention's widths.
+        {8, 8, 40, 64, 64, 0},
+        {16, 4, 130, 576, 512, 0},
     };
     const auto name = [](int v) {
       if (v < 0) return QStringLiteral("f32");

@@ -184,6 +184,23 @@ const std::uint32_t* bf16_pairs(const float* q, std::int64_t n) {
 // dimensions) stay in the first- and second-level caches while every row group takes them,
 // and the next block's are fetched meanwhile.
 
+// 2^x for x <= 0, to 3e-6 relative (the weights it gives are rounded to BF16, 2^-9): 2^f of
+// x's fraction f in [-1/2, 1/2] by a polynomial of degree four with 2^0 exactly 1 (a
+// row whose maximum did not move keeps its sums as they are), times 2^n by VSCALEFPS.
+// Below -126 it gives 2^-126, a normal number: a score that far below its row's maximum
+// weighs nothing in fp32 sums either way.
+inline __attribute__((always_inline)) __m512 exp2_weights(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));  // a NaN (no maximum yet) gives -126
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(9.582772850990295e-3f), f,
+                             _mm512_set1_ps(5.590619146823883e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4024099111557007e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931242346763611e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
 constexpr int kRows = 6;                                          // rows per register block
 constexpr std::int64_t kBlockTiles = kPromptKeyBlock / kKeyTile;  // 8
 constexpr std::int64_t kBlockPairs = kPromptKeyBlock / 2;         // 64
@@ -304,11 +321,13 @@ struct PromptBlocks {
   }
 
   // Rows [r0, r0 + MR): out = out * corr + w . v over the block's first `np` pairs, for the
-  // NC groups of 16 values from d0 (the last group's lanes past value_dim masked).
-  template <int MR, int NC>
+  // NC groups of 16 values from d0 (the last group's lanes past value_dim masked). Row i's
+  // weights of pair j are w[i * RowStep + j * PairStep]: a row's pairs side by side
+  // (rows_block), or a pair's rows (lanes_group).
+  template <int MR, int NC, std::int64_t RowStep, std::int64_t PairStep>
   __attribute__((always_inline)) void weigh(std::int64_t r0, std::int64_t k0, std::int64_t np,
                                             std::int64_t d0, const float* corr,
-                                            const std::uint32_t (*w)[kBlockPairs]) const {
+                                            const std::uint32_t* w) const {
     const std::int64_t vd = kv.value_dim;
     __mmask16 lanes[NC];
     for (int c = 0; c < NC; ++c) {
@@ -328,7 +347,7 @@ struct PromptBlocks {
       __m512i v[NC];
       for (int c = 0; c < NC; ++c) v[c] = _mm512_maskz_loadu_epi32(lanes[c], row + 32 * c);
       for (int i = 0; i < MR; ++i) {
-        const __m512i b = _mm512_set1_epi32(static_cast<int>(w[i][j]));
+        const __m512i b = _mm512_set1_epi32(static_cast<int>(w[i * RowStep + j * PairStep]));
         for (int c = 0; c < NC; ++c) acc[i][c] = dpbf16(acc[i][c], v[c], b);
       }
     }
@@ -362,8 +381,9 @@ struct PromptBlocks {
     }
     const std::int64_t np = (end - k0 + 1) / 2;
     std::int64_t d0 = 0;
-    for (; d0 + 64 <= kv.value_dim; d0 += 64) weigh<MR, 4>(r0, k0, np, d0, corr, w);
-    for (; d0 < kv.value_dim; d0 += 16) weigh<MR, 1>(r0, k0, np, d0, corr, w);
+    for (; d0 + 64 <= kv.value_dim; d0 += 64)
+      weigh<MR, 4, kBlockPairs, 1>(r0, k0, np, d0, corr, w[0]);
+    for (; d0 < kv.value_dim; d0 += 16) weigh<MR, 1, kBlockPairs, 1>(r0, k0, np, d0, corr, w[0]);
   }
 
   template <int MR>
@@ -463,6 +483,184 @@ struct PromptBlocks {
             default:
               rows_block_tiles<6>(r0, k0, end);
               break;
+          }
+        });
+    finish(sinks);
+  }
+
+  // ---- The same with rows in lanes, for jobs of kLaneGroupRows rows and more. A group's
+  // 48 rows are three registers of 16, one row a lane: its scores of 8 positions at a time are
+  // 3 x 8 accumulators, each key pair broadcast once for 48 rows. The softmax is then the
+  // same steps in every lane at once, without the row layout's sums and maxima across lanes
+  // or its exponential per row and block (which cost a quarter of the kernel's time at 2048
+  // tokens: `tandem bench --attention`, perf, Zen 5). The weights go out a pair of positions
+  // per lane, as the weighing above broadcasts them.
+  static constexpr int kLaneRegs = 3;
+  static constexpr std::int64_t kLaneGroupRows = 16 * kLaneRegs;
+  static constexpr std::int64_t kLanePositions = 8;  // positions scored at a time
+
+  const std::uint32_t* q_lanes = nullptr;  // [group][pair][kLaneGroupRows], zero past the rows
+
+  // Rows [r0, r0 + 16R) (r0 a multiple of kLaneGroupRows) through the block at k0, its
+  // positions before `end`.
+  template <int R>
+  void lanes_group(std::int64_t r0, std::int64_t k0, std::int64_t end) {
+    constexpr std::int64_t G = kLaneGroupRows, P = kLanePositions;
+    alignas(64) float s[kPromptKeyBlock][G];
+    alignas(64) std::uint32_t w[kBlockPairs][G];
+    alignas(64) float corr[G];
+    alignas(64) std::int32_t lo[G], hi[G];  // each row's visible positions [lo, hi)
+    const std::int64_t rows = tokens * heads, chunks = (end - k0 + P - 1) / P;
+    // Masks are needed where a row sees less than the positions scored.
+    bool masked = k0 + chunks * P != end;
+    for (std::int64_t i = 0; i < 16 * R; ++i) {
+      const std::int64_t r = r0 + i, t = r / heads;
+      lo[i] = hi[i] = 0;
+      if (r < rows) {
+        lo[i] = static_cast<std::int32_t>(std::max(k0, first(t)));
+        hi[i] = static_cast<std::int32_t>(std::min(end, pos0 + t + 1));
+      }
+      masked = masked || lo[i] > k0 || hi[i] < end;
+    }
+    const std::int64_t kd = kv.key_dim;
+    const std::uint32_t* qg = q_lanes + r0 * pairs;
+    const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __m512 mx[R];
+    for (int r = 0; r < R; ++r) mx[r] = neg_inf;
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::int64_t p0 = k0 + c * P;
+      const std::uint16_t* tile = kv.keys + (p0 / kKeyTile) * kd * kKeyTile + (p0 % kKeyTile) * 2;
+      __m512 acc[R][P];
+      for (int r = 0; r < R; ++r)
+        for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+      for (std::int64_t dp = 0; dp < pairs; ++dp) {
+        __m512i qv[R];
+        for (int r = 0; r < R; ++r) qv[r] = _mm512_loadu_si512(qg + dp * G + 16 * r);
+        const std::uint16_t* kp = tile + dp * 2 * kKeyTile;
+        for (int p = 0; p < P; ++p) {
+          std::int32_t pair;
+          std::memcpy(&pair, kp + 2 * p, sizeof(pair));
+          const __m512i b = _mm512_set1_epi32(pair);
+          for (int r = 0; r < R; ++r) acc[r][p] = dpbf16(acc[r][p], qv[r], b);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i vlo = _mm512_load_si512(lo + 16 * r), vhi = _mm512_load_si512(hi + 16 * r);
+        for (int p = 0; p < P; ++p) {
+          __m512 v = acc[r][p];
+          if (masked) {
+            const __m512i at = _mm512_set1_epi32(static_cast<int>(p0 + p));
+            const __mmask16 seen =
+                _mm512_mask_cmplt_epi32_mask(_mm512_cmple_epi32_mask(vlo, at), at, vhi);
+            v = _mm512_mask_mov_ps(neg_inf, seen, v);
+          }
+          mx[r] = _mm512_max_ps(mx[r], v);
+          _mm512_store_ps(s[c * P + p] + 16 * r, v);
+        }
+      }
+    }
+    // Each lane's softmax of the block, in base 2: a score's weight is 2^(s * scale * log2(e)
+    // - m * log2(e)) for the row's running maximum m of scaled scores.
+    constexpr float kLog2e = 1.44269504088896341f;
+    const __m512 vscale = _mm512_set1_ps(scale), c2 = _mm512_set1_ps(scale * kLog2e);
+    const __m512 vlog2e = _mm512_set1_ps(kLog2e);
+    const __m512i interleave =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const std::int64_t np = (end - k0 + 1) / 2;
+    for (int r = 0; r < R; ++r) {
+      float* row_max = max.data() + r0 + 16 * r;
+      float* row_sum = sum.data() + r0 + 16 * r;
+      const __m512 m_old = _mm512_loadu_ps(row_max);
+      const __m512 m_new = _mm512_max_ps(m_old, _mm512_mul_ps(mx[r], vscale));
+      // A row without a maximum yet has m_old - m_new NaN or -inf: its factor multiplies
+      // zeros.
+      const __m512 f = exp2_weights(_mm512_mul_ps(_mm512_sub_ps(m_old, m_new), vlog2e));
+      const __m512 m2 = _mm512_mul_ps(m_new, vlog2e);
+      __m512 total = _mm512_setzero_ps();
+      for (std::int64_t j = 0; j < np; ++j) {
+        __m512 e[2];
+        for (int h = 0; h < 2; ++h) {
+          const __m512 x = _mm512_load_ps(s[2 * j + h] + 16 * r);
+          e[h] = exp2_weights(_mm512_fmsub_ps(x, c2, m2));
+          if (masked) e[h] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_OQ), e[h]);
+          total = _mm512_add_ps(total, e[h]);
+        }
+        const __m512i words = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(e[1], e[0]));
+        _mm512_store_si512(w[j] + 16 * r, _mm512_permutexvar_epi16(interleave, words));
+      }
+      _mm512_storeu_ps(row_max, m_new);
+      _mm512_storeu_ps(row_sum, _mm512_fmadd_ps(_mm512_loadu_ps(row_sum), f, total));
+      _mm512_store_ps(corr + 16 * r, f);
+    }
+    const std::int64_t n = std::min<std::int64_t>(16 * R, rows - r0);
+    std::int64_t i = 0;
+    for (; i + kRows <= n; i += kRows) lanes_weigh<kRows>(r0 + i, k0, np, corr + i, w[0] + i);
+    switch (n - i) {
+      case 1:
+        lanes_weigh<1>(r0 + i, k0, np, corr + i, w[0] + i);
+        break;
+      case 2:
+        lanes_weigh<2>(r0 + i, k0, np, corr + i, w[0] + i);
+        break;
+      case 3:
+        lanes_weigh<3>(r0 + i, k0, np, corr + i, w[0] + i);
+        break;
+      case 4:
+        lanes_weigh<4>(r0 + i, k0, np, corr + i, w[0] + i);
+        break;
+      case 5:
+        lanes_weigh<5>(r0 + i, k0, np, corr + i, w[0] + i);
+        break;
+      default:
+        break;
+    }
+  }
+
+  template <int MR>
+  __attribute__((always_inline)) void lanes_weigh(std::int64_t r0, std::int64_t k0, std::int64_t np,
+                                                  const float* corr, const std::uint32_t* w) const {
+    std::int64_t d0 = 0;
+    for (; d0 + 64 <= kv.value_dim; d0 += 64)
+      weigh<MR, 4, 1, kLaneGroupRows>(r0, k0, np, d0, corr, w);
+    for (; d0 < kv.value_dim; d0 += 16) weigh<MR, 1, 1, kLaneGroupRows>(r0, k0, np, d0, corr, w);
+  }
+
+  void run_lanes(const float* q_rounded, const float* sinks) {
+    const std::int64_t rows = tokens * heads, kd = kv.key_dim;
+    const std::int64_t padded = (rows + kLaneGroupRows - 1) / kLaneGroupRows * kLaneGroupRows;
+    // The queries as BF16 pairs (exact: rounded already), a group's 48 rows side by side for
+    // each pair.
+    thread_local std::vector<std::uint32_t> ql;
+    ql.assign(static_cast<std::size_t>(padded * pairs), 0u);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* src = q_rounded + r * kd;
+      std::uint32_t* dst =
+          ql.data() + (r / kLaneGroupRows) * kLaneGroupRows * pairs + r % kLaneGroupRows;
+      for (std::int64_t dp = 0; dp < pairs; ++dp) {
+        std::uint32_t a, b;
+        std::memcpy(&a, src + 2 * dp, sizeof(a));
+        std::memcpy(&b, src + 2 * dp + 1, sizeof(b));
+        dst[dp * kLaneGroupRows] = a >> 16 | (b & 0xFFFF0000u);
+      }
+    }
+    q_lanes = ql.data();
+    start(padded);
+    max.resize(static_cast<std::size_t>(padded), -std::numeric_limits<float>::infinity());
+    sum.resize(static_cast<std::size_t>(padded), 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      rows_out[static_cast<std::size_t>(r)] =
+          out + (r / heads) * out_stride + (r % heads) * kv.value_dim;
+      std::fill_n(out_row(r), kv.value_dim, 0.0f);
+    }
+    blocks<kLaneGroupRows, true>(
+        [this](std::int64_t r0, std::int64_t n, std::int64_t k0, std::int64_t end) {
+          if (n > 32) {
+            lanes_group<3>(r0, k0, end);
+          } else if (n > 16) {
+            lanes_group<2>(r0, k0, end);
+          } else {
+            lanes_group<1>(r0, k0, end);
           }
         });
     finish(sinks);
@@ -671,7 +869,6 @@ void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tok
   PromptBlocks job;
   job.kv = kv;
   job.pairs = kv.key_dim / 2;
-  job.q = bf16_pairs(q, tokens * nq * kv.key_dim);
   job.heads = nq;
   job.tokens = tokens;
   job.pos0 = pos0;
@@ -680,12 +877,20 @@ void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tok
   job.out = out;
   job.out_stride = out_stride;
   const bool whole_tiles = kv.key_dim % 32 == 0 && kv.value_dim % 16 == 0;
-  if (tiles == PromptTiles::Hardware && whole_tiles) {
+  if (tiles == PromptTiles::None || !whole_tiles) {
+    if (tokens * nq >= PromptBlocks::kLaneGroupRows) {
+      job.run_lanes(q, sinks);
+    } else {
+      job.q = bf16_pairs(q, tokens * nq * kv.key_dim);
+      job.run(sinks);
+    }
+    return;
+  }
+  job.q = bf16_pairs(q, tokens * nq * kv.key_dim);
+  if (tiles == PromptTiles::Hardware) {
     job.run_tiles<amx::HardwareTiles>(sinks);
-  } else if (tiles == PromptTiles::Emulated && whole_tiles) {
-    job.run_tiles<amx::EmulatedTiles>(sinks);
   } else {
-    job.run(sinks);
+    job.run_tiles<amx::EmulatedTiles>(sinks);
   }
 }
 
