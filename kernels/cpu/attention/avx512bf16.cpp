@@ -201,6 +201,24 @@ inline __attribute__((always_inline)) __m512 exp2_weights(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// Lane i of the result: op over the 16 lanes of v[i] (v is overwritten). Pairs of rows
+// within 128-bit lanes, then fours, then across the 128-bit lanes: 45 operations for 16
+// rows, against four shuffles and four operations for each row alone.
+template <class Op>
+inline __attribute__((always_inline)) __m512 reduce16(__m512* v, Op op) {
+  for (int i = 0; i < 8; ++i)  // [a0 b0 a1 b1] op [a2 b2 a3 b3] in each 128-bit lane
+    v[i] =
+        op(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // rows 4i to 4i + 3, each over its 128-bit lane's four
+    v[i] = op(_mm512_shuffle_ps(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+              _mm512_shuffle_ps(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int i = 0; i < 2; ++i)  // 128-bit lanes 0 op 1 and 2 op 3, of two fours of rows
+    v[i] = op(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+              _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return op(_mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+            _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 constexpr int kRows = 6;                                          // rows per register block
 constexpr std::int64_t kBlockTiles = kPromptKeyBlock / kKeyTile;  // 8
 constexpr std::int64_t kBlockPairs = kPromptKeyBlock / 2;         // 64
@@ -434,9 +452,8 @@ struct PromptBlocks {
   }
 
   void start(std::int64_t rows_padded) {
-    const std::int64_t rows = tokens * heads;
-    max.assign(static_cast<std::size_t>(rows), -std::numeric_limits<float>::infinity());
-    sum.assign(static_cast<std::size_t>(rows), 0.0f);
+    max.assign(static_cast<std::size_t>(rows_padded), -std::numeric_limits<float>::infinity());
+    sum.assign(static_cast<std::size_t>(rows_padded), 0.0f);
     rows_out.resize(static_cast<std::size_t>(rows_padded));
   }
 
@@ -646,8 +663,6 @@ struct PromptBlocks {
     }
     q_lanes = ql.data();
     start(padded);
-    max.resize(static_cast<std::size_t>(padded), -std::numeric_limits<float>::infinity());
-    sum.resize(static_cast<std::size_t>(padded), 0.0f);
     for (std::int64_t r = 0; r < rows; ++r) {
       rows_out[static_cast<std::size_t>(r)] =
           out + (r / heads) * out_stride + (r % heads) * kv.value_dim;
@@ -803,24 +818,89 @@ struct PromptBlocks {
     }
   }
 
+  // The online softmax of 16 rows from r0 over NT key tiles of the block at k0, their scores
+  // s a row each (as the tiles store them): the weights into w as BF16 pairs (0 where a row
+  // sees nothing), the factors each row's output so far is to be scaled by into corr. As the
+  // rows-in-lanes softmax (lanes_group), with no exponential or sum across lanes per row: the
+  // rows' maxima and sums are each reduced 16 rows at once (reduce16), and a score's weight is
+  // exp2_weights of it in base 2.
+  template <int NT>
+  __attribute__((always_inline)) void softmax16(std::int64_t r0, std::int64_t k0,
+                                                float (*s)[kPromptKeyBlock],
+                                                std::uint32_t (*w)[kBlockPairs], float* corr) {
+    constexpr float kLog2e = 1.44269504088896341f;
+    const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    // Positions a row does not see score -inf.
+    bool masked = false;
+    for (std::int64_t i = 0; i < 16; ++i) {
+      const std::int64_t t = (r0 + i) / heads;
+      std::int64_t lo = 0, hi = 0;  // rows past the job's (padding) see nothing
+      if (t < tokens) {
+        lo = std::clamp<std::int64_t>(first(t) - k0, 0, NT * kKeyTile);
+        hi = std::clamp<std::int64_t>(pos0 + t + 1 - k0, lo, NT * kKeyTile);
+      }
+      if (lo == 0 && hi == NT * kKeyTile) continue;
+      masked = true;
+      for (int x = 0; x < NT; ++x) {
+        const std::int64_t a = std::clamp<std::int64_t>(lo - x * kKeyTile, 0, 16);
+        const std::int64_t b = std::clamp<std::int64_t>(hi - x * kKeyTile, 0, 16);
+        const auto seen = static_cast<__mmask16>(((1u << b) - 1) & ~((1u << a) - 1));
+        float* at = s[i] + x * kKeyTile;
+        _mm512_store_ps(at, _mm512_mask_mov_ps(neg_inf, seen, _mm512_load_ps(at)));
+      }
+    }
+    __m512 part[16];
+    for (int i = 0; i < 16; ++i) {
+      part[i] = _mm512_load_ps(s[i]);
+      for (int x = 1; x < NT; ++x) part[i] = _mm512_max_ps(part[i], _mm512_load_ps(s[i] + 16 * x));
+    }
+    const __m512 m_old = _mm512_loadu_ps(max.data() + r0);
+    const __m512 m_new = _mm512_max_ps(
+        m_old, _mm512_mul_ps(reduce16(part, [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); }),
+                             _mm512_set1_ps(scale)));
+    const __m512 vlog2e = _mm512_set1_ps(kLog2e);
+    // A row without a maximum yet has m_old - m_new NaN or -inf: its factor multiplies zeros.
+    _mm512_store_ps(corr, exp2_weights(_mm512_mul_ps(_mm512_sub_ps(m_old, m_new), vlog2e)));
+    _mm512_storeu_ps(max.data() + r0, m_new);
+    alignas(64) float m2[16];
+    _mm512_store_ps(m2, _mm512_mul_ps(m_new, vlog2e));
+    const __m512 c2 = _mm512_set1_ps(scale * kLog2e);
+    const auto weights = [&](auto with_masks) {
+      for (int i = 0; i < 16; ++i) {
+        const __m512 mi = _mm512_set1_ps(m2[i]);
+        __m512 e[NT];
+        part[i] = _mm512_setzero_ps();
+        for (int x = 0; x < NT; ++x) {
+          const __m512 v = _mm512_load_ps(s[i] + 16 * x);
+          e[x] = exp2_weights(_mm512_fmsub_ps(v, c2, mi));
+          if constexpr (decltype(with_masks)::value)
+            e[x] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, neg_inf, _CMP_NEQ_OQ), e[x]);
+          part[i] = _mm512_add_ps(part[i], e[x]);
+        }
+        for (int x = 0; x < NT; x += 2) {
+          const __m512 second = x + 1 < NT ? e[x + 1] : _mm512_setzero_ps();
+          _mm512_store_si512(w[i] + x * 8,
+                             reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(second, e[x])));
+        }
+      }
+    };
+    if (masked) {
+      weights(std::true_type());
+    } else {
+      weights(std::false_type());
+    }
+    const __m512 total = reduce16(part, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
+    _mm512_storeu_ps(sum.data() + r0, _mm512_fmadd_ps(_mm512_loadu_ps(sum.data() + r0),
+                                                      _mm512_load_ps(corr), total));
+  }
+
   template <class Tiles, int NT>
   void tiles_group(std::int64_t r0, std::int64_t k0, std::int64_t end) {
     alignas(64) float s[kGroupRows][kPromptKeyBlock];
     alignas(64) std::uint32_t w[kGroupRows][kBlockPairs];
-    float corr[kGroupRows];
+    alignas(64) float corr[kGroupRows];
     tiles_score<Tiles>(r0, k0, NT, s);
-    for (std::int64_t i = 0; i < kGroupRows; ++i) {
-      // Rows past the job's (padding) have tokens past its last.
-      const std::int64_t t = (r0 + i) / heads;
-      const std::int64_t lo = std::max(k0, first(t));
-      const std::int64_t hi = std::min(k0 + kPromptKeyBlock, pos0 + t + 1);
-      if (t >= tokens || lo >= hi) {
-        corr[i] = 1.0f;
-        std::fill_n(w[i], kBlockPairs, 0u);
-        continue;
-      }
-      corr[i] = softmax<NT>(r0 + i, k0, lo, hi, s[i], w[i]);
-    }
+    softmax16<NT>(r0, k0, s, w, corr);
     tiles_weigh<Tiles>(r0, k0, (end - k0 + 1) / 2, corr, w);
   }
 
