@@ -9,7 +9,7 @@
 #      Xeons these GPUs come in, which the development machines may lack);
 #   3. benchmarks an 8-layer Qwen3-30B-A3B-shaped synthetic model (random BF16 weights):
 #      all on the CPU (and, where the CPU has AMX, again with the AVX-512 variant, and the
-#      kernels alone in both variants), then N experts per layer on the GPU for a few N,
+#      matrix kernels and the prompt attention alone in both variants), then N experts per layer on the GPU for a few N,
 #      then layerwise prefill of a 2048-token prompt;
 #   4. writes every result as JSON, the logs, and a short table (summary.md) into one folder.
 #
@@ -195,6 +195,10 @@ if grep -q amx_int8 /proc/cpuinfo; then
     timeout 150 "$tandem" bench --kernels --cpu-variant "$variant" --formats int8,int4 -t 2 \
       --tokens 16,512 -r 3 >"$out/kernels-$variant.txt" 2>&1 ||
       say "kernels $variant failed (kernels-$variant.txt)"
+    say "prompt attention, $variant"
+    timeout 120 "$tandem" bench --attention --cpu-variant "$variant" --tokens 512,2048 -d 0 -t 2 \
+      -r 3 >"$out/attention-$variant.txt" 2>&1 ||
+      say "attention $variant failed (attention-$variant.txt)"
   done
 fi
 for n in 0 16 64 128; do
