@@ -228,23 +228,7 @@ constexpr std::int64_t kBlockPairs = kPromptKeyBlock / 2;         // 64
 // scores of the block stay in registers.
 template <class F>
 __attribute__((always_inline)) inline void with_tiles(std::int64_t positions, F f) {
-  switch ((positions + kKeyTile - 1) / kKeyTile) {
-#define TANDEM_TILES(NT)                  \
-  case NT:                                \
-    f(std::integral_constant<int, NT>()); \
-    break;
-    TANDEM_TILES(1)
-    TANDEM_TILES(2)
-    TANDEM_TILES(3)
-    TANDEM_TILES(4)
-    TANDEM_TILES(5)
-    TANDEM_TILES(6)
-    TANDEM_TILES(7)
-#undef TANDEM_TILES
-    default:
-      f(std::integral_constant<int, kBlockTiles>());
-      break;
-  }
+  with_count<kBlockTiles>((positions + kKeyTile - 1) / kKeyTile, f);
 }
 
 struct PromptBlocks {
@@ -479,29 +463,10 @@ struct PromptBlocks {
           out + (r / heads) * out_stride + (r % heads) * kv.value_dim;
       std::fill_n(out_row(r), kv.value_dim, 0.0f);
     }
-    blocks<kRows, false>(
-        [this](std::int64_t r0, std::int64_t n, std::int64_t k0, std::int64_t end) {
-          switch (n) {
-            case 1:
-              rows_block_tiles<1>(r0, k0, end);
-              break;
-            case 2:
-              rows_block_tiles<2>(r0, k0, end);
-              break;
-            case 3:
-              rows_block_tiles<3>(r0, k0, end);
-              break;
-            case 4:
-              rows_block_tiles<4>(r0, k0, end);
-              break;
-            case 5:
-              rows_block_tiles<5>(r0, k0, end);
-              break;
-            default:
-              rows_block_tiles<6>(r0, k0, end);
-              break;
-          }
-        });
+    blocks<kRows, false>([this](std::int64_t r0, std::int64_t n, std::int64_t k0,
+                                std::int64_t end) {
+      with_count<kRows>(n, [&](auto mr) { rows_block_tiles<decltype(mr)::value>(r0, k0, end); });
+    });
     finish(sinks);
   }
 
@@ -611,26 +576,10 @@ struct PromptBlocks {
       _mm512_store_ps(corr + 16 * r, f);
     }
     const std::int64_t n = std::min<std::int64_t>(16 * R, rows - r0);
-    std::int64_t i = 0;
-    for (; i + kRows <= n; i += kRows) lanes_weigh<kRows>(r0 + i, k0, np, corr + i, w[0] + i);
-    switch (n - i) {
-      case 1:
-        lanes_weigh<1>(r0 + i, k0, np, corr + i, w[0] + i);
-        break;
-      case 2:
-        lanes_weigh<2>(r0 + i, k0, np, corr + i, w[0] + i);
-        break;
-      case 3:
-        lanes_weigh<3>(r0 + i, k0, np, corr + i, w[0] + i);
-        break;
-      case 4:
-        lanes_weigh<4>(r0 + i, k0, np, corr + i, w[0] + i);
-        break;
-      case 5:
-        lanes_weigh<5>(r0 + i, k0, np, corr + i, w[0] + i);
-        break;
-      default:
-        break;
+    for (std::int64_t i = 0; i < n; i += kRows) {
+      with_count<kRows>(n - i, [&](auto mr) {
+        lanes_weigh<decltype(mr)::value>(r0 + i, k0, np, corr + i, w[0] + i);
+      });
     }
   }
 

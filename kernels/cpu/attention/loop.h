@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/attention/attention.h"
@@ -41,6 +42,20 @@ inline __attribute__((always_inline)) void fetch_row_share(const void* next, std
   const char* base = static_cast<const char*>(next);
   for (std::int64_t l = pass * share; l < std::min(lines, (pass + 1) * share); ++l)
     __builtin_prefetch(base + 64 * l, 0, 2);  // to the second-level cache
+}
+
+// f(std::integral_constant<int, C>()) for C = n, or Max where n is more (nothing for n below
+// 1): a count known only at run time made a template argument, so that arrays of that many
+// accumulators stay in registers.
+template <int Max, class F>
+inline __attribute__((always_inline)) void with_count(std::int64_t n, F f) {
+  [&]<int... C>(std::integer_sequence<int, C...>) {
+    (void)((n == C + 1 || (C + 1 == Max && n > Max)
+                ? (f(std::integral_constant<int, C + 1>()), true)
+                : false) ||
+           ...);
+  }
+  (std::make_integer_sequence<int, Max>());
 }
 
 // The first position a token at `pos` sees: pos + 1 - window with a sliding window (0 at
@@ -230,23 +245,9 @@ inline __attribute__((always_inline)) void attend_all(const Kv& kv, const float*
     const float* sk = sinks != nullptr ? sinks + i0 : nullptr;
     float* mi = max != nullptr ? max + i0 : nullptr;
     float* ui = sum != nullptr ? sum + i0 : nullptr;
-    switch (n) {
-#define TANDEM_QUERIES(N)                                             \
-  case N:                                                             \
-    attend_queries<N>(kv, qi, begin, end, scale, si, oi, sk, mi, ui); \
-    break;
-      TANDEM_QUERIES(1)
-      TANDEM_QUERIES(2)
-      TANDEM_QUERIES(3)
-      TANDEM_QUERIES(4)
-      TANDEM_QUERIES(5)
-      TANDEM_QUERIES(6)
-      TANDEM_QUERIES(7)
-      TANDEM_QUERIES(8)
-#undef TANDEM_QUERIES
-      default:
-        break;
-    }
+    with_count<kMaxQueries>(n, [&](auto nq_) {
+      attend_queries<decltype(nq_)::value>(kv, qi, begin, end, scale, si, oi, sk, mi, ui);
+    });
   }
 }
 
@@ -429,23 +430,7 @@ inline __attribute__((always_inline)) void attend_prompt_rows(
       const std::int64_t n = std::min(kMaxQueries, tb * nq - r0);
       const std::int64_t lo = std::max(k0, first(r0 / nq));
       const std::int64_t hi = std::min(k1, pos0 + (r0 + n - 1) / nq + 1);
-      switch (n) {
-#define TANDEM_ROWS(N)                                       \
-  case N:                                                    \
-    group(std::integral_constant<int, N>(), r0, lo, hi, k1); \
-    break;
-        TANDEM_ROWS(1)
-        TANDEM_ROWS(2)
-        TANDEM_ROWS(3)
-        TANDEM_ROWS(4)
-        TANDEM_ROWS(5)
-        TANDEM_ROWS(6)
-        TANDEM_ROWS(7)
-        TANDEM_ROWS(8)
-#undef TANDEM_ROWS
-        default:
-          break;
-      }
+      with_count<kMaxQueries>(n, [&](auto rows) { group(rows, r0, lo, hi, k1); });
     }
   }
   divide_prompt_rows(out, out_stride, tokens, nq, vd, max, sum, sinks);
