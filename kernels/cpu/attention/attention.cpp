@@ -364,23 +364,24 @@ void prompt_bf16(const float* q, std::int64_t q_stride, std::int64_t nq, std::in
                  const float* sinks, float* out, std::int64_t out_stride, AttentionVariant variant,
                  bool emulated) {
   if (kv.key_dim % 2 != 0) throw std::invalid_argument("a BF16 KV cache needs an even key width");
-  // Every token's queries rounded once, side by side.
-  thread_local std::vector<float> rounded;
-  const std::int64_t row = nq * kv.key_dim;
-  rounded.resize(static_cast<std::size_t>(tokens * row));
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (std::int64_t j = 0; j < row; ++j) rounded[t * row + j] = round_bf16(q[t * q_stride + j]);
   if (variant == AttentionVariant::Portable) {
+    // Every token's queries rounded once, side by side.
+    thread_local std::vector<float> rounded;
+    const std::int64_t row = nq * kv.key_dim;
+    rounded.resize(static_cast<std::size_t>(tokens * row));
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (std::int64_t j = 0; j < row; ++j) rounded[t * row + j] = round_bf16(q[t * q_stride + j]);
     attend_prompt_bf16_portable(rounded.data(), nq, tokens, kv, pos0, window, scale, sinks, out,
                                 out_stride);
     return;
   }
+  // The AVX-512 kernels round the queries as they copy them into their own layouts.
   using attention_loop::PromptTiles;
   const PromptTiles tiles = emulated                               ? PromptTiles::Emulated
                             : variant == AttentionVariant::AmxBf16 ? PromptTiles::Hardware
                                                                    : PromptTiles::None;
-  attention_loop::attend_prompt_bf16_avx512(rounded.data(), nq, tokens, kv, pos0, window, scale,
-                                            sinks, out, out_stride, tiles);
+  attention_loop::attend_prompt_bf16_avx512(q, q_stride, nq, tokens, kv, pos0, window, scale, sinks,
+                                            out, out_stride, tiles);
 }
 
 }  // namespace

@@ -592,23 +592,39 @@ struct PromptBlocks {
     for (; d0 < kv.value_dim; d0 += 16) weigh<MR, 1, 1, kLaneGroupRows>(r0, k0, np, d0, corr, w);
   }
 
-  void run_lanes(const float* q_rounded, const float* sinks) {
-    const std::int64_t rows = tokens * heads, kd = kv.key_dim;
+  // Query row r: token r / heads's head r % heads, `q_stride` floats a token.
+  const float* query_row(const float* q, std::int64_t q_stride, std::int64_t r) const {
+    return q + (r / heads) * q_stride + (r % heads) * kv.key_dim;
+  }
+  // The queries as BF16 pairs, row after row (the row layout and the tiles'), rounded to
+  // nearest even: a buffer of this thread's, valid until its next call.
+  const std::uint32_t* row_pairs(const float* q, std::int64_t q_stride) const {
+    thread_local std::vector<std::uint32_t> qp;
+    const std::int64_t rows = tokens * heads;
+    qp.resize(static_cast<std::size_t>(rows * pairs));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* src = query_row(q, q_stride, r);
+      for (std::int64_t dp = 0; dp < pairs; ++dp)
+        qp[static_cast<std::size_t>(r * pairs + dp)] = pair_of(src + 2 * dp);
+    }
+    return qp.data();
+  }
+  static std::uint32_t pair_of(const float* x) {
+    return f32_to_bf16(x[0]) | static_cast<std::uint32_t>(f32_to_bf16(x[1])) << 16;
+  }
+
+  void run_lanes(const float* q, std::int64_t q_stride, const float* sinks) {
+    const std::int64_t rows = tokens * heads;
     const std::int64_t padded = (rows + kLaneGroupRows - 1) / kLaneGroupRows * kLaneGroupRows;
-    // The queries as BF16 pairs (exact: rounded already), a group's 48 rows side by side for
+    // The queries as BF16 pairs rounded to nearest even, a group's 48 rows side by side for
     // each pair.
     thread_local std::vector<std::uint32_t> ql;
     ql.assign(static_cast<std::size_t>(padded * pairs), 0u);
     for (std::int64_t r = 0; r < rows; ++r) {
-      const float* src = q_rounded + r * kd;
+      const float* src = query_row(q, q_stride, r);
       std::uint32_t* dst =
           ql.data() + (r / kLaneGroupRows) * kLaneGroupRows * pairs + r % kLaneGroupRows;
-      for (std::int64_t dp = 0; dp < pairs; ++dp) {
-        std::uint32_t a, b;
-        std::memcpy(&a, src + 2 * dp, sizeof(a));
-        std::memcpy(&b, src + 2 * dp + 1, sizeof(b));
-        dst[dp * kLaneGroupRows] = a >> 16 | (b & 0xFFFF0000u);
-      }
+      for (std::int64_t dp = 0; dp < pairs; ++dp) dst[dp * kLaneGroupRows] = pair_of(src + 2 * dp);
     }
     q_lanes = ql.data();
     start(padded);
@@ -891,10 +907,10 @@ void attend_bf16_avx512(const float* q, std::int64_t nq, const Bf16Kv& kv, std::
   attend_all(k, q, nq, begin, end, scale, scores, out, sinks, max, sum);
 }
 
-void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tokens,
-                               const Bf16Kv& kv, std::int64_t pos0, std::int64_t window,
-                               float scale, const float* sinks, float* out, std::int64_t out_stride,
-                               PromptTiles tiles) {
+void attend_prompt_bf16_avx512(const float* q, std::int64_t q_stride, std::int64_t nq,
+                               std::int64_t tokens, const Bf16Kv& kv, std::int64_t pos0,
+                               std::int64_t window, float scale, const float* sinks, float* out,
+                               std::int64_t out_stride, PromptTiles tiles) {
   PromptBlocks job;
   job.kv = kv;
   job.pairs = kv.key_dim / 2;
@@ -908,14 +924,14 @@ void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tok
   const bool whole_tiles = kv.key_dim % 32 == 0 && kv.value_dim % 16 == 0;
   if (tiles == PromptTiles::None || !whole_tiles) {
     if (tokens * nq >= PromptBlocks::kLaneGroupRows) {
-      job.run_lanes(q, sinks);
+      job.run_lanes(q, q_stride, sinks);
     } else {
-      job.q = bf16_pairs(q, tokens * nq * kv.key_dim);
+      job.q = job.row_pairs(q, q_stride);
       job.run(sinks);
     }
     return;
   }
-  job.q = bf16_pairs(q, tokens * nq * kv.key_dim);
+  job.q = job.row_pairs(q, q_stride);
   if (tiles == PromptTiles::Hardware) {
     job.run_tiles<amx::HardwareTiles>(sinks);
   } else {

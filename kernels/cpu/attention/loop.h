@@ -84,11 +84,12 @@ inline constexpr std::int64_t kInt8PromptKeyBlock = 1024;
 enum class PromptTiles { None, Hardware, Emulated };
 
 // The VDPBF16PS kernel's prompt attention over a BF16 cache (its own row groups and blocks,
-// attention/avx512bf16.cpp); `q` already rounded to BF16, tokens' rows nq x key_dim apart.
-void attend_prompt_bf16_avx512(const float* q, std::int64_t nq, std::int64_t tokens,
-                               const Bf16Kv& kv, std::int64_t pos0, std::int64_t window,
-                               float scale, const float* sinks, float* out, std::int64_t out_stride,
-                               PromptTiles tiles);
+// attention/avx512bf16.cpp); `q` as attend_prompt_bf16 takes it (rounded to BF16 there, in
+// the kernel's own copy).
+void attend_prompt_bf16_avx512(const float* q, std::int64_t q_stride, std::int64_t nq,
+                               std::int64_t tokens, const Bf16Kv& kv, std::int64_t pos0,
+                               std::int64_t window, float scale, const float* sinks, float* out,
+                               std::int64_t out_stride, PromptTiles tiles);
 
 // The VDPBF16PS kernels (attention/avx512bf16.cpp) over a BF16 cache; `q` already rounded to
 // BF16. Arguments as attend_all's.
