@@ -108,6 +108,7 @@ ModelShape model_shape_from_gguf(const model::GgufSet& f) {
     s.kv_elements_per_token = s.layers * (kv_lora + rope);
     s.kv_key_width = kv_lora + rope;
     s.kv_value_width = kv_lora;
+    s.attention_extra_width = meta_int(f, arch + ".attention.q_lora_rank", 0);
   } else {
     const std::int64_t kv_heads = meta_int(f, arch + ".attention.head_count_kv", heads);
     s.kv_elements_per_token = s.layers * kv_heads * (key + value);

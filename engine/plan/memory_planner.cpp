@@ -183,24 +183,31 @@ std::uint64_t cpu_scratch_bytes_per_token(const ModelShape& m) {
   if (m.moe_layers > 0 && m.shared_expert_params > 0)
     inner = std::max(inner, m.shared_expert_params / (3 * h * m.moe_layers));
   // forward::ModelRunner::Workspace, in fp32: four hidden-wide rows, the query and attended
-  // rows and any others of attention, the dense gate and up; with experts the router's logits and
-  // choices, the CPU experts' and deferred experts' outputs, and their host copies with two of the
-  // input.
-  std::int64_t floats = 4 * h + 2 * attention + m.attention_extra_width + 2 * inner;
+  // rows and any others of attention, a layer's keys and values (MLA: its latent and rotary
+  // key) before the cache takes them, the dense gate and up; with experts the router's logits
+  // and choices, the CPU experts' and deferred experts' outputs, and their host copies with two
+  // of the input.
+  const std::int64_t attention_layers = m.layers - m.linear_layers;
+  const std::int64_t kv_row = attention_layers > 0 ? m.kv_elements_per_token / attention_layers : 0;
+  std::int64_t floats = 4 * h + 2 * attention + m.attention_extra_width + kv_row + 2 * inner;
   // Latent attention's prompt buffers: 16 heads' queries against the latent and rotary key,
   // and their weighed latents (backend::cpu_ops::latent_attention).
   if (m.mla) floats += 16 * (m.kv_key_width + m.kv_value_width);
-  std::int64_t expert_bytes = 0;
+  // One product's input at a time as its kernel takes it, at most two bytes an element (BF16,
+  // or 8 bits with a scale and a sum per 32): the widest, a dense down's or attention's. And
+  // the attention kernels' BF16 copy of the pass's queries (MLA: a block of 16 heads').
+  std::int64_t bytes = 2 * std::max({h, attention, inner});
+  bytes += 2 * (m.mla ? 16 * m.kv_key_width : attention);
+  if (m.experts > 0) floats += m.experts + 2 * m.experts_per_token + 6 * h;
   if (m.experts > 0 && m.moe_layers > 0) {
     const std::int64_t k = m.experts_per_token;
     const std::int64_t expert_inner = m.expert_params / (3 * h);
-    floats += m.experts + 2 * k + 6 * h;
     // backend::ExpertCompute, for each of the token's experts: gate, up and the down's
     // output in fp32, the input and the hidden activations in 8 bits with their scales, and
     // the token's own input once.
-    expert_bytes = k * (4 * (2 * expert_inner + h) + (h + expert_inner) * 9 / 8) + h * 9 / 8;
+    bytes += k * (4 * (2 * expert_inner + h) + (h + expert_inner) * 9 / 8) + h * 9 / 8;
   }
-  return static_cast<std::uint64_t>(4 * floats + expert_bytes);
+  return static_cast<std::uint64_t>(4 * floats + bytes);
 }
 
 std::uint64_t cpu_scratch_bytes(const ModelShape& m, std::int64_t chunk) {

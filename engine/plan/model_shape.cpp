@@ -92,6 +92,7 @@ ModelShape model_shape_from_config(const json& c, const std::string& source) {
     s.kv_key_width = kv_lora + rope;
     s.kv_value_width = kv_lora;
     s.attention_width = heads * std::max(qk, v);
+    s.attention_extra_width = q_lora;  // the queries' low-rank row
   } else {
     s.attention_width = heads * head_dim;
     attention_per_layer = h * heads * head_dim + 2 * h * kv_heads * head_dim + heads * head_dim * h;

@@ -29,7 +29,8 @@ struct ModelShape {
   // rows in the forward pass's scratch; 0: unknown.
   std::int64_t attention_width = 0;
   // A token's other attention rows in that scratch: Qwen3-Next's sigmoid gate beside each
-  // query, and its gated DeltaNet's fused q, k, v, z projection with its b and a.
+  // query, and its gated DeltaNet's fused q, k, v, z projection with its b and a; MLA's
+  // low-rank query row.
   std::int64_t attention_extra_width = 0;
   // KV cache elements per token over all layers (MLA: the latent and the rotary key).
   std::int64_t kv_elements_per_token = 0;
