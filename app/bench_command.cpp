@@ -865,7 +865,7 @@ int run_bench(const BenchCommandOptions& o) {
 }
 
 int run_synth(const SynthCommandOptions& o) {
-  model::SynthOptions options{o.like, o.layers, o.out, o.seed};
+  model::SynthOptions options{o.like, o.layers, o.experts, o.out, o.seed, {}};
   const bool tty = isatty(STDERR_FILENO);
   auto last = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   const auto start = std::chrono::steady_clock::now();

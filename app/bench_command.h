@@ -60,6 +60,7 @@ int run_bench(const BenchCommandOptions& options);
 struct SynthCommandOptions {
   std::string like;
   std::int64_t layers = 0;
+  std::int64_t experts = 0;
   std::string out;
   std::uint64_t seed = 1;
 };

@@ -568,6 +568,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"qwen3-30b-a3b", "deepseek-v3"}));
   synth_cmd->add_option("--layers", synth.layers, "Number of layers (default: the real model's)")
       ->check(CLI::Range(1, 200));
+  synth_cmd
+      ->add_option("--experts", synth.experts,
+                   "Routed experts per MoE layer, each of the real shape (default: the real "
+                   "model's; fewer make a layer fit a smaller machine)")
+      ->check(CLI::Range(1, 4096));
   synth_cmd->add_option("--out", synth.out, "Output folder")->required();
   synth_cmd->add_option("--seed", synth.seed, "Random seed, 0 or more")
       ->capture_default_str()

@@ -221,6 +221,25 @@ void write_synthetic_checkpoint(const SynthOptions& options,
                      "\"; choose qwen3-30b-a3b or deepseek-v3.");
   if (options.layers > 0) config["num_hidden_layers"] = options.layers;
   for (const auto& [key, value] : options.config_overrides) config[key] = value;
+  if (options.experts > 0) {
+    const bool deepseek = config.contains("n_routed_experts");
+    const std::int64_t per_token = config["num_experts_per_tok"].get<std::int64_t>();
+    // DeepSeek-V3 routes a token to its best groups of experts first, each group's best two
+    // scored together: every group needs two experts, and the chosen groups a token's eight.
+    const std::int64_t groups = deepseek ? config["n_group"].get<std::int64_t>() : 1;
+    const std::int64_t least =
+        deepseek
+            ? std::max(2 * groups, per_token * groups / config["topk_group"].get<std::int64_t>())
+            : per_token;
+    if (options.experts < least || options.experts % groups != 0) {
+      throw ModelError("--experts " + std::to_string(options.experts) + ": a " + options.like +
+                       "-shaped model needs at least " + std::to_string(least) + " routed experts" +
+                       (groups > 1 ? ", a multiple of its " + std::to_string(groups) + " groups"
+                                   : std::string()) +
+                       " (each token takes " + std::to_string(per_token) + ").");
+    }
+    config[deepseek ? "n_routed_experts" : "num_experts"] = options.experts;
+  }
   const ModelSpec spec = parse_model_spec(nlohmann::json::parse(config.dump()), "synthetic config");
 
   namespace fs = std::filesystem;

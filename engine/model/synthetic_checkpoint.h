@@ -16,6 +16,8 @@ namespace tandem::model {
 struct SynthOptions {
   std::string like;         // "qwen3-30b-a3b", "deepseek-v3"
   std::int64_t layers = 0;  // 0: as many as the real model has
+  // Routed experts per MoE layer, each of the real shape; 0: as many as the real model has.
+  std::int64_t experts = 0;
   std::string out;
   std::uint64_t seed = 1;
   // config.json entries set over the shape's (tests write small models this way).

@@ -2,6 +2,9 @@
 // unit variance, the matrices that write into the residual stream scaled down by the depth),
 // and what that is for: a prompt's tokens spread over the experts in every layer, as a trained
 // router spreads them, not all sent to a few experts from the third layer on.
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -144,6 +147,48 @@ class TestSyntheticCheckpoint : public QObject {
                               .arg(idle)));
     }
     QCOMPARE(moe_layers, deepseek ? kLayers - 1 : kLayers);
+  }
+
+  // Fewer routed experts than the real model's, each of its shape: config.json says how many
+  // and the layers hold that many; fewer than a token takes (DeepSeek-V3: than its groups
+  // need) is refused with a sentence.
+  void fewerExperts() {
+    QTemporaryDir dir;
+    model::SynthOptions o = small_qwen3_moe(dir.path().toStdString());
+    o.layers = 1;
+    o.config_overrides.erase(
+        std::remove_if(o.config_overrides.begin(), o.config_overrides.end(),
+                       [](const auto& kv) { return kv.first == "num_experts"; }),
+        o.config_overrides.end());
+    o.experts = 6;
+    model::write_synthetic_checkpoint(o);
+    QFile config(dir.filePath("config.json"));
+    QVERIFY(config.open(QIODevice::ReadOnly));
+    QCOMPARE(QJsonDocument::fromJson(config.readAll()).object().value("num_experts").toInt(), 6);
+    const model::SafetensorsFile layer(
+        dir.filePath("model-00002-of-00002.safetensors").toStdString());
+    QVERIFY(layer.find("model.layers.0.mlp.experts.5.down_proj.weight") != nullptr);
+    QVERIFY(layer.find("model.layers.0.mlp.experts.6.down_proj.weight") == nullptr);
+    QCOMPARE(layer.find("model.layers.0.mlp.gate.weight")->shape[0], std::int64_t{6});
+
+    const auto refused = [](model::SynthOptions options, const std::string& want) {
+      try {
+        model::write_synthetic_checkpoint(options);
+      } catch (const model::ModelError& e) {
+        return std::string(e.what()).find(want) != std::string::npos;
+      }
+      return false;
+    };
+    QTemporaryDir other;
+    o.out = other.path().toStdString();
+    o.experts = 3;  // each token takes 4
+    QVERIFY(refused(o, "needs at least 4 routed experts (each token takes 4)"));
+    o.like = "deepseek-v3";
+    o.config_overrides.clear();
+    o.experts = 12;  // 8 groups, a token's best 4 of them holding its 8
+    QVERIFY(refused(o, "needs at least 16 routed experts, a multiple of its 8 groups"));
+    o.experts = 20;
+    QVERIFY(refused(o, "a multiple of its 8 groups"));
   }
 
   void unknownShapeIsRefused() {
