@@ -260,12 +260,7 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
       for (const kernels::PackedMatrix& p : packed_copies) {
         kernels::WeightMatrix w = source;
         w.packed = &p;
-        w.packed_variant = variant;
-        // As LoadedModel does: the AVX-512 BF16 kernel needs AVX512_BF16, the AVX2 one not.
-        if (format == kernels::PackedFormat::Bf16 && variant == kernels::CpuVariant::Avx512 &&
-            !kernels::detect_isa().usable.avx512_bf16) {
-          w.packed_variant = kernels::CpuVariant::Avx2;
-        }
+        w.packed_variant = kernels::packed_variant_for(format, variant);  // as LoadedModel does
         ours_copies.push_back(w);
       }
 

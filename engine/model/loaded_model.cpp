@@ -213,12 +213,6 @@ namespace {
 
 // The variant for one matrix: the AVX-512 BF16 kernel needs AVX512_BF16, and the AVX2 code
 // reads the same layout.
-kernels::CpuVariant variant_for(kernels::PackedFormat format, kernels::CpuVariant variant) {
-  if (format == kernels::PackedFormat::Bf16 && variant == kernels::CpuVariant::Avx512 &&
-      !kernels::detect_isa().usable.avx512_bf16)
-    return kernels::CpuVariant::Avx2;
-  return variant;
-}
 
 }  // namespace
 
@@ -415,7 +409,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
         &packing);
     for (std::size_t i = 0; i < targets.size(); ++i) {
       targets[i]->packed = m->packed_[i].get();
-      targets[i]->packed_variant = variant_for(formats[i], m->variant_);
+      targets[i]->packed_variant = kernels::packed_variant_for(formats[i], m->variant_);
     }
     if (sliced) {
       const std::int64_t inner = m->spec_.moe_intermediate_size;
@@ -557,7 +551,7 @@ void LoadedModel::load_converted(const std::string& folder, int threads) {
       &reading);
   for (std::size_t i = 0; i < targets.size(); ++i) {
     targets[i].matrix->packed = packed_[i].get();
-    targets[i].matrix->packed_variant = variant_for(packed_[i]->format, variant_);
+    targets[i].matrix->packed_variant = kernels::packed_variant_for(packed_[i]->format, variant_);
   }
   if (sliced) {
     const std::int64_t inner = spec_.moe_intermediate_size;

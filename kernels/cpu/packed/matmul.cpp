@@ -470,6 +470,13 @@ PackedMatrix pack_mxfp4(const WeightMatrix& source) {
   return p;
 }
 
+CpuVariant packed_variant_for(PackedFormat format, CpuVariant variant) {
+  if (format == PackedFormat::Bf16 && variant == CpuVariant::Avx512 &&
+      !detect_isa().usable.avx512_bf16)
+    return CpuVariant::Avx2;
+  return variant;
+}
+
 PackedMatrix pack_bf16(const WeightMatrix& source) {
   PackedMatrix p = empty_packed(source, PackedFormat::Bf16);
   std::memset(p.bytes.data.get(), 0, p.bytes.size);

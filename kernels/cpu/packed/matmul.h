@@ -137,6 +137,9 @@ struct PackedMatrix {
 // FP16's range (|w| > 127 * 65504) throw std::invalid_argument.
 PackedMatrix pack_int8(const WeightMatrix& source);
 PackedMatrix pack_bf16(const WeightMatrix& source);
+// The kernel variant that multiplies `format` where the CPU runs `variant`: the AVX-512 BF16
+// kernel needs AVX512_BF16, and without it the AVX2 one takes BF16.
+CpuVariant packed_variant_for(PackedFormat format, CpuVariant variant);
 // INT4: per (row, group of `group` columns along k) a scale and an offset (FP16), nibbles
 // 0..15, weight = nibble * scale + offset: of the grid spanning the group's range in 15
 // steps, two clipping its ends a little and those of 14 to 8 steps that hold every weight
