@@ -46,7 +46,8 @@ std::uint64_t sum(const std::vector<MemoryLine>& lines) {
   return t;
 }
 
-// Logits, the sampler and the kernels' buffers, whatever the chunk.
+// Logits, the sampler and the kernels' buffers, whatever the chunk (with them latent
+// attention's keys and values expanded for a long pass: at most 84 MB at DeepSeek-V3).
 constexpr std::uint64_t kScratchAllowanceBytes = 256ull << 20;
 
 // One prefill chunk's activations on the accelerator (hidden states, attention and expert

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "engine/backend/cpu/routing.h"
 #include "kernels/cpu/attention/attention.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/packed/matmul.h"
 
 namespace tandem::backend::cpu_ops {
 
@@ -225,6 +228,139 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
 
 // The cache holds only the normalised latent and the shared rotary key, and each head's query
 // is mapped into the latent space (q_nope · W_UK) instead of expanding every cached key.
+namespace {
+
+// A prompt's latent attention with each head's keys and values expanded from the cache's
+// latents (the BF16 cache), as the model was trained: a head's key is its nope dimensions
+// from the latent beside the shared rotary key, its value its own v_head_dim, so a query and
+// position cost qk + v products (320 at DeepSeek-V3) where the absorbed form scores the
+// whole latent and rotary key and weighs the whole latent (1088). Expanding costs lora x
+// (nope + v) multiply-adds a head and position of the context, once a pass: worth it for a
+// pass of many tokens (latent_attention_expands).
+constexpr std::int64_t kExpandHeads = 8;  // heads expanded at a time
+// The longest context expanded: 8 heads' BF16 keys and values of 320 are 84 MB at 16384
+// positions (within the plan's allowance for kernels' buffers); longer ones stay absorbed.
+constexpr std::int64_t kExpandPositions = 16384;
+constexpr std::int64_t kExpandChunk = 64;  // positions expanded per product
+
+bool latent_attention_expands(const model::ModelSpec& spec, std::int64_t n, std::int64_t pos0) {
+  const std::int64_t positions = pos0 + n;
+  // The BF16 kernels take keys in pairs of dimensions.
+  if (n < 2 || positions > kExpandPositions || spec.qk_head_dim() % 2 != 0) return false;
+  const double lora = static_cast<double>(spec.kv_lora_rank);
+  const double rope = static_cast<double>(spec.qk_rope_head_dim);
+  const double qk = static_cast<double>(spec.qk_head_dim());
+  const double v = static_cast<double>(spec.v_head_dim);
+  const double nope = static_cast<double>(spec.qk_nope_head_dim);
+  // A head's multiply-adds: expanding every position against the queries' saving.
+  const double expand = lora * (nope + v) * static_cast<double>(positions);
+  const double saved = (2 * lora + rope - qk - v) * static_cast<double>(n) *
+                       (static_cast<double>(pos0) + static_cast<double>(n + 1) / 2);
+  return saved > expand;
+}
+
+void latent_attention_expanded(const CpuThreads& threads, const model::ModelSpec& spec,
+                               const KvCache& cache, std::int64_t layer, const float* q,
+                               const LatentMatrices& up, std::int64_t n, std::int64_t pos0,
+                               float* out) {
+  const std::int64_t nh = spec.num_heads, nope = spec.qk_nope_head_dim;
+  const std::int64_t rope = spec.qk_rope_head_dim, vd = spec.v_head_dim;
+  const std::int64_t lora = spec.kv_lora_rank, qk = nope + rope;
+  const std::int64_t positions = pos0 + n;
+  const kernels::Bf16Kv latent = cache.bf16_latent(layer);
+  const std::size_t head_keys = kernels::tiled_key_floats(positions, qk);
+  const std::size_t head_values = kernels::bf16_value_elements(positions, vd);
+  // Keys past the last position and the last pair's other value are never written: 0.
+  std::vector<std::uint16_t> keys(static_cast<std::size_t>(kExpandHeads) * head_keys);
+  std::vector<std::uint16_t> values(static_cast<std::size_t>(kExpandHeads) * head_values);
+  const kernels::AttentionVariant variant = kernels::active_attention_variant();
+  const float scale = static_cast<float>(spec.attention_scale);
+  const std::int64_t chunks = (positions + kExpandChunk - 1) / kExpandChunk;
+  for (std::int64_t h0 = 0; h0 < nh; h0 += kExpandHeads) {
+    const std::int64_t heads = std::min(kExpandHeads, nh - h0);
+    // HF's kv_b: the heads' [nope | v] rows. Stored in BF16 they are packed for the BF16
+    // kernels once a pass: the latents are BF16 too, so the products stay exact (read as
+    // stored, BF16 rows took the generic dot products, a tenth of a 2048-token prompt's time at
+    // DeepSeek-V3's shape). Other formats are multiplied as stored: packing them would round
+    // the weights to BF16.
+    std::optional<kernels::PackedMatrix> packed;
+    kernels::WeightMatrix group;
+    if (up.kv_b != nullptr) {
+      group = up.kv_b->slice_rows(h0 * (nope + vd), heads * (nope + vd));
+      if (group.dtype == kernels::DType::BF16 && group.block_scale == nullptr) {
+        packed = kernels::pack_bf16(group);
+        group.packed = &*packed;
+        group.packed_variant =
+            kernels::packed_variant_for(kernels::PackedFormat::Bf16, kernels::active_variant());
+      }
+    }
+    const std::int64_t width = nope + vd;  // a head's row of the expansion
+    threads.parallel_for(chunks, 1, [&](std::int64_t begin, std::int64_t end) {
+      thread_local std::vector<float> x, kv_rows, k_part;
+      x.resize(static_cast<std::size_t>(kExpandChunk * lora));
+      kv_rows.resize(static_cast<std::size_t>(kExpandChunk * heads * width));
+      for (std::int64_t c = begin; c < end; ++c) {
+        const std::int64_t p0 = c * kExpandChunk;
+        const std::int64_t rows = std::min(kExpandChunk, positions - p0);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t i = 0; i < lora; ++i)
+            x[static_cast<std::size_t>(r * lora + i)] =
+                kernels::bf16_to_f32(latent.values[kernels::bf16_value_index(p0 + r, i, lora)]);
+        // Row r's head j: [nope | v] at kv_rows + (r * heads + j) * width. GGUF's k_b (lora x
+        // nope a head, applied transposed) and v_b come apart.
+        if (up.kv_b != nullptr) {
+          kernels::matmul_xwt(x.data(), rows, group, kv_rows.data(), heads * width,
+                              kernels::serial_for);
+        } else {
+          k_part.resize(static_cast<std::size_t>(kExpandChunk * nope));
+          for (std::int64_t j = 0; j < heads; ++j) {
+            const std::int64_t head = h0 + j;
+            kernels::matmul_xw(x.data(), rows, up.k_b->slice_rows(head * lora, lora), k_part.data(),
+                               kernels::serial_for);
+            for (std::int64_t r = 0; r < rows; ++r)
+              std::copy_n(k_part.data() + r * nope, nope, kv_rows.data() + (r * heads + j) * width);
+            kernels::matmul_xwt(x.data(), rows, up.v_b->slice_rows(head * vd, vd),
+                                kv_rows.data() + j * width + nope, heads * width,
+                                kernels::serial_for);
+          }
+        }
+        for (std::int64_t j = 0; j < heads; ++j) {
+          std::uint16_t* k = keys.data() + static_cast<std::size_t>(j) * head_keys;
+          std::uint16_t* v = values.data() + static_cast<std::size_t>(j) * head_values;
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const std::int64_t pos = p0 + r;
+            const float* row = kv_rows.data() + (r * heads + j) * width;
+            for (std::int64_t d = 0; d < nope; ++d)
+              k[kernels::bf16_key_index(pos, d, qk)] = kernels::f32_to_bf16(row[d]);
+            for (std::int64_t d = 0; d < rope; ++d)
+              k[kernels::bf16_key_index(pos, nope + d, qk)] =
+                  latent.keys[kernels::bf16_key_index(pos, lora + d, lora + rope)];
+            for (std::int64_t d = 0; d < vd; ++d)
+              v[kernels::bf16_value_index(pos, d, vd)] = kernels::f32_to_bf16(row[nope + d]);
+          }
+        }
+      }
+    });
+    // Each head is a key/value head of its own (one query each), its rows the pass's tokens.
+    const std::int64_t job_tokens =
+        std::max<std::int64_t>(1, std::min(n, n * heads / (2 * threads.count())));
+    const std::int64_t blocks = (n + job_tokens - 1) / job_tokens;
+    threads.parallel_for(blocks * heads, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t job = begin; job < end; ++job) {
+        const std::int64_t t0 = (blocks - 1 - job / heads) * job_tokens;  // the last first
+        const std::int64_t j = job % heads, head = h0 + j;
+        const kernels::Bf16Kv kv{keys.data() + static_cast<std::size_t>(j) * head_keys, qk,
+                                 values.data() + static_cast<std::size_t>(j) * head_values, vd, vd};
+        kernels::attend_prompt_bf16(q + (t0 * nh + head) * qk, nh * qk, 1,
+                                    std::min(job_tokens, n - t0), kv, pos0 + t0, 0, scale, nullptr,
+                                    out + (t0 * nh + head) * vd, nh * vd, variant);
+      }
+    });
+  }
+}
+
+}  // namespace
+
 void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
                       std::int64_t layer, const float* q, const float* kv, const LatentMatrices& up,
                       std::int64_t n, std::int64_t pos0, float* out) {
@@ -238,6 +374,10 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
   for (std::int64_t t = 0; t < n; ++t) {
     const float* row = kv + t * key_dim;
     cache.store_latent(layer, pos0 + t, row, row + lora);
+  }
+  if (cache.format() == KvCacheFormat::Bf16 && latent_attention_expands(spec, n, pos0)) {
+    latent_attention_expanded(threads, spec, cache, layer, q, up, n, pos0, out);
+    return;
   }
 
   // Every head scores against the same keys (the latent and the rotary key) and weighs the

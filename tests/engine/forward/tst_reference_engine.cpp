@@ -454,6 +454,89 @@ class TestReferenceEngine : public QObject {
     }
   }
 
+  // A long pass's latent attention expands each head's keys and values from the cache's
+  // latents (cpu_ops::latent_attention_expanded) where short passes score the absorbed latent:
+  // the same attention. A 160-token prompt over the BF16 cache in one pass (expanded) is as
+  // close to the fp32 cache's logits as in passes of 16 (absorbed), within twice its BF16
+  // rounding, for HF's kv_b and GGUF's k_b and v_b apart, with and without the low-rank
+  // query, on one thread and on three.
+  void latentAttentionExpandedMatchesAbsorbed_data() {
+    QTest::addColumn<QString>("path");
+    QTest::addColumn<int>("threads");
+    QTest::newRow("deepseek-v3") << QStringLiteral("models/deepseek-v3") << 1;
+    QTest::newRow("deepseek-v3, 3 threads") << QStringLiteral("models/deepseek-v3") << 3;
+    QTest::newRow("deepseek-v2") << QStringLiteral("models/deepseek-v2") << 1;
+    QTest::newRow("deepseek2-split.gguf")
+        << QStringLiteral("models-gguf/deepseek2-split.gguf") << 2;
+    QTest::newRow("deepseek2-kv_b.gguf") << QStringLiteral("models-gguf/deepseek2-kv_b.gguf") << 2;
+    // BF16 weights (`tandem synth`, small), whose kv_b the expansion packs for the BF16 kernels.
+    QTest::newRow("synthetic BF16") << QString() << 2;
+  }
+  void latentAttentionExpandedMatchesAbsorbed() {
+    QFETCH(QString, path);
+    QFETCH(int, threads);
+    QTemporaryDir synth;
+    if (path.isEmpty()) {
+      model::SynthOptions o;
+      o.like = "deepseek-v3";
+      o.layers = 2;
+      o.out = synth.path().toStdString();
+      o.config_overrides = {{"hidden_size", 128},
+                            {"intermediate_size", 256},
+                            {"moe_intermediate_size", 32},
+                            {"num_attention_heads", 4},
+                            {"num_key_value_heads", 4},
+                            {"q_lora_rank", 64},
+                            {"kv_lora_rank", 64},
+                            {"qk_nope_head_dim", 32},
+                            {"qk_rope_head_dim", 16},
+                            {"v_head_dim", 32},
+                            {"n_routed_experts", 8},
+                            {"num_experts_per_tok", 2},
+                            {"n_group", 4},
+                            {"topk_group", 2},
+                            {"first_k_dense_replace", 1},
+                            {"vocab_size", 256}};
+      model::write_synthetic_checkpoint(o);
+    }
+    auto model = model::LoadedModel::load(path.isEmpty() ? synth.path().toStdString()
+                                                         : std::string(TANDEM_TEST_DATA_DIR) + "/" +
+                                                               path.toStdString());
+    backend::NumaPools pool(threads);
+    std::vector<std::int32_t> ids;
+    for (std::int32_t i = 0; i < 160; ++i) ids.push_back((i * 37 + 11) % 160);
+    // The next-token logits of the prompt in passes of `chunk` over a cache of `format`.
+    const auto logits = [&](backend::KvCacheFormat format, std::int64_t chunk) {
+      forward::ModelRunner runner(*model, pool);
+      runner.set_cpu_kv_cache_format(format);
+      generate::Generator g(runner, 256);
+      generate::GenerationOptions o;
+      o.sampling = generate::SamplingParams::greedy();
+      o.max_tokens = 1;
+      o.prefill_chunk = chunk;
+      g.generate(ids, o, [](std::int32_t) { return true; });
+      return g.last_logits();
+    };
+    // fp32 keeps the latent exactly (the absorbed form, the reference); BF16 rounds it, in
+    // passes of 16 absorbed, in one pass expanded.
+    const std::vector<float> exact = logits(backend::KvCacheFormat::F32, 2048);
+    const std::vector<float> absorbed = logits(backend::KvCacheFormat::Bf16, 16);
+    const std::vector<float> expanded = logits(backend::KvCacheFormat::Bf16, 2048);
+    const auto [lo, hi] = std::minmax_element(exact.begin(), exact.end());
+    const auto off = [&](const std::vector<float>& got) {
+      float worst = 0.0f;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::abs(got[i] - exact[i]));
+      return worst / (*hi - *lo);
+    };
+    qInfo("off the fp32 cache's logits, over their range: absorbed %g, expanded %g",
+          static_cast<double>(off(absorbed)), static_cast<double>(off(expanded)));
+    QVERIFY(off(absorbed) > 0.0f);  // the BF16 cache was used
+    QVERIFY2(off(expanded) <= std::max(2 * off(absorbed), 5e-3f),
+             qPrintable(
+                 QStringLiteral("expanded %1, absorbed %2").arg(off(expanded)).arg(off(absorbed))));
+  }
+
   // On the CPU alone a model with routed experts takes prompts in chunks of 2048 (each
   // expert's products then have more tokens), recurrent layers or not; one without them in
   // chunks of 512.
