@@ -226,8 +226,6 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
   }
 }
 
-// The cache holds only the normalised latent and the shared rotary key, and each head's query
-// is mapped into the latent space (q_nope · W_UK) instead of expanding every cached key.
 namespace {
 
 // A prompt's latent attention with each head's keys and values expanded from the cache's
@@ -361,6 +359,9 @@ void latent_attention_expanded(const CpuThreads& threads, const model::ModelSpec
 
 }  // namespace
 
+// The cache holds only the normalised latent and the shared rotary key, and each head's query
+// is mapped into the latent space (q_nope · W_UK) instead of expanding every cached key; a
+// long pass expands them (latent_attention_expanded).
 void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
                       std::int64_t layer, const float* q, const float* kv, const LatentMatrices& up,
                       std::int64_t n, std::int64_t pos0, float* out) {
