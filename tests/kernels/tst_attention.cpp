@@ -809,12 +809,20 @@ class TestAttention : public QObject {
       std::fill_n(x.begin() + 64, 32, 0.0f);
       int8_store_key(keys.data(), key_scales.data(), pos, dim, x.data());
       int8_store_value(values.data(), value_scales.data(), stride, pos, dim, x.data());
+      // What int8_load_key and int8_load_value give back is what the checks below read.
+      const Int8Kv kv{
+          keys.data(), key_scales.data(), dim, values.data(), value_scales.data(), stride, dim};
+      std::vector<float> loaded_key(dim), loaded_value(dim);
+      int8_load_key(kv, pos, loaded_key.data());
+      int8_load_value(kv, pos, loaded_value.data());
       for (int c = 0; c < dim; ++c) {
         const float ks = key_scales[int8_key_scale_index(pos, c / kInt8Group, dim)];
         // A value row of 96 keeps one scale: its largest magnitude's.
         const float vs = value_scales[static_cast<std::size_t>(pos)];
         const float k = (keys[int8_key_index(pos, c, dim)] - 128) * ks;
         const float v = values[int8_value_index(pos, c, dim)] * vs;
+        QCOMPARE(loaded_key[static_cast<std::size_t>(c)], k);
+        QCOMPARE(loaded_value[static_cast<std::size_t>(c)], v);
         QVERIFY2(std::abs(k - x[c]) <= 0.5001f * ks && std::abs(v - x[c]) <= 0.5001f * vs,
                  qPrintable(QStringLiteral("pos %1 column %2: %3, %4 vs %5")
                                 .arg(pos)
@@ -829,6 +837,28 @@ class TestAttention : public QObject {
       for (float v : x) largest = std::max(largest, std::abs(v));
       QCOMPARE(value_scales[static_cast<std::size_t>(pos)], largest / 127.0f);
     }
+  }
+
+  // A latent's row of 512 keeps a value scale per 128: int8_load_value takes each element's.
+  void int8LoadTakesEachValueGroup() {
+    const int dim = 512, capacity = 9, pos = 5;
+    const std::int64_t stride = int8_value_scale_stride(capacity);
+    std::vector<std::int8_t> values(int8_value_elements(capacity, dim));
+    std::vector<float> value_scales(int8_value_scales(stride, dim));
+    std::vector<float> x(dim);
+    for (int c = 0; c < dim; ++c)
+      x[static_cast<std::size_t>(c)] = (c / 128 + 1) * 0.01f * (c % 7 - 3);
+    int8_store_value(values.data(), value_scales.data(), stride, pos, dim, x.data());
+    const Int8Kv kv{nullptr, nullptr, 0, values.data(), value_scales.data(), stride, dim};
+    std::vector<float> v(dim);
+    int8_load_value(kv, pos, v.data());
+    for (int c = 0; c < dim; ++c) {
+      const float scale = value_scales[static_cast<std::size_t>((c / 128) * stride + pos)];
+      QVERIFY(std::abs(v[static_cast<std::size_t>(c)] - x[static_cast<std::size_t>(c)]) <=
+              0.5001f * scale);
+    }
+    QVERIFY(value_scales[static_cast<std::size_t>(3 * stride + pos)] >
+            3.5f * value_scales[static_cast<std::size_t>(pos)]);  // four scales, not one
   }
 
   // The elements of a value row that share a scale: the widest multiple of 32, at most 128,

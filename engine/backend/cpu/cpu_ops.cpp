@@ -229,12 +229,12 @@ void attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache&
 namespace {
 
 // A prompt's latent attention with each head's keys and values expanded from the cache's
-// latents (the BF16 cache), as the model was trained: a head's key is its nope dimensions
-// from the latent beside the shared rotary key, its value its own v_head_dim, so a query and
-// position cost qk + v products (320 at DeepSeek-V3) where the absorbed form scores the
-// whole latent and rotary key and weighs the whole latent (1088). Expanding costs lora x
-// (nope + v) multiply-adds a head and position of the context, once a pass: worth it for a
-// pass of many tokens (latent_attention_expands).
+// latents (the BF16 or 8-bit cache, into BF16), as the model was trained: a head's key is its nope
+// dimensions from the latent beside the shared rotary key, its value its own v_head_dim, so a query
+// and position cost qk + v products (320 at DeepSeek-V3) where the absorbed form scores the whole
+// latent and rotary key and weighs the whole latent (1088). Expanding costs lora x (nope + v)
+// multiply-adds a head and position of the context, once a pass: worth it for a pass of many tokens
+// (latent_attention_expands).
 constexpr std::int64_t kExpandHeads = 8;  // heads expanded at a time
 // The longest context expanded: 8 heads' BF16 keys and values of 320 are 84 MB at 16384
 // positions (within the plan's allowance for kernels' buffers); longer ones stay absorbed.
@@ -265,7 +265,11 @@ void latent_attention_expanded(const CpuThreads& threads, const model::ModelSpec
   const std::int64_t rope = spec.qk_rope_head_dim, vd = spec.v_head_dim;
   const std::int64_t lora = spec.kv_lora_rank, qk = nope + rope;
   const std::int64_t positions = pos0 + n;
-  const kernels::Bf16Kv latent = cache.bf16_latent(layer);
+  // The cache's latents and rotary keys: BF16, or the 8-bit cache's bytes times their scales
+  // (rounded to BF16 on the way into the products, finer than their 8 bits).
+  const bool int8 = cache.format() == KvCacheFormat::Int8;
+  const kernels::Bf16Kv latent16 = int8 ? kernels::Bf16Kv{} : cache.bf16_latent(layer);
+  const kernels::Int8Kv latent8 = int8 ? cache.int8_latent(layer) : kernels::Int8Kv{};
   const std::size_t head_keys = kernels::tiled_key_floats(positions, qk);
   const std::size_t head_values = kernels::bf16_value_elements(positions, vd);
   // Keys past the last position and the last pair's other value are never written: 0.
@@ -277,8 +281,8 @@ void latent_attention_expanded(const CpuThreads& threads, const model::ModelSpec
   for (std::int64_t h0 = 0; h0 < nh; h0 += kExpandHeads) {
     const std::int64_t heads = std::min(kExpandHeads, nh - h0);
     // HF's kv_b: the heads' [nope | v] rows. Stored in BF16 they are packed for the BF16
-    // kernels once a pass: the latents are BF16 too, so the products stay exact (read as
-    // stored, BF16 rows took the generic dot products, a tenth of a 2048-token prompt's time at
+    // kernels once a pass: the BF16 cache's latents are BF16 too, so the products stay exact (read
+    // as stored, BF16 rows took the generic dot products, a tenth of a 2048-token prompt's time at
     // DeepSeek-V3's shape). Other formats are multiplied as stored: packing them would round
     // the weights to BF16.
     std::optional<kernels::PackedMatrix> packed;
@@ -294,16 +298,30 @@ void latent_attention_expanded(const CpuThreads& threads, const model::ModelSpec
     }
     const std::int64_t width = nope + vd;  // a head's row of the expansion
     threads.parallel_for(chunks, 1, [&](std::int64_t begin, std::int64_t end) {
-      thread_local std::vector<float> x, kv_rows, k_part;
+      thread_local std::vector<float> x, kv_rows, k_part, key_row;
+      thread_local std::vector<std::uint16_t> rope_keys;  // BF16, a position's rope at a time
       x.resize(static_cast<std::size_t>(kExpandChunk * lora));
       kv_rows.resize(static_cast<std::size_t>(kExpandChunk * heads * width));
+      rope_keys.resize(static_cast<std::size_t>(kExpandChunk * rope));
+      key_row.resize(static_cast<std::size_t>(lora + rope));
       for (std::int64_t c = begin; c < end; ++c) {
         const std::int64_t p0 = c * kExpandChunk;
         const std::int64_t rows = std::min(kExpandChunk, positions - p0);
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (std::int64_t i = 0; i < lora; ++i)
-            x[static_cast<std::size_t>(r * lora + i)] =
-                kernels::bf16_to_f32(latent.values[kernels::bf16_value_index(p0 + r, i, lora)]);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const std::int64_t pos = p0 + r;
+          std::uint16_t* rk = rope_keys.data() + r * rope;
+          if (int8) {
+            kernels::int8_load_value(latent8, pos, x.data() + r * lora);
+            kernels::int8_load_key(latent8, pos, key_row.data());
+            for (std::int64_t d = 0; d < rope; ++d) rk[d] = kernels::f32_to_bf16(key_row[lora + d]);
+          } else {
+            for (std::int64_t i = 0; i < lora; ++i)
+              x[static_cast<std::size_t>(r * lora + i)] =
+                  kernels::bf16_to_f32(latent16.values[kernels::bf16_value_index(pos, i, lora)]);
+            for (std::int64_t d = 0; d < rope; ++d)
+              rk[d] = latent16.keys[kernels::bf16_key_index(pos, lora + d, lora + rope)];
+          }
+        }
         // Row r's head j: [nope | v] at kv_rows + (r * heads + j) * width. GGUF's k_b (lora x
         // nope a head, applied transposed) and v_b come apart.
         if (up.kv_b != nullptr) {
@@ -331,8 +349,7 @@ void latent_attention_expanded(const CpuThreads& threads, const model::ModelSpec
             for (std::int64_t d = 0; d < nope; ++d)
               k[kernels::bf16_key_index(pos, d, qk)] = kernels::f32_to_bf16(row[d]);
             for (std::int64_t d = 0; d < rope; ++d)
-              k[kernels::bf16_key_index(pos, nope + d, qk)] =
-                  latent.keys[kernels::bf16_key_index(pos, lora + d, lora + rope)];
+              k[kernels::bf16_key_index(pos, nope + d, qk)] = rope_keys[r * rope + d];
             for (std::int64_t d = 0; d < vd; ++d)
               v[kernels::bf16_value_index(pos, d, vd)] = kernels::f32_to_bf16(row[nope + d]);
           }
@@ -376,7 +393,7 @@ void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, K
     const float* row = kv + t * key_dim;
     cache.store_latent(layer, pos0 + t, row, row + lora);
   }
-  if (cache.format() == KvCacheFormat::Bf16 && latent_attention_expands(spec, n, pos0)) {
+  if (cache.format() != KvCacheFormat::F32 && latent_attention_expands(spec, n, pos0)) {
     latent_attention_expanded(threads, spec, cache, layer, q, up, n, pos0, out);
     return;
   }

@@ -60,7 +60,7 @@ struct LatentMatrices {
 };
 
 // Multi-head latent attention as Backend::latent_attention: absorbed, or expanded per head for
-// a long pass over the BF16 cache.
+// a long pass over the BF16 or 8-bit cache.
 void latent_attention(const CpuThreads& threads, const model::ModelSpec& spec, KvCache& cache,
                       std::int64_t layer, const float* q, const float* kv, const LatentMatrices& up,
                       std::int64_t n, std::int64_t pos0, float* out);

@@ -233,6 +233,10 @@ struct Int8Kv {
   std::int64_t value_scale_stride = 0;
   std::int64_t value_dim = 0;  // likewise
 };
+// Position `pos`'s key (key_dim floats) and value (value_dim) as an 8-bit cache keeps them:
+// its bytes times their scales, what the kernels multiply.
+void int8_load_key(const Int8Kv& kv, std::int64_t pos, float* k);
+void int8_load_value(const Int8Kv& kv, std::int64_t pos, float* v);
 // Whether `dim` is a row width an 8-bit cache takes.
 inline bool int8_cache_takes(std::int64_t dim) {
   return dim > 0 && dim % kInt8Group == 0 && dim <= kInt8MaxDim;

@@ -69,6 +69,22 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
+void int8_load_key(const Int8Kv& kv, std::int64_t pos, float* k) {
+  const std::int64_t dim = kv.key_dim;
+  for (std::int64_t d = 0; d < dim; ++d) {
+    const float scale = kv.key_scales[int8_key_scale_index(pos, d / kInt8Group, dim)];
+    k[d] = static_cast<float>(static_cast<int>(kv.keys[int8_key_index(pos, d, dim)]) - 128) * scale;
+  }
+}
+
+void int8_load_value(const Int8Kv& kv, std::int64_t pos, float* v) {
+  const std::int64_t dim = kv.value_dim, width = int8_value_group(dim);
+  for (std::int64_t c = 0; c < dim; ++c) {
+    const float scale = kv.value_scales[(c / width) * kv.value_scale_stride + pos];
+    v[c] = static_cast<float>(kv.values[int8_value_index(pos, c, dim)]) * scale;
+  }
+}
+
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) float
 int8_quantize_query(const float* q, std::int64_t dim, std::int8_t* q8) {
   return quantize_group<std::int8_t, 0, 1>(q, dim, q8);

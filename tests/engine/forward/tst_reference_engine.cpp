@@ -463,18 +463,23 @@ class TestReferenceEngine : public QObject {
   void latentAttentionExpandedMatchesAbsorbed_data() {
     QTest::addColumn<QString>("path");
     QTest::addColumn<int>("threads");
-    QTest::newRow("deepseek-v3") << QStringLiteral("models/deepseek-v3") << 1;
-    QTest::newRow("deepseek-v3, 3 threads") << QStringLiteral("models/deepseek-v3") << 3;
-    QTest::newRow("deepseek-v2") << QStringLiteral("models/deepseek-v2") << 1;
+    QTest::addColumn<bool>("int8");  // the 8-bit cache, else BF16
+    QTest::newRow("deepseek-v3") << QStringLiteral("models/deepseek-v3") << 1 << false;
+    QTest::newRow("deepseek-v3, 3 threads") << QStringLiteral("models/deepseek-v3") << 3 << false;
+    QTest::newRow("deepseek-v2") << QStringLiteral("models/deepseek-v2") << 1 << false;
     QTest::newRow("deepseek2-split.gguf")
-        << QStringLiteral("models-gguf/deepseek2-split.gguf") << 2;
-    QTest::newRow("deepseek2-kv_b.gguf") << QStringLiteral("models-gguf/deepseek2-kv_b.gguf") << 2;
-    // BF16 weights (`tandem synth`, small), whose kv_b the expansion packs for the BF16 kernels.
-    QTest::newRow("synthetic BF16") << QString() << 2;
+        << QStringLiteral("models-gguf/deepseek2-split.gguf") << 2 << false;
+    QTest::newRow("deepseek2-kv_b.gguf")
+        << QStringLiteral("models-gguf/deepseek2-kv_b.gguf") << 2 << false;
+    // BF16 weights (`tandem synth`, small), whose kv_b the expansion packs for the BF16
+    // kernels; its latent and rotary key (64 + 32) fit the 8-bit cache too.
+    QTest::newRow("synthetic BF16") << QString() << 2 << false;
+    QTest::newRow("synthetic BF16, 8-bit cache") << QString() << 2 << true;
   }
   void latentAttentionExpandedMatchesAbsorbed() {
     QFETCH(QString, path);
     QFETCH(int, threads);
+    QFETCH(bool, int8);
     QTemporaryDir synth;
     if (path.isEmpty()) {
       model::SynthOptions o;
@@ -489,7 +494,7 @@ class TestReferenceEngine : public QObject {
                             {"q_lora_rank", 64},
                             {"kv_lora_rank", 64},
                             {"qk_nope_head_dim", 32},
-                            {"qk_rope_head_dim", 16},
+                            {"qk_rope_head_dim", 32},
                             {"v_head_dim", 32},
                             {"n_routed_experts", 8},
                             {"num_experts_per_tok", 2},
@@ -517,11 +522,13 @@ class TestReferenceEngine : public QObject {
       g.generate(ids, o, [](std::int32_t) { return true; });
       return g.last_logits();
     };
-    // fp32 keeps the latent exactly (the absorbed form, the reference); BF16 rounds it, in
-    // passes of 16 absorbed, in one pass expanded.
+    // fp32 keeps the latent exactly (the absorbed form, the reference); BF16 and 8 bits round
+    // it, in passes of 16 absorbed, in one pass expanded.
+    const backend::KvCacheFormat format =
+        int8 ? backend::KvCacheFormat::Int8 : backend::KvCacheFormat::Bf16;
     const std::vector<float> exact = logits(backend::KvCacheFormat::F32, 2048);
-    const std::vector<float> absorbed = logits(backend::KvCacheFormat::Bf16, 16);
-    const std::vector<float> expanded = logits(backend::KvCacheFormat::Bf16, 2048);
+    const std::vector<float> absorbed = logits(format, 16);
+    const std::vector<float> expanded = logits(format, 2048);
     const auto [lo, hi] = std::minmax_element(exact.begin(), exact.end());
     const auto off = [&](const std::vector<float>& got) {
       float worst = 0.0f;
@@ -531,7 +538,7 @@ class TestReferenceEngine : public QObject {
     };
     qInfo("off the fp32 cache's logits, over their range: absorbed %g, expanded %g",
           static_cast<double>(off(absorbed)), static_cast<double>(off(expanded)));
-    QVERIFY(off(absorbed) > 0.0f);  // the BF16 cache was used
+    QVERIFY(off(absorbed) > 0.0f);  // the rounding cache was used
     QVERIFY2(off(expanded) <= std::max(2 * off(absorbed), 5e-3f),
              qPrintable(
                  QStringLiteral("expanded %1, absorbed %2").arg(off(expanded)).arg(off(absorbed))));
