@@ -152,14 +152,17 @@ bool product_instruction_usable(ProductInstruction instruction, const IsaFeature
 
 std::optional<ProductInstruction> packed_product_instruction(PackedFormat format,
                                                              CpuVariant variant,
-                                                             const IsaFeatures& usable) {
+                                                             const IsaFeatures& usable,
+                                                             std::int64_t tokens) {
   const bool bf16 = format == PackedFormat::Bf16;
   switch (variant) {
     case CpuVariant::Scalar:
       return std::nullopt;
     case CpuVariant::Amx:
-      if (bf16) return usable.amx_bf16 ? std::optional(ProductInstruction::Bf16Tile) : std::nullopt;
-      return usable.amx_int8 ? std::optional(ProductInstruction::Int8Tile) : std::nullopt;
+      if (!usable.amx_bf16) return std::nullopt;
+      if ((bf16 && tokens >= kAmxMinTokens) || widened_product(format, tokens, variant))
+        return ProductInstruction::Bf16Tile;
+      return bf16 ? ProductInstruction::Bf16Dot512 : ProductInstruction::Int8Dot512;
     case CpuVariant::Avx512:
       // As LoadedModel: BF16 without AVX512_BF16 falls back to the AVX2 kernel's FMAs.
       if (bf16)

@@ -29,14 +29,16 @@ std::string_view product_instruction_name(ProductInstruction instruction);  // "
 int multiply_adds_per_instruction(ProductInstruction instruction);
 bool product_instruction_usable(ProductInstruction instruction, const IsaFeatures& usable);
 
-// The instruction that carries the products of the packed kernels of `variant` on `format`;
-// none where no single one does: the scalar variant, and INT8 and INT4 on AVX2 without
-// AVX-VNNI (VPMADDUBSW then VPMADDWD). AMX's is its tiles' (a product's tokens past the last
-// whole tile of 16, when fewer than kAmxMinTokens, go through VPDPBUSD, which a prompt's
-// bound does not count apart).
+// The instruction that carries the packed kernels' products of `tokens` tokens on `format` in
+// `variant`; none where no single one does: the scalar variant, and INT8 and INT4 on AVX2
+// without AVX-VNNI (VPMADDUBSW then VPMADDWD). AMX's tiles (TDPBF16PS) take BF16 from
+// kAmxMinTokens tokens and INT8 and INT4 widened from amx_widen_tokens; the rest goes through
+// its AVX-512 kernels (a tile product's tokens past the last whole tile of 16 are counted at
+// the tiles' rate too).
 std::optional<ProductInstruction> packed_product_instruction(PackedFormat format,
                                                              CpuVariant variant,
-                                                             const IsaFeatures& usable);
+                                                             const IsaFeatures& usable,
+                                                             std::int64_t tokens);
 
 // The instruction attention's fp32 multiply-adds run as (its portable kernels are cloned per
 // instruction set): the widest FMA the CPU has, none below AVX2.

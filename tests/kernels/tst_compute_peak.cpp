@@ -48,27 +48,40 @@ class TestComputePeak : public QObject {
     const IsaFeatures skylake = avx512_features(false);
     IsaFeatures sapphire_rapids = avx512_features(true);
     sapphire_rapids.amx_tile = sapphire_rapids.amx_int8 = sapphire_rapids.amx_bf16 = true;
-    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Amx, sapphire_rapids),
+    // AMX: BF16 in tiles from kAmxMinTokens, INT8 and INT4 widened into them from
+    // amx_widen_tokens, everything else through the AVX-512 kernels.
+    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Amx, sapphire_rapids,
+                                        kAmxMinTokens),
              std::optional(ProductInstruction::Bf16Tile));
-    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Mxfp4}) {
-      QCOMPARE(packed_product_instruction(f, CpuVariant::Avx512, zen4),
-               std::optional(ProductInstruction::Int8Dot512));
-      QCOMPARE(packed_product_instruction(f, CpuVariant::Amx, zen4), std::nullopt);
-      QCOMPARE(packed_product_instruction(f, CpuVariant::Amx, sapphire_rapids),
-               std::optional(ProductInstruction::Int8Tile));
-      QCOMPARE(packed_product_instruction(f, CpuVariant::Scalar, zen4), std::nullopt);
-      // AVX2 without AVX-VNNI multiplies in two steps (VPMADDUBSW, VPMADDWD): no one peak.
-      QCOMPARE(packed_product_instruction(f, CpuVariant::Avx2, zen4), std::nullopt);
-    }
-    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx512, zen4),
+    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Amx, sapphire_rapids,
+                                        kAmxMinTokens - 1),
              std::optional(ProductInstruction::Bf16Dot512));
-    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx512, skylake),
+    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4}) {
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Amx, sapphire_rapids, amx_widen_tokens(f)),
+               std::optional(ProductInstruction::Bf16Tile));
+      QCOMPARE(
+          packed_product_instruction(f, CpuVariant::Amx, sapphire_rapids, amx_widen_tokens(f) - 1),
+          std::optional(ProductInstruction::Int8Dot512));
+    }
+    QCOMPARE(packed_product_instruction(PackedFormat::Mxfp4, CpuVariant::Amx, sapphire_rapids, 512),
+             std::optional(ProductInstruction::Int8Dot512));
+    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Mxfp4}) {
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Avx512, zen4, 512),
+               std::optional(ProductInstruction::Int8Dot512));
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Amx, zen4, 512), std::nullopt);
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Scalar, zen4, 512), std::nullopt);
+      // AVX2 without AVX-VNNI multiplies in two steps (VPMADDUBSW, VPMADDWD): no one peak.
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Avx2, zen4, 512), std::nullopt);
+    }
+    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx512, zen4, 512),
+             std::optional(ProductInstruction::Bf16Dot512));
+    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx512, skylake, 512),
              std::optional(ProductInstruction::Fma256));
-    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx2, zen4),
+    QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx2, zen4, 512),
              std::optional(ProductInstruction::Fma256));
     IsaFeatures alder_lake;
     alder_lake.avx = alder_lake.avx2 = alder_lake.fma = alder_lake.avx_vnni = true;
-    QCOMPARE(packed_product_instruction(PackedFormat::Int8, CpuVariant::Avx2, alder_lake),
+    QCOMPARE(packed_product_instruction(PackedFormat::Int8, CpuVariant::Avx2, alder_lake, 512),
              std::optional(ProductInstruction::Int8Dot256));
     QCOMPARE(widest_fma(zen4), std::optional(ProductInstruction::Fma512));
     QCOMPARE(widest_fma(alder_lake), std::optional(ProductInstruction::Fma256));

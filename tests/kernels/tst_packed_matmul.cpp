@@ -368,7 +368,8 @@ class TestPackedMatmul : public QObject {
 
   // A partial tile is configured for its tokens alone: its activation loads read as many rows
   // as there are tokens left, not a whole tile's 16 (past the activations' end). It runs
-  // after the whole tiles, so the last load of activation tile 4 is its own.
+  // after the whole tiles, so the last load of activation tile 4 is its own. INT8 and INT4
+  // go into tiles widened (BF16 activations).
   void partialTilesReadOnlyTheirTokens() {
     if (!emulatedTilesRun()) QSKIP(kNoEmulatedTiles);
     const int rows = 32, cols = 128;
@@ -382,7 +383,10 @@ class TestPackedMatmul : public QObject {
       for (int tokens : {1, 5, 15, 16 + 5, 32 + 15}) {
         const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 62);
         PackedActivations a;
-        pack_activations_for(w, x.data(), tokens, a);
+        if (f == PackedFormat::Bf16)
+          pack_activations_for(w, x.data(), tokens, a);
+        else
+          pack_widened_activations(w, x.data(), tokens, a);
         std::vector<float> y(static_cast<std::size_t>(tokens * rows));
         amx::EmulatedTiles::State& state = amx::EmulatedTiles::state();
         std::fill(std::begin(state.rows_loaded), std::end(state.rows_loaded), 0);
@@ -392,6 +396,178 @@ class TestPackedMatmul : public QObject {
         QCOMPARE(state.rows_loaded[5], tokens >= 2 * amx::kTileRows ? amx::kTileRows : 0);
       }
     }
+  }
+
+  // Widened products (INT8 and INT4 weights widened to BF16, BF16 activations): the tile
+  // kernels, real where the CPU has AMX and emulated wherever the emulation runs, against the
+  // scalar reference (the same rounded weights and activations, summed in fp32 in another
+  // order), from one token on: partial tiles alone, after one or two whole tiles, shapes
+  // whose columns leave part of a tile, odd blocks, and INT4's groups of 32, 64 and 128.
+  void widenedTilesMatchScalar_data() {
+    QTest::addColumn<bool>("hardware");
+    QTest::addColumn<int>("format");
+    QTest::addColumn<int>("tokens");
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("cols");
+    QTest::addColumn<int>("group");
+    const IsaFeatures& usable = detect_isa().usable;
+    for (bool hardware : {false, true}) {
+      if (hardware && !variant_supported(CpuVariant::Amx, usable)) continue;
+      if (!hardware && !emulatedTilesRun()) continue;
+      for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4}) {
+        for (int tokens : {1, 5, 15, 16, 17, 32, 33, 50}) {
+          for (auto [rows, cols] : std::vector<std::pair<int, int>>{
+                   {16, 64}, {37, 40}, {64, 264}, {48, 384}, {21, 200}}) {
+            for (int group : f == PackedFormat::Int4 ? std::vector<int>{32, 64, 128}
+                                                     : std::vector<int>{int(kInt8WeightGroup)}) {
+              const QString name = QStringLiteral("%1 %2 t%3 %4x%5 g%6")
+                                       .arg(hardware ? "amx" : "amx-emulated", formatName(f))
+                                       .arg(tokens)
+                                       .arg(rows)
+                                       .arg(cols)
+                                       .arg(group);
+              QTest::newRow(qPrintable(name))
+                  << hardware << int(f) << tokens << rows << cols << group;
+            }
+          }
+        }
+      }
+    }
+    if (!variant_supported(CpuVariant::Amx, usable) && !emulatedTilesRun()) QSKIP(kNoEmulatedTiles);
+  }
+
+  void widenedTilesMatchScalar() {
+    QFETCH(bool, hardware);
+    QFETCH(int, format);
+    QFETCH(int, tokens);
+    QFETCH(int, rows);
+    QFETCH(int, cols);
+    QFETCH(int, group);
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 71);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    const PackedMatrix w = packAs(static_cast<PackedFormat>(format), source, group);
+    const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 72);
+    PackedActivations a;
+    pack_widened_activations(w, x.data(), tokens, a);
+    QCOMPARE(a.format, PackedFormat::Bf16);
+    QCOMPARE(a.cols_padded, w.cols_padded);
+    const std::int64_t stride = rows + 3;  // sentinels between the rows stay untouched
+    std::vector<float> want(static_cast<std::size_t>(tokens * stride), -7.0f), got(want);
+    packed_matmul_scalar(w, a, want.data(), stride, 0, w.blocks);
+    if (hardware)
+      packed_matmul(w, a, got.data(), stride, 0, w.blocks, CpuVariant::Amx);
+    else
+      packed_matmul_amx_emulated(w, a, got.data(), stride, 0, w.blocks);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * (1.0f + std::abs(want[i])),
+               qPrintable(QStringLiteral("%1 vs %2 at %3").arg(got[i]).arg(want[i]).arg(i)));
+    }
+    // A block range inside the matrix leaves the rows outside it alone.
+    if (w.blocks >= 3) {
+      std::vector<float> part(want.size(), -7.0f);
+      if (hardware)
+        packed_matmul(w, a, part.data(), stride, 1, w.blocks - 1, CpuVariant::Amx);
+      else
+        packed_matmul_amx_emulated(w, a, part.data(), stride, 1, w.blocks - 1);
+      for (std::int64_t t = 0; t < tokens; ++t) {
+        for (std::int64_t r = 0; r < stride; ++r) {
+          const bool inside = r >= kPackRows && r < (w.blocks - 1) * kPackRows && r < rows;
+          const float v = part[static_cast<std::size_t>(t * stride + r)];
+          const float full = want[static_cast<std::size_t>(t * stride + r)];
+          if (inside)
+            QVERIFY(std::abs(v - full) <= 1e-4f * (1.0f + std::abs(full)));
+          else
+            QCOMPARE(v, -7.0f);
+        }
+      }
+    }
+  }
+
+  // The widened reference takes each weight as unpack_row gives it, rounded to BF16, and
+  // the activations rounded to BF16: against the product of those values in double, only
+  // the fp32 sums' rounding is left. A wrong column order, scale, offset or group shows.
+  void widenedScalarMultipliesTheStoredWeights() {
+    const int tokens = 3, rows = 21, cols = 200;
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 81);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4}) {
+      const PackedMatrix w = packAs(f, source, 64);
+      const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 82);
+      PackedActivations a;
+      pack_widened_activations(w, x.data(), tokens, a);
+      std::vector<float> got(static_cast<std::size_t>(tokens * rows));
+      packed_matmul_scalar(w, a, got.data(), rows, 0, w.blocks);
+      std::vector<float> row(static_cast<std::size_t>(cols));
+      for (int r = 0; r < rows; ++r) {
+        unpack_row(w, r, row.data());
+        for (int t = 0; t < tokens; ++t) {
+          double want = 0, size = 0, largest = 0;
+          for (int c = 0; c < cols; ++c) {
+            const double wv = bf16_to_f32(f32_to_bf16(row[static_cast<std::size_t>(c)]));
+            const double xv = bf16_to_f32(f32_to_bf16(x[static_cast<std::size_t>(t * cols + c)]));
+            want += wv * xv;
+            size += std::abs(wv * xv);
+            largest = std::max(largest, std::abs(wv * xv));
+          }
+          const float g = got[static_cast<std::size_t>(t * rows + r)];
+          // fp32 sums of 200 terms: well within 4e-5 of the terms' size. INT4's reference
+          // fuses nibble * scale + offset where unpack_row may round twice, which can move a
+          // weight by one BF16 step (2^-8 of it): a few such terms at most.
+          const double bound =
+              4e-5 * size + (f == PackedFormat::Int4 ? 4.0 * largest / 256.0 : 0.0);
+          QVERIFY2(std::abs(g - want) <= bound,
+                   qPrintable(QStringLiteral("%1 row %2 token %3: %4 vs %5")
+                                  .arg(formatName(f))
+                                  .arg(r)
+                                  .arg(t)
+                                  .arg(g)
+                                  .arg(want)));
+        }
+      }
+    }
+  }
+
+  // Who takes widened products: the AMX variant alone, INT8 and INT4 alone, from
+  // amx_widen_tokens on (INT8 64, INT4 32); any other variant given widened activations
+  // refuses them.
+  void widenedProductsAreAmxOnly() {
+    const auto values = normal_values(64 * 64, 91);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = 64;
+    source.cols = 64;
+    const PackedMatrix i8 = packAs(PackedFormat::Int8, source, 32);
+    const PackedMatrix bf = packAs(PackedFormat::Bf16, source, 0);
+    const PackedMatrix i4 = packAs(PackedFormat::Int4, source, 32);
+    QVERIFY(widened_product(PackedFormat::Int8, kAmxWidenInt8Tokens, CpuVariant::Amx));
+    QVERIFY(!widened_product(PackedFormat::Int8, kAmxWidenInt8Tokens - 1, CpuVariant::Amx));
+    QVERIFY(widened_product(PackedFormat::Int4, kAmxWidenInt4Tokens, CpuVariant::Amx));
+    QVERIFY(!widened_product(PackedFormat::Int4, kAmxWidenInt4Tokens - 1, CpuVariant::Amx));
+    QVERIFY(!widened_product(PackedFormat::Int8, 512, CpuVariant::Avx512));
+    QVERIFY(!widened_product(PackedFormat::Bf16, 512, CpuVariant::Amx));
+    QVERIFY(!widened_product(PackedFormat::Mxfp4, 512, CpuVariant::Amx));
+    const int tokens = int(kAmxWidenInt8Tokens);
+    const auto x = normal_values(static_cast<std::size_t>(64 * tokens), 92);
+    PackedActivations a;
+    pack_activations_for(i8, x.data(), tokens, a, CpuVariant::Amx);
+    QCOMPARE(a.format, PackedFormat::Bf16);
+    pack_activations_for(i8, x.data(), tokens - 1, a, CpuVariant::Amx);
+    QCOMPARE(a.format, PackedFormat::Int8);
+    pack_activations_for(i4, x.data(), int(kAmxWidenInt4Tokens), a, CpuVariant::Amx);
+    QCOMPARE(a.format, PackedFormat::Bf16);
+    pack_activations_for(i8, x.data(), tokens, a, CpuVariant::Avx512);
+    QCOMPARE(a.format, PackedFormat::Int8);
+    pack_widened_activations(i8, x.data(), tokens, a);
+    std::vector<float> y(static_cast<std::size_t>(tokens * 64));
+    for (CpuVariant v : {CpuVariant::Scalar, CpuVariant::Avx2, CpuVariant::Avx512})
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                               packed_matmul(i8, a, y.data(), 64, 0, i8.blocks, v));
   }
 
   void scalarIsCloseToFloat_data() {

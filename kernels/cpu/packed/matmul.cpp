@@ -633,6 +633,34 @@ void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, Pa
   });
 }
 
+void pack_widened_activations(const PackedMatrix& w, const float* x, std::int64_t tokens,
+                              PackedActivations& out, const ParallelFor* parallel) {
+  // BF16's own padding is to 2 columns; a widened product reads the rows at the weights'.
+  out.format = PackedFormat::Bf16;
+  out.tokens = tokens;
+  out.cols_padded = w.cols_padded;
+  out.group = 0;
+  out.bf16.assign(static_cast<std::size_t>(tokens * w.cols_padded), 0);
+  if (parallel == nullptr || tokens < kParallelPackTokens) {
+    quantize_activation_rows(x, w.cols, out, 0, tokens);
+    return;
+  }
+  (*parallel)(tokens, [&](std::int64_t t0, std::int64_t t1) {
+    quantize_activation_rows(x, w.cols, out, t0, t1);
+  });
+}
+
+void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
+                          PackedActivations& out, CpuVariant variant, const ParallelFor* parallel) {
+  if (widened_product(w.format, tokens, variant)) {
+    pack_widened_activations(w, x, tokens, out, parallel);
+  } else if (parallel != nullptr) {
+    pack_activations_for(w, x, tokens, out, *parallel);
+  } else {
+    pack_activations_for(w, x, tokens, out);
+  }
+}
+
 void gather_activations(const PackedActivations& all, const std::int64_t* rows, std::int64_t n,
                         PackedActivations& out) {
   out.format = all.format;
@@ -671,6 +699,28 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
   }
 }
 
+namespace {
+
+// Column c (of cols_padded) of row `lane` of an INT8 or INT4 block in fp32, as unpack_row
+// gives it, with INT4's multiply-add fused as the widening kernels fuse it.
+float widened_weight(const PackedMatrix& w, const std::uint8_t* block, std::int64_t lane,
+                     std::int64_t c) {
+  const std::int64_t g = c / w.group;
+  if (w.format == PackedFormat::Int8) {
+    const auto* header = reinterpret_cast<const std::uint16_t*>(block + w.int8_header_offset(g));
+    const int stored = block[w.int8_step_offset(c / 4) + lane * 4 + c % 4];
+    return static_cast<float>(stored - 128) * f16_to_f32(header[lane]);
+  }
+  const auto* header = reinterpret_cast<const std::uint16_t*>(block + w.int4_header_offset(g));
+  const std::uint8_t* steps = block + w.int4_step_offset(g) - (g * w.group / 8) * 64;
+  const std::uint8_t byte = steps[(c / 8) * 64 + lane * 4 + c % 4];
+  const int nibble = (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+  return std::fma(static_cast<float>(nibble), f16_to_f32(header[lane]),
+                  f16_to_f32(header[kPackRows + lane]));
+}
+
+}  // namespace
+
 void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y,
                           std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
   const std::int64_t kp = w.cols_padded;
@@ -680,7 +730,19 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
     for (std::int64_t t = 0; t < x.tokens; ++t) {
       for (std::int64_t lane = 0; lane < rows; ++lane) {
         const std::int64_t r = b * kPackRows + lane;
-        if (w.format != PackedFormat::Bf16) {
+        if (widened_activations(w, x)) {
+          // The weights as unpack_row gives them (INT4 fused), rounded to BF16; pairs of
+          // products summed in fp32 as for BF16 weights.
+          const std::uint16_t* xb = x.bf16.data() + t * kp;
+          float acc = 0.0f;
+          for (std::int64_t c = 0; c < kp; c += 2) {
+            acc +=
+                bf16_to_f32(f32_to_bf16(widened_weight(w, block, lane, c))) * bf16_to_f32(xb[c]) +
+                bf16_to_f32(f32_to_bf16(widened_weight(w, block, lane, c + 1))) *
+                    bf16_to_f32(xb[c + 1]);
+          }
+          y[t * y_stride + r] = acc;
+        } else if (w.format != PackedFormat::Bf16) {
           // Exact integer sums per group (the weights' and the activations'), each combined
           // with one fused multiply-add in group order (INT4: a second for its offset): the
           // vector variants do the same, so all agree to the bit.
@@ -743,6 +805,15 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
 }
 
 void check_activations(const PackedMatrix& w, const PackedActivations& x) {
+  if (widened_activations(w, x)) {
+    if ((w.format != PackedFormat::Int8 && w.format != PackedFormat::Int4) ||
+        x.cols_padded != w.cols_padded ||
+        x.bf16.size() != static_cast<std::size_t>(x.tokens * x.cols_padded)) {
+      throw std::invalid_argument(
+          "BF16 activations are taken by INT8 and INT4 weights only, at the weights' width");
+    }
+    return;
+  }
   if (x.format != w.format || x.cols_padded != w.cols_padded || x.group != w.group) {
     throw std::invalid_argument("activations packed for another weight format, width or group");
   }
@@ -760,6 +831,11 @@ void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y,
                    std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                    CpuVariant variant) {
   check_activations(w, x);
+  if (widened_activations(w, x) && variant != CpuVariant::Amx) {
+    throw std::invalid_argument(
+        "BF16 activations for INT8 or INT4 weights are multiplied by the AMX variant only, not " +
+        std::string(variant_name(variant)));
+  }
   switch (variant) {
     case CpuVariant::Amx:
       packed_matmul_amx(w, x, y, y_stride, block_begin, block_end);

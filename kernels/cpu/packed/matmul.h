@@ -232,6 +232,47 @@ inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int
   pack_activations(x, tokens, w.cols, w.format, out, activation_group(w), parallel);
 }
 
+// Widened products (AMX only): from amx_widen_tokens(format) tokens on, the AMX variant
+// multiplies INT8 and INT4 weights by activations in BF16 rather than quantised, through
+// TDPBF16PS, each pair of weight blocks first widened to BF16 (the weight as unpack_row gives
+// it, rounded to nearest even) in a per-thread buffer and then taken by every token's tiles.
+// Integer tiles would have to flush their sums at every group of 32 columns (a conversion
+// and a scaling per token and row through AVX-512): on a 2-core Xeon with AMX they ran at
+// 0.82-0.87x the AVX-512 kernel on the expert and projection shapes at every token count, so
+// quantised activations take the AVX-512 kernel there. Widening a weight costs a fixed third
+// of a vector instruction, paid once per block pair however many tokens share it: widened
+// products beat AVX-512 from about 64 tokens for INT8 (1.06-1.23x at 64, 1.2-1.6x at 128)
+// and 32 for INT4 (1.01-1.14x at 32, up to 1.9x at 512), measured interleaved by `tandem bench
+// --kernels` (docs/benchmarks.md, "INT8 and INT4 widened to BF16 on AMX"). Activations in
+// BF16 are also closer to the fp32 product than INT8 per 32 columns. Every variant that takes
+// them sums in fp32 in its own order (as BF16 weights do), so the variants agree to rounding,
+// not to the bit.
+inline constexpr std::int64_t kAmxWidenInt8Tokens = 64;
+inline constexpr std::int64_t kAmxWidenInt4Tokens = 32;
+// The tokens from which AMX widens `format` (0: never, for BF16 and MXFP4).
+inline constexpr std::int64_t amx_widen_tokens(PackedFormat format) {
+  return format == PackedFormat::Int8   ? kAmxWidenInt8Tokens
+         : format == PackedFormat::Int4 ? kAmxWidenInt4Tokens
+                                        : 0;
+}
+// Whether the kernels for `format` on `variant` take a product of `tokens` tokens widened.
+inline bool widened_product(PackedFormat format, std::int64_t tokens, CpuVariant variant) {
+  const std::int64_t from = amx_widen_tokens(format);
+  return variant == CpuVariant::Amx && from > 0 && tokens >= from;
+}
+// Activations for `w` in BF16, as a widened product reads them (cols_padded as w's).
+void pack_widened_activations(const PackedMatrix& w, const float* x, std::int64_t tokens,
+                              PackedActivations& out, const ParallelFor* parallel = nullptr);
+// Activations in the form the kernels for `w` on `variant` read for `tokens` tokens: BF16
+// where the product is widened, else as pack_activations_for above.
+void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
+                          PackedActivations& out, CpuVariant variant,
+                          const ParallelFor* parallel = nullptr);
+// Whether `x` holds BF16 activations for INT8 or INT4 weights `w` (a widened product).
+inline bool widened_activations(const PackedMatrix& w, const PackedActivations& x) {
+  return x.format == PackedFormat::Bf16 && w.format != PackedFormat::Bf16;
+}
+
 // Rows rows[0..n) of `all` into `out`, in that order: the same, bit for bit, as packing those
 // rows' values (each row is quantised on its own). MoE layers pack a prompt's tokens once and
 // gather each expert's, instead of quantising every token once per expert it goes to.
@@ -242,11 +283,15 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
 void check_activations(const PackedMatrix& w, const PackedActivations& x);
 
 // y[t * y_stride + r] = sum_k x[t, k] * W[r, k] for rows r of blocks [block_begin, block_end).
+// Widened activations (BF16 for INT8 or INT4 weights) take the AMX variant only: any other
+// throws std::invalid_argument (pack with pack_activations_for(w, ..., variant)).
 void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y,
                    std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                    CpuVariant variant);
 
-// The variants, for tests and benchmarks (packed_matmul dispatches to them).
+// The variants, for tests and benchmarks (packed_matmul dispatches to them). The scalar one
+// is the reference for widened products too: each weight as unpack_row gives it (INT4's
+// nibble * scale + offset fused) rounded to BF16, times the BF16 activation, summed in fp32.
 void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, float* y,
                           std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
 // AVX2: INT8 and INT4 through AVX-VNNI where the CPU has it, else VPMADDUBSW (the _plain
@@ -262,15 +307,15 @@ void packed_matmul_avx_vnni(const PackedMatrix& w, const PackedActivations& x, f
                             std::int64_t block_end);
 void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, float* y,
                           std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end);
-// Tokens from which AMX takes a product, or the tokens after its last whole tile of 16, in one
-// tile of fewer rows. A tile product of n rows costs at most a whole tile's time, and AMX ran
-// the expert shapes 1.3-1.4x as fast as AVX-512 (issue 20's figures, a 2-core Xeon with AMX),
-// so tiles win from 13 rows even at that worst (13/16 x 1.3 = 1.06). Where a partial tile
-// costs less, fewer rows win too: `tandem bench --kernels` on an AMX machine measures the
-// crossover per shape (tiles from one token beside AVX-512).
-inline constexpr std::int64_t kAmxMinTokens = 13;
-// AMX from `min_tokens` tokens on (see above); fewer tokens take the AVX-512 kernels (every
-// AMX CPU has them), which compute the same integer sums, so the results agree to the bit.
+// Tokens from which AMX takes a BF16 product, or the tokens after its last whole tile of 16,
+// in one tile of fewer rows. On a 2-core Xeon with AMX (`tandem bench --kernels`, tiles and
+// AVX-512 interleaved) BF16 tiles ran 1.01-1.09x the AVX-512 kernel at one token (within the
+// noise), 1.26-1.37x at 4 and 2.4-3x at 13-16, on every Qwen3-30B-A3B shape.
+inline constexpr std::int64_t kAmxMinTokens = 4;
+// BF16 weights through tiles from `min_tokens` tokens on (see above), fewer through the
+// AVX-512 kernel; widened activations through tiles at every token count (partial tiles
+// below 16); INT8, INT4 and MXFP4 with quantised activations through the AVX-512 kernels
+// (every AMX CPU has them), so they agree with that variant to the bit.
 void packed_matmul_amx(const PackedMatrix& w, const PackedActivations& x, float* y,
                        std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                        std::int64_t min_tokens = kAmxMinTokens);

@@ -1,23 +1,23 @@
-// AMX kernels (AMX-TILE, AMX-INT8, AMX-BF16) for the packed formats: prompt processing and
-// the experts several tokens chose. Whole tiles take 16 tokens; the tokens after the last
-// whole tile, and products of fewer than 16, take one tile of as many rows where they are at
-// least kAmxMinTokens (a tile product costs at most a whole tile's time), else the AVX-512
-// kernels, which every AMX CPU has and which compute the same integer sums, so every variant
-// agrees to the bit.
+// AMX kernels (AMX-TILE, AMX-BF16) for the packed formats: prompt processing and the experts
+// several tokens chose. BF16 weights go into tiles from kAmxMinTokens tokens; INT8 and INT4
+// weights go into tiles widened to BF16 where their activations are BF16 (widened products,
+// matmul.h), at every token count. Whole tiles take 16 tokens; the tokens after the last
+// whole tile, and products of fewer than 16, take one tile of as many rows. Everything else
+// (fewer BF16 tokens, quantised activations, MXFP4) takes the AVX-512 kernels, which every AMX
+// CPU has.
 //
-// The packed layout is already the one AMX wants for its second operand: per block of 16
-// rows, 16 consecutive column quads (INT8) or column pairs (BF16) are one 16 x 64-byte tile,
-// 1 KiB contiguous (INT8's groups of 32 columns are half tiles, 512 bytes after their pair's
-// header of scales). The activations are the first operand, 16 tokens x 64 bytes read with the
-// row stride of the activation matrix. TDPBSUD multiplies signed activations by the unsigned
-// stored weights (w + 128, as for VPDPBUSD); TDPBF16PS takes BF16 pairs. INT4 weights are
-// widened to bytes (0..15) one pair of blocks at a time into a per-thread buffer, then go
-// the INT8 way. The integer sums are flushed once per activation group, as the other
-// variants do; groups of 32 columns take half-tile products (16 x 32-byte activation tiles).
+// The BF16 layout is already the one AMX wants for its second operand: per block of 16 rows,
+// 16 consecutive column pairs are one 16 x 64-byte tile, 1 KiB contiguous. Widened products
+// write each pair of INT8 or INT4 blocks in that layout into a per-thread buffer first. The
+// activations are the first operand, 16 tokens x 64 bytes read with the row stride of the
+// activation matrix; TDPBF16PS takes BF16 pairs and sums in fp32.
 //
 // Eight tiles: four accumulators (2 token tiles x 2 row blocks), two activation tiles and two
-// weight tiles, so each loaded tile feeds two products. The columns that do not fill a last
-// 64-byte tile are added with AVX-512 before the sums are scaled.
+// weight tiles, so each loaded tile feeds two products. The column pairs that do not fill a
+// last 64-byte tile are added with AVX-512.
+//
+// Integer tiles (TDPBSUD) are not used: activations quantised per 32 columns make them flush
+// their sums to AVX-512 at every group, which held them below the AVX-512 kernel (matmul.h).
 //
 // The tile unit is a template parameter (amx_tiles.h): the instructions, or the same in
 // software for the tests on CPUs without AMX.
@@ -41,24 +41,20 @@ using amx::kTileRows;
 using amx::TileConfig;
 constexpr std::int64_t kPairsPerTile = kTileBytes / 4;  // BF16 column pairs per tile: 16
 
-// Tiles 0-3: accumulators C[token tile][row block]; 4-5: activations; 6-7: weights. Each
-// product takes `chunk_bytes` bytes of every activation row: 64 (a whole tile), or 32 where
-// the activation groups are 32 columns (activation tiles 16 x 32 bytes, weight tiles 8 quads).
-// `token_rows`: the tokens a token tile holds, 16, or fewer for one partial tile (its
-// accumulators and activations then have as many rows).
-TileConfig kernel_config(int chunk_bytes, int token_rows) {
+// Tiles 0-3: accumulators C[token tile][row block]; 4-5: activations; 6-7: weights, each
+// product over 32 columns (64 bytes of every row). `token_rows`: the tokens a token tile
+// holds, 16, or fewer for one partial tile (its accumulators and activations then have as
+// many rows).
+TileConfig kernel_config(int token_rows) {
   TileConfig c = amx::full_tiles();
   for (int t : {0, 1, 2, 3, 4, 5}) c.rows[t] = static_cast<std::uint8_t>(token_rows);
-  for (int t : {4, 5}) c.colsb[t] = static_cast<std::uint16_t>(chunk_bytes);
-  for (int t : {6, 7}) c.rows[t] = static_cast<std::uint8_t>(chunk_bytes / 4);
   return c;
 }
 
-// Per-thread scratch: INT4 blocks widened to bytes, and the accumulators read back.
+// Per-thread scratch: INT8 and INT4 blocks widened to BF16, and the accumulators read back.
 struct Scratch {
   AlignedBytes widened;
-  alignas(64) std::int32_t sums[2][2][kTileRows][kTileRows];  // [token tile][block][token][row]
-  alignas(64) float results[2][2][kTileRows][kTileRows];
+  alignas(64) float results[2][2][kTileRows][kTileRows];  // [token tile][block][token][row]
 };
 Scratch& scratch() {
   static thread_local Scratch s;
@@ -71,32 +67,23 @@ constexpr int acc_tile() {
   return TT * 2 + BB;
 }
 
-// One pass of AMX products over `chunks` column chunks of `chunk_bytes` activation bytes
-// each (as configured), for TT token tiles and BB row blocks, starting at chunk `chunk0`.
-// a_base/a_stride: the activations of the first token tile (the second follows 16 rows
-// later); b_base[b]: the first weight tile of block b (chunk_bytes / 4 rows of 64 bytes).
+// AMX products over `chunks` column chunks of 32 columns, for TT token tiles and BB row
+// blocks. a_base/a_stride: the activations of the first token tile (the second follows 16
+// rows later); b_base[b]: the first weight tile of block b (16 rows of 64 bytes a chunk).
 template <class Tiles, int TT, int BB>
 void tile_products(const std::uint8_t* a_base, std::int64_t a_stride,
-                   const std::uint8_t* const* b_base, std::int64_t chunk0, std::int64_t chunks,
-                   bool int8, std::int64_t chunk_bytes) {
-  const std::int64_t b_step = chunk_bytes / 4 * kTileBytes;
-  for (std::int64_t k = chunk0; k < chunk0 + chunks; ++k) {
-    Tiles::template load<4>(a_base + k * chunk_bytes, a_stride);
+                   const std::uint8_t* const* b_base, std::int64_t chunks) {
+  for (std::int64_t k = 0; k < chunks; ++k) {
+    Tiles::template load<4>(a_base + k * kTileBytes, a_stride);
     if constexpr (TT == 2)
-      Tiles::template load<5>(a_base + 16 * a_stride + k * chunk_bytes, a_stride);
-    Tiles::template load<6>(b_base[0] + k * b_step, kTileBytes);
-    if constexpr (BB == 2) Tiles::template load<7>(b_base[1] + k * b_step, kTileBytes);
-    if (int8) {
-      Tiles::template dot_s8u8<0, 4, 6>();
-      if constexpr (BB == 2) Tiles::template dot_s8u8<1, 4, 7>();
-      if constexpr (TT == 2) Tiles::template dot_s8u8<2, 5, 6>();
-      if constexpr (TT == 2 && BB == 2) Tiles::template dot_s8u8<3, 5, 7>();
-    } else {
-      Tiles::template dot_bf16<0, 4, 6>();
-      if constexpr (BB == 2) Tiles::template dot_bf16<1, 4, 7>();
-      if constexpr (TT == 2) Tiles::template dot_bf16<2, 5, 6>();
-      if constexpr (TT == 2 && BB == 2) Tiles::template dot_bf16<3, 5, 7>();
-    }
+      Tiles::template load<5>(a_base + 16 * a_stride + k * kTileBytes, a_stride);
+    Tiles::template load<6>(b_base[0] + k * kTileRows * kTileBytes, kTileBytes);
+    if constexpr (BB == 2)
+      Tiles::template load<7>(b_base[1] + k * kTileRows * kTileBytes, kTileBytes);
+    Tiles::template dot_bf16<0, 4, 6>();
+    if constexpr (BB == 2) Tiles::template dot_bf16<1, 4, 7>();
+    if constexpr (TT == 2) Tiles::template dot_bf16<2, 5, 6>();
+    if constexpr (TT == 2 && BB == 2) Tiles::template dot_bf16<3, 5, 7>();
   }
 }
 
@@ -116,22 +103,6 @@ void store_accumulators(void* out) {  // out: [2][2][16][16] of 4-byte values
   if constexpr (BB == 2) Tiles::template store<1>(base + kTile, kTileBytes);
   if constexpr (TT == 2) Tiles::template store<2>(base + 2 * kTile, kTileBytes);
   if constexpr (TT == 2 && BB == 2) Tiles::template store<3>(base + 3 * kTile, kTileBytes);
-}
-
-// The integer sums of quads [q0, q1) that do not fill a tile, with VPDPBUSD over the
-// INT8-layout block `wb` (unsigned bytes): sums[t][row] += sum over the quads, t < tokens.
-void add_tail_quads(const std::uint8_t* wb, const std::int8_t* xq, std::int64_t x_stride,
-                    std::int64_t q0, std::int64_t q1, int tokens, std::int32_t (*sums)[kTileRows]) {
-  if (q0 >= q1) return;
-  for (int t = 0; t < tokens; ++t) {
-    __m512i acc = _mm512_load_si512(sums[t]);
-    for (std::int64_t k = q0; k < q1; ++k) {
-      std::int32_t quad;
-      std::memcpy(&quad, xq + t * x_stride + k * 4, 4);
-      acc = _mm512_dpbusd_epi32(acc, _mm512_load_si512(wb + k * 64), _mm512_set1_epi32(quad));
-    }
-    _mm512_store_si512(sums[t], acc);
-  }
 }
 
 void add_tail_pairs(const std::uint8_t* wb, const std::uint16_t* xb, std::int64_t x_stride,
@@ -157,118 +128,19 @@ void store_rows(float* dst, __m512 v, std::int64_t rows) {
   }
 }
 
-// INT4 block -> INT8 layout with unsigned bytes 0..15, without the groups' headers: octet
-// k's low nibbles are quad 2k, its high nibbles quad 2k + 1.
-void widen_int4_block(const PackedMatrix& w, std::int64_t block, std::uint8_t* out) {
-  const std::uint8_t* src = w.block(block);
-  const __m512i low = _mm512_set1_epi8(0x0F);
-  const std::int64_t octets = w.cols_padded / 8, per_group = w.group / 8;
-  for (std::int64_t g = 0, k = 0; k < octets; ++g) {
-    const std::uint8_t* steps = src + w.int4_step_offset(g);  // past the group's header
-    for (std::int64_t j = 0; j < per_group && k < octets; ++j, ++k) {
-      const __m512i raw = _mm512_loadu_si512(steps + j * 64);
-      _mm512_store_si512(out + (2 * k) * 64, _mm512_and_si512(raw, low));
-      _mm512_store_si512(out + (2 * k + 1) * 64, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low));
-    }
-  }
-}
-
-// Activation bytes per tile product: a whole tile row, or half of one where the activation
-// groups are 32 columns (INT8's groups, INT4's of 32), so that no product crosses a group.
-std::int64_t chunk_bytes_for(const PackedActivations& x) {
-  if (x.format == PackedFormat::Bf16 || x.group % kTileBytes == 0 || x.group >= x.cols_padded)
-    return kTileBytes;
-  return kTileBytes / 2;
-}
-
-// INT8 and INT4 per group (x.group columns, whole or half tiles): the tile products of the
-// group's chunks, the columns short of a tile with AVX-512, and one fused multiply-add per group
-// into the float results by the activations' scale times the weights' (INT4 a second for its
-// offset), as the other variants.
-// `wbytes`: the first of the BB blocks in the INT8 layout, the next block after it (INT8: the
-// packed blocks, with their headers; INT4: the blocks widened to bytes, without). `rows`: tokens
-// per token tile, as configured (16, or fewer in one partial tile).
-template <class Tiles, int TT, int BB>
-void grouped_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                   const std::uint8_t* wbytes, std::int64_t t0, int rows, float* y,
-                   std::int64_t y_stride) {
-  Scratch& s = scratch();
-  const bool int8 = w.format == PackedFormat::Int8;
-  const std::int64_t quads = w.cols_padded / 4;
-  const std::int64_t block_stride =
-      int8 ? static_cast<std::int64_t>(w.block_bytes()) : w.cols_padded * kPackRows;
-  const std::uint8_t* wb[2] = {wbytes, wbytes + block_stride};
-  // Where quad q0 (the first of a group) starts in a block; the group's quads follow it.
-  const auto quad_at = [&](std::int64_t q0) { return int8 ? w.int8_step_offset(q0) : q0 * 64; };
-  const auto* xq = reinterpret_cast<const std::uint8_t*>(x.q.data() + t0 * x.cols_padded);
-  const std::int64_t groups = x.groups();
-  const std::int64_t quads_per_group = x.group / 4;
-  const std::int64_t chunk_quads = chunk_bytes_for(x) / 4;
-  for (int tt = 0; tt < TT; ++tt)
-    for (int b = 0; b < BB; ++b)
-      for (int t = 0; t < rows; ++t) _mm512_store_ps(s.results[tt][b][t], _mm512_setzero_ps());
-  for (std::int64_t g = 0; g < groups; ++g) {
-    const std::int64_t q0 = g * quads_per_group;
-    const std::int64_t q1 = std::min(quads, q0 + quads_per_group);
-    const std::int64_t full = (q1 - q0) / chunk_quads;
-    // The group's weights as if its quads started at quad 0: gw[b] + q * 64 is quad q.
-    const std::uint8_t* gw[2] = {wb[0] + quad_at(q0) - q0 * 64, wb[1] + quad_at(q0) - q0 * 64};
-    const std::uint8_t* first[2] = {gw[0] + q0 * 64, gw[1] + q0 * 64};
-    zero_accumulators<Tiles, TT, BB>();
-    tile_products<Tiles, TT, BB>(xq + q0 * 4, x.cols_padded, first, 0, full, true, chunk_quads * 4);
-    store_accumulators<Tiles, TT, BB>(s.sums);
-    for (int tt = 0; tt < TT; ++tt) {
-      for (int b = 0; b < BB; ++b) {
-        add_tail_quads(gw[b], x.q.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
-                       q0 + full * chunk_quads, q1, rows, s.sums[tt][b]);
-        __m512 w_scale = _mm512_setzero_ps(), w_offset = _mm512_setzero_ps();
-        if (int8) {
-          w_scale = _mm512_cvtph_ps(_mm256_load_si256(
-              reinterpret_cast<const __m256i*>(w.block(block + b) + w.int8_header_offset(g))));
-        } else {
-          const std::uint8_t* header = w.block(block + b) + w.int4_header_offset(g);
-          w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header)));
-          w_offset =
-              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header + 32)));
-        }
-        for (int t = 0; t < rows; ++t) {
-          const std::size_t at = static_cast<std::size_t>((t0 + tt * kTileRows + t) * groups + g);
-          const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(x.scale[at]));
-          __m512i sums = _mm512_load_si512(s.sums[tt][b][t]);
-          // INT8's stored bytes are w + 128: their offset times the activations' sum comes out.
-          if (int8) sums = _mm512_add_epi32(sums, _mm512_set1_epi32(x.start[at]));
-          __m512 result =
-              _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(sums), _mm512_load_ps(s.results[tt][b][t]));
-          if (!int8) {
-            result = _mm512_fmadd_ps(w_offset, _mm512_set1_ps(x.scaled_sum[at]), result);
-          }
-          _mm512_store_ps(s.results[tt][b][t], result);
-        }
-      }
-    }
-  }
-  for (int tt = 0; tt < TT; ++tt) {
-    for (int b = 0; b < BB; ++b) {
-      const std::int64_t r0 = (block + b) * kPackRows;
-      const std::int64_t out_rows = std::min(kPackRows, w.rows - r0);
-      for (int t = 0; t < rows; ++t) {
-        store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0,
-                   _mm512_load_ps(s.results[tt][b][t]), out_rows);
-      }
-    }
-  }
-}
-
+// BF16 weights, or INT8 and INT4 ones widened to BF16: `wbytes` the first of the BB blocks in
+// the BF16 layout, the next `block_stride` bytes after it.
 template <class Tiles, int TT, int BB>
 void bf16_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                std::int64_t t0, int rows, float* y, std::int64_t y_stride) {
+                const std::uint8_t* wbytes, std::int64_t block_stride, std::int64_t t0, int rows,
+                float* y, std::int64_t y_stride) {
   Scratch& s = scratch();
   const std::int64_t pairs = w.cols_padded / 2;
   const std::int64_t chunks = pairs / kPairsPerTile;
-  const std::uint8_t* wb[2] = {w.block(block), BB == 2 ? w.block(block + 1) : nullptr};
+  const std::uint8_t* wb[2] = {wbytes, BB == 2 ? wbytes + block_stride : nullptr};
   const auto* xb = reinterpret_cast<const std::uint8_t*>(x.bf16.data() + t0 * x.cols_padded);
   zero_accumulators<Tiles, TT, BB>();
-  tile_products<Tiles, TT, BB>(xb, x.cols_padded * 2, wb, 0, chunks, false, kTileBytes);
+  tile_products<Tiles, TT, BB>(xb, x.cols_padded * 2, wb, chunks);
   store_accumulators<Tiles, TT, BB>(s.results);
   for (int tt = 0; tt < TT; ++tt) {
     for (int b = 0; b < BB; ++b) {
@@ -284,102 +156,190 @@ void bf16_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   }
 }
 
-// TT token tiles of `rows` tokens from token t0 for the format of `w`.
-template <class Tiles, int TT, int BB>
-void format_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                  const std::uint8_t* widened, std::int64_t t0, int rows, float* y,
-                  std::int64_t y_stride) {
-  switch (w.format) {
-    case PackedFormat::Int8:
-      grouped_tiles<Tiles, TT, BB>(w, x, block, w.block(block), t0, rows, y, y_stride);
-      break;
-    case PackedFormat::Int4:
-      grouped_tiles<Tiles, TT, BB>(w, x, block, widened, t0, rows, y, y_stride);
-      break;
-    case PackedFormat::Bf16:
-      bf16_tiles<Tiles, TT, BB>(w, x, block, t0, rows, y, y_stride);
-      break;
-    case PackedFormat::Mxfp4:  // never tiled (tiles_apply)
-      break;
-  }
-}
-
-// `count` token tiles of `rows` tokens each from token t0 over the blocks from `block`, two
+// `count` token tiles of `rows` tokens each from token t0 over BF16 blocks from `block`, two
 // tiles at a time.
 template <class Tiles, int BB>
 void token_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
-                 const std::uint8_t* widened, std::int64_t t0, std::int64_t count, int rows,
-                 float* y, std::int64_t y_stride) {
+                 std::int64_t t0, std::int64_t count, int rows, float* y, std::int64_t y_stride) {
+  const auto stride = static_cast<std::int64_t>(w.block_bytes());
   std::int64_t tt = 0;
   for (; tt + 2 <= count; tt += 2)
-    format_tiles<Tiles, 2, BB>(w, x, block, widened, t0 + tt * kTileRows, rows, y, y_stride);
+    bf16_tiles<Tiles, 2, BB>(w, x, block, w.block(block), stride, t0 + tt * kTileRows, rows, y,
+                             y_stride);
   if (tt < count)
-    format_tiles<Tiles, 1, BB>(w, x, block, widened, t0 + tt * kTileRows, rows, y, y_stride);
+    bf16_tiles<Tiles, 1, BB>(w, x, block, w.block(block), stride, t0 + tt * kTileRows, rows, y,
+                             y_stride);
 }
 
-// The token tiles over blocks [block_begin, block_end), a pair of blocks at a time, under the
-// tile configuration loaded for `rows`.
+// The token tiles over BF16 blocks [block_begin, block_end), a pair of blocks at a time,
+// under the tile configuration loaded for `rows`.
 template <class Tiles>
 void tiles_over_blocks(const PackedMatrix& w, const PackedActivations& x, std::int64_t block_begin,
                        std::int64_t block_end, std::int64_t t0, std::int64_t count, int rows,
                        float* y, std::int64_t y_stride) {
+  std::int64_t b = block_begin;
+  for (; b + 2 <= block_end; b += 2) token_tiles<Tiles, 2>(w, x, b, t0, count, rows, y, y_stride);
+  if (b < block_end) token_tiles<Tiles, 1>(w, x, b, t0, count, rows, y, y_stride);
+}
+
+// Widened products (matmul.h): INT8 and INT4 blocks into the BF16 layout, 16 rows x 2
+// columns (64 bytes) per pair of columns, each weight as unpack_row gives it (INT4's
+// multiply-add fused) rounded to nearest even. Four columns (16 rows each) at a time: one
+// register of INT8 steps, or the low or high nibbles of one INT4 step.
+
+// 16 rows x 4 columns (four fp32 registers, column-major) into two BF16 pairs of columns.
+inline void store_bf16_pairs(const __m512 (&col)[4], std::uint8_t* out) {
+  // cvtne2ps_pbh(b, a): a's 16 values in the low words, b's in the high; interleaved so that
+  // each row's two columns share a 32-bit lane.
+  const __m512i interleave =
+      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int p = 0; p < 2; ++p) {
+    const __m512i two = (__m512i)_mm512_cvtne2ps_pbh(col[2 * p + 1], col[2 * p]);
+    _mm512_store_si512(out + p * 64, _mm512_permutexvar_epi16(interleave, two));
+  }
+}
+
+// Byte `i` of each 32-bit lane as 16 floats.
+template <int I>
+inline __m512 byte_lane(__m512i v) {
+  if constexpr (I == 3) {
+    return _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 24));
+  } else {
+    const __m512i mask = _mm512_set1_epi32(0xFF);
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * I), mask));
+  }
+}
+
+void int8_block_to_bf16(const PackedMatrix& w, std::int64_t block, std::uint8_t* out) {
+  const std::uint8_t* src = w.block(block);
+  const std::int64_t quads = w.cols_padded / 4;
+  constexpr std::int64_t kQuadsPerGroup = kInt8WeightGroup / 4;
+  __m512 scale = _mm512_setzero_ps(), scale128 = _mm512_setzero_ps();
+  for (std::int64_t k = 0; k < quads; ++k) {
+    if (k % kQuadsPerGroup == 0) {
+      scale = _mm512_cvtph_ps(_mm256_load_si256(
+          reinterpret_cast<const __m256i*>(src + w.int8_header_offset(k / kQuadsPerGroup))));
+      scale128 = _mm512_mul_ps(scale, _mm512_set1_ps(128.0f));  // exact
+    }
+    const __m512i v = _mm512_load_si512(src + w.int8_step_offset(k));
+    // (stored - 128) * scale with one rounding: stored * scale - 128 * scale, fused.
+    const __m512 col[4] = {_mm512_fmsub_ps(byte_lane<0>(v), scale, scale128),
+                           _mm512_fmsub_ps(byte_lane<1>(v), scale, scale128),
+                           _mm512_fmsub_ps(byte_lane<2>(v), scale, scale128),
+                           _mm512_fmsub_ps(byte_lane<3>(v), scale, scale128)};
+    store_bf16_pairs(col, out + k * 128);
+  }
+}
+
+void int4_block_to_bf16(const PackedMatrix& w, std::int64_t block, std::uint8_t* out) {
+  const std::uint8_t* src = w.block(block);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const std::int64_t octets = w.cols_padded / 8, per_group = w.group / 8;
+  for (std::int64_t g = 0, k = 0; k < octets; ++g) {
+    const std::uint8_t* header = src + w.int4_header_offset(g);
+    const __m512 scale =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header)));
+    const __m512 offset =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header + 32)));
+    const std::uint8_t* steps = header + PackedMatrix::kInt4StepBytes;
+    for (std::int64_t j = 0; j < per_group && k < octets; ++j, ++k) {
+      const __m512i raw = _mm512_loadu_si512(steps + j * 64);
+      // Low nibbles: columns 8k to 8k + 3; high: 8k + 4 to 8k + 7.
+      for (int half = 0; half < 2; ++half) {
+        const __m512i v = half == 0 ? _mm512_and_si512(raw, low)
+                                    : _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+        const __m512 col[4] = {_mm512_fmadd_ps(byte_lane<0>(v), scale, offset),
+                               _mm512_fmadd_ps(byte_lane<1>(v), scale, offset),
+                               _mm512_fmadd_ps(byte_lane<2>(v), scale, offset),
+                               _mm512_fmadd_ps(byte_lane<3>(v), scale, offset)};
+        store_bf16_pairs(col, out + (2 * k + half) * 128);
+      }
+    }
+  }
+}
+
+void block_to_bf16(const PackedMatrix& w, std::int64_t block, std::uint8_t* out) {
+  if (w.format == PackedFormat::Int8)
+    int8_block_to_bf16(w, block, out);
+  else
+    int4_block_to_bf16(w, block, out);
+}
+
+// Widened products: per pair of blocks the weights widened once, then every token's tiles
+// over them (whole tiles, then one partial tile of the rest, each under its configuration).
+template <class Tiles>
+void widened_tiles(const PackedMatrix& w, const PackedActivations& x, float* y,
+                   std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
   Scratch& s = scratch();
-  const bool int4 = w.format == PackedFormat::Int4;
-  const std::size_t widened_bytes = static_cast<std::size_t>(2 * w.cols_padded * kPackRows);
-  if (int4 && s.widened.size < widened_bytes) s.widened = AlignedBytes::allocate(widened_bytes);
+  const std::int64_t block_stride = w.cols_padded * kPackRows * 2;  // BF16's block bytes
+  const auto buffer_bytes = static_cast<std::size_t>(2 * block_stride);
+  if (s.widened.size < buffer_bytes) s.widened = AlignedBytes::allocate(buffer_bytes);
+  std::uint8_t* wide = s.widened.data.get();
+  const std::int64_t whole = x.tokens / kTileRows;
+  const int rest = static_cast<int>(x.tokens % kTileRows);
+  const TileConfig whole_config = kernel_config(kTileRows);
+  const TileConfig rest_config = kernel_config(rest > 0 ? rest : kTileRows);
+  // The configuration loaded last: each load clears the tiles, so it is loaded on a change.
+  int configured = 0;
+  const auto configure = [&](int rows) {
+    if (configured == rows) return;
+    Tiles::configure(rows == kTileRows ? whole_config : rest_config);
+    configured = rows;
+  };
+  const auto run = [&]<int BB>(std::int64_t b) {
+    std::int64_t tt = 0;
+    if (whole > 0) configure(kTileRows);
+    for (; tt + 2 <= whole; tt += 2)
+      bf16_tiles<Tiles, 2, BB>(w, x, b, wide, block_stride, tt * kTileRows, kTileRows, y, y_stride);
+    if (tt < whole)
+      bf16_tiles<Tiles, 1, BB>(w, x, b, wide, block_stride, tt * kTileRows, kTileRows, y, y_stride);
+    if (rest > 0) {
+      configure(rest);
+      bf16_tiles<Tiles, 1, BB>(w, x, b, wide, block_stride, whole * kTileRows, rest, y, y_stride);
+    }
+  };
   std::int64_t b = block_begin;
   for (; b + 2 <= block_end; b += 2) {
-    if (int4) {
-      widen_int4_block(w, b, s.widened.data.get());
-      widen_int4_block(w, b + 1, s.widened.data.get() + widened_bytes / 2);
-    }
-    token_tiles<Tiles, 2>(w, x, b, s.widened.data.get(), t0, count, rows, y, y_stride);
+    block_to_bf16(w, b, wide);
+    block_to_bf16(w, b + 1, wide + block_stride);
+    run.template operator()<2>(b);
   }
   if (b < block_end) {
-    if (int4) widen_int4_block(w, b, s.widened.data.get());
-    token_tiles<Tiles, 1>(w, x, b, s.widened.data.get(), t0, count, rows, y, y_stride);
+    block_to_bf16(w, b, wide);
+    run.template operator()<1>(b);
   }
+  Tiles::release();
 }
 
-// INT8 and INT4 go through the tiles when their activation groups are whole or half tiles
-// of columns (or one group holds the whole row), and the product has at least `min_tokens`.
-bool tiles_apply(const PackedMatrix& w, const PackedActivations& x, std::int64_t min_tokens) {
-  if (x.tokens < std::clamp<std::int64_t>(min_tokens, 1, kTileRows)) return false;
-  // MXFP4 keeps its codes in nibbles that only the AVX-512 kernels read.
-  if (w.format == PackedFormat::Mxfp4) return false;
-  return w.format == PackedFormat::Bf16 || x.group % (kTileBytes / 2) == 0 ||
-         x.group >= x.cols_padded;
-}
-
-// Whole tiles of 16 tokens, then the tokens after them in one partial tile where they are at
-// least `min_tokens` (a second pass over the blocks under a configuration of that many rows:
-// switching the configuration per pair of blocks would clear the tiles each time), else with
-// AVX-512.
+// Widened products through widened_tiles; BF16 from `min_tokens` tokens in whole tiles of 16,
+// then the tokens after them in one partial tile (a second pass over the blocks under a
+// configuration of that many rows: switching the configuration per pair of blocks would clear
+// the tiles each time); everything else with AVX-512.
 template <class Tiles>
 void packed_matmul_tiles(const PackedMatrix& w, const PackedActivations& x, float* y,
                          std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                          std::int64_t min_tokens) {
-  if (!tiles_apply(w, x, min_tokens)) {
+  if (widened_activations(w, x)) {
+    widened_tiles<Tiles>(w, x, y, y_stride, block_begin, block_end);
+    return;
+  }
+  if (w.format != PackedFormat::Bf16 ||
+      x.tokens < std::clamp<std::int64_t>(min_tokens, 1, kTileRows)) {
     packed_matmul_avx512(w, x, y, y_stride, block_begin, block_end);
     return;
   }
   const std::int64_t whole = x.tokens / kTileRows;
   const int rest = static_cast<int>(x.tokens % kTileRows);
-  const bool partial = rest > 0 && rest >= min_tokens;
-  const int chunk_bytes = static_cast<int>(chunk_bytes_for(x));
   if (whole > 0) {
-    Tiles::configure(kernel_config(chunk_bytes, kTileRows));
+    Tiles::configure(kernel_config(kTileRows));
     tiles_over_blocks<Tiles>(w, x, block_begin, block_end, 0, whole, kTileRows, y, y_stride);
   }
-  if (partial) {
-    Tiles::configure(kernel_config(chunk_bytes, rest));
+  if (rest > 0) {
+    Tiles::configure(kernel_config(rest));
     tiles_over_blocks<Tiles>(w, x, block_begin, block_end, whole * kTileRows, 1, rest, y, y_stride);
   }
   Tiles::release();
-  if (!partial) {
-    packed_matmul_avx512_tokens(w, x, y, y_stride, block_begin, block_end, whole * kTileRows,
-                                x.tokens);
-  }
 }
 
 }  // namespace
