@@ -130,8 +130,9 @@ std::vector<int> measured_thread_counts(const BenchCommandOptions& o) {
 void print_tile_crossovers(const measure::KernelBenchReport& r) {
   const std::vector<measure::TileCrossover> crossovers = measure::tile_crossovers(r);
   if (crossovers.empty()) return;
-  std::cout << "\nTiles (from one token on) against AVX-512, the kernels alone on activations "
-               "packed beforehand, GFLOP/s:\n\n";
+  std::cout << "\nTiles (from one token on; INT8 and INT4 widened, with BF16 activations) against "
+               "AVX-512 (INT8 and INT4 with quantised activations), the kernels alone on "
+               "activations packed beforehand, GFLOP/s:\n\n";
   std::cout << fmt::format("| {:<11} | {:<5} | {:>3} | {:>4} | {:>18} | {:>18} | {:>5} |\n",
                            "matrix", "fmt", "thr", "M", "tiles", "AVX-512", "ratio");
   std::cout << fmt::format("| {:-<11} | {:-<5} | {:->3} | {:->4} | {:->18} | {:->18} | {:->5} |\n",
@@ -147,8 +148,10 @@ void print_tile_crossovers(const measure::KernelBenchReport& r) {
                              cell(*row.avx512),
                              avx512 > 0 ? row.tiles->gflops.mean() / avx512 : 0.0);
   }
-  std::cout << fmt::format("\nWhere tiles win (Tandem takes tiles from {} tokens):\n",
-                           kernels::kAmxMinTokens);
+  std::cout << fmt::format(
+      "\nWhere tiles win (Tandem takes BF16 into tiles from {} tokens, INT8 widened from {}, "
+      "INT4 widened from {}):\n",
+      kernels::kAmxMinTokens, kernels::kAmxWidenInt8Tokens, kernels::kAmxWidenInt4Tokens);
   for (const measure::TileCrossover& c : crossovers) {
     std::cout << fmt::format(
         "  {} {}, {} threads: {}\n", c.shape, c.format, c.threads,
@@ -213,6 +216,8 @@ int run_kernel_bench(const BenchCommandOptions& o) {
       }
       j["tile_crossovers"] = list;
       j["amx_min_tokens"] = kernels::kAmxMinTokens;
+      j["amx_widen_int8_tokens"] = kernels::kAmxWidenInt8Tokens;
+      j["amx_widen_int4_tokens"] = kernels::kAmxWidenInt4Tokens;
     }
     std::cout << j.dump(2) << "\n";
     return 0;

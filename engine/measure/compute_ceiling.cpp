@@ -23,8 +23,11 @@ struct Counter {
   void uncounted(const std::string& what) {
     if (work.uncounted.empty()) work.uncounted = what;
   }
-  void packed(const kernels::PackedMatrix& m, kernels::CpuVariant variant, double times) {
-    const auto instruction = kernels::packed_product_instruction(m.format, variant, usable);
+  // `tokens`: how many tokens one product of the matrix takes (a prompt's, an expert's share
+  // of it, the output head's one), which decides AMX's instruction.
+  void packed(const kernels::PackedMatrix& m, kernels::CpuVariant variant, double times,
+              std::int64_t tokens) {
+    const auto instruction = kernels::packed_product_instruction(m.format, variant, usable, tokens);
     if (!instruction) {
       uncounted(fmt::format("the {} kernels have no single product instruction to bound them",
                             kernels::variant_name(variant)));
@@ -32,22 +35,22 @@ struct Counter {
     }
     add(*instruction, times * static_cast<double>(m.rows) * static_cast<double>(m.cols));
   }
-  void matrix(const kernels::WeightMatrix& m, double times) {
+  void matrix(const kernels::WeightMatrix& m, double times, std::int64_t tokens) {
     if (m.data == nullptr) return;
     if (m.packed == nullptr) {
       uncounted("matrices multiplied as stored, GGUF blocks or fp32, are not counted");
       return;
     }
-    packed(*m.packed, m.packed_variant, times);
+    packed(*m.packed, m.packed_variant, times, tokens);
   }
-  void feed_forward(const model::FeedForwardWeights& f, double times) {
+  void feed_forward(const model::FeedForwardWeights& f, double times, std::int64_t tokens) {
     if (f.slices.empty()) {
-      for (const kernels::WeightMatrix* m : {&f.gate, &f.up, &f.down}) matrix(*m, times);
+      for (const kernels::WeightMatrix* m : {&f.gate, &f.up, &f.down}) matrix(*m, times, tokens);
       return;
     }
     for (const model::ExpertSlice& s : f.slices)
       for (const kernels::PackedMatrix* m : {s.gate, s.up, s.down})
-        if (m != nullptr) packed(*m, s.variant, times);
+        if (m != nullptr) packed(*m, s.variant, times, tokens);
   }
 };
 
@@ -70,7 +73,7 @@ PromptWork prompt_work_per_token(const model::LoadedModel& model, std::int64_t p
     const model::AttentionWeights& a = layer.attention;
     for (const kernels::WeightMatrix* m :
          {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.k_b, &a.v_b})
-      count.matrix(*m, 1.0);
+      count.matrix(*m, 1.0, prompt_tokens);
     if (attention && !layer.linear && !spec.mla) {
       const std::int64_t window =
           l < spec.layer_window.size() ? spec.layer_window[l] : std::int64_t{0};
@@ -80,14 +83,18 @@ PromptWork prompt_work_per_token(const model::LoadedModel& model, std::int64_t p
                                 static_cast<double>(spec.head_dim));
     }
     if (layer.moe) {
+      // A routed expert takes its share of the prompt's tokens, on average.
+      const std::int64_t routed = std::max<std::int64_t>(
+          1, prompt_tokens * spec.experts_per_token / std::max<std::int64_t>(1, spec.num_experts));
       if (!layer.experts.experts.empty())
-        count.feed_forward(layer.experts.experts[0], static_cast<double>(spec.experts_per_token));
-      if (layer.experts.shared) count.feed_forward(*layer.experts.shared, 1.0);
+        count.feed_forward(layer.experts.experts[0], static_cast<double>(spec.experts_per_token),
+                           routed);
+      if (layer.experts.shared) count.feed_forward(*layer.experts.shared, 1.0, prompt_tokens);
     } else {
-      count.feed_forward(layer.dense, 1.0);
+      count.feed_forward(layer.dense, 1.0, prompt_tokens);
     }
   }
-  count.matrix(w.output, 1.0 / static_cast<double>(std::max<std::int64_t>(1, prompt_tokens)));
+  count.matrix(w.output, 1.0 / static_cast<double>(std::max<std::int64_t>(1, prompt_tokens)), 1);
   return work;
 }
 

@@ -78,24 +78,31 @@ void measure_tiles_beside_avx512(KernelBenchRow& row, const KernelBenchOptions& 
                                  const std::vector<float>& x, std::vector<float>& y,
                                  const kernels::ParallelFor& parallel) {
   const kernels::PackedMatrix& first = copies.front();
-  kernels::PackedActivations activations;
+  // The tiles take INT8 and INT4 widened (BF16 activations), as the engine does from
+  // kernels::amx_widen_tokens on; the AVX-512 kernel takes them quantised.
+  kernels::PackedActivations activations, tile_activations;
   kernels::pack_activations_for(first, x.data(), row.tokens, activations);
+  if (first.format == kernels::PackedFormat::Bf16)
+    tile_activations = activations;
+  else
+    kernels::pack_widened_activations(first, x.data(), row.tokens, tile_activations);
   row.tiles = KernelPathResult{"tiles from 1 token", row.packed.weight_bytes, {}, {}};
   row.avx512 = KernelPathResult{"avx512", row.packed.weight_bytes, {}, {}};
   std::size_t next_tiles = 0;
   std::size_t next_avx512 = 0;
-  const auto run = [&](const TileKernel& kernel, std::size_t& next) {
+  const auto run = [&](const TileKernel& kernel, std::size_t& next,
+                       const kernels::PackedActivations& a) {
     const kernels::PackedMatrix& w = copies[next++ % copies.size()];
     parallel(w.blocks, [&](std::int64_t b0, std::int64_t b1) {
-      kernel(w, activations, y.data(), row.shape.rows, b0, b1);
+      kernel(w, a, y.data(), row.shape.rows, b0, b1);
     });
   };
   const TileKernel avx512 = [](const kernels::PackedMatrix& w, const kernels::PackedActivations& a,
                                float* out, std::int64_t stride, std::int64_t b0, std::int64_t b1) {
     kernels::packed_matmul_avx512(w, a, out, stride, b0, b1);
   };
-  const auto tiles = [&] { run(options.tile_kernel, next_tiles); };
-  const auto vectors = [&] { run(avx512, next_avx512); };
+  const auto tiles = [&] { run(options.tile_kernel, next_tiles, tile_activations); };
+  const auto vectors = [&] { run(avx512, next_avx512, activations); };
   for (std::size_t c = 0; c < copies.size(); ++c) {
     tiles();
     vectors();
@@ -232,9 +239,11 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
   // pool of the products below exists yet.
   for (int threads : options.threads) {
     for (kernels::PackedFormat format : options.formats) {
-      if (const auto instruction =
-              kernels::packed_product_instruction(format, variant, kernels::detect_isa().usable))
-        instruction_peak_gflops(report.peaks, *instruction, threads);
+      for (std::int64_t tokens : options.tokens) {
+        if (const auto instruction = kernels::packed_product_instruction(
+                format, variant, kernels::detect_isa().usable, tokens))
+          instruction_peak_gflops(report.peaks, *instruction, threads);
+      }
     }
   }
 
@@ -270,16 +279,16 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
         onednn.push_back(std::make_unique<kernels::OnednnMatmul>(
             packed, kernels::onednn_slices_for(shape.rows)));
       }
-      const std::optional<kernels::ProductInstruction> instruction =
-          kernels::packed_product_instruction(format, ours_copies[0].packed_variant,
-                                              kernels::detect_isa().usable);
       for (int threads : options.threads) {
-        const double peak = instruction.has_value()
-                                ? instruction_peak_gflops(report.peaks, *instruction, threads)
-                                : 0.0;
         backend::ThreadPool pool(threads);
         const kernels::ParallelFor parallel = pool.as_parallel_for();
         for (std::int64_t tokens : options.tokens) {
+          const std::optional<kernels::ProductInstruction> instruction =
+              kernels::packed_product_instruction(format, ours_copies[0].packed_variant,
+                                                  kernels::detect_isa().usable, tokens);
+          const double peak = instruction.has_value()
+                                  ? instruction_peak_gflops(report.peaks, *instruction, threads)
+                                  : 0.0;
           KernelBenchRow row;
           row.shape = shape;
           row.format = std::string(kernels::packed_format_name(format));

@@ -30,7 +30,8 @@ using TileKernel =
     std::function<void(const kernels::PackedMatrix&, const kernels::PackedActivations&, float* y,
                        std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end)>;
 // On a machine whose kernels are AMX: the AMX kernels taking every product into tiles, from
-// one token on (below kernels::kAmxMinTokens too). Elsewhere none.
+// one token on (below kernels::kAmxMinTokens too; INT8 and INT4 given widened activations,
+// which take tiles at every count). Elsewhere none.
 TileKernel amx_from_one_token();
 
 struct KernelBenchOptions {

@@ -163,7 +163,7 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
   if (w.packed != nullptr) {
     // One buffer per calling thread: activations are packed once per product.
     thread_local PackedActivations activations;
-    pack_activations_for(*w.packed, x, m, activations, parallel);
+    pack_activations_for(*w.packed, x, m, activations, w.packed_variant, &parallel);
     packed_matmul_all(*w.packed, activations, y, y_stride, w.packed_variant, parallel);
     return;
   }

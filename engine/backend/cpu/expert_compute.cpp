@@ -280,19 +280,29 @@ void ExpertCompute::packed(const CpuThreads& threads,
   // The timeline (`tandem bench --trace`) names each step of the experts apart (emplacing
   // the next ends the one before).
   std::optional<trace::Operation> step(std::in_place, "experts: pack");
+  const kernels::CpuVariant variant = shape.variant;
   if (one_token) {
     kernels::pack_activations_for(*shape.gate, x + slot_token_.front() * h, 1, inputs_[0]);
   } else {
-    // Each token packed once (it goes to several experts), then each expert's rows gathered.
+    // Each token packed once (it goes to several experts), then each expert's rows gathered:
+    // quantised for the experts with few tokens, in BF16 for those whose products are
+    // widened (AMX), each form only where an expert takes it.
     const std::int64_t tokens = *std::max_element(slot_token_.begin(), slot_token_.end()) + 1;
-    kernels::pack_activations_for(*shape.gate, x, tokens, all_tokens_, threads.kernels_for());
+    bool narrow = false, wide = false;
+    for (const Active& act : active_)
+      (kernels::widened_product(shape.gate->format, act.rows, variant) ? wide : narrow) = true;
+    const kernels::ParallelFor& parallel = threads.kernels_for();
+    if (narrow) kernels::pack_activations_for(*shape.gate, x, tokens, all_tokens_, parallel);
+    if (wide)
+      kernels::pack_widened_activations(*shape.gate, x, tokens, all_tokens_wide_, &parallel);
     each_active(actives, [&](std::int64_t a) {
       const Active& act = active_[static_cast<std::size_t>(a)];
-      kernels::gather_activations(all_tokens_, slot_token_.data() + act.begin, act.rows,
+      const bool widened = kernels::widened_product(shape.gate->format, act.rows, variant);
+      kernels::gather_activations(widened ? all_tokens_wide_ : all_tokens_,
+                                  slot_token_.data() + act.begin, act.rows,
                                   inputs_[static_cast<std::size_t>(a)]);
     });
   }
-  const kernels::CpuVariant variant = shape.variant;
   // Row blocks per task: long runs of one matrix let the prefetchers stream it (a decode
   // step reads each expert once), yet at least about eight tasks per thread keep the threads
   // evenly loaded. Even, so the kernels' two- and four-block tiles apply. A prompt's experts
@@ -344,7 +354,7 @@ void ExpertCompute::packed(const CpuThreads& threads,
           // Acquire and release: the last task sees every other task's rows of g.
           const std::size_t pair = static_cast<std::size_t>(s * actives + t / inner_tasks);
           if (tasks_left_[pair].fetch_sub(1, std::memory_order_acq_rel) == 1)
-            kernels::pack_activations_for(*f.down, g, a.rows, hidden_[pair]);
+            kernels::pack_activations_for(*f.down, g, a.rows, hidden_[pair], variant);
         }
       });
   // out_: per slice, the partial down outputs [slots x h].

@@ -54,7 +54,9 @@ class ExpertCompute {
   std::vector<float> slot_weight_;
   // Scratch of the packed path; with several slices, each buffer holds one block per slice.
   std::vector<kernels::PackedActivations> inputs_, hidden_;
-  kernels::PackedActivations all_tokens_;  // every token of the call, packed once
+  // Every token of the call, packed once: quantised, and in BF16 for the experts whose
+  // products are widened (kernels::widened_product: AMX, enough tokens).
+  kernels::PackedActivations all_tokens_, all_tokens_wide_;
   // Per slice and active expert, its gate/up tasks not yet done (the GGUF path: per expert).
   std::unique_ptr<std::atomic<std::int64_t>[]> tasks_left_;
   std::size_t tasks_left_size_ = 0;

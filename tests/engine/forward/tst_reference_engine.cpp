@@ -21,6 +21,7 @@
 #include "engine/model/synthetic_checkpoint.h"
 #include "engine/schedule/prefill_chunk.h"
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/isa.h"
 
 using namespace tandem;
 
@@ -354,6 +355,83 @@ class TestReferenceEngine : public QObject {
     QVERIFY(decisive >= 4);
     QVERIFY2(agree >= decisive * minAgreement,
              qPrintable(QStringLiteral("%1 of %2").arg(agree).arg(decisive)));
+  }
+
+  // A long prompt on AMX, where the products of INT8 and INT4 weights are widened to BF16
+  // (kernels::widened_product: the dense ones from 64 and 32 tokens, each expert's from its
+  // own share), against the same weights on AVX-512 (quantised activations throughout) and
+  // against the checkpoint's own weights: the widened prompt is at least as close to the
+  // checkpoint's, at the last position and over the whole prompt.
+  void widenedPromptsStayClose_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<double>("maxKl");
+    for (const char* f : {"qwen3-moe", "mixtral", "llama"}) {
+      QTest::newRow(qPrintable(QStringLiteral("%1 int8").arg(f))) << f << "int8" << 0.01;
+      QTest::newRow(qPrintable(QStringLiteral("%1 int4").arg(f))) << f << "int4" << 0.05;
+    }
+  }
+
+  void widenedPromptsStayClose() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, format);
+    QFETCH(double, maxKl);
+    const kernels::IsaFeatures& usable = kernels::detect_isa().usable;
+    if (!kernels::variant_supported(kernels::CpuVariant::Amx, usable))
+      QSKIP(
+          "this CPU lacks AMX (AMX-TILE, AMX-INT8, AMX-BF16, granted by the kernel), whose "
+          "tiles take the widened products; it runs on every CPU that has it");
+    const std::string folder =
+        std::string(TANDEM_TEST_DATA_DIR) + "/models/" + fixture.toStdString();
+    std::ifstream in(folder + "/expected.json");
+    const auto expected = nlohmann::json::parse(in);
+    // 240 tokens: the fixtures' prompts one after another, as often as they fit.
+    std::vector<std::int32_t> ids;
+    while (ids.size() < 240) {
+      for (const auto& case_ : expected["prompts"]) {
+        for (std::int32_t id : case_["ids"].get<std::vector<std::int32_t>>())
+          if (ids.size() < 240) ids.push_back(id);
+      }
+    }
+    model::LoadOptions options;
+    QVERIFY(model::parse_cpu_format(format.toStdString(), options.cpu_format));
+    const auto load_as = [&](const char* variant) {
+      qputenv("TANDEM_CPU_VARIANT", variant);
+      auto m = model::LoadedModel::load(folder, options);
+      qunsetenv("TANDEM_CPU_VARIANT");
+      return m;
+    };
+    auto amx = load_as("amx");
+    auto avx512 = load_as("avx512");
+    auto native = model::LoadedModel::load(folder);
+    QCOMPARE(amx->cpu_variant(), kernels::CpuVariant::Amx);
+    backend::NumaPools pool(2);
+    // Each prompt in one pass (a generator keeps its cache, and would take only the new
+    // tokens): 120 tokens widen the dense INT4 products, 240 every dense one and most
+    // experts' (80 tokens each on average in qwen3-moe, 60 in mixtral).
+    double kl_wide = 0, kl_narrow = 0;
+    int positions = 0;
+    for (std::size_t n : {120, 180, 240}) {
+      const std::span<const std::int32_t> prompt(ids.data(), n);
+      generate::Generator wide(*amx, pool, 256), narrow(*avx512, pool, 256),
+          reference(*native, pool, 256);
+      const std::vector<float> want = reference.evaluate(prompt);
+      const double w = test::kl_divergence_of_logits(want, wide.evaluate(prompt));
+      const double q = test::kl_divergence_of_logits(want, narrow.evaluate(prompt));
+      QVERIFY2(w <= maxKl, qPrintable(QStringLiteral("%1 tokens: KL %2").arg(n).arg(w)));
+      kl_wide += w;
+      kl_narrow += q;
+      ++positions;
+    }
+    qInfo(
+        "mean KL from the checkpoint's weights over %d prompts: widened (AMX) %.6f, "
+        "quantised activations (AVX-512) %.6f",
+        positions, kl_wide / positions, kl_narrow / positions);
+    // The widened products ran: the same kernels would give the same logits to the bit.
+    QVERIFY(kl_wide != kl_narrow);
+    // BF16 activations round less than INT8 per 32 columns: allow the noise of a tiny model.
+    QVERIFY2(kl_wide <= 1.25 * kl_narrow + 1e-4,
+             qPrintable(QStringLiteral("%1 against %2").arg(kl_wide).arg(kl_narrow)));
   }
 
   // The dense INT8 matrices through oneDNN or our kernels: the same logits (both compute the
