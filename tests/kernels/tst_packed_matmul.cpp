@@ -534,7 +534,7 @@ class TestPackedMatmul : public QObject {
   }
 
   // Who takes widened products: the AMX variant alone, INT8 and INT4 alone, from
-  // amx_widen_tokens on (INT8 64, INT4 32); any other variant given widened activations
+  // amx_widen_tokens on (64 for both); any other variant given widened activations
   // refuses them.
   void widenedProductsAreAmxOnly() {
     const auto values = normal_values(64 * 64, 91);

@@ -242,13 +242,15 @@ inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int
 // quantised activations take the AVX-512 kernel there. Widening a weight costs a fixed third
 // of a vector instruction, paid once per block pair however many tokens share it: widened
 // products beat AVX-512 from about 64 tokens for INT8 (1.06-1.23x at 64, 1.2-1.6x at 128)
-// and 32 for INT4 (1.01-1.14x at 32, up to 1.9x at 512), measured interleaved by `tandem bench
-// --kernels` (docs/benchmarks.md, "INT8 and INT4 widened to BF16 on AMX"). Activations in
+// and 32 for INT4 (1.01-1.14x at 32, 1.08-1.38x at 64), measured interleaved by `tandem bench
+// --kernels`; end to end, INT4 experts of 32 tokens each (a 512-token prompt of the
+// Qwen3-30B-A3B-shaped synthetic) took 2.09 ms a token widened against 1.73 on AVX-512, so
+// both widen from 64 (docs/benchmarks.md, "INT8 and INT4 widened to BF16 on AMX"). Activations in
 // BF16 are also closer to the fp32 product than INT8 per 32 columns. Every variant that takes
 // them sums in fp32 in its own order (as BF16 weights do), so the variants agree to rounding,
 // not to the bit.
 inline constexpr std::int64_t kAmxWidenInt8Tokens = 64;
-inline constexpr std::int64_t kAmxWidenInt4Tokens = 32;
+inline constexpr std::int64_t kAmxWidenInt4Tokens = 64;
 // The tokens from which AMX widens `format` (0: never, for BF16 and MXFP4).
 inline constexpr std::int64_t amx_widen_tokens(PackedFormat format) {
   return format == PackedFormat::Int8   ? kAmxWidenInt8Tokens

@@ -407,8 +407,8 @@ class TestReferenceEngine : public QObject {
     QCOMPARE(amx->cpu_variant(), kernels::CpuVariant::Amx);
     backend::NumaPools pool(2);
     // Each prompt in one pass (a generator keeps its cache, and would take only the new
-    // tokens): 120 tokens widen the dense INT4 products, 240 every dense one and most
-    // experts' (80 tokens each on average in qwen3-moe, 60 in mixtral).
+    // tokens): every one widens the dense products (from 64 tokens), and 240 the experts'
+    // that take 64 tokens or more (80 each on average in qwen3-moe, 60 in mixtral).
     double kl_wide = 0, kl_narrow = 0;
     int positions = 0;
     for (std::size_t n : {120, 180, 240}) {
