@@ -61,12 +61,6 @@ Scratch& scratch() {
   return s;
 }
 
-// Accumulator tile for token tile TT and row block BB.
-template <int TT, int BB>
-constexpr int acc_tile() {
-  return TT * 2 + BB;
-}
-
 // AMX products over `chunks` column chunks of 32 columns, for TT token tiles and BB row
 // blocks. a_base/a_stride: the activations of the first token tile (the second follows 16
 // rows later); b_base[b]: the first weight tile of block b (16 rows of 64 bytes a chunk).
