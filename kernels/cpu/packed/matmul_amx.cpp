@@ -257,14 +257,15 @@ void int4_steps_to_bf16(const PackedMatrix& w, std::int64_t block, std::int64_t 
 
 // Widened products go through the weights in slabs of kSlabChunks chunks of 32 columns (a
 // tile's depth, 1 KiB of BF16 per block of 16 rows and per 16 tokens). Per slab the
-// activations of every token are copied into tiles laid end to end (1 KiB each, so no tile
-// load strides across lines 4 KiB apart that share an L1 set), and per pair of blocks the
-// weights are widened into 2 x 16 KiB that stay in L1 while every pair of token tiles takes
-// them; the sums wait between slabs in a buffer of whole tiles. Widening the whole row once,
-// as before, left 128 KiB of widened weights per pair of blocks in L2 and every token tile
-// reading its activations a row 4 KiB apart, a KiB from L2 or beyond for each product: on a
-// 2-core Xeon with AMX, one thread, interleaved (768 x 2048 INT8), 1.05-1.1x at 64 tokens,
-// 1.2-1.3x at 128 and 1.3-1.5x at 512 (docs/benchmarks.md, "Widened products in slabs").
+// activations of a group of tokens (up to kGroupTokens) are copied into tiles laid end to
+// end (1 KiB each, so no tile load strides across lines 4 KiB apart that share an L1 set),
+// and per pair of blocks the weights are widened into 2 x 16 KiB that stay in L1 while every
+// pair of token tiles takes them; the sums wait between slabs in a buffer of whole tiles.
+// Widening the whole row once, as before, left 128 KiB of widened weights per pair of blocks
+// in L2 and every token tile reading its activations a row 4 KiB apart, a KiB from L2 or
+// beyond for each product: on a 2-core Xeon with AMX, one thread, interleaved (768 x 2048
+// INT8), 1.05-1.1x at 64 tokens, 1.2-1.3x at 128 and 1.3-1.5x at 512 (docs/benchmarks.md,
+// "Widened products in slabs").
 constexpr std::int64_t kChunkBytes = kTileRows * kTileBytes;
 constexpr std::int64_t kSlabChunks = 16;
 // The sums of a row group (token tiles x blocks, 1 KiB each) are kept to about L2's share of
