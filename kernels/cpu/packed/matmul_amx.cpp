@@ -233,11 +233,17 @@ void int4_steps_to_bf16(const PackedMatrix& w, std::int64_t block, std::int64_t 
   const std::uint8_t* src = w.block(block);
   const __m512i low = _mm512_set1_epi8(0x0F);
   const std::int64_t per_group = w.group / 8;
-  __m512 scale = _mm512_setzero_ps(), offset = _mm512_setzero_ps();
-  for (std::int64_t k = k0; k < k1; ++k) {
-    const std::int64_t g = k / per_group, j = k % per_group;
-    const std::uint8_t* header = src + w.int4_header_offset(g);
-    if (k == k0 || j == 0) {
+  // The group and the step in it, carried along (a division per step cost more than the
+  // step's widening).
+  std::int64_t g = k0 / per_group, j = k0 % per_group;
+  const std::uint8_t* header = src + w.int4_header_offset(g);
+  __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header)));
+  __m512 offset =
+      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header + 32)));
+  for (std::int64_t k = k0; k < k1; ++k, ++j) {
+    if (j == per_group) {
+      j = 0;
+      header = src + w.int4_header_offset(++g);
       scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header)));
       offset = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(header + 32)));
     }
