@@ -366,11 +366,10 @@ class TestPackedMatmul : public QObject {
     }
   }
 
-  // A partial tile of BF16 weights is configured for its tokens alone: its activation loads
-  // read as many rows as there are tokens left, not a whole tile's 16 (past the activations'
-  // end). It runs after the whole tiles, so the last load of activation tile 4 is its own.
-  // (Widened products read their activations from a copy padded to whole tiles, which takes
-  // only the tokens there are: widenedTilesMatchScalar, under the address sanitizer too.)
+  // A partial tile is configured for its tokens alone: its activation loads read as many rows
+  // as there are tokens left, not a whole tile's 16 (past the activations' end). It runs
+  // after the whole tiles, so the last load of activation tile 4 is its own. INT8 and INT4
+  // go into tiles widened (BF16 activations).
   void partialTilesReadOnlyTheirTokens() {
     if (!emulatedTilesRun()) QSKIP(kNoEmulatedTiles);
     const int rows = 32, cols = 128;
@@ -379,12 +378,15 @@ class TestPackedMatmul : public QObject {
     source.data = values.data();
     source.rows = rows;
     source.cols = cols;
-    {
-      const PackedMatrix w = pack_bf16(source);
+    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
+      const PackedMatrix w = packAs(f, source, 32);
       for (int tokens : {1, 5, 15, 16 + 5, 32 + 15}) {
         const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 62);
         PackedActivations a;
-        pack_activations_for(w, x.data(), tokens, a);
+        if (f == PackedFormat::Bf16)
+          pack_activations_for(w, x.data(), tokens, a);
+        else
+          pack_widened_activations(w, x.data(), tokens, a);
         std::vector<float> y(static_cast<std::size_t>(tokens * rows));
         amx::EmulatedTiles::State& state = amx::EmulatedTiles::state();
         std::fill(std::begin(state.rows_loaded), std::end(state.rows_loaded), 0);
@@ -401,8 +403,7 @@ class TestPackedMatmul : public QObject {
   // scalar reference (the same rounded weights and activations, summed in fp32 in another
   // order), from one token on: partial tiles alone, after one or two whole tiles, shapes
   // whose columns leave part of a tile, odd blocks, INT4's groups of 32, 64 and 128, rows
-  // longer than a slab of columns (1000), more blocks than one group's sums hold (4100
-  // rows at 49 tokens or more) and more tokens than one group of them (1100: three).
+  // of 1000 columns, 4100 rows, and 1100 tokens.
   void widenedTilesMatchScalar_data() {
     QTest::addColumn<bool>("hardware");
     QTest::addColumn<int>("format");

@@ -854,14 +854,12 @@ void packed_matmul(const PackedMatrix& w, const PackedActivations& x, float* y,
 
 void packed_matmul_all(const PackedMatrix& w, const PackedActivations& x, float* y,
                        std::int64_t y_stride, CpuVariant variant, const ParallelFor& parallel) {
-  // Four blocks per task: enough work per task, enough tasks to balance. Widened products
-  // copy their activations into tiles once per call (matmul_amx.cpp) and take 16: with 4, a
-  // 512-token prompt's copies cost as much as the products of the blocks they served.
-  constexpr std::int64_t kBlocksPerTask = 4, kWidenedBlocksPerTask = 16;
-  const std::int64_t per_task = widened_activations(w, x) ? kWidenedBlocksPerTask : kBlocksPerTask;
-  const std::int64_t tasks = (w.blocks + per_task - 1) / per_task;
+  // Four blocks per task: enough work per task, enough tasks to balance.
+  constexpr std::int64_t kBlocksPerTask = 4;
+  const std::int64_t tasks = (w.blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   parallel(tasks, [&](std::int64_t t0, std::int64_t t1) {
-    packed_matmul(w, x, y, y_stride, t0 * per_task, std::min(w.blocks, t1 * per_task), variant);
+    packed_matmul(w, x, y, y_stride, t0 * kBlocksPerTask, std::min(w.blocks, t1 * kBlocksPerTask),
+                  variant);
   });
 }
 

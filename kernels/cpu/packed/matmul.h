@@ -235,8 +235,7 @@ inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int
 // Widened products (AMX only): from amx_widen_tokens(format) tokens on, the AMX variant
 // multiplies INT8 and INT4 weights by activations in BF16 rather than quantised, through
 // TDPBF16PS, each pair of weight blocks first widened to BF16 (the weight as unpack_row gives
-// it, rounded to nearest even) a slab of columns at a time in a per-thread buffer and then
-// taken by every token's tiles.
+// it, rounded to nearest even) in a per-thread buffer and then taken by every token's tiles.
 // Integer tiles would have to flush their sums at every group of 32 columns (a conversion
 // and a scaling per token and row through AVX-512): on a 2-core Xeon with AMX they ran at
 // 0.82-0.87x the AVX-512 kernel on the expert and projection shapes at every token count, so
