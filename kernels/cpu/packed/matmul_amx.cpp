@@ -61,13 +61,27 @@ Scratch& scratch() {
   return s;
 }
 
+// Bytes to bring into the caches while the tiles work: the next pair of blocks a widened
+// product widens, which its widening would otherwise wait for from memory (a 32-token INT8
+// product on two threads, its weights from memory: about 0.75x the AVX-512 kernel without,
+// on a par with it with; docs/benchmarks.md).
+struct Prefetch {
+  const std::uint8_t* bytes = nullptr;
+  std::int64_t lines = 0;  // of 64 bytes
+};
+
 // AMX products over `chunks` column chunks of 32 columns, for TT token tiles and BB row
 // blocks. a_base/a_stride: the activations of the first token tile (the second follows 16
 // rows later); b_base[b]: the first weight tile of block b (16 rows of 64 bytes a chunk).
+// `next`'s lines are prefetched spread over the chunks.
 template <class Tiles, int TT, int BB>
 void tile_products(const std::uint8_t* a_base, std::int64_t a_stride,
-                   const std::uint8_t* const* b_base, std::int64_t chunks) {
+                   const std::uint8_t* const* b_base, std::int64_t chunks, Prefetch next = {}) {
+  const std::int64_t lines_per_chunk = chunks > 0 ? (next.lines + chunks - 1) / chunks : 0;
   for (std::int64_t k = 0; k < chunks; ++k) {
+    for (std::int64_t l = k * lines_per_chunk, end = std::min(next.lines, l + lines_per_chunk);
+         l < end; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(next.bytes + l * 64), _MM_HINT_T1);
     Tiles::template load<4>(a_base + k * kTileBytes, a_stride);
     if constexpr (TT == 2)
       Tiles::template load<5>(a_base + 16 * a_stride + k * kTileBytes, a_stride);
@@ -127,14 +141,14 @@ void store_rows(float* dst, __m512 v, std::int64_t rows) {
 template <class Tiles, int TT, int BB>
 void bf16_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                 const std::uint8_t* wbytes, std::int64_t block_stride, std::int64_t t0, int rows,
-                float* y, std::int64_t y_stride) {
+                float* y, std::int64_t y_stride, Prefetch next = {}) {
   Scratch& s = scratch();
   const std::int64_t pairs = w.cols_padded / 2;
   const std::int64_t chunks = pairs / kPairsPerTile;
   const std::uint8_t* wb[2] = {wbytes, BB == 2 ? wbytes + block_stride : nullptr};
   const auto* xb = reinterpret_cast<const std::uint8_t*>(x.bf16.data() + t0 * x.cols_padded);
   zero_accumulators<Tiles, TT, BB>();
-  tile_products<Tiles, TT, BB>(xb, x.cols_padded * 2, wb, chunks);
+  tile_products<Tiles, TT, BB>(xb, x.cols_padded * 2, wb, chunks, next);
   store_accumulators<Tiles, TT, BB>(s.results);
   for (int tt = 0; tt < TT; ++tt) {
     for (int b = 0; b < BB; ++b) {
@@ -281,16 +295,26 @@ void widened_tiles(const PackedMatrix& w, const PackedActivations& x, float* y,
     Tiles::configure(rows == kTileRows ? whole_config : rest_config);
     configured = rows;
   };
+  // The first pass of token tiles over a pair brings the next pair's weights in.
   const auto run = [&]<int BB>(std::int64_t b) {
+    const std::int64_t next_blocks = std::min<std::int64_t>(2, block_end - (b + BB));
+    Prefetch next;
+    if (next_blocks > 0)
+      next = {w.block(b + BB), next_blocks * static_cast<std::int64_t>(w.block_bytes()) / 64};
     std::int64_t tt = 0;
     if (whole > 0) configure(kTileRows);
-    for (; tt + 2 <= whole; tt += 2)
-      bf16_tiles<Tiles, 2, BB>(w, x, b, wide, block_stride, tt * kTileRows, kTileRows, y, y_stride);
-    if (tt < whole)
-      bf16_tiles<Tiles, 1, BB>(w, x, b, wide, block_stride, tt * kTileRows, kTileRows, y, y_stride);
+    for (; tt + 2 <= whole; tt += 2, next = {})
+      bf16_tiles<Tiles, 2, BB>(w, x, b, wide, block_stride, tt * kTileRows, kTileRows, y, y_stride,
+                               next);
+    if (tt < whole) {
+      bf16_tiles<Tiles, 1, BB>(w, x, b, wide, block_stride, tt * kTileRows, kTileRows, y, y_stride,
+                               next);
+      next = {};
+    }
     if (rest > 0) {
       configure(rest);
-      bf16_tiles<Tiles, 1, BB>(w, x, b, wide, block_stride, whole * kTileRows, rest, y, y_stride);
+      bf16_tiles<Tiles, 1, BB>(w, x, b, wide, block_stride, whole * kTileRows, rest, y, y_stride,
+                               next);
     }
   };
   std::int64_t b = block_begin;
