@@ -99,6 +99,20 @@ nlohmann::json prompt_ceiling_json(const measure::BenchResult& r) {
           {"uncounted", r.prompt_work.uncounted}};
 }
 
+// Where AMX widens the model's products: null where it does not run on AMX with INT8 or INT4.
+nlohmann::json widening_json(const std::optional<forward::WideningChoice>& w) {
+  if (!w) return nullptr;
+  nlohmann::json samples = nlohmann::json::array();
+  for (const kernels::WidenSample& s : w->samples)
+    samples.push_back({{"tokens", s.tokens},
+                       {"widened_seconds", s.widened_seconds},
+                       {"quantised_seconds", s.quantised_seconds}});
+  return {{"format", kernels::packed_format_name(w->format)},
+          {"from_tokens", w->from},
+          {"measured", w->measured},
+          {"samples", samples}};
+}
+
 // The prompt's compute ceiling beside the decode roofline: each instruction's share of a
 // token's multiply-adds and its measured peak.
 void print_prompt_ceiling(const measure::BenchResult& r) {
@@ -149,8 +163,8 @@ void print_tile_crossovers(const measure::KernelBenchReport& r) {
                              avx512 > 0 ? row.tiles->gflops.mean() / avx512 : 0.0);
   }
   std::cout << fmt::format(
-      "\nWhere tiles win (Tandem takes BF16 into tiles from {} tokens, INT8 widened from {}, "
-      "INT4 widened from {}):\n",
+      "\nWhere tiles win (Tandem takes BF16 into tiles from {} tokens, and INT8 and INT4 widened "
+      "from {} and {} unless a model measures its own when it loads: --amx-widen-from):\n",
       kernels::kAmxMinTokens, kernels::kAmxWidenInt8Tokens, kernels::kAmxWidenInt4Tokens);
   for (const measure::TileCrossover& c : crossovers) {
     std::cout << fmt::format(
@@ -587,6 +601,8 @@ int run_bench(const BenchCommandOptions& o) {
   forward::BuiltRunner& built = *made;
   forward::ModelRunner& runner = *built.runner;
   if (!o.json) std::fprintf(stderr, "tandem: %s\n", built.note.c_str());
+  const std::string widening = built.widening ? forward::describe(*built.widening) : "";
+  if (!o.json && !widening.empty()) std::fprintf(stderr, "tandem: %s\n", widening.c_str());
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   measure::BenchOptions options;
@@ -734,6 +750,7 @@ int run_bench(const BenchCommandOptions& o) {
              ? nlohmann::json()
              : nlohmann::json(std::string(backend::kv_cache_format_name(settings.kv_cache)))},
         {"prefill_chunk", runner.prefill_chunk_tokens()},
+        {"amx_widening", widening_json(built.widening)},
         {"read_bandwidth_bytes_per_s", last.read_bandwidth_bytes_per_s},
         {"active_bytes_per_token", last.active_bytes_per_token},
     };
@@ -828,6 +845,7 @@ int run_bench(const BenchCommandOptions& o) {
   const bool packed_at_load = !model->converted() && used_format != "native";
   std::cout << fmt::format("{}: {:.1f} s\n", packed_at_load ? "load and pack" : "load", load_s);
   std::cout << "\n" << built.note << "\n";
+  if (!widening.empty()) std::cout << widening << "\n";
   if (hybrid) {
     const schedule::HybridOptions& h = runner.hybrid();
     std::cout << fmt::format(

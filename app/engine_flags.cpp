@@ -43,6 +43,22 @@ bool is_size(const std::string& s) {
 
 }  // namespace
 
+CLI::Option* add_amx_widen_option(CLI::App* command, std::string& value) {
+  return command
+      ->add_option("--amx-widen-from", value,
+                   "On AMX: the tokens from which a product of INT8 or INT4 weights takes its "
+                   "activations in BF16 and its weights widened to BF16 tiles (more exact, and "
+                   "faster for enough tokens), or never; auto measures where that starts to pay "
+                   "on this CPU for the model's shapes when it loads")
+      ->capture_default_str()
+      ->check(sentence(
+          [](const std::string& v) {
+            std::optional<std::int64_t> n;
+            return forward::parse_widen_from(v, n);
+          },
+          "give auto, never or a number of tokens from 1 to 1048576"));
+}
+
 void add_engine_flags(CLI::App* c, EngineFlags& f) {
   f.accelerator_option =
       c->add_option("--accelerator", f.accelerator,
@@ -127,6 +143,7 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
                     "where the CPU runs a model with routed experts alone, each expert then "
                     "computing more tokens at once, else 512)")
           ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  f.amx_widen_option = add_amx_widen_option(c, f.amx_widen_from);
   c->add_option("--profile", f.profile,
                 "Run with a profile saved by tandem recommend --save (flags given here win)")
       ->check(CLI::ExistingFile);
@@ -230,6 +247,8 @@ bool apply_engine_flags(const EngineFlags& f, bool given_only, forward::RunSetti
     backend::parse_byte_size(f.dynamic_budget, h.move_bytes_per_step);
   if (given(f.stats_option)) s.expert_stats = f.expert_stats;
   if (given(f.prefill_chunk_option)) h.chunk_tokens = f.prefill_chunk;
+  if (given(f.amx_widen_option) || !given_only)
+    forward::parse_widen_from(f.amx_widen_from, s.amx_widen_from);
   if (!f.record_expert_stats.empty()) s.record_expert_stats = f.record_expert_stats;
 
   const bool emulated = s.accelerator.choice == backend::AcceleratorChoice::Emulated;

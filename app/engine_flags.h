@@ -35,6 +35,7 @@ struct EngineFlags {
   std::string kt_method;
   std::string kv_cache = "bf16";
   std::int64_t prefill_chunk = 0;
+  std::string amx_widen_from = "auto";
 
   // Which were given, so that a profile's values are overridden only by them.
   CLI::Option* accelerator_option = nullptr;
@@ -48,11 +49,14 @@ struct EngineFlags {
   CLI::Option* kt_method_option = nullptr;
   CLI::Option* kv_cache_option = nullptr;
   CLI::Option* prefill_chunk_option = nullptr;
+  CLI::Option* amx_widen_option = nullptr;
   CLI::Option* emulated_options[4] = {};
   CLI::Option* gpu_options[2] = {};
 };
 
 void add_engine_flags(CLI::App* command, EngineFlags& flags);
+// --amx-widen-from (auto, never or a token count; forward::parse_widen_from) into `value`.
+CLI::Option* add_amx_widen_option(CLI::App* command, std::string& value);
 
 // --int4-group `group` (0: not given) into `load`: the INT4 group of weights packed at load,
 // which only the int4 CPU format has; false with a sentence in `error` for another format.

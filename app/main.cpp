@@ -754,6 +754,7 @@ int main(int argc, char** argv) {
                    "bf16 or mxfp4 (default: as the model loads by itself)")
       ->check(cpu_format_names());
   add_int4_group_option(perplexity_cmd, perplexity.int4_group);
+  tandem::app::add_amx_widen_option(perplexity_cmd, perplexity.amx_widen_from);
   perplexity_cmd
       ->add_option("--dense", perplexity.dense,
                    "The model's dense INT8 matrices: auto or packed (our kernels, activation "

@@ -110,6 +110,11 @@ int run_perplexity(const PerplexityOptions& o) {
 
   const int threads = command_threads(o.threads);
   backend::NumaPools pool(threads, model.model->pools());
+  std::optional<std::int64_t> widen_given;
+  forward::parse_widen_from(o.amx_widen_from, widen_given);  // checked by the option
+  const std::optional<forward::WideningChoice> widening =
+      forward::choose_widening(*model.model, pool, widen_given);
+  if (widening && !o.json) std::fprintf(stderr, "tandem: %s\n", forward::describe(*widening).c_str());
   measure::PerplexityOptions options;
   options.context_tokens = context;
   backend::parse_kv_cache_format(o.kv_cache, options.kv_cache);
@@ -183,6 +188,10 @@ int run_perplexity(const PerplexityOptions& o) {
       out["kl_base_saved_from"] = r.base_saved_from;
     }
     if (r.mean_kl) out["mean_kl"] = *r.mean_kl;
+    if (widening) {
+      out["amx_widen_from"] = widening->from;
+      out["amx_widen_measured"] = widening->measured;
+    }
     if (!o.save_logits.empty() && !r.cancelled) out["saved_logits"] = o.save_logits;
     std::cout << out.dump(2) << "\n";
   } else {

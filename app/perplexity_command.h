@@ -23,8 +23,9 @@ struct PerplexityOptions {
   // Who multiplies the scored model's dense INT8 matrices: "auto" or "packed" (our kernels),
   // or "onednn" (one activation scale per token), to measure what that costs.
   std::string dense = "auto";
-  int threads = 0;  // 0: the recommended number
-  int pools = 0;    // 0: a converted folder's own count, else one per NUMA node
+  std::string amx_widen_from = "auto";  // --amx-widen-from (forward::parse_widen_from)
+  int threads = 0;                      // 0: the recommended number
+  int pools = 0;                        // 0: a converted folder's own count, else one per NUMA node
   bool json = false;
 };
 

@@ -106,6 +106,7 @@ BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& poo
   BuiltRunner built;
   built.note = accelerator.note;
   built.no_accelerator_reason = accelerator.reason;
+  built.widening = choose_widening(model, pools, settings.amx_widen_from);
   if (!accelerator.backend) {
     if (asks_for_hybrid(settings.hybrid))
       built.note += "; the settings for the accelerator's experts are not used";

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "engine/backend/accelerator.h"
 #include "engine/backend/cpu/numa_pools.h"
+#include "engine/forward/amx_widening.h"
 #include "engine/forward/model_runner.h"
 #include "engine/model/loaded_model.h"
 #include "engine/plan/run_profile.h"
@@ -36,6 +38,9 @@ struct RunSettings {
   // Where the context is set, for a sentence that asks for a shorter one (bench sets it by
   // its tests' lengths).
   std::string context_set_by = "--context; in the app, the context length in the Setup Assistant";
+  // On AMX, the tokens from which INT8 and INT4 products are widened to BF16 (0: never);
+  // nullopt: measured on this CPU for the model's shapes (amx_widening.h).
+  std::optional<std::int64_t> amx_widen_from;
 };
 
 // Takes the profile's values; std::invalid_argument with a sentence for one that means
@@ -49,6 +54,9 @@ struct BuiltRunner {
   std::unique_ptr<ModelRunner> runner;
   std::string note;                   // where it runs, for the user
   std::string no_accelerator_reason;  // why there is no accelerator, in a few words
+  // On AMX with INT8 or INT4 weights: where their products are widened (logged, and
+  // describe() says it).
+  std::optional<WideningChoice> widening;
 };
 
 // Why a context of `context_tokens` cannot run `spec`, as a sentence that says what to use;
@@ -71,6 +79,8 @@ std::string cache_memory_error(const model::ModelSpec& spec, std::int64_t contex
 // std::invalid_argument for a context past the positions the model takes (context_error),
 // unless settings.past_position_limit, and for a CPU KV cache larger than the memory free
 // now (cache_memory_error), which would otherwise end the process when its pages are touched.
+// On AMX it first sets where INT8 and INT4 products are widened (choose_widening), measuring
+// it unless settings.amx_widen_from gives it.
 BuiltRunner make_runner(const model::LoadedModel& model, backend::NumaPools& pools,
                         const RunSettings& settings, std::int64_t context_tokens);
 

@@ -16,6 +16,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/packed/matmul.h"
+#include "kernels/cpu/packed/widen_crossover.h"
 
 namespace tandem::measure {
 namespace {
@@ -169,16 +170,12 @@ std::vector<TileCrossover> tile_crossovers(const KernelBenchReport& report) {
     }
   }
   for (std::size_t i = 0; i < out.size(); ++i) {
-    std::vector<const KernelBenchRow*>& rows = rows_of[i];
-    std::sort(rows.begin(), rows.end(), [](const KernelBenchRow* a, const KernelBenchRow* b) {
-      return a->tokens > b->tokens;
-    });
-    out[i].tokens_measured_max = rows.front()->tokens;
-    // Down from the most tokens measured, while the tiles keep winning.
-    for (const KernelBenchRow* row : rows) {
-      if (row->tiles->gflops.mean() <= row->avx512->gflops.mean()) break;
-      out[i].tiles_from = row->tokens;
+    std::vector<kernels::CrossoverPoint> points;
+    for (const KernelBenchRow* row : rows_of[i]) {
+      out[i].tokens_measured_max = std::max(out[i].tokens_measured_max, row->tokens);
+      points.push_back({row->tokens, row->tiles->gflops.mean() > row->avx512->gflops.mean()});
     }
+    out[i].tiles_from = kernels::tiles_from(std::move(points));
   }
   return out;
 }

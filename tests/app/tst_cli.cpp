@@ -203,6 +203,27 @@ class TestCli : public QObject {
     QCOMPARE(bench.code, 0);
     QCOMPARE(nlohmann::json::parse(bench.out.toStdString())["cpu_format"].get<std::string>(),
              std::string("int8"));
+    // Where AMX widens the products: given here; measured by default. Without AMX, nothing.
+    const Run widen = runTandem({"bench", "-m", out, "-p", "8", "-n", "0", "-r", "1", "-t", "2",
+                                 "--amx-widen-from", "40", "--json"},
+                                env());
+    QCOMPARE(widen.code, 0);
+    const auto widen_doc = nlohmann::json::parse(widen.out.toStdString());
+    if (widen_doc["cpu_variant"].get<std::string>() == "amx") {
+      QCOMPARE(widen_doc["amx_widening"]["from_tokens"].get<int>(), 40);
+      QVERIFY(!widen_doc["amx_widening"]["measured"].get<bool>());
+      const auto measured = nlohmann::json::parse(bench.out.toStdString())["amx_widening"];
+      QVERIFY(measured["measured"].get<bool>());
+      QCOMPARE(measured["samples"].size(), std::size_t{9});
+    } else {
+      QVERIFY(widen_doc["amx_widening"].is_null());
+    }
+    const Run no_widen = runTandem(
+        {"bench", "-m", out, "-p", "8", "-n", "0", "-r", "1", "--amx-widen-from", "0"}, env());
+    QVERIFY(no_widen.code != 0);
+    QVERIFY2(no_widen.err.contains(
+                 QLatin1String("give auto, never or a number of tokens from 1 to 1048576")),
+             qPrintable(no_widen.err));
     // The converted folder's dense INT8 matrices can go through oneDNN too.
     const Run onednn = runTandem({"bench", "-m", out, "-p", "8", "-n", "4", "-r", "1", "-t", "2",
                                   "--dense", "onednn", "--json"},

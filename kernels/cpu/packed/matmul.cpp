@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -602,6 +603,36 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
 }
 
 }  // namespace
+
+namespace {
+std::atomic<std::int64_t> widen_int8_tokens{kAmxWidenInt8Tokens};
+std::atomic<std::int64_t> widen_int4_tokens{kAmxWidenInt4Tokens};
+}  // namespace
+
+std::int64_t amx_widen_tokens(PackedFormat format) {
+  switch (format) {
+    case PackedFormat::Int8:
+      return widen_int8_tokens.load(std::memory_order_relaxed);
+    case PackedFormat::Int4:
+      return widen_int4_tokens.load(std::memory_order_relaxed);
+    case PackedFormat::Bf16:
+    case PackedFormat::Mxfp4:
+      return 0;
+  }
+  return 0;
+}
+
+void set_amx_widen_tokens(PackedFormat format, std::int64_t tokens) {
+  if (tokens < 0)
+    throw std::invalid_argument("widened products start at a token count of 0 (never) or more");
+  if (format == PackedFormat::Int8)
+    widen_int8_tokens.store(tokens, std::memory_order_relaxed);
+  else if (format == PackedFormat::Int4)
+    widen_int4_tokens.store(tokens, std::memory_order_relaxed);
+  else
+    throw std::invalid_argument("only INT8 and INT4 products are widened, not " +
+                                std::string(packed_format_name(format)));
+}
 
 std::int64_t activation_group(const PackedMatrix& w) {
   switch (w.format) {

@@ -245,18 +245,20 @@ inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int
 // and 32 for INT4 (1.01-1.14x at 32, 1.08-1.38x at 64), measured interleaved by `tandem bench
 // --kernels`; end to end, INT4 experts of 32 tokens each (a 512-token prompt of the
 // Qwen3-30B-A3B-shaped synthetic) took 2.09 ms a token widened against 1.73 on AVX-512, so
-// both widen from 64 (docs/benchmarks.md, "INT8 and INT4 widened to BF16 on AMX"). Activations in
-// BF16 are also closer to the fp32 product than INT8 per 32 columns. Every variant that takes
-// them sums in fp32 in its own order (as BF16 weights do), so the variants agree to rounding,
-// not to the bit.
+// both widen from 64 unless measured (docs/benchmarks.md, "INT8 and INT4 widened to BF16 on
+// AMX"). Activations in BF16 are also closer to the fp32 product than INT8 per 32 columns.
+// Every variant that takes them sums in fp32 in its own order (as BF16 weights do), so the
+// variants agree to rounding, not to the bit.
 inline constexpr std::int64_t kAmxWidenInt8Tokens = 64;
 inline constexpr std::int64_t kAmxWidenInt4Tokens = 64;
-// The tokens from which AMX widens `format` (0: never, for BF16 and MXFP4).
-inline constexpr std::int64_t amx_widen_tokens(PackedFormat format) {
-  return format == PackedFormat::Int8   ? kAmxWidenInt8Tokens
-         : format == PackedFormat::Int4 ? kAmxWidenInt4Tokens
-                                        : 0;
-}
+// The tokens from which AMX widens `format` in this process (0: never, as for BF16 and
+// MXFP4): the defaults above until set_amx_widen_tokens changes them, as the engine does with
+// what it measures on the machine (widen_crossover.h), since where widening starts to pay
+// depends on how the CPU overlaps its tile unit with its vector units.
+std::int64_t amx_widen_tokens(PackedFormat format);
+// Sets where AMX widens INT8 or INT4 products (0: never); any other format, or a negative
+// count, throws std::invalid_argument. Set it between products, not during one.
+void set_amx_widen_tokens(PackedFormat format, std::int64_t tokens);
 // Whether the kernels for `format` on `variant` take a product of `tokens` tokens widened.
 inline bool widened_product(PackedFormat format, std::int64_t tokens, CpuVariant variant) {
   const std::int64_t from = amx_widen_tokens(format);

@@ -790,6 +790,55 @@ class TestReferenceEngine : public QObject {
     QVERIFY(forward::make_runner(*model, pool, settings, 64).runner != nullptr);
   }
 
+  // --amx-widen-from's values, and where a model's products are widened on AMX: given, or
+  // measured at load for its FFN's shapes and set for the kernels; nothing without AMX or
+  // packed INT8 and INT4 weights.
+  void amxWideningChosenAtLoad() {
+    std::optional<std::int64_t> n = 5;
+    QVERIFY(forward::parse_widen_from("auto", n) && !n);
+    QVERIFY(forward::parse_widen_from("never", n) && n == 0);
+    QVERIFY(forward::parse_widen_from("48", n) && n == 48);
+    for (const char* bad : {"0", "-3", "x", "48x", "1048577", ""})
+      QVERIFY2(!forward::parse_widen_from(bad, n), bad);
+
+    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe";
+    backend::NumaPools pool(2);
+    model::LoadOptions bf16;
+    bf16.cpu_format = model::CpuFormat::Bf16;
+    QVERIFY(!forward::choose_widening(*model::LoadedModel::load(folder, bf16), pool, 16));
+    model::LoadOptions int8;
+    int8.cpu_format = model::CpuFormat::Int8;
+    const auto model = model::LoadedModel::load(folder, int8);
+    if (model->cpu_variant() != kernels::CpuVariant::Amx) {
+      QVERIFY(!forward::choose_widening(*model, pool, std::nullopt));
+      QSKIP(
+          "the model runs without AMX here (the CPU lacks AMX-TILE, AMX-INT8 or AMX-BF16, or "
+          "TANDEM_CPU_VARIANT chose another variant), and only AMX widens products; the "
+          "choice is made on every CPU that has it");
+    }
+    struct Restore {
+      ~Restore() {
+        kernels::set_amx_widen_tokens(kernels::PackedFormat::Int8, kernels::kAmxWidenInt8Tokens);
+        kernels::set_amx_widen_tokens(kernels::PackedFormat::Int4, kernels::kAmxWidenInt4Tokens);
+      }
+    } restore;
+    const auto given = forward::choose_widening(*model, pool, 40);
+    QVERIFY(given && !given->measured && given->from == 40 && given->samples.empty());
+    QCOMPARE(kernels::amx_widen_tokens(kernels::PackedFormat::Int8), std::int64_t{40});
+    QCOMPARE(kernels::amx_widen_tokens(kernels::PackedFormat::Int4), std::int64_t{40});
+    QVERIFY(forward::describe(*given).find("from 40 tokens (--amx-widen-from)") !=
+            std::string::npos);
+    const auto measured = forward::choose_widening(*model, pool, std::nullopt);
+    QVERIFY(measured && measured->measured);
+    QCOMPARE(measured->format, kernels::PackedFormat::Int8);
+    QCOMPARE(measured->samples.size(), std::size(kernels::kWidenTokenCounts));
+    QCOMPARE(measured->from, kernels::widen_from(measured->samples));
+    QCOMPARE(kernels::amx_widen_tokens(kernels::PackedFormat::Int8), measured->from);
+    const std::string said = forward::describe(*measured);
+    QVERIFY2(said.find("measured on this CPU") != std::string::npos, said.c_str());
+    QVERIFY2(said.find("256 tokens") != std::string::npos, said.c_str());
+  }
+
  private:
   // 24 tokens, then 16 more in passes that another thread stops at tenths of a pass's time,
   // from before the first layer to after the last, forty times. A stopped pass leaves the

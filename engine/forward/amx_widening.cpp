@@ -1,0 +1,142 @@
+#include "engine/forward/amx_widening.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "engine/backend/cpu/cpu_threads.h"
+#include "engine/backend/cpu/numa_pools.h"
+#include "engine/log/log.h"
+#include "kernels/cpu/isa.h"
+
+namespace tandem::forward {
+
+namespace {
+
+// Up to this many FFNs are timed in turn, so that each run reads its weights from memory
+// (16 of Qwen3-30B-A3B's experts: 75 MB in INT8).
+constexpr std::size_t kTimedChains = 16;
+
+// The packed gate, up and down of the FFNs that widening matters most for: a layer's routed
+// experts (their first pool's slices where they are split), else the dense FFNs of the
+// layers; none where they are not packed.
+std::vector<kernels::ProductChain> widening_chains(const model::ModelWeights& w) {
+  std::vector<kernels::ProductChain> chains;
+  for (const model::LayerWeights& layer : w.layers) {
+    if (!layer.moe || layer.experts.experts.empty()) continue;
+    for (const model::FeedForwardWeights& e : layer.experts.experts) {
+      if (chains.size() == kTimedChains) break;
+      if (!e.slices.empty())
+        chains.push_back({e.slices.front().gate, e.slices.front().up, e.slices.front().down});
+      else if (e.gate.packed && e.up.packed && e.down.packed)
+        chains.push_back({e.gate.packed, e.up.packed, e.down.packed});
+      else
+        return {};
+    }
+    return chains;
+  }
+  for (const model::LayerWeights& layer : w.layers) {
+    if (chains.size() == kTimedChains) break;
+    if (!layer.moe && !layer.linear && layer.dense.gate.packed && layer.dense.up.packed &&
+        layer.dense.down.packed)
+      chains.push_back({layer.dense.gate.packed, layer.dense.up.packed, layer.dense.down.packed});
+  }
+  return chains;
+}
+
+bool widenable(const kernels::PackedMatrix& m) {
+  return m.format == kernels::PackedFormat::Int8 || m.format == kernels::PackedFormat::Int4;
+}
+
+// What was measured in this process, by the chain's shapes and formats and the threads.
+using MeasureKey = std::tuple<int, std::int64_t, std::int64_t, int, int>;
+std::mutex measured_mutex;
+std::map<MeasureKey, std::vector<kernels::WidenSample>>& measured() {
+  static std::map<MeasureKey, std::vector<kernels::WidenSample>> m;
+  return m;
+}
+
+}  // namespace
+
+std::optional<WideningChoice> choose_widening(const model::LoadedModel& model,
+                                              backend::NumaPools& pools,
+                                              std::optional<std::int64_t> given) {
+  if (model.cpu_variant() != kernels::CpuVariant::Amx) return std::nullopt;
+  const std::vector<kernels::ProductChain> chains = widening_chains(model.weights());
+  if (chains.empty() || !widenable(*chains.front().front())) return std::nullopt;
+  const kernels::ProductChain& chain = chains.front();
+  WideningChoice choice;
+  choice.format = chain.front()->format;
+  if (given) {
+    choice.from = *given;
+    kernels::set_amx_widen_tokens(kernels::PackedFormat::Int8, *given);
+    kernels::set_amx_widen_tokens(kernels::PackedFormat::Int4, *given);
+    return choice;
+  }
+  // An INT8 down beside INT4 gate and up (int4-down8) is timed widened with them, and takes
+  // the same count.
+  for (const kernels::PackedMatrix* m : chain)
+    if (!widenable(*m)) return std::nullopt;
+  choice.int8_downs = chain.back()->format != choice.format;
+  const MeasureKey key{static_cast<int>(choice.format), chain.front()->rows, chain.front()->cols,
+                       static_cast<int>(chain.back()->format), pools.threads()};
+  {
+    std::lock_guard lock(measured_mutex);
+    const auto it = measured().find(key);
+    if (it != measured().end()) choice.samples = it->second;
+  }
+  if (choice.samples.empty()) {
+    backend::CpuThreads threads(pools);
+    choice.samples =
+        kernels::measure_widening(chains, kernels::kWidenTokenCounts, threads.kernels_for());
+    std::lock_guard lock(measured_mutex);
+    measured()[key] = choice.samples;
+  }
+  choice.measured = true;
+  choice.from = kernels::widen_from(choice.samples);
+  for (const kernels::PackedMatrix* m : chain)
+    kernels::set_amx_widen_tokens(m->format, choice.from);
+  log::info("{}", describe(choice));
+  return choice;
+}
+
+bool parse_widen_from(const std::string& text, std::optional<std::int64_t>& out) {
+  if (text == "auto") {
+    out.reset();
+    return true;
+  }
+  if (text == "never") {
+    out = 0;
+    return true;
+  }
+  std::int64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > (1 << 20)) return false;
+  out = n;
+  return true;
+}
+
+std::string describe(const WideningChoice& choice) {
+  const std::string which = !choice.measured                               ? "INT8 and INT4"
+                            : choice.int8_downs                            ? "INT4 (and INT8 down)"
+                            : choice.format == kernels::PackedFormat::Int4 ? "INT4"
+                                                                           : "INT8";
+  std::string out =
+      choice.from > 0
+          ? fmt::format("AMX takes {} products widened to BF16 from {} tokens", which, choice.from)
+          : fmt::format("AMX never widens {} products to BF16", which);
+  if (!choice.measured) return out + " (--amx-widen-from)";
+  out += " (measured on this CPU, the widened time over the AVX-512 time at";
+  const char* sep = " ";
+  for (const kernels::WidenSample& s : choice.samples) {
+    out += fmt::format("{}{} tokens {:.2f}", sep, s.tokens,
+                       s.quantised_seconds > 0 ? s.widened_seconds / s.quantised_seconds : 0.0);
+    sep = ", ";
+  }
+  return out + ")";
+}
+
+}  // namespace tandem::forward

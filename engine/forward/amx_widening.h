@@ -1,0 +1,48 @@
+// Where a model's FFN products start to be widened on AMX (kernels/cpu/packed/matmul.h):
+// measured on this machine for the model's shapes, or as the user gives it, and set for the
+// kernels before the model runs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model/loaded_model.h"
+#include "kernels/cpu/packed/widen_crossover.h"
+
+namespace tandem::backend {
+class NumaPools;
+}
+
+namespace tandem::forward {
+
+struct WideningChoice {
+  kernels::PackedFormat format = kernels::PackedFormat::Int8;
+  std::int64_t from = 0;    // tokens; 0: never
+  bool int8_downs = false;  // INT4 with INT8 downs (int4-down8), which take the same count
+  bool measured = false;    // false: given (--amx-widen-from)
+  // The measurement (empty when given): at each token count, widened against quantised.
+  std::vector<kernels::WidenSample> samples;
+};
+
+// The FFN whose products a model's prompts multiply at the fewest tokens each (its first
+// routed expert, else its first dense FFN), when they are packed INT8 or INT4 and the model
+// runs on AMX: where widening them starts to pay, given (`given`; 0: never) or measured
+// with kernels::measure_widening across `pools`' threads (once per shape, format and thread
+// count in a process: a second model of the same shapes takes the first's), and set with
+// kernels::set_amx_widen_tokens for the FFN's formats (a given count for INT8 and INT4 both).
+// nullopt where nothing is widened: no AMX, or no such FFN.
+std::optional<WideningChoice> choose_widening(const model::LoadedModel& model,
+                                              backend::NumaPools& pools,
+                                              std::optional<std::int64_t> given);
+
+// "auto" (nullopt: measure), "never" (0) or a token count from 1 to 2^20; false for
+// anything else.
+bool parse_widen_from(const std::string& text, std::optional<std::int64_t>& out);
+
+// For the user: "INT8 products widened to BF16 tiles from 64 tokens (measured on this CPU:
+// widened 0.91x the AVX-512 time at 64 tokens ...)".
+std::string describe(const WideningChoice& choice);
+
+}  // namespace tandem::forward
