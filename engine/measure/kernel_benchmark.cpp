@@ -118,19 +118,6 @@ void measure_tiles_beside_avx512(KernelBenchRow& row, const KernelBenchOptions& 
 
 }  // namespace
 
-// Uniform values in [-1, 1): fast enough for the 311 million of the output head.
-std::vector<float> random_values(std::size_t n, std::uint64_t seed) {
-  std::vector<float> v(n);
-  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ull << 23) - 1.0);
-  }
-  return v;
-}
-
 // Runs `product` once, then repeatedly for at least `min_seconds`; the seconds per product.
 double seconds_per_product(const std::function<void()>& product, double min_seconds) {
   using Clock = std::chrono::steady_clock;

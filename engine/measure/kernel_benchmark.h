@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/compute_peak.h"
 #include "kernels/cpu/packed/matmul.h"
+#include "kernels/cpu/random_values.h"
 
 namespace tandem::measure {
 
@@ -120,10 +121,9 @@ struct TileCrossover {
 };
 std::vector<TileCrossover> tile_crossovers(const KernelBenchReport& report);
 
-// What the benchmarks share: uniform values in [-1, 1) (fast enough for the output head's
-// 311 million), and the seconds one call of `product` takes, repeated for at least
-// `min_seconds` after a first call.
-std::vector<float> random_values(std::size_t n, std::uint64_t seed);
+// What the benchmarks share: uniform values in [-1, 1) (kernels/cpu/random_values.h), and the
+// seconds one call of `product` takes, repeated for at least `min_seconds` after a first call.
+using kernels::random_values;
 double seconds_per_product(const std::function<void()>& product, double min_seconds);
 
 // `progress` gets a line per measured row.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/random_values.h"
 
 namespace tandem::kernels {
 
@@ -28,18 +29,6 @@ constexpr std::int64_t kTaskBlocks = 8;
 // A sample repeats the chain for at least this long, so that a chain of small products is
 // not timed within the clock's and the threads' start-up.
 constexpr double kMinSampleSeconds = 0.5e-3;
-
-std::vector<float> activations(std::int64_t n, std::uint64_t seed) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ull << 23) - 1.0);
-  }
-  return v;
-}
 
 using Kernel = void (*)(const PackedMatrix&, const PackedActivations&, float*, std::int64_t,
                         std::int64_t, std::int64_t);
@@ -79,7 +68,7 @@ std::vector<WidenSample> measure_widening(std::span<const ProductChain> chains,
     std::vector<std::vector<float>> y(links);
     for (std::size_t i = 0; i < links; ++i) {
       const PackedMatrix& w = *first[i];
-      const std::vector<float> x = activations(n * w.cols, i + 1);
+      const std::vector<float> x = random_values(static_cast<std::size_t>(n * w.cols), i + 1);
       pack_activations_for(w, x.data(), n, quantised[i]);
       pack_widened_activations(w, x.data(), n, widened[i]);
       y[i].resize(static_cast<std::size_t>(n * w.rows));
