@@ -110,6 +110,7 @@ nlohmann::json widening_json(const std::optional<forward::WideningChoice>& w) {
   return {{"format", kernels::packed_format_name(w->format)},
           {"from_tokens", w->from},
           {"measured", w->measured},
+          {"cached", w->cached},
           {"samples", samples}};
 }
 

@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <map>
-#include <mutex>
-#include <tuple>
+#include <nlohmann/json.hpp>
 
 #include "engine/backend/cpu/cpu_threads.h"
 #include "engine/backend/cpu/numa_pools.h"
+#include "engine/files/user_cache.h"
 #include "engine/log/log.h"
+#include "engine/version.h"
 #include "kernels/cpu/isa.h"
 
 namespace tandem::forward {
@@ -51,19 +51,56 @@ bool widenable(const kernels::PackedMatrix& m) {
   return m.format == kernels::PackedFormat::Int8 || m.format == kernels::PackedFormat::Int4;
 }
 
-// What was measured in this process, by the chain's shapes and formats and the threads.
-using MeasureKey = std::tuple<int, std::int64_t, std::int64_t, int, int>;
-std::mutex measured_mutex;
-std::map<MeasureKey, std::vector<kernels::WidenSample>>& measured() {
-  static std::map<MeasureKey, std::vector<kernels::WidenSample>> m;
-  return m;
+// The cache's key for a measurement: the CPU, the threads, the timed chain's shapes and
+// formats, and this build (whose kernels were timed).
+std::string cache_key(const kernels::ProductChain& chain, const backend::NumaPools& pools) {
+  const kernels::CpuIdentity& cpu = kernels::detect_isa().identity;
+  std::string key =
+      fmt::format("{} (family {}, model {}, stepping {})|{} threads, {} pools|", cpu.brand,
+                  cpu.family, cpu.model, cpu.stepping, pools.threads(), pools.pools());
+  for (const kernels::PackedMatrix* m : chain)
+    key += fmt::format("{}x{} {}/{} ", m->rows, m->cols, kernels::packed_format_name(m->format),
+                       m->group);
+  return key + "|" + kTandemBuild;
+}
+
+std::vector<kernels::WidenSample> cached_samples(const nlohmann::json& cache,
+                                                 const std::string& key) {
+  std::vector<kernels::WidenSample> samples;
+  if (!cache.contains(key) || !cache[key].is_object()) return samples;
+  try {
+    for (const auto& s : cache[key].at("samples"))
+      samples.push_back({s.at("tokens").get<std::int64_t>(), s.at("widened_seconds").get<double>(),
+                         s.at("quantised_seconds").get<double>()});
+  } catch (const std::exception&) {
+    samples.clear();
+  }
+  for (const kernels::WidenSample& s : samples)
+    if (s.tokens < 1 || !(s.widened_seconds > 0) || !(s.quantised_seconds > 0)) return {};
+  return samples;
+}
+
+void write_cache(const std::string& path, nlohmann::json cache, const std::string& key,
+                 const std::vector<kernels::WidenSample>& samples) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const kernels::WidenSample& s : samples)
+    list.push_back({{"tokens", s.tokens},
+                    {"widened_seconds", s.widened_seconds},
+                    {"quantised_seconds", s.quantised_seconds}});
+  cache[key] = {{"samples", list}};
+  files::write_cache_object(path, cache, "where AMX widening pays");
 }
 
 }  // namespace
 
+std::string default_widening_cache() {
+  return files::user_cache_file("amx-widening.json");
+}
+
 std::optional<WideningChoice> choose_widening(const model::LoadedModel& model,
                                               backend::NumaPools& pools,
-                                              std::optional<std::int64_t> given) {
+                                              std::optional<std::int64_t> given,
+                                              const std::string& cache_path) {
   if (model.cpu_variant() != kernels::CpuVariant::Amx) return std::nullopt;
   const std::vector<kernels::ProductChain> chains = widening_chains(model.weights());
   if (chains.empty() || !widenable(*chains.front().front())) return std::nullopt;
@@ -81,19 +118,18 @@ std::optional<WideningChoice> choose_widening(const model::LoadedModel& model,
   for (const kernels::PackedMatrix* m : chain)
     if (!widenable(*m)) return std::nullopt;
   choice.int8_downs = chain.back()->format != choice.format;
-  const MeasureKey key{static_cast<int>(choice.format), chain.front()->rows, chain.front()->cols,
-                       static_cast<int>(chain.back()->format), pools.threads()};
-  {
-    std::lock_guard lock(measured_mutex);
-    const auto it = measured().find(key);
-    if (it != measured().end()) choice.samples = it->second;
-  }
-  if (choice.samples.empty()) {
+  const std::string key = cache_key(chain, pools);
+  const nlohmann::json cache =
+      cache_path.empty() ? nlohmann::json::object()
+                         : files::read_cache_object(cache_path, "where AMX widening pays");
+  choice.samples = cached_samples(cache, key);
+  choice.cached = !choice.samples.empty();
+  choice.cache_path = cache_path;
+  if (!choice.cached) {
     backend::CpuThreads threads(pools);
     choice.samples =
         kernels::measure_widening(chains, kernels::kWidenTokenCounts, threads.kernels_for());
-    std::lock_guard lock(measured_mutex);
-    measured()[key] = choice.samples;
+    if (!cache_path.empty()) write_cache(cache_path, cache, key, choice.samples);
   }
   choice.measured = true;
   choice.from = kernels::widen_from(choice.samples);
@@ -129,7 +165,11 @@ std::string describe(const WideningChoice& choice) {
           ? fmt::format("AMX takes {} products widened to BF16 from {} tokens", which, choice.from)
           : fmt::format("AMX never widens {} products to BF16", which);
   if (!choice.measured) return out + " (--amx-widen-from)";
-  out += " (measured on this CPU, the widened time over the AVX-512 time at";
+  out += choice.cached
+             ? " (measured on this CPU at an earlier start and kept in " + choice.cache_path +
+                   ", which may be deleted to measure again; the widened time over the AVX-512 "
+                   "time at"
+             : " (measured on this CPU, the widened time over the AVX-512 time at";
   const char* sep = " ";
   for (const kernels::WidenSample& s : choice.samples) {
     out += fmt::format("{}{} tokens {:.2f}", sep, s.tokens,

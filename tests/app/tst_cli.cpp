@@ -215,6 +215,13 @@ class TestCli : public QObject {
       const auto measured = nlohmann::json::parse(bench.out.toStdString())["amx_widening"];
       QVERIFY(measured["measured"].get<bool>());
       QCOMPARE(measured["samples"].size(), std::size_t{9});
+      // Kept in the user's cache folder, and taken from there at the next start.
+      QVERIFY(QFile::exists(home_.path() + "/.cache/tandem/amx-widening.json"));
+      const Run again = runTandem(
+          {"bench", "-m", out, "-p", "8", "-n", "0", "-r", "1", "-t", "2", "--json"}, env());
+      const auto kept = nlohmann::json::parse(again.out.toStdString())["amx_widening"];
+      QVERIFY(kept["cached"].get<bool>());
+      QCOMPARE(kept["from_tokens"], measured["from_tokens"]);
     } else {
       QVERIFY(widen_doc["amx_widening"].is_null());
     }

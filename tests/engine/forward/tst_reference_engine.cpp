@@ -3,6 +3,7 @@
 // and the same 16 greedy tokens.
 #include <fcntl.h>
 #include <unistd.h>
+#include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <atomic>
@@ -822,14 +823,17 @@ class TestReferenceEngine : public QObject {
         kernels::set_amx_widen_tokens(kernels::PackedFormat::Int4, kernels::kAmxWidenInt4Tokens);
       }
     } restore;
-    const auto given = forward::choose_widening(*model, pool, 40);
+    QTemporaryDir dir;
+    const std::string cache = dir.filePath("cache/amx-widening.json").toStdString();
+    const auto given = forward::choose_widening(*model, pool, 40, cache);
     QVERIFY(given && !given->measured && given->from == 40 && given->samples.empty());
+    QVERIFY(!QFile::exists(QString::fromStdString(cache)));
     QCOMPARE(kernels::amx_widen_tokens(kernels::PackedFormat::Int8), std::int64_t{40});
     QCOMPARE(kernels::amx_widen_tokens(kernels::PackedFormat::Int4), std::int64_t{40});
     QVERIFY(forward::describe(*given).find("from 40 tokens (--amx-widen-from)") !=
             std::string::npos);
-    const auto measured = forward::choose_widening(*model, pool, std::nullopt);
-    QVERIFY(measured && measured->measured);
+    const auto measured = forward::choose_widening(*model, pool, std::nullopt, cache);
+    QVERIFY(measured && measured->measured && !measured->cached);
     QCOMPARE(measured->format, kernels::PackedFormat::Int8);
     QCOMPARE(measured->samples.size(), std::size(kernels::kWidenTokenCounts));
     QCOMPARE(measured->from, kernels::widen_from(measured->samples));
@@ -837,6 +841,30 @@ class TestReferenceEngine : public QObject {
     const std::string said = forward::describe(*measured);
     QVERIFY2(said.find("measured on this CPU") != std::string::npos, said.c_str());
     QVERIFY2(said.find("256 tokens") != std::string::npos, said.c_str());
+    // Kept for the next start, which takes it as it was; a start on other threads measures
+    // its own.
+    QVERIFY(QFile::exists(QString::fromStdString(cache)));
+    kernels::set_amx_widen_tokens(kernels::PackedFormat::Int8, 7);
+    const auto again = forward::choose_widening(*model, pool, std::nullopt, cache);
+    QVERIFY(again && again->measured && again->cached);
+    QCOMPARE(again->from, measured->from);
+    QCOMPARE(kernels::amx_widen_tokens(kernels::PackedFormat::Int8), measured->from);
+    QCOMPARE(again->samples.size(), measured->samples.size());
+    for (std::size_t i = 0; i < again->samples.size(); ++i)
+      QCOMPARE(again->samples[i].widened_seconds, measured->samples[i].widened_seconds);
+    QVERIFY(forward::describe(*again).find("kept in " + cache) != std::string::npos);
+    backend::NumaPools one(1);
+    QVERIFY(!forward::choose_widening(*model, one, std::nullopt, cache)->cached);
+    // A cache that cannot be read is measured around, and written afresh.
+    {
+      std::ofstream broken(cache);
+      broken << "{ not json";
+    }
+    const auto afresh = forward::choose_widening(*model, pool, std::nullopt, cache);
+    QVERIFY(afresh && afresh->measured && !afresh->cached);
+    QVERIFY(forward::choose_widening(*model, pool, std::nullopt, cache)->cached);
+    // Without a place to keep it, each start measures.
+    QVERIFY(!forward::choose_widening(*model, pool, std::nullopt, "")->cached);
   }
 
  private:
