@@ -82,12 +82,16 @@ class TestWidenCrossover : public QObject {
     QCOMPARE(tiles_from(points), from);
   }
 
-  // Widening wins where it took less time; never (0) where it lost at the most tokens.
+  // Widening wins where it took at most kWidenWinShare of the time; never (0) where it did
+  // not win at the most tokens.
   void widenFromSamples() {
     const std::vector<WidenSample> wins{{16, 2.0, 1.0}, {32, 1.0, 1.5}, {64, 1.0, 2.0}};
     QCOMPARE(widen_from(wins), std::int64_t{32});
     const std::vector<WidenSample> ties{{16, 1.0, 1.0}, {32, 1.0, 1.0}};
     QCOMPARE(widen_from(ties), std::int64_t{0});
+    // 0.95 of the time is within the noise; 0.9 is a win.
+    const std::vector<WidenSample> close{{32, 0.95, 1.0}, {48, 0.9, 1.0}, {64, 0.5, 1.0}};
+    QCOMPARE(widen_from(close), std::int64_t{48});
     const std::vector<WidenSample> loses{{16, 1.0, 2.0}, {64, 3.0, 2.0}};
     QCOMPARE(widen_from(loses), std::int64_t{0});
   }

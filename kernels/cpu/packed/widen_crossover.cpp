@@ -115,7 +115,7 @@ std::vector<WidenSample> measure_widening(std::span<const ProductChain> chains,
 std::int64_t widen_from(std::span<const WidenSample> samples) {
   std::vector<CrossoverPoint> points;
   for (const WidenSample& s : samples)
-    points.push_back({s.tokens, s.widened_seconds < s.quantised_seconds});
+    points.push_back({s.tokens, s.widened_seconds <= kWidenWinShare * s.quantised_seconds});
   return tiles_from(std::move(points)).value_or(0);
 }
 
