@@ -53,7 +53,7 @@ std::vector<WidenSample> measure_widening(std::span<const ProductChain> chains,
 // A widened product wins where it takes at most this share of the quantised one's time: a
 // win past the run-to-run noise between the two kernels timed alternately (a few percent to
 // a tenth on the Xeon VM). Near parity the products stay quantised, as on every other
-// variant: at 32 tokens the VM's INT4 products measured 0.88-1.04, and a prompt's experts
+// variant: at 32 tokens the VM's INT4 products measured 0.85-1.04, and a prompt's experts
 // were no faster end to end widened from there (docs/benchmarks.md).
 inline constexpr double kWidenWinShare = 0.9;
 
