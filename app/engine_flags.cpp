@@ -49,7 +49,8 @@ CLI::Option* add_amx_widen_option(CLI::App* command, std::string& value) {
                    "On AMX: the tokens from which a product of INT8 or INT4 weights takes its "
                    "activations in BF16 and its weights widened to BF16 tiles (more exact, and "
                    "faster for enough tokens), or never; auto measures where that starts to pay "
-                   "on this CPU for the model's shapes when it loads")
+                   "on this CPU for the model's shapes the first time they load, and keeps it in "
+                   "~/.cache/tandem/amx-widening.json")
       ->capture_default_str()
       ->check(sentence(
           [](const std::string& v) {
