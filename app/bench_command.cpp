@@ -102,16 +102,11 @@ nlohmann::json prompt_ceiling_json(const measure::BenchResult& r) {
 // Where AMX widens the model's products: null where it does not run on AMX with INT8 or INT4.
 nlohmann::json widening_json(const std::optional<forward::WideningChoice>& w) {
   if (!w) return nullptr;
-  nlohmann::json samples = nlohmann::json::array();
-  for (const kernels::WidenSample& s : w->samples)
-    samples.push_back({{"tokens", s.tokens},
-                       {"widened_seconds", s.widened_seconds},
-                       {"quantised_seconds", s.quantised_seconds}});
   return {{"format", kernels::packed_format_name(w->format)},
           {"from_tokens", w->from},
           {"measured", w->measured},
           {"cached", w->cached},
-          {"samples", samples}};
+          {"samples", forward::samples_json(w->samples)}};
 }
 
 // The prompt's compute ceiling beside the decode roofline: each instruction's share of a

@@ -81,17 +81,6 @@ std::vector<kernels::WidenSample> cached_samples(const nlohmann::json& cache,
   return samples;
 }
 
-void write_cache(const std::string& path, nlohmann::json cache, const std::string& key,
-                 const std::vector<kernels::WidenSample>& samples) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const kernels::WidenSample& s : samples)
-    list.push_back({{"tokens", s.tokens},
-                    {"widened_seconds", s.widened_seconds},
-                    {"quantised_seconds", s.quantised_seconds}});
-  cache[key] = {{"samples", list}};
-  files::write_cache_object(path, cache, "where AMX widening pays");
-}
-
 }  // namespace
 
 std::string default_widening_cache() {
@@ -130,7 +119,11 @@ std::optional<WideningChoice> choose_widening(const model::LoadedModel& model,
     backend::CpuThreads threads(pools);
     choice.samples =
         kernels::measure_widening(chains, kernels::kWidenTokenCounts, threads.kernels_for());
-    if (!cache_path.empty()) write_cache(cache_path, cache, key, choice.samples);
+    if (!cache_path.empty()) {
+      nlohmann::json kept = cache;
+      kept[key] = {{"samples", samples_json(choice.samples)}};
+      files::write_cache_object(cache_path, kept, "where AMX widening pays");
+    }
   }
   choice.measured = true;
   choice.from = kernels::widen_from(choice.samples);
@@ -138,6 +131,15 @@ std::optional<WideningChoice> choose_widening(const model::LoadedModel& model,
     kernels::set_amx_widen_tokens(m->format, choice.from);
   log::info("{}", describe(choice));
   return choice;
+}
+
+nlohmann::json samples_json(const std::vector<kernels::WidenSample>& samples) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const kernels::WidenSample& s : samples)
+    list.push_back({{"tokens", s.tokens},
+                    {"widened_seconds", s.widened_seconds},
+                    {"quantised_seconds", s.quantised_seconds}});
+  return list;
 }
 
 bool parse_widen_from(const std::string& text, std::optional<std::int64_t>& out) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ std::optional<WideningChoice> choose_widening(
 // "auto" (nullopt: measure), "never" (0) or a token count from 1 to 2^20; false for
 // anything else.
 bool parse_widen_from(const std::string& text, std::optional<std::int64_t>& out);
+
+// The samples as bench's JSON and the cache give them: [{tokens, widened_seconds,
+// quantised_seconds}, ...].
+nlohmann::json samples_json(const std::vector<kernels::WidenSample>& samples);
 
 // For the user: "AMX takes INT8 products widened to BF16 from 64 tokens (measured on this
 // CPU, ...)".

@@ -118,20 +118,6 @@ void measure_tiles_beside_avx512(KernelBenchRow& row, const KernelBenchOptions& 
 
 }  // namespace
 
-// Runs `product` once, then repeatedly for at least `min_seconds`; the seconds per product.
-double seconds_per_product(const std::function<void()>& product, double min_seconds) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  int calls = 0;
-  double elapsed = 0;
-  do {
-    product();
-    ++calls;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (elapsed < min_seconds);
-  return elapsed / calls;
-}
-
 TileKernel amx_from_one_token() {
   if (kernels::active_variant() != kernels::CpuVariant::Amx) return {};
   return [](const kernels::PackedMatrix& w, const kernels::PackedActivations& x, float* y,

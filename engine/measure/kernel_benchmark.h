@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "kernels/cpu/compute_peak.h"
+#include "kernels/cpu/measuring.h"
 #include "kernels/cpu/packed/matmul.h"
-#include "kernels/cpu/random_values.h"
 
 namespace tandem::measure {
 
@@ -121,10 +121,9 @@ struct TileCrossover {
 };
 std::vector<TileCrossover> tile_crossovers(const KernelBenchReport& report);
 
-// What the benchmarks share: uniform values in [-1, 1) (kernels/cpu/random_values.h), and the
-// seconds one call of `product` takes, repeated for at least `min_seconds` after a first call.
+// What the benchmarks share with the kernels' other measurements (kernels/cpu/measuring.h).
 using kernels::random_values;
-double seconds_per_product(const std::function<void()>& product, double min_seconds);
+using kernels::seconds_per_product;
 
 // `progress` gets a line per measured row.
 KernelBenchReport run_kernel_benchmark(

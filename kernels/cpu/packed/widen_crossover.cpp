@@ -1,13 +1,12 @@
 #include "kernels/cpu/packed/widen_crossover.h"
 
 #include <algorithm>
-#include <chrono>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cpu/isa.h"
-#include "kernels/cpu/random_values.h"
+#include "kernels/cpu/measuring.h"
 
 namespace tandem::kernels {
 
@@ -84,28 +83,20 @@ std::vector<WidenSample> measure_widening(std::span<const ProductChain> chains,
         });
       }
     };
-    // Seconds a chain takes, over chains run one after another for at least
-    // kMinSampleSeconds.
-    const auto time_chain = [&](Kernel kernel, const std::vector<PackedActivations>& x) {
-      const auto start = std::chrono::steady_clock::now();
-      int runs = 0;
-      double seconds = 0;
-      do {
-        run_chain(kernel, x);
-        ++runs;
-        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      } while (seconds < kMinSampleSeconds);
-      return seconds / runs;
-    };
     // One uncounted run of each (the tile state, the widening buffers).
     run_chain(amx_kernel, widened);
     run_chain(packed_matmul_avx512, quantised);
     WidenSample s{n, std::numeric_limits<double>::infinity(),
                   std::numeric_limits<double>::infinity()};
     for (int r = 0; r < std::max(1, repeats); ++r) {
-      s.widened_seconds = std::min(s.widened_seconds, time_chain(amx_kernel, widened));
+      // Each over chains run one after another (the next each time).
+      s.widened_seconds =
+          std::min(s.widened_seconds,
+                   seconds_per_product([&] { run_chain(amx_kernel, widened); }, kMinSampleSeconds));
       s.quantised_seconds =
-          std::min(s.quantised_seconds, time_chain(packed_matmul_avx512, quantised));
+          std::min(s.quantised_seconds,
+                   seconds_per_product([&] { run_chain(packed_matmul_avx512, quantised); },
+                                       kMinSampleSeconds));
     }
     out.push_back(s);
   }
