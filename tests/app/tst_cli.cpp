@@ -30,6 +30,7 @@ class TestCli : public QObject {
     e.insert(QStringLiteral("HOME"), home_.path());
     e.insert(QStringLiteral("XDG_DATA_HOME"), home_.path() + "/data");
     e.insert(QStringLiteral("XDG_CONFIG_HOME"), home_.path() + "/config");
+    e.insert(QStringLiteral("XDG_CACHE_HOME"), home_.path() + "/.cache");
     e.remove(QStringLiteral("TANDEM_LOG_TO_FILE"));
     return e;
   }

@@ -44,6 +44,7 @@ class TestDownloadCli : public QObject {
     e.insert(QStringLiteral("HOME"), home_.path());
     e.insert(QStringLiteral("XDG_DATA_HOME"), home_.path() + "/data");
     e.insert(QStringLiteral("XDG_CONFIG_HOME"), home_.path() + "/config");
+    e.insert(QStringLiteral("XDG_CACHE_HOME"), home_.path() + "/.cache");
     e.insert(QStringLiteral("TANDEM_LOG_TO_FILE"), QStringLiteral("0"));
     e.insert(QStringLiteral("HF_ENDPOINT"), QString::fromStdString(server_->endpoint()));
     // Only 127.0.0.1 is ever contacted, and never through a proxy.

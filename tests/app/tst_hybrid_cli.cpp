@@ -27,6 +27,7 @@ class TestHybridCli : public QObject {
     e.insert(QStringLiteral("HOME"), home_.path());
     e.insert(QStringLiteral("XDG_DATA_HOME"), home_.path() + "/data");
     e.insert(QStringLiteral("XDG_CONFIG_HOME"), home_.path() + "/config");
+    e.insert(QStringLiteral("XDG_CACHE_HOME"), home_.path() + "/.cache");
     return tandem::test::run_tandem(args, e);
   }
 

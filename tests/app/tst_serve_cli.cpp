@@ -84,6 +84,7 @@ class TestServeCli : public QObject {
     e.insert(QStringLiteral("HOME"), home_.path());
     e.insert(QStringLiteral("XDG_DATA_HOME"), home_.path() + "/data");
     e.insert(QStringLiteral("XDG_CONFIG_HOME"), home_.path() + "/config");
+    e.insert(QStringLiteral("XDG_CACHE_HOME"), home_.path() + "/.cache");
     e.insert(QStringLiteral("TANDEM_LOG_TO_FILE"), QStringLiteral("0"));
     e.remove(QStringLiteral("TANDEM_API_KEY"));
     return e;

@@ -30,7 +30,8 @@ class Served:
     def __init__(self, tandem, *args, env=None):
         home = tempfile.mkdtemp()
         e = dict(os.environ, HOME=home, XDG_DATA_HOME=home + "/data",
-                 XDG_CONFIG_HOME=home + "/config", TANDEM_LOG_TO_FILE="0")
+                 XDG_CONFIG_HOME=home + "/config", XDG_CACHE_HOME=home + "/.cache",
+                 TANDEM_LOG_TO_FILE="0")
         e.pop("TANDEM_API_KEY", None)
         e.update(env or {})
         self.p = subprocess.Popen([tandem, "serve", "--port", "0", "--threads", "1", *args],
