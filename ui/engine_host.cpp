@@ -17,6 +17,7 @@
 #include "engine/schedule/routing_stats.h"
 #include "engine/template/chat_template.h"
 #include "engine/text/tokenizer.h"
+#include "kernels/cpu/isa.h"
 
 namespace tandem::ui {
 namespace {
@@ -59,6 +60,21 @@ QVector<StoredMessage> fromEngine(const std::vector<generate::ChatMessage>& mess
                    QString::fromStdString(m.thinking)});
   }
   return out;
+}
+
+// The CPU kernels a model runs on, as the System page names them.
+QString cpuKernelsLabel(kernels::CpuVariant variant) {
+  switch (variant) {
+    case kernels::CpuVariant::Amx:
+      return EngineWorker::tr("AMX tiles, AVX-512 beside them");
+    case kernels::CpuVariant::Avx512:
+      return EngineWorker::tr("AVX-512");
+    case kernels::CpuVariant::Avx2:
+      return EngineWorker::tr("AVX2");
+    case kernels::CpuVariant::Scalar:
+      break;
+  }
+  return EngineWorker::tr("portable C++ (no vector instructions)");
 }
 
 }  // namespace
@@ -145,6 +161,11 @@ void EngineWorker::loadModel(const LoadRequest& request) {
     info.threads = n;
     // A converted folder brings its own format, whatever was asked for.
     info.cpu_format = QString::fromUtf8(model::cpu_format_name(model->cpu_format()).data());
+    info.cpu_kernels = cpuKernelsLabel(model->cpu_variant());
+    if (built.widening) {
+      info.widening = QString::fromStdString(forward::summary(*built.widening));
+      info.widening_detail = QString::fromStdString(forward::figures(*built.widening));
+    }
     info.profile = request.profile;
     info.placement_note = QString::fromStdString(built.note);
     info.no_accelerator_reason = QString::fromStdString(built.no_accelerator_reason);

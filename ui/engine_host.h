@@ -46,6 +46,9 @@ struct ModelInfo {
   qint64 context = 0;
   int threads = 0;
   QString cpu_format;
+  QString cpu_kernels;      // the CPU kernels the model runs on: "AMX", "AVX-512", ...
+  QString widening;         // on AMX, where products are widened, in a line; else empty
+  QString widening_detail;  // the same with the measurement's figures
   // Where it runs: the accelerator's description, or empty for the CPU alone.
   QString accelerator;
   QString placement_note;         // why it runs where it does, for the user

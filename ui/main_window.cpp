@@ -187,11 +187,15 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
     QSettings().setValue(kModelKey, info.folder);
     live_->setModel(info);
     system_->setActiveAccelerator(info.accelerator, info.placement_note);
+    system_->setActiveCpuKernels(info.cpu_kernels, info.cpu_format, info.widening,
+                                 info.widening_detail);
   });
   connect(engine_, &EngineHost::modelLoadFailed, this,
           [this](const QString& folder, const QString&, bool kept) {
-            if (!kept)
+            if (!kept) {
               model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
+              system_->setActiveCpuKernels({}, {}, {}, {});
+            }
           });
 
   buildMenus();

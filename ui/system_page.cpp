@@ -174,8 +174,7 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
   findings_->setText(f);
 
   const auto& id = r.isa.identity;
-  QString p = QStringLiteral("<table cellspacing='0' cellpadding='2'>");
-  p += row(tr("Model"), q(id.brand.empty() ? id.vendor : id.brand).toHtmlEscaped());
+  QString p = row(tr("Model"), q(id.brand.empty() ? id.vendor : id.brand).toHtmlEscaped());
   p += row(tr("Cores"),
            tr("%1 physical cores, %2 hardware threads, %3")
                .arg(r.topology.physical_cores)
@@ -188,8 +187,8 @@ void SystemPage::setReport(const HardwareReportPtr& report) {
                              .arg(r.topology.l3_caches)
                              .arg(bytes(r.topology.l3_cache_bytes)));
   p += row(tr("Instructions"), featureChips(r.isa.usable));
-  p += QStringLiteral("</table>");
-  processor_->setText(p);
+  processor_rows_ = p;
+  showProcessor();
 
   QString m = QStringLiteral("<table cellspacing='0' cellpadding='2'>");
   if (r.memory.error.empty()) {
@@ -258,6 +257,37 @@ void SystemPage::setActiveAccelerator(const QString& description, const QString&
   active_ = description;
   active_note_ = note;
   showAccelerators();
+}
+
+void SystemPage::setActiveCpuKernels(const QString& kernels, const QString& format,
+                                     const QString& widening, const QString& widening_detail) {
+  cpu_kernels_ = kernels;
+  cpu_format_ = format;
+  widening_ = widening;
+  widening_detail_ = widening_detail;
+  showProcessor();
+}
+
+void SystemPage::showProcessor() {
+  if (!report_) return;  // still detecting: shown with the report
+  QString p = QStringLiteral("<table cellspacing='0' cellpadding='2'>") + processor_rows_;
+  if (!cpu_kernels_.isEmpty()) {
+    p += row(tr("Kernels"),
+             tr("%1 (the model's weights in %2)").arg(cpu_kernels_, cpu_format_).toHtmlEscaped());
+  }
+  if (!widening_.isEmpty()) {
+    p += row(tr("Widening"),
+             widening_.toHtmlEscaped() +
+                 QStringLiteral("<br/><span style='color:%1'>%2</span>")
+                     .arg(theme::colors().muted_text,
+                          (tr("Products of fewer tokens multiply quantised activations on "
+                              "AVX-512.") +
+                           (widening_detail_.isEmpty() ? QString() : QStringLiteral(" ")) +
+                           widening_detail_)
+                              .toHtmlEscaped()));
+  }
+  p += QStringLiteral("</table>");
+  processor_->setText(p);
 }
 
 void SystemPage::showAccelerators() {

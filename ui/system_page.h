@@ -20,6 +20,10 @@ class SystemPage : public QWidget {
   void setReport(const HardwareReportPtr& report);
   // The accelerator the loaded model runs on (empty: the CPU alone) and why.
   void setActiveAccelerator(const QString& description, const QString& note);
+  // The CPU kernels the loaded model runs on, with its weights' format, and on AMX where its
+  // products are widened (a line, and the measurement's figures); all empty: no model.
+  void setActiveCpuKernels(const QString& kernels, const QString& format, const QString& widening,
+                           const QString& widening_detail);
   HardwareReportPtr report() const { return report_; }
 
   // The text shown on the page, for tests and accessibility tools.
@@ -31,6 +35,7 @@ class SystemPage : public QWidget {
  private:
   QWidget* makeCard(const QString& title, QLabel** body);
   void showAccelerators();
+  void showProcessor();
 
   HardwareReportPtr report_;
   QLabel* status_ = nullptr;
@@ -43,6 +48,8 @@ class SystemPage : public QWidget {
   QLabel* recommended_ = nullptr;
   QString gpu_rows_;  // the GPUs the probe found, as table rows
   QString active_, active_note_;
+  QString processor_rows_;  // what the probe found of the processor, as table rows
+  QString cpu_kernels_, cpu_format_, widening_, widening_detail_;
 };
 
 }  // namespace tandem::ui

@@ -158,11 +158,52 @@ bool parse_widen_from(const std::string& text, std::optional<std::int64_t>& out)
   return true;
 }
 
+namespace {
+
+std::string widened_formats(const WideningChoice& choice) {
+  return !choice.measured                               ? "INT8 and INT4"
+         : choice.int8_downs                            ? "INT4 (and INT8 down)"
+         : choice.format == kernels::PackedFormat::Int4 ? "INT4"
+                                                        : "INT8";
+}
+
+// "8 tokens 2.04, 16 tokens 1.46, ...": the widened time over the quantised at each count.
+std::string ratios(const std::vector<kernels::WidenSample>& samples) {
+  std::string out;
+  for (const kernels::WidenSample& s : samples) {
+    out += fmt::format("{}{} tokens {:.2f}", out.empty() ? "" : ", ", s.tokens,
+                       s.quantised_seconds > 0 ? s.widened_seconds / s.quantised_seconds : 0.0);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string summary(const WideningChoice& choice) {
+  const std::string which = widened_formats(choice);
+  const char* how = !choice.measured ? "set by --amx-widen-from"
+                    : choice.cached  ? "measured on this CPU at an earlier start"
+                                     : "measured on this CPU";
+  return choice.from > 0
+             ? fmt::format("{} products of {} tokens or more widened to BF16 tiles ({})", which,
+                           choice.from, how)
+             : fmt::format("{} products never widened to BF16 tiles ({})", which, how);
+}
+
+std::string figures(const WideningChoice& choice) {
+  if (!choice.measured) return {};
+  std::string out = "The widened time over the AVX-512 time at " + ratios(choice.samples);
+  out += fmt::format(
+      " (products are widened from the fewest tokens at which it is at most {:.1f}, there and "
+      "at every count above).",
+      kernels::kWidenWinShare);
+  if (!choice.cache_path.empty())
+    out += " Kept in " + choice.cache_path + ", which may be deleted to measure again.";
+  return out;
+}
+
 std::string describe(const WideningChoice& choice) {
-  const std::string which = !choice.measured                               ? "INT8 and INT4"
-                            : choice.int8_downs                            ? "INT4 (and INT8 down)"
-                            : choice.format == kernels::PackedFormat::Int4 ? "INT4"
-                                                                           : "INT8";
+  const std::string which = widened_formats(choice);
   std::string out =
       choice.from > 0
           ? fmt::format("AMX takes {} products widened to BF16 from {} tokens", which, choice.from)
@@ -173,13 +214,7 @@ std::string describe(const WideningChoice& choice) {
                    ", which may be deleted to measure again; the widened time over the AVX-512 "
                    "time at"
              : " (measured on this CPU, the widened time over the AVX-512 time at";
-  const char* sep = " ";
-  for (const kernels::WidenSample& s : choice.samples) {
-    out += fmt::format("{}{} tokens {:.2f}", sep, s.tokens,
-                       s.quantised_seconds > 0 ? s.widened_seconds / s.quantised_seconds : 0.0);
-    sep = ", ";
-  }
-  return out + ")";
+  return out + " " + ratios(choice.samples) + ")";
 }
 
 }  // namespace tandem::forward

@@ -58,5 +58,10 @@ nlohmann::json samples_json(const std::vector<kernels::WidenSample>& samples);
 // For the user: "AMX takes INT8 products widened to BF16 from 64 tokens (measured on this
 // CPU, ...)".
 std::string describe(const WideningChoice& choice);
+// The same in two parts, for the app: a line, "INT8 products of 64 tokens or more widened to
+// BF16 tiles (measured on this CPU)", and the measurement's figures in sentences, "The widened
+// time over the AVX-512 time: ...", where the cache is (empty when given).
+std::string summary(const WideningChoice& choice);
+std::string figures(const WideningChoice& choice);
 
 }  // namespace tandem::forward

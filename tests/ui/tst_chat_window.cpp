@@ -30,6 +30,7 @@
 
 #include "engine/forward/runner_settings.h"
 #include "engine/model/demo_model.h"
+#include "kernels/cpu/isa.h"
 #include "ui/chat_page.h"
 #include "ui/conversation/list_model.h"
 #include "ui/engine_host.h"
@@ -266,6 +267,41 @@ class TestChatWindow : public QObject {
     }
   }
 
+  // The System page names the CPU kernels the loaded model runs on, and on AMX where its INT8
+  // products are widened to BF16 tiles (here given, as --amx-widen-from 40 gives it).
+  void theSystemPageNamesTheKernelsInUse() {
+    MainWindow window(nullptr, dir_.path() + "/kernels.sqlite",
+                      [](tandem::forward::RunSettings& s, std::string&) {
+                        s.load.cpu_format = tandem::model::CpuFormat::Int8;
+                        s.amx_widen_from = 40;
+                        return true;
+                      });
+    window.show();
+    window.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    const ModelInfo& info = window.engine()->model();
+    QCOMPARE(info.cpu_format, QStringLiteral("int8"));
+    QTRY_VERIFY_WITH_TIMEOUT(window.systemPage()->report(), 20000);  // the probe's card
+    const QString text = window.systemPage()->findingsText();
+    QVERIFY(text.contains(QLatin1String("Kernels")));
+    QVERIFY2(text.contains(info.cpu_kernels + QStringLiteral(" (the model's weights in int8)")),
+             qPrintable(text));
+    if (tandem::kernels::active_variant() == tandem::kernels::CpuVariant::Amx) {
+      QCOMPARE(info.cpu_kernels, QStringLiteral("AMX tiles, AVX-512 beside them"));
+      QCOMPARE(info.widening, QStringLiteral("INT8 and INT4 products of 40 tokens or more widened "
+                                             "to BF16 tiles (set by --amx-widen-from)"));
+      QVERIFY(text.contains(QLatin1String("Widening")));
+      QVERIFY2(text.contains(info.widening), qPrintable(text));
+      QVERIFY(info.widening_detail.isEmpty());  // given, so nothing was measured
+    } else {
+      QVERIFY(!info.cpu_kernels.contains(QLatin1String("AMX")));
+      QVERIFY(info.widening.isEmpty());
+      QVERIFY2(!text.contains(QLatin1String("Widening")), qPrintable(text));
+    }
+    window.showPage(MainWindow::Page::System);
+    saveScreenshot(window, QStringLiteral("system-kernels"));
+  }
+
   // A folder that fails its checks leaves the model in use loaded, and the window says why;
   // one that fails while loading its weights (after the model in use is gone) says why and
   // offers to load the model that worked again.
@@ -310,6 +346,7 @@ class TestChatWindow : public QObject {
     window.loadModel(dir_.path() + "/bad-weights");
     QVERIFY(failed.wait(20000));
     QVERIFY(!window.engine()->hasModel());
+    QVERIFY(!window.systemPage()->findingsText().contains(QLatin1String("Kernels")));
     QVERIFY2(chat->noModelText().contains(QLatin1String("bad-weights")),
              qPrintable(chat->noModelText()));
     QPushButton* again = nullptr;

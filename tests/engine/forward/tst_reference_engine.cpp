@@ -802,6 +802,32 @@ class TestReferenceEngine : public QObject {
     for (const char* bad : {"0", "-3", "x", "48x", "1048577", ""})
       QVERIFY2(!forward::parse_widen_from(bad, n), bad);
 
+    // What the app shows of a choice: a line, and the measurement's figures.
+    forward::WideningChoice shown;
+    shown.from = 48;
+    shown.measured = true;
+    shown.cache_path = "/home/u/.cache/tandem/amx-widening.json";
+    shown.samples = {{8, 2.0, 1.0}, {16, 0.5, 1.0}};
+    QCOMPARE(forward::summary(shown), std::string("INT8 products of 48 tokens or more widened to "
+                                                  "BF16 tiles (measured on this CPU)"));
+    QCOMPARE(forward::figures(shown),
+             std::string("The widened time over the AVX-512 time at 8 tokens 2.00, 16 tokens 0.50 "
+                         "(products are widened from the fewest tokens at which it is at most "
+                         "0.9, there and at every count above). Kept in "
+                         "/home/u/.cache/tandem/amx-widening.json, which may be deleted to "
+                         "measure again."));
+    shown.cached = true;
+    shown.from = 0;
+    shown.format = kernels::PackedFormat::Int4;
+    QCOMPARE(forward::summary(shown), std::string("INT4 products never widened to BF16 tiles "
+                                                  "(measured on this CPU at an earlier start)"));
+    shown.measured = false;
+    shown.from = 40;
+    QCOMPARE(forward::summary(shown), std::string("INT8 and INT4 products of 40 tokens or more "
+                                                  "widened to BF16 tiles (set by "
+                                                  "--amx-widen-from)"));
+    QVERIFY(forward::figures(shown).empty());
+
     const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe";
     backend::NumaPools pool(2);
     model::LoadOptions bf16;
