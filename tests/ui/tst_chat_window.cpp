@@ -300,6 +300,23 @@ class TestChatWindow : public QObject {
     }
     window.showPage(MainWindow::Page::System);
     saveScreenshot(window, QStringLiteral("system-kernels"));
+
+    // Weights as the files store them are named so, not by the format's name.
+    MainWindow stored(nullptr, dir_.path() + "/kernels-native.sqlite",
+                      [](tandem::forward::RunSettings& s, std::string&) {
+                        s.load.cpu_format = tandem::model::CpuFormat::Native;
+                        return true;
+                      });
+    stored.show();
+    stored.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(stored.engine()->hasModel(), 20000);
+    QTRY_VERIFY_WITH_TIMEOUT(stored.systemPage()->report(), 20000);
+    QCOMPARE(stored.engine()->model().cpu_format, QStringLiteral("native"));
+    const QString native = stored.systemPage()->findingsText();
+    QVERIFY2(native.contains(stored.engine()->model().cpu_kernels +
+                             QStringLiteral(" (the model's weights as its files store them)")),
+             qPrintable(native));
+    QVERIFY(!native.contains(QLatin1String("Widening")));  // nothing packed, nothing widened
   }
 
   // A folder that fails its checks leaves the model in use loaded, and the window says why;
