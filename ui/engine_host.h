@@ -46,7 +46,7 @@ struct ModelInfo {
   qint64 context = 0;
   int threads = 0;
   QString cpu_format;
-  QString cpu_kernels;      // the CPU kernels the model runs on: "AVX-512", "AVX2", ...
+  QString cpu_kernels;      // the packed weights' CPU kernels: "AVX-512", "AVX2", ...
   QString widening;         // on AMX, where products are widened, in a line; else empty
   QString widening_detail;  // the same with the measurement's figures
   // Where it runs: the accelerator's description, or empty for the CPU alone.

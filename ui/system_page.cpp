@@ -271,12 +271,15 @@ void SystemPage::setActiveCpuKernels(const QString& kernels, const QString& form
 void SystemPage::showProcessor() {
   if (!report_) return;  // still detecting: shown with the report
   QString p = QStringLiteral("<table cellspacing='0' cellpadding='2'>") + processor_rows_;
-  if (!cpu_kernels_.isEmpty()) {
-    // "native": the weights as the model's files store them (a GGUF file's block formats).
-    const QString weights = cpu_format_ == QLatin1String("native")
-                                ? tr("the model's weights as its files store them")
-                                : tr("the model's weights in %1").arg(cpu_format_);
-    p += row(tr("Kernels"), QStringLiteral("%1 (%2)").arg(cpu_kernels_, weights).toHtmlEscaped());
+  if (cpu_format_ == QLatin1String("native")) {
+    // Weights as the files store them (a GGUF file's blocks, or the reference path): none of
+    // them goes through the packed kernels the variant names.
+    p += row(tr("Kernels"),
+             tr("none packed: the model computes on its weights as its files store them"));
+  } else if (!cpu_kernels_.isEmpty()) {
+    p += row(
+        tr("Kernels"),
+        tr("%1 (the model's weights packed in %2)").arg(cpu_kernels_, cpu_format_).toHtmlEscaped());
   }
   if (!widening_.isEmpty()) {
     p += row(tr("Widening"),

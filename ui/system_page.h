@@ -20,8 +20,9 @@ class SystemPage : public QWidget {
   void setReport(const HardwareReportPtr& report);
   // The accelerator the loaded model runs on (empty: the CPU alone) and why.
   void setActiveAccelerator(const QString& description, const QString& note);
-  // The CPU kernels the loaded model runs on, with its weights' format, and on AMX where its
-  // products are widened (a line, and the measurement's figures); all empty: no model.
+  // The packed CPU kernels the loaded model runs on and its weights' format ("native": as its
+  // files store them, none packed), and on AMX where its products are widened (a line, and the
+  // measurement's figures); all empty: no model.
   void setActiveCpuKernels(const QString& kernels, const QString& format, const QString& widening,
                            const QString& widening_detail);
   HardwareReportPtr report() const { return report_; }

@@ -284,8 +284,9 @@ class TestChatWindow : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.systemPage()->report(), 20000);  // the probe's card
     const QString text = window.systemPage()->findingsText();
     QVERIFY(text.contains(QLatin1String("Kernels")));
-    QVERIFY2(text.contains(info.cpu_kernels + QStringLiteral(" (the model's weights in int8)")),
-             qPrintable(text));
+    QVERIFY2(
+        text.contains(info.cpu_kernels + QStringLiteral(" (the model's weights packed in int8)")),
+        qPrintable(text));
     if (tandem::kernels::active_variant() == tandem::kernels::CpuVariant::Amx) {
       QCOMPARE(info.cpu_kernels, QStringLiteral("AMX tiles, AVX-512 beside them"));
       QCOMPARE(info.widening, QStringLiteral("INT8 and INT4 products of 40 tokens or more widened "
@@ -301,7 +302,7 @@ class TestChatWindow : public QObject {
     window.showPage(MainWindow::Page::System);
     saveScreenshot(window, QStringLiteral("system-kernels"));
 
-    // Weights as the files store them are named so, not by the format's name.
+    // Weights as the files store them go through none of the packed kernels, and it says so.
     MainWindow stored(nullptr, dir_.path() + "/kernels-native.sqlite",
                       [](tandem::forward::RunSettings& s, std::string&) {
                         s.load.cpu_format = tandem::model::CpuFormat::Native;
@@ -313,8 +314,8 @@ class TestChatWindow : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(stored.systemPage()->report(), 20000);
     QCOMPARE(stored.engine()->model().cpu_format, QStringLiteral("native"));
     const QString native = stored.systemPage()->findingsText();
-    QVERIFY2(native.contains(stored.engine()->model().cpu_kernels +
-                             QStringLiteral(" (the model's weights as its files store them)")),
+    QVERIFY2(native.contains(QStringLiteral(
+                 "none packed: the model computes on its weights as its files store them")),
              qPrintable(native));
     QVERIFY(!native.contains(QLatin1String("Widening")));  // nothing packed, nothing widened
   }
