@@ -602,11 +602,10 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
   }
 }
 
-}  // namespace
-
-namespace {
+// Where AMX widens INT8 and INT4 products in this process (amx_widen_tokens).
 std::atomic<std::int64_t> widen_int8_tokens{kAmxWidenInt8Tokens};
 std::atomic<std::int64_t> widen_int4_tokens{kAmxWidenInt4Tokens};
+
 }  // namespace
 
 std::int64_t amx_widen_tokens(PackedFormat format) {
