@@ -234,13 +234,14 @@ inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int
 
 // Widened products (AMX only): from amx_widen_tokens(format) tokens on, the AMX variant
 // multiplies INT8 and INT4 weights by activations in BF16 rather than quantised, through
-// TDPBF16PS, each pair of weight blocks first widened to BF16 (the weight as unpack_row gives
-// it, rounded to nearest even) in a per-thread buffer and then taken by every token's tiles.
+// TDPBF16PS, each run of up to 8 weight blocks first widened to BF16 (the weight as unpack_row
+// gives it, rounded to nearest even) in a per-thread buffer and then taken by every token's
+// tiles, the tokens in panels of 32.
 // Integer tiles would have to flush their sums at every group of 32 columns (a conversion
 // and a scaling per token and row through AVX-512): on a 2-core Xeon with AMX they ran at
 // 0.82-0.87x the AVX-512 kernel on the expert and projection shapes at every token count, so
 // quantised activations take the AVX-512 kernel there. Widening a weight costs a fixed third
-// of a vector instruction, paid once per block pair however many tokens share it: widened
+// of a vector instruction, paid once per block however many tokens share it: widened
 // products beat AVX-512 from about 64 tokens for INT8 (1.06-1.23x at 64, 1.2-1.6x at 128)
 // and 32 for INT4 (1.01-1.14x at 32, 1.08-1.38x at 64), measured interleaved by `tandem bench
 // --kernels`; end to end, INT4 experts of 32 tokens each (a 512-token prompt of the
