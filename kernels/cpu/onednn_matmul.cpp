@@ -210,9 +210,11 @@ void OnednnMatmul::run(const float* x, std::int64_t tokens, float* y, std::int64
 void OnednnMatmul::run(const PackedActivations& x, float* y, std::int64_t y_stride,
                        const ParallelFor& parallel) const {
   if (x.format != format_ || x.cols_padded != cols_padded_ ||
-      (format_ == PackedFormat::Int8 && x.groups() != 1))
+      (format_ == PackedFormat::Int8 && x.groups() != 1) ||
+      (format_ == PackedFormat::Bf16 && x.bf16_stride != cols_padded_))
     throw std::invalid_argument(
-        "activations packed for another format or width, or INT8 not with one scale per token");
+        "activations packed for another format or width, INT8 not with one scale per token, or "
+        "BF16 rows padded (as for a widened product)");
   if (x.tokens == 0) return;
   const DataType type = data_type_of(format_);
   const char* src_data = format_ == PackedFormat::Int8

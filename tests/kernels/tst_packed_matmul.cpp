@@ -112,7 +112,7 @@ std::vector<float> widened_abs_sums(const PackedMatrix& w, const PackedActivatio
       double sum = 0;
       for (std::int64_t c = 0; c < w.cols; ++c) {
         sum += std::abs(bf16_to_f32(f32_to_bf16(row[static_cast<std::size_t>(c)]))) *
-               std::abs(bf16_to_f32(x.bf16[static_cast<std::size_t>(t * x.cols_padded + c)]));
+               std::abs(bf16_to_f32(x.bf16[static_cast<std::size_t>(t * x.bf16_stride + c)]));
       }
       sums[static_cast<std::size_t>(t * stride + r)] = static_cast<float>(sum);
     }
@@ -423,9 +423,9 @@ class TestPackedMatmul : public QObject {
   // scalar reference (the same rounded weights and activations, summed in fp32 in another
   // order), from one token on: partial tiles alone, after one or two whole tiles, shapes
   // whose columns leave part of a tile, odd blocks, INT4's groups of 32, 64 and 128, rows
-  // of 1000 columns, 4100 rows (many widened runs), rows of 9000 columns (runs of two
-  // blocks), and token panels: 50 tokens (one panel, a whole tile and a partial one), 100 and
-  // 1100.
+  // of 1000 columns, 4100 rows (many widened runs), rows of 512 columns (padded to 544 apart),
+  // rows of 9000 columns (runs of two blocks), and token panels: 50 tokens (one panel, a whole tile
+  // and a partial one), 100 and 1100.
   void widenedTilesMatchScalar_data() {
     QTest::addColumn<bool>("hardware");
     QTest::addColumn<int>("format");
@@ -446,6 +446,7 @@ class TestPackedMatmul : public QObject {
                                                                     {21, 200},
                                                                     {40, 1000},
                                                                     {4100, 72},
+                                                                    {24, 512},
                                                                     {40, 9000}}) {
             if (tokens > 512 && rows * cols > 40000) continue;  // the emulation is slow
             if (cols > 1000 && tokens != 17 && tokens != 50) continue;
@@ -486,6 +487,7 @@ class TestPackedMatmul : public QObject {
     pack_widened_activations(w, x.data(), tokens, a);
     QCOMPARE(a.format, PackedFormat::Bf16);
     QCOMPARE(a.cols_padded, w.cols_padded);
+    QCOMPARE(a.bf16_stride, widened_row_stride(w.cols_padded));
     const std::int64_t stride = rows + 3;  // sentinels between the rows stay untouched
     std::vector<float> want(static_cast<std::size_t>(tokens * stride), -7.0f), got(want);
     packed_matmul_scalar(w, a, want.data(), stride, 0, w.blocks);
@@ -1157,6 +1159,40 @@ class TestPackedMatmul : public QObject {
     QCOMPARE(parallel.scaled_sum, serial.scaled_sum);
     QCOMPARE(parallel.start, serial.start);
     QCOMPARE(parallel.bf16, serial.bf16);
+  }
+
+  // Widened activations lie widened_row_stride apart: rows of 512 columns (1 KiB) 544 apart,
+  // the padding zero, and rows of 200 columns as they are; gathered rows keep the stride.
+  void widenedActivationRowsArePadded() {
+    QCOMPARE(widened_row_stride(200), 200);
+    QCOMPARE(widened_row_stride(512), 544);
+    QCOMPARE(widened_row_stride(2048), 2080);
+    const int tokens = 5;
+    for (int cols : {200, 512}) {
+      const PackedMatrix w = packed_shape(16, cols, PackedFormat::Int8);
+      const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 43);
+      PackedActivations all;
+      pack_widened_activations(w, x.data(), tokens, all);
+      const std::int64_t stride = widened_row_stride(w.cols_padded);
+      QCOMPARE(all.bf16_stride, stride);
+      QCOMPARE(all.bf16.size(), static_cast<std::size_t>(tokens * stride));
+      for (int t = 0; t < tokens; ++t) {
+        for (std::int64_t c = 0; c < stride; ++c) {
+          const std::uint16_t want =
+              c < cols ? f32_to_bf16(x[static_cast<std::size_t>(t * cols + c)]) : 0;
+          QCOMPARE(all.bf16[static_cast<std::size_t>(t * stride + c)], want);
+        }
+      }
+      const std::vector<std::int64_t> rows = {4, 0, 4};
+      std::vector<float> picked;
+      for (std::int64_t r : rows)
+        picked.insert(picked.end(), x.begin() + r * cols, x.begin() + (r + 1) * cols);
+      PackedActivations gathered, want;
+      pack_widened_activations(w, picked.data(), 3, want);
+      gather_activations(all, rows.data(), 3, gathered);
+      QCOMPARE(gathered.bf16_stride, stride);
+      QCOMPARE(gathered.bf16, want.bf16);
+    }
   }
 
   // Rows gathered from a whole prompt's packed activations (repeated, out of order, and a

@@ -510,6 +510,7 @@ void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat fo
   const std::size_t n = static_cast<std::size_t>(tokens * out.cols_padded);
   if (format == PackedFormat::Bf16) {
     out.group = 0;
+    out.bf16_stride = out.cols_padded;
     out.bf16.assign(n, 0);
     return;
   }
@@ -545,7 +546,7 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
   if (out.format == PackedFormat::Bf16) {
     for (std::int64_t t = t0; t < t1; ++t) {
       for (std::int64_t c = 0; c < cols; ++c)
-        out.bf16[static_cast<std::size_t>(t * out.cols_padded + c)] = f32_to_bf16(x[t * cols + c]);
+        out.bf16[static_cast<std::size_t>(t * out.bf16_stride + c)] = f32_to_bf16(x[t * cols + c]);
     }
     return;
   }
@@ -670,7 +671,8 @@ void pack_widened_activations(const PackedMatrix& w, const float* x, std::int64_
   out.tokens = tokens;
   out.cols_padded = w.cols_padded;
   out.group = 0;
-  out.bf16.assign(static_cast<std::size_t>(tokens * w.cols_padded), 0);
+  out.bf16_stride = widened_row_stride(w.cols_padded);
+  out.bf16.assign(static_cast<std::size_t>(tokens * out.bf16_stride), 0);
   if (parallel == nullptr || tokens < kParallelPackTokens) {
     quantize_activation_rows(x, w.cols, out, 0, tokens);
     return;
@@ -705,9 +707,11 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
     return static_cast<std::size_t>(rows[i]);
   };
   if (all.format == PackedFormat::Bf16) {
-    out.bf16.resize(static_cast<std::size_t>(n) * width);
+    const auto stride = static_cast<std::size_t>(all.bf16_stride);
+    out.bf16_stride = all.bf16_stride;
+    out.bf16.resize(static_cast<std::size_t>(n) * stride);
     for (std::int64_t i = 0; i < n; ++i)
-      std::copy_n(all.bf16.data() + row_at(i) * width, width, out.bf16.data() + i * width);
+      std::copy_n(all.bf16.data() + row_at(i) * stride, stride, out.bf16.data() + i * stride);
     return;
   }
   const auto groups = static_cast<std::size_t>(all.groups());
@@ -763,7 +767,7 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
         if (widened_activations(w, x)) {
           // The weights as unpack_row gives them (INT4 fused), rounded to BF16; pairs of
           // products summed in fp32 as for BF16 weights.
-          const std::uint16_t* xb = x.bf16.data() + t * kp;
+          const std::uint16_t* xb = x.bf16.data() + t * x.bf16_stride;
           float acc = 0.0f;
           for (std::int64_t c = 0; c < kp; c += 2) {
             acc +=
@@ -821,7 +825,7 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
           y[t * y_stride + r] = acc;
         } else {
           const auto* wb = reinterpret_cast<const std::uint16_t*>(block);
-          const std::uint16_t* xb = x.bf16.data() + t * kp;
+          const std::uint16_t* xb = x.bf16.data() + t * x.bf16_stride;
           float acc = 0.0f;
           for (std::int64_t c = 0; c < kp; c += 2) {
             acc += bf16_to_f32(wb[(c / 2) * 32 + lane * 2]) * bf16_to_f32(xb[c]) +
@@ -837,8 +841,8 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
 void check_activations(const PackedMatrix& w, const PackedActivations& x) {
   if (widened_activations(w, x)) {
     if ((w.format != PackedFormat::Int8 && w.format != PackedFormat::Int4) ||
-        x.cols_padded != w.cols_padded ||
-        x.bf16.size() != static_cast<std::size_t>(x.tokens * x.cols_padded)) {
+        x.cols_padded != w.cols_padded || x.bf16_stride < x.cols_padded ||
+        x.bf16.size() != static_cast<std::size_t>(x.tokens * x.bf16_stride)) {
       throw std::invalid_argument(
           "BF16 activations are taken by INT8 and INT4 weights only, at the weights' width");
     }

@@ -195,7 +195,10 @@ struct PackedActivations {
   // INT4: [tokens x groups], scale times group_sum, which each group's weight offsets multiply:
   // once here rather than at every block's group end (INT4 products 10-15% faster).
   std::vector<float> scaled_sum;
-  std::vector<std::uint16_t> bf16;  // BF16: [tokens x cols_padded]
+  // BF16: [tokens x bf16_stride], each row's values past cols_padded zero. The stride is
+  // cols_padded, or more for widened products (widened_row_stride).
+  std::vector<std::uint16_t> bf16;
+  std::int64_t bf16_stride = 0;
 
   std::int64_t groups() const { return group > 0 ? (cols_padded + group - 1) / group : 0; }
 };
@@ -265,7 +268,17 @@ inline bool widened_product(PackedFormat format, std::int64_t tokens, CpuVariant
   const std::int64_t from = amx_widen_tokens(format);
   return variant == CpuVariant::Amx && from > 0 && tokens >= from;
 }
-// Activations for `w` in BF16, as a widened product reads them (cols_padded as w's).
+// Values from one token's row to the next in widened activations: the weights' padded width,
+// and 32 more (64 bytes) where rows would lie a multiple of 1 KiB apart. Sixteen rows 4 KiB
+// apart (Qwen3-30B-A3B's 2048 columns) fall in one set of a 12-way first-level cache, and a
+// tile load reads sixteen. Padded so, the q and o projections and the experts' gate and up
+// (INT8, INT4), at 64 to 512 tokens on two threads, ran 1.01-1.17x as fast, once 0.95x, in 24
+// pairs alternated in one process (docs/benchmarks.md, "Widened products in token panels").
+inline std::int64_t widened_row_stride(std::int64_t cols_padded) {
+  return (cols_padded * 2) % 1024 == 0 ? cols_padded + 32 : cols_padded;
+}
+// Activations for `w` in BF16, as a widened product reads them (cols_padded as w's, rows
+// widened_row_stride apart).
 void pack_widened_activations(const PackedMatrix& w, const float* x, std::int64_t tokens,
                               PackedActivations& out, const ParallelFor* parallel = nullptr);
 // Activations in the form the kernels for `w` on `variant` read for `tokens` tokens: BF16

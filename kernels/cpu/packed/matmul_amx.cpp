@@ -146,13 +146,13 @@ void bf16_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
   const std::int64_t pairs = w.cols_padded / 2;
   const std::int64_t chunks = pairs / kPairsPerTile;
   const std::uint8_t* wb[2] = {wbytes, BB == 2 ? wbytes + block_stride : nullptr};
-  const auto* xb = reinterpret_cast<const std::uint8_t*>(x.bf16.data() + t0 * x.cols_padded);
+  const auto* xb = reinterpret_cast<const std::uint8_t*>(x.bf16.data() + t0 * x.bf16_stride);
   zero_accumulators<Tiles, TT, BB>();
-  tile_products<Tiles, TT, BB>(xb, x.cols_padded * 2, wb, chunks, next);
+  tile_products<Tiles, TT, BB>(xb, x.bf16_stride * 2, wb, chunks, next);
   store_accumulators<Tiles, TT, BB>(s.results);
   for (int tt = 0; tt < TT; ++tt) {
     for (int b = 0; b < BB; ++b) {
-      add_tail_pairs(wb[b], x.bf16.data() + (t0 + tt * kTileRows) * x.cols_padded, x.cols_padded,
+      add_tail_pairs(wb[b], x.bf16.data() + (t0 + tt * kTileRows) * x.bf16_stride, x.bf16_stride,
                      chunks * kPairsPerTile, pairs, rows, s.results[tt][b]);
       const std::int64_t r0 = (block + b) * kPackRows;
       const std::int64_t out_rows = std::min(kPackRows, w.rows - r0);

@@ -45,7 +45,7 @@ void bf16_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
                 std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t pairs = w.cols_padded / 2;
   const std::uint8_t* wb = w.block(block);
-  const std::uint16_t* xb = x.bf16.data() + t0 * x.cols_padded;
+  const std::uint16_t* xb = x.bf16.data() + t0 * x.bf16_stride;
   __m256 acc[4][T];
   for (int g = 0; g < 4; ++g)
     for (int t = 0; t < T; ++t) acc[g][t] = _mm256_setzero_ps();
@@ -53,7 +53,7 @@ void bf16_block(const PackedMatrix& w, const PackedActivations& x, std::int64_t 
     __m256 xv[T];
     for (int t = 0; t < T; ++t) {
       std::int32_t pair;
-      __builtin_memcpy(&pair, xb + t * x.cols_padded + k * 2, 4);
+      __builtin_memcpy(&pair, xb + t * x.bf16_stride + k * 2, 4);
       // bf16 -> fp32 is a 16-bit shift: (lo << 16) and (hi & 0xffff0000).
       const __m256i p = _mm256_set1_epi32(pair);
       const __m256i lo = _mm256_slli_epi32(p, 16);

@@ -249,7 +249,7 @@ void bf16_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
   const std::int64_t pairs = w.cols_padded / 2;
   const std::uint8_t* wb[B];
   for (int b = 0; b < B; ++b) wb[b] = w.block(block + b);
-  const std::uint16_t* xb = x.bf16.data() + t0 * x.cols_padded;
+  const std::uint16_t* xb = x.bf16.data() + t0 * x.bf16_stride;
   __m512 acc[B][T];
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) acc[b][t] = _mm512_setzero_ps();
@@ -258,7 +258,7 @@ void bf16_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t b
     for (int b = 0; b < B; ++b) wv[b] = (__m512bh)_mm512_load_si512(wb[b] + k * 64);
     for (int t = 0; t < T; ++t) {
       std::int32_t pair;
-      __builtin_memcpy(&pair, xb + t * x.cols_padded + k * 2, 4);
+      __builtin_memcpy(&pair, xb + t * x.bf16_stride + k * 2, 4);
       const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
       for (int b = 0; b < B; ++b) acc[b][t] = dpbf16(acc[b][t], wv[b], xv);
     }
