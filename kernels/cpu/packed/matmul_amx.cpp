@@ -283,8 +283,8 @@ void block_to_bf16(const PackedMatrix& w, std::int64_t block, std::uint8_t* out)
 // after the run's whole ones, under their own configuration.
 //
 // A q projection 4096 x 2048 in INT8 on two threads, the loop before and panels alternated in
-// one process (docs/benchmarks.md, "Widened products in token panels"): 639 against 758
-// GFLOP/s at 512 tokens, 548 against 638 at 2048; alike at 64 and 128 tokens.
+// one process (docs/benchmarks.md, "Widened products in token panels"): 638 and 609 against 733
+// and 694 GFLOP/s at 512 tokens, 521 and 494 against 594 and 567 at 2048; alike at 64 and 128.
 constexpr std::int64_t kPanelTokens = 32;
 // The widened run: up to 8 blocks and 1 MiB (the second-level cache holds it, a panel of
 // activations and the next run's weights coming in), an even count so that pairs tile it.
