@@ -1192,6 +1192,15 @@ class TestPackedMatmul : public QObject {
       gather_activations(all, rows.data(), 3, gathered);
       QCOMPARE(gathered.bf16_stride, stride);
       QCOMPARE(gathered.bf16, want.bf16);
+      // Rows whose stride is not set are refused, widened or for BF16 weights.
+      PackedActivations unset = all;
+      unset.bf16_stride = 0;
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, check_activations(w, unset));
+      const PackedMatrix bf16 = packed_shape(16, cols, PackedFormat::Bf16);
+      pack_activations_for(bf16, x.data(), tokens, unset);
+      check_activations(bf16, unset);
+      unset.bf16_stride = 0;
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, check_activations(bf16, unset));
     }
   }
 

@@ -851,6 +851,11 @@ void check_activations(const PackedMatrix& w, const PackedActivations& x) {
   if (x.format != w.format || x.cols_padded != w.cols_padded || x.group != w.group) {
     throw std::invalid_argument("activations packed for another weight format, width or group");
   }
+  if (w.format == PackedFormat::Bf16 &&
+      (x.bf16_stride < x.cols_padded ||
+       x.bf16.size() != static_cast<std::size_t>(x.tokens * x.bf16_stride))) {
+    throw std::invalid_argument("BF16 activations whose rows are not bf16_stride apart");
+  }
   if (w.format == PackedFormat::Int4 &&
       x.scaled_sum.size() != static_cast<std::size_t>(x.tokens * x.groups())) {
     throw std::invalid_argument("INT4 activations without their scaled group sums");
