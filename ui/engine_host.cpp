@@ -165,6 +165,7 @@ void EngineWorker::loadModel(const LoadRequest& request) {
     if (built.widening) {
       info.widening = QString::fromStdString(forward::summary(*built.widening));
       info.widening_detail = QString::fromStdString(forward::figures(*built.widening));
+      info.widens = built.widening->from > 0;
     }
     info.profile = request.profile;
     info.placement_note = QString::fromStdString(built.note);

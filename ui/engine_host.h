@@ -49,6 +49,7 @@ struct ModelInfo {
   QString cpu_kernels;      // the packed weights' CPU kernels: "AVX-512", "AVX2", ...
   QString widening;         // on AMX, where products are widened, in a line; else empty
   QString widening_detail;  // the same with the measurement's figures
+  bool widens = false;      // on AMX, whether products of enough tokens are widened at all
   // Where it runs: the accelerator's description, or empty for the CPU alone.
   QString accelerator;
   QString placement_note;         // why it runs where it does, for the user

@@ -188,13 +188,13 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
     live_->setModel(info);
     system_->setActiveAccelerator(info.accelerator, info.placement_note);
     system_->setActiveCpuKernels(info.cpu_kernels, info.cpu_format, info.widening,
-                                 info.widening_detail);
+                                 info.widening_detail, info.widens);
   });
   connect(engine_, &EngineHost::modelLoadFailed, this,
           [this](const QString& folder, const QString&, bool kept) {
             if (!kept) {
               model_status_->setText(tr("Could not load %1").arg(QFileInfo(folder).fileName()));
-              system_->setActiveCpuKernels({}, {}, {}, {});
+              system_->setActiveCpuKernels({}, {}, {}, {}, false);
             }
           });
 

@@ -8,6 +8,7 @@
 #include <QLocale>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QStringList>
 #include <QTextDocument>
 #include <QVBoxLayout>
 
@@ -260,11 +261,13 @@ void SystemPage::setActiveAccelerator(const QString& description, const QString&
 }
 
 void SystemPage::setActiveCpuKernels(const QString& kernels, const QString& format,
-                                     const QString& widening, const QString& widening_detail) {
+                                     const QString& widening, const QString& widening_detail,
+                                     bool widens) {
   cpu_kernels_ = kernels;
   cpu_format_ = format;
   widening_ = widening;
   widening_detail_ = widening_detail;
+  widens_ = widens;
   showProcessor();
 }
 
@@ -282,15 +285,16 @@ void SystemPage::showProcessor() {
         tr("%1 (the model's weights packed in %2)").arg(cpu_kernels_, cpu_format_).toHtmlEscaped());
   }
   if (!widening_.isEmpty()) {
-    p += row(tr("Widening"),
-             widening_.toHtmlEscaped() +
-                 QStringLiteral("<br/><span style='color:%1'>%2</span>")
-                     .arg(theme::colors().muted_text,
-                          (tr("Products of fewer tokens multiply quantised activations on "
-                              "AVX-512.") +
-                           (widening_detail_.isEmpty() ? QString() : QStringLiteral(" ")) +
-                           widening_detail_)
-                              .toHtmlEscaped()));
+    // Where nothing is widened, every product takes the AVX-512 kernel: the line says so.
+    QStringList notes;
+    if (widens_) notes << tr("Products of fewer tokens multiply quantised activations on AVX-512.");
+    if (!widening_detail_.isEmpty()) notes << widening_detail_;
+    QString cell = widening_.toHtmlEscaped();
+    if (!notes.isEmpty()) {
+      cell += QStringLiteral("<br/><span style='color:%1'>%2</span>")
+                  .arg(theme::colors().muted_text, notes.join(QLatin1Char(' ')).toHtmlEscaped());
+    }
+    p += row(tr("Widening"), cell);
   }
   p += QStringLiteral("</table>");
   processor_->setText(p);

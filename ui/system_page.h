@@ -22,9 +22,9 @@ class SystemPage : public QWidget {
   void setActiveAccelerator(const QString& description, const QString& note);
   // The packed CPU kernels the loaded model runs on and its weights' format ("native": as its
   // files store them, none packed), and on AMX where its products are widened (a line, and the
-  // measurement's figures); all empty: no model.
+  // measurement's figures; `widens`: whether any product is widened); all empty: no model.
   void setActiveCpuKernels(const QString& kernels, const QString& format, const QString& widening,
-                           const QString& widening_detail);
+                           const QString& widening_detail, bool widens);
   HardwareReportPtr report() const { return report_; }
 
   // The text shown on the page, for tests and accessibility tools.
@@ -51,6 +51,7 @@ class SystemPage : public QWidget {
   QString active_, active_note_;
   QString processor_rows_;  // what the probe found of the processor, as table rows
   QString cpu_kernels_, cpu_format_, widening_, widening_detail_;
+  bool widens_ = false;
 };
 
 }  // namespace tandem::ui

@@ -294,6 +294,8 @@ class TestChatWindow : public QObject {
       QVERIFY(text.contains(QLatin1String("Widening")));
       QVERIFY2(text.contains(info.widening), qPrintable(text));
       QVERIFY(info.widening_detail.isEmpty());  // given, so nothing was measured
+      QVERIFY(info.widens);
+      QVERIFY(text.contains(QLatin1String("Products of fewer tokens multiply quantised")));
     } else {
       QVERIFY(!info.cpu_kernels.contains(QLatin1String("AMX")));
       QVERIFY(info.widening.isEmpty());
@@ -318,6 +320,25 @@ class TestChatWindow : public QObject {
                  "none packed: the model computes on its weights as its files store them")),
              qPrintable(native));
     QVERIFY(!native.contains(QLatin1String("Widening")));  // nothing packed, nothing widened
+
+    // Widening turned off: the line says so, and no note speaks of products of fewer tokens.
+    if (tandem::kernels::active_variant() != tandem::kernels::CpuVariant::Amx) return;
+    MainWindow never(nullptr, dir_.path() + "/kernels-never.sqlite",
+                     [](tandem::forward::RunSettings& s, std::string&) {
+                       s.load.cpu_format = tandem::model::CpuFormat::Int8;
+                       s.amx_widen_from = 0;
+                       return true;
+                     });
+    never.show();
+    never.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(never.engine()->hasModel(), 20000);
+    QTRY_VERIFY_WITH_TIMEOUT(never.systemPage()->report(), 20000);
+    QVERIFY(!never.engine()->model().widens);
+    const QString off = never.systemPage()->findingsText();
+    QVERIFY2(off.contains(QLatin1String("products never widened to BF16 tiles")), qPrintable(off));
+    QVERIFY2(!off.contains(QLatin1String("Products of fewer tokens")), qPrintable(off));
+    never.showPage(MainWindow::Page::System);
+    saveScreenshot(never, QStringLiteral("system-kernels-never"));
   }
 
   // A folder that fails its checks leaves the model in use loaded, and the window says why;
