@@ -218,6 +218,8 @@ class TestDenseMatmul : public QObject {
       // A decoded token's router (eight rows at a time, then the rows left), and three tokens.
       QTest::newRow((name + " 1 x 128 x 2048").c_str()) << int(t) << 1 << 128 << 2048;
       QTest::newRow((name + " 3 x 21 x 133").c_str()) << int(t) << 3 << 21 << 133;
+      // A prompt's tokens split into tasks of 32, the last of 6.
+      QTest::newRow((name + " 70 x 37 x 133").c_str()) << int(t) << 70 << 37 << 133;
     }
   }
 
@@ -237,7 +239,12 @@ class TestDenseMatmul : public QObject {
     const auto x = randomVector(static_cast<std::size_t>(m * cols), 5);
     const int stride = rows + 3;
     std::vector<float> y(static_cast<std::size_t>(m * stride), -1.0f);
-    matmul_xwt(x.data(), m, w, y.data(), stride, serial_for);
+    // Uneven chunks, as a thread pool hands them out.
+    const ParallelFor chunked = [](std::int64_t n,
+                                   const std::function<void(std::int64_t, std::int64_t)>& body) {
+      for (std::int64_t b = n; b > 0; b -= 2) body(std::max<std::int64_t>(0, b - 2), b);
+    };
+    matmul_xwt(x.data(), m, w, y.data(), stride, chunked);
     std::vector<float> row(static_cast<std::size_t>(cols));
     for (int r = 0; r < rows; ++r) {
       w.row_f32(r, row.data());
