@@ -52,6 +52,9 @@ class ExpertCompute {
   std::vector<Active> active_;
   std::vector<std::int64_t> count_, slot_token_;
   std::vector<float> slot_weight_;
+  // A prompt's slots by token, in slot order: token t's are token_slots_[token_slot_begin_[t],
+  // token_slot_begin_[t + 1]).
+  std::vector<std::int64_t> token_slot_begin_, token_slots_;
   // Scratch of the packed path; with several slices, each buffer holds one block per slice.
   std::vector<kernels::PackedActivations> inputs_, hidden_;
   // Every token of the call, packed once: quantised, and in BF16 for the experts whose

@@ -1007,6 +1007,71 @@ class TestBackendOps : public QObject {
         "grouped experts");
   }
 
+  // A prompt's experts add each token's slots into its row by token, the tokens shared among
+  // the threads: the same results as the tokens one at a time (a decode step's path, which
+  // adds its few slots alone), for every CPU format and with the experts split for two pools.
+  void promptExpertsMatchTokenByToken_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<int>("pools");
+    for (const char* f : {"native", "int8", "int4", "bf16"})
+      QTest::addRow("qwen3-moe %s", f) << "qwen3-moe" << f << 1;
+    QTest::addRow("deepseek-v3 int8 split for 2 pools") << "deepseek-v3"
+                                                        << "int8" << 2;
+  }
+  void promptExpertsMatchTokenByToken() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, format);
+    QFETCH(int, pools);
+    model::LoadOptions load;
+    QVERIFY(model::parse_cpu_format(format.toStdString(), load.cpu_format));
+    load.pools = pools;
+    load.int4_group = 16;
+    const auto m = model::LoadedModel::load(::fixture(fixture.toLatin1().constData()), load);
+    const model::ModelSpec& spec = m->spec();
+    backend::NumaPools threads(2, pools, false);
+    backend::CpuBackend cpu(threads, spec);
+    const std::int64_t h = spec.hidden_size, k = spec.experts_per_token, e = spec.num_experts;
+    constexpr std::int64_t tokens = 70;  // 140 or more slots: past the decode step's path
+    const auto x = test::normal_values(tokens * h, 81);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * k));
+    const std::vector<float> weights = test::normal_values(ids.size(), 82);
+    // Each token's k distinct experts, in an order that differs from token to token.
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (std::int64_t j = 0; j < k; ++j)
+        ids[static_cast<std::size_t>(t * k + j)] =
+            static_cast<std::int32_t>((t * 7 + (t % 2 == 0 ? j : k - 1 - j)) % e);
+    const auto initial = test::normal_values(tokens * h, 83);
+    const auto& experts = m->weights().layers[2].experts.experts;  // layer 1 is dense
+    std::vector<std::unique_ptr<backend::DeviceExpert>> resident;
+    std::vector<const backend::DeviceExpert*> table(static_cast<std::size_t>(e), nullptr);
+    for (std::int64_t id = 0; id < e; ++id) {
+      resident.push_back(cpu.place_expert(experts[static_cast<std::size_t>(id)], Queue::Compute));
+      table[static_cast<std::size_t>(id)] = resident.back().get();
+    }
+    cpu.set_part(backend::Part::Experts);
+    const auto experts_of = [&](std::int64_t t0, std::int64_t n) {
+      const auto begin = static_cast<std::ptrdiff_t>(t0 * k), end = begin + n * k;
+      auto dx = put(cpu, std::vector<float>(x.begin() + t0 * h, x.begin() + (t0 + n) * h));
+      auto dids = put(cpu, std::vector<std::int32_t>(ids.begin() + begin, ids.begin() + end));
+      auto dw = put(cpu, std::vector<float>(weights.begin() + begin, weights.begin() + end));
+      auto out =
+          put(cpu, std::vector<float>(initial.begin() + t0 * h, initial.begin() + (t0 + n) * h));
+      cpu.grouped_experts(dx->as<const float>(), n, dids->as<const std::int32_t>(),
+                          dw->as<const float>(), k, table, out->as<float>());
+      return get<float>(cpu, *out, n * h);
+    };
+    const std::vector<float> prompt = experts_of(0, tokens);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const std::vector<float> alone = experts_of(t, 1);
+      const std::vector<float> row(prompt.begin() + t * h, prompt.begin() + (t + 1) * h);
+      const double d = relative_difference(row, alone);
+      QVERIFY2(
+          d <= 1e-5,
+          qPrintable(QStringLiteral("token %1: relative difference %2").arg(t).arg(d, 0, 'g', 3)));
+    }
+  }
+
   // A slot refilled on the copy queue after the compute queue is done with its old expert:
   // the product enqueued before the refill sees the old expert, the one after the new.
   void refillWaitsForReadersAndArrivesBeforeUse() {
