@@ -40,7 +40,7 @@ inline __attribute__((always_inline)) void score_queries(const float* q, std::in
                                                          std::int64_t end, float scale,
                                                          float* scores, std::int64_t stride) {
   // One tile, of which [begin, end) is kept.
-  const auto one_tile = [&](std::int64_t t0) {
+  const auto one_tile = [&](std::int64_t t0) __attribute__((always_inline)) {
     const float* tile = keys + (t0 / kKeyTile) * dim * kKeyTile;
     Vec16 acc[NQ];
     for (int i = 0; i < NQ; ++i) acc[i] = Vec16{};
@@ -210,10 +210,12 @@ struct Bf16KvPortable : Bf16Kv {
   __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
                                             float scale, float* scores, std::int64_t stride) const {
     const std::int64_t dim = key_dim, pairs = dim / 2;  // q: rounded to BF16 by attend_bf16
-    const auto tile_at = [&](std::int64_t t0) { return keys + (t0 / kKeyTile) * dim * kKeyTile; };
+    const auto tile_at = [&](std::int64_t t0) __attribute__((always_inline)) {
+      return keys + (t0 / kKeyTile) * dim * kKeyTile;
+    };
     // One query's scores of the tile at t0, of which [begin, end) is kept (by value: an
     // accumulator array whose address is taken lives in memory, not in registers).
-    const auto keep = [&](std::int64_t t0, int i, Vec16 acc) {
+    const auto keep = [&](std::int64_t t0, int i, Vec16 acc) __attribute__((always_inline)) {
       const std::int64_t lo = std::max(begin, t0), hi = std::min(end, t0 + kKeyTile);
       if (lo == t0 && hi == t0 + kKeyTile) {
         store16(scores + i * stride + (t0 - begin), acc * scale);

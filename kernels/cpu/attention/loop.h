@@ -47,15 +47,24 @@ inline __attribute__((always_inline)) void fetch_row_share(const void* next, std
 // f(std::integral_constant<int, C>()) for C = n, or Max where n is more (nothing for n below
 // 1): a count known only at run time made a template argument, so that arrays of that many
 // accumulators stay in registers.
+//
+// No lambda here or in what calls it may be left out of line: inside a target_clones function
+// (the Portable variant's, and the fp32 cache's) a lambda's own body is compiled for the
+// default target, SSE2, whatever clone calls it. Every lambda of these loops is therefore
+// always_inline, and with_count takes its sequence as a function's argument rather than a
+// lambda's (the Portable prompt attention ran at 10 GFLOP/s on two threads of a Xeon with
+// AVX-512, 285 on the Zen 5 before; tests/kernels/CMakeLists.txt checks the library for such
+// lambdas).
+template <int Max, class F, int... C>
+inline __attribute__((always_inline)) void with_count_of(std::int64_t n, F& f,
+                                                         std::integer_sequence<int, C...>) {
+  (void)((n == C + 1 || (C + 1 == Max && n > Max) ? (f(std::integral_constant<int, C + 1>()), true)
+                                                  : false) ||
+         ...);
+}
 template <int Max, class F>
 inline __attribute__((always_inline)) void with_count(std::int64_t n, F f) {
-  [&]<int... C>(std::integer_sequence<int, C...>) {
-    (void)((n == C + 1 || (C + 1 == Max && n > Max)
-                ? (f(std::integral_constant<int, C + 1>()), true)
-                : false) ||
-           ...);
-  }
-  (std::make_integer_sequence<int, Max>());
+  with_count_of<Max>(n, f, std::make_integer_sequence<int, Max>());
 }
 
 // The first position a token at `pos` sees: pos + 1 - window with a sliding window (0 at
@@ -246,9 +255,10 @@ inline __attribute__((always_inline)) void attend_all(const Kv& kv, const float*
     const float* sk = sinks != nullptr ? sinks + i0 : nullptr;
     float* mi = max != nullptr ? max + i0 : nullptr;
     float* ui = sum != nullptr ? sum + i0 : nullptr;
-    with_count<kMaxQueries>(n, [&](auto nq_) {
-      attend_queries<decltype(nq_)::value>(kv, qi, begin, end, scale, si, oi, sk, mi, ui);
-    });
+    with_count<kMaxQueries>(
+        n, [&](auto nq_) __attribute__((always_inline)) {
+          attend_queries<decltype(nq_)::value>(kv, qi, begin, end, scale, si, oi, sk, mi, ui);
+        });
   }
 }
 
@@ -314,7 +324,9 @@ inline __attribute__((always_inline)) void attend_prompt_blocks(
   float* part_sum = scratch.part_sum.data();
   float* max = scratch.max.data();
   float* sum = scratch.sum.data();
-  const auto first = [&](std::int64_t t) { return first_visible(pos0 + t, window); };
+  const auto first = [&](std::int64_t t) __attribute__((always_inline)) {
+    return first_visible(pos0 + t, window);
+  };
   std::fill_n(max, tokens * nq, -std::numeric_limits<float>::infinity());
   std::fill_n(sum, tokens * nq, 0.0f);
   const std::int64_t end = pos0 + tokens;
@@ -373,7 +385,9 @@ inline __attribute__((always_inline)) void attend_prompt_rows(
   float* scores = scratch.scores.data();
   float* max = scratch.max.data();
   float* sum = scratch.sum.data();
-  const auto first = [&](std::int64_t t) { return first_visible(pos0 + t, window); };
+  const auto first = [&](std::int64_t t) __attribute__((always_inline)) {
+    return first_visible(pos0 + t, window);
+  };
   constexpr float kNone = -std::numeric_limits<float>::infinity();
   std::fill_n(max, tokens * nq, kNone);
   std::fill_n(sum, tokens * nq, 0.0f);
@@ -431,7 +445,8 @@ inline __attribute__((always_inline)) void attend_prompt_rows(
       const std::int64_t n = std::min(kMaxQueries, tb * nq - r0);
       const std::int64_t lo = std::max(k0, first(r0 / nq));
       const std::int64_t hi = std::min(k1, pos0 + (r0 + n - 1) / nq + 1);
-      with_count<kMaxQueries>(n, [&](auto rows) { group(rows, r0, lo, hi, k1); });
+      with_count<kMaxQueries>(
+          n, [&](auto rows) __attribute__((always_inline)) { group(rows, r0, lo, hi, k1); });
     }
   }
   divide_prompt_rows(out, out_stride, tokens, nq, vd, max, sum, sinks);
