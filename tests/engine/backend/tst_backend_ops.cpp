@@ -281,6 +281,26 @@ std::vector<float> attend_last_turn(const model::ModelSpec& spec, int threads,
   return {all.end() - turn * nh * hd, all.end()};
 }
 
+// A grouped-experts test's model: `fixture` packed as `format` (INT4 in groups of 16), its
+// experts split for `pools` pools, and a CPU backend on two threads over them.
+struct ExpertsSetup {
+  ExpertsSetup(const QString& fixture, const QString& format, int pools)
+      : model(load(fixture, format, pools)), threads(2, pools, false), cpu(threads, spec()) {}
+  const model::ModelSpec& spec() const { return model->spec(); }
+  static std::unique_ptr<model::LoadedModel> load(const QString& fixture, const QString& format,
+                                                  int pools) {
+    model::LoadOptions options;
+    if (!model::parse_cpu_format(format.toStdString(), options.cpu_format))
+      throw std::invalid_argument("no CPU format " + format.toStdString());
+    options.pools = pools;
+    options.int4_group = 16;
+    return model::LoadedModel::load(::fixture(fixture.toLatin1().constData()), options);
+  }
+  std::unique_ptr<model::LoadedModel> model;
+  backend::NumaPools threads;
+  backend::CpuBackend cpu;
+};
+
 }  // namespace
 
 class TestBackendOps : public QObject {
@@ -970,14 +990,9 @@ class TestBackendOps : public QObject {
     QFETCH(QString, format);
     QFETCH(int, pools);
     QFETCH(int, tokens);
-    model::LoadOptions load;
-    QVERIFY(model::parse_cpu_format(format.toStdString(), load.cpu_format));
-    load.pools = pools;
-    load.int4_group = 16;
-    const auto m = model::LoadedModel::load(::fixture(fixture.toLatin1().constData()), load);
-    const model::ModelSpec& spec = m->spec();
-    backend::NumaPools threads(2, pools, false);
-    backend::CpuBackend cpu(threads, spec);
+    ExpertsSetup setup(fixture, format, pools);
+    const model::ModelSpec& spec = setup.spec();
+    backend::CpuBackend& cpu = setup.cpu;
     const std::int64_t h = spec.hidden_size, k = spec.experts_per_token, e = spec.num_experts;
     const auto x = test::normal_values(tokens * h, 61);
     std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * k));
@@ -985,7 +1000,7 @@ class TestBackendOps : public QObject {
     for (std::size_t i = 0; i < ids.size(); ++i)
       ids[i] = static_cast<std::int32_t>((i * 5 + i / k) % e);
     const auto initial = test::normal_values(tokens * h, 63);
-    const auto& experts = m->weights().layers[2].experts.experts;  // layer 1 is dense
+    const auto& experts = setup.model->weights().layers[2].experts.experts;  // layer 1 is dense
     against_cpu(
         cpu, spec,
         [&](Backend& b) {
@@ -1023,14 +1038,9 @@ class TestBackendOps : public QObject {
     QFETCH(QString, fixture);
     QFETCH(QString, format);
     QFETCH(int, pools);
-    model::LoadOptions load;
-    QVERIFY(model::parse_cpu_format(format.toStdString(), load.cpu_format));
-    load.pools = pools;
-    load.int4_group = 16;
-    const auto m = model::LoadedModel::load(::fixture(fixture.toLatin1().constData()), load);
-    const model::ModelSpec& spec = m->spec();
-    backend::NumaPools threads(2, pools, false);
-    backend::CpuBackend cpu(threads, spec);
+    ExpertsSetup setup(fixture, format, pools);
+    const model::ModelSpec& spec = setup.spec();
+    backend::CpuBackend& cpu = setup.cpu;
     const std::int64_t h = spec.hidden_size, k = spec.experts_per_token, e = spec.num_experts;
     constexpr std::int64_t tokens = 70;  // 140 or more slots: past the decode step's path
     const auto x = test::normal_values(tokens * h, 81);
@@ -1042,7 +1052,7 @@ class TestBackendOps : public QObject {
         ids[static_cast<std::size_t>(t * k + j)] =
             static_cast<std::int32_t>((t * 7 + (t % 2 == 0 ? j : k - 1 - j)) % e);
     const auto initial = test::normal_values(tokens * h, 83);
-    const auto& experts = m->weights().layers[2].experts.experts;  // layer 1 is dense
+    const auto& experts = setup.model->weights().layers[2].experts.experts;  // layer 1 is dense
     std::vector<std::unique_ptr<backend::DeviceExpert>> resident;
     std::vector<const backend::DeviceExpert*> table(static_cast<std::size_t>(e), nullptr);
     for (std::int64_t id = 0; id < e; ++id) {
