@@ -207,12 +207,20 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
       }
     }
   };
+  // Tasks of 32 tokens by 16 rows, the rows of one token task after each other: the threads'
+  // ranges of them take a token task's rows in turn (a many-core machine still has a task
+  // for every thread).
   constexpr std::int64_t kTokenTask = 32;
   if ((direct || half_rows != nullptr) && m >= 2 * kTokenTask) {
-    parallel((m + kTokenTask - 1) / kTokenTask, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t task = begin; task < end; ++task)
-        rows_of(task * kTokenTask, std::min(m, (task + 1) * kTokenTask), 0, w.rows);
-    });
+    const std::int64_t row_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
+    parallel((m + kTokenTask - 1) / kTokenTask * row_blocks,
+             [&](std::int64_t begin, std::int64_t end) {
+               for (std::int64_t task = begin; task < end; ++task) {
+                 const std::int64_t t0 = task / row_blocks * kTokenTask;
+                 const std::int64_t r0 = task % row_blocks * kRowBlock;
+                 rows_of(t0, std::min(m, t0 + kTokenTask), r0, std::min(w.rows, r0 + kRowBlock));
+               }
+             });
     return;
   }
   parallel(w.rows, [&](std::int64_t begin, std::int64_t end) {
