@@ -185,12 +185,13 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
   // Sixteen weight rows at a time, each token's activations read once for all of them: row
   // by row, a prompt's activations (megabytes) would stream from memory once per row.
   constexpr std::int64_t kRowBlock = 16;
-  // Rows read in place (fp32 or 16-bit), for a prompt: tasks of 32 tokens, each over every row,
-  // its activations and the rows it reads (a router's few) staying in the second-level cache.
-  // Split by rows instead, every thread read the whole prompt's activations from beyond that
-  // cache once per 16 rows: Qwen3-30B-A3B's router (128 x 2048 BF16) at 512 tokens took 3.4-3.8
-  // ms a layer on two threads of a Xeon, 3.9-4.4 on one; split by tokens 2.1-2.2
-  // (docs/benchmarks.md, "The router's product and the experts' sums split by token").
+  // Rows read in place (fp32 or 16-bit), for a prompt: a thread takes a task of 32 tokens
+  // through the rows, 16 at a time, its activations and the rows it reads (a router's few)
+  // staying in the second-level cache. Split by rows alone, every thread read the whole prompt's
+  // activations from beyond that cache once per 16 rows: Qwen3-30B-A3B's router (128 x 2048 BF16)
+  // at 512 tokens took 3.4-3.8 ms a layer on two threads of a Xeon, 3.9-4.4 on one; split by
+  // tokens 2.1-2.2 (docs/benchmarks.md, "The router's product and the experts' sums split by
+  // token").
   const auto rows_of = [&](std::int64_t t0, std::int64_t t1, std::int64_t begin, std::int64_t end) {
     for (std::int64_t first = begin; first < end; first += kRowBlock) {
       const std::int64_t count = std::min(kRowBlock, end - first);
@@ -207,9 +208,9 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
       }
     }
   };
-  // Tasks of 32 tokens by 16 rows, the rows of one token task after each other: the threads'
-  // ranges of them take a token task's rows in turn (a many-core machine still has a task
-  // for every thread).
+  // Tasks of 32 tokens by 16 rows, the rows of one token task after each other, so that a
+  // thread's range of them takes a token task's rows in turn and a many-core machine still has
+  // a task for every thread.
   constexpr std::int64_t kTokenTask = 32;
   if ((direct || half_rows != nullptr) && m >= 2 * kTokenTask) {
     const std::int64_t row_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
