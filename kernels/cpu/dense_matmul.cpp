@@ -225,25 +225,21 @@ void matmul_xwt(const float* x, std::int64_t m, const WeightMatrix& w, float* y,
     return;
   }
   parallel(w.rows, [&](std::int64_t begin, std::int64_t end) {
-    if (half_rows != nullptr) {
+    if (direct || half_rows != nullptr) {
       rows_of(0, m, begin, end);
       return;
     }
     // Converted rows in a buffer per thread, grown once: a task's own would be allocated and
     // zeroed (16 rows: 448 KB at DeepSeek-V3's 7168 columns) for every task of every product.
     thread_local std::vector<float> rows;
-    if (!direct && rows.size() < static_cast<std::size_t>(kRowBlock * k))
+    if (rows.size() < static_cast<std::size_t>(kRowBlock * k))
       rows.resize(static_cast<std::size_t>(kRowBlock * k));
     const float* wr[kRowBlock];
     for (std::int64_t first = begin; first < end; first += kRowBlock) {
       const std::int64_t count = std::min(kRowBlock, end - first);
       for (std::int64_t r = 0; r < count; ++r) {
-        if (direct) {
-          wr[r] = static_cast<const float*>(w.data) + (first + r) * k;
-        } else {
-          w.row_f32(first + r, rows.data() + r * k);
-          wr[r] = rows.data() + r * k;
-        }
+        w.row_f32(first + r, rows.data() + r * k);
+        wr[r] = rows.data() + r * k;
       }
       dot_rows(x, m, k, wr, count, y + first, y_stride);
     }
