@@ -195,8 +195,10 @@ struct Iq3s {
         gguf_simd::nibbles_in_order(_mm_cvtsi32_si128(static_cast<int>(word32(b + 106))));
     const __m128i pairs = _mm_unpacklo_epi8(s, s);  // s0 s0 s1 s1 ... s7 s7
     const float d = gguf_simd::half(b);
+    // The byte shift's count must be an immediate, also where nothing is optimised (-O0, -O1).
+    const __m128i halves[2] = {pairs, _mm_srli_si128(pairs, 8)};
     for (int h = 0; h < 2; ++h) {
-      const __m256i v = _mm256_cvtepu8_epi32(_mm_srli_si128(pairs, 8 * h));
+      const __m256i v = _mm256_cvtepu8_epi32(halves[h]);
       affine8(_mm256_add_epi32(_mm256_add_epi32(v, v), _mm256_set1_epi32(1)), 0.0f, d, sc + 8 * h);
     }
   }
