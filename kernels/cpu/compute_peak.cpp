@@ -153,13 +153,16 @@ bool product_instruction_usable(ProductInstruction instruction, const IsaFeature
 std::optional<ProductInstruction> packed_product_instruction(PackedFormat format,
                                                              CpuVariant variant,
                                                              const IsaFeatures& usable,
-                                                             std::int64_t tokens) {
+                                                             std::int64_t tokens, bool rotated) {
   const bool bf16 = format == PackedFormat::Bf16;
   switch (variant) {
     case CpuVariant::Scalar:
       return std::nullopt;
     case CpuVariant::Amx:
       if (!usable.amx_bf16) return std::nullopt;
+      // Rotated INT8 in integer tiles from as many tokens as BF16 (packed_matmul_amx).
+      if (rotated && format == PackedFormat::Int8 && tokens >= kAmxMinTokens)
+        return usable.amx_int8 ? std::optional(ProductInstruction::Int8Tile) : std::nullopt;
       if ((bf16 && tokens >= kAmxMinTokens) || widened_product(format, tokens, variant))
         return ProductInstruction::Bf16Tile;
       return bf16 ? ProductInstruction::Bf16Dot512 : ProductInstruction::Int8Dot512;

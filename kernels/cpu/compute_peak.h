@@ -38,7 +38,8 @@ bool product_instruction_usable(ProductInstruction instruction, const IsaFeature
 std::optional<ProductInstruction> packed_product_instruction(PackedFormat format,
                                                              CpuVariant variant,
                                                              const IsaFeatures& usable,
-                                                             std::int64_t tokens);
+                                                             std::int64_t tokens,
+                                                             bool rotated = false);
 
 // The instruction attention's fp32 multiply-adds run as (its portable kernels are cloned per
 // instruction set): the widest FMA the CPU has, none below AVX2.

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/packed/matmul.h"
+#include "kernels/cpu/packed/rotation.h"
 #include "tests/support/random_values.h"
 
 using namespace tandem::kernels;
@@ -155,6 +156,9 @@ PackedMatrix packAs(PackedFormat f, const WeightMatrix& source,
   return {};
 }
 
+// Not a PackedFormat: rotated INT8 (pack_int8_rotated), as the data rows name it.
+constexpr int kInt8Rotated = 50;
+
 QString formatName(PackedFormat f) {
   switch (f) {
     case PackedFormat::Int8:
@@ -244,6 +248,21 @@ class TestPackedMatmul : public QObject {
       for (PackedFormat f :
            {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16, PackedFormat::Mxfp4}) {
         if (v == kAvxVnni && f == PackedFormat::Bf16) continue;  // INT8 and INT4 only
+        if (f == PackedFormat::Int8) {
+          // Rotated INT8: whole 64-column tiles (64, 384), tiles and a 32-column tail (96,
+          // 160), and a width no block of 32 divides (30: packed as plain INT8).
+          for (int tokens : token_counts) {
+            for (auto [rows, cols] : std::vector<std::pair<int, int>>{
+                     {16, 64}, {37, 96}, {48, 384}, {21, 160}, {5, 30}}) {
+              const QString name = QStringLiteral("%1 int8-rotated t%2 %3x%4")
+                                       .arg(variantLabel(v))
+                                       .arg(tokens)
+                                       .arg(rows)
+                                       .arg(cols);
+              QTest::newRow(qPrintable(name)) << v << kInt8Rotated << tokens << rows << cols << 0;
+            }
+          }
+        }
         for (int tokens : token_counts) {
           for (auto [rows, cols] : shapes) {
             if (f == PackedFormat::Mxfp4 && cols % 2 != 0) ++cols;  // whole bytes per row
@@ -307,6 +326,154 @@ class TestPackedMatmul : public QObject {
     }
   }
 
+  // The rotation: blocks the largest power of two that divides the width, from 32 on; a unit
+  // vector at column c goes to its block's Hadamard row (+-1 / sqrt(block) in every column of
+  // c's block, nothing elsewhere) with c's sign; unrotate turns any row back; dot products keep.
+  void rotationIsTheSignedHadamardTransform() {
+    QCOMPARE(rotation_block(2048), std::int64_t{2048});
+    QCOMPARE(rotation_block(768), std::int64_t{256});
+    QCOMPARE(rotation_block(576), std::int64_t{64});
+    QCOMPARE(rotation_block(2880), std::int64_t{64});
+    QCOMPARE(rotation_block(48), std::int64_t{0});
+    QCOMPARE(rotation_block(30), std::int64_t{0});
+    int turned = 0;
+    for (int c = 0; c < 1024; ++c) turned += rotation_sign(c) ? 1 : 0;
+    QVERIFY2(turned > 400 && turned < 624, qPrintable(QString::number(turned)));
+    for (const int c : {0, 5, 33, 63}) {
+      std::vector<float> v(64, 0.0f);
+      v[static_cast<std::size_t>(c)] = 1.0f;
+      rotate_scalar(v.data(), 64, 32);
+      const float sign = rotation_sign(c) ? -1.0f : 1.0f;
+      for (int j = 0; j < 64; ++j) {
+        const bool same_block = j / 32 == c / 32;
+        const float hadamard = __builtin_popcount((j % 32) & (c % 32)) % 2 == 0 ? 1.0f : -1.0f;
+        const float want = same_block ? sign * hadamard / std::sqrt(32.0f) : 0.0f;
+        QVERIFY2(std::abs(v[static_cast<std::size_t>(j)] - want) <= 1e-6f,
+                 qPrintable(QStringLiteral("unit %1, column %2: %3, want %4")
+                                .arg(c)
+                                .arg(j)
+                                .arg(v[static_cast<std::size_t>(j)])
+                                .arg(want)));
+      }
+    }
+    for (auto [n, block] : std::vector<std::pair<int, int>>{{16, 16}, {768, 256}, {576, 64}}) {
+      const auto x = normal_values(static_cast<std::size_t>(n), 71);
+      const auto y = normal_values(static_cast<std::size_t>(n), 72);
+      std::vector<float> rx(x), ry(y);
+      rotate(rx.data(), n, block);
+      rotate(ry.data(), n, block);
+      double dot = 0, rdot = 0, norm = 0;
+      for (int i = 0; i < n; ++i) {
+        dot += double(x[i]) * y[i];
+        rdot += double(rx[i]) * ry[i];
+        norm += double(x[i]) * x[i];
+      }
+      QVERIFY2(std::abs(dot - rdot) <= 1e-5 * norm,
+               qPrintable(QStringLiteral("%1 vs %2").arg(rdot).arg(dot)));
+      unrotate(rx.data(), n, block);
+      for (int i = 0; i < n; ++i) QVERIFY(std::abs(rx[i] - x[i]) <= 1e-5f);
+    }
+    std::vector<float> v(48, 1.0f);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, rotate(v.data(), 48, 32));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, rotate(v.data(), 48, 8));
+  }
+
+  // Every variant of the rotation gives the scalar reference's bits.
+  void rotationVariantsMatchScalar() {
+    if (!detect_isa().usable.avx512f) QSKIP("this CPU lacks AVX512F, which rotate_avx512 needs");
+    for (auto [n, block] : std::vector<std::pair<int, int>>{
+             {16, 16}, {64, 32}, {768, 256}, {2048, 2048}, {576, 64}, {4096, 1024}}) {
+      const auto x = normal_values(static_cast<std::size_t>(n), 73);
+      std::vector<float> want(x), got(x);
+      rotate_scalar(want.data(), n, block);
+      rotate_avx512(got.data(), n, block);
+      QVERIFY2(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0,
+               qPrintable(QStringLiteral("%1 columns in blocks of %2").arg(n).arg(block)));
+    }
+  }
+
+  // Rotated INT8 keeps the product: against fp32 arithmetic, with an outlier channel in the
+  // activations (one scale a token and block takes it without losing the rest), as close as INT8
+  // with scales per 32 columns; its rows turn back to the weights; gathered rows multiply as
+  // packed ones; activations packed otherwise are refused.
+  // Widths of one rotation block (512) and of three (96 in blocks of 32, where the outlier's
+  // block keeps its own scale).
+  void rotatedInt8KeepsTheProduct_data() {
+    QTest::addColumn<int>("cols");
+    QTest::newRow("512 columns") << 512;
+    QTest::newRow("96 columns") << 96;
+  }
+
+  void rotatedInt8KeepsTheProduct() {
+    QFETCH(int, cols);
+    const int rows = 48, tokens = 9;
+    const auto values = normal_values(static_cast<std::size_t>(rows * cols), 81);
+    WeightMatrix source;
+    source.data = values.data();
+    source.rows = rows;
+    source.cols = cols;
+    auto x = normal_values(static_cast<std::size_t>(tokens * cols), 82);
+    for (int t = 0; t < tokens; ++t) x[static_cast<std::size_t>(t * cols + 7)] *= 60.0f;
+    const PackedMatrix rotated = pack_int8_rotated(source);
+    const PackedMatrix plain = pack_int8(source);
+    QCOMPARE(rotated.rotation, rotation_block(cols));
+    QCOMPARE(packed_matrix_bytes(rotated), packed_matrix_bytes(plain));
+    PackedActivations ra, pa;
+    pack_activations_for(rotated, x.data(), tokens, ra);
+    pack_activations_for(plain, x.data(), tokens, pa);
+    std::vector<float> ry(static_cast<std::size_t>(tokens * rows)), py(ry);
+    packed_matmul_scalar(rotated, ra, ry.data(), rows, 0, rotated.blocks);
+    packed_matmul_scalar(plain, pa, py.data(), rows, 0, plain.blocks);
+    const double rotated_error = error_against_exact(ry, x, values, tokens, rows, cols);
+    const double plain_error = error_against_exact(py, x, values, tokens, rows, cols);
+    QVERIFY2(
+        rotated_error < 0.01 && rotated_error < 2.0 * plain_error,
+        qPrintable(QStringLiteral("rotated %1, plain %2").arg(rotated_error).arg(plain_error)));
+    // One scale a token without the rotation: the outlier takes the resolution.
+    PackedActivations whole;
+    pack_activations(x.data(), tokens, cols, PackedFormat::Int8, whole, kWholeRow);
+    const std::vector<double> unrotated = quantised_product(plain, whole);
+    const double unrotated_error = error_against_exact(
+        std::vector<float>(unrotated.begin(), unrotated.end()), x, values, tokens, rows, cols);
+    QVERIFY2(rotated_error < 0.5 * unrotated_error,
+             qPrintable(QStringLiteral("rotated %1, unrotated with a scale a token %2")
+                            .arg(rotated_error)
+                            .arg(unrotated_error)));
+    qInfo("relative error: rotated %.5f, INT8 %.5f, unrotated with a scale a token %.5f",
+          rotated_error, plain_error, unrotated_error);
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    double err = 0, norm = 0;
+    for (int r = 0; r < rows; ++r) {
+      unpack_row(rotated, r, row.data());
+      for (int c = 0; c < cols; ++c) {
+        const double d =
+            row[static_cast<std::size_t>(c)] - values[static_cast<std::size_t>(r * cols + c)];
+        err += d * d;
+        norm += double(values[static_cast<std::size_t>(r * cols + c)]) *
+                values[static_cast<std::size_t>(r * cols + c)];
+      }
+    }
+    QVERIFY2(std::sqrt(err / norm) < 0.01, qPrintable(QString::number(std::sqrt(err / norm))));
+    const std::vector<std::int64_t> picked = {8, 2, 2, 5};
+    PackedActivations gathered;
+    gather_activations(ra, picked.data(), 4, gathered);
+    std::vector<float> gy(static_cast<std::size_t>(4 * rows));
+    packed_matmul_scalar(rotated, gathered, gy.data(), rows, 0, rotated.blocks);
+    for (int i = 0; i < 4; ++i)
+      for (int r = 0; r < rows; ++r)
+        QCOMPARE(gy[static_cast<std::size_t>(i * rows + r)],
+                 ry[static_cast<std::size_t>(picked[static_cast<std::size_t>(i)] * rows + r)]);
+    QVERIFY_THROWS_EXCEPTION(
+        std::invalid_argument,
+        packed_matmul(rotated, pa, ry.data(), rows, 0, rotated.blocks, CpuVariant::Scalar));
+    QVERIFY_THROWS_EXCEPTION(
+        std::invalid_argument,
+        packed_matmul(plain, ra, ry.data(), rows, 0, plain.blocks, CpuVariant::Scalar));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             pack_widened_activations(rotated, x.data(), tokens, whole));
+    QVERIFY(!widened_product(rotated, 512, CpuVariant::Amx));
+  }
+
   void variantsMatchScalar() {
     QFETCH(int, variant);
     QFETCH(int, format);
@@ -319,9 +486,13 @@ class TestPackedMatmul : public QObject {
     source.data = values.data();
     source.rows = rows;
     source.cols = cols;
-    const PackedFormat f = static_cast<PackedFormat>(format);
+    const bool rotated = format == kInt8Rotated;
+    const PackedFormat f = rotated ? PackedFormat::Int8 : static_cast<PackedFormat>(format);
     const Mxfp4Source fp4(rows, cols, 13);
-    const PackedMatrix w = packAs(f, f == PackedFormat::Mxfp4 ? fp4.matrix : source, group);
+    const PackedMatrix w = rotated
+                               ? pack_int8_rotated(source)
+                               : packAs(f, f == PackedFormat::Mxfp4 ? fp4.matrix : source, group);
+    QCOMPARE(w.rotation, rotated ? rotation_block(cols) : 0);
     const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 12);
     PackedActivations a;
     pack_activations_for(w, x.data(), tokens, a);
@@ -343,8 +514,13 @@ class TestPackedMatmul : public QObject {
     } else {
       packed_matmul(w, a, got.data(), stride, 0, w.blocks, static_cast<CpuVariant>(variant));
     }
+    // The AVX2 kernels take rotated INT8 by groups (its scales repeated in each), rounding at
+    // each group's end where the others round once a row.
+    const bool by_groups =
+        rotated && w.rotation > 0 &&
+        (variant == int(CpuVariant::Avx2) || variant == kAvx2Plain || variant == kAvxVnni);
     for (std::size_t i = 0; i < want.size(); ++i) {
-      if (f != PackedFormat::Bf16) {
+      if (f != PackedFormat::Bf16 && !by_groups) {
         QCOMPARE(got[i], want[i]);  // the same integer sums, scaled in the same order
       } else {
         QVERIFY2(std::abs(got[i] - want[i]) <= 1e-4f * (1.0f + std::abs(want[i])),
@@ -365,8 +541,12 @@ class TestPackedMatmul : public QObject {
     source.cols = cols;
     // The 3 tokens after the whole tiles on AVX-512, then in a partial tile.
     for (std::int64_t min_tokens : {kAmxMinTokens, std::int64_t{1}}) {
-      for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
-        const PackedMatrix w = packAs(f, source, 64);
+      for (int format : {int(PackedFormat::Int8), int(PackedFormat::Int4), int(PackedFormat::Bf16),
+                         kInt8Rotated}) {
+        const PackedFormat f =
+            format == kInt8Rotated ? PackedFormat::Int8 : static_cast<PackedFormat>(format);
+        const PackedMatrix w =
+            format == kInt8Rotated ? pack_int8_rotated(source) : packAs(f, source, 64);
         const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 52);
         PackedActivations a;
         pack_activations_for(w, x.data(), tokens, a);
@@ -398,12 +578,16 @@ class TestPackedMatmul : public QObject {
     source.data = values.data();
     source.rows = rows;
     source.cols = cols;
-    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Bf16}) {
-      const PackedMatrix w = packAs(f, source, 32);
+    for (int format : {int(PackedFormat::Int8), int(PackedFormat::Int4), int(PackedFormat::Bf16),
+                       kInt8Rotated}) {
+      const PackedFormat f =
+          format == kInt8Rotated ? PackedFormat::Int8 : static_cast<PackedFormat>(format);
+      const PackedMatrix w =
+          format == kInt8Rotated ? pack_int8_rotated(source) : packAs(f, source, 32);
       for (int tokens : {1, 5, 15, 16 + 5, 32 + 15}) {
         const auto x = normal_values(static_cast<std::size_t>(tokens * cols), 62);
         PackedActivations a;
-        if (f == PackedFormat::Bf16)
+        if (f == PackedFormat::Bf16 || w.rotation > 0)
           pack_activations_for(w, x.data(), tokens, a);
         else
           pack_widened_activations(w, x.data(), tokens, a);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/packed/rotation.h"
 #include "kernels/cpu/vec16.h"
 
 namespace tandem::kernels {
@@ -144,6 +145,7 @@ void unpack_row(const PackedMatrix& m, std::int64_t r, float* out) {
             out[c + i] = static_cast<float>(step[i] - 128) * scale;
         }
       }
+      if (m.rotation > 0) unrotate(out, cols, m.rotation);
       return;
     }
     case PackedFormat::Int4: {
@@ -279,6 +281,65 @@ PackedMatrix pack_int8(const WeightMatrix& source) {
       for (std::int64_t c = c0; c < c1; ++c) {
         const int q = round_small(row[static_cast<std::size_t>(c)] * inv_scale);
         steps[((c - c0) / 4) * PackedMatrix::kStepBytes + c % 4] =
+            static_cast<std::uint8_t>(std::clamp(q, -127, 127) + 128);
+      }
+    }
+  }
+  return p;
+}
+
+namespace {
+
+// The widest row whose sum of stored bytes (up to 255) times activations (up to 127 in
+// magnitude) fits in 32 bits: INT8's limit on a group, and on a rotated row.
+constexpr std::int64_t kMaxInt8SumCols =
+    std::numeric_limits<std::int32_t>::max() / (255 * 127) / 4 * 4;
+
+}  // namespace
+
+std::int64_t int8_rotation_for(std::int64_t cols) {
+  const std::int64_t block = rotation_block(cols);
+  return block > kMaxInt8SumCols ? 0 : block;
+}
+
+PackedMatrix pack_int8_rotated(const WeightMatrix& source) {
+  const std::int64_t block = int8_rotation_for(source.cols);
+  if (block == 0) return pack_int8(source);
+  PackedMatrix p = empty_packed(source, PackedFormat::Int8);
+  p.rotation = block;
+  // Padding rows hold weight 0 (stored 128) and scale 0; a rotated row has no padding columns
+  // (its width is a multiple of the block).
+  std::memset(p.bytes.data.get(), 128, p.bytes.size);
+  for (std::int64_t b = 0; b < p.blocks; ++b) {
+    for (std::int64_t g = 0; g < p.groups(); g += 2)
+      std::memset(p.block(b) + p.int8_header_offset(g), 0, PackedMatrix::kStepBytes);
+  }
+  std::vector<float> row(static_cast<std::size_t>(source.cols));
+  for (std::int64_t r = 0; r < source.rows; ++r) {
+    source.row_f32(r, row.data());
+    rotate(row.data(), source.cols, block);
+    std::uint8_t* block_bytes = p.block(r / kPackRows);
+    const std::int64_t lane = r % kPackRows;
+    for (std::int64_t c0 = 0; c0 < source.cols; c0 += block) {
+      float max_abs = 0.0f;
+      for (std::int64_t c = c0; c < c0 + block; ++c) {
+        const float v = row[static_cast<std::size_t>(c)];
+        if (!(std::abs(v) <= 127.0f * 65504.0f)) {
+          throw std::invalid_argument("a rotated weight of " + std::to_string(v) +
+                                      " is beyond what INT8's FP16 scales hold (127 x 65504); use "
+                                      "BF16 for this model");
+        }
+        max_abs = std::max(max_abs, std::abs(v));
+      }
+      const std::uint16_t half = f16_at_least(max_abs / 127.0f);
+      for (std::int64_t g = c0 / p.group; g < (c0 + block) / p.group; ++g)
+        reinterpret_cast<std::uint16_t*>(block_bytes + p.int8_header_offset(g))[lane] = half;
+      const float scale = f16_to_f32(half);
+      if (!(scale > 0.0f)) continue;  // every weight 0: stored 128 already
+      const float inv_scale = 1.0f / scale;
+      for (std::int64_t c = c0; c < c0 + block; ++c) {
+        const int q = round_small(row[static_cast<std::size_t>(c)] * inv_scale);
+        block_bytes[p.int8_step_offset(c / 4) + lane * 4 + c % 4] =
             static_cast<std::uint8_t>(std::clamp(q, -127, 127) + 128);
       }
     }
@@ -503,9 +564,17 @@ constexpr int weight_offset(PackedFormat f) {
 
 // Sizes `out` for `tokens` rows of `cols` activations in `format` (the padding zeroed).
 void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat format,
-                         PackedActivations& out, std::int64_t group) {
+                         PackedActivations& out, std::int64_t group, std::int64_t rotation) {
+  if (rotation != 0 && (format != PackedFormat::Int8 || int8_rotation_for(cols) != rotation)) {
+    throw std::invalid_argument(
+        "only INT8 activations are rotated, in the blocks of their width (" +
+        std::to_string(int8_rotation_for(cols)) + " for " + std::to_string(cols) +
+        " columns), not " + std::to_string(rotation));
+  }
   out.format = format;
   out.tokens = tokens;
+  out.rotation = rotation;
+  out.block_start.resize(rotation > 0 ? static_cast<std::size_t>(tokens * (cols / rotation)) : 0);
   out.cols_padded = padded_cols(cols, format);
   const std::size_t n = static_cast<std::size_t>(tokens * out.cols_padded);
   if (format == PackedFormat::Bf16) {
@@ -522,8 +591,7 @@ void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat fo
                                 std::to_string(group));
   }
   // INT8's 32-bit sums add up to 255 * 127 a column (the stored bytes as they are).
-  constexpr std::int64_t kMaxInt8Group =
-      std::numeric_limits<std::int32_t>::max() / (255 * 127) / 4 * 4;
+  constexpr std::int64_t kMaxInt8Group = kMaxInt8SumCols;
   if (format == PackedFormat::Int8 && group > kMaxInt8Group) {
     throw std::invalid_argument("INT8 activations are summed in 32-bit integers: a group " +
                                 std::to_string(group) + " columns wide could overflow them (" +
@@ -551,10 +619,30 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
     return;
   }
   const std::int64_t groups = out.groups();
+  static thread_local std::vector<float> rotated;
   for (std::int64_t t = t0; t < t1; ++t) {
     const float* xt = x + t * cols;
+    // Rotated: the row rotated, then one scale for each block (its largest magnitude).
+    const std::int64_t blocks = out.rotation > 0 ? cols / out.rotation : 0;
+    std::int32_t* block_start = out.rotation > 0 ? out.block_start.data() + t * blocks : nullptr;
+    float block_max = 0.0f;
+    if (out.rotation > 0) {
+      rotated.assign(xt, xt + cols);
+      rotate(rotated.data(), cols, out.rotation);
+      xt = rotated.data();
+      std::fill_n(block_start, blocks, 0);
+    }
     std::int8_t* q = out.q.data() + t * out.cols_padded;
     for (std::int64_t g = 0; g < groups; ++g) {
+      if (out.rotation > 0 && (g * out.group) % out.rotation == 0) {
+        Vec16 lanes{};
+        const std::int64_t b0 = g * out.group;
+        for (std::int64_t c = b0; c < b0 + out.rotation; c += 16) {  // blocks of >= 32
+          const Vec16 a = abs16(load16(xt + c));
+          lanes = a > lanes ? a : lanes;
+        }
+        block_max = max_lanes(lanes);
+      }
       // The padding past `cols` stays 0 and adds nothing to the group's sum.
       const std::int64_t c0 = g * out.group;
       const std::int64_t c1 = std::min(cols, c0 + out.group);
@@ -572,6 +660,7 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
         max_abs = max_lanes(lanes);
       }
       for (std::int64_t c = c16; c < c1; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
+      if (out.rotation > 0) max_abs = block_max;
       const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
       const float inv = 1.0f / scale;
       std::int32_t sum = 0;
@@ -599,6 +688,8 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
         out.scaled_sum[static_cast<std::size_t>(t * groups + g)] = scale * static_cast<float>(sum);
       else
         out.start[static_cast<std::size_t>(t * groups + g)] = -weight_offset(out.format) * sum;
+      if (out.rotation > 0)
+        block_start[g * out.group / out.rotation] += -weight_offset(out.format) * sum;
     }
   }
 }
@@ -647,14 +738,15 @@ std::int64_t activation_group(const PackedMatrix& w) {
 }
 
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
-                      PackedActivations& out, std::int64_t group) {
-  prepare_activations(tokens, cols, format, out, group);
+                      PackedActivations& out, std::int64_t group, std::int64_t rotation) {
+  prepare_activations(tokens, cols, format, out, group, rotation);
   quantize_activation_rows(x, cols, out, 0, tokens);
 }
 
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
-                      PackedActivations& out, std::int64_t group, const ParallelFor& parallel) {
-  prepare_activations(tokens, cols, format, out, group);
+                      PackedActivations& out, std::int64_t group, const ParallelFor& parallel,
+                      std::int64_t rotation) {
+  prepare_activations(tokens, cols, format, out, group, rotation);
   if (tokens < kParallelPackTokens) {
     quantize_activation_rows(x, cols, out, 0, tokens);
     return;
@@ -671,6 +763,12 @@ void pack_widened_activations(const PackedMatrix& w, const float* x, std::int64_
   out.tokens = tokens;
   out.cols_padded = w.cols_padded;
   out.group = 0;
+  out.rotation = 0;
+  out.block_start.clear();
+  if (w.rotation > 0)
+    throw std::invalid_argument(
+        "rotated INT8 weights are not widened: pack their activations "
+        "with pack_activations_for");
   out.bf16_stride = widened_row_stride(w.cols_padded);
   out.bf16.assign(static_cast<std::size_t>(tokens * out.bf16_stride), 0);
   if (parallel == nullptr || tokens < kParallelPackTokens) {
@@ -684,7 +782,7 @@ void pack_widened_activations(const PackedMatrix& w, const float* x, std::int64_
 
 void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
                           PackedActivations& out, CpuVariant variant, const ParallelFor* parallel) {
-  if (widened_product(w.format, tokens, variant)) {
+  if (widened_product(w, tokens, variant)) {
     pack_widened_activations(w, x, tokens, out, parallel);
   } else if (parallel != nullptr) {
     pack_activations_for(w, x, tokens, out, *parallel);
@@ -699,6 +797,7 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
   out.tokens = n;
   out.cols_padded = all.cols_padded;
   out.group = all.group;
+  out.rotation = all.rotation;
   const auto width = static_cast<std::size_t>(all.cols_padded);
   const auto row_at = [&](std::int64_t i) {
     if (rows[i] < 0 || rows[i] >= all.tokens)
@@ -720,8 +819,12 @@ void gather_activations(const PackedActivations& all, const std::int64_t* rows, 
   out.group_sum.resize(static_cast<std::size_t>(n) * groups);
   out.scaled_sum.resize(all.scaled_sum.empty() ? 0 : static_cast<std::size_t>(n) * groups);
   out.start.resize(all.start.empty() ? 0 : static_cast<std::size_t>(n) * groups);
+  const auto blocks =
+      static_cast<std::size_t>(all.rotation > 0 ? all.cols_padded / all.rotation : 0);
+  out.block_start.resize(static_cast<std::size_t>(n) * blocks);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::size_t r = row_at(i);
+    std::copy_n(all.block_start.data() + r * blocks, blocks, out.block_start.data() + i * blocks);
     std::copy_n(all.q.data() + r * width, width, out.q.data() + i * width);
     std::copy_n(all.scale.data() + r * groups, groups, out.scale.data() + i * groups);
     std::copy_n(all.group_sum.data() + r * groups, groups, out.group_sum.data() + i * groups);
@@ -787,6 +890,10 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
           const std::int8_t* q = x.q.data() + t * kp;
           const std::int64_t groups = x.groups();
           float acc = 0.0f;
+          // Rotated INT8: each rotation block's exact sum, converted once and scaled by the
+          // row's scale for the block times the token's (each group's header holds its block's,
+          // `scale` its block's), in block order.
+          std::int32_t block_sum = 0;
           for (std::int64_t g = 0; g < groups; ++g) {
             std::int32_t sum = 0;
             const std::int64_t c0 = g * x.group;
@@ -806,7 +913,15 @@ void packed_matmul_scalar(const PackedMatrix& w, const PackedActivations& x, flo
             const std::size_t at = static_cast<std::size_t>(t * groups + g);
             sum -= bias * x.group_sum[at];
             const float x_scale = x.scale[at];
-            if (int8) {
+            if (w.rotation > 0) {
+              block_sum += sum;
+              if (((g + 1) * x.group) % w.rotation != 0) continue;  // within the block
+              const auto* header =
+                  reinterpret_cast<const std::uint16_t*>(block + w.int8_header_offset(g));
+              acc =
+                  std::fma(f16_to_f32(header[lane]) * x_scale, static_cast<float>(block_sum), acc);
+              block_sum = 0;
+            } else if (int8) {
               const auto* header =
                   reinterpret_cast<const std::uint16_t*>(block + w.int8_header_offset(g));
               acc = std::fma(f16_to_f32(header[lane]) * x_scale, static_cast<float>(sum), acc);
@@ -850,6 +965,12 @@ void check_activations(const PackedMatrix& w, const PackedActivations& x) {
   }
   if (x.format != w.format || x.cols_padded != w.cols_padded || x.group != w.group) {
     throw std::invalid_argument("activations packed for another weight format, width or group");
+  }
+  if (x.rotation != w.rotation ||
+      x.block_start.size() != static_cast<std::size_t>(x.tokens * w.rotation_blocks())) {
+    throw std::invalid_argument(w.rotation > 0 ? "rotated INT8 weights need activations rotated "
+                                                 "as they are (pack_activations_for)"
+                                               : "rotated activations for weights that are not");
   }
   if (w.format == PackedFormat::Bf16 &&
       (x.bf16_stride < x.cols_padded ||

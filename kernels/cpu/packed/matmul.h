@@ -92,6 +92,11 @@ struct PackedMatrix {
   std::int64_t blocks = 0;       // ceil(rows / 16)
   // Columns per scale: INT8 kInt8WeightGroup; INT4 a multiple of 8; MXFP4 32; BF16 0.
   std::int64_t group = 0;
+  // Rotated INT8 (pack_int8_rotated): the block of the rotation its rows were packed in
+  // (rotation.h), with one scale a row and block, repeated in each of its groups' headers; 0 for
+  // the rest.
+  std::int64_t rotation = 0;
+  std::int64_t rotation_blocks() const { return rotation > 0 ? cols_padded / rotation : 0; }
   AlignedBytes bytes;
   // MXFP4: weight = (kMxfp4Biased[code] - 12) * group_scale[g * blocks * 16 + row],
   // group-major so that a block's 16 scales of one group are one vector load. (INT4 keeps
@@ -136,6 +141,23 @@ struct PackedMatrix {
 // (so no weight clips) and the weights rounded on that FP16 step. Weights whose scale would pass
 // FP16's range (|w| > 127 * 65504) throw std::invalid_argument.
 PackedMatrix pack_int8(const WeightMatrix& source);
+// Rotated INT8: each row rotated (rotation.h, blocks of rotation_block(cols): the whole row
+// where its width is a power of two, else the largest power of two that divides it), then
+// quantised with one scale per rotation block (max |w| / 127, rounded up to FP16) written into
+// the header of each of the block's groups, so the layout is INT8's and each variant reads it
+// as it reads INT8. Its activations are rotated too, with one scale per token and block
+// (pack_activations with the matrix's rotation); the kernels sum each block whole before one
+// conversion, so there are no group ends inside a block, and AMX takes integer tiles. A scale
+// per block rather than per row: a large value spreads over its own block only, and one scale
+// a row let it take the other blocks' resolution (SmolLM2-135M, whose rows are 9 blocks of 64
+// or 3 of 512: mean KL from BF16 0.0080 with one scale a row, 0.0046 per block, against
+// INT8's 0.0070 on AVX-512 and 0.0029 on AMX, widened; docs/benchmarks.md, "INT8 rotated,
+// built"). A matrix whose width no power of two of at least
+// kMinRotationBlock divides, or too wide for a block's 32-bit sum, is packed as plain INT8
+// (rotation 0), which every kernel takes.
+PackedMatrix pack_int8_rotated(const WeightMatrix& source);
+// The rotation block pack_int8_rotated takes for a matrix `cols` wide (0: packed as INT8).
+std::int64_t int8_rotation_for(std::int64_t cols);
 PackedMatrix pack_bf16(const WeightMatrix& source);
 // The kernel variant that multiplies `format` where the CPU runs `variant`: the AVX-512 BF16
 // kernel needs AVX512_BF16, and without it the AVX2 one takes BF16.
@@ -169,7 +191,8 @@ PackedMatrix packed_shape(std::int64_t rows, std::int64_t cols, PackedFormat for
                           std::int64_t group = 0);
 std::size_t packed_scale_count(const PackedMatrix& m);  // group_scale entries (MXFP4)
 
-// Row `r` as the fp32 weights the kernels multiply with (for verification).
+// Row `r` as the fp32 weights the kernels multiply with (for verification); a rotated row
+// turned back, so the original row's approximation.
 void unpack_row(const PackedMatrix& m, std::int64_t r, float* out);
 
 // Activations in the form the kernels read: INT8 quantised per token and group of columns
@@ -199,6 +222,12 @@ struct PackedActivations {
   // cols_padded, or more for widened products (widened_row_stride).
   std::vector<std::uint16_t> bf16;
   std::int64_t bf16_stride = 0;
+  // Rotated INT8 (pack_int8_rotated): the weights' rotation; each token's row rotated before it
+  // was quantised with one scale per rotation block (repeated per group in `scale`, so that
+  // grouped kernels read it as INT8); and [tokens x cols_padded / rotation] the sum of `start`
+  // over each block's groups, where a block's sum starts.
+  std::int64_t rotation = 0;
+  std::vector<std::int32_t> block_start;
 
   std::int64_t groups() const { return group > 0 ? (cols_padded + group - 1) / group : 0; }
 };
@@ -215,24 +244,27 @@ inline constexpr std::int64_t kInt8ActivationGroup = kInt8WeightGroup;
 inline constexpr std::int64_t kWholeRow = 0;
 
 // `group`: columns per scale, a positive multiple of 4 (INT8; or kWholeRow) or of 8 (INT4,
-// MXFP4: the weights' group); ignored for BF16. Anything else throws std::invalid_argument.
+// MXFP4: the weights' group); ignored for BF16. `rotation` (INT8 only, the weights' rotation
+// block, 0 for none): each row rotated first, then quantised with one scale per block.
+// Anything else throws std::invalid_argument.
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
-                      PackedActivations& out, std::int64_t group);
+                      PackedActivations& out, std::int64_t group, std::int64_t rotation = 0);
 // The same with the tokens spread over `parallel`'s threads, from kParallelPackTokens on
 // (fewer are quicker on the calling thread). Every row is packed as above, to the bit.
 inline constexpr std::int64_t kParallelPackTokens = 32;
 void pack_activations(const float* x, std::int64_t tokens, std::int64_t cols, PackedFormat format,
-                      PackedActivations& out, std::int64_t group, const ParallelFor& parallel);
+                      PackedActivations& out, std::int64_t group, const ParallelFor& parallel,
+                      std::int64_t rotation = 0);
 // The activation group the kernels for `w` take.
 std::int64_t activation_group(const PackedMatrix& w);
 // Activations in the form the kernels for `w` read.
 inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
                                  PackedActivations& out) {
-  pack_activations(x, tokens, w.cols, w.format, out, activation_group(w));
+  pack_activations(x, tokens, w.cols, w.format, out, activation_group(w), w.rotation);
 }
 inline void pack_activations_for(const PackedMatrix& w, const float* x, std::int64_t tokens,
                                  PackedActivations& out, const ParallelFor& parallel) {
-  pack_activations(x, tokens, w.cols, w.format, out, activation_group(w), parallel);
+  pack_activations(x, tokens, w.cols, w.format, out, activation_group(w), parallel, w.rotation);
 }
 
 // Widened products (AMX only): from amx_widen_tokens(format) tokens on, the AMX variant
@@ -267,6 +299,10 @@ void set_amx_widen_tokens(PackedFormat format, std::int64_t tokens);
 inline bool widened_product(PackedFormat format, std::int64_t tokens, CpuVariant variant) {
   const std::int64_t from = amx_widen_tokens(format);
   return variant == CpuVariant::Amx && from > 0 && tokens >= from;
+}
+// The same for the matrix `w`: rotated INT8 is never widened (AMX sums it in integer tiles).
+inline bool widened_product(const PackedMatrix& w, std::int64_t tokens, CpuVariant variant) {
+  return w.rotation == 0 && widened_product(w.format, tokens, variant);
 }
 // Values from one token's row to the next in widened activations: the weights' padded width,
 // and 32 more (64 bytes) where rows would lie a multiple of 1 KiB apart. Sixteen rows 4 KiB
@@ -332,8 +368,12 @@ void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, flo
 inline constexpr std::int64_t kAmxMinTokens = 4;
 // BF16 weights through tiles from `min_tokens` tokens on (see above), fewer through the
 // AVX-512 kernel; widened activations through tiles at every token count (partial tiles
-// below 16); INT8, INT4 and MXFP4 with quantised activations through the AVX-512 kernels
-// (every AMX CPU has them), so they agree with that variant to the bit.
+// below 16); rotated INT8 in blocks of 64 or more through integer tiles from `min_tokens`
+// tokens (a 32-token expert
+// product of Qwen3-30B-A3B's shapes, weights from memory, two threads: 512-543 GFLOP/s against
+// 371-397 on AVX-512 and 309-327 for plain INT8; at 4-8 tokens within 10% of AVX-512 either
+// way); INT8, INT4 and MXFP4 with quantised activations through the AVX-512 kernels (every AMX
+// CPU has them). Integer sums are exact, so all agree with the AVX-512 variant to the bit.
 void packed_matmul_amx(const PackedMatrix& w, const PackedActivations& x, float* y,
                        std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,
                        std::int64_t min_tokens = kAmxMinTokens);

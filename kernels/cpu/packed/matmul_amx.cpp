@@ -1,10 +1,11 @@
-// AMX kernels (AMX-TILE, AMX-BF16) for the packed formats: prompt processing and the experts
-// several tokens chose. BF16 weights go into tiles from kAmxMinTokens tokens; INT8 and INT4
-// weights go into tiles widened to BF16 where their activations are BF16 (widened products,
-// matmul.h), at every token count. Whole tiles take 16 tokens; the tokens after the last
-// whole tile, and products of fewer than 16, take one tile of as many rows. Everything else
-// (fewer BF16 tokens, quantised activations, MXFP4) takes the AVX-512 kernels, which every AMX
-// CPU has.
+// AMX kernels (AMX-TILE, AMX-BF16, AMX-INT8) for the packed formats: prompt processing and the
+// experts several tokens chose. BF16 weights go into tiles from kAmxMinTokens tokens; INT8 and
+// INT4 weights go into tiles widened to BF16 where their activations are BF16 (widened
+// products, matmul.h), at every token count; rotated INT8 (in rotation blocks of 64 columns or
+// more) into integer tiles from kAmxMinTokens tokens. Whole tiles take 16 tokens; the tokens after
+// the last whole tile, and products of fewer than 16, take one tile of as many rows. Everything
+// else (fewer tokens, quantised activations, MXFP4) takes the AVX-512 kernels, which every AMX CPU
+// has.
 //
 // The BF16 layout is already the one AMX wants for its second operand: per block of 16 rows,
 // 16 consecutive column pairs are one 16 x 64-byte tile, 1 KiB contiguous. Widened products
@@ -16,8 +17,9 @@
 // weight tiles, so each loaded tile feeds two products. The column pairs that do not fill a
 // last 64-byte tile are added with AVX-512.
 //
-// Integer tiles (TDPBSUD) are not used: activations quantised per 32 columns make them flush
-// their sums to AVX-512 at every group, which held them below the AVX-512 kernel (matmul.h).
+// Integer tiles (TDPBSUD) take rotated INT8 only (int8_row_tiles), whose sums run over whole
+// rows: plain INT8's activations, quantised per 32 columns, would make them flush their sums
+// to AVX-512 at every group, which held them below the AVX-512 kernel (matmul.h).
 //
 // The tile unit is a template parameter (amx_tiles.h): the instructions, or the same in
 // software for the tests on CPUs without AMX.
@@ -55,6 +57,7 @@ TileConfig kernel_config(int token_rows) {
 struct Scratch {
   AlignedBytes widened;
   alignas(64) float results[2][2][kTileRows][kTileRows];  // [token tile][block][token][row]
+  alignas(64) float sums[2][2][kTileRows][kTileRows];     // rotated INT8's, over its blocks
 };
 Scratch& scratch() {
   static thread_local Scratch s;
@@ -70,13 +73,26 @@ struct Prefetch {
   std::int64_t lines = 0;  // of 64 bytes
 };
 
-// AMX products over `chunks` column chunks of 32 columns, for TT token tiles and BB row
-// blocks. a_base/a_stride: the activations of the first token tile (the second follows 16
-// rows later); b_base[b]: the first weight tile of block b (16 rows of 64 bytes a chunk).
-// `next`'s lines are prefetched spread over the chunks.
-template <class Tiles, int TT, int BB>
+// C += A . B in BF16 pairs (fp32 sums), or in signed activation bytes by unsigned weight
+// bytes (INT8: 32-bit sums).
+template <class Tiles, bool Int8, int C, int A, int B>
+void dot() {
+  if constexpr (Int8) {
+    Tiles::template dot_s8u8<C, A, B>();
+  } else {
+    Tiles::template dot_bf16<C, A, B>();
+  }
+}
+
+// AMX products over `chunks` column chunks of 64 bytes (32 BF16 columns, or 64 INT8 ones), for
+// TT token tiles and BB row blocks. a_base/a_stride: the activations of the first token tile
+// (the second follows 16 rows later); b_base[b]: the first weight tile of block b (16 rows of
+// 64 bytes a chunk), the next chunk's `b_chunk_stride` bytes on. `next`'s lines are prefetched
+// spread over the chunks.
+template <class Tiles, int TT, int BB, bool Int8 = false>
 void tile_products(const std::uint8_t* a_base, std::int64_t a_stride,
-                   const std::uint8_t* const* b_base, std::int64_t chunks, Prefetch next = {}) {
+                   const std::uint8_t* const* b_base, std::int64_t chunks, Prefetch next = {},
+                   std::int64_t b_chunk_stride = kTileRows * kTileBytes) {
   const std::int64_t lines_per_chunk = chunks > 0 ? (next.lines + chunks - 1) / chunks : 0;
   for (std::int64_t k = 0; k < chunks; ++k) {
     for (std::int64_t l = k * lines_per_chunk, end = std::min(next.lines, l + lines_per_chunk);
@@ -85,13 +101,12 @@ void tile_products(const std::uint8_t* a_base, std::int64_t a_stride,
     Tiles::template load<4>(a_base + k * kTileBytes, a_stride);
     if constexpr (TT == 2)
       Tiles::template load<5>(a_base + 16 * a_stride + k * kTileBytes, a_stride);
-    Tiles::template load<6>(b_base[0] + k * kTileRows * kTileBytes, kTileBytes);
-    if constexpr (BB == 2)
-      Tiles::template load<7>(b_base[1] + k * kTileRows * kTileBytes, kTileBytes);
-    Tiles::template dot_bf16<0, 4, 6>();
-    if constexpr (BB == 2) Tiles::template dot_bf16<1, 4, 7>();
-    if constexpr (TT == 2) Tiles::template dot_bf16<2, 5, 6>();
-    if constexpr (TT == 2 && BB == 2) Tiles::template dot_bf16<3, 5, 7>();
+    Tiles::template load<6>(b_base[0] + k * b_chunk_stride, kTileBytes);
+    if constexpr (BB == 2) Tiles::template load<7>(b_base[1] + k * b_chunk_stride, kTileBytes);
+    dot<Tiles, Int8, 0, 4, 6>();
+    if constexpr (BB == 2) dot<Tiles, Int8, 1, 4, 7>();
+    if constexpr (TT == 2) dot<Tiles, Int8, 2, 5, 6>();
+    if constexpr (TT == 2 && BB == 2) dot<Tiles, Int8, 3, 5, 7>();
   }
 }
 
@@ -352,6 +367,109 @@ void widened_tiles(const PackedMatrix& w, const PackedActivations& x, float* y,
   Tiles::release();
 }
 
+// Rotated INT8 (matmul.h, pack_int8_rotated) in integer tiles, for rotation blocks of 64
+// columns or more. Its sums run over whole rotation blocks (the whole row for most widths), so
+// a tile accumulates every 64 columns of a block with no group end between: TDPBSUD of the
+// signed activations by the stored bytes (weight + 128), where the 16 steps after each pair
+// of groups' header are one 16 x 64-byte tile of weights as AMX takes its second operand. At
+// each block's end the sums are read back, and each gets its start (minus 128 times the
+// token's sum over the block), one conversion, and one fused multiply-add by the row's scale
+// for the block times the token's, in block order. Integer sums are exact, so this agrees with
+// the other variants to the bit.
+constexpr std::int64_t kInt8ChunkStride =
+    (PackedMatrix::kInt8PairSteps + 1) * PackedMatrix::kStepBytes;
+
+template <class Tiles, int TT, int BB>
+void int8_row_tiles(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
+                    std::int64_t t0, int rows, float* y, std::int64_t y_stride, Prefetch next) {
+  Scratch& s = scratch();
+  const std::int64_t block_chunks = w.rotation / 64, blocks = w.rotation_blocks();
+  const std::int64_t groups = x.groups(), block_groups = w.rotation / x.group;
+  const std::uint8_t* wb[2] = {
+      w.block(block) + PackedMatrix::int8_step_offset(0),
+      BB == 2 ? w.block(block + 1) + PackedMatrix::int8_step_offset(0) : nullptr};
+  const auto* xb = reinterpret_cast<const std::uint8_t*>(x.q.data() + t0 * x.cols_padded);
+  for (std::int64_t k = 0; k < blocks; ++k) {
+    const std::uint8_t* wk[2] = {wb[0] + k * block_chunks * kInt8ChunkStride,
+                                 BB == 2 ? wb[1] + k * block_chunks * kInt8ChunkStride : nullptr};
+    zero_accumulators<Tiles, TT, BB>();
+    tile_products<Tiles, TT, BB, true>(xb + k * w.rotation, x.cols_padded, wk, block_chunks,
+                                       k == 0 ? next : Prefetch{}, kInt8ChunkStride);
+    store_accumulators<Tiles, TT, BB>(s.results);
+    const std::int64_t g = (k + 1) * block_groups - 1;  // the block's last group
+    for (int tt = 0; tt < TT; ++tt) {
+      for (int b = 0; b < BB; ++b) {
+        // Each group's header holds the row's scale for its block.
+        const __m512 w_scale = _mm512_cvtph_ps(_mm256_load_si256(
+            reinterpret_cast<const __m256i*>(w.block(block + b) + w.int8_header_offset(g))));
+        for (int t = 0; t < rows; ++t) {
+          const std::int64_t token = t0 + tt * kTileRows + t;
+          const __m512i sum = _mm512_add_epi32(
+              _mm512_load_si512(s.results[tt][b][t]),
+              _mm512_set1_epi32(x.block_start[static_cast<std::size_t>(token * blocks + k)]));
+          const __m512 scale = _mm512_mul_ps(
+              w_scale, _mm512_set1_ps(x.scale[static_cast<std::size_t>(token * groups + g)]));
+          const __m512 before = k == 0 ? _mm512_setzero_ps() : _mm512_load_ps(s.sums[tt][b][t]);
+          _mm512_store_ps(s.sums[tt][b][t],
+                          _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(sum), before));
+        }
+      }
+    }
+  }
+  for (int tt = 0; tt < TT; ++tt) {
+    for (int b = 0; b < BB; ++b) {
+      const std::int64_t r0 = (block + b) * kPackRows;
+      const std::int64_t out_rows = std::min(kPackRows, w.rows - r0);
+      for (int t = 0; t < rows; ++t) {
+        store_rows(y + (t0 + tt * kTileRows + t) * y_stride + r0, _mm512_load_ps(s.sums[tt][b][t]),
+                   out_rows);
+      }
+    }
+  }
+}
+
+// Rotated INT8 over blocks [block_begin, block_end), a pair of blocks at a time: every token's
+// tiles over the pair while it is in the caches (whole tiles of 16, then one partial tile under
+// its own configuration), the first of them bringing in the pair after.
+template <class Tiles>
+void int8_row_products(const PackedMatrix& w, const PackedActivations& x, float* y,
+                       std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end) {
+  const std::int64_t whole = x.tokens / kTileRows;
+  const int rest = static_cast<int>(x.tokens % kTileRows);
+  const TileConfig whole_config = kernel_config(kTileRows);
+  const TileConfig rest_config = kernel_config(rest > 0 ? rest : kTileRows);
+  int configured = 0;  // each load clears the tiles, so it is loaded on a change
+  const auto configure = [&](int rows) {
+    if (configured == rows) return;
+    Tiles::configure(rows == kTileRows ? whole_config : rest_config);
+    configured = rows;
+  };
+  const auto pair = [&]<int BB>(std::int64_t b) {
+    const std::int64_t ahead = std::min<std::int64_t>(BB, block_end - (b + BB));
+    Prefetch next = ahead > 0 ? Prefetch{w.block(b + BB),
+                                         ahead * static_cast<std::int64_t>(w.block_bytes()) / 64}
+                              : Prefetch{};
+    if (whole > 0) {
+      configure(kTileRows);
+      std::int64_t tt = 0;
+      for (; tt + 2 <= whole; tt += 2, next = {})
+        int8_row_tiles<Tiles, 2, BB>(w, x, b, tt * kTileRows, kTileRows, y, y_stride, next);
+      if (tt < whole) {
+        int8_row_tiles<Tiles, 1, BB>(w, x, b, tt * kTileRows, kTileRows, y, y_stride, next);
+        next = {};
+      }
+    }
+    if (rest > 0) {
+      configure(rest);
+      int8_row_tiles<Tiles, 1, BB>(w, x, b, whole * kTileRows, rest, y, y_stride, next);
+    }
+  };
+  std::int64_t b = block_begin;
+  for (; b + 2 <= block_end; b += 2) pair.template operator()<2>(b);
+  if (b < block_end) pair.template operator()<1>(b);
+  Tiles::release();
+}
+
 // Widened products through widened_tiles; BF16 from `min_tokens` tokens in whole tiles of 16,
 // then the tokens after them in one partial tile (a second pass over the blocks under a
 // configuration of that many rows: switching the configuration per pair of blocks would clear
@@ -362,6 +480,10 @@ void packed_matmul_tiles(const PackedMatrix& w, const PackedActivations& x, floa
                          std::int64_t min_tokens) {
   if (widened_activations(w, x)) {
     widened_tiles<Tiles>(w, x, y, y_stride, block_begin, block_end);
+    return;
+  }
+  if (w.rotation >= 64 && x.tokens >= std::clamp<std::int64_t>(min_tokens, 1, kTileRows)) {
+    int8_row_products<Tiles>(w, x, y, y_stride, block_begin, block_end);
     return;
   }
   if (w.format != PackedFormat::Bf16 ||

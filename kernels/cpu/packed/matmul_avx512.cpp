@@ -43,8 +43,13 @@ void store_rows(float* dst, __m512 v, std::int64_t rows) {
 
 // The formats with integer sums: INT8 (one register of weights per 4 columns), INT4 and
 // MXFP4 (one register per 8 columns, a nibble half each; MXFP4's codes go through one table
-// lookup to the unsigned bytes INT4's nibbles are).
-enum class Kind { Int8, Int4, Fp4 };
+// lookup to the unsigned bytes INT4's nibbles are). Int8Row is rotated INT8: INT8's layout, one
+// sum per row, token and rotation block over all the block's groups, converted and scaled once
+// at the block's end.
+enum class Kind { Int8, Int8Row, Int4, Fp4 };
+constexpr bool int8_kind(Kind k) {
+  return k == Kind::Int8 || k == Kind::Int8Row;
+}
 
 // Blocks a tile fetches into the caches while it computes, a line per block and step: the next
 // blocks of its row range, which the first tile over them would otherwise wait for.
@@ -63,8 +68,8 @@ struct Ahead {
 template <int T, int B, Kind K>
 void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_t block,
                   std::int64_t t0, float* y, std::int64_t y_stride, Ahead ahead = {}) {
-  constexpr std::int64_t kStepCols = K == Kind::Int8 ? 4 : 8;  // columns per weight register
-  constexpr int bias = K == Kind::Fp4 ? kMxfp4Bias : K == Kind::Int8 ? 128 : 0;
+  constexpr std::int64_t kStepCols = int8_kind(K) ? 4 : 8;  // columns per weight register
+  constexpr int bias = K == Kind::Fp4 ? kMxfp4Bias : int8_kind(K) ? 128 : 0;
   const std::int64_t steps = w.cols_padded / kStepCols;
   const std::int64_t steps_per_group = x.group / kStepCols;
   const std::int64_t groups = x.groups();
@@ -78,24 +83,38 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
   __m512 result[B][T];
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) result[b][t] = _mm512_setzero_ps();
+  // Rotated INT8: groups a rotation block, and the blocks a row.
+  const std::int64_t block_groups = K == Kind::Int8Row ? w.rotation / x.group : 1;
+  const std::int64_t row_blocks = K == Kind::Int8Row ? w.rotation_blocks() : 0;
+  __m512i acc[B][T];
   for (std::int64_t g = 0; g < groups; ++g) {
     // INT8's stored weights are w + 128, MXFP4's 2w + 12: each sum starts at minus that offset
-    // times the group's activation sum, so the group's end only converts and scales.
-    __m512i acc[B][T];
-    for (int t = 0; t < T; ++t) {
-      const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
-      const __m512i start = bias == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(x.start[at]);
-      for (int b = 0; b < B; ++b) acc[b][t] = start;
+    // times the group's activation sum, so the group's end only converts and scales. A rotation
+    // block's sum starts once, from all its groups' starts.
+    if constexpr (K == Kind::Int8Row) {
+      if (g % block_groups == 0) {
+        for (int t = 0; t < T; ++t) {
+          const __m512i start = _mm512_set1_epi32(
+              x.block_start[static_cast<std::size_t>((t0 + t) * row_blocks + g / block_groups)]);
+          for (int b = 0; b < B; ++b) acc[b][t] = start;
+        }
+      }
+    } else {
+      for (int t = 0; t < T; ++t) {
+        const std::size_t at = static_cast<std::size_t>((t0 + t) * groups + g);
+        const __m512i start = bias == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(x.start[at]);
+        for (int b = 0; b < B; ++b) acc[b][t] = start;
+      }
     }
     const std::int64_t k1 = std::min(steps, (g + 1) * steps_per_group);
     // INT4's steps of the group follow the group's header, INT8's a header per pair of groups.
     const std::int64_t step_base =
-        K == Kind::Int4   ? w.int4_step_offset(g) - g * steps_per_group * 64
-        : K == Kind::Int8 ? w.int8_step_offset(g * steps_per_group) - g * steps_per_group * 64
-                          : 0;
+        K == Kind::Int4 ? w.int4_step_offset(g) - g * steps_per_group * 64
+        : int8_kind(K)  ? w.int8_step_offset(g * steps_per_group) - g * steps_per_group * 64
+                        : 0;
     const std::uint8_t* gw[B];
     for (int b = 0; b < B; ++b) gw[b] = wb[b] + step_base;
-    if constexpr (K == Kind::Int4 || K == Kind::Int8) {
+    if constexpr (K == Kind::Int4 || int8_kind(K)) {
       const std::int64_t header = K == Kind::Int4 ? w.int4_header_offset(g)
                                   : g % 2 == 0    ? w.int8_header_offset(g)
                                                   : -1;
@@ -107,7 +126,7 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
         _mm_prefetch(reinterpret_cast<const char*>(ahead.block[a] + step_base + k * 64),
                      _MM_HINT_T0);
       }
-      if constexpr (K == Kind::Int8) {
+      if constexpr (int8_kind(K)) {
         __m512i wv[B];
         for (int b = 0; b < B; ++b) wv[b] = _mm512_load_si512(gw[b] + k * 64);
         for (int t = 0; t < T; ++t) {
@@ -137,11 +156,14 @@ void grouped_tile(const PackedMatrix& w, const PackedActivations& x, std::int64_
         }
       }
     }
+    if constexpr (K == Kind::Int8Row) {
+      if ((g + 1) % block_groups != 0) continue;  // the sums go on over the block's next group
+    }
     for (int b = 0; b < B; ++b) {
       __m512 w_scale = _mm512_setzero_ps(), w_offset = _mm512_setzero_ps();
       if constexpr (K == Kind::Fp4)
         w_scale = _mm512_loadu_ps(w.group_scale.data() + g * rows_padded + (block + b) * kPackRows);
-      if constexpr (K == Kind::Int8) {
+      if constexpr (int8_kind(K)) {
         w_scale = _mm512_cvtph_ps(
             _mm256_load_si256(reinterpret_cast<const __m256i*>(wb[b] + w.int8_header_offset(g))));
       }
@@ -181,7 +203,7 @@ constexpr int kFewerTokenTile = 6;
 // 4 x 6 accumulators, four weight registers and a broadcast fit the 32 registers; INT4 and
 // MXFP4 need two weight registers a block. (INT8 at 7 tokens spilled and lost to two blocks.)
 template <Kind K>
-constexpr int kFewTokens = K == Kind::Int8 ? 6 : 4;
+constexpr int kFewTokens = int8_kind(K) ? 6 : 4;
 
 // The first tile over a pair of blocks reads them from memory at four times the rate the
 // later tiles compute (about 28 GB/s a thread at the VPDPBUSD peak, above what one core
@@ -336,7 +358,7 @@ std::int64_t one_block_few_tokens(const PackedMatrix& w, const PackedActivations
 
 // Up to this many tokens, INT8 and INT4 products read their blocks one after another.
 template <Kind K>
-constexpr int kOneBlockTokens = K == Kind::Int8   ? kFewTokens<K>
+constexpr int kOneBlockTokens = int8_kind(K)      ? kFewTokens<K>
                                 : K == Kind::Int4 ? 2
                                                   : 0;
 
@@ -379,7 +401,11 @@ void packed_matmul_avx512_tokens(const PackedMatrix& w, const PackedActivations&
   if (t_end <= t_begin) return;
   switch (w.format) {
     case PackedFormat::Int8:
-      grouped_blocks<Kind::Int8>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
+      if (w.rotation > 0) {
+        grouped_blocks<Kind::Int8Row>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
+      } else {
+        grouped_blocks<Kind::Int8>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
+      }
       return;
     case PackedFormat::Int4:
       grouped_blocks<Kind::Int4>(w, x, y, y_stride, block_begin, block_end, t_begin, t_end);
