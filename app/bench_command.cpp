@@ -21,6 +21,7 @@
 #include "engine/measure/kernel_benchmark.h"
 #include "engine/measure/trace.h"
 #include "engine/model/gguf/model.h"
+#include "engine/model/loaded_model.h"
 #include "engine/model/manifest.h"
 #include "engine/model/synthetic_checkpoint.h"
 #include "kernels/cpu/compute_peak.h"
@@ -183,7 +184,8 @@ int run_kernel_bench(const BenchCommandOptions& o) {
   for (const std::string& name : o.kernel_formats) {
     model::Method method;  // the names a converted folder's manifest takes (checked by CLI11)
     if (!model::parse_method(name, method)) continue;
-    const kernels::PackedFormat f = model::packed_format(method);
+    const measure::KernelFormat f(model::packed_format(method),
+                                  model::rotates_int8(model::cpu_format_of(method)));
     if (std::find(options.formats.begin(), options.formats.end(), f) == options.formats.end())
       options.formats.push_back(f);
   }

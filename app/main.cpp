@@ -80,8 +80,8 @@ bool use_demo_model_if_none(std::string& model) {
 CLI::IsMember cpu_format_names() {
   using tandem::model::CpuFormat;
   std::vector<std::string> names;
-  for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Int4Down8,
-                      CpuFormat::Bf16, CpuFormat::Mxfp4})
+  for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int8Rotated, CpuFormat::Int4,
+                      CpuFormat::Int4Down8, CpuFormat::Bf16, CpuFormat::Mxfp4})
     names.emplace_back(tandem::model::cpu_format_name(f));
   return CLI::IsMember(names);
 }
@@ -336,7 +336,8 @@ int main(int argc, char** argv) {
   add_context_option(run_cmd, run.context);
   run_cmd
       ->add_option("--cpu-format", run.cpu_format,
-                   "Weights on the CPU: native (as stored, the default), int8, int4, int4-down8 "
+                   "Weights on the CPU: native (as stored, the default), int8, int8-rotated "
+                   "(int8 rotated, a scale per row and block: faster prompts), int4, int4-down8 "
                    "(int4 with the experts' down projections in INT8), bf16, or mxfp4 (experts "
                    "stored as MXFP4 kept so: gpt-oss); a converted folder runs in its own "
                    "(another named here is refused)")
@@ -432,7 +433,8 @@ int main(int argc, char** argv) {
   bench_cmd
       ->add_option(
           "--cpu-format", bench.cpu_format,
-          "Weights on the CPU: native, int8, int4, int4-down8, bf16 or mxfp4 (default: native "
+          "Weights on the CPU: native, int8, int8-rotated, int4, int4-down8, bf16 or mxfp4 "
+          "(default: native "
           "for a .gguf file, as tandem run takes it, else int8); a converted folder runs in its "
           "own (another named here is refused)")
       ->check(cpu_format_names());
@@ -501,11 +503,12 @@ int main(int argc, char** argv) {
           ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 22));
   bench_cmd
       ->add_option("--formats", bench.kernel_formats,
-                   "--kernels: weight formats, from int8, int4, bf16 and mxfp4 (oneDNN multiplies "
-                   "INT8 and BF16 only: INT4 and MXFP4 rows have our kernels alone)")
+                   "--kernels: weight formats, from int8, int8-rotated, int4, bf16 and mxfp4 "
+                   "(oneDNN multiplies INT8 and BF16 only: INT4 and MXFP4 rows have our kernels "
+                   "alone; int8-rotated's oneDNN rows multiply its weights turned back)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::IsMember({"int8", "int4", "bf16", "mxfp4"}));
+      ->check(CLI::IsMember({"int8", "int8-rotated", "int4", "bf16", "mxfp4"}));
   bench_cmd
       ->add_option("--head-rows", bench.head_rows,
                    "--kernels: rows of the output head (fewer save time and memory)")
@@ -538,11 +541,13 @@ int main(int argc, char** argv) {
       ->add_option("--out", convert.output, "The folder for the converted model (new or empty)")
       ->required();
   convert_cmd
-      ->add_option("--method", convert.method,
-                   "int8 (a scale per 32 columns), int4 (a scale and an offset per group), "
-                   "int4-down8 (int4 with the routed experts' down projections in INT8: about "
-                   "6.2 bits an expert weight instead of 5, more accurate), bf16, or mxfp4 "
-                   "(experts stored as MXFP4 kept exactly: gpt-oss)")
+      ->add_option(
+          "--method", convert.method,
+          "int8 (a scale per 32 columns), int8-rotated (int8 rotated, a scale per row and block: "
+          "the same size, faster prompts), int4 (a scale and an offset per group), "
+          "int4-down8 (int4 with the routed experts' down projections in INT8: about "
+          "6.2 bits an expert weight instead of 5, more accurate), bf16, or mxfp4 "
+          "(experts stored as MXFP4 kept exactly: gpt-oss)")
       ->required();
   convert_cmd
       ->add_option("--int4-group,--group", convert.group,
@@ -750,8 +755,8 @@ int main(int argc, char** argv) {
       ->excludes(kl_base_opt);
   perplexity_cmd
       ->add_option("--cpu-format", perplexity.cpu_format,
-                   "The model's weights on the CPU: native (as stored), int8, int4, int4-down8, "
-                   "bf16 or mxfp4 (default: as the model loads by itself)")
+                   "The model's weights on the CPU: native (as stored), int8, int8-rotated, "
+                   "int4, int4-down8, bf16 or mxfp4 (default: as the model loads by itself)")
       ->check(cpu_format_names());
   add_int4_group_option(perplexity_cmd, perplexity.int4_group);
   tandem::app::add_amx_widen_option(perplexity_cmd, perplexity.amx_widen_from);

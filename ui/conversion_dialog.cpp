@@ -61,11 +61,12 @@ bool is_gguf(const QString& path) {
 }
 
 model::Method method_from(const QString& name) {
-  return name == QLatin1String("int4")         ? model::Method::Int4
-         : name == QLatin1String("int4-down8") ? model::Method::Int4Down8
-         : name == QLatin1String("bf16")       ? model::Method::Bf16
-         : name == QLatin1String("mxfp4")      ? model::Method::Mxfp4
-                                               : model::Method::Int8;
+  return name == QLatin1String("int4")           ? model::Method::Int4
+         : name == QLatin1String("int4-down8")   ? model::Method::Int4Down8
+         : name == QLatin1String("int8-rotated") ? model::Method::Int8Rotated
+         : name == QLatin1String("bf16")         ? model::Method::Bf16
+         : name == QLatin1String("mxfp4")        ? model::Method::Mxfp4
+                                                 : model::Method::Int8;
 }
 
 }  // namespace
@@ -100,6 +101,9 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   form->addRow(QString(), advice_);
   method_ = new QComboBox(this);
   method_->addItem(tr("INT8: near-lossless, fast (recommended)"), QStringLiteral("int8"));
+  method_->addItem(tr("INT8 rotated: the same size, prompts up to twice as fast with AMX, about "
+                      "as exact"),
+                   QStringLiteral("int8-rotated"));
   method_->addItem(tr("INT4 with 8-bit downs: the routed experts' down projections in INT8, "
                       "about 73% of the memory of INT8, closer to its accuracy than INT4"),
                    QStringLiteral("int4-down8"));
@@ -251,8 +255,9 @@ void ConversionDialog::showVerdict(const std::vector<std::pair<std::string, doub
                        [](const auto& a, const auto& b) { return a.second < b.second; });
   const auto beyond =
       std::count_if(errors.begin(), errors.end(), [&](const auto& e) { return e.second > bound; });
-  const QString name =
-      method == QLatin1String("int4-down8") ? tr("INT4 with 8-bit downs") : method.toUpper();
+  const QString name = method == QLatin1String("int4-down8")     ? tr("INT4 with 8-bit downs")
+                       : method == QLatin1String("int8-rotated") ? tr("INT8 rotated")
+                                                                 : method.toUpper();
   const QString largest = tr("largest error %1% in %2")
                               .arg(100.0 * worst->second, 0, 'f', 2)
                               .arg(QString::fromStdString(worst->first));

@@ -575,6 +575,7 @@ Converter::Converter(ConvertOptions options) : options_(std::move(options)) {}
 ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& progress) {
   const auto started = Clock::now();
   const Plan plan = make_plan(options_);
+  const bool rotate = model::rotates_int8(model::cpu_format_of(options_.method));
   const fs::path out(options_.output);
   std::error_code ec;
   fs::create_directories(out, ec);
@@ -735,11 +736,12 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
             if (item.sliced) {
               const model::SliceSource source(*item.matrix, item.axis, item.range);
               packed[i - first] =
-                  model::pack_matrix(source.matrix(), item.shape.format, plan.group);
+                  model::pack_matrix(source.matrix(), item.shape.format, plan.group, rotate);
               if (options_.verify)
                 errors[i - first] = relative_error(source.matrix(), packed[i - first]);
             } else {
-              packed[i - first] = model::pack_matrix(*item.matrix, item.shape.format, plan.group);
+              packed[i - first] =
+                  model::pack_matrix(*item.matrix, item.shape.format, plan.group, rotate);
               if (options_.verify)
                 errors[i - first] = relative_error(*item.matrix, packed[i - first]);
             }
@@ -778,6 +780,9 @@ ConvertResult Converter::run(const std::function<void(const ConvertProgress&)>& 
       t.cols = item.shape.cols;
       t.cols_padded = item.shape.cols_padded;
       t.group = item.shape.group;
+      t.rotation = rotate && item.shape.format == kernels::PackedFormat::Int8
+                       ? kernels::int8_rotation_for(item.shape.cols)
+                       : 0;
       // Appended, not item.name + std::string(...): GCC 12 warns falsely (-Wrestrict) on that.
       std::string packed_name = item.name, scale_name = item.name;
       packed_name += model::kPackedTensorSuffix;

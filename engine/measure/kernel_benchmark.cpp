@@ -23,6 +23,7 @@ namespace {
 
 kernels::PackedMatrix copy_of(const kernels::PackedMatrix& m) {
   kernels::PackedMatrix c = kernels::packed_shape(m.rows, m.cols, m.format, m.group);
+  c.rotation = m.rotation;
   c.bytes = kernels::AlignedBytes::allocate(m.bytes.size);
   std::memcpy(c.bytes.data.get(), m.bytes.data.get(), m.bytes.size);
   c.group_scale = m.group_scale;
@@ -31,11 +32,12 @@ kernels::PackedMatrix copy_of(const kernels::PackedMatrix& m) {
 
 // `source`'s values packed in `format`; MXFP4, which is read rather than made, from random
 // codes with a scale per row and 32 columns instead.
-kernels::PackedMatrix packed_in(kernels::PackedFormat format, const kernels::WeightMatrix& source,
+kernels::PackedMatrix packed_in(KernelFormat kernel_format, const kernels::WeightMatrix& source,
                                 std::uint64_t seed) {
-  switch (format) {
+  switch (kernel_format.format) {
     case kernels::PackedFormat::Int8:
-      return kernels::pack_int8(source);
+      return kernel_format.rotated ? kernels::pack_int8_rotated(source)
+                                   : kernels::pack_int8(source);
     case kernels::PackedFormat::Int4:
       return kernels::pack_int4(source, kernels::kDefaultInt4Group);
     case kernels::PackedFormat::Bf16:
@@ -83,7 +85,7 @@ void measure_tiles_beside_avx512(KernelBenchRow& row, const KernelBenchOptions& 
   // kernels::amx_widen_tokens on; the AVX-512 kernel takes them quantised.
   kernels::PackedActivations activations, tile_activations;
   kernels::pack_activations_for(first, x.data(), row.tokens, activations);
-  if (first.format == kernels::PackedFormat::Bf16)
+  if (first.format == kernels::PackedFormat::Bf16 || first.rotation > 0)  // rotated: integer tiles
     tile_activations = activations;
   else
     kernels::pack_widened_activations(first, x.data(), row.tokens, tile_activations);
@@ -187,6 +189,10 @@ double KernelBenchRow::speedup() const {
   return ours > 0 && onednn ? onednn->gflops.mean() / ours : 0;
 }
 
+std::string KernelFormat::name() const {
+  return rotated ? "int8-rotated" : std::string(kernels::packed_format_name(format));
+}
+
 std::string KernelBenchRow::winner() const {
   if (!onednn) return "";
   const double a = packed.gflops.mean();
@@ -208,10 +214,10 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
   // The product instructions' peaks first, once per thread count, on an idle machine: no
   // pool of the products below exists yet.
   for (int threads : options.threads) {
-    for (kernels::PackedFormat format : options.formats) {
+    for (const KernelFormat& format : options.formats) {
       for (std::int64_t tokens : options.tokens) {
         if (const auto instruction = kernels::packed_product_instruction(
-                format, variant, kernels::detect_isa().usable, tokens))
+                format.format, variant, kernels::detect_isa().usable, tokens, format.rotated))
           instruction_peak_gflops(report.peaks, *instruction, threads);
       }
     }
@@ -228,8 +234,9 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
         random_values(static_cast<std::size_t>(max_tokens * shape.cols), options.seed + 1);
     std::vector<float> y(static_cast<std::size_t>(max_tokens * shape.rows));
 
-    for (kernels::PackedFormat format : options.formats) {
-      const kernels::PackedMatrix packed = packed_in(format, source, options.seed);
+    for (const KernelFormat& kernel_format : options.formats) {
+      const kernels::PackedFormat format = kernel_format.format;
+      const kernels::PackedMatrix packed = packed_in(kernel_format, source, options.seed);
       const std::uint64_t bytes = kernels::packed_matrix_bytes(packed);
       const std::size_t copies = static_cast<std::size_t>(
           std::max<std::uint64_t>(1, (options.working_set_bytes + bytes - 1) / bytes));
@@ -255,13 +262,14 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
         for (std::int64_t tokens : options.tokens) {
           const std::optional<kernels::ProductInstruction> instruction =
               kernels::packed_product_instruction(format, ours_copies[0].packed_variant,
-                                                  kernels::detect_isa().usable, tokens);
+                                                  kernels::detect_isa().usable, tokens,
+                                                  packed.rotation > 0);
           const double peak = instruction.has_value()
                                   ? instruction_peak_gflops(report.peaks, *instruction, threads)
                                   : 0.0;
           KernelBenchRow row;
           row.shape = shape;
-          row.format = std::string(kernels::packed_format_name(format));
+          row.format = kernel_format.name();
           row.threads = threads;
           row.tokens = tokens;
           row.packed.implementation =

@@ -35,14 +35,24 @@ using TileKernel =
 // which take tiles at every count). Elsewhere none.
 TileKernel amx_from_one_token();
 
+// A weight format as the kernel benchmark packs it: a packed format, INT8 rotated or not
+// (kernels::pack_int8_rotated).
+struct KernelFormat {
+  kernels::PackedFormat format = kernels::PackedFormat::Int8;
+  bool rotated = false;
+  KernelFormat(kernels::PackedFormat f, bool r = false) : format(f), rotated(r) {}  // NOLINT
+  bool operator==(const KernelFormat&) const = default;
+  // "int8", "int8-rotated", "int4", ...: as rows and manifests name them.
+  std::string name() const;
+};
+
 struct KernelBenchOptions {
   std::vector<KernelShape> shapes = qwen3_30b_a3b_shapes();
   std::vector<std::int64_t> tokens = {1, 8, 64, 512};
   std::vector<int> threads = {2, 1};
   // INT4 in groups of kernels::kDefaultInt4Group, as Tandem converts; MXFP4 from random codes
   // and scales, as gpt-oss stores its experts.
-  std::vector<kernels::PackedFormat> formats = {kernels::PackedFormat::Int8,
-                                                kernels::PackedFormat::Bf16};
+  std::vector<KernelFormat> formats = {kernels::PackedFormat::Int8, kernels::PackedFormat::Bf16};
   int repetitions = 5;
   double min_sample_seconds = 0.2;  // each sample repeats the product at least this long
   // Products rotate over copies of the weights totalling at least this many bytes, so that

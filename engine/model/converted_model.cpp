@@ -66,6 +66,7 @@ kernels::PackedMatrix ConvertedWeights::load_named(const std::string& name, std:
   const std::string suffix(model::kPackedTensorSuffix);
   const PackedTensor& t = manifest_.tensors.at(name);
   kernels::PackedMatrix p = kernels::packed_shape(t.rows, t.cols, t.format, t.group);
+  p.rotation = t.rotation;
   const model::TensorRef* bytes = checkpoint_.find(name + suffix);
   const std::uint64_t want = static_cast<std::uint64_t>(p.blocks) * p.block_bytes();
   if (t.rows != rows || t.cols != cols || t.cols_padded != p.cols_padded || bytes == nullptr ||

@@ -89,10 +89,10 @@ kernels::PackedMatrix slice_shape(std::int64_t rows, std::int64_t cols, SliceAxi
 }
 
 kernels::PackedMatrix pack_matrix(const kernels::WeightMatrix& matrix, kernels::PackedFormat format,
-                                  std::int64_t int4_group) {
+                                  std::int64_t int4_group, bool rotate_int8) {
   switch (format) {
     case kernels::PackedFormat::Int8:
-      return kernels::pack_int8(matrix);
+      return rotate_int8 ? kernels::pack_int8_rotated(matrix) : kernels::pack_int8(matrix);
     case kernels::PackedFormat::Int4:
       return kernels::pack_int4(matrix, int4_group);
     case kernels::PackedFormat::Bf16:

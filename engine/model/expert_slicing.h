@@ -68,8 +68,9 @@ inline std::int64_t scale_group(kernels::PackedFormat format, std::int64_t int4_
                                                   : 0;
 }
 
-// Packs a matrix in a packed format (INT4 with `int4_group` columns per scale).
+// Packs a matrix in a packed format (INT4 with `int4_group` columns per scale; INT8 rotated
+// where `rotate_int8`, kernels::pack_int8_rotated).
 kernels::PackedMatrix pack_matrix(const kernels::WeightMatrix& matrix, kernels::PackedFormat format,
-                                  std::int64_t int4_group);
+                                  std::int64_t int4_group, bool rotate_int8 = false);
 
 }  // namespace tandem::model

@@ -177,6 +177,8 @@ CpuFormat cpu_format_of(Method method) {
       return CpuFormat::Mxfp4;
     case Method::Int4Down8:
       return CpuFormat::Int4Down8;
+    case Method::Int8Rotated:
+      return CpuFormat::Int8Rotated;
     case Method::Bf16:
       break;
   }
@@ -237,13 +239,15 @@ std::string_view cpu_format_name(CpuFormat f) {
       return "mxfp4";
     case CpuFormat::Int4Down8:
       return "int4-down8";
+    case CpuFormat::Int8Rotated:
+      return "int8-rotated";
   }
   return "native";
 }
 
 bool parse_cpu_format(std::string_view name, CpuFormat& out) {
   for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16,
-                      CpuFormat::Mxfp4, CpuFormat::Int4Down8}) {
+                      CpuFormat::Mxfp4, CpuFormat::Int4Down8, CpuFormat::Int8Rotated}) {
     if (name == cpu_format_name(f)) {
       out = f;
       return true;
@@ -404,7 +408,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
         options.threads, targets.size(),
         [&](std::size_t i) {
           m->packed_[i] = std::make_unique<kernels::PackedMatrix>(
-              pack_matrix(*targets[i], formats[i], options.int4_group));
+              pack_matrix(*targets[i], formats[i], options.int4_group, rotates_int8(format)));
         },
         &packing);
     for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -419,7 +423,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const std::string& folder,
           [&](const kernels::WeightMatrix& matrix, SliceAxis axis, int pool,
               std::uint8_t* destination, kernels::PackedFormat part_format) {
             const SliceSource source(matrix, axis, expert_slice(inner, pools, pool));
-            kernels::PackedMatrix p = pack_matrix(source.matrix(), part_format, expert_group);
+            kernels::PackedMatrix p =
+                pack_matrix(source.matrix(), part_format, expert_group, rotates_int8(format));
             const std::size_t bytes = static_cast<std::size_t>(p.blocks) * p.block_bytes();
             std::memcpy(destination, p.bytes.data.get(), bytes);
             p.bytes = kernels::AlignedBytes::view(destination, bytes);

@@ -24,13 +24,20 @@ namespace tandem::model {
 // Mxfp4: routed experts stored as MXFP4 (gpt-oss) stay so, exactly; the rest as for Int4.
 // Int4Down8: as Int4, but the routed experts' down projections too in INT8 (about 6.2 bits a
 // routed weight instead of 5; packed_format_for).
-enum class CpuFormat { Native, Int8, Int4, Bf16, Mxfp4, Int4Down8 };
+// Int8Rotated: as Int8, every matrix rotated, with one scale per row and rotation block, its
+// activations one per token and block (kernels::pack_int8_rotated): the same size, faster
+// prompts, AMX in integer tiles.
+enum class CpuFormat { Native, Int8, Int4, Bf16, Mxfp4, Int4Down8, Int8Rotated };
 std::string_view cpu_format_name(CpuFormat f);
 bool parse_cpu_format(std::string_view name, CpuFormat& out);
 // The CPU format a conversion method packs (a converted folder runs in it).
 CpuFormat cpu_format_of(Method method);
 // Int4 and Int4Down8: the formats with INT4 weights, whose group --int4-group sets.
 bool has_int4(CpuFormat f);
+// Whether `f` packs its INT8 matrices rotated (kernels::pack_int8_rotated).
+inline bool rotates_int8(CpuFormat f) {
+  return f == CpuFormat::Int8Rotated;
+}
 
 // Which code multiplies the dense INT8 matrices (attention, dense FFNs and shared experts,
 // output head). Auto: our kernels, whose activations have a scale per group of 32 columns;

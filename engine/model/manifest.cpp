@@ -23,12 +23,15 @@ std::string_view method_name(Method m) {
       return "mxfp4";
     case Method::Int4Down8:
       return "int4-down8";
+    case Method::Int8Rotated:
+      return "int8-rotated";
   }
   return "int8";
 }
 
 bool parse_method(std::string_view name, Method& out) {
-  for (Method m : {Method::Int8, Method::Int4, Method::Bf16, Method::Mxfp4, Method::Int4Down8}) {
+  for (Method m : {Method::Int8, Method::Int4, Method::Bf16, Method::Mxfp4, Method::Int4Down8,
+                   Method::Int8Rotated}) {
     if (name == method_name(m)) {
       out = m;
       return true;
@@ -40,6 +43,7 @@ bool parse_method(std::string_view name, Method& out) {
 kernels::PackedFormat packed_format(Method m) {
   switch (m) {
     case Method::Int8:
+    case Method::Int8Rotated:
       return kernels::PackedFormat::Int8;
     case Method::Int4:
     case Method::Int4Down8:
@@ -118,8 +122,9 @@ Manifest read_manifest(const std::string& folder) {
       p.file = t.at("file").get<std::string>();
       const std::string format = t.at("format").get<std::string>();
       Method fm;
-      // A tensor's format is a kernel format; int4-down8 names a mix of two.
-      if (!parse_method(format, fm) || fm == Method::Int4Down8)
+      // A tensor's format is a kernel format; int4-down8 names a mix of two, int8-rotated
+      // is int8 with a rotation.
+      if (!parse_method(format, fm) || fm == Method::Int4Down8 || fm == Method::Int8Rotated)
         throw model::ModelError(path + ": tensor " + name + " has unknown format " + format + ".");
       p.format = packed_format(fm);
       p.rows = whole<std::int64_t>(t, "rows");
@@ -130,6 +135,14 @@ Manifest read_manifest(const std::string& folder) {
       p.size = whole<std::uint64_t>(t, "size");
       p.scale_offset = whole<std::uint64_t>(t, "scale_offset");
       p.scale_size = whole<std::uint64_t>(t, "scale_size");
+      p.rotation = t.contains("rotation") ? whole<std::int64_t>(t, "rotation") : 0;
+      if (p.rotation != 0 && (p.format != kernels::PackedFormat::Int8 ||
+                              p.rotation != kernels::int8_rotation_for(p.cols))) {
+        throw model::ModelError(path + ": tensor " + name + " names a rotation of " +
+                                std::to_string(p.rotation) +
+                                " columns that its format and width (" + std::to_string(p.cols) +
+                                ") do not take; the folder is damaged, convert the model again.");
+      }
       m.tensors.emplace(name, std::move(p));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -187,7 +200,8 @@ void write_manifest(const std::string& folder, const Manifest& m) {
                      {"offset", t.offset},
                      {"size", t.size},
                      {"scale_offset", t.scale_offset},
-                     {"scale_size", t.scale_size}};
+                     {"scale_size", t.scale_size},
+                     {"rotation", t.rotation}};
   }
   j["tensors"] = tensors;
   const std::filesystem::path final_path = std::filesystem::path(folder) / kManifestName;

@@ -25,14 +25,17 @@ std::string converted_gguf(const std::string& path);
 // 3: INT4 keeps a scale and an offset per group in headers beside the weights (before: one
 // symmetric scale per group, apart); older INT4 tensors are refused with a sentence, older
 // INT8, BF16 and MXFP4 ones still load.
-inline constexpr int kFormatVersion = 4;
+// 5: INT8 tensors may be rotated (`rotation`: the block, kernels::pack_int8_rotated); a Tandem
+// that reads version 4 would multiply them unrotated, so it refuses them by their version.
+inline constexpr int kFormatVersion = 5;
 inline constexpr int kFirstAsymmetricInt4Version = 3;
 // INT8 with an FP16 scale per 32 columns in the blocks (one float per row before).
 inline constexpr int kFirstGroupedInt8Version = 4;
 
 // Mxfp4: the routed experts kept as MXFP4 (models that store them so: gpt-oss), the rest
 // INT8 as for Int4. Int4Down8: as Int4, the routed experts' down projections INT8 too.
-enum class Method { Int8, Int4, Bf16, Mxfp4, Int4Down8 };
+// Int8Rotated: INT8 rotated, one scale per row and rotation block (kernels::pack_int8_rotated).
+enum class Method { Int8, Int4, Bf16, Mxfp4, Int4Down8, Int8Rotated };
 std::string_view method_name(Method m);
 bool parse_method(std::string_view name, Method& out);
 // The format of the routed experts' gate and up projections (their downs may differ:
@@ -61,6 +64,7 @@ struct PackedTensor {
   std::string file;
   kernels::PackedFormat format = kernels::PackedFormat::Int8;
   std::int64_t rows = 0, cols = 0, cols_padded = 0, group = 0;
+  std::int64_t rotation = 0;  // INT8 rotated in blocks of this many columns; 0: not rotated
   std::uint64_t offset = 0, size = 0;              // packed bytes, absolute in the file
   std::uint64_t scale_offset = 0, scale_size = 0;  // fp32 scales (none for BF16)
 };

@@ -81,6 +81,34 @@ class TestConversionDialog : public QObject {
              qPrintable(dialog.verdictText()));
   }
 
+  // Rotated INT8 likewise: the converter takes it, its manifest names it and each tensor's
+  // rotation, and its verdict names it in words.
+  void rotatedInt8() {
+    QTemporaryDir dir;
+    ConversionDialog dialog;
+    dialog.show();
+    dialog.setSource(source_);
+    dialog.setMethod(QStringLiteral("int8-rotated"));
+    QVERIFY(dialog.output().endsWith(QLatin1String("qwen3-moe-tandem-int8-rotated")));
+    dialog.setOutput(dir.path() + "/rotated");
+    QSignalSpy done(&dialog, &ConversionDialog::finished);
+    dialog.start();
+    QVERIFY(done.wait(30000));
+    QCOMPARE(done.first().at(0).toBool(), true);
+    QFile f(dir.path() + "/rotated/tandem-manifest.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const auto manifest = nlohmann::json::parse(f.readAll().toStdString());
+    QCOMPARE(manifest["method"].get<std::string>(), std::string("int8-rotated"));
+    int rotated = 0;
+    for (const auto& [name, t] : manifest["tensors"].items()) rotated += t["rotation"] > 0 ? 1 : 0;
+    QVERIFY(rotated > 0);
+    QVERIFY2(
+        dialog.verdictText().contains(QLatin1String("as close to the original as INT8 rotated")),
+        qPrintable(dialog.verdictText()));
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
+      dialog.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/conversion-rotated.png");
+  }
+
   // The built-in demo lives inside the installation (read-only in an AppImage): its converted
   // copy is suggested in the models folder, not beside it.
   void theDemoConvertsIntoTheModelsFolder() {

@@ -290,14 +290,14 @@ void ExpertCompute::packed(const CpuThreads& threads,
     const std::int64_t tokens = *std::max_element(slot_token_.begin(), slot_token_.end()) + 1;
     bool narrow = false, wide = false;
     for (const Active& act : active_)
-      (kernels::widened_product(shape.gate->format, act.rows, variant) ? wide : narrow) = true;
+      (kernels::widened_product(*shape.gate, act.rows, variant) ? wide : narrow) = true;
     const kernels::ParallelFor& parallel = threads.kernels_for();
     if (narrow) kernels::pack_activations_for(*shape.gate, x, tokens, all_tokens_, parallel);
     if (wide)
       kernels::pack_widened_activations(*shape.gate, x, tokens, all_tokens_wide_, &parallel);
     each_active(actives, [&](std::int64_t a) {
       const Active& act = active_[static_cast<std::size_t>(a)];
-      const bool widened = kernels::widened_product(shape.gate->format, act.rows, variant);
+      const bool widened = kernels::widened_product(*shape.gate, act.rows, variant);
       kernels::gather_activations(widened ? all_tokens_wide_ : all_tokens_,
                                   slot_token_.data() + act.begin, act.rows,
                                   inputs_[static_cast<std::size_t>(a)]);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include <fstream>
@@ -27,6 +28,16 @@
 using namespace tandem;
 
 namespace {
+
+// The mean KL bound of rotated INT8 on a fixture. Mixtral's and DeepSeek-V3's tiny random
+// routers, and Qwen3-Next's DeltaNet (see below), have near-ties that any rounding may flip: with
+// six choices of the rotation's signs (measured by changing rotation_sign's hash, not kept),
+// DeepSeek-V3's worst prompt came to either 0.0015-0.0023 or 0.080-0.086 and Mixtral's to
+// 0.0003-0.0008 or 0.026-0.027, half of the choices each; Qwen3-Next's to 0.002-0.020. Those are
+// held as INT4 is, over the prompts and to 0.05; the others prompt by prompt to INT8's 0.01.
+double rotated_int8_kl(std::string_view fixture) {
+  return fixture == "mixtral" || fixture == "deepseek-v3" || fixture == "qwen3-next" ? 0.05 : 0.01;
+}
 
 // How many of the pages that [data, data + bytes) touches are in this process's page
 // tables, from /proc/self/pagemap (bit 63 of each page's entry, readable without
@@ -265,6 +276,8 @@ class TestReferenceEngine : public QObject {
         // to 27 of its 27 decisive steps (mean KL 0.0004 to 0.0026), whole rows on 27.
         QTest::newRow(qPrintable(QStringLiteral("%1 int8 %2").arg(f, variant)))
             << f << "int8" << variant << 0.01 << 0 << 0.75;
+        QTest::newRow(qPrintable(QStringLiteral("%1 int8-rotated %2").arg(f, variant)))
+            << f << "int8-rotated" << variant << rotated_int8_kl(f) << 0 << 0.75;
         QTest::newRow(qPrintable(QStringLiteral("%1 bf16 %2").arg(f, variant)))
             << f << "bf16" << variant << 0.002 << 0 << 0.85;
         // INT4 is held to a bound on the mean KL over the prompts (the target), and a
@@ -288,12 +301,25 @@ class TestReferenceEngine : public QObject {
       QTest::newRow(qPrintable(QStringLiteral("qwen3-next int8 %1").arg(variant)))
           << "qwen3-next"
           << "int8" << variant << 0.01 << 0 << 0.65;
+      QTest::newRow(qPrintable(QStringLiteral("qwen3-next int8-rotated %1").arg(variant)))
+          << "qwen3-next"
+          << "int8-rotated" << variant << rotated_int8_kl("qwen3-next") << 0 << 0.65;
       QTest::newRow(qPrintable(QStringLiteral("qwen3-next bf16 %1").arg(variant)))
           << "qwen3-next"
           << "bf16" << variant << 0.002 << 0 << 0.85;
       QTest::newRow(qPrintable(QStringLiteral("qwen3-next int4 %1").arg(variant)))
           << "qwen3-next"
           << "int4" << variant << 0.05 << int(kernels::kDefaultInt4Group) << 0.5;
+    }
+    // Rotated INT8 on AMX: its prompts' products in integer tiles (the other formats' AMX
+    // products are held to AVX-512 by widenedPromptsStayClose).
+    if (kernels::variant_supported(kernels::CpuVariant::Amx, usable)) {
+      for (const char* f :
+           {"qwen3-moe", "mixtral", "deepseek-v3", "llama", "glm4-moe", "gpt-oss"}) {
+        QTest::newRow(qPrintable(QStringLiteral("%1 int8-rotated amx").arg(f)))
+            << f << "int8-rotated"
+            << "amx" << rotated_int8_kl(f) << 0 << 0.75;
+      }
     }
   }
 
@@ -327,8 +353,9 @@ class TestReferenceEngine : public QObject {
       const std::vector<float> got = generator.evaluate(ids);
       // KL(reference || packed) of the softmax distributions.
       const double kl = test::kl_divergence_of_logits(want, got);
-      if (format != QLatin1String("int4"))
-        QVERIFY2(kl <= maxKl, qPrintable(QStringLiteral("KL %1").arg(kl)));
+      // Formats held to a looser bound (INT4; rotated INT8 where routing has near-ties) are
+      // held to it over the prompts, not prompt by prompt.
+      if (maxKl <= 0.01) QVERIFY2(kl <= maxKl, qPrintable(QStringLiteral("KL %1").arg(kl)));
       kl_sum += kl;
       ++prompts;
       // Along the oracle's greedy path, the packed model picks the same token wherever the
