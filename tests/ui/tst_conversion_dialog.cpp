@@ -59,54 +59,44 @@ class TestConversionDialog : public QObject {
     QCOMPARE(load.first().at(0).toString(), dir.path() + "/int8");
   }
 
-  // INT4 with 8-bit downs reaches the converter (its manifest names the method), suggests a
-  // folder named after it, and its verdict names it in words.
-  void int4WithInt8Downs() {
-    QTemporaryDir dir;
-    ConversionDialog dialog;
-    dialog.show();
-    dialog.setSource(source_);
-    dialog.setMethod(QStringLiteral("int4-down8"));
-    QVERIFY(dialog.output().endsWith(QLatin1String("qwen3-moe-tandem-int4-down8")));
-    dialog.setOutput(dir.path() + "/down8");
-    QSignalSpy done(&dialog, &ConversionDialog::finished);
-    dialog.start();
-    QVERIFY(done.wait(30000));
-    QCOMPARE(done.first().at(0).toBool(), true);
-    QFile f(dir.path() + "/down8/tandem-manifest.json");
-    QVERIFY(f.open(QIODevice::ReadOnly));
-    QCOMPARE(nlohmann::json::parse(f.readAll().toStdString())["method"].get<std::string>(),
-             std::string("int4-down8"));
-    QVERIFY2(dialog.verdictText().contains(QLatin1String("as INT4 with 8-bit downs")),
-             qPrintable(dialog.verdictText()));
+  // The methods named in words (INT4 with 8-bit downs, rotated INT8) reach the converter: each
+  // suggests a folder named after it, its manifest names it, and its verdict names it in words.
+  // Rotated INT8's manifest also names each tensor's rotation.
+  void namedMethodsReachTheConverter_data() {
+    QTest::addColumn<QString>("method");
+    QTest::addColumn<QString>("words");
+    QTest::newRow("int4-down8") << "int4-down8"
+                                << "as INT4 with 8-bit downs";
+    QTest::newRow("int8-rotated") << "int8-rotated"
+                                  << "as close to the original as INT8 rotated";
   }
 
-  // Rotated INT8 likewise: the converter takes it, its manifest names it and each tensor's
-  // rotation, and its verdict names it in words.
-  void rotatedInt8() {
+  void namedMethodsReachTheConverter() {
+    QFETCH(QString, method);
+    QFETCH(QString, words);
     QTemporaryDir dir;
     ConversionDialog dialog;
     dialog.show();
     dialog.setSource(source_);
-    dialog.setMethod(QStringLiteral("int8-rotated"));
-    QVERIFY(dialog.output().endsWith(QLatin1String("qwen3-moe-tandem-int8-rotated")));
-    dialog.setOutput(dir.path() + "/rotated");
+    dialog.setMethod(method);
+    QVERIFY(dialog.output().endsWith(QStringLiteral("qwen3-moe-tandem-") + method));
+    dialog.setOutput(dir.path() + "/out");
     QSignalSpy done(&dialog, &ConversionDialog::finished);
     dialog.start();
     QVERIFY(done.wait(30000));
     QCOMPARE(done.first().at(0).toBool(), true);
-    QFile f(dir.path() + "/rotated/tandem-manifest.json");
+    QFile f(dir.path() + "/out/tandem-manifest.json");
     QVERIFY(f.open(QIODevice::ReadOnly));
     const auto manifest = nlohmann::json::parse(f.readAll().toStdString());
-    QCOMPARE(manifest["method"].get<std::string>(), std::string("int8-rotated"));
+    QCOMPARE(manifest["method"].get<std::string>(), method.toStdString());
     int rotated = 0;
     for (const auto& [name, t] : manifest["tensors"].items()) rotated += t["rotation"] > 0 ? 1 : 0;
-    QVERIFY(rotated > 0);
-    QVERIFY2(
-        dialog.verdictText().contains(QLatin1String("as close to the original as INT8 rotated")),
-        qPrintable(dialog.verdictText()));
-    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR"))
-      dialog.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/conversion-rotated.png");
+    QCOMPARE(rotated > 0, method == QLatin1String("int8-rotated"));
+    QVERIFY2(dialog.verdictText().contains(words), qPrintable(dialog.verdictText()));
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR")) {
+      dialog.grab().save(qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") + "/conversion-" + method +
+                         ".png");
+    }
   }
 
   // The built-in demo lives inside the installation (read-only in an AppImage): its converted
