@@ -19,6 +19,7 @@ std::unique_ptr<kernels::PackedMatrix> packed_storage(const kernels::PackedMatri
   p->cols_padded = source.cols_padded;
   p->blocks = source.blocks;
   p->group = source.group;
+  p->rotation = source.rotation;
   p->bytes = kernels::AlignedBytes::allocate(packed_block_bytes(source));
   p->group_scale.resize(source.group_scale.size());
   return p;
@@ -28,6 +29,7 @@ void copy_packed(const kernels::PackedMatrix& source, kernels::PackedMatrix& tar
   assert(source.format == target.format && source.rows == target.rows &&
          source.cols_padded == target.cols_padded &&
          source.group_scale.size() == target.group_scale.size());
+  target.rotation = source.rotation;  // a slot takes its expert's (the same for one shape)
   std::memcpy(target.bytes.data.get(), source.bytes.data.get(), packed_block_bytes(source));
   std::copy(source.group_scale.begin(), source.group_scale.end(), target.group_scale.begin());
 }

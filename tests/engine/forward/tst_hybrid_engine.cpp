@@ -444,10 +444,18 @@ class TestHybridEngine : public QObject {
   }
 
   // Over a slow bus, staging takes longer than computing: a layer must wait for its experts
-  // to arrive (and a slot for its previous layer to finish) or it computes with garbage.
+  // to arrive (and a slot for its previous layer to finish) or it computes with garbage. The
+  // emulated accelerator's copies keep their format's every field (rotated INT8's rotation).
+  void layerwiseWaitsForItsStaging_data() {
+    QTest::addColumn<int>("format");
+    QTest::newRow("int8") << int(model::CpuFormat::Int8);
+    QTest::newRow("int8-rotated") << int(model::CpuFormat::Int8Rotated);
+  }
+
   void layerwiseWaitsForItsStaging() {
+    QFETCH(int, format);
     model::LoadOptions load;
-    load.cpu_format = model::CpuFormat::Int8;
+    load.cpu_format = model::CpuFormat(format);
     const auto model = model::LoadedModel::load(::fixture(QStringLiteral("deepseek-v3")), load);
     const auto prompts = expected(QStringLiteral("deepseek-v3"))["prompts"];
     backend::NumaPools cpu(1);
