@@ -288,20 +288,6 @@ PackedMatrix pack_int8(const WeightMatrix& source) {
   return p;
 }
 
-namespace {
-
-// The widest row whose sum of stored bytes (up to 255) times activations (up to 127 in
-// magnitude) fits in 32 bits: INT8's limit on a group, and on a rotated row.
-constexpr std::int64_t kMaxInt8SumCols =
-    std::numeric_limits<std::int32_t>::max() / (255 * 127) / 4 * 4;
-
-}  // namespace
-
-std::int64_t int8_rotation_for(std::int64_t cols) {
-  const std::int64_t block = rotation_block(cols);
-  return block > kMaxInt8SumCols ? 0 : block;
-}
-
 PackedMatrix pack_int8_rotated(const WeightMatrix& source) {
   const std::int64_t block = int8_rotation_for(source.cols);
   if (block == 0) return pack_int8(source);

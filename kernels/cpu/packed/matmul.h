@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "kernels/cpu/aligned_bytes.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/packed/rotation.h"
 
 namespace tandem::kernels {
 
@@ -156,8 +158,15 @@ PackedMatrix pack_int8(const WeightMatrix& source);
 // kMinRotationBlock divides, or too wide for a block's 32-bit sum, is packed as plain INT8
 // (rotation 0), which every kernel takes.
 PackedMatrix pack_int8_rotated(const WeightMatrix& source);
+// The widest run of columns whose INT8 sum (stored bytes up to 255 times activations up to 127
+// in magnitude) fits in 32 bits: the limit of an INT8 group, and of a rotation block.
+inline constexpr std::int64_t kMaxInt8SumCols =
+    std::numeric_limits<std::int32_t>::max() / (255 * 127) / 4 * 4;
 // The rotation block pack_int8_rotated takes for a matrix `cols` wide (0: packed as INT8).
-std::int64_t int8_rotation_for(std::int64_t cols);
+inline std::int64_t int8_rotation_for(std::int64_t cols) {
+  const std::int64_t block = rotation_block(cols);
+  return block > kMaxInt8SumCols ? 0 : block;
+}
 PackedMatrix pack_bf16(const WeightMatrix& source);
 // The kernel variant that multiplies `format` where the CPU runs `variant`: the AVX-512 BF16
 // kernel needs AVX512_BF16, and without it the AVX2 one takes BF16.

@@ -44,12 +44,6 @@ void turn_signs(float* v, std::int64_t n) {
 
 }  // namespace
 
-std::int64_t rotation_block(std::int64_t cols) {
-  if (cols <= 0) return 0;
-  const std::int64_t block = cols & -cols;
-  return block >= kMinRotationBlock ? block : 0;
-}
-
 bool rotation_sign(std::int64_t c) {
   std::uint32_t h = static_cast<std::uint32_t>(c) * 2654435761u;
   h ^= h >> 15;

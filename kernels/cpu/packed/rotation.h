@@ -19,8 +19,13 @@ namespace tandem::kernels {
 inline constexpr std::int64_t kMinRotationBlock = 32;
 
 // The block a matrix `cols` wide is rotated in: the largest power of two that divides `cols`,
-// or 0 where that is below kMinRotationBlock (such a matrix is not rotated).
-std::int64_t rotation_block(std::int64_t cols);
+// or 0 where that is below kMinRotationBlock (such a matrix is not rotated). (Inline: the
+// manifest's parsers, built for fuzzing without the kernels, check rotations with it.)
+inline std::int64_t rotation_block(std::int64_t cols) {
+  if (cols <= 0) return 0;
+  const std::int64_t block = cols & -cols;
+  return block >= kMinRotationBlock ? block : 0;
+}
 
 // Whether R turns the sign of column c: bit 0 of a hash of c. Part of the stored format:
 // changing it changes what rotated matrices mean.
