@@ -48,8 +48,10 @@ std::vector<kernels::ProductChain> widening_chains(const model::ModelWeights& w)
   return chains;
 }
 
+// Rotated INT8 is never widened (its prompts take integer tiles): nothing to time for it.
 bool widenable(const kernels::PackedMatrix& m) {
-  return m.format == kernels::PackedFormat::Int8 || m.format == kernels::PackedFormat::Int4;
+  return (m.format == kernels::PackedFormat::Int8 || m.format == kernels::PackedFormat::Int4) &&
+         m.rotation == 0;
 }
 
 // The cache's key for a measurement: the CPU, the threads, the timed chain's shapes and

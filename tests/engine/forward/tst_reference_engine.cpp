@@ -860,6 +860,12 @@ class TestReferenceEngine : public QObject {
     model::LoadOptions bf16;
     bf16.cpu_format = model::CpuFormat::Bf16;
     QVERIFY(!forward::choose_widening(*model::LoadedModel::load(folder, bf16), pool, 16));
+    // Rotated INT8 is never widened: nothing is timed for it (its matrices refuse widened
+    // activations), with no cache to take a measurement from.
+    model::LoadOptions rotated;
+    rotated.cpu_format = model::CpuFormat::Int8Rotated;
+    QVERIFY(!forward::choose_widening(*model::LoadedModel::load(folder, rotated), pool,
+                                      std::nullopt, std::string()));
     model::LoadOptions int8;
     int8.cpu_format = model::CpuFormat::Int8;
     const auto model = model::LoadedModel::load(folder, int8);
