@@ -160,8 +160,8 @@ std::optional<ProductInstruction> packed_product_instruction(PackedFormat format
       return std::nullopt;
     case CpuVariant::Amx:
       if (!usable.amx_bf16) return std::nullopt;
-      // Rotated INT8 in integer tiles from as many tokens as BF16 (packed_matmul_amx).
-      if (rotated && format == PackedFormat::Int8 && tokens >= kAmxMinTokens)
+      // Rotated INT8 in integer tiles (packed_matmul_amx).
+      if (rotated && format == PackedFormat::Int8 && tokens >= kAmxMinRotatedTokens)
         return usable.amx_int8 ? std::optional(ProductInstruction::Int8Tile) : std::nullopt;
       if ((bf16 && tokens >= kAmxMinTokens) || widened_product(format, tokens, variant))
         return ProductInstruction::Bf16Tile;

@@ -375,13 +375,20 @@ void packed_matmul_avx512(const PackedMatrix& w, const PackedActivations& x, flo
 // AVX-512 interleaved) BF16 tiles ran 1.01-1.09x the AVX-512 kernel at one token (within the
 // noise), 1.26-1.37x at 4 and 2.4-3x at 13-16, on every Qwen3-30B-A3B shape.
 inline constexpr std::int64_t kAmxMinTokens = 4;
+// Tokens from which AMX takes rotated INT8 (in blocks of 64 or more) into integer tiles: all.
+// A decoded token's products in one-row tiles read the weights faster than the AVX-512 kernel
+// (`tandem bench --kernels --formats int8-rotated`, 2 threads: q 42.5 against 36.7 GFLOP/s,
+// the head 47.3 against 39.8, expert up 37.7 against 34.2, expert down 33.3 against 35.8), and
+// decoding the Qwen3-30B-A3B-shaped synthetic, `tandem bench -p 0 -n 64 -t 2 -r 3`, six pairs
+// alternated, ran at 23.9-29.4 tokens/s against 19.3-27.4 (ahead in five).
+inline constexpr std::int64_t kAmxMinRotatedTokens = 1;
 // BF16 weights through tiles from `min_tokens` tokens on (see above), fewer through the
 // AVX-512 kernel; widened activations through tiles at every token count (partial tiles
-// below 16); rotated INT8 in blocks of 64 or more through integer tiles from `min_tokens`
-// tokens (a 32-token expert
-// product of Qwen3-30B-A3B's shapes, weights from memory, two threads: 512-543 GFLOP/s against
-// 371-397 on AVX-512 and 309-327 for plain INT8; at 4-8 tokens within 10% of AVX-512 either
-// way); INT8, INT4 and MXFP4 with quantised activations through the AVX-512 kernels (every AMX
+// below 16); rotated INT8 in blocks of 64 or more through integer tiles at every token count
+// (kAmxMinRotatedTokens; a 32-token expert product of Qwen3-30B-A3B's shapes, weights from
+// memory, two threads: 512-543 GFLOP/s against 371-397 on AVX-512 and 309-327 for plain INT8,
+// in a harness that started a thread per product; `tandem bench --kernels`: 611-1041 against
+// 368-507); INT8, INT4 and MXFP4 with quantised activations through the AVX-512 kernels (every AMX
 // CPU has them). Integer sums are exact, so all agree with the AVX-512 variant to the bit.
 void packed_matmul_amx(const PackedMatrix& w, const PackedActivations& x, float* y,
                        std::int64_t y_stride, std::int64_t block_begin, std::int64_t block_end,

@@ -2,7 +2,7 @@
 // experts several tokens chose. BF16 weights go into tiles from kAmxMinTokens tokens; INT8 and
 // INT4 weights go into tiles widened to BF16 where their activations are BF16 (widened
 // products, matmul.h), at every token count; rotated INT8 (in rotation blocks of 64 columns or
-// more) into integer tiles from kAmxMinTokens tokens. Whole tiles take 16 tokens; the tokens after
+// more) into integer tiles at every token count. Whole tiles take 16 tokens; the tokens after
 // the last whole tile, and products of fewer than 16, take one tile of as many rows. Everything
 // else (fewer tokens, quantised activations, MXFP4) takes the AVX-512 kernels, which every AMX CPU
 // has.
@@ -482,7 +482,7 @@ void packed_matmul_tiles(const PackedMatrix& w, const PackedActivations& x, floa
     widened_tiles<Tiles>(w, x, y, y_stride, block_begin, block_end);
     return;
   }
-  if (w.rotation >= 64 && x.tokens >= std::clamp<std::int64_t>(min_tokens, 1, kTileRows)) {
+  if (w.rotation >= 64 && x.tokens >= kAmxMinRotatedTokens) {
     int8_row_products<Tiles>(w, x, y, y_stride, block_begin, block_end);
     return;
   }
