@@ -569,7 +569,7 @@ class TestPackedMatmul : public QObject {
   // A partial tile is configured for its tokens alone: its activation loads read as many rows
   // as there are tokens left, not a whole tile's 16 (past the activations' end). It runs
   // after the whole tiles, so the last load of activation tile 4 is its own. INT8 and INT4
-  // go into tiles widened (BF16 activations).
+  // go into tiles widened (BF16 activations), rotated INT8 into integer tiles.
   void partialTilesReadOnlyTheirTokens() {
     if (!emulatedTilesRun()) QSKIP(kNoEmulatedTiles);
     const int rows = 32, cols = 128;
