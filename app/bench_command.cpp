@@ -508,7 +508,8 @@ int run_bench(const BenchCommandOptions& o) {
                             : model::is_gguf_path(o.model) ? "native"
                                                            : "int8";
   if (!model::parse_cpu_format(asked, settings.load.cpu_format)) {
-    std::fprintf(stderr, "tandem: --cpu-format must be native, int8, int4, bf16 or mxfp4.\n");
+    std::fprintf(stderr, "tandem: --cpu-format must be %s.\n",
+                 model::cpu_format_names_in_words().c_str());
     return 2;
   }
   settings.load.cpu_format_asked = !o.cpu_format.empty();

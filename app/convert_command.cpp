@@ -44,7 +44,7 @@ int run_convert(const ConvertCommandOptions& o) {
   options.input = o.input;
   options.output = o.output;
   if (!model::parse_method(o.method, options.method)) {
-    std::fprintf(stderr, "tandem: --method must be int8, int4, int4-down8, bf16 or mxfp4.\n");
+    std::fprintf(stderr, "tandem: --method must be %s.\n", model::method_names_in_words().c_str());
     return 2;
   }
   if (o.group != 0 && !model::has_int4(model::cpu_format_of(options.method))) {

@@ -78,10 +78,8 @@ bool use_demo_model_if_none(std::string& model) {
 
 // The values --cpu-format takes, as model::parse_cpu_format reads them.
 CLI::IsMember cpu_format_names() {
-  using tandem::model::CpuFormat;
   std::vector<std::string> names;
-  for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int8Rotated, CpuFormat::Int4,
-                      CpuFormat::Int4Down8, CpuFormat::Bf16, CpuFormat::Mxfp4})
+  for (tandem::model::CpuFormat f : tandem::model::kCpuFormats)
     names.emplace_back(tandem::model::cpu_format_name(f));
   return CLI::IsMember(names);
 }

@@ -43,8 +43,8 @@ OpenedModel open_model(const std::string& folder, int pools, const std::string& 
   if (show_progress) load.on_progress = stderr_load_progress().callback();
   if (!cpu_format.empty() && !model::parse_cpu_format(cpu_format, load.cpu_format))
     throw std::invalid_argument("the CPU format \"" + cpu_format +
-                                "\" is not one Tandem knows; give native, int8, int4, "
-                                "int4-down8, bf16 or mxfp4.");
+                                "\" is not one Tandem knows; give " +
+                                model::cpu_format_names_in_words() + ".");
   load.cpu_format_asked = !cpu_format.empty();
   if (int4_group > 0 && model::has_int4(load.cpu_format)) load.int4_group = int4_group;
   return {model::LoadedModel::load(folder, load), text::load_tokenizer(folder)};
@@ -114,7 +114,8 @@ int run_perplexity(const PerplexityOptions& o) {
   forward::parse_widen_from(o.amx_widen_from, widen_given);  // checked by the option
   const std::optional<forward::WideningChoice> widening =
       forward::choose_widening(*model.model, pool, widen_given);
-  if (widening && !o.json) std::fprintf(stderr, "tandem: %s\n", forward::describe(*widening).c_str());
+  if (widening && !o.json)
+    std::fprintf(stderr, "tandem: %s\n", forward::describe(*widening).c_str());
   measure::PerplexityOptions options;
   options.context_tokens = context;
   backend::parse_kv_cache_format(o.kv_cache, options.kv_cache);

@@ -246,14 +246,19 @@ std::string_view cpu_format_name(CpuFormat f) {
 }
 
 bool parse_cpu_format(std::string_view name, CpuFormat& out) {
-  for (CpuFormat f : {CpuFormat::Native, CpuFormat::Int8, CpuFormat::Int4, CpuFormat::Bf16,
-                      CpuFormat::Mxfp4, CpuFormat::Int4Down8, CpuFormat::Int8Rotated}) {
+  for (CpuFormat f : kCpuFormats) {
     if (name == cpu_format_name(f)) {
       out = f;
       return true;
     }
   }
   return false;
+}
+
+std::string cpu_format_names_in_words() {
+  std::vector<std::string_view> names;
+  for (CpuFormat f : kCpuFormats) names.push_back(cpu_format_name(f));
+  return names_in_words(names);
 }
 
 std::unique_ptr<model::Checkpoint> LoadedModel::open_checkpoint(const std::string& path,

@@ -28,8 +28,14 @@ namespace tandem::model {
 // activations one per token and block (kernels::pack_int8_rotated): the same size, faster
 // prompts, AMX in integer tiles.
 enum class CpuFormat { Native, Int8, Int4, Bf16, Mxfp4, Int4Down8, Int8Rotated };
+// Every CPU format, in the order a sentence lists them.
+inline constexpr CpuFormat kCpuFormats[] = {
+    CpuFormat::Native,    CpuFormat::Int8, CpuFormat::Int8Rotated, CpuFormat::Int4,
+    CpuFormat::Int4Down8, CpuFormat::Bf16, CpuFormat::Mxfp4};
 std::string_view cpu_format_name(CpuFormat f);
 bool parse_cpu_format(std::string_view name, CpuFormat& out);
+// "native, int8, int8-rotated, int4, int4-down8, bf16 or mxfp4", for a sentence.
+std::string cpu_format_names_in_words();
 // The CPU format a conversion method packs (a converted folder runs in it).
 CpuFormat cpu_format_of(Method method);
 // Int4 and Int4Down8: the formats with INT4 weights, whose group --int4-group sets.

@@ -30,14 +30,28 @@ std::string_view method_name(Method m) {
 }
 
 bool parse_method(std::string_view name, Method& out) {
-  for (Method m : {Method::Int8, Method::Int4, Method::Bf16, Method::Mxfp4, Method::Int4Down8,
-                   Method::Int8Rotated}) {
+  for (Method m : kMethods) {
     if (name == method_name(m)) {
       out = m;
       return true;
     }
   }
   return false;
+}
+
+std::string names_in_words(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+std::string method_names_in_words() {
+  std::vector<std::string_view> names;
+  for (Method m : kMethods) names.push_back(method_name(m));
+  return names_in_words(names);
 }
 
 kernels::PackedFormat packed_format(Method m) {

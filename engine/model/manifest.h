@@ -36,8 +36,15 @@ inline constexpr int kFirstGroupedInt8Version = 4;
 // INT8 as for Int4. Int4Down8: as Int4, the routed experts' down projections INT8 too.
 // Int8Rotated: INT8 rotated, one scale per row and rotation block (kernels::pack_int8_rotated).
 enum class Method { Int8, Int4, Bf16, Mxfp4, Int4Down8, Int8Rotated };
+// Every method, in the order a sentence lists them.
+inline constexpr Method kMethods[] = {Method::Int8,      Method::Int8Rotated, Method::Int4,
+                                      Method::Int4Down8, Method::Bf16,        Method::Mxfp4};
 std::string_view method_name(Method m);
 bool parse_method(std::string_view name, Method& out);
+// "int8, int8-rotated, int4, int4-down8, bf16 or mxfp4": every method's name, for a sentence.
+std::string method_names_in_words();
+// Names joined for a sentence: "a, b or c".
+std::string names_in_words(const std::vector<std::string_view>& names);
 // The format of the routed experts' gate and up projections (their downs may differ:
 // model::packed_format_for).
 kernels::PackedFormat packed_format(Method m);

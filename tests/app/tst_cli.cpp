@@ -793,8 +793,9 @@ class TestCli : public QObject {
     const Run method = runTandem(
         {"convert", "--in", home_.path(), "--out", home_.path() + "/x", "--method", "q4"}, env());
     QCOMPARE(method.code, 2);
-    QVERIFY2(method.err.contains(QLatin1String("int8, int4, int4-down8, bf16 or mxfp4")),
-             qPrintable(method.err));
+    QVERIFY2(
+        method.err.contains(QLatin1String("int8, int8-rotated, int4, int4-down8, bf16 or mxfp4")),
+        qPrintable(method.err));
     QVERIFY(!QFileInfo::exists(home_.path() + "/x"));
     // The INT4 group under the name run and bench give it (--group is the same), checked as
     // they check it, and named by that name where the method takes none.
