@@ -379,14 +379,29 @@ class TestPackedMatmul : public QObject {
   }
 
   // Every variant of the rotation gives the scalar reference's bits.
+  void rotationVariantsMatchScalar_data() {
+    QTest::addColumn<QString>("variant");
+    QTest::newRow("avx2") << QStringLiteral("avx2");
+    QTest::newRow("avx512") << QStringLiteral("avx512");
+  }
+
   void rotationVariantsMatchScalar() {
-    if (!detect_isa().usable.avx512f) QSKIP("this CPU lacks AVX512F, which rotate_avx512 needs");
+    QFETCH(QString, variant);
+    const IsaFeatures& usable = detect_isa().usable;
+    void (*rotate_variant)(float*, std::int64_t, std::int64_t) = nullptr;
+    if (variant == QLatin1String("avx2")) {
+      if (!usable.avx2) QSKIP("this CPU lacks AVX2, which rotate_avx2 needs");
+      rotate_variant = rotate_avx2;
+    } else {
+      if (!usable.avx512f) QSKIP("this CPU lacks AVX512F, which rotate_avx512 needs");
+      rotate_variant = rotate_avx512;
+    }
     for (auto [n, block] : std::vector<std::pair<int, int>>{
              {16, 16}, {64, 32}, {768, 256}, {2048, 2048}, {576, 64}, {4096, 1024}}) {
       const auto x = normal_values(static_cast<std::size_t>(n), 73);
       std::vector<float> want(x), got(x);
       rotate_scalar(want.data(), n, block);
-      rotate_avx512(got.data(), n, block);
+      rotate_variant(got.data(), n, block);
       QVERIFY2(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0,
                qPrintable(QStringLiteral("%1 columns in blocks of %2").arg(n).arg(block)));
     }

@@ -60,8 +60,11 @@ void rotate_scalar(float* v, std::int64_t n, std::int64_t block) {
 
 void rotate(float* v, std::int64_t n, std::int64_t block) {
   static const bool avx512 = variant_supported(CpuVariant::Avx512, detect_isa().usable);
+  static const bool avx2 = detect_isa().usable.avx2;
   if (avx512) {
     rotate_avx512(v, n, block);
+  } else if (avx2) {
+    rotate_avx2(v, n, block);
   } else {
     rotate_scalar(v, n, block);
   }

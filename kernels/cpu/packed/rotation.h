@@ -37,8 +37,10 @@ void rotate(float* v, std::int64_t n, std::int64_t block);
 // The inverse, R^T v (the transform, then the signs): for turning packed rows back.
 void unrotate(float* v, std::int64_t n, std::int64_t block);
 
-// The variants, for tests: the scalar reference, and AVX-512 (needs AVX512F).
+// The variants, for tests: the scalar reference, AVX2 (needs AVX2) and AVX-512 (needs
+// AVX512F).
 void rotate_scalar(float* v, std::int64_t n, std::int64_t block);
+void rotate_avx2(float* v, std::int64_t n, std::int64_t block);
 void rotate_avx512(float* v, std::int64_t n, std::int64_t block);
 
 }  // namespace tandem::kernels
