@@ -636,17 +636,19 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
       // operations either way (the largest magnitude and the integer sum do not depend on
       // the order).
       const std::int64_t c16 = c0 + (c1 - c0) / 16 * 16;
-      float max_abs = 0.0f;
-      if (c16 > c0) {
-        Vec16 lanes{};
-        for (std::int64_t c = c0; c < c16; c += 16) {
-          const Vec16 a = abs16(load16(xt + c));
-          lanes = a > lanes ? a : lanes;
+      // Rotated, the group takes its block's scale.
+      float max_abs = block_max;
+      if (out.rotation == 0) {
+        if (c16 > c0) {
+          Vec16 lanes{};
+          for (std::int64_t c = c0; c < c16; c += 16) {
+            const Vec16 a = abs16(load16(xt + c));
+            lanes = a > lanes ? a : lanes;
+          }
+          max_abs = max_lanes(lanes);
         }
-        max_abs = max_lanes(lanes);
+        for (std::int64_t c = c16; c < c1; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
       }
-      for (std::int64_t c = c16; c < c1; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
-      if (out.rotation > 0) max_abs = block_max;
       const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
       const float inv = 1.0f / scale;
       std::int32_t sum = 0;
