@@ -212,9 +212,13 @@ int run_kernel_bench(const BenchCommandOptions& o) {
         rows.back()["avx512"] = path_json(*row.avx512);
       }
     }
-    nlohmann::json j = {{"cpu", r.cpu},       {"cpu_variant", r.variant},
-                        {"onednn", r.onednn}, {"repetitions", options.repetitions},
-                        {"rows", rows},       {"instruction_peaks", peaks_json(r.peaks)}};
+    nlohmann::json j = {{"cpu", r.cpu},
+                        {"cpu_variant", r.variant},
+                        {"onednn", r.onednn},
+                        {"onednn_refusals", r.onednn_refusals},
+                        {"repetitions", options.repetitions},
+                        {"rows", rows},
+                        {"instruction_peaks", peaks_json(r.peaks)}};
     const std::vector<measure::TileCrossover> crossovers = measure::tile_crossovers(r);
     if (!crossovers.empty()) {
       nlohmann::json list = nlohmann::json::array();
@@ -235,6 +239,8 @@ int run_kernel_bench(const BenchCommandOptions& o) {
     return 0;
   }
   std::cout << fmt::format("{}; packed kernels: {}; {}\n", r.cpu, r.variant, r.onednn);
+  for (const std::string& refusal : r.onednn_refusals)
+    std::cout << "oneDNN left out: " << refusal << "\n";
   std::cout << "GFLOP/s (weights GB/s at 1 token), mean ± sd over " << options.repetitions
             << " repetitions; INT8 activations: packed with a scale per "
             << kernels::kInt8ActivationGroup

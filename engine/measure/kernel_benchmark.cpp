@@ -64,8 +64,10 @@ kernels::PackedMatrix packed_in(KernelFormat kernel_format, const kernels::Weigh
   return kernels::pack_mxfp4(m);
 }
 
+// Where oneDNN takes `format`'s products on this CPU (kernels::onednn_refusal says why not).
 bool onednn_multiplies(kernels::PackedFormat format) {
-  return format == kernels::PackedFormat::Int8 || format == kernels::PackedFormat::Bf16;
+  return (format == kernels::PackedFormat::Int8 || format == kernels::PackedFormat::Bf16) &&
+         kernels::onednn_refusal(format).empty();
 }
 
 void add_sample(KernelPathResult& r, double seconds, const KernelShape& s, std::int64_t tokens) {
@@ -207,6 +209,14 @@ KernelBenchReport run_kernel_benchmark(const KernelBenchOptions& options,
   KernelBenchReport report;
   report.cpu = kernels::detect_isa().identity.brand;
   report.onednn = kernels::onednn_description();
+  // A format oneDNN cannot take here gets no oneDNN column, and the report says why.
+  for (kernels::PackedFormat f : {kernels::PackedFormat::Int8, kernels::PackedFormat::Bf16}) {
+    const bool asked = std::any_of(options.formats.begin(), options.formats.end(),
+                                   [&](const KernelFormat& k) { return k.format == f; });
+    if (!asked) continue;
+    if (const std::string refusal = kernels::onednn_refusal(f); !refusal.empty())
+      report.onednn_refusals.push_back(refusal);
+  }
   const kernels::CpuVariant variant = kernels::active_variant();
   report.variant = std::string(kernels::variant_name(variant));
   std::int64_t max_tokens = 1;

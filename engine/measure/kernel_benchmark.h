@@ -115,6 +115,8 @@ struct KernelBenchReport {
   std::string cpu;      // brand string
   std::string variant;  // the packed kernels' variant
   std::string onednn;   // version and threading runtime
+  // Why oneDNN is left out of formats asked for (kernels::onednn_refusal), one sentence each.
+  std::vector<std::string> onednn_refusals;
   std::vector<KernelBenchRow> rows;
   std::vector<InstructionPeak> peaks;
 };

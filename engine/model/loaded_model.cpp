@@ -659,6 +659,14 @@ void LoadedModel::attach_onednn(DenseBackend backend, int threads) {
     if (w.packed != nullptr && onednn_for(backend, w.packed->format, targets[i].role))
       chosen.push_back(i);
   }
+  if (!chosen.empty()) {
+    if (const std::string refusal = kernels::onednn_refusal(kernels::PackedFormat::Int8);
+        !refusal.empty()) {
+      throw ModelError("--dense onednn cannot be used on this computer: " + refusal +
+                       " Leave --dense out (or give auto or packed): Tandem's own kernels take "
+                       "every product exactly.");
+    }
+  }
   std::vector<std::unique_ptr<kernels::OnednnMatmul>> products(chosen.size());
   for_each_on_threads(threads, chosen.size(), [&](std::size_t c) {
     const kernels::WeightMatrix& w = *targets[chosen[c]].matrix;

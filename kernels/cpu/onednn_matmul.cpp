@@ -110,9 +110,73 @@ OnednnMatmul::OnednnMatmul(const WeightMatrix& weights, PackedFormat format, std
   }
 }
 
+OnednnMatmul::OnednnMatmul(PackedFormat format) : format_(format) {}
+
 OnednnMatmul::~OnednnMatmul() = default;
 
+// onednn_refusal's check: 16 rows of 64 columns by one token and by 32 (oneDNN may choose
+// another kernel for each), every weight and activation +-1 with equal signs, so every
+// product is 1 and each output exactly 64. In INT8 each is 127 * 127 as integers: oneDNN's
+// unsigned activations (x + 128) make pairs of 2 * 255 * 127, past 16 bits, wherever it adds
+// pairs in 16 bits. In BF16 every value is exact.
+std::string OnednnMatmul::check(PackedFormat format) {
+  constexpr std::int64_t kRows = 16, kCols = 64, kTokens = 32;
+  std::vector<float> w(static_cast<std::size_t>(kRows * kCols));
+  std::vector<float> x(static_cast<std::size_t>(kTokens * kCols));
+  for (std::int64_t c = 0; c < kCols; ++c) {
+    const float sign = c % 3 == 0 ? -1.0f : 1.0f;
+    for (std::int64_t r = 0; r < kRows; ++r) w[static_cast<std::size_t>(r * kCols + c)] = sign;
+    for (std::int64_t t = 0; t < kTokens; ++t) x[static_cast<std::size_t>(t * kCols + c)] = sign;
+  }
+  WeightMatrix source;
+  source.data = w.data();
+  source.rows = kRows;
+  source.cols = kCols;
+  const PackedMatrix packed = format == PackedFormat::Int8 ? pack_int8(source) : pack_bf16(source);
+  std::vector<float> y(static_cast<std::size_t>((1 + kTokens) * kRows));
+  try {
+    OnednnMatmul m(format);
+    m.init_unchecked(packed, 1);
+    m.run(x.data(), 1, y.data(), kRows, serial_for);
+    m.run(x.data(), kTokens, y.data() + kRows, kRows, serial_for);
+  } catch (const dnnl::error& e) {
+    return std::string(onednn_description()) + " has no " +
+           (format == PackedFormat::Int8 ? "INT8" : "BF16") + " matrix product for this CPU (" +
+           e.what() + ")" +
+           (format == PackedFormat::Bf16 ? ": its BF16 products need AVX-512." : ".");
+  }
+  for (float v : y) {
+    if (std::abs(v - static_cast<float>(kCols)) > 1e-3f * kCols) {
+      return format == PackedFormat::Int8
+                 ? onednn_description() +
+                       " multiplies INT8 wrongly on this CPU: without VNNI (AVX512_VNNI or "
+                       "AVX-VNNI) it adds pairs of byte products in 16 bits, which overflow with "
+                       "8-bit weights (a product of ones gave " +
+                       std::to_string(v) + ", not 64)."
+                 : onednn_description() + " multiplies BF16 wrongly on this CPU (a product " +
+                       "of ones gave " + std::to_string(v) + ", not 64).";
+    }
+  }
+  return {};
+}
+
+std::string onednn_refusal(PackedFormat format) {
+  if (format != PackedFormat::Int8 && format != PackedFormat::Bf16)
+    return "oneDNN 2.6 has no product of " + std::string(packed_format_name(format)) + " weights.";
+  static const std::string int8 = OnednnMatmul::check(PackedFormat::Int8);
+  static const std::string bf16 = OnednnMatmul::check(PackedFormat::Bf16);
+  return format == PackedFormat::Int8 ? int8 : bf16;
+}
+
 void OnednnMatmul::init(const PackedMatrix& w, std::int64_t slices) {
+  if (w.format != PackedFormat::Int8 && w.format != PackedFormat::Bf16)
+    throw std::invalid_argument("oneDNN matmul takes INT8 or BF16 weights");
+  if (const std::string refusal = onednn_refusal(w.format); !refusal.empty())
+    throw std::runtime_error(refusal);
+  init_unchecked(w, slices);
+}
+
+void OnednnMatmul::init_unchecked(const PackedMatrix& w, std::int64_t slices) {
   if (w.format != PackedFormat::Int8 && w.format != PackedFormat::Bf16)
     throw std::invalid_argument("oneDNN matmul takes INT8 or BF16 weights");
   if (slices < 1) throw std::invalid_argument("oneDNN matmul needs at least one slice");

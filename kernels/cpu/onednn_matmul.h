@@ -67,9 +67,18 @@ void gemm_f32(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::i
               float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
               float beta, float* c, std::int64_t ldc);
 
+// Why oneDNN cannot take products in `format` (INT8 or BF16) on this CPU, as a sentence, or
+// empty where it can. Checked once per process on a small product whose result is known
+// exactly: without VNNI (AVX512_VNNI or AVX-VNNI) oneDNN 2.6 adds pairs of INT8 byte products
+// in 16 bits, which overflow with 8-bit weights (it leaves weights of 7 bits to the caller),
+// so its INT8 results there are wrong, not merely rounded; and without AVX-512 it has no BF16
+// product at all.
+std::string onednn_refusal(PackedFormat format);
+
 class OnednnMatmul {
  public:
   // `weights` must be INT8 or BF16; `slices` (>= 1) parts of output rows, run in parallel.
+  // Throws std::runtime_error with onednn_refusal's sentence where oneDNN cannot take them.
   OnednnMatmul(const PackedMatrix& weights, std::int64_t slices);
   // Packs `weights` (its packed form when it has one in `format`) as INT8 or BF16 first.
   OnednnMatmul(const WeightMatrix& weights, PackedFormat format, std::int64_t slices);
@@ -103,7 +112,13 @@ class OnednnMatmul {
   std::int64_t cols_padded_ = 0;
   std::vector<std::unique_ptr<Slice>> slices_;
 
+  // For onednn_refusal's check (uncached), which builds one without asking itself.
+  explicit OnednnMatmul(PackedFormat format);
+  friend std::string onednn_refusal(PackedFormat format);
+  static std::string check(PackedFormat format);
+
   void init(const PackedMatrix& weights, std::int64_t slices);
+  void init_unchecked(const PackedMatrix& weights, std::int64_t slices);
   std::shared_ptr<const Primitive> primitive(Slice& slice, std::int64_t tokens) const;
 };
 

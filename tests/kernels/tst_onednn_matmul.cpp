@@ -27,6 +27,14 @@ int threadsInProcess() {
 
 }  // namespace
 
+// Skips the test where oneDNN cannot take `format`'s products on this CPU, with its reason
+// (refusedWhereItWouldBeWrong holds the refusal itself).
+#define SKIP_UNLESS_ONEDNN_TAKES(format)                                        \
+  do {                                                                          \
+    const std::string refusal_ = onednn_refusal(format);                        \
+    if (!refusal_.empty()) QSKIP(qPrintable(QString::fromStdString(refusal_))); \
+  } while (false)
+
 class TestOnednnMatmul : public QObject {
   Q_OBJECT
   int threads_at_start_ = 0;
@@ -39,6 +47,7 @@ class TestOnednnMatmul : public QObject {
 
   // First, before any other test has run oneDNN on this thread.
   void runsOnOurThreadsOnly() {
+    SKIP_UNLESS_ONEDNN_TAKES(PackedFormat::Int8);
     const int rows = 512;
     const int cols = 256;
     const auto values = normal_values(static_cast<std::size_t>(rows * cols), 3);
@@ -98,6 +107,7 @@ class TestOnednnMatmul : public QObject {
     QFETCH(int, format);
     QFETCH(int, tokens);
     const PackedFormat f = static_cast<PackedFormat>(format);
+    SKIP_UNLESS_ONEDNN_TAKES(f);
     const int rows = 37;
     const int cols = 300;
     const auto w = normal_values(static_cast<std::size_t>(rows * cols), 21);
@@ -145,12 +155,65 @@ class TestOnednnMatmul : public QObject {
     source.rows = 16;
     source.cols = 8;
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, OnednnMatmul(pack_int4(source, 8), 1));
+    QVERIFY(!onednn_refusal(PackedFormat::Int4).empty());
+    SKIP_UNLESS_ONEDNN_TAKES(PackedFormat::Int8);
     OnednnMatmul m(source, PackedFormat::Int8, 1);
     PackedActivations bf16;
     const auto x = normal_values(8, 6);
     pack_activations(x.data(), 1, 8, PackedFormat::Bf16, bf16, 0);
     std::vector<float> y(16);
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, m.run(bf16, y.data(), 16, serial_for));
+  }
+
+  // On every CPU: where oneDNN takes a format, a product whose integer pairs pass 16 bits
+  // (every weight and activation +-1 with equal signs: 127 * 127 in each, 255 * 127 as
+  // oneDNN's unsigned activations see it) comes out exact; where it is refused, building
+  // one throws the refusal. A CPU without VNNI must refuse INT8: oneDNN adds pairs of byte
+  // products in 16 bits there.
+  void refusedWhereItWouldBeWrong_data() {
+    QTest::addColumn<int>("format");
+    QTest::newRow("int8") << int(PackedFormat::Int8);
+    QTest::newRow("bf16") << int(PackedFormat::Bf16);
+  }
+
+  void refusedWhereItWouldBeWrong() {
+    QFETCH(int, format);
+    const auto f = static_cast<PackedFormat>(format);
+    const int rows = 40, cols = 256;
+    std::vector<float> w(static_cast<std::size_t>(rows * cols));
+    std::vector<float> x(static_cast<std::size_t>(64 * cols));
+    for (int c = 0; c < cols; ++c) {
+      const float sign = (c * 7) % 5 < 2 ? -1.0f : 1.0f;
+      for (int r = 0; r < rows; ++r) w[static_cast<std::size_t>(r * cols + c)] = sign;
+      for (int t = 0; t < 64; ++t) x[static_cast<std::size_t>(t * cols + c)] = sign;
+    }
+    WeightMatrix source;
+    source.data = w.data();
+    source.rows = rows;
+    source.cols = cols;
+    const IsaFeatures& usable = detect_isa().usable;
+    if (f == PackedFormat::Int8 && !usable.avx512_vnni && !usable.avx_vnni)
+      QVERIFY(!onednn_refusal(f).empty());
+    if (const std::string refusal = onednn_refusal(f); !refusal.empty()) {
+      qInfo("refused: %s", refusal.c_str());
+      try {
+        OnednnMatmul m(source, f, 2);
+        QFAIL("built a oneDNN product that onednn_refusal refuses");
+      } catch (const std::runtime_error& e) {
+        QCOMPARE(std::string(e.what()), refusal);
+      }
+      return;
+    }
+    OnednnMatmul m(source, f, 2);
+    for (int tokens : {1, 5, 64}) {
+      std::vector<float> y(static_cast<std::size_t>(tokens * rows));
+      m.run(x.data(), tokens, y.data(), rows, serial_for);
+      for (float v : y) {
+        QVERIFY2(
+            std::abs(v - cols) <= 1e-3f * cols,
+            qPrintable(QStringLiteral("%1 at %2 tokens, not %3").arg(v).arg(tokens).arg(cols)));
+      }
+    }
   }
 
  private:
@@ -179,6 +242,7 @@ class TestOnednnMatmul : public QObject {
     QFETCH(int, rows);
     QFETCH(int, cols);
     QFETCH(int, slices);
+    SKIP_UNLESS_ONEDNN_TAKES(f);
     const auto values = normal_values(static_cast<std::size_t>(rows * cols), 11);
     WeightMatrix source;
     source.data = values.data();

@@ -20,10 +20,12 @@
 #include "engine/forward/runner_settings.h"
 #include "engine/generate/generator.h"
 #include "engine/model/loaded_model.h"
+#include "engine/model/model_error.h"
 #include "engine/model/synthetic_checkpoint.h"
 #include "engine/schedule/prefill_chunk.h"
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/onednn_matmul.h"
 
 using namespace tandem;
 
@@ -485,6 +487,23 @@ class TestReferenceEngine : public QObject {
     options.dense = model::DenseBackend::Packed;
     auto ours = model::LoadedModel::load(folder, options);
     options.dense = model::DenseBackend::Onednn;
+    // Where oneDNN's INT8 products would be wrong (CPUs without VNNI), the load refuses with
+    // oneDNN's reason and what to do instead, rather than answer wrongly.
+    if (const std::string refusal = kernels::onednn_refusal(kernels::PackedFormat::Int8);
+        !refusal.empty()) {
+      try {
+        model::LoadedModel::load(folder, options);
+        QFAIL("--dense onednn loaded where oneDNN's INT8 products are refused");
+      } catch (const tandem::model::ModelError& e) {
+        const std::string said = e.what();
+        QVERIFY2(said.find(refusal) != std::string::npos, e.what());
+        QVERIFY2(said.find("Leave --dense out") != std::string::npos, e.what());
+      }
+      QSKIP(
+          qPrintable(QString::fromStdString("refused as it should be; oneDNN's products are "
+                                            "compared with ours on CPUs with VNNI: " +
+                                            refusal)));
+    }
     auto theirs = model::LoadedModel::load(folder, options);
     QCOMPARE(ours->onednn_matrices(), std::size_t{0});
     QVERIFY(theirs->onednn_matrices() > 0);
