@@ -1,6 +1,8 @@
 // FP16 weight rows read in place for matmul_xwt, compiled for AVX-512: each 16 values widened
 // by one VCVTPH2PS. Converted to fp32 rows first (with F16C, eight values an instruction), an
 // FP16 model used as stored still read its weights at a quarter of its memory's speed.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include "kernels/cpu/dense_f16.h"

@@ -4,6 +4,8 @@
 // also take its products in AMX tiles (TDPBF16PS, the same pairs 16 rows at a time). Compiled
 // for AVX-512 with BF16 (the tile instructions are assembly); run only where
 // attention_variant_supported says so.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <algorithm>

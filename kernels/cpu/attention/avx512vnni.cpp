@@ -3,6 +3,8 @@
 // of 16 values when weighing (the weights' bytes broadcast), twice VDPBF16PS's multiply-adds
 // per instruction. Compiled for AVX-512 with VNNI; run only where the CPU has them
 // (attend_heads_int8 checks).
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <algorithm>

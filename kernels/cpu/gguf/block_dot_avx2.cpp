@@ -4,6 +4,8 @@
 // codes must stay below 129: Q8_0's and Q6_K's signed weights go in as their magnitudes,
 // their signs moved onto the activations (VPSIGNB), which gives the same integer sums as
 // the codes less their bias. Q3_K's codes are small, but take their bias off the same way.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <cstring>

@@ -4,6 +4,8 @@
 // Lane j of a step sums columns 4j .. 4j + 3, so lanes 4g .. 4g + 3 belong to the step's
 // 16-weight group g: their sums start from the group's bias term (formats with a bias), are
 // converted once and scaled by the group's weight scale times its activation scale.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <array>

@@ -7,6 +7,8 @@
 // (Q8_0's, IQ4_NL's and IQ4_XS's, whose bias is 128) would saturate VPMADDUBSW's pairs: those go
 // in as the weights' magnitudes, their signs moved onto the activations (VPSIGNB). Also the AVX2
 // unpackers the tiles start from.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <algorithm>

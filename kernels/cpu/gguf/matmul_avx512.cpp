@@ -5,6 +5,8 @@
 // the formats whose scale covers 32 weights), whose sums start from the activations' bias
 // term, are converted once, scaled by the sixteen rows' group scales times the activation's
 // scale, and added; up to twelve tokens share each loaded weight vector.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <algorithm>

@@ -23,6 +23,8 @@
 //
 // The tile unit is a template parameter (amx_tiles.h): the instructions, or the same in
 // software for the tests on CPUs without AMX.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 // AVX2 kernels for CPUs without AVX-512. Every sum equals the scalar reference's exactly:
 // INT8 and INT4 go through VPMADDUBSW in ways that cannot saturate (see MaddubsDot). Each 32-byte
 // half of a packed quad holds 8 rows x 4 columns.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <algorithm>

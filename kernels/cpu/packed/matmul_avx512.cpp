@@ -2,6 +2,8 @@
 // BF16. Tile: 32 output rows (two 16-row blocks, one register each) x up to 8 tokens (INT8 and
 // INT4 6 when there are more than 8), so each weight register loaded is used for every token of the
 // tile and each activation broadcast twice.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <algorithm>

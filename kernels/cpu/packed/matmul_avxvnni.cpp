@@ -3,6 +3,8 @@
 // the other variants: the unsigned stored weights (w + 128, or nibbles 0..15) times the signed
 // activations, the offset taken back out per activation group. The AVX2
 // variant hands INT8 and INT4 products here when the CPU has AVX-VNNI.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <algorithm>

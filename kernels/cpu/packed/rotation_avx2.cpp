@@ -1,6 +1,8 @@
 // The rotation (rotation.h) on AVX2: the signs and the butterflies of width 1, 2 and 4 inside
 // each register of 8 columns, the wider ones between registers. Each value goes through the
 // scalar reference's operations in its order, so both agree to the bit.
+#include "kernels/cpu/baseline_std.h"  // first: see there
+
 #include <immintrin.h>
 
 #include <cmath>
