@@ -3,6 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/model/manifest.h"
 
 namespace tandem::model {
 
@@ -28,11 +33,10 @@ std::vector<int> valid_pool_counts(std::int64_t width, std::int64_t int4_group, 
 std::string expert_slicing_error(std::int64_t width, int pools, std::int64_t int4_group) {
   if (can_slice_experts(width, pools, int4_group)) return {};
   const std::vector<int> valid = valid_pool_counts(width, int4_group, std::max(8, pools));
-  std::string counts;
-  for (std::size_t i = 0; i < valid.size(); ++i) {
-    if (i > 0) counts += i + 1 == valid.size() ? " or " : ", ";
-    counts += std::to_string(valid[i]);
-  }
+  std::vector<std::string> numbers;
+  for (int n : valid) numbers.push_back(std::to_string(n));
+  const std::string counts =
+      names_in_words(std::vector<std::string_view>(numbers.begin(), numbers.end()));
   const std::string units =
       int4_group > 0 ? fmt::format("whole 16-row blocks and scale groups of {} columns", int4_group)
                      : std::string("whole 16-row blocks");

@@ -163,9 +163,13 @@ std::string OnednnMatmul::check(PackedFormat format) {
 std::string onednn_refusal(PackedFormat format) {
   if (format != PackedFormat::Int8 && format != PackedFormat::Bf16)
     return "oneDNN 2.6 has no product of " + std::string(packed_format_name(format)) + " weights.";
-  static const std::string int8 = OnednnMatmul::check(PackedFormat::Int8);
+  // Each checked on its first question only (a oneDNN primitive made and run, a few ms).
+  if (format == PackedFormat::Int8) {
+    static const std::string int8 = OnednnMatmul::check(PackedFormat::Int8);
+    return int8;
+  }
   static const std::string bf16 = OnednnMatmul::check(PackedFormat::Bf16);
-  return format == PackedFormat::Int8 ? int8 : bf16;
+  return bf16;
 }
 
 void OnednnMatmul::init(const PackedMatrix& w, std::int64_t slices) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kernels/cpu/onednn_matmul.h"
+#include "tests/support/onednn_hardware.h"
 #include "tests/support/random_values.h"
 
 using namespace tandem::kernels;
@@ -28,11 +29,15 @@ int threadsInProcess() {
 }  // namespace
 
 // Skips the test where oneDNN cannot take `format`'s products on this CPU, with its reason
-// (refusedWhereItWouldBeWrong holds the refusal itself).
-#define SKIP_UNLESS_ONEDNN_TAKES(format)                                        \
-  do {                                                                          \
-    const std::string refusal_ = onednn_refusal(format);                        \
-    if (!refusal_.empty()) QSKIP(qPrintable(QString::fromStdString(refusal_))); \
+// (which names the instructions missing); fails where the CPU has what oneDNN needs
+// (onednn_hardware_for). refusedWhereItWouldBeWrong holds the refusal itself.
+#define SKIP_UNLESS_ONEDNN_TAKES(format)                                      \
+  do {                                                                        \
+    const std::string refusal_ = onednn_refusal(format);                      \
+    if (!refusal_.empty()) {                                                  \
+      QVERIFY2(!tandem::test::onednn_hardware_for(format), refusal_.c_str()); \
+      QSKIP(qPrintable(QString::fromStdString(refusal_)));                    \
+    }                                                                         \
   } while (false)
 
 class TestOnednnMatmul : public QObject {
@@ -194,6 +199,7 @@ class TestOnednnMatmul : public QObject {
     const IsaFeatures& usable = detect_isa().usable;
     if (f == PackedFormat::Int8 && !usable.avx512_vnni && !usable.avx_vnni)
       QVERIFY(!onednn_refusal(f).empty());
+    if (tandem::test::onednn_hardware_for(f)) QCOMPARE(onednn_refusal(f), std::string());
     if (const std::string refusal = onednn_refusal(f); !refusal.empty()) {
       qInfo("refused: %s", refusal.c_str());
       try {

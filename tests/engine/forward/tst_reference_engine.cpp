@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include "tests/support/logit_divergence.h"
+#include "tests/support/onednn_hardware.h"
 
 #include "engine/backend/cpu/kv_cache.h"
 #include "engine/forward/runner_settings.h"
@@ -491,6 +492,7 @@ class TestReferenceEngine : public QObject {
     // oneDNN's reason and what to do instead, rather than answer wrongly.
     if (const std::string refusal = kernels::onednn_refusal(kernels::PackedFormat::Int8);
         !refusal.empty()) {
+      QVERIFY2(!test::onednn_hardware_for(kernels::PackedFormat::Int8), refusal.c_str());
       try {
         model::LoadedModel::load(folder, options);
         QFAIL("--dense onednn loaded where oneDNN's INT8 products are refused");
