@@ -26,26 +26,57 @@ inline __attribute__((always_inline)) void store16(float* p, Vec16 v) {
 
 typedef std::int32_t Int16x __attribute__((vector_size(64)));
 
+// 8 floats: one AVX2 register. A file compiled for AVX2 without AVX-512 works in these: GCC
+// keeps a 16-float vector there in memory (its mode does not exist without AVX-512) and
+// splits every operation through the stack, which held the Portable attention's v3 clones
+// at 7 GFLOP/s on a Zen 3 (docs/benchmarks.md, "Attention in AVX2's registers").
+typedef float Vec8 __attribute__((vector_size(32)));
+typedef std::int32_t Int8x __attribute__((vector_size(32)));
+
+// The widest float vector the file's own instruction set holds in registers: 8 lanes in a
+// file compiled for AVX2 without AVX-512, else 16 (one AVX-512 register, or target clones
+// that lower it for each target).
+#if defined(__AVX2__) && !defined(__AVX512F__)
+using VecLanes = Vec8;
+#else
+using VecLanes = Vec16;
+#endif
+template <class V>
+inline constexpr int kLanesOf = static_cast<int>(sizeof(V) / sizeof(float));
+
+template <class V>
+inline __attribute__((always_inline)) V load_lanes(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <class V>
+inline __attribute__((always_inline)) void store_lanes(float* p, V v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
 // e^x within 2 ulp: x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-6 polynomial
 // (Cephes' coefficients), times 2^n. Below -87 the result is flushed to 0 (e^-87 is under
 // float's normal range); above 88 it is e^88. Where the file is compiled for AVX-512, 2^n and
 // the flush come from VSCALEFPS with a zeroing mask (one instruction where building the
 // exponent's bits, multiplying and blending took five; the results are the same bits).
-inline __attribute__((always_inline)) Vec16 exp16(Vec16 x) {
-  const Vec16 lowest = Vec16{} - 87.0f;
-  const Vec16 highest = Vec16{} + 88.0f;
+// exp_lanes takes vectors of 8 or 16 floats (V) with integer lanes of the same count (I).
+template <class V, class I>
+inline __attribute__((always_inline)) V exp_lanes(V x) {
+  const V lowest = V{} - 87.0f;
+  const V highest = V{} + 88.0f;
 #if defined(__AVX512F__)
-  // Not below -87 (NaN included, which stays NaN).
-  const __mmask16 normal = _mm512_cmp_ps_mask(x, lowest, _CMP_NLT_UQ);
+  constexpr bool kScalef = sizeof(V) == 64;
 #else
-  const auto underflow = x < lowest;
-  x = underflow ? lowest : x;
+  constexpr bool kScalef = false;
 #endif
+  auto underflow = x < lowest;
+  if constexpr (!kScalef) x = underflow ? lowest : x;
   x = x > highest ? highest : x;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const Vec16 n = (x * 1.44269504088896341f + kRound) - kRound;
-  const Vec16 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  Vec16 p = Vec16{} + 1.9875691500e-4f;
+  const V n = (x * 1.44269504088896341f + kRound) - kRound;
+  const V r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  V p = V{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
@@ -53,15 +84,33 @@ inline __attribute__((always_inline)) Vec16 exp16(Vec16 x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
 #if defined(__AVX512F__)
-  return reinterpret_cast<Vec16>(
-      _mm512_maskz_scalef_ps(normal, reinterpret_cast<__m512>(p), reinterpret_cast<__m512>(n)));
-#else
-  const Int16x bits = (__builtin_convertvector(n, Int16x) + 127) << 23;
-  Vec16 scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  const Vec16 result = p * scale;
-  return underflow ? Vec16{} : result;
+  if constexpr (kScalef) {
+    // Not below -87 (NaN included, which stays NaN): the flush as a zeroing mask.
+    const __mmask16 normal = _mm512_cmp_ps_mask(reinterpret_cast<__m512>(x),
+                                                reinterpret_cast<__m512>(lowest), _CMP_NLT_UQ);
+    return reinterpret_cast<V>(
+        _mm512_maskz_scalef_ps(normal, reinterpret_cast<__m512>(p), reinterpret_cast<__m512>(n)));
+  }
 #endif
+  const I bits = (__builtin_convertvector(n, I) + 127) << 23;
+  V scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  const V result = p * scale;
+  return underflow ? V{} : result;
+}
+inline __attribute__((always_inline)) Vec16 exp16(Vec16 x) {
+  return exp_lanes<Vec16, Int16x>(x);
+}
+inline __attribute__((always_inline)) Vec8 exp8(Vec8 x) {
+  return exp_lanes<Vec8, Int8x>(x);
+}
+// Of 8 or 16 floats, as the argument's width.
+template <class V>
+inline __attribute__((always_inline)) V exp_of(V x) {
+  if constexpr (sizeof(V) == 32)
+    return exp8(x);
+  else
+    return exp16(x);
 }
 
 }  // namespace tandem::kernels

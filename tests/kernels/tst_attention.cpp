@@ -158,6 +158,7 @@ bool within(const float* got, const std::vector<double>& want, const std::vector
 
 std::vector<AttentionVariant> bf16_variants() {
   std::vector<AttentionVariant> v{AttentionVariant::Portable};
+  if (attention_variant_supported(AttentionVariant::Avx2)) v.push_back(AttentionVariant::Avx2);
   if (attention_variant_supported(AttentionVariant::Avx512Bf16))
     v.push_back(AttentionVariant::Avx512Bf16);
   if (attention_variant_supported(AttentionVariant::AmxBf16))

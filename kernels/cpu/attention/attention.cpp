@@ -1,5 +1,6 @@
 #include "kernels/cpu/attention/attention.h"
 
+#include "kernels/cpu/attention/bf16_lanes.h"
 #include "kernels/cpu/attention/loop.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/dtype.h"
@@ -164,135 +165,14 @@ struct Fp32Kv {
   }
 };
 
-// ---- The BF16 cache with fp32 multiply-adds (the Portable variant).
-
-typedef std::uint32_t Words16 __attribute__((vector_size(64)));
+// ---- The BF16 cache with fp32 multiply-adds: the Portable variant in 16-float vectors
+// (attention/bf16_lanes.h), the Avx2 variant in 8 (attention/avx2.cpp).
 
 inline __attribute__((always_inline)) float round_bf16(float x) {
   return bf16_to_f32(f32_to_bf16(x));
 }
 
-// The two BF16 halves of 16 words as floats: the low halves (even elements) and the high.
-inline __attribute__((always_inline)) void split_pairs(const std::uint16_t* p, Vec16& even,
-                                                       Vec16& odd) {
-  Words16 w;
-  std::memcpy(&w, p, sizeof(w));
-  const Words16 lo = w << 16, hi = w & 0xFFFF0000u;
-  std::memcpy(&even, &lo, sizeof(even));
-  std::memcpy(&odd, &hi, sizeof(odd));
-}
-
-// The values [d0, dim) past the last whole 32 of weigh() below, one at a time: out[i][d] (+)=
-// sum over the pairs of w[i][2j + 1] * v(2j + 1, d) + w[i][2j] * v(2j, d). Kept out of line
-// and unvectorised: GCC 12's vectoriser at -O3 got this loop wrong when inlined there (the
-// first position's weight counted twice; tst_attention's bf16 tests caught it).
-__attribute__((noinline, optimize("no-tree-vectorize"))) void weigh_tail(
-    const float* w, std::int64_t w_stride, std::int64_t nq, const std::uint16_t* values,
-    std::int64_t value_row, std::int64_t pairs, std::int64_t d0, std::int64_t dim, bool first,
-    float* out) {
-  for (std::int64_t d = d0; d < dim; ++d) {
-    for (std::int64_t i = 0; i < nq; ++i) {
-      float acc = first ? 0.0f : out[i * dim + d];
-      for (std::int64_t j = 0; j < pairs; ++j) {
-        const std::uint16_t* v = values + j * 2 * value_row + 2 * d;
-        acc += w[i * w_stride + 2 * j + 1] * bf16_to_f32(v[1]);
-        acc += w[i * w_stride + 2 * j] * bf16_to_f32(v[0]);
-      }
-      out[i * dim + d] = acc;
-    }
-  }
-}
-
-struct Bf16KvPortable : Bf16Kv {
-  // As score_queries, one dimension pair of a tile (a row of 16 words) at a time: the odd
-  // dimension's products added before the even one's, as VDPBF16PS does.
-  template <int NQ>
-  __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
-                                            float scale, float* scores, std::int64_t stride) const {
-    const std::int64_t dim = key_dim, pairs = dim / 2;  // q: rounded to BF16 by attend_bf16
-    const auto tile_at = [&](std::int64_t t0) __attribute__((always_inline)) {
-      return keys + (t0 / kKeyTile) * dim * kKeyTile;
-    };
-    // One query's scores of the tile at t0, of which [begin, end) is kept (by value: an
-    // accumulator array whose address is taken lives in memory, not in registers).
-    const auto keep = [&](std::int64_t t0, int i, Vec16 acc) __attribute__((always_inline)) {
-      const std::int64_t lo = std::max(begin, t0), hi = std::min(end, t0 + kKeyTile);
-      if (lo == t0 && hi == t0 + kKeyTile) {
-        store16(scores + i * stride + (t0 - begin), acc * scale);
-        return;
-      }
-      float part[kKeyTile];
-      store16(part, acc * scale);
-      for (std::int64_t s = lo; s < hi; ++s) scores[i * stride + (s - begin)] = part[s - t0];
-    };
-    for (std::int64_t t0 = begin - begin % kKeyTile; t0 < end; t0 += kKeyTile) {
-      const std::uint16_t* tile = tile_at(t0);
-      const std::uint16_t* ahead = tile + kBf16KeyTilesAhead * dim * kKeyTile;
-      Vec16 acc[NQ];
-      for (int i = 0; i < NQ; ++i) acc[i] = Vec16{};
-      for (std::int64_t dp = 0; dp < pairs; ++dp) {
-        __builtin_prefetch(ahead + dp * 2 * kKeyTile, 0, 2);
-        Vec16 even, odd;
-        split_pairs(tile + dp * 2 * kKeyTile, even, odd);
-        for (int i = 0; i < NQ; ++i) {
-          acc[i] += q[i * dim + 2 * dp + 1] * odd;
-          acc[i] += q[i * dim + 2 * dp] * even;
-        }
-      }
-      for (int i = 0; i < NQ; ++i) keep(t0, i, acc[i]);
-    }
-  }
-
-  // out[i] = sum of round_bf16(p) * v over [begin, end), a pair of positions at a time (the
-  // pair's other position, outside the range, weighs 0), in chunks whose value rows stay in
-  // the first-level cache while every slice of them is taken.
-  template <int NQ>
-  __attribute__((always_inline)) void weigh(const float* p, std::int64_t p_stride,
-                                            std::int64_t begin, std::int64_t end,
-                                            float* out) const {
-    const std::int64_t dim = value_dim;
-    const std::int64_t j_begin = begin / 2, j_end = (end + 1) / 2;
-    float w[NQ][2 * kBf16PairChunk];
-    for (std::int64_t j0 = j_begin; j0 < j_end; j0 += kBf16PairChunk) {
-      const std::int64_t j1 = std::min(j_end, j0 + kBf16PairChunk);
-      const bool first = j0 == j_begin;
-      const std::int64_t lo = std::max(begin, 2 * j0), hi = std::min(end, 2 * j1);
-      for (int i = 0; i < NQ; ++i) {
-        std::fill_n(w[i], 2 * (j1 - j0), 0.0f);
-        for (std::int64_t s = lo; s < hi; ++s)
-          w[i][s - 2 * j0] = round_bf16(p[i * p_stride + s - begin]);
-      }
-      std::int64_t d0 = 0;
-      for (; d0 + 32 <= dim; d0 += 32) {
-        Vec16 a0[NQ], a1[NQ];
-        for (int i = 0; i < NQ; ++i) {
-          a0[i] = first ? Vec16{} : load16(out + i * dim + d0);
-          a1[i] = first ? Vec16{} : load16(out + i * dim + d0 + 16);
-        }
-        for (std::int64_t j = j0; j < j1; ++j) {
-          const std::uint16_t* row = values + j * 2 * value_row;
-          fetch_row_share(row + kBf16PairChunk * 2 * value_row, 4 * dim, d0 / 32, dim / 32);
-          Vec16 e0, o0, e1, o1;
-          split_pairs(row + 2 * d0, e0, o0);
-          split_pairs(row + 2 * d0 + 32, e1, o1);
-          for (int i = 0; i < NQ; ++i) {
-            const float we = w[i][2 * (j - j0)], wo = w[i][2 * (j - j0) + 1];
-            a0[i] += wo * o0;
-            a0[i] += we * e0;
-            a1[i] += wo * o1;
-            a1[i] += we * e1;
-          }
-        }
-        for (int i = 0; i < NQ; ++i) {
-          store16(out + i * dim + d0, a0[i]);
-          store16(out + i * dim + d0 + 16, a1[i]);
-        }
-      }
-      weigh_tail(w[0], 2 * kBf16PairChunk, NQ, values + j0 * 2 * value_row, value_row, j1 - j0, d0,
-                 dim, first, out);
-    }
-  }
-};
+using Bf16KvPortable = attention_loop::Bf16KvLanes<Vec16>;
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
 attend_bf16_portable(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
@@ -311,12 +191,20 @@ void attend_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t
   rounded.resize(static_cast<std::size_t>(nq * kv.key_dim));
   for (std::size_t j = 0; j < rounded.size(); ++j) rounded[j] = round_bf16(q[j]);
   // Decoding has too few rows for tiles: AmxBf16 decodes as Avx512Bf16.
-  if (variant != AttentionVariant::Portable) {
-    attention_loop::attend_bf16_avx512(rounded.data(), nq, kv, begin, end, scale, scores, out,
+  switch (variant) {
+    case AttentionVariant::Portable:
+      attend_bf16_portable(rounded.data(), nq, kv, begin, end, scale, scores, out, sinks, max, sum);
+      return;
+    case AttentionVariant::Avx2:
+      attention_loop::attend_bf16_avx2(rounded.data(), nq, kv, begin, end, scale, scores, out,
                                        sinks, max, sum);
-  } else {
-    attend_bf16_portable(rounded.data(), nq, kv, begin, end, scale, scores, out, sinks, max, sum);
+      return;
+    case AttentionVariant::Avx512Bf16:
+    case AttentionVariant::AmxBf16:
+      break;
   }
+  attention_loop::attend_bf16_avx512(rounded.data(), nq, kv, begin, end, scale, scores, out, sinks,
+                                     max, sum);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
@@ -331,6 +219,23 @@ attend_prompt_bf16_portable(const float* q, std::int64_t nq, std::int64_t tokens
 }  // namespace
 
 namespace attention_loop {
+
+__attribute__((noinline, optimize("no-tree-vectorize"))) void weigh_bf16_tail(
+    const float* w, std::int64_t w_stride, std::int64_t nq, const std::uint16_t* values,
+    std::int64_t value_row, std::int64_t pairs, std::int64_t d0, std::int64_t dim, bool first,
+    float* out) {
+  for (std::int64_t d = d0; d < dim; ++d) {
+    for (std::int64_t i = 0; i < nq; ++i) {
+      float acc = first ? 0.0f : out[i * dim + d];
+      for (std::int64_t j = 0; j < pairs; ++j) {
+        const std::uint16_t* v = values + j * 2 * value_row + 2 * d;
+        acc += w[i * w_stride + 2 * j + 1] * bf16_to_f32(v[1]);
+        acc += w[i * w_stride + 2 * j] * bf16_to_f32(v[0]);
+      }
+      out[i * dim + d] = acc;
+    }
+  }
+}
 
 PromptScratch& prompt_scratch(std::int64_t nq, std::int64_t value_dim, std::int64_t tokens) {
   thread_local PromptScratch s;
@@ -366,15 +271,20 @@ void prompt_bf16(const float* q, std::int64_t q_stride, std::int64_t nq, std::in
                  const float* sinks, float* out, std::int64_t out_stride, AttentionVariant variant,
                  bool emulated) {
   if (kv.key_dim % 2 != 0) throw std::invalid_argument("a BF16 KV cache needs an even key width");
-  if (variant == AttentionVariant::Portable) {
+  if (variant == AttentionVariant::Portable || variant == AttentionVariant::Avx2) {
     // Every token's queries rounded once, side by side.
     thread_local std::vector<float> rounded;
     const std::int64_t row = nq * kv.key_dim;
     rounded.resize(static_cast<std::size_t>(tokens * row));
     for (std::int64_t t = 0; t < tokens; ++t)
       for (std::int64_t j = 0; j < row; ++j) rounded[t * row + j] = round_bf16(q[t * q_stride + j]);
-    attend_prompt_bf16_portable(rounded.data(), nq, tokens, kv, pos0, window, scale, sinks, out,
-                                out_stride);
+    if (variant == AttentionVariant::Avx2) {
+      attention_loop::attend_prompt_bf16_avx2(rounded.data(), nq, tokens, kv, pos0, window, scale,
+                                              sinks, out, out_stride);
+    } else {
+      attend_prompt_bf16_portable(rounded.data(), nq, tokens, kv, pos0, window, scale, sinks, out,
+                                  out_stride);
+    }
     return;
   }
   // The AVX-512 kernels round the queries as they copy them into their own layouts.
@@ -459,6 +369,7 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 bool attention_variant_supported(AttentionVariant variant) {
   if (variant == AttentionVariant::Portable) return true;
   const IsaFeatures& u = detect_isa().usable;
+  if (variant == AttentionVariant::Avx2) return u.avx2 && u.fma;
   const bool avx512_bf16 = u.avx512f && u.avx512bw && u.avx512vl && u.avx512_bf16;
   if (variant == AttentionVariant::Avx512Bf16) return avx512_bf16;
   return avx512_bf16 && u.amx_tile && u.amx_bf16;
@@ -471,6 +382,9 @@ AttentionVariant active_attention_variant() {
       return AttentionVariant::AmxBf16;
     if (cpu >= CpuVariant::Avx512 && attention_variant_supported(AttentionVariant::Avx512Bf16))
       return AttentionVariant::Avx512Bf16;
+    // An AVX-512 CPU without BF16 keeps Portable, whose clone runs in AVX-512 registers.
+    if (cpu == CpuVariant::Avx2 && attention_variant_supported(AttentionVariant::Avx2))
+      return AttentionVariant::Avx2;
     return AttentionVariant::Portable;
   }();
   return chosen;
@@ -478,6 +392,8 @@ AttentionVariant active_attention_variant() {
 
 const char* attention_variant_name(AttentionVariant variant) {
   switch (variant) {
+    case AttentionVariant::Avx2:
+      return "avx2";
     case AttentionVariant::Avx512Bf16:
       return "avx512-bf16";
     case AttentionVariant::AmxBf16:

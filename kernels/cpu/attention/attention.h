@@ -88,17 +88,18 @@ struct Bf16Kv {
   std::int64_t value_dim = 0;
 };
 
-// Portable: fp32 multiply-adds of the BF16 values (any x86-64, vectorised per instruction
-// set); Avx512Bf16: VDPBF16PS; AmxBf16: a prompt's attention in AMX tiles (TDPBF16PS, 16
-// rows of queries or weights at a time) where the key width is whole 32s and the value width
-// whole 16s, the rest as Avx512Bf16. All compute the same products and differ only in the
-// order of fp32 sums.
-enum class AttentionVariant { Portable, Avx512Bf16, AmxBf16 };
+// Portable: fp32 multiply-adds of the BF16 values in 16-float vectors (any x86-64; its
+// clones run it in AVX-512 registers, or through memory elsewhere); Avx2: the same in 8-float
+// vectors, for the 16 registers of AVX2 with FMA; Avx512Bf16: VDPBF16PS; AmxBf16: a prompt's
+// attention in AMX tiles (TDPBF16PS, 16 rows of queries or weights at a time) where the key
+// width is whole 32s and the value width whole 16s, the rest as Avx512Bf16. All compute the
+// same products and differ only in the order and fusing of fp32 sums.
+enum class AttentionVariant { Portable, Avx2, Avx512Bf16, AmxBf16 };
 // What a KV cache keeps its keys and values as.
 enum class CacheElements { F32, Bf16, Int8 };
 bool attention_variant_supported(AttentionVariant variant);
 // The best the CPU has: AmxBf16 only when the kernel variant in use (--cpu-variant,
-// TANDEM_CPU_VARIANT) is amx, Portable when it is below avx512.
+// TANDEM_CPU_VARIANT) is amx, Avx2 when it is avx2, Portable when it is scalar.
 AttentionVariant active_attention_variant();
 const char* attention_variant_name(AttentionVariant variant);
 

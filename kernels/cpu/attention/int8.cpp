@@ -317,7 +317,8 @@ void check_int8(const Int8Kv& kv) {
 }
 
 bool vectorised(AttentionVariant variant) {
-  if (variant == AttentionVariant::Portable) return false;
+  // Avx2 (for the BF16 cache) takes this cache as Portable.
+  if (variant == AttentionVariant::Portable || variant == AttentionVariant::Avx2) return false;
   const IsaFeatures& u = detect_isa().usable;
   if (!(u.avx512f && u.avx512bw && u.avx512vl && u.avx512_vnni))
     throw std::invalid_argument("the 8-bit attention kernel needs AVX-512 VNNI");

@@ -100,6 +100,15 @@ void attend_prompt_bf16_avx512(const float* q, std::int64_t q_stride, std::int64
                                std::int64_t window, float scale, const float* sinks, float* out,
                                std::int64_t out_stride, PromptTiles tiles);
 
+// The Avx2 variant over a BF16 cache (attention/avx2.cpp): decoding as attend_all, a prompt
+// as attend_prompt_blocks; `q` rounded to BF16, a prompt's tokens' rows side by side.
+void attend_bf16_avx2(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
+                      std::int64_t end, float scale, float* scores, float* out, const float* sinks,
+                      float* max, float* sum);
+void attend_prompt_bf16_avx2(const float* q, std::int64_t nq, std::int64_t tokens, const Bf16Kv& kv,
+                             std::int64_t pos0, std::int64_t window, float scale,
+                             const float* sinks, float* out, std::int64_t out_stride);
+
 // The VDPBF16PS kernels (attention/avx512bf16.cpp) over a BF16 cache; `q` already rounded to
 // BF16. Arguments as attend_all's.
 void attend_bf16_avx512(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
@@ -136,40 +145,47 @@ void attend_prompt_int8_avx512(const Int8Queries& queries, const float* q, std::
                                std::int64_t pos0, std::int64_t window, float scale,
                                const float* sinks, float* out, std::int64_t out_stride);
 
-// The largest of x[0..n) and `start`, sixteen lanes at a time (std::max one by one is not
-// vectorised: it orders NaNs, which scores never are).
+// The helpers below work in the file's own vector width (VecLanes: 8 floats in a file built
+// for AVX2 alone, else 16), a template argument so that each width is its own function.
+
+// The largest of x[0..n) and `start`, a vector of lanes at a time (std::max one by one is
+// not vectorised: it orders NaNs, which scores never are).
+template <class V = VecLanes>
 inline __attribute__((always_inline)) float max_of(const float* x, std::int64_t n, float start) {
+  constexpr int L = kLanesOf<V>;
   std::int64_t i = 0;
   float mx = start;
-  if (n >= 16) {
-    Vec16 lanes = load16(x);
-    for (i = 16; i + 16 <= n; i += 16) {
-      const Vec16 v = load16(x + i);
+  if (n >= L) {
+    V lanes = load_lanes<V>(x);
+    for (i = L; i + L <= n; i += L) {
+      const V v = load_lanes<V>(x + i);
       lanes = v > lanes ? v : lanes;
     }
-    for (int j = 0; j < 16; ++j) mx = std::max(mx, lanes[j]);
+    for (int j = 0; j < L; ++j) mx = std::max(mx, lanes[j]);
   }
   for (; i < n; ++i) mx = std::max(mx, x[i]);
   return mx;
 }
 
 // x[i] = e^(x[i] - mx) for i < n; returns their sum (in double).
+template <class V = VecLanes>
 inline __attribute__((always_inline)) double exp_shifted(float* x, std::int64_t n, float mx) {
-  // Summed in 16 float lanes over stretches of 256 values (16 terms of at most 1 in each
-  // lane: exact enough), each stretch's total added in double, so long rows stay exact.
+  // Summed in float lanes over stretches of 256 values (at most 32 terms of at most 1 in
+  // each lane: exact enough), each stretch's total added in double, so long rows stay exact.
+  constexpr int L = kLanesOf<V>;
   constexpr std::int64_t kStretch = 256;
   double sum = 0.0;
   std::int64_t i = 0;
-  while (i + 16 <= n) {
-    Vec16 lanes = Vec16{};
-    const std::int64_t stop = std::min(n - n % 16, i + kStretch);
-    for (; i < stop; i += 16) {
-      const Vec16 e = exp16(load16(x + i) - mx);
-      store16(x + i, e);
+  while (i + L <= n) {
+    V lanes = V{};
+    const std::int64_t stop = std::min(n - n % L, i + kStretch);
+    for (; i < stop; i += L) {
+      const V e = exp_of(load_lanes<V>(x + i) - mx);
+      store_lanes(x + i, e);
       lanes += e;
     }
     float part = 0.0f;
-    for (int j = 0; j < 16; ++j) part += lanes[j];
+    for (int j = 0; j < L; ++j) part += lanes[j];
     sum += part;
   }
   for (; i < n; ++i) {
@@ -180,10 +196,11 @@ inline __attribute__((always_inline)) double exp_shifted(float* x, std::int64_t 
 }
 
 // x = softmax(x) over n values and the sink (whose share is dropped).
+template <class V = VecLanes>
 inline __attribute__((always_inline)) void softmax_row(float* x, std::int64_t n, float sink) {
-  const float mx = max_of(x, n, sink);
+  const float mx = max_of<V>(x, n, sink);
   // exp(-inf - mx) is 0: no sink adds nothing.
-  const double sum = std::exp(static_cast<double>(sink) - mx) + exp_shifted(x, n, mx);
+  const double sum = std::exp(static_cast<double>(sink) - mx) + exp_shifted<V>(x, n, mx);
   const float inv = static_cast<float>(1.0 / sum);
   for (std::int64_t k = 0; k < n; ++k) x[k] *= inv;
 }
@@ -352,8 +369,10 @@ inline __attribute__((always_inline)) void attend_prompt_blocks(
         }
         const float mx = std::max(m, part_max[i]);
         const float a = std::exp(m - mx), b = std::exp(part_max[i] - mx);
+        constexpr int L = kLanesOf<VecLanes>;
         std::int64_t d = 0;
-        for (; d + 16 <= vd; d += 16) store16(o + d, a * load16(o + d) + b * load16(po + d));
+        for (; d + L <= vd; d += L)
+          store_lanes(o + d, a * load_lanes<VecLanes>(o + d) + b * load_lanes<VecLanes>(po + d));
         for (; d < vd; ++d) o[d] = a * o[d] + b * po[d];
         l = a * l + b * part_sum[i];
         m = mx;
