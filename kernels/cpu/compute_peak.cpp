@@ -188,16 +188,15 @@ std::optional<ProductInstruction> widest_fma(const IsaFeatures& usable) {
 std::optional<ProductInstruction> attention_product_instruction(AttentionVariant variant,
                                                                 CacheElements elements,
                                                                 const IsaFeatures& usable) {
-  if (elements == CacheElements::Int8 && variant != AttentionVariant::Portable &&
-      variant != AttentionVariant::Avx2) {
+  // Avx2 over a BF16 or 8-bit cache: ymm FMAs, whatever else the CPU has.
+  if (variant == AttentionVariant::Avx2 && elements != CacheElements::F32)
+    return usable.avx2 && usable.fma ? std::optional(ProductInstruction::Fma256) : std::nullopt;
+  if (elements == CacheElements::Int8 && variant != AttentionVariant::Portable) {
     return product_instruction_usable(ProductInstruction::Int8Dot512, usable)
                ? std::optional(ProductInstruction::Int8Dot512)
                : std::nullopt;
   }
   const bool bf16_cache = elements == CacheElements::Bf16;
-  if (bf16_cache && variant == AttentionVariant::Avx2) {  // ymm, whatever else the CPU has
-    return usable.avx2 && usable.fma ? std::optional(ProductInstruction::Fma256) : std::nullopt;
-  }
   if (bf16_cache && variant == AttentionVariant::Avx512Bf16) return ProductInstruction::Bf16Dot512;
   if (bf16_cache && variant == AttentionVariant::AmxBf16)
     return usable.amx_bf16 ? std::optional(ProductInstruction::Bf16Tile) : std::nullopt;

@@ -269,6 +269,7 @@ void expected_int8(const Case& c, const Int8Case& b, int i, int begin, int end, 
 
 std::vector<AttentionVariant> int8_variants() {
   std::vector<AttentionVariant> v{AttentionVariant::Portable};
+  if (attention_variant_supported(AttentionVariant::Avx2)) v.push_back(AttentionVariant::Avx2);
   const IsaFeatures& u = detect_isa().usable;
   if (u.avx512f && u.avx512bw && u.avx512vl && u.avx512_vnni)
     v.push_back(AttentionVariant::Avx512Bf16);  // any variant past Portable: VPDPBUSD

@@ -94,12 +94,17 @@ class TestComputePeak : public QObject {
     QCOMPARE(
         attention_product_instruction(AttentionVariant::Portable, CacheElements::Bf16, alder_lake),
         std::optional(ProductInstruction::Fma256));
-    // Avx2 over a BF16 cache: ymm FMAs, also on a CPU with AVX-512 (--cpu-variant avx2).
+    // Avx2 over a BF16 or 8-bit cache: ymm FMAs, also on a CPU with AVX-512 (--cpu-variant
+    // avx2); the fp32 cache has no variants, and its clones use the widest FMA.
     QCOMPARE(attention_product_instruction(AttentionVariant::Avx2, CacheElements::Bf16, zen4),
              std::optional(ProductInstruction::Fma256));
-    QCOMPARE(attention_product_instruction(AttentionVariant::Avx2, CacheElements::Bf16,
-                                           IsaFeatures{}),
-             std::nullopt);
+    QCOMPARE(attention_product_instruction(AttentionVariant::Avx2, CacheElements::Int8, zen4),
+             std::optional(ProductInstruction::Fma256));
+    QCOMPARE(attention_product_instruction(AttentionVariant::Avx2, CacheElements::F32, zen4),
+             std::optional(ProductInstruction::Fma512));
+    QCOMPARE(
+        attention_product_instruction(AttentionVariant::Avx2, CacheElements::Bf16, IsaFeatures{}),
+        std::nullopt);
     // AmxBf16 over a BF16 cache: a prompt's products in tiles.
     QCOMPARE(attention_product_instruction(AttentionVariant::AmxBf16, CacheElements::Bf16,
                                            sapphire_rapids),

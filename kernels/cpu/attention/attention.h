@@ -244,8 +244,8 @@ inline bool int8_cache_takes(std::int64_t dim) {
 }
 
 // As attend_heads_split, attend_heads_part and attend_prompt over an 8-bit cache. Portable:
-// the bytes widened to fp32 lanes (any x86-64, vectorised per instruction set); any other
-// variant: VPDPBUSD (AVX-512 VNNI, which every CPU with AVX-512 BF16 has; throws without it).
+// the bytes widened to 16 fp32 lanes (any x86-64); Avx2: to 8; any other variant: VPDPBUSD
+// (AVX-512 VNNI, which every CPU with AVX-512 BF16 has; throws without it).
 void attend_heads_int8(const float* q, std::int64_t nq, const Int8Kv& kv, std::int64_t begin,
                        std::int64_t end, float scale, float* scores, float* out, const float* sinks,
                        AttentionVariant variant);

@@ -144,6 +144,14 @@ void attend_prompt_int8_avx512(const Int8Queries& queries, const float* q, std::
                                std::int64_t nq, std::int64_t tokens, const Int8Kv& kv,
                                std::int64_t pos0, std::int64_t window, float scale,
                                const float* sinks, float* out, std::int64_t out_stride);
+// The Avx2 variant over an 8-bit cache (attention/avx2.cpp), arguments as above.
+void attend_int8_avx2(const Int8Queries& queries, const float* q, std::int64_t nq, const Int8Kv& kv,
+                      std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
+                      const float* sinks, float* max, float* sum);
+void attend_prompt_int8_avx2(const Int8Queries& queries, const float* q, std::int64_t q_stride,
+                             std::int64_t nq, std::int64_t tokens, const Int8Kv& kv,
+                             std::int64_t pos0, std::int64_t window, float scale,
+                             const float* sinks, float* out, std::int64_t out_stride);
 
 // The helpers below work in the file's own vector width (VecLanes: 8 floats in a file built
 // for AVX2 alone, else 16), a template argument so that each width is its own function.
