@@ -42,10 +42,67 @@ void serial_for(std::int64_t n, const std::function<void(std::int64_t, std::int6
   if (n > 0) body(0, n);
 }
 
-// Compiled for AVX-512, AVX2 and baseline x86-64; the loader picks the best the CPU has.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) float dot_f32(
-    const float* a, const float* b, std::int64_t n) {
-  return dot_lanes(a, b, n);
+namespace {
+
+// The GLUs' gating, in V's lanes: gate = gate / (1 + e^-gate) * up.
+template <class V>
+inline __attribute__((always_inline)) void silu_mul_lanes(float* gate, const float* up,
+                                                          std::int64_t n) {
+  constexpr int L = kLanesOf<V>;
+  std::int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const V g = load_lanes<V>(gate + i);
+    store_lanes(gate + i, g * load_lanes<V>(up + i) / (1.0f + exp_of(-g)));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+template <class V>
+inline __attribute__((always_inline)) void silu_lanes(float* x, std::int64_t n) {
+  constexpr int L = kLanesOf<V>;
+  std::int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const V v = load_lanes<V>(x + i);
+    store_lanes(x + i, v / (1.0f + exp_of(-v)));
+  }
+  for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
+template <class V>
+inline __attribute__((always_inline)) void clamped_swiglu_lanes(float* gate, const float* up,
+                                                                std::int64_t n, float alpha,
+                                                                float limit) {
+  constexpr int L = kLanesOf<V>;
+  std::int64_t i = 0;
+  const V top = V{} + limit, bottom = V{} - limit;
+  for (; i + L <= n; i += L) {
+    V g = load_lanes<V>(gate + i);
+    g = g > top ? top : g;
+    V u = load_lanes<V>(up + i);
+    u = u > top ? top : u;
+    u = u < bottom ? bottom : u;
+    store_lanes(gate + i, g / (1.0f + exp_of(-(alpha * g))) * (u + 1.0f));
+  }
+  for (; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    gate[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
+  }
+}
+
+TANDEM_BY_WIDTH(float dot_f32_at_width(const float* a, const float* b, std::int64_t n),
+                return dot_lanes<V>(a, b, n))
+TANDEM_BY_WIDTH(void silu_mul_at_width(float* gate, const float* up, std::int64_t n),
+                silu_mul_lanes<V>(gate, up, n))
+TANDEM_BY_WIDTH(void silu_at_width(float* x, std::int64_t n), silu_lanes<V>(x, n))
+TANDEM_BY_WIDTH(void clamped_swiglu_at_width(float* gate, const float* up, std::int64_t n,
+                                             float alpha, float limit),
+                clamped_swiglu_lanes<V>(gate, up, n, alpha, limit))
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, std::int64_t n) {
+  return dot_f32_at_width(a, b, n);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void rms_norm_f32(
@@ -80,14 +137,8 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   for (std::int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void silu_mul(
-    float* gate, const float* up, std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const Vec16 g = load16(gate + i);
-    store16(gate + i, g * load16(up + i) / (1.0f + exp16(-g)));
-  }
-  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+void silu_mul(float* gate, const float* up, std::int64_t n) {
+  silu_mul_at_width(gate, up, n);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void decay_update_row(
@@ -99,33 +150,12 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void silu(
-    float* x, std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const Vec16 v = load16(x + i);
-    store16(x + i, v / (1.0f + exp16(-v)));
-  }
-  for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+void silu(float* x, std::int64_t n) {
+  silu_at_width(x, n);
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void clamped_swiglu(
-    float* gate, const float* up, std::int64_t n, float alpha, float limit) {
-  std::int64_t i = 0;
-  const Vec16 top = Vec16{} + limit, bottom = Vec16{} - limit;
-  for (; i + 16 <= n; i += 16) {
-    Vec16 g = load16(gate + i);
-    g = g > top ? top : g;
-    Vec16 u = load16(up + i);
-    u = u > top ? top : u;
-    u = u < bottom ? bottom : u;
-    store16(gate + i, g / (1.0f + exp16(-(alpha * g))) * (u + 1.0f));
-  }
-  for (; i < n; ++i) {
-    const float g = std::min(gate[i], limit);
-    const float u = std::clamp(up[i], -limit, limit);
-    gate[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
-  }
+void clamped_swiglu(float* gate, const float* up, std::int64_t n, float alpha, float limit) {
+  clamped_swiglu_at_width(gate, up, n, alpha, limit);
 }
 
 void glu(const Glu& g, float* gate, const float* up, std::int64_t n) {
@@ -137,20 +167,17 @@ void glu(const Glu& g, float* gate, const float* up, std::int64_t n) {
 
 namespace {
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void dot_rows(
-    const float* x, std::int64_t m, std::int64_t k, const float* const* w, std::int64_t count,
-    float* y, std::int64_t y_stride) {
-  dot_rows_of(x, m, k, w, count, y, y_stride);
-}
+TANDEM_BY_WIDTH(void dot_rows(const float* x, std::int64_t m, std::int64_t k, const float* const* w,
+                              std::int64_t count, float* y, std::int64_t y_stride),
+                dot_rows_of<V>(x, m, k, w, count, y, y_stride))
 
 // The same over BF16 rows read in place: a router's few rows are read once a token, and
 // converting them to fp32 first cost three times the reading (Qwen3-30B-A3B's 128 x 2048:
 // 34 us a layer against 11).
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void dot_rows_bf16(
-    const float* x, std::int64_t m, std::int64_t k, const std::uint16_t* const* w,
-    std::int64_t count, float* y, std::int64_t y_stride) {
-  dot_rows_of(x, m, k, w, count, y, y_stride);
-}
+TANDEM_BY_WIDTH(void dot_rows_bf16(const float* x, std::int64_t m, std::int64_t k,
+                                   const std::uint16_t* const* w, std::int64_t count, float* y,
+                                   std::int64_t y_stride),
+                dot_rows_of<V>(x, m, k, w, count, y, y_stride))
 
 }  // namespace
 

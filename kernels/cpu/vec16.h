@@ -41,6 +41,25 @@ using VecLanes = Vec8;
 #else
 using VecLanes = Vec16;
 #endif
+// A function defined three times for GCC's function multiversioning (the loader picks the best
+// version the CPU has, as with target_clones), each version running `body` with V the width its
+// registers hold: 16 floats for AVX-512, 8 for AVX2, 16 for baseline x86-64 (kept as the
+// clones were). `signature` is the whole declarator; calls from other files must go through a
+// plain function of this file (GCC 12 binds them to the baseline version otherwise).
+#define TANDEM_BY_WIDTH(signature, body)                 \
+  __attribute__((target("arch=x86-64-v4"))) signature {  \
+    using V [[maybe_unused]] = ::tandem::kernels::Vec16; \
+    body;                                                \
+  }                                                      \
+  __attribute__((target("arch=x86-64-v3"))) signature {  \
+    using V [[maybe_unused]] = ::tandem::kernels::Vec8;  \
+    body;                                                \
+  }                                                      \
+  __attribute__((target("default"))) signature {         \
+    using V [[maybe_unused]] = ::tandem::kernels::Vec16; \
+    body;                                                \
+  }
+
 template <class V>
 inline constexpr int kLanesOf = static_cast<int>(sizeof(V) / sizeof(float));
 
