@@ -156,6 +156,13 @@ bool within(const float* got, const std::vector<double>& want, const std::vector
   return true;
 }
 
+// The fp32 cache's variants: Portable (its clones) and, where the CPU has AVX2, Avx2.
+std::vector<AttentionVariant> fp32_variants() {
+  std::vector<AttentionVariant> v{AttentionVariant::Portable};
+  if (attention_variant_supported(AttentionVariant::Avx2)) v.push_back(AttentionVariant::Avx2);
+  return v;
+}
+
 std::vector<AttentionVariant> bf16_variants() {
   std::vector<AttentionVariant> v{AttentionVariant::Portable};
   if (attention_variant_supported(AttentionVariant::Avx2)) v.push_back(AttentionVariant::Avx2);
@@ -359,14 +366,17 @@ class TestAttention : public QObject {
     QFETCH(int, begin);
     const Case c =
         make_case(nq, dim, dim, len, static_cast<unsigned>(nq * 7919 + len * 1000 + dim));
-    std::vector<float> scores(static_cast<std::size_t>(nq * (len - begin))),
-        out(static_cast<std::size_t>(nq * dim));
-    attend_heads(c.q.data(), nq, c.keys.data(), c.values.data(), c.vstride, begin, len, dim, 0.125f,
-                 scores.data(), out.data());
-    for (int i = 0; i < nq; ++i) {
-      QString why;
-      QVERIFY2(close(out.data() + i * dim, expected(c, i, begin, len, 0.125), &why),
-               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
+    for (AttentionVariant v : fp32_variants()) {
+      std::vector<float> scores(static_cast<std::size_t>(nq * (len - begin))),
+          out(static_cast<std::size_t>(nq * dim));
+      attend_heads(c.q.data(), nq, c.keys.data(), c.values.data(), c.vstride, begin, len, dim,
+                   0.125f, scores.data(), out.data(), nullptr, v);
+      for (int i = 0; i < nq; ++i) {
+        QString why;
+        QVERIFY2(close(out.data() + i * dim, expected(c, i, begin, len, 0.125), &why),
+                 qPrintable(QStringLiteral("%1, query %2, ").arg(attention_variant_name(v)).arg(i) +
+                            why));
+      }
     }
   }
 
@@ -388,17 +398,20 @@ class TestAttention : public QObject {
       Case c = make_case(nq, dim, dim, len, static_cast<unsigned>(len));
       std::fill(c.values.begin(), c.values.end(), 1.0f);  // all ones: out = sum of p
       const std::vector<float> sinks = {-1.0f, 2.0f, 9.0f};
-      std::vector<float> scores(static_cast<std::size_t>(nq * len)),
-          out(static_cast<std::size_t>(nq * dim));
-      attend_heads(c.q.data(), nq, c.keys.data(), c.values.data(), c.vstride, 0, len, dim, 0.125f,
-                   scores.data(), out.data(), sinks.data());
-      for (int i = 0; i < nq; ++i) {
-        const std::vector<double> want = expected(c, i, 0, len, 0.125, sinks[i]);
-        QVERIFY(want[0] < 1.0);
-        QString why;
-        QVERIFY2(close(out.data() + i * dim, want, &why), qPrintable(why));
+      for (AttentionVariant v : fp32_variants()) {
+        std::vector<float> scores(static_cast<std::size_t>(nq * len)),
+            out(static_cast<std::size_t>(nq * dim));
+        attend_heads(c.q.data(), nq, c.keys.data(), c.values.data(), c.vstride, 0, len, dim, 0.125f,
+                     scores.data(), out.data(), sinks.data(), v);
+        for (int i = 0; i < nq; ++i) {
+          const std::vector<double> want = expected(c, i, 0, len, 0.125, sinks[i]);
+          QVERIFY(want[0] < 1.0);
+          QString why;
+          QVERIFY2(close(out.data() + i * dim, want, &why),
+                   qPrintable(QString::fromLatin1(attention_variant_name(v)) + ": " + why));
+        }
+        QVERIFY(out[2 * dim] < out[0]);  // the largest sink takes the most
       }
-      QVERIFY(out[2 * dim] < out[0]);  // the largest sink takes the most
     }
   }
 
@@ -428,18 +441,22 @@ class TestAttention : public QObject {
         maxes(static_cast<std::size_t>(parts * nq)), sums(maxes.size()),
         scores(static_cast<std::size_t>(nq * len)), out(static_cast<std::size_t>(nq * dim));
     const int n = len - begin;
-    for (int p = 0; p < parts; ++p) {
-      attend_heads_part(c.q.data(), nq, c.keys.data(), dim, c.values.data(), c.vstride, dim,
-                        begin + n * p / parts, begin + n * (p + 1) / parts, 0.125f, scores.data(),
-                        outs.data() + p * nq * dim, maxes.data() + p * nq, sums.data() + p * nq);
-    }
-    combine_attention_parts(parts, nq, dim, outs.data(), maxes.data(), sums.data(),
-                            sinks ? sink_logits.data() : nullptr, out.data());
-    for (int i = 0; i < nq; ++i) {
-      QString why;
-      QVERIFY2(close(out.data() + i * dim,
-                     expected(c, i, begin, len, 0.125, sinks ? sink_logits[i] : -INFINITY), &why),
-               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
+    for (AttentionVariant v : fp32_variants()) {
+      for (int p = 0; p < parts; ++p) {
+        attend_heads_part(c.q.data(), nq, c.keys.data(), dim, c.values.data(), c.vstride, dim,
+                          begin + n * p / parts, begin + n * (p + 1) / parts, 0.125f, scores.data(),
+                          outs.data() + p * nq * dim, maxes.data() + p * nq, sums.data() + p * nq,
+                          v);
+      }
+      combine_attention_parts(parts, nq, dim, outs.data(), maxes.data(), sums.data(),
+                              sinks ? sink_logits.data() : nullptr, out.data());
+      for (int i = 0; i < nq; ++i) {
+        QString why;
+        QVERIFY2(close(out.data() + i * dim,
+                       expected(c, i, begin, len, 0.125, sinks ? sink_logits[i] : -INFINITY), &why),
+                 qPrintable(QStringLiteral("%1, query %2, ").arg(attention_variant_name(v)).arg(i) +
+                            why));
+      }
     }
   }
 
@@ -589,14 +606,15 @@ class TestAttention : public QObject {
   // their own; widths with tails; key and value widths apart (latent attention); sliding
   // windows shorter and longer than a block; sinks.
   void promptMatchesReference_data() {
-    QTest::addColumn<int>("variant");  // -1: the fp32 cache; or kEmulatedAmx
+    QTest::addColumn<int>("variant");  // -1 - v: the fp32 cache in variant v; or kEmulatedAmx
     QTest::addColumn<int>("nq");
     QTest::addColumn<int>("tokens");
     QTest::addColumn<int>("pos0");
     QTest::addColumn<int>("key_dim");
     QTest::addColumn<int>("value_dim");
     QTest::addColumn<int>("window");
-    std::vector<int> variants{-1};
+    std::vector<int> variants;
+    for (AttentionVariant v : fp32_variants()) variants.push_back(-1 - static_cast<int>(v));
     for (AttentionVariant v : bf16_variants()) variants.push_back(static_cast<int>(v));
     if (attention_variant_supported(AttentionVariant::Avx512Bf16)) variants.push_back(kEmulatedAmx);
     for (AttentionVariant v : int8_variants())
@@ -632,7 +650,9 @@ class TestAttention : public QObject {
         {16, 4, 130, 576, 512, 0},
     };
     const auto name = [](int v) {
-      if (v < 0) return QStringLiteral("f32");
+      if (v < 0)
+        return QStringLiteral("f32 ") +
+               attention_variant_name(static_cast<AttentionVariant>(-1 - v));
       if (v == kEmulatedAmx) return QStringLiteral("amx-emulated");
       if (v >= kInt8Variants)
         return QStringLiteral("int8 ") +
@@ -681,7 +701,8 @@ class TestAttention : public QObject {
     const float* sk = with_sinks ? sinks.data() : nullptr;
     if (variant < 0) {
       attend_prompt(q.data(), q_stride, nq, tokens, c.keys.data(), key_dim, c.values.data(),
-                    c.vstride, value_dim, pos0, window, scale, sk, out.data(), out_stride);
+                    c.vstride, value_dim, pos0, window, scale, sk, out.data(), out_stride,
+                    static_cast<AttentionVariant>(-1 - variant));
     } else if (int8) {
       attend_prompt_int8(q.data(), q_stride, nq, tokens, b8.kv, pos0, window, scale, sk, out.data(),
                          out_stride, static_cast<AttentionVariant>(variant - kInt8Variants));
@@ -920,14 +941,17 @@ class TestAttention : public QObject {
   void splitKeyAndValueWidths() {
     const int nq = 12, len = 37, key_dim = 40, value_dim = 32;
     const Case c = make_case(nq, key_dim, value_dim, len, 77);
-    std::vector<float> scores(static_cast<std::size_t>(nq * len)),
-        out(static_cast<std::size_t>(nq * value_dim));
-    attend_heads_split(c.q.data(), nq, c.keys.data(), key_dim, c.values.data(), c.vstride,
-                       value_dim, 0, len, 0.2f, scores.data(), out.data());
-    for (int i = 0; i < nq; ++i) {
-      QString why;
-      QVERIFY2(close(out.data() + i * value_dim, expected(c, i, 0, len, 0.2f), &why),
-               qPrintable(QStringLiteral("query %1, ").arg(i) + why));
+    for (AttentionVariant v : fp32_variants()) {
+      std::vector<float> scores(static_cast<std::size_t>(nq * len)),
+          out(static_cast<std::size_t>(nq * value_dim));
+      attend_heads_split(c.q.data(), nq, c.keys.data(), key_dim, c.values.data(), c.vstride,
+                         value_dim, 0, len, 0.2f, scores.data(), out.data(), nullptr, v);
+      for (int i = 0; i < nq; ++i) {
+        QString why;
+        QVERIFY2(close(out.data() + i * value_dim, expected(c, i, 0, len, 0.2f), &why),
+                 qPrintable(QStringLiteral("%1, query %2, ").arg(attention_variant_name(v)).arg(i) +
+                            why));
+      }
     }
   }
 };

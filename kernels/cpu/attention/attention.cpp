@@ -1,6 +1,7 @@
 #include "kernels/cpu/attention/attention.h"
 
 #include "kernels/cpu/attention/bf16_lanes.h"
+#include "kernels/cpu/attention/fp32_lanes.h"
 #include "kernels/cpu/attention/loop.h"
 #include "kernels/cpu/dense_matmul.h"
 #include "kernels/cpu/dtype.h"
@@ -23,147 +24,8 @@ using attention_loop::fetch_row_share;
 using attention_loop::kBf16KeyTilesAhead;
 using attention_loop::kBf16PairChunk;
 using attention_loop::softmax_row;
-// Positions weighed per pass over a value row's slices: 64 rows of up to 576 floats stay in
-// the first-level cache while every slice of them is taken.
-constexpr std::int64_t kValueChunk = 64;
-// Key tiles fetched ahead into the second-level cache: 16 KiB, as the BF16 cache's
-// kBf16KeyTilesAhead. With each weighing pass fetching its share of the next chunk's value
-// rows (attention_loop::fetch_row_share), a decoded token over eight layers' fp32 caches of
-// 8192 positions went from 48-50 to 85-89 GFLOP/s on two Zen 5 threads.
-constexpr std::int64_t kKeyTilesAhead = 2;
-
-// Scores of NQ queries against positions [begin, end), scores[i * stride + s - begin]: each
-// tile's 16 keys of one dimension are loaded once and multiplied by every query's value for
-// that dimension. Whole tiles are read (the cache holds whole tiles); only [begin, end) kept.
-template <int NQ>
-inline __attribute__((always_inline)) void score_queries(const float* q, std::int64_t dim,
-                                                         const float* keys, std::int64_t begin,
-                                                         std::int64_t end, float scale,
-                                                         float* scores, std::int64_t stride) {
-  // One tile, of which [begin, end) is kept.
-  const auto one_tile = [&](std::int64_t t0) __attribute__((always_inline)) {
-    const float* tile = keys + (t0 / kKeyTile) * dim * kKeyTile;
-    Vec16 acc[NQ];
-    for (int i = 0; i < NQ; ++i) acc[i] = Vec16{};
-    // Tiles further on, on their way from memory while this one is scored: a long
-    // context's keys come from memory, and one stream per thread does not keep it busy.
-    const float* ahead = tile + kKeyTilesAhead * dim * kKeyTile;
-    for (std::int64_t d = 0; d < dim; ++d) {
-      __builtin_prefetch(ahead + d * kKeyTile, 0, 2);
-      const Vec16 k = load16(tile + d * kKeyTile);
-      for (int i = 0; i < NQ; ++i) acc[i] += q[i * dim + d] * k;
-    }
-    const std::int64_t lo = std::max(begin, t0), hi = std::min(end, t0 + kKeyTile);
-    if (lo == t0 && hi == t0 + kKeyTile) {
-      for (int i = 0; i < NQ; ++i) store16(scores + i * stride + (t0 - begin), acc[i] * scale);
-    } else {
-      for (int i = 0; i < NQ; ++i) {
-        float part[kKeyTile];
-        store16(part, acc[i] * scale);
-        for (std::int64_t s = lo; s < hi; ++s) scores[i * stride + (s - begin)] = part[s - t0];
-      }
-    }
-  };
-  std::int64_t t0 = begin - begin % kKeyTile;
-  if (t0 != begin) {  // a range that starts inside a tile (a window, a part of a split)
-    one_tile(t0);
-    t0 += kKeyTile;
-  }
-  // Then two whole tiles at a time where they fit: each query's value for a dimension,
-  // loaded once, serves 32 positions (two loads of keys and NQ of queries for 2 NQ
-  // multiply-adds).
-  for (; t0 + 2 * kKeyTile <= end; t0 += 2 * kKeyTile) {
-    const float* tile = keys + (t0 / kKeyTile) * dim * kKeyTile;
-    const float* next = tile + dim * kKeyTile;
-    Vec16 a0[NQ], a1[NQ];
-    for (int i = 0; i < NQ; ++i) a0[i] = a1[i] = Vec16{};
-    const float* ahead = tile + kKeyTilesAhead * dim * kKeyTile;
-    for (std::int64_t d = 0; d < dim; ++d) {
-      __builtin_prefetch(ahead + d * kKeyTile, 0, 2);
-      __builtin_prefetch(ahead + (dim + d) * kKeyTile, 0, 2);
-      const Vec16 k0 = load16(tile + d * kKeyTile);
-      const Vec16 k1 = load16(next + d * kKeyTile);
-      for (int i = 0; i < NQ; ++i) {
-        const float qd = q[i * dim + d];
-        a0[i] += qd * k0;
-        a1[i] += qd * k1;
-      }
-    }
-    for (int i = 0; i < NQ; ++i) {
-      store16(scores + i * stride + (t0 - begin), a0[i] * scale);
-      store16(scores + i * stride + (t0 - begin) + kKeyTile, a1[i] * scale);
-    }
-  }
-  for (; t0 < end; t0 += kKeyTile) one_tile(t0);
-}
-
-// out[i] = sum_s p[i][s] * v_s over s < len for NQ queries, in chunks of kValueChunk
-// positions: each 32-dimension slice of a value row is loaded once for every query.
-template <int NQ>
-inline __attribute__((always_inline)) void weigh_values(const float* p, std::int64_t p_stride,
-                                                        const float* values,
-                                                        std::int64_t value_stride, std::int64_t len,
-                                                        std::int64_t dim, float* out) {
-  for (std::int64_t s0 = 0; s0 < len; s0 += kValueChunk) {
-    const std::int64_t s1 = std::min(len, s0 + kValueChunk);
-    const bool first = s0 == 0;
-    std::int64_t d0 = 0;
-    for (; d0 + 32 <= dim; d0 += 32) {
-      Vec16 a0[NQ], a1[NQ];
-      for (int i = 0; i < NQ; ++i) {
-        a0[i] = first ? Vec16{} : load16(out + i * dim + d0);
-        a1[i] = first ? Vec16{} : load16(out + i * dim + d0 + 16);
-      }
-      for (std::int64_t s = s0; s < s1; ++s) {
-        // The same row of the next chunk, a share of it in each pass over this chunk's, on
-        // its way from memory while the slices of this chunk are weighed.
-        fetch_row_share(values + (s + kValueChunk) * value_stride, 4 * dim, d0 / 32, dim / 32);
-        const Vec16 v0 = load16(values + s * value_stride + d0);
-        const Vec16 v1 = load16(values + s * value_stride + d0 + 16);
-        for (int i = 0; i < NQ; ++i) {
-          const float w = p[i * p_stride + s];
-          a0[i] += w * v0;
-          a1[i] += w * v1;
-        }
-      }
-      for (int i = 0; i < NQ; ++i) {
-        store16(out + i * dim + d0, a0[i]);
-        store16(out + i * dim + d0 + 16, a1[i]);
-      }
-    }
-    for (std::int64_t d = d0; d < dim; ++d) {
-      float acc[NQ];
-      for (int i = 0; i < NQ; ++i) acc[i] = first ? 0.0f : out[i * dim + d];
-      for (std::int64_t s = s0; s < s1; ++s) {
-        const float v = values[s * value_stride + d];
-        for (int i = 0; i < NQ; ++i) acc[i] += p[i * p_stride + s] * v;
-      }
-      for (int i = 0; i < NQ; ++i) out[i * dim + d] = acc[i];
-    }
-  }
-}
-
-// The fp32 cache (keys tiled, values in rows) as attention_loop reads it.
-struct Fp32Kv {
-  const float* keys;
-  std::int64_t key_dim;
-  const float* values;
-  std::int64_t value_stride;
-  std::int64_t value_dim;
-
-  template <int NQ>
-  __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
-                                            float scale, float* scores, std::int64_t stride) const {
-    score_queries<NQ>(q, key_dim, keys, begin, end, scale, scores, stride);
-  }
-  template <int NQ>
-  __attribute__((always_inline)) void weigh(const float* p, std::int64_t p_stride,
-                                            std::int64_t begin, std::int64_t end,
-                                            float* out) const {
-    weigh_values<NQ>(p, p_stride, values + begin * value_stride, value_stride, end - begin,
-                     value_dim, out);
-  }
-};
+// The fp32 cache in 16-float vectors (attention/fp32_lanes.h), the Portable variant's.
+using Fp32KvPortable = attention_loop::Fp32KvLanes<Vec16>;
 
 // ---- The BF16 cache with fp32 multiply-adds: the Portable variant in 16-float vectors
 // (attention/bf16_lanes.h), the Avx2 variant in 8 (attention/avx2.cpp).
@@ -253,14 +115,57 @@ PromptScratch& prompt_scratch(std::int64_t nq, std::int64_t value_dim, std::int6
 
 }  // namespace attention_loop
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_prompt(
-    const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens, const float* keys,
-    std::int64_t key_dim, const float* values, std::int64_t value_stride, std::int64_t value_dim,
-    std::int64_t pos0, std::int64_t window, float scale, const float* sinks, float* out,
-    std::int64_t out_stride) {
-  const Fp32Kv kv{keys, key_dim, values, value_stride, value_dim};
+namespace {
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
+attend_prompt_portable(const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
+                       const float* keys, std::int64_t key_dim, const float* values,
+                       std::int64_t value_stride, std::int64_t value_dim, std::int64_t pos0,
+                       std::int64_t window, float scale, const float* sinks, float* out,
+                       std::int64_t out_stride) {
+  const Fp32KvPortable kv{keys, key_dim, values, value_stride, value_dim};
   attention_loop::attend_prompt_blocks(kv, q, q_stride, nq, tokens, pos0, window, scale, sinks, out,
                                        out_stride);
+}
+
+// attend_heads_split and attend_heads_part (max null or not) over the fp32 cache.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
+attend_fp32_portable(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
+                     const float* values, std::int64_t value_stride, std::int64_t value_dim,
+                     std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
+                     const float* sinks, float* max, float* sum) {
+  const Fp32KvPortable kv{keys, key_dim, values, value_stride, value_dim};
+  attend_all(kv, q, nq, begin, end, scale, scores, out, sinks, max, sum);
+}
+
+void attend_fp32(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
+                 const float* values, std::int64_t value_stride, std::int64_t value_dim,
+                 std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
+                 const float* sinks, float* max, float* sum, AttentionVariant variant) {
+  if (variant == AttentionVariant::Avx2) {
+    attention_loop::attend_fp32_avx2(q, nq, keys, key_dim, values, value_stride, value_dim, begin,
+                                     end, scale, scores, out, sinks, max, sum);
+  } else {
+    attend_fp32_portable(q, nq, keys, key_dim, values, value_stride, value_dim, begin, end, scale,
+                         scores, out, sinks, max, sum);
+  }
+}
+
+}  // namespace
+
+void attend_prompt(const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
+                   const float* keys, std::int64_t key_dim, const float* values,
+                   std::int64_t value_stride, std::int64_t value_dim, std::int64_t pos0,
+                   std::int64_t window, float scale, const float* sinks, float* out,
+                   std::int64_t out_stride, AttentionVariant variant) {
+  if (variant == AttentionVariant::Avx2) {
+    attention_loop::attend_prompt_fp32_avx2(q, q_stride, nq, tokens, keys, key_dim, values,
+                                            value_stride, value_dim, pos0, window, scale, sinks,
+                                            out, out_stride);
+  } else {
+    attend_prompt_portable(q, q_stride, nq, tokens, keys, key_dim, values, value_stride, value_dim,
+                           pos0, window, scale, sinks, out, out_stride);
+  }
 }
 
 namespace {
@@ -316,29 +221,28 @@ void attend_prompt_bf16_amx_emulated(const float* q, std::int64_t q_stride, std:
               AttentionVariant::Avx512Bf16, true);
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
-attend_heads_split(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
-                   const float* values, std::int64_t value_stride, std::int64_t value_dim,
-                   std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
-                   const float* sinks) {
-  const Fp32Kv kv{keys, key_dim, values, value_stride, value_dim};
-  attend_all(kv, q, nq, begin, end, scale, scores, out, sinks, nullptr, nullptr);
+void attend_heads_split(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
+                        const float* values, std::int64_t value_stride, std::int64_t value_dim,
+                        std::int64_t begin, std::int64_t end, float scale, float* scores,
+                        float* out, const float* sinks, AttentionVariant variant) {
+  attend_fp32(q, nq, keys, key_dim, values, value_stride, value_dim, begin, end, scale, scores, out,
+              sinks, nullptr, nullptr, variant);
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
-attend_heads_part(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
-                  const float* values, std::int64_t value_stride, std::int64_t value_dim,
-                  std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
-                  float* max, float* sum) {
-  const Fp32Kv kv{keys, key_dim, values, value_stride, value_dim};
-  attend_all(kv, q, nq, begin, end, scale, scores, out, nullptr, max, sum);
+void attend_heads_part(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
+                       const float* values, std::int64_t value_stride, std::int64_t value_dim,
+                       std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
+                       float* max, float* sum, AttentionVariant variant) {
+  attend_fp32(q, nq, keys, key_dim, values, value_stride, value_dim, begin, end, scale, scores, out,
+              nullptr, max, sum, variant);
 }
 
 void attend_heads(const float* q, std::int64_t nq, const float* keys, const float* values,
                   std::int64_t value_stride, std::int64_t begin, std::int64_t end, std::int64_t dim,
-                  float scale, float* scores, float* out, const float* sinks) {
+                  float scale, float* scores, float* out, const float* sinks,
+                  AttentionVariant variant) {
   attend_heads_split(q, nq, keys, dim, values, value_stride, dim, begin, end, scale, scores, out,
-                     sinks);
+                     sinks, variant);
 }
 
 void combine_attention_parts(std::int64_t parts, std::int64_t nq, std::int64_t value_dim,

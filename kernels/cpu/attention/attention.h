@@ -23,6 +23,23 @@ inline std::size_t tiled_key_floats(std::int64_t positions, std::int64_t dim) {
   return static_cast<std::size_t>((positions + kKeyTile - 1) / kKeyTile * kKeyTile * dim);
 }
 
+// The kernels' variants. Portable: fp32 multiply-adds in 16-float vectors (any x86-64; its
+// clones run them in AVX-512 registers, or through memory elsewhere); Avx2: the same in
+// 8-float vectors, for the 16 registers of AVX2 with FMA. Over a BF16 cache, Avx512Bf16:
+// VDPBF16PS; AmxBf16: a prompt's attention in AMX tiles (TDPBF16PS, 16 rows of queries or
+// weights at a time) where the key width is whole 32s and the value width whole 16s, the rest
+// as Avx512Bf16. The fp32 cache takes every variant past Avx2 as Portable, the 8-bit cache
+// every one past Avx2 as VPDPBUSD (below). All compute the same products and differ only in
+// the order and fusing of fp32 sums.
+enum class AttentionVariant { Portable, Avx2, Avx512Bf16, AmxBf16 };
+// What a KV cache keeps its keys and values as.
+enum class CacheElements { F32, Bf16, Int8 };
+bool attention_variant_supported(AttentionVariant variant);
+// The best the CPU has: AmxBf16 only when the kernel variant in use (--cpu-variant,
+// TANDEM_CPU_VARIANT) is amx, Avx2 when it is avx2, Portable when it is scalar.
+AttentionVariant active_attention_variant();
+const char* attention_variant_name(AttentionVariant variant);
+
 // For `nq` query heads that share one key/value head (grouped-query attention, or every head
 // of a latent attention), over positions [begin, end): out[i] = sum_s softmax(scale * q_i ·
 // k_s)[s] * v_s, each key and value row read once for all of them. Keys of key_dim and
@@ -34,12 +51,14 @@ inline std::size_t tiled_key_floats(std::int64_t positions, std::int64_t dim) {
 void attend_heads_split(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
                         const float* values, std::int64_t value_stride, std::int64_t value_dim,
                         std::int64_t begin, std::int64_t end, float scale, float* scores,
-                        float* out, const float* sinks = nullptr);
+                        float* out, const float* sinks = nullptr,
+                        AttentionVariant variant = active_attention_variant());
 
 // The same with keys and values of one width.
 void attend_heads(const float* q, std::int64_t nq, const float* keys, const float* values,
                   std::int64_t value_stride, std::int64_t begin, std::int64_t end, std::int64_t dim,
-                  float scale, float* scores, float* out, const float* sinks = nullptr);
+                  float scale, float* scores, float* out, const float* sinks = nullptr,
+                  AttentionVariant variant = active_attention_variant());
 
 // One part of a split attention (positions [begin, end) of a longer range, so that threads
 // can share one head's long context): out[i] is the weighted sum with weights
@@ -48,7 +67,8 @@ void attend_heads(const float* q, std::int64_t nq, const float* keys, const floa
 void attend_heads_part(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
                        const float* values, std::int64_t value_stride, std::int64_t value_dim,
                        std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
-                       float* max, float* sum);
+                       float* max, float* sum,
+                       AttentionVariant variant = active_attention_variant());
 // `parts` results of attend_heads_part for the same queries (outs: parts x nq x value_dim,
 // maxes and sums: parts x nq) into out (nq x value_dim), with the sinks as above.
 void combine_attention_parts(std::int64_t parts, std::int64_t nq, std::int64_t value_dim,
@@ -88,21 +108,6 @@ struct Bf16Kv {
   std::int64_t value_dim = 0;
 };
 
-// Portable: fp32 multiply-adds of the BF16 values in 16-float vectors (any x86-64; its
-// clones run it in AVX-512 registers, or through memory elsewhere); Avx2: the same in 8-float
-// vectors, for the 16 registers of AVX2 with FMA; Avx512Bf16: VDPBF16PS; AmxBf16: a prompt's
-// attention in AMX tiles (TDPBF16PS, 16 rows of queries or weights at a time) where the key
-// width is whole 32s and the value width whole 16s, the rest as Avx512Bf16. All compute the
-// same products and differ only in the order and fusing of fp32 sums.
-enum class AttentionVariant { Portable, Avx2, Avx512Bf16, AmxBf16 };
-// What a KV cache keeps its keys and values as.
-enum class CacheElements { F32, Bf16, Int8 };
-bool attention_variant_supported(AttentionVariant variant);
-// The best the CPU has: AmxBf16 only when the kernel variant in use (--cpu-variant,
-// TANDEM_CPU_VARIANT) is amx, Avx2 when it is avx2, Portable when it is scalar.
-AttentionVariant active_attention_variant();
-const char* attention_variant_name(AttentionVariant variant);
-
 // As attend_heads_split over a BF16 cache (sinks may be null).
 void attend_heads_bf16(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
                        std::int64_t end, float scale, float* scores, float* out, const float* sinks,
@@ -129,7 +134,7 @@ void attend_prompt(const float* q, std::int64_t q_stride, std::int64_t nq, std::
                    const float* keys, std::int64_t key_dim, const float* values,
                    std::int64_t value_stride, std::int64_t value_dim, std::int64_t pos0,
                    std::int64_t window, float scale, const float* sinks, float* out,
-                   std::int64_t out_stride);
+                   std::int64_t out_stride, AttentionVariant variant = active_attention_variant());
 // Over a BF16 cache.
 void attend_prompt_bf16(const float* q, std::int64_t q_stride, std::int64_t nq, std::int64_t tokens,
                         const Bf16Kv& kv, std::int64_t pos0, std::int64_t window, float scale,

@@ -1,10 +1,12 @@
-// The Avx2 attention variant: the fp32 multiply-adds of the BF16 cache (attention/bf16_lanes.h)
-// and of the 8-bit one (attention/int8_lanes.h) in 8-float vectors, with the softmax and the
+// The Avx2 attention variant: the fp32 multiply-adds of the fp32 cache (attention/fp32_lanes.h),
+// the BF16 one (attention/bf16_lanes.h) and the 8-bit one (attention/int8_lanes.h) in 8-float
+// vectors, with the softmax and the
 // passes of loop.h at the same width. Compiled for AVX2 with FMA; run only where
 // attention_variant_supported says so.
 #include "kernels/cpu/baseline_std.h"  // first: see there
 
 #include "kernels/cpu/attention/bf16_lanes.h"
+#include "kernels/cpu/attention/fp32_lanes.h"
 #include "kernels/cpu/attention/int8_lanes.h"
 #include "kernels/cpu/attention/loop.h"
 
@@ -41,6 +43,23 @@ void attend_prompt_int8_avx2(const Int8Queries& queries, const float* q, std::in
                              const float* sinks, float* out, std::int64_t out_stride) {
   const Int8KvLanes<Vec8> k{kv, {}, &queries};
   attend_prompt_rows(k, q, q_stride, nq, tokens, pos0, window, scale, sinks, out, out_stride);
+}
+
+void attend_fp32_avx2(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
+                      const float* values, std::int64_t value_stride, std::int64_t value_dim,
+                      std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
+                      const float* sinks, float* max, float* sum) {
+  const Fp32KvLanes<Vec8> kv{keys, key_dim, values, value_stride, value_dim};
+  attend_all(kv, q, nq, begin, end, scale, scores, out, sinks, max, sum);
+}
+
+void attend_prompt_fp32_avx2(const float* q, std::int64_t q_stride, std::int64_t nq,
+                             std::int64_t tokens, const float* keys, std::int64_t key_dim,
+                             const float* values, std::int64_t value_stride, std::int64_t value_dim,
+                             std::int64_t pos0, std::int64_t window, float scale,
+                             const float* sinks, float* out, std::int64_t out_stride) {
+  const Fp32KvLanes<Vec8> kv{keys, key_dim, values, value_stride, value_dim};
+  attend_prompt_blocks(kv, q, q_stride, nq, tokens, pos0, window, scale, sinks, out, out_stride);
 }
 
 }  // namespace tandem::kernels::attention_loop

@@ -109,6 +109,18 @@ void attend_prompt_bf16_avx2(const float* q, std::int64_t nq, std::int64_t token
                              std::int64_t pos0, std::int64_t window, float scale,
                              const float* sinks, float* out, std::int64_t out_stride);
 
+// The Avx2 variant over the fp32 cache (attention/avx2.cpp): as attend_all (sinks, or a
+// part's max and sum) and as attend_prompt_blocks.
+void attend_fp32_avx2(const float* q, std::int64_t nq, const float* keys, std::int64_t key_dim,
+                      const float* values, std::int64_t value_stride, std::int64_t value_dim,
+                      std::int64_t begin, std::int64_t end, float scale, float* scores, float* out,
+                      const float* sinks, float* max, float* sum);
+void attend_prompt_fp32_avx2(const float* q, std::int64_t q_stride, std::int64_t nq,
+                             std::int64_t tokens, const float* keys, std::int64_t key_dim,
+                             const float* values, std::int64_t value_stride, std::int64_t value_dim,
+                             std::int64_t pos0, std::int64_t window, float scale,
+                             const float* sinks, float* out, std::int64_t out_stride);
+
 // The VDPBF16PS kernels (attention/avx512bf16.cpp) over a BF16 cache; `q` already rounded to
 // BF16. Arguments as attend_all's.
 void attend_bf16_avx512(const float* q, std::int64_t nq, const Bf16Kv& kv, std::int64_t begin,
