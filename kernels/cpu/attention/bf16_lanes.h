@@ -44,22 +44,18 @@ inline __attribute__((always_inline)) void split_pairs(const std::uint16_t* p, V
 
 template <class V>
 struct Bf16KvLanes : Bf16Kv {
-  static constexpr int kLanes = kLanesOf<V>;
-  // Vectors a key tile's row of 16 positions takes.
-  static constexpr int kPerTile = static_cast<int>(kKeyTile) / kLanes;
-  // Query heads a pass keeps accumulators for: with 16 lanes (32 AVX-512 registers) all 8 of
-  // attention_loop's group; with 8 (16 AVX2 registers), 4 heads x 2 vectors of accumulators,
-  // and the key or value vectors, fit.
-  static constexpr int kGroup = kLanes == 16 ? static_cast<int>(kMaxQueries) : 4;
-  // Columns a weighing pass takes: two vectors.
-  static constexpr std::int64_t kSlice = 2 * kLanes;
+  static constexpr int kLanes = LaneShape<V>::kLanes, kPerTile = LaneShape<V>::kPerTile,
+                       kGroup = LaneShape<V>::kGroup;
+  static constexpr std::int64_t kSlice = LaneShape<V>::kSlice;
 
   // As score_queries, one dimension pair of a tile (a row of 16 words) at a time: the odd
   // dimension's products added before the even one's, as VDPBF16PS does. q is rounded to BF16.
   template <int NQ>
   __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
                                             float scale, float* scores, std::int64_t stride) const {
-    score_from<NQ, 0>(q, begin, end, scale, scores, stride);
+    in_passes<NQ, kGroup>([&](auto i0, auto n) __attribute__((always_inline)) {
+      score_group<n, i0 == 0>(q + i0 * key_dim, begin, end, scale, scores + i0 * stride, stride);
+    });
   }
 
   // out[i] = sum of round_bf16(p) * v over [begin, end), a pair of positions at a time (the
@@ -82,23 +78,17 @@ struct Bf16KvLanes : Bf16Kv {
           w[i][s - 2 * j0] = bf16_to_f32(f32_to_bf16(p[i * p_stride + s - begin]));
       }
       std::int64_t d0 = 0;
-      for (; d0 + kSlice <= dim; d0 += kSlice) weigh_slice_from<NQ, 0>(w, j0, j1, d0, first, out);
+      for (; d0 + kSlice <= dim; d0 += kSlice) {
+        in_passes<NQ, kGroup>([&](auto i0, auto n) __attribute__((always_inline)) {
+          weigh_slice<NQ, i0, n>(w, j0, j1, d0, first, out);
+        });
+      }
       weigh_bf16_tail(w[0], 2 * kBf16PairChunk, NQ, values + j0 * 2 * value_row, value_row, j1 - j0,
                       d0, dim, first, out);
     }
   }
 
  private:
-  // Queries [I0, NQ) in passes of up to kGroup.
-  template <int NQ, int I0>
-  __attribute__((always_inline)) void score_from(const float* q, std::int64_t begin,
-                                                 std::int64_t end, float scale, float* scores,
-                                                 std::int64_t stride) const {
-    constexpr int N = std::min(kGroup, NQ - I0);
-    score_group<N, I0 == 0>(q + I0 * key_dim, begin, end, scale, scores + I0 * stride, stride);
-    if constexpr (I0 + N < NQ) score_from<NQ, I0 + N>(q, begin, end, scale, scores, stride);
-  }
-
   // N queries' scores; the first pass over the keys (`fetch`) fetches the tiles ahead.
   template <int N, bool fetch>
   __attribute__((always_inline)) void score_group(const float* q, std::int64_t begin,
@@ -137,17 +127,6 @@ struct Bf16KvLanes : Bf16Kv {
         for (std::int64_t s = lo; s < hi; ++s) scores[i * stride + (s - begin)] = part[s - t0];
       }
     }
-  }
-
-  // Queries [I0, NQ) of the slice at d0 in passes of up to kGroup.
-  template <int NQ, int I0>
-  __attribute__((always_inline)) void weigh_slice_from(const float (&w)[NQ][2 * kBf16PairChunk],
-                                                       std::int64_t j0, std::int64_t j1,
-                                                       std::int64_t d0, bool first,
-                                                       float* out) const {
-    constexpr int N = std::min(kGroup, NQ - I0);
-    weigh_slice<NQ, I0, N>(w, j0, j1, d0, first, out);
-    if constexpr (I0 + N < NQ) weigh_slice_from<NQ, I0 + N>(w, j0, j1, d0, first, out);
   }
 
   // Queries [I0, I0 + N)'s columns [d0, d0 + kSlice) over the chunk's pairs [j0, j1); the

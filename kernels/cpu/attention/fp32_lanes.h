@@ -30,16 +30,12 @@ struct Fp32KvLanes {
   std::int64_t value_stride;
   std::int64_t value_dim;
 
-  static constexpr int kLanes = kLanesOf<V>;
-  // Vectors a key tile's row of 16 positions takes.
-  static constexpr int kPerTile = static_cast<int>(kKeyTile) / kLanes;
-  // Query heads a pass keeps accumulators for: with 16 lanes (32 registers) all 8 of
-  // attention_loop's group over two tiles at once (each query's value for a dimension,
-  // loaded once, serves 32 positions); with 8 (16 registers), 4 over one tile.
-  static constexpr int kGroup = kLanes == 16 ? static_cast<int>(kMaxQueries) : 4;
+  static constexpr int kLanes = LaneShape<V>::kLanes, kPerTile = LaneShape<V>::kPerTile,
+                       kGroup = LaneShape<V>::kGroup;
+  static constexpr std::int64_t kSlice = LaneShape<V>::kSlice;
+  // Whole tiles a scoring pass takes: with 16 lanes two (each query's value for a dimension,
+  // loaded once, serves 32 positions), with 8 one.
   static constexpr int kTiles = kLanes == 16 ? 2 : 1;
-  // Columns a weighing pass takes: two vectors.
-  static constexpr std::int64_t kSlice = 2 * kLanes;
 
   // scores[i * stride + s - begin] = scale * q_i . k_s for s in [begin, end): each tile's
   // keys of one dimension are loaded once and multiplied by every query's value for it.
@@ -47,7 +43,9 @@ struct Fp32KvLanes {
   template <int NQ>
   __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
                                             float scale, float* scores, std::int64_t stride) const {
-    score_from<NQ, 0>(q, begin, end, scale, scores, stride);
+    in_passes<NQ, kGroup>([&](auto i0, auto n) __attribute__((always_inline)) {
+      score_group<n, i0 == 0>(q + i0 * key_dim, begin, end, scale, scores + i0 * stride, stride);
+    });
   }
 
   // out[i] = sum over [begin, end) of p[i][s - begin] * v_s, in chunks of kFp32ValueChunk
@@ -62,8 +60,11 @@ struct Fp32KvLanes {
       const std::int64_t s1 = std::min(len, s0 + kFp32ValueChunk);
       const bool first = s0 == 0;
       std::int64_t d0 = 0;
-      for (; d0 + kSlice <= dim; d0 += kSlice)
-        weigh_from<NQ, 0>(p, p_stride, v, s0, s1, d0, first, out);
+      for (; d0 + kSlice <= dim; d0 += kSlice) {
+        in_passes<NQ, kGroup>([&](auto i0, auto n) __attribute__((always_inline)) {
+          weigh_slice<i0, n>(p, p_stride, v, s0, s1, d0, first, out);
+        });
+      }
       for (std::int64_t d = d0; d < dim; ++d) {
         float acc[NQ];
         for (int i = 0; i < NQ; ++i) acc[i] = first ? 0.0f : out[i * dim + d];
@@ -77,15 +78,6 @@ struct Fp32KvLanes {
   }
 
  private:
-  template <int NQ, int I0>
-  __attribute__((always_inline)) void score_from(const float* q, std::int64_t begin,
-                                                 std::int64_t end, float scale, float* scores,
-                                                 std::int64_t stride) const {
-    constexpr int N = std::min(kGroup, NQ - I0);
-    score_group<N, I0 == 0>(q + I0 * key_dim, begin, end, scale, scores + I0 * stride, stride);
-    if constexpr (I0 + N < NQ) score_from<NQ, I0 + N>(q, begin, end, scale, scores, stride);
-  }
-
   // N queries over [begin, end): a first tile the range starts inside, then kTiles whole
   // tiles at a time where they fit, then one at a time. The first pass over the keys
   // (`fetch`) fetches the tiles ahead: a long context's keys come from memory, and one
@@ -141,15 +133,6 @@ struct Fp32KvLanes {
       for (int h = 0; h < kVecs; ++h) store_lanes(part + h * kLanes, acc[i][h] * scale);
       for (std::int64_t s = lo; s < hi; ++s) scores[i * stride + (s - begin)] = part[s - t0];
     }
-  }
-
-  template <int NQ, int I0>
-  __attribute__((always_inline)) void weigh_from(const float* p, std::int64_t p_stride,
-                                                 const float* v, std::int64_t s0, std::int64_t s1,
-                                                 std::int64_t d0, bool first, float* out) const {
-    constexpr int N = std::min(kGroup, NQ - I0);
-    weigh_slice<I0, N>(p, p_stride, v, s0, s1, d0, first, out);
-    if constexpr (I0 + N < NQ) weigh_from<NQ, I0 + N>(p, p_stride, v, s0, s1, d0, first, out);
   }
 
   // Queries [I0, I0 + N)'s columns [d0, d0 + kSlice) over positions [s0, s1) of `v`; the first

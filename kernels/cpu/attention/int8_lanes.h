@@ -103,18 +103,18 @@ template <class V>
 struct Int8KvLanes : Int8Kv, WeighIntoRows<Int8KvLanes<V>> {
   const Int8Queries* queries;
 
-  static constexpr int kLanes = kLanesOf<V>;
-  // Vectors a key tile's 16 positions take.
-  static constexpr int kPerTile = static_cast<int>(kKeyTile) / kLanes;
-  // Query rows a pass keeps accumulators for (as Bf16KvLanes): all 8 with 16 lanes, 4 with 8.
-  static constexpr int kGroup = kLanes == 16 ? static_cast<int>(kMaxQueries) : 4;
+  static constexpr int kLanes = LaneShape<V>::kLanes, kPerTile = LaneShape<V>::kPerTile,
+                       kGroup = LaneShape<V>::kGroup;
   // Of a value group's 32 columns, a weighing pass takes two vectors.
-  static constexpr int kSlices = static_cast<int>(kInt8Group) / (2 * kLanes);
+  static constexpr int kSlices = static_cast<int>(kInt8Group / LaneShape<V>::kSlice);
 
   template <int NQ>
   __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
                                             float scale, float* scores, std::int64_t stride) const {
-    score_from<NQ, 0>(queries->row(q), begin, end, scale, scores, stride);
+    const std::int64_t r0 = queries->row(q);
+    in_passes<NQ, kGroup>([&](auto i0, auto n) __attribute__((always_inline)) {
+      score_group<n, i0 == 0>(r0 + i0, begin, end, scale, scores + i0 * stride, stride);
+    });
   }
 
   // attend_prompt_rows' weighing (weigh, from WeighIntoRows, is attend_all's).
@@ -147,24 +147,17 @@ struct Int8KvLanes : Int8Kv, WeighIntoRows<Int8KvLanes<V>> {
               wf[i][k] = static_cast<float>(wi[k]) * f[vg * NQ + i];
           }
         }
-        for (int s = 0; s < kSlices; ++s)
-          weigh_from<NQ, 0>(wf, c0, j_lo, j_hi, g * kInt8Group + s * 2 * kLanes, c0 == c_begin,
-                            corr, rows);
+        for (int s = 0; s < kSlices; ++s) {
+          const std::int64_t d0 = g * kInt8Group + s * 2 * kLanes;
+          in_passes<NQ, kGroup>([&](auto i0, auto n) __attribute__((always_inline)) {
+            weigh_group<NQ, i0, n>(wf, c0, j_lo, j_hi, d0, c0 == c_begin, corr, rows);
+          });
+        }
       }
     }
   }
 
  private:
-  // Rows [r0 + I0, r0 + NQ) in passes of up to kGroup.
-  template <int NQ, int I0>
-  __attribute__((always_inline)) void score_from(std::int64_t r0, std::int64_t begin,
-                                                 std::int64_t end, float scale, float* scores,
-                                                 std::int64_t stride) const {
-    constexpr int N = std::min(kGroup, NQ - I0);
-    score_group<N, I0 == 0>(r0 + I0, begin, end, scale, scores + I0 * stride, stride);
-    if constexpr (I0 + N < NQ) score_from<NQ, I0 + N>(r0, begin, end, scale, scores, stride);
-  }
-
   // Rows [r0, r0 + N)'s scores; the first pass over the keys (`fetch`) fetches the tiles ahead.
   template <int N, bool fetch>
   __attribute__((always_inline)) void score_group(std::int64_t r0, std::int64_t begin,
@@ -214,17 +207,6 @@ struct Int8KvLanes : Int8Kv, WeighIntoRows<Int8KvLanes<V>> {
         for (std::int64_t s = lo; s < hi; ++s) scores[i * stride + (s - begin)] = row[s - t0];
       }
     }
-  }
-
-  // Rows [I0, NQ) of the columns [d0, d0 + 2 kLanes) in passes of up to kGroup.
-  template <int NQ, int I0>
-  __attribute__((always_inline)) void weigh_from(const float (&wf)[NQ][kInt8ValueChunk],
-                                                 std::int64_t c0, std::int64_t j_lo,
-                                                 std::int64_t j_hi, std::int64_t d0, bool first,
-                                                 const float* corr, float* const* rows) const {
-    constexpr int N = std::min(kGroup, NQ - I0);
-    weigh_group<NQ, I0, N>(wf, c0, j_lo, j_hi, d0, first, corr, rows);
-    if constexpr (I0 + N < NQ) weigh_from<NQ, I0 + N>(wf, c0, j_lo, j_hi, d0, first, corr, rows);
   }
 
   // Rows [I0, I0 + N)'s columns [d0, d0 + 2 kLanes) over the chunk at c0's quads [j_lo, j_hi):

@@ -73,6 +73,29 @@ inline std::int64_t first_visible(std::int64_t pos, std::int64_t window) {
   return window > 0 ? std::max<std::int64_t>(0, pos + 1 - window) : 0;
 }
 
+// The shape of the lane kernels (attention/fp32_lanes.h, bf16_lanes.h, int8_lanes.h) over
+// vectors V of 16 floats or 8: a key tile's row of 16 positions in kPerTile vectors; kGroup
+// query rows a pass keeps accumulators for (with 16 lanes, 32 AVX-512 registers, all
+// kMaxQueries; with 8, AVX2's 16 registers, 4 rows x 2 vectors of accumulators and the key or
+// value vectors); two vectors of columns (kSlice) a weighing pass.
+template <class V>
+struct LaneShape {
+  static constexpr int kLanes = kLanesOf<V>;
+  static constexpr int kPerTile = static_cast<int>(kKeyTile) / kLanes;
+  static constexpr int kGroup = kLanes == 16 ? static_cast<int>(kMaxQueries) : 4;
+  static constexpr std::int64_t kSlice = 2 * kLanes;
+};
+
+// f(I0, N) (std::integral_constant<int, ...> both) for rows [0, NQ) in consecutive passes of
+// at most G rows each: the lane kernels' register-sized groups of queries. f must be
+// always_inline, as with_count's.
+template <int NQ, int G, int I0 = 0, class F>
+inline __attribute__((always_inline)) void in_passes(F f) {
+  constexpr int N = std::min(G, NQ - I0);
+  f(std::integral_constant<int, I0>(), std::integral_constant<int, N>());
+  if constexpr (I0 + N < NQ) in_passes<NQ, G, I0 + N>(f);
+}
+
 // Keys per block of a prompt's attention (attend_prompt_blocks, and the VDPBF16PS kernel's):
 // a block's BF16 keys and values of 128 dimensions are 32 KiB each, in the first- and
 // second-level caches while every row of a job takes them; each row's softmax costs about
