@@ -11,6 +11,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cpu/packed/rotation.h"
 #include "kernels/cpu/vec16.h"
@@ -46,10 +47,18 @@ inline int round_small(float v) {
   return static_cast<int>((v + kRoundMagic) - kRoundMagic);
 }
 
+typedef std::int8_t Int8x8 __attribute__((vector_size(8)));
 typedef std::int8_t Int8x16 __attribute__((vector_size(16)));
 
-// The largest of the 16 lanes (NaNs ignored, as std::max over them would) and the sum of 16
-// integers, by halves: a lane at a time cost as much as the 32 values a group quantises.
+// The quantisation's vectors at the width V (Vec16 or Vec8): 32-bit integer lanes and bytes as
+// many.
+template <class V>
+using IntLanes = std::conditional_t<sizeof(V) == 32, Int8x, Int16x>;
+template <class V>
+using ByteLanes = std::conditional_t<sizeof(V) == 32, Int8x8, Int8x16>;
+
+// The largest of the lanes (NaNs ignored, as std::max over them would) and the sum of the
+// integer lanes, by halves: a lane at a time cost as much as the 32 values a group quantises.
 inline __attribute__((always_inline)) float max_lanes(Vec16 v) {
   Vec16 h = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
   v = h > v ? h : v;
@@ -59,15 +68,28 @@ inline __attribute__((always_inline)) float max_lanes(Vec16 v) {
   v = h > v ? h : v;
   return std::max(v[0], v[1]);
 }
+inline __attribute__((always_inline)) float max_lanes(Vec8 v) {
+  Vec8 h = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+  v = h > v ? h : v;
+  h = __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1);
+  v = h > v ? h : v;
+  return std::max(v[0], v[1]);
+}
 inline __attribute__((always_inline)) std::int32_t sum_lanes(Int16x v) {
   v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
   v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
   v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
   return v[0] + v[1];
 }
+inline __attribute__((always_inline)) std::int32_t sum_lanes(Int8x v) {
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1);
+  return v[0] + v[1];
+}
 
-inline __attribute__((always_inline)) Vec16 abs16(Vec16 v) {
-  Int16x bits;
+template <class V>
+inline __attribute__((always_inline)) V abs_lanes(V v) {
+  IntLanes<V> bits;
   std::memcpy(&bits, &v, sizeof(bits));
   bits &= 0x7FFFFFFF;
   std::memcpy(&v, &bits, sizeof(v));
@@ -593,10 +615,13 @@ void prepare_activations(std::int64_t tokens, std::int64_t cols, PackedFormat fo
                                                 : static_cast<std::size_t>(tokens * out.groups()));
 }
 
-// Rows [t0, t1) of x into `out`, sized by prepare_activations.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
-quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& out, std::int64_t t0,
-                         std::int64_t t1) {
+// Rows [t0, t1) of x into `out`, sized by prepare_activations, in vectors of V. Every width
+// gives the same bytes: the largest magnitude and the integer sums do not depend on the order.
+template <class V>
+inline __attribute__((always_inline)) void quantize_rows_lanes(const float* x, std::int64_t cols,
+                                                               PackedActivations& out,
+                                                               std::int64_t t0, std::int64_t t1) {
+  constexpr int L = kLanesOf<V>;
   if (out.format == PackedFormat::Bf16) {
     for (std::int64_t t = t0; t < t1; ++t) {
       for (std::int64_t c = 0; c < cols; ++c)
@@ -621,10 +646,10 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
     std::int8_t* q = out.q.data() + t * out.cols_padded;
     for (std::int64_t g = 0; g < groups; ++g) {
       if (out.rotation > 0 && (g * out.group) % out.rotation == 0) {
-        Vec16 lanes{};
+        V lanes{};
         const std::int64_t b0 = g * out.group;
-        for (std::int64_t c = b0; c < b0 + out.rotation; c += 16) {  // blocks of >= 32
-          const Vec16 a = abs16(load16(xt + c));
+        for (std::int64_t c = b0; c < b0 + out.rotation; c += L) {  // blocks of >= 32
+          const V a = abs_lanes(load_lanes<V>(xt + c));
           lanes = a > lanes ? a : lanes;
         }
         block_max = max_lanes(lanes);
@@ -632,40 +657,40 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
       // The padding past `cols` stays 0 and adds nothing to the group's sum.
       const std::int64_t c0 = g * out.group;
       const std::int64_t c1 = std::min(cols, c0 + out.group);
-      // Sixteen values at a time, then the rest one by one, each value through the same
-      // operations either way (the largest magnitude and the integer sum do not depend on
-      // the order).
-      const std::int64_t c16 = c0 + (c1 - c0) / 16 * 16;
+      // A vector at a time, then the rest one by one, each value through the same operations
+      // either way (the largest magnitude and the integer sum do not depend on the order).
+      const std::int64_t cv = c0 + (c1 - c0) / L * L;
       // Rotated, the group takes its block's scale.
       float max_abs = block_max;
       if (out.rotation == 0) {
-        if (c16 > c0) {
-          Vec16 lanes{};
-          for (std::int64_t c = c0; c < c16; c += 16) {
-            const Vec16 a = abs16(load16(xt + c));
+        if (cv > c0) {
+          V lanes{};
+          for (std::int64_t c = c0; c < cv; c += L) {
+            const V a = abs_lanes(load_lanes<V>(xt + c));
             lanes = a > lanes ? a : lanes;
           }
           max_abs = max_lanes(lanes);
         }
-        for (std::int64_t c = c16; c < c1; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
+        for (std::int64_t c = cv; c < c1; ++c) max_abs = std::max(max_abs, std::abs(xt[c]));
       }
       const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
       const float inv = 1.0f / scale;
       std::int32_t sum = 0;
-      if (c16 > c0) {
-        Int16x sums{};
-        for (std::int64_t c = c0; c < c16; c += 16) {
-          Int16x v =
-              __builtin_convertvector((load16(xt + c) * inv + kRoundMagic) - kRoundMagic, Int16x);
-          v = v < -127 ? Int16x{} - 127 : v;
-          v = v > 127 ? Int16x{} + 127 : v;
+      if (cv > c0) {
+        using I = IntLanes<V>;
+        I sums{};
+        for (std::int64_t c = c0; c < cv; c += L) {
+          I v =
+              __builtin_convertvector((load_lanes<V>(xt + c) * inv + kRoundMagic) - kRoundMagic, I);
+          v = v < -127 ? I{} - 127 : v;
+          v = v > 127 ? I{} + 127 : v;
           sums += v;
-          const auto bytes = __builtin_convertvector(v, Int8x16);
+          const auto bytes = __builtin_convertvector(v, ByteLanes<V>);
           std::memcpy(q + c, &bytes, sizeof(bytes));
         }
         sum = sum_lanes(sums);
       }
-      for (std::int64_t c = c16; c < c1; ++c) {
+      for (std::int64_t c = cv; c < c1; ++c) {
         const int v = std::clamp(round_small(xt[c] * inv), -127, 127);
         q[c] = static_cast<std::int8_t>(v);
         sum += v;
@@ -681,6 +706,11 @@ quantize_activation_rows(const float* x, std::int64_t cols, PackedActivations& o
     }
   }
 }
+
+TANDEM_BY_WIDTH(void quantize_activation_rows(const float* x, std::int64_t cols,
+                                              PackedActivations& out, std::int64_t t0,
+                                              std::int64_t t1),
+                quantize_rows_lanes<V>(x, cols, out, t0, t1))
 
 // Where AMX widens INT8 and INT4 products in this process (amx_widen_tokens).
 std::atomic<std::int64_t> widen_int8_tokens{kAmxWidenInt8Tokens};
