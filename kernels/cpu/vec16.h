@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -62,6 +63,9 @@ using VecLanes = Vec16;
 
 template <class V>
 inline constexpr int kLanesOf = static_cast<int>(sizeof(V) / sizeof(float));
+// 32-bit integer lanes as many as V's floats (Vec8 or Vec16).
+template <class V>
+using IntLanesOf = std::conditional_t<sizeof(V) == 32, Int8x, Int16x>;
 
 template <class V>
 inline __attribute__((always_inline)) V load_lanes(const float* p) {

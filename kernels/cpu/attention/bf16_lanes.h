@@ -48,7 +48,7 @@ struct Bf16KvLanes : Bf16Kv {
                        kGroup = LaneShape<V>::kGroup;
   static constexpr std::int64_t kSlice = LaneShape<V>::kSlice;
 
-  // As score_queries, one dimension pair of a tile (a row of 16 words) at a time: the odd
+  // As Fp32KvLanes::score, one dimension pair of a tile (a row of 16 words) at a time: the odd
   // dimension's products added before the even one's, as VDPBF16PS does. q is rounded to BF16.
   template <int NQ>
   __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,

@@ -16,11 +16,9 @@
 
 namespace tandem::kernels::attention_loop {
 
-// 32-bit integer lanes and bytes as many as V's floats (8 or 16).
+// Bytes as many as V's floats (8 or 16).
 typedef std::uint8_t Bytes8 __attribute__((vector_size(8)));
 typedef std::uint8_t Bytes16 __attribute__((vector_size(16)));
-template <class V>
-using IntLanesOf = std::conditional_t<sizeof(V) == 32, Int8x, Int16x>;
 template <class V>
 using ByteLanesOf = std::conditional_t<sizeof(V) == 32, Bytes8, Bytes16>;
 

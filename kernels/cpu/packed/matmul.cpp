@@ -50,10 +50,7 @@ inline int round_small(float v) {
 typedef std::int8_t Int8x8 __attribute__((vector_size(8)));
 typedef std::int8_t Int8x16 __attribute__((vector_size(16)));
 
-// The quantisation's vectors at the width V (Vec16 or Vec8): 32-bit integer lanes and bytes as
-// many.
-template <class V>
-using IntLanes = std::conditional_t<sizeof(V) == 32, Int8x, Int16x>;
+// The quantisation's bytes at the width V (Vec16 or Vec8).
 template <class V>
 using ByteLanes = std::conditional_t<sizeof(V) == 32, Int8x8, Int8x16>;
 
@@ -89,7 +86,7 @@ inline __attribute__((always_inline)) std::int32_t sum_lanes(Int8x v) {
 
 template <class V>
 inline __attribute__((always_inline)) V abs_lanes(V v) {
-  IntLanes<V> bits;
+  IntLanesOf<V> bits;
   std::memcpy(&bits, &v, sizeof(bits));
   bits &= 0x7FFFFFFF;
   std::memcpy(&v, &bits, sizeof(v));
@@ -677,7 +674,7 @@ inline __attribute__((always_inline)) void quantize_rows_lanes(const float* x, s
       const float inv = 1.0f / scale;
       std::int32_t sum = 0;
       if (cv > c0) {
-        using I = IntLanes<V>;
+        using I = IntLanesOf<V>;
         I sums{};
         for (std::int64_t c = c0; c < cv; c += L) {
           I v =
