@@ -1,6 +1,7 @@
-// Sixteen-float vectors in GCC's vector extension, for kernels compiled once per target with
-// target_clones: each clone lowers them to its own instructions (one AVX-512 register, two
-// AVX2 ones, or scalar code). Internal to kernels/cpu.
+// Float vectors in GCC's vector extension, of 16 lanes (one AVX-512 register) and of 8 (one
+// AVX2 register), and the means to compile a kernel at the width each instruction set holds in
+// registers: VecLanes for a file built for one instruction set, TANDEM_BY_WIDTH for a function
+// built in versions for several. Internal to kernels/cpu.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 
 namespace tandem::kernels {
 
-// 16 floats: one AVX-512 register, two AVX2 ones; the compiler lowers it for each target.
+// 16 floats: one AVX-512 register. Compiled for anything less, GCC keeps it in memory (below).
 typedef float Vec16 __attribute__((vector_size(64)));
 
 inline __attribute__((always_inline)) Vec16 load16(const float* p) {
