@@ -31,6 +31,23 @@ namespace {
                : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
                  "xmm10", "xmm11", "xmm14", "xmm15", "cc")
 
+// The same for AVX2's byte-product sequences: `body` is one chain's step, adding into register
+// i (0 to 11) from the zeros in ymm14 and ymm15, through ymm12 and ymm13 as scratch (which the
+// CPU renames apart from chain to chain, so the chains stay independent).
+#define TANDEM_SEQUENCE_PEAK_LOOP(body)                                                          \
+  asm volatile(                                                                                  \
+      "vpxor %%ymm14, %%ymm14, %%ymm14\n\tvpxor %%ymm15, %%ymm15, %%ymm15\n\t"                   \
+      "1:\n\t"                                                                                   \
+      ".irp i,0,1,2,3,4,5,6,7,8,9,10,11\n\t" body                                                \
+      ".endr\n\t"                                                                                \
+      "dec %0\n\t"                                                                               \
+      "jnz 1b\n\t"                                                                               \
+      "vzeroupper\n\t"                                                                           \
+      : "+r"(passes)                                                                             \
+      :                                                                                          \
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc")
+
 constexpr int kChains = 12;
 constexpr std::int64_t kPassesPerTask = 1 << 16;  // 786,432 instructions, about 0.2-0.5 ms
 
@@ -89,10 +106,22 @@ void run_passes(ProductInstruction instruction, std::int64_t passes) {
     case ProductInstruction::Bf16Tile:
       run_tile_passes(instruction, passes);
       return;
+    case ProductInstruction::Int8Maddubs256:
+      TANDEM_SEQUENCE_PEAK_LOOP(
+          "vpsignb %%ymm15, %%ymm14, %%ymm13\n\tvpmaddubsw %%ymm13, %%ymm14, %%ymm13\n\t"
+          "vpmaddwd %%ymm15, %%ymm13, %%ymm13\n\tvpaddd %%ymm13, %%ymm\\i, %%ymm\\i\n\t");
+      return;
+    case ProductInstruction::NibbleMaddubs256:
+      TANDEM_SEQUENCE_PEAK_LOOP(
+          "vpmaddubsw %%ymm15, %%ymm14, %%ymm13\n\tvpmaddubsw %%ymm14, %%ymm15, %%ymm12\n\t"
+          "vpaddw %%ymm12, %%ymm13, %%ymm13\n\tvpmaddwd %%ymm14, %%ymm13, %%ymm13\n\t"
+          "vpaddd %%ymm13, %%ymm\\i, %%ymm\\i\n\t");
+      return;
   }
 }
 
 #undef TANDEM_PEAK_LOOP
+#undef TANDEM_SEQUENCE_PEAK_LOOP
 
 // Per instruction, in the enum's order: its name in reports, its multiply-adds, how many of
 // it a pass of the probe's loop runs and the passes of a task (a pass of four tile products
@@ -112,9 +141,12 @@ constexpr InstructionInfo kInstructions[] = {
     {"VDPBF16PS zmm", 32, kChains, kPassesPerTask},         // Bf16Dot512
     {"TDPBSUD", 16 * 16 * 64, kTileChains, kTilePasses},    // Int8Tile
     {"TDPBF16PS", 16 * 16 * 32, kTileChains, kTilePasses},  // Bf16Tile
+    // A pass of twelve sequences of four or five instructions: a quarter of the passes.
+    {"VPSIGNB+VPMADDUBSW+VPMADDWD ymm", 32, kChains, kPassesPerTask / 4},  // Int8Maddubs256
+    {"2 VPMADDUBSW+VPMADDWD ymm", 64, kChains, kPassesPerTask / 4},        // NibbleMaddubs256
 };
 static_assert(std::size(kInstructions) ==
-              static_cast<std::size_t>(ProductInstruction::Bf16Tile) + 1);
+              static_cast<std::size_t>(ProductInstruction::NibbleMaddubs256) + 1);
 
 bool avx512_base(const IsaFeatures& u) {
   return u.avx512f && u.avx512bw && u.avx512vl && u.avx512dq;
@@ -146,6 +178,9 @@ bool product_instruction_usable(ProductInstruction instruction, const IsaFeature
       return usable.amx_tile && usable.amx_int8;
     case ProductInstruction::Bf16Tile:
       return usable.amx_tile && usable.amx_bf16;
+    case ProductInstruction::Int8Maddubs256:
+    case ProductInstruction::NibbleMaddubs256:
+      return usable.avx2;
   }
   return false;
 }
@@ -174,7 +209,8 @@ std::optional<ProductInstruction> packed_product_instruction(PackedFormat format
     case CpuVariant::Avx2:
       if (bf16) return ProductInstruction::Fma256;
       if (usable.avx_vnni) return ProductInstruction::Int8Dot256;
-      return std::nullopt;
+      return format == PackedFormat::Int8 ? ProductInstruction::Int8Maddubs256
+                                          : ProductInstruction::NibbleMaddubs256;
   }
   return std::nullopt;
 }

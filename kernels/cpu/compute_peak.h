@@ -14,7 +14,8 @@
 
 namespace tandem::kernels {
 
-// The instructions our kernels multiply with.
+// The instructions our kernels multiply with, or on AVX2 without VNNI the short sequence
+// that adds byte products into 32-bit sums (the kernels' inner step, counted as one).
 enum class ProductInstruction {
   Fma256,      // VFMADD231PS ymm (AVX2 and FMA): 8 fp32 multiply-adds
   Fma512,      // VFMADD231PS zmm (AVX-512): 16
@@ -23,6 +24,12 @@ enum class ProductInstruction {
   Bf16Dot512,  // VDPBF16PS zmm (AVX512-BF16): 32 BF16 pairs
   Int8Tile,    // TDPBSUD (AMX-INT8), 16 x 64 by 64 x 16 bytes: 16384
   Bf16Tile,    // TDPBF16PS (AMX-BF16), 16 x 32 by 32 x 16 BF16 values: 8192
+  // AVX2 INT8: VPSIGNB (the activations take the weights' signs), VPMADDUBSW (|w| by them,
+  // pairs into 16 bits), VPMADDWD (by ones, into 32), VPADDD: 32 byte products.
+  Int8Maddubs256,
+  // AVX2 INT4 and MXFP4: two VPMADDUBSW (unsigned nibbles or table bytes by activations),
+  // VPADDW, VPMADDWD, VPADDD: 64.
+  NibbleMaddubs256,
 };
 
 std::string_view product_instruction_name(ProductInstruction instruction);  // "VPDPBUSD zmm"
@@ -30,8 +37,7 @@ int multiply_adds_per_instruction(ProductInstruction instruction);
 bool product_instruction_usable(ProductInstruction instruction, const IsaFeatures& usable);
 
 // The instruction that carries the packed kernels' products of `tokens` tokens on `format` in
-// `variant`; none where no single one does: the scalar variant, and INT8 and INT4 on AVX2
-// without AVX-VNNI (VPMADDUBSW then VPMADDWD). AMX's tiles (TDPBF16PS) take BF16 from
+// `variant`; none for the scalar variant. AMX's tiles (TDPBF16PS) take BF16 from
 // kAmxMinTokens tokens and INT8 and INT4 widened from amx_widen_tokens; the rest goes through
 // its AVX-512 kernels (a tile product's tokens past the last whole tile of 16 are counted at
 // the tiles' rate too).

@@ -576,17 +576,17 @@ class TestCli : public QObject {
     const auto doc = nlohmann::json::parse(r.out.toStdString());
     const auto& ceiling = doc["prompt_ceiling"];
     QVERIFY2(ceiling.is_object(), qPrintable(r.out));
-    // On AVX2 without AVX-VNNI the demo model's INT8 products have no single instruction
-    // (VPMADDUBSW then VPMADDWD): the ceiling is said not to be given, not guessed.
+    // The scalar kernels (a CPU without AVX2) have no instruction to bound a prompt with:
+    // the ceiling is said not to be given, not guessed.
     const kernels::IsaFeatures& usable = kernels::detect_isa().usable;
     if (!kernels::packed_product_instruction(kernels::PackedFormat::Int8,
                                              kernels::best_variant(usable), usable, 8)) {
       QCOMPARE(ceiling["uncounted"].get<std::string>(),
-               std::string("the avx2 kernels have no single product instruction to bound them"));
+               std::string("the scalar kernels have no single product instruction to bound them"));
       QCOMPARE(ceiling["tokens_per_s"].get<double>(), 0.0);
       QSKIP(
-          "this CPU lacks AVX-VNNI and AVX-512, so INT8 products have no single instruction "
-          "to bound a prompt with; the ceiling's sums are checked on CPUs that have one");
+          "this CPU lacks AVX2, so its INT8 products have no instruction to bound a prompt "
+          "with; the ceiling's sums are checked on CPUs that have one");
     }
     QCOMPARE(ceiling["uncounted"].get<std::string>(), std::string());
     const double hidden = 256, heads = 4, kv_heads = 2, head_dim = 64, experts = 2, moe = 320;

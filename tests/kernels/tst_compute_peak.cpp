@@ -14,9 +14,11 @@ using namespace tandem::kernels;
 namespace {
 
 constexpr ProductInstruction kAll[] = {
-    ProductInstruction::Fma256,     ProductInstruction::Fma512,     ProductInstruction::Int8Dot256,
-    ProductInstruction::Int8Dot512, ProductInstruction::Bf16Dot512, ProductInstruction::Int8Tile,
-    ProductInstruction::Bf16Tile};
+    ProductInstruction::Fma256,          ProductInstruction::Fma512,
+    ProductInstruction::Int8Dot256,      ProductInstruction::Int8Dot512,
+    ProductInstruction::Bf16Dot512,      ProductInstruction::Int8Tile,
+    ProductInstruction::Bf16Tile,        ProductInstruction::Int8Maddubs256,
+    ProductInstruction::NibbleMaddubs256};
 
 IsaFeatures avx512_features(bool bf16) {
   IsaFeatures f;
@@ -41,6 +43,9 @@ class TestComputePeak : public QObject {
     // A tile product: 16 rows by 16 columns, each a sum over a 64-byte row of pairs or quads.
     QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Int8Tile), 16 * 16 * 64);
     QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Bf16Tile), 16 * 16 * 32);
+    // AVX2's sequences: one VPMADDUBSW of 32 byte pairs (INT8), or two (INT4 and MXFP4).
+    QCOMPARE(multiply_adds_per_instruction(ProductInstruction::Int8Maddubs256), 256 / 8);
+    QCOMPARE(multiply_adds_per_instruction(ProductInstruction::NibbleMaddubs256), 2 * 256 / 8);
   }
 
   void packedKernelsInstructions() {
@@ -70,8 +75,10 @@ class TestComputePeak : public QObject {
                std::optional(ProductInstruction::Int8Dot512));
       QCOMPARE(packed_product_instruction(f, CpuVariant::Amx, zen4, 512), std::nullopt);
       QCOMPARE(packed_product_instruction(f, CpuVariant::Scalar, zen4, 512), std::nullopt);
-      // AVX2 without AVX-VNNI multiplies in two steps (VPMADDUBSW, VPMADDWD): no one peak.
-      QCOMPARE(packed_product_instruction(f, CpuVariant::Avx2, zen4, 512), std::nullopt);
+      // AVX2 without AVX-VNNI (AVX-512 VNNI is not AVX-VNNI): VPMADDUBSW's sequences.
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Avx2, zen4, 512),
+               std::optional(f == PackedFormat::Int8 ? ProductInstruction::Int8Maddubs256
+                                                     : ProductInstruction::NibbleMaddubs256));
     }
     QCOMPARE(packed_product_instruction(PackedFormat::Bf16, CpuVariant::Avx512, zen4, 512),
              std::optional(ProductInstruction::Bf16Dot512));
@@ -81,8 +88,10 @@ class TestComputePeak : public QObject {
              std::optional(ProductInstruction::Fma256));
     IsaFeatures alder_lake;
     alder_lake.avx = alder_lake.avx2 = alder_lake.fma = alder_lake.avx_vnni = true;
-    QCOMPARE(packed_product_instruction(PackedFormat::Int8, CpuVariant::Avx2, alder_lake, 512),
-             std::optional(ProductInstruction::Int8Dot256));
+    for (PackedFormat f : {PackedFormat::Int8, PackedFormat::Int4, PackedFormat::Mxfp4}) {
+      QCOMPARE(packed_product_instruction(f, CpuVariant::Avx2, alder_lake, 512),
+               std::optional(ProductInstruction::Int8Dot256));
+    }
     QCOMPARE(widest_fma(zen4), std::optional(ProductInstruction::Fma512));
     QCOMPARE(widest_fma(alder_lake), std::optional(ProductInstruction::Fma256));
     QCOMPARE(widest_fma(IsaFeatures{}), std::nullopt);
@@ -131,6 +140,13 @@ class TestComputePeak : public QObject {
                                                         i != ProductInstruction::Int8Tile &&
                                                         i != ProductInstruction::Bf16Tile);
       QVERIFY(!product_instruction_usable(i, IsaFeatures{}));
+    }
+    IsaFeatures haswell;
+    haswell.avx = haswell.avx2 = haswell.fma = true;
+    for (ProductInstruction i : kAll) {
+      QCOMPARE(product_instruction_usable(i, haswell),
+               i == ProductInstruction::Fma256 || i == ProductInstruction::Int8Maddubs256 ||
+                   i == ProductInstruction::NibbleMaddubs256);
     }
   }
 
