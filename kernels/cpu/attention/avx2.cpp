@@ -1,8 +1,8 @@
 // The Avx2 attention variant: the fp32 multiply-adds of the fp32 cache (attention/fp32_lanes.h),
 // the BF16 one (attention/bf16_lanes.h) and the 8-bit one (attention/int8_lanes.h) in 8-float
 // vectors, with the softmax and the
-// passes of loop.h at the same width. Compiled for AVX2 with FMA; run only where
-// attention_variant_supported says so.
+// passes of loop.h at the same width; prompts without fetching ahead (loop.h says why). Compiled
+// for AVX2 with FMA; run only where attention_variant_supported says so.
 #include "kernels/cpu/baseline_std.h"  // first: see there
 
 #include "kernels/cpu/attention/bf16_lanes.h"
@@ -25,7 +25,7 @@ void attend_bf16_avx2(const float* q, std::int64_t nq, const Bf16Kv& kv, std::in
 void attend_prompt_bf16_avx2(const float* q, std::int64_t nq, std::int64_t tokens, const Bf16Kv& kv,
                              std::int64_t pos0, std::int64_t window, float scale,
                              const float* sinks, float* out, std::int64_t out_stride) {
-  const Bf16KvLanes<Vec8> k{kv};
+  const Bf16KvLanes<Vec8, /*Fetch=*/false> k{kv};  // a prompt's blocks are in the caches
   attend_prompt_blocks(k, q, nq * kv.key_dim, nq, tokens, pos0, window, scale, sinks, out,
                        out_stride);
 }
@@ -41,7 +41,7 @@ void attend_prompt_int8_avx2(const Int8Queries& queries, const float* q, std::in
                              std::int64_t nq, std::int64_t tokens, const Int8Kv& kv,
                              std::int64_t pos0, std::int64_t window, float scale,
                              const float* sinks, float* out, std::int64_t out_stride) {
-  const Int8KvLanes<Vec8> k{kv, {}, &queries};
+  const Int8KvLanes<Vec8, /*Fetch=*/false> k{kv, {}, &queries};
   attend_prompt_rows(k, q, q_stride, nq, tokens, pos0, window, scale, sinks, out, out_stride);
 }
 
@@ -58,7 +58,7 @@ void attend_prompt_fp32_avx2(const float* q, std::int64_t q_stride, std::int64_t
                              const float* values, std::int64_t value_stride, std::int64_t value_dim,
                              std::int64_t pos0, std::int64_t window, float scale,
                              const float* sinks, float* out, std::int64_t out_stride) {
-  const Fp32KvLanes<Vec8> kv{keys, key_dim, values, value_stride, value_dim};
+  const Fp32KvLanes<Vec8, /*Fetch=*/false> kv{keys, key_dim, values, value_stride, value_dim};
   attend_prompt_blocks(kv, q, q_stride, nq, tokens, pos0, window, scale, sinks, out, out_stride);
 }
 

@@ -42,7 +42,7 @@ inline __attribute__((always_inline)) void split_pairs(const std::uint16_t* p, V
   std::memcpy(&odd, &hi, sizeof(odd));
 }
 
-template <class V>
+template <class V, bool Fetch = true>
 struct Bf16KvLanes : Bf16Kv {
   static constexpr int kLanes = LaneShape<V>::kLanes, kPerTile = LaneShape<V>::kPerTile,
                        kGroup = LaneShape<V>::kGroup;
@@ -54,7 +54,8 @@ struct Bf16KvLanes : Bf16Kv {
   __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
                                             float scale, float* scores, std::int64_t stride) const {
     in_passes<NQ, kGroup>([&](auto i0, auto n) __attribute__((always_inline)) {
-      score_group<n, i0 == 0>(q + i0 * key_dim, begin, end, scale, scores + i0 * stride, stride);
+      score_group<n, Fetch && i0 == 0>(q + i0 * key_dim, begin, end, scale, scores + i0 * stride,
+                                       stride);
     });
   }
 
@@ -144,7 +145,7 @@ struct Bf16KvLanes : Bf16Kv {
     }
     for (std::int64_t j = j0; j < j1; ++j) {
       const std::uint16_t* row = values + j * 2 * value_row;
-      if constexpr (I0 == 0)
+      if constexpr (Fetch && I0 == 0)
         fetch_row_share(row + kBf16PairChunk * 2 * value_row, 4 * dim, d0 / kSlice, dim / kSlice);
       V e0, o0, e1, o1;
       split_pairs(row + 2 * d0, e0, o0);

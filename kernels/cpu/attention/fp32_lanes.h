@@ -22,7 +22,7 @@ inline constexpr std::int64_t kFp32ValueChunk = 64;
 // went from 48-50 to 85-89 GFLOP/s on two Zen 5 threads.
 inline constexpr std::int64_t kFp32KeyTilesAhead = 2;
 
-template <class V>
+template <class V, bool Fetch = true>
 struct Fp32KvLanes {
   const float* keys;
   std::int64_t key_dim;
@@ -44,7 +44,8 @@ struct Fp32KvLanes {
   __attribute__((always_inline)) void score(const float* q, std::int64_t begin, std::int64_t end,
                                             float scale, float* scores, std::int64_t stride) const {
     in_passes<NQ, kGroup>([&](auto i0, auto n) __attribute__((always_inline)) {
-      score_group<n, i0 == 0>(q + i0 * key_dim, begin, end, scale, scores + i0 * stride, stride);
+      score_group<n, Fetch && i0 == 0>(q + i0 * key_dim, begin, end, scale, scores + i0 * stride,
+                                       stride);
     });
   }
 
@@ -149,7 +150,7 @@ struct Fp32KvLanes {
       a1[i] = first ? V{} : load_lanes<V>(o + kLanes);
     }
     for (std::int64_t s = s0; s < s1; ++s) {
-      if constexpr (I0 == 0)
+      if constexpr (Fetch && I0 == 0)
         fetch_row_share(v + (s + kFp32ValueChunk) * value_stride, 4 * dim, d0 / kSlice,
                         dim / kSlice);
       const V v0 = load_lanes<V>(v + s * value_stride + d0);

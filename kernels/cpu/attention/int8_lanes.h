@@ -97,8 +97,8 @@ inline __attribute__((always_inline)) void chunk_weights(
   }
 }
 
-template <class V>
-struct Int8KvLanes : Int8Kv, WeighIntoRows<Int8KvLanes<V>> {
+template <class V, bool Fetch = true>
+struct Int8KvLanes : Int8Kv, WeighIntoRows<Int8KvLanes<V, Fetch>> {
   const Int8Queries* queries;
 
   static constexpr int kLanes = LaneShape<V>::kLanes, kPerTile = LaneShape<V>::kPerTile,
@@ -111,7 +111,7 @@ struct Int8KvLanes : Int8Kv, WeighIntoRows<Int8KvLanes<V>> {
                                             float scale, float* scores, std::int64_t stride) const {
     const std::int64_t r0 = queries->row(q);
     in_passes<NQ, kGroup>([&](auto i0, auto n) __attribute__((always_inline)) {
-      score_group<n, i0 == 0>(r0 + i0, begin, end, scale, scores + i0 * stride, stride);
+      score_group<n, Fetch && i0 == 0>(r0 + i0, begin, end, scale, scores + i0 * stride, stride);
     });
   }
 
@@ -135,7 +135,7 @@ struct Int8KvLanes : Int8Kv, WeighIntoRows<Int8KvLanes<V>> {
       const std::int8_t* next = values + int8_value_index(c0 + kChunk, 0, dim);
       for (std::int64_t g = 0; g < groups; ++g) {
         // The next chunk, a share of it in each group's pass over this one.
-        fetch_row_share(next, kChunk * dim, g, groups);
+        if constexpr (Fetch) fetch_row_share(next, kChunk * dim, g, groups);
         // Each weight byte times its chunk's factor, w[i][k] f[i], once a scale group.
         if (g % per_scale == 0) {
           const std::int64_t vg = g / per_scale;

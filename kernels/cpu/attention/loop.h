@@ -34,6 +34,15 @@ inline constexpr std::int64_t kBf16KeyTilesAhead = 4;
 // BF16 kernels' four tiles of twice the bytes (4 and 16 measured within the noise of 8).
 inline constexpr std::int64_t kInt8KeyTilesAhead = 8;
 
+// The lane kernels (bf16_lanes.h, fp32_lanes.h, int8_lanes.h) take `Fetch`: whether they
+// fetch ahead as above. A decoded token needs it, its long cache coming from memory (a token
+// after 8192 or 32768 positions lost 10-25% without it on Zen 3); a prompt's blocks do not,
+// since every token after the first that sees a block finds it in the caches, so the Avx2
+// prompt kernels leave it out. Measured on Zen 3, one thread, 8 query heads over one KV head
+// of 128, old and new alternated: fp32 at 2048 tokens 61-62 -> 67-69 GFLOP/s, BF16 62-63 ->
+// 62-66; `tandem bench --attention -t 2 --tokens 512,2048 -d 0,8192`: BF16 91-125 -> 92-138,
+// the 8-bit cache 58-84 -> 68-85.
+
 // Pass `pass` of `passes` over a chunk's value rows fetches its share of the lines of the
 // row `next` (the same row of the next chunk; `bytes` of it are read).
 inline __attribute__((always_inline)) void fetch_row_share(const void* next, std::int64_t bytes,
