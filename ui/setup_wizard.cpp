@@ -176,12 +176,22 @@ QString plain_name(const std::string& name) {
 }
 
 std::optional<plan::WeightFormat> format_from(const QString& name) {
-  if (name == QLatin1String("int8")) return plan::WeightFormat::Int8;
+  // Rotated INT8 takes INT8's memory; the rotation is the loader's business, not the plan's.
+  if (name == QLatin1String("int8") || name == QLatin1String("int8-rotated"))
+    return plan::WeightFormat::Int8;
   if (name == QLatin1String("int4")) return plan::WeightFormat::Int4;
   if (name == QLatin1String("int4-down8")) return plan::WeightFormat::Int4Down8;
   if (name == QLatin1String("bf16")) return plan::WeightFormat::Bf16;
   if (name == QLatin1String("mxfp4")) return plan::WeightFormat::Mxfp4;
   return std::nullopt;  // "native" or none: the plan's own choice
+}
+
+// A CPU format the format box names (its data), as the pages write it: "INT8 rotated" for
+// the one the plan does not tell from INT8, the plan's title for the others.
+QString choice_title(const QString& name) {
+  if (name == QLatin1String("int8-rotated")) return SetupWizard::tr("INT8 rotated");
+  const std::optional<plan::WeightFormat> f = format_from(name);
+  return f ? format_title(*f) : name.toUpper();
 }
 
 QString catalog_folder(const plan::CatalogEntry& e) {
@@ -828,6 +838,9 @@ class ConversionPage : public QWizardPage {
     auto* form = new QFormLayout(this);
     method_ = new QComboBox(this);
     method_->addItem(tr("INT8: near-lossless, fast"), QStringLiteral("int8"));
+    method_->addItem(tr("INT8 rotated: the same size, prompts up to twice as fast with AMX, about "
+                        "as exact"),
+                     QStringLiteral("int8-rotated"));
     method_->addItem(tr("INT4: about 60% of the memory of INT8, slightly less accurate"),
                      QStringLiteral("int4"));
     method_->addItem(tr("BF16: full precision, twice the memory"), QStringLiteral("bf16"));
@@ -902,17 +915,15 @@ class ConversionPage : public QWizardPage {
     for (const plan::Parameter& x : wizard_->plan().parameters)
       if (x.name == "kt-method") why = q(x.reason);
     const QString chosen = method_->currentData().toString();
-    const auto title = [](const QString& name) {
-      const std::optional<plan::WeightFormat> f = format_from(name);
-      return f ? format_title(*f) : name.toUpper();
-    };
-    QString text = tr("Recommended for this computer and model: %1.").arg(title(recommended_));
+    QString text =
+        tr("Recommended for this computer and model: %1.").arg(choice_title(recommended_));
     if (chosen == recommended_) {
       text += QLatin1Char(' ') + tr("Kernels: %1.").arg(why);
     } else {
       text += QLatin1Char(' ') +
               tr("You chose %1 instead; the settings and memory plan that follow are for it.")
-                  .arg(chosen == QLatin1String("native") ? tr("the stored format") : title(chosen));
+                  .arg(chosen == QLatin1String("native") ? tr("the stored format")
+                                                         : choice_title(chosen));
     }
     reason_->setText(text);
   }
@@ -1110,8 +1121,10 @@ class FinishPage : public QWizardPage {
     QString method;
     for (const plan::Parameter& x : p.parameters)
       if (x.name == "kt-method") method = q(x.value);
-    const QString format =
-        c.cpu_format == QLatin1String("native") ? tr("the stored") : format_title(p.cpu_format);
+    const QString format = c.cpu_format == QLatin1String("native") ? tr("the stored")
+                           : c.cpu_format == QLatin1String("int8-rotated")
+                               ? choice_title(c.cpu_format)
+                               : format_title(p.cpu_format);
     QString gpu = tr("everything on the CPU");
     if (p.uses_gpu) {
       gpu = tr("attention and %1 experts per layer on %2")

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/gguf/set.h"
+#include "engine/model/loaded_model.h"
 #include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
 #include "engine/plan/model_lookup.h"
@@ -325,6 +326,47 @@ class TestSetupWizard : public QObject {
     QString summary;
     for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) summary += l->text();
     QVERIFY2(summary.contains(QLatin1String("INT4 (8-bit downs) weights")), qPrintable(summary));
+  }
+
+  // Rotated INT8 is offered beside INT8: the plan takes it as INT8's memory, the pages and the
+  // saved choice by its own name, and the model loads in it.
+  void int8RotatedIsOffered() {
+    SetupWizard w(recorded("xeon-2s-amx-24gb"), nullptr);
+    w.show();
+    w.next();
+    w.next();
+    w.next();  // the demo
+    QCOMPARE(w.currentId(), int(SetupWizard::Conversion));
+    auto* box = w.currentPage()->findChild<QComboBox*>();
+    const int rotated = box->findData(QStringLiteral("int8-rotated"));
+    QCOMPARE(rotated, box->findData(QStringLiteral("int8")) + 1);
+    QVERIFY2(box->itemText(rotated).contains(QLatin1String("AMX")),
+             qPrintable(box->itemText(rotated)));
+    box->setCurrentIndex(rotated);
+    QString text;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) text += l->text() + "\n";
+    QVERIFY2(text.contains(QLatin1String("You chose INT8 rotated instead")), qPrintable(text));
+    QCOMPARE(w.plan().cpu_format, tandem::plan::WeightFormat::Int8);
+    QCOMPARE(w.choices().cpu_format, QStringLiteral("int8-rotated"));
+    tandem::model::CpuFormat loaded{};
+    QVERIFY(tandem::model::parse_cpu_format(w.choices().cpu_format.toStdString(), loaded));
+    QCOMPARE(loaded, tandem::model::CpuFormat::Int8Rotated);
+    w.next();
+    w.next();
+    QCOMPARE(w.currentId(), int(SetupWizard::Finish));
+    QString summary;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) summary += l->text();
+    QVERIFY2(summary.contains(QLatin1String("INT8 rotated weights")), qPrintable(summary));
+    if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR")) {
+      w.back();
+      w.back();
+      for (const QSize size : {QSize(1024, 640), QSize(1600, 1000)}) {
+        w.resize(size);
+        w.grab().save(
+            qEnvironmentVariable("TANDEM_SCREENSHOT_DIR") +
+            QStringLiteral("/wizard-int8-rotated-%1x%2.png").arg(size.width()).arg(size.height()));
+      }
+    }
   }
 
   // A catalog model whose files are not here yet: the last page says it loads once they are,
