@@ -11,42 +11,35 @@
 namespace tandem::kernels {
 namespace {
 
-// Zeroes the operands (zeros keep the floating-point units off any slow path), then runs
-// `passes` passes of the loop, in which each of twelve registers takes the instruction once,
-// independent of the others (twelve chains cover a latency of up to six cycles at two a
-// cycle). Only registers 0 to 15 are named, so the file needs no AVX-512 compiler flags; the
-// assembler takes every instruction whatever the flags.
-#define TANDEM_PEAK_LOOP(zero, op, r)                                                            \
-  asm volatile(zero " %%" r "14, %%" r "14, %%" r "14\n\t" zero " %%" r "15, %%" r "15, %%" r    \
-                    "15\n\t"                                                                     \
-                    "1:\n\t"                                                                     \
-                    ".irp i,0,1,2,3,4,5,6,7,8,9,10,11\n\t" op " %%" r "14, %%" r "15, %%" r      \
-                    "\\i\n\t"                                                                    \
-                    ".endr\n\t"                                                                  \
-                    "dec %0\n\t"                                                                 \
-                    "jnz 1b\n\t"                                                                 \
-                    "vzeroupper\n\t"                                                             \
+// Zeroes the operands (zeros keep the floating-point units off any slow path) with `zero`,
+// then runs `passes` passes of the loop, in which each of twelve registers takes one `step`
+// (`i` its number in the step), independent of the others (twelve chains cover a latency of
+// up to six cycles at two a cycle). Only registers 0 to 15 are named, so the file needs no
+// AVX-512 compiler flags; the assembler takes every instruction whatever the flags.
+#define TANDEM_CHAINS_LOOP(zero, step)                                                           \
+  asm volatile(zero                                                                              \
+               "1:\n\t"                                                                          \
+               ".irp i,0,1,2,3,4,5,6,7,8,9,10,11\n\t" step                                       \
+               ".endr\n\t"                                                                       \
+               "dec %0\n\t"                                                                      \
+               "jnz 1b\n\t"                                                                      \
+               "vzeroupper\n\t"                                                                  \
                : "+r"(passes)                                                                    \
                :                                                                                 \
                : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
-                 "xmm10", "xmm11", "xmm14", "xmm15", "cc")
+                 "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc")
 
-// The same for AVX2's byte-product sequences: `body` is one chain's step, adding into register
-// i (0 to 11) from the zeros in ymm14 and ymm15, through ymm12 and ymm13 as scratch (which the
-// CPU renames apart from chain to chain, so the chains stay independent).
-#define TANDEM_SEQUENCE_PEAK_LOOP(body)                                                          \
-  asm volatile(                                                                                  \
-      "vpxor %%ymm14, %%ymm14, %%ymm14\n\tvpxor %%ymm15, %%ymm15, %%ymm15\n\t"                   \
-      "1:\n\t"                                                                                   \
-      ".irp i,0,1,2,3,4,5,6,7,8,9,10,11\n\t" body                                                \
-      ".endr\n\t"                                                                                \
-      "dec %0\n\t"                                                                               \
-      "jnz 1b\n\t"                                                                               \
-      "vzeroupper\n\t"                                                                           \
-      : "+r"(passes)                                                                             \
-      :                                                                                          \
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
-        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc")
+// One instruction a chain: register i += (register 14 op register 15), in registers r.
+#define TANDEM_PEAK_LOOP(zero, op, r)                                                    \
+  TANDEM_CHAINS_LOOP(zero " %%" r "14, %%" r "14, %%" r "14\n\t" zero " %%" r "15, %%" r \
+                          "15, %%" r "15\n\t",                                           \
+                     op " %%" r "14, %%" r "15, %%" r "\\i\n\t")
+
+// AVX2's byte-product sequences: `body` is one chain's step, adding into register i from the
+// zeros in ymm14 and ymm15, through ymm12 and ymm13 as scratch (which the CPU renames apart
+// from chain to chain, so the chains stay independent).
+#define TANDEM_SEQUENCE_PEAK_LOOP(body) \
+  TANDEM_CHAINS_LOOP("vpxor %%ymm14, %%ymm14, %%ymm14\n\tvpxor %%ymm15, %%ymm15, %%ymm15\n\t", body)
 
 constexpr int kChains = 12;
 constexpr std::int64_t kPassesPerTask = 1 << 16;  // 786,432 instructions, about 0.2-0.5 ms
@@ -122,6 +115,7 @@ void run_passes(ProductInstruction instruction, std::int64_t passes) {
 
 #undef TANDEM_PEAK_LOOP
 #undef TANDEM_SEQUENCE_PEAK_LOOP
+#undef TANDEM_CHAINS_LOOP
 
 // Per instruction, in the enum's order: its name in reports, its multiply-adds, how many of
 // it a pass of the probe's loop runs and the passes of a task (a pass of four tile products
