@@ -1,8 +1,8 @@
 // The Avx2 attention variant: the fp32 multiply-adds of the fp32 cache (attention/fp32_lanes.h),
 // the BF16 one (attention/bf16_lanes.h) and the 8-bit one (attention/int8_lanes.h) in 8-float
-// vectors, with the softmax and the
-// passes of loop.h at the same width; prompts without fetching ahead (loop.h says why). Compiled
-// for AVX2 with FMA; run only where attention_variant_supported says so.
+// vectors, with the softmax and the passes of loop.h at the same width; prompts without fetching
+// ahead (loop.h says why). Compiled for AVX2 with FMA; run only where
+// attention_variant_supported says so.
 #include "kernels/cpu/baseline_std.h"  // first: see there
 
 #include "kernels/cpu/attention/bf16_lanes.h"
