@@ -731,6 +731,7 @@ int run_bench(const BenchCommandOptions& o) {
           {"mean", r.decode.mean()},
           {"stddev", r.decode.stddev()}}},
         {"cache_bytes_per_token", r.cache_bytes_per_token},
+        {"decode_read_bandwidth_bytes_per_s", r.decode_bandwidth_bytes_per_s},
         {"decode_roofline_tokens_per_s", r.roofline_tokens_per_s()},
         {"decode_roofline_fraction", r.roofline_fraction()},
         {"prompt_ceiling", prompt_ceiling_json(r)},
@@ -809,6 +810,15 @@ int run_bench(const BenchCommandOptions& o) {
           ? fmt::format("; KV cache read per token: {:.1f} MB",
                         static_cast<double>(last.cache_bytes_per_token) / 1e6)
           : std::string());
+  // The read rates the decode runs were held against, one measured after each.
+  const auto rates_beside = [](const measure::BenchResult& r) {
+    const std::vector<double>& rates = r.decode_bandwidth_bytes_per_s;
+    if (rates.empty()) return std::string();
+    const auto [low, high] = std::minmax_element(rates.begin(), rates.end());
+    return *low == *high ? fmt::format("the memory read {:.1f} GB/s after its run", *low / 1e9)
+                         : fmt::format("the memory read {:.1f}-{:.1f} GB/s after its runs",
+                                       *low / 1e9, *high / 1e9);
+  };
   // Each decode test held against the roofline (with several tests, named, and the cache its
   // depth reads); without a decode test there is nothing to hold against it.
   bool decoded = false;
@@ -817,18 +827,17 @@ int run_bench(const BenchCommandOptions& o) {
     const measure::BenchResult& r = results[i];
     if (t.decode == 0) continue;
     decoded = true;
-    if (tests.size() == 1) {
-      std::cout << fmt::format("decode roofline: {:.1f} tokens/s; achieved {:.0f}% of it\n",
-                               r.roofline_tokens_per_s(), 100.0 * r.roofline_fraction());
-    } else {
-      std::cout << fmt::format("decode roofline, {}: {:.1f} tokens/s{}; achieved {:.0f}% of it\n",
-                               test_name("tg", t.decode, t.depth), r.roofline_tokens_per_s(),
-                               r.cache_bytes_per_token > 0
-                                   ? fmt::format(" (KV cache read per token: {:.1f} MB)",
-                                                 static_cast<double>(r.cache_bytes_per_token) / 1e6)
-                                   : std::string(),
-                               100.0 * r.roofline_fraction());
-    }
+    std::string notes;
+    if (tests.size() > 1 && r.cache_bytes_per_token > 0)
+      notes = fmt::format("KV cache read per token: {:.1f} MB",
+                          static_cast<double>(r.cache_bytes_per_token) / 1e6);
+    if (const std::string rates = rates_beside(r); !rates.empty())
+      notes += (notes.empty() ? "" : "; ") + rates;
+    std::cout << fmt::format(
+        "decode roofline{}: {:.1f} tokens/s{}; achieved {:.0f}% of it\n",
+        tests.size() == 1 ? std::string() : ", " + test_name("tg", t.decode, t.depth),
+        r.roofline_tokens_per_s(), notes.empty() ? std::string() : " (" + notes + ")",
+        100.0 * r.roofline_fraction());
   }
   if (!decoded) {
     std::cout << fmt::format("decode roofline: {:.1f} tokens/s (no decode measured)\n",

@@ -36,9 +36,11 @@ double Measurement::stddev() const {
 }
 
 double BenchResult::roofline_tokens_per_s() const {
+  const double bandwidth = decode_bandwidth_bytes_per_s.empty()
+                               ? read_bandwidth_bytes_per_s
+                               : sample_mean(decode_bandwidth_bytes_per_s);
   return active_bytes_per_token > 0
-             ? read_bandwidth_bytes_per_s /
-                   static_cast<double>(active_bytes_per_token + cache_bytes_per_token)
+             ? bandwidth / static_cast<double>(active_bytes_per_token + cache_bytes_per_token)
              : 0.0;
 }
 
@@ -66,6 +68,14 @@ std::uint64_t cache_bytes_per_decode_token(const model::LoadedModel& model, std:
 }
 
 double BenchResult::roofline_fraction() const {
+  const std::vector<double>& rates = decode_bandwidth_bytes_per_s;
+  if (!rates.empty() && rates.size() == decode.tokens_per_s.size() && active_bytes_per_token > 0) {
+    const auto bytes = static_cast<double>(active_bytes_per_token + cache_bytes_per_token);
+    std::vector<double> shares;
+    for (std::size_t r = 0; r < rates.size(); ++r)
+      shares.push_back(rates[r] > 0 ? decode.tokens_per_s[r] * bytes / rates[r] : 0.0);
+    return sample_mean(shares);
+  }
   const double roof = roofline_tokens_per_s();
   return roof > 0 ? decode.mean() / roof : 0.0;
 }
@@ -166,6 +176,9 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
     return context;
   };
   const Metrics& metrics = *runner.metrics();
+  // A buffer far larger than the caches (1 GiB), for the read rate beside each decode run
+  // and after the runs.
+  const kernels::ReadBandwidthProbe bandwidth(1ull << 30);
   MetricsSnapshot prompt_sum, decode_sum;
   // Run -1 is the warm-up: measured the same way, not recorded.
   for (int r = o.warmup ? -1 : 0; r < o.repetitions; ++r) {
@@ -207,6 +220,9 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
       if (counted) {
         result.decode.tokens_per_s.push_back(static_cast<double>(o.decode_tokens) / s);
         accumulate(decode_sum, before, metrics.snapshot());
+        // Not inside a trace, whose timeline and busy shares are the runs' alone.
+        if (!o.trace)
+          result.decode_bandwidth_bytes_per_s.push_back(bandwidth.measure(pool.as_parallel_for()));
       }
       if (progress)
         progress(fmt::format("tg{}{} {}: {:.2f} tokens/s", o.decode_tokens, at_depth,
@@ -222,9 +238,7 @@ BenchResult run_benchmark(forward::ModelRunner& runner, backend::NumaPools& pool
       rate = std::max(rate, probe(instruction));
     set_ceiling();
   }
-  // A buffer far larger than the caches: 1 GiB.
-  result.read_bandwidth_bytes_per_s =
-      kernels::measure_read_bandwidth(1ull << 30, pool.as_parallel_for());
+  result.read_bandwidth_bytes_per_s = bandwidth.measure(pool.as_parallel_for());
   return result;
 }
 

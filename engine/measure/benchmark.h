@@ -72,14 +72,22 @@ struct BenchResult {
   Measurement decode;
   TimeSplit prompt_split;
   TimeSplit decode_split;
+  // The memory's read rate, measured after the runs.
   double read_bandwidth_bytes_per_s = 0;
+  // The read rate measured right after each counted decode run, one per repetition (none with
+  // BenchOptions::trace): a machine whose memory speed drifts between runs (a virtual
+  // machine's, by up to twice) holds each run against its own moment's rate.
+  std::vector<double> decode_bandwidth_bytes_per_s;
   std::uint64_t active_bytes_per_token = 0;
   // The KV cache (and linear layers' state) a decoded token reads, on average over the decode
   // test (BenchOptions::cpu_cache_format; 0 without it).
   std::uint64_t cache_bytes_per_token = 0;
-  // The bandwidth over the weights and cache a decoded token reads.
+  // The bandwidth over the weights and cache a decoded token reads: the mean of the rates
+  // beside the decode runs where there are some, else the rate after the runs.
   double roofline_tokens_per_s() const;
-  double roofline_fraction() const;  // decode mean / roofline
+  // The decode runs' mean share of the roofline, each run against its own rate where measured
+  // beside it (else the decode mean over roofline_tokens_per_s).
+  double roofline_fraction() const;
   // With BenchOptions::prompt_ceiling: what a prompt token multiplies, each instruction's
   // measured multiply-adds a second on the benchmark's threads (the better of a probe before
   // the runs and one after), and the tokens a second they allow (0 when something went

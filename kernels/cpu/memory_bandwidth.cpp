@@ -10,12 +10,17 @@
 
 namespace tandem::kernels {
 
-double measure_read_bandwidth(std::uint64_t bytes, const ParallelFor& parallel, int repeats) {
-  const std::uint64_t words = bytes / sizeof(std::uint64_t);
-  AlignedBytes buffer = AlignedBytes::allocate(words * sizeof(std::uint64_t));
-  auto* data = reinterpret_cast<std::uint64_t*>(buffer.data.get());
-  for (std::uint64_t i = 0; i < words; ++i) data[i] = i;  // touch every page first
-  constexpr std::int64_t kChunkWords = 1 << 16;           // 512 KiB per task
+ReadBandwidthProbe::ReadBandwidthProbe(std::uint64_t bytes)
+    : buffer_(AlignedBytes::allocate(bytes / sizeof(std::uint64_t) * sizeof(std::uint64_t))),
+      words_(bytes / sizeof(std::uint64_t)) {
+  auto* data = reinterpret_cast<std::uint64_t*>(buffer_.data.get());
+  for (std::uint64_t i = 0; i < words_; ++i) data[i] = i;  // touch every page first
+}
+
+double ReadBandwidthProbe::measure(const ParallelFor& parallel, int repeats) const {
+  const std::uint64_t words = words_;
+  const auto* data = reinterpret_cast<const std::uint64_t*>(buffer_.data.get());
+  constexpr std::int64_t kChunkWords = 1 << 16;  // 512 KiB per task
   const std::int64_t chunks = static_cast<std::int64_t>((words + kChunkWords - 1) / kChunkWords);
   std::atomic<std::uint64_t> sink{0};
   double best = 0.0;
@@ -39,6 +44,10 @@ double measure_read_bandwidth(std::uint64_t bytes, const ParallelFor& parallel, 
   }
   if (sink.load() == 0x5eed) best += 0.0;  // keeps the reads from being optimised away
   return best;
+}
+
+double measure_read_bandwidth(std::uint64_t bytes, const ParallelFor& parallel, int repeats) {
+  return ReadBandwidthProbe(bytes).measure(parallel, repeats);
 }
 
 }  // namespace tandem::kernels

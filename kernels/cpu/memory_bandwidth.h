@@ -4,12 +4,28 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/aligned_bytes.h"
 #include "kernels/cpu/dense_matmul.h"
 
 namespace tandem::kernels {
 
-// Reads a `bytes`-sized buffer several times across `parallel`'s workers and returns the
-// best rate in bytes per second.
+// A buffer far larger than the caches, kept for measuring again and again: beside each run of
+// a benchmark, on a machine whose memory speed drifts between runs (a virtual machine's
+// neighbours), so that each run is held against the rate of its own moment. Touched once, when
+// made.
+class ReadBandwidthProbe {
+ public:
+  explicit ReadBandwidthProbe(std::uint64_t bytes);
+  // Reads the buffer `repeats` times across `parallel`'s workers; the best rate in bytes per
+  // second.
+  double measure(const ParallelFor& parallel, int repeats = 5) const;
+
+ private:
+  AlignedBytes buffer_;
+  std::uint64_t words_ = 0;
+};
+
+// One measurement with a probe of `bytes` made for it.
 double measure_read_bandwidth(std::uint64_t bytes, const ParallelFor& parallel, int repeats = 5);
 
 }  // namespace tandem::kernels

@@ -357,6 +357,10 @@ class TestCli : public QObject {
     QVERIFY2(table.out.contains(QLatin1String("|       2 |     2 |     bf16 |")),
              qPrintable(table.out));
     QVERIFY2(table.out.contains(QLatin1String("achieved ")), qPrintable(table.out));
+    // One decode run: held against the read rate measured right after it.
+    QVERIFY2(table.out.contains(QLatin1String(" GB/s after its run); achieved ")),
+             qPrintable(table.out));
+    QCOMPARE(j["decode_read_bandwidth_bytes_per_s"].size(), std::size_t(1));
     // A prompt alone claims no share of the decode roofline.
     const Run prompt_only =
         runTandem({"bench", "-m", out, "-p", "8", "-n", "0", "-r", "1", "-t", "2"}, env());
