@@ -26,10 +26,12 @@
 #       process of its own with -r N repetitions (default 2). A peer not given is left out; a
 #       run that fails is recorded as such and the sitting goes on. Writes results.tsv, the
 #       runs' output (runs.log) and summary.md into --out (default sitting-out/), and prints
-#       the summary.
+#       the summary; memory.tsv holds, for each of Tandem's decode runs, the memory's read
+#       rate measured right after it (the round's rate, which the peers beside it saw too)
+#       and the run's share of it, which the summary shows under the rates.
 #   scripts/sitting.sh --summarize FOLDER
-#       the summary again from FOLDER/results.tsv (of a sitting cut short, or with rows
-#       added or removed by hand).
+#       the summary again from FOLDER/results.tsv and memory.tsv (of a sitting cut short,
+#       or with rows added or removed by hand).
 #
 # Tandem is build/app/tandem unless TANDEM=/path/to/tandem. ik_llama.cpp runs with its
 # run-time repacking, fused MoE and flash attention (-rtr 1 -fmoe 1 -fa 1), as its users
@@ -196,6 +198,42 @@ summarize() {
       }
     }
   }' "$1/results.tsv" >"$1/summary.md"
+  # Tandem's decode runs against the memory's read rate measured right after them: the rate
+  # of the round, which the peers' runs beside them saw too.
+  [ -s "$1/memory.tsv" ] || return 0
+  awk -F'\t' '
+  NR == 1 { next }
+  {
+    if ($1 + 0 > rounds) rounds = $1 + 0
+    key = $2 SUBSEP $3
+    rates[$1, key] = $4; share[$1, key] = $5; weights[key] = $6
+    if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+    if (!($3 in test_seen)) { test_seen[$3] = 1; tests[++nt] = $3 }
+  }
+  function cell(table, r, k) { return ((r, k) in table) ? table[r, k] : "-" }
+  END {
+    header = "| | round 1"
+    rule = "| --- | ---"
+    for (r = 2; r <= rounds; ++r) { header = header " | round " r; rule = rule " | ---" }
+    for (t = 1; t <= nt; ++t) {
+      print "\n### " tests[t] ": Tandem against the memory read right after its runs\n"
+      print header " |"; print rule " |"
+      for (i = 1; i <= n; ++i) {
+        split(order[i], parts, SUBSEP)
+        if (parts[2] != tests[t]) continue
+        s = "| the memory beside " parts[1] ", GB/s"; u = "| " parts[1] "'"'"'s share of it"
+        for (r = 1; r <= rounds; ++r) {
+          s = s " | " cell(rates, r, order[i]); u = u " | " cell(share, r, order[i])
+        }
+        print s " |"; print u " |"
+      }
+      for (i = 1; i <= n; ++i) {
+        split(order[i], parts, SUBSEP)
+        if (parts[2] == tests[t] && weights[order[i]] != "")
+          print "\n" parts[1] " reads " weights[order[i]] " of weights a token."
+      }
+    }
+  }' "$1/memory.tsv" >>"$1/summary.md"
 }
 
 [ $# -ge 1 ] || usage
@@ -270,8 +308,10 @@ done
 
 mkdir -p "$out" || exit 1
 results=$out/results.tsv
+memory=$out/memory.tsv
 log=$out/runs.log
 printf 'round\tengine\ttest\ttokens_per_s\n' >"$results"
+printf 'round\tengine\ttest\tread_gb_per_s\tshare\tweights_per_token\n' >"$memory"
 : >"$log"
 
 # One engine's run of one test; appends its rate (or "failed") to results.tsv.
@@ -286,6 +326,19 @@ record() {
   rate=$(rate_of "$shown" <<<"$output") || rate=failed
   printf '%s\t%s\t%s\t%s\n' "$round" "$engine" "$test" "$rate" >>"$results"
   printf '  %-28s %-14s %s\n' "$engine" "$test" "$rate"
+  # Tandem's decode: the memory's rate after each run and the run's share of it (tandem bench's
+  # "decode roofline" line), and the weights a token reads.
+  if [[ $engine == Tandem* && $test == tg* ]]; then
+    local read share weights
+    read=$(grep -o 'the memory read [0-9.]*\(-[0-9.]*\)\{0,1\} GB/s' <<<"$output" | head -n1 |
+      sed 's/the memory read //; s/ GB\/s//')
+    share=$(grep -o 'achieved [0-9]*%' <<<"$output" | head -n1 | sed 's/achieved //')
+    weights=$(grep -o 'active weights per token: [0-9.]* MB' <<<"$output" | head -n1 |
+      sed 's/active weights per token: //')
+    [ -z "$share" ] ||
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$engine" "$test" "${read:--}" "$share" \
+        "$weights" >>"$memory"
+  fi
 }
 
 IFS=, read -r -a test_list <<<"$tests"

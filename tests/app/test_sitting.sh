@@ -97,6 +97,21 @@ want="| Tandem INT4 pp1024 / pp512 | $(ratio "$(rate 1 "Tandem INT4" pp1024)" "$
 [ "$(row "Tandem INT4 pp1024 / pp512")" = "$want" ] || fail "not $want: $(row "Tandem INT4 pp1024 / pp512")"
 want="| Tandem INT8 tg4@d64 / tg4 | $(ratio "$(rate 1 "Tandem INT8" tg4@d64)" "$(rate 1 "Tandem INT8" tg4)") | $(ratio "$(rate 2 "Tandem INT8" tg4@d64)" "$(rate 2 "Tandem INT8" tg4)") |"
 [ "$(row "Tandem INT8 tg4@d64 / tg4")" = "$want" ] || fail "not $want: $(row "Tandem INT8 tg4@d64 / tg4")"
+# Each of Tandem's decode runs with the memory's rate right after it and its share of it,
+# shown under the rates.
+memory=$work/out/memory.tsv
+[ -f "$memory" ] || fail "no memory.tsv"
+rows=$(tail -n +2 "$memory" | wc -l)
+[ "$rows" = 8 ] || fail "$rows rows in memory.tsv, not 8 (two decode tests, two formats, two rounds)"
+awk -F'\t' 'NR > 1 && !($2 ~ /^Tandem INT[48]$/ && $3 ~ /^tg4/ && $4 ~ /^[0-9.]+(-[0-9.]+)?$/ &&
+  $5 ~ /^[0-9]+%$/ && $6 ~ / MB$/) { exit 1 }' "$memory" || fail "memory.tsv: $(cat "$memory")"
+share() { awk -F'\t' -v r="$1" -v e="$2" -v t="$3" '$1 == r && $2 == e && $3 == t { print $5 }' "$memory"; }
+section=$(awk '$0 == "### tg4@d64: Tandem against the memory read right after its runs" { on = 1; next }
+  /^### / { on = 0 } on' "$summary")
+want="| Tandem INT4's share of it | $(share 1 "Tandem INT4" tg4@d64) | $(share 2 "Tandem INT4" tg4@d64) |"
+grep -qxF "$want" <<<"$section" || fail "no line $want in: $section"
+grep -q "^Tandem INT8 reads [0-9.]* MB of weights a token.$" <<<"$section" ||
+  fail "the weights a token reads are not named: $section"
 tail -n "$(wc -l <"$summary")" "$work/stdout" | diff -q - "$summary" >/dev/null ||
   fail "the summary was not printed last: $(cat "$work/stdout")"
 
@@ -110,12 +125,14 @@ for v in avx2 scalar; do
 done
 want="| Tandem INT8 avx2 / Tandem INT8 scalar | $(ratio "$(rate 1 "Tandem INT8 avx2" pp512)" "$(rate 1 "Tandem INT8 scalar" pp512)") |"
 grep -qxF "$want" "$work/variants/summary.md" || fail "no line $want in $(cat "$work/variants/summary.md")"
-# --summarize writes the same summary again from the results.
-cp "$work/variants/summary.md" "$work/summary-before.md"
-rm "$work/variants/summary.md"
-"$root/scripts/sitting.sh" --summarize "$work/variants" >/dev/null ||
-  fail "--summarize exited with $?"
-cmp -s "$work/summary-before.md" "$work/variants/summary.md" || fail "--summarize wrote another summary"
+# --summarize writes the same summary again from the results, the memory's rates too.
+for folder in "$work/variants" "$work/out"; do
+  cp "$folder/summary.md" "$work/summary-before.md"
+  rm "$folder/summary.md"
+  "$root/scripts/sitting.sh" --summarize "$folder" >/dev/null || fail "--summarize exited with $?"
+  cmp -s "$work/summary-before.md" "$folder/summary.md" ||
+    fail "--summarize wrote another summary of $folder"
+done
 
 # Refusals: an unknown test, and a missing model.
 if TANDEM=$tandem "$root/scripts/sitting.sh" --int8 "$demo" --tests pp512,xx9 --rounds 1 \
