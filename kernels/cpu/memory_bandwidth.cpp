@@ -46,8 +46,4 @@ double ReadBandwidthProbe::measure(const ParallelFor& parallel, int repeats) con
   return best;
 }
 
-double measure_read_bandwidth(std::uint64_t bytes, const ParallelFor& parallel, int repeats) {
-  return ReadBandwidthProbe(bytes).measure(parallel, repeats);
-}
-
 }  // namespace tandem::kernels

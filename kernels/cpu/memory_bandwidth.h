@@ -25,7 +25,4 @@ class ReadBandwidthProbe {
   std::uint64_t words_ = 0;
 };
 
-// One measurement with a probe of `bytes` made for it.
-double measure_read_bandwidth(std::uint64_t bytes, const ParallelFor& parallel, int repeats = 5);
-
 }  // namespace tandem::kernels
