@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/compute_peak.h"
+#include "kernels/cpu/memory_bandwidth.h"
 
 using namespace tandem::kernels;
 
@@ -163,6 +164,27 @@ class TestComputePeak : public QObject {
       }
       const double rate = measure_peak_multiply_adds(i, serial_for, 2, 1);
       QVERIFY2(std::isfinite(rate) && rate > 0, name.constData());
+    }
+  }
+
+  // The read-rate probe keeps its buffer and, at each measurement, hands every chunk of it
+  // (512 KiB, the last one short) to the threads once a repeat, and gives a rate each time.
+  void readRateProbeReadsItsWholeBufferEachTime() {
+    constexpr std::int64_t kChunkBytes = std::int64_t{1} << 19;
+    const ReadBandwidthProbe probe(2 * kChunkBytes + 64);
+    std::vector<std::int64_t> seen;
+    const ParallelFor counting = [&](std::int64_t n,
+                                     const std::function<void(std::int64_t, std::int64_t)>& body) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        seen.push_back(i);
+        body(i, i + 1);
+      }
+    };
+    for (int measure = 0; measure < 2; ++measure) {
+      seen.clear();
+      const double rate = probe.measure(counting, 3);
+      QVERIFY(std::isfinite(rate) && rate > 0);
+      QCOMPARE(seen, (std::vector<std::int64_t>{0, 1, 2, 0, 1, 2, 0, 1, 2}));
     }
   }
 };
