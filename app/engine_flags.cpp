@@ -119,11 +119,11 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
   f.kt_method_option =
       c->add_option("--kt-method", f.kt_method,
                     "The experts' CPU format as the seeds name it (AMXINT8, AVX512INT4, ...; "
-                    "INT4DOWN8 is Tandem's INT4 with INT8 downs)")
+                    "INT4DOWN8 is Tandem's INT4 with INT8 downs, INT8ROTATED its rotated INT8)")
           ->check(sentence(
               [](const std::string& v) { return !plan::cpu_format_of_method(v).empty(); },
-              "give AMX, AVX512 or AVX2 followed by INT8, INT4, INT4DOWN8, BF16 or MXFP4, such "
-              "as AMXINT8"));
+              "give AMX, AVX512 or AVX2 followed by INT8, INT8ROTATED, INT4, INT4DOWN8, BF16 or "
+              "MXFP4, such as AMXINT8"));
   f.kv_cache_option =
       c->add_option("--kv-cache", f.kv_cache,
                     "How the CPU keeps keys and values where it runs attention: bf16 (half the "

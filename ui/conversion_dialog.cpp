@@ -28,6 +28,8 @@
 #include "engine/model/demo_model.h"
 #include "engine/model/gguf/model.h"
 #include "engine/model/gguf/set.h"
+#include "engine/plan/memory_planner.h"
+#include "kernels/cpu/isa.h"
 #include "ui/main_window.h"
 #include "ui/theme.h"
 
@@ -58,6 +60,15 @@ double expected_error(const QString& method) {
 
 bool is_gguf(const QString& path) {
   return model::is_gguf_path(path.trimmed().toStdString());
+}
+
+// The kernels this computer runs (those --cpu-variant forces, else the best it has).
+kernels::CpuVariant cpu_variant() {
+  try {
+    return kernels::active_variant();
+  } catch (const std::exception&) {
+    return kernels::best_variant(kernels::detect_isa().usable);
+  }
 }
 
 model::Method method_from(const QString& name) {
@@ -100,10 +111,18 @@ ConversionDialog::ConversionDialog(QWidget* parent) : QDialog(parent) {
   advice_->setVisible(false);
   form->addRow(QString(), advice_);
   method_ = new QComboBox(this);
-  method_->addItem(tr("INT8: near-lossless, fast (recommended)"), QStringLiteral("int8"));
-  method_->addItem(tr("INT8 rotated: the same size, prompts up to twice as fast with AMX, about "
-                      "as exact"),
+  // The 8-bit format the plan recommends for this CPU (plan::int8_format_for) is the one
+  // offered first: rotated INT8 where AMX takes it in integer tiles.
+  const bool rotated = plan::int8_format_for(cpu_variant()) == plan::WeightFormat::Int8Rotated;
+  method_->addItem(
+      rotated ? tr("INT8: near-lossless, fast") : tr("INT8: near-lossless, fast (recommended)"),
+      QStringLiteral("int8"));
+  method_->addItem(rotated ? tr("INT8 rotated: the same size, about as exact, prompts up to twice "
+                                "as fast with this computer's AMX (recommended)")
+                           : tr("INT8 rotated: the same size, prompts up to twice as fast with "
+                                "AMX, which this computer lacks, about as exact"),
                    QStringLiteral("int8-rotated"));
+  if (rotated) method_->setCurrentIndex(method_->findData(QStringLiteral("int8-rotated")));
   method_->addItem(tr("INT4 with 8-bit downs: the routed experts' down projections in INT8, "
                       "about 73% of the memory of INT8, closer to its accuracy than INT4"),
                    QStringLiteral("int4-down8"));

@@ -35,7 +35,8 @@ class ConversionDialog : public QDialog {
   ~ConversionDialog() override;  // cancels a running conversion and waits for it
 
   void setSource(const QString& folder);
-  void setMethod(const QString& method);  // "int8", "int4-down8", "int4", "bf16" or "mxfp4"
+  // "int8", "int8-rotated", "int4-down8", "int4", "bf16" or "mxfp4"
+  void setMethod(const QString& method);
   void setOutput(const QString& folder);
   // Attention, shared experts, dense layers and the output head in BF16 beside INT8 or INT4
   // experts (convert::ConvertOptions::dense_bf16).

@@ -71,9 +71,10 @@ QLabel* paragraph(const QString& text, QWidget* parent) {
   return l;
 }
 
-// A CPU format as the pages name it: "INT8", "INT4", "INT4 (8-bit downs)".
+// A CPU format as the pages name it: "INT8", "INT8 rotated", "INT4", "INT4 (8-bit downs)".
 QString format_title(plan::WeightFormat f) {
   if (f == plan::WeightFormat::Int4Down8) return SetupWizard::tr("INT4 (8-bit downs)");
+  if (f == plan::WeightFormat::Int8Rotated) return SetupWizard::tr("INT8 rotated");
   return q(std::string(plan::format_name(f))).toUpper();
 }
 
@@ -176,9 +177,8 @@ QString plain_name(const std::string& name) {
 }
 
 std::optional<plan::WeightFormat> format_from(const QString& name) {
-  // Rotated INT8 takes INT8's memory; the rotation is the loader's business, not the plan's.
-  if (name == QLatin1String("int8") || name == QLatin1String("int8-rotated"))
-    return plan::WeightFormat::Int8;
+  if (name == QLatin1String("int8")) return plan::WeightFormat::Int8;
+  if (name == QLatin1String("int8-rotated")) return plan::WeightFormat::Int8Rotated;
   if (name == QLatin1String("int4")) return plan::WeightFormat::Int4;
   if (name == QLatin1String("int4-down8")) return plan::WeightFormat::Int4Down8;
   if (name == QLatin1String("bf16")) return plan::WeightFormat::Bf16;
@@ -186,10 +186,8 @@ std::optional<plan::WeightFormat> format_from(const QString& name) {
   return std::nullopt;  // "native" or none: the plan's own choice
 }
 
-// A CPU format the format box names (its data), as the pages write it: "INT8 rotated" for
-// the one the plan does not tell from INT8, the plan's title for the others.
+// A CPU format the format box names (its data), as the pages write it.
 QString choice_title(const QString& name) {
-  if (name == QLatin1String("int8-rotated")) return SetupWizard::tr("INT8 rotated");
   const std::optional<plan::WeightFormat> f = format_from(name);
   return f ? format_title(*f) : name.toUpper();
 }
@@ -1121,10 +1119,8 @@ class FinishPage : public QWizardPage {
     QString method;
     for (const plan::Parameter& x : p.parameters)
       if (x.name == "kt-method") method = q(x.value);
-    const QString format = c.cpu_format == QLatin1String("native") ? tr("the stored")
-                           : c.cpu_format == QLatin1String("int8-rotated")
-                               ? choice_title(c.cpu_format)
-                               : format_title(p.cpu_format);
+    const QString format =
+        c.cpu_format == QLatin1String("native") ? tr("the stored") : format_title(p.cpu_format);
     QString gpu = tr("everything on the CPU");
     if (p.uses_gpu) {
       gpu = tr("attention and %1 experts per layer on %2")

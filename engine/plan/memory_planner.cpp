@@ -152,12 +152,13 @@ const hw::GpuDevice* best_gpu(const hw::HardwareReport& hw) {
 }
 
 std::string method_name(kernels::CpuVariant v, WeightFormat f) {
-  const std::string fmt_part = f == WeightFormat::Bf16        ? "BF16"
-                               : f == WeightFormat::Int8      ? "INT8"
-                               : f == WeightFormat::Mxfp4     ? "MXFP4"
-                               : f == WeightFormat::Native    ? "GGUF"
-                               : f == WeightFormat::Int4Down8 ? "INT4DOWN8"
-                                                              : "INT4";
+  const std::string fmt_part = f == WeightFormat::Bf16          ? "BF16"
+                               : f == WeightFormat::Int8        ? "INT8"
+                               : f == WeightFormat::Int8Rotated ? "INT8ROTATED"
+                               : f == WeightFormat::Mxfp4       ? "MXFP4"
+                               : f == WeightFormat::Native      ? "GGUF"
+                               : f == WeightFormat::Int4Down8   ? "INT4DOWN8"
+                                                                : "INT4";
   switch (v) {
     case kernels::CpuVariant::Amx:
       return "AMX" + fmt_part;
@@ -252,8 +253,14 @@ std::string_view format_name(WeightFormat f) {
       return "native";
     case WeightFormat::Int4Down8:
       return "int4-down8";
+    case WeightFormat::Int8Rotated:
+      return "int8-rotated";
   }
   return "int8";
+}
+
+WeightFormat int8_format_for(kernels::CpuVariant variant) {
+  return variant == kernels::CpuVariant::Amx ? WeightFormat::Int8Rotated : WeightFormat::Int8;
 }
 
 double bytes_per_param(WeightFormat f) {
@@ -261,6 +268,7 @@ double bytes_per_param(WeightFormat f) {
     case WeightFormat::Bf16:
       return 2.0;
     case WeightFormat::Int8:
+    case WeightFormat::Int8Rotated:
       return kernels::int8_bits_per_weight() / 8.0;
     case WeightFormat::Int4:
       return kernels::int4_bits_per_weight(kernels::kDefaultInt4Group) / 8.0;
@@ -310,9 +318,11 @@ Plan plan_for_chunk(const hw::HardwareReport& hw, const ModelShape& m, const Pla
       hw.memory.available_bytes > ram_reserve ? hw.memory.available_bytes - ram_reserve : 0;
   const hw::GpuDevice* gpu = best_gpu(hw);
 
+  // Quality keeps plain INT8 where BF16 is not taken (or does not fit): with AMX its prompts
+  // are the more exact of the two 8-bit formats; balanced takes the faster one for this CPU.
   WeightFormat cpu = wishes.quality == Quality::Quality
                          ? (native_bf16 ? WeightFormat::Bf16 : WeightFormat::Int8)
-                     : wishes.quality == Quality::Balanced ? WeightFormat::Int8
+                     : wishes.quality == Quality::Balanced ? int8_format_for(variant)
                                                            : WeightFormat::Int4;
   if (wishes.cpu_format) {
     cpu = *wishes.cpu_format;
@@ -440,11 +450,12 @@ Plan plan_for_chunk(const hw::HardwareReport& hw, const ModelShape& m, const Pla
   if (!wishes.cpu_format && ram_needed() > plan.ram_budget) {
     // The first smaller format that fits, else the smallest: INT8, then (with routed experts)
     // INT4 with INT8 downs, then INT4. One change, from the wished format to the one taken.
+    const bool eight_bits = cpu == WeightFormat::Int8 || cpu == WeightFormat::Int8Rotated;
     std::vector<WeightFormat> smaller;
     if (cpu == WeightFormat::Bf16) smaller.push_back(WeightFormat::Int8);
-    if ((cpu == WeightFormat::Bf16 || cpu == WeightFormat::Int8) && moe)
+    if ((cpu == WeightFormat::Bf16 || eight_bits) && moe)
       smaller.push_back(WeightFormat::Int4Down8);
-    if (cpu == WeightFormat::Bf16 || cpu == WeightFormat::Int8 || cpu == WeightFormat::Int4Down8)
+    if (cpu == WeightFormat::Bf16 || eight_bits || cpu == WeightFormat::Int4Down8)
       smaller.push_back(WeightFormat::Int4);
     for (WeightFormat f : smaller) {
       cpu = f;
@@ -538,6 +549,13 @@ Plan plan_for_chunk(const hw::HardwareReport& hw, const ModelShape& m, const Pla
                        ? "the file's own block formats, computed as stored: no conversion"
                    : cpu == WeightFormat::Bf16 ? "full precision, twice the memory of INT8"
                    : cpu == WeightFormat::Int8 ? "near-lossless and fast"
+                   : cpu == WeightFormat::Int8Rotated
+                       ? (variant == kernels::CpuVariant::Amx
+                              ? "INT8's memory and about its accuracy; rotated, so that AMX's "
+                                "integer tiles multiply whole rows and prompts run up to twice as "
+                                "fast as INT8's"
+                              : "INT8's memory and about its accuracy; rotated for prompts in "
+                                "AMX's integer tiles, which this CPU lacks")
                    : cpu == WeightFormat::Mxfp4
                        ? "the model's own MXFP4 experts, kept exactly at 4.25 bits"
                    : cpu == WeightFormat::Int4Down8 && m.experts > 0

@@ -12,6 +12,7 @@
 
 #include "engine/hw/hardware_report.h"
 #include "engine/plan/model_shape.h"
+#include "kernels/cpu/isa.h"
 
 namespace tandem::plan {
 
@@ -22,13 +23,22 @@ bool parse_quality(std::string_view name, Quality& out);
 // Mxfp4: routed experts stored as MXFP4 (gpt-oss), kept so. Native: a GGUF file's tensors
 // as stored, each in its own block format (sized from ModelShape::stored). Int4Down8: INT4
 // routed experts whose down projections are INT8 (model::CpuFormat::Int4Down8).
-enum class WeightFormat { Bf16, Int8, Int4, Mxfp4, Native, Int4Down8 };
-// "bf16", "int8", "int4", "mxfp4", "native", "int4-down8"
+// Int8Rotated: INT8's bytes, rotated (model::CpuFormat::Int8Rotated), whose prompts AMX
+// multiplies in integer tiles.
+enum class WeightFormat { Bf16, Int8, Int4, Mxfp4, Native, Int4Down8, Int8Rotated };
+// "bf16", "int8", "int4", "mxfp4", "native", "int4-down8", "int8-rotated"
 std::string_view format_name(WeightFormat f);
-// Bytes per parameter: BF16 2, INT8 1 plus an FP16 scale per 32 (1/16 byte), INT4 0.5 plus an
-// FP16 scale and offset per group of 32 (1/8 byte), MXFP4 0.5 plus a 1-byte exponent per 32
-// (1/32 byte); Int4Down8 a routed expert's, whose down is a third of it (gate, up and down
-// alike in size): two thirds INT4's and a third INT8's. Native has no one figure: 0.
+// The 8-bit format the plan recommends for a CPU whose best kernels are `variant`: rotated
+// INT8 where AMX multiplies it in integer tiles (prompts 1.6-2.2x as fast as INT8's at the
+// same size, mean KL 0.0047 against INT8's 0.0029 on SmolLM2-135M, both well inside 0.01;
+// docs/benchmarks.md, "INT8 rotated, built"); plain INT8 elsewhere, whose prompts the
+// rotation did not measurably speed up.
+WeightFormat int8_format_for(kernels::CpuVariant variant);
+// Bytes per parameter: BF16 2, INT8 (rotated or not) 1 plus an FP16 scale per 32 (1/16 byte),
+// INT4 0.5 plus an FP16 scale and offset per group of 32 (1/8 byte), MXFP4 0.5 plus a 1-byte
+// exponent per 32 (1/32 byte); Int4Down8 a routed expert's, whose down is a third of it (gate,
+// up and down alike in size): two thirds INT4's and a third INT8's. Native has no one figure:
+// 0.
 double bytes_per_param(WeightFormat f);
 
 struct PlanWishes {

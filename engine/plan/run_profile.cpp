@@ -31,12 +31,13 @@ std::int64_t integer(const std::string& path, const std::string& name, const std
 }  // namespace
 
 std::string cpu_format_of_method(const std::string& m) {
-  // An instruction set, then a format: AMXINT8, AVX512MXFP4, AVX2BF16; INT4DOWN8 is
-  // Tandem's own (INT4 experts with INT8 downs), which kt-kernel does not have.
+  // An instruction set, then a format: AMXINT8, AVX512MXFP4, AVX2BF16; INT4DOWN8 (INT4
+  // experts with INT8 downs) and INT8ROTATED are Tandem's own, which kt-kernel does not have.
   for (const char* isa : {"AMX", "AVX512", "AVX2"}) {
-    for (const char* f : {"INT8", "INT4", "BF16", "MXFP4", "INT4DOWN8"}) {
+    for (const char* f : {"INT8", "INT4", "BF16", "MXFP4", "INT4DOWN8", "INT8ROTATED"}) {
       if (m != std::string(isa) + f) continue;
       if (std::string_view(f) == "INT4DOWN8") return "int4-down8";
+      if (std::string_view(f) == "INT8ROTATED") return "int8-rotated";
       std::string lower = f;
       for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       return lower;

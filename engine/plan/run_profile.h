@@ -39,7 +39,8 @@ RunProfile run_profile_from_json(const nlohmann::json& document, const std::stri
 void write_run_profile(const std::string& path, const nlohmann::json& document);
 
 // The CPU format a kt-method names ("AMXINT4" -> "int4"): AMX, AVX512 or AVX2 followed by
-// INT8, INT4, BF16, MXFP4 or INT4DOWN8 ("int4-down8"); empty when it names none.
+// INT8, INT4, BF16, MXFP4, INT4DOWN8 ("int4-down8") or INT8ROTATED ("int8-rotated"); empty when
+// it names none.
 std::string cpu_format_of_method(const std::string& kt_method);
 
 }  // namespace tandem::plan

@@ -199,6 +199,13 @@ class TestHybridCli : public QObject {
     QVERIFY2(both.err.contains(QLatin1String(
                  "--kt-method AMXINT4 names the int4 format and --cpu-format the int8 one")),
              qPrintable(both.err));
+    // The plan's rotated INT8 (with AMX) reads back as its own format, not INT8's.
+    const Run rotated = tandem(generate({"--kt-method", "AMXINT8ROTATED", "--cpu-format", "int8"}));
+    QCOMPARE(rotated.code, 2);
+    QVERIFY2(rotated.err.contains(QLatin1String("--kt-method AMXINT8ROTATED names the "
+                                                "int8-rotated format and --cpu-format the int8")),
+             qPrintable(rotated.err));
+    QCOMPARE(tandem(generate({"--kt-method", "AMXINT8ROTATED"})).code, 0);
     // What recommend --save writes runs as it is.
     const QString saved = home_.path() + "/data/Tandem/Tandem/profiles/qwen3-moe.json";
     QCOMPARE(tandem({"recommend", "-m", kFixture, "--save"}).code, 0);
@@ -261,7 +268,7 @@ class TestHybridCli : public QObject {
                               << "above 0" << 105;
     QTest::newRow("bad budget") << QStringList{"--dynamic-update-budget", "some"} << "64M" << 105;
     QTest::newRow("bad method") << QStringList{"--kt-method", "AMXFP4"}
-                                << "INT8, INT4, INT4DOWN8, BF16 or MXFP4" << 105;
+                                << "INT8, INT8ROTATED, INT4, INT4DOWN8, BF16 or MXFP4" << 105;
   }
   void badValuesHaveSentences() {
     QFETCH(QStringList, flags);

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/demo_model.h"
+#include "engine/plan/memory_planner.h"
+#include "kernels/cpu/isa.h"
 #include "ui/conversion_dialog.h"
 #include "ui/main_window.h"
 
@@ -31,6 +33,7 @@ class TestConversionDialog : public QObject {
     QTemporaryDir dir;
     ConversionDialog dialog;
     dialog.show();
+    dialog.setMethod(QStringLiteral("int8"));  // whatever this CPU's recommendation
     dialog.setSource(source_);
     QVERIFY(dialog.output().endsWith(QLatin1String("qwen3-moe-tandem-int8")));
     dialog.setOutput(dir.path() + "/int8");
@@ -99,10 +102,37 @@ class TestConversionDialog : public QObject {
     }
   }
 
+  // The method offered first is the 8-bit format the plan recommends for this CPU: rotated
+  // INT8 with AMX, plain INT8 without; it alone says "recommended", and the other 8-bit item
+  // says what AMX would give.
+  void recommendsThisCpusEightBitFormat() {
+    ConversionDialog dialog;
+    auto* box = dialog.findChild<QComboBox*>();
+    QVERIFY(box);
+    const bool amx = tandem::plan::int8_format_for(tandem::kernels::active_variant()) ==
+                     tandem::plan::WeightFormat::Int8Rotated;
+    QCOMPARE(amx, tandem::kernels::active_variant() == tandem::kernels::CpuVariant::Amx);
+    QCOMPARE(box->currentData().toString(),
+             amx ? QStringLiteral("int8-rotated") : QStringLiteral("int8"));
+    int recommended = 0;
+    for (int i = 0; i < box->count(); ++i)
+      recommended += box->itemText(i).contains(QLatin1String("(recommended)")) ? 1 : 0;
+    QCOMPARE(recommended, 1);
+    QVERIFY(box->currentText().contains(QLatin1String("(recommended)")));
+    const QString rotated = box->itemText(box->findData(QStringLiteral("int8-rotated")));
+    QVERIFY2(rotated.contains(amx ? QLatin1String("this computer's AMX")
+                                  : QLatin1String("AMX, which this computer lacks")),
+             qPrintable(rotated));
+    dialog.setSource(source_);
+    QVERIFY(dialog.output().endsWith(QStringLiteral("qwen3-moe-tandem-") +
+                                     box->currentData().toString()));
+  }
+
   // The built-in demo lives inside the installation (read-only in an AppImage): its converted
   // copy is suggested in the models folder, not beside it.
   void theDemoConvertsIntoTheModelsFolder() {
     ConversionDialog dialog;
+    dialog.setMethod(QStringLiteral("int8"));
     dialog.setSource(QString::fromStdString(tandem::model::demo_model_folder()));
     QCOMPARE(dialog.output(),
              tandem::ui::MainWindow::modelsFolder() + QStringLiteral("/demo-model-tandem-int8"));

@@ -328,9 +328,20 @@ class TestSetupWizard : public QObject {
     QVERIFY2(summary.contains(QLatin1String("INT4 (8-bit downs) weights")), qPrintable(summary));
   }
 
-  // Rotated INT8 is offered beside INT8: the plan takes it as INT8's memory, the pages and the
-  // saved choice by its own name, and the model loads in it.
-  void int8RotatedIsOffered() {
+  // Rotated INT8 is offered beside INT8, and recommended where AMX's integer tiles take it:
+  // the box starts on it with its reason, choosing plain INT8 instead is planned as INT8, and
+  // the pages and the saved choice name it; the model loads in it. Without AMX plain INT8
+  // stays the recommendation.
+  void int8RotatedIsRecommendedWithAmx() {
+    QSettings().clear();  // a first run: no earlier choice for the demo stands
+    {
+      SetupWizard w(recorded("ryzen-avx512-16gb"), nullptr);
+      w.show();
+      for (int i = 0; i < 3; ++i) w.next();  // the demo
+      auto* box = w.currentPage()->findChild<QComboBox*>();
+      QCOMPARE(box->currentData().toString(), QStringLiteral("int8"));
+      QCOMPARE(w.plan().cpu_format, tandem::plan::WeightFormat::Int8);
+    }
     SetupWizard w(recorded("xeon-2s-amx-24gb"), nullptr);
     w.show();
     w.next();
@@ -342,11 +353,22 @@ class TestSetupWizard : public QObject {
     QCOMPARE(rotated, box->findData(QStringLiteral("int8")) + 1);
     QVERIFY2(box->itemText(rotated).contains(QLatin1String("AMX")),
              qPrintable(box->itemText(rotated)));
-    box->setCurrentIndex(rotated);
-    QString text;
-    for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) text += l->text() + "\n";
-    QVERIFY2(text.contains(QLatin1String("You chose INT8 rotated instead")), qPrintable(text));
+    QCOMPARE(box->currentIndex(), rotated);
+    QCOMPARE(w.plan().cpu_format, tandem::plan::WeightFormat::Int8Rotated);
+    const auto page_text = [&] {
+      QString text;
+      for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) text += l->text() + "\n";
+      return text;
+    };
+    QVERIFY2(page_text().contains(QLatin1String("Recommended for this computer and model: INT8 "
+                                                "rotated. Kernels:")) &&
+                 page_text().contains(QLatin1String("integer tiles")),
+             qPrintable(page_text()));
+    box->setCurrentIndex(box->findData(QStringLiteral("int8")));
+    QVERIFY2(page_text().contains(QLatin1String("You chose INT8 instead")), qPrintable(page_text()));
     QCOMPARE(w.plan().cpu_format, tandem::plan::WeightFormat::Int8);
+    box->setCurrentIndex(rotated);
+    QCOMPARE(w.plan().cpu_format, tandem::plan::WeightFormat::Int8Rotated);
     QCOMPARE(w.choices().cpu_format, QStringLiteral("int8-rotated"));
     tandem::model::CpuFormat loaded{};
     QVERIFY(tandem::model::parse_cpu_format(w.choices().cpu_format.toStdString(), loaded));
@@ -356,7 +378,9 @@ class TestSetupWizard : public QObject {
     QCOMPARE(w.currentId(), int(SetupWizard::Finish));
     QString summary;
     for (QLabel* l : w.currentPage()->findChildren<QLabel*>()) summary += l->text();
-    QVERIFY2(summary.contains(QLatin1String("INT8 rotated weights")), qPrintable(summary));
+    QVERIFY2(summary.contains(QLatin1String("INT8 rotated weights")) &&
+                 summary.contains(QLatin1String("AMXINT8ROTATED")),
+             qPrintable(summary));
     if (!qEnvironmentVariableIsEmpty("TANDEM_SCREENSHOT_DIR")) {
       w.back();
       w.back();

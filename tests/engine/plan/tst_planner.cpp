@@ -351,9 +351,8 @@ class TestPlanner : public QObject {
     // queries' copy; and 8 experts of 2048.
     const ModelShape ds = shape("deepseek-v3-0324");
     QCOMPARE(ds.attention_extra_width, std::int64_t{1536});
-    const std::uint64_t ds_rows =
-        4ull * (4 * 7168 + 2 * 24576 + 1536 + 576 + 2 * 18432 + 16 * (576 + 512) + 256 + 2 * 8 +
-                6 * 7168);
+    const std::uint64_t ds_rows = 4ull * (4 * 7168 + 2 * 24576 + 1536 + 576 + 2 * 18432 +
+                                          16 * (576 + 512) + 256 + 2 * 8 + 6 * 7168);
     const std::uint64_t ds_inputs = 2ull * 24576 + 2 * 16 * 576;
     const std::uint64_t ds_experts = 8ull * (4 * (2 * 2048 + 7168) + (7168 + 2048) * 9 / 8);
     QCOMPARE(cpu_scratch_bytes_per_token(ds), ds_rows + ds_inputs + ds_experts + 7168 * 9 / 8);
@@ -601,6 +600,71 @@ class TestPlanner : public QObject {
     hw.memory.available_bytes = reserve + dense_roomy.ram_total() - 1;
     const Plan dense_short = make_plan(hw, dense, wishes);
     QVERIFY(dense_short.cpu_format != WeightFormat::Int4Down8);
+  }
+
+  // At balanced quality a CPU with AMX takes INT8 rotated, whose prompts its integer tiles
+  // multiply (the same bytes as INT8); a CPU without AMX, or one told to use its AVX-512
+  // kernels, keeps plain INT8, and so does quality where BF16 does not fit. Short of memory,
+  // the rotated experts shrink as INT8's do. A format the user names is kept. The kt-method
+  // names the rotated format, and a profile reads it back as that CPU format.
+  void int8RotatedWhereAmxTakesIt() {
+    const ModelShape s = shape("qwen3-30b-a3b");
+    hw::HardwareReport amx = machine("xeon-2s-amx-24gb");
+    amx.gpus.devices.clear();
+    const PlanWishes balanced{8192, Quality::Balanced, {}};
+    const Plan rotated = make_plan(amx, s, balanced);
+    QCOMPARE(rotated.verdict, Verdict::Fits);
+    QCOMPARE(rotated.cpu_format, WeightFormat::Int8Rotated);
+    QCOMPARE(int8_format_for(kernels::CpuVariant::Amx), WeightFormat::Int8Rotated);
+    std::map<std::string, std::string> params, reasons;
+    for (const Parameter& x : rotated.parameters)
+      params[x.name] = x.value, reasons[x.name] = x.reason;
+    QCOMPARE(params["kt-method"], std::string("AMXINT8ROTATED"));
+    QCOMPARE(cpu_format_of_method(params["kt-method"]), std::string("int8-rotated"));
+    model::CpuFormat loaded = model::CpuFormat::Native;
+    QVERIFY(model::parse_cpu_format(cpu_format_of_method(params["kt-method"]), loaded));
+    QCOMPARE(loaded, model::CpuFormat::Int8Rotated);
+    QVERIFY2(reasons["kt-method"].find("integer tiles") != std::string::npos,
+             reasons["kt-method"].c_str());
+    QCOMPARE(to_json(rotated)["cpu_format"].get<std::string>(), std::string("int8-rotated"));
+
+    // The same memory as INT8 in every line.
+    QCOMPARE(bytes_per_param(WeightFormat::Int8Rotated), bytes_per_param(WeightFormat::Int8));
+    PlanWishes plain = balanced;
+    plain.cpu_format = WeightFormat::Int8;
+    const Plan asked = make_plan(amx, s, plain);
+    QCOMPARE(asked.cpu_format, WeightFormat::Int8);
+    QCOMPARE(asked.ram_total(), rotated.ram_total());
+    for (const Parameter& x : asked.parameters)
+      if (x.name == "kt-method") QCOMPARE(x.value, std::string("AMXINT8"));
+
+    // Without AMX's integer tiles: plain INT8.
+    hw::HardwareReport avx512 = amx;
+    avx512.isa.usable.amx_tile = avx512.isa.usable.amx_int8 = avx512.isa.usable.amx_bf16 = false;
+    QCOMPARE(kernels::best_variant(avx512.isa.usable), kernels::CpuVariant::Avx512);
+    QCOMPARE(make_plan(avx512, s, balanced).cpu_format, WeightFormat::Int8);
+    hw::HardwareReport avx2 = machine("laptop-avx2");
+    avx2.memory = amx.memory;
+    avx2.gpus.devices.clear();
+    QCOMPARE(make_plan(avx2, s, balanced).cpu_format, WeightFormat::Int8);
+
+    // Quality where BF16 does not fit: plain INT8, the more exact with AMX.
+    const std::uint64_t reserve = amx.memory.total_bytes / 20;
+    hw::HardwareReport tight = amx;
+    tight.memory.available_bytes = reserve + rotated.ram_total();
+    const Plan quality = make_plan(tight, s, {8192, Quality::Quality, {}});
+    QCOMPARE(quality.cpu_format, WeightFormat::Int8);
+    QCOMPARE(quality.cpu_format_changes, 1);
+
+    // Short of memory: INT4 with INT8 downs instead of the rotated INT8, said so.
+    tight.memory.available_bytes =
+        reserve + rotated.ram_total() - line(rotated.ram, "routed experts (CPU)") / 5;
+    const Plan smaller = make_plan(tight, s, balanced);
+    QCOMPARE(smaller.cpu_format, WeightFormat::Int4Down8);
+    QCOMPARE(smaller.cpu_format_changes, 1);
+    QVERIFY2(
+        smaller.changes.front().find("int4-down8 instead of int8-rotated") != std::string::npos,
+        smaller.changes.front().c_str());
   }
 
   void contextStaysWithinThePositionsTheModelTakes() {

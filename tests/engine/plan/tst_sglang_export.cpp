@@ -105,9 +105,13 @@ class TestSglangExport : public QObject {
     QCOMPARE(has(e.launch, "--kt-enable-dynamic-expert-update"),
              param(c.plan, "enable-dynamic-expert-update") == "true");
     QCOMPARE(after(e.launch, "--tool-call-parser"), std::string("qwen25"));
-    // INT8 experts: kt-kernel converts them first, into the folder the launch reads.
-    QCOMPARE(c.plan.cpu_format, WeightFormat::Int8);
+    // INT8 experts: kt-kernel converts them first, into the folder the launch reads. The plan
+    // took them rotated for AMX, which kt-kernel does not do: its plain INT8, said so.
+    QCOMPARE(c.plan.cpu_format, WeightFormat::Int8Rotated);
     QCOMPARE(after(e.launch, "--kt-method"), std::string("AMXINT8"));
+    bool noted = false;
+    for (const std::string& n : e.notes) noted |= n.find("no rotated INT8") != std::string::npos;
+    QVERIFY(noted);
     QCOMPARE(after(e.convert, "--quant-method"), std::string("int8"));
     QCOMPARE(after(e.convert, "--input-type"), std::string("bf16"));
     QCOMPARE(after(e.convert, "--output"), after(e.launch, "--kt-weight-path"));
