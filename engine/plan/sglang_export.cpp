@@ -87,14 +87,13 @@ SglangExport export_sglang(const ModelLookup& model, const Plan& plan, const Sgl
       method = "BF16";
       break;
     case WeightFormat::Int8:
-      method = "AMXINT8", quant = "int8";
-      break;
     case WeightFormat::Int8Rotated:
-      // The same bytes unrotated: kt-kernel multiplies plain INT8 only.
       method = "AMXINT8", quant = "int8";
-      out.notes.push_back(
-          "kt-kernel has no rotated INT8, which Tandem's plan chose here for AMX's integer "
-          "tiles: its experts are plain INT8, the same size.");
+      // The same bytes unrotated: kt-kernel multiplies plain INT8 only.
+      if (plan.cpu_format == WeightFormat::Int8Rotated)
+        out.notes.push_back(
+            "kt-kernel has no rotated INT8, which Tandem's plan chose here for AMX's integer "
+            "tiles: its experts are plain INT8, the same size.");
       break;
     case WeightFormat::Int4:
       method = "AMXINT4", quant = "int4";
