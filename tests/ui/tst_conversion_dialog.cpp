@@ -153,13 +153,16 @@ class TestConversionDialog : public QObject {
     QCOMPARE(edits.size(), 2);
     source = edits[0];
     output = edits[1];
+    // The method offered first: this CPU's 8-bit format (recommendsThisCpusEightBitFormat).
+    const QString suffix =
+        QStringLiteral("-tandem-") + dialog.findChild<QComboBox*>()->currentData().toString();
     QTemporaryDir empty;
     source->setFocus();
     QTest::keyClicks(source, empty.path());
     QTRY_VERIFY(dialog.estimateText().contains(QLatin1String("has no config.json")));
     QVERIFY(!dialog.estimateText().contains(QLatin1String("--")));
     QVERIFY(!dialog.canStart());
-    QCOMPARE(output->text(), empty.path() + "-tandem-int8");  // suggested from the source
+    QCOMPARE(output->text(), empty.path() + suffix);  // suggested from the source
     dialog.start();  // refused with the same sentence, nothing started
     QVERIFY(!dialog.isRunning());
     QVERIFY(dialog.statusText().contains(QLatin1String("has no config.json")));
@@ -167,7 +170,7 @@ class TestConversionDialog : public QObject {
     QTest::keyClicks(source, source_);
     QVERIFY(dialog.statusText().isEmpty());  // the message was about the old text
     QTRY_VERIFY(dialog.canStart());
-    QCOMPARE(output->text(), source_ + "-tandem-int8");
+    QCOMPARE(output->text(), source_ + suffix);
     QVERIFY2(!dialog.estimateText().contains(QLatin1String("about 0 s")),
              qPrintable(dialog.estimateText()));
     output->selectAll();
@@ -234,6 +237,7 @@ class TestConversionDialog : public QObject {
     QTemporaryDir dir;
     ConversionDialog dialog;
     dialog.show();
+    dialog.setMethod(QStringLiteral("int8"));  // whatever this CPU's recommendation
     dialog.setSource(gguf);
     QVERIFY2(dialog.output().endsWith(QLatin1String("/qwen3moe-q8_0-tandem-int8")),
              qPrintable(dialog.output()));
