@@ -14,6 +14,7 @@
 #include "engine/log/log.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_spec.h"
+#include "engine/plan/planned_format.h"
 #include "engine/schedule/routing_stats.h"
 #include "engine/template/chat_template.h"
 #include "engine/text/tokenizer.h"
@@ -135,6 +136,23 @@ void EngineWorker::loadModel(const LoadRequest& request) {
     const std::string path = folder.toStdString();
     const forward::RunSettings& s = request.settings;
     model::LoadOptions load = s.load;
+    // No format chosen: the plan's for this computer, where it has one for the model (a
+    // converted folder and a GGUF file carry their own). A model it cannot plan loads as
+    // stored, and the load below says what is wrong with it.
+    QString planned_reason;
+    if (request.plan_cpu_format) {
+      try {
+        const hw::HardwareReport hardware =
+            request.hardware ? *request.hardware : hw::probe_hardware({});
+        if (const auto planned = plan::planned_cpu_format(hardware, path, s.context)) {
+          load.cpu_format = planned->format;
+          planned_reason = QString::fromStdString(planned->reason);
+          log::info("{}: no CPU format chosen, so the plan's: {}", path, planned->reason);
+        }
+      } catch (const std::exception& e) {
+        log::info("{}: no CPU format chosen and no plan for it ({}), so as stored", path, e.what());
+      }
+    }
     load.on_progress = [this, folder](const model::LoadProgress& p) {
       emit loadProgress(folder, QString::fromStdString(p.stage), static_cast<qint64>(p.done),
                         static_cast<qint64>(p.total));
@@ -168,6 +186,7 @@ void EngineWorker::loadModel(const LoadRequest& request) {
       info.widens = built.widening->from > 0;
     }
     info.profile = request.profile;
+    info.planned_format_reason = planned_reason;
     info.placement_note = QString::fromStdString(built.note);
     info.no_accelerator_reason = QString::fromStdString(built.no_accelerator_reason);
     if (runner.has_accelerator()) {

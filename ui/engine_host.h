@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "engine/forward/runner_settings.h"
+#include "engine/hw/hardware_report.h"
 #include "engine/serve/completion.h"
 #include "ui/conversation/store.h"
 
@@ -34,6 +35,10 @@ struct LoadRequest {
   QString folder;
   forward::RunSettings settings;
   QString profile;  // the profile the settings came from, for display; empty: none
+  // Nothing chose the CPU format: the worker takes the plan's for this model on `hardware`
+  // (plan::planned_cpu_format; probed there when null), as a profile would have given it.
+  bool plan_cpu_format = false;
+  std::shared_ptr<const hw::HardwareReport> hardware;
 };
 
 struct ModelInfo {
@@ -55,6 +60,8 @@ struct ModelInfo {
   QString placement_note;         // why it runs where it does, for the user
   QString no_accelerator_reason;  // without an accelerator, why, in a few words
   QString profile;
+  // Where the plan chose cpu_format (LoadRequest::plan_cpu_format), its reason; else empty.
+  QString planned_format_reason;
   int gpu_experts_per_layer = 0;
   QString placement_strategy;
   int deferred_per_token = 0;

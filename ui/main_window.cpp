@@ -178,7 +178,12 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
                               QStringLiteral("\n") + info.placement_note +
                               (info.profile.isEmpty()
                                    ? QString()
-                                   : tr("\nSettings from the profile %1").arg(info.profile)));
+                                   : tr("\nSettings from the profile %1").arg(info.profile)) +
+                              (info.planned_format_reason.isEmpty()
+                                   ? QString()
+                                   : tr("\nWeights packed in %1, the plan's choice for this "
+                                        "computer (%2)")
+                                         .arg(info.cpu_format, info.planned_format_reason)));
     accelerator_in_use_ = info.accelerator;
     showAcceleratorStatus();
     // The last reply's rate and context were another model's (its context another size).
@@ -339,6 +344,13 @@ void MainWindow::loadModel(const QString& folder, int threads, qint64 context,
       return;
     }
   }
+  // Nothing chose the CPU format (no profile, no choice of the assistant's, none on the
+  // command line): the engine takes the plan's for this computer, as a profile would give it,
+  // rather than the stored weights' slow reference path.
+  request.plan_cpu_format = request.profile.isEmpty() && cpu_format.isEmpty() &&
+                            !request.settings.load.cpu_format_asked &&
+                            request.settings.load.cpu_format == model::CpuFormat::Native;
+  request.hardware = probe_->lastReport();
   model_status_->setText(tr("Loading %1…").arg(QFileInfo(folder).fileName()));
   engine_->loadModel(request);
 }

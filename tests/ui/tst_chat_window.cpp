@@ -20,6 +20,7 @@
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <QStandardPaths>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <QTextBlock>
 #include <QTextLayout>
@@ -29,7 +30,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/forward/runner_settings.h"
+#include "engine/hw/hardware_report.h"
 #include "engine/model/demo_model.h"
+#include "engine/plan/planned_format.h"
 #include "kernels/cpu/isa.h"
 #include "ui/chat_page.h"
 #include "ui/conversation/list_model.h"
@@ -215,6 +218,30 @@ class TestChatWindow : public QObject {
     QCOMPARE(chat->messages().size(), 4);
   }
 
+  // A Hugging Face folder opened with nothing to give its CPU format (no profile, no choice of
+  // the assistant's, none on the command line) runs in the plan's format for this computer,
+  // not as stored, and the status bar's tooltip says so and why.
+  void aFolderNothingFormatsRunsInThePlansFormat() {
+    const auto planned =
+        tandem::plan::planned_cpu_format(tandem::hw::probe_hardware({}), kModel.toStdString());
+    QVERIFY(planned);
+    QVERIFY(planned->format != tandem::model::CpuFormat::Native);
+    MainWindow window(nullptr, dir_.path() + "/planned.sqlite");
+    window.show();
+    window.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);
+    const ModelInfo& info = window.engine()->model();
+    QCOMPARE(info.cpu_format,
+             QString::fromUtf8(tandem::model::cpu_format_name(planned->format).data()));
+    QCOMPARE(info.planned_format_reason, QString::fromStdString(planned->reason));
+    QString tips;
+    for (QLabel* l : window.statusBar()->findChildren<QLabel*>()) tips += l->toolTip() + "\n";
+    QVERIFY2(tips.contains(QStringLiteral("Weights packed in %1, the plan's choice for this "
+                                          "computer (%2)")
+                               .arg(info.cpu_format, info.planned_format_reason)),
+             qPrintable(tips));
+  }
+
   // The profile `tandem recommend --save` writes is what the window runs a model with; the
   // command line's flags come after it. A broken one is said in the window, and nothing loads.
   void runsWithTheSavedProfile() {
@@ -308,6 +335,7 @@ class TestChatWindow : public QObject {
     MainWindow stored(nullptr, dir_.path() + "/kernels-native.sqlite",
                       [](tandem::forward::RunSettings& s, std::string&) {
                         s.load.cpu_format = tandem::model::CpuFormat::Native;
+                        s.load.cpu_format_asked = true;  // named, as --kt-method names one
                         return true;
                       });
     stored.show();

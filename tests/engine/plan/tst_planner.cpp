@@ -2,6 +2,7 @@
 // byte totals against hand-computed values, verdicts, and the rule that a plan that fits
 // never uses more memory than it has.
 #include <QtTest>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -15,6 +16,7 @@
 #include "engine/plan/catalog.h"
 #include "engine/plan/gguf_shape.h"
 #include "engine/plan/memory_planner.h"
+#include "engine/plan/planned_format.h"
 #include "engine/plan/run_profile.h"
 #include "engine/schedule/hybrid_options.h"
 #include "tests/support/gguf_bytes.h"
@@ -665,6 +667,38 @@ class TestPlanner : public QObject {
     QVERIFY2(
         smaller.changes.front().find("int4-down8 instead of int8-rotated") != std::string::npos,
         smaller.changes.front().c_str());
+  }
+
+  // A Hugging Face folder that nothing gave a CPU format runs in its plan's: INT8, rotated
+  // with AMX, with the kt-method and its reason. A converted folder and a GGUF file carry their
+  // own formats, and a folder without config.json is no model to plan; a damaged config.json
+  // is a sentence.
+  void plannedFormatOfAFolderNothingFormats() {
+    const std::string folder = std::string(TANDEM_TEST_DATA_DIR) + "/models/qwen3-moe";
+    const auto avx512 = planned_cpu_format(machine("ryzen-avx512-16gb"), folder);
+    QVERIFY(avx512);
+    QCOMPARE(avx512->format, model::CpuFormat::Int8);
+    QVERIFY2(avx512->reason.rfind("AVX512INT8: int8 experts", 0) == 0, avx512->reason.c_str());
+    hw::HardwareReport amx = machine("xeon-2s-amx-24gb");
+    const auto rotated = planned_cpu_format(amx, folder, 256);
+    QVERIFY(rotated);
+    QCOMPARE(rotated->format, model::CpuFormat::Int8Rotated);
+    QVERIFY2(rotated->reason.rfind("AMXINT8ROTATED: ", 0) == 0, rotated->reason.c_str());
+
+    QVERIFY(!planned_cpu_format(
+        amx, std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/qwen3moe-q8_0.gguf"));
+    QTemporaryDir dir;
+    const std::string converted = dir.path().toStdString() + "/converted";
+    std::filesystem::create_directories(converted);
+    std::filesystem::copy_file(folder + "/config.json", converted + "/config.json");
+    QVERIFY(planned_cpu_format(amx, converted));  // a model folder, until it is converted
+    std::ofstream(converted + "/" + model::kManifestName) << "{}";
+    QVERIFY(!planned_cpu_format(amx, converted));
+    QVERIFY(!planned_cpu_format(amx, dir.path().toStdString()));  // no config.json
+    const std::string damaged = dir.path().toStdString() + "/damaged";
+    std::filesystem::create_directories(damaged);
+    std::ofstream(damaged + "/config.json") << "{\"architectures\": [";
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, planned_cpu_format(amx, damaged));
   }
 
   void contextStaysWithinThePositionsTheModelTakes() {
