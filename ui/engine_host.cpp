@@ -140,14 +140,22 @@ void EngineWorker::loadModel(const LoadRequest& request) {
     // converted folder and a GGUF file carry their own). A model it cannot plan loads as
     // stored, and the load below says what is wrong with it.
     QString planned_reason;
+    bool planned_fits = true;
     if (request.plan_cpu_format) {
       try {
         const hw::HardwareReport hardware =
             request.hardware ? *request.hardware : hw::probe_hardware({});
-        if (const auto planned = plan::planned_cpu_format(hardware, path, s.context)) {
+        const auto planned = plan::planned_cpu_format(hardware, path, s.context);
+        if (planned && planned->fits) {
           load.cpu_format = planned->format;
           planned_reason = QString::fromStdString(planned->reason);
           log::info("{}: no CPU format chosen, so the plan's: {}", path, planned->reason);
+        } else if (planned) {
+          // Mapped as stored, the weights are read from the disk as they are needed.
+          planned_reason = QString::fromStdString(planned->reason);
+          planned_fits = false;
+          log::warn("{}: no CPU format chosen, and the plan {}; so the weights stay as stored",
+                    path, planned->reason);
         }
       } catch (const std::exception& e) {
         log::info("{}: no CPU format chosen and no plan for it ({}), so as stored", path, e.what());
@@ -187,6 +195,7 @@ void EngineWorker::loadModel(const LoadRequest& request) {
     }
     info.profile = request.profile;
     info.planned_format_reason = planned_reason;
+    info.planned_format_fits = planned_fits;
     info.placement_note = QString::fromStdString(built.note);
     info.no_accelerator_reason = QString::fromStdString(built.no_accelerator_reason);
     if (runner.has_accelerator()) {

@@ -60,8 +60,10 @@ struct ModelInfo {
   QString placement_note;         // why it runs where it does, for the user
   QString no_accelerator_reason;  // without an accelerator, why, in a few words
   QString profile;
-  // Where the plan chose cpu_format (LoadRequest::plan_cpu_format), its reason; else empty.
+  // Where the plan was asked for cpu_format (LoadRequest::plan_cpu_format), its reason; else
+  // empty. planned_format_fits false: no format fit the memory, and the weights stay as stored.
   QString planned_format_reason;
+  bool planned_format_fits = true;
   int gpu_experts_per_layer = 0;
   QString placement_strategy;
   int deferred_per_token = 0;

@@ -173,17 +173,22 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversations_path,
                                .arg(info.layers)
                                .arg(info.threads)
                                .arg(info.context)
-                               .arg(where));
-    model_status_->setToolTip(model_status_->text() + QStringLiteral("\n") + info.architecture +
-                              QStringLiteral("\n") + info.placement_note +
-                              (info.profile.isEmpty()
-                                   ? QString()
-                                   : tr("\nSettings from the profile %1").arg(info.profile)) +
-                              (info.planned_format_reason.isEmpty()
-                                   ? QString()
-                                   : tr("\nWeights packed in %1, the plan's choice for this "
-                                        "computer (%2)")
-                                         .arg(info.cpu_format, info.planned_format_reason)));
+                               .arg(where) +
+                           (info.planned_format_fits
+                                ? QString()
+                                : tr(" · weights as stored: too large to pack here")));
+    model_status_->setToolTip(
+        model_status_->text() + QStringLiteral("\n") + info.architecture + QStringLiteral("\n") +
+        info.placement_note +
+        (info.profile.isEmpty() ? QString()
+                                : tr("\nSettings from the profile %1").arg(info.profile)) +
+        (info.planned_format_reason.isEmpty() ? QString()
+         : info.planned_format_fits ? tr("\nWeights packed in %1, the plan's choice for this "
+                                         "computer (%2)")
+                                          .arg(info.cpu_format, info.planned_format_reason)
+                                    : tr("\nWeights left as stored, the slowest to compute: the "
+                                         "model %1")
+                                          .arg(info.planned_format_reason)));
     accelerator_in_use_ = info.accelerator;
     showAcceleratorStatus();
     // The last reply's rate and context were another model's (its context another size).

@@ -33,6 +33,8 @@ std::optional<PlannedFormat> planned_cpu_format(const hw::HardwareReport& hardwa
                              ", which the engine does not load");
   for (const Parameter& p : plan.parameters)
     if (p.name == "kt-method") out.reason = p.value + ": " + p.reason;
+  out.fits = plan.verdict != Verdict::DoesNotFit;
+  if (!out.fits) out.reason = plan.verdict_reason;
   return out;
 }
 

@@ -14,6 +14,9 @@ struct PlannedFormat {
   model::CpuFormat format = model::CpuFormat::Native;
   // The plan's reason for it (the kt-method's), for a log or a window.
   std::string reason;
+  // Whether the plan fits this computer's memory in it; where it does not even at 4 bits,
+  // packing the weights could only run out of memory.
+  bool fits = true;
 };
 
 // For a Hugging Face model folder not yet converted, the format of the plan made for it on

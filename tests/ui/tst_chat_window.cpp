@@ -242,6 +242,38 @@ class TestChatWindow : public QObject {
              qPrintable(tips));
   }
 
+  // Where the plan finds no format that fits (here a computer of 1 GiB), the weights stay as
+  // stored rather than be packed into memory that is not there, and the status bar says so.
+  void aFolderTooLargeToPackStaysAsStored() {
+    auto small = std::make_shared<tandem::hw::HardwareReport>(tandem::hw::probe_hardware({}));
+    small->gpus.devices.clear();
+    small->memory.total_bytes = small->memory.available_bytes = 1ull << 30;
+    MainWindow window(nullptr, dir_.path() + "/too-large.sqlite");
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->hasModel(), 20000);  // the last session's model
+    QTRY_VERIFY(!window.engine()->isLoading());
+    LoadRequest request;
+    request.folder = kModel;
+    request.plan_cpu_format = true;
+    request.hardware = small;
+    QSignalSpy loaded(window.engine(), &EngineHost::modelLoaded);
+    window.engine()->loadModel(request);
+    QVERIFY(loaded.wait(20000));
+    const ModelInfo& info = window.engine()->model();
+    QCOMPARE(info.cpu_format, QStringLiteral("native"));
+    QVERIFY(!info.planned_format_fits);
+    QVERIFY2(info.planned_format_reason.contains(QLatin1String("needs")),
+             qPrintable(info.planned_format_reason));
+    QString status, tips;
+    for (QLabel* l : window.statusBar()->findChildren<QLabel*>())
+      status += l->text() + "\n", tips += l->toolTip() + "\n";
+    QVERIFY2(status.contains(QLatin1String("weights as stored: too large to pack here")),
+             qPrintable(status));
+    QVERIFY2(tips.contains(QLatin1String("Weights left as stored, the slowest to compute: the "
+                                         "model needs")),
+             qPrintable(tips));
+  }
+
   // The profile `tandem recommend --save` writes is what the window runs a model with; the
   // command line's flags come after it. A broken one is said in the window, and nothing loads.
   void runsWithTheSavedProfile() {

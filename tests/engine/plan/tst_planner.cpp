@@ -684,6 +684,15 @@ class TestPlanner : public QObject {
     QVERIFY(rotated);
     QCOMPARE(rotated->format, model::CpuFormat::Int8Rotated);
     QVERIFY2(rotated->reason.rfind("AMXINT8ROTATED: ", 0) == 0, rotated->reason.c_str());
+    QVERIFY(avx512->fits && rotated->fits);
+    // Where not even INT4 fits, the plan says so: packing could only run out of memory.
+    hw::HardwareReport small = machine("laptop-avx2");
+    small.gpus.devices.clear();
+    small.memory.total_bytes = small.memory.available_bytes = GiB;
+    const auto none = planned_cpu_format(small, folder);
+    QVERIFY(none);
+    QVERIFY(!none->fits);
+    QVERIFY2(none->reason.find("needs") != std::string::npos, none->reason.c_str());
 
     QVERIFY(!planned_cpu_format(
         amx, std::string(TANDEM_TEST_DATA_DIR) + "/models-gguf/qwen3moe-q8_0.gguf"));
