@@ -143,8 +143,10 @@ void EngineWorker::loadModel(const LoadRequest& request) {
     bool planned_fits = true;
     if (request.plan_cpu_format) {
       try {
-        const hw::HardwareReport hardware =
-            request.hardware ? *request.hardware : hw::probe_hardware({});
+        std::shared_ptr<const hw::HardwareReport> report = request.hardware;
+        if (!report && request.hardware_probe.isValid())
+          report = request.hardware_probe.result();  // waits here, not on the UI thread
+        const hw::HardwareReport hardware = report ? *report : hw::probe_hardware({});
         const auto planned = plan::planned_cpu_format(hardware, path, s.context);
         if (planned && planned->fits) {
           load.cpu_format = planned->format;

@@ -3,6 +3,7 @@
 // with queued signals, and stopping a reply is an atomic flag, so the UI never waits.
 #pragma once
 
+#include <QFuture>
 #include <QObject>
 #include <QThread>
 #include <QVector>
@@ -36,9 +37,12 @@ struct LoadRequest {
   forward::RunSettings settings;
   QString profile;  // the profile the settings came from, for display; empty: none
   // Nothing chose the CPU format: the worker takes the plan's for this model on `hardware`
-  // (plan::planned_cpu_format; probed there when null), as a profile would have given it.
+  // (plan::planned_cpu_format), as a profile would have given it. Without a report, the
+  // worker waits for `hardware_probe`, the probe under way (the window's, at start-up), or
+  // else probes the machine itself.
   bool plan_cpu_format = false;
   std::shared_ptr<const hw::HardwareReport> hardware;
+  QFuture<std::shared_ptr<const hw::HardwareReport>> hardware_probe;
 };
 
 struct ModelInfo {

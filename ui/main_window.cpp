@@ -356,6 +356,9 @@ void MainWindow::loadModel(const QString& folder, int threads, qint64 context,
                             !request.settings.load.cpu_format_asked &&
                             request.settings.load.cpu_format == model::CpuFormat::Native;
   request.hardware = probe_->lastReport();
+  // At start-up the window's probe is still running: the worker waits for it rather than
+  // probe the machine a second time.
+  if (request.plan_cpu_format && !request.hardware) request.hardware_probe = probe_->running();
   model_status_->setText(tr("Loading %1…").arg(QFileInfo(folder).fileName()));
   engine_->loadModel(request);
 }

@@ -30,4 +30,8 @@ bool ProbeRunner::isRunning() const {
   return watcher_.isRunning();
 }
 
+QFuture<HardwareReportPtr> ProbeRunner::running() const {
+  return watcher_.isRunning() ? watcher_.future() : QFuture<HardwareReportPtr>();
+}
+
 }  // namespace tandem::ui

@@ -21,6 +21,9 @@ class ProbeRunner : public QObject {
   void start(const QString& diskPath);
   bool isRunning() const;
   HardwareReportPtr lastReport() const { return last_; }
+  // The probe under way, for a thread that would rather wait for it than probe again; not
+  // valid (QFuture::isValid) when none runs.
+  QFuture<HardwareReportPtr> running() const;
 
  signals:
   void finished(tandem::ui::HardwareReportPtr report);
