@@ -106,7 +106,16 @@ ChatPage::ChatPage(EngineHost& engine, ConversationStore& store, QWidget* parent
     refreshModels();
     load_again_->setVisible(false);
     notice_load_again_->setVisible(false);
-    showError(store_message_, false);  // what the store said at start stays until a turn
+    // What the store said at start stays until a turn; so does a model too large to pack,
+    // which replies at the speed of its stored weights (the status bar's text may be cut).
+    const QString as_stored = info.planned_format_fits
+                                  ? QString()
+                                  : tr("%1 stays as stored, the slowest way to run it: it %2.")
+                                        .arg(info.name, info.planned_format_reason);
+    showError(store_message_.isEmpty() || as_stored.isEmpty()
+                  ? store_message_ + as_stored
+                  : store_message_ + QLatin1Char(' ') + as_stored,
+              false);
     updateState();
   });
   connect(&engine_, &EngineHost::modelLoadFailed, this, &ChatPage::showLoadFailure);

@@ -272,6 +272,16 @@ class TestChatWindow : public QObject {
     QVERIFY2(tips.contains(QLatin1String("Weights left as stored, the slowest to compute: the "
                                          "model needs")),
              qPrintable(tips));
+    // Said in the chat too, where the status bar's text is cut at 1024 pixels.
+    const QString said = window.chatPage()->errorText();
+    QVERIFY2(said.contains(QLatin1String("qwen3-moe stays as stored, the slowest way to run it: "
+                                         "it needs")),
+             qPrintable(said));
+    for (const QSize size : {QSize(1024, 640), QSize(1600, 1000)}) {
+      window.resize(size);
+      saveScreenshot(
+          window, QStringLiteral("too-large-to-pack-%1x%2").arg(size.width()).arg(size.height()));
+    }
   }
 
   // The profile `tandem recommend --save` writes is what the window runs a model with; the
