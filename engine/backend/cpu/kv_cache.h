@@ -15,6 +15,7 @@
 #include "engine/backend/backend.h"
 #include "engine/model/model_spec.h"
 #include "kernels/cpu/attention/attention.h"
+#include "kernels/cpu/huge_pages.h"
 
 namespace tandem::backend {
 
@@ -91,14 +92,17 @@ class KvCache {
   std::int64_t value_row_;
   std::size_t head_keys_ = 0;                    // floats of one KV head's tiled keys
   std::int64_t latent_rank_ = 0, rope_dim_ = 0;  // MLA
-  std::vector<std::vector<float>> keys_;
-  std::vector<std::vector<float>> values_;
-  std::vector<std::vector<float>> latent_keys_;  // MLA
+  // What a decoded token reads whole, in huge pages (kernels/cpu/huge_pages.h).
+  template <class T>
+  using Rows = std::vector<T, kernels::HugePageAllocator<T>>;
+  std::vector<Rows<float>> keys_;
+  std::vector<Rows<float>> values_;
+  std::vector<Rows<float>> latent_keys_;  // MLA
   // A BF16 cache's keys (or MLA's latent keys) and values (or latents), per layer.
-  std::vector<std::vector<std::uint16_t>> keys16_, values16_;
+  std::vector<Rows<std::uint16_t>> keys16_, values16_;
   // An 8-bit cache's, per layer (per KV head within: keys, key scales, values, value scales).
-  std::vector<std::vector<std::uint8_t>> keys8_;
-  std::vector<std::vector<std::int8_t>> values8_;
+  std::vector<Rows<std::uint8_t>> keys8_;
+  std::vector<Rows<std::int8_t>> values8_;
   std::vector<std::vector<float>> key_scales_, value_scales_;
   std::size_t head_key_scales_ = 0, head_values8_ = 0, head_value_scales_ = 0;
   std::int64_t value_scale_stride_ = 0;
