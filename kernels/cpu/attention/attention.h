@@ -29,8 +29,9 @@ inline std::size_t tiled_key_floats(std::int64_t positions, std::int64_t dim) {
 // VDPBF16PS; AmxBf16: a prompt's attention in AMX tiles (TDPBF16PS, 16 rows of queries or
 // weights at a time) where the key width is whole 32s and the value width whole 16s, the rest
 // as Avx512Bf16. The fp32 cache takes every variant past Avx2 as Portable, the 8-bit cache
-// every one past Avx2 as VPDPBUSD (below). All compute the same products and differ only in
-// the order and fusing of fp32 sums.
+// every one past Avx2 as VPDPBUSD (below), and Avx2 there sums the bytes' products in 32-bit
+// integers as VPDPBUSD does (VPMADDWD). All compute the same products and differ only in the
+// order and fusing of fp32 sums.
 enum class AttentionVariant { Portable, Avx2, Avx512Bf16, AmxBf16 };
 // What a KV cache keeps its keys and values as.
 enum class CacheElements { F32, Bf16, Int8 };

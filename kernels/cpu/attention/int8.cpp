@@ -1,6 +1,7 @@
 // Attention over the 8-bit KV cache (attention.h): storing a position, quantising queries, and
 // the Portable variant (attention/int8_lanes.h in 16-float vectors, lowered for each
-// instruction set). The Avx2 variant is attention/avx2.cpp, the VPDPBUSD one avx512vnni.cpp.
+// instruction set). The Avx2 variant is attention/avx2_int8.cpp (VPMADDWD), the VPDPBUSD one
+// avx512vnni.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -137,7 +138,8 @@ void check_int8(const Int8Kv& kv) {
   }
 }
 
-// Which kernel takes `variant`: Portable and Avx2 their own fp32 ones; any other VPDPBUSD.
+// Which kernel takes `variant`: Portable its own fp32 one, Avx2 its VPMADDWD one; any other
+// VPDPBUSD.
 AttentionVariant int8_kernel(AttentionVariant variant) {
   if (variant == AttentionVariant::Portable || variant == AttentionVariant::Avx2) return variant;
   const IsaFeatures& u = detect_isa().usable;

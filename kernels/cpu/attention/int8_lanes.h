@@ -1,8 +1,8 @@
 // The 8-bit cache's fp32 kernel, in vectors of 16 floats (the Portable variant, int8.cpp,
-// whose target clones lower them for each instruction set) or of 8 (the Avx2 variant,
-// attention/avx2.cpp, where 16-float vectors would live in memory). The bytes are the
-// VPDPBUSD variant's (avx512vnni.cpp): each key byte times its group's scale, each weight
-// byte times its chunk's factor, the rest multiply-adds in fp32. Internal to kernels/cpu.
+// whose target clones lower them for each instruction set). The bytes are the VPDPBUSD
+// variant's (avx512vnni.cpp): each key byte times its group's scale, each weight byte times
+// its chunk's factor, the rest multiply-adds in fp32. (The Avx2 variant sums the bytes'
+// products in integers, attention/avx2_int8.cpp.) Internal to kernels/cpu.
 #pragma once
 
 #include <algorithm>
