@@ -129,8 +129,8 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
                     "How the CPU keeps keys and values where it runs attention: bf16 (half the "
                     "memory, faster at long contexts), int8 (8 bits, a scale per 32 of a key and "
                     "per row of a value: 0.54 of "
-                    "bf16's memory, a little less exact; with AVX-512, faster again at long "
-                    "contexts) or f32 (closest to an fp32 reference)")
+                    "bf16's memory, a little less exact; with AVX-512 VNNI or AVX2, faster again "
+                    "at long contexts) or f32 (closest to an fp32 reference)")
           ->capture_default_str()
           ->check(sentence(
               [](const std::string& v) {

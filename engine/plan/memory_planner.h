@@ -96,7 +96,8 @@ struct Plan {
   std::int64_t max_positions = 0;
   // The CPU engine keeps its KV cache in 8 bits (kv-cache int8) rather than BF16: where RAM
   // would not hold BF16's at the context asked, or for speed at long contexts (Quality::Speed
-  // on CPUs with AVX-512 VNNI). Without a GPU only: the GPU keeps its own cache.
+  // on CPUs with AVX-512 VNNI, or with AVX2 alone). Without a GPU only: the GPU keeps its own
+  // cache.
   bool kv_cache_int8 = false;
   // Prompt tokens per forward pass (prefill-chunk): schedule::kCpuExpertPrefillChunkTokens
   // where the CPU runs routed experts alone and RAM has room for its scratch, else

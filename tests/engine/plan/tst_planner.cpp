@@ -443,7 +443,8 @@ class TestPlanner : public QObject {
   // Without a GPU, the KV cache goes to 8 bits where RAM would not hold BF16's at the context
   // asked (before the experts shrink or the context does: it costs the least accuracy), and
   // back to BF16 where smaller experts leave room for it; at Quality::Speed on a CPU with
-  // AVX-512 VNNI it is 8 bits for speed (at Qwen3-30B-A3B's whole 40960 positions). Heads the 8-bit
+  // AVX-512 VNNI, or with AVX2 alone, it is 8 bits for speed (at Qwen3-30B-A3B's whole 40960
+  // positions). Heads the 8-bit
   // cache does not take keep BF16 and the context shortens instead. The profile's kv-cache says
   // which, with its reason.
   void kvCacheIn8BitsWhereRamIsShort() {
@@ -516,14 +517,30 @@ class TestPlanner : public QObject {
         QVERIFY2(QString::fromStdString(x.reason).contains(QLatin1String("not 80")),
                  x.reason.c_str());
 
-    // Speed on AVX-512 VNNI: 8 bits though BF16 fits; not on the AVX2 laptop, nor with a GPU.
+    // Speed on AVX-512 VNNI: 8 bits though BF16 fits; on the AVX2 laptop too (VPMADDWD); not
+    // on an AVX-512 CPU without VNNI (the Portable fp32 kernel), nor with a GPU.
     hw.memory.available_bytes = 120 * GiB;
     const Plan fast = make_plan(hw, s, {40960, Quality::Speed, {}});
     QVERIFY(fast.kv_cache_int8);
     QCOMPARE(fast.verdict, Verdict::Fits);
+    const auto kv_reason = [](const Plan& p) {
+      for (const Parameter& x : p.parameters)
+        if (x.name == "kv-cache") return QString::fromStdString(x.reason);
+      return QString();
+    };
+    QVERIFY2(kv_reason(fast).contains(QLatin1String("faster with AVX-512 VNNI")),
+             qPrintable(kv_reason(fast)));
+    const Plan avx2 =
+        make_plan(machine("laptop-avx2"), shape("qwen3-30b-a3b"), {2048, Quality::Speed, {}});
+    QCOMPARE(params(avx2)["kv-cache"], std::string("int8"));
+    QVERIFY2(kv_reason(avx2).contains(QLatin1String("faster with AVX2")),
+             qPrintable(kv_reason(avx2)));
     QCOMPARE(params(make_plan(machine("laptop-avx2"), shape("qwen3-30b-a3b"),
-                              {2048, Quality::Speed, {}}))["kv-cache"],
+                              {2048, Quality::Balanced, {}}))["kv-cache"],
              std::string("bf16"));
+    hw::HardwareReport no_vnni = hw;
+    no_vnni.isa.usable.avx512_vnni = false;
+    QVERIFY(!make_plan(no_vnni, s, {40960, Quality::Speed, {}}).kv_cache_int8);
     const Plan hybrid = make_plan(machine("ryzen-avx512-16gb"), s, {8192, Quality::Speed, {}});
     QVERIFY(hybrid.uses_gpu);
     QVERIFY(!hybrid.kv_cache_int8);
