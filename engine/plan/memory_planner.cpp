@@ -436,9 +436,9 @@ Plan plan_for_chunk(const hw::HardwareReport& hw, const ModelShape& m, const Pla
                              kernels::int8_cache_takes(m.kv_key_width) &&
                              kernels::int8_cache_takes(m.kv_value_width);
   // Faster where its kernels sum the bytes' products in integers: VPDPBUSD with AVX-512 VNNI,
-  // VPMADDWD on CPUs with AVX2 alone (at depth 8192 on Zen 3, a decoded token 1.26x as fast
-  // as with BF16's cache, prompts as fast; docs/benchmarks.md). An AVX-512 CPU without VNNI
-  // runs the Portable fp32 kernel, slower than BF16's.
+  // VPMADDWD on CPUs with AVX2 alone (at depth 8192 on Zen 3, a decoded token 1.23-1.35x as
+  // fast as with BF16's cache in three rounds, prompts as fast; docs/benchmarks.md). An AVX-512
+  // CPU without VNNI runs the Portable fp32 kernel, slower than BF16's.
   const bool int8_kv_faster =
       (usable.avx512f && usable.avx512bw && usable.avx512vl && usable.avx512_vnni) ||
       (usable.avx2 && usable.fma && !usable.avx512f);
