@@ -89,6 +89,10 @@ class DeviceMatrix {
   std::int64_t cols() const { return cols_; }
   // Device memory it holds (0 for a view of host memory on the CPU backend).
   std::uint64_t bytes() const { return bytes_; }
+  // What a trace calls its products ("matmul: o"; measure/trace.h): a literal, or text that
+  // outlives every recording.
+  const char* name() const { return name_; }
+  void set_name(const char* name) { name_ = name; }
 
  protected:
   DeviceMatrix(std::int64_t rows, std::int64_t cols, std::uint64_t bytes)
@@ -97,6 +101,7 @@ class DeviceMatrix {
  private:
   std::int64_t rows_, cols_;
   std::uint64_t bytes_;
+  const char* name_ = "matmul";
 };
 
 // One routed expert on the device (gate, up and down), as split as its CPU copy is.

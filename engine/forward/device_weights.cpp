@@ -14,18 +14,29 @@ std::unique_ptr<backend::DeviceBuffer> place_vector(backend::Backend& device,
   return b;
 }
 
+// `name`: what a trace calls its products (a literal).
 std::unique_ptr<backend::DeviceMatrix> place(backend::Backend& device,
-                                             const kernels::WeightMatrix& host) {
+                                             const kernels::WeightMatrix& host, const char* name) {
   if (host.data == nullptr) return nullptr;
-  return device.place_matrix(host, backend::Queue::Compute);
+  std::unique_ptr<backend::DeviceMatrix> m = device.place_matrix(host, backend::Queue::Compute);
+  m->set_name(name);
+  return m;
 }
 
-DeviceFeedForward place_ffn(backend::Backend& device, const model::FeedForwardWeights& f) {
+DeviceFeedForward place_ffn(backend::Backend& device, const model::FeedForwardWeights& f,
+                            bool shared) {
   // Dense FFNs and shared experts run through the backend's SiLU product; no family has a
   // biased or clamped one (gpt-oss's experts are all routed).
   if (f.glu.kind != kernels::Glu::Kind::Silu || !f.gate_bias.empty() || !f.down_bias.empty())
     throw std::invalid_argument("a dense FFN with biases or a clamped SwiGLU is not supported");
-  return {place(device, f.gate), place(device, f.up), place(device, f.down)};
+  if (shared) {
+    return {place(device, f.gate, "matmul: shared expert: gate"),
+            place(device, f.up, "matmul: shared expert: up"),
+            place(device, f.down, "matmul: shared expert: down")};
+  }
+  return {place(device, f.gate, "matmul: dense FFN: gate"),
+          place(device, f.up, "matmul: dense FFN: up"),
+          place(device, f.down, "matmul: dense FFN: down")};
 }
 
 // Every matrix and vector place_weights places, for counting and placing alike.
@@ -99,8 +110,8 @@ std::uint64_t device_weight_bytes(const backend::Backend& device,
 DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& spec,
                             const model::ModelWeights& w) {
   DeviceWeights d;
-  d.embedding = place(device, w.embedding);
-  d.output = place(device, w.output);
+  d.embedding = place(device, w.embedding, "matmul: embedding");
+  d.output = place(device, w.output, "matmul: output head");
   d.final_norm = place_vector(device, w.final_norm);
   d.rope = device.make_rope(spec.rope, spec.rope_dim());
   for (const model::LayerWeights& l : w.layers) {
@@ -109,21 +120,21 @@ DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& sp
     layer.ffn_norm = place_vector(device, l.ffn_norm);
     const model::AttentionWeights& a = l.attention;
     DeviceAttention& da = layer.attention;
-    da.q = place(device, a.q);
-    da.q_gate = place(device, a.q_gate);
+    da.q = place(device, a.q, "matmul: q");
+    da.q_gate = place(device, a.q_gate, "matmul: q gate");
     layer.linear = l.linear;
     const model::LinearAttentionWeights& la = l.linear_attention;
     DeviceLinearAttention& dla = layer.linear_attention;
-    dla.in_qkvz = place(device, la.in_qkvz);
-    dla.in_ba = place(device, la.in_ba);
-    dla.out = place(device, la.out);
+    dla.in_qkvz = place(device, la.in_qkvz, "matmul: linear qkvz");
+    dla.in_ba = place(device, la.in_ba, "matmul: linear ba");
+    dla.out = place(device, la.out, "matmul: linear out");
     dla.conv = place_vector(device, la.conv);
     dla.a_log = place_vector(device, la.a_log);
     dla.dt_bias = place_vector(device, la.dt_bias);
     dla.norm = place_vector(device, la.norm);
-    da.k = place(device, a.k);
-    da.v = place(device, a.v);
-    da.o = place(device, a.o);
+    da.k = place(device, a.k, "matmul: k");
+    da.v = place(device, a.v, "matmul: v");
+    da.o = place(device, a.o, "matmul: o");
     da.q_norm = place_vector(device, a.q_norm);
     da.k_norm = place_vector(device, a.k_norm);
     da.q_bias = place_vector(device, a.q_bias);
@@ -131,9 +142,9 @@ DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& sp
     da.v_bias = place_vector(device, a.v_bias);
     da.o_bias = place_vector(device, a.o_bias);
     da.sinks = place_vector(device, a.sinks);
-    da.q_a = place(device, a.q_a);
-    da.q_b = place(device, a.q_b);
-    da.kv_a = place(device, a.kv_a);
+    da.q_a = place(device, a.q_a, "matmul: q_a");
+    da.q_b = place(device, a.q_b, "matmul: q_b");
+    da.kv_a = place(device, a.kv_a, "matmul: kv_a");
     if (a.k_b.data != nullptr && !device.reads_split_latent_projections()) {
       const std::int64_t nope = spec.qk_nope_head_dim, vd = spec.v_head_dim;
       d.joined_kv_b.push_back(
@@ -143,24 +154,26 @@ DeviceWeights place_weights(backend::Backend& device, const model::ModelSpec& sp
       joined.data = d.joined_kv_b.back().data();
       joined.rows = spec.num_heads * (nope + vd);
       joined.cols = spec.kv_lora_rank;
-      da.kv_b = place(device, joined);
+      da.kv_b = place(device, joined, "matmul: kv_b");
     } else {
-      da.kv_b = place(device, a.kv_b);
-      da.k_b = place(device, a.k_b);
-      da.v_b = place(device, a.v_b);
+      da.kv_b = place(device, a.kv_b, "matmul: kv_b");
+      da.k_b = place(device, a.k_b, "matmul: k_b");
+      da.v_b = place(device, a.v_b, "matmul: v_b");
     }
     da.q_a_norm = place_vector(device, a.q_a_norm);
     da.kv_a_norm = place_vector(device, a.kv_a_norm);
     layer.moe = l.moe;
     if (l.moe) {
-      layer.router = place(device, l.experts.router);
+      layer.router = place(device, l.experts.router, "matmul: router");
       layer.score_bias = place_vector(device, l.experts.score_bias);
       layer.router_bias = place_vector(device, l.experts.router_bias);
-      layer.shared_gate = place(device, l.experts.shared_gate);
+      layer.shared_gate =
+          place(device, l.experts.shared_gate, "matmul: shared expert's sigmoid gate");
       if (l.experts.shared)
-        layer.shared = std::make_unique<DeviceFeedForward>(place_ffn(device, *l.experts.shared));
+        layer.shared =
+            std::make_unique<DeviceFeedForward>(place_ffn(device, *l.experts.shared, true));
     } else {
-      layer.dense = place_ffn(device, l.dense);
+      layer.dense = place_ffn(device, l.dense, false);
     }
     d.layers.push_back(std::move(layer));
   }

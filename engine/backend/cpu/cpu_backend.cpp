@@ -121,7 +121,7 @@ void CpuBackend::rms_norm(DevicePtr<const float> x, std::int64_t x_stride,
 
 void CpuBackend::matmul(DevicePtr<const float> x, std::int64_t n, const DeviceMatrix& w,
                         DevicePtr<float> y, std::int64_t y_stride) {
-  Timed timed(*this, __func__);
+  Timed timed(*this, w.name());
   kernels::matmul_xwt(raw(x), n, HostMatrix::of(w), raw(y), y_stride, threads_.kernels_for());
 }
 

@@ -195,8 +195,18 @@ class TestBenchmark : public QObject {
       if (name.rfind("worker ", 0) == 0) worker = tid;
     }
     QVERIFY2(engine > 0 && worker > 0, json.dump().substr(0, 400).c_str());
-    for (const char* op : {"attention", "matmul", "rms_norm", "cpu_experts"})
+    for (const char* op : {"attention", "rms_norm", "cpu_experts"})
       QVERIFY2(spans[engine].count(op) == 1, op);
+    // Each dense product by its matrix, and none left unnamed.
+    for (const char* product : {"matmul: q", "matmul: k", "matmul: v", "matmul: o",
+                                "matmul: router", "matmul: output head"}) {
+      QVERIFY2(
+          spans[engine].count(product) == 1,
+          (std::string(product) + " not among " + nlohmann::json(spans[engine]).dump()).c_str());
+    }
+    QVERIFY(spans[engine].count("matmul") == 0);
+    // The workers' shares of a product split between threads are named as it is.
+    QVERIFY(spans[worker].count("matmul: output head") == 1);
     // The worker's share of the loops, under the operations that started them.
     QVERIFY(spans[worker].count("attention") == 1);
     // The experts' steps are named apart, and the worker's shares of their loops with them.
