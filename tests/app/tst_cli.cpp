@@ -391,10 +391,11 @@ class TestCli : public QObject {
     QVERIFY2(r.err.contains(QRegularExpression(
                  QStringLiteral("busy over the counted runs: worker 1 [0-9.]+%"))),
              qPrintable(r.err));
-    // Where the idle time lies: each operation's share and the workers' busy share in it.
+    // Where the idle time lies: each operation's share and the workers' busy share in it (a
+    // name such as "cpu_experts" or "matmul: output head").
     QVERIFY2(r.err.contains(QRegularExpression(QStringLiteral(
                  "each operation's share of the counted runs \\(the workers' busy share inside "
-                 "it\\): [a-z_]+ [0-9.]+% \\([0-9.]+%\\)"))),
+                 "it\\): [a-z_][a-z_:' ]* [0-9.]+% \\([0-9.]+%\\)"))),
              qPrintable(r.err));
     QFile f(trace);
     QVERIFY(f.open(QIODevice::ReadOnly));
