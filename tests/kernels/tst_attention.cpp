@@ -814,6 +814,55 @@ class TestAttention : public QObject {
     }
   }
 
+  // Every byte at its extreme: keys, queries and values of +-1 store as key bytes 1 and 255
+  // and query and value bytes -127 and 127, so each integer product is the largest it can be
+  // (a 16-bit pair sum such as VPMADDUBSW's would saturate on them). Decode whole and in
+  // parts, and a prompt's rows, against the reference on the same bytes; 5 and 7 query heads
+  // take a full pass of rows and a short one.
+  void int8ExtremeBytesMatchReference() {
+    for (AttentionVariant v : int8_variants()) {
+      for (int nq : {5, 7}) {
+        const int dim = 128, len = 150, begin = 3;
+        Case c = make_case(nq, dim, dim, len, static_cast<unsigned>(nq));
+        for (std::vector<float>* x : {&c.q, &c.keys, &c.values})
+          for (float& e : *x) e = e < 0.0f ? -1.0f : 1.0f;
+        const Int8Case b = to_int8(c);
+        for (int s = 0; s < len; ++s)
+          for (int d = 0; d < dim; ++d) {
+            const int k = b.keys[int8_key_index(s, d, dim)];
+            QVERIFY2(k == 1 || k == 255, qPrintable(QString::number(k)));
+            const int x = b.v8[static_cast<std::size_t>(s * dim + d)];
+            QVERIFY2(x == -127 || x == 127, qPrintable(QString::number(x)));
+          }
+        for (int i = 0; i < nq * dim; ++i)
+          QVERIFY(std::abs(b.q[static_cast<std::size_t>(i)]) == std::abs(b.q[0]));
+        const QString what =
+            QStringLiteral("%1 nq %2").arg(QString::fromLatin1(attention_variant_name(v))).arg(nq);
+        check_whole(
+            c, begin, false,
+            [&](const float* sk, float* scores, float* out) {
+              attend_heads_int8(c.q.data(), nq, b.kv, begin, len, 0.125f, scores, out, sk, v);
+            },
+            [&](int i, double sink, std::vector<double>& want, std::vector<double>& bound) {
+              expected_int8(c, b, i, begin, len, 0.125, sink, want, bound);
+            });
+        if (QTest::currentTestFailed()) QFAIL(qPrintable(what));
+        check_parts(
+            c, begin, 3,
+            [&](int lo, int hi, float* scores, float* out, float* max, float* sum) {
+              attend_heads_part_int8(c.q.data(), nq, b.kv, lo, hi, 0.125f, scores, out, max, sum,
+                                     v);
+            },
+            [&](int i, const std::vector<int>& cuts, std::vector<double>& want,
+                std::vector<double>& bound) {
+              expected_int8(c, b, i, begin, len, 0.125, -INFINITY, want, bound, cuts);
+            },
+            what);
+        if (QTest::currentTestFailed()) return;
+      }
+    }
+  }
+
   // Stored keys and values come back within half a step of their group's scale, and a group
   // of zeros (a head that attends nowhere) stays zero with a zero scale.
   void int8StoreRoundTrips() {
